@@ -1,0 +1,52 @@
+# pretrain: the two commands a newcomer runs are `make demo` and `make test`.
+# Each creates .venv when it is missing and installs what it needs.
+# TORCH pins the CPU wheel; override for a GPU machine: make install TORCH="torch==2.13.0 --index-url ..."
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= torch==2.13.0
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed-core
+PEERS   = $(VENV)/.installed-peers
+PYTEST_ARGS ?=
+
+.PHONY: install peers test lint demo bench clean help
+
+help:
+	@echo "make demo   - crawl -> curate -> tokens -> plan -> train -> sample -> report, on shipped data"
+	@echo "make test   - install into $(VENV) and run ruff + the test suite (no GPU needed)"
+	@echo "make bench  - benchmarks against peers (datatrove, datasketch, fastText, HF tokenizers, nanoGPT)"
+	@echo "make lint   - ruff"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e '.[train,dev,bench]'
+	touch $@
+
+install: $(STAMP)
+
+# Peer libraries used as oracles by parity tests and benchmarks (datatrove's filters need spaCy).
+$(PEERS): $(STAMP)
+	$(BIN)/pip install -q 'datatrove[processing]' spacy || echo "peers: datatrove could not be installed; parity tests will skip"
+	touch $@
+
+peers: $(PEERS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+
+test: $(PEERS)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(BIN)/python -m pretrain demo $(if $(DATA),--data $(DATA),)
+
+bench: $(PEERS)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) demo-out .pytest_cache

@@ -1,0 +1,119 @@
+"""Configuration: plain dataclasses that round-trip through TOML.
+
+Precedence: dataclass defaults < TOML file < `--set a.b=value` overrides. Values given with
+`--set` are parsed as TOML literals when they parse (`3`, `1e-3`, `true`, `["en","fr"]`) and kept
+as strings otherwise. Unknown keys are errors that name the key and the known ones.
+`config_hash` fingerprints a resolved config, so resumable jobs can refuse to mix outputs of two
+different configs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tomli_w
+
+from pretrain.errors import UserError
+
+T = TypeVar("T")
+
+
+def to_dict(cfg: Any) -> dict:
+    """A dataclass (nested) as a plain dict with None values removed (TOML has no null)."""
+    out = {}
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(v):
+            v = to_dict(v)
+        elif isinstance(v, tuple):
+            v = list(v)
+        if v is not None:
+            out[f.name] = v
+    return out
+
+
+def from_dict(cls: type[T], data: dict, where: str = "") -> T:
+    """Build dataclass `cls` from a (possibly partial) nested dict; unknown keys raise UserError."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in names:
+            raise UserError(f"unknown config key {where + key!r}; known: {', '.join(sorted(names))}")
+        typ = hints[key]
+        if dataclasses.is_dataclass(typ) and isinstance(value, dict):
+            value = from_dict(typ, value, where + key + ".")
+        kwargs[key] = _coerce(value, typ, where + key)
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, typ: Any, key: str) -> Any:
+    origin = typing.get_origin(typ)
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if origin is tuple and isinstance(value, list):
+        return tuple(value)
+    if typ in (int, float, str, bool) and not isinstance(value, typ):
+        raise UserError(f"config key {key!r} wants {typ.__name__}, got {value!r}")
+    return value
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """'a.b=value' -> (['a','b'], parsed value)."""
+    if "=" not in text:
+        raise UserError(f"--set wants key=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def merge(base: dict, path: list[str], value: Any) -> None:
+    node = base
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise UserError(f"--set {'.'.join(path)}: {part!r} is not a section")
+    node[path[-1]] = value
+
+
+def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
+    """Defaults < TOML file < overrides, validated into dataclass `cls`."""
+    data = to_dict(cls())
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise UserError(f"config file not found: {p}")
+        try:
+            _deep_update(data, tomllib.loads(p.read_text()))
+        except tomllib.TOMLDecodeError as e:
+            raise UserError(f"{p}: invalid TOML: {e}") from e
+    for text in overrides or []:
+        merge(data, *parse_override(text))
+    return from_dict(cls, data)
+
+
+def _deep_update(base: dict, new: dict) -> None:
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _deep_update(base[k], v)
+        else:
+            base[k] = v
+
+
+def dumps(cfg: Any) -> str:
+    return tomli_w.dumps(to_dict(cfg))
+
+
+def config_hash(cfg: Any) -> str:
+    """A short stable fingerprint of a resolved config."""
+    blob = json.dumps(to_dict(cfg), sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]

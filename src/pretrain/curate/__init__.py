@@ -1,0 +1,1 @@
+"""The curation belt: documents in, a clean corpus, rejects with reasons and statistics out."""

@@ -1,0 +1,26 @@
+"""Shared fixtures: where the real data lives (skip cleanly when it is absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """`../shared/data` from the project root; tests that use it skip when it is missing."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA} (a fresh clone has none)")
+    return SHARED_DATA
+
+
+def data_file(rel: str) -> Path:
+    """A path under ../shared/data, or skip the calling test."""
+    p = SHARED_DATA / rel
+    if not p.exists():
+        pytest.skip(f"missing {p}")
+    return p

@@ -6,7 +6,8 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed-core
-PEERS   = $(VENV)/.installed-peers
+PEERS_VENV ?= .venv-peers
+PEERS   = $(PEERS_VENV)/.installed
 PYTEST_ARGS ?=
 
 .PHONY: install peers test lint demo bench clean help
@@ -28,10 +29,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-# Peer libraries used as oracles by parity tests and benchmarks (datatrove's filters need spaCy).
+# Peer libraries used as oracles by parity tests and benchmarks, in their own venv so their pins
+# (datatrove needs spaCy and its own fastText build) never change ours. Tests skip without it.
 $(PEERS): $(STAMP)
-	$(BIN)/pip install -q 'datatrove[processing]' spacy || echo "peers: datatrove could not be installed; parity tests will skip"
-	touch $@
+	test -d $(PEERS_VENV) || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -q 'datatrove[processing]' spacy nltk \
+	  && touch $@ || echo "peers: datatrove could not be installed; parity tests will skip"
 
 peers: $(PEERS)
 
@@ -49,4 +52,4 @@ bench: $(PEERS)
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache
+	rm -rf $(VENV) $(PEERS_VENV) demo-out .pytest_cache

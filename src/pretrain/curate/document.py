@@ -23,6 +23,9 @@ class Document:
     url: str | None = None
     source: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Per-document scratch space shared by steps (e.g. the word split that every rule reuses);
+    # never written out. Steps that rewrite `text` must clear it.
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "text": self.text}

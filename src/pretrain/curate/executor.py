@@ -1,0 +1,103 @@
+"""Executors: run the belt's units (one shard, one dedup partition) locally or on a Ray cluster.
+
+An executor has one method, `map(fn, items)`, returning `fn(item)` for every item in input order.
+`fn` is a top-level function and items are picklable, so the same unit runs in a local process
+pool or as a Ray task. Units write their own outputs atomically and return small summaries, so
+the result never depends on the executor or the number of workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pretrain.errors import UserError
+
+
+def default_workers() -> int:
+    """All cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS
+        return os.cpu_count() or 1
+
+
+class LocalExecutor:
+    """A process pool (spawn start method: no state leaks from the parent, safe with threads).
+
+    `workers=1` runs in the calling process, which keeps tracebacks and debuggers simple.
+    """
+
+    def __init__(self, workers: int | None = None):
+        self.workers = max(1, workers or default_workers())
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
+            on_result: Callable[[Any], None] | None = None) -> list[Any]:
+        items = list(items)
+        if self.workers == 1 or len(items) <= 1:
+            out = []
+            for item in items:
+                out.append(fn(item))
+                if on_result:
+                    on_result(out[-1])
+            return out
+        ctx = mp.get_context("spawn")
+        with ctx.Pool(min(self.workers, len(items)), maxtasksperchild=None) as pool:
+            out = []
+            for res in pool.imap(fn, items, chunksize=1):
+                out.append(res)
+                if on_result:
+                    on_result(res)
+            return out
+
+    def __repr__(self) -> str:
+        return f"LocalExecutor(workers={self.workers})"
+
+
+class RayExecutor:
+    """Each item becomes one Ray task; results are gathered in input order.
+
+    `address=None` starts (or joins) a local Ray instance; "auto" or "ray://host:port" joins a
+    cluster. `workers` caps the tasks in flight (default: the cluster's CPUs).
+    """
+
+    def __init__(self, address: str | None = None, workers: int | None = None):
+        try:
+            import ray
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise UserError("--executor ray needs Ray: pip install 'pretrain[ray]'") from e
+        self._ray = ray
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
+            if address:
+                kwargs["address"] = address
+            else:
+                kwargs["num_cpus"] = workers or default_workers()
+                kwargs["include_dashboard"] = False
+            ray.init(**kwargs)
+        self.workers = workers or int(ray.cluster_resources().get("CPU", 1))
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
+            on_result: Callable[[Any], None] | None = None) -> list[Any]:
+        ray = self._ray
+        remote = ray.remote(num_cpus=1)(fn)
+        items = list(items)
+        refs = [remote.remote(item) for item in items]
+        out = ray.get(refs)
+        if on_result:
+            for r in out:
+                on_result(r)
+        return out
+
+    def __repr__(self) -> str:
+        return f"RayExecutor(workers={self.workers})"
+
+
+def build_executor(kind: str = "local", workers: int | None = None, address: str | None = None):
+    if kind == "local":
+        return LocalExecutor(workers)
+    if kind == "ray":
+        return RayExecutor(address, workers)
+    raise UserError(f"unknown executor {kind!r}; choose local or ray")

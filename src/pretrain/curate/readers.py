@@ -1,0 +1,359 @@
+"""Input readers: files in, `Document`s out, bad records reported and skipped.
+
+Owns the input side of the belt: `list_inputs` (files, folders, globs -> sorted files) and
+`read_documents`, which dispatches on the file's extension:
+
+- `.jsonl`, `.jsonl.gz`, `.jsonl.zst`: one JSON object per line; `ReaderConfig.text_field`,
+  `id_field`, `url_field` name the fields.
+- `.parquet`: streamed one row group at a time (pyarrow), same field names.
+- `.txt`: one document per file. `.html` / `.htm`: one page per file, raw HTML in `doc.text` and
+  `doc.cache["html"] = True` so that the extract step turns it into text.
+- WARC / WET / ARC (`.warc`, `.warc.gz`, `.wet`, `.wet.gz`, `.arc`, `.arc.gz`): see `warc.py`.
+
+A bad record (malformed JSON, invalid UTF-8, missing text field, record over
+`max_record_bytes`, truncated compressed stream, binary garbage) goes to
+`on_error(path, record_locator, reason)` (the locator is e.g. `"line 17"`) and reading goes on.
+Every decompressed stream is bounded by `max_file_bytes`, so a compression bomb cannot run away.
+A missing input path is a `UserError`.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import re
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import zstandard
+
+from pretrain.curate.document import Document, stable_id
+from pretrain.errors import UserError
+
+OnError = Callable[[str, object, str], None]
+
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
+WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".arc", ".arc.gz")
+HTML_SUFFIXES = (".html", ".htm")
+SUFFIXES = JSONL_SUFFIXES + (".parquet", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
+
+
+@dataclass
+class ReaderConfig:
+    """How input files become Documents (TOML section `[reader]`)."""
+
+    text_field: str = "text"
+    id_field: str = "id"
+    url_field: str = "url"
+    # A record (JSON line, Parquet cell, text file, WARC payload) larger than this is skipped.
+    max_record_bytes: int = 8 * 1024 * 1024
+    # Decompressed bytes read from one file at most (bounded decompression).
+    max_file_bytes: int = 64 * 1024**3
+    # WARC: keep only HTML responses (non-HTML payloads are skipped and counted).
+    html_only: bool = True
+    # WARC: re-read the framing between records to report records the parser skipped.
+    warc_check_gaps: bool = True
+
+
+def _ignore_error(path: str, record: object, reason: str) -> None:
+    pass
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def list_inputs(paths: list[str]) -> list[Path]:
+    """Expand files, folders (recursively, known extensions only) and globs into sorted files."""
+    found: set[Path] = set()
+    for p in paths:
+        if any(ch in p for ch in "*?["):
+            matches = [Path(m) for m in glob.glob(p, recursive=True)]
+            if not matches:
+                raise UserError(f"no input matches {p!r}")
+            found.update(m for m in matches if m.is_file())
+            continue
+        path = Path(p)
+        if path.is_dir():
+            found.update(f for f in path.rglob("*") if f.is_file() and is_supported(f))
+        elif path.is_file():
+            found.add(path)
+        else:
+            raise UserError(f"input not found: {p}")
+    return sorted(found)
+
+
+def is_supported(path: Path) -> bool:
+    return path.name.lower().endswith(SUFFIXES)
+
+
+def source_name(path: Path, root: str | Path | None = None) -> str:
+    """The file name relative to its input root (stable across machines), else its base name."""
+    if root is not None:
+        root = Path(root)
+        base = root if root.is_dir() else root.parent
+        try:
+            return path.resolve().relative_to(base.resolve()).as_posix()
+        except ValueError:
+            pass
+    return path.name
+
+
+def read_documents(
+    path: Path,
+    cfg: ReaderConfig,
+    on_error: OnError = _ignore_error,
+    *,
+    source: str | None = None,
+    stats: Counter[str] | None = None,
+) -> Iterator[Document]:
+    """Documents of one file, dispatched on its extension; bad records go to `on_error`.
+
+    `source` defaults to the file's base name; pass `source_name(path, root)` for nested inputs.
+    `stats`, when given, counts records by type and what was skipped (WARC: non-HTML, revisits).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"input not found: {path}")
+    src = source if source is not None else path.name
+    stats = stats if stats is not None else Counter()
+    name = path.name.lower()
+    if name.endswith(JSONL_SUFFIXES) or name.endswith(".json.gz"):
+        yield from _read_jsonl(path, cfg, on_error, src)
+    elif name.endswith(".parquet"):
+        yield from _read_parquet(path, cfg, on_error, src)
+    elif name.endswith(".txt"):
+        yield from _read_text(path, cfg, on_error, src)
+    elif name.endswith(HTML_SUFFIXES):
+        yield from _read_html(path, cfg, on_error, src)
+    elif name.endswith(WARC_SUFFIXES):
+        from pretrain.curate.warc import read_warc
+
+        yield from read_warc(path, cfg, on_error, src, stats)
+    else:
+        on_error(str(path), None, f"unsupported file type (known: {', '.join(SUFFIXES)})")
+
+
+# --------------------------------------------------------------------------- JSONL
+
+
+class _Bounded:
+    """A binary stream wrapper that stops with an error after `limit` bytes (decompression bombs)."""
+
+    def __init__(self, raw: IO[bytes], limit: int):
+        self.raw, self.limit, self.read_bytes = raw, limit, 0
+
+    def readline(self, size: int = -1) -> bytes:
+        line = self.raw.readline(size)
+        self.read_bytes += len(line)
+        if self.read_bytes > self.limit:
+            raise OSError(f"more than max_file_bytes={self.limit} decompressed bytes")
+        return line
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if name.endswith(".zst"):
+        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
+    return open(path, "rb")
+
+
+def _read_jsonl(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+    lineno = 0
+    try:
+        with _open_binary(path) as raw:
+            stream = _Bounded(raw, cfg.max_file_bytes)
+            while True:
+                line = stream.readline(cfg.max_record_bytes + 1)
+                if not line:
+                    break
+                lineno += 1
+                if len(line) > cfg.max_record_bytes and not line.endswith(b"\n"):
+                    _skip_to_newline(stream, cfg.max_record_bytes)
+                    on_error(str(path), f"line {lineno}", f"record larger than max_record_bytes={cfg.max_record_bytes}")
+                    continue
+                if not line.strip():
+                    continue
+                doc = _jsonl_record(line, lineno, cfg, src, path, on_error)
+                if doc is not None:
+                    yield doc
+    except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
+        on_error(str(path), f"line {lineno + 1}", f"unreadable or truncated compressed stream: {e}")
+        return
+    if lineno == 0:
+        on_error(str(path), None, "empty file")
+
+
+def _skip_to_newline(stream: _Bounded, chunk: int) -> None:
+    while True:
+        part = stream.readline(chunk)
+        if not part or part.endswith(b"\n"):
+            return
+
+
+def _jsonl_record(
+    line: bytes, lineno: int, cfg: ReaderConfig, src: str, path: Path, on_error: OnError
+) -> Document | None:
+    where = f"line {lineno}"
+    try:
+        obj = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        on_error(str(path), where, f"invalid UTF-8 at byte {e.start}")
+        return None
+    except json.JSONDecodeError as e:
+        on_error(str(path), where, f"malformed JSON: {e.msg} at column {e.colno}")
+        return None
+    if not isinstance(obj, dict):
+        on_error(str(path), where, f"expected a JSON object, got {type(obj).__name__}")
+        return None
+    return _make_doc(obj, cfg, src, lineno, lambda reason: on_error(str(path), where, reason))
+
+
+def _make_doc(obj: dict[str, Any], cfg: ReaderConfig, src: str, position: int, err: Callable) -> Document | None:
+    text = obj.get(cfg.text_field)
+    if text is None:
+        err(f"missing text field {cfg.text_field!r}")
+        return None
+    if not isinstance(text, str):
+        err(f"text field {cfg.text_field!r} is {type(text).__name__}, not a string")
+        return None
+    rid = obj.get(cfg.id_field)
+    doc_id = str(rid) if isinstance(rid, (str, int)) and not isinstance(rid, bool) and rid != "" else None
+    url = obj.get(cfg.url_field)
+    return Document(
+        id=doc_id or stable_id(src, position),
+        text=text,
+        url=url if isinstance(url, str) else None,
+        source=src,
+    )
+
+
+# --------------------------------------------------------------------------- Parquet
+
+
+def _read_parquet(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as e:
+        on_error(str(path), None, f"not a readable Parquet file: {e}")
+        return
+    names = set(pf.schema_arrow.names)
+    if cfg.text_field not in names:
+        on_error(str(path), None, f"missing text column {cfg.text_field!r} (columns: {sorted(names)})")
+        return
+    cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field) if c in names]
+    row = 0
+    for g in range(pf.num_row_groups):
+        try:
+            table = pf.read_row_group(g, columns=cols)
+        except (pa.ArrowException, OSError) as e:
+            on_error(str(path), f"row group {g}", f"unreadable row group: {e}")
+            continue
+        for obj in table.to_pylist():
+            where = f"row {row}"
+            text = obj.get(cfg.text_field)
+            if isinstance(text, str) and len(text) > cfg.max_record_bytes // 4 and _utf8_len(text) > cfg.max_record_bytes:
+                on_error(str(path), where, f"record larger than max_record_bytes={cfg.max_record_bytes}")
+            else:
+                doc = _make_doc(obj, cfg, src, row, lambda reason, w=where: on_error(str(path), w, reason))
+                if doc is not None:
+                    yield doc
+            row += 1
+    if row == 0:
+        on_error(str(path), None, "empty file")
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+# --------------------------------------------------------------------------- text and HTML files
+
+
+def _read_file_bytes(path: Path, cfg: ReaderConfig, on_error: OnError) -> bytes | None:
+    size = path.stat().st_size
+    if size == 0:
+        on_error(str(path), None, "empty file")
+        return None
+    if size > cfg.max_record_bytes:
+        on_error(str(path), None, f"file of {size} bytes is larger than max_record_bytes={cfg.max_record_bytes}")
+        return None
+    return path.read_bytes()
+
+
+def _looks_binary(data: bytes) -> bool:
+    """NUL bytes or many control characters in the first 4 KB: not text."""
+    head = data[:4096]
+    if b"\x00" in head:
+        return True
+    controls = sum(1 for b in head if b < 9 or 13 < b < 32)
+    return controls > len(head) * 0.1
+
+
+def _read_text(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+    data = _read_file_bytes(path, cfg, on_error)
+    if data is None:
+        return
+    if _looks_binary(data):
+        on_error(str(path), None, "binary content, not text")
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        on_error(str(path), None, f"invalid UTF-8 at byte {e.start}")
+        return
+    yield Document(id=stable_id(src, 0), text=text.removeprefix("\ufeff"), source=src)
+
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+
+
+def decode_html(body: bytes, http_charset: str | None = None) -> str:
+    """Bytes of a page -> str: the HTTP charset, then the `<meta>` tag, then detection.
+
+    resiliparse's `bytes_to_str` falls back to UTF-8 and cp1252 when the declared charset fails,
+    so a page that lies about its encoding still decodes to sane text.
+    """
+    from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
+    enc = _known_codec(http_charset)
+    if enc is None:
+        m = _META_CHARSET.search(body[:4096])
+        enc = _known_codec(m.group(1).decode("ascii", "ignore")) if m else None
+    if enc is None:
+        enc = detect_encoding(body) or "utf-8"
+    return bytes_to_str(body, enc)
+
+
+def _known_codec(name: str | None) -> str | None:
+    import codecs
+
+    if not name:
+        return None
+    name = name.strip().strip("\"'").lower()
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        return None
+    return name
+
+
+def _read_html(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+    data = _read_file_bytes(path, cfg, on_error)
+    if data is None:
+        return
+    if _looks_binary(data):
+        on_error(str(path), None, "binary content, not HTML")
+        return
+    doc = Document(id=stable_id(src, 0), text=decode_html(data), source=src)
+    doc.cache["html"] = True
+    yield doc

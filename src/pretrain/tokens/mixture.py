@@ -1,0 +1,284 @@
+"""Data mixtures: weights -> passes over each source, and the deterministic weighted sampler.
+
+`epochs_per_source` is the mixture arithmetic (epochs_i = w_i * D / N_i; the LLaMA paper's Table 1
+reports the same "epochs" column). `MixtureSampler` is the trainer's data source: it draws
+sequences of `seq_len + 1` tokens from token directories by weight, from a seed, and resumes
+exactly from `state_dict()`, whatever the number of data-parallel ranks.
+
+How a sequence is chosen (all of it a pure function of the seed and the global sequence number g,
+so memory is O(1) in the corpus size and any rank can compute any position):
+
+- Source choice: the global stream is cut into blocks of `BLOCK` sequences. Each block holds an
+  exact quota of each source (largest-remainder rounding of w_i * BLOCK), and a keyed permutation
+  of the block's positions shuffles the order. Shares are exact to 1/BLOCK per block, not just in
+  expectation, and the order is still random.
+- Window choice: source i's token stream is cut into W_i = (N_i - 1) // seq_len windows that start
+  every `seq_len` tokens and are `seq_len + 1` long (each token is a target exactly once per epoch;
+  windows run across documents, which the end-of-text token separates). The k-th draw from a
+  source takes window perm_{i,e}(k mod W_i) in epoch e = k // W_i, with a fresh keyed permutation
+  per epoch.
+- Permutations are a Feistel network on the next power of four with cycle walking (Black and
+  Rogaway, "Ciphers with Arbitrary Finite Domains", 2002): a bijection computed per index, never
+  materialized.
+
+The state is g (sequences drawn by all ranks together); per-source counts are derived from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from pretrain.errors import UserError
+from pretrain.tokens.shards import TokenDir
+
+BLOCK = 1 << 16  # sequences per source-choice block: share error <= 1/65,536 per block
+STATE_VERSION = 1
+_ROUNDS = 6
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def epochs_per_source(
+    weights: dict[str, float], available: dict[str, float], budget: float
+) -> dict[str, float]:
+    """Passes over each source implied by a mixture: w_i * D / N_i (D = budget in tokens)."""
+    missing = set(weights) - set(available)
+    if missing:
+        raise UserError(f"no token count for source(s) {sorted(missing)}")
+    return {k: weights[k] * budget / available[k] if available[k] else math.inf for k in weights}
+
+
+# --- keyed permutations ---------------------------------------------------------------------
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: a cheap bijective scramble of 64-bit words (vectorized)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * _M1
+        x = (x ^ (x >> np.uint64(27))) * _M2
+        return x ^ (x >> np.uint64(31))
+
+
+def _key(*parts: object) -> int:
+    return xxhash.xxh64_intdigest(":".join(str(p) for p in parts))
+
+
+def permute(idx: np.ndarray, n: int, key: int) -> np.ndarray:
+    """The image of `idx` (values in [0, n)) under a keyed pseudo-random permutation of [0, n)."""
+    idx = np.asarray(idx, dtype=np.uint64)
+    if n <= 1:
+        return idx.astype(np.int64)
+    half = max(1, (int(n - 1).bit_length() + 1) // 2)
+    mask = np.uint64((1 << half) - 1)
+    keys = [np.uint64(_key(key, r)) for r in range(_ROUNDS)]
+
+    def feistel(x: np.ndarray) -> np.ndarray:
+        left, right = x >> np.uint64(half), x & mask
+        for k in keys:
+            left, right = right, left ^ (_mix64(right ^ k) & mask)
+        return (left << np.uint64(half)) | right
+
+    out = feistel(idx)
+    todo = out >= np.uint64(n)
+    while todo.any():  # cycle walking: the domain is < 4n, so few rounds are expected
+        out[todo] = feistel(out[todo])
+        todo = out >= np.uint64(n)
+    return out.astype(np.int64)
+
+
+def block_quotas(weights: list[float], block: int = BLOCK) -> np.ndarray:
+    """Integer sequences per source in one block: largest-remainder rounding of w_i * block."""
+    w = np.asarray(weights, dtype=np.float64)
+    raw = w / w.sum() * block
+    q = np.floor(raw).astype(np.int64)
+    order = np.argsort(-(raw - q), kind="stable")
+    q[order[: block - int(q.sum())]] += 1
+    return q
+
+
+# --- the sampler ----------------------------------------------------------------------------
+
+
+class MixtureSampler:
+    """Weighted, seeded, resumable sampler of (seq_len + 1)-token sequences from token directories.
+
+    The global batch at each call is `batch_size * world_size` consecutive sequences of the global
+    stream; rank r returns rows [r * batch_size, (r + 1) * batch_size).
+    """
+
+    def __init__(
+        self,
+        sources: dict[str, str | Path],
+        weights: dict[str, float],
+        seq_len: int,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
+        if set(sources) != set(weights):
+            raise UserError(f"sources {sorted(sources)} and weights {sorted(weights)} name different sources")
+        if not sources:
+            raise UserError("a mixture needs at least one source")
+        if seq_len < 1 or world_size < 1 or not 0 <= rank < world_size:
+            raise UserError(f"bad sampler shape: seq_len={seq_len} rank={rank} world_size={world_size}")
+        if any(not (w >= 0 and math.isfinite(w)) for w in weights.values()) or sum(weights.values()) <= 0:
+            raise UserError(f"mixture weights must be non-negative with a positive sum: {weights}")
+        self.names = sorted(sources)  # sorted: the stream never depends on dict order
+        self.weights = {k: float(weights[k]) for k in self.names}
+        self.seq_len, self.seed, self.rank, self.world_size = int(seq_len), int(seed), rank, world_size
+        self.dirs = [TokenDir(sources[k]) for k in self.names]
+        self._check_same_tokenizer()
+        self.windows = np.array([(d.num_tokens - 1) // self.seq_len for d in self.dirs], dtype=np.int64)
+        for name, d, w in zip(self.names, self.dirs, self.windows):
+            if w < 1 and self.weights[name] > 0:
+                raise UserError(f"source {name!r} ({d.path}) has {d.num_tokens} tokens, "
+                                f"fewer than one sequence of {self.seq_len + 1}")
+        self.quota = block_quotas([self.weights[k] for k in self.names])
+        self._bounds = np.cumsum(self.quota)
+        self.eot_id = self.dirs[0].eot_id
+        self._seek(0)
+
+    def _check_same_tokenizer(self) -> None:
+        shas = {d.tokenizer_sha256 for d in self.dirs}
+        if len(shas) > 1:
+            detail = ", ".join(f"{n}={d.tokenizer_sha256[:12]}" for n, d in zip(self.names, self.dirs))
+            raise UserError(f"mixture sources were tokenized with different tokenizers: {detail}")
+
+    # The stream, as pure functions of the global sequence number ------------------------------
+
+    def sources_at(self, g: np.ndarray) -> np.ndarray:
+        """Source index (into sorted names) of global sequences g."""
+        g = np.asarray(g, dtype=np.int64)
+        out = np.empty(g.shape, dtype=np.int64)
+        blocks = g // BLOCK
+        for b in np.unique(blocks):
+            sel = blocks == b
+            pos = permute(g[sel] % BLOCK, BLOCK, _key(self.seed, "choice", int(b)))
+            out[sel] = np.searchsorted(self._bounds, pos, side="right")
+        return out
+
+    def _counts_before(self, g: int) -> np.ndarray:
+        """Sequences drawn from each source among global sequences [0, g)."""
+        b, i = divmod(g, BLOCK)
+        head = self.sources_at(np.arange(b * BLOCK, b * BLOCK + i, dtype=np.int64))
+        return b * self.quota + np.bincount(head, minlength=len(self.names))
+
+    def _window_starts(self, src: int, k: np.ndarray) -> np.ndarray:
+        """Token offsets of the k-th draws from source `src`."""
+        w = int(self.windows[src])
+        epochs, slot = k // w, k % w
+        win = np.empty_like(k)
+        for e in np.unique(epochs):
+            sel = epochs == e
+            win[sel] = permute(slot[sel], w, _key(self.seed, "windows", self.names[src], int(e)))
+        return win * self.seq_len
+
+    def _seek(self, g: int) -> None:
+        self.position = int(g)
+        self._counts = self._counts_before(self.position)
+
+    # The interface the trainer uses ----------------------------------------------------------
+
+    def next_batch(self, batch_size: int) -> np.ndarray:
+        """This rank's slice of the next global batch: int64 array (batch_size, seq_len + 1)."""
+        total = batch_size * self.world_size
+        g = np.arange(self.position, self.position + total, dtype=np.int64)
+        src = self.sources_at(g)
+        draw = np.empty(total, dtype=np.int64)  # k: how many earlier draws this source has had
+        for s in range(len(self.names)):
+            sel = src == s
+            draw[sel] = self._counts[s] + np.arange(int(sel.sum()), dtype=np.int64)
+        lo, hi = self.rank * batch_size, (self.rank + 1) * batch_size
+        out = np.empty((batch_size, self.seq_len + 1), dtype=np.int64)
+        for s in np.unique(src[lo:hi]):
+            rows = np.nonzero(src[lo:hi] == s)[0]
+            starts = self._window_starts(int(s), draw[lo:hi][rows])
+            out[rows] = self.dirs[s].gather(starts, self.seq_len + 1)
+        self._counts += np.bincount(src, minlength=len(self.names))
+        self.position += total
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The global position plus what it is only valid for (JSON-serializable, rank-free)."""
+        return {
+            "version": STATE_VERSION,
+            "sequences": self.position,
+            "seed": self.seed,
+            "seq_len": self.seq_len,
+            "weights": dict(self.weights),
+            "block": BLOCK,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from a saved position; refuses a state from a different stream definition."""
+        if state.get("version") != STATE_VERSION or state.get("block") != BLOCK:
+            raise UserError(f"sampler state version/block {state.get('version')}/{state.get('block')} "
+                            f"is not {STATE_VERSION}/{BLOCK}")
+        mine = {"seed": self.seed, "seq_len": self.seq_len, "weights": self.weights}
+        theirs = {k: state.get(k) for k in mine}
+        if theirs != mine:
+            raise UserError(f"sampler state was saved for {theirs}, this sampler is {mine}; "
+                            "resuming would give a different stream")
+        self._seek(int(state["sequences"]))
+
+    def shares(self) -> dict[str, float]:
+        """Realized share of sequences per source so far."""
+        n = max(1, self.position)
+        return {k: float(c) / n for k, c in zip(self.names, self._counts)}
+
+
+# --- mixture.toml ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Mixture:
+    """A mixture file: `[sources.NAME] path = "tokens/web", weight = 0.8` and `budget = 1e12`."""
+
+    sources: dict[str, Path]
+    weights: dict[str, float]
+    budget: float
+    seq_len: int = 1024
+    seed: int = 0
+
+
+def load_mixture(path: str | Path) -> Mixture:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UserError(f"{path}: cannot read mixture: {e}") from e
+    srcs = data.get("sources")
+    if not isinstance(srcs, dict) or not srcs:
+        raise UserError(f"{path}: needs [sources.NAME] tables with `path` and `weight`")
+    sources, weights = {}, {}
+    for name, s in srcs.items():
+        if not isinstance(s, dict) or "path" not in s or "weight" not in s:
+            raise UserError(f"{path}: source {name!r} needs `path` and `weight`")
+        p = Path(s["path"])
+        sources[name] = p if p.is_absolute() else path.parent / p
+        weights[name] = float(s["weight"])
+    if "budget" not in data:
+        raise UserError(f"{path}: needs `budget` (training tokens, e.g. budget = 1e12)")
+    return Mixture(sources, weights, float(data["budget"]), int(data.get("seq_len", 1024)),
+                   int(data.get("seed", 0)))
+
+
+def mixture_table(mix: Mixture, warn_epochs: float = 4.0) -> list[dict[str, Any]]:
+    """Per source: tokens available, weight (normalized), tokens drawn, epochs, warning."""
+    available = {k: TokenDir(p).num_tokens for k, p in mix.sources.items()}
+    total_w = sum(mix.weights.values())
+    if total_w <= 0:
+        raise UserError("mixture weights must have a positive sum")
+    weights = {k: w / total_w for k, w in mix.weights.items()}
+    epochs = epochs_per_source(weights, available, mix.budget)
+    return [
+        {"source": k, "available": available[k], "weight": weights[k], "drawn": weights[k] * mix.budget,
+         "epochs": epochs[k], "warning": epochs[k] > warn_epochs}
+        for k in mix.sources
+    ]

@@ -1,0 +1,191 @@
+"""The token shard format: flat memory-mappable `.bin` + `.idx` of document offsets + `manifest.json`.
+
+A token directory `TOKENS/` holds, per unit of work (one input file):
+
+- `shard_NNNNN.bin`: the token ids of every document, each followed by the end-of-text id, back to
+  back, raw little-endian `uint16` (vocabulary <= 65,536) or `uint32`. `np.memmap` reads it.
+- `shard_NNNNN.idx`: an `.npy` file (`np.load` reads it) holding `documents + 1` little-endian
+  `uint64` offsets into the `.bin`, in tokens: document i is `bin[idx[i]:idx[i+1]]`, its
+  end-of-text token included, `idx[0] == 0` and `idx[-1]` is the shard's token count.
+- `manifest.json`: format name and version, dtype, the tokenizer's fingerprint, end-of-text id,
+  per-shard and per-source token and document counts, and the inputs the shards came from.
+
+`TokenDir` opens a directory, checks every shard against its manifest (sizes, offsets) before any
+training step can read garbage, and serves contiguous token windows across shard boundaries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pretrain.curate.io import atomic_path, write_json_atomic
+from pretrain.errors import DataError, UserError
+
+FORMAT = "pretrain-tokens"
+VERSION = 1
+MANIFEST = "manifest.json"
+
+
+def dtype_for_vocab(vocab_size: int) -> np.dtype:
+    """The smallest unsigned dtype that holds every id of a vocabulary (uint16 up to 65,536 ids)."""
+    return np.dtype("<u2") if vocab_size <= 2**16 else np.dtype("<u4")
+
+
+def shard_name(i: int) -> str:
+    return f"shard_{i:05d}"
+
+
+def write_shard(
+    out_dir: Path, name: str, docs: Iterable[np.ndarray], dtype: np.dtype, eot: int
+) -> tuple[int, int]:
+    """Stream token arrays (one per document) into `name.bin` + `name.idx`, atomically.
+
+    Appends `eot` after each document. Returns (tokens, documents). The `.idx` is written last, so a
+    killed writer leaves no `.idx` newer than its `.bin`; the caller's done marker comes after both.
+    """
+    offsets = [0]
+    eot_arr = np.array([eot], dtype=dtype)
+    with atomic_path(out_dir / f"{name}.bin") as tmp, open(tmp, "wb") as f:
+        for ids in docs:
+            arr = np.asarray(ids)
+            if arr.size and int(arr.max()) > np.iinfo(dtype).max:
+                raise UserError(f"token id {int(arr.max())} does not fit {dtype.name}")
+            f.write(arr.astype(dtype, copy=False).tobytes())
+            f.write(eot_arr.tobytes())
+            offsets.append(offsets[-1] + arr.size + 1)
+    with atomic_path(out_dir / f"{name}.idx") as tmp, open(tmp, "wb") as f:
+        np.save(f, np.asarray(offsets, dtype="<u8"), allow_pickle=False)
+    return offsets[-1], len(offsets) - 1
+
+
+def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+    write_json_atomic(out_dir / MANIFEST, {"format": FORMAT, "version": VERSION, **manifest})
+
+
+def read_manifest(directory: str | Path) -> dict[str, Any]:
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise UserError(f"{directory}: no {MANIFEST}; is this a directory written by `pretrain tokenize`?")
+    try:
+        man = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise DataError(str(path), "manifest", f"unreadable JSON: {e}") from e
+    if man.get("format") != FORMAT:
+        raise DataError(str(path), "format", f"expected {FORMAT!r}, found {man.get('format')!r}")
+    if man.get("version") != VERSION:
+        raise DataError(str(path), "version", f"format version {man.get('version')} (this reads {VERSION})")
+    return man
+
+
+def _load_idx(path: Path) -> np.ndarray:
+    try:
+        idx = np.load(path, allow_pickle=False, mmap_mode="r")
+    except (OSError, ValueError) as e:
+        raise DataError(str(path), "idx", f"not a readable .npy offset array: {e}") from e
+    if idx.ndim != 1 or idx.dtype != np.dtype("<u8") or idx.size < 1:
+        raise DataError(str(path), "idx", f"expected 1-D uint64 offsets, found {idx.dtype} {idx.shape}")
+    return idx
+
+
+class TokenDir:
+    """A validated token directory: the concatenation of its shards as one token stream."""
+
+    def __init__(self, directory: str | Path, check_offsets: bool = True):
+        self.path = Path(directory)
+        self.manifest = read_manifest(self.path)
+        self.dtype = np.dtype(self.manifest["dtype"]).newbyteorder("<")
+        self.eot_id = int(self.manifest["eot_id"])
+        self.tokenizer_sha256 = self.manifest["tokenizer"]["sha256"]
+        self.bins: list[np.ndarray] = []
+        self.idxs: list[np.ndarray] = []
+        for sh in self.manifest["shards"]:
+            b, i = self._open_shard(sh, check_offsets)
+            self.bins.append(b)
+            self.idxs.append(i)
+        sizes = [b.size for b in self.bins]
+        # starts[k] = global position of shard k's first token; starts[-1] = total tokens.
+        self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+        self.num_tokens = int(self.starts[-1])
+        self.num_documents = int(sum(i.size - 1 for i in self.idxs))
+        if self.num_tokens != int(self.manifest["tokens"]):
+            raise DataError(str(self.path / MANIFEST), "tokens",
+                            f"manifest says {self.manifest['tokens']} tokens, shards hold {self.num_tokens}")
+
+    def _open_shard(self, sh: dict, check_offsets: bool) -> tuple[np.ndarray, np.ndarray]:
+        # Names come from the manifest, which may be hostile: only plain file names inside the dir.
+        for key in ("bin", "idx"):
+            if Path(sh[key]).name != sh[key] or sh[key].startswith("."):
+                raise DataError(str(self.path / MANIFEST), sh[key], "shard name is not a plain file name")
+        bin_path, idx_path = self.path / sh["bin"], self.path / sh["idx"]
+        if not bin_path.is_file() or not idx_path.is_file():
+            raise DataError(str(bin_path), "shard", "missing .bin or .idx listed in the manifest")
+        n = int(sh["tokens"])
+        size = bin_path.stat().st_size
+        if size != n * self.dtype.itemsize:
+            raise DataError(str(bin_path), "size",
+                            f"{size} bytes, manifest expects {n} {self.dtype.name} tokens "
+                            f"({n * self.dtype.itemsize} bytes): truncated or not this manifest's shard")
+        idx = _load_idx(idx_path)
+        if idx.size - 1 != int(sh["documents"]) or int(idx[0]) != 0 or int(idx[-1]) != n:
+            raise DataError(str(idx_path), "offsets",
+                            f"{idx.size - 1} documents ending at {int(idx[-1])}, manifest says "
+                            f"{sh['documents']} documents and {n} tokens")
+        if check_offsets and idx.size > 1 and bool(np.any(np.diff(idx.astype(np.int64)) <= 0)):
+            raise DataError(str(idx_path), "offsets", "offsets are not strictly increasing")
+        if n == 0:
+            return np.zeros(0, self.dtype), idx
+        return np.memmap(bin_path, dtype=self.dtype, mode="r"), idx
+
+    def check_tokenizer(self, sha256: str, where: str = "tokenizer") -> None:
+        """Raise when a tokenizer's fingerprint differs from the one these tokens were made with."""
+        if sha256 != self.tokenizer_sha256:
+            raise UserError(f"{where} (sha256 {sha256[:12]}) does not match the tokenizer of {self.path} "
+                            f"(sha256 {self.tokenizer_sha256[:12]}); decode with the tokenizer that made them")
+
+    def read(self, start: int, length: int) -> np.ndarray:
+        """Tokens [start, start + length) of the concatenated stream, as int64 (may span shards)."""
+        if start < 0 or start + length > self.num_tokens:
+            raise IndexError(f"{self.path}: window [{start}, {start + length}) outside {self.num_tokens} tokens")
+        out = np.empty(length, dtype=np.int64)
+        k = int(np.searchsorted(self.starts, start, side="right")) - 1
+        filled = 0
+        while filled < length:
+            lo = start + filled - int(self.starts[k])
+            take = min(length - filled, self.bins[k].size - lo)
+            out[filled:filled + take] = self.bins[k][lo:lo + take]
+            filled += take
+            k += 1
+        return out
+
+    def gather(self, starts: np.ndarray, length: int) -> np.ndarray:
+        """Windows of `length` tokens at each global start: int64 array (len(starts), length).
+
+        Windows inside one shard are read with one vectorized fancy index per shard; the rare window
+        that straddles a shard boundary is copied piece by piece.
+        """
+        starts = np.asarray(starts, dtype=np.int64)
+        out = np.empty((starts.size, length), dtype=np.int64)
+        first = np.searchsorted(self.starts, starts, side="right") - 1
+        last = np.searchsorted(self.starts, starts + length - 1, side="right") - 1
+        inside = first == last
+        cols = np.arange(length, dtype=np.int64)
+        for k in np.unique(first[inside]):
+            rows = np.nonzero(inside & (first == k))[0]
+            local = starts[rows] - self.starts[k]
+            out[rows] = self.bins[k][local[:, None] + cols]
+        for r in np.nonzero(~inside)[0]:
+            out[r] = self.read(int(starts[r]), length)
+        return out
+
+    def document(self, i: int) -> np.ndarray:
+        """Document i's tokens (its trailing end-of-text included)."""
+        for idx, b in zip(self.idxs, self.bins):
+            if i < idx.size - 1:
+                return np.asarray(b[int(idx[i]):int(idx[i + 1])], dtype=np.int64)
+            i -= idx.size - 1
+        raise IndexError(f"{self.path}: document index out of range ({self.num_documents} documents)")

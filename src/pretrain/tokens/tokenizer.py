@@ -1,0 +1,93 @@
+"""Tokenizers: train a byte-level BPE with HF `tokenizers`, load any `tokenizer.json`, fingerprint it.
+
+Byte-level BPE (GPT-2, Radford et al. 2019, section 2.2) starts from the 256 byte values, so every
+string is encodable and `decode(encode(x)) == x` for any Unicode input; merges are then learned
+from pair counts (Sennrich et al. 2016). The pre-tokenizer splits with GPT-2's regex so merges
+never cross word/space/punctuation classes. `<|endoftext|>` separates documents in token shards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from pretrain.errors import UserError
+
+EOT = "<|endoftext|>"
+# End-of-document names used by common tokenizers, tried in order by `eot_id`.
+EOT_CANDIDATES = (EOT, "<|end_of_text|>", "</s>", "<eos>", "<|eot_id|>", "[SEP]")
+
+
+def build_bpe(vocab_size: int, special_tokens: Iterable[str] = (EOT,), min_frequency: int = 2):
+    """An untrained byte-level BPE tokenizer and its trainer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    specials = list(dict.fromkeys([EOT, *special_tokens]))
+    if vocab_size < 256 + len(specials):
+        raise UserError(f"vocab size {vocab_size} is below the 256 byte tokens + {len(specials)} special tokens")
+    tok = Tokenizer(models.BPE())
+    # add_prefix_space=False keeps the round trip exact (no space invented before the first word).
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    return tok, trainer
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    special_tokens: Iterable[str] = (EOT,),
+    min_frequency: int = 2,
+    length: int | None = None,
+):
+    """Train a byte-level BPE on an iterator of documents; returns a `tokenizers.Tokenizer`."""
+    tok, trainer = build_bpe(vocab_size, special_tokens, min_frequency)
+    tok.train_from_iterator(_batches(texts), trainer=trainer, length=length)
+    return tok
+
+
+def _batches(texts: Iterable[str], size: int = 1000) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for t in texts:
+        batch.append(t)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def load_tokenizer(path: str | Path):
+    """Load a `tokenizer.json` (ours or any HF one) as a `tokenizers.Tokenizer`."""
+    from tokenizers import Tokenizer
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"tokenizer not found: {path}")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:  # the Rust side raises a plain Exception on malformed JSON
+        raise UserError(f"{path}: not a readable tokenizer.json: {e}") from e
+
+
+def eot_id(tok) -> int:
+    """The id of the end-of-document token (the first of `EOT_CANDIDATES` the vocabulary has)."""
+    for name in EOT_CANDIDATES:
+        i = tok.token_to_id(name)
+        if i is not None:
+            return int(i)
+    raise UserError(f"tokenizer has no end-of-text token (looked for {', '.join(EOT_CANDIDATES)}); "
+                    f"train one with `pretrain tokenizer train`, which adds {EOT}")
+
+
+def tokenizer_sha256(tok) -> str:
+    """Fingerprint of a tokenizer's full definition (its canonical JSON), not of the file's bytes."""
+    return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()

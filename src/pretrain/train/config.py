@@ -1,0 +1,138 @@
+"""The training run's configuration: nested dataclasses, one per concern, loaded from TOML.
+
+`pretrain train RECIPE.toml --set train.steps=100` resolves defaults < recipe < overrides with
+`pretrain.config.load(RunConfig, ...)`; the resolved config is printed and saved as RUN/config.toml.
+Every key below is documented in docs/training.md; names are stable identifiers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ModelConfig:
+    # A shape preset from pretrain.plan.shapes; any field set below overrides the preset's value.
+    preset: str = "tiny-cpu"
+    n_layers: int | None = None
+    d_model: int | None = None
+    n_heads: int | None = None
+    n_kv_heads: int | None = None
+    d_ff: int | None = None
+    vocab_size: int | None = None
+    seq_len: int | None = None
+    mlp: str | None = None  # "swiglu" | "gelu"
+    norm: str | None = None  # "rmsnorm" | "layernorm"
+    tied_embeddings: bool | None = None
+    bias: bool | None = None
+    learned_pos: bool | None = None
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    init_std: float = 0.02
+
+
+@dataclass
+class DataConfig:
+    kind: str = "text"  # "text": a raw text file tokenized on the fly; "tokens": token shards + mixture
+    path: str = ""  # kind=text: the file
+    tokenizer: str = ""  # kind=text: "" = bytes as tokens (vocab 257), else a tokenizer.json
+    sources: dict[str, str] = field(default_factory=dict)  # kind=tokens: name -> token directory
+    weights: dict[str, float] = field(default_factory=dict)  # kind=tokens: name -> mixture weight
+    eval_sources: dict[str, str] = field(default_factory=dict)  # kind=tokens: held-out token dirs
+    batch_size: int = 8  # sequences per micro-batch (per rank)
+    eval_fraction: float = 0.05  # kind=text: the file's tail kept out of training
+    seed: int = 0
+    skip: list = field(default_factory=list)  # [[first, last], ...] micro-batch indices never trained on
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 3e-4
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+
+
+@dataclass
+class ScheduleConfig:
+    kind: str = "cosine"  # "cosine" | "wsd" | "constant"
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.1  # the floor, as a fraction of the peak
+    decay_fraction: float = 0.2  # wsd: share of the run spent decaying at the end
+
+
+@dataclass
+class PrecisionConfig:
+    dtype: str = "bf16"  # "fp32" | "bf16" | "fp16" | "fp8" (GPU only)
+    init_scale: float = 65536.0  # fp16 dynamic loss scaler
+    growth_interval: int = 2000
+    backoff_factor: float = 0.5
+    growth_factor: float = 2.0
+
+
+@dataclass
+class StabilityConfig:
+    clip: float = 1.0  # global-norm threshold c; 0 disables clipping
+    spike_factor: float = 2.0  # f in "loss > f * median of the last w" (lesson section 5a)
+    spike_window: int = 4  # w
+    spike_patience: int = 1  # consecutive flagged steps that make a spike "persistent"
+    rollback: bool = True  # on a persistent spike, roll back to the last good checkpoint
+    skip_before: int = 0  # micro-batches before the first flagged one to skip after a rollback
+    skip_after: int = 0  # ... and after the last flagged one
+    max_rollbacks: int = 5
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 0  # steps between saves; 0 = Young's rule sqrt(2*C*M) with C measured
+    keep: int = 3
+    async_save: bool = True
+    mtbf_minutes: float = 180.0  # M for Young's rule
+    first_at: int = 20  # with every=0: the save that measures C
+
+
+@dataclass
+class LogConfig:
+    every: int = 1
+    tensorboard: bool = True
+    eval_every: int = 0  # 0 = no evaluation
+    eval_batches: int = 4
+    peak_flops: float = 0.0  # per device, for MFU; 0 = unknown (no MFU)
+
+
+@dataclass
+class ParallelConfig:
+    dp_replicate: int = 1
+    dp_shard: int = 1
+    tp: int = 1
+    pp: int = 1
+    compile: bool = False
+    activation_checkpointing: str = "none"  # "none" | "full"
+
+
+@dataclass
+class TrainSection:
+    steps: int = 200
+    grad_accum: int = 1
+    seed: int = 0
+    device: str = "auto"  # "auto" | "cpu" | "cuda"
+    threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default
+    out: str = "runs/tiny"
+    resume: bool = True
+    stop_at: int = 0  # stop (with a checkpoint) at this step without changing the schedule; 0 = steps
+    deterministic: bool = False
+
+
+@dataclass
+class RunConfig:
+    train: TrainSection = field(default_factory=TrainSection)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    stability: StabilityConfig = field(default_factory=StabilityConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)

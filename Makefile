@@ -10,7 +10,7 @@ PEERS_VENV ?= .venv-peers
 PEERS   = $(PEERS_VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install peers test lint demo bench clean help
+.PHONY: install peers browser test lint demo bench clean help
 
 help:
 	@echo "make demo   - crawl -> curate -> tokens -> plan -> train -> sample -> report, on shipped data"
@@ -24,7 +24,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[train,dev,bench]'
+	$(BIN)/pip install -q -e '.[train,dev,bench,ray]'
 	touch $@
 
 install: $(STAMP)
@@ -33,15 +33,20 @@ install: $(STAMP)
 # (datatrove needs spaCy and its own fastText build) never change ours. Tests skip without it.
 $(PEERS): $(STAMP)
 	test -d $(PEERS_VENV) || $(PYTHON) -m venv $(PEERS_VENV)
-	$(PEERS_VENV)/bin/pip install -q 'datatrove[processing]' spacy nltk \
+	$(PEERS_VENV)/bin/pip install -q 'datatrove[processing]' spacy nltk llm-analysis==0.2.2 \
 	  && touch $@ || echo "peers: datatrove could not be installed; parity tests will skip"
 
 peers: $(PEERS)
 
+# Debian's Chromium renders `pretrain report` pages in the tests (headless); skipped if unavailable.
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
+	  || echo "browser: chromium could not be installed; the report rendering test will skip"
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
-test: $(PEERS)
+test: $(PEERS) browser
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

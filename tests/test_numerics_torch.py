@@ -31,7 +31,7 @@ def _format_edges(fmt: FloatFormat) -> np.ndarray:
     vals = np.unique(decode(codes, fmt))
     vals = vals[np.isfinite(vals)]
     mids = (vals[:-1] + vals[1:]) / 2
-    top = fmt.max_value + fmt.epsilon * 2.0 ** fmt.max_exponent / 2  # the overflow midpoint
+    top = fmt.max_value + fmt.epsilon * 2.0**fmt.max_exponent / 2  # the overflow midpoint
     with np.errstate(over="ignore"):  # bf16's overflow midpoint is past float32's range: inf
         pts = np.concatenate([vals, mids, [top, 2 * top, 1e30, 3.4e38]]).astype(np.float32)
     up = np.nextafter(pts, np.float32(np.inf))
@@ -44,8 +44,9 @@ def sweep() -> np.ndarray:
     rng = np.random.default_rng(1234)
     strided = np.arange(0, 2**32, 1499, dtype=np.uint64).astype(np.uint32)  # ~2.9M patterns, all exponents
     subnormals = np.arange(0, 2**23, 97, dtype=np.uint32)  # fp32 subnormals, both signs below
-    specials = np.array([0x0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F7FFFFF, 0x00800000],
-                        dtype=np.uint32)
+    specials = np.array(
+        [0x0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F7FFFFF, 0x00800000], dtype=np.uint32
+    )
     random = rng.integers(0, 2**32, 1_000_000, dtype=np.uint64).astype(np.uint32)
     bits = np.concatenate([strided, subnormals, subnormals | np.uint32(0x80000000), specials, random])
     edges = np.concatenate([_format_edges(f) for f, *_ in TORCH.values()])
@@ -87,8 +88,12 @@ def test_float64_through_fp32_matches_torch(name: str) -> None:
     """torch rounds a float64 tensor to 16/8 bits via float32; through_fp32=True reproduces it."""
     fmt, dtype, *_ = TORCH[name]
     rng = np.random.default_rng(7)
-    x = np.concatenate([rng.standard_normal(200_000) * 10.0 ** rng.integers(-12, 6, 200_000),
-                        _format_edges(fmt).astype(np.float64) * (1 + 2.0**-40)])
+    x = np.concatenate(
+        [
+            rng.standard_normal(200_000) * 10.0 ** rng.integers(-12, 6, 200_000),
+            _format_edges(fmt).astype(np.float64) * (1 + 2.0**-40),
+        ]
+    )
     theirs = torch.from_numpy(x).to(dtype).to(torch.float64).numpy()
     np.testing.assert_array_equal(quantize(x, fmt, through_fp32=True), theirs)
 

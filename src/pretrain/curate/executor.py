@@ -82,17 +82,25 @@ class RayExecutor:
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
             on_result: Callable[[Any], None] | None = None) -> list[Any]:
         ray = self._ray
-        remote = ray.remote(num_cpus=1)(fn)
-        items = list(items)
-        refs = [remote.remote(item) for item in items]
-        out = ray.get(refs)
-        if on_result:
-            for r in out:
-                on_result(r)
+        remote = ray.remote(num_cpus=1)(_apply)
+        refs = [remote.remote(fn, item) for item in items]
+        index = {ref: i for i, ref in enumerate(refs)}
+        out: list[Any] = [None] * len(refs)
+        pending = list(refs)
+        while pending:  # gather as tasks finish, so progress moves; results keep input order
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                out[index[ref]] = ray.get(ref)
+                if on_result:
+                    on_result(out[index[ref]])
         return out
 
     def __repr__(self) -> str:
         return f"RayExecutor(workers={self.workers})"
+
+
+def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
+    return fn(item)
 
 
 def build_executor(kind: str = "local", workers: int | None = None, address: str | None = None):

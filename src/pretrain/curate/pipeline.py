@@ -29,7 +29,7 @@ from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step
 from pretrain.curate.language import LanguageConfig, build_language_step
 from pretrain.curate.pii import PIIConfig, build_pii_step
-from pretrain.curate.readers import ReaderConfig, list_inputs, read_documents
+from pretrain.curate.readers import ReaderConfig, list_inputs, read_documents, source_name
 from pretrain.curate.rules import RulesConfig, build_rule_steps
 from pretrain.curate.step import Step, run_steps
 from pretrain.curate.urlfilter import URLFilterConfig, build_url_filter
@@ -139,7 +139,9 @@ def run_shard(task: ShardTask) -> dict:
     steps = build_steps(task.cfg)
     for step in steps:
         step.on_reject = lambda d, s, r: rejects.append(reject_record(d, s, r))
-    docs = read_documents(Path(task.path), task.cfg.reader, on_error)
+    read_stats: Counter[str] = Counter()
+    docs = read_documents(Path(task.path), task.cfg.reader, on_error,
+                          source=source_name(Path(task.path), task.root), stats=read_stats)
     kept: list[Document] = []
     n_read = 0
 
@@ -149,14 +151,20 @@ def run_shard(task: ShardTask) -> dict:
             n_read += 1
             yield d
 
-    for doc in run_steps(steps, counted(docs)):
-        kept.append(doc)
+    try:
+        for doc in run_steps(steps, counted(docs)):
+            kept.append(doc)
+    finally:
+        for step in steps:  # e.g. the extract step's time-bounded child process
+            if hasattr(step, "close"):
+                step.close()
     io.write_jsonl_zst(lay.kept(task.shard), (d.to_json() for d in kept))
     io.write_jsonl_zst(lay.rejects(task.shard), rejects)
     sign_shard(((d, (task.shard << SHARD_BITS) | i) for i, d in enumerate(kept)),
                task.shard, lay.dedup_dir, task.cfg.dedup)
     stats = {
         "shard": task.shard, "input": task.path, "read": n_read, "kept": len(kept),
+        "records": dict(read_stats),
         "steps": {s.name: dict(s.stats) for s in steps},
         "errors": {"count": sum(error_counts.values()), "by_reason": dict(error_counts),
                    "examples": errors},
@@ -237,6 +245,9 @@ def aggregate(shard_stats: list[dict], write_counts: list[dict], seconds: float)
     for s in shard_stats:
         errors.update(s["errors"]["by_reason"])
         examples.extend(s["errors"]["examples"])
+    records: Counter = Counter()
+    for s in shard_stats:
+        records.update(s.get("records", {}))
     read = sum(s["read"] for s in shard_stats)
     kept = sum(w["kept"] for w in write_counts)
     per_step = {name: _step_summary(c) for name, c in steps.items()}
@@ -248,6 +259,7 @@ def aggregate(shard_stats: list[dict], write_counts: list[dict], seconds: float)
         dd_in -= dropped
     return {
         "documents": {"read": read, "kept": kept, "dropped": read - kept},
+        "records": dict(sorted(records.items())),
         "steps": per_step,
         "errors": {"count": sum(errors.values()), "by_reason": dict(errors),
                    "examples": examples[:MAX_ERROR_EXAMPLES]},

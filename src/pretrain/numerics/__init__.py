@@ -20,7 +20,20 @@ from pretrain.numerics.formats import (
 )
 
 __all__ = [
-    "BF16", "FORMATS", "FP8_E4M3", "FP8_E5M2", "FP16", "FP32", "FloatFormat", "accumulate_updates",
-    "bit_fields", "bit_string", "decode", "encode", "format_table", "get_format", "quantize",
+    "BF16",
+    "FORMATS",
+    "FP8_E4M3",
+    "FP8_E5M2",
+    "FP16",
+    "FP32",
+    "FloatFormat",
+    "accumulate_updates",
+    "bit_fields",
+    "bit_string",
+    "decode",
+    "encode",
+    "format_table",
+    "get_format",
+    "quantize",
     "scaled_roundtrip",
 ]

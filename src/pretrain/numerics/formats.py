@@ -98,11 +98,22 @@ FP8_E4M3 = FloatFormat("fp8 E4M3", 4, 3, has_inf=False, nan_codes="top", overflo
 FORMATS: tuple[FloatFormat, ...] = (FP32, BF16, FP16, FP8_E5M2, FP8_E4M3)
 
 _ALIASES: dict[str, FloatFormat] = {
-    "fp32": FP32, "float32": FP32, "f32": FP32,
-    "bf16": BF16, "bfloat16": BF16,
-    "fp16": FP16, "float16": FP16, "half": FP16, "f16": FP16,
-    "e5m2": FP8_E5M2, "fp8_e5m2": FP8_E5M2, "float8_e5m2": FP8_E5M2,
-    "e4m3": FP8_E4M3, "e4m3fn": FP8_E4M3, "fp8_e4m3": FP8_E4M3, "float8_e4m3fn": FP8_E4M3,
+    "fp32": FP32,
+    "float32": FP32,
+    "f32": FP32,
+    "bf16": BF16,
+    "bfloat16": BF16,
+    "fp16": FP16,
+    "float16": FP16,
+    "half": FP16,
+    "f16": FP16,
+    "e5m2": FP8_E5M2,
+    "fp8_e5m2": FP8_E5M2,
+    "float8_e5m2": FP8_E5M2,
+    "e4m3": FP8_E4M3,
+    "e4m3fn": FP8_E4M3,
+    "fp8_e4m3": FP8_E4M3,
+    "float8_e4m3fn": FP8_E4M3,
 }
 
 
@@ -224,9 +235,16 @@ def format_table() -> list[dict[str, object]]:
     """One row per format: bit counts, bias and the limits that follow from them."""
     return [
         {
-            "format": f.name, "exp_bits": f.exp_bits, "man_bits": f.man_bits, "bias": f.bias,
-            "max": f.max_value, "min_normal": f.min_normal, "min_subnormal": f.min_subnormal,
-            "epsilon": f.epsilon, "inf": f.has_inf, "overflow": f.overflow,
+            "format": f.name,
+            "exp_bits": f.exp_bits,
+            "man_bits": f.man_bits,
+            "bias": f.bias,
+            "max": f.max_value,
+            "min_normal": f.min_normal,
+            "min_subnormal": f.min_subnormal,
+            "epsilon": f.epsilon,
+            "inf": f.has_inf,
+            "overflow": f.overflow,
         }
         for f in FORMATS
     ]

@@ -187,6 +187,17 @@ def parse_count(text: str | float | int) -> float:
     return float(m.group(1)) * _SUFFIX[m.group(2)]
 
 
+def parse_batch_tokens(text: str | float | int) -> int:
+    """Batch sizes are quoted in binary units ('4M' = 4·2²⁰ = 4,194,304 tokens; Llama 3's '16M' is
+    2,048 sequences of 8,192); a plain number is taken as is."""
+    if isinstance(text, int | float):
+        return int(text)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt])i?b?\s*", str(text).lower())
+    if m:
+        return int(float(m.group(1)) * 2 ** (10 * "kmgt".index(m.group(2)) + 10))
+    return int(parse_count(text))
+
+
 def shape_for_params(params: float, seq_len: int = 4096, vocab_size: int = 32_000) -> ModelShape:
     """A Llama-style shape of roughly `params` parameters (for `--params 7B`).
 

@@ -1,0 +1,111 @@
+"""Benchmark and evaluation of HTML extraction backends (resiliparse vs trafilatura).
+
+Prints, per backend, on the same pages and in the same run:
+- ScrapingHub AEB (181 pages): mean token precision / recall / F1 against the true article body;
+- trafilatura's evaluation set (679 pages): share of must-keep snippets kept, must-drop dropped;
+- speed per core (CPU seconds of this process and its children): pages/s and MB/s of HTML
+  (extraction only, in-process), and pages/s through the `extract` step with its child-process
+  time bound (the child's start-up, about a second for trafilatura's imports, included).
+
+Run: .venv/bin/python bench/bench_extract.py [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from pretrain.curate.document import Document
+from pretrain.curate.extract import ExtractConfig, build_extract_step, extract_text
+from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, trafilatura_pages
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "html"
+
+
+def evaluate(backend: str, aeb: list, tra: list) -> dict:
+    prf = [token_prf(extract_text(html, backend), truth) for _, html, truth in aeb]
+    n = max(len(prf), 1)
+    kept = total_keep = dropped = total_drop = 0
+    for _, html, keep, drop in tra:
+        k, nk, d, nd = snippet_scores(extract_text(html, backend), keep, drop)
+        kept, total_keep, dropped, total_drop = kept + k, total_keep + nk, dropped + d, total_drop + nd
+    return {
+        "precision": sum(p for p, _, _ in prf) / n,
+        "recall": sum(r for _, r, _ in prf) / n,
+        "f1": sum(f for _, _, f in prf) / n,
+        "kept": kept / max(total_keep, 1),
+        "dropped": dropped / max(total_drop, 1),
+    }
+
+
+def cpu() -> float:
+    """CPU seconds of this process and its finished children (robust on a shared machine)."""
+    import resource
+
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + c.ru_utime + c.ru_stime
+
+
+def speed(backend: str, pages: list[str]) -> tuple[float, float]:
+    mb = sum(len(p.encode("utf-8")) for p in pages) / 1e6
+    t = cpu()
+    for html in pages:
+        extract_text(html, backend)
+    dt = cpu() - t
+    return len(pages) / dt, mb / dt
+
+
+def step_speed(backend: str, isolation: str, pages: list[str]) -> float:
+    step = build_extract_step(ExtractConfig(backend=backend, isolation=isolation))
+    docs = []
+    for i, html in enumerate(pages):
+        d = Document(id=str(i), text=html)
+        d.cache["html"] = True
+        docs.append(d)
+    t = cpu()
+    n = sum(1 for _ in step(iter(docs)))
+    step.close()
+    dt = cpu() - t
+    assert n > 0
+    return len(pages) / dt
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N pages of each set")
+    args = ap.parse_args()
+    if not DATA.is_dir():
+        print(f"no data at {DATA}; nothing to measure")
+        return 0
+    aeb = list(aeb_pages(DATA / "scrapinghub-aeb"))
+    tra = list(trafilatura_pages(DATA / "trafilatura-eval"))
+    if args.limit:
+        aeb, tra = aeb[: args.limit], tra[: args.limit]
+    pages = [h for _, h, _ in aeb]
+    print(
+        f"AEB pages: {len(aeb)}   trafilatura-eval pages: {len(tra)}   "
+        f"AEB HTML: {sum(len(p.encode()) for p in pages) / 1e6:.1f} MB"
+    )
+    print(
+        f"{'backend':<12} {'P':>6} {'R':>6} {'F1':>6} {'kept':>6} {'dropped':>8} {'pages/s':>8} {'MB/s':>6} "
+        f"{'step pages/s (isolation)':>26}"
+    )
+    res = {}
+    for backend in ("resiliparse", "trafilatura"):
+        q = evaluate(backend, aeb, tra)
+        ps, mbs = speed(backend, pages)
+        iso = "process"
+        sps = step_speed(backend, iso, pages)
+        res[backend] = ps
+        print(
+            f"{backend:<12} {q['precision']:6.3f} {q['recall']:6.3f} {q['f1']:6.3f} {q['kept']:6.3f} "
+            f"{q['dropped']:8.3f} {ps:8.1f} {mbs:6.2f} {sps:17.1f} ({iso})"
+        )
+    print(f"resiliparse / trafilatura speed: {res['resiliparse'] / res['trafilatura']:.1f}x (one core)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""`pretrain numerics`: round numbers to training float formats and show the stored bits."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "round numbers to fp32/bf16/fp16/fp8 and show their bits and the formats' limits"
+
+DESCRIPTION = """\
+Shows what a number becomes when it is stored in a training float format, bit for bit as torch
+stores it: the rounded value, the relative error, and the stored bits as sign | exponent | fraction.
+A float is (-1)^sign * 2^(E - bias) * (1 + F / 2^m): the exponent bits set the range, the fraction
+bits the precision. bf16 keeps fp32's 8 exponent bits (its range) with 7 fraction bits; fp16 has
+more precision but underflows below 6e-8; fp8 E4M3 (max 448, saturating) and E5M2 (max 57344)
+need per-tensor scales.
+
+Examples:
+  pretrain numerics 0.1 1/3 1e-8 --formats bf16,fp16,e4m3
+      bf16(1/3) = 0.333984375, bits 0 01111101 0101011; fp16(1e-8) = 0 (underflow)
+  pretrain numerics --table
+      largest value, smallest normal and subnormal, and the gap after 1, for every format
+  pretrain numerics 1e-8 --scale 65536 --formats fp16
+      loss scaling: store 1e-8 * 65536 in fp16, divide back: 9.9972e-09
+  pretrain numerics --accumulate 1.0 1e-4 1000
+      add 1e-4 to a weight of 1.0 a thousand times in each format: fp32 reaches 1.1, bf16 stays 1.0
+
+Output: a table (or one JSON object with --json)."""
+
+DEFAULT_FORMATS = "fp32,bf16,fp16,e5m2,e4m3"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("values", nargs="*", help="numbers: 0.1, 1/3, 1e-8, -448, inf, nan")
+    parser.add_argument(
+        "--formats", default=DEFAULT_FORMATS, help=f"comma-separated formats (default: {DEFAULT_FORMATS})"
+    )
+    parser.add_argument("--table", action="store_true", help="print the formats' limits")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="loss-scale round trip: store value*SCALE in the format, divide by SCALE",
+    )
+    parser.add_argument(
+        "--accumulate",
+        nargs=3,
+        metavar=("W0", "UPDATE", "STEPS"),
+        default=None,
+        help="add UPDATE to W0 STEPS times, rounding to each format after every add",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+
+
+def parse_value(text: str) -> float:
+    """A number from the command line: decimal, exponent, fraction (1/3), inf or nan."""
+    from fractions import Fraction
+
+    from pretrain.errors import UserError
+
+    try:
+        return float(Fraction(text.strip()))
+    except (ValueError, ZeroDivisionError):
+        try:
+            return float(text)
+        except ValueError:
+            raise UserError(f"not a number: {text!r} (try 0.1, 1/3, 1e-8, inf)") from None
+
+
+def compute(args: argparse.Namespace) -> dict:
+    """Everything the command prints, as plain data."""
+    import math
+
+    from pretrain.numerics import (
+        accumulate_updates,
+        bit_string,
+        format_table,
+        get_format,
+        quantize,
+        scaled_roundtrip,
+    )
+
+    fmts = [get_format(n) for n in args.formats.split(",") if n.strip()]
+    out: dict = {}
+    if args.table or not (args.values or args.accumulate):
+        out["formats"] = format_table()
+    rows = []
+    for text in args.values:
+        x = parse_value(text)
+        for f in fmts:
+            q = float(scaled_roundtrip(x, args.scale, f) if args.scale else quantize(x, f))
+            rel = abs(q - x) / abs(x) if math.isfinite(x) and x != 0 else None
+            rows.append(
+                {
+                    "value": text,
+                    "format": f.name,
+                    "stored": q,
+                    "rel_error": rel,
+                    "bits": bit_string(x * (args.scale or 1.0), f),
+                }
+            )
+    if rows:
+        out["values"] = rows
+    if args.accumulate:
+        w0, upd, steps = float(args.accumulate[0]), float(args.accumulate[1]), int(args.accumulate[2])
+        out["accumulate"] = [
+            {"format": f.name, "final": float(accumulate_updates(w0, upd, steps, f)[-1])} for f in fmts
+        ]
+    return out
+
+
+def _print(out: dict, scale: float | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    con = Console(width=max(con.width, 110))  # pipes report 80 columns; the tables need ~110
+    if "formats" in out:
+        t = Table(title="Float formats (1 sign bit + exponent + fraction)")
+        for col in (
+            "format",
+            "exp",
+            "frac",
+            "bias",
+            "largest",
+            "min normal",
+            "min subnormal",
+            "gap after 1",
+            "overflow",
+        ):
+            t.add_column(col, justify="right", no_wrap=True)
+        for r in out["formats"]:
+            t.add_row(
+                r["format"],
+                str(r["exp_bits"]),
+                str(r["man_bits"]),
+                str(r["bias"]),
+                f"{r['max']:.5g}",
+                f"{r['min_normal']:.3g}",
+                f"{r['min_subnormal']:.3g}",
+                f"{r['epsilon']:.3g}",
+                "inf" if r["overflow"] == "inf" else "saturate",
+            )
+        con.print(t)
+    if "values" in out:
+        title = f"Stored, then divided by the loss scale {scale:g}" if scale else "Stored values"
+        t = Table(title=title)
+        for col in ("value", "format", "stored", "rel. error", "bits: sign exponent fraction"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for r in out["values"]:
+            rel = "" if r["rel_error"] is None else f"{r['rel_error']:.2e}"
+            t.add_row(r["value"], r["format"], f"{r['stored']:.10g}", rel, r["bits"])
+        con.print(t)
+    if "accumulate" in out:
+        t = Table(title="Repeated updates, weight stored in each format")
+        t.add_column("format")
+        t.add_column("final weight", justify="right")
+        for r in out["accumulate"]:
+            t.add_row(r["format"], f"{r['final']:.6g}")
+        con.print(t)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    out = compute(args)
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        _print(out, args.scale)
+    return 0

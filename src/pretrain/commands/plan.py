@@ -1,0 +1,117 @@
+"""`pretrain plan`: memory, compute, layout, time and failures for a training run, before renting GPUs."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "plan a run: memory per GPU, best TP/PP/DP/ZeRO layout, FLOPs, time, failures"
+DESCRIPTION = """\
+Plan a training run with arithmetic alone (no GPU, no torch): does it fit, how to split it, how
+long it takes, what failures cost.
+
+What it computes (formulas and sources in docs/planner.md):
+  training state   bytes per parameter: 16 (bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam 8),
+                   18 (fp32 grads), 20 (+ fp32 accumulation buffer), or Megatron's distributed
+                   optimizer 6 + 12/DP. A 7B model needs 112 GB at 16 B: more than one 80 GB GPU.
+  ZeRO / FSDP      stage 1 shards the optimizer state over the data-parallel GPUs, stage 2 also
+                   the gradients, stage 3 (= FSDP) also the weights.
+  activations      what the backward pass needs, per layer (Korthikanti et al. 2022): shrunk by
+                   tensor parallelism (TP, split each matmul inside a node), sequence parallelism
+                   (SP, split the rest along the sequence), selective recompute (re-run attention)
+                   and full recompute (keep only each layer's input).
+  pipeline (PP)    layers split into stages; the batch into m micro-batches. The bubble is the idle
+                   share of the step: (p-1)/(m+p-1) of wall time, (p-1)/(v*m) of ideal time with v
+                   interleaved chunks per GPU (the Megatron papers' convention).
+  compute          FLOPs per token 6N + 12*L*h*s (PaLM); total 6*N*D; MFU = achieved model FLOP/s
+                   over peak; HFU also counts recomputation; Chinchilla ~20 tokens per parameter.
+  failures         cluster MTBF = per-GPU MTBF / GPUs; checkpoint every sqrt(2*C*M) (Young), or
+                   Daly's refinement; waste = C/T + T/(2M); goodput = 1 - waste.
+  search           every TP x PP x DP x ZeRO x micro-batch x recompute x SP (x interleave): drops
+                   what is invalid or does not fit in 90% of HBM, ranks the rest by predicted
+                   tokens/s, and explains the winner by changing one knob at a time.
+
+Examples:
+  pretrain plan --model llama-3-8b --gpus 64 --gpu h100 --tokens 1T
+  pretrain plan --params 7B --gpus 8 --gpu a100-80gb --tokens 140B --json
+  pretrain plan --model llama-3-405b --gpus 16384 --gpu h100 --tokens 15.6T --batch-tokens 16M \\
+      --layout tp=8,pp=16,zero=1,mbs=1,recompute=none,sp=1
+  pretrain plan --model gpt2-124m --gpus 1 --gpu a100-40gb --tokens 10B --figures plan_figs/
+
+Output: a table (model, budget, chosen layout, memory per GPU, step time, MFU, days, GPU-hours,
+communication, bubble, failures, the top layouts and why the winner wins), or with --json one JSON
+object with the same numbers. --figures DIR writes memory.png, zero.png, pipeline.png and
+checkpoint.png for this configuration. Models: --model NAME (see --list-models) or --params 7B.
+Exit code 1 when no layout fits (or the --layout given does not).
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models)")
+    p.add_argument("--params", default=None, help="a parameter count instead of a preset, e.g. 7B, 1.5T")
+    p.add_argument("--seq-len", type=int, default=None, help="sequence length (default: the model's)")
+    p.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8)")
+    p.add_argument("--gpu", default="h100", help="a100-40gb, a100-80gb, h100, h200, b200, mi300x (h100)")
+    p.add_argument("--hardware", default=None, metavar="FILE", help="TOML/JSON file overriding the GPU table")
+    p.add_argument("--tokens", default=None, help="training tokens, e.g. 1T (default: 20 per param)")
+    p.add_argument("--batch-tokens", default="4M", help="global batch in tokens; 4M = 4*2^20 (default)")
+    p.add_argument("--layout", default=None, help="evaluate this layout, e.g. tp=2,pp=1,zero=1,mbs=1,"
+                   "recompute=selective,sp=1,v=1 (dp is the rest)")
+    p.add_argument("--accounting", default="16B", choices=["16B", "18B", "20B", "megatron-distopt"],
+                   help="bytes of training state per parameter (default 16B)")
+    p.add_argument("--no-flash", action="store_true", help="attention stores s x s scores")
+    p.add_argument("--efficiency", type=float, default=0.6, help="share of peak large GEMMs sustain (0.6)")
+    p.add_argument("--mtbf-gpu-hours", type=float, default=50_000.0,
+                   help="mean hours between failures of one GPU (default 50,000, from Llama 3)")
+    p.add_argument("--checkpoint-seconds", type=float, default=60.0, help="time to save a checkpoint (60)")
+    p.add_argument("--restart-seconds", type=float, default=0.0, help="time lost per failure restarting (0)")
+    p.add_argument("--top", type=int, default=5, help="how many ranked layouts to show (5)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--figures", default=None, metavar="DIR", help="write PNG figures into DIR")
+    p.add_argument("--list-models", action="store_true", help="list the presets and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from pretrain.errors import UserError
+    from pretrain.plan import hardware, report, shapes
+    from pretrain.plan.search import Job
+
+    if args.list_models:
+        for name, s in shapes.PRESETS.items():
+            print(f"{name:18s} {s.params() / 1e9:9.3f}B  L={s.n_layers} h={s.d_model} a={s.n_heads} "
+                  f"kv={s.n_kv_heads} V={s.vocab_size} s={s.seq_len}")
+        return 0
+    if (args.model is None) == (args.params is None):
+        raise UserError("give exactly one of --model NAME or --params COUNT (e.g. --params 7B)")
+    if args.model:
+        shape = shapes.get_shape(args.model)
+    else:
+        shape = shapes.shape_for_params(shapes.parse_count(args.params))
+    if args.seq_len:
+        shape = shape.with_(seq_len=args.seq_len)
+    table = hardware.load_table(args.hardware) if args.hardware else None
+    gpu = hardware.get_gpu(args.gpu, table)
+    if args.gpus < 1:
+        raise UserError(f"--gpus must be >= 1, got {args.gpus}")
+    if not 0 < args.efficiency <= 1:
+        raise UserError(f"--efficiency is a share of peak in (0, 1], got {args.efficiency}")
+    tokens = shapes.parse_count(args.tokens) if args.tokens else 20.0 * shape.params()
+    job = Job(shape, gpu, args.gpus, shapes.parse_batch_tokens(args.batch_tokens), args.accounting,
+              not args.no_flash, args.efficiency)
+    budget = report.Budget(tokens, args.mtbf_gpu_hours, args.checkpoint_seconds, args.restart_seconds)
+    layout = report.parse_layout(args.layout, args.gpus) if args.layout else None
+    plan = report.build_plan(job, budget, layout, args.top)
+    if args.json:
+        print(json.dumps(plan, indent=2))
+    else:
+        from pretrain.plan.render import print_plan
+
+        print_plan(plan)
+    if args.figures:
+        from pretrain.plan.figures import write_figures
+
+        for path in write_figures(plan, job, args.figures):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0 if plan["layout"] and plan["layout"]["fits"] else 1

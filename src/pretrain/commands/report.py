@@ -1,0 +1,42 @@
+"""`pretrain report`: one self-contained HTML page from runs of the other commands."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "one self-contained HTML page: funnel, dedup clusters, mixture, plan, loss curves, samples"
+DESCRIPTION = """\
+Build one HTML page (no network needed to view it; plots embedded) from any of:
+  a curate output directory     funnel per step, examples of rejects, duplicate clusters
+  a token directory             its manifest
+  mixture*.json                 the mixture table (`pretrain mix --json > mixture.json`)
+  a plan JSON                   `pretrain plan ... --json > plan.json`
+  a training run directory      loss / learning-rate / grad-norm curves, spike and rollback events,
+                                throughput and MFU, samples
+
+Example:
+  pretrain report demo-out/corpus demo-out/tokens demo-out/plan.json demo-out/run -o report.html
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="curate outputs, token dirs, plan JSON, runs")
+    p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default report.html)")
+    p.add_argument("--title", default="pretrain report")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pretrain.errors import UserError
+    from pretrain.report import write_report
+
+    for p in args.paths:
+        if not Path(p).exists():
+            raise UserError(f"not found: {p}")
+    try:
+        out = write_report([Path(p) for p in args.paths], Path(args.output), args.title)
+    except ValueError as e:
+        raise UserError(str(e)) from e
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,251 @@
+"""HTML -> main text: one interface over resiliparse and trafilatura, with a time and size bound.
+
+The `extract` step acts only on documents whose `cache["html"]` is set (WARC responses, .html
+files); it replaces `doc.text` with the page's main text or drops the page with a reason:
+
+- `html_too_large`  the page is over `max_html_bytes` (checked before any parsing);
+- `extract_timeout` the extractor ran past `timeout_s`;
+- `extract_error`   the extractor raised or its worker died;
+- `extract_empty`   nothing was left after extraction.
+
+Backends: `resiliparse` (`extract_plain_text(main_content=True)`, C++ on lexbor) and
+`trafilatura` (with `favor_precision`, as FineWeb ran it). Numbers behind the default are in
+docs/extraction.md and docs/decisions.md.
+
+The time bound. A SIGALRM timer only fires in the main thread and only between Python bytecodes,
+so it cannot stop a regular expression backtracking inside C (how trafilatura hangs) nor run in a
+worker thread. We therefore run the extractor in a child process (`_Worker`) that speaks a small
+length-prefixed protocol over pipes (no pickle: bytes in, UTF-8 text out); the parent waits with
+`select` until the deadline, then kills and restarts the child. The child costs a pipe round trip
+per page. `isolation="auto"` uses it for trafilatura and runs resiliparse in-process: lexbor's
+parser and the extractor are linear in the input, so the size bound already bounds its time.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from pretrain.curate.document import Document
+from pretrain.curate.step import Step
+
+BACKENDS = ("resiliparse", "trafilatura")
+
+
+@dataclass
+class ExtractConfig:
+    """HTML extraction (TOML section `[extract]`)."""
+
+    backend: str = "resiliparse"
+    timeout_s: float = 10.0
+    max_html_bytes: int = 5_000_000
+    # "auto": a child process for trafilatura, in-process for resiliparse; "process" or "inline".
+    isolation: str = "auto"
+    favor_precision: bool = True  # trafilatura only
+    main_content: bool = True  # resiliparse only; False keeps the whole page's text (as CC's WET does)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"extract.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.isolation not in ("auto", "process", "inline"):
+            raise ValueError(f"extract.isolation must be auto, process or inline, got {self.isolation!r}")
+
+
+def extract_text(
+    html: str, backend: str = "resiliparse", favor_precision: bool = True, main_content: bool = True
+) -> str:
+    """Main text of one page, in this process, with no time bound."""
+    if backend == "resiliparse":
+        from resiliparse.extract.html2text import extract_plain_text
+
+        # Main content only, no alt texts, links or form fields; keep paragraph breaks, which the
+        # line-based quality rules (Gopher, C4, FineWeb) need.
+        return extract_plain_text(
+            html,
+            main_content=main_content,
+            alt_texts=False,
+            links=False,
+            form_fields=False,
+            noscript=False,
+            list_bullets=True,
+            preserve_formatting=True,
+        )
+    import trafilatura
+
+    # As FineWeb ran it (datatrove's Trafilatura extractor): favor_precision, no comments, deduplicate.
+    out = trafilatura.extract(
+        html, favor_precision=favor_precision, include_comments=False, deduplicate=True, with_metadata=False
+    )
+    return out or ""
+
+
+class ExtractTimeout(Exception):
+    pass
+
+
+class ExtractFailed(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- child process
+
+_HDR = struct.Struct("<BI")  # status (0 ok, 1 error), payload length
+
+
+class _Worker:
+    """A child process that extracts pages; killed and restarted when a page runs too long."""
+
+    def __init__(self, backend: str, favor_precision: bool, main_content: bool = True):
+        self.args = [
+            sys.executable,
+            "-m",
+            "pretrain.curate.extract",
+            backend,
+            str(int(favor_precision)),
+            str(int(main_content)),
+        ]
+        self.proc: subprocess.Popen | None = None
+
+    def _start(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        return self.proc
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout):
+                if f is not None:
+                    f.close()
+            self.proc = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def extract(self, html: str, timeout_s: float) -> str:
+        proc = self._start()
+        data = html.encode("utf-8", "surrogatepass")
+        try:
+            msg = memoryview(struct.pack("<I", len(data)) + data)
+            while msg:  # an unbuffered pipe write may be partial
+                msg = msg[proc.stdin.write(msg) :]
+        except (BrokenPipeError, OSError) as e:
+            self.close()
+            raise ExtractFailed(f"worker died: {e}") from e
+        deadline = time.monotonic() + timeout_s
+        try:
+            status, n = _HDR.unpack(self._read_exact(_HDR.size, deadline))
+            payload = self._read_exact(n, deadline)
+        except ExtractTimeout:
+            self.close()
+            raise
+        text = payload.decode("utf-8", "replace")
+        if status:
+            raise ExtractFailed(text)
+        return text
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        fd = self.proc.stdout.fileno()
+        buf = bytearray()
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise ExtractTimeout()
+            part = os.read(fd, min(n - len(buf), 1 << 20))
+            if not part:
+                self.close()
+                raise ExtractFailed("worker died")
+            buf += part
+        return bytes(buf)
+
+
+def _serve(backend: str, favor_precision: bool, main_content: bool) -> None:
+    """Child side: read length-prefixed pages from stdin, write status + text to stdout."""
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        head = inp.read(4)
+        if len(head) < 4:
+            return
+        (n,) = struct.unpack("<I", head)
+        html = inp.read(n).decode("utf-8", "replace")
+        try:
+            payload, status = (
+                extract_text(html, backend, favor_precision, main_content).encode("utf-8", "replace"),
+                0,
+            )
+        except Exception as e:  # any failure inside the extractor is reported, never fatal
+            payload, status = f"{type(e).__name__}: {e}".encode("utf-8", "replace"), 1
+        out.write(_HDR.pack(status, len(payload)) + payload)
+        out.flush()
+
+
+# --------------------------------------------------------------------------- the step
+
+
+class ExtractStep(Step):
+    """HTML documents -> main text; other documents pass through untouched."""
+
+    name = "extract"
+
+    def __init__(self, cfg: ExtractConfig):
+        super().__init__()
+        self.cfg = cfg
+        isolate = cfg.isolation == "process" or (cfg.isolation == "auto" and cfg.backend == "trafilatura")
+        self.worker = _Worker(cfg.backend, cfg.favor_precision, cfg.main_content) if isolate else None
+
+    def process(self, doc: Document) -> Document | None:
+        if not doc.cache.get("html"):
+            return doc
+        html = doc.text
+        # len(str) <= UTF-8 bytes <= 4 * len(str): encode only when the cheap bounds disagree.
+        if len(html) > self.cfg.max_html_bytes or (
+            4 * len(html) > self.cfg.max_html_bytes
+            and len(html.encode("utf-8", "surrogatepass")) > self.cfg.max_html_bytes
+        ):
+            self.drop(doc, "html_too_large")
+            return None
+        try:
+            text = self._extract(html)
+        except ExtractTimeout:
+            self.drop(doc, "extract_timeout")
+            return None
+        except ExtractFailed:
+            self.drop(doc, "extract_error")
+            return None
+        if not text.strip():
+            self.drop(doc, "extract_empty")
+            return None
+        doc.text = text
+        doc.cache.clear()  # the text changed: any cached split of the HTML is stale
+        return doc
+
+    def _extract(self, html: str) -> str:
+        if self.worker is not None:
+            return self.worker.extract(html, self.cfg.timeout_s)
+        try:
+            return extract_text(html, self.cfg.backend, self.cfg.favor_precision, self.cfg.main_content)
+        except Exception as e:  # a parser bug on hostile HTML drops the page, not the run
+            raise ExtractFailed(f"{type(e).__name__}: {e}") from e
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+
+def build_extract_step(cfg: ExtractConfig) -> Step:
+    """The `extract` step for a config."""
+    return ExtractStep(cfg)
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1")

@@ -1,0 +1,72 @@
+"""Printing a plan (the dict from `report.build_plan`) as readable rich tables."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if v == 0:
+            return "0"
+        if abs(v) >= 1e12 or abs(v) < 1e-3:
+            return f"{v:.3e}"
+        return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def _section(console: Console, title: str, rows: dict, unit: str = "") -> None:
+    console.print(f"[bold]{title}[/bold]")
+    t = Table(show_header=False, pad_edge=False, min_width=40)
+    t.add_column("what", style="cyan")
+    t.add_column("value", justify="right")
+    for k, v in rows.items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{kk} {_fmt(vv)}" for kk, vv in v.items())
+        t.add_row(k.replace("_", " ") + (f" ({unit})" if unit and not isinstance(v, str) else ""), _fmt(v))
+    console.print(t)
+
+
+def print_plan(plan: dict, console: Console | None = None) -> None:
+    console = console or Console(width=max(Console().width, 120))
+    _section(console, "Model", plan["model"])
+    _section(console, "Cluster", plan["cluster"])
+    _section(console, "Budget", plan["budget"])
+    _section(console, "Training state of one unsharded replica (GB)", plan["memory_single_replica"])
+    lay = plan["layout"]
+    if lay is None:
+        console.print("[red]no layout fits[/red]")
+    else:
+        status = "fits" if lay["fits"] else f"[red]dropped: {lay['reason']}[/red]"
+        m = lay["micro_batches"]
+        console.print(f"\n[bold]Layout[/bold] {lay['label']}  ({status}, {m} micro-batches)")
+        if "memory_gb" in lay:
+            _section(console, "Memory per GPU (GB), busiest GPU", lay["memory_gb"])
+        if "times_s" in lay:
+            _section(console, "Step time (s) by term", lay["times_s"])
+    for key, title in (("time", "Time"), ("communication_gb_per_step", "Communication per GPU per step (GB)"),
+                       ("bubble", "Pipeline bubble"), ("reliability", "Failures and checkpoints")):
+        if key in plan:
+            _section(console, title, plan[key])
+    _print_search(console, plan["search"])
+
+
+def _print_search(console: Console, s: dict) -> None:
+    console.print(f"[bold]Top layouts ({s['feasible']:,} of {s['evaluated']:,} fit)[/bold]")
+    t = Table()
+    for col in ("layout", "tokens/s", "MFU", "step s", "GB/GPU"):
+        t.add_column(col, justify="right" if col != "layout" else "left", no_wrap=True)
+    for e in s["top"]:
+        t.add_row(e["label"], f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}", f"{e['step_s']:.3g}",
+                  f"{e['memory_gb']['total']:.1f}")
+    console.print(t)
+    if s["rejected"]:
+        console.print("dropped: " + "; ".join(f"{k}: {v:,}" for k, v in s["rejected"].items()))
+    console.print("[bold]Why this layout[/bold]")
+    for line in s["explanation"]:
+        console.print(f"  {line}")

@@ -1,0 +1,129 @@
+"""The whole plan as one dict: model, cluster, budget, chosen layout, memory, time, communication,
+pipeline bubble, reliability and the search's ranking with its explanation. `pretrain plan` prints
+this dict as a table or as JSON, so both show the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pretrain.errors import UserError
+from pretrain.plan import compute, memory, parallel, reliability
+from pretrain.plan.search import Estimate, Job, Layout, SearchResult, evaluate, explain, search
+
+# Llama 3 (Dubey et al. 2024, sec. 3.3.4): 419 unexpected interruptions in 54 days on 16,384 GPUs,
+# one every 11,135 s, i.e. about 50,700 hours per GPU.
+DEFAULT_MTBF_GPU_HOURS = 50_000.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    tokens: float
+    mtbf_gpu_hours: float = DEFAULT_MTBF_GPU_HOURS
+    checkpoint_s: float = 60.0
+    restart_s: float = 0.0
+
+
+def parse_layout(text: str, n_gpus: int) -> Layout:
+    """'tp=2,pp=4,zero=1,mbs=1,recompute=selective,sp=1,v=2' -> Layout; dp defaults to the rest."""
+    kwargs: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, _, value = part.partition("=")
+        if key not in Layout.__dataclass_fields__ or not value:
+            raise UserError(f"--layout: cannot read {part!r}; keys: {', '.join(Layout.__dataclass_fields__)}")
+        if key == "recompute":
+            kwargs[key] = value
+        elif key == "sp":
+            kwargs[key] = value.lower() in ("1", "true", "yes", "on")
+        else:
+            try:
+                kwargs[key] = int(value)
+            except ValueError:
+                raise UserError(f"--layout: {key} wants an integer, got {value!r}") from None
+    for key in ("tp", "pp", "dp", "mbs", "v"):
+        if kwargs.get(key, 1) < 1:
+            raise UserError(f"--layout: {key} must be >= 1, got {kwargs[key]}")
+    if kwargs.get("zero", 1) not in (0, 1, 2, 3):
+        raise UserError(f"--layout: zero must be 0, 1, 2 or 3, got {kwargs['zero']}")
+    if kwargs.get("recompute", "none") not in memory.RECOMPUTE:
+        raise UserError(f"--layout: recompute must be one of {', '.join(memory.RECOMPUTE)}")
+    tp, pp = kwargs.get("tp", 1), kwargs.get("pp", 1)
+    kwargs.setdefault("dp", n_gpus // (tp * pp) if n_gpus % (tp * pp) == 0 else 0)
+    return Layout(**kwargs)
+
+
+def _reliability(job: Job, budget: Budget, days: float) -> dict:
+    m = reliability.cluster_mtbf(budget.mtbf_gpu_hours * 3600, job.n_gpus)
+    c = budget.checkpoint_s
+    young = reliability.young_interval(c, m)
+    waste = reliability.waste_fraction(young, c, m, budget.restart_s)
+    return {"mtbf_gpu_hours": budget.mtbf_gpu_hours, "cluster_mtbf_s": m,
+            "expected_failures": reliability.expected_failures(days * 86400, m), "checkpoint_s": c,
+            "young_interval_s": young, "daly_interval_s": reliability.daly_interval(c, m),
+            "waste_fraction": waste, "goodput": max(0.0, 1 - waste)}
+
+
+def _state_table(job: Job) -> dict:
+    n, g = job.shape.params(), job.n_gpus
+    return {
+        "training_state_gb": {a: memory.training_state_bytes(n, a, g) / 1e9 for a in memory.ACCOUNTING},
+        "inference_weights_gb": memory.inference_weight_bytes(n) / 1e9,
+        "zero_per_gpu_gb": {f"stage{z}": memory.zero_memory_per_gpu(n, z, g) / 1e9 for z in range(4)},
+    }
+
+
+def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int = 5) -> dict:
+    """Search (and evaluate `layout` if given); return every number the CLI shows."""
+    result = search(job)
+    chosen: Estimate | None = evaluate(job, layout) if layout else result.best
+    shape, gpu = job.shape, job.gpu
+    fpt = compute.flops_per_token(shape)
+    plan: dict = {
+        "model": {"name": shape.name, "params": shape.params(),
+                  "non_embedding_params": shape.non_embedding_params(),
+                  "n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
+                  "n_kv_heads": shape.n_kv_heads, "d_ff": shape.d_ff, "vocab_size": shape.vocab_size,
+                  "seq_len": shape.seq_len, "flops_per_token": fpt,
+                  "flops_per_token_6n": compute.flops_per_token(shape, attention=False)},
+        "cluster": {"gpu": gpu.name, "n_gpus": job.n_gpus, "nodes": -(-job.n_gpus // gpu.gpus_per_node),
+                    "peak_tflops_per_gpu": gpu.bf16_tflops, "memory_gb_per_gpu": gpu.memory_gb,
+                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "efficiency": job.efficiency},
+        "budget": {"tokens": budget.tokens, "batch_tokens": job.batch_seqs * shape.seq_len,
+                   "chinchilla_tokens": compute.chinchilla_tokens(shape.params()),
+                   "training_flops_6nd": compute.training_flops(shape.params(), budget.tokens),
+                   "training_flops": fpt * budget.tokens},
+        "memory_single_replica": _state_table(job),
+        "layout": chosen.as_dict() if chosen else None,
+        "search": _search_summary(result, top, chosen),
+    }
+    if chosen is not None and chosen.fits:
+        plan.update(_timing(job, budget, chosen, fpt))
+    return plan
+
+
+def _timing(job: Job, budget: Budget, est: Estimate, fpt: float) -> dict:
+    lay, shape = est.layout, job.shape
+    run_s = budget.tokens / est.tokens_per_s
+    rel = _reliability(job, budget, run_s / 86400)
+    days = run_s / max(rel["goodput"], 1e-9) / 86400
+    stage = memory.stage_params(shape, lay.tp, lay.pp, lay.v)
+    return {
+        "time": {"step_s": est.step_s, "tokens_per_s": est.tokens_per_s, "mfu": est.mfu, "hfu": est.hfu,
+                 "steps": budget.tokens / (job.batch_seqs * shape.seq_len), "compute_days": run_s / 86400,
+                 "calendar_days": days, "gpu_hours": days * 24 * job.n_gpus},
+        "communication_gb_per_step": {
+            "dp": parallel.dp_bytes_per_step(stage, lay.dp, lay.zero) / 1e9 if lay.dp > 1 else 0.0,
+            "tp": parallel.tp_bytes_per_layer(shape.seq_len, lay.mbs, shape.d_model, lay.tp)
+            * memory.layers_per_gpu(shape.n_layers, lay.pp, lay.v) * est.m / 1e9,
+            "pp": parallel.pp_bytes_per_microbatch(shape.seq_len, lay.mbs, shape.d_model, lay.tp, lay.sp)
+            * est.m / 1e9 if lay.pp > 1 else 0.0},
+        "bubble": {"wall": parallel.pipeline_bubble(lay.pp, est.m, lay.v, "wall"),
+                   "ideal": parallel.pipeline_bubble(lay.pp, est.m, lay.v, "ideal")},
+        "reliability": rel,
+    }
+
+
+def _search_summary(result: SearchResult, top: int, chosen: Estimate | None) -> dict:
+    why = explain(result, chosen if chosen is not None and chosen.fits else None)
+    return {"evaluated": result.evaluated, "feasible": len(result.ranked), "rejected": result.rejected,
+            "top": [e.as_dict() for e in result.ranked[:top]], "explanation": why}

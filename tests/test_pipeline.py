@@ -184,3 +184,27 @@ def test_changed_config_is_refused(tmp_path):
     other = config.load(CurateConfig, None, ["language.threshold=0.9"])
     with pytest.raises(UserError):
         curate([str(tmp_path / "in")], tmp_path / "out", other, executor=LocalExecutor(1))
+
+
+def test_belt_decontaminates_and_reports(tmp_path, shared_data):
+    gsm8k = shared_data / "benchmarks" / "gsm8k" / "test.jsonl"
+    question = json.loads(gsm8k.read_text().splitlines()[5])["question"]
+    docs = _prose(8, seed=3)
+    recs = [{"id": f"c{i}", "text": t} for i, t in enumerate(docs)]
+    planted = {"c1", "c3", "c5"}
+    for r in recs:
+        if r["id"] in planted:
+            r["text"] = r["text"][:600] + " " + question + " " + r["text"][600:]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    cfg = config.load(CurateConfig, None, [f'decontam.benchmarks=["{gsm8k}:question"]'])
+    stats = curate([str(tmp_path / "in.jsonl")], tmp_path / "out", cfg, executor=LocalExecutor(1))
+    rejects = _ids(tmp_path / "out", "rejects")
+    kept = _ids(tmp_path / "out", "data")
+    caught = {i for i, r in rejects.items() if r["step"] == "decontaminate"}
+    assert caught and caught <= planted and not (planted & kept.keys())
+    for i in caught:
+        assert rejects[i]["metadata"]["contamination"][0]["benchmark"]
+    report = json.loads((tmp_path / "out" / "decontam_report.json").read_text())
+    leaked = {d for b in report["benchmarks"].values() for docs in b["leaks"].values() for d in docs}
+    assert leaked == caught
+    assert sum(stats["steps"]["decontaminate"]["dropped"].values()) == len(caught)

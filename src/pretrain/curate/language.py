@@ -99,11 +99,21 @@ def fasttext_predict(texts: Iterable[str], model_path: str = "") -> list[tuple[s
     without their probabilities, and the Python wrapper adds a check and a zip per call.
     """
     predict = load_fasttext(model_path).f.predict
-    out = []
-    for text in texts:
-        top = predict(text.replace("\n", " ") + "\n", 1, 0.0, "replace")
-        out.append((normalize_code(top[0][1]), min(top[0][0], 1.0)) if top else (UNKNOWN, 0.0))
-    return out
+    return [_predict_one(predict, text) for text in texts]
+
+
+@lru_cache(maxsize=1024)
+def _label_code(label: str) -> str:
+    return normalize_code(label)
+
+
+def _predict_one(predict, text: str) -> tuple[str, float]:
+    line = text.replace("\n", " ") + "\n"
+    try:
+        top = predict(line, 1, 0.0, "replace")
+    except TypeError:  # lone surrogates (a JSON "\\ud800" escape) cannot cross into C++ as UTF-8
+        top = predict(line.encode("utf-8", "replace").decode("utf-8"), 1, 0.0, "replace")
+    return (_label_code(top[0][1]), min(top[0][0], 1.0)) if top else (UNKNOWN, 0.0)
 
 
 # ----------------------------------------------------------------------------- stop words
@@ -119,8 +129,10 @@ STOP_WORDS: dict[str, frozenset[str]] = {
         "fr": "le la les et est un une des du dans pour qui sur au pas ce sont avec il elle",
         "de": "der die das und ist nicht ein eine zu mit den dem auf sich auch im von",
         "es": "el los las y es una que por con del lo se al como para su pero más",
-        "it": "di che è gli della per non sono nel alla anche questo ma delle uno dei",
-        "pt": "o os da do em não uma são ao dos pelo mas também ela isso",
+        "it": "di che è gli della per non sono nel alla anche questo ma delle uno dei mi ho io più"
+        " molto questa perché come quando nella essere stato",
+        "pt": "o os da do em não uma são ao dos pelo mas também ela isso com na no foi está muito ele"
+        " eu você seu sua às já",
         "nl": "het een en van dat niet op te zijn voor met ook maar wordt hij",
     }.items()
 }
@@ -159,33 +171,33 @@ class LanguageFilter(Filter):
             raise UserError(f"language.method must be one of {', '.join(METHODS)}, got {cfg.method!r}")
         self.cfg = cfg
         self.wanted = frozenset(normalize_code(c) for c in cfg.languages)
+        self.predict = None
         if cfg.method == "fasttext":
             bad = sorted(self.wanted & UNSERVED_BY_LID176)
             if bad:
                 raise UserError(f"language.languages: lid.176 has no label for {', '.join(bad)}")
-            load_fasttext(cfg.model_path)  # fail early on a missing model
+            self.predict = load_fasttext(cfg.model_path).f.predict  # fails early on a missing model
         else:
             bad = sorted(self.wanted - set(STOP_WORDS))
             if bad:
                 known = ", ".join(STOP_WORDS)
                 raise UserError(f"language.method=stopwords knows {known}; not {', '.join(bad)}")
 
-    def annotate(self, docs: list[Document]) -> None:
-        """Write metadata["language"] and metadata["language_score"] for every document."""
-        if self.cfg.method == "fasttext":
-            preds = fasttext_predict([d.text for d in docs], self.cfg.model_path)
+    def annotate(self, doc: Document) -> None:
+        """Write metadata["language"] and metadata["language_score"]."""
+        if self.predict is not None:
+            lang, score = _predict_one(self.predict, doc.text)
         else:
-            preds = [stopword_language(d.text, self.cfg.min_share) for d in docs]
-        for doc, (lang, score) in zip(docs, preds):
-            doc.metadata["language"] = lang
-            doc.metadata["language_score"] = round(score, 4)
+            lang, score = stopword_language(doc.text, self.cfg.min_share)
+        doc.metadata["language"] = lang
+        doc.metadata["language_score"] = round(score, 4)
 
     def keep(self, doc: Document) -> bool | str:
-        self.annotate([doc])
+        self.annotate(doc)
         lang, score = doc.metadata["language"], doc.metadata["language_score"]
         if lang == UNKNOWN or (self.wanted and lang not in self.wanted):
             return REASON_LANGUAGE
-        if self.cfg.method == "fasttext" and score < self.cfg.threshold:
+        if self.predict is not None and score < self.cfg.threshold:
             return REASON_SCORE
         return True
 

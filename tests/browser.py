@@ -9,9 +9,17 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 
 PROBE = """<script>
 window.__errs=[];
@@ -34,16 +42,37 @@ def render(page: Path, screenshot: Path | None = None, timeout: float = 120) -> 
         probe = Path(tmp) / "probe.html"
         probe.write_text(page.read_text().replace("<head>", "<head>" + PROBE, 1))
         prof = Path(tmp) / "profile"
-        out = subprocess.run([exe, *FLAGS, f"--user-data-dir={prof}", "--virtual-time-budget=10000",
-                              "--enable-logging=stderr", "--dump-dom", probe.as_uri()],
-                             capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(
+            [
+                exe,
+                *FLAGS,
+                f"--user-data-dir={prof}",
+                "--virtual-time-budget=10000",
+                "--enable-logging=stderr",
+                "--dump-dom",
+                probe.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         m = re.search(r'<pre id="__check">(.*?)</pre>', out.stdout, re.S)
         assert m, f"page did not finish loading: {out.stderr[-2000:]}"
         result = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
         console = [line for line in out.stderr.splitlines() if "Uncaught" in line or ":ERROR:CONSOLE" in line]
         result["errs"] += console
         if screenshot:
-            subprocess.run([exe, *FLAGS, f"--user-data-dir={prof}2", "--window-size=1280,2400",
-                            f"--screenshot={screenshot}", page.as_uri()],
-                           capture_output=True, timeout=timeout, check=True)
+            subprocess.run(
+                [
+                    exe,
+                    *FLAGS,
+                    f"--user-data-dir={prof}2",
+                    "--window-size=1280,2400",
+                    f"--screenshot={screenshot}",
+                    page.as_uri(),
+                ],
+                capture_output=True,
+                timeout=timeout,
+                check=True,
+            )
     return {"images": result["imgs"], "errors": result["errs"]}

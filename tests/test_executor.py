@@ -6,11 +6,10 @@ import importlib.util
 import os
 
 import pytest
+from test_pipeline import _snapshot, _write_jsonl_corpus
 
 from pretrain.curate.executor import LocalExecutor
 from pretrain.curate.pipeline import CurateConfig, curate
-
-from test_pipeline import _snapshot, _write_jsonl_corpus
 
 
 def _square(x: int) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pydoc_data.topics
 import random
 import re
 import signal
@@ -14,7 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-import pydoc_data.topics
 import pytest
 
 from pretrain import config
@@ -60,8 +60,11 @@ def _write_jsonl_corpus(folder: Path, files: int = 4, per_file: int = 30) -> dic
 
 
 def _snapshot(out: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(out)): p.read_bytes()
-            for sub in ("data", "rejects") for p in sorted((out / sub).glob("*.jsonl.zst"))}
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for sub in ("data", "rejects")
+        for p in sorted((out / sub).glob("*.jsonl.zst"))
+    }
 
 
 def _ids(out: Path, sub: str) -> dict[str, dict]:
@@ -98,8 +101,13 @@ def test_demo_crawl_verdicts_match_what_was_planted(tmp_path):
     for lang in ("fr", "de", "es", "it", "pt", "nl"):
         assert by_url[f"https://{lang}.example.org/delta"]["step"] == "language"
     for i in range(6):
-        assert by_url[f"https://spam{i}.example.com/"]["step"] in {"gopher_repetition", "gopher_quality",
-                                                                  "c4_quality", "fineweb_quality", "language"}
+        assert by_url[f"https://spam{i}.example.com/"]["step"] in {
+            "gopher_repetition",
+            "gopher_quality",
+            "c4_quality",
+            "fineweb_quality",
+            "language",
+        }
     kept = {r["url"]: r for r in _ids(tmp_path / "out", "data").values()}
     copies = [u for u in kept.keys() | by_url.keys() if (u or "").endswith("?utm_source=feed")]
     assert len(copies) == 12
@@ -125,8 +133,12 @@ def test_demo_crawl_verdicts_match_what_was_planted(tmp_path):
 
 
 def _run_cli(args: list[str], **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pretrain", "curate", *args, "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pretrain", "curate", *args, "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def test_sigkill_then_rerun_gives_the_same_bytes(tmp_path):
@@ -150,11 +162,17 @@ def test_bad_records_counted_run_goes_on(tmp_path):
     d = tmp_path / "in"
     d.mkdir()
     good = _prose(3, seed=1)
-    lines = [json.dumps({"id": "a", "text": good[0]}), "{not json", json.dumps({"id": "b"}),
-             json.dumps({"id": "c", "text": good[1]})]
+    lines = [
+        json.dumps({"id": "a", "text": good[0]}),
+        "{not json",
+        json.dumps({"id": "b"}),
+        json.dumps({"id": "c", "text": good[1]}),
+    ]
     (d / "mixed.jsonl").write_bytes(("\n".join(lines) + "\n").encode() + b"\xff\xfe bad utf8\n")
     (d / "empty.jsonl").write_bytes(b"")
-    (d / "trunc.jsonl.gz").write_bytes(gzip.compress((json.dumps({"id": "t", "text": good[2]}) + "\n").encode() * 50)[:-40])
+    (d / "trunc.jsonl.gz").write_bytes(
+        gzip.compress((json.dumps({"id": "t", "text": good[2]}) + "\n").encode() * 50)[:-40]
+    )
     (d / "garbage.jsonl").write_bytes(os.urandom(2048))
     p = _run_cli([str(d), "-o", str(tmp_path / "out"), "--workers", "1"])
     assert p.wait() == 0, p.stderr.read().decode()

@@ -18,9 +18,14 @@ class Progress:
         self.console = Console(stderr=True)
         enabled = sys.stderr.isatty() if enabled is None else enabled
         self._bar = RichProgress(
-            TextColumn("[bold]{task.description:<8}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
-            console=self.console, disable=not enabled, transient=False,
+            TextColumn("[bold]{task.description:<8}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            disable=not enabled,
+            transient=False,
         )
         self._tasks: dict[str, Any] = {}
         self._docs: dict[str, int] = {}

@@ -12,7 +12,7 @@ import base64
 import html
 import io
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,8 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;bac
 header{background:#1d2330;color:#fff;padding:18px 32px}header h1{margin:0;font-size:22px}
 header p{margin:4px 0 0;color:#aab3c5;font-size:13px}
 main{max-width:1100px;margin:0 auto;padding:16px 32px 48px}
-section{background:#fff;border-radius:10px;box-shadow:0 1px 3px rgba(0,0,0,.08);padding:18px 24px;margin:18px 0}
+section{background:#fff;border-radius:10px;box-shadow:0 1px 3px rgba(0,0,0,.08);
+padding:18px 24px;margin:18px 0}
 h2{font-size:18px;margin:0 0 12px}h3{font-size:15px;margin:16px 0 8px}
 table{border-collapse:collapse;font-size:13px;width:100%}
 th,td{padding:6px 10px;border-bottom:1px solid #e6e8ee;text-align:left;vertical-align:top}
@@ -55,10 +56,15 @@ def _plt():
 
 
 def _table(headers: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
-    th = "".join(f'<th class="{"n" if i in numeric else ""}">{html.escape(h)}</th>' for i, h in enumerate(headers))
+    th = "".join(
+        f'<th class="{"n" if i in numeric else ""}">{html.escape(h)}</th>' for i, h in enumerate(headers)
+    )
     body = "".join(
-        "<tr>" + "".join(f'<td class="{"n" if i in numeric else ""}">{_fmt(c)}</td>' for i, c in enumerate(r)) + "</tr>"
-        for r in rows)
+        "<tr>"
+        + "".join(f'<td class="{"n" if i in numeric else ""}">{_fmt(c)}</td>' for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
     return f"<table><tr>{th}</tr>{body}</table>"
 
 
@@ -71,8 +77,11 @@ def _fmt(v: Any) -> str:
 
 
 def _kpis(items: list[tuple[str, Any]]) -> str:
-    return '<div class="kpis">' + "".join(f'<div class="kpi"><b>{_fmt(v)}</b><span>{html.escape(k)}</span></div>'
-                                          for k, v in items) + "</div>"
+    return (
+        '<div class="kpis">'
+        + "".join(f'<div class="kpi"><b>{_fmt(v)}</b><span>{html.escape(k)}</span></div>' for k, v in items)
+        + "</div>"
+    )
 
 
 # ----------------------------------------------------------------------------- curate
@@ -84,15 +93,25 @@ def curate_section(out: Path) -> str:
 
     rows = funnel_rows(stats)
     d = stats["documents"]
-    parts = [f"<h2>Curation funnel <span class='snip'>{html.escape(str(out))}</span></h2>",
-             _kpis([("documents read", d["read"]), ("kept", d["kept"]),
-                    ("kept share", f"{d['kept'] / max(d['read'], 1):.1%}"),
-                    ("bad records skipped", stats["errors"]["count"]), ("seconds", stats["wall_seconds"])])]
+    parts = [
+        f"<h2>Curation funnel <span class='snip'>{html.escape(str(out))}</span></h2>",
+        _kpis(
+            [
+                ("documents read", d["read"]),
+                ("kept", d["kept"]),
+                ("kept share", f"{d['kept'] / max(d['read'], 1):.1%}"),
+                ("bad records skipped", stats["errors"]["count"]),
+                ("seconds", stats["wall_seconds"]),
+            ]
+        ),
+    ]
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1))
     names = [r[0] for r in rows][::-1]
     ax.barh(names, [r[2] for r in rows][::-1], color="#3a7bd5", label="kept")
-    ax.barh(names, [r[3] for r in rows][::-1], left=[r[2] for r in rows][::-1], color="#e57373", label="dropped")
+    ax.barh(
+        names, [r[3] for r in rows][::-1], left=[r[2] for r in rows][::-1], color="#e57373", label="dropped"
+    )
     ax.set_xlabel("documents")
     ax.legend(loc="lower right")
     ax.set_title("what each step let through")
@@ -142,10 +161,19 @@ def _clusters(rejects: list[dict], out: Path, shown: int = 8) -> str:
     kept_text = _kept_texts(out, set(list(clusters)[: shown * 4]))
     rows = []
     for kid, members in sorted(clusters.items(), key=lambda kv: -len(kv[1]))[:shown]:
-        rows.append([kid, len(members) + 1, _snippet(kept_text.get(kid), 100),
-                     "; ".join(f"{m['step']}: {m.get('url') or m['id']}" for m in members[:4])])
-    return (f"<p>{len(clusters):,} clusters, {sum(sizes) - len(sizes):,} documents removed, largest {sizes[0]}</p>"
-            + _table(["kept id", "size", "kept text", "removed"], rows, {1}))
+        rows.append(
+            [
+                kid,
+                len(members) + 1,
+                _snippet(kept_text.get(kid), 100),
+                "; ".join(f"{m['step']}: {m.get('url') or m['id']}" for m in members[:4]),
+            ]
+        )
+    return (
+        f"<p>{len(clusters):,} clusters, {sum(sizes) - len(sizes):,} documents removed, "
+        f"largest {sizes[0]}</p>"
+        + _table(["kept id", "size", "kept text", "removed"], rows, {1})
+    )
 
 
 def _kept_texts(out: Path, ids: set[str]) -> dict[str, str]:
@@ -163,7 +191,8 @@ def _kept_texts(out: Path, ids: set[str]) -> dict[str, str]:
 def tokens_section(path: Path) -> str:
     m = json.loads((path / "manifest.json").read_text())
     rows = [[k, v if not isinstance(v, (dict, list)) else json.dumps(v)[:120]] for k, v in m.items()]
-    return f"<section><h2>Tokens <span class='snip'>{html.escape(str(path))}</span></h2>{_table(['field', 'value'], rows)}</section>"
+    head = f"<h2>Tokens <span class='snip'>{html.escape(str(path))}</span></h2>"
+    return f"<section>{head}{_table(['field', 'value'], rows)}</section>"
 
 
 def mixture_section(path: Path) -> str:
@@ -171,8 +200,11 @@ def mixture_section(path: Path) -> str:
     rows = m.get("rows", m) if isinstance(m, dict) else m
     if isinstance(rows, list) and rows and isinstance(rows[0], dict):
         headers = list(rows[0])
-        return ("<section><h2>Mixture</h2>" + _table(headers, [[r[h] for h in headers] for r in rows],
-                                                        set(range(1, len(headers)))) + "</section>")
+        return (
+            "<section><h2>Mixture</h2>"
+            + _table(headers, [[r[h] for h in headers] for r in rows], set(range(1, len(headers))))
+            + "</section>"
+        )
     return f"<section><h2>Mixture</h2><pre>{html.escape(json.dumps(m, indent=2))}</pre></section>"
 
 
@@ -180,7 +212,8 @@ def plan_section(path: Path) -> str:
     plan = json.loads(path.read_text())
     flat = list(_flatten(plan))
     rows = [[k, v] for k, v in flat[:80]]
-    return f"<section><h2>Plan <span class='snip'>{html.escape(path.name)}</span></h2>{_table(['quantity', 'value'], rows)}</section>"
+    head = f"<h2>Plan <span class='snip'>{html.escape(path.name)}</span></h2>"
+    return f"<section>{head}{_table(['quantity', 'value'], rows)}</section>"
 
 
 def _flatten(d: Any, prefix: str = ""):
@@ -210,15 +243,33 @@ def run_section(run: Path) -> str:
         last = train[-1]
         tps = [r.get("tokens_per_s") for r in train if r.get("tokens_per_s")]
         mfu = [r.get("mfu") for r in train if r.get("mfu") is not None]
-        parts.append(_kpis([("steps", last["step"]), ("final loss", float(last["loss"])),
-                            ("tokens/s (median)", float(sorted(tps)[len(tps) // 2]) if tps else "-"),
-                            ("MFU (median)", f"{sorted(mfu)[len(mfu) // 2]:.2%}" if mfu else "-"),
-                            ("events", len(events))]))
+        parts.append(
+            _kpis(
+                [
+                    ("steps", last["step"]),
+                    ("final loss", float(last["loss"])),
+                    ("tokens/s (median)", float(sorted(tps)[len(tps) // 2]) if tps else "-"),
+                    ("MFU (median)", f"{sorted(mfu)[len(mfu) // 2]:.2%}" if mfu else "-"),
+                    ("events", len(events)),
+                ]
+            )
+        )
         parts.append(_curves(train, evals, events))
     if events:
-        parts.append("<h3>Events</h3>" + _table(["step", "event", "detail"], [
-            [e.get("step", ""), e["event"], json.dumps({k: v for k, v in e.items() if k not in ("step", "event")})[:160]]
-            for e in events[:60]]))
+        parts.append(
+            "<h3>Events</h3>"
+            + _table(
+                ["step", "event", "detail"],
+                [
+                    [
+                        e.get("step", ""),
+                        e["event"],
+                        json.dumps({k: v for k, v in e.items() if k not in ("step", "event")})[:160],
+                    ]
+                    for e in events[:60]
+                ],
+            )
+        )
     samples = run / "samples.txt"
     if samples.exists():
         parts.append(f"<h3>Samples</h3><pre>{html.escape(samples.read_text()[:4000])}</pre>")
@@ -266,10 +317,12 @@ def section_for(path: Path) -> str:
 
 def build_report(paths: list[Path], title: str = "pretrain report") -> str:
     sections = "".join(section_for(Path(p)) for p in paths)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head><body><header><h1>{html.escape(title)}</h1>"
-            f"<p>generated {stamp} by pretrain</p></header><main>{sections}</main></body></html>")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{CSS}</style></head><body><header><h1>{html.escape(title)}</h1>"
+        f"<p>generated {stamp} by pretrain</p></header><main>{sections}</main></body></html>"
+    )
 
 
 def write_report(paths: list[Path], out: Path, title: str = "pretrain report") -> Path:

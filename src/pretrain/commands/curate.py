@@ -28,7 +28,8 @@ bytes as an uninterrupted run, for any --workers. A different config in the same
 
 Examples:
   pretrain curate crawl/*.warc.gz -o corpus/
-  pretrain curate docs.jsonl.zst -o corpus/ --set reader.text_field=content --set language.languages='["en","fr"]'
+  pretrain curate docs.jsonl.zst -o corpus/ --set reader.text_field=content \\
+      --set language.languages='["en","fr"]'
   pretrain curate data/ -o corpus/ --config belt.toml --workers 8
   pretrain curate data/ -o corpus/ --executor ray --address auto
 """
@@ -37,13 +38,27 @@ Examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders or globs")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
-    p.add_argument("--config", metavar="TOML", help="belt config file (sections: reader, url_filter, "
-                   "extract, language, rules, classifier, decontam, pii, dedup)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. --set rules.profile=fineweb-2024 (repeatable)")
+    p.add_argument(
+        "--config",
+        metavar="TOML",
+        help="belt config file (sections: reader, url_filter, "
+        "extract, language, rules, classifier, decontam, pii, dedup)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set rules.profile=fineweb-2024 (repeatable)",
+    )
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
-    p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="local process pool (default) or a Ray cluster")
+    p.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local process pool (default) or a Ray cluster",
+    )
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     p.add_argument("--quiet", action="store_true", help="no config echo, no progress bar")
 

@@ -33,8 +33,9 @@ class LocalExecutor:
     def __init__(self, workers: int | None = None):
         self.workers = max(1, workers or default_workers())
 
-    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
-            on_result: Callable[[Any], None] | None = None) -> list[Any]:
+    def map(
+        self, fn: Callable[[Any], Any], items: Iterable[Any], on_result: Callable[[Any], None] | None = None
+    ) -> list[Any]:
         items = list(items)
         if self.workers == 1 or len(items) <= 1:
             out = []
@@ -79,8 +80,9 @@ class RayExecutor:
             ray.init(**kwargs)
         self.workers = workers or int(ray.cluster_resources().get("CPU", 1))
 
-    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
-            on_result: Callable[[Any], None] | None = None) -> list[Any]:
+    def map(
+        self, fn: Callable[[Any], Any], items: Iterable[Any], on_result: Callable[[Any], None] | None = None
+    ) -> list[Any]:
         ray = self._ray
         remote = ray.remote(num_cpus=1)(_apply)
         refs = [remote.remote(fn, item) for item in items]

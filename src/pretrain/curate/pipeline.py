@@ -22,9 +22,9 @@ from typing import Any
 
 from pretrain import config as cfgmod
 from pretrain.curate import io
-from pretrain.curate.dedup import DedupConfig, find_duplicates, load_removals, sign_shard
 from pretrain.curate.classifier import ClassifierConfig, build_classifier_steps
 from pretrain.curate.decontam import DecontamConfig, build_decontam_step
+from pretrain.curate.dedup import DedupConfig, find_duplicates, load_removals, sign_shard
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step
 from pretrain.curate.language import LanguageConfig, build_language_step
@@ -141,8 +141,13 @@ def run_shard(task: ShardTask) -> dict:
     for step in steps:
         step.on_reject = lambda d, s, r: rejects.append(reject_record(d, s, r))
     read_stats: Counter[str] = Counter()
-    docs = read_documents(Path(task.path), task.cfg.reader, on_error,
-                          source=source_name(Path(task.path), task.root), stats=read_stats)
+    docs = read_documents(
+        Path(task.path),
+        task.cfg.reader,
+        on_error,
+        source=source_name(Path(task.path), task.root),
+        stats=read_stats,
+    )
     kept: list[Document] = []
     n_read = 0
 
@@ -161,15 +166,21 @@ def run_shard(task: ShardTask) -> dict:
                 step.close()
     io.write_jsonl_zst(lay.kept(task.shard), (d.to_json() for d in kept))
     io.write_jsonl_zst(lay.rejects(task.shard), rejects)
-    sign_shard(((d, (task.shard << SHARD_BITS) | i) for i, d in enumerate(kept)),
-               task.shard, lay.dedup_dir, task.cfg.dedup)
+    sign_shard(
+        ((d, (task.shard << SHARD_BITS) | i) for i, d in enumerate(kept)),
+        task.shard,
+        lay.dedup_dir,
+        task.cfg.dedup,
+    )
     stats = {
-        "shard": task.shard, "input": task.path, "read": n_read, "kept": len(kept),
+        "shard": task.shard,
+        "input": task.path,
+        "read": n_read,
+        "kept": len(kept),
         "records": dict(read_stats),
         "leaks": [leak for st in steps for leak in getattr(st, "leaks", [])],
         "steps": {s.name: dict(s.stats) for s in steps},
-        "errors": {"count": sum(error_counts.values()), "by_reason": dict(error_counts),
-                   "examples": errors},
+        "errors": {"count": sum(error_counts.values()), "by_reason": dict(error_counts), "examples": errors},
         "seconds": round(time.time() - t0, 3),
     }
     io.write_json_atomic(lay.shard_stats(task.shard), stats)
@@ -194,12 +205,24 @@ def write_shard(task_and_removals: tuple[ShardTask, str]) -> dict:
             kept.append(rec)
         else:
             step, reason, twin = hit
-            dropped.append({"id": rec["id"], "url": rec.get("url"), "source": rec.get("source"),
-                            "step": step, "reason": reason, "kept_id": twin, "text": rec["text"]})
+            dropped.append(
+                {
+                    "id": rec["id"],
+                    "url": rec.get("url"),
+                    "source": rec.get("source"),
+                    "step": step,
+                    "reason": reason,
+                    "kept_id": twin,
+                    "text": rec["text"],
+                }
+            )
     io.write_jsonl_zst(lay.dedup_rejects(task.shard), dropped)
     io.write_jsonl_zst(lay.data(task.shard), kept)
-    counts = {"in": len(kept) + len(dropped), "kept": len(kept),
-              "dropped": dict(Counter(f"{d['step']}.{d['reason']}" for d in dropped))}
+    counts = {
+        "in": len(kept) + len(dropped),
+        "kept": len(kept),
+        "dropped": dict(Counter(f"{d['step']}.{d['reason']}" for d in dropped)),
+    }
     io.mark_done(lay.data(task.shard), {"config_hash": task.cfg_hash, "counts": counts})
     return counts
 
@@ -222,7 +245,9 @@ def plan_shards(inputs: list[str], out: Path, cfg: CurateConfig) -> list[ShardTa
     else:
         io.write_json_atomic(plan_path, plan)
     roots = [_root_of(f, inputs) for f in files]
-    return [ShardTask(i, str(f), str(r), str(out), cfg, cfg_hash) for i, (f, r) in enumerate(zip(files, roots))]
+    return [
+        ShardTask(i, str(f), str(r), str(out), cfg, cfg_hash) for i, (f, r) in enumerate(zip(files, roots))
+    ]
 
 
 def _root_of(f: Path, inputs: list[str]) -> Path:
@@ -263,8 +288,11 @@ def aggregate(shard_stats: list[dict], write_counts: list[dict], seconds: float)
         "documents": {"read": read, "kept": kept, "dropped": read - kept},
         "records": dict(sorted(records.items())),
         "steps": per_step,
-        "errors": {"count": sum(errors.values()), "by_reason": dict(errors),
-                   "examples": examples[:MAX_ERROR_EXAMPLES]},
+        "errors": {
+            "count": sum(errors.values()),
+            "by_reason": dict(errors),
+            "examples": examples[:MAX_ERROR_EXAMPLES],
+        },
         "shards": len(shard_stats),
         "wall_seconds": round(seconds, 3),
     }
@@ -273,7 +301,9 @@ def aggregate(shard_stats: list[dict], write_counts: list[dict], seconds: float)
 def _step_summary(c: Counter) -> dict:
     dropped = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("dropped.")}
     out = {"in": c.get("in", 0), "kept": c.get("kept", 0), "dropped": dropped}
-    out.update({k: v for k, v in sorted(c.items()) if k not in ("in", "kept") and not k.startswith("dropped.")})
+    out.update(
+        {k: v for k, v in sorted(c.items()) if k not in ("in", "kept") and not k.startswith("dropped.")}
+    )
     return out
 
 

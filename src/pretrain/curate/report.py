@@ -23,8 +23,13 @@ def print_funnel(stats: dict, out: str | Path) -> None:
     from rich.table import Table
 
     table = Table(title="curation funnel", title_justify="left")
-    for col, just in (("step", "left"), ("in", "right"), ("kept", "right"), ("dropped", "right"),
-                      ("top reasons", "left")):
+    for col, just in (
+        ("step", "left"),
+        ("in", "right"),
+        ("kept", "right"),
+        ("dropped", "right"),
+        ("top reasons", "left"),
+    ):
         table.add_column(col, justify=just)
     for name, n_in, kept, dropped, top in funnel_rows(stats):
         table.add_row(name, f"{n_in:,}", f"{kept:,}", f"{dropped:,}", top)
@@ -32,7 +37,10 @@ def print_funnel(stats: dict, out: str | Path) -> None:
     console.print(table)
     d = stats["documents"]
     share = d["kept"] / d["read"] if d["read"] else 0.0
-    console.print(f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
-                  f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s")
-    console.print(f"corpus: {Path(out) / 'data'}   rejects: {Path(out) / 'rejects'}   "
-                  f"stats: {Path(out) / 'stats.json'}")
+    console.print(
+        f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
+        f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
+    )
+    console.print(
+        f"corpus: {Path(out) / 'data'}   rejects: {Path(out) / 'rejects'}   stats: {Path(out) / 'stats.json'}"
+    )

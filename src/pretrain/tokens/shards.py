@@ -92,10 +92,21 @@ def _load_idx(path: Path) -> np.ndarray:
     return idx
 
 
+def _increasing(idx: np.ndarray, chunk: int = 1 << 22) -> bool:
+    """Strictly increasing, checked in chunks so a huge index never needs a full-size copy."""
+    for lo in range(0, idx.size - 1, chunk):
+        part = np.asarray(idx[lo:lo + chunk + 1], dtype=np.int64)
+        if bool(np.any(np.diff(part) <= 0)):
+            return False
+    return True
+
+
 class TokenDir:
     """A validated token directory: the concatenation of its shards as one token stream."""
 
     def __init__(self, directory: str | Path, check_offsets: bool = True):
+        """Open and validate; `check_offsets=False` skips reading every offset (the sampler never
+        uses them), keeping the O(1) checks: sizes, counts, first and last offset."""
         self.path = Path(directory)
         self.manifest = read_manifest(self.path)
         self.dtype = np.dtype(self.manifest["dtype"]).newbyteorder("<")
@@ -135,7 +146,7 @@ class TokenDir:
             raise DataError(str(idx_path), "offsets",
                             f"{idx.size - 1} documents ending at {int(idx[-1])}, manifest says "
                             f"{sh['documents']} documents and {n} tokens")
-        if check_offsets and idx.size > 1 and bool(np.any(np.diff(idx.astype(np.int64)) <= 0)):
+        if check_offsets and not _increasing(idx):
             raise DataError(str(idx_path), "offsets", "offsets are not strictly increasing")
         if n == 0:
             return np.zeros(0, self.dtype), idx
@@ -145,12 +156,13 @@ class TokenDir:
         """Raise when a tokenizer's fingerprint differs from the one these tokens were made with."""
         if sha256 != self.tokenizer_sha256:
             raise UserError(f"{where} (sha256 {sha256[:12]}) does not match the tokenizer of {self.path} "
-                            f"(sha256 {self.tokenizer_sha256[:12]}); decode with the tokenizer that made them")
+                            f"(sha256 {self.tokenizer_sha256[:12]}); use the tokenizer that made them")
 
     def read(self, start: int, length: int) -> np.ndarray:
         """Tokens [start, start + length) of the concatenated stream, as int64 (may span shards)."""
         if start < 0 or start + length > self.num_tokens:
-            raise IndexError(f"{self.path}: window [{start}, {start + length}) outside {self.num_tokens} tokens")
+            raise IndexError(f"{self.path}: window [{start}, {start + length}) "
+                             f"outside {self.num_tokens} tokens")
         out = np.empty(length, dtype=np.int64)
         k = int(np.searchsorted(self.starts, start, side="right")) - 1
         filled = 0

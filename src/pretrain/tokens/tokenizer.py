@@ -25,7 +25,8 @@ def build_bpe(vocab_size: int, special_tokens: Iterable[str] = (EOT,), min_frequ
 
     specials = list(dict.fromkeys([EOT, *special_tokens]))
     if vocab_size < 256 + len(specials):
-        raise UserError(f"vocab size {vocab_size} is below the 256 byte tokens + {len(specials)} special tokens")
+        raise UserError(f"vocab size {vocab_size} is below the 256 byte tokens "
+                        f"+ {len(specials)} special tokens")
     tok = Tokenizer(models.BPE())
     # add_prefix_space=False keeps the round trip exact (no space invented before the first word).
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -51,6 +52,7 @@ def train_tokenizer(
     """Train a byte-level BPE on an iterator of documents; returns a `tokenizers.Tokenizer`."""
     tok, trainer = build_bpe(vocab_size, special_tokens, min_frequency)
     tok.train_from_iterator(_batches(texts), trainer=trainer, length=length)
+    tok.encode_special_tokens = True  # as `load_tokenizer` does: special strings in text stay text
     return tok
 
 
@@ -65,17 +67,24 @@ def _batches(texts: Iterable[str], size: int = 1000) -> Iterator[list[str]]:
         yield batch
 
 
-def load_tokenizer(path: str | Path):
-    """Load a `tokenizer.json` (ours or any HF one) as a `tokenizers.Tokenizer`."""
+def load_tokenizer(path: str | Path, literal_specials: bool = True):
+    """Load a `tokenizer.json` (ours or any HF one) as a `tokenizers.Tokenizer`.
+
+    With `literal_specials` (the default) a special token's text inside a document, such as a web
+    page that quotes "<|endoftext|>", is encoded as ordinary text: documents cannot inject a
+    document boundary, and decode(encode(x)) == x holds for every string.
+    """
     from tokenizers import Tokenizer
 
     path = Path(path)
     if not path.is_file():
         raise UserError(f"tokenizer not found: {path}")
     try:
-        return Tokenizer.from_file(str(path))
+        tok = Tokenizer.from_file(str(path))
     except Exception as e:  # the Rust side raises a plain Exception on malformed JSON
         raise UserError(f"{path}: not a readable tokenizer.json: {e}") from e
+    tok.encode_special_tokens = literal_specials
+    return tok
 
 
 def eot_id(tok) -> int:

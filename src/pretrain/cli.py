@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from pretrain.errors import UserError
+from pretrain.errors import DataError, UserError
 
 # name -> module under pretrain.commands (order is the order `pretrain --help` lists them).
 COMMANDS: dict[str, str] = {
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except UserError as e:
+    except (UserError, DataError) as e:
         print(f"pretrain {args.command}: error: {e}", file=sys.stderr)
         return 2
 

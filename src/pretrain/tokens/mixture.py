@@ -17,7 +17,7 @@ so memory is O(1) in the corpus size and any rank can compute any position):
   windows run across documents, which the end-of-text token separates). The k-th draw from a
   source takes window perm_{i,e}(k mod W_i) in epoch e = k // W_i, with a fresh keyed permutation
   per epoch.
-- Permutations are a Feistel network on the next power of four with cycle walking (Black and
+- Permutations are an unbalanced Feistel network on the next power of two with cycle walking (Black and
   Rogaway, "Ciphers with Arbitrary Finite Domains", 2002): a bijection computed per index, never
   materialized.
 
@@ -27,6 +27,7 @@ The state is g (sequences drawn by all ranks together); per-source counts are de
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import tomllib
 from pathlib import Path
@@ -58,15 +59,14 @@ def epochs_per_source(
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer: a cheap bijective scramble of 64-bit words (vectorized)."""
-    with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * _M1
-        x = (x ^ (x >> np.uint64(27))) * _M2
-        return x ^ (x >> np.uint64(31))
+    """splitmix64's finalizer: a cheap bijective scramble of 64-bit words (vectorized; wraps mod 2^64)."""
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
 
 
 def _key(*parts: object) -> int:
-    return xxhash.xxh64_intdigest(":".join(str(p) for p in parts))
+    return xxhash.xxh64_intdigest(":".join(str(p) for p in parts).encode())
 
 
 def permute(idx: np.ndarray, n: int, key: int) -> np.ndarray:
@@ -74,22 +74,34 @@ def permute(idx: np.ndarray, n: int, key: int) -> np.ndarray:
     idx = np.asarray(idx, dtype=np.uint64)
     if n <= 1:
         return idx.astype(np.int64)
-    half = max(1, (int(n - 1).bit_length() + 1) // 2)
-    mask = np.uint64((1 << half) - 1)
-    keys = [np.uint64(_key(key, r)) for r in range(_ROUNDS)]
+    # Unbalanced Feistel on b-bit words (2^b < 2n): each round XORs one half with a keyed hash of
+    # the other, which is invertible whatever the halves' widths; cycle walking maps back into [0, n).
+    bits = int(n - 1).bit_length()
+    lo_bits = bits // 2
+    shift = np.uint64(lo_bits)
+    lo_mask, hi_mask = np.uint64((1 << lo_bits) - 1), np.uint64((1 << (bits - lo_bits)) - 1)
+    keys = [np.uint64(k) for k in _round_keys(key)]
 
     def feistel(x: np.ndarray) -> np.ndarray:
-        left, right = x >> np.uint64(half), x & mask
-        for k in keys:
-            left, right = right, left ^ (_mix64(right ^ k) & mask)
-        return (left << np.uint64(half)) | right
+        hi, lo = x >> shift, x & lo_mask
+        for r, k in enumerate(keys):
+            if r % 2 == 0:
+                hi = hi ^ (_mix64(lo ^ k) & hi_mask)
+            else:
+                lo = lo ^ (_mix64(hi ^ k) & lo_mask)
+        return (hi << shift) | lo
 
     out = feistel(idx)
-    todo = out >= np.uint64(n)
-    while todo.any():  # cycle walking: the domain is < 4n, so few rounds are expected
+    todo = np.nonzero(out >= np.uint64(n))[0]
+    while todo.size:  # cycle walking: the domain is < 2n, so about two rounds are expected
         out[todo] = feistel(out[todo])
-        todo = out >= np.uint64(n)
+        todo = todo[out[todo] >= np.uint64(n)]
     return out.astype(np.int64)
+
+
+@functools.lru_cache(maxsize=4096)
+def _round_keys(key: int) -> tuple[int, ...]:
+    return tuple(_key(key, r) for r in range(_ROUNDS))
 
 
 def block_quotas(weights: list[float], block: int = BLOCK) -> np.ndarray:
@@ -132,7 +144,7 @@ class MixtureSampler:
         self.names = sorted(sources)  # sorted: the stream never depends on dict order
         self.weights = {k: float(weights[k]) for k in self.names}
         self.seq_len, self.seed, self.rank, self.world_size = int(seq_len), int(seed), rank, world_size
-        self.dirs = [TokenDir(sources[k]) for k in self.names]
+        self.dirs = [TokenDir(sources[k], check_offsets=False) for k in self.names]
         self._check_same_tokenizer()
         self.windows = np.array([(d.num_tokens - 1) // self.seq_len for d in self.dirs], dtype=np.int64)
         for name, d, w in zip(self.names, self.dirs, self.windows):
@@ -212,15 +224,18 @@ class MixtureSampler:
             "seed": self.seed,
             "seq_len": self.seq_len,
             "weights": dict(self.weights),
+            "tokens": {k: d.num_tokens for k, d in zip(self.names, self.dirs)},
             "block": BLOCK,
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from a saved position; refuses a state from a different stream definition."""
+        """Continue from a saved position; refuses a state from a different stream definition
+        (another seed, sequence length, weights, or sources whose token counts changed)."""
         if state.get("version") != STATE_VERSION or state.get("block") != BLOCK:
             raise UserError(f"sampler state version/block {state.get('version')}/{state.get('block')} "
                             f"is not {STATE_VERSION}/{BLOCK}")
-        mine = {"seed": self.seed, "seq_len": self.seq_len, "weights": self.weights}
+        mine = {"seed": self.seed, "seq_len": self.seq_len, "weights": self.weights,
+                "tokens": {k: d.num_tokens for k, d in zip(self.names, self.dirs)}}
         theirs = {k: state.get(k) for k in mine}
         if theirs != mine:
             raise UserError(f"sampler state was saved for {theirs}, this sampler is {mine}; "
@@ -282,3 +297,11 @@ def mixture_table(mix: Mixture, warn_epochs: float = 4.0) -> list[dict[str, Any]
          "epochs": epochs[k], "warning": epochs[k] > warn_epochs}
         for k in mix.sources
     ]
+
+
+def sampler_from_mixture(
+    path: str | Path, rank: int = 0, world_size: int = 1, seq_len: int | None = None
+) -> MixtureSampler:
+    """A `MixtureSampler` for a mixture.toml (its seq_len and seed unless `seq_len` is given)."""
+    mix = load_mixture(path)
+    return MixtureSampler(mix.sources, mix.weights, seq_len or mix.seq_len, mix.seed, rank, world_size)

@@ -1,0 +1,57 @@
+"""`pretrain mix`: what a mixture implies: tokens drawn and passes (epochs) over each source."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "show a data mixture: tokens available, weight, tokens drawn, epochs per source"
+DESCRIPTION = """\
+Read mixture.toml and print, per source: tokens available, weight, tokens drawn and epochs, the
+number of passes the mixture makes over the source: epochs_i = w_i * D / N_i (w_i its weight,
+D the token budget, N_i its tokens). Small, valuable sources are often read more than once; past
+about 4 epochs repeated data starts to be memorized, and the source is flagged.
+
+mixture.toml:
+  budget = 1e12            # training tokens D
+  seq_len = 2048           # optional, for the trainer's sampler
+  seed = 0                 # optional
+  [sources.web]
+  path = "tokens/web"      # a directory written by `pretrain tokenize` (relative to this file)
+  weight = 0.80
+  [sources.wiki]
+  path = "tokens/wiki"
+  weight = 0.05
+
+Example:
+  pretrain mix mixture.toml
+  pretrain mix mixture.toml --json
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("mixture", metavar="MIXTURE.toml")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--warn-epochs", type=float, default=4.0, help="flag sources read more often (default 4)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from pretrain.errors import DataError, UserError
+    from pretrain.tokens.mixture import load_mixture, mixture_table
+
+    mix = load_mixture(args.mixture)
+    try:
+        rows = mixture_table(mix, args.warn_epochs)
+    except DataError as e:
+        raise UserError(str(e)) from e
+    if args.json:
+        print(json.dumps({"budget": mix.budget, "sources": rows}, indent=2))
+        return 0
+    print(f"budget D = {mix.budget:,.0f} tokens")
+    print(f"{'source':<16}{'available':>18}{'weight':>9}{'drawn':>20}{'epochs':>9}")
+    for r in rows:
+        flag = f"  WARNING: over {args.warn_epochs:g} epochs, expect memorization" if r["warning"] else ""
+        print(f"{r['source']:<16}{r['available']:>18,}{r['weight']:>9.3f}{r['drawn']:>20,.0f}"
+              f"{r['epochs']:>9.2f}{flag}")
+    return 0

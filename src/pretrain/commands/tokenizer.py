@@ -1,0 +1,71 @@
+"""`pretrain tokenizer train`: learn a byte-level BPE vocabulary from a corpus."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "train a byte-level BPE tokenizer (HF tokenizers) on a corpus"
+DESCRIPTION = """\
+Learn a byte-level BPE tokenizer from CORPUS files (curate outputs OUT/data/*.jsonl.zst, or any
+JSONL(.gz/.zst) with a "text" field, Parquet, plain text; folders are searched recursively).
+
+Byte-level BPE starts from the 256 byte values, so any text can be encoded and decoding gives back
+exactly the input; it then merges the most frequent adjacent pairs until the vocabulary has
+--vocab-size entries (the byte tokens and the special tokens included). <|endoftext|> is always a
+special token: `pretrain tokenize` puts it between documents.
+
+Example:
+  pretrain tokenizer train corpus/data -o tokenizer.json --vocab-size 32000
+  pretrain tokenizer train books.txt wiki.jsonl.zst -o tok.json --vocab-size 8192 --max-mb 100
+
+Output: one tokenizer.json that HF `tokenizers` (and transformers' PreTrainedTokenizerFast) load.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    t = sub.add_parser("train", help="train a byte-level BPE", description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("inputs", nargs="+", metavar="CORPUS", help="files, folders or globs")
+    t.add_argument("-o", "--output", required=True, metavar="TOKENIZER.json")
+    t.add_argument("--vocab-size", type=int, required=True, metavar="N")
+    t.add_argument("--special", action="append", default=[], metavar="TOKEN",
+                   help="extra special token (repeatable); <|endoftext|> is always added")
+    t.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
+    t.add_argument("--max-mb", type=float, default=None, help="train on at most this many MB of text")
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from pretrain.curate.readers import list_inputs
+    from pretrain.tokens.pipeline import iter_texts
+    from pretrain.tokens.tokenizer import EOT, tokenizer_sha256, train_tokenizer
+
+    files = list_inputs(args.inputs)
+    limit = None if args.max_mb is None else int(args.max_mb * 1e6)
+    seen = {"bytes": 0, "docs": 0}
+    errors: dict[str, int] = {}
+
+    def texts():
+        for f in files:
+            for text in iter_texts(f, errors):
+                if limit is not None and seen["bytes"] >= limit:
+                    return
+                seen["bytes"] += len(text.encode("utf-8"))
+                seen["docs"] += 1
+                yield text
+
+    t0 = time.perf_counter()
+    tok = train_tokenizer(texts(), args.vocab_size, [EOT, *args.special], args.min_frequency)
+    seconds = time.perf_counter() - t0
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    from pretrain.curate.io import write_bytes_atomic
+
+    write_bytes_atomic(out, tok.to_str(pretty=True).encode())
+    print(f"trained on {seen['docs']:,} documents, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
+          f"vocabulary {tok.get_vocab_size():,}; {sum(errors.values()):,} records skipped; "
+          f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}")
+    return 0

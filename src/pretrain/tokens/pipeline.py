@@ -1,0 +1,236 @@
+"""`pretrain tokenize` as a library: corpus files -> token shards, parallel, streaming, resumable.
+
+One input file is one unit of work and becomes one shard (`shard_NNNNN`, N = the file's position in
+the sorted input list), so the bytes of every shard depend only on its file and the tokenizer: the
+output is identical for any number of workers. Each shard gets a done marker (recording the
+tokenizer fingerprint and the input's identity) after its `.bin` and `.idx` are renamed into place;
+a rerun skips finished shards, and refuses an output directory made with another tokenizer.
+`manifest.json` is written last: its presence means the directory is complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pretrain.curate.io import done_marker, is_done, mark_done, write_bytes_atomic
+from pretrain.errors import UserError
+from pretrain.tokens import shards
+from pretrain.tokens.tokenizer import eot_id, load_tokenizer
+
+# One encode_batch call gets up to this many documents or bytes: big enough to amortize the call
+# (measured: batches of 64 documents cost ~1.5x the time of one big call), small enough in memory.
+BATCH_DOCS = 4096
+BATCH_BYTES = 16 * 2**20
+
+
+def unit_hash(tok_sha: str, path: Path) -> str:
+    """Identity of one unit: tokenizer + input file (path, size); a changed unit is refused, not mixed."""
+    key = {"tokenizer": tok_sha, "input": str(path.resolve()), "size": path.stat().st_size,
+           "format": shards.VERSION}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_TOKENIZERS: dict[str, Any] = {}
+
+
+def _tokenizer(path: str):
+    # One load per worker process, reused for every unit it runs.
+    if path not in _TOKENIZERS:
+        _TOKENIZERS[path] = load_tokenizer(path)
+    return _TOKENIZERS[path]
+
+
+def iter_texts(path: Path, errors: dict[str, int]) -> Iterator[str]:
+    """Document texts of one corpus file; bad records and empty texts are counted in `errors`."""
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    def on_error(p: str, record: object, reason: str) -> None:
+        errors[reason] = errors.get(reason, 0) + 1
+
+    if path.name.lower().endswith(".jsonl.zst"):
+        docs = (t for t in _read_jsonl_zst(path, ReaderConfig(), on_error))
+    else:
+        docs = (d.text for d in read_documents(path, ReaderConfig(), on_error))
+    for text in docs:
+        if text:
+            yield text
+        else:
+            errors["empty text"] = errors.get("empty text", 0) + 1
+
+
+def _read_jsonl_zst(path: Path, cfg, on_error) -> Iterator[str]:
+    # Private reader for curate's own output format: zstandard's stream reader has no readline(),
+    # so it is wrapped in a BufferedReader. Records and the whole stream are size-bounded.
+    import io
+
+    import zstandard
+
+    total = 0
+    try:
+        with open(path, "rb") as raw, io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw)) as r:
+            for lineno, line in enumerate(iter(lambda: r.readline(cfg.max_record_bytes + 1), b""), 1):
+                total += len(line)
+                if total > cfg.max_file_bytes:
+                    raise OSError(f"more than max_file_bytes={cfg.max_file_bytes} decompressed bytes")
+                if len(line) > cfg.max_record_bytes:
+                    on_error(str(path), f"line {lineno}", "record larger than max_record_bytes")
+                    while line and not line.endswith(b"\n"):
+                        line = r.readline(cfg.max_record_bytes + 1)
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                    text = obj[cfg.text_field]
+                    if not isinstance(text, str):
+                        raise TypeError("text field is not a string")
+                except (ValueError, KeyError, TypeError) as e:
+                    on_error(str(path), f"line {lineno}", f"bad record: {type(e).__name__}")
+                    continue
+                yield text
+    except (OSError, zstandard.ZstdError) as e:
+        on_error(str(path), None, f"unreadable or truncated compressed stream: {e}")
+
+
+def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
+    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # no offsets: we only need ids
+    batch: list[str] = []
+    size = 0
+    for t in texts:
+        batch.append(t)
+        size += len(t)
+        if len(batch) == BATCH_DOCS or size >= BATCH_BYTES:
+            yield from (np.asarray(e.ids, dtype=np.int64) for e in encode(batch, add_special_tokens=False))
+            batch, size = [], 0
+    if batch:
+        yield from (np.asarray(e.ids, dtype=np.int64) for e in encode(batch, add_special_tokens=False))
+
+
+def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str) -> dict[str, Any]:
+    """Tokenize one input file into shard `index`; returns its manifest entry. Runs in a worker."""
+    tok = _tokenizer(tok_path)
+    dtype = shards.dtype_for_vocab(tok.get_vocab_size(with_added_tokens=True))
+    name = shards.shard_name(index)
+    errors: dict[str, int] = {}
+    t0 = time.perf_counter()
+    n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, iter_texts(Path(path), errors)),
+                                          dtype, eot_id(tok))
+    entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
+             "input": path, "skipped": errors, "seconds": round(time.perf_counter() - t0, 3)}
+    mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry})
+    return entry
+
+
+def _done_entry(out_dir: Path, index: int, uhash: str) -> dict[str, Any] | None:
+    name = shards.shard_name(index)
+    if not is_done(out_dir / name, uhash):
+        return None
+    info = json.loads(done_marker(out_dir / name).read_text())
+    info.pop("config_hash", None)
+    return info
+
+
+def tokenize_corpus(
+    inputs: list[str],
+    tokenizer: str | Path,
+    out_dir: str | Path,
+    source: str | None = None,
+    workers: int | None = None,
+    on_unit: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Tokenize every input file into `out_dir`; returns the manifest (also written to disk)."""
+    from pretrain.curate.readers import list_inputs
+
+    out = Path(out_dir)
+    files = list_inputs([str(p) for p in inputs])
+    if not files:
+        raise UserError(f"no input files in {inputs}")
+    tok = load_tokenizer(tokenizer)
+    canonical = tok.to_str()
+    sha, eot = hashlib.sha256(canonical.encode()).hexdigest(), eot_id(tok)
+    vocab = tok.get_vocab_size(with_added_tokens=True)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_existing_manifest(out, sha)
+    for debris in out.glob(".shard_*.tmp"):  # left by a killed run (one run per directory at a time)
+        debris.unlink(missing_ok=True)
+    tok_copy = out / "tokenizer.json"
+    write_bytes_atomic(tok_copy, canonical.encode())  # the exact tokenizer, beside its tokens
+    _TOKENIZERS[str(tok_copy)] = tok  # the in-process path reuses it instead of loading it again
+
+    hashes = [unit_hash(sha, f) for f in files]
+    entries: dict[int, dict[str, Any]] = {}
+    for i, h in enumerate(hashes):
+        if (e := _done_entry(out, i, h)) is not None:
+            entries[i] = e
+    todo = [i for i in range(len(files)) if i not in entries]
+    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers):
+        entries[i] = e
+        if on_unit:
+            on_unit(e)
+    return _finish(out, files, [entries[i] for i in range(len(files))], source or out.resolve().name,
+                   sha, eot, vocab, str(tokenizer))
+
+
+def _run_units(tok_path, files, out, todo, hashes, workers) -> Iterator[tuple[int, dict[str, Any]]]:
+    cores = os.cpu_count() or 1
+    workers = max(1, min(workers or cores, len(todo) or 1))
+    if workers == 1:
+        for i in todo:
+            yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i])
+        return
+    # spawn: HF tokenizers' thread pool does not survive fork; each worker gets an equal share of
+    # the cores for its own Rust threads (RAYON_NUM_THREADS is read when the pool starts).
+    threads = max(1, cores // workers)
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
+                             initargs=(threads,)) as pool:
+        futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i])
+                   for i in todo}
+        for i in todo:
+            yield i, futures[i].result()
+
+
+def _init_worker(threads: int) -> None:
+    os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
+
+
+def _check_existing_manifest(out: Path, sha: str) -> None:
+    if (out / shards.MANIFEST).exists():
+        man = shards.read_manifest(out)
+        if man["tokenizer"]["sha256"] != sha:
+            raise UserError(f"{out} holds tokens from another tokenizer "
+                            f"({man['tokenizer']['sha256'][:12]} != {sha[:12]}); use a new output directory")
+
+
+def _finish(out: Path, files: list[Path], entries: list[dict[str, Any]], source: str, sha: str,
+            eot: int, vocab: int, tok_path: str) -> dict[str, Any]:
+    tokens = sum(e["tokens"] for e in entries)
+    docs = sum(e["documents"] for e in entries)
+    skipped: dict[str, int] = {}
+    for e in entries:
+        for reason, n in e.get("skipped", {}).items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    manifest = {
+        "dtype": shards.dtype_for_vocab(vocab).name,
+        "eot_id": eot,
+        "vocab_size": vocab,
+        "tokenizer": {"sha256": sha, "path": tok_path, "copy": "tokenizer.json"},
+        "tokens": tokens,
+        "documents": docs,
+        "sources": {source: {"tokens": tokens, "documents": docs}},
+        "inputs": [str(f) for f in files],
+        "skipped": skipped,
+        "shards": [{k: e[k] for k in ("bin", "idx", "tokens", "documents", "input", "skipped")}
+                   for e in entries],
+    }
+    shards.write_manifest(out, manifest)
+    return {"format": shards.FORMAT, "version": shards.VERSION, **manifest}

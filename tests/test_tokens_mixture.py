@@ -1,0 +1,197 @@
+"""Mixtures: the lesson's epochs, and a sampler that keeps weights, windows and resume promises."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pretrain.cli import main as cli_main
+from pretrain.errors import UserError
+from pretrain.tokens import shards
+from pretrain.tokens.mixture import (
+    BLOCK,
+    MixtureSampler,
+    block_quotas,
+    epochs_per_source,
+    permute,
+    sampler_from_mixture,
+)
+
+SEQ = 8
+
+
+def make_token_dir(path: Path, n_docs: int, seed: int, sha: str = "same-tok", n_shards: int = 3) -> Path:
+    """A token directory in the documented format, written with random documents (ids 1..999)."""
+    rng = np.random.default_rng(seed)
+    docs = [rng.integers(1, 1000, size=int(rng.integers(1, 40))) for _ in range(n_docs)]
+    path.mkdir(parents=True)
+    entries = []
+    for k, part in enumerate(np.array_split(np.arange(n_docs), n_shards)):
+        name = shards.shard_name(k)
+        t, n = shards.write_shard(path, name, (docs[i] for i in part), np.dtype("<u2"), 0)
+        entries.append({"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": t, "documents": n})
+    shards.write_manifest(path, {
+        "dtype": "uint16", "eot_id": 0, "vocab_size": 1000, "tokenizer": {"sha256": sha},
+        "tokens": sum(e["tokens"] for e in entries), "documents": n_docs, "shards": entries,
+        "sources": {path.name: {"tokens": sum(e["tokens"] for e in entries), "documents": n_docs}}})
+    return path
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("mix")
+    return {"web": make_token_dir(root / "web", 400, 1), "wiki": make_token_dir(root / "wiki", 30, 2),
+            "code": make_token_dir(root / "code", 120, 3)}
+
+
+WEIGHTS = {"web": 0.80, "wiki": 0.05, "code": 0.15}
+
+
+def stream(s: MixtureSampler, steps: int, batch: int) -> np.ndarray:
+    """`steps` batches: array (steps, batch, SEQ + 1)."""
+    out = np.empty((steps, batch, SEQ + 1), dtype=np.int64)
+    for i in range(steps):
+        out[i] = s.next_batch(batch)
+    return out
+
+
+def test_lesson_epochs():
+    # The lesson's mixture: 1,000B tokens over web 900B, wiki 20B, code 150B.
+    e = epochs_per_source(WEIGHTS, {"web": 900e9, "wiki": 20e9, "code": 150e9}, 1000e9)
+    assert {k: round(v, 2) for k, v in e.items()} == {"web": 0.89, "wiki": 2.5, "code": 1.0}
+
+
+def test_mix_command_prints_epochs_and_warns(dirs, tmp_path, capsys):
+    n = {k: int(shards.TokenDir(p).num_tokens) for k, p in dirs.items()}
+    budget = 10 * n["wiki"] * 20  # wiki at 0.05 of it: 10 passes, over the 4-pass warning
+    toml = "".join(f'[sources.{k}]\npath = "{p}"\nweight = {WEIGHTS[k]}\n' for k, p in dirs.items())
+    (tmp_path / "mixture.toml").write_text(f"budget = {budget}\n" + toml)
+    assert cli_main(["mix", str(tmp_path / "mixture.toml"), "--json"]) == 0
+    rows = {r["source"]: r for r in json.loads(capsys.readouterr().out)["sources"]}
+    for k in dirs:
+        assert rows[k]["available"] == n[k]
+        assert rows[k]["epochs"] == pytest.approx(WEIGHTS[k] * budget / n[k])
+    assert rows["wiki"]["epochs"] == pytest.approx(10.0) and rows["wiki"]["warning"]
+    assert cli_main(["mix", str(tmp_path / "mixture.toml")]) == 0
+    assert "WARNING" in capsys.readouterr().out
+
+
+def test_permutation_is_a_bijection():
+    for n in (1, 2, 3, 10, 1000, 4097):
+        p = permute(np.arange(n), n, key=42)
+        assert sorted(p.tolist()) == list(range(n))
+    assert not np.array_equal(permute(np.arange(1000), 1000, 1), permute(np.arange(1000), 1000, 2))
+
+
+def test_block_quotas_sum_and_round():
+    q = block_quotas([0.80, 0.05, 0.15])
+    assert q.sum() == BLOCK and np.abs(q - np.array([0.80, 0.05, 0.15]) * BLOCK).max() <= 1
+
+
+def test_realized_shares_within_one_percent(dirs):
+    s = MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=7)
+    for _ in range(200):
+        s.next_batch(1000)  # 200,000 sequences, three blocks and a part
+    shares = s.shares()
+    for k, w in WEIGHTS.items():
+        assert abs(shares[k] - w) < 0.01 * w, (k, shares[k], w)
+
+
+def _windows(path: Path) -> set[tuple[int, ...]]:
+    # Independent truth: the raw files, concatenated, cut every SEQ tokens into SEQ+1 windows.
+    man = json.loads((path / "manifest.json").read_text())
+    toks = np.concatenate([np.fromfile(path / sh["bin"], dtype="<u2") for sh in man["shards"]])
+    toks = toks.astype(np.int64)
+    return {tuple(toks[i:i + SEQ + 1]) for i in range(0, toks.size - SEQ, SEQ)}
+
+
+def test_sequences_are_windows_of_the_sources(dirs):
+    windows = {k: _windows(p) for k, p in dirs.items()}
+    s = MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=3)
+    rows = stream(s, 50, 32).reshape(-1, SEQ + 1)
+    assert rows.dtype == np.int64 and rows.shape == (1600, SEQ + 1)
+    for r in map(tuple, rows):
+        assert any(r in w for w in windows.values())
+
+
+def test_one_epoch_reads_every_window_once(dirs):
+    # wiki alone: W windows in the first W draws are all different (a permutation, not sampling).
+    s = MixtureSampler({"wiki": dirs["wiki"]}, {"wiki": 1.0}, seq_len=SEQ, seed=5)
+    w = int(s.windows[0])
+    rows = np.concatenate([s.next_batch(1) for _ in range(w)])
+    assert len({tuple(r) for r in rows}) == w == len(_windows(dirs["wiki"]))
+    again = np.concatenate([s.next_batch(1) for _ in range(w)])  # second epoch: a new order
+    assert {tuple(r) for r in again} == {tuple(r) for r in rows} and not np.array_equal(again, rows)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(dirs) -> np.ndarray:
+    return stream(MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=11), 1500, 4)
+
+
+@pytest.mark.parametrize("stop", [0, 1, 37, 500])
+def test_resume_gives_the_next_1000_batches(dirs, uninterrupted, stop):
+    expected = uninterrupted[stop:stop + 1000]
+    s = MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=11)
+    stream(s, stop, 4)
+    state = json.loads(json.dumps(s.state_dict()))
+    resumed = MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=11)
+    resumed.load_state_dict(state)
+    assert np.array_equal(stream(resumed, 1000, 4), expected)
+
+
+def test_ranks_split_the_global_batch(dirs):
+    single = stream(MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=2), 20, 8)
+    ranks = [stream(MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=2, rank=r, world_size=4), 20, 2)
+             for r in range(4)]
+    assert np.array_equal(np.concatenate(ranks, axis=1), single)
+
+
+def test_resume_on_a_different_world_size(dirs):
+    single = stream(MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=4), 30, 8)
+    first = MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=4, rank=1, world_size=2)
+    stream(first, 10, 4)
+    state = first.state_dict()
+    assert state == MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=4).state_dict() | {"sequences": 80}
+    parts = []
+    for r in range(8):  # 2 ranks -> 8 ranks, same global batch of 8
+        s = MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=4, rank=r, world_size=8)
+        s.load_state_dict(state)
+        parts.append(stream(s, 20, 1))
+    assert np.array_equal(np.concatenate(parts, axis=1), single[10:])
+
+
+def test_seed_changes_the_stream(dirs):
+    a = stream(MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=0), 5, 8)
+    b = stream(MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=1), 5, 8)
+    assert not np.array_equal(a, b)
+
+
+def test_refuses_mismatched_state_and_sources(dirs, tmp_path):
+    s = MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=0)
+    other = MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=1)
+    with pytest.raises(UserError, match="different stream"):
+        other.load_state_dict(s.state_dict())
+    grown = s.state_dict()
+    grown["tokens"]["web"] += 1  # the source was re-tokenized since: its windows moved
+    with pytest.raises(UserError, match="different stream"):
+        s.load_state_dict(grown)
+    odd = make_token_dir(tmp_path / "odd", 10, 9, sha="another-tokenizer")
+    with pytest.raises(UserError, match="different tokenizers"):
+        MixtureSampler({"web": dirs["web"], "odd": odd}, {"web": 0.5, "odd": 0.5}, seq_len=SEQ)
+    tiny = make_token_dir(tmp_path / "tiny", 1, 9, n_shards=1)
+    with pytest.raises(UserError, match="fewer than one sequence"):
+        MixtureSampler({"tiny": tiny}, {"tiny": 1.0}, seq_len=4096)
+    with pytest.raises(UserError, match="name different sources"):
+        MixtureSampler(dirs, {"web": 1.0}, seq_len=SEQ)
+
+
+def test_sampler_from_mixture_file(dirs, tmp_path):
+    toml = "".join(f'[sources.{k}]\npath = "{p}"\nweight = {WEIGHTS[k]}\n' for k, p in dirs.items())
+    (tmp_path / "m.toml").write_text(f"budget = 1e9\nseq_len = {SEQ}\nseed = 9\n" + toml)
+    a = stream(sampler_from_mixture(tmp_path / "m.toml"), 5, 4)
+    b = stream(MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=9), 5, 4)
+    assert np.array_equal(a, b)

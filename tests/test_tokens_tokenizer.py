@@ -1,0 +1,121 @@
+"""Byte-level BPE: exact round trips on real multilingual text, emoji and odd whitespace."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from pretrain.errors import UserError
+from pretrain.tokens.tokenizer import EOT, eot_id, load_tokenizer, tokenizer_sha256, train_tokenizer
+from tests.conftest import data_file
+
+
+def _generated(n_docs: int = 400, seed: int = 0) -> list[str]:
+    """Pseudo-words from syllables (no shipped corpus): thousands of distinct words, many merges."""
+    rng = random.Random(seed)
+    syll = [c + v for c in "bcdfghklmnprstvwz" for v in "aeiou"]
+    words = ["".join(rng.choice(syll) for _ in range(rng.randint(1, 4))) for _ in range(3000)]
+    return [" ".join(rng.choice(words) for _ in range(60)) + ".\n" for _ in range(n_docs)]
+
+
+GENERATED = _generated()
+
+TRICKY = [
+    "",
+    " leading and trailing spaces  ",
+    "tabs\tand\t\ttabs\nnewlines\n\n\nand\r\nCRLF\rCR",
+    "no-break\u00a0space, thin\u2009space, ideographic\u3000space, zero\u200bwidth",
+    "emoji 😀👍🏽 family 👩‍👩‍👧‍👦 flag 🇫🇷 keycap 1️⃣",
+    "combining: e\u0301 vs é; Hangul 한국어; Arabic العربية; Devanagari हिन्दी; 中文字符",
+    "control \x00\x01\x1f chars and a lone surrogate-free astral 𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+    "<|endoftext|> typed as plain text inside a document",
+    "    indented code:\n\tdef f(x):\n\t\treturn x  # comment\n",
+]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return train_tokenizer(GENERATED, vocab_size=400)
+
+
+def test_vocab_size_and_special_token(tok):
+    assert tok.get_vocab_size() == 400
+    assert tok.token_to_id(EOT) == eot_id(tok) == 0
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_round_trip_unusual_text(tok, text):
+    assert tok.decode(tok.encode(text).ids) == text
+
+
+def test_merges_compress_training_text(tok):
+    # Learned merges must beat one token per byte on text like the training text.
+    text = GENERATED[3]
+    assert len(tok.encode(text).ids) < 0.75 * len(text.encode())
+
+
+def _lines(path, n=None):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    return lines[:n] if n else lines
+
+
+def test_round_trip_real_text():
+    sherlock = data_file("lm/gutenberg/sherlock.txt").read_text(encoding="utf-8")
+    wiki = data_file("lm/wikitext-2/valid.txt").read_text(encoding="utf-8")
+    lingua_file = data_file("langid/lingua/lingua-sentences-75lang-100each.tsv")
+    rows = [line.split("\t", 1) for line in _lines(lingua_file) if "\t" in line]
+    lingua = [text for _, text in rows]
+    tok = train_tokenizer([sherlock[:100_000], wiki[:100_000]], vocab_size=600)
+    for doc in (sherlock, wiki):
+        ids = tok.encode(doc).ids
+        assert tok.decode(ids) == doc
+        assert len(ids) < len(doc.encode()) / 2  # English text like its training text compresses
+    # 75 languages, most of them unseen in training: still exact, byte fallback by construction.
+    encs = tok.encode_batch(lingua)
+    assert [tok.decode(e.ids) for e in encs] == lingua
+    assert len({lang for lang, _ in rows}) >= 70
+
+
+def test_save_load_keeps_fingerprint(tok, tmp_path):
+    path = tmp_path / "tok.json"
+    tok.save(str(path), pretty=True)
+    loaded = load_tokenizer(path)
+    assert tokenizer_sha256(loaded) == tokenizer_sha256(tok)
+    other = train_tokenizer(GENERATED, vocab_size=300)
+    assert tokenizer_sha256(other) != tokenizer_sha256(tok)
+
+
+def test_load_foreign_tokenizer(tmp_path):
+    # A user's tokenizer built directly with HF tokenizers, with a different end-of-text name.
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    t = Tokenizer(models.WordLevel({"<unk>": 0, "</s>": 1, "hello": 2, "world": 3}, unk_token="<unk>"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    t.add_special_tokens(["</s>"])
+    path = tmp_path / "foreign.json"
+    t.save(str(path))
+    loaded = load_tokenizer(path)
+    assert eot_id(loaded) == 1
+    assert loaded.encode("hello world").ids == [2, 3]
+
+
+def test_bad_tokenizer_files(tmp_path):
+    with pytest.raises(UserError, match="not found"):
+        load_tokenizer(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"not": "a tokenizer"}))
+    with pytest.raises(UserError, match="not a readable tokenizer"):
+        load_tokenizer(bad)
+    from tokenizers import Tokenizer, models
+
+    no_eot = Tokenizer(models.WordLevel({"a": 0, "<unk>": 1}, unk_token="<unk>"))
+    with pytest.raises(UserError, match="no end-of-text"):
+        eot_id(no_eot)
+
+
+def test_vocab_too_small():
+    with pytest.raises(UserError, match="below the 256 byte tokens"):
+        train_tokenizer(GENERATED, vocab_size=100)

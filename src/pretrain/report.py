@@ -69,6 +69,8 @@ def _table(headers: list[str], rows: list[list[Any]], numeric: set[int] = frozen
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:,.4g}"
     if isinstance(v, int):
@@ -118,6 +120,8 @@ def curate_section(out: Path) -> str:
     parts.append(_fig_to_img(fig, "curation funnel"))
     parts.append(_table(["step", "in", "kept", "dropped", "top reasons"], [list(r) for r in rows], {1, 2, 3}))
     rejects = _rejects(out)
+    order = {name: i for i, name in enumerate(stats.get("step_order", list(stats["steps"])))}
+    rejects.sort(key=lambda r: order.get(r["step"], len(order)))
     parts.append("<h3>Examples of rejects</h3>" + _reject_examples(rejects))
     parts.append("<h3>Duplicate clusters</h3>" + _clusters(rejects, out))
     return "<section>" + "".join(parts) + "</section>"
@@ -138,7 +142,7 @@ def _snippet(text: str | None, n: int = 160) -> str:
     return t[:n] + ("…" if len(t) > n else "")
 
 
-def _reject_examples(rejects: list[dict], per_reason: int = 2) -> str:
+def _reject_examples(rejects: list[dict], per_reason: int = 1) -> str:
     seen: dict[tuple[str, str], int] = {}
     rows = []
     for r in rejects:
@@ -171,8 +175,7 @@ def _clusters(rejects: list[dict], out: Path, shown: int = 8) -> str:
         )
     return (
         f"<p>{len(clusters):,} clusters, {sum(sizes) - len(sizes):,} documents removed, "
-        f"largest {sizes[0]}</p>"
-        + _table(["kept id", "size", "kept text", "removed"], rows, {1})
+        f"largest {sizes[0]}</p>" + _table(["kept id", "size", "kept text", "removed"], rows, {1})
     )
 
 
@@ -197,7 +200,7 @@ def tokens_section(path: Path) -> str:
 
 def mixture_section(path: Path) -> str:
     m = json.loads(path.read_text())
-    rows = m.get("rows", m) if isinstance(m, dict) else m
+    rows = (m.get("sources") or m.get("rows") or m) if isinstance(m, dict) else m
     if isinstance(rows, list) and rows and isinstance(rows[0], dict):
         headers = list(rows[0])
         return (

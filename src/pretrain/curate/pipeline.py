@@ -288,6 +288,7 @@ def aggregate(shard_stats: list[dict], write_counts: list[dict], seconds: float)
         "documents": {"read": read, "kept": kept, "dropped": read - kept},
         "records": dict(sorted(records.items())),
         "steps": per_step,
+        "step_order": list(per_step),  # stats.json is written with sorted keys; this keeps belt order
         "errors": {
             "count": sum(errors.values()),
             "by_reason": dict(errors),

@@ -8,7 +8,8 @@ from pathlib import Path
 def funnel_rows(stats: dict) -> list[tuple[str, int, int, int, str]]:
     """(step, in, kept, dropped, top reasons) for every step, in belt order."""
     rows = []
-    for name, s in stats["steps"].items():
+    for name in stats.get("step_order", list(stats["steps"])):
+        s = stats["steps"][name]
         dropped = s.get("dropped", {})
         n_drop = sum(dropped.values())
         if s.get("in", 0) == 0 and n_drop == 0:

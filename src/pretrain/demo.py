@@ -1,0 +1,229 @@
+"""`pretrain demo`: a shipped crawl all the way to a small base model and a report, on one CPU.
+
+Each stage is the real `pretrain` command a user would type, run in a child process and printed
+first, so the demo doubles as a walkthrough:
+crawl -> curate -> tokenizer -> tokens (+ held-out split) -> mixture -> plan -> train -> sample
+-> report. The crawl (src/pretrain/data/demo/crawl.warc.gz, written by scripts/make_demo_crawl.py)
+has the junk a real crawl has: navigation pages, spam, re-crawled and edited copies, other
+languages, binary bodies. `--data PATH` adds your own inputs (e.g. ../shared/data/warc).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import xxhash
+
+from pretrain.curate import io as cio
+from pretrain.errors import UserError
+
+CRAWL = Path(__file__).resolve().parent / "data" / "demo" / "crawl.warc.gz"
+
+
+@dataclass
+class DemoSettings:
+    out: Path
+    data: list[str]
+    steps: int
+    vocab: int
+    workers: int | None
+
+
+def _run(console, title: str, argv: list[str], capture: bool = False) -> str:
+    cmd = ["pretrain", *argv]
+    console.rule(f"[bold]{title}")
+    console.print(f"[dim]$ {shlex.join(cmd)}", highlight=False)
+    t0 = time.time()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pretrain", *argv], text=True, stdout=subprocess.PIPE if capture else None
+    )
+    if proc.returncode != 0:
+        raise UserError(f"demo stage '{title}' failed (exit {proc.returncode}): {shlex.join(cmd)}")
+    console.print(f"[green]done[/] in {time.time() - t0:.1f} s")
+    return proc.stdout or ""
+
+
+def split_heldout(corpus: Path, out: Path, every: int = 20) -> tuple[Path, Path, int, int]:
+    """Split curated documents into train and held-out JSONL by a hash of their id (stable)."""
+    train, held = [], []
+    for shard in sorted((corpus / "data").glob("*.jsonl.zst")):
+        for rec in cio.read_jsonl_zst(shard):
+            (held if xxhash.xxh3_64_intdigest(rec["id"].encode()) % every == 0 else train).append(rec)
+    if not train or not held:
+        raise UserError(f"{corpus}: too few documents survived curation to split off a held-out set")
+    tp, hp = out / "split" / "train.jsonl.zst", out / "split" / "heldout.jsonl.zst"
+    cio.write_jsonl_zst(tp, train)
+    cio.write_jsonl_zst(hp, held)
+    return tp, hp, len(train), len(held)
+
+
+def train_recipe(out: Path, run: Path, steps: int, vocab: int) -> str:
+    """The tiny-cpu recipe (recipes/tiny-cpu.toml) pointed at the demo's token shards."""
+    return f"""# written by `pretrain demo`; run it again with: pretrain train {out / "train.toml"}
+[train]
+steps = {steps}
+out = "{run}"
+threads = 1
+
+[model]
+preset = "tiny-cpu"
+vocab_size = {vocab}
+seq_len = 128
+
+[data]
+kind = "tokens"
+batch_size = 16
+sources = {{ web = "{out / "tokens" / "web"}" }}
+weights = {{ web = 1.0 }}
+eval_sources = {{ heldout = "{out / "tokens" / "heldout"}" }}
+
+[optim]
+lr = 3e-3
+weight_decay = 0.1
+
+[schedule]
+kind = "cosine"
+warmup_steps = {max(2, steps // 10)}
+min_lr_ratio = 0.1
+
+[precision]
+dtype = "bf16"
+
+[stability]
+clip = 1.0
+
+[checkpoint]
+every = {max(10, steps // 3)}
+keep = 2
+
+[log]
+eval_every = {max(5, steps // 6)}
+"""
+
+
+def run_demo(s: DemoSettings) -> dict:
+    from rich.console import Console
+
+    console = Console()
+    out = s.out
+    out.mkdir(parents=True, exist_ok=True)
+    inputs = [str(CRAWL), *s.data]
+    workers = ["--workers", str(s.workers)] if s.workers else []
+    _run(console, "1. curate the crawl", ["curate", *inputs, "-o", str(out / "corpus"), *workers, "--quiet"])
+    tp, hp, n_train, n_held = split_heldout(out / "corpus", out)
+    console.print(f"held-out split: {n_train} training documents, {n_held} held out")
+    tok = out / "tokenizer.json"
+    _run(
+        console,
+        "2. train a byte-level BPE tokenizer",
+        ["tokenizer", "train", str(tp), "-o", str(tok), "--vocab-size", str(s.vocab)],
+    )
+    _run(
+        console,
+        "3. tokenize into memory-mappable shards",
+        [
+            "tokenize",
+            str(tp),
+            "--tokenizer",
+            str(tok),
+            "-o",
+            str(out / "tokens" / "web"),
+            "--source",
+            "web",
+            *workers,
+        ],
+    )
+    _run(
+        console,
+        "   ... and the held-out documents",
+        [
+            "tokenize",
+            str(hp),
+            "--tokenizer",
+            str(tok),
+            "-o",
+            str(out / "tokens" / "heldout"),
+            "--source",
+            "heldout",
+            *workers,
+        ],
+    )
+    vocab = json.loads((out / "tokens" / "web" / "manifest.json").read_text())["vocab_size"]
+    budget = s.steps * 16 * 128
+    (out / "mixture.toml").write_text(
+        f'budget = {budget}\nseq_len = 128\n[sources.web]\npath = "tokens/web"\nweight = 1.0\n'
+    )
+    mix = _run(
+        console,
+        "4. the mixture: epochs per source",
+        ["mix", str(out / "mixture.toml"), "--json"],
+        capture=True,
+    )
+    (out / "mixture.json").write_text(mix)
+    console.print(mix.strip(), highlight=False)
+    plan = _run(
+        console,
+        "5. plan: what this recipe would take at scale (Llama-3-8B on 64 H100s, 1T tokens)",
+        ["plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T", "--json"],
+        capture=True,
+    )
+    (out / "plan.json").write_text(plan)
+    run = out / "run"
+    cfg = out / "train.toml"
+    cfg.write_text(train_recipe(out, run, s.steps, vocab))
+    _run(console, f"6. train a tiny model on the CPU ({s.steps} steps)", ["train", str(cfg), "--quiet"])
+    sample = _run(
+        console,
+        "7. sample from the newest checkpoint",
+        ["sample", str(run), "--prompt", "The", "--tokens", "80", "--seed", "0"],
+        capture=True,
+    )
+    (run / "samples.txt").write_text(sample)
+    console.print(sample.strip(), highlight=False)
+    report = out / "report.html"
+    _run(
+        console,
+        "8. report",
+        [
+            "report",
+            str(out / "corpus"),
+            str(out / "tokens" / "web"),
+            str(out / "mixture.json"),
+            str(out / "plan.json"),
+            str(run),
+            "-o",
+            str(report),
+            "--title",
+            "pretrain demo: crawl to base model",
+        ],
+    )
+    return summarize(out, report, console)
+
+
+def summarize(out: Path, report: Path, console) -> dict:
+    stats = json.loads((out / "corpus" / "stats.json").read_text())
+    manifest = json.loads((out / "tokens" / "web" / "manifest.json").read_text())
+    steps = [json.loads(x) for x in (out / "run" / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    train = [r for r in steps if "loss" in r and "event" not in r]
+    evals = [r for r in steps if "eval_loss" in r]
+    summary = {
+        "documents_read": stats["documents"]["read"],
+        "documents_kept": stats["documents"]["kept"],
+        "tokens": manifest.get("tokens", manifest.get("total_tokens")),
+        "first_loss": train[0]["loss"] if train else None,
+        "final_loss": train[-1]["loss"] if train else None,
+        "final_eval_loss": evals[-1]["eval_loss"] if evals else None,
+        "tokens_per_s": train[-1].get("tokens_per_s") if train else None,
+        "report": str(report),
+    }
+    console.rule("[bold]demo summary")
+    for k, v in summary.items():
+        console.print(f"{k:>18}: {v if not isinstance(v, float) else f'{v:,.3f}'}")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

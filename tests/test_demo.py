@@ -1,0 +1,56 @@
+"""The demo path end to end (short mode: every stage runs), and its report in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from browser import chromium, render
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("demo") / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pretrain", "demo", "--short", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+def test_every_stage_left_its_output(demo):
+    s = json.loads((demo / "summary.json").read_text())
+    crawl = json.loads((demo / "corpus" / "stats.json").read_text())
+    # the shipped crawl: 200 WARC records, 2 binary bodies and a revisit are not documents
+    assert crawl["records"]["skipped.non_html"] == 2 and crawl["records"]["skipped.revisit"] == 1
+    assert 0 < s["documents_kept"] < s["documents_read"] == 195
+    manifest = json.loads((demo / "tokens" / "web" / "manifest.json").read_text())
+    assert manifest["tokens"] == s["tokens"] > 10_000
+    plan = json.loads((demo / "plan.json").read_text())
+    assert plan["model"]["name"] == "llama-3-8b"
+    assert s["final_loss"] < s["first_loss"] - 0.5  # the tiny model learned something in 30 steps
+    assert list((demo / "run" / "checkpoints").glob("step_*"))
+    assert (demo / "run" / "samples.txt").read_text().startswith("The")
+
+
+@pytest.mark.skipif(chromium() is None, reason="chromium not installed (make test installs it)")
+def test_report_renders_in_chromium(demo):
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "demo-report.png"
+    result = render(demo / "report.html", screenshot=shot)
+    assert result["images"] and all(result["images"]), result
+    assert result["errors"] == []
+    assert shot.stat().st_size > 10_000
+    html = (demo / "report.html").read_text()
+    for heading in ("Curation funnel", "Duplicate clusters", "Mixture", "Plan", "Training run", "Samples"):
+        assert heading in html
+    assert "http://" not in html.replace("http://www.w3.org", "") and "<script src" not in html

@@ -302,9 +302,10 @@ def aggregate(shard_stats: list[dict], write_counts: list[dict], seconds: float)
 def _step_summary(c: Counter) -> dict:
     dropped = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("dropped.")}
     out = {"in": c.get("in", 0), "kept": c.get("kept", 0), "dropped": dropped}
-    out.update(
-        {k: v for k, v in sorted(c.items()) if k not in ("in", "kept") and not k.startswith("dropped.")}
-    )
+    extra = {k: v for k, v in sorted(c.items()) if k not in ("in", "kept") and not k.startswith("dropped.")}
+    if "seconds" in extra:
+        extra["seconds"] = round(extra["seconds"], 4)
+    out.update(extra)
     return out
 
 

@@ -8,6 +8,7 @@ pipeline points at the rejects writer. A Tagger writes scores into `doc.metadata
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
@@ -30,9 +31,12 @@ class Step:
         self.on_reject: RejectSink = _discard
 
     def __call__(self, docs: Iterable[Document]) -> Iterator[Document]:
+        clock = time.perf_counter
         for doc in docs:
             self.stats["in"] += 1
+            t0 = clock()
             out = self.process(doc)
+            self.stats["seconds"] += clock() - t0  # per-step cost in stats.json
             if out is not None:
                 self.stats["kept"] += 1
                 yield out

@@ -210,8 +210,8 @@ def summarize(out: Path, report: Path, console) -> dict:
     stats = json.loads((out / "corpus" / "stats.json").read_text())
     manifest = json.loads((out / "tokens" / "web" / "manifest.json").read_text())
     steps = [json.loads(x) for x in (out / "run" / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    train = [r for r in steps if "loss" in r and "event" not in r]
-    evals = [r for r in steps if "eval_loss" in r]
+    train = [r for r in steps if "loss" in r and "event" not in r]  # per-step lines
+    evals = [r for r in steps if "eval_loss" in r]  # written as {"event": "eval", ...} lines
     summary = {
         "documents_read": stats["documents"]["read"],
         "documents_kept": stats["documents"]["kept"],

@@ -1,0 +1,110 @@
+"""Benchmark `pretrain train` on this CPU against a minimal nanoGPT-style loop (bench/nanogpt_ref.py).
+
+Same shape and batch for both: nanoGPT's shakespeare-char model (6 layers x 384, 6 heads, context 256,
+batch 64; GPT-2 style: LayerNorm, GELU, learned positions, tied head), bytes as tokens (vocab 257),
+bf16 autocast with fp32 weights, clipping at 1. Runs alternate (ours, peer, ours, peer) so a shared
+CPU's load hits both alike; the best run of each is reported.
+
+Also: checkpoint blocking time, async (thread) save vs synchronous DCP save of the same state.
+
+    .venv/bin/python bench/bench_train.py --steps 4 --repeats 2 [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import nanogpt_ref  # noqa: E402
+
+from pretrain.train.checkpoint import CheckpointManager  # noqa: E402
+from pretrain.train.data import encode_text, read_text  # noqa: E402
+from pretrain.train.testing import fallback_text, tiny_config  # noqa: E402
+from pretrain.train.trainer import Trainer  # noqa: E402
+
+SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
+SHAPE = ["model.n_layers=6", "model.d_model=384", "model.n_heads=6", "model.n_kv_heads=6", "model.d_ff=1536",
+         "model.seq_len=256", "model.vocab_size=257", "model.mlp=gelu", "model.norm=layernorm",
+         "model.learned_pos=true", "model.bias=true", "model.tied_embeddings=true", "data.batch_size=64",
+         "precision.dtype=bf16", "stability.clip=1.0", "checkpoint.every=1000000", "train.threads=0",
+         "schedule.warmup_steps=10", "optim.lr=1e-3"]
+
+
+def ours(text: Path, out: Path, steps: int, warmup: int, extra: list[str]) -> tuple[float, float]:
+    """(tokens per wall second, tokens per CPU second of this process) over the timed steps."""
+    cfg = tiny_config(out, text, *SHAPE, f"train.steps={steps + warmup}", *extra)
+    t = Trainer(cfg, quiet=True)
+    for _ in range(warmup):
+        t.train_step()
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        t.train_step()
+    n = steps * 64 * 256
+    return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
+
+
+def peer(data: np.ndarray, steps: int, warmup: int) -> tuple[float, float]:
+    c0 = time.process_time()
+    res = nanogpt_ref.run(data, steps, warmup)
+    cpu = time.process_time() - c0  # includes the warmup steps: scale to the timed ones
+    return res["tokens_per_s"], (steps + warmup) * 64 * 256 / cpu
+
+
+def save_blocking(text: Path, out: Path, repeats: int) -> tuple[float, float, int]:
+    """Median seconds training is blocked by a sync and by an async save of the bench model + AdamW."""
+    t = Trainer(tiny_config(out, text, *SHAPE), quiet=True)
+    t.train_step()  # creates Adam's moments: the full state is saved
+    res = {}
+    for mode in (False, True):
+        mgr = CheckpointManager(out / f"ck_{mode}", keep=1, async_save=mode)
+        times = []
+        for i in range(repeats):
+            times.append(mgr.save(i + 1, t.model, t.optimizer, t.state()))
+            mgr.wait()
+        res[mode] = statistics.median(times)
+    n = sum(p.numel() for p in t.params)
+    return res[False], res[True], n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=4, help="timed steps per run")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads for both (0: torch's default)")
+    ap.add_argument("--set", action="append", default=[], dest="extra", help="extra overrides for ours")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        text = SHAKESPEARE if SHAKESPEARE.is_file() else fallback_text(tmp / "topics.txt")
+        data = encode_text(read_text(text))[0]
+        print("shape: 6 x 384, ctx 256, batch 64, vocab 257, bf16 autocast; "
+              f"torch threads {torch.get_num_threads()}")
+        mine, theirs = [], []
+        for r in range(args.repeats):
+            mine.append(ours(text, tmp / f"run{r}", args.steps, args.warmup, args.extra))
+            theirs.append(peer(data.astype(np.int64), args.steps, args.warmup))
+            print(f"  repeat {r}: pretrain train {mine[-1][0]:,.0f} tok/s ({mine[-1][1]:,.0f} per CPU s)   "
+                  f"nanoGPT-style {theirs[-1][0]:,.0f} tok/s ({theirs[-1][1]:,.0f} per CPU s)")
+        best_m, best_t = max(m[0] for m in mine), max(t[0] for t in theirs)
+        cpu_m, cpu_t = max(m[1] for m in mine), max(t[1] for t in theirs)
+        print(f"tokens/s  pretrain train {best_m:,.0f}   nanoGPT-style {best_t:,.0f}   "
+              f"ratio {best_m / best_t:.2f}x  (goal >= 1.2x)")
+        print(f"tokens per CPU second (robust to other jobs' load)  ratio {cpu_m / cpu_t:.2f}x")
+        sync_s, async_s, n = save_blocking(text, tmp / "save", 3)
+        print(f"checkpoint of {n:,} params + AdamW: sync blocks {sync_s * 1e3:.0f} ms, async blocks "
+              f"{async_s * 1e3:.0f} ms ({async_s / sync_s:.0%} of sync; goal <= 10%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""`pretrain sample`: generate text from a run's newest complete checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "generate text from a training run's newest checkpoint"
+
+DESCRIPTION = """\
+Load RUN/config.toml and the newest complete checkpoint under RUN/checkpoints, then continue a
+prompt token by token (temperature and top-k sampling; --temperature 0 is greedy).
+
+  pretrain sample runs/tiny --prompt "ROMEO:" --tokens 200
+
+Prints the prompt followed by the generated continuation.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", help="run directory written by `pretrain train`")
+    parser.add_argument("--prompt", default="\n", help="text to continue")
+    parser.add_argument("--tokens", type=int, default=200, help="tokens to generate (default 200)")
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--top-k", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tokenizer", default=None,
+                        help="tokenizer.json (default: the run's data.tokenizer; bytes when it has none)")
+    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: newest)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from pretrain.errors import UserError
+    from pretrain.train.data import decode_tokens, encode_text
+    from pretrain.train.model import generate
+    from pretrain.train.runs import load_run_model
+
+    model, cfg, step = load_run_model(args.run, args.step)
+    tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer
+    if cfg.data.kind == "tokens" and not tokenizer:
+        raise UserError("this run trained on token shards: pass the tokenizer.json they were made with, "
+                        "--tokenizer PATH")
+    ids, _ = encode_text(args.prompt, tokenizer)
+    idx = torch.as_tensor(ids if ids.size else [0], dtype=torch.long)[None, :]  # empty prompt: start at id 0
+    gen = torch.Generator().manual_seed(args.seed)
+    out = generate(model, idx, args.tokens, args.temperature, args.top_k, gen)
+    print(decode_tokens(out[0].tolist(), tokenizer))
+    return 0

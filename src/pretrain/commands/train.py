@@ -1,0 +1,51 @@
+"""`pretrain train`: train a decoder-only transformer from a recipe (one process)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "train a model from a recipe: mixed precision, clipping, spike rollback, exact-resume checkpoints"
+
+DESCRIPTION = """\
+Train a decoder-only transformer on token shards (data.kind = "tokens") or a raw text file read
+as bytes (data.kind = "text"). Settings come from a TOML recipe, overridden with --set.
+
+  pretrain train recipes/tiny-cpu.toml --set train.steps=200 --set train.out=runs/tiny
+
+What comes out, in the run directory (train.out):
+  config.toml        the resolved config (model shape spelled out)
+  metrics.jsonl      one line per step: step, loss, lr, grad_norm, tokens_per_s, loss_scale, mfu;
+                     events (spike, rollback, skip, checkpoint, eval) as lines with an "event" field
+  checkpoints/step_NNNNNNN/   DCP checkpoints with everything needed to continue bit for bit
+  tensorboard/       TensorBoard event files
+
+Running the same command again resumes from the newest complete checkpoint. A persistent loss spike
+(loss > f x median of the last w steps) rolls the run back and skips the batches around it.
+Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN -o model.safetensors`.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="recipe TOML (e.g. recipes/tiny-cpu.toml)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="override a config key, e.g. --set train.steps=100 (repeatable)")
+    parser.add_argument("--dry-run", action="store_true", help="print the resolved config, then stop")
+    parser.add_argument("--quiet", action="store_true", help="no per-step lines on stderr")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pretrain import config as cfgmod
+    from pretrain.train.config import RunConfig
+    from pretrain.train.trainer import Trainer
+
+    cfg = cfgmod.load(RunConfig, args.config, args.overrides)
+    trainer = Trainer(cfg, quiet=args.quiet)
+    print(cfgmod.dumps(trainer.resolved_config()))
+    print(trainer.summary(), flush=True)
+    if args.dry_run:
+        return 0
+    records = trainer.fit()
+    if records:
+        last = records[-1]
+        print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
+    return 0

@@ -1,0 +1,248 @@
+"""Checkpoints: torch.distributed.checkpoint (DCP) save/load of everything a run needs to continue.
+
+RUN/checkpoints/step_NNNNNNN/ holds DCP's files (model and optimizer, keyed by parameter name, so a
+later run may load them under another parallel layout), `state_rank{r}.json` (step, schedule, data
+position, RNG states, loss scaler, spike detector: plain JSON, no pickle) and, written last,
+`COMPLETE.json` listing every file's size. A directory without the marker, or whose files do not
+match it (a truncated write), is ignored and the previous checkpoint is used.
+
+Async saves copy the state and write it in a background thread; the trainer only waits for the copy
+before its next optimizer step (`fence()`), so the copy overlaps forward and backward. Under
+torch.distributed they use their own gloo group, because sharing the training group aborts with a
+gloo collective mismatch (reference/torch_distributed_on_cpu.md).
+DCP's `.metadata` file is a pickle (PyTorch's format): load only checkpoints your own runs wrote.
+
+How often: Young (1974), T* = sqrt(2 C M), with C the measured blocking save time and M the MTBF.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import threading
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+MARKER = "COMPLETE.json"
+# DCP warns on every save/load without a process group, even when told no_dist=True; on one process
+# that is the intent. The filter names that one message (the background thread's saves warn too, so
+# a per-call catch_warnings, which is not thread-safe, would not do).
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+STEP_DIR = re.compile(r"^step_(\d{7,})$")
+
+
+def _no_dist() -> bool:
+    """One process without a process group: say so to DCP (it would otherwise warn on every call)."""
+    return not (dist.is_available() and dist.is_initialized())
+
+
+def _load(state: dict, path: Path) -> None:
+    dcp.load(state, checkpoint_id=str(path), no_dist=_no_dist())
+
+
+def step_dir(root: Path, step: int) -> Path:
+    return root / f"step_{step:07d}"
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def _write_json_atomic(path: Path, obj: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _clone_tree(obj):
+    """A private copy of a nested state dict: tensors cloned (DTensors stay DTensors), the rest kept."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: _clone_tree(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_clone_tree(v) for v in obj)
+    return obj
+
+
+def is_complete(path: Path) -> bool:
+    """The marker exists and every file it lists has the recorded size."""
+    marker = path / MARKER
+    if not marker.is_file():
+        return False
+    try:
+        files = json.loads(marker.read_text())["files"]
+    except (ValueError, KeyError):
+        return False
+    for name, size in files.items():
+        f = path / name
+        if "/" in name or name.startswith(".."):  # never follow a path out of the directory
+            return False
+        if not f.is_file() or f.stat().st_size != size:
+            return False
+    return True
+
+
+def list_checkpoints(root: Path) -> list[tuple[int, Path, bool]]:
+    """(step, path, complete) for every step_* directory, oldest first."""
+    out = []
+    if root.is_dir():
+        for p in root.iterdir():
+            m = STEP_DIR.match(p.name)
+            if m and p.is_dir():
+                out.append((int(m.group(1)), p, is_complete(p)))
+    return sorted(out)
+
+
+def latest_complete(root: Path, before: int | None = None) -> tuple[int, Path] | None:
+    """The newest complete checkpoint (with step < before when given)."""
+    for step, path, ok in reversed(list_checkpoints(root)):
+        if ok and (before is None or step < before):
+            return step, path
+    return None
+
+
+def young_interval_s(save_s: float, mtbf_s: float) -> float:
+    """T* = sqrt(2 C M) (Young 1974; lesson section 5d: C = 1 min, M = 180 min -> 18.97 min)."""
+    try:
+        from pretrain.plan.reliability import young_interval
+
+        return float(young_interval(save_s, mtbf_s))
+    except ImportError:
+        return math.sqrt(2.0 * save_s * mtbf_s)
+
+
+class CheckpointManager:
+    """Saves, finds, loads and prunes one run's checkpoints."""
+
+    def __init__(self, root: str | Path, keep: int = 3, async_save: bool = True):
+        self.root = Path(root)
+        self.keep, self.async_save = keep, async_save
+        self.pending: tuple[int, Path, object] | None = None  # (step, path, future)
+        self.group = None
+        if async_save and dist.is_available() and dist.is_initialized():
+            self.group = dist.new_group(backend="gloo")  # its own group: see the module docstring
+        self.save_seconds: list[float] = []  # blocking time of each save (Young's C)
+        self._staged: threading.Event | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
+
+    def save(self, step: int, model: torch.nn.Module, optimizer, extra: dict) -> float:
+        """Save a checkpoint of `step`; returns the seconds training was blocked so far.
+
+        Async: the copy to a private CPU snapshot runs in the background thread too, overlapping the
+        next forward and backward passes, which only read the parameters; `fence()` (called before the
+        next optimizer step) waits for the copy and adds that wait to this save's blocking time.
+        """
+        t0 = time.perf_counter()
+        self.wait()  # one save in flight at a time
+        path = step_dir(self.root, step)
+        if _rank() == 0 and path.exists():
+            shutil.rmtree(path)  # an incomplete leftover of the same step
+        path.mkdir(parents=True, exist_ok=True)
+        _write_json_atomic(path / f"state_rank{_rank()}.json", extra)
+        msd, osd = get_state_dict(model, optimizer)
+        state = {"model": msd, "optim": osd}
+        if self.async_save:
+            self._staged = threading.Event()
+            fut = self._pool.submit(self._stage_and_write, state, path, self._staged)
+            self.pending = (step, path, fut)
+        else:
+            dcp.save(state, checkpoint_id=str(path), no_dist=_no_dist())
+            self._finish(step, path)
+        blocked = time.perf_counter() - t0
+        self.save_seconds.append(blocked)
+        return blocked
+
+    def _stage_and_write(self, state: dict, path: Path, staged: threading.Event) -> None:
+        try:
+            snapshot = _clone_tree(state)
+        finally:
+            staged.set()
+        dcp.save(snapshot, checkpoint_id=str(path), process_group=self.group, no_dist=_no_dist())
+
+    def fence(self) -> None:
+        """Block until an in-flight save has its snapshot: call before parameters or moments change."""
+        if self._staged is None:
+            return
+        t0 = time.perf_counter()
+        self._staged.wait()
+        self._staged = None
+        if self.save_seconds:
+            self.save_seconds[-1] += time.perf_counter() - t0
+
+    def poll(self) -> int | None:
+        """Finish an async save that has completed; returns its step, else None."""
+        if self.pending and self.pending[2].done():
+            return self.wait()
+        return None
+
+    def wait(self) -> int | None:
+        """Block until the in-flight save (if any) is on disk and marked complete."""
+        if not self.pending:
+            return None
+        step, path, fut = self.pending
+        self.pending = None
+        fut.result()
+        self._staged = None
+        self._finish(step, path)
+        return step
+
+    def _finish(self, step: int, path: Path) -> None:
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier(group=self.group)  # every rank's files are written before the marker
+        if _rank() == 0:
+            files = {p.name: p.stat().st_size for p in path.iterdir() if p.is_file() and p.name != MARKER}
+            _write_json_atomic(path / MARKER, {"step": step, "files": files, "time": time.time()})
+            self.prune()
+
+    def prune(self) -> None:
+        """Keep the newest `keep` complete checkpoints; remove older ones and stale incomplete ones."""
+        ckpts = list_checkpoints(self.root)
+        complete = [s for s, _, ok in ckpts if ok]
+        keep = set(complete[-self.keep:]) if self.keep > 0 else set(complete)
+        newest = complete[-1] if complete else -1
+        pending = self.pending[0] if self.pending else None
+        for s, p, ok in ckpts:
+            if s in keep or s == pending or (not ok and s > newest):
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+
+    def delete_after(self, step: int) -> None:
+        """Remove checkpoints newer than `step` (a rollback abandons that timeline)."""
+        self.wait()
+        if _rank() == 0:
+            for s, p, _ in list_checkpoints(self.root):
+                if s > step:
+                    shutil.rmtree(p, ignore_errors=True)
+
+    def load(self, path: Path, model: torch.nn.Module, optimizer) -> dict:
+        """Load model and optimizer in place; return this rank's JSON state."""
+        self.wait()
+        msd, osd = get_state_dict(model, optimizer)
+        state = {"model": msd, "optim": osd}
+        _load(state, path)
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        return json.loads((path / f"state_rank{_rank()}.json").read_text())
+
+
+def load_model_only(path: Path, model: torch.nn.Module) -> None:
+    """Fill `model` from a checkpoint's model weights (for sampling and export)."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+
+    msd = get_model_state_dict(model)
+    state = {"model": msd}
+    _load(state, path)
+    set_model_state_dict(model, state["model"])

@@ -1,0 +1,159 @@
+"""Batches for the trainer: token shards through the MixtureSampler, or a raw text file on the fly.
+
+Every loader answers `next_batch(batch_size) -> int64 (batch_size, seq_len + 1)` and has an exact
+`state_dict()`: restoring it continues the same stream, so a resumed run sees the same batches.
+`SkippingLoader` wraps any loader and drops micro-batch indices (PaLM's "skip the batches around the
+spike", Chowdhery et al. 2022, sec. 5.1); its ranges are part of its state, so they survive restarts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from pretrain.errors import UserError
+
+BYTE_VOCAB = 257  # 256 byte values + one end-of-text id (256)
+MAX_TEXT_BYTES = 2 << 30  # refuse to slurp more than 2 GiB of raw text: use token shards instead
+
+
+def encode_text(text: str, tokenizer: str = "") -> tuple[np.ndarray, int]:
+    """Token ids of `text` and the vocabulary size: UTF-8 bytes (vocab 257) or a tokenizer.json."""
+    if not tokenizer:
+        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64), BYTE_VOCAB
+    from pretrain.tokens.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+    return np.asarray(tok.encode(text).ids, dtype=np.int64), tok.get_vocab_size()
+
+
+def decode_tokens(ids: list[int], tokenizer: str = "") -> str:
+    if not tokenizer:
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+    from pretrain.tokens.tokenizer import load_tokenizer
+
+    return load_tokenizer(tokenizer).decode(ids)
+
+
+class TextLoader:
+    """Random windows of one token array; batch i's offsets depend only on (seed, i, rank slice).
+
+    Stateless sampling keyed by the batch number makes the state one integer, and the global batch
+    (batch_size * world_size windows) is the same for any world size: rank r takes its own rows.
+    """
+
+    def __init__(self, tokens: np.ndarray, seq_len: int, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 name: str = "text"):
+        if tokens.size < seq_len + 2:
+            raise UserError(f"{name}: {tokens.size} tokens, fewer than one sequence of {seq_len + 1}")
+        self.tokens, self.seq_len, self.seed = tokens, seq_len, seed
+        self.rank, self.world_size, self.name = rank, world_size, name
+        self.batches = 0
+        self.fingerprint = hashlib.sha256(tokens[:65536].tobytes()).hexdigest()[:16] + f"/{tokens.size}"
+
+    def batch_at(self, i: int, batch_size: int) -> np.ndarray:
+        rng = np.random.default_rng([self.seed, i])
+        starts = rng.integers(0, self.tokens.size - self.seq_len - 1, size=batch_size * self.world_size)
+        mine = starts[self.rank * batch_size:(self.rank + 1) * batch_size]
+        return np.stack([self.tokens[s:s + self.seq_len + 1] for s in mine])
+
+    def next_batch(self, batch_size: int) -> np.ndarray:
+        out = self.batch_at(self.batches, batch_size)
+        self.batches += 1
+        return out
+
+    def state_dict(self) -> dict:
+        return {"kind": "text", "batches": self.batches, "seed": self.seed, "seq_len": self.seq_len,
+                "fingerprint": self.fingerprint}
+
+    def load_state_dict(self, state: dict) -> None:
+        mine = {"seed": self.seed, "seq_len": self.seq_len, "fingerprint": self.fingerprint}
+        theirs = {k: state.get(k) for k in mine}
+        if theirs != mine:
+            raise UserError(f"{self.name}: loader state was saved for {theirs}, this loader is {mine}")
+        self.batches = int(state["batches"])
+
+
+class SkippingLoader:
+    """Wraps a loader; micro-batch indices inside `ranges` (inclusive) are drawn and thrown away."""
+
+    def __init__(self, inner, ranges: list | None = None):
+        self.inner = inner
+        self.ranges: list[list[int]] = [[int(a), int(b)] for a, b in (ranges or [])]
+        self.index = 0  # micro-batches drawn from `inner` so far, skipped ones included
+        self.skipped = 0
+
+    def _skipping(self, i: int) -> bool:
+        return any(a <= i <= b for a, b in self.ranges)
+
+    def next_batch(self, batch_size: int) -> np.ndarray:
+        while self._skipping(self.index):
+            self.inner.next_batch(batch_size)
+            self.index += 1
+            self.skipped += 1
+        self.index += 1
+        return self.inner.next_batch(batch_size)
+
+    def add_skip(self, first: int, last: int) -> None:
+        self.ranges.append([int(first), int(last)])
+
+    def state_dict(self) -> dict:
+        return {"inner": self.inner.state_dict(), "index": self.index, "ranges": self.ranges,
+                "skipped": self.skipped}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.inner.load_state_dict(state["inner"])
+        self.index, self.skipped = int(state["index"]), int(state.get("skipped", 0))
+        # Ranges added after this checkpoint (a rollback's skip) are kept: they are the reason we restored.
+        for r in state["ranges"]:
+            if [int(r[0]), int(r[1])] not in self.ranges:
+                self.ranges.append([int(r[0]), int(r[1])])
+
+
+def read_text(path: str | Path) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"data.path: text file not found: {p}")
+    if p.stat().st_size > MAX_TEXT_BYTES:
+        raise UserError(f"{p}: {p.stat().st_size} bytes: too large for kind='text'; tokenize it")
+    return p.read_bytes().decode("utf-8", errors="replace")
+
+
+def build_loaders(dcfg, seq_len: int, rank: int = 0, world_size: int = 1) -> tuple[object, object, int]:
+    """(train loader, eval loader or None, vocabulary size) for the data config."""
+    if dcfg.kind == "text":
+        if not dcfg.path:
+            raise UserError("data.path is required for data.kind='text'")
+        ids, vocab = encode_text(read_text(dcfg.path), dcfg.tokenizer)
+        n_eval = int(ids.size * dcfg.eval_fraction)
+        train_ids, eval_ids = ids[:ids.size - n_eval], ids[ids.size - n_eval:]
+        train = TextLoader(train_ids, seq_len, dcfg.seed, rank, world_size, name=str(dcfg.path))
+        ev = None
+        if eval_ids.size >= seq_len + 2:
+            ev = TextLoader(eval_ids, seq_len, dcfg.seed + 1, rank, world_size, name=f"{dcfg.path} (eval)")
+        return SkippingLoader(train, dcfg.skip), ev, vocab
+    if dcfg.kind == "tokens":
+        from pretrain.tokens.mixture import MixtureSampler
+
+        weights = dcfg.weights or {k: 1.0 for k in dcfg.sources}
+        train = MixtureSampler(dcfg.sources, weights, seq_len, dcfg.seed, rank, world_size)
+        ev = None
+        if dcfg.eval_sources:
+            ew = {k: 1.0 for k in dcfg.eval_sources}
+            ev = MixtureSampler(dcfg.eval_sources, ew, seq_len, dcfg.seed + 1, rank, world_size)
+        man = train.dirs[0].manifest
+        vocab = int(man.get("vocab_size") or man.get("tokenizer", {}).get("vocab_size") or 0)
+        return SkippingLoader(train, dcfg.skip), ev, vocab
+    raise UserError(f"data.kind must be 'text' or 'tokens', got {dcfg.kind!r}")
+
+
+def eval_batches(loader, n: int, batch_size: int) -> list[np.ndarray]:
+    """The same n held-out batches every time (a fresh stream from the loader's start)."""
+    if isinstance(loader, TextLoader):
+        return [loader.batch_at(i, batch_size) for i in range(n)]
+    state = loader.state_dict()
+    out = [loader.next_batch(batch_size) for _ in range(n)]
+    loader.load_state_dict(state)
+    return out

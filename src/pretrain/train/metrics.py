@@ -1,0 +1,92 @@
+"""What a run reports: RUN/metrics.jsonl (one JSON line per step, events as lines with an "event"
+field), TensorBoard scalars, and model FLOPs utilization from pretrain.plan's FLOPs per token.
+
+MFU = tokens/s * FLOPs per token / peak FLOP/s (PaLM, Chowdhery et al. 2022, appendix B), where FLOPs
+per token = 6N + 12 L d s comes from plan.compute (N as the planner counts it: every parameter).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+def flops_per_token(shape, seq_len: int | None = None) -> float:
+    """Training FLOPs per token: plan.compute's formula when the planner is installed."""
+    try:
+        from pretrain.plan.compute import flops_per_token as plan_fpt
+
+        return float(plan_fpt(shape, seq_len))
+    except ImportError:
+        s = seq_len or shape.seq_len
+        n = shape.params() if hasattr(shape, "params") else 0
+        return 6.0 * n + 12.0 * shape.n_layers * shape.d_model * s
+
+
+def mfu(tokens_per_s: float, fpt: float, peak_flops: float) -> float | None:
+    if peak_flops <= 0:
+        return None
+    return tokens_per_s * fpt / peak_flops
+
+
+def _clean(v):
+    """JSON has no inf/NaN: write them as strings so every line stays parseable."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+class Metrics:
+    """Appends step records and events; only rank 0 writes."""
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, enabled: bool = True):
+        self.enabled = enabled
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.tb = None
+        if not enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(self.path, "a")
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+
+    def _write(self, rec: dict) -> None:
+        self.file.write(json.dumps({k: _clean(v) for k, v in rec.items()}) + "\n")
+        self.file.flush()  # one complete line per step even if the process is killed
+
+    def step(self, rec: dict) -> None:
+        if not self.enabled:
+            return
+        self._write(rec)
+        if self.tb is not None:
+            for k, v in rec.items():
+                if k != "step" and isinstance(v, (int, float)) and v is not None:
+                    self.tb.add_scalar(f"train/{k}", v, rec["step"])
+
+    def event(self, name: str, step: int, **fields) -> None:
+        if not self.enabled:
+            return
+        self._write({"event": name, "step": step, **fields})
+        if self.tb is not None and name == "eval" and "eval_loss" in fields:
+            self.tb.add_scalar("eval/loss", fields["eval_loss"], step)
+
+    def close(self) -> None:
+        if self.enabled:
+            self.file.close()
+            if self.tb is not None:
+                self.tb.close()
+
+
+def read_metrics(path: str | Path) -> tuple[list[dict], list[dict]]:
+    """(step records, events) from a metrics.jsonl; a torn last line (killed writer) is ignored."""
+    steps, events = [], []
+    for line in Path(path).read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        (events if "event" in rec else steps).append(rec)
+    return steps, events

@@ -1,0 +1,265 @@
+"""One readable decoder-only transformer, and how its shape is resolved from pretrain.plan presets.
+
+Llama-style by default (RMSNorm, rotary positions, SwiGLU MLP, optional grouped-query attention),
+GPT-2-style when the shape asks for it (LayerNorm, learned positions, GELU MLP, biases), so one class
+covers every preset the planner knows and `numel == shape.params()` ties the two together.
+The model is built on the meta device and given real storage only after parallelization; then
+`init_weights()` fills it (torchtitan's order: parallelize before allocating).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pretrain.errors import UserError
+
+SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len",
+                "mlp", "norm", "tied_embeddings", "bias", "learned_pos")
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalShape:
+    """Stand-in for pretrain.plan.shapes.ModelShape when the planner is not installed."""
+
+    name: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    d_ff: int
+    vocab_size: int
+    seq_len: int
+    mlp: str = "swiglu"
+    norm: str = "rmsnorm"
+    tied_embeddings: bool = False
+    bias: bool = False
+    learned_pos: bool = False
+
+
+def resolve_shape(mcfg) -> object:
+    """The model's shape: the plan preset `mcfg.preset` with every field set in `mcfg` overriding it."""
+    over = {k: getattr(mcfg, k) for k in SHAPE_FIELDS if getattr(mcfg, k) is not None}
+    try:
+        from pretrain.plan.shapes import ModelShape, get_shape
+    except ImportError:  # planner not present: every field must be given
+        ModelShape, get_shape = LocalShape, None
+    if mcfg.preset and get_shape is not None:
+        try:
+            base = get_shape(mcfg.preset)
+        except (KeyError, ValueError) as e:
+            raise UserError(f"model.preset {mcfg.preset!r}: {e}") from e
+        return dataclasses.replace(base, **over)
+    required = ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size", "seq_len")
+    missing = [k for k in required if k not in over]
+    if missing:
+        raise UserError(f"model: no preset available ({mcfg.preset!r}); set model.{', model.'.join(missing)}")
+    over.setdefault("n_kv_heads", over["n_heads"])
+    return ModelShape(name=mcfg.preset or "custom", **over)
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * g (Zhang & Sennrich 2019); statistics in fp32 even under autocast."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.empty(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (out * self.weight.float()).type_as(x)
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+
+
+def make_norm(shape, eps: float) -> nn.Module:
+    if shape.norm == "rmsnorm":
+        return RMSNorm(shape.d_model, eps)
+    if shape.norm == "layernorm":
+        return nn.LayerNorm(shape.d_model, eps=eps)  # scale and bias, as plan.shapes counts it
+    raise UserError(f"model.norm must be 'rmsnorm' or 'layernorm', got {shape.norm!r}")
+
+
+def rope_tables(head_dim: int, seq_len: int, theta: float, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin of position * theta^(-2i/d) (RoFormer, Su et al. 2021, eq. 15): (T, head_dim/2) each."""
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+    ang = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv)
+    return ang.cos(), ang.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate consecutive pairs (x0, x1) of x (B, H, T, D) by the position's angle."""
+    T = x.shape[-2]
+    x0, x1 = x.float()[..., 0::2], x.float()[..., 1::2]
+    c, s = cos[:T], sin[:T]
+    out = torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
+    return out.type_as(x)
+
+
+def explicit_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) + causal mask) v, spelled out (Vaswani et al. 2017, eq. 1).
+
+    On CPU at training lengths (T ~ 256) this is about 2x faster than torch's fused flash kernel in
+    bf16 (docs/decisions.md); GPUs use F.scaled_dot_product_attention.
+    """
+    T = q.shape[-2]
+    att = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)  # (B, H, T, T), scaled on the small side
+    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    att.masked_fill_(future, float("-inf"))  # in place: the matmul's backward does not need its output
+    # Softmax in the scores' own dtype: torch's CPU kernel accumulates in fp32 and rounds the
+    # probabilities once, as autocast's fp32 softmax followed by the cast back to bf16 would,
+    # without materializing a (B, H, T, T) fp32 copy.
+    with torch.autocast(q.device.type, enabled=False):
+        att = att.softmax(-1)
+    return att @ v
+
+
+class Attention(nn.Module):
+    def __init__(self, shape):
+        super().__init__()
+        self.n_heads, self.n_kv = shape.n_heads, shape.n_kv_heads
+        self.head_dim = shape.d_model // shape.n_heads
+        d, kv = shape.d_model, shape.n_kv_heads * (shape.d_model // shape.n_heads)
+        self.wq = nn.Linear(d, d, bias=shape.bias)
+        self.wk = nn.Linear(d, kv, bias=shape.bias)
+        self.wv = nn.Linear(d, kv, bias=shape.bias)
+        self.wo = nn.Linear(d, d, bias=shape.bias)
+
+    def forward(self, x: torch.Tensor, rope: tuple | None) -> torch.Tensor:
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, -1, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+        k = self.wk(x).view(B, T, -1, self.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
+        v = self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if self.n_kv != self.n_heads:  # grouped-query attention (Ainslie et al. 2023): share K/V heads
+            rep = self.n_heads // self.n_kv
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        if q.device.type == "cpu":
+            y = explicit_causal_attention(q, k, v)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class MLP(nn.Module):
+    """SwiGLU: w2(silu(w1 x) * w3 x) (Shazeer 2020); or GPT-2's w2(gelu(w1 x))."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.gated = shape.mlp == "swiglu"
+        if shape.mlp not in ("swiglu", "gelu"):
+            raise UserError(f"model.mlp must be 'swiglu' or 'gelu', got {shape.mlp!r}")
+        self.w1 = nn.Linear(shape.d_model, shape.d_ff, bias=shape.bias)
+        self.w3 = nn.Linear(shape.d_model, shape.d_ff, bias=shape.bias) if self.gated else None
+        self.w2 = nn.Linear(shape.d_ff, shape.d_model, bias=shape.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gated:
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.w2(F.gelu(self.w1(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, shape, eps: float):
+        super().__init__()
+        self.attn_norm, self.attn = make_norm(shape, eps), Attention(shape)
+        self.mlp_norm, self.mlp = make_norm(shape, eps), MLP(shape)
+
+    def forward(self, x: torch.Tensor, rope: tuple | None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), rope)  # pre-norm residual (GPT-2, Radford et al. 2019)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self, shape, rope_theta: float = 10000.0, norm_eps: float = 1e-5, init_std: float = 0.02):
+        super().__init__()
+        if shape.d_model % shape.n_heads or shape.n_heads % shape.n_kv_heads:
+            raise UserError(f"model: d_model {shape.d_model} / n_heads {shape.n_heads} / n_kv_heads "
+                            f"{shape.n_kv_heads} must divide evenly")
+        self.shape, self.rope_theta, self.init_std = shape, rope_theta, init_std
+        self.tok_emb = nn.Embedding(shape.vocab_size, shape.d_model)
+        self.pos_emb = nn.Embedding(shape.seq_len, shape.d_model) if shape.learned_pos else None
+        # A ModuleDict keyed "0".."L-1" keeps parameter names stable when pipeline stages drop layers.
+        self.layers = nn.ModuleDict({str(i): Block(shape, norm_eps) for i in range(shape.n_layers)})
+        self.norm = make_norm(shape, norm_eps)
+        # Tied embeddings reuse tok_emb.weight in forward() instead of sharing a Parameter object,
+        # which to_empty() on the meta device would silently untie.
+        self.output = None
+        if not shape.tied_embeddings:
+            self.output = nn.Linear(shape.d_model, shape.vocab_size, bias=False)
+        self.register_buffer("rope_cos", torch.empty(0), persistent=False)
+        self.register_buffer("rope_sin", torch.empty(0), persistent=False)
+
+    @torch.no_grad()
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
+        """N(0, std) for matrices and embeddings, residual outputs scaled by 1/sqrt(2L) (GPT-2 sec. 2.3)."""
+        std = self.init_std
+        resid_std = std / math.sqrt(2 * self.shape.n_layers)
+        for name, p in self.named_parameters():
+            if p.ndim >= 2:
+                s = resid_std if name.endswith(("wo.weight", "w2.weight")) else std
+                nn.init.normal_(p, 0.0, s, generator=generator)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+            else:
+                nn.init.ones_(p)  # norm gains
+        if not self.shape.learned_pos:
+            dev = self.tok_emb.weight.device
+            cos, sin = rope_tables(self.shape.d_model // self.shape.n_heads, self.shape.seq_len,
+                                   self.rope_theta, device=dev)
+            self.rope_cos, self.rope_sin = cos, sin
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """idx (B, T) token ids -> logits (B, T, vocab)."""
+        T = idx.shape[1]
+        x = self.tok_emb(idx)  # (B, T, C)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(T, device=idx.device))
+        rope = None if self.pos_emb is not None else (self.rope_cos, self.rope_sin)
+        for block in self.layers.values():
+            x = block(x, rope)
+        x = self.norm(x)
+        if self.output is None:
+            return F.linear(x, self.tok_emb.weight)
+        return self.output(x)
+
+
+def build_model(shape, mcfg, device: torch.device | str = "meta") -> Transformer:
+    """The model on `device` (meta by default: no storage until the caller allocates)."""
+    with torch.device(device):
+        return Transformer(shape, mcfg.rope_theta, mcfg.norm_eps, mcfg.init_std)
+
+
+def materialize(model: Transformer, device: torch.device | str, seed: int) -> Transformer:
+    """Give a meta-device model real storage on `device` and initialize it deterministically."""
+    model.to_empty(device=device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    model.init_weights(gen)
+    return model
+
+
+@torch.no_grad()
+def generate(model: Transformer, idx: torch.Tensor, new_tokens: int, temperature: float = 1.0,
+             top_k: int = 0, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Append `new_tokens` sampled tokens to idx (1, T); the context is cropped to the model's seq_len."""
+    for _ in range(new_tokens):
+        ctx = idx[:, -model.shape.seq_len:]
+        logits = model(ctx)[:, -1, :].float()
+        if temperature <= 0:
+            nxt = logits.argmax(-1, keepdim=True)
+        else:
+            logits = logits / temperature
+            if top_k:
+                kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
+        idx = torch.cat([idx, nxt], dim=1)
+    return idx

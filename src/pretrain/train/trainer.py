@@ -1,0 +1,354 @@
+"""The training loop on one process: build_* helpers in the design's order, then Trainer.fit().
+
+Build order (torchtitan's, so the next issue only adds apply_* calls): parallel dims -> model on the
+meta device -> parallelize -> init weights -> optimizer -> data -> restore the newest complete
+checkpoint. fit() stays short: evaluation and checkpointing run after each step as callbacks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pretrain import config as cfgmod
+from pretrain.errors import UserError
+from pretrain.train import checkpoint as ck
+from pretrain.train.config import RunConfig
+from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
+from pretrain.train.metrics import Metrics, flops_per_token, mfu
+from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
+from pretrain.train.parallel import dims_from_config, parallelize
+from pretrain.train.precision import DynamicLossScaler, apply_fp8, autocast, check_precision
+from pretrain.train.stability import SpikeDetector, clip_grad_norm_
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("train.device='cuda' but no CUDA device is available")
+    return torch.device(name)
+
+
+def build_optimizer(model: torch.nn.Module, ocfg) -> torch.optim.AdamW:
+    """AdamW (Loshchilov & Hutter 2019). Weight decay only on matrices of the blocks and the output head.
+
+    Norm gains and biases are not decayed (decaying a gain toward 0 fights the normalization), and
+    neither are embeddings: a row is only updated when its token appears, so decay would shrink rare
+    tokens every step they are absent (as in nanoGPT's and OLMo's default groups).
+    """
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        is_emb = "tok_emb" in name or "pos_emb" in name
+        (decay if p.ndim >= 2 and not is_emb else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": ocfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=ocfg.lr, betas=(ocfg.beta1, ocfg.beta2), eps=ocfg.eps)
+
+
+def lr_at(step: int, total: int, peak: float, scfg) -> float:
+    """Learning rate for the step with 0-based index `step`."""
+    warm = scfg.warmup_steps
+    if step < warm:  # linear warmup from ~0 (lesson section 5c)
+        return peak * (step + 1) / warm
+    floor = peak * scfg.min_lr_ratio
+    if scfg.kind == "constant":
+        return peak
+    if scfg.kind == "cosine":  # half a cosine from the peak to the floor (Loshchilov & Hutter 2017)
+        progress = min(1.0, (step - warm) / max(1, total - warm))
+        return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    if scfg.kind == "wsd":  # warmup-stable-decay: flat, then a linear decay at the end (Hu et al. 2024)
+        start = total - int(scfg.decay_fraction * total)
+        if step < start:
+            return peak
+        return peak - (peak - floor) * min(1.0, (step - start + 1) / max(1, total - start))
+    raise UserError(f"schedule.kind must be cosine, wsd or constant; got {scfg.kind!r}")
+
+
+def rng_state() -> dict:
+    st = {"torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
+          "python": _jsonable(random.getstate())}
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    st["numpy"] = [kind, keys.tolist(), pos, has_gauss, gauss]
+    if torch.cuda.is_available():
+        st["cuda"] = [base64.b64encode(s.numpy().tobytes()).decode() for s in torch.cuda.get_rng_state_all()]
+    return st
+
+
+def set_rng_state(st: dict) -> None:
+    torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(st["torch"])), dtype=torch.uint8))
+    random.setstate(_tuplify(st["python"]))
+    kind, keys, pos, has_gauss, gauss = st["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    if "cuda" in st and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.frombuffer(bytearray(base64.b64decode(s)), dtype=torch.uint8)
+                                      for s in st["cuda"]])
+
+
+def _jsonable(x):
+    return [_jsonable(v) for v in x] if isinstance(x, (tuple, list)) else x
+
+
+def _tuplify(x):
+    return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x
+
+
+class Trainer:
+    """One run: owns the model, optimizer, data, scaler, spike detector, checkpoints and metrics."""
+
+    def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, loader=None, eval_loader=None,
+                 quiet: bool = False):
+        self.cfg, self.quiet = cfg, quiet
+        self.run_dir = Path(run_dir or cfg.train.out)
+        self.device = pick_device(cfg.train.device)
+        check_precision(cfg.precision.dtype, self.device)
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        if cfg.train.deterministic:
+            torch.use_deterministic_algorithms(True)
+        torch.manual_seed(cfg.train.seed)
+        dims = dims_from_config(cfg.parallel)
+        dims.validate(1)
+        self.shape = resolve_shape(cfg.model)
+        self.model = build_model(self.shape, cfg.model, "meta")
+        if cfg.precision.dtype == "fp8":
+            apply_fp8(self.model)
+        parallelize(self.model, dims, cfg.parallel)
+        materialize(self.model, self.device, cfg.train.seed)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.model, cfg.optim)
+        if loader is None:
+            self.loader, self.eval_loader, vocab = build_loaders(cfg.data, self.shape.seq_len)
+        else:  # a caller's loader (tests, custom data): still resumable and skippable
+            self.loader, self.eval_loader, vocab = SkippingLoader(loader, cfg.data.skip), eval_loader, 0
+        if vocab > self.shape.vocab_size:
+            raise UserError(f"the data's vocabulary ({vocab}) is larger than model.vocab_size "
+                            f"({self.shape.vocab_size})")
+        p = cfg.precision
+        self.scaler = DynamicLossScaler(p.dtype == "fp16", p.init_scale, p.growth_interval,
+                                        p.backoff_factor, p.growth_factor)
+        s = cfg.stability
+        self.spikes = SpikeDetector(s.spike_factor, s.spike_window, s.spike_patience)
+        self.ckpt = ck.CheckpointManager(self.run_dir / "checkpoints", cfg.checkpoint.keep,
+                                         cfg.checkpoint.async_save)
+        self.metrics: Metrics | None = None
+        self.step, self.tokens_seen, self.rollbacks = 0, 0, 0
+        self.next_save = cfg.checkpoint.every or cfg.checkpoint.first_at
+        self._spike_first: tuple[int, int] | None = None  # (step, micro-batch index) of a spike's start
+        self._step_times: list[float] = []
+        self.fpt = flops_per_token(self.shape)
+        if cfg.train.resume:
+            found = ck.latest_complete(self.ckpt.root)
+            if found:
+                self.restore(found[1])
+
+    # --- state ------------------------------------------------------------------------------
+
+    def state(self) -> dict:
+        return {"step": self.step, "tokens_seen": self.tokens_seen, "loader": self.loader.state_dict(),
+                "scaler": self.scaler.state_dict(), "spikes": self.spikes.state_dict(), "rng": rng_state(),
+                "next_save": self.next_save, "config_hash": cfgmod.config_hash(self.cfg),
+                "shape": self._shape_dict()}
+
+    def _shape_dict(self) -> dict:
+        return {k: getattr(self.shape, k) for k in SHAPE_FIELDS}
+
+    def restore(self, path: Path) -> None:
+        saved = json.loads((path / "state_rank0.json").read_text()).get("shape", {})
+        diff = {k: (v, saved[k]) for k, v in self._shape_dict().items() if k in saved and saved[k] != v}
+        if diff:
+            what = ", ".join(f"{k}: {b} there, {a} here" for k, (a, b) in diff.items())
+            raise UserError(f"{path} holds another model shape ({what}); "
+                            "use another train.out or set train.resume=false")
+        st = self.ckpt.load(path, self.model, self.optimizer)
+        self.step, self.tokens_seen = int(st["step"]), int(st["tokens_seen"])
+        self.loader.load_state_dict(st["loader"])
+        self.scaler.load_state_dict(st["scaler"])
+        self.spikes.load_state_dict(st["spikes"])
+        self.next_save = int(st.get("next_save", self.next_save))
+        set_rng_state(st["rng"])
+        self._say(f"resumed from {path} at step {self.step}")
+
+    def save(self) -> None:
+        blocked = self.ckpt.save(self.step, self.model, self.optimizer, self.state())
+        path = ck.step_dir(self.ckpt.root, self.step)
+        self._event("checkpoint", blocking_s=round(blocked, 4), path=str(path))
+
+    # --- the step ---------------------------------------------------------------------------
+
+    def _forward_backward(self, accum: int) -> torch.Tensor:
+        total = torch.zeros((), device=self.device)
+        for _ in range(accum):
+            batch = torch.from_numpy(self.loader.next_batch(self.cfg.data.batch_size)).to(self.device)
+            x, y = batch[:, :-1], batch[:, 1:]  # predict token t+1 from tokens <= t
+            with autocast(self.cfg.precision.dtype, self.device):
+                logits = self.model(x)  # (B, T, V)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten()) / accum
+            self.scaler.scale_loss(loss).backward()
+            total += loss.detach()
+        return total
+
+    def train_step(self) -> dict | None:
+        """One optimizer step; returns its record, or None when it ended in a rollback."""
+        t0 = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        first_batch = self.loader.index
+        loss = self._forward_backward(self.cfg.train.grad_accum).item()
+        last_batch = self.loader.index - 1
+        self.scaler.unscale_(self.params)
+        norm = clip_grad_norm_(self.params, self.cfg.stability.clip).item()
+        finite = math.isfinite(norm) and math.isfinite(loss)
+        lr = lr_at(self.step, self.cfg.train.steps, self.cfg.optim.lr, self.cfg.schedule)
+        flagged = finite and self.spikes.observe(loss)
+        if flagged and self.spikes.consecutive == 1:
+            self._spike_first = (self.step + 1, first_batch)
+        if flagged:
+            self._event("spike", step=self.step + 1, loss=loss, median=self.spikes.last_median)
+        if flagged and self.spikes.persistent and self.cfg.stability.rollback:
+            if self.rollback(last_batch):
+                return None
+        if self.scaler.update(finite):
+            for g in self.optimizer.param_groups:
+                g["lr"] = lr
+            self.ckpt.fence()  # an async save must have its snapshot before the weights change
+            self.optimizer.step()
+        else:
+            self._event("skip", step=self.step + 1, reason="nonfinite", loss_scale=self.scaler.scale)
+        self.step += 1
+        ntok = (last_batch - first_batch + 1) * self.cfg.data.batch_size * self.shape.seq_len
+        self.tokens_seen += ntok
+        dt = time.perf_counter() - t0
+        self._step_times = (self._step_times + [dt])[-20:]
+        tps = ntok / dt
+        return {"step": self.step, "loss": loss, "lr": lr, "grad_norm": norm, "tokens_per_s": round(tps, 1),
+                "loss_scale": self.scaler.scale, "mfu": mfu(tps, self.fpt, self.cfg.log.peak_flops)}
+
+    def rollback(self, last_batch: int) -> bool:
+        """Back to the newest complete checkpoint before the spike, skipping its batches (PaLM)."""
+        first_step, first_batch = self._spike_first
+        self.ckpt.wait()  # an in-flight save may be the good checkpoint we need
+        found = ck.latest_complete(self.ckpt.root, before=first_step)
+        if found is None:
+            self._event("rollback_unavailable", step=self.step + 1, reason="no checkpoint before the spike")
+            return False
+        self.rollbacks += 1
+        if self.rollbacks > self.cfg.stability.max_rollbacks:
+            raise UserError(f"{self.rollbacks} rollbacks: the run keeps spiking; lower the learning rate")
+        s = self.cfg.stability
+        skip = [max(0, first_batch - s.skip_before), last_batch + s.skip_after]
+        from_step = self.step + 1
+        self.restore(found[1])
+        self.ckpt.delete_after(found[0])
+        self.loader.add_skip(*skip)
+        self._spike_first = None
+        self._event("rollback", from_step=from_step, to_step=self.step, skip_batches=skip)
+        return True
+
+    # --- callbacks --------------------------------------------------------------------------
+
+    def maybe_eval(self) -> None:
+        every = self.cfg.log.eval_every
+        if not every or self.eval_loader is None or self.step % every:
+            return
+        self.model.eval()
+        losses = []
+        with torch.no_grad():
+            for b in eval_batches(self.eval_loader, self.cfg.log.eval_batches, self.cfg.data.batch_size):
+                batch = torch.from_numpy(b).to(self.device)
+                with autocast(self.cfg.precision.dtype, self.device):
+                    logits = self.model(batch[:, :-1])
+                losses.append(F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten()).item())
+        self._event("eval", eval_loss=float(np.mean(losses)))
+
+    def maybe_save(self) -> None:
+        done = self.ckpt.poll()
+        if done is not None:
+            self._event("checkpoint_complete", saved_step=done)
+        if self.step < self.next_save:
+            return
+        self.save()
+        c = self.cfg.checkpoint
+        if c.every:
+            self.next_save = self.step + c.every
+        else:  # Young's rule with C measured (mean blocking time of our saves)
+            save_s = float(np.mean(self.ckpt.save_seconds))
+            step_s = float(np.mean(self._step_times)) if self._step_times else 1.0
+            interval = ck.young_interval_s(max(save_s, 1e-3), c.mtbf_minutes * 60.0)
+            self.next_save = self.step + max(1, round(interval / step_s))
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def fit(self) -> list[dict]:
+        """Train to train.steps (or train.stop_at); returns the step records of this call."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.write_config()
+        self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard)
+        stop = self.cfg.train.stop_at or self.cfg.train.steps
+        records = []
+        try:
+            while self.step < stop:
+                rec = self.train_step()
+                if rec is None:
+                    continue
+                records.append(rec)
+                if self.step % self.cfg.log.every == 0 or self.step == stop:
+                    self.metrics.step(rec)
+                    self._say(f"step {rec['step']:6d}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
+                              f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}")
+                self.maybe_eval()
+                self.maybe_save()
+            self.ckpt.wait()
+            last = ck.latest_complete(self.ckpt.root)
+            if last is None or last[0] != self.step:
+                self.save()  # the final state is always on disk, for resume, sample and export
+            self.ckpt.wait()
+        finally:
+            self.metrics.close()
+        return records
+
+    def resolved_config(self) -> RunConfig:
+        """The config with the model shape spelled out (RUN/config.toml stands alone)."""
+        import dataclasses
+
+        model = dataclasses.replace(self.cfg.model, **{k: getattr(self.shape, k) for k in SHAPE_FIELDS})
+        return dataclasses.replace(self.cfg, model=model)
+
+    def write_config(self) -> None:
+        text = cfgmod.dumps(self.resolved_config())
+        path = self.run_dir / "config.toml"
+        tmp = path.with_name("config.toml.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+    def _event(self, name: str, step: int | None = None, **fields) -> None:
+        step = self.step if step is None else step
+        if self.metrics is not None:
+            self.metrics.event(name, step, **fields)
+        msg = f"[{name}] step {step} " + " ".join(f"{k}={v}" for k, v in fields.items())
+        if name in ("spike", "rollback", "rollback_unavailable", "skip"):
+            print(msg, file=sys.stderr, flush=True)  # shown even with --quiet: the run changed course
+        else:
+            self._say(msg)
+
+    def _say(self, msg: str) -> None:
+        if not self.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    def summary(self) -> str:
+        n = sum(p.numel() for p in self.params)
+        c, b = self.cfg, self.cfg.data.batch_size * self.cfg.train.grad_accum
+        return (f"model {self.shape.name}: {n:,} parameters, {self.fpt:.3g} FLOPs/token\n"
+                f"batch {b} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
+                f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens\n"
+                f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")

@@ -1,0 +1,146 @@
+"""Exact resume: a stopped, killed or truncated run continues bit for bit like one that never stopped."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from pretrain.train import checkpoint as ck
+from pretrain.train.metrics import read_metrics
+from pretrain.train.testing import fallback_text, tiny_config
+from pretrain.train.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAKESPEARE = ROOT.parent / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
+
+@pytest.fixture(autouse=True, scope="module")
+def _restore_torch_threads():
+    """The tiny configs train on one thread (fast on a shared CPU); leave the process as we found it."""
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    if SHAKESPEARE.is_file():
+        return SHAKESPEARE
+    return fallback_text(tmp_path_factory.mktemp("text") / "topics.txt")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, text):
+    """40 uninterrupted steps: (losses by step, final data position, final weights)."""
+    out = tmp_path_factory.mktemp("ref")
+    t = Trainer(tiny_config(out, text), quiet=True)
+    recs = t.fit()
+    return {r["step"]: r["loss"] for r in recs}, t.loader.state_dict(), [p.detach().clone() for p in t.params]
+
+
+def _last_losses(run: Path) -> dict[int, float]:
+    steps, _ = read_metrics(run / "metrics.jsonl")
+    return {r["step"]: r["loss"] for r in steps}  # a step logged twice (killed, resumed): the later wins
+
+
+def test_stop_at_20_then_resume_to_40_is_bitwise(tmp_path, text, reference):
+    ref_losses, ref_pos, ref_params = reference
+    first = Trainer(tiny_config(tmp_path, text, "train.stop_at=20"), quiet=True).fit()
+    assert [r["step"] for r in first] == list(range(1, 21))
+    t = Trainer(tiny_config(tmp_path, text), quiet=True)
+    assert t.step == 20
+    second = t.fit()
+    losses = {r["step"]: r["loss"] for r in first + second}
+    assert losses == ref_losses  # == on floats: bit for bit
+    assert t.loader.state_dict() == ref_pos
+    assert all(torch.equal(a, b) for a, b in zip(t.params, ref_params))
+
+
+def test_sigkill_at_a_random_moment_then_resume(tmp_path, text, reference):
+    ref_losses, ref_pos, _ = reference
+    run = tmp_path / "run"
+    cfg_path = tmp_path / "cfg.toml"
+    from pretrain import config as cfgmod
+
+    cfg_path.write_text(cfgmod.dumps(tiny_config(run, text, "checkpoint.every=3")))
+    kill_after = random.Random().randint(2, 30)  # a step count, so the kill lands mid-run
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain", "train", str(cfg_path), "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            m = run / "metrics.jsonl"
+            if m.exists() and len(_last_losses(run)) >= kill_after:
+                time.sleep(random.Random().uniform(0, 0.02))  # anywhere inside the next step or save
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, "the run finished before it could be killed"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    t = Trainer(tiny_config(run, text, "checkpoint.every=3"), quiet=True)
+    assert t.step <= kill_after + 1
+    t.fit()
+    assert _last_losses(run) == ref_losses
+    assert t.loader.state_dict() == ref_pos
+
+
+def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, reference):
+    ref_losses, _, _ = reference
+    cfg = tiny_config(tmp_path, text, "train.stop_at=10", "checkpoint.async_save=false")
+    Trainer(cfg, quiet=True).fit()
+    root = tmp_path / "checkpoints"
+    assert [s for s, _, ok in ck.list_checkpoints(root) if ok] == [5, 10]
+    newest = ck.step_dir(root, 10)
+    data = max(newest.glob("*.distcp"), key=lambda p: p.stat().st_size)
+    with open(data, "r+b") as f:  # a write cut short, but its completion marker survived
+        f.truncate(data.stat().st_size // 2)
+    assert not ck.is_complete(newest)
+    assert ck.latest_complete(root)[0] == 5
+    (ck.step_dir(root, 5) / ck.MARKER).rename(ck.step_dir(root, 5) / "x")  # no marker: also ignored
+    assert ck.latest_complete(root) is None
+    (ck.step_dir(root, 5) / "x").rename(ck.step_dir(root, 5) / ck.MARKER)
+    t = Trainer(tiny_config(tmp_path, text, "train.stop_at=15"), quiet=True)
+    assert t.step == 5
+    recs = t.fit()
+    assert {r["step"]: r["loss"] for r in recs} == {s: ref_losses[s] for s in range(6, 16)}
+
+
+def test_async_save_snapshots_state_before_training_continues(tmp_path):
+    m = torch.nn.Linear(32, 32)
+    opt = torch.optim.AdamW(m.parameters())
+    m(torch.randn(4, 32)).sum().backward()
+    opt.step()
+    want = m.weight.detach().clone()
+    mgr = ck.CheckpointManager(tmp_path, keep=2, async_save=True)
+    mgr.save(1, m, opt, {"step": 1})
+    mgr.fence()  # what the trainer does before its next optimizer step
+    with torch.no_grad():
+        m.weight.add_(1.0)  # training goes on while the background thread writes
+    mgr.wait()
+    m2 = torch.nn.Linear(32, 32)
+    opt2 = torch.optim.AdamW(m2.parameters())
+    assert mgr.load(ck.latest_complete(tmp_path)[1], m2, opt2) == {"step": 1}
+    assert torch.equal(m2.weight, want)
+
+
+def test_keep_last_k(tmp_path, text):
+    Trainer(tiny_config(tmp_path, text, "train.stop_at=20", "checkpoint.keep=2"), quiet=True).fit()
+    assert [s for s, _, _ in ck.list_checkpoints(tmp_path / "checkpoints")] == [15, 20]
+
+
+def test_resuming_with_another_shape_is_a_clear_error(tmp_path, text):
+    from pretrain.errors import UserError
+
+    Trainer(tiny_config(tmp_path, text, "train.stop_at=5"), quiet=True).fit()
+    with pytest.raises(UserError, match="d_model: 64 there, 32 here"):
+        Trainer(tiny_config(tmp_path, text, "model.d_model=32"), quiet=True)

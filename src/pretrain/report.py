@@ -241,6 +241,7 @@ def run_section(run: Path) -> str:
         (events if "event" in rec else steps).append(rec)
     train = [r for r in steps if "loss" in r and r.get("split", "train") == "train"]
     evals = [r for r in steps + events if "eval_loss" in r]  # eval results are "eval" event lines
+    events = [e for e in events if e["event"] != "eval"]
     parts = [f"<h2>Training run <span class='snip'>{html.escape(str(run))}</span></h2>"]
     if train:
         last = train[-1]

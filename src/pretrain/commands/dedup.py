@@ -1,0 +1,85 @@
+"""`pretrain dedup`: exact and near-duplicate removal over a JSONL/Parquet corpus."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "remove exact and near duplicates (MinHash + LSH) from a corpus, with bounded memory"
+DESCRIPTION = """\
+Remove duplicate documents from CORPUS (JSONL, .jsonl.gz, .jsonl.zst, Parquet, text; folders are
+searched recursively; each file is one shard) and write the rest to OUT.
+
+Exact duplicates: equal text after lowercasing and collapsing whitespace (and, with
+--set dedup.url=true, equal URLs). Near duplicates: MinHash over word 5-grams of the normalized
+text (lowercase, digits -> 0, punctuation -> space, accents stripped), 14 bands x 8 rows. Two
+documents become a candidate pair when all 8 values of one band agree, which happens with
+probability 1 - (1 - s^8)^14 for a pair with Jaccard similarity s (see --explain); a candidate
+is kept when at least 70% of its 112 MinHash values agree (dedup.threshold; dedup.verify=none
+skips the check, as datatrove does). Pairs join into clusters; each cluster keeps one document
+(the smallest id, or the first in input order with --set keep=first). Documents with fewer than
+5 words only take part in exact dedup.
+
+Memory stays bounded: keys are written per shard, sorted, and grouped per key range; clusters
+are found by streaming edge files. A killed run resumes where it stopped and gives the same
+result, for any --workers.
+
+Output (OUT/):
+  data/*.jsonl.zst      kept documents: id, text, url, source, metadata
+  rejects/*.jsonl.zst   removed documents: id, url, source, step (exact_dedup | near_dedup),
+                        reason, kept_id (the twin that was kept)
+  stats.json            documents in, kept, removed by step and reason, errors, wall time
+  config.toml           the resolved config
+
+Examples:
+  pretrain dedup corpus/*.jsonl.zst --output deduped/
+  pretrain dedup data/ -o out/ --set dedup.bands=20 --set dedup.rows=5 --workers 8
+  pretrain dedup --explain --set dedup.bands=20 --set dedup.rows=5
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="*", metavar="CORPUS", help="files, folders or globs")
+    p.add_argument("-o", "--output", metavar="OUT", help="output directory")
+    p.add_argument("--config", metavar="TOML", help="config file (sections: reader, dedup; key: keep)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set dedup.bands=20 (repeatable)")
+    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--explain", action="store_true",
+                   help="print the S-curve 1-(1-s^r)^b of the chosen bands and rows, and exit")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+
+
+def explain(bands: int, rows: int) -> str:
+    """The S-curve table for `--explain`."""
+    from pretrain.curate.minhash import s_curve_table, threshold
+
+    lines = [f"LSH with b = {bands} bands x r = {rows} rows ({bands * rows} hashes per document)",
+             "P(a pair with Jaccard s becomes a candidate) = 1 - (1 - s^r)^b",
+             f"steepest near s = (1/b)^(1/r) = {threshold(bands, rows):.3f}", "",
+             "   s    P(candidate)"]
+    for s, p in s_curve_table(bands, rows):
+        bar = "#" * round(p * 40)
+        lines.append(f"  {s:4.2f}  {p:10.4f}  {bar}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pretrain import config
+    from pretrain.curate.dedup_job import DedupJobConfig, run_dedup
+    from pretrain.curate.executor import LocalExecutor
+    from pretrain.errors import UserError
+
+    cfg = config.load(DedupJobConfig, args.config, args.overrides)
+    if args.explain:
+        print(explain(cfg.dedup.bands, cfg.dedup.rows))
+        return 0
+    if not args.inputs or not args.output:
+        raise UserError("give CORPUS files and --output OUT (or --explain)")
+    if not args.quiet:
+        print(config.dumps(cfg))
+    stats = run_dedup(args.inputs, args.output, cfg, map_fn=LocalExecutor(args.workers).map)
+    steps = stats["steps"]
+    print(f"{stats['documents_in']} documents in, {stats['kept']} kept; removed "
+          f"{steps['exact_dedup']['dropped']} exact and {steps['near_dedup']['dropped']} near duplicates; "
+          f"{stats['errors']['count']} bad records skipped; {stats['seconds']:.1f} s -> {args.output}")
+    return 0

@@ -1,0 +1,475 @@
+"""Corpus-scale exact and near (MinHash + LSH) deduplication with bounded memory.
+
+Owns the global dedup stages and their files under `work_dir`:
+
+1. `sign_shard` (per shard, in parallel): for every document its exact-text key, URL key and
+   `bands` LSH band keys (`minhash.py`). Each key column is written sorted by key as one `.npy`
+   (keys, then local row numbers), so any key range of a shard is a contiguous slice.
+2. Per (column, key range) unit: the slices of that range from every shard are concatenated and
+   sorted; documents sharing a key become edges (first member -> each other member), written as
+   one edge file. The number of ranges P is chosen from the memory budget, never from the number
+   of workers.
+3. Connected components by min-label propagation over the edge files, streamed in chunks: only
+   the label array (8 bytes per document) stays in memory, never every edge (hook roots to the
+   smaller label, then pointer jumping; Shiloach-Vishkin style).
+4. Removal list: every member of a component but one, the one with the lowest priority (ties:
+   the smallest id, then input position). A removed document is `exact_dedup` when its text (or
+   URL) key equals its kept twin's, else `near_dedup`.
+
+Short documents: a document with fewer than `ngram` normalized words has no shingle and takes no
+part in near dedup (as in datatrove); exact dedup still covers it.
+
+Faults: every file is written atomically; a done marker records its size and xxh3 checksum and the
+digest of its inputs. A missing, truncated or corrupt file fails the check and its unit is
+recomputed (a shard's signature files can only be recomputed by its caller: `shard_ok` tells it).
+
+Memory (per process): sign_shard holds about (130 + 16 x bands) bytes per document of its shard
+plus one batch of shingles; a unit of stage 2 holds about 48 bytes per row of its key range, and
+P = ceil(rows_per_column x 48 / memory_budget); stage 3 holds 8N bytes of labels plus one chunk of
+edges (16 bytes per edge, budget / 64 edges per chunk); stage 4 holds about 40N bytes (labels,
+priorities, keys, a sort) plus the ids of the documents in clusters. For N = 10M documents that
+is ~0.5 GB beyond the budget: 10M fits a 24 GB machine with room for the workers.
+"""
+
+from __future__ import annotations
+
+import io as _io
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from pretrain.curate import io
+from pretrain.curate.document import Document
+from pretrain.curate.exact import NO_KEY, text_key, url_key
+from pretrain.curate.minhash import MinHasher, ngram_hashes, word_bytes, word_hashes
+from pretrain.errors import DataError, UserError
+
+FORMAT = 1  # bump when the files change meaning
+_BATCH = 512  # documents per signature batch
+_ROW_BYTES = 48  # stage-2 bytes per key row: keys, refs, sort order, edges
+
+
+@dataclass
+class DedupConfig:
+    """Exact and near-duplicate removal (TOML section `[dedup]`)."""
+
+    exact: bool = True  # normalized-text hash
+    url: bool = False  # same URL -> duplicate
+    near: bool = True  # MinHash + LSH
+    ngram: int = 5  # word n-gram shingles (FineWeb)
+    bands: int = 14  # b; FineWeb's 14 x 8 = 112 hashes
+    rows: int = 8  # r
+    seed: int = 1  # permutation seed (np.random.RandomState)
+    # Candidate check: "signature" keeps a candidate pair when the fraction of agreeing signature
+    # slots is >= threshold; "none" keeps every pair that shares a band (datatrove's behaviour).
+    verify: str = "signature"
+    threshold: float = 0.7
+    memory_mb: int = 1024  # per-process budget for the global stages
+    parts: int = 0  # key ranges per column in stage 2; 0: from memory_mb (more parts, less memory)
+
+
+    def __post_init__(self) -> None:
+        if self.verify not in ("signature", "none"):
+            raise UserError(f"dedup.verify must be 'signature' or 'none', got {self.verify!r}")
+        if min(self.ngram, self.bands, self.rows) < 1:
+            raise UserError("dedup.ngram, dedup.bands and dedup.rows must be >= 1")
+
+
+def _sign_hash(cfg: DedupConfig) -> str:
+    """Fingerprint of what the signature files depend on."""
+    keys = {k: getattr(cfg, k) for k in ("exact", "url", "near", "ngram", "bands", "rows", "seed", "verify")}
+    return xxhash.xxh3_64_hexdigest(json.dumps({"format": FORMAT, **keys}, sort_keys=True).encode())
+
+
+def _columns(cfg: DedupConfig) -> list[str]:
+    cols = ["exact"] if cfg.exact else []
+    cols += ["url"] if cfg.url else []
+    cols += [f"b{i:02d}" for i in range(cfg.bands)] if cfg.near else []
+    return cols
+
+
+# ----------------------------------------------------------------------------- checked files
+
+
+def _write_checked(path: Path, data: bytes) -> dict:
+    """Write atomically (temporary name, rename) without fsync: the checksum in the done marker,
+    not the disk cache, is what proves a work file complete; a bad one is recomputed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return {"size": len(data), "xxh3": xxhash.xxh3_64_hexdigest(data)}
+
+
+def _npy_bytes(arr: np.ndarray) -> bytes:
+    buf = _io.BytesIO()
+    np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _file_ok(path: Path, info: dict) -> bool:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    return len(data) == info.get("size") and xxhash.xxh3_64_hexdigest(data) == info.get("xxh3")
+
+
+def _marker_ok(marker: Path, folder: Path, expect: dict) -> dict | None:
+    """The marker's content when it exists, matches `expect` and every file it lists checks out."""
+    try:
+        info = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return None
+    if any(info.get(k) != v for k, v in expect.items()):
+        return None
+    files = info.get("files", {})
+    return info if all(_file_ok(folder / name, f) for name, f in files.items()) else None
+
+
+# ----------------------------------------------------------------------------- stage 1: sign
+
+
+def _shard_dir(work_dir: Path) -> Path:
+    return Path(work_dir) / "shards"
+
+
+def _shard_name(shard: int, what: str) -> str:
+    return f"s{shard:06d}.{what}"
+
+
+def shard_ok(work_dir: Path, shard: int, cfg: DedupConfig) -> bool:
+    """True when the shard's signature files exist, are complete and match `cfg`."""
+    d = _shard_dir(work_dir)
+    return _marker_ok(d / _shard_name(shard, "done"), d, {"sign_hash": _sign_hash(cfg)}) is not None
+
+
+def _signed(items: Iterable[tuple[Document, int]], cfg: DedupConfig) -> Iterator[tuple]:
+    """(id, priority, text key, url key, shingle hashes) per document, in input order."""
+    for doc, prio in items:
+        shingles = ngram_hashes(word_hashes(word_bytes(doc.text)), cfg.ngram) if cfg.near else None
+        yield doc.id, int(prio), text_key(doc.text), url_key(doc.url), shingles
+
+
+def sign_shard(items: Iterable[tuple[Document, int]], shard: int, work_dir: Path, cfg: DedupConfig) -> None:
+    """Write one shard's exact keys and LSH band keys (priority: lower is kept)."""
+    hasher = MinHasher(cfg.bands, cfg.rows, cfg.seed)
+    (_shard_dir(Path(work_dir)) / _shard_name(shard, "done")).unlink(missing_ok=True)  # stale marker
+    ids: list[str] = []
+    prio: list[int] = []
+    tkeys: list[int] = []
+    ukeys: list[int] = []
+    band_parts: list[np.ndarray] = []
+    sig_parts: list[np.ndarray] = []
+    band_rows: list[int] = []  # local row of each document that has shingles
+    batch: list[np.ndarray] = []
+    for i, (doc_id, p, tk, uk, sh) in enumerate(_signed(items, cfg)):
+        ids.append(doc_id)
+        prio.append(p)
+        tkeys.append(tk)
+        ukeys.append(uk)
+        if sh is not None and sh.size:
+            batch.append(sh)
+            band_rows.append(i)
+        if len(batch) >= _BATCH:
+            _sign_batch(hasher, batch, band_parts, sig_parts)
+            batch = []
+    if batch:
+        _sign_batch(hasher, batch, band_parts, sig_parts)
+    bands = np.concatenate(band_parts) if band_parts else np.empty((0, cfg.bands), np.uint64)
+    # The low 32 bits of each minimum suffice to count agreeing slots (false agreement 2^-32).
+    sigs = np.concatenate(sig_parts) if sig_parts else np.empty((0, hasher.k), np.uint32)
+    _write_shard(Path(work_dir), shard, cfg, ids, prio, np.array(tkeys, np.uint64),
+                 np.array(ukeys, np.uint64), bands, np.array(band_rows, np.uint64), sigs)
+
+
+def _sign_batch(hasher: MinHasher, batch: list[np.ndarray], bands: list, sigs: list) -> None:
+    full = hasher.signatures(batch)
+    bands.append(hasher.band_keys(full))
+    sigs.append(full.astype(np.uint32))
+
+
+def _sorted_column(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(2m,) uint64: keys sorted ascending (ties by row), then the matching local rows."""
+    order = np.lexsort((rows, keys))
+    return np.concatenate([keys[order], rows[order]])
+
+
+def _write_shard(work_dir: Path, shard: int, cfg: DedupConfig, ids: list[str], prio: list[int],
+                 tkeys: np.ndarray, ukeys: np.ndarray, bands: np.ndarray, band_rows: np.ndarray,
+                 sigs: np.ndarray) -> None:
+    d = _shard_dir(work_dir)
+    encoded = [s.encode("utf-8", "surrogatepass") for s in ids]
+    offsets = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    buf = _io.BytesIO()
+    np.savez(buf, ids=np.frombuffer(b"".join(encoded), np.uint8), offsets=offsets,
+             prio=np.array(prio, np.int64), text=tkeys, url=ukeys, near_rows=band_rows)
+    meta = _shard_name(shard, "meta.npz")
+    files = {meta: _write_checked(d / meta, buf.getvalue())}
+    all_rows = np.arange(len(ids), dtype=np.uint64)
+    columns = {"exact": (tkeys, all_rows), "url": (ukeys[ukeys != NO_KEY], all_rows[ukeys != NO_KEY])}
+    for b in range(cfg.bands):
+        columns[f"b{b:02d}"] = (bands[:, b], band_rows)
+    for col in _columns(cfg):
+        name = _shard_name(shard, f"{col}.npy")
+        files[name] = _write_checked(d / name, _npy_bytes(_sorted_column(*columns[col])))
+    if cfg.near and cfg.verify == "signature":
+        name = _shard_name(shard, "sig.npy")
+        files[name] = _write_checked(d / name, _npy_bytes(sigs))
+    marker = {"sign_hash": _sign_hash(cfg), "n": len(ids), "near_rows": int(len(band_rows)), "files": files}
+    io.write_json_atomic(d / _shard_name(shard, "done"), marker)
+
+
+# ----------------------------------------------------------------------------- stage 2: edges
+
+
+def _check_shard(args: tuple[str, int, str]) -> dict | None:
+    """The shard's marker info when its files check out, else None (raised by the caller: a
+    DataError does not survive pickling back from a worker process)."""
+    work_dir, shard, sign_hash = args
+    d = _shard_dir(Path(work_dir))
+    info = _marker_ok(d / _shard_name(shard, "done"), d, {"sign_hash": sign_hash})
+    return None if info is None else {"n": info["n"], "files": info["files"]}
+
+
+def _load_column(work_dir: Path, shard: int, col: str) -> np.ndarray:
+    return np.load(_shard_dir(work_dir) / _shard_name(shard, f"{col}.npy"), mmap_mode="r")
+
+
+def _edge_path(work_dir: Path, col: str, part: int, parts: int) -> Path:
+    return Path(work_dir) / "edges" / f"{col}.p{part:04d}of{parts:04d}.npy"
+
+
+def _range(part: int, parts: int) -> tuple[int, int]:
+    """[lo, hi) of the uint64 key space for one part (keys are hashes: uniform)."""
+    span = (1 << 64) // parts
+    return part * span, (1 << 64) if part == parts - 1 else (part + 1) * span
+
+
+def _edge_unit(args: tuple) -> int:
+    """Edges of one (column, key range): every shard's slice, sorted, equal keys -> star edges."""
+    work_dir, col, part, parts, offsets, digest, cfg = args
+    work_dir = Path(work_dir)
+    path = _edge_path(work_dir, col, part, parts)
+    marker = io.done_marker(path)
+    info = _marker_ok(marker, path.parent, {"digest": digest})
+    if info is not None:
+        return int(info["edges"])
+    lo, hi = _range(part, parts)
+    keys, refs = [], []
+    for shard, base in enumerate(offsets[:-1]):
+        arr = _load_column(work_dir, shard, col)
+        m = len(arr) // 2
+        k = arr[:m]
+        a = int(np.searchsorted(k, np.uint64(lo), "left"))
+        b = m if hi >= 1 << 64 else int(np.searchsorted(k, np.uint64(hi), "left"))
+        keys.append(np.asarray(k[a:b]))
+        refs.append(np.asarray(arr[m + a : m + b]).astype(np.int64) + base)
+    if not keys:
+        keys, refs = [np.empty(0, np.uint64)], [np.empty(0, np.int64)]
+    edges = _group_edges(np.concatenate(keys), np.concatenate(refs))
+    if col.startswith("b") and cfg.verify == "signature":
+        budget_edges = max(1024, cfg.memory_mb * 2**20 // (8 * cfg.bands * cfg.rows + 64))
+        edges = _verified(work_dir, offsets, edges, cfg.threshold, budget_edges)
+    files = {path.name: _write_checked(path, _npy_bytes(edges))}
+    io.write_json_atomic(marker, {"digest": digest, "edges": int(edges.shape[1]), "files": files})
+    return int(edges.shape[1])
+
+
+class _Signatures:
+    """Random access to the stored signatures of any document, by dense index (memory-mapped)."""
+
+    def __init__(self, work_dir: Path, offsets: list[int]):
+        self.work_dir, self.offsets = work_dir, np.asarray(offsets)
+        self.maps: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _shard(self, shard: int) -> tuple[np.ndarray, np.ndarray]:
+        if shard not in self.maps:
+            sig = np.load(_shard_dir(self.work_dir) / _shard_name(shard, "sig.npy"), mmap_mode="r")
+            self.maps[shard] = (sig, _read_meta(self.work_dir, shard)["near_rows"])
+        return self.maps[shard]
+
+    def rows(self, refs: np.ndarray) -> np.ndarray:
+        shard_of = np.searchsorted(self.offsets, refs, "right") - 1
+        out = None
+        for shard in np.unique(shard_of):
+            sig, near_rows = self._shard(int(shard))
+            if out is None:
+                out = np.empty((len(refs), sig.shape[1]), np.uint32)
+            mask = shard_of == shard
+            local = (refs[mask] - self.offsets[shard]).astype(np.uint64)
+            out[mask] = sig[np.searchsorted(near_rows, local)]
+        return out if out is not None else np.empty((0, 0), np.uint32)
+
+
+def _verified(work_dir: Path, offsets: list[int], edges: np.ndarray, threshold: float,
+              chunk: int) -> np.ndarray:
+    """Keep the candidate edges whose signatures agree in >= threshold of their slots."""
+    sigs = _Signatures(work_dir, offsets)
+    keep = np.zeros(edges.shape[1], bool)
+    for s in range(0, edges.shape[1], chunk):
+        u, v = edges[0, s : s + chunk], edges[1, s : s + chunk]
+        keep[s : s + chunk] = (sigs.rows(u) == sigs.rows(v)).mean(axis=1) >= threshold
+    return edges[:, keep]
+
+
+def _group_edges(keys: np.ndarray, refs: np.ndarray) -> np.ndarray:
+    """(2, e) int64 edges: within each group of equal keys, first member -> each other member."""
+    order = np.lexsort((refs, keys))
+    keys, refs = keys[order], refs[order]
+    start = np.ones(len(keys), bool)
+    start[1:] = keys[1:] != keys[:-1]
+    first = np.maximum.accumulate(np.where(start, np.arange(len(keys)), 0))
+    return np.stack([refs[first[~start]], refs[~start]])
+
+
+# ----------------------------------------------------------------------------- stage 3: components
+
+
+def _hook_and_jump(labels: np.ndarray, u: np.ndarray, v: np.ndarray) -> bool:
+    """One round over a chunk of edges; True when some edge joined two different labels."""
+    lu, lv = labels[u], labels[v]
+    diff = lu != lv
+    if not diff.any():
+        return False
+    lu, lv = lu[diff], lv[diff]
+    m = np.minimum(lu, lv)
+    np.minimum.at(labels, lu, m)  # labels are roots here (fully jumped): hook each to the smaller
+    np.minimum.at(labels, lv, m)
+    while True:  # pointer jumping until every node points at a root
+        nxt = labels[labels]
+        if np.array_equal(nxt, labels):
+            return True
+        labels[:] = nxt
+
+
+def components(edge_files: list[Path], n: int, chunk: int) -> np.ndarray:
+    """labels[i] = the smallest node index in i's component, streaming the edge files."""
+    labels = np.arange(n, dtype=np.int64)
+    changed = True
+    while changed:
+        changed = False
+        for path in edge_files:
+            edges = np.load(path, mmap_mode="r")
+            for s in range(0, edges.shape[1], chunk):
+                part = np.asarray(edges[:, s : s + chunk])
+                changed |= _hook_and_jump(labels, part[0], part[1])
+    return labels
+
+
+# ----------------------------------------------------------------------------- stage 4: removals
+
+
+def _read_meta(work_dir: Path, shard: int) -> dict[str, np.ndarray]:
+    with np.load(_shard_dir(work_dir) / _shard_name(shard, "meta.npz"), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _member_ids(work_dir: Path, offsets: list[int], members: np.ndarray) -> list[str]:
+    """Ids of the documents at dense indices `members` (sorted), reading one shard at a time."""
+    out: list[str] = []
+    shard_of = np.searchsorted(np.asarray(offsets), members, "right") - 1
+    for shard in np.unique(shard_of):
+        meta = _read_meta(work_dir, int(shard))
+        blob, off = meta["ids"].tobytes(), meta["offsets"]
+        for local in members[shard_of == shard] - offsets[shard]:
+            out.append(blob[off[local] : off[local + 1]].decode("utf-8", "surrogatepass"))
+    return out
+
+
+def _removals(work_dir: Path, offsets: list[int], labels: np.ndarray) -> Iterator[dict]:
+    """One record per removed document, ordered by input position."""
+    n = len(labels)
+    sizes = np.bincount(labels, minlength=n)
+    members = np.flatnonzero(sizes[labels] > 1)
+    if members.size == 0:
+        return
+    cols: dict[str, list[np.ndarray]] = {"prio": [], "text": [], "url": []}
+    for shard in range(len(offsets) - 1):
+        meta = _read_meta(work_dir, shard)  # one shard's ids at a time, never the corpus's
+        for name, parts in cols.items():
+            parts.append(meta[name])
+    prio, tkey, ukey = (np.concatenate(cols[k])[members] for k in ("prio", "text", "url"))
+    del cols
+    ids = _member_ids(work_dir, offsets, members)
+    lab = labels[members]
+    # keeper of a component: lowest priority, then smallest id, then input position
+    order = sorted(range(len(members)), key=lambda j: (lab[j], prio[j], ids[j], members[j]))
+    keeper: dict[int, int] = {}
+    for j in order:
+        keeper.setdefault(int(lab[j]), j)
+    for j in range(len(members)):
+        k = keeper[int(lab[j])]
+        if k == j:
+            continue
+        if tkey[j] == tkey[k]:
+            step, reason = "exact_dedup", "duplicate_text"
+        elif ukey[j] != NO_KEY and ukey[j] == ukey[k]:
+            step, reason = "exact_dedup", "duplicate_url"
+        else:
+            step, reason = "near_dedup", "near_duplicate"
+        yield {"id": ids[j], "step": step, "reason": reason, "kept": ids[k]}
+
+
+def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
+                    map_fn: Callable[[Callable, Iterable], Iterable] = map) -> Path:
+    """Global stages over every shard's keys; returns the removal-list file (see `load_removals`)."""
+    work_dir = Path(work_dir)
+    t0 = time.time()
+    shards = list(map_fn(_check_shard, [(str(work_dir), s, _sign_hash(cfg)) for s in range(num_shards)]))
+    bad = [s for s, info in enumerate(shards) if info is None]
+    if bad:
+        raise DataError(str(_shard_dir(work_dir) / _shard_name(bad[0], "*")), f"shards {bad[:10]}",
+                        "signature files missing, truncated, corrupt or from another config: "
+                        "sign these shards again (shard_ok tells which)")
+    offsets = [0] + np.cumsum([s["n"] for s in shards]).tolist()
+    digest = xxhash.xxh3_64_hexdigest(json.dumps(
+        {"cfg": asdict(cfg) | {"memory_mb": None, "parts": None}, "shards": [s["files"] for s in shards]},
+        sort_keys=True).encode())
+    out = work_dir / "removals.jsonl.zst"
+    if _marker_ok(io.done_marker(out), work_dir, {"digest": digest}) is not None:
+        return out
+    n = offsets[-1]
+    budget = max(1, cfg.memory_mb) * 2**20
+    parts = cfg.parts if cfg.parts > 0 else max(1, math.ceil(n * _ROW_BYTES / budget))
+    units = [(str(work_dir), col, p, parts, offsets, digest, cfg)
+             for col in _columns(cfg) for p in range(parts)]
+    counts = list(map_fn(_edge_unit, units))
+    edge_files = [_edge_path(work_dir, u[1], u[2], parts) for u in units]
+    labels = components(edge_files, n, chunk=max(1024, budget // 64))
+    records = list(_removals(work_dir, offsets, labels))
+    files = {out.name: _write_checked_records(out, records)}
+    io.write_json_atomic(io.done_marker(out), {
+        "digest": digest, "files": files, "documents": n, "removed": len(records),
+        "edges": int(sum(counts)), "parts": parts, "seconds": round(time.time() - t0, 3)})
+    return out
+
+
+def _write_checked_records(path: Path, records: list[dict]) -> dict:
+    io.write_jsonl_zst(path, records)
+    data = path.read_bytes()
+    return {"size": len(data), "xxh3": xxhash.xxh3_64_hexdigest(data)}
+
+
+def load_removals(path: Path) -> dict[str, tuple[str, str, str]]:
+    """removed document id -> (step, reason, id of the kept twin)."""
+    path = Path(path)
+    out: dict[str, tuple[str, str, str]] = {}
+    for rec in io.read_jsonl_zst(path):
+        out[rec["id"]] = (rec["step"], rec["reason"], rec["kept"])
+    return out
+
+
+def removal_summary(path: Path) -> dict[str, Any]:
+    """The numbers `find_duplicates` recorded in the removal list's done marker."""
+    info = json.loads(io.done_marker(Path(path)).read_text())
+    return {k: info[k] for k in ("documents", "removed", "edges", "parts", "seconds") if k in info}

@@ -1,0 +1,94 @@
+"""MinHash and LSH against the lesson's worked numbers (section 1e-1g) and their definitions."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from pretrain.curate import minhash
+from pretrain.curate.dedup_synth import Generator
+from pretrain.curate.minhash import MinHasher, candidate_probability, estimate_jaccard, shingle_hashes
+
+
+def test_jaccard_of_the_lessons_two_sentences_is_three_sevenths():
+    a = minhash.shingles("the cat sat on the mat", n=2)
+    b = minhash.shingles("the cat sat on a mat", n=2)
+    assert len(a & b) == 3 and len(a | b) == 7
+    assert minhash.jaccard(a, b) == pytest.approx(3 / 7)
+
+
+def test_first_shared_element_in_12_of_24_orders():
+    a, b = {"a", "b", "c"}, {"b", "c", "d"}
+    orders = list(itertools.permutations("abcd"))
+    agree = sum(next(x for x in o if x in a) == next(x for x in o if x in b) for o in orders)
+    assert (agree, len(orders)) == (12, 24)
+    assert agree / len(orders) == minhash.jaccard(a, b)
+
+
+def test_our_permutations_agree_with_probability_j():
+    """Each of our hash functions acts as a random order: agreement rate -> J = 0.5 over many."""
+    x = minhash.word_hashes(["a", "b", "c", "d"])
+    h = MinHasher(bands=500, rows=8, seed=3)  # 4,000 independent permutations
+    est = estimate_jaccard(h.signature(x[:3]), h.signature(x[1:]))
+    assert abs(est - 0.5) < 4 * math.sqrt(0.25 / h.k)
+
+
+def test_signature_is_the_exact_modular_minimum():
+    """The vectorized fold equals min_x ((a*x + b) mod 2^64) mod (2^61 - 1) in Python integers."""
+    gen = Generator(seed=1)
+    x = shingle_hashes(gen.text(700))
+    h = MinHasher(bands=4, rows=4, seed=9)
+    want = [min(((int(a) * int(v) + int(b)) % 2**64) % minhash.MERSENNE for v in x)
+            for a, b in zip(h.a, h.b)]
+    assert h.signature(x).tolist() == want
+    batch = h.signatures([x[:5], x, x[100:300]])  # block cuts inside and across documents
+    assert batch[1].tolist() == want
+    assert batch[0].tolist() == h.signature(x[:5]).tolist()
+
+
+def test_error_at_128_hashes_matches_sqrt_j_1_minus_j_over_k():
+    """Std of the estimate over 400 seeds ~ sqrt(0.25/128) = 0.044 for a pair with J = 0.5."""
+    gen = Generator(seed=2)
+    ws = gen.words(400)
+    twin, true_j = gen.twin(ws, 0.5)
+    sa, sb = shingle_hashes(" ".join(ws)), shingle_hashes(twin)
+    assert minhash.jaccard(set(sa.tolist()), set(sb.tolist())) == pytest.approx(true_j)
+    ests = []
+    for seed in range(400):
+        h = MinHasher(bands=16, rows=8, seed=seed)
+        sig = h.signatures([sa, sb])
+        ests.append(estimate_jaccard(sig[0], sig[1]))
+    predicted = math.sqrt(true_j * (1 - true_j) / 128)
+    assert round(math.sqrt(0.25 / 128), 3) == 0.044
+    assert np.std(ests) == pytest.approx(predicted, rel=0.15)
+    assert np.mean(ests) == pytest.approx(true_j, abs=3 * predicted / math.sqrt(400))
+
+
+def test_lsh_s_curve_at_20_bands_5_rows():
+    assert round(float(candidate_probability(0.8, 20, 5)), 4) == 0.9996
+    assert round(float(candidate_probability(0.3, 20, 5)), 4) == 0.0475
+    assert round(minhash.threshold(20, 5), 2) == 0.55
+    # FineWeb's 14 x 8 at 0.8 (datatrove's docs quote 0.924)
+    assert round(float(candidate_probability(0.8, 14, 8)), 3) == 0.924
+
+
+def test_normalization_rules():
+    # "1,000.50": the number pattern takes "1,000" then "50" (as datatrove's does) -> "0 0"
+    text = "  Héllo,\tWORLD!  Ça   coûte 1,000.50 $ -- ok "
+    assert minhash.normalize(text) == "hello world ca coute 0 0 ok"
+    assert minhash.words("") == []
+    assert minhash.shingles("one two three four", n=5) == set()  # shorter than n: no shingle
+
+
+def test_ascii_fast_path_equals_the_unicode_path():
+    """ASCII text takes byte tables; a trailing non-ASCII word forces the general regex path."""
+    import random
+
+    rng = random.Random(0)
+    alphabet = "0123456789.,;:ab CD-x!\t\n'\"$%()[]_"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        assert minhash.words(text) + ["e"] == minhash.words(text + " é")

@@ -234,6 +234,9 @@ def main() -> None:
             res["docs_s"] = args.docs / res["seconds"]
             rows.append(res)
         _report(rows, args.docs)
+        if args.workers > 1:
+            print(f"(ours ran with {args.workers} worker processes: its docs/s is the total, not per core, "
+                  "and its peak RSS is the parent's; each worker holds one shard at a time)")
 
 
 def _report(rows: list[dict], n: int) -> None:

@@ -226,3 +226,19 @@ def test_belt_decontaminates_and_reports(tmp_path, shared_data):
     leaked = {d for b in report["benchmarks"].values() for docs in b["leaks"].values() for d in docs}
     assert leaked == caught
     assert sum(stats["steps"]["decontaminate"]["dropped"].values()) == len(caught)
+
+
+def test_damaged_signature_file_is_recomputed_not_read(tmp_path):
+    _write_jsonl_corpus(tmp_path / "in", files=3, per_file=15)
+    ref = tmp_path / "ref"
+    curate([str(tmp_path / "in")], ref, CurateConfig(), executor=LocalExecutor(1))
+    out = tmp_path / "out"
+    curate([str(tmp_path / "in")], out, CurateConfig(), executor=LocalExecutor(1))
+    sig = sorted(p for p in (out / "work" / "dedup" / "shards").iterdir() if p.suffix == ".npy")[0]
+    sig.write_bytes(sig.read_bytes()[:-16])  # truncated, as by a full disk
+    for marker in [out / "work" / "removals.done", *(out / "data").glob("*.done")]:
+        marker.unlink()  # as if killed before the global stage
+    for p in (out / "work" / "dedup").glob("removals*"):
+        p.unlink()
+    curate([str(tmp_path / "in")], out, CurateConfig(), executor=LocalExecutor(1))
+    assert _snapshot(out) == _snapshot(ref)

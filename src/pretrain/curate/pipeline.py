@@ -24,7 +24,7 @@ from pretrain import config as cfgmod
 from pretrain.curate import io
 from pretrain.curate.classifier import ClassifierConfig, build_classifier_steps
 from pretrain.curate.decontam import DecontamConfig, build_decontam_step
-from pretrain.curate.dedup import DedupConfig, find_duplicates, load_removals, sign_shard
+from pretrain.curate.dedup import DedupConfig, find_duplicates, load_removals, shard_ok, sign_shard
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step
 from pretrain.curate.language import LanguageConfig, build_language_step
@@ -125,7 +125,9 @@ def reject_record(doc: Document, step: str, reason: str, **extra: Any) -> dict:
 def run_shard(task: ShardTask) -> dict:
     """Stage A for one shard: filters, rejects, dedup signatures. Skips when already done."""
     lay = Layout(Path(task.out))
-    if io.is_done(lay.shard_stats(task.shard), task.cfg_hash):
+    if io.is_done(lay.shard_stats(task.shard), task.cfg_hash) and shard_ok(
+        lay.dedup_dir, task.shard, task.cfg.dedup
+    ):  # done, and its signature files check out (a damaged one makes the shard run again)
         return json.loads(lay.shard_stats(task.shard).read_text())
     t0 = time.time()
     errors: list[dict] = []

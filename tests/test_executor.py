@@ -38,4 +38,5 @@ def test_ray_executor_same_bytes_as_local(tmp_path):
         ray.shutdown()
     assert _snapshot(tmp_path / "local") == _snapshot(tmp_path / "ray")
     assert local["documents"] == remote["documents"]
-    assert local["steps"] == remote["steps"]
+    drop_time = lambda steps: {k: {f: v for f, v in s.items() if f != "seconds"} for k, s in steps.items()}  # noqa: E731
+    assert drop_time(local["steps"]) == drop_time(remote["steps"])

@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     model, cfg, step = load_run_model(args.run, args.step)
     tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tokenizer:
+        tokenizer = _tokenizer_of_shards(cfg.data.sources)
+    if cfg.data.kind == "tokens" and not tokenizer:
         raise UserError("this run trained on token shards: pass the tokenizer.json they were made with, "
                         "--tokenizer PATH")
     ids, _ = encode_text(args.prompt, tokenizer)
@@ -47,3 +49,18 @@ def run(args: argparse.Namespace) -> int:
     out = generate(model, idx, args.tokens, args.temperature, args.top_k, gen)
     print(decode_tokens(out[0].tolist(), tokenizer))
     return 0
+
+
+def _tokenizer_of_shards(sources: dict) -> str:
+    """The tokenizer.json copy that `pretrain tokenize` keeps beside its shards, if present."""
+    from pathlib import Path
+
+    for directory in sources.values():
+        manifest = Path(directory) / "manifest.json"
+        if manifest.exists():
+            import json
+
+            copy = json.loads(manifest.read_text()).get("tokenizer", {}).get("copy")
+            if copy and (Path(directory) / copy).is_file():
+                return str(Path(directory) / copy)
+    return ""

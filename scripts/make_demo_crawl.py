@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import gzip
 import html
+import importlib
+import inspect
 import io
 import pydoc_data.topics
 import random
 import re
 import sys
 import uuid
+import warnings
 from pathlib import Path
 
 DATE = "2026-11-01T12:00:00Z"
@@ -182,6 +185,46 @@ def topic_pages() -> list[tuple[str, str, list[str]]]:
     return out
 
 
+STDLIB_SKIP = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "test", "lib2to3",
+               "ensurepip", "venv", "pydoc_data"}
+
+
+def stdlib_pages() -> list[tuple[str, str, list[str]]]:
+    """(slug, title, paragraphs) from the docstrings of the standard library's modules."""
+    out = []
+    for name in sorted(sys.stdlib_module_names):
+        if name in STDLIB_SKIP or name.startswith("_"):
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                mod = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - platform-specific modules
+            continue
+        docs = [inspect.getdoc(mod) or ""]
+        for key, obj in sorted(vars(mod).items()):
+            if key.startswith("_") or getattr(obj, "__module__", "") != name:
+                continue
+            if inspect.isclass(obj) or inspect.isfunction(obj):
+                d = inspect.getdoc(obj) or ""
+                if len(d) > 200:
+                    docs.append(f"{key}\n\n{d}")
+        paras = [_clean(p.strip()) for d in docs for p in d.split("\n\n") if p.strip()]
+        paras = [p for p in paras if not p.startswith((">>>", "..."))]
+        if sum(map(len, paras)) < 1500:
+            continue
+        part, size, n = [], 0, 0
+        for para in paras:
+            part.append(para)
+            size += len(para)
+            if size > 4000:
+                out.append((f"lib-{name}-{n}", f"The {name} module (part {n + 1})", part))
+                part, size, n = [], 0, n + 1
+        if part:
+            out.append((f"lib-{name}-{n}", f"The {name} module" + (f" (part {n + 1})" if n else ""), part))
+    return out
+
+
 def build(out: Path) -> dict:
     rng = random.Random(20261130)
     records: list[bytes] = []
@@ -198,6 +241,7 @@ def build(out: Path) -> dict:
         for k, (slug, title, paras) in enumerate(topic_pages())
     ]
     topics = [t for t in topics if t[2]]
+    topics += stdlib_pages()
     for slug, title, paras in topics:
         url = f"{SITE}/reference/{slug}.html"
         add("article", warc_record("response", url, http_response(page(title, paras))))

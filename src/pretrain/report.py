@@ -72,7 +72,7 @@ def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:,.4g}"
+        return f"{v:,.0f}" if 1e3 <= abs(v) < 1e9 else f"{v:,.4g}"
     if isinstance(v, int):
         return f"{v:,}"
     return html.escape(str(v))
@@ -223,10 +223,11 @@ def _flatten(d: Any, prefix: str = ""):
     if isinstance(d, dict):
         for k, v in d.items():
             yield from _flatten(v, f"{prefix}{k}.")
-    elif isinstance(d, list) and len(d) > 8:
+    elif isinstance(d, list) and (len(d) > 8 or any(isinstance(x, (dict, list)) for x in d)):
         yield prefix.rstrip("."), f"[{len(d)} items]"
     else:
-        yield prefix.rstrip("."), d if isinstance(d, (int, float, str)) else json.dumps(d)
+        text = d if isinstance(d, (int, float, str)) else json.dumps(d)
+        yield prefix.rstrip("."), text[:200] if isinstance(text, str) else text
 
 
 # ----------------------------------------------------------------------------- training run

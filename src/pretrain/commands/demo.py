@@ -6,10 +6,10 @@ import argparse
 
 HELP = "the whole path on a crawl that ships with pretrain: curate, tokenize, plan, train, report"
 DESCRIPTION = """\
-Run every stage of pretrain on a small crawl that ships with the package (200 WARC records written
-for it: Python's own documentation as web pages, plus navigation pages, spam, re-crawled and
-edited copies, pages in six other languages, binary bodies, a revisit record). Each stage is the
-real command, printed before it runs, so you can re-run any of them by hand:
+Run every stage of pretrain on a small crawl that ships with the package (325 WARC records written
+for it: Python's own documentation and docstrings as web pages, plus navigation pages, spam,
+re-crawled and edited copies, pages in six other languages, binary bodies, a revisit record).
+Each stage is the real command, printed before it runs, so you can re-run any of them by hand:
 
   1. pretrain curate       the belt; the funnel shows what each step dropped and why
   2. pretrain tokenizer    byte-level BPE trained on the clean corpus
@@ -21,7 +21,7 @@ real command, printed before it runs, so you can re-run any of them by hand:
   8. pretrain report       OUT/report.html: one page to look at
 
 Examples:
-  pretrain demo                         # about 5 minutes on 2 CPU cores
+  pretrain demo                         # about a minute on 2 CPU cores
   pretrain demo --short                 # a minute: few steps, every stage still runs
   pretrain demo --data ../shared/data/warc/derived   # add your own inputs to the crawl
 """
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="extra inputs for the crawl (files or folders; repeatable)",
     )
-    p.add_argument("--steps", type=int, default=600, help="training steps (default 600)")
+    p.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
     p.add_argument("--short", action="store_true", help="30 training steps, small tokenizer")
     p.add_argument("--vocab-size", type=int, default=2048, help="tokenizer vocabulary (default 2048)")
     p.add_argument("--workers", type=int, default=None, help="processes for curate/tokenize")

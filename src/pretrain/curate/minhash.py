@@ -5,7 +5,9 @@ candidate pairs, clusters) live in `dedup.py`.
 
 - Normalization follows datatrove's `simplify_text` defaults: lowercase, runs of digits (with an
   optional decimal part) -> "0", punctuation and symbols -> space, whitespace collapsed,
-  accents stripped (NFD, combining marks removed).
+  accents stripped (NFD, combining marks removed). ASCII text, and text whose non-ASCII characters
+  each normalize to ASCII alone (curly quotes, dashes, accented Latin letters), go through byte
+  tables; the same bytes as the general Unicode path, faster.
 - Shingles are word n-grams (5 by default, FineWeb). Each word is hashed once with xxh3-64
   (fixed seed 0) and an n-gram's 64-bit hash combines its words' hashes in numpy, so no Python
   string is built per shingle. The combination is stable across processes and machines.
@@ -99,17 +101,69 @@ def normalize(text: str) -> str:
 
 def word_bytes(text: str) -> list[bytes]:
     """The normalized words of a text as UTF-8 bytes (what gets hashed)."""
-    punct, accents, ascii_table = _tables()
+    _, _, ascii_table = _tables()
     text = text.lower()
-    if text.isascii():  # the common case: C-level byte tables instead of Unicode regexes
-        raw = text.encode("ascii")
-        if len(raw.translate(None, b"0123456789")) < len(raw):
-            # every digit -> "0" first, so the number pattern starts with a literal (a fast scan)
-            raw = _ASCII_NUMBERS.sub(b"0", raw.translate(_DIGITS_TO_ZERO))
-        return raw.translate(ascii_table).split()
+    if not text.isascii():
+        fold = _fold()
+        if fold.other.search(text):
+            return _unicode_word_bytes(text)
+        # Mostly-English web text: its few non-ASCII characters (curly quotes, dashes, no-break
+        # spaces, accented letters) become what normalization would make of them, and the ASCII
+        # path below finishes the job with the same result.
+        text = fold.chars.sub(fold.replace, text)
+    # The common case: C-level byte tables instead of Unicode regexes.
+    raw = text.encode("ascii")
+    if len(raw.translate(None, b"0123456789")) < len(raw):
+        # every digit -> "0" first, so the number pattern starts with a literal (a fast scan)
+        raw = _ASCII_NUMBERS.sub(b"0", raw.translate(_DIGITS_TO_ZERO))
+    return raw.translate(ascii_table).split()
+
+
+def _unicode_word_bytes(text: str) -> list[bytes]:
+    """`word_bytes` of lowercased text by the general Unicode rules (any script)."""
+    punct, accents, _ = _tables()
     text = _NUMBERS.sub("0", text)
     text = accents.sub("", unicodedata.normalize("NFD", punct.sub(" ", text)))
     return " ".join(text.split()).encode("utf-8", "surrogatepass").split()
+
+
+class _Fold:
+    """Non-ASCII characters of the BMP that normalization turns into ASCII on their own.
+
+    A punctuation/symbol/control character becomes a space (as the punctuation rule makes it) and
+    so does a whitespace character (the final split treats it as one); a letter whose canonical
+    decomposition is an ASCII letter plus combining marks becomes that letter (NFD, then marks
+    dropped). The number pattern's non-ASCII decimal separators are left out: between digits they
+    are part of a number. Any other non-ASCII character sends the text down the general path.
+    """
+
+    def __init__(self) -> None:
+        punct = _tables()[0].bmp
+        seps = set("\u060c\u066b\u2396\u2397\u2398")
+        table: dict[str, str] = {}
+        for cp in range(0x80, 0x10000):
+            c = chr(cp)
+            if c in seps or 0xD800 <= cp < 0xE000:
+                continue
+            if punct.fullmatch(c) or c.isspace():
+                table[c] = " "
+                continue
+            base = unicodedata.normalize("NFD", c)
+            if len(base) > 1 and base[0].isascii() and base[0].isalpha():
+                if all(unicodedata.category(m) == "Mn" for m in base[1:]):
+                    table[c] = base[0]
+        body = "".join(re.escape(c) for c in table)
+        self.table = table
+        self.chars = re.compile(f"[{body}]")
+        self.other = re.compile(f"[^\\x00-\\x7f{body}]")
+
+    def replace(self, m: re.Match) -> str:
+        return self.table[m.group()]
+
+
+@functools.cache
+def _fold() -> _Fold:
+    return _Fold()
 
 
 def words(text: str) -> list[str]:

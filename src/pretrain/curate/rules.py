@@ -200,6 +200,9 @@ class _WordInfo(dict):
     def __missing__(self, word: str) -> int:
         if len(self) > 200_000:
             self.clear()
+        if word.isalpha():  # most words; no letter is in PUNCTUATION_SET
+            info = self[word] = len(word) << 2 | 3
+            return info
         nonsym = not PUNCTUATION_SET.issuperset(word)
         info = self[word] = len(word) << 2 | any(c.isalpha() for c in word) << 1 | nonsym
         return info
@@ -227,6 +230,18 @@ def word_count(doc: Document, profile: str) -> int:
     return len(words_of(doc, profile).words)
 
 
+def newline_runs_split(text: str) -> list[str]:
+    """re.split(r"\n+", text) (datatrove 0.10's lines), by str.split: ~4x faster on web pages."""
+    if not text:
+        return [""]
+    lines = [x for x in text.split("\n") if x]
+    if text.startswith("\n"):  # re.split keeps an empty first and last piece
+        lines.insert(0, "")
+    if text.endswith("\n"):
+        lines.append("")
+    return lines
+
+
 def dup_counts(items: list[str]) -> tuple[int, int]:
     """(number, characters) of the 2nd and later occurrences of each item (datatrove's find_duplicates)."""
     uniq = set(items)
@@ -236,7 +251,6 @@ def dup_counts(items: list[str]) -> tuple[int, int]:
 # --- Gopher repetition -------------------------------------------------------------------------
 
 _PARAGRAPHS = re.compile(r"\n{2,}")
-_LINES = re.compile(r"\n+")
 
 
 class GopherRepetitionFilter(Filter):
@@ -254,13 +268,18 @@ class GopherRepetitionFilter(Filter):
             return "empty"
         n_chars = len(text)
         stripped = text.strip()
-        paragraphs = _PARAGRAPHS.split(stripped) if "\n\n" in stripped else [stripped]
+        if "\n\n" not in stripped:
+            paragraphs = [stripped]
+        elif "\n\n\n" not in stripped:  # every gap is exactly two newlines: a plain split (faster)
+            paragraphs = stripped.split("\n\n")
+        else:
+            paragraphs = _PARAGRAPHS.split(stripped)
         dup, chars = dup_counts(paragraphs)
         if cfg.dup_para_frac and dup / len(paragraphs) > cfg.dup_para_frac:
             return "dup_para_frac"
         if cfg.dup_para_char_frac and chars / n_chars > cfg.dup_para_char_frac:
             return "dup_para_char_frac"
-        lines = text.splitlines() if cfg.profile == "fineweb-2024" else _LINES.split(text)
+        lines = text.splitlines() if cfg.profile == "fineweb-2024" else newline_runs_split(text)
         dup, chars = dup_counts(lines)
         if lines and cfg.dup_line_frac and dup / len(lines) > cfg.dup_line_frac:
             return "dup_line_frac"
@@ -370,6 +389,7 @@ class GopherQualityFilter(Filter):
 _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 _END_PUNCT = (".", "?", "!", '"', "'")
 _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
+_POLICY_RE = re.compile("|".join(map(re.escape, _POLICY)))  # one scan instead of six `in` tests
 
 
 class C4QualityFilter(Step):
@@ -396,17 +416,18 @@ class C4QualityFilter(Step):
     def rewrite(self, doc: Document) -> bool | str:
         """Apply the rules; on keep, replace `doc.text` with the kept lines (clearing `doc.cache`)."""
         cfg, kept, sentences = self.cfg, [], 0
+        limit, min_words = cfg.c4_max_word_length, cfg.c4_min_words_per_line
         for line in doc.text.splitlines():
             line = line.strip()
-            words = line.split()
-            limit = cfg.c4_max_word_length
-            if limit != -1 and len(line) > limit and max(map(len, words), default=0) > limit:
+            if limit != -1 and len(line) > limit and max(map(len, line.split()), default=0) > limit:
+                continue
+            # Fewer than `min_words` words (counted before citations go, as datatrove does): at
+            # most min_words - 1 splits answer that without splitting the whole line.
+            if min_words > 0 and len(line.split(None, min_words - 1)) < min_words:
                 continue
             if cfg.c4_remove_citations and "[" in line:
                 line = _CITATION.sub("", line)
             if cfg.c4_filter_no_terminal_punct and (not line.endswith(_END_PUNCT) or line.endswith("...")):
-                continue
-            if len(words) < cfg.c4_min_words_per_line:
                 continue
             lower = line.lower()
             if cfg.c4_filter_lorem_ipsum and "lorem ipsum" in lower:
@@ -415,7 +436,7 @@ class C4QualityFilter(Step):
                 continue
             if cfg.c4_filter_curly_bracket and "{" in line:
                 return "curly_bracket"
-            if cfg.c4_filter_policy and any(p in lower for p in _POLICY):
+            if cfg.c4_filter_policy and _POLICY_RE.search(lower):
                 continue
             # Only `sentences < minimum` matters: once reached, the rest need not be counted.
             if cfg.c4_min_num_sentences != -1 and sentences < cfg.c4_min_num_sentences:

@@ -16,8 +16,9 @@ Two splitters reproduce the tokenizers that datatrove's English rules ran on:
   or an initial); Treebank's rules are regular expressions and are reproduced here.
 
 Whitespace-delimited chunks repeat (Zipf), so a chunk's tokens are cached, as spaCy itself does;
-the cache is bounded and holds only strings. Every token is non-empty and has no whitespace, as in
-datatrove's `strip_strings`.
+the cache is bounded and holds only strings. A new chunk that is a plain word with a few marks
+around it (9 in 10 of them on web pages) is answered without the affix loop, with the same tokens.
+Every token is non-empty and has no whitespace, as in datatrove's `strip_strings`.
 """
 
 from __future__ import annotations
@@ -134,6 +135,11 @@ def _spacy_regexes() -> tuple[re.Pattern, ...]:
             icons,
         ]
     )
+    dot = [  # the suffix rules for a final "." after a letter, digit or mark
+        # spaCy's class here also holds '(', '?', ':' and '|' from its template: keep them.
+        rf"(?<=[0-9{c['al']}%²\-\+{p}{q}(?:|])\.",
+        rf"(?<=[{c['au']}][{c['au']}])\.",
+    ]
     suffix = "|".join(
         [
             _alt(_PUNCT),
@@ -145,9 +151,7 @@ def _spacy_regexes() -> tuple[re.Pattern, ...]:
             r"(?<=°[FfCcKk])\.",
             rf"(?<=[0-9])(?:{_alt(_CURRENCY)})",
             rf"(?<=[0-9])(?:{_alt(_UNITS)})",
-            # spaCy's class here also holds '(', '?', ':' and '|' from its template: keep them.
-            rf"(?<=[0-9{c['al']}%²\-\+{p}{q}(?:|])\.",
-            rf"(?<=[{c['au']}][{c['au']}])\.",
+            *dot,
         ]
     )
     infix = "|".join(
@@ -167,6 +171,7 @@ def _spacy_regexes() -> tuple[re.Pattern, ...]:
         re.compile(infix),
         _url_regex(c["al"], False),
         _url_regex(c["al"], True),
+        re.compile("|".join(dot)),
     )
 
 
@@ -316,13 +321,20 @@ _KEEP_WHOLE = (
 # grows with the square of the chunk (spaCy's too). Natural text never has such chunks.
 MAX_CHUNK = 500
 _LONG_CHUNK = re.compile(r"\w+|[^\w\s]")
+# A plain chunk (see `SpacyLikeTokenizer._plain`): an optional opening mark; ASCII letters (words
+# joined by single hyphens), ASCII digits or word characters of any script (checked to be letters);
+# an optional possessive; up to two closing marks.
+_MARKS = ",;:!?)\"'\u201d\u2019"  # closing marks: one-character suffixes after anything
+_PLAIN = re.compile(
+    f"([(\"'\u201c\u2018]?)([A-Za-z]+(?:-[A-Za-z]+)*|[0-9]+|[^\\W\\d_]+)((?:['\u2019][sS])?)([{_MARKS}.]{{0,2}})"
+)
 
 
 class SpacyLikeTokenizer:
     """spaCy 3's English tokenizer algorithm over whitespace chunks, with a bounded chunk cache."""
 
     def __init__(self, max_cache: int = 200_000) -> None:
-        self._prefix, self._suffix, self._infix, self._url, self._url_at = _spacy_regexes()
+        self._prefix, self._suffix, self._infix, self._url, self._url_at, self._dot = _spacy_regexes()
         self._special = _english_special_cases()
         self._affixed = {k for k in self._special if not k.isalnum()}
         self._affixed_len = max(map(len, self._affixed))  # tokens are non-empty: a bound on the run
@@ -330,11 +342,25 @@ class SpacyLikeTokenizer:
         self._max_cache = max_cache
 
     def words(self, text: str) -> list[str]:
-        chunks = text.split()
+        chunks, cache = text.split(), self._cache
         try:  # the common case: every chunk seen before
-            return list(chain.from_iterable(map(self._cache.__getitem__, chunks)))
+            return list(chain.from_iterable(map(cache.__getitem__, chunks)))
         except KeyError:
-            return list(chain.from_iterable(self._cache.get(c) or self._chunk(c) for c in chunks))
+            pass
+        # Tokenize each new distinct chunk once, then join the text with C-level lookups only.
+        missing = set(chunks).difference(cache)
+        if len(cache) + len(missing) > self._max_cache:
+            cache.clear()
+            missing = set(chunks)
+        long = {}
+        for c in missing:
+            if len(c) > MAX_CHUNK:
+                long[c] = tuple(_LONG_CHUNK.findall(c))  # not cached: unbounded in size
+            else:
+                cache[c] = self._tokens(c)
+        if long:
+            return list(chain.from_iterable(cache.get(c) or long[c] for c in chunks))
+        return list(chain.from_iterable(map(cache.__getitem__, chunks)))
 
     def count(self, text: str) -> int:
         chunks = text.split()
@@ -348,11 +374,60 @@ class SpacyLikeTokenizer:
             return tuple(_LONG_CHUNK.findall(chunk))
         if len(self._cache) >= self._max_cache:
             self._cache.clear()
-        toks = self._split(sys.intern(chunk) if len(chunk) < 20 else chunk)
-        if len(toks) > 1:
-            toks = self._merge_specials(toks)
-        self._cache[chunk] = toks = tuple(toks)
+        self._cache[chunk] = toks = self._tokens(chunk)
         return toks
+
+    def _tokens(self, chunk: str) -> tuple[str, ...]:
+        """The tokens of one chunk of at most MAX_CHUNK characters (uncached)."""
+        toks = self._plain(chunk)
+        if toks is not None:
+            return toks
+        parts = self._split(sys.intern(chunk) if len(chunk) < 20 else chunk)
+        return tuple(self._merge_specials(parts) if len(parts) > 1 else parts)
+
+    def _plain(self, chunk: str) -> tuple[str, ...] | None:
+        """The tokens of a plain chunk, or None when the full algorithm must decide.
+
+        Plain (most chunks of web text): a word (letters of any script; ASCII words may be joined
+        by single hyphens) or an ASCII number, with at most one opening mark, an optional
+        possessive "'s" and up to two closing marks. For these the affix loop can only peel the
+        marks, one per step: no prefix, suffix or infix rule of spaCy's matches inside a run of
+        letters (they all need a mark, a digit or "US$"-like currency), and the URL rule needs a
+        dot. So the tokens are the pieces between the marks (and hyphens), unless the table of
+        special cases knows a run of them (the loop and the merge pass only ever look up such
+        runs), or a closing "." is not cut by spaCy's "." suffix rules (`_dot`, their lookbehinds).
+        """
+        special = self._special
+        if chunk in special:  # the loop's first look-up; its tokens still go through the merge pass
+            toks = special[chunk]
+            return toks if len(toks) == 1 else tuple(self._merge_specials(list(toks)))
+        if chunk.isalpha():
+            return (chunk,)
+        m = _PLAIN.fullmatch(chunk)
+        if m is None:
+            return None
+        pre, body, poss, close = m.groups()
+        if not (body.isascii() or body.isalpha()):
+            return None  # a number or the like in another script
+        # spaCy's infix rule splits a hyphen between letters: "state-of-the-art" -> 7 tokens.
+        toks = [pre] if pre else []
+        toks += body.replace("-", " - ").split() if "-" in body else (body,)
+        if poss:
+            toks.append(poss)
+        toks += close
+        for i in range(len(toks)):  # every run of consecutive tokens
+            run = toks[i]
+            if run in special:
+                return None
+            for t in toks[i + 1 :]:
+                run += t
+                if run in special:
+                    return None
+        if "." in close:  # a second "." would make an ellipsis
+            dot = len(chunk) - len(close) + close.find(".")
+            if close.count(".") > 1 or not self._dot.match(chunk, dot):
+                return None
+        return tuple(toks)
 
     def _split(self, s: str) -> list[str]:
         special, prefixes, suffixes = self._special, [], []

@@ -1,4 +1,4 @@
-"""`pretrain train`: train a decoder-only transformer from a recipe (one process)."""
+"""`pretrain train`: train a decoder-only transformer from a recipe, on one process or under torchrun."""
 
 from __future__ import annotations
 
@@ -11,6 +11,15 @@ Train a decoder-only transformer on token shards (data.kind = "tokens") or a raw
 as bytes (data.kind = "text"). Settings come from a TOML recipe, overridden with --set.
 
   pretrain train recipes/tiny-cpu.toml --set train.steps=200 --set train.out=runs/tiny
+
+Many processes (gloo on CPU, NCCL on GPU): the degrees dp_replicate x dp_shard x tp x pp must
+multiply to the world size (checked before anything is built):
+  torchrun --nproc-per-node 4 -m pretrain train recipes/tiny-cpu.toml --set parallel.dp_shard=2 \\
+      --set parallel.tp=2                          # FSDP2 x tensor parallel
+  torchrun --nproc-per-node 2 -m pretrain train recipes/tiny-cpu.toml --set parallel.pp=2 \\
+      --set parallel.pp_schedule=1f1b              # pipeline parallel
+  torchrun --nproc-per-node 2 --max-restarts 3 -m pretrain train ...   # restarts resume exactly
+Checkpoints reshard: resume a run saved with one layout under another. See docs/parallelism.md.
 
 What comes out, in the run directory (train.out):
   config.toml        the resolved config (model shape spelled out)

@@ -151,6 +151,8 @@ class CheckpointManager:
         path = step_dir(self.root, step)
         if _rank() == 0 and path.exists():
             shutil.rmtree(path)  # an incomplete leftover of the same step
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier(group=self.group)  # the leftover is gone before any rank writes into the directory
         path.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(path / f"state_rank{_rank()}.json", extra)
         msd, osd = get_state_dict(model, optimizer)
@@ -184,10 +186,22 @@ class CheckpointManager:
             self.save_seconds[-1] += time.perf_counter() - t0
 
     def poll(self) -> int | None:
-        """Finish an async save that has completed; returns its step, else None."""
-        if self.pending and self.pending[2].done():
-            return self.wait()
-        return None
+        """Finish an async save that has completed; returns its step, else None.
+
+        Under torch.distributed "completed" must be agreed: finishing runs a barrier on the checkpoint
+        group, and a rank that finished alone would wait there while the others went on into the next
+        step's collectives (a deadlock seen in 1 of 3 runs of the spike test). One all-reduce (MIN) of
+        the local flag on the training group, from the main thread, decides for all.
+        """
+        if not self.pending:
+            return None
+        done = self.pending[2].done()
+        if dist.is_available() and dist.is_initialized():
+            dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
+            flag = torch.tensor(float(done), device=dev)
+            dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+            done = bool(flag.item())
+        return self.wait() if done else None
 
     def wait(self) -> int | None:
         """Block until the in-flight save (if any) is on disk and marked complete."""
@@ -207,6 +221,10 @@ class CheckpointManager:
             files = {p.name: p.stat().st_size for p in path.iterdir() if p.is_file() and p.name != MARKER}
             _write_json_atomic(path / MARKER, {"step": step, "files": files, "time": time.time()})
             self.prune()
+        if dist.is_available() and dist.is_initialized():
+            # ... and every rank sees the marker before it returns: decisions read off the directory
+            # (is the final state saved? which checkpoint to roll back to?) must agree across ranks.
+            dist.barrier(group=self.group)
 
     def prune(self) -> None:
         """Keep the newest `keep` complete checkpoints; remove older ones and stale incomplete ones."""
@@ -235,7 +253,10 @@ class CheckpointManager:
         state = {"model": msd, "optim": osd}
         _load(state, path)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-        return json.loads((path / f"state_rank{_rank()}.json").read_text())
+        mine = path / f"state_rank{_rank()}.json"
+        if not mine.is_file():  # resumed on more ranks than saved: step, data position and scaler are global
+            mine = path / "state_rank0.json"
+        return json.loads(mine.read_text())
 
 
 def load_model_only(path: Path, model: torch.nn.Module) -> None:

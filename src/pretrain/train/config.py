@@ -109,6 +109,11 @@ class ParallelConfig:
     pp: int = 1
     compile: bool = False
     activation_checkpointing: str = "none"  # "none" | "full"
+    sequence_parallel: bool = False  # with tp > 1: norms and residual split along the sequence
+    reshard_after_forward: bool = True  # FSDP2: False keeps gathered parameters until backward (ZeRO-2-like)
+    pp_schedule: str = "1f1b"  # "gpipe" | "1f1b" | "interleaved1f1b"
+    pp_microbatches: int = 0  # micro-batches per step through the pipeline; 0 = 2 * pp
+    timeout_s: float = 300.0  # collective timeout: a dead rank fails the job after at most this
 
 
 @dataclass

@@ -22,8 +22,19 @@ import torch.distributed as dist
 
 
 def _sharded_mesh_dims(t) -> tuple[int, ...]:
-    """Mesh dimensions over which a DTensor's local values are pieces of a sum (Shard or Partial)."""
-    return tuple(i for i, p in enumerate(t.placements) if p.is_shard() or p.is_partial())
+    """Mesh dimensions over which a DTensor's local values are disjoint pieces: Shard, and FSDP2's
+    _StridedShard over TP (whose is_shard() is False in torch 2.13), i.e. neither Replicate nor Partial."""
+    return tuple(i for i, p in enumerate(t.placements) if not (p.is_replicate() or p.is_partial()))
+
+
+def _without_partial(t):
+    """A Partial gradient (e.g. a sequence-parallel norm's) summed into a Replicate one: squares of
+    partial pieces do not add up to the square of their sum."""
+    if not any(p.is_partial() for p in t.placements):
+        return t
+    from torch.distributed.tensor import Replicate
+
+    return t.redistribute(t.device_mesh, [Replicate() if p.is_partial() else p for p in t.placements])
 
 
 @torch.no_grad()
@@ -41,6 +52,7 @@ def global_grad_norm(params: list[torch.Tensor], extra_groups: tuple = ()) -> to
     buckets: dict[tuple, list] = {}  # (mesh id, sharded dims) -> [mesh, dims, sum of squares]
     for g in grads:
         if hasattr(g, "to_local"):  # DTensor
+            g = _without_partial(g)
             dims = _sharded_mesh_dims(g)
             key = (id(g.device_mesh), dims)
             entry = buckets.setdefault(key, [g.device_mesh, dims, torch.zeros_like(total)])

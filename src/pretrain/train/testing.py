@@ -3,6 +3,9 @@
 `tiny_config(out, text_path, *overrides)` is a 2-layer, 64-wide byte-level model that trains a step
 in milliseconds on one CPU core; `fallback_text()` writes Python's own pydoc topics (shipped with
 every CPython) when the shared Tiny Shakespeare file is absent.
+
+`run_distributed(fn_path, world_size, *args)` runs a worker in spawned processes wired for
+torch.distributed (gloo on the CPU); `train_records`, `train_many` and `spike_run` are such workers.
 """
 
 from __future__ import annotations
@@ -32,3 +35,127 @@ def fallback_text(path: str | Path) -> Path:
     path = Path(path)
     path.write_text("\n\n".join(topics[k] for k in sorted(topics)))
     return path
+
+
+# --- many processes on one CPU: gloo, spawned workers, results as JSON --------------------------------
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(fn_path: str, rank: int, world_size: int, port: int, result_dir: str, args: tuple) -> None:
+    import importlib
+    import json
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+                       "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(port)})
+    torch.set_num_threads(1)
+    mod, _, name = fn_path.rpartition(".")
+    try:
+        out = getattr(importlib.import_module(mod), name)(rank, *args)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    Path(result_dir, f"rank{rank}.json").write_text(json.dumps(out))
+
+
+def run_distributed(fn_path: str, world_size: int, *args, timeout: float = 120.0) -> list:
+    """Run `fn(rank, *args)` (a dotted path to an importable function) in `world_size` spawned
+    processes wired for torch.distributed (env:// rendezvous on a free local port); returns each
+    rank's JSON-able result. A worker that fails or a job past `timeout` raises, no process left."""
+    import json
+    import multiprocessing as mp
+    import tempfile
+    import time
+
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [ctx.Process(target=_worker, args=(fn_path, r, world_size, port, tmp, args))
+                 for r in range(world_size)]
+        for p in procs:
+            p.start()
+        deadline = time.time() + timeout
+        try:
+            while time.time() < deadline and any(p.is_alive() for p in procs):
+                if any(p.exitcode not in (None, 0) for p in procs):
+                    break
+                time.sleep(0.05)
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                p.join()
+        codes = [p.exitcode for p in procs]
+        if any(c != 0 for c in codes):
+            raise RuntimeError(f"distributed run of {fn_path} failed: exit codes {codes}")
+        return [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(world_size)]
+
+
+def train_records(rank: int, out: str, text: str, overrides: list) -> list:
+    """Worker: train a tiny config under the current process group; (loss, grad norm) per step."""
+    from pretrain.train.trainer import Trainer
+
+    recs = Trainer(tiny_config(out, text, *overrides), quiet=True).fit()
+    return [[r["loss"], r["grad_norm"]] for r in recs]
+
+
+def train_many(rank: int, runs: list) -> list:
+    """Worker: several (out, text, overrides) runs one after another in one process group (spawning
+    and importing torch costs seconds per process on a small CPU, a tiny run less than that)."""
+    return [train_records(rank, out, text, over) for out, text, over in runs]
+
+
+class CorruptOnRank:
+    """A loader whose micro-batch `bad` is random bytes on this rank only (a bad shard one rank reads)."""
+
+    def __init__(self, inner, bad: int, corrupt: bool):
+        self.inner, self.bad, self.corrupt = inner, bad, corrupt
+
+    def next_batch(self, batch_size: int):
+        import numpy as np
+
+        i = self.inner.batches
+        out = self.inner.next_batch(batch_size)
+        if self.corrupt and i == self.bad:
+            out = np.random.default_rng(99).integers(0, 256, size=out.shape)
+        return out
+
+    def state_dict(self) -> dict:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.inner.load_state_dict(state)
+
+
+def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_rank: int) -> dict:
+    """Worker: train with micro-batch `bad` corrupted on `bad_rank` only (-1: nowhere); the losses by
+    step (the surviving timeline) and the spike/rollback events this rank logged or saw."""
+    import os
+
+    import torch.distributed as dist
+
+    from pretrain.train.data import TextLoader, encode_text, read_text
+    from pretrain.train.metrics import read_metrics
+    from pretrain.train.trainer import Trainer
+
+    cfg = tiny_config(out, text, *overrides)
+    ids, _ = encode_text(read_text(text))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    inner = TextLoader(ids, cfg.model.seq_len, cfg.data.seed, rank, world)
+    loader = CorruptOnRank(inner, bad, rank == bad_rank)
+    t = Trainer(cfg, loader=loader, quiet=True)
+    t.fit()
+    dist.barrier()
+    steps, events = read_metrics(Path(out) / "metrics.jsonl")
+    return {"losses": {str(r["step"]): r["loss"] for r in steps}, "rollbacks": t.rollbacks,
+            "events": [[e["event"], e["step"]] for e in events if e["event"] in ("spike", "rollback")]}

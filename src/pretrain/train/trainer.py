@@ -1,6 +1,7 @@
-"""The training loop on one process: build_* helpers in the design's order, then Trainer.fit().
+"""The training loop, on one process or many (torchrun): build_* helpers in the design's order, then
+Trainer.fit(). The parallel layout itself lives in train/parallel.py.
 
-Build order (torchtitan's, so the next issue only adds apply_* calls): parallel dims -> model on the
+Build order (torchtitan's): parallel dims -> process group and mesh -> model on the
 meta device -> parallelize -> init weights -> optimizer -> data -> restore the newest complete
 checkpoint. fit() stays short: evaluation and checkpointing run after each step as callbacks.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 from pretrain import config as cfgmod
@@ -26,7 +29,19 @@ from pretrain.train.config import RunConfig
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
-from pretrain.train.parallel import dims_from_config, parallelize
+from pretrain.train.parallel import (
+    Layout,
+    apply_ddp,
+    build_schedule,
+    dims_from_config,
+    init_distributed,
+    materialize_distributed,
+    parallelize,
+    rank_stages,
+    reduce_partial_grads,
+    split_for_pp,
+    stages_per_rank,
+)
 from pretrain.train.precision import DynamicLossScaler, apply_fp8, autocast, check_precision
 from pretrain.train.stability import SpikeDetector, clip_grad_norm_
 
@@ -117,18 +132,41 @@ class Trainer:
         if cfg.train.deterministic:
             torch.use_deterministic_algorithms(True)
         torch.manual_seed(cfg.train.seed)
-        dims = dims_from_config(cfg.parallel)
-        dims.validate(1)
+        self.dims = dims = dims_from_config(cfg.parallel)
+        init_distributed(self.device, cfg.parallel.timeout_s)  # torchrun's environment, if any
+        world = dist.get_world_size() if dist.is_initialized() else 1
+        dims.validate(world)  # before anything is built
+        self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.shape = resolve_shape(cfg.model)
+        dims.check_shape(self.shape, cfg.parallel)
+        self._check_pp(cfg, dims, loader)
+        self.layout = Layout(dims, self.device)
         self.model = build_model(self.shape, cfg.model, "meta")
         if cfg.precision.dtype == "fp8":
             apply_fp8(self.model)
-        parallelize(self.model, dims, cfg.parallel)
-        materialize(self.model, self.device, cfg.train.seed)
+        if dims.pp > 1:
+            n_stages = dims.pp * stages_per_rank(cfg.parallel.pp_schedule)
+            split_for_pp(self.model, rank_stages(self.layout.pp_rank, dims.pp, cfg.parallel.pp_schedule),
+                         n_stages)
+        parallelize(self.model, dims, cfg.parallel, self.layout, cfg.precision.dtype)
+        if world == 1:
+            materialize(self.model, self.device, cfg.train.seed)
+        else:  # every rank initializes the whole model as one process would, and keeps its piece
+            full = materialize(build_model(self.shape, cfg.model, "meta"), "cpu", cfg.train.seed)
+            materialize_distributed(self.model, full, self.device)
+            del full
+            if dims.dp_replicate > 1 and dims.dp_shard == 1:
+                apply_ddp(self.model, self.layout.sub("dp_replicate"))
+        self.schedule = None
+        if dims.pp > 1:
+            n_micro = cfg.parallel.pp_microbatches or 2 * dims.pp
+            self.schedule, self.stages = build_schedule(self.model, self.layout, cfg.parallel, self.device,
+                                                        n_micro, self._pp_loss)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.model, cfg.optim)
         if loader is None:
-            self.loader, self.eval_loader, vocab = build_loaders(cfg.data, self.shape.seq_len)
+            self.loader, self.eval_loader, vocab = build_loaders(cfg.data, self.shape.seq_len,
+                                                                 self.layout.dp_rank, dims.dp)
         else:  # a caller's loader (tests, custom data): still resumable and skippable
             self.loader, self.eval_loader, vocab = SkippingLoader(loader, cfg.data.skip), eval_loader, 0
         if vocab > self.shape.vocab_size:
@@ -151,6 +189,20 @@ class Trainer:
             found = ck.latest_complete(self.ckpt.root)
             if found:
                 self.restore(found[1])
+
+    @staticmethod
+    def _check_pp(cfg: RunConfig, dims, loader) -> None:
+        if dims.pp == 1:
+            return
+        n_micro = cfg.parallel.pp_microbatches or 2 * dims.pp
+        if cfg.data.batch_size % n_micro:
+            raise UserError(f"data.batch_size={cfg.data.batch_size} is not divisible by "
+                            f"parallel.pp_microbatches={n_micro}")
+        if cfg.train.grad_accum != 1:
+            raise UserError("parallel.pp > 1: set train.grad_accum=1 (the pipeline's micro-batches "
+                            "already accumulate; raise parallel.pp_microbatches instead)")
+        if cfg.log.eval_every:
+            raise UserError("parallel.pp > 1: evaluation is not supported yet; set log.eval_every=0")
 
     # --- state ------------------------------------------------------------------------------
 
@@ -186,7 +238,32 @@ class Trainer:
 
     # --- the step ---------------------------------------------------------------------------
 
+    def _pp_loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Per micro-batch loss on the last stage (the schedule averages the gradients over them)."""
+        return self.scaler.scale_loss(F.cross_entropy(logits.float().flatten(0, 1), y.flatten()))
+
+    def _pipeline_step(self) -> torch.Tensor:
+        """Forward and backward of one batch through the pipeline; the loss, known to every stage."""
+        batch = torch.from_numpy(self.loader.next_batch(self.cfg.data.batch_size)).to(self.device)
+        x, y = batch[:, :-1], batch[:, 1:]
+        first = self.layout.pp_rank == 0
+        last = self.layout.pp_rank == self.dims.pp - 1
+        losses: list[torch.Tensor] = []
+        with autocast(self.cfg.precision.dtype, self.device):
+            args = (x,) if first else ()
+            if last:
+                self.schedule.step(*args, target=y, losses=losses)
+            else:
+                self.schedule.step(*args)
+        total = torch.zeros((), device=self.device)
+        if last:
+            total += torch.stack([v.detach().float() for v in losses]).mean() / self.scaler.scale
+        dist.all_reduce(total, group=self.layout.group("pp"))  # only the last stage contributes
+        return total
+
     def _forward_backward(self, accum: int) -> torch.Tensor:
+        if self.schedule is not None:
+            return self._pipeline_step()
         total = torch.zeros((), device=self.device)
         for _ in range(accum):
             batch = torch.from_numpy(self.loader.next_batch(self.cfg.data.batch_size)).to(self.device)
@@ -204,10 +281,14 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         first_batch = self.loader.index
-        loss = self._forward_backward(self.cfg.train.grad_accum).item()
+        # Every decision below (skip, spike, rollback) is taken on values all ranks agree on: the loss
+        # averaged over the data-parallel ranks, the norm all-reduced over every shard.
+        loss = self.layout.mean_over_dp(self._forward_backward(self.cfg.train.grad_accum)).item()
         last_batch = self.loader.index - 1
+        if self.cfg.parallel.sequence_parallel:
+            reduce_partial_grads(self.params)
         self.scaler.unscale_(self.params)
-        norm = clip_grad_norm_(self.params, self.cfg.stability.clip).item()
+        norm = clip_grad_norm_(self.params, self.cfg.stability.clip, self.layout.extra_norm_groups()).item()
         finite = math.isfinite(norm) and math.isfinite(loss)
         lr = lr_at(self.step, self.cfg.train.steps, self.cfg.optim.lr, self.cfg.schedule)
         flagged = finite and self.spikes.observe(loss)
@@ -226,13 +307,14 @@ class Trainer:
         else:
             self._event("skip", step=self.step + 1, reason="nonfinite", loss_scale=self.scaler.scale)
         self.step += 1
-        ntok = (last_batch - first_batch + 1) * self.cfg.data.batch_size * self.shape.seq_len
+        ntok = (last_batch - first_batch + 1) * self.cfg.data.batch_size * self.shape.seq_len * self.dims.dp
         self.tokens_seen += ntok
         dt = time.perf_counter() - t0
         self._step_times = (self._step_times + [dt])[-20:]
         tps = ntok / dt
+        per_device = tps / self.dims.world_size
         return {"step": self.step, "loss": loss, "lr": lr, "grad_norm": norm, "tokens_per_s": round(tps, 1),
-                "loss_scale": self.scaler.scale, "mfu": mfu(tps, self.fpt, self.cfg.log.peak_flops)}
+                "loss_scale": self.scaler.scale, "mfu": mfu(per_device, self.fpt, self.cfg.log.peak_flops)}
 
     def rollback(self, last_batch: int) -> bool:
         """Back to the newest complete checkpoint before the spike, skipping its batches (PaLM)."""
@@ -268,8 +350,8 @@ class Trainer:
                 batch = torch.from_numpy(b).to(self.device)
                 with autocast(self.cfg.precision.dtype, self.device):
                     logits = self.model(batch[:, :-1])
-                losses.append(F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten()).item())
-        self._event("eval", eval_loss=float(np.mean(losses)))
+                losses.append(F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten()))
+        self._event("eval", eval_loss=self.layout.mean_over_dp(torch.stack(losses).mean()).item())
 
     def maybe_save(self) -> None:
         done = self.ckpt.poll()
@@ -292,8 +374,9 @@ class Trainer:
     def fit(self) -> list[dict]:
         """Train to train.steps (or train.stop_at); returns the step records of this call."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.write_config()
-        self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard)
+        if self.rank == 0:  # one writer of the run directory's config and metrics
+            self.write_config()
+            self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard)
         stop = self.cfg.train.stop_at or self.cfg.train.steps
         records = []
         try:
@@ -302,19 +385,21 @@ class Trainer:
                 if rec is None:
                     continue
                 records.append(rec)
-                if self.step % self.cfg.log.every == 0 or self.step == stop:
+                if (self.step % self.cfg.log.every == 0 or self.step == stop) and self.metrics is not None:
                     self.metrics.step(rec)
                     self._say(f"step {rec['step']:6d}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
                               f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}")
                 self.maybe_eval()
                 self.maybe_save()
+                _maybe_fail(self.rank, self.step)
             self.ckpt.wait()
             last = ck.latest_complete(self.ckpt.root)
             if last is None or last[0] != self.step:
                 self.save()  # the final state is always on disk, for resume, sample and export
             self.ckpt.wait()
         finally:
-            self.metrics.close()
+            if self.metrics is not None:
+                self.metrics.close()
         return records
 
     def resolved_config(self) -> RunConfig:
@@ -342,7 +427,7 @@ class Trainer:
             self._say(msg)
 
     def _say(self, msg: str) -> None:
-        if not self.quiet:
+        if not self.quiet and self.rank == 0:
             print(msg, file=sys.stderr, flush=True)
 
     def summary(self) -> str:
@@ -352,3 +437,14 @@ class Trainer:
                 f"batch {b} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
                 f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens\n"
                 f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")
+
+
+def _maybe_fail(rank: int, step: int) -> None:
+    """Fault injection for the restart tests: PRETRAIN_FAIL_AT="RANK:STEP" kills that rank after that
+    step, on torchrun's first attempt only (so `--max-restarts` gets a run that can finish)."""
+    spec = os.environ.get("PRETRAIN_FAIL_AT")
+    if not spec or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
+        return
+    r, s = (int(v) for v in spec.split(":"))
+    if (r, s) == (rank, step):
+        os._exit(17)

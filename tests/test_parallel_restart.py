@@ -1,0 +1,96 @@
+"""A rank dies mid-run under torchrun: the job fails cleanly (no hang), and a restart, by torchrun's
+--max-restarts or by hand, continues from the newest complete checkpoint exactly.
+
+The fault is injected with PRETRAIN_FAIL_AT="RANK:STEP" (the rank exits with code 17 after that
+step, on torchrun's first attempt only). "Exactly": a step replayed after the restart has the same
+loss bit for bit as when it was first computed (same layout, same checkpoint), and every step's loss
+equals the single-process run's within float tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pretrain import config as cfgmod
+from pretrain.train import checkpoint as ck
+from pretrain.train.metrics import read_metrics
+from pretrain.train.testing import fallback_text, free_port, tiny_config
+from pretrain.train.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAKESPEARE = ROOT.parent / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
+COMMON = ["model.n_layers=2", "train.steps=6", "checkpoint.every=2", "schedule.warmup_steps=2"]
+TIMEOUT = 150  # seconds: a job that neither finishes nor fails by then has hung
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _restore_torch_threads():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    if SHAKESPEARE.is_file():
+        return SHAKESPEARE
+    return fallback_text(tmp_path_factory.mktemp("text") / "topics.txt")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, text):
+    cfg = tiny_config(tmp_path_factory.mktemp("ref"), text, "data.batch_size=8", *COMMON)
+    return {r["step"]: r["loss"] for r in Trainer(cfg, quiet=True).fit()}
+
+
+def _torchrun(tmp_path: Path, text: Path, restarts: int, fail_at: str | None) -> subprocess.CompletedProcess:
+    cfg = tiny_config(tmp_path / "run", text, "data.batch_size=4", "parallel.dp_shard=2", *COMMON)
+    path = tmp_path / "run.toml"
+    path.write_text(cfgmod.dumps(cfg))
+    env = {k: v for k, v in os.environ.items() if k != "PRETRAIN_FAIL_AT"}
+    env.update({"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")})
+    if fail_at:
+        env["PRETRAIN_FAIL_AT"] = fail_at
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--max-restarts", str(restarts), "--rdzv-backend", "c10d",
+           "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+           "-m", "pretrain", "train", str(path), "--quiet"]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def _check_continuation(run: Path, reference: dict, replayed: int) -> None:
+    steps, _ = read_metrics(run / "metrics.jsonl")
+    seen: dict[int, list[float]] = {}
+    for r in steps:
+        seen.setdefault(r["step"], []).append(r["loss"])
+    assert sorted(seen) == sorted(reference)
+    assert len(seen[replayed]) == 2, "the step after the checkpoint was not replayed: no restart happened"
+    for step, losses in seen.items():
+        assert len(set(losses)) == 1, f"step {step} replayed with another loss: {losses}"
+        assert math.isclose(losses[-1], reference[step], rel_tol=1e-5), (step, losses, reference[step])
+
+
+def test_max_restarts_resumes_from_newest_complete_checkpoint(tmp_path, text, reference):
+    # Rank 1 dies after step 3; the newest complete checkpoint is step 2, so step 3 is replayed.
+    proc = _torchrun(tmp_path, text, restarts=1, fail_at="1:3")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _check_continuation(tmp_path / "run", reference, replayed=3)
+
+
+def test_dead_rank_fails_the_job_cleanly_then_a_manual_restart_continues(tmp_path, text, reference):
+    proc = _torchrun(tmp_path, text, restarts=0, fail_at="0:5")  # no restarts: the job must end, not hang
+    assert proc.returncode != 0
+    assert "exitcode: 17" in proc.stderr
+    # The step-4 save is asynchronous: it may or may not have completed before the crash.
+    newest = ck.latest_complete(tmp_path / "run" / "checkpoints")[0]
+    assert newest in (2, 4)
+    proc = _torchrun(tmp_path, text, restarts=0, fail_at=None)  # the same command again, by hand
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _check_continuation(tmp_path / "run", reference, replayed=newest + 1)

@@ -24,3 +24,24 @@ def data_file(rel: str) -> Path:
     if not p.exists():
         pytest.skip(f"missing {p}")
     return p
+
+
+@pytest.fixture(scope="module")
+def restore_torch_threads():
+    """Training tests run on one thread (fast on a shared CPU); leave the process as we found it."""
+    import torch
+
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def train_text(tmp_path_factory) -> Path:
+    """Tiny Shakespeare from ../shared/data, else text every Python carries (pydoc topics)."""
+    from pretrain.train.testing import fallback_text
+
+    shakespeare = SHARED_DATA / "lm" / "tinyshakespeare" / "input.txt"
+    if shakespeare.is_file():
+        return shakespeare
+    return fallback_text(tmp_path_factory.mktemp("text") / "topics.txt")

@@ -16,32 +16,24 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from pretrain import config as cfgmod
 from pretrain.train import checkpoint as ck
 from pretrain.train.metrics import read_metrics
-from pretrain.train.testing import fallback_text, free_port, tiny_config
+from pretrain.train.testing import free_port, tiny_config
 from pretrain.train.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
 COMMON = ["model.n_layers=2", "train.steps=6", "checkpoint.every=2", "schedule.warmup_steps=2"]
 TIMEOUT = 150  # seconds: a job that neither finishes nor fails by then has hung
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _restore_torch_threads():
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
 @pytest.fixture(scope="module")
-def text(tmp_path_factory):
-    if SHAKESPEARE.is_file():
-        return SHAKESPEARE
-    return fallback_text(tmp_path_factory.mktemp("text") / "topics.txt")
+def text(train_text):
+    return train_text
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +50,24 @@ def _torchrun(tmp_path: Path, text: Path, restarts: int, fail_at: str | None) ->
     env.update({"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")})
     if fail_at:
         env["PRETRAIN_FAIL_AT"] = fail_at
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-           "--max-restarts", str(restarts), "--rdzv-backend", "c10d",
-           "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
-           "-m", "pretrain", "train", str(path), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--max-restarts",
+        str(restarts),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{free_port()}",
+        "-m",
+        "pretrain",
+        "train",
+        str(path),
+        "--quiet",
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
 
 

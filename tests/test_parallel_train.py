@@ -13,34 +13,34 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
-from pretrain.train.testing import fallback_text, run_distributed, tiny_config
+from pretrain.train.testing import run_distributed, tiny_config
 from pretrain.train.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
 GLOBAL_BATCH = 8
 # 4 layers: an interleaved pipeline over 2 ranks needs 4 stages; a short warmup so the LR is not ~0.
 # Four or eight spawned processes take 15-60 s each on 2 cores: run them with PRETRAIN_SLOW_TESTS=1.
-SLOW = pytest.mark.skipif(not os.environ.get("PRETRAIN_SLOW_TESTS"),
-                          reason="4-8 spawned processes, 15-60 s each on 2 cores; set PRETRAIN_SLOW_TESTS=1")
-COMMON = ["model.n_layers=4", "train.steps=4", "schedule.warmup_steps=2", "checkpoint.every=0",
-          "checkpoint.first_at=1000", "train.resume=false"]
+SLOW = pytest.mark.skipif(
+    not os.environ.get("PRETRAIN_SLOW_TESTS"),
+    reason="4-8 spawned processes, 15-60 s each on 2 cores; set PRETRAIN_SLOW_TESTS=1",
+)
+COMMON = [
+    "model.n_layers=4",
+    "train.steps=4",
+    "schedule.warmup_steps=2",
+    "checkpoint.every=0",
+    "checkpoint.first_at=1000",
+    "train.resume=false",
+]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _restore_torch_threads():
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
 @pytest.fixture(scope="module")
-def text(tmp_path_factory):
-    if SHAKESPEARE.is_file():
-        return SHAKESPEARE
-    return fallback_text(tmp_path_factory.mktemp("text") / "topics.txt")
+def text(train_text):
+    return train_text
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +81,10 @@ TWO_RANKS = {
 def test_two_rank_layouts_equal_one_process(tmp_path, text, reference):
     """DDP, FSDP2, TP (with and without sequence parallel), and PP under each schedule, in one
     2-process group (one spawn for all seven: start-up dominates at this size)."""
-    runs = [(str(tmp_path / name), str(text), [*layout, f"data.batch_size={GLOBAL_BATCH // dp}", *COMMON])
-            for name, (dp, *layout) in TWO_RANKS.items()]
+    runs = [
+        (str(tmp_path / name), str(text), [*layout, f"data.batch_size={GLOBAL_BATCH // dp}", *COMMON])
+        for name, (dp, *layout) in TWO_RANKS.items()
+    ]
     results = run_distributed("pretrain.train.testing.train_many", 2, runs, timeout=240)
     assert results[0] == results[1]  # both ranks logged the same (agreed) numbers
     for name, got in zip(TWO_RANKS, results[0]):
@@ -112,14 +114,20 @@ def test_fsdp_x_tp_2d_equals_one_process(tmp_path, text, reference):
 
 @pytest.mark.slow
 @SLOW
-@pytest.mark.parametrize("layout", [
-    ("parallel.dp_replicate=2", "parallel.dp_shard=2"),  # HSDP
-    ("parallel.pp=2", "parallel.dp_shard=2", "parallel.pp_microbatches=2"),  # PP x FSDP
-    ("parallel.pp=2", "parallel.tp=2"),  # PP x TP
-])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        ("parallel.dp_replicate=2", "parallel.dp_shard=2"),  # HSDP
+        ("parallel.pp=2", "parallel.dp_shard=2", "parallel.pp_microbatches=2"),  # PP x FSDP
+        ("parallel.pp=2", "parallel.tp=2"),  # PP x TP
+    ],
+)
 def test_four_rank_layouts_equal_one_process(tmp_path, text, reference, layout):
-    dp = 4 if "parallel.dp_shard=2" in layout and "parallel.dp_replicate=2" in layout else (
-        2 if "parallel.dp_shard=2" in layout else 1)
+    dp = (
+        4
+        if "parallel.dp_shard=2" in layout and "parallel.dp_replicate=2" in layout
+        else (2 if "parallel.dp_shard=2" in layout else 1)
+    )
     _assert_matches(_run(tmp_path, text, 4, dp, *layout), reference)
 
 
@@ -127,8 +135,16 @@ def test_four_rank_layouts_equal_one_process(tmp_path, text, reference, layout):
 @SLOW
 def test_3d_pp_fsdp_tp_on_8_ranks_equals_one_process(tmp_path, text, reference):
     """pp 2 x dp_shard 2 x tp 2: eight processes, ~1 min on 2 cores (slow: skipped by default)."""
-    got = _run(tmp_path, text, 8, 2, "parallel.pp=2", "parallel.dp_shard=2", "parallel.tp=2",
-               "parallel.pp_microbatches=2")
+    got = _run(
+        tmp_path,
+        text,
+        8,
+        2,
+        "parallel.pp=2",
+        "parallel.dp_shard=2",
+        "parallel.tp=2",
+        "parallel.pp_microbatches=2",
+    )
     _assert_matches(got, reference)
 
 
@@ -136,9 +152,10 @@ def test_resume_fsdp4_checkpoint_as_fsdp2_x_tp2_continues_the_run(tmp_path, text
     """Save under FSDP over 4 ranks at step 2, resume under FSDP 2 x TP 2 (DCP reshards model and
     Adam moments): steps 3 and 4 match the single-process run that never stopped."""
     stop = [*COMMON[:-1], "train.resume=true", "checkpoint.async_save=false"]
-    runs = [(str(tmp_path), str(text),
-             ["parallel.dp_shard=4", "data.batch_size=2", "train.stop_at=2", *stop]),
-            (str(tmp_path), str(text), ["parallel.dp_shard=2", "parallel.tp=2", "data.batch_size=4", *stop])]
+    runs = [
+        (str(tmp_path), str(text), ["parallel.dp_shard=4", "data.batch_size=2", "train.stop_at=2", *stop]),
+        (str(tmp_path), str(text), ["parallel.dp_shard=2", "parallel.tp=2", "data.batch_size=4", *stop]),
+    ]
     first, second = run_distributed("pretrain.train.testing.train_many", 4, runs, timeout=240)[0]
     assert len(first) == 2 and len(second) == 2  # the second run started at step 2: it resumed
     _assert_matches(first + second, reference)
@@ -148,12 +165,26 @@ def test_a_spike_on_one_rank_rolls_every_rank_back_together(tmp_path, text):
     """Micro-batch 22 is garbage on rank 1 only (DDP x 2). The spike is decided on the loss averaged
     over the ranks, so both roll back to step 20 and skip it together (no rank left waiting in a
     collective), and the curve afterwards is bit for bit that of a DDP run that skipped the batch."""
-    over = ["parallel.dp_replicate=2", "stability.spike_factor=1.5", "optim.lr=1e-2", "model.n_layers=2",
-            "train.steps=30"]
-    hit = run_distributed("pretrain.train.testing.spike_run", 2, str(tmp_path / "hit"), str(text), over,
-                          22, 1, timeout=240)
-    clean = run_distributed("pretrain.train.testing.spike_run", 2, str(tmp_path / "clean"), str(text),
-                            [*over, "data.skip=[[22, 22]]"], 22, -1, timeout=240)
+    over = [
+        "parallel.dp_replicate=2",
+        "stability.spike_factor=1.5",
+        "optim.lr=1e-2",
+        "model.n_layers=2",
+        "train.steps=30",
+    ]
+    hit = run_distributed(
+        "pretrain.train.testing.spike_run", 2, str(tmp_path / "hit"), str(text), over, 22, 1, timeout=240
+    )
+    clean = run_distributed(
+        "pretrain.train.testing.spike_run",
+        2,
+        str(tmp_path / "clean"),
+        str(text),
+        [*over, "data.skip=[[22, 22]]"],
+        22,
+        -1,
+        timeout=240,
+    )
     assert [r["rollbacks"] for r in hit] == [1, 1]
     assert hit[0]["events"] == [["spike", 23], ["rollback", 20]]
     assert hit[0]["losses"] == clean[0]["losses"]
@@ -173,6 +204,8 @@ def test_fsdp_with_compile_and_eval_equals_one_process(tmp_path, text):
     runs = [(str(tmp_path / "fsdp"), str(text), layout)]
     got = run_distributed("pretrain.train.testing.train_many", 2, runs, timeout=400)[0][0]
     _assert_matches(got, ref)
-    evals = [[e["eval_loss"] for e in read_metrics(tmp_path / d / "metrics.jsonl")[1] if e["event"] == "eval"]
-             for d in ("ref", "fsdp")]
+    evals = [
+        [e["eval_loss"] for e in read_metrics(tmp_path / d / "metrics.jsonl")[1] if e["event"] == "eval"]
+        for d in ("ref", "fsdp")
+    ]
     assert len(evals[0]) == 2 and evals[1] == pytest.approx(evals[0], rel=1e-5)

@@ -15,35 +15,37 @@ import torch
 from pretrain.cli import main
 from pretrain.train.data import BYTE_VOCAB, encode_text, read_text
 from pretrain.train.metrics import read_metrics
-from pretrain.train.testing import fallback_text, tiny_config
+from pretrain.train.testing import tiny_config
 from pretrain.train.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _restore_torch_threads():
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
 @pytest.fixture(scope="module")
-def text(tmp_path_factory) -> Path:
-    """Tiny Shakespeare from ../shared/data, else CPython's pydoc topics (ships with Python)."""
-    if SHAKESPEARE.is_file():
-        return SHAKESPEARE
-    return fallback_text(tmp_path_factory.mktemp("text") / "topics.txt")
+def text(train_text):
+    return train_text
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, text):
     out = tmp_path_factory.mktemp("run")
-    cfg = tiny_config(out, text, "train.steps=120", "model.seq_len=64", "data.batch_size=8",
-                      "precision.dtype=bf16", "log.eval_every=40", "log.eval_batches=4",
-                      "log.tensorboard=true",
-                      "checkpoint.every=0", "checkpoint.first_at=30", "log.peak_flops=1e11")
+    cfg = tiny_config(
+        out,
+        text,
+        "train.steps=120",
+        "model.seq_len=64",
+        "data.batch_size=8",
+        "precision.dtype=bf16",
+        "log.eval_every=40",
+        "log.eval_batches=4",
+        "log.tensorboard=true",
+        "checkpoint.every=0",
+        "checkpoint.first_at=30",
+        "log.peak_flops=1e11",
+    )
     t = Trainer(cfg, quiet=True)
     t.fit()
     return out, t
@@ -60,7 +62,7 @@ def test_loss_falls_below_the_unigram_entropy_of_held_out_text(trained, text):
     # entropy; falling below it means the model uses context. It starts near ln(257) = 5.55.
     out, t = trained
     ids, _ = encode_text(read_text(text))
-    held_out = ids[int(ids.size * 0.95):]
+    held_out = ids[int(ids.size * 0.95) :]
     _, events = read_metrics(out / "metrics.jsonl")
     evals = [e["eval_loss"] for e in events if e["event"] == "eval"]
     assert len(evals) == 3
@@ -122,18 +124,26 @@ def _byte_token_dir(path: Path, text: Path) -> Path:
     docs = [np.frombuffer(p.encode(), dtype=np.uint8).astype(np.int64) for p in raw.split("\n\n") if p]
     path.mkdir(parents=True)
     t, n = shards.write_shard(path, shards.shard_name(0), docs, np.dtype("<u2"), 256)
-    shards.write_manifest(path, {
-        "dtype": "uint16", "eot_id": 256, "vocab_size": BYTE_VOCAB, "tokenizer": {"sha256": "bytes"},
-        "tokens": t, "documents": n, "shards": [{"bin": "shard_00000.bin", "idx": "shard_00000.idx",
-                                                  "tokens": t, "documents": n}],
-        "sources": {"text": {"tokens": t, "documents": n}}})
+    shards.write_manifest(
+        path,
+        {
+            "dtype": "uint16",
+            "eot_id": 256,
+            "vocab_size": BYTE_VOCAB,
+            "tokenizer": {"sha256": "bytes"},
+            "tokens": t,
+            "documents": n,
+            "shards": [{"bin": "shard_00000.bin", "idx": "shard_00000.idx", "tokens": t, "documents": n}],
+            "sources": {"text": {"tokens": t, "documents": n}},
+        },
+    )
     return path
 
 
 def test_token_shards_train_and_resume_exactly(tmp_path, text):
     pytest.importorskip("pretrain.tokens.mixture")
     src = _byte_token_dir(tmp_path / "tok", text)
-    over = ["data.kind=tokens", f"data.sources={{a=\"{src}\"}}", "data.weights={a=1.0}", "train.steps=16"]
+    over = ["data.kind=tokens", f'data.sources={{a="{src}"}}', "data.weights={a=1.0}", "train.steps=16"]
     full = Trainer(tiny_config(tmp_path / "full", "", *over), quiet=True)
     ref = {r["step"]: r["loss"] for r in full.fit()}
     first = Trainer(tiny_config(tmp_path / "half", "", *over, "train.stop_at=8"), quiet=True).fit()
@@ -167,7 +177,9 @@ def test_bad_config_is_a_clear_error(tmp_path, text, capsys):
 def test_activation_checkpointing_changes_memory_not_results(tmp_path, text):
     # Recomputing each block's activations in backward gives the same numbers (fp32, one thread).
     plain = Trainer(tiny_config(tmp_path / "a", text, "train.steps=3"), quiet=True).fit()
-    ac = Trainer(tiny_config(tmp_path / "b", text, "train.steps=3", "parallel.activation_checkpointing=full"),
-                 quiet=True)
+    ac = Trainer(
+        tiny_config(tmp_path / "b", text, "train.steps=3", "parallel.activation_checkpointing=full"),
+        quiet=True,
+    )
     assert "_checkpoint_wrapped_module" in next(n for n, _ in ac.model.named_parameters() if "layers" in n)
     assert [r["loss"] for r in ac.fit()] == [r["loss"] for r in plain]

@@ -9,14 +9,7 @@ from pretrain.train.precision import DynamicLossScaler
 from pretrain.train.testing import fallback_text, tiny_config
 from pretrain.train.trainer import Trainer
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _restore_torch_threads():
-    """The tiny configs train on one thread (fast on a shared CPU); leave the process as we found it."""
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
-
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
 def test_scaler_lesson_table():
@@ -35,8 +28,16 @@ def text(tmp_path):
 
 def test_injected_inf_gradients_skip_the_step_and_halve_then_regrow(tmp_path, text):
     # fp16 is ~1 GFLOP/s on these CPUs: a toy model. Inf is injected into one gradient at step 3.
-    cfg = tiny_config(tmp_path / "run", text, "precision.dtype=fp16", "precision.growth_interval=3",
-                      "model.d_model=16", "model.d_ff=32", "model.seq_len=16", "data.batch_size=2")
+    cfg = tiny_config(
+        tmp_path / "run",
+        text,
+        "precision.dtype=fp16",
+        "precision.growth_interval=3",
+        "model.d_model=16",
+        "model.d_ff=32",
+        "model.seq_len=16",
+        "data.batch_size=2",
+    )
     t = Trainer(cfg, quiet=True)
     inject = {"now": False}
     w = t.model.tok_emb.weight
@@ -64,5 +65,9 @@ def test_bf16_keeps_fp32_master_weights_and_tiny_updates(tmp_path, text):
     t = Trainer(cfg, quiet=True)
     t.train_step()
     assert all(p.dtype == torch.float32 for p in t.params)
-    assert all(v.dtype == torch.float32 for s in t.optimizer.state.values() for v in s.values()
-               if torch.is_tensor(v) and v.ndim)
+    assert all(
+        v.dtype == torch.float32
+        for s in t.optimizer.state.values()
+        for v in s.values()
+        if torch.is_tensor(v) and v.ndim
+    )

@@ -15,26 +15,18 @@ import torch
 
 from pretrain.train import checkpoint as ck
 from pretrain.train.metrics import read_metrics
-from pretrain.train.testing import fallback_text, tiny_config
+from pretrain.train.testing import tiny_config
 from pretrain.train.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
 
-@pytest.fixture(autouse=True, scope="module")
-def _restore_torch_threads():
-    """The tiny configs train on one thread (fast on a shared CPU); leave the process as we found it."""
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
 
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
 @pytest.fixture(scope="module")
-def text(tmp_path_factory):
-    if SHAKESPEARE.is_file():
-        return SHAKESPEARE
-    return fallback_text(tmp_path_factory.mktemp("text") / "topics.txt")
+def text(train_text):
+    return train_text
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +65,12 @@ def test_sigkill_at_a_random_moment_then_resume(tmp_path, text, reference):
     cfg_path.write_text(cfgmod.dumps(tiny_config(run, text, "checkpoint.every=3")))
     kill_after = random.Random().randint(2, 30)  # a step count, so the kill lands mid-run
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.Popen([sys.executable, "-m", "pretrain", "train", str(cfg_path), "--quiet"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pretrain", "train", str(cfg_path), "--quiet"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     try:
         while time.time() < deadline and proc.poll() is None:

@@ -17,11 +17,7 @@ from pretrain.train.trainer import Trainer
 BAD = 22  # the micro-batch index that arrives corrupted
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _restore_torch_threads():
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
 class Corrupting:

@@ -242,3 +242,17 @@ def test_damaged_signature_file_is_recomputed_not_read(tmp_path):
         p.unlink()
     curate([str(tmp_path / "in")], out, CurateConfig(), executor=LocalExecutor(1))
     assert _snapshot(out) == _snapshot(ref)
+
+
+def test_recurating_a_curated_corpus_keeps_its_scores(tmp_path):
+    """A curate output read back as input keeps each document's metadata (language score...)."""
+    _write_jsonl_corpus(tmp_path / "in", files=1, per_file=10)
+    first = tmp_path / "first"
+    curate([str(tmp_path / "in")], first, CurateConfig(), executor=LocalExecutor(1))
+    before = _ids(first, "data")
+    cfg = config.load(CurateConfig, None, ["language.enabled=false"])  # scores can only be carried
+    curate([str(first / "data")], tmp_path / "second", cfg, executor=LocalExecutor(1))
+    after = _ids(tmp_path / "second", "data")
+    assert after.keys() == before.keys()
+    for i, rec in after.items():
+        assert rec["metadata"]["language_score"] == pytest.approx(before[i]["metadata"]["language_score"])

@@ -51,6 +51,9 @@ class ReaderConfig:
     text_field: str = "text"
     id_field: str = "id"
     url_field: str = "url"
+    # A record's object under this field becomes Document.metadata (e.g. the scores a previous
+    # `pretrain curate` wrote), so re-curating or deduplicating a corpus keeps them. "" = ignore.
+    metadata_field: str = "metadata"
     # A record (JSON line, Parquet cell, text file, WARC payload) larger than this is skipped.
     max_record_bytes: int = 8 * 1024 * 1024
     # Decompressed bytes read from one file at most (bounded decompression).
@@ -278,11 +281,13 @@ def _make_doc(
     rid = obj.get(cfg.id_field)
     doc_id = str(rid) if isinstance(rid, (str, int)) and not isinstance(rid, bool) and rid != "" else None
     url = obj.get(cfg.url_field)
+    meta = obj.get(cfg.metadata_field) if cfg.metadata_field else None
     return Document(
         id=doc_id or stable_id(src, position),
         text=text,
         url=url if isinstance(url, str) else None,
         source=src,
+        metadata=dict(meta) if isinstance(meta, dict) else {},
     )
 
 

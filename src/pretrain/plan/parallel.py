@@ -9,7 +9,9 @@ Sources:
   adds an all-gather of the weights in the backward pass too: 3Ψ, i.e. 1.5×.
 - Tensor parallel (Megatron-LM, Shoeybi et al. 2019): per layer 2 all-reduces forward and 2 backward of
   the s·b·h activations; with sequence parallelism each becomes a reduce-scatter + all-gather of the
-  same total volume (Korthikanti 2022 sec. 4.2.2).
+  same total volume (Korthikanti 2022 sec. 4.2.2). The embedding's all-reduce, the head's input
+  gradient and the logits' all-gather come on top (tp_bytes_ends); PyTorch's unfused per-Linear
+  tensor parallelism issues 6-7 all-reduces per layer, not 4 (tp_allreduces_per_layer).
 - Pipeline bubble: (p−1)/(m+p−1) of wall time (GPipe; the lesson sec. 3d); Megatron-LM 2021 quotes
   bubble time over ideal time, (p−1)/m, and (p−1)/(v·m) for the interleaved schedule with v chunks.
 """
@@ -49,12 +51,58 @@ def dp_bytes_per_step(params: float, dp: int, zero: int, grad_bytes: float = 2.0
     return base * 1.5 if zero == 3 else base
 
 
-def tp_bytes_per_layer(s: int, b: int, h: int, t: int, act_bytes: float = 2.0) -> float:
+def tp_bytes_per_layer(s: int, b: int, h: int, t: int, act_bytes: float = 2.0,
+                       allreduces: int = 4) -> float:
     """Bytes each GPU sends per transformer layer per micro-batch for tensor parallelism: 4 all-reduces
-    (2 forward, 2 backward) of the s·b·h activations (Megatron-LM sec. 3)."""
+    (2 forward, 2 backward) of the s·b·h activations (Megatron-LM sec. 3). `allreduces` counts an
+    implementation that issues more (`tp_allreduces_per_layer`)."""
     if t == 1:
         return 0.0
-    return 4 * ring_allreduce_bytes(s * b * h * act_bytes, t)
+    return allreduces * ring_allreduce_bytes(s * b * h * act_bytes, t)
+
+
+def tp_allreduces_per_layer(fused: bool = True, gated_mlp: bool = True,
+                            sequence_parallel: bool = False) -> int:
+    """All-reduces of s·b·h per layer per micro-batch (forward + backward) under tensor parallelism.
+
+    Megatron-LM (sec. 3) fuses Q/K/V into one column-parallel matrix and the MLP's input matrices into
+    one: its f operator all-reduces the input gradient once per sub-block in backward, and g once per
+    sub-block in forward: 4. PyTorch's per-module ColwiseParallel (our trainer, train/parallel.py)
+    turns the input into a DTensor in each Linear separately, so each column-parallel Linear
+    all-reduces its own input gradient: 3 (q, k, v) + 2 (SwiGLU's w1, w3) or 1 (GELU's w1), plus the
+    2 forward ones: 7 or 6. With sequence parallelism the sub-block's input is gathered once
+    (PrepareModuleInput) and the q/k/v gradients sum before its single reduce-scatter: 4 pairs of
+    reduce-scatter + all-gather, each pair the volume of one all-reduce (Korthikanti 2022 sec. 4.2.2).
+    """
+    if fused or sequence_parallel:
+        return 4
+    return 2 + 3 + (2 if gated_mlp else 1)
+
+
+def tp_bytes_ends(s: int, b: int, h: int, vocab: int, t: int, act_bytes: float = 2.0,
+                  tied: bool = False) -> float:
+    """Bytes each GPU sends per micro-batch outside the layers under tensor parallelism.
+
+    Vocabulary-parallel embedding (rows split over the vocabulary): one all-reduce of its s·b·h output
+    forward; the input is token ids, so nothing backward (Megatron-LM sec. 3). Column-parallel output
+    head: its s·b·h input gradient is all-reduced backward, and the s·b·V logits are all-gathered
+    forward so the loss sees whole rows ((t−1)/t·s·b·V each; Megatron instead computes a
+    vocab-parallel cross-entropy from 3 all-reduces of s·b numbers, negligible). With tied
+    embeddings our trainer leaves embedding and head replicated: nothing. With sequence parallelism
+    the same volumes move as pairs: the embedding reduce-scatters forward and all-gathers its output
+    gradient backward (DTensor returns it to Partial through Replicate), the head all-gathers its
+    input forward and reduce-scatters the gradient backward."""
+    if t == 1 or tied:
+        return 0.0
+    act = s * b * h * act_bytes
+    return 2 * ring_allreduce_bytes(act, t) + all_gather_bytes(s * b * vocab * act_bytes, t)
+
+
+def tp_bytes_per_step(s: int, b: int, h: int, layers: int, vocab: int, t: int, act_bytes: float = 2.0,
+                      allreduces: int = 4, tied: bool = False) -> float:
+    """Tensor-parallel bytes each GPU sends per micro-batch: the layers plus the embedding and head."""
+    return (layers * tp_bytes_per_layer(s, b, h, t, act_bytes, allreduces)
+            + tp_bytes_ends(s, b, h, vocab, t, act_bytes, tied))
 
 
 def pp_bytes_per_microbatch(s: int, b: int, h: int, t: int = 1, sp: bool = False,

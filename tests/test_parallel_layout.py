@@ -3,14 +3,16 @@ every factor), what a model must divide by, pipeline stage splits, and the micro
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pretrain.errors import UserError
+from pretrain.plan.shapes import ModelShape
 from pretrain.train.config import ParallelConfig
-from pretrain.train.model import LocalShape
 from pretrain.train.parallel import ParallelDims, rank_stages, stage_layers
 
-SHAPE = LocalShape("t", n_layers=4, d_model=64, n_heads=4, n_kv_heads=2, d_ff=176, vocab_size=257, seq_len=32)
+SHAPE = ModelShape("t", n_layers=4, d_model=64, n_heads=4, n_kv_heads=2, d_ff=176, vocab_size=257, seq_len=32)
 
 
 def test_degrees_must_multiply_to_the_world_size_and_the_error_names_each():
@@ -38,7 +40,7 @@ def test_pipeline_needs_a_layer_per_stage_and_untied_embeddings():
     interleaved = ParallelConfig(pp=4, pp_schedule="interleaved1f1b")
     with pytest.raises(UserError, match="n_layers=4 < 8 pipeline stages"):
         ParallelDims(pp=4).check_shape(SHAPE, interleaved)
-    tied = LocalShape(**{**SHAPE.__dict__, "tied_embeddings": True})
+    tied = dataclasses.replace(SHAPE, tied_embeddings=True)
     with pytest.raises(UserError, match="untied embeddings"):
         ParallelDims(pp=2).check_shape(tied, ParallelConfig(pp=2))
     with pytest.raises(UserError, match="pp_schedule must be one of"):

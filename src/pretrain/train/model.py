@@ -17,38 +17,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from pretrain.errors import UserError
+from pretrain.plan.shapes import ModelShape, get_shape
 
 SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len",
                 "mlp", "norm", "tied_embeddings", "bias", "learned_pos")
 
 
-@dataclasses.dataclass(frozen=True)
-class LocalShape:
-    """Stand-in for pretrain.plan.shapes.ModelShape when the planner is not installed."""
-
-    name: str
-    n_layers: int
-    d_model: int
-    n_heads: int
-    n_kv_heads: int
-    d_ff: int
-    vocab_size: int
-    seq_len: int
-    mlp: str = "swiglu"
-    norm: str = "rmsnorm"
-    tied_embeddings: bool = False
-    bias: bool = False
-    learned_pos: bool = False
-
-
-def resolve_shape(mcfg) -> object:
+def resolve_shape(mcfg) -> ModelShape:
     """The model's shape: the plan preset `mcfg.preset` with every field set in `mcfg` overriding it."""
     over = {k: getattr(mcfg, k) for k in SHAPE_FIELDS if getattr(mcfg, k) is not None}
-    try:
-        from pretrain.plan.shapes import ModelShape, get_shape
-    except ImportError:  # planner not present: every field must be given
-        ModelShape, get_shape = LocalShape, None
-    if mcfg.preset and get_shape is not None:
+    if mcfg.preset:
         try:
             base = get_shape(mcfg.preset)
         except (KeyError, ValueError) as e:
@@ -57,7 +35,7 @@ def resolve_shape(mcfg) -> object:
     required = ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size", "seq_len")
     missing = [k for k in required if k not in over]
     if missing:
-        raise UserError(f"model: no preset available ({mcfg.preset!r}); set model.{', model.'.join(missing)}")
+        raise UserError(f"model: no preset given; set model.{', model.'.join(missing)}")
     over.setdefault("n_kv_heads", over["n_heads"])
     return ModelShape(name=mcfg.preset or "custom", **over)
 

@@ -57,49 +57,11 @@ def iter_texts(path: Path, errors: dict[str, int]) -> Iterator[str]:
     def on_error(p: str, record: object, reason: str) -> None:
         errors[reason] = errors.get(reason, 0) + 1
 
-    if path.name.lower().endswith(".jsonl.zst"):
-        docs = (t for t in _read_jsonl_zst(path, ReaderConfig(), on_error))
-    else:
-        docs = (d.text for d in read_documents(path, ReaderConfig(), on_error))
-    for text in docs:
+    for text in (d.text for d in read_documents(path, ReaderConfig(), on_error)):
         if text:
             yield text
         else:
             errors["empty text"] = errors.get("empty text", 0) + 1
-
-
-def _read_jsonl_zst(path: Path, cfg, on_error) -> Iterator[str]:
-    # Private reader for curate's own output format: zstandard's stream reader has no readline(),
-    # so it is wrapped in a BufferedReader. Records and the whole stream are size-bounded.
-    import io
-
-    import zstandard
-
-    total = 0
-    try:
-        with open(path, "rb") as raw, io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw)) as r:
-            for lineno, line in enumerate(iter(lambda: r.readline(cfg.max_record_bytes + 1), b""), 1):
-                total += len(line)
-                if total > cfg.max_file_bytes:
-                    raise OSError(f"more than max_file_bytes={cfg.max_file_bytes} decompressed bytes")
-                if len(line) > cfg.max_record_bytes:
-                    on_error(str(path), f"line {lineno}", "record larger than max_record_bytes")
-                    while line and not line.endswith(b"\n"):
-                        line = r.readline(cfg.max_record_bytes + 1)
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                    text = obj[cfg.text_field]
-                    if not isinstance(text, str):
-                        raise TypeError("text field is not a string")
-                except (ValueError, KeyError, TypeError) as e:
-                    on_error(str(path), f"line {lineno}", f"bad record: {type(e).__name__}")
-                    continue
-                yield text
-    except (OSError, zstandard.ZstdError) as e:
-        on_error(str(path), None, f"unreadable or truncated compressed stream: {e}")
 
 
 def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:

@@ -37,7 +37,7 @@ def restore_torch_threads():
 
 
 @pytest.fixture(scope="module")
-def train_text(tmp_path_factory) -> Path:
+def text(tmp_path_factory) -> Path:
     """Tiny Shakespeare from ../shared/data, else text every Python carries (pydoc topics)."""
     from pretrain.train.testing import fallback_text
 

@@ -32,11 +32,6 @@ pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
 @pytest.fixture(scope="module")
-def text(train_text):
-    return train_text
-
-
-@pytest.fixture(scope="module")
 def reference(tmp_path_factory, text):
     cfg = tiny_config(tmp_path_factory.mktemp("ref"), text, "data.batch_size=8", *COMMON)
     return {r["step"]: r["loss"] for r in Trainer(cfg, quiet=True).fit()}

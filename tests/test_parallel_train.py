@@ -39,11 +39,6 @@ pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
 @pytest.fixture(scope="module")
-def text(train_text):
-    return train_text
-
-
-@pytest.fixture(scope="module")
 def reference(tmp_path_factory, text):
     """One process, the whole global batch: [(loss, grad norm)] per step."""
     out = tmp_path_factory.mktemp("ref")

@@ -25,11 +25,6 @@ pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
 @pytest.fixture(scope="module")
-def text(train_text):
-    return train_text
-
-
-@pytest.fixture(scope="module")
 def trained(tmp_path_factory, text):
     out = tmp_path_factory.mktemp("run")
     cfg = tiny_config(

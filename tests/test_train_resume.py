@@ -25,11 +25,6 @@ pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
 @pytest.fixture(scope="module")
-def text(train_text):
-    return train_text
-
-
-@pytest.fixture(scope="module")
 def reference(tmp_path_factory, text):
     """40 uninterrupted steps: (losses by step, final data position, final weights)."""
     out = tmp_path_factory.mktemp("ref")

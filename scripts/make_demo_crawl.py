@@ -173,15 +173,21 @@ def topic_pages() -> list[tuple[str, str, list[str]]]:
             for p in "\n".join(lines[2:]).split("\n\n")
             if p.strip() and not p.lstrip().startswith(("+-", "|", "="))
         ]
-        part, size, n = [], 0, 0
-        for p in paras:
-            part.append(p)
-            size += len(p)
-            if size > 4000:
-                out.append((f"{key}-{n}", f"{title} (part {n + 1})", part))
-                part, size, n = [], 0, n + 1
-        if part:
-            out.append((f"{key}-{n}" if n else key, title if not n else f"{title} (part {n + 1})", part))
+        out += _pages(key, title, paras, single=key)
+    return out
+
+
+def _pages(slug: str, title: str, paras: list[str], single: str) -> list[tuple[str, str, list[str]]]:
+    """Paragraphs cut into pages of ~4 KB; a text that fits one page gets the slug `single`."""
+    out, part, size, n = [], [], 0, 0
+    for p in paras:
+        part.append(p)
+        size += len(p)
+        if size > 4000:
+            out.append((f"{slug}-{n}", f"{title} (part {n + 1})", part))
+            part, size, n = [], 0, n + 1
+    if part:
+        out.append((f"{slug}-{n}" if n else single, title if not n else f"{title} (part {n + 1})", part))
     return out
 
 
@@ -213,15 +219,7 @@ def stdlib_pages() -> list[tuple[str, str, list[str]]]:
         paras = [p for p in paras if not p.startswith((">>>", "..."))]
         if sum(map(len, paras)) < 1500:
             continue
-        part, size, n = [], 0, 0
-        for para in paras:
-            part.append(para)
-            size += len(para)
-            if size > 4000:
-                out.append((f"lib-{name}-{n}", f"The {name} module (part {n + 1})", part))
-                part, size, n = [], 0, n + 1
-        if part:
-            out.append((f"lib-{name}-{n}", f"The {name} module" + (f" (part {n + 1})" if n else ""), part))
+        out += _pages(f"lib-{name}", f"The {name} module", paras, single=f"lib-{name}-0")
     return out
 
 

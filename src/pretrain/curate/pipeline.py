@@ -320,7 +320,7 @@ def curate(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None,
     _check_writable(out)
     t0 = time.time()
     tasks = plan_shards(inputs, out, cfg)
-    (out / "config.toml").write_text(cfgmod.dumps(cfg))
+    io.write_bytes_atomic(out / "config.toml", cfgmod.dumps(cfg).encode())
     tick = progress.start("filter", len(tasks)) if progress else None
     shard_stats = executor.map(run_shard, tasks, on_result=tick)
     if progress:

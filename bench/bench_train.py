@@ -2,18 +2,22 @@
 
 Same shape and batch for both: nanoGPT's shakespeare-char model (6 layers x 384, 6 heads, context 256,
 batch 64; GPT-2 style: LayerNorm, GELU, learned positions, tied head), bytes as tokens (vocab 257),
-bf16 autocast with fp32 weights, clipping at 1. Runs alternate (ours, peer, ours, peer) so a shared
-CPU's load hits both alike; the best run of each is reported.
+bf16 autocast with fp32 weights, clipping at 1. Each measurement runs in its own process (the trainer
+changes process-wide malloc settings, train/cpu.py), alternating (ours, peer, control, ours, ...) so a
+shared CPU's load hits all alike; the best run of each is reported. The control is the same peer loop
+with our malloc setting applied: the ratio against it shows what the rest of our step is worth.
 
 Also: checkpoint blocking time, async (thread) save vs synchronous DCP save of the same state.
 
-    .venv/bin/python bench/bench_train.py --steps 4 --repeats 2 [--threads 1]
+    .venv/bin/python bench/bench_train.py --steps 4 --repeats 2 [--threads 1] [--compile]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nanogpt_ref  # noqa: E402
 
 from pretrain.train.checkpoint import CheckpointManager  # noqa: E402
+from pretrain.train.cpu import keep_freed_memory  # noqa: E402
 from pretrain.train.data import encode_text, read_text  # noqa: E402
 from pretrain.train.testing import fallback_text, tiny_config  # noqa: E402
 from pretrain.train.trainer import Trainer  # noqa: E402
@@ -74,33 +79,68 @@ def save_blocking(text: Path, out: Path, repeats: int) -> tuple[float, float, in
     return res[False], res[True], n
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=4, help="timed steps per run")
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads for both (0: torch's default)")
-    ap.add_argument("--set", action="append", default=[], dest="extra", help="extra overrides for ours")
-    args = ap.parse_args()
+def worker(args) -> None:
+    """One measurement in this process; prints {"wall": tok/s, "cpu": tok per CPU s} as JSON."""
     if args.threads:
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         text = SHAKESPEARE if SHAKESPEARE.is_file() else fallback_text(tmp / "topics.txt")
-        data = encode_text(read_text(text))[0]
-        print("shape: 6 x 384, ctx 256, batch 64, vocab 257, bf16 autocast; "
-              f"torch threads {torch.get_num_threads()}")
-        mine, theirs = [], []
-        for r in range(args.repeats):
-            mine.append(ours(text, tmp / f"run{r}", args.steps, args.warmup, args.extra))
-            theirs.append(peer(data.astype(np.int64), args.steps, args.warmup))
-            print(f"  repeat {r}: pretrain train {mine[-1][0]:,.0f} tok/s ({mine[-1][1]:,.0f} per CPU s)   "
-                  f"nanoGPT-style {theirs[-1][0]:,.0f} tok/s ({theirs[-1][1]:,.0f} per CPU s)")
-        best_m, best_t = max(m[0] for m in mine), max(t[0] for t in theirs)
-        cpu_m, cpu_t = max(m[1] for m in mine), max(t[1] for t in theirs)
-        print(f"tokens/s  pretrain train {best_m:,.0f}   nanoGPT-style {best_t:,.0f}   "
-              f"ratio {best_m / best_t:.2f}x  (goal >= 1.2x)")
-        print(f"tokens per CPU second (robust to other jobs' load)  ratio {cpu_m / cpu_t:.2f}x")
+        if args.worker.startswith("ours"):
+            extra = args.extra + (["parallel.compile=true"] if args.worker == "ours-compiled" else [])
+            wall, cpu = ours(text, tmp / "run", args.steps, args.warmup, extra)
+        else:
+            if args.worker == "control":
+                keep_freed_memory()
+            wall, cpu = peer(encode_text(read_text(text))[0].astype(np.int64), args.steps, args.warmup)
+    print(json.dumps({"wall": wall, "cpu": cpu}))
+
+
+def measure(kind: str, args) -> dict:
+    cmd = [sys.executable, __file__, "--worker", kind, "--steps", str(args.steps), "--warmup",
+           str(args.warmup), "--threads", str(args.threads)] + [f"--set={x}" for x in args.extra]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+LABELS = {"ours": "pretrain train", "ours-compiled": "pretrain train, compiled", "peer": "nanoGPT-style",
+          "control": "nanoGPT-style + our malloc setting"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=4, help="timed steps per run")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps first (compiled: +1)")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads for both (0: torch's default)")
+    ap.add_argument("--compile", action="store_true", help="also measure ours with parallel.compile=true")
+    ap.add_argument("--set", action="append", default=[], dest="extra", help="extra overrides for ours")
+    ap.add_argument("--worker", choices=sorted(LABELS), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        if args.worker == "ours-compiled":
+            args.warmup += 1  # the first steps compile
+        return worker(args)
+    kinds = ["ours", "peer", "control"] + (["ours-compiled"] if args.compile else [])
+    print("shape: 6 x 384, ctx 256, batch 64, vocab 257, bf16 autocast; "
+          f"torch threads {args.threads or torch.get_num_threads()}; one process per run")
+    runs: dict[str, list[dict]] = {k: [] for k in kinds}
+    for r in range(args.repeats):
+        for k in kinds:
+            runs[k].append(measure(k, args))
+        cells = (f"{k} {runs[k][-1]['wall']:,.0f} tok/s ({runs[k][-1]['cpu']:,.0f} per CPU s)" for k in kinds)
+        print(f"  repeat {r}: " + "   ".join(cells), flush=True)
+    best = {k: max(x["wall"] for x in v) for k, v in runs.items()}
+    cpu = {k: max(x["cpu"] for x in v) for k, v in runs.items()}
+    for k in kinds:
+        print(f"{LABELS[k]:36s} {best[k]:8,.0f} tok/s  {cpu[k]:7,.0f} per CPU s  "
+              f"{best[k] / best['peer']:.2f}x the peer")
+    print(f"ratio pretrain train / nanoGPT-style: {best['ours'] / best['peer']:.2f}x (goal >= 1.2x); "
+          f"per CPU second {cpu['ours'] / cpu['peer']:.2f}x; "
+          f"against the control {best['ours'] / best['control']:.2f}x")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        text = SHAKESPEARE if SHAKESPEARE.is_file() else fallback_text(tmp / "topics.txt")
         sync_s, async_s, n = save_blocking(text, tmp / "save", 3)
         print(f"checkpoint of {n:,} params + AdamW: sync blocks {sync_s * 1e3:.0f} ms, async blocks "
               f"{async_s * 1e3:.0f} ms ({async_s / sync_s:.0%} of sync; goal <= 10%)")

@@ -94,3 +94,16 @@ def test_explicit_cpu_attention_matches_torch_sdpa():
     gr = torch.autograd.grad(ref.square().sum(), (q, k, v))
     for a, b in zip(go, gr):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_explicit_cpu_attention_under_bf16_autocast_stays_close_to_fp32_sdpa():
+    # The training path: bf16 inputs, scores and probabilities; error of the order of bf16's epsilon.
+    from pretrain.train.model import explicit_causal_attention
+
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(3, 2, 40, 16, generator=g) for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ours = explicit_causal_attention(*(t.bfloat16() for t in (q, k, v)))
+    assert ours.dtype == torch.bfloat16
+    torch.testing.assert_close(ours.float(), ref, rtol=0, atol=0.03)

@@ -123,6 +123,7 @@ class TrainSection:
     seed: int = 0
     device: str = "auto"  # "auto" | "cpu" | "cuda"
     threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default
+    keep_freed_memory: bool = True  # CPU: reuse freed activations instead of new pages (train/cpu.py)
     out: str = "runs/tiny"
     resume: bool = True
     stop_at: int = 0  # stop (with a checkpoint) at this step without changing the schedule; 0 = steps

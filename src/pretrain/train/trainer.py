@@ -26,6 +26,7 @@ from pretrain import config as cfgmod
 from pretrain.errors import UserError
 from pretrain.train import checkpoint as ck
 from pretrain.train.config import RunConfig
+from pretrain.train.cpu import keep_freed_memory
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
@@ -129,6 +130,8 @@ class Trainer:
         check_precision(cfg.precision.dtype, self.device)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
+        if self.device.type == "cpu" and cfg.train.keep_freed_memory:
+            keep_freed_memory()
         if cfg.train.deterministic:
             torch.use_deterministic_algorithms(True)
         torch.manual_seed(cfg.train.seed)

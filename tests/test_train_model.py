@@ -5,14 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pretrain.train.config import ModelConfig
+from pretrain.errors import UserError
+from pretrain.train.config import ModelConfig, OptimConfig
 from pretrain.train.model import build_model, materialize, resolve_shape
 from pretrain.train.trainer import build_optimizer, lr_at
 
 shapes = pytest.importorskip("pretrain.plan.shapes")
 
 
-@pytest.mark.parametrize("preset", ["tiny-cpu", "gpt2-124m", "llama-124m", "llama-3-8b", "llama-3-405b"])
+@pytest.mark.parametrize("preset", ["tiny-cpu", "gpt2-124m", "llama-124m", "llama-3.2-1b", "llama-3-8b",
+                                    "llama-3-405b"])
 def test_numel_equals_plan_params(preset):
     # Built on the meta device: no memory, even for 405B parameters.
     shape = resolve_shape(ModelConfig(preset=preset))
@@ -60,14 +62,36 @@ def test_same_seed_same_weights_meta_init():
 
 def test_no_decay_on_norms_biases_embeddings():
     model = _tiny(bias=True, learned_pos=True, norm="layernorm", mlp="gelu")
-    opt = build_optimizer(model, type("O", (), {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
-                                                "weight_decay": 0.1})())
+    opt = build_optimizer(model, OptimConfig(lr=1e-3))
     names = {id(p): n for n, p in model.named_parameters()}
     decayed = {names[id(p)] for p in opt.param_groups[0]["params"]}
     plain = {names[id(p)] for p in opt.param_groups[1]["params"]}
     assert all(n.endswith("weight") and "norm" not in n and "emb" not in n for n in decayed)
     assert {"tok_emb.weight", "pos_emb.weight", "norm.weight", "norm.bias"} <= plain
     assert any(n.endswith("wq.bias") for n in plain)
+
+
+def test_fused_and_foreach_adamw_take_the_same_step():
+    # optim.implementation picks the kernel, not the algorithm: torch's single-tensor AdamW is the truth.
+    steps = {}
+    for impl in ("fused", "foreach", "single"):
+        model = _tiny()
+        kernel = "foreach" if impl == "single" else impl
+        opt = build_optimizer(model, OptimConfig(lr=1e-2, implementation=kernel))
+        assert bool(opt.param_groups[0]["fused"]) is (impl == "fused")
+        if impl == "single":
+            for group in opt.param_groups:
+                group["foreach"] = False
+        for i in range(3):
+            g = torch.Generator().manual_seed(i)
+            for p in model.parameters():
+                p.grad = torch.randn(p.shape, generator=g)
+            opt.step()
+        steps[impl] = torch.cat([p.detach().flatten() for p in model.parameters()])
+    torch.testing.assert_close(steps["fused"], steps["single"], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(steps["foreach"], steps["single"], rtol=1e-5, atol=1e-6)
+    with pytest.raises(UserError, match="implementation"):
+        build_optimizer(_tiny(), OptimConfig(implementation="apex"))
 
 
 def test_schedule_warmup_cosine_floor_and_wsd():

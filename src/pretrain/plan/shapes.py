@@ -140,6 +140,9 @@ PRESETS: dict[str, ModelShape] = {
         # GPT-2 small's width, depth and tied head, built the Llama way (RMSNorm, SwiGLU 8h/3, RoPE,
         # no biases; V padded to 50,304): 123,587,328 parameters.
         dataclasses.replace(_llama("llama-124m", 12, 768, 12, 12, 2048, 50_304, 1024), tied_embeddings=True),
+        # Llama 3.2 1B (Meta 2024 model card): 16 x 2048, GQA 32/8, tied embeddings; 1,235,814,400.
+        dataclasses.replace(_llama("llama-3.2-1b", 16, 2048, 32, 8, 8192, 128_256, 8192),
+                            tied_embeddings=True),
         # Llama 2 (Touvron et al. 2023, Table 1/appendix): MHA at 7B/13B, GQA at 70B.
         _llama("llama-2-7b", 32, 4096, 32, 32, 11_008, 32_000, 4096),
         _llama("llama-2-13b", 40, 5120, 40, 40, 13_824, 32_000, 4096),

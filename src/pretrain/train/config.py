@@ -52,6 +52,7 @@ class OptimConfig:
     beta2: float = 0.95
     eps: float = 1e-8
     weight_decay: float = 0.1
+    implementation: str = "auto"  # AdamW kernel: "auto" (fused on CUDA) | "fused" | "foreach"
 
 
 @dataclass

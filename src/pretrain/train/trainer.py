@@ -69,7 +69,18 @@ def build_optimizer(model: torch.nn.Module, ocfg) -> torch.optim.AdamW:
         is_emb = "tok_emb" in name or "pos_emb" in name
         (decay if p.ndim >= 2 and not is_emb else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": ocfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=ocfg.lr, betas=(ocfg.beta1, ocfg.beta2), eps=ocfg.eps)
+    params = decay + no_decay
+    impl = ocfg.implementation
+    if impl not in ("auto", "fused", "foreach"):
+        raise UserError(f"optim.implementation must be 'auto', 'fused' or 'foreach', got {impl!r}")
+    if impl == "auto":  # one kernel per step on a GPU; a CPU keeps torch's default (its update is <1%)
+        # fused/foreach kernels reject a list mixing DTensors and plain tensors (TP's replicated norms)
+        same_kind = len({hasattr(p, "device_mesh") for p in params}) <= 1
+        on_gpu = all(p.device.type == "cuda" for p in params)
+        impl = "fused" if on_gpu and same_kind else None
+    return torch.optim.AdamW(groups, lr=ocfg.lr, betas=(ocfg.beta1, ocfg.beta2), eps=ocfg.eps,
+                             fused=True if impl == "fused" else None,
+                             foreach=True if impl == "foreach" else None)
 
 
 def lr_at(step: int, total: int, peak: float, scfg) -> float:

@@ -49,6 +49,19 @@ def test_signature_is_the_exact_modular_minimum():
     assert batch[0].tolist() == h.signature(x[:5]).tolist()
 
 
+def test_signature_reduces_the_rare_fold_results_at_or_above_p():
+    """Values y = a*x + b (mod 2^64) whose fold lands in [p, p + 7] must still be reduced mod p."""
+    h = MinHasher(bands=4, rows=4, seed=9)
+    i = next(j for j, a in enumerate(h.a) if int(a) % 2)  # an odd a is invertible mod 2^64
+    a, b = int(h.a[i]), int(h.b[i])
+    x = [((y - b) * pow(a, -1, 2**64)) % 2**64 for y in (minhash.MERSENNE, 2**64 - 1, 3 << 61)]
+    x = np.array(x + [12345], np.uint64)
+    want = [min(((int(a_) * int(v) + int(b_)) % 2**64) % minhash.MERSENNE for v in x)
+            for a_, b_ in zip(h.a, h.b)]
+    assert want[i] == 0  # p mod p: the fold gives exactly p, the largest value before reduction
+    assert h.signature(x).tolist() == want
+
+
 def test_error_at_128_hashes_matches_sqrt_j_1_minus_j_over_k():
     """Std of the estimate over 400 seeds ~ sqrt(0.25/128) = 0.044 for a pair with J = 0.5."""
     gen = Generator(seed=2)

@@ -249,9 +249,12 @@ class MinHasher:
         y += self.b
         r = np.bitwise_and(y, _P, out=self._buf[1][:m])
         y >>= _S61
-        r += y  # y mod p == (y & p) + (y >> 61) minus p once if that reaches p
-        np.subtract(r, _P, out=y)  # wraps to a huge value when r < p ...
-        np.minimum(r, y, out=r)  # ... so the minimum is the reduced value
+        r += y  # y mod p == (y & p) + (y >> 61), minus p once if that reaches p
+        # r >= p needs the low 61 bits of y within 7 of all ones (odds ~2^-58 per value): one read
+        # to rule it out is cheaper than subtracting and taking a minimum over every value.
+        if r.max() >= _P:
+            np.subtract(r, _P, out=y)  # wraps to a huge value when r < p ...
+            np.minimum(r, y, out=r)  # ... so the minimum is the reduced value
         return r
 
     def signature(self, hashes: np.ndarray) -> np.ndarray:

@@ -179,3 +179,21 @@ def test_corrupt_intermediate_files_are_recomputed(signed, tmp_path):
     _sign_all(docs, run, cfg)  # the caller re-signs that shard
     assert shard_ok(run, 2, cfg)
     assert find_duplicates(run, SHARDS, cfg).read_bytes() == good
+
+
+def test_exact_key_is_the_hash_of_the_normalized_text_for_any_whitespace():
+    # The ASCII fast path must equal the definition: xxh3 of " ".join(text.lower().split()).
+    import random
+
+    import xxhash
+
+    from pretrain.curate.exact import normalize_exact
+
+    rng = random.Random(0)
+    alphabet = "aB3 \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x00-" + "é\u00a0\u2003"
+    texts = ["".join(rng.choice(alphabet[: rng.choice((9, 13, 15, 18))]) for _ in range(rng.randint(0, 40)))
+             for _ in range(3000)]
+    for t in texts + ["a\x1cb", "A  b", "\u00a0x", ""]:
+        want = xxhash.xxh3_64_intdigest(normalize_exact(t).encode("utf-8", "surrogatepass")) or 1
+        assert text_key(t) == want, repr(t)
+    assert text_key("a\x1cb") == text_key("A B")  # str.split() splits on U+001C; bytes.split() does not

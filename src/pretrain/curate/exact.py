@@ -14,6 +14,8 @@ from __future__ import annotations
 import xxhash
 
 NO_KEY = 0
+# ASCII characters that str.split() treats as whitespace and bytes.split() does not
+_STR_ONLY_SPACE = "\x1c\x1d\x1e\x1f"
 
 
 def normalize_exact(text: str) -> str:
@@ -23,6 +25,9 @@ def normalize_exact(text: str) -> str:
 
 def text_key(text: str) -> int:
     """64-bit key of the normalized text (never 0)."""
+    if text.isascii() and not any(c in text for c in _STR_ONLY_SPACE):  # memchr scans: ~0.1 us each
+        # the same bytes through bytes methods, which split on the same whitespace as str here
+        return xxhash.xxh3_64_intdigest(b" ".join(text.encode("ascii").lower().split())) or 1
     return xxhash.xxh3_64_intdigest(normalize_exact(text).encode("utf-8", "surrogatepass")) or 1
 
 

@@ -275,12 +275,13 @@ class MinHasher:
         # Cut the concatenation at every document start and every block start; reduce each piece,
         # then reduce the pieces of each document (pieces of one document are contiguous).
         cuts = np.union1d(starts, np.arange(0, len(x), _BLOCK))
+        # cuts[bounds[i]:bounds[i + 1]] are the cuts inside block i (one search, not a mask per block)
+        bounds = np.searchsorted(cuts, np.arange(0, len(x) + _BLOCK, _BLOCK))
         pieces = []
         with np.errstate(over="ignore"):
-            for s in range(0, len(x), _BLOCK):
-                e = min(s + _BLOCK, len(x))
-                local = cuts[(cuts >= s) & (cuts < e)] - s
-                pieces.append(np.minimum.reduceat(self._permute(x[s:e]), local, axis=0))
+            for i, s in enumerate(range(0, len(x), _BLOCK)):
+                local = cuts[bounds[i] : bounds[i + 1]] - s
+                pieces.append(np.minimum.reduceat(self._permute(x[s : s + _BLOCK]), local, axis=0))
         mins = np.concatenate(pieces)
         first_piece = np.searchsorted(cuts, starts)
         return np.minimum.reduceat(mins, first_piece, axis=0)

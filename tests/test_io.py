@@ -33,3 +33,25 @@ def test_done_marker_refuses_other_config(tmp_path):
     assert io.is_done(p, "abc")
     with pytest.raises(UserError):
         io.is_done(p, "def")
+
+
+def test_jsonl_lines_are_the_stdlib_bytes():
+    # The stdlib is the truth: orjson is a faster route to the same bytes.
+    import json
+    import random
+
+    from pretrain.curate.io import dumps_line
+
+    def stdlib(obj):
+        return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+    rng = random.Random(0)
+    chars = "aZ0 \"\\/\n\t\x00\x1f\x7f\u00e9\u2028\u4e2d\U0001f600"
+    records = [{"id": f"d{i}", "text": "".join(rng.choice(chars) for _ in range(rng.randint(0, 30))),
+                "metadata": {"n": rng.randint(-2**63, 2**63 - 1), "ok": rng.random() < 0.5, "x": None,
+                             "tags": ["a", "\u00fc"], "f": rng.choice([0.1, 1.5, -2.0, 123.456])}}
+               for i in range(500)]
+    records += [{"big": 2**70}, {"k": {"1": [1, 2, {"z": []}]}}, {1: "non-string key"}]
+    for rec in records:
+        assert dumps_line(rec) == stdlib(rec)
+    assert json.loads(dumps_line({"f": 1e-7})) == {"f": 1e-7}  # spelled 1e-7, not 1e-07: same value

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import zstandard
 
 ZSTD_LEVEL = 3
@@ -50,7 +51,14 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
 
 
 def dumps_line(obj: Any) -> bytes:
-    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    """One JSONL line: compact separators, UTF-8 unescaped. orjson writes it ~4x faster than the
+    stdlib, byte for byte the same except some floats' spelling (1e-7 for 1e-07: the same value) and
+    NaN (null); the stdlib takes what orjson refuses (integers beyond 64 bits, non-string keys).
+    Reading stays with the stdlib: orjson parses integers beyond 64 bits as floats, silently."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
 def write_jsonl_zst(path: str | Path, records: Iterable[dict]) -> int:

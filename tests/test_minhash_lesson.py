@@ -105,3 +105,20 @@ def test_ascii_fast_path_equals_the_unicode_path():
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
         assert minhash.words(text) + ["e"] == minhash.words(text + " é")
+
+
+def test_batched_ngram_hashes_equal_per_document_ones():
+    """Hashing a batch's concatenation and dropping straddling n-grams = hashing each document."""
+    gen = Generator(seed=6)
+    docs = [minhash.word_hashes(minhash.word_bytes(gen.text(k))) for k in (0, 1, 4, 5, 6, 30, 3, 200, 5)]
+    for n in (1, 5, 9):
+        x, counts = minhash.ngram_hashes_many(docs, n)
+        want = [minhash.ngram_hashes(d, n) for d in docs]
+        assert counts.tolist() == [len(w) for w in want]
+        assert x.tolist() == np.concatenate(want).tolist()
+    h = MinHasher(bands=4, rows=4, seed=9)
+    keep = [d for d in docs if len(d) >= 5]
+    x, counts = minhash.ngram_hashes_many(keep, 5)
+    one_by_one = h.signatures([minhash.ngram_hashes(d, 5) for d in keep])
+    assert h.signatures_concat(x, counts).tolist() == one_by_one.tolist()
+    assert minhash.ngram_hashes_many([], 5)[0].size == 0

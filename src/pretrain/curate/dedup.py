@@ -49,7 +49,7 @@ import xxhash
 from pretrain.curate import io
 from pretrain.curate.document import Document
 from pretrain.curate.exact import NO_KEY, text_key, url_key
-from pretrain.curate.minhash import MinHasher, ngram_hashes, word_bytes, word_hashes
+from pretrain.curate.minhash import MinHasher, ngram_hashes_many, word_bytes, word_hashes
 from pretrain.errors import DataError, UserError
 
 FORMAT = 1  # bump when the files change meaning
@@ -153,10 +153,10 @@ def shard_ok(work_dir: Path, shard: int, cfg: DedupConfig) -> bool:
 
 
 def _signed(items: Iterable[tuple[Document, int]], cfg: DedupConfig) -> Iterator[tuple]:
-    """(id, priority, text key, url key, shingle hashes) per document, in input order."""
+    """(id, priority, text key, url key, word hashes) per document, in input order."""
     for doc, prio in items:
-        shingles = ngram_hashes(word_hashes(word_bytes(doc.text)), cfg.ngram) if cfg.near else None
-        yield doc.id, int(prio), text_key(doc.text), url_key(doc.url), shingles
+        words = word_hashes(word_bytes(doc.text)) if cfg.near else None
+        yield doc.id, int(prio), text_key(doc.text), url_key(doc.url), words
 
 
 def sign_shard(items: Iterable[tuple[Document, int]], shard: int, work_dir: Path, cfg: DedupConfig) -> None:
@@ -171,19 +171,19 @@ def sign_shard(items: Iterable[tuple[Document, int]], shard: int, work_dir: Path
     sig_parts: list[np.ndarray] = []
     band_rows: list[int] = []  # local row of each document that has shingles
     batch: list[np.ndarray] = []
-    for i, (doc_id, p, tk, uk, sh) in enumerate(_signed(items, cfg)):
+    for i, (doc_id, p, tk, uk, wh) in enumerate(_signed(items, cfg)):
         ids.append(doc_id)
         prio.append(p)
         tkeys.append(tk)
         ukeys.append(uk)
-        if sh is not None and sh.size:
-            batch.append(sh)
+        if wh is not None and len(wh) >= cfg.ngram:  # at least one shingle
+            batch.append(wh)
             band_rows.append(i)
         if len(batch) >= _BATCH:
-            _sign_batch(hasher, batch, band_parts, sig_parts)
+            _sign_batch(hasher, batch, cfg.ngram, band_parts, sig_parts)
             batch = []
     if batch:
-        _sign_batch(hasher, batch, band_parts, sig_parts)
+        _sign_batch(hasher, batch, cfg.ngram, band_parts, sig_parts)
     bands = np.concatenate(band_parts) if band_parts else np.empty((0, cfg.bands), np.uint64)
     # The low 32 bits of each minimum suffice to count agreeing slots (false agreement 2^-32).
     sigs = np.concatenate(sig_parts) if sig_parts else np.empty((0, hasher.k), np.uint32)
@@ -191,8 +191,8 @@ def sign_shard(items: Iterable[tuple[Document, int]], shard: int, work_dir: Path
                  np.array(ukeys, np.uint64), bands, np.array(band_rows, np.uint64), sigs)
 
 
-def _sign_batch(hasher: MinHasher, batch: list[np.ndarray], bands: list, sigs: list) -> None:
-    full = hasher.signatures(batch)
+def _sign_batch(hasher: MinHasher, words: list[np.ndarray], n: int, bands: list, sigs: list) -> None:
+    full = hasher.signatures_concat(*ngram_hashes_many(words, n))
     bands.append(hasher.band_keys(full))
     sigs.append(full.astype(np.uint32))
 

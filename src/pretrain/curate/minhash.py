@@ -220,6 +220,25 @@ def ngram_hashes(wh: np.ndarray, n: int) -> np.ndarray:
         return _mix(acc)
 
 
+def ngram_hashes_many(whs: Sequence[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """`ngram_hashes` of many documents at once: (the concatenation, the count per document).
+
+    The n-grams are hashed over the concatenated word hashes in one pass and those that straddle two
+    documents are dropped, so numpy's per-call cost is paid once per batch rather than per document.
+    """
+    lens = np.fromiter(map(len, whs), np.int64, len(whs))
+    counts = np.maximum(lens - n + 1, 0)
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, np.uint64), counts
+    grams = ngram_hashes(np.concatenate(whs), n)
+    # n-gram j of document d starts at word starts[d] + j, for j < counts[d]
+    starts = np.cumsum(lens) - lens
+    first = np.cumsum(counts) - counts
+    take = np.repeat(starts - first, counts) + np.arange(total)
+    return grams[take], counts
+
+
 def shingle_hashes(text: str, n: int = 5) -> np.ndarray:
     """Hashes of the word n-grams of `text` (empty when it has fewer than n words)."""
     return ngram_hashes(word_hashes(word_bytes(text)), n)
@@ -268,9 +287,14 @@ class MinHasher:
         sizes = np.fromiter((len(d) for d in docs), np.int64, len(docs))
         if len(docs) == 0:
             return np.empty((0, self.k), np.uint64)
+        return self.signatures_concat(np.concatenate(docs), sizes)
+
+    def signatures_concat(self, x: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """`signatures` of documents given as one concatenated array and each one's count."""
+        if len(sizes) == 0:
+            return np.empty((0, self.k), np.uint64)
         if (sizes == 0).any():
             raise ValueError("signatures(): a document without shingles has no MinHash signature")
-        x = np.concatenate(docs)
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         # Cut the concatenation at every document start and every block start; reduce each piece,
         # then reduce the pieces of each document (pieces of one document are contiguous).

@@ -79,13 +79,18 @@ def save_blocking(text: Path, out: Path, repeats: int) -> tuple[float, float, in
     return res[False], res[True], n
 
 
+def training_text(tmp: Path) -> Path:
+    """Tiny Shakespeare from ../shared/data, or Python's own docs where it is absent."""
+    return SHAKESPEARE if SHAKESPEARE.is_file() else fallback_text(tmp / "topics.txt")
+
+
 def worker(args) -> None:
     """One measurement in this process; prints {"wall": tok/s, "cpu": tok per CPU s} as JSON."""
     if args.threads:
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        text = SHAKESPEARE if SHAKESPEARE.is_file() else fallback_text(tmp / "topics.txt")
+        text = training_text(tmp)
         if args.worker.startswith("ours"):
             extra = args.extra + (["parallel.compile=true"] if args.worker == "ours-compiled" else [])
             wall, cpu = ours(text, tmp / "run", args.steps, args.warmup, extra)
@@ -140,7 +145,7 @@ def main() -> None:
           f"against the control {best['ours'] / best['control']:.2f}x")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        text = SHAKESPEARE if SHAKESPEARE.is_file() else fallback_text(tmp / "topics.txt")
+        text = training_text(tmp)
         sync_s, async_s, n = save_blocking(text, tmp / "save", 3)
         print(f"checkpoint of {n:,} params + AdamW: sync blocks {sync_s * 1e3:.0f} ms, async blocks "
               f"{async_s * 1e3:.0f} ms ({async_s / sync_s:.0%} of sync; goal <= 10%)")

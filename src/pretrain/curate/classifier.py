@@ -128,8 +128,11 @@ class NaiveBayes:
             raise UserError(f"{p}: {p.stat().st_size} bytes is too large for a classifier model")
         try:
             obj = json.loads(p.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise UserError(f"{p}: not a classifier model (invalid JSON: {e})") from e
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            # ValueError: JSONDecodeError and integers past Python's 4300-digit limit; RecursionError:
+            # arrays nested thousands deep. Either is a damaged (or hostile) file, not a crash.
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+            raise UserError(f"{p}: not a classifier model (invalid JSON: {why})") from None
         if not isinstance(obj, dict) or obj.get("format") != FORMAT:
             raise UserError(f"{p}: not a classifier model (format is not {FORMAT!r})")
         if obj.get("version") != VERSION:

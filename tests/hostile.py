@@ -1,0 +1,46 @@
+"""Run one reader (or extractor) on a hostile file in a child process bounded in time and memory.
+
+The child sets RLIMIT_AS before importing anything heavy, reads every document, and prints one JSON
+line: the ids kept (the first 100, their count and the last), the errors reported, its peak RSS
+and its seconds. A reader that runs away in memory dies with MemoryError (a failed test, not a
+swapping machine); one that runs away in time is killed by the parent's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+_CHILD = r"""
+import json, resource, sys, time
+def peak_mb():  # VmHWM: this process's own peak (ru_maxrss keeps the forking parent's across exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from pretrain.curate.readers import ReaderConfig, read_documents
+cfg = ReaderConfig(**json.loads(sys.argv[3]))
+errors, ids, n, last, t0 = [], [], 0, None, time.perf_counter()
+for doc in read_documents(sys.argv[2], cfg, lambda p, r, why: errors.append([str(r), why])):
+    n, last = n + 1, doc.id
+    if n <= 100:  # a million ids would measure this list, not the reader
+        ids.append(doc.id)
+print(json.dumps({"ids": ids, "n": n, "last": last, "errors": errors[:100],
+                  "seconds": time.perf_counter() - t0,
+                  "peak_mb": peak_mb()}))
+"""
+
+
+def read_in_child(path: Path, timeout: float = 60, mem_mb: int = 2048, **cfg) -> dict:
+    """Documents of `path` read by a child with `mem_mb` of address space and `timeout` seconds."""
+    env = {**os.environ, "PYTHONPATH": SRC}
+    r = subprocess.run([sys.executable, "-c", _CHILD, str(mem_mb << 20), str(path), json.dumps(cfg)],
+                       capture_output=True, text=True, timeout=timeout, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])

@@ -1,0 +1,136 @@
+"""One hostile record must not stop, stall or blow up a reader: the good records around it survive.
+
+Every file here holds a good record, the attack, and another good record; it is read in a child
+process with a memory limit (RLIMIT_AS) and a time limit (tests/hostile.py). Each attack was a crash,
+a stall or a multi-GB peak before (issue 20); the regression ones (bombs) held and must keep holding.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+from hostile import read_in_child
+
+from pretrain.curate.classifier import NaiveBayes
+from pretrain.errors import UserError
+
+GOOD_BEFORE = json.dumps({"id": "before", "text": "a good record before"}).encode() + b"\n"
+GOOD_AFTER = json.dumps({"id": "after", "text": "a good record after"}).encode() + b"\n"
+
+
+def _errors_mentioning(result: dict, words: str) -> list:
+    return [e for e in result["errors"] if words in e[1]]
+
+
+@pytest.mark.parametrize("attack,reason", [
+    (b'{"text": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n", "nested too deeply"),
+    (b'{"text": "x", "n": ' + b"9" * 100_000 + b"}\n", "digits"),  # int() past Python's digit limit
+])
+def test_jsonl_nested_or_huge_number_skips_one_line(tmp_path, attack, reason):
+    p = tmp_path / "deep.jsonl"
+    p.write_bytes(GOOD_BEFORE + attack + GOOD_AFTER)
+    r = read_in_child(p, timeout=30, mem_mb=1024)
+    assert r["ids"] == ["before", "after"]
+    assert [e[0] for e in _errors_mentioning(r, reason)] == ["line 2"]
+
+
+def test_classifier_model_nested_deep_is_a_user_error(tmp_path):
+    p = tmp_path / "model.json"
+    p.write_text('{"format": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(UserError, match="nested too deeply"):
+        NaiveBayes.load(p)
+    p.write_text('{"format": "x", "good": {"w": ' + "9" * 5000 + "}}")
+    with pytest.raises(UserError, match="not a classifier model"):
+        NaiveBayes.load(p)
+
+
+def _zst_with_big_line(path: Path, mib: int) -> None:
+    """good, then one line of `mib` MiB of 'a' (compresses to a few KB), then good."""
+    c = zstandard.ZstdCompressor(level=3).compressobj()
+    parts = [c.compress(GOOD_BEFORE + b'{"text": "')]
+    block = b"a" * (1 << 20)
+    parts += [c.compress(block) for _ in range(mib)]
+    parts += [c.compress(b'"}\n' + GOOD_AFTER), c.flush()]
+    path.write_bytes(b"".join(parts))
+
+
+def test_zstd_reading_is_linear(tmp_path):
+    """A 9 KB .jsonl.zst expanding to 256 MiB took 146 s (the pending buffer was copied on each read)."""
+    p = tmp_path / "big.jsonl.zst"
+    _zst_with_big_line(p, 256)
+    assert p.stat().st_size < 64_000
+    r = read_in_child(p, timeout=40, mem_mb=1024, max_ratio=0)
+    assert r["ids"] == ["before", "after"] and r["seconds"] < 20
+    assert [e[0] for e in _errors_mentioning(r, "max_record_bytes")] == ["line 2"]
+
+
+def test_zstd_bomb_stops_at_the_ratio_bound(tmp_path):
+    p = tmp_path / "bomb.jsonl.zst"
+    _zst_with_big_line(p, 256)
+    r = read_in_child(p, timeout=30, mem_mb=1024)
+    assert r["ids"] == ["before"]  # the rest of a bomb is not read
+    assert _errors_mentioning(r, "max_ratio=1000") and r["seconds"] < 5
+
+
+def test_gzip_bomb_stops_at_max_file_bytes(tmp_path):
+    """Held before issue 20 (regression): a gzip of 200 MiB of zeros in one line, bounded by bytes."""
+    p = tmp_path / "bomb.jsonl.gz"
+    with gzip.open(p, "wb", compresslevel=9) as f:
+        f.write(GOOD_BEFORE + b'{"text": "')
+        for _ in range(200):
+            f.write(b"\0" * (1 << 20))
+        f.write(b'"}\n' + GOOD_AFTER)
+    r = read_in_child(p, timeout=30, mem_mb=1024, max_file_bytes=64 << 20, max_ratio=0)
+    assert r["ids"] == ["before"]
+    assert _errors_mentioning(r, "max_file_bytes=67108864")
+
+
+CELL_MB = 64
+
+
+def _huge_parquet(path: Path, **write) -> None:
+    big = "a" * (CELL_MB << 20)
+    table = pa.table({"id": ["before", "huge", "after"], "text": ["a good record", big, "another good one"]})
+    pq.write_table(table, path, compression="zstd", **write)
+
+
+def test_parquet_huge_cell_is_measured_before_it_becomes_a_str(tmp_path):
+    """A 64 MiB cell between good rows of one row group: skipped, the neighbours kept, memory bounded.
+
+    Before: the whole row group became Python objects, then the text was encoded again to measure it
+    (5.3 GB for a 1 GiB cell); now its length is taken in Arrow, on the decoded page only.
+    """
+    p = tmp_path / "huge.parquet"
+    _huge_parquet(p)
+    assert p.stat().st_size < 100_000
+    r = read_in_child(p, timeout=60, mem_mb=4096, max_record_bytes=1 << 20)  # Arrow reserves ~1.5 GB
+    assert r["ids"] == ["before", "after"]
+    assert [e[0] for e in _errors_mentioning(r, "max_record_bytes")] == ["row 1"]
+    assert r["peak_mb"] < 150 + 3.5 * CELL_MB  # the interpreter, the compressed and decoded page, the array
+
+
+def test_parquet_row_group_over_the_footer_bound_is_not_decoded(tmp_path):
+    p = tmp_path / "huge.parquet"
+    _huge_parquet(p, row_group_size=1)  # before | huge | after, one row group each
+    r = read_in_child(p, timeout=60, mem_mb=4096, max_row_group_bytes=16 << 20)
+    assert r["ids"] == ["before", "after"]
+    assert [e[0] for e in _errors_mentioning(r, "max_row_group_bytes")] == ["row group 1"]
+    assert r["peak_mb"] < 150 + CELL_MB / 2  # the cell was never decoded
+
+
+def test_parquet_big_row_group_is_read_in_small_batches(tmp_path):
+    """300k tiny rows in one row group: Python objects for 64 rows at a time, not for all of them."""
+    n = 300_000
+    table = pa.table({"id": [f"r{i}" for i in range(n)], "text": ["tiny doc"] * n})
+    p = tmp_path / "rows.parquet"
+    pq.write_table(table, p, row_group_size=n)
+    del table
+    r = read_in_child(p, timeout=60, mem_mb=4096)  # Arrow reserves ~1.5 GB of address space up front
+    assert r["n"] == n and r["ids"][0] == "r0" and r["last"] == f"r{n - 1}" and not r["errors"]
+    assert r["peak_mb"] < 170  # the whole group through to_pylist: over 200 MB

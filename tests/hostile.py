@@ -27,7 +27,13 @@ resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 from pretrain.curate.readers import ReaderConfig, read_documents
 cfg = ReaderConfig(**json.loads(sys.argv[3]))
 errors, ids, n, last, t0 = [], [], 0, None, time.perf_counter()
-for doc in read_documents(sys.argv[2], cfg, lambda p, r, why: errors.append([str(r), why])):
+docs = read_documents(sys.argv[2], cfg, lambda p, r, why: errors.append([str(r), why]))
+if len(sys.argv) > 4:  # the records are HTML pages: run them through the extract step too
+    from pretrain.curate.extract import ExtractConfig, ExtractStep
+    step = ExtractStep(ExtractConfig(**json.loads(sys.argv[4])))
+    step.on_reject = lambda doc, name, why: errors.append([doc.id, why])
+    docs = step(d for d in docs if d.cache.update(html=True) is None)
+for doc in docs:
     n, last = n + 1, doc.id
     if n <= 100:  # a million ids would measure this list, not the reader
         ids.append(doc.id)
@@ -37,10 +43,18 @@ print(json.dumps({"ids": ids, "n": n, "last": last, "errors": errors[:100],
 """
 
 
-def read_in_child(path: Path, timeout: float = 60, mem_mb: int = 2048, **cfg) -> dict:
-    """Documents of `path` read by a child with `mem_mb` of address space and `timeout` seconds."""
+def read_in_child(path: Path, timeout: float = 60, mem_mb: int = 2048, extract: dict | None = None,
+                  **cfg) -> dict:
+    """Documents of `path` read by a child with `mem_mb` of address space and `timeout` seconds.
+
+    With `extract` (an ExtractConfig's fields), each record is an HTML page and goes through the
+    extract step; its drops are reported as errors (id, reason).
+    """
     env = {**os.environ, "PYTHONPATH": SRC}
-    r = subprocess.run([sys.executable, "-c", _CHILD, str(mem_mb << 20), str(path), json.dumps(cfg)],
+    args = [str(mem_mb << 20), str(path), json.dumps(cfg)]
+    if extract is not None:
+        args.append(json.dumps(extract))
+    r = subprocess.run([sys.executable, "-c", _CHILD, *args],
                        capture_output=True, text=True, timeout=timeout, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -134,3 +134,20 @@ def test_parquet_big_row_group_is_read_in_small_batches(tmp_path):
     r = read_in_child(p, timeout=60, mem_mb=4096)  # Arrow reserves ~1.5 GB of address space up front
     assert r["n"] == n and r["ids"][0] == "r0" and r["last"] == f"r{n - 1}" and not r["errors"]
     assert r["peak_mb"] < 170  # the whole group through to_pylist: over 200 MB
+
+
+def _page(body: str) -> str:
+    return f"<html><body><article><h1>Title</h1><p>{body}</p></article></body></html>"
+
+
+def test_deeply_nested_page_is_extracted_in_linear_time(tmp_path):
+    """100,000 nested <div> (1.1 MB, under the size cap): resiliparse's main-content pass never
+    ended in 300 s; the depth check sends it to whole-page extraction. The neighbours keep their text."""
+    deep = "<html><body><p>deep page</p>" + "<div>" * 100_000 + "x" + "</div>" * 100_000 + "</body></html>"
+    p = tmp_path / "pages.jsonl"
+    p.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in (
+        ("before", _page("A good page before the deep one, with enough words to be its main text.")),
+        ("deep", deep),
+        ("after", _page("A good page after the deep one, with enough words to be its main text.")))))
+    r = read_in_child(p, timeout=30, mem_mb=2048, extract={"backend": "resiliparse"})
+    assert r["ids"] == ["before", "deep", "after"] and r["seconds"] < 10

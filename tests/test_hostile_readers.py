@@ -151,3 +151,39 @@ def test_deeply_nested_page_is_extracted_in_linear_time(tmp_path):
         ("after", _page("A good page after the deep one, with enough words to be its main text.")))))
     r = read_in_child(p, timeout=30, mem_mb=2048, extract={"backend": "resiliparse"})
     assert r["ids"] == ["before", "deep", "after"] and r["seconds"] < 10
+
+
+def _warc_records(lie: int) -> list[bytes]:
+    from test_warc_bad import page, record
+
+    return [record(0, page("a")), record(1, page("b"), length=lie), record(2, page("c")),
+            record(3, page("d"))]
+
+
+@pytest.mark.parametrize("layout", ["gzip", "plain"])
+@pytest.mark.parametrize("gaps", ["uncompressed", "all"])
+def test_warc_content_length_that_overruns_is_resynchronised(tmp_path, layout, gaps):
+    """Record 1 claims 4 GiB: the parser swallowed records 2 and 3 without a word; now it restarts there."""
+    recs = _warc_records(1 << 32)
+    p = tmp_path / ("w.warc.gz" if layout == "gzip" else "w.warc")
+    p.write_bytes(b"".join(gzip.compress(r, mtime=0) for r in recs) if layout == "gzip" else b"".join(recs))
+    r = read_in_child(p, timeout=30, mem_mb=2048, warc_check_gaps=gaps)
+    assert [int(i.strip("<>")[-12:]) for i in r["ids"]] == [0, 2, 3]
+    (resync,) = _errors_mentioning(r, "resynchronised at the next record")
+    assert "claimed Content-Length 4294967296 overruns" in resync[1]
+    assert "bytes of this record skipped" in resync[1]
+
+
+def test_warc_check_all_inflates_members_in_bounded_pieces(tmp_path):
+    """With gaps="all" the claimed length was the inflation limit: a lie of 4 GiB before a 100 MiB
+    member of zeros (100 KB on disk) inflated it whole. Now streamed: memory stays flat."""
+    from test_warc_bad import record
+
+    recs = _warc_records(1 << 32)
+    bomb = gzip.compress(record(9, b"\0" * (100 << 20), ctype="application/octet-stream"), compresslevel=1)
+    members = [gzip.compress(r, mtime=0) for r in recs]
+    p = tmp_path / "bomb.warc.gz"
+    p.write_bytes(members[0] + members[1] + bomb + members[2] + members[3])
+    r = read_in_child(p, timeout=60, mem_mb=2048, warc_check_gaps="all")
+    assert [int(i.strip("<>")[-12:]) for i in r["ids"]] == [0, 2, 3]
+    assert r["peak_mb"] < 80  # inflating the member whole: over 130 MB

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pretrain.config import signed
 from pretrain.curate.document import Document
 from pretrain.curate.language import words
 from pretrain.curate.step import Filter, Step, Tagger
@@ -47,7 +48,7 @@ class ClassifierConfig:
     """
 
     model: str | None = None
-    threshold: float = 0.0
+    threshold: float = signed(0.0)  # a vote: below 0 leans towards the bad set
     per_word: bool = True
     filter: bool = True  # False: only tag the score (annotate now, filter later)
 

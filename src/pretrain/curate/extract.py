@@ -39,30 +39,32 @@ import sys
 import time
 from dataclasses import dataclass
 
+from pretrain.config import bounded, choice
 from pretrain.curate.document import Document
 from pretrain.curate.step import Step
 
 BACKENDS = ("resiliparse", "trafilatura")
+ISOLATIONS = ("auto", "process", "inline")
 
 
 @dataclass
 class ExtractConfig:
     """HTML extraction (TOML section `[extract]`)."""
 
-    backend: str = "resiliparse"
-    timeout_s: float = 10.0
-    max_html_bytes: int = 5_000_000
+    backend: str = choice("resiliparse", BACKENDS)
+    timeout_s: float = bounded(10.0, gt=0)
+    max_html_bytes: int = bounded(5_000_000, lo=1)
     # "auto": a child process for trafilatura, in-process for resiliparse; "process" or "inline".
-    isolation: str = "auto"
+    isolation: str = choice("auto", ISOLATIONS)
     favor_precision: bool = True  # trafilatura only
     main_content: bool = True  # resiliparse only; False keeps the whole page's text (as CC's WET does)
     # resiliparse only: a page nested deeper is extracted whole-page (linear time; see the docstring).
-    max_depth: int = 1000
+    max_depth: int = bounded(1000, lo=1)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"extract.backend must be one of {BACKENDS}, got {self.backend!r}")
-        if self.isolation not in ("auto", "process", "inline"):
+        if self.isolation not in ISOLATIONS:
             raise ValueError(f"extract.isolation must be auto, process or inline, got {self.isolation!r}")
 
 

@@ -33,6 +33,7 @@ from typing import IO, Any
 
 import zstandard
 
+from pretrain.config import bounded, choice
 from pretrain.curate.document import Document, stable_id
 from pretrain.errors import UserError
 
@@ -42,6 +43,7 @@ JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc", ".arc.gz")
 HTML_SUFFIXES = (".html", ".htm")
 SUFFIXES = JSONL_SUFFIXES + (".parquet", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
+WARC_CHECK_GAPS = ("off", "uncompressed", "all")
 
 
 @dataclass
@@ -55,9 +57,9 @@ class ReaderConfig:
     # `pretrain curate` wrote), so re-curating or deduplicating a corpus keeps them. "" = ignore.
     metadata_field: str = "metadata"
     # A record (JSON line, Parquet cell, text file, WARC payload) larger than this is skipped.
-    max_record_bytes: int = 8 * 1024 * 1024
+    max_record_bytes: int = bounded(8 * 1024 * 1024, lo=1)
     # Decompressed bytes read from one file at most (bounded decompression).
-    max_file_bytes: int = 64 * 1024**3
+    max_file_bytes: int = bounded(64 * 1024**3, lo=1)
     # ... and at most this many times the compressed bytes read (after 16 MiB): web text
     # compresses 3-10x (a file of one line repeated, a few hundred x), a zstd bomb 10,000x and more;
     # gzip cannot pass ~1030x, so its bombs stop at max_file_bytes. 0 = no ratio bound.
@@ -71,10 +73,10 @@ class ReaderConfig:
     # WARC: re-read the framing between records to report records the parser skipped:
     # "uncompressed" (cheap: a few bytes per record), "all" (also gzip-per-record files, which
     # costs a second decompression: about half the reading speed), or "off".
-    warc_check_gaps: str = "uncompressed"
+    warc_check_gaps: str = choice("uncompressed", WARC_CHECK_GAPS)
 
     def __post_init__(self) -> None:
-        if self.warc_check_gaps not in ("off", "uncompressed", "all"):
+        if self.warc_check_gaps not in WARC_CHECK_GAPS:
             raise ValueError(
                 f"reader.warc_check_gaps must be off, uncompressed or all, not {self.warc_check_gaps!r}"
             )

@@ -1,7 +1,7 @@
 """Input readers: files in, `Document`s out, bad records reported and skipped.
 
 Owns the input side of the belt: `list_inputs` (files, folders, globs -> sorted files) and
-`read_documents`, which dispatches on the file's extension:
+`read_documents`, which dispatches on the file's extension through the `FORMATS` table:
 
 - `.jsonl`, `.jsonl.gz`, `.jsonl.zst`: one JSON object per line; `ReaderConfig.text_field`,
   `id_field`, `url_field` name the fields.
@@ -144,20 +144,30 @@ def read_documents(
     src = source if source is not None else path.name
     stats = stats if stats is not None else Counter()
     name = path.name.lower()
-    if name.endswith(JSONL_SUFFIXES):
-        yield from _read_jsonl(path, cfg, on_error, src)
-    elif name.endswith(".parquet"):
-        yield from _read_parquet(path, cfg, on_error, src)
-    elif name.endswith(".txt"):
-        yield from _read_text(path, cfg, on_error, src)
-    elif name.endswith(HTML_SUFFIXES):
-        yield from _read_html(path, cfg, on_error, src)
-    elif name.endswith(WARC_SUFFIXES):
-        from pretrain.curate.warc import read_warc
+    for suffixes, reader in FORMATS:
+        if name.endswith(suffixes):
+            yield from _resolve(reader)(path, cfg, on_error, src, stats)
+            return
+    on_error(str(path), None, f"unsupported file type (known: {', '.join(SUFFIXES)})")
 
-        yield from read_warc(path, cfg, on_error, src, stats)
-    else:
-        on_error(str(path), None, f"unsupported file type (known: {', '.join(SUFFIXES)})")
+
+# Suffixes -> reader, in order; a reader is (path, cfg, on_error, source, stats) -> Documents.
+# Named as "module:function" and imported on first use: warc.py builds on this module's helpers,
+# so importing it from here at load time would make the two modules import each other.
+FORMATS: list[tuple[tuple[str, ...], str]] = [
+    (JSONL_SUFFIXES, "pretrain.curate.readers:_read_jsonl"),
+    ((".parquet",), "pretrain.curate.readers:_read_parquet"),
+    ((".txt",), "pretrain.curate.readers:_read_text"),
+    (HTML_SUFFIXES, "pretrain.curate.readers:_read_html"),
+    (WARC_SUFFIXES, "pretrain.curate.warc:read_warc"),
+]
+
+
+def _resolve(reader: str) -> Callable[..., Iterator[Document]]:
+    import importlib
+
+    module, _, function = reader.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 # --------------------------------------------------------------------------- JSONL
@@ -247,7 +257,9 @@ def _open_binary(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
 
-def _read_jsonl(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+def _read_jsonl(
+    path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
+) -> Iterator[Document]:
     lineno = 0
     try:
         with _open_binary(path) as raw:
@@ -334,7 +346,9 @@ def _make_doc(
 # --------------------------------------------------------------------------- Parquet
 
 
-def _read_parquet(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+def _read_parquet(
+    path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
+) -> Iterator[Document]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -442,7 +456,9 @@ def _looks_binary(data: bytes) -> bool:
     return controls > len(head) * 0.1
 
 
-def _read_text(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+def _read_text(
+    path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
+) -> Iterator[Document]:
     data = _read_file_bytes(path, cfg, on_error)
     if data is None:
         return
@@ -490,7 +506,9 @@ def _known_codec(name: str | None) -> str | None:
     return name
 
 
-def _read_html(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+def _read_html(
+    path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
+) -> Iterator[Document]:
     data = _read_file_bytes(path, cfg, on_error)
     if data is None:
         return

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -187,3 +189,43 @@ def test_warc_check_all_inflates_members_in_bounded_pieces(tmp_path):
     r = read_in_child(p, timeout=60, mem_mb=2048, warc_check_gaps="all")
     assert [int(i.strip("<>")[-12:]) for i in r["ids"]] == [0, 2, 3]
     assert r["peak_mb"] < 80  # inflating the member whole: over 130 MB
+
+
+def test_content_encoding_bomb_is_skipped(tmp_path):
+    """Held before issue 20 (regression): `Content-Encoding: gzip`, 250 KB inflating to 256 MiB."""
+    from test_warc_bad import page, record
+
+    z = zlib.compressobj(1, zlib.DEFLATED, 31)
+    spaces = b" " * (1 << 20)
+    body = z.compress(b"<html><body>") + b"".join(z.compress(spaces) for _ in range(256)) + z.flush()
+    bomb = record(1, body, extra_http="Content-Encoding: gzip\r\n")
+    recs = [record(0, page("a")), bomb, record(2, page("c"))]
+    p = tmp_path / "ce.warc.gz"
+    p.write_bytes(b"".join(gzip.compress(r, mtime=0) for r in recs))
+    r = read_in_child(p, timeout=30, mem_mb=1024)
+    assert [int(i.strip("<>")[-12:]) for i in r["ids"]] == [0, 2]
+    assert _errors_mentioning(r, "larger than max_record_bytes after decompression")
+    assert r["peak_mb"] < 200
+
+
+def test_record_fields_cannot_reach_outside_the_output(tmp_path):
+    """Held before issue 20 (regression): ids, urls and sources that look like paths stay data."""
+    import subprocess
+    import sys
+
+    from hostile import SRC
+
+    evil = tmp_path / "evil"
+    records = [{"id": "../../evil/x", "url": "file:///etc/passwd", "text": "word " * 80},
+               {"id": str(evil / "y"), "source": "../../evil", "text": "other " * 80},
+               {"id": "ok", "text": "A normal document with enough words to pass the rules. " * 10}]
+    inp = tmp_path / "in" / "a.jsonl"
+    inp.parent.mkdir()
+    inp.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "deep" / "er" / "out"
+    r = subprocess.run([sys.executable, "-m", "pretrain", "curate", str(inp), "-o", str(out)],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": SRC})
+    assert r.returncode == 0, r.stderr
+    assert not evil.exists() and not (tmp_path / "deep" / "evil").exists()
+    outside = {p for p in tmp_path.rglob("*") if not (p.is_relative_to(out) or p.is_relative_to(inp.parent))}
+    assert outside == {tmp_path / "deep", tmp_path / "deep" / "er"}

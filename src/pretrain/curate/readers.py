@@ -181,16 +181,22 @@ class _Bounded:
     def __init__(self, raw: IO[bytes], limit: int, ratio: float = 0, compressed_pos=None):
         self.raw, self.limit, self.read_bytes = raw, limit, 0
         self.ratio, self.compressed_pos = ratio, compressed_pos
+        self.next_check = min(limit, RATIO_SLACK)  # checks once a MiB, not per line (tell() costs)
 
     def readline(self, size: int = -1) -> bytes:
         line = self.raw.readline(size)
         self.read_bytes += len(line)
+        if self.read_bytes > self.next_check:
+            self._check()
+        return line
+
+    def _check(self) -> None:
         if self.read_bytes > self.limit:
             raise OSError(f"more than max_file_bytes={self.limit} decompressed bytes")
-        if self.ratio and self.compressed_pos and self.read_bytes > RATIO_SLACK:
+        if self.ratio and self.compressed_pos:
             if self.read_bytes > self.ratio * max(self.compressed_pos(), 1) + RATIO_SLACK:
                 raise OSError(f"expands more than max_ratio={self.ratio:g} times (a compression bomb?)")
-        return line
+        self.next_check = min(self.limit, self.read_bytes + (1 << 20))
 
 
 class _ZstdRaw(io.RawIOBase):

@@ -182,3 +182,21 @@ def test_normal_checkpoint_loads_bit_exact_through_the_safe_reader(run):
     assert sa["param_groups"] == sb["param_groups"] and sa["param_groups"][0]["lr"] > 0
     for k in sb["state"]:
         assert all(torch.equal(sa["state"][k][n], sb["state"][k][n]) for n in sb["state"][k])
+
+
+def test_hostile_json_and_toml_in_a_run_directory_are_one_line_errors(run, tmp_path):
+    """The other files a run directory carries: nested 100k deep they raised RecursionError."""
+    from pretrain.errors import UserError
+    from pretrain.train.runs import load_run_model
+
+    bad, ckpt = _copy(run, tmp_path / "bad")
+    (ckpt / "state_rank0.json").write_text("[" * 100_000 + "]" * 100_000)
+    _reseal(ckpt)
+    model, opt = _model_and_optim(bad)
+    with pytest.raises(UserError, match=r"state_rank0\.json: not a checkpoint state file \(nested too"):
+        ck.CheckpointManager(bad / "checkpoints", async_save=False).load(ckpt, model, opt)
+    (ckpt / ck.MARKER).write_text('{"files": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert not ck.is_complete(ckpt)
+    (bad / "config.toml").write_text("a = " + "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(UserError, match=r"config\.toml: invalid TOML: nested too deeply"):
+        load_run_model(bad)

@@ -181,6 +181,8 @@ def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | No
             _deep_update(data, tomllib.loads(p.read_text()))
         except tomllib.TOMLDecodeError as e:
             raise UserError(f"{p}: invalid TOML: {e}") from e
+        except RecursionError:  # arrays or tables nested thousands deep (a run directory from elsewhere)
+            raise UserError(f"{p}: invalid TOML: nested too deeply") from None
     for text in overrides or []:
         merge(data, *parse_override(text))
     return from_dict(cls, data)

@@ -61,8 +61,9 @@ def test_table_shows_the_same_numbers():
 def test_given_layout_and_params_flag():
     lay = "tp=2,pp=2,zero=1,recompute=selective,sp=1"
     plan = json.loads(_run("--params", "7B", "--gpus", "8", "--layout", lay, "--json").stdout)
-    assert plan["layout"]["layout"] == {"tp": 2, "pp": 2, "dp": 2, "zero": 1, "mbs": 1,
-                                        "recompute": "selective", "sp": True, "v": 1}
+    assert plan["layout"]["layout"] == {"tp": 2, "pp": 2, "dp": 2, "dp_shard": 2, "dp_replicate": 1, "cp": 1,
+                                        "zero": 1, "mbs": 1, "recompute": "selective", "sp": True, "v": 1,
+                                        "cp_load_balance": True}
     assert plan["model"]["n_layers"] == 32
     too_big = _run("--model", "llama-3-70b", "--gpus", "8", "--layout", "tp=1,zero=0", "--json")
     assert too_big.returncode == 1

@@ -19,33 +19,17 @@ crossing nodes runs at the NIC's bandwidth.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pretrain.errors import UserError
 from pretrain.plan import compute, memory, parallel
 from pretrain.plan.hardware import GPU
+from pretrain.plan.layout import Layout, data_parallel, problems
+from pretrain.plan.layout import micro_batches as n_micro
 from pretrain.plan.shapes import ModelShape
 
 USABLE_FRACTION = 0.9  # of HBM: CUDA context, NCCL buffers and allocator fragmentation take the rest
 GEMM_HALF_SIZE = 2**22  # mbs·s·h/tp at which the small-GEMM factor is 1/2 (heuristic)
-
-
-@dataclass(frozen=True)
-class Layout:
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    zero: int = 1
-    mbs: int = 1
-    recompute: str = "none"
-    sp: bool = False
-    v: int = 1  # pipeline chunks per GPU (interleaved 1F1B when > 1)
-
-    def label(self) -> str:
-        sp = ",sp" if self.sp else ""
-        v = f",v={self.v}" if self.v > 1 else ""
-        return (f"tp={self.tp},pp={self.pp}{v},dp={self.dp},zero={self.zero},mbs={self.mbs},"
-                f"recompute={self.recompute}{sp}")
 
 
 @dataclass(frozen=True)
@@ -86,7 +70,7 @@ class Estimate:
         return self.reason is None
 
     def as_dict(self) -> dict:
-        d = {"layout": asdict(self.layout), "label": self.layout.label(), "fits": self.fits,
+        d = {"layout": self.layout.as_dict(), "label": self.layout.label(), "fits": self.fits,
              "reason": self.reason, "micro_batches": self.m}
         if self.memory:
             d["memory_gb"] = {k: v / 1e9 for k, v in self.memory.as_dict().items()}
@@ -97,26 +81,23 @@ class Estimate:
 
 
 def structural_reason(job: Job, lay: Layout) -> str | None:
-    """Why a layout cannot run at all (before memory), or None."""
-    shape, gpn = job.shape, job.gpu.gpus_per_node
-    if lay.tp * lay.pp * lay.dp != job.n_gpus:
-        return "tp*pp*dp != gpus"
-    if shape.n_heads % lay.tp:
-        return "heads not divisible by tp"
-    if lay.tp > gpn:
+    """Why a layout cannot run at all (before memory), or None: the shared validity rules
+    (plan/layout.py), then what the planner will not consider."""
+    shape = job.shape
+    broken = problems(lay, world_size=job.n_gpus, n_layers=shape.n_layers, n_heads=shape.n_heads,
+                      n_kv_heads=shape.n_kv_heads, seq_len=shape.seq_len, batch_seqs=job.batch_seqs)
+    if broken:
+        return broken[0]
+    if lay.tp > job.gpu.gpus_per_node:
         return "tp spans nodes"
-    if lay.pp * lay.v > shape.n_layers:
-        return "fewer layers than pp*v stages"
-    if lay.sp and lay.tp == 1:
-        return "sequence parallel needs tp > 1"
     if lay.zero >= 2 and lay.pp > 1:
         return "zero 2/3 with pipeline re-sends gradients every micro-batch"
-    if job.batch_seqs % (lay.dp * lay.mbs):
-        return "batch does not divide into dp*mbs"
-    m = job.batch_seqs // (lay.dp * lay.mbs)
-    if lay.v > 1 and m % lay.pp:
-        return "interleaving needs micro-batches divisible by pp"
     return None
+
+
+def shard_group(lay: Layout) -> int:
+    """Ranks the ZeRO-sharded (or distributed-optimizer) state is split over."""
+    return lay.shard_group if lay.dp_shard > 1 else lay.dp * lay.cp
 
 
 def evaluate(job: Job, lay: Layout) -> Estimate:
@@ -124,9 +105,9 @@ def evaluate(job: Job, lay: Layout) -> Estimate:
     reason = structural_reason(job, lay)
     if reason:
         return Estimate(lay, reason)
-    m = job.batch_seqs // (lay.dp * lay.mbs)
-    mem = memory.memory_per_gpu(job.shape, lay.tp, lay.pp, lay.dp, lay.zero, lay.mbs, lay.recompute, lay.sp,
-                                job.flash, lay.v, m, job.accounting)
+    m = n_micro(lay, job.batch_seqs)
+    mem = memory.memory_per_gpu(job.shape, lay.tp, lay.pp, shard_group(lay), lay.zero, lay.mbs, lay.recompute,
+                                lay.sp, job.flash, lay.v, m, job.accounting)
     if mem.total > job.usable_bytes:
         return Estimate(lay, "does not fit in memory", m, mem)
     est = Estimate(lay, None, m, mem)
@@ -198,7 +179,8 @@ def candidate_layouts(job: Job, micro_batches: tuple[int, ...] = (1, 2, 4, 8),
                     for mbs in micro_batches:
                         for rc in memory.RECOMPUTE:
                             for sp in (False, True) if tp > 1 else (False,):
-                                out.append(Layout(tp, pp, dp, zero, mbs, rc, sp, v))
+                                out.append(data_parallel(dp, zero, tp=tp, pp=pp, mbs=mbs, recompute=rc,
+                                                         sp=sp, v=v))
     return out
 
 
@@ -231,6 +213,13 @@ def search(job: Job, **kwargs) -> SearchResult:
     return SearchResult(job, ranked, rejected, len(results), results)
 
 
+def variant(lay: Layout, dp: int | None = None, **changes) -> Layout:
+    """`lay` with some knobs changed, its data-parallel ranks placed as the search places them."""
+    fields = {k: getattr(lay, k) for k in lay.__dataclass_fields__ if k not in ("dp_shard", "dp_replicate")}
+    fields.update(changes)
+    return data_parallel(lay.dp if dp is None else dp, **fields)
+
+
 def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
     """Why `est` (the winner by default) beats its neighbours: change one knob, say what happens."""
     est = est or result.best
@@ -254,7 +243,7 @@ def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
             changes = {knob: value}
             if knob == "tp":
                 changes["dp"] = job.n_gpus // (value * lay.pp) if job.n_gpus % (value * lay.pp) == 0 else 0
-            other = result.all.get(replace(lay, **changes))
+            other = result.all.get(variant(lay, **changes))
             if other is None:
                 continue
             if other.fits:

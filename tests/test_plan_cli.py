@@ -40,7 +40,7 @@ def test_json_has_the_library_numbers():
     zero = plan["memory_single_replica"]["zero_per_gpu_gb"]
     assert zero["stage3"] == pytest.approx(memory.zero_memory_per_gpu(shape.params(), 3, 64) / 1e9)
     lay = plan["layout"]
-    assert lay["fits"] and lay["memory_gb"]["total"] <= 72.0
+    assert lay["fits"] and lay["memory_gb"]["total"] <= 0.9 * 80 * 2**30 / 1e9  # 90% of 80 GiB
     t = plan["time"]
     # calendar time is the token budget over tokens/s, stretched by goodput
     goodput = plan["reliability"]["goodput"]

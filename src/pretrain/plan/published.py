@@ -24,13 +24,28 @@ class Run:
     job: Job
     layout: Layout
     measured_step_s: float
-    note: str = ""
+    zeros: tuple[int, ...] = (0, 1, 2, 3)  # the ZeRO stages the run's software offered
+
+    @property
+    def family(self) -> tuple[int, bool, bool]:
+        return family(self.layout)
 
     @property
     def measured_mfu(self) -> float:
         tokens = self.job.batch_seqs * self.job.shape.seq_len
         fpt = compute.flops_per_token(self.job.shape)
         return tokens / self.measured_step_s * fpt / (self.job.n_gpus * self.job.gpu.peak_flops)
+
+
+def family(lay: Layout) -> tuple[int, bool, bool]:
+    """What a paper chose, as opposed to how it tuned it: the TP degree, and whether it pipelines
+    and splits the context (the exact pp, micro-batch, v and ZeRO stage are tuning)."""
+    return lay.tp, lay.pp > 1, lay.cp > 1
+
+
+# Megatron-LM had no ZeRO sharding until its distributed optimizer (2022): the 2021 and 2022 papers'
+# runs replicate the optimizer state over data-parallel ranks.
+MEGATRON_ZERO = (0,)
 
 
 def _megatron_2021(name: str, tp: int, pp: int, gpus: int, batch: int, tflops: float) -> Run:
@@ -43,7 +58,7 @@ def _megatron_2021(name: str, tp: int, pp: int, gpus: int, batch: int, tflops: f
     job = Job(shape, get_gpu("a100-80gb"), gpus, batch * shape.seq_len, accounting="18B", flash=False)
     lay = data_parallel(gpus // (tp * pp), 0, tp=tp, pp=pp, recompute="full")
     step = flops / (gpus * tflops * 1e12)
-    return Run(f"Megatron-LM 2021 Table 1, {shape.params() / 1e9:.1f}B", job, lay, step)
+    return Run(f"Megatron-LM 2021 Table 1, {shape.params() / 1e9:.1f}B", job, lay, step, MEGATRON_ZERO)
 
 
 def _korthikanti(name: str, pp: int, gpus: int, mbs: int, full_s: float, sel_s: float) -> list[Run]:
@@ -56,7 +71,8 @@ def _korthikanti(name: str, pp: int, gpus: int, mbs: int, full_s: float, sel_s: 
     full = data_parallel(dp, 0, tp=8, pp=pp, mbs=mbs, recompute="full")
     sel = data_parallel(dp, 0, tp=8, pp=pp, mbs=mbs, recompute="selective", sp=True)
     src = f"Korthikanti 2022 Table 5, {name}"
-    return [Run(src + " full recompute", job, full, full_s), Run(src + " SP + selective", job, sel, sel_s)]
+    return [Run(src + " full recompute", job, full, full_s, MEGATRON_ZERO),
+            Run(src + " SP + selective", job, sel, sel_s, MEGATRON_ZERO)]
 
 
 def _llama3(gpus: int, cp: int, dp: int, seq: int, mfu: float, v: int) -> Run:

@@ -195,24 +195,35 @@ def _zero3_exposed(job: Job, lay: Layout, lt: timing.LayerTimes, layers: int, mi
     return timing.overlapped(job.gpu, gather, fwd) + timing.overlapped(job.gpu, 2 * gather, micro - fwd)
 
 
+LONG_SEQUENCE = 16_384  # context parallelism is searched from here on (Llama 3 used it at 128k only)
+
+
+def context_degrees(seq_len: int) -> list[int]:
+    """CP degrees worth trying: none below LONG_SEQUENCE (it only adds traffic), else powers of two
+    that leave each rank at least 4,096 tokens and split the sequence into 2·cp equal chunks."""
+    if seq_len < LONG_SEQUENCE:
+        return [1]
+    return [c for c in (1, 2, 4, 8, 16, 32) if seq_len % (2 * c) == 0 and seq_len // c >= 4096]
+
+
 def candidate_layouts(job: Job, micro_batches: tuple[int, ...] = (1, 2, 4, 8),
-                      interleave: tuple[int, ...] = (1, 2, 4)) -> list[Layout]:
-    """All layouts worth evaluating: tp a power of two within a node, pp any divisor of the rest."""
+                      interleave: tuple[int, ...] = (1, 2, 4),
+                      zeros: tuple[int, ...] = (0, 1, 2, 3)) -> list[Layout]:
+    """All layouts worth evaluating: tp a power of two within a node, cp for long sequences, pp any
+    divisor of the rest, the rest data parallel."""
     out: list[Layout] = []
     n, shape = job.n_gpus, job.shape
     gpn = job.gpu.gpus_per_node
     tps = [t for t in (1, 2, 4, 8, 16) if n % t == 0 and t <= gpn and shape.n_heads % t == 0]
-    for tp in tps:
-        rest = n // tp
+    for tp, cp in ((t, c) for t in tps for c in context_degrees(shape.seq_len) if n % (t * c) == 0):
+        rest = n // (tp * cp)
         for pp in (d for d in range(1, min(rest, shape.n_layers) + 1) if rest % d == 0):
             dp = rest // pp
-            for v in interleave if pp > 1 else (1,):
-                for zero in (0, 1, 2, 3):
-                    for mbs in micro_batches:
-                        for rc in memory.RECOMPUTE:
-                            for sp in (False, True) if tp > 1 else (False,):
-                                out.append(data_parallel(dp, zero, tp=tp, pp=pp, mbs=mbs, recompute=rc,
-                                                         sp=sp, v=v))
+            for v, zero, mbs, rc in ((v, z, b, r) for v in (interleave if pp > 1 else (1,)) for z in zeros
+                                     for b in micro_batches for r in memory.RECOMPUTE):
+                for sp in (False, True) if tp > 1 else (False,):
+                    out.append(data_parallel(dp, zero, tp=tp, pp=pp, cp=cp, mbs=mbs, recompute=rc, sp=sp,
+                                             v=v))
     return out
 
 

@@ -26,6 +26,7 @@ from pretrain.curate import io
 from pretrain.curate.executor import LocalExecutor
 from pretrain.curate.pipeline import CurateConfig, curate
 from pretrain.curate.report import funnel_rows
+from pretrain.curate.step import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_PY = ROOT / ".venv-peers" / "bin" / "python"
@@ -191,3 +192,48 @@ def test_unreachable_ray_address_is_one_line_fast(tmp_path):
                              env=dict(os.environ, PYTHONPATH=SRC), capture_output=True, text=True, timeout=60)
     assert time.time() - t0 < 30
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and f"127.0.0.1:{port}" in res.stderr
+
+
+class Shout(Step):
+    """A user's own step (imported by `test_job:Shout`): drops documents that shout."""
+
+    name = "shout"
+
+    def process(self, doc):
+        upper = sum(c.isupper() for c in doc.text) / max(1, len(doc.text))
+        if upper > 0.5:
+            self.drop(doc, "shouting")
+            return None
+        doc.metadata["upper_share"] = round(upper, 4)
+        return doc
+
+    def measured(self, doc, reason):
+        return {"value": sum(c.isupper() for c in doc.text) / len(doc.text), "threshold": 0.5}
+
+
+def test_steps_are_a_list_the_user_writes(tmp_path):
+    docs = _prose(6, seed=5)
+    rows = [{"id": f"d{i}", "text": t} for i, t in enumerate(docs)]
+    rows[2]["text"] = rows[2]["text"].upper()
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    args = ["curate", str(tmp_path / "in.jsonl"), "-o", str(out), "--workers", "1", "--quiet",
+            "--set", 'steps=["test_job:Shout", "language", "dedup"]', "--set", "language.threshold=0.99"]
+    assert main(args) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["step_order"] == ["shout", "language", "exact_dedup", "near_dedup"]
+    assert stats["steps"]["shout"]["dropped"] == {"shouting": 1}
+    rejects = _ids(out, "rejects")
+    shout = rejects["d2"]
+    assert shout["step"] == "shout" and shout["value"] > 0.5 and shout["threshold"] == 0.5
+    # the language step measured a score under its threshold: both are in the reject, and the
+    # score of every kept document is in its metadata (re-tune the threshold without recomputing)
+    low = [r for r in rejects.values() if r["reason"] == "low_language_score"]
+    assert low and all(r["value"] == r["metadata"]["language_score"] < r["threshold"] == 0.99 for r in low)
+    for rec in _ids(out, "data").values():
+        assert rec["metadata"]["language_score"] >= 0.99 and "upper_share" in rec["metadata"]
+    assert main(["curate", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o2"), "--quiet",
+                 "--set", 'steps=["dedup", "language"]']) == 2  # dedup is global: last
+    assert main(["curate", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o3"), "--quiet",
+                 "--set", 'steps=["nosuch.module:Step"]']) == 2
+    assert not (tmp_path / "o3").exists()

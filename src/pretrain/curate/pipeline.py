@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from pretrain.curate import io
-from pretrain.curate.classifier import ClassifierConfig, build_classifier_steps
+from pretrain.curate.classifier import ClassifierConfig, ClassifierFilter, build_classifier_steps
 from pretrain.curate.decontam import DecontamConfig, build_decontam_step
 from pretrain.curate.dedup import DedupConfig, load_removals, shard_ok, sign_shard
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step
 from pretrain.curate.job import Layout
-from pretrain.curate.language import LanguageConfig, build_language_step
+from pretrain.curate.language import REASON_SCORE as LANGUAGE_SCORE
+from pretrain.curate.language import LanguageConfig, LanguageFilter, build_language_step
 from pretrain.curate.pii import PIIConfig, build_pii_step
 from pretrain.curate.readers import ReaderConfig, read_documents
 from pretrain.curate.rules import RulesConfig, build_rule_steps
@@ -148,6 +149,19 @@ def reject_record(doc: Document, step: str, reason: str, **extra: Any) -> dict:
     return rec
 
 
+def measured(step: Step, doc: Document, reason: str) -> dict:
+    """The value a step measured and the threshold it held it to, for a reject record; a step may
+    say so itself with `measured(doc, reason)`, the belt's own score filters are read here."""
+    own = getattr(step, "measured", None)
+    if own is not None:
+        return dict(own(doc, reason))
+    if isinstance(step, LanguageFilter) and reason == LANGUAGE_SCORE:
+        return {"value": doc.metadata.get("language_score"), "threshold": step.cfg.threshold}
+    if isinstance(step, ClassifierFilter):
+        return {"value": doc.metadata.get(step.key), "threshold": step.threshold}
+    return {}
+
+
 class _Errors:
     """Bad records: counted by reason, the first few kept as examples (file, record, reason)."""
 
@@ -188,7 +202,8 @@ def run_shard(task: ShardTask) -> dict:
     with io.JsonlZstWriter(lay.kept(task.shard), lay.tmp) as kept, \
             io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
         for step in steps:
-            step.on_reject = lambda d, s, r: rejects.write(reject_record(d, s, r))
+            step.on_reject = lambda d, s, r, st=step: rejects.write(
+                reject_record(d, s, r, **measured(st, d, r)))
 
         def survivors() -> Iterator[tuple[Document, int]]:
             for i, doc in enumerate(run_steps(steps, counted(docs))):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.config import at_least
+
 HELP = "export a run's newest checkpoint's weights to safetensors"
 
 DESCRIPTION = """\
@@ -20,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="run directory written by `pretrain train`")
     parser.add_argument("-o", "--output", required=True, help="the .safetensors file to write")
     parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
-    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: newest)")
+    parser.add_argument("--step", type=at_least(0, int), default=None,
+                        help="checkpoint step (default: newest)")
 
 
 def run(args: argparse.Namespace) -> int:

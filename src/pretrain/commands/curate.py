@@ -41,8 +41,10 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders or globs")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="files, folders, globs or URLs (s3://bucket/prefix, ...)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="output directory or URL (s3://bucket/prefix, ...)")
     p.add_argument(
         "--config",
         metavar="TOML",
@@ -64,6 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="local",
         help="local process pool (default) or a Ray cluster",
     )
+    p.add_argument("--work-dir", metavar="DIR", default=None,
+                   help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
+                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     p.add_argument("--quiet", action="store_true", help="no config echo, no progress bar")
 
@@ -96,7 +101,8 @@ def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
     executor = build_executor(args.executor, args.workers, args.address)
     progress = None if args.quiet else Progress()
     try:
-        stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress, job=job)
+        stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress, job=job,
+                       work_dir=args.work_dir)
     finally:
         if progress:
             progress.close()

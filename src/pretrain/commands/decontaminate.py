@@ -34,8 +34,10 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="+", metavar="CORPUS", help="corpus files/folders (JSONL, Parquet, text)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
+    p.add_argument("inputs", nargs="+", metavar="CORPUS",
+                   help="corpus files/folders or URLs (JSONL, Parquet, text)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="output directory or URL (s3://bucket/prefix, ...)")
     p.add_argument("--benchmarks", nargs="+", required=True, metavar="SPEC",
                    help="evaluation files or folders, optionally FILE:field.path[,field]")
     p.add_argument("--n", type=int, default=13, help="n-gram length in words (default 13)")
@@ -49,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="local process pool (default) or a Ray cluster")
+    p.add_argument("--work-dir", metavar="DIR", default=None,
+                   help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
+                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     p.add_argument("--quiet", action="store_true", help="no config echo, no progress bar")
 

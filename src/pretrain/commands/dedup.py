@@ -41,8 +41,10 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="*", metavar="CORPUS", help="files, folders or globs")
-    p.add_argument("-o", "--output", metavar="OUT", help="output directory")
+    p.add_argument("inputs", nargs="*", metavar="CORPUS",
+                   help="files, folders, globs or URLs (s3://bucket/prefix, ...)")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="output directory or URL (s3://bucket/prefix, ...)")
     p.add_argument("--config", metavar="TOML",
                    help="belt config file (sections: reader, dedup; keys: keep, steps)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -50,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="local process pool (default) or a Ray cluster")
+    p.add_argument("--work-dir", metavar="DIR", default=None,
+                   help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
+                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     p.add_argument("--explain", action="store_true",
                    help="print the S-curve 1-(1-s^r)^b of the chosen bands and rows, and exit")

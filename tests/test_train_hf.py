@@ -1,0 +1,95 @@
+"""Hugging Face out: transformers loads `pretrain export --format hf` as is and computes what we compute.
+
+The independent truth is transformers itself (LlamaForCausalLM, GPT2LMHeadModel, AutoTokenizer):
+logits of the exported folder against our model's on the same ids, greedy generation token for
+token, and the tokenizer's ids against the ones training used.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pretrain.errors import UserError
+from pretrain.train.model import generate
+from pretrain.train.runs import load_run_model
+from pretrain.train.testing import tiny_config
+from pretrain.train.trainer import Trainer
+
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+GPT2 = ["model.mlp=gelu", "model.norm=layernorm", "model.learned_pos=true", "model.bias=true",
+        "model.n_kv_heads=4"]
+VARIANTS = {
+    "llama-gqa-untied": [],  # tiny config: 4 query heads over 2 KV heads, separate output head
+    "llama-tied": ["model.tied_embeddings=true"],
+    "gpt2-tied": [*GPT2, "model.tied_embeddings=true"],
+}
+
+
+def _train(out: Path, text: Path, *over: str) -> Path:
+    # 10 steps at lr 3e-3: the weights are far from their initialization (a permutation error shows)
+    Trainer(tiny_config(out, text, "train.steps=10", "train.resume=false", *over), quiet=True).fit()
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, text) -> dict:
+    root = tmp_path_factory.mktemp("hf_runs")
+    return {name: _train(root / name, text, *over) for name, over in VARIANTS.items()}
+
+
+def _export(run: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pretrain", "export", str(run), "--format", "hf", "-o", str(out), *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_transformers_loads_export_with_same_logits_and_generation(runs, variant, tmp_path):
+    from pretrain.train.hf_io import export_hf
+
+    out = tmp_path / "hf"
+    export_hf(runs[variant], out, max_shard_bytes=100_000)
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 1  # sharded past the size, with an index
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(hf).__name__ == ("GPT2LMHeadModel" if variant.startswith("gpt2") else "LlamaForCausalLM")
+    ours, _, _ = load_run_model(runs[variant])
+    ids = torch.randint(0, 257, (2, 32), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        diff = (ours(ids) - hf(ids).logits).abs().max().item()
+    assert diff < 1e-5, f"{variant}: logits differ by {diff}"
+    prompt = ids[:1, :8]
+    theirs = hf.generate(prompt, max_new_tokens=24, do_sample=False, eos_token_id=None, pad_token_id=0)
+    assert theirs.tolist() == generate(ours, prompt, 24, temperature=0).tolist()
+
+
+def test_bf16_single_file_export_and_rerun_replaces_shards(runs, tmp_path):
+    from pretrain.train.hf_io import export_hf
+
+    out = tmp_path / "hf"
+    export_hf(runs["llama-tied"], out, max_shard_bytes=100_000)
+    res = _export(runs["llama-tied"], out, "--dtype", "bf16")  # the command, rerun into the same folder
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in out.glob("model*")) == ["model.safetensors"]  # stale shards gone
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.bfloat16)
+    ours, _, _ = load_run_model(runs["llama-tied"])
+    for name, p in ours.named_parameters():
+        if name == "tok_emb.weight":
+            assert torch.equal(hf.model.embed_tokens.weight, p.detach().bfloat16())
+    assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
+
+
+def test_export_refuses_a_shape_transformers_has_no_class_for(text, tmp_path):
+    from pretrain.train.hf_io import export_hf
+
+    run = _train(tmp_path / "run", text, "model.mlp=gelu", "train.steps=1")  # gelu MLP + rotary: no class
+    with pytest.raises(UserError, match="matches no transformers architecture"):
+        export_hf(run, tmp_path / "hf")
+    assert not (tmp_path / "hf" / "config.json").exists()

@@ -93,3 +93,50 @@ def test_export_refuses_a_shape_transformers_has_no_class_for(text, tmp_path):
     with pytest.raises(UserError, match="matches no transformers architecture"):
         export_hf(run, tmp_path / "hf")
     assert not (tmp_path / "hf" / "config.json").exists()
+
+
+# --- the tokenizer ---------------------------------------------------------------------------------
+
+TEXTS = [
+    "Hello, world! The quick brown fox.",
+    "A page that quotes <|endoftext|> in its text, mid-sentence.",  # must stay text, as in training
+    "  leading spaces, tabs\tand a newline\nthen unicode: café, 東京, 🙂",
+    "<|endoftext|>",
+]
+
+
+def test_autotokenizer_encodes_like_pretrain_tokenize(text, tmp_path):
+    from pretrain.tokens.shards import TokenDir
+    from pretrain.tokens.tokenizer import EOT, train_tokenizer
+    from pretrain.train.hf_io import export_hf
+
+    prose = Path(text).read_text()[:200_000]
+    bpe = train_tokenizer([prose[i:i + 2000] for i in range(0, len(prose), 2000)], 400)
+    bpe.save(str(tmp_path / "tok.json"))
+    corpus = tmp_path / "corpus.jsonl"
+    docs = [*TEXTS, *(prose[i:i + 3000] for i in range(0, 60_000, 3000))]
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+    cmd = [sys.executable, "-m", "pretrain", "tokenize", str(corpus),
+           "--tokenizer", str(tmp_path / "tok.json"),
+           "-o", str(tmp_path / "tokens"), "--workers", "1"]
+    assert subprocess.run(cmd, capture_output=True, timeout=120).returncode == 0
+    tokens = TokenDir(tmp_path / "tokens")
+    run = _train(tmp_path / "run", text, "data.kind=tokens", f"data.sources.web={tmp_path / 'tokens'}",
+                 "data.weights.web=1.0", "model.vocab_size=400", "train.steps=1")
+    export_hf(run, tmp_path / "hf")
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tok.eos_token == EOT and tok.eos_token_id == tokens.manifest["eot_id"]
+    for i, t in enumerate(TEXTS):
+        assert tok(t)["input_ids"] + [tok.eos_token_id] == tokens.document(i).tolist(), t  # EOT ends a doc
+        assert tok.decode(tok(t)["input_ids"]) == t
+
+
+def test_byte_level_run_gets_an_equivalent_tokenizer(runs, tmp_path):
+    from pretrain.train.hf_io import export_hf
+
+    export_hf(runs["llama-tied"], tmp_path / "hf")  # a byte-level run: ids are UTF-8 bytes, 256 ends a text
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert (tok.eos_token, tok.eos_token_id) == ("<|endoftext|>", 256)
+    for t in TEXTS:
+        assert tok(t)["input_ids"] == list(t.encode("utf-8")), t
+        assert tok.decode(tok(t)["input_ids"]) == t

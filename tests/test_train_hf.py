@@ -140,3 +140,89 @@ def test_byte_level_run_gets_an_equivalent_tokenizer(runs, tmp_path):
     for t in TEXTS:
         assert tok(t)["input_ids"] == list(t.encode("utf-8")), t
         assert tok.decode(tok(t)["input_ids"]) == t
+
+
+# --- import: a run that starts from a transformers folder ------------------------------------------
+
+# The tiny training config's shape, so the distributed helpers' configs apply unchanged; weights 5x
+# transformers' default scale, so that logits are far from uniform and a layout error shows.
+TINY_LLAMA = dict(vocab_size=257, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                  rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0, initializer_range=0.1)
+TINY_GPT2 = dict(vocab_size=257, n_embd=64, n_inner=176, n_layer=2, n_head=4, n_positions=32,
+                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
+                 initializer_range=0.1)
+
+
+def _save_random(kind: str, folder: Path) -> Path:
+    torch.manual_seed(1)
+    if kind == "llama":
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY_LLAMA))
+    else:
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**TINY_GPT2))
+    with torch.no_grad():  # norms away from 1 and biases away from 0: a mix-up of them must show
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(folder, max_shard_size="100KB")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hf_folders(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("hf_in")
+    return {k: _save_random(k, root / k) for k in ("llama", "gpt2")}
+
+
+def _tensors(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_folders, kind, tmp_path):
+    import torch.nn.functional as F
+
+    from pretrain import config as cfgmod
+    from pretrain.train.config import RunConfig
+    from pretrain.train.hf_io import export_hf
+
+    folder = hf_folders[kind]
+    assert len(list(folder.glob("*.safetensors"))) > 1  # sharded by save_pretrained, with an index
+    cfg = cfgmod.load(RunConfig, None, [f"model.init_from={folder}", f"train.out={tmp_path / 'run'}",
+                                        "train.steps=0", "precision.dtype=fp32", "log.tensorboard=false",
+                                        "data.path=unused"])
+    ids = torch.randint(0, 257, (4, 32), generator=torch.Generator().manual_seed(0))
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        out = theirs(ids, labels=ids)
+    t = Trainer(cfg, loader=_FixedLoader(ids), quiet=True)
+    with torch.no_grad():
+        logits = t.model(ids)
+    got = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten()).item()
+    assert abs(got - out.loss.item()) < 1e-5, (got, out.loss.item())
+    assert (logits - out.logits).abs().max().item() < 1e-4
+    t.fit()  # zero steps: the imported weights saved as the run's step-0 checkpoint
+    export_hf(tmp_path / "run", tmp_path / "back")
+    before, after = _tensors(folder), _tensors(tmp_path / "back")
+    tied = theirs.config.tie_word_embeddings
+    assert sorted(after) == sorted(k for k in before if k != "lm_head.weight" or not tied)
+    for k, v in after.items():
+        assert torch.equal(v, before[k]), k
+
+
+class _FixedLoader:
+    """One fixed batch forever (the import test never trains)."""
+
+    def __init__(self, ids):
+        self.ids = ids.numpy()
+
+    def next_batch(self, batch_size: int):
+        return self.ids[:batch_size]
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass

@@ -250,3 +250,33 @@ def _thunk(src: Source, names: list[str], get):
         return t
 
     return build
+
+
+# --- a run that starts from a transformers folder --------------------------------------------------
+
+def apply_init_from(cfg):
+    """The run config with `model.init_from` (a transformers folder) spelled out: the shape, rotary
+    base and norm epsilon from its config.json, and its tokenizer.json as `data.tokenizer` for text
+    data when none is set. Shape fields also set in the recipe must agree, except a shorter
+    `model.seq_len` for a rotary model (the context trained on; the rotary tables are computed)."""
+    import dataclasses
+
+    m = cfg.model
+    if not m.init_from:
+        return cfg
+    folder = Path(m.init_from)
+    fields, theta, eps = read_hf_config(folder)
+    for k, v in fields.items():
+        mine = getattr(m, k)
+        if mine is None or mine == v:
+            continue
+        if k == "seq_len" and not fields["learned_pos"] and 0 < mine <= v:
+            fields[k] = mine
+            continue
+        raise UserError(f"model.{k}={mine} conflicts with {folder / 'config.json'} ({v}); "
+                        "unset it (the shape comes from model.init_from)")
+    model = dataclasses.replace(m, preset="", rope_theta=theta, norm_eps=eps, **fields)
+    data = cfg.data
+    if data.kind == "text" and not data.tokenizer and (folder / "tokenizer.json").is_file():
+        data = dataclasses.replace(data, tokenizer=str(folder / "tokenizer.json"))
+    return dataclasses.replace(cfg, model=model, data=data)

@@ -226,3 +226,20 @@ class _FixedLoader:
 
     def load_state_dict(self, state: dict) -> None:
         pass
+
+
+@pytest.mark.slow
+def test_continued_training_from_import_under_fsdp_tp_equals_one_process(hf_folders, text, tmp_path):
+    """dp_shard=2 x tp=2 on gloo: each rank reads its slices of the transformers checkpoint, and the
+    run's losses and gradient norms match one process on the whole global batch."""
+    from pretrain.train.testing import run_distributed
+
+    common = [f"model.init_from={hf_folders['llama']}", "train.steps=3", "schedule.warmup_steps=1",
+              "checkpoint.every=0", "checkpoint.first_at=1000", "train.resume=false"]
+    ref = Trainer(tiny_config(tmp_path / "one", text, "data.batch_size=8", *common), quiet=True).fit()
+    over = ["parallel.dp_shard=2", "parallel.tp=2", "data.batch_size=4", *common]
+    got = run_distributed("pretrain.train.testing.train_records", 4, str(tmp_path / "four"), str(text), over)
+    assert all(r == got[0] for r in got)
+    for step, ((loss, norm), r) in enumerate(zip(got[0], ref, strict=True), 1):
+        assert loss == pytest.approx(r["loss"], rel=1e-5), step
+        assert norm == pytest.approx(r["grad_norm"], rel=1e-4), step

@@ -178,16 +178,35 @@ class HFCheckpoint:
 
 
 def local_box(t) -> list[tuple[int, int]] | None:
-    """The block of the global tensor a DTensor's local shard holds, when it is one contiguous block
-    (plain Shard/Replicate placements); None otherwise (the caller then reads the whole tensor)."""
-    from torch.distributed.tensor import Replicate, Shard
+    """The block [(start, stop)] per dim of the global tensor that a DTensor's local shard holds, or
+    None when it is not one contiguous block (the caller then reads the whole tensor).
 
-    if not all(type(p) in (Shard, Replicate) for p in t.placements):
-        return None
-    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    Placements are asked about one dim at a time: the global indices 0..n-1 along that dim are
+    distributed with the placements that split it (others replicated), which also covers FSDP's
+    `_StridedShard` over TP (the rows of a TP chunk, split again over the data-parallel ranks).
+    """
+    from torch.distributed.tensor import Replicate, distribute_tensor
 
-    shape, offset = compute_local_shape_and_global_offset(t.shape, t.device_mesh, t.placements)
-    return [(o, o + s) for o, s in zip(offset, shape)]
+    box = []
+    for d, n in enumerate(t.shape):
+        pl = [_retarget(p) if getattr(p, "dim", None) == d else Replicate() for p in t.placements]
+        if all(isinstance(p, Replicate) for p in pl):
+            box.append((0, n))
+            continue
+        try:
+            idx = distribute_tensor(torch.arange(n), t.device_mesh, pl, src_data_rank=None).to_local()
+        except Exception:  # a placement this reasoning does not know: read the tensor whole
+            return None
+        if idx.numel() == 0 or not torch.equal(idx, torch.arange(int(idx[0]), int(idx[0]) + idx.numel())):
+            return None
+        box.append((int(idx[0]), int(idx[0]) + idx.numel()))
+    return box
+
+
+def _retarget(p):
+    """The same placement, splitting dim 0 (of the 1-D index tensor) instead of its own dim."""
+    split = getattr(p, "split_factor", None)
+    return type(p)(0) if split is None else type(p)(0, split_factor=split)
 
 
 @torch.no_grad()

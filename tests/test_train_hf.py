@@ -22,6 +22,7 @@ from pretrain.train.testing import tiny_config
 from pretrain.train.trainer import Trainer
 
 transformers = pytest.importorskip("transformers")
+ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 GPT2 = ["model.mlp=gelu", "model.norm=layernorm", "model.learned_pos=true", "model.bias=true",
@@ -75,8 +76,7 @@ def test_bf16_single_file_export_and_rerun_replaces_shards(runs, tmp_path):
 
     out = tmp_path / "hf"
     export_hf(runs["llama-tied"], out, max_shard_bytes=100_000)
-    res = _export(runs["llama-tied"], out, "--dtype", "bf16")  # the command, rerun into the same folder
-    assert res.returncode == 0, res.stderr
+    export_hf(runs["llama-tied"], out, "bf16")  # rerun into the same folder (the CLI: end-to-end test)
     assert sorted(p.name for p in out.glob("model*")) == ["model.safetensors"]  # stale shards gone
     hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.bfloat16)
     ours, _, _ = load_run_model(runs["llama-tied"])
@@ -116,10 +116,9 @@ def test_autotokenizer_encodes_like_pretrain_tokenize(text, tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     docs = [*TEXTS, *(prose[i:i + 3000] for i in range(0, 60_000, 3000))]
     corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
-    cmd = [sys.executable, "-m", "pretrain", "tokenize", str(corpus),
-           "--tokenizer", str(tmp_path / "tok.json"),
-           "-o", str(tmp_path / "tokens"), "--workers", "1"]
-    assert subprocess.run(cmd, capture_output=True, timeout=120).returncode == 0
+    from pretrain.tokens.pipeline import tokenize_corpus  # `pretrain tokenize`'s engine, in this process
+
+    tokenize_corpus([str(corpus)], str(tmp_path / "tok.json"), str(tmp_path / "tokens"), "web", 1)
     tokens = TokenDir(tmp_path / "tokens")
     run = _train(tmp_path / "run", text, "data.kind=tokens", f"data.sources.web={tmp_path / 'tokens'}",
                  "data.weights.web=1.0", "model.vocab_size=400", "train.steps=1")
@@ -165,6 +164,10 @@ def _save_random(kind: str, folder: Path) -> Path:
             if p.ndim == 1:
                 p.add_(torch.randn_like(p) * 0.1)
     model.save_pretrained(folder, max_shard_size="100KB")
+    if kind == "llama":  # a tokenizer beside it, as on the Hub: ids 0-255 are bytes, 256 ends a text
+        from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+        byte_tokenizer().save(str(folder / "tokenizer.json"))
     return folder
 
 
@@ -228,7 +231,7 @@ class _FixedLoader:
         pass
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # 4 spawned gloo processes: ~45 s on 2 shared cores
 def test_continued_training_from_import_under_fsdp_tp_equals_one_process(hf_folders, text, tmp_path):
     """dp_shard=2 x tp=2 on gloo: each rank reads its slices of the transformers checkpoint, and the
     run's losses and gradient norms match one process on the whole global batch."""
@@ -243,3 +246,33 @@ def test_continued_training_from_import_under_fsdp_tp_equals_one_process(hf_fold
     for step, ((loss, norm), r) in enumerate(zip(got[0], ref, strict=True), 1):
         assert loss == pytest.approx(r["loss"], rel=1e-5), step
         assert norm == pytest.approx(r["grad_norm"], rel=1e-4), step
+
+
+@pytest.mark.slow  # two CLI processes (train, export): ~20 s on 2 shared cores
+def test_continue_hf_recipe_end_to_end(hf_folders, text, tmp_path):
+    """The docs' flow with the shipped recipe: tokenize with the imported tokenizer, continue
+    training from the folder, export, and transformers loads the result as is."""
+    from pretrain.tokens.pipeline import tokenize_corpus
+
+    base = hf_folders["llama"]
+    prose = Path(text).read_text()[:120_000]
+    for name, part in (("domain", prose[:60_000]), ("general", prose[60_000:])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"text": part[i:i + 1000]}) + "\n"
+                                                        for i in range(0, len(part), 1000)))
+        tokenize_corpus([str(tmp_path / f"{name}.jsonl")], str(base / "tokenizer.json"), str(tmp_path / name),
+                        name, 1)
+    over = [f"model.init_from={base}", "model.seq_len=32", f"train.out={tmp_path / 'run'}", "train.steps=3",
+            "schedule.warmup_steps=1", "precision.dtype=fp32", "log.tensorboard=false", "train.threads=1",
+            f"data.sources.domain={tmp_path / 'domain'}", f"data.sources.general={tmp_path / 'general'}"]
+    cmd = [sys.executable, "-m", "pretrain", "train", str(ROOT / "recipes" / "continue-hf.toml"), "--quiet"]
+    res = subprocess.run([*cmd, *(a for o in over for a in ("--set", o))], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = _export(tmp_path / "run", tmp_path / "continued")
+    assert res.returncode == 0, res.stderr
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "continued")
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "continued")
+    assert tok.eos_token == "<|endoftext|>" and model.config.eos_token_id == 256
+    before = transformers.AutoModelForCausalLM.from_pretrained(base)
+    changed = [n for n, p in model.named_parameters() if not torch.equal(p, before.get_parameter(n))]
+    assert len(changed) == len(list(model.parameters()))  # every tensor trained, none lost on the way

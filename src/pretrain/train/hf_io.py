@@ -110,11 +110,10 @@ def publish(staging: Path, out: Path, written: list[str]) -> None:
 # --- reading ---------------------------------------------------------------------------------------
 
 class HFCheckpoint:
-    """The safetensors files of a transformers folder, opened lazily; tensors read by slices."""
+    """The safetensors files of a transformers folder; tensors read by slices."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
-        self.files: dict[str, object] = {}
         self.where = self._weight_map()
         # Older GPT-2 checkpoints on the Hub name keys without the "transformer." prefix.
         self.strip = "transformer." if not any(k.startswith("transformer.") for k in self.where) else ""
@@ -139,21 +138,28 @@ class HFCheckpoint:
         with safe_open(str(single), framework="pt") as f:
             return {k: SINGLE for k in f.keys()}
 
-    def _slice(self, key: str):
+    def _file(self, key: str) -> tuple[str, str]:
         stored = key.removeprefix(self.strip) if self.strip else key
         name = self.where.get(stored)
         if name is None:
             raise UserError(f"{self.folder}: tensor {key!r} not found in the checkpoint")
-        if name not in self.files:
-            from safetensors import safe_open
-
-            self.files[name] = safe_open(str(self.folder / name), framework="pt")
-        return self.files[name].get_slice(stored), name
+        return stored, name
 
     def read(self, src: Source, gshape: tuple, box: list[tuple[int, int]] | None = None) -> torch.Tensor:
-        """Our tensor (global shape `gshape`), or only its `box` [(start, stop)] per dim, from `src`."""
+        """Our tensor (global shape `gshape`), or only its `box` [(start, stop)] per dim, from `src`.
+
+        The file is opened for this one read: safetensors maps it, and pages read through a mapping
+        count as this process's memory until it is unmapped, so a handle kept open would grow the
+        import's footprint to the model plus the whole file.
+        """
+        from safetensors import safe_open
+
+        stored, name = self._file(src.key)
+        with safe_open(str(self.folder / name), framework="pt") as f:
+            return self._read(f.get_slice(stored), name, src, gshape, box)  # copies: safe to close
+
+    def _read(self, sl, fname: str, src: Source, gshape: tuple, box: list | None) -> torch.Tensor:
         box = box or [(0, s) for s in gshape]
-        sl, fname = self._slice(src.key)
         want = list(gshape)
         if src.kind == "qkv":
             want[0] *= 3

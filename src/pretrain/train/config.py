@@ -33,6 +33,9 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    # A Hugging Face folder (config.json + safetensors, Llama or GPT-2) to start from: the shape, the
+    # weights and (for text data) the tokenizer come from it; see docs/training.md.
+    init_from: str = ""
 
 
 @dataclass

@@ -28,6 +28,8 @@ from pretrain.train import checkpoint as ck
 from pretrain.train.config import RunConfig
 from pretrain.train.cpu import keep_freed_memory
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
+from pretrain.train.hf import apply_init_from
+from pretrain.train.hf_io import load_hf_weights
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
 from pretrain.train.parallel import (
@@ -135,6 +137,7 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, loader=None, eval_loader=None,
                  quiet: bool = False):
+        cfg = apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
         self.cfg, self.quiet = cfg, quiet
         self.run_dir = Path(run_dir or cfg.train.out)
         self.device = pick_device(cfg.train.device)
@@ -163,7 +166,9 @@ class Trainer:
             split_for_pp(self.model, rank_stages(self.layout.pp_rank, dims.pp, cfg.parallel.pp_schedule),
                          n_stages)
         parallelize(self.model, dims, cfg.parallel, self.layout, cfg.precision.dtype)
-        if world == 1:
+        if cfg.model.init_from:
+            self._init_from_hf(world)
+        elif world == 1:
             materialize(self.model, self.device, cfg.train.seed)
         else:  # every rank initializes the whole model as one process would, and keeps its piece
             full = materialize(build_model(self.shape, cfg.model, "meta"), "cpu", cfg.train.seed)
@@ -203,6 +208,12 @@ class Trainer:
             found = ck.latest_complete(self.ckpt.root)
             if found:
                 self.restore(found[1])
+
+    def _init_from_hf(self, world: int) -> None:
+        """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py)."""
+        load_hf_weights(self.model, self.cfg.model.init_from, self.device)
+        if world > 1 and self.dims.dp_replicate > 1 and self.dims.dp_shard == 1:
+            apply_ddp(self.model, self.layout.sub("dp_replicate"))
 
     @staticmethod
     def _check_pp(cfg: RunConfig, dims, loader) -> None:

@@ -179,7 +179,9 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
         resid = 4.0  # the residual stream stays fp32 (embedding output is fp32 under autocast)
         if recompute == "full":
             return resid * h / rep  # checkpointed block: its input only
-        norm = 2 * (4 * h + 4 * h + 4) / rep
+        # RMSNorm: fp32 input, normalized output and 1/rms; LayerNorm (fp32 under autocast): its
+        # input, mean and 1/std
+        norm = 2 * ((8 * h + 4) if shape.norm == "rmsnorm" else (4 * h + 8)) / rep
         inputs = (3 + (2 if gated else 1)) * 2 * h
         qkv = 3 * 2 * h / t  # K, V expanded to n_heads
         attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t

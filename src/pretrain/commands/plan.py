@@ -59,7 +59,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accounting", default="16B", choices=["16B", "18B", "20B", "megatron-distopt"],
                    help="bytes of training state per parameter (default 16B)")
     p.add_argument("--no-flash", action="store_true", help="attention stores s x s scores")
-    p.add_argument("--efficiency", type=float, default=0.6, help="share of peak large GEMMs sustain (0.6)")
+    p.add_argument("--efficiency", type=float, default=None,
+                   help="share of peak large GEMMs sustain (default: the GPU table's, e.g. 0.80 on H100)")
+    p.add_argument("--activations", default="fused", choices=["fused", "pretrain"],
+                   help="saved-tensor accounting: fused kernels (Megatron/TE, default) or this project's "
+                   "trainer as written (fp32 residual, unfused norms and SwiGLU)")
     p.add_argument("--mtbf-gpu-hours", type=float, default=50_000.0,
                    help="mean hours between failures of one GPU (default 50,000, from Llama 3)")
     p.add_argument("--checkpoint-seconds", type=float, default=60.0, help="time to save a checkpoint (60)")
@@ -87,21 +91,34 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if (args.model is None) == (args.params is None):
         raise UserError("give exactly one of --model NAME or --params COUNT (e.g. --params 7B)")
+    if args.seq_len is not None and args.seq_len < 1:
+        raise UserError(f"--seq-len must be >= 1, got {args.seq_len}")
     if args.model:
         shape = shapes.get_shape(args.model)
     else:
-        shape = shapes.shape_for_params(shapes.parse_count(args.params))
+        wanted = shapes.parse_count(args.params)
+        shape = shapes.shape_for_params(wanted, seq_len=args.seq_len or 4096)
+        if abs(shape.params() / wanted - 1) > 0.01:
+            print(f"--params {args.params}: no Llama-style shape comes within 1%; planning the nearest, "
+                  f"{shape.params():,} parameters (L={shape.n_layers}, h={shape.d_model}, "
+                  f"d_ff={shape.d_ff}, vocabulary {shape.vocab_size:,})", file=sys.stderr)
     if args.seq_len:
         shape = shape.with_(seq_len=args.seq_len)
     table = hardware.load_table(args.hardware) if args.hardware else None
     gpu = hardware.get_gpu(args.gpu, table)
     if args.gpus < 1:
         raise UserError(f"--gpus must be >= 1, got {args.gpus}")
-    if not 0 < args.efficiency <= 1:
+    if args.efficiency is not None and not 0 < args.efficiency <= 1:
         raise UserError(f"--efficiency is a share of peak in (0, 1], got {args.efficiency}")
     tokens = shapes.parse_count(args.tokens) if args.tokens else 20.0 * shape.params()
-    job = Job(shape, gpu, args.gpus, shapes.parse_batch_tokens(args.batch_tokens), args.accounting,
-              not args.no_flash, args.efficiency)
+    if tokens <= 0:
+        raise UserError(f"--tokens must be positive, got {args.tokens}")
+    batch = shapes.parse_batch_tokens(args.batch_tokens)
+    if batch < shape.seq_len:
+        raise UserError(f"--batch-tokens {args.batch_tokens} ({batch:,}) holds no sequence of "
+                        f"{shape.seq_len:,}")
+    job = Job(shape, gpu, args.gpus, batch, args.accounting, not args.no_flash, args.efficiency,
+              args.activations)
     budget = report.Budget(tokens, args.mtbf_gpu_hours, args.checkpoint_seconds, args.restart_seconds)
     layout = report.parse_layout(args.layout, args.gpus) if args.layout else None
     if layout is not None:

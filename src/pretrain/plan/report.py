@@ -107,7 +107,7 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
                   "flops_per_token_6n": compute.flops_per_token(shape, attention=False)},
         "cluster": {"gpu": gpu.name, "n_gpus": job.n_gpus, "nodes": -(-job.n_gpus // gpu.gpus_per_node),
                     "peak_tflops_per_gpu": gpu.bf16_tflops, "memory_gb_per_gpu": gpu.memory_gb,
-                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "efficiency": job.efficiency},
+                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "efficiency": job.gpu.gemm_efficiency},
         "budget": {"tokens": budget.tokens, "batch_tokens": job.batch_seqs * shape.seq_len,
                    "chinchilla_tokens": compute.chinchilla_tokens(shape.params()),
                    "training_flops_6nd": compute.training_flops(shape.params(), budget.tokens),

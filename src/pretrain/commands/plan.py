@@ -71,6 +71,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=5, help="how many ranked layouts to show (5)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--figures", default=None, metavar="DIR", help="write PNG figures into DIR")
+    p.add_argument("--calibrate", nargs="+", default=None, metavar="RUN",
+                   help="fit the GPU's compute efficiencies (and kernel launch overhead, given runs of "
+                   "different sizes) to the tokens/s measured in these pretrain train run directories; "
+                   "the plan then uses the calibrated GPU")
+    p.add_argument("--save-hardware", default=None, metavar="FILE",
+                   help="with --calibrate: write the calibrated GPU as a --hardware TOML file")
     p.add_argument("--emit-recipe", default=None, metavar="FILE",
                    help="write the chosen layout as a training config (TOML) for pretrain train")
     p.add_argument("--list-models", action="store_true", help="list the presets and exit")
@@ -89,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:18s} {s.params() / 1e9:9.3f}B  L={s.n_layers} h={s.d_model} a={s.n_heads} "
                   f"kv={s.n_kv_heads} V={s.vocab_size} s={s.seq_len}")
         return 0
+    if args.calibrate:
+        calibration, args.gpu_override = _calibrate(args)
+        if args.model is None and args.params is None:
+            print(json.dumps(calibration, indent=2) if args.json else _calibration_text(calibration))
+            return 0
     if (args.model is None) == (args.params is None):
         raise UserError("give exactly one of --model NAME or --params COUNT (e.g. --params 7B)")
     if args.seq_len is not None and args.seq_len < 1:
@@ -105,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seq_len:
         shape = shape.with_(seq_len=args.seq_len)
     table = hardware.load_table(args.hardware) if args.hardware else None
-    gpu = hardware.get_gpu(args.gpu, table)
+    gpu = getattr(args, "gpu_override", None) or hardware.get_gpu(args.gpu, table)
     if args.gpus < 1:
         raise UserError(f"--gpus must be >= 1, got {args.gpus}")
     if args.efficiency is not None and not 0 < args.efficiency <= 1:
@@ -124,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
     if layout is not None:
         report.check_layout(job, layout)
     plan = report.build_plan(job, budget, layout, args.top)
+    if args.calibrate:
+        plan["calibration"] = calibration
     if args.json:
         print(json.dumps(plan, indent=2))
     else:
@@ -155,3 +168,37 @@ def _emit(args: argparse.Namespace, plan: dict, job) -> None:
               "set data.path (or data.kind/sources) and train.steps before running", *notes]
     path = recipe.write_recipe(args.emit_recipe, config, header)
     print(f"wrote {path}" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
+
+
+def _calibrate(args: argparse.Namespace):
+    from pretrain.plan import calibrate, hardware
+
+    table = hardware.load_table(args.hardware) if args.hardware else None
+    gpu = hardware.get_gpu(args.gpu, table)
+    runs = [calibrate.load_run(r) for r in args.calibrate]
+    fitted, k = calibrate.fit(runs, gpu)
+    rows = [{"run": str(r.path), "layout": r.layout.label(), "batch_seqs": r.batch_seqs,
+             "measured_tokens_per_s": r.tokens_per_s, "steps": r.steps, "skipped_lines": r.skipped,
+             "predicted_before": calibrate.predict(r, gpu), "predicted_after": calibrate.predict(r, fitted)}
+            for r in runs]
+    out = {"gpu": gpu.name, "factor": k, "launch_us": fitted.launch_us,
+           **{f: getattr(fitted, f) for f in calibrate.EFFICIENCIES}, "runs": rows}
+    if args.save_hardware:
+        from pretrain.plan.recipe import write_text
+
+        write_text(args.save_hardware, calibrate.hardware_toml(fitted))
+        out["saved"] = args.save_hardware
+    return out, fitted
+
+
+def _calibration_text(c: dict) -> str:
+    lines = [f"calibrated {c['gpu']}: compute efficiencies x{c['factor']:.3f} (gemm "
+             f"{c['gemm_efficiency']:.3f}, attention {c['attention_efficiency']:.3f}, hbm "
+             f"{c['hbm_efficiency']:.3f}), launch {c['launch_us']:.1f} us per kernel"]
+    for r in c["runs"]:
+        lines.append(f"  {r['run']}: measured {r['measured_tokens_per_s']:,.0f} tokens/s; predicted "
+                     f"{r['predicted_before']:,.0f} before, {r['predicted_after']:,.0f} after "
+                     f"({r['layout']})")
+    if c.get("saved"):
+        lines.append(f"wrote {c['saved']} (use it with --hardware)")
+    return "\n".join(lines)

@@ -65,9 +65,13 @@ def recipe(shape: ModelShape, lay: Layout, batch_seqs: int) -> tuple[dict, list[
 
 
 def write_recipe(path: str | Path, config: dict, header: list[str]) -> Path:
-    """Write the config atomically (temporary file, then rename), the plan's notes as comments."""
+    """Write the config atomically, the plan's notes as comments."""
+    return write_text(path, "".join(f"# {line}\n" for line in header) + tomli_w.dumps(config))
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write a file atomically: a temporary file in the same directory, then a rename."""
     p = Path(path)
-    text = "".join(f"# {line}\n" for line in header) + tomli_w.dumps(config)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
     try:

@@ -140,6 +140,7 @@ def _time(job: Job, lay: Layout, est: Estimate) -> None:
         "recompute": lt.recompute(lay.recompute) * scale * m,
         "tp_comm": 2 * lt.tp_fwd * scale * m,
         "cp_comm": 2 * lt.cp_fwd * scale * m,
+        "launch": lt.launch * scale * m,
         "head": (stage - busiest * per_layer) * m if lay.pp > 1 else head * m,
         "pp_comm": p2p * m,
         "bubble": micro * (lay.pp - 1) / lay.v,

@@ -126,3 +126,13 @@ def test_bad_values_stop_with_one_line_before_any_search(args, message):
     r = _run(*args)
     assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_json_headline_for_reports():
+    plan = json.loads(_run("--model", "llama-3-8b", "--gpus", "64", "--tokens", "1T", "--json").stdout)
+    head, t = plan["headline"], plan["time"]
+    assert plan["schema"] == "pretrain.plan/2" and head["fits"]
+    assert (head["days"], head["gpu_hours"], head["mfu"]) == (t["calendar_days"], t["gpu_hours"], t["mfu"])
+    assert head["layout"] == plan["layout"]["label"] and head["gpus"] == 64
+    none = json.loads(_run("--model", "llama-3-70b", "--gpus", "1", "--json").stdout)["headline"]
+    assert not none["fits"] and none["days"] is None

@@ -21,6 +21,7 @@ All sizes are bytes. Sources:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 from pretrain.errors import UserError
@@ -204,7 +205,8 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     return norm + inputs + qkv + attn + proj + mlp + dropout
 
 
-def split_layers(n_layers: int, p: int) -> list[int]:
+@functools.lru_cache(maxsize=4096)
+def split_layers(n_layers: int, p: int) -> tuple[int, ...]:
     """Layers per pipeline stage when they do not divide evenly: the first and last stages take one
     fewer (Llama 3, Dubey et al. 2024 sec. 3.3.2: they hold the most activations and the head)."""
     per = -(-n_layers // p)
@@ -213,7 +215,7 @@ def split_layers(n_layers: int, p: int) -> list[int]:
     order = [0, p - 1] + list(range(1, p - 1)) if p > 1 else [0]
     for i in range(short):
         out[order[i % p]] -= 1
-    return out
+    return tuple(out)
 
 
 def stage_activation_bytes(shape: ModelShape, b: int = 1, t: int = 1, sp: bool = False,

@@ -88,6 +88,8 @@ def structural_reason(job: Job, lay: Layout) -> str | None:
     """Why a layout cannot run at all (before memory), or None: the shared validity rules
     (plan/layout.py), then what the planner will not consider."""
     shape = job.shape
+    if job.batch_seqs % (lay.dp * lay.mbs):  # the commonest reason, checked first (search speed)
+        return f"a batch of {job.batch_seqs} sequences does not divide into dp x mbs = {lay.dp * lay.mbs}"
     broken = problems(lay, world_size=job.n_gpus, n_layers=shape.n_layers, n_heads=shape.n_heads,
                       n_kv_heads=shape.n_kv_heads, seq_len=shape.seq_len, batch_seqs=job.batch_seqs)
     if broken:
@@ -251,10 +253,24 @@ def search(job: Job, **kwargs) -> SearchResult:
     rejected: dict[str, int] = {}
     for est in results.values():
         if est.reason:
-            rejected[est.reason] = rejected.get(est.reason, 0) + 1
+            key = reason_category(est.reason)
+            rejected[key] = rejected.get(key, 0) + 1
     ranked = sorted((e for e in results.values() if e.fits),
                     key=lambda e: (-e.tokens_per_s, e.memory.total if e.memory else 0.0))
     return SearchResult(job, ranked, rejected, len(results), results)
+
+
+CATEGORIES = (("does not divide into dp x mbs", "batch does not divide into dp*mbs"),
+              ("GPUs", "degrees do not multiply to the GPUs"),
+              ("divisible by tp", "heads not divisible by tp"),
+              ("pipeline stages", "fewer layers than pp*v stages"),
+              ("seq_len", "sequence does not split into the cp chunks"),
+              ("interleaving", "interleaving needs micro-batches divisible by pp"))
+
+
+def reason_category(reason: str) -> str:
+    """A rejection reason without its numbers, to count rejections by rule."""
+    return next((name for needle, name in CATEGORIES if needle in reason), reason)
 
 
 def variant(lay: Layout, dp: int | None = None, **changes) -> Layout:

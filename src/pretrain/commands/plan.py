@@ -15,32 +15,44 @@ What it computes (formulas and sources in docs/planner.md):
                    optimizer 6 + 12/DP. A 7B model needs 112 GB at 16 B: more than one 80 GB GPU.
   ZeRO / FSDP      stage 1 shards the optimizer state over the data-parallel GPUs, stage 2 also
                    the gradients, stage 3 (= FSDP) also the weights.
-  activations      what the backward pass needs, per layer (Korthikanti et al. 2022): shrunk by
-                   tensor parallelism (TP, split each matmul inside a node), sequence parallelism
-                   (SP, split the rest along the sequence), selective recompute (re-run attention)
-                   and full recompute (keep only each layer's input).
+  activations      what the backward pass needs, tensor by tensor for the blocks we train (RMSNorm,
+                   SwiGLU, GQA, flash attention): shrunk by tensor parallelism (TP, split each
+                   matmul inside a node), sequence parallelism (SP), context parallelism (CP,
+                   split the sequence over GPUs), selective and full recompute. --activations
+                   pretrain counts what this project's trainer saves instead of fused kernels.
   pipeline (PP)    layers split into stages; the batch into m micro-batches. The bubble is the idle
                    share of the step: (p-1)/(m+p-1) of wall time, (p-1)/(v*m) of ideal time with v
                    interleaved chunks per GPU (the Megatron papers' convention).
   compute          FLOPs per token 6N + 12*L*h*s (PaLM); total 6*N*D; MFU = achieved model FLOP/s
                    over peak; HFU also counts recomputation; Chinchilla ~20 tokens per parameter.
+  step time        built from parts, each printed: GEMMs by shape, attention, element-wise
+                   traffic, recompute, collectives as latency + bytes/(bandwidth x efficiency)
+                   inside and across nodes, what overlaps with what, pipeline bubble and p2p,
+                   optimizer. Every constant is in the GPU table with its source; held against
+                   published runs (Megatron-LM, Korthikanti, Llama 3): median error ~6%.
   failures         cluster MTBF = per-GPU MTBF / GPUs; checkpoint every sqrt(2*C*M) (Young), or
                    Daly's refinement; waste = C/T + T/(2M); goodput = 1 - waste.
-  search           every TP x PP x DP x ZeRO x micro-batch x recompute x SP (x interleave): drops
-                   what is invalid or does not fit in 90% of HBM, ranks the rest by predicted
-                   tokens/s, and explains the winner by changing one knob at a time.
+  search           every TP x CP x PP x DP x ZeRO x micro-batch x recompute x SP (x interleave):
+                   drops what breaks a rule (named) or does not fit in 90% of HBM, ranks the rest
+                   by predicted tokens/s, and explains the winner by changing one knob at a time.
+  recipe           --emit-recipe FILE writes the layout as a pretrain train config.
+  calibrate        --calibrate RUN... fits the GPU's efficiencies to the tokens/s your own runs
+                   measured (their metrics.jsonl); --save-hardware keeps them for the next plan.
 
 Examples:
   pretrain plan --model llama-3-8b --gpus 64 --gpu h100 --tokens 1T
   pretrain plan --params 7B --gpus 8 --gpu a100-80gb --tokens 140B --json
   pretrain plan --model llama-3-405b --gpus 16384 --gpu h100 --tokens 15.6T --batch-tokens 16M \\
-      --layout tp=8,pp=16,zero=1,mbs=1,recompute=none,sp=1
+      --layout tp=8,pp=16,zero=2,mbs=1,recompute=none,sp=1
+  pretrain plan --model llama-3-8b --gpus 16 --emit-recipe run.toml
+  pretrain plan --calibrate runs/a runs/b --gpu h100 --save-hardware mine.toml
   pretrain plan --model gpt2-124m --gpus 1 --gpu a100-40gb --tokens 10B --figures plan_figs/
 
-Output: a table (model, budget, chosen layout, memory per GPU, step time, MFU, days, GPU-hours,
-communication, bubble, failures, the top layouts and why the winner wins), or with --json one JSON
-object with the same numbers. --figures DIR writes memory.png, zero.png, pipeline.png and
-checkpoint.png for this configuration. Models: --model NAME (see --list-models) or --params 7B.
+Output: a table (model, budget, chosen layout, memory per GPU, step time by part, MFU, days,
+GPU-hours, communication, bubble, failures, the top layouts and why the winner wins), or with
+--json one JSON object with the same numbers (schema in docs/planner.md; "headline" first).
+--figures DIR writes memory.png, zero.png, pipeline.png and checkpoint.png for this configuration.
+Models: --model NAME (see --list-models) or --params 7B.
 Exit code 1 when no layout fits (or the --layout given does not).
 """
 
@@ -54,8 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hardware", default=None, metavar="FILE", help="TOML/JSON file overriding the GPU table")
     p.add_argument("--tokens", default=None, help="training tokens, e.g. 1T (default: 20 per param)")
     p.add_argument("--batch-tokens", default="4M", help="global batch in tokens; 4M = 4*2^20 (default)")
-    p.add_argument("--layout", default=None, help="evaluate this layout, e.g. tp=2,pp=1,zero=1,mbs=1,"
-                   "recompute=selective,sp=1,v=1 (dp is the rest)")
+    p.add_argument("--layout", default=None, help="evaluate this layout, e.g. tp=2,pp=1,cp=1,zero=1,"
+                   "mbs=1,recompute=selective,sp=1,v=1 (dp is the rest; dp_shard/dp_replicate for HSDP)")
     p.add_argument("--accounting", default="16B", choices=["16B", "18B", "20B", "megatron-distopt"],
                    help="bytes of training state per parameter (default 16B)")
     p.add_argument("--no-flash", action="store_true", help="attention stores s x s scores")

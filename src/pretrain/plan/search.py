@@ -295,14 +295,16 @@ def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
     mem = est.memory
     lines = [f"{lay.label()}: {est.tokens_per_s:,.0f} tokens/s, MFU {est.mfu:.1%}; uses "
              f"{mem.total / 1e9:.1f} of {job.usable_bytes / 1e9:.1f} GB usable" if mem else lay.label()]
-    for knob, values in (("tp", (1, 2, 4, 8)), ("zero", (0, 1, 2, 3)), ("mbs", (1, 2, 4, 8)),
-                         ("recompute", memory.RECOMPUTE), ("sp", (False, True)), ("v", (1, 2, 4))):
+    for knob, values in (("tp", (1, 2, 4, 8)), ("cp", (1, 2, 4, 8, 16, 32)), ("zero", (0, 1, 2, 3)),
+                         ("mbs", (1, 2, 4, 8)), ("recompute", memory.RECOMPUTE), ("sp", (False, True)),
+                         ("v", (1, 2, 4))):
         for value in values:
             if getattr(lay, knob) == value:
                 continue
             changes = {knob: value}
-            if knob == "tp":
-                changes["dp"] = job.n_gpus // (value * lay.pp) if job.n_gpus % (value * lay.pp) == 0 else 0
+            if knob in ("tp", "cp"):  # the data-parallel degree takes up the difference
+                model = lay.tp * lay.pp * lay.cp // getattr(lay, knob) * value
+                changes["dp"] = job.n_gpus // model if job.n_gpus % model == 0 else 0
             other = result.all.get(variant(lay, **changes))
             if other is None:
                 continue

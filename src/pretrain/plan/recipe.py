@@ -55,6 +55,11 @@ def recipe(shape: ModelShape, lay: Layout, batch_seqs: int) -> tuple[dict, list[
                 "sequence_parallel": run.sp, "reshard_after_forward": run.zero == 3,
                 "pp_schedule": "interleaved1f1b" if run.v == 2 else "1f1b"}
     if run.cp > 1:
+        from pretrain.train.config import ParallelConfig  # dataclasses only: no torch
+
+        if "cp" not in ParallelConfig.__dataclass_fields__:
+            raise UserError(f"--emit-recipe: {run.label()} splits the context (cp={run.cp}) and this "
+                            "trainer has no parallel.cp yet; plan with --layout ...,cp=1")
         parallel["cp"] = run.cp
     if run.pp > 1:
         parallel["pp_microbatches"] = m

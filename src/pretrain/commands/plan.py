@@ -154,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         from pretrain.plan.render import print_plan
 
+        if args.calibrate:
+            print(_calibration_text(calibration))
         print_plan(plan)
     if args.figures:
         from pretrain.plan.figures import write_figures

@@ -31,6 +31,8 @@ One micro-batch on one GPU, per transformer layer (T = mbs·s/cp tokens on this 
   when `dp_overlap`; ZeRO-2 reduce-scatters every micro-batch; ZeRO-3 (FSDP) also all-gathers the
   weights forward and backward every micro-batch, hidden only behind that micro-batch's compute.
 - optimizer: the local state read and written once at HBM speed.
+- launch overhead: the host time to issue each block's kernels (a few microseconds each), which
+  only matters for small models; `pretrain plan --calibrate` fits it with the efficiencies.
 Collectives across nodes add a latency per tree level (NCCL's trees, log2 of the nodes).
 """
 
@@ -44,6 +46,7 @@ from pretrain.plan.layout import Layout
 from pretrain.plan.shapes import ModelShape
 
 TILE_M, TILE_N = 128, 256  # the largest bf16 tensor-core tile cuBLAS/CUTLASS pick on A100/H100
+KERNELS_PER_LAYER = 60  # kernels one block launches per micro-batch, forward + backward (eager)
 ACT = 2  # bytes per activation value (bf16)
 
 
@@ -162,6 +165,7 @@ class LayerTimes:
     elem_fwd: float
     tp_fwd: float  # exposed TP collective time, forward (backward has as many)
     cp_fwd: float  # context-parallel all-gather, forward (backward reduce-scatters as much)
+    launch: float = 0.0  # host overhead of launching the block's kernels, forward + backward
 
     def fwd(self) -> float:
         return self.gemm_fwd + self.attn_fwd + self.elem_fwd + self.tp_fwd + self.cp_fwd
@@ -175,7 +179,7 @@ class LayerTimes:
 
     def total(self, recompute: str) -> float:
         bwd = self.gemm_bwd + self.attn_bwd + 2 * self.elem_fwd + self.tp_fwd + self.cp_fwd
-        return self.fwd() + bwd + self.recompute(recompute)
+        return self.fwd() + bwd + self.recompute(recompute) + self.launch
 
 
 def layer_times(gpu: GPU, shape: ModelShape, lay: Layout, sw: Software) -> LayerTimes:
@@ -187,7 +191,8 @@ def layer_times(gpu: GPU, shape: ModelShape, lay: Layout, sw: Software) -> Layer
     tp = 2 * collective_seconds(gpu, msg, lay.tp, lay.tp) * (1 - sw.tp_overlap)
     kv = lay.mbs * shape.seq_len * 2 * shape.kv_dim / lay.tp * ACT  # whole K and V, this rank's heads
     cp = collective_seconds(gpu, kv, lay.cp, lay.tp * lay.cp, "allgather")
-    return LayerTimes(gf, gb, af, ab, elem, tp, cp)
+    launch = KERNELS_PER_LAYER * gpu.launch_us * 1e-6
+    return LayerTimes(gf, gb, af, ab, elem, tp, cp, launch)
 
 
 def head_seconds(gpu: GPU, shape: ModelShape, lay: Layout) -> float:

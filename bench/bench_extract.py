@@ -13,6 +13,7 @@ Run: .venv/bin/python bench/bench_extract.py [--limit N]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,7 +22,9 @@ from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step, extract_text
 from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, trafilatura_pages
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "html"
+# PRETRAIN_SHARED_DATA: where ../shared/data is when the checkout sits elsewhere (a git worktree).
+SHARED = os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(SHARED) / "html"
 
 
 def evaluate(backend: str, aeb: list, tra: list) -> dict:
@@ -93,7 +96,7 @@ def main() -> int:
         f"{'step pages/s (isolation)':>26}"
     )
     res = {}
-    for backend in ("resiliparse", "trafilatura"):
+    for backend in ("resiliparse", "blocks", "trafilatura"):
         q = evaluate(backend, aeb, tra)
         ps, mbs = speed(backend, pages)
         iso = "process"

@@ -8,9 +8,10 @@ files); it replaces `doc.text` with the page's main text or drops the page with 
 - `extract_error`   the extractor raised or its worker died;
 - `extract_empty`   nothing was left after extraction.
 
-Backends: `resiliparse` (`extract_plain_text(main_content=True)`, C++ on lexbor) and
-`trafilatura` (with `favor_precision`, as FineWeb ran it). Numbers behind the default are in
-docs/extraction.md and docs/decisions.md.
+Backends: `resiliparse` (`extract_plain_text(main_content=True)`, C++ on lexbor),
+`trafilatura` (with `favor_precision`, as FineWeb ran it) and `blocks` (resiliparse's main content
+cut into blocks, each kept or dropped by a small model: curate/extract_blocks.py). Numbers behind
+the default are in docs/extraction.md and docs/decisions.md.
 
 The time bound. A SIGALRM timer only fires in the main thread and only between Python bytecodes,
 so it cannot stop a regular expression backtracking inside C (how trafilatura hangs) nor run in a
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pretrain.curate.document import Document
 from pretrain.curate.step import Step
 
-BACKENDS = ("resiliparse", "trafilatura")
+BACKENDS = ("resiliparse", "trafilatura", "blocks")
 
 
 @dataclass
@@ -60,6 +61,10 @@ def extract_text(
     html: str, backend: str = "resiliparse", favor_precision: bool = True, main_content: bool = True
 ) -> str:
     """Main text of one page, in this process, with no time bound."""
+    if backend == "blocks":
+        from pretrain.curate.extract_blocks import extract_blocks_text
+
+        return extract_blocks_text(html)
     if backend == "resiliparse":
         from resiliparse.extract.html2text import extract_plain_text
 

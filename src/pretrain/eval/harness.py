@@ -94,7 +94,7 @@ def _generate_examples(model, task, idx, shots, seed, tick) -> list[dict]:
             ok = pred == doc["answers"][0]
         else:
             pred = T.normalize_answer(text)
-            ok = pred in {T.normalize_answer(a) for a in doc["answers"]}
+            ok = bool(pred) and pred in {T.normalize_answer(a) for a in doc["answers"]}  # "" never matches
         out.append({"i": i, "generation": text, "pred": pred, "exact_match": float(ok)})
     return out
 

@@ -97,29 +97,28 @@ def greedy_generate(model: EvalModel, prompts: Sequence[list[int]], max_new_toke
                     stop: Callable[[list[int]], bool] | None = None, batch_size: int = 8,
                     tick: Callable[[int], None] | None = None) -> list[list[int]]:
     """Greedy continuation ids of each prompt (at most max_new_tokens, ending early when `stop`
-    says so). Rows of different lengths share a batch: each reads its own last position, and
-    right padding is never seen by a causal model."""
+    says so). Rows of different lengths share a batch: each reads its own last position, right
+    padding is never seen by a causal model, and each row keeps its last max_length tokens."""
     outs: list[list[int]] = [[] for _ in prompts]
-    keep = max(1, model.max_length - max_new_tokens)  # the harness truncates the context the same way
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
+    L = model.max_length
     for s in range(0, len(order), batch_size):
         idx = order[s:s + batch_size]
-        rows = [list(prompts[i][-keep:]) or [model.eot_id] for i in idx]
-        lens = [len(r) for r in rows]
-        buf = torch.zeros((len(rows), max(lens) + max_new_tokens), dtype=torch.long)
-        for b, r in enumerate(rows):
-            buf[b, :len(r)] = torch.tensor(r)
+        rows = [list(prompts[i]) or [model.eot_id] for i in idx]
         live = list(range(len(rows)))
         for _ in range(max_new_tokens):
             if not live:
                 break
-            width = max(lens[b] for b in live)
-            logits = model.logits(buf[live, :width].to(model.device))
-            for j, b in enumerate(live):
-                nxt = int(logits[j, lens[b] - 1].argmax())
-                buf[b, lens[b]] = nxt
-                lens[b] += 1
-                outs[idx[b]].append(nxt)
+            windows = [rows[b][-L:] for b in live]
+            ids = torch.zeros((len(live), max(len(w) for w in windows)), dtype=torch.long)
+            for j, w in enumerate(windows):
+                ids[j, :len(w)] = torch.tensor(w)
+            logits = model.logits(ids.to(model.device))
+            last = torch.tensor([len(w) - 1 for w in windows], device=logits.device)
+            nxt = logits[torch.arange(len(live), device=logits.device), last].argmax(-1).tolist()
+            for b, t in zip(live, nxt):
+                rows[b].append(int(t))
+                outs[idx[b]].append(int(t))
             live = [b for b in live if not (stop and stop(outs[idx[b]]))]
         if tick is not None:
             tick(len(idx))

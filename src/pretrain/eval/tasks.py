@@ -106,10 +106,10 @@ def _normalize(rec: dict, kind: str) -> dict:
         else:
             q, full = str(rec["question"]), str(rec["answer"])
             cot, _, ans = full.rpartition("####")
-        return {"question": q.strip(), "solution": f"{cot.strip()}\n#### {ans.strip()}",
+        return {"prompt": f"Question: {q.strip()}\nAnswer:", "solution": f"{cot.strip()}\n#### {ans.strip()}",
                 "answers": [ans.strip().replace(",", "")]}
-    if kind == "qa":
-        return {"question": str(rec["context"]), "solution": str(rec["answer"]),
+    if kind == "qa":  # llm-foundry's context is already "Question: ...\nAnswer:"
+        return {"prompt": str(rec["context"]), "solution": str(rec["answer"]),
                 "answers": [str(a) for a in [rec["answer"], *rec["aliases"]]]}
     raise ValueError(kind)
 
@@ -175,7 +175,7 @@ def mmlu_prompt(doc: dict) -> str:
 
 
 def gen_prompt(doc: dict) -> str:
-    return f"Question: {doc['question']}\nAnswer:"
+    return doc["prompt"]
 
 
 def context_of(task: Task, doc: dict) -> str | list[str]:

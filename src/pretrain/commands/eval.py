@@ -17,11 +17,13 @@ MODEL is a run directory (newest complete checkpoint; --step picks another) or a
 transformers' AutoModelForCausalLM loads (config.json + weights + tokenizer files), read offline.
 
 Tasks: names resolved under --benchmarks (laid out like ../shared/data/benchmarks: llm-foundry's
-ICL files, MMLU, GSM8K), any .jsonl in one of those formats, or ppl:PATH for a text file or a
-token directory. Multiple-choice tasks report acc (highest log-likelihood is the gold choice) and
-acc_norm (log-likelihood divided by the choice's length in characters, as the harness); schema
-tasks acc; LAMBADA-style tasks acc (greedy continuation) and perplexity; GSM8K and TriviaQA exact
-match of a greedy generation; ppl: perplexity and bits per byte (tokenizer-independent).
+ICL files, MMLU, GSM8K), any .jsonl in one of those formats, ppl:PATH for a text file or a token
+directory, or mem:PATH for the share of random training windows the model reproduces (Carlini et
+al. 2022: 32-token prefix, 32 tokens greedily; --limit windows, default 200).
+Multiple-choice tasks report acc (highest log-likelihood is the gold choice) and acc_norm
+(log-likelihood divided by the choice's length in characters, as the harness); schema tasks acc;
+LAMBADA-style tasks acc (greedy continuation) and perplexity; GSM8K and TriviaQA exact match of a
+greedy generation; ppl: perplexity and bits per byte (tokenizer-independent).
 k-shot prompts draw their examples with --seed, so a rerun builds the same prompts.
 
 Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for

@@ -18,7 +18,7 @@ import torch
 
 from pretrain.errors import UserError
 
-HEADLINE = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte")
+HEADLINE = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte", "memorized")
 
 
 def check_layout(cfg, dims) -> None:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 SCHEMA = "pretrain.eval/1"
-SHOWN = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte")
+SHOWN = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte", "memorized")
 
 
 def assemble(model: dict, settings: dict, task_results: list[dict], seconds: float) -> dict:

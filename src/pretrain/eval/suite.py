@@ -1,7 +1,8 @@
 """A list of tasks against one model: what `pretrain eval` and the in-loop evaluation call.
 
 Task specs: a known name (`arc_easy`, `mmlu`, `gsm8k`, ... under the benchmarks folder), a path to a
-.jsonl task file, or `ppl:PATH` for perplexity and bits per byte of a text file or a token directory.
+.jsonl task file, `ppl:PATH` for perplexity and bits per byte of a text file or a token directory, or
+`mem:PATH` for extractable memorization of random windows of a training text or token directory.
 Examples (and perplexity windows) are split over the data-parallel ranks when a process group is up.
 """
 
@@ -80,6 +81,31 @@ def perplexity_task(model: EvalModel, path: str, max_tokens: int, batch_tokens: 
             "skipped": {}, "metrics": m, "examples": []}
 
 
+def read_stream(model: EvalModel, path: str, max_tokens: int) -> list[int]:
+    """Token ids of a text file (encoded by the model's tokenizer) or a token directory."""
+    p = Path(path)
+    if p.is_dir():
+        return [int(t) for t in read_tokens(p, max_tokens)]
+    if not p.is_file():
+        raise UserError(f"{path}: no such file or token directory")
+    with open(p, "rb") as f:  # enough bytes for max_tokens tokens (a token is at least one byte)
+        return model.encode(f.read(min(MAX_TEXT_BYTES, 16 * max_tokens)).decode("utf-8", errors="replace"))[
+            :max_tokens]
+
+
+def memorization_task(model: EvalModel, path: str, max_tokens: int, n: int, seed: int,
+                      k: int = 32, m: int = 32) -> dict:
+    """Share of n random training windows whose next m tokens greedy decoding reproduces from k."""
+    import numpy as np
+
+    from pretrain.eval.memorization import probe
+
+    res = probe(model, np.asarray(read_stream(model, path, max_tokens)), k, m, n, seed)
+    metrics = {"memorized": res["rate"], **{f"memorized_{b}": v["rate"] for b, v in res["by_count"].items()}}
+    return {"task": f"mem:{Path(path).name}", "kind": "mem", "path": path, "n": res["n"], "shots": 0,
+            "seed": seed, "skipped": {}, "metrics": metrics, "examples": res["sequences"]}
+
+
 def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None, shots: int = 0,
               seed: int = 1234, limit: int | None = None, batch_tokens: int = 4096,
               ppl_tokens: int = 200_000, progress: bool = False) -> tuple[list[dict], float]:
@@ -89,6 +115,9 @@ def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None,
     out = []
     for spec in specs:
         with _bar(spec, progress and rank == 0) as tick:
+            if spec.startswith("mem:"):
+                out.append(memorization_task(model, spec[4:], ppl_tokens, limit or 200, seed))
+                continue
             if spec.startswith("ppl:"):
                 out.append(perplexity_task(model, spec[4:], ppl_tokens, batch_tokens, tick(None)))
                 continue

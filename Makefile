@@ -24,7 +24,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[train,dev,bench,ray]'
+	$(BIN)/pip install -q -e '.[train,dev,bench,ray,eval]'
 	touch $@
 
 install: $(STAMP)

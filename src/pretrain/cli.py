@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "train": "train",
     "sample": "sample",
     "export": "export",
+    "eval": "eval",
+    "ablate": "ablate",
     "numerics": "numerics",
     "report": "report",
     "tour": "tour",

@@ -107,6 +107,12 @@ class LogConfig:
     tensorboard: bool = True
     eval_every: int = 0  # 0 = no evaluation
     eval_batches: int = 4
+    # Downstream tasks during training (pretrain.eval.callback), as `pretrain eval --tasks`:
+    eval_tasks: str = ""  # comma-separated names, .jsonl paths or ppl:PATH; "" = none
+    eval_tasks_every: int = 0  # steps between task evaluations; 0 = eval_every
+    eval_tasks_limit: int = 200  # first N examples of each task (0 = all)
+    eval_tasks_shots: int = 0
+    eval_benchmarks: str = ""  # folder the task names resolve in ("" = $PRETRAIN_BENCHMARKS or ../shared)
     peak_flops: float = 0.0  # per device, for MFU; 0 = unknown (no MFU)
 
 

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from pretrain import config as cfgmod
 from pretrain.errors import UserError
+from pretrain.eval import callback as eval_callback
 from pretrain.train import checkpoint as ck
 from pretrain.train.config import RunConfig
 from pretrain.train.cpu import keep_freed_memory
@@ -156,6 +157,7 @@ class Trainer:
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.shape = resolve_shape(cfg.model)
         dims.check_shape(self.shape, cfg.parallel)
+        eval_callback.check_layout(cfg, dims)
         self._check_pp(cfg, dims, loader)
         self.layout = Layout(dims, self.device)
         self.model = build_model(self.shape, cfg.model, "meta")
@@ -378,6 +380,12 @@ class Trainer:
                 losses.append(F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten()))
         self._event("eval", eval_loss=self.layout.mean_over_dp(torch.stack(losses).mean()).item())
 
+    def maybe_eval_tasks(self) -> None:
+        """Downstream tasks (log.eval_tasks) every log.eval_tasks_every steps: pretrain.eval.callback."""
+        every = self.cfg.log.eval_tasks_every or self.cfg.log.eval_every
+        if self.cfg.log.eval_tasks and every and self.step % every == 0:
+            self._event("eval_tasks", **eval_callback.eval_tasks_event(self))
+
     def maybe_save(self) -> None:
         done = self.ckpt.poll()
         if done is not None:
@@ -415,6 +423,7 @@ class Trainer:
                     self._say(f"step {rec['step']:6d}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
                               f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}")
                 self.maybe_eval()
+                self.maybe_eval_tasks()
                 self.maybe_save()
                 _maybe_fail(self.rank, self.step)
             self.ckpt.wait()

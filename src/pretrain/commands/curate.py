@@ -16,15 +16,20 @@ The belt, in FineWeb's order (each step can be turned off or re-tuned with --set
   -> gopher_repetition -> gopher_quality -> c4_quality (rewrites lines) -> fineweb_quality
   -> classifier (optional) -> decontaminate (optional) -> pii (optional)
   -> exact_dedup -> near_dedup (MinHash 5-grams, 14 bands x 8 rows)
+The list is yours: --set steps='["extract","language","my_pkg.steps:Boilerplate","dedup"]' runs
+those, in that order (a "module:callable" is your own Step; dedup, a global stage, comes last).
 
 Output (OUT/):
   data/*.jsonl.zst      kept documents: id, text, url, source, metadata (scores)
   rejects/*.jsonl.zst   dropped documents with step and reason (dedup rejects name the kept twin)
   stats.json            per step: in, kept, dropped by reason; errors; totals; wall time
   config.toml           the resolved config
+  plan.json             the job's identity: inputs with sizes, resolved config, their hash
+  work/                 markers, intermediate shards, temporary files (safe to delete when done)
 
 Rerunning the same command resumes a killed job (finished shards are skipped) and gives the same
-bytes as an uninterrupted run, for any --workers. A different config in the same OUT is refused.
+bytes as an uninterrupted run, for any --workers. Other inputs or config into the same OUT are
+refused. Exit status 1 when no document could be read (the first bad records are printed).
 
 Examples:
   pretrain curate crawl/*.warc.gz -o corpus/
@@ -65,21 +70,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pretrain import config
+    from pretrain.curate.dedup_job import job_config
+
+    cfg = job_config("curate", args.config, args.overrides)
+    if not args.quiet:
+        print_config(config.dumps(cfg))
+    return run_belt("curate", args, cfg)
+
+
+def print_config(text: str) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    console.rule("resolved config")
+    console.print(text, markup=False, highlight=False)
+
+
+def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
+    """The one driver of every corpus command: run, print the funnel, exit 1 if nothing was read."""
     from pretrain.curate.executor import build_executor
-    from pretrain.curate.pipeline import CurateConfig, curate
-    from pretrain.curate.report import print_funnel
+    from pretrain.curate.pipeline import curate
+    from pretrain.curate.report import exit_code, print_funnel
     from pretrain.progress import Progress
 
-    cfg = config.load(CurateConfig, args.config, args.overrides)
-    progress = None if args.quiet else Progress()
-    if not args.quiet:
-        progress.console.rule("resolved config")
-        progress.console.print(config.dumps(cfg), markup=False, highlight=False)
     executor = build_executor(args.executor, args.workers, args.address)
+    progress = None if args.quiet else Progress()
     try:
-        stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress)
+        stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress, job=job)
     finally:
         if progress:
             progress.close()
     print_funnel(stats, args.output)
-    return 0
+    return exit_code(stats)
+

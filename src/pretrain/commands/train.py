@@ -28,7 +28,11 @@ What comes out, in the run directory (train.out):
   checkpoints/step_NNNNNNN/   DCP checkpoints with everything needed to continue bit for bit
   tensorboard/       TensorBoard event files
 
-Running the same command again resumes from the newest complete checkpoint. A persistent loss spike
+Running the same command again resumes from the newest complete checkpoint ("resuming from step N");
+the record keeps one value per step (later lines of metrics.jsonl and TensorBoard points are dropped).
+Where there is none ("no checkpoint: starting fresh"), an earlier record in the run directory is moved
+to RUN/previous-N/. Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is saved, exit
+status 130. Step lines show step/total, elapsed time and ETA. A persistent loss spike
 (loss > f x median of the last w steps) rolls the run back and skips the batches around it.
 Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN -o model.safetensors`.
 """
@@ -45,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pretrain import config as cfgmod
     from pretrain.train.config import RunConfig
-    from pretrain.train.trainer import Trainer
+    from pretrain.train.trainer import Interrupted, Trainer
 
     cfg = cfgmod.load(RunConfig, args.config, args.overrides)
     trainer = Trainer(cfg, quiet=args.quiet)
@@ -53,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
     print(trainer.summary(), flush=True)
     if args.dry_run:
         return 0
-    records = trainer.fit()
+    try:
+        records = trainer.fit()
+    except Interrupted:  # already said, with the checkpoint it saved
+        return Interrupted.exit_code
     if records:
         last = records[-1]
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")

@@ -60,7 +60,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="local process pool (default) or a Ray cluster",
     )
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
-    p.add_argument("--quiet", action="store_true", help="no config echo, no progress bar")
+    p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,15 +77,15 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.progress import Progress
 
     cfg = config.load(CurateConfig, args.config, args.overrides)
-    progress = None if args.quiet else Progress()
+    progress = Progress(args.progress)
     if not args.quiet:
-        progress.console.rule("resolved config")
-        progress.console.print(config.dumps(cfg), markup=False, highlight=False)
+        progress.console.print(
+            config.echo(cfg, f"{args.output}/config.toml"), markup=False, highlight=False
+        )
     executor = build_executor(args.executor, args.workers, args.address)
     try:
         stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress)
     finally:
-        if progress:
-            progress.close()
+        progress.close()
     print_funnel(stats, args.output)
     return 0

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.inputs or not args.output:
         raise UserError("give CORPUS files and --output OUT (or --explain)")
     if not args.quiet:
-        print(config.dumps(cfg))
+        print(config.echo(cfg, f"{args.output}/config.toml"))
     stats = run_dedup(args.inputs, args.output, cfg, map_fn=LocalExecutor(args.workers).map)
     steps = stats["steps"]
     print(f"{stats['documents_in']} documents in, {stats['kept']} kept; removed "

@@ -42,3 +42,49 @@ def test_config_echo_is_the_overrides_and_reads_back():
     again = config.load(CurateConfig, None, [x.strip().replace(" = ", "=", 1) for x in lines[1:]])
     assert again == cfg
     assert config.echo(CurateConfig()).startswith("config: all defaults")
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["train", "x.toml", "--steps", "10"], "did you mean --set train.steps=10?"),
+        (["train", "x.toml", "--steps=10"], "did you mean --set train.steps=10?"),
+        (["curate", "in", "-o", "out", "--bands", "9"], "did you mean --set dedup.bands=9?"),
+        (["train", "x.toml", "--quite"], "did you mean --quiet?"),
+    ],
+)
+def test_unknown_option_is_reported_by_the_subcommand_with_a_hint(argv, hint):
+    out = _run(*argv)
+    assert out.returncode == 2
+    usage, error = out.stderr.strip().splitlines()[0], out.stderr.strip().splitlines()[-1]
+    assert usage.startswith(f"usage: pretrain {argv[0]} ")  # the subcommand's usage, not the top level's
+    assert error.startswith(f"pretrain {argv[0]}: error: unrecognized arguments") and error.endswith(hint)
+
+
+def test_the_set_hint_names_a_real_key():
+    """The suggested key is one the config accepts: applying it changes exactly that setting."""
+    from pretrain import config
+    from pretrain.train.config import RunConfig
+
+    cfg = config.load(RunConfig, None, ["train.steps=10"])
+    assert config.changed(cfg) == {"train.steps": 10}
+
+
+def test_mistyped_command_gets_a_did_you_mean():
+    out = _run("curat", "x")
+    assert out.returncode == 2 and out.stderr.strip().endswith("did you mean 'curate'?")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T", "--json"],
+     ["tour"]],
+)
+def test_closed_pipe_ends_quietly(argv):
+    """The reader leaves before the first byte (`pretrain ... | head -0`): no traceback, nothing on stderr."""
+    cmd = [sys.executable, "-m", "pretrain", *argv]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) in (1, 141), err  # rich's consoles exit 1 on a closed pipe, ours 141
+    assert err == ""

@@ -86,6 +86,52 @@ def _kpis(items: list[tuple[str, Any]]) -> str:
     )
 
 
+# ----------------------------------------------------------------------------- shared numbers
+
+
+def tokens_per_s(train: list[dict]) -> float | None:
+    """Training throughput, one definition for the report, the demo summary and its status line:
+    the median over logged steps of the trainer's per-step figure (tokens in the step / its wall
+    time). The median leaves out the slow first steps (allocation, warm-up) a mean would include."""
+    tps = sorted(float(r["tokens_per_s"]) for r in train if r.get("tokens_per_s"))
+    if not tps:
+        return None
+    mid = len(tps) // 2
+    return tps[mid] if len(tps) % 2 else (tps[mid - 1] + tps[mid]) / 2
+
+
+def plan_headline(plan: dict) -> dict:
+    """Days, GPU-hours, layout and MFU of a `pretrain plan --json` object (its `headline` when it
+    has one, else read from its time and layout sections)."""
+    head = dict(plan.get("headline") or {})
+    time_, layout, cluster = plan.get("time", {}), plan.get("layout", {}), plan.get("cluster", {})
+    head.setdefault("days", time_.get("calendar_days", time_.get("compute_days")))
+    head.setdefault("gpu_hours", time_.get("gpu_hours"))
+    head.setdefault("layout", layout.get("label"))
+    head.setdefault("mfu", time_.get("mfu", layout.get("mfu")))
+    head.setdefault("gpus", cluster.get("n_gpus"))
+    head.setdefault("gpu", cluster.get("gpu"))
+    head.setdefault("model", plan.get("model", {}).get("name"))
+    head.setdefault("tokens", plan.get("budget", {}).get("tokens"))
+    return head
+
+
+def headline_text(h: dict) -> str:
+    """One line: 'llama-3-8b on 64 h100, 1e+12 tokens: 21.1 days, 32,381 GPU-hours, MFU 53.3%, ...'."""
+    parts = []
+    if h.get("days") is not None:
+        parts.append(f"{h['days']:,.1f} days")
+    if h.get("gpu_hours") is not None:
+        parts.append(f"{h['gpu_hours']:,.0f} GPU-hours")
+    if h.get("mfu") is not None:
+        parts.append(f"MFU {h['mfu']:.1%}")
+    if h.get("layout"):
+        parts.append(f"layout {h['layout']}")
+    who = f"{h.get('model') or 'model'} on {h.get('gpus') or '?'} {h.get('gpu') or 'GPUs'}"
+    tokens = f", {h['tokens']:.3g} tokens" if h.get("tokens") else ""
+    return f"plan: {who}{tokens}: " + (", ".join(parts) or "no layout fits")
+
+
 # ----------------------------------------------------------------------------- curate
 
 

@@ -34,6 +34,7 @@ from pretrain.curate.rules import RulesConfig, build_rule_steps
 from pretrain.curate.step import Step, run_steps
 from pretrain.curate.urlfilter import URLFilterConfig, build_url_filter
 from pretrain.errors import UserError
+from pretrain.progress import ShardMeter
 
 MAX_ERROR_EXAMPLES = 100
 SHARD_BITS = 40  # priority = shard << 40 | position: 2^40 records per shard, 2^23 shards
@@ -159,8 +160,9 @@ def run_shard(task: ShardTask) -> dict:
             n_read += 1
             yield d
 
+    meter = ShardMeter(Path(task.out) / "work" / "progress" / f"{task.shard}.json", task.path)
     try:
-        for doc in run_steps(steps, counted(docs)):
+        for doc in run_steps(steps, meter.wrap(counted(docs))):
             kept.append(doc)
     finally:
         for step in steps:  # e.g. the extract step's time-bounded child process
@@ -321,7 +323,8 @@ def curate(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None,
     t0 = time.time()
     tasks = plan_shards(inputs, out, cfg)
     io.write_bytes_atomic(out / "config.toml", cfgmod.dumps(cfg).encode())
-    tick = progress.start("filter", len(tasks)) if progress else None
+    meters = out / "work" / "progress"  # ShardMeter files: the bar moves inside one big input
+    tick = progress.start("filter", len(tasks), [t.path for t in tasks], meters) if progress else None
     shard_stats = executor.map(run_shard, tasks, on_result=tick)
     if progress:
         progress.stop("filter")

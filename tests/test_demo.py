@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +56,41 @@ def test_report_renders_in_chromium(demo):
     for heading in ("Curation funnel", "Duplicate clusters", "Mixture", "Plan", "Training run", "Samples"):
         assert heading in html
     assert "http://" not in html.replace("http://www.w3.org", "") and "<script src" not in html
+
+
+def _settings(out: Path, data: list[str] | None = None):
+    from pretrain.demo import DemoSettings
+
+    return DemoSettings(out, data or [], 30, 512, None)
+
+
+def test_rerun_with_other_inputs_starts_over_and_same_inputs_resume(tmp_path):
+    """`make demo` then `make demo DATA=...` into the same OUT: the second clears the first's outputs
+    (curate would refuse them); the same settings again keep them (each stage resumes)."""
+    from rich.console import Console
+
+    from pretrain.demo import OUTPUTS, prepare_out
+
+    out, console = tmp_path / "demo-out", Console(file=open(os.devnull, "w"))  # noqa: SIM115
+    prepare_out(_settings(out), console)
+    for name in ("corpus", "run"):
+        (out / name).mkdir()
+        (out / name / "x").write_text("kept")
+    prepare_out(_settings(out), console)
+    assert (out / "corpus" / "x").exists() and (out / "run" / "x").exists()
+    prepare_out(_settings(out, [str(ROOT / "recipes" / "data")]), console)
+    assert not any((out / n).exists() for n in OUTPUTS)
+    mine = json.loads((out / "demo.json").read_text())
+    assert mine["inputs"][-1] == str((ROOT / "recipes" / "data").resolve())
+
+
+def test_a_folder_that_is_not_a_demo_is_refused(tmp_path):
+    from rich.console import Console
+
+    from pretrain.demo import prepare_out
+    from pretrain.errors import UserError
+
+    (tmp_path / "thesis.tex").write_text("precious")
+    with pytest.raises(UserError, match="not written by `pretrain demo`"):
+        prepare_out(_settings(tmp_path), Console(file=open(os.devnull, "w")))  # noqa: SIM115
+    assert (tmp_path / "thesis.tex").read_text() == "precious"

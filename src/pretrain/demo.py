@@ -5,13 +5,14 @@ first, so the demo doubles as a walkthrough:
 crawl -> curate -> tokenizer -> tokens (+ held-out split) -> mixture -> plan -> train -> sample
 -> report. The crawl (src/pretrain/data/demo/crawl.warc.gz, written by scripts/make_demo_crawl.py)
 has the junk a real crawl has: navigation pages, spam, re-crawled and edited copies, other
-languages, binary bodies. `--data PATH` adds your own inputs (e.g. ../shared/data/warc).
+languages, binary bodies. `--data PATH` adds your own inputs (e.g. recipes/data).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -157,12 +158,40 @@ eval_every = {max(5, steps // 6)}
 """
 
 
+# What the demo writes under OUT: cleared when a rerun changes the inputs or settings, because each
+# stage refuses (curate, tokenize) or resumes (train) an output made from other inputs.
+OUTPUTS = ("corpus", "split", "tokenizer.json", "tokens", "mixture.toml", "mixture.json", "plan.json",
+           "train.toml", "run", "report.html", "summary.json")
+
+
+def prepare_out(s: DemoSettings, console) -> None:
+    """OUT/demo.json records the settings; a rerun with the same ones resumes, other ones start over."""
+    inputs = [str(Path(p).resolve()) for p in [str(CRAWL), *s.data]]
+    me = {"inputs": inputs, "steps": s.steps, "vocab": s.vocab}
+    marker = s.out / "demo.json"
+    before = json.loads(marker.read_text()) if marker.exists() else None
+    if before is None and s.out.is_dir() and any(s.out.iterdir()):
+        if not (s.out / "corpus" / "plan.json").exists():  # a demo written before demo.json existed has one
+            raise UserError(f"{s.out} is not empty and was not written by `pretrain demo`; choose another -o")
+    if s.out.is_dir() and before != me:
+        if before is not None or any((s.out / n).exists() for n in OUTPUTS):
+            console.print(f"[yellow]{s.out} holds a demo of other inputs or settings: starting it over[/]")
+        for name in OUTPUTS:
+            p = s.out / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink(missing_ok=True)
+    s.out.mkdir(parents=True, exist_ok=True)
+    cio.write_json_atomic(marker, me)
+
+
 def run_demo(s: DemoSettings) -> dict:
     from rich.console import Console
 
     console = Console()
     out = s.out
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out(s, console)
     inputs = [str(CRAWL), *s.data]
     workers = ["--workers", str(s.workers)] if s.workers else []
     _run(console, "1. curate the crawl", ["curate", *inputs, "-o", str(out / "corpus"), *workers, "--quiet"])

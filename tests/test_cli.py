@@ -88,3 +88,21 @@ def test_closed_pipe_ends_quietly(argv):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) in (1, 141), err  # rich's consoles exit 1 on a closed pipe, ours 141
     assert err == ""
+
+
+def test_mix_refuses_sources_of_different_tokenizers_as_train_does(tmp_path, capsys):
+    from test_tokens_mixture import make_token_dir
+
+    from pretrain.errors import UserError
+    from pretrain.tokens.mixture import MixtureSampler
+
+    a = make_token_dir(tmp_path / "web", 50, 0, sha="a" * 64)
+    b = make_token_dir(tmp_path / "code", 50, 1, sha="b" * 64)
+    (tmp_path / "mixture.toml").write_text(
+        f'budget = 1e4\n[sources.web]\npath = "{a}"\nweight = 0.5\n'
+        f'[sources.code]\npath = "{b}"\nweight = 0.5\n')
+    assert cli.main(["mix", str(tmp_path / "mixture.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    with pytest.raises(UserError) as train_says:  # what the trainer's sampler says about the same sources
+        MixtureSampler({"web": a, "code": b}, {"web": 0.5, "code": 0.5}, 8)
+    assert err == f"pretrain mix: error: {train_says.value}"

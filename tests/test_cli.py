@@ -106,3 +106,16 @@ def test_mix_refuses_sources_of_different_tokenizers_as_train_does(tmp_path, cap
     with pytest.raises(UserError) as train_says:  # what the trainer's sampler says about the same sources
         MixtureSampler({"web": a, "code": b}, {"web": 0.5, "code": 0.5}, 8)
     assert err == f"pretrain mix: error: {train_says.value}"
+
+
+@pytest.mark.parametrize(
+    ("sets", "warned"),
+    [([], False), (['language.languages=["en","ja"]'], True), (["language.languages=[]"], True),
+     (['language.languages=["en","ja"]', "rules.gopher_quality=false", "rules.gopher_repetition=false",
+       "rules.c4_quality=false", "rules.fineweb_quality=false"], False)],
+)
+def test_english_only_rules_warn_when_other_languages_get_through(tmp_path, sets, warned):
+    argv = ["curate", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "out")]
+    out = _run(*argv, *[x for s in sets for x in ("--set", s)])
+    assert out.returncode == 2 and "input" in out.stderr.splitlines()[-1]
+    assert ("are English rules" in out.stderr) == warned, out.stderr

@@ -82,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
         progress.console.print(
             config.echo(cfg, f"{args.output}/config.toml"), markup=False, highlight=False
         )
+    warning = english_rules_warning(cfg)
+    if warning:
+        progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     executor = build_executor(args.executor, args.workers, args.address)
     try:
         stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress)
@@ -89,3 +92,18 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     print_funnel(stats, args.output)
     return 0
+
+
+def english_rules_warning(cfg) -> str | None:
+    """The Gopher, C4 and FineWeb rules were written for English (words split on spaces, English
+    stop words, terminal punctuation): say so when the belt lets other languages reach them."""
+    r, lang = cfg.rules, cfg.language
+    families = ("gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality")
+    on = [n for n in families if getattr(r, n)]
+    others = [x for x in lang.languages if x != "en"] if lang.enabled and lang.languages else ["any"]
+    if not on or not others:
+        return None
+    which = "every language" if others == ["any"] else ", ".join(others)
+    return (f"the belt keeps {which} but {', '.join(on)} are English rules (words split on spaces, "
+            f"English stop words): they drop most pages in other languages, e.g. every Japanese one; "
+            f"turn them off for those (--set rules.gopher_quality=false ...) or curate each language apart")

@@ -68,7 +68,8 @@ def _pretrain(clone: Path, line: str) -> subprocess.CompletedProcess:
 
 def test_the_readme_has_examples():
     assert len(bash_lines("pretrain")) >= 8 and blocks("python")
-    assert "pretrain numerics 0.1 1/3 1e-8 --formats bf16,fp16,e4m3" in bash_lines("pretrain") + quoted_commands()
+    run = bash_lines("pretrain") + quoted_commands()
+    assert "pretrain numerics 0.1 1/3 1e-8 --formats bf16,fp16,e4m3" in run
 
 
 @pytest.mark.slow

@@ -188,7 +188,7 @@ def test_decontaminate_command(tmp_path, bench_dir):
     rejected = [r for f in sorted((out / "rejects").glob("*.jsonl.zst")) for r in read_jsonl_zst(f)]
     assert kept == ["d0", "d1", "d3"]
     assert [(r["id"], r["reason"]) for r in rejected] == [("d2", REASON)]
-    report = json.loads((out / "report.json").read_text())
+    report = json.loads((out / "decontam_report.json").read_text())
     assert report["benchmarks"]["gsm8k/test"]["leaks"] == {"line 5": ["d2"]}
     # A missing benchmark: one clear line, exit code 2, no output written.
     assert main(["decontaminate", str(corpus), "--output", str(tmp_path / "o2"),

@@ -42,7 +42,8 @@ COMMANDS: dict[str, str] = {
 # against its keys to suggest `--set train.steps=10`. Imported only when such an error happens.
 CONFIGS: dict[str, str] = {
     "curate": "pretrain.curate.pipeline:CurateConfig",
-    "dedup": "pretrain.curate.dedup_job:DedupJobConfig",
+    "dedup": "pretrain.curate.pipeline:CurateConfig",
+    "decontaminate": "pretrain.curate.pipeline:CurateConfig",
     "train": "pretrain.train.config:RunConfig",
 }
 

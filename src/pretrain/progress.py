@@ -115,7 +115,7 @@ class Progress:
         if not self._tasks:
             self._bar.start()
         sizes = [_size(f) for f in files] if files and meters else None
-        if meters is not None:
+        if sizes:
             for old in Path(meters).glob("*.json"):  # an earlier run's positions
                 old.unlink(missing_ok=True)
         ph = {"units": total, "done": 0, "docs": 0, "sizes": sizes, "meters": meters, "finished": set()}

@@ -16,15 +16,20 @@ The belt, in FineWeb's order (each step can be turned off or re-tuned with --set
   -> gopher_repetition -> gopher_quality -> c4_quality (rewrites lines) -> fineweb_quality
   -> classifier (optional) -> decontaminate (optional) -> pii (optional)
   -> exact_dedup -> near_dedup (MinHash 5-grams, 14 bands x 8 rows)
+The list is yours: --set steps='["extract","language","my_pkg.steps:Boilerplate","dedup"]' runs
+those, in that order (a "module:callable" is your own Step; dedup, a global stage, comes last).
 
 Output (OUT/):
   data/*.jsonl.zst      kept documents: id, text, url, source, metadata (scores)
   rejects/*.jsonl.zst   dropped documents with step and reason (dedup rejects name the kept twin)
   stats.json            per step: in, kept, dropped by reason; errors; totals; wall time
   config.toml           the resolved config
+  plan.json             the job's identity: inputs with sizes, resolved config, their hash
+  work/                 markers, intermediate shards, temporary files (safe to delete when done)
 
 Rerunning the same command resumes a killed job (finished shards are skipped) and gives the same
-bytes as an uninterrupted run, for any --workers. A different config in the same OUT is refused.
+bytes as an uninterrupted run, for any --workers. Other inputs or config into the same OUT are
+refused. Exit status 1 when no document could be read (the first bad records are printed).
 
 Examples:
   pretrain curate crawl/*.warc.gz -o corpus/
@@ -70,28 +75,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pretrain.curate.dedup_job import job_config
+
+    cfg = job_config("curate", args.config, args.overrides)
+    return run_belt("curate", args, cfg)
+
+
+def echo_config(job: str, cfg, out: str) -> str:
+    """The settings that differ from the job's defaults; the whole config goes to OUT/config.toml."""
     from pretrain import config
+    from pretrain.curate.dedup_job import job_config
+
+    return config.echo(cfg, f"{out}/config.toml", base=job_config(job))
+
+
+def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
+    """The one driver of every corpus command: run, print the funnel, exit 1 if nothing was read.
+
+    `--quiet` drops the echo of changed settings; the bar follows `--progress` (default: a terminal).
+    """
     from pretrain.curate.executor import build_executor
-    from pretrain.curate.pipeline import CurateConfig, curate
-    from pretrain.curate.report import print_funnel
+    from pretrain.curate.pipeline import curate
+    from pretrain.curate.report import exit_code, print_funnel
     from pretrain.progress import Progress
 
-    cfg = config.load(CurateConfig, args.config, args.overrides)
-    progress = Progress(args.progress)
+    progress = Progress(getattr(args, "progress", None))
     if not args.quiet:
-        progress.console.print(
-            config.echo(cfg, f"{args.output}/config.toml"), markup=False, highlight=False
-        )
+        progress.console.print(echo_config(job, cfg, args.output), markup=False, highlight=False)
     warning = english_rules_warning(cfg)
     if warning:
         progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     executor = build_executor(args.executor, args.workers, args.address)
     try:
-        stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress)
+        stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress, job=job)
     finally:
         progress.close()
     print_funnel(stats, args.output)
-    return 0
+    return exit_code(stats)
 
 
 def english_rules_warning(cfg) -> str | None:

@@ -67,6 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=5, help="how many ranked layouts to show (5)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--figures", default=None, metavar="DIR", help="write PNG figures into DIR")
+    p.add_argument("--emit-recipe", default=None, metavar="FILE",
+                   help="write the chosen layout as a training config (TOML) for pretrain train")
     p.add_argument("--list-models", action="store_true", help="list the presets and exit")
 
 
@@ -102,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
               not args.no_flash, args.efficiency)
     budget = report.Budget(tokens, args.mtbf_gpu_hours, args.checkpoint_seconds, args.restart_seconds)
     layout = report.parse_layout(args.layout, args.gpus) if args.layout else None
+    if layout is not None:
+        report.check_layout(job, layout)
     plan = report.build_plan(job, budget, layout, args.top)
     if args.json:
         print(json.dumps(plan, indent=2))
@@ -114,4 +118,23 @@ def run(args: argparse.Namespace) -> int:
 
         for path in write_figures(plan, job, args.figures):
             print(f"wrote {path}", file=sys.stderr)
-    return 0 if plan["layout"] and plan["layout"]["fits"] else 1
+    fits = bool(plan["layout"] and plan["layout"]["fits"])
+    if args.emit_recipe and fits:
+        _emit(args, plan, job)
+    return 0 if fits else 1
+
+
+def _emit(args: argparse.Namespace, plan: dict, job) -> None:
+    import sys
+
+    from pretrain.plan import recipe
+    from pretrain.plan.layout import Layout
+
+    lay = Layout(**{k: v for k, v in plan["layout"]["layout"].items() if k != "dp"})
+    config, notes = recipe.recipe(job.shape, lay, job.batch_seqs)
+    t = plan["time"]
+    header = [f"pretrain plan: {lay.label()} on {job.n_gpus} {job.gpu.name}",
+              f"predicted {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, step {t['step_s']:.2f} s",
+              "set data.path (or data.kind/sources) and train.steps before running", *notes]
+    path = recipe.write_recipe(args.emit_recipe, config, header)
+    print(f"wrote {path}" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)

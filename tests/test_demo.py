@@ -53,8 +53,11 @@ def test_report_renders_in_chromium(demo):
     assert result["errors"] == []
     assert shot.stat().st_size > 10_000
     html = (demo / "report.html").read_text()
-    for heading in ("Curation funnel", "Duplicate clusters", "Mixture", "Plan", "Training run", "Samples"):
-        assert heading in html
+    for heading in ("Summary", "What ran", "Corpus: curate", "Examples of rejects", "Duplicate clusters",
+                    "Tokens per source", "Mixture", "Plan: llama-3-8b", "Top layouts", "Why this layout",
+                    "Training run", "Evaluations", "Samples"):
+        assert heading in html, heading
+    assert len(result["images"]) == 1 + 1 + 4 + 1  # funnel, document lengths, 4 plan figures, curves
     assert "http://" not in html.replace("http://www.w3.org", "") and "<script src" not in html
 
 

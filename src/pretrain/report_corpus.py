@@ -41,6 +41,9 @@ def curate_section(out: Path, sid: str) -> Section:
         heads = ["step", "in", "kept", "dropped", "top reasons"]
         parts.append(table(heads, [list(r) for r in rows], {1, 2, 3}))
     parts.append("<h3>Errors: bad records skipped</h3>" + _errors(errors))
+    leaks = out / "decontam_report.json"
+    if leaks.exists():
+        parts.append("<h3>Contamination</h3>" + _contamination(json.loads(leaks.read_text())))
     examples, clusters = scan_rejects(out, stats)
     parts.append("<h3>Examples of rejects</h3>" + _reject_examples(examples))
     parts.append("<h3>Duplicate clusters</h3>" + _clusters(clusters, out))
@@ -79,6 +82,17 @@ def _errors(errors: dict) -> str:
     by = table(["reason", "records"], sorted(errors["by_reason"].items(), key=lambda kv: -kv[1]), {1})
     ex = [[e.get("file"), e.get("record"), e.get("reason")] for e in errors.get("examples", [])[:20]]
     return by + "<h3>First bad records</h3>" + table(["file", "record", "reason"], ex)
+
+
+def _contamination(rep: dict) -> str:
+    benches = sorted(rep.get("benchmarks", {}).items())
+    rows = [[name, b.get("items_indexed"), b.get("items_leaked"), b.get("too_short"),
+             ", ".join(list(b.get("leaks", {}))[:5])] for name, b in benches]
+    docs = rep.get("documents", {})
+    head = note(f"{docs.get('contaminated', 0):,} of {docs.get('in', 0):,} documents share a "
+                f"{rep.get('n')}-word n-gram with a benchmark item (GPT-3's 13-gram overlap rule).")
+    heads = ["benchmark", "items indexed", "items leaked", "too short", "leaked items"]
+    return head + table(heads, rows, {1, 2, 3})
 
 
 def scan_rejects(out: Path, stats: dict) -> tuple[list[dict], dict[str, list[dict]]]:

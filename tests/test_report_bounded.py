@@ -19,11 +19,11 @@ from pretrain.curate import io as cio
 _CHILD = r"""
 import json, sys
 from pathlib import Path
-from pretrain.report import _reject_examples, _rejects
-rejects = _rejects(Path(sys.argv[1]))
-html = _reject_examples(rejects)
+from pretrain.report_corpus import _reject_examples, scan_rejects
+examples, _ = scan_rejects(Path(sys.argv[1]), {})
+html = _reject_examples(examples)
 peak = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")][0] / 1024
-print(json.dumps({"n": len(rejects), "html": html, "peak_mb": peak}))
+print(json.dumps({"n": len(examples), "html": html, "peak_mb": peak}))
 """
 
 
@@ -39,7 +39,7 @@ def test_report_keeps_excerpts_of_rejects_not_their_texts(tmp_path):
                        env={**os.environ, "PYTHONPATH": SRC})
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout)
-    assert got["n"] == 150
+    assert got["n"] == 3  # one example per (step, reason)
     for i in range(3):  # one example per reason, the first of each, with the start of its text
         assert f"reason_{i}" in got["html"] and f"https://x.example/{i}" in got["html"]
         assert f"page {i} spam spam" in got["html"]

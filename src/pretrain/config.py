@@ -200,6 +200,39 @@ def dumps(cfg: Any) -> str:
     return tomli_w.dumps(to_dict(cfg))
 
 
+def changed(cfg: Any, base: Any | None = None) -> dict[str, Any]:
+    """The settings of `cfg` that differ from `base` (default: its class's defaults), as dotted keys.
+
+    The terminal echoes only these: the full resolved config is still written to OUT/config.toml.
+    """
+    now, ref = _flat(to_dict(cfg)), _flat(to_dict(base if base is not None else type(cfg)()))
+    return {k: v for k, v in now.items() if ref.get(k, _MISSING) != v}
+
+
+_MISSING = object()
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def echo(cfg: Any, saved_to: str | Path | None = None, base: Any | None = None) -> str:
+    """A few lines for the terminal: the changed settings, and where the full config lives."""
+    diff = changed(cfg, base)
+    where = f" (full config: {saved_to})" if saved_to else ""
+    if not diff:
+        return f"config: all defaults{where}"
+    # JSON spells strings, numbers, booleans and lists on one line the way TOML reads them back
+    body = "\n".join(f"  {k} = {json.dumps(v, ensure_ascii=False)}" for k, v in diff.items())
+    return f"config: {len(diff)} setting(s) differ from the defaults{where}\n{body}"
+
+
 def config_hash(cfg: Any) -> str:
     """A short stable fingerprint of a resolved config."""
     blob = json.dumps(to_dict(cfg), sort_keys=True, default=str).encode()

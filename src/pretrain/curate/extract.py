@@ -8,9 +8,10 @@ files); it replaces `doc.text` with the page's main text or drops the page with 
 - `extract_error`   the extractor raised or its worker died;
 - `extract_empty`   nothing was left after extraction.
 
-Backends: `resiliparse` (`extract_plain_text(main_content=True)`, C++ on lexbor) and
-`trafilatura` (with `favor_precision`, as FineWeb ran it). Numbers behind the default are in
-docs/extraction.md and docs/decisions.md.
+Backends: `resiliparse` (`extract_plain_text(main_content=True)`, C++ on lexbor),
+`trafilatura` (with `favor_precision`, as FineWeb ran it) and `blocks` (resiliparse's main content
+cut into blocks, each kept or dropped by a small model: curate/extract_blocks.py). Numbers behind
+the default are in docs/extraction.md and docs/decisions.md.
 
 The time bound. A SIGALRM timer only fires in the main thread and only between Python bytecodes,
 so it cannot stop a regular expression backtracking inside C (how trafilatura hangs) nor run in a
@@ -43,7 +44,7 @@ from pretrain.config import bounded, choice
 from pretrain.curate.document import Document
 from pretrain.curate.step import Step
 
-BACKENDS = ("resiliparse", "trafilatura")
+BACKENDS = ("resiliparse", "trafilatura", "blocks")
 ISOLATIONS = ("auto", "process", "inline")
 
 
@@ -72,6 +73,10 @@ def extract_text(
     html: str, backend: str = "resiliparse", favor_precision: bool = True, main_content: bool = True
 ) -> str:
     """Main text of one page, in this process, with no time bound."""
+    if backend == "blocks":
+        from pretrain.curate.extract_blocks import extract_blocks_text
+
+        return extract_blocks_text(html)
     if backend == "resiliparse":
         from resiliparse.extract.html2text import extract_plain_text
 
@@ -275,12 +280,13 @@ class ExtractStep(Step):
     def _extract(self, html: str) -> str:
         if self.worker is not None:
             return self.worker.extract(html, self.cfg.timeout_s)
-        main = self.cfg.main_content
-        if main and self.cfg.backend == "resiliparse" and too_deep(html, self.cfg.max_depth):
-            main = False  # main-content extraction is quadratic in depth: see the module docstring
+        main, backend = self.cfg.main_content, self.cfg.backend
+        if main and backend in ("resiliparse", "blocks") and too_deep(html, self.cfg.max_depth):
+            # main-content extraction (blocks starts from it) is quadratic in depth: see the docstring
+            main, backend = False, "resiliparse"
             self.stats["deep_whole_page"] += 1
         try:
-            return extract_text(html, self.cfg.backend, self.cfg.favor_precision, main)
+            return extract_text(html, backend, self.cfg.favor_precision, main)
         except Exception as e:  # a parser bug on hostile HTML drops the page, not the run
             raise ExtractFailed(f"{type(e).__name__}: {e}") from e
 

@@ -33,6 +33,9 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    # A Hugging Face folder (config.json + safetensors, Llama or GPT-2) to start from: the shape, the
+    # weights and (for text data) the tokenizer come from it; see docs/training.md.
+    init_from: str = ""
 
 
 @dataclass
@@ -104,6 +107,12 @@ class LogConfig:
     tensorboard: bool = True
     eval_every: int = 0  # 0 = no evaluation
     eval_batches: int = 4
+    # Downstream tasks during training (pretrain.eval.callback), as `pretrain eval --tasks`:
+    eval_tasks: str = ""  # comma-separated names, .jsonl paths or ppl:PATH; "" = none
+    eval_tasks_every: int = 0  # steps between task evaluations; 0 = eval_every
+    eval_tasks_limit: int = 200  # first N examples of each task (0 = all)
+    eval_tasks_shots: int = 0
+    eval_benchmarks: str = ""  # folder the task names resolve in ("" = $PRETRAIN_BENCHMARKS or ../shared)
     peak_flops: float = 0.0  # per device, for MFU; 0 = unknown (no MFU)
 
 
@@ -148,3 +157,49 @@ class RunConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     log: LogConfig = field(default_factory=LogConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+
+
+# --- numbers validated at load: one line naming the key, before anything is built -----------------
+
+# key -> (lowest allowed value, whether the bound itself is allowed)
+BOUNDS: dict[str, tuple[float, bool]] = {
+    "train.steps": (1, True), "train.grad_accum": (1, True), "train.threads": (0, True),
+    "train.stop_at": (0, True), "data.batch_size": (1, True), "data.eval_fraction": (0, True),
+    "optim.lr": (0, False), "optim.eps": (0, False), "optim.weight_decay": (0, True),
+    "optim.beta1": (0, True), "optim.beta2": (0, True),
+    "schedule.warmup_steps": (0, True), "schedule.min_lr_ratio": (0, True),
+    "schedule.decay_fraction": (0, True),
+    "precision.init_scale": (0, False), "precision.growth_interval": (1, True),
+    "precision.backoff_factor": (0, False), "precision.growth_factor": (1, False),
+    "stability.clip": (0, True), "stability.spike_factor": (1, False), "stability.spike_window": (1, True),
+    "stability.spike_patience": (1, True), "stability.skip_before": (0, True),
+    "stability.skip_after": (0, True), "stability.max_rollbacks": (0, True),
+    "checkpoint.every": (0, True), "checkpoint.keep": (0, True), "checkpoint.mtbf_minutes": (0, False),
+    "checkpoint.first_at": (1, True), "log.every": (1, True), "log.eval_every": (0, True),
+    "log.eval_batches": (1, True), "log.peak_flops": (0, True), "parallel.pp_microbatches": (0, True),
+    "parallel.timeout_s": (0, False), "model.rope_theta": (0, False), "model.norm_eps": (0, False),
+    "model.init_std": (0, False),
+}
+AT_MOST_ONE = ("data.eval_fraction", "optim.beta1", "optim.beta2", "schedule.min_lr_ratio",
+               "schedule.decay_fraction", "precision.backoff_factor")
+
+
+def validate(cfg: RunConfig) -> None:
+    """Refuse a number out of its range (train.steps=-5, optim.lr=0, ...) with one line naming it."""
+    from pretrain.errors import UserError
+
+    for key, (low, inclusive) in BOUNDS.items():
+        section, name = key.split(".")
+        v = getattr(getattr(cfg, section), name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:  # v != v: NaN
+            raise UserError(f"{key} must be a number, got {v!r}")
+        if v < low or (v == low and not inclusive):
+            raise UserError(f"{key} must be {'>=' if inclusive else '>'} {low}, got {v}")
+        if key in AT_MOST_ONE and v > 1:
+            raise UserError(f"{key} must be <= 1, got {v}")
+    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len"):
+        v = getattr(cfg.model, name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise UserError(f"model.{name} must be an integer >= 1, got {v!r}")
+    if cfg.train.stop_at > cfg.train.steps:
+        raise UserError(f"train.stop_at={cfg.train.stop_at} is past train.steps={cfg.train.steps}")

@@ -146,10 +146,12 @@ def test_optimizer_value_payload_is_refused_on_resume(run, tmp_path):
     with pytest.raises(UnsafeCheckpoint, match=r"param_groups\.0\.lr is not plain data"):
         manager.load(ckpt, model, opt)
     assert not marker.exists()
-    r = _cli("train", str(bad / "config.toml"), "--set", "train.steps=6", "--set", f"train.out={bad}")
-    assert r.returncode == 2 and not marker.exists(), r.stderr
-    assert r.stderr.count("\n") == 1 and f"{ckpt}: refused, value optim.param_groups.0.lr" in r.stderr
-    assert "(it calls " in r.stderr and "exec)" in r.stderr
+    cfg = cfgmod.load(RunConfig, bad / "config.toml", ["train.steps=6", f"train.out={bad}"])
+    with pytest.raises(UnsafeCheckpoint) as e:  # a training resume, as `pretrain train` runs it
+        Trainer(cfg, quiet=True)
+    assert not marker.exists() and "\n" not in str(e.value)
+    said = f"{ckpt}: refused, value optim.param_groups.0.lr is not plain data (it calls "
+    assert str(e.value).startswith(said)
 
 
 def test_traversal_and_overrun_in_storage_items_are_refused(run, tmp_path):

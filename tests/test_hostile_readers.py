@@ -230,3 +230,23 @@ def test_record_fields_cannot_reach_outside_the_output(tmp_path):
     assert not evil.exists() and not (tmp_path / "deep" / "evil").exists()
     outside = {p for p in tmp_path.rglob("*") if not (p.is_relative_to(out) or p.is_relative_to(inp.parent))}
     assert outside == {tmp_path / "deep", tmp_path / "deep" / "er"}
+
+
+def test_symlinks_out_of_an_input_folder_are_not_read(tmp_path, capsys):
+    """A folder from someone else: `notes.txt -> ~/secret` must not put the secret in a corpus, and
+    a symlink loop must not list one file forty times (glob's `**` follows symlinked folders)."""
+    from pretrain.curate.readers import list_inputs
+
+    secret = tmp_path / "home" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("the user's private key")
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "sub" / "good.jsonl").write_bytes(GOOD_BEFORE)
+    (data / "sub" / "notes.txt").symlink_to(secret)
+    (data / "sub" / "loop").symlink_to(data)
+    (data / "same.jsonl").symlink_to(data / "sub" / "good.jsonl")  # inside: kept, once
+    for inputs in ([str(data)], [f"{data}/**/*.jsonl", f"{data}/**/*.txt"]):
+        assert list_inputs(inputs) == [data / "sub" / "good.jsonl"]  # once, by its own path
+    assert "link outside it" in capsys.readouterr().err
+    assert list_inputs([str(data / "sub" / "notes.txt")]) == [data / "sub" / "notes.txt"]  # named: read

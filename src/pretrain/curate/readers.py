@@ -90,23 +90,55 @@ def _ignore_error(path: str, record: object, reason: str) -> None:
 
 
 def list_inputs(paths: list[str]) -> list[Path]:
-    """Expand files, folders (recursively, known extensions only) and globs into sorted files."""
+    """Expand files, folders (recursively, known extensions only) and globs into sorted files.
+
+    A folder or glob from someone else may hold symlinks to files of the user running the job
+    (`notes.txt -> ~/.ssh/id_rsa`) that would end up in a corpus: inside a folder or glob, a symlink
+    whose target lies outside it is skipped, with one line on stderr. A file named itself is read.
+    """
     found: set[Path] = set()
     for p in paths:
         if any(ch in p for ch in "*?["):
             matches = [Path(m) for m in glob.glob(p, recursive=True)]
             if not matches:
                 raise UserError(f"no input matches {p!r}")
-            found.update(m for m in matches if m.is_file())
+            found.update(_inside(_glob_root(p), [m for m in matches if m.is_file()]))
             continue
         path = Path(p)
         if path.is_dir():
-            found.update(f for f in path.rglob("*") if f.is_file() and is_supported(f))
+            found.update(_inside(path, [f for f in path.rglob("*") if f.is_file() and is_supported(f)]))
         elif path.is_file():
             found.add(path)
         else:
             raise UserError(f"input not found: {p}")
     return sorted(found)
+
+
+def _glob_root(pattern: str) -> Path:
+    """The folder a glob searches: its path up to the first part with a wildcard."""
+    parts = Path(pattern).parts
+    fixed = [q for q in parts[: next(i for i, q in enumerate(parts) if any(c in q for c in "*?["))]]
+    return Path(*fixed) if fixed else Path(".")
+
+
+def _inside(root: Path, files: list[Path]) -> list[Path]:
+    """`files` less those that resolve outside `root` through a symlink (reported on stderr), and
+    less repeats of one file (a glob's `**` follows symlinked folders, loops included)."""
+    import sys
+
+    base, seen = root.resolve(), set()
+    kept, outside = [], []
+    for f in sorted(files, key=lambda f: (f.resolve() != f.absolute(), len(f.parts), f)):  # real path first
+        real = f.resolve()
+        if not real.is_relative_to(base):
+            outside.append(f)
+        elif real not in seen:
+            seen.add(real)
+            kept.append(f)
+    if outside:
+        print(f"pretrain: skipped {len(outside)} file(s) in {root} that link outside it, e.g. "
+              f"{outside[0]} -> {outside[0].resolve()}; name a file to read it", file=sys.stderr)
+    return kept
 
 
 def is_supported(path: Path) -> bool:

@@ -272,14 +272,32 @@ class BlockModel:
     threshold: float
 
     def keep_probability(self, x: np.ndarray) -> np.ndarray:
-        t = np.arange(self.feature.shape[0])[:, None]  # (T, 1)
-        node = np.zeros((self.feature.shape[0], x.shape[0]), np.intp)  # (T, blocks)
-        rows = np.arange(x.shape[0])[None, :]
+        n_trees, width = self.feature.shape
+        n, d = x.shape
+        flat = self._flat()
+        node = np.repeat(np.arange(n_trees) * width, n)  # (T * n,) each tree's root, per block
+        cols = np.tile(np.arange(n) * d, n_trees)  # where each block's row starts in x.ravel()
+        xf = x.ravel()
         for _ in range(self.depth):
-            go_left = x[rows, self.feature[t, node]] <= self.split[t, node]
-            node = np.where(go_left, self.left[t, node], self.right[t, node])
-        z = self.init + self.value[t, node].sum(0)
+            go_left = xf[cols + flat[0][node]] <= flat[1][node]
+            node = np.where(go_left, flat[2][node], flat[3][node])
+        z = self.init + flat[4][node].reshape(n_trees, n).sum(0)
         return 1.0 / (1.0 + np.exp(-z))
+
+    def _flat(self) -> tuple[np.ndarray, ...]:
+        """Feature, split, left, right, value as flat arrays, children as flat indices (cached)."""
+        cached = self.__dict__.get("_flat_cache")
+        if cached is None:
+            offset = (np.arange(self.feature.shape[0]) * self.feature.shape[1])[:, None]
+            cached = (
+                self.feature.ravel(),
+                self.split.ravel(),
+                (self.left + offset).ravel(),
+                (self.right + offset).ravel(),
+                self.value.ravel(),
+            )
+            object.__setattr__(self, "_flat_cache", cached)
+        return cached
 
     def to_dict(self) -> dict:
         return {

@@ -118,9 +118,9 @@ def test_step_runs_in_process_and_time_bound_holds_on_deep_nesting():
     step = build_extract_step(ExtractConfig(backend="blocks", max_html_bytes=5_000_000))
     assert step.worker is None  # linear in the page, like resiliparse: bounded by the size limit
     deep = "<div>" * 10_000 + " ".join(PARAS) + "</div>" * 10_000
-    t = time.monotonic()
+    t = time.process_time()  # CPU time: a busy shared machine does not make it flaky
     out = list(step(iter([html_doc(deep), html_doc(ARTICLE)])))
-    assert time.monotonic() - t < 5.0 and "Paragraph 0" in out[-1].text
+    assert time.process_time() - t < 5.0 and "Paragraph 0" in out[-1].text
     assert features([]).shape == (0, len(FEATURES))
 
 

@@ -65,54 +65,56 @@ class Block:
     links: int
 
 
-class _Builder:
-    """Accumulates text runs into blocks; knows which runs sit inside a link."""
-
-    def __init__(self) -> None:
-        self.out: list[Block] = []
-        self.kind = "text"
-        self.parts: list[str] = []
-        self.link_chars = 0
-        self.links = 0
-
-    def text(self, s: str, in_link: bool) -> None:
-        # Outside block tags, each line is its own block (resiliparse ends each div with a newline).
-        pieces = s.split("\n") if self.kind == "text" else [s]
-        for i, piece in enumerate(pieces):
-            if i:
-                self.end()
-            if piece:
-                self.parts.append(piece)
-                if in_link:
-                    self.link_chars += len(" ".join(piece.split()))
-
-    def end(self, next_kind: str | None = None) -> None:
-        text = html_lib.unescape(" ".join("".join(self.parts).split()))
-        if text:
-            self.out.append(Block(self.kind, text, min(self.link_chars, len(text)), self.links))
-        self.parts, self.link_chars, self.links = [], 0, 0
-        if next_kind is not None:
-            self.kind = next_kind
-
-
 def blocks(minimal_html: str) -> list[Block]:
-    """Cut resiliparse's minimal-HTML output into blocks, in page order."""
-    b = _Builder()
-    in_link, pos = False, 0
-    for m in _TAG.finditer(minimal_html):
-        b.text(minimal_html[pos : m.start()], in_link)
-        pos = m.end()
-        closing, tag = m.group(1), m.group(2).lower()
+    """Cut resiliparse's minimal-HTML output into blocks, in page order.
+
+    One block per `<p>`, `<hN>`, `<li>`, `<pre>`; outside those, one per line (resiliparse ends
+    each div with a newline). Text inside `<a>` counts as link text; `<br>` breaks a line.
+    """
+    out: list[Block] = []
+    kind, parts, link_chars, links, in_link = "text", [], 0, 0, False
+
+    def end() -> None:
+        text = " ".join("".join(parts).split())
+        if "&" in text:
+            text = html_lib.unescape(text)
+        if text:
+            out.append(Block(kind, text, min(link_chars, len(text)), links))
+
+    toks = _TAG.split(minimal_html)  # text, closing slash, tag name, text, closing slash, ...
+    for i in range(0, len(toks), 3):
+        run = toks[i]
+        if run:
+            if kind == "text" and "\n" in run:
+                pieces = run.split("\n")
+                for piece in pieces[:-1]:
+                    parts.append(piece)
+                    if in_link:
+                        link_chars += len(" ".join(piece.split()))
+                    end()
+                    parts, link_chars, links = [], 0, 0
+                run = pieces[-1]
+            parts.append(run)
+            if in_link:
+                link_chars += len(" ".join(run.split()))
+        if i + 1 >= len(toks):
+            break
+        closing, tag = toks[i + 1], toks[i + 2].lower()
         if tag == "a":
             in_link = not closing
-            b.links += not closing
+            links += not closing
         elif tag == "br":
-            b.text("\n", False)
+            if kind == "text":
+                end()
+                parts, link_chars, links = [], 0, 0
+            else:
+                parts.append(" ")
         else:  # any other tag opens or closes a block
-            b.end("text" if closing else _BLOCK_TAGS.get(tag, "text"))
-    b.text(minimal_html[pos:], in_link)
-    b.end()
-    return b.out
+            end()
+            parts, link_chars, links = [], 0, 0
+            kind = "text" if closing else _BLOCK_TAGS.get(tag, "text")
+    end()
+    return out
 
 
 # --------------------------------------------------------------------------- features

@@ -159,3 +159,13 @@ def _resiliparse(html: str) -> str:
     from pretrain.curate.extract import extract_text
 
     return extract_text(html, "resiliparse")
+
+
+def test_process_isolation_gives_the_same_text_as_inline():
+    a = build_extract_step(ExtractConfig(backend="blocks", isolation="process"))
+    b = build_extract_step(ExtractConfig(backend="blocks", isolation="inline"))
+    pages = [ARTICLE, ARTICLE.replace("river", "rivière"), BOILERPLATE]
+    ta = [d.text for d in a(html_doc(p) for p in pages)]
+    tb = [d.text for d in b(html_doc(p) for p in pages)]
+    a.close()
+    assert ta == tb and len(ta) == 2 and "rivière" in ta[1]

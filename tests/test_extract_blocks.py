@@ -132,7 +132,7 @@ def test_shipped_model_matches_this_codes_features(tmp_path):
         load_model(str(bad))
 
 
-# --- quality on real benchmarks: floors a little under the full-set figures in docs/extraction.md
+# --- quality on real benchmarks: floors just under the figures measured on these subsets
 
 
 def test_aeb_f1_floor_with_the_model_that_never_saw_aeb(shared_data):
@@ -141,8 +141,9 @@ def test_aeb_f1_floor_with_the_model_that_never_saw_aeb(shared_data):
     scores = [token_prf(extract_blocks_text(h, model), t) for _, h, t in pages]
     p, r, f = (sum(s[i] for s in scores) / len(scores) for i in range(3))
     resiliparse = sum(token_prf(_resiliparse(h), t)[0] for _, h, t in pages) / len(pages)
-    assert p >= 0.91 and r >= 0.96 and f >= 0.93, (p, r, f)
-    assert p > resiliparse + 0.03  # cleaner than the DOM pass it starts from
+    # Measured on these 60 pages: P 0.930, R 0.966, F1 0.942 (resiliparse: P 0.864).
+    assert p >= 0.92 and r >= 0.955 and f >= 0.935, (p, r, f)
+    assert p > resiliparse + 0.05  # cleaner than the DOM pass it starts from
 
 
 def test_trafilatura_eval_floor_with_the_model_that_never_saw_it(shared_data):
@@ -152,7 +153,7 @@ def test_trafilatura_eval_floor_with_the_model_that_never_saw_it(shared_data):
     for _, html, keep, drop in pages:
         a, b, c, e = snippet_scores(extract_blocks_text(html, model), keep, drop)
         k, nk, d, nd = k + a, nk + b, d + c, nd + e
-    assert k / nk >= 0.90 and d / nd >= 0.80, (k / nk, d / nd)
+    assert k / nk >= 0.915 and d / nd >= 0.81, (k / nk, d / nd)  # measured: 0.924, 0.819
 
 
 def _resiliparse(html: str) -> str:

@@ -46,7 +46,8 @@ class Job:
     @property
     def software(self) -> timing.Software:
         return timing.Software(self.tp_overlap, self.dp_overlap, self.flash,
-                               4 if self.accounting in ("18B", "megatron-distopt") else 2)
+                               4 if self.accounting in ("18B", "megatron-distopt") else 2,
+                               eager=self.activations == "pretrain")
 
     @property
     def batch_seqs(self) -> int:

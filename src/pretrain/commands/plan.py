@@ -165,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
     fits = bool(plan["layout"] and plan["layout"]["fits"])
     if args.emit_recipe and fits:
         _emit(args, plan, job)
+    elif args.emit_recipe:
+        print(f"no layout fits: nothing written to {args.emit_recipe}", file=sys.stderr)
     return 0 if fits else 1
 
 

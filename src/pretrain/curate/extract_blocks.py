@@ -20,8 +20,9 @@ per block:
    probability; blocks at or above the model's threshold (0.5) are kept, in order.
 
 A page whose blocks are all boilerplate yields "" (the `extract` step then drops it as
-`extract_empty`). Time: both passes are linear in the page (resiliparse's in the HTML, ours in its
-output), so like resiliparse it runs in-process under the step's size bound.
+`extract_empty`). Time: our pass is linear in resiliparse's output; resiliparse's main-content
+pass is bounded by the `extract` step's size and depth checks (curate/extract.py), so like
+resiliparse it runs in-process.
 """
 
 from __future__ import annotations

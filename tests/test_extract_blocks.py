@@ -121,6 +121,7 @@ def test_step_runs_in_process_and_time_bound_holds_on_deep_nesting():
     t = time.process_time()  # CPU time: a busy shared machine does not make it flaky
     out = list(step(iter([html_doc(deep), html_doc(ARTICLE)])))
     assert time.process_time() - t < 5.0 and "Paragraph 0" in out[-1].text
+    assert step.stats["deep_whole_page"] == 1  # the step's depth check covers blocks as resiliparse
     assert features([]).shape == (0, len(FEATURES))
 
 

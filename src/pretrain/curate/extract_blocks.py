@@ -260,47 +260,34 @@ def features(bs: list[Block]) -> np.ndarray:
 class BlockModel:
     """Gradient-boosted trees (Friedman 2001) on the block features, evaluated level by level in numpy.
 
-    Arrays are (trees, nodes): split feature, split value (go left when x <= value), child indices and
-    leaf values (already scaled by the learning rate). Leaves point to themselves, so every tree can be
-    walked `depth` steps at once for all blocks. keep when sigmoid(init + sum of leaves) >= threshold.
+    Every tree is stored complete and in heap order (node i has children 2i+1 and 2i+2): `feature`
+    and `split` are (trees, 2^depth - 1) for the inner nodes (go left when x <= split), `value` is
+    (trees, 2^depth) for the leaves, already scaled by the learning rate. A leaf that scikit-learn
+    reached early is an inner node that always goes left (split = +inf) down to its copy at the
+    bottom. keep when sigmoid(init + sum of leaves) >= threshold.
     """
 
     feature: np.ndarray
     split: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
     value: np.ndarray
     init: float
     depth: int
     threshold: float
 
     def keep_probability(self, x: np.ndarray) -> np.ndarray:
-        n_trees, width = self.feature.shape
+        n_trees, inner = self.feature.shape
         n, d = x.shape
-        flat = self._flat()
-        node = np.repeat(np.arange(n_trees) * width, n)  # (T * n,) each tree's root, per block
+        feature, split, value = self.feature.ravel(), self.split.ravel(), self.value.ravel()
+        tree = np.repeat(np.arange(n_trees) * inner, n)  # (T * n,) where each tree's nodes start
         cols = np.tile(np.arange(n) * d, n_trees)  # where each block's row starts in x.ravel()
         xf = x.ravel()
+        node = np.zeros(n_trees * n, np.intp)
         for _ in range(self.depth):
-            go_left = xf[cols + flat[0][node]] <= flat[1][node]
-            node = np.where(go_left, flat[2][node], flat[3][node])
-        z = self.init + flat[4][node].reshape(n_trees, n).sum(0)
+            at = tree + node
+            node = 2 * node + 1 + (xf[cols + feature[at]] > split[at])
+        leaf = np.repeat(np.arange(n_trees) * (inner + 1), n) + node - inner
+        z = self.init + value[leaf].reshape(n_trees, n).sum(0)
         return 1.0 / (1.0 + np.exp(-z))
-
-    def _flat(self) -> tuple[np.ndarray, ...]:
-        """Feature, split, left, right, value as flat arrays, children as flat indices (cached)."""
-        cached = self.__dict__.get("_flat_cache")
-        if cached is None:
-            offset = (np.arange(self.feature.shape[0]) * self.feature.shape[1])[:, None]
-            cached = (
-                self.feature.ravel(),
-                self.split.ravel(),
-                (self.left + offset).ravel(),
-                (self.right + offset).ravel(),
-                self.value.ravel(),
-            )
-            object.__setattr__(self, "_flat_cache", cached)
-        return cached
 
     def to_dict(self) -> dict:
         return {
@@ -309,20 +296,15 @@ class BlockModel:
             "threshold": self.threshold,
             "feature": self.feature.tolist(),
             "split": [[float(v) for v in row] for row in _floor32(self.split)],
-            "left": self.left.tolist(),
-            "right": self.right.tolist(),
-            "value": [[round(float(v), 6) for v in row] for row in self.value],
+            "value": [[float(f"{v:.6g}") for v in row] for row in self.value],
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> BlockModel:
-        split = np.asarray(d["split"], np.float32)
         return cls(
             np.asarray(d["feature"], np.intp),
-            split,
-            np.asarray(d["left"], np.intp),
-            np.asarray(d["right"], np.intp),
-            np.asarray(d["value"], np.float32),
+            np.asarray(d["split"], np.float32),
+            np.asarray(d["value"], np.float64),
             float(d["init"]),
             int(d["depth"]),
             float(d["threshold"]),

@@ -65,8 +65,9 @@ class ReaderConfig:
     # gzip cannot pass ~1030x, so its bombs stop at max_file_bytes. 0 = no ratio bound.
     max_ratio: float = 1000.0
     # Parquet: a row group whose columns we read hold more than this, uncompressed (the footer
-    # says so before anything is decoded), is skipped whole: one of its pages would have to be
-    # decoded in memory (one 1 GiB cell is a 1 GiB page). 0 = no bound.
+    # says so before anything is decoded), and more than max_record_bytes per row (so some row is
+    # oversized), is skipped whole: a page holding a 1 GiB cell would be decoded whole to reach
+    # its neighbours. 0 = no bound.
     max_row_group_bytes: int = 1024**3
     # WARC: keep only HTML responses (non-HTML payloads are skipped and counted).
     html_only: bool = True
@@ -404,11 +405,14 @@ def _read_parquet(
     row = 0
     for g in range(pf.num_row_groups):
         start = row
-        size = _row_group_bytes(pf, g, cols)
-        if cfg.max_row_group_bytes and size > cfg.max_row_group_bytes:
-            on_error(str(path), f"row group {g}", f"{size:,} bytes uncompressed (footer), over "
-                     f"max_row_group_bytes={cfg.max_row_group_bytes}: skipped unread")
-            row += pf.metadata.row_group(g).num_rows
+        size, rows = _row_group_bytes(pf, g, cols), pf.metadata.row_group(g).num_rows
+        # Skipped unread only when it is both big and certain to hold an oversized row (more bytes
+        # than max_record_bytes per row): a legit group of a million rows is read, in batches.
+        if cfg.max_row_group_bytes and size > cfg.max_row_group_bytes and size > cfg.max_record_bytes * rows:
+            on_error(str(path), f"row group {g}", f"{size:,} bytes uncompressed (footer) in {rows} rows: "
+                     f"over max_row_group_bytes={cfg.max_row_group_bytes}, with an oversized row: "
+                     "skipped unread")
+            row += rows
             continue
         try:
             for batch in pf.iter_batches(PARQUET_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):

@@ -164,13 +164,16 @@ def _warc_records(lie: int) -> list[bytes]:
             record(3, page("d"))]
 
 
-@pytest.mark.parametrize("layout", ["gzip", "plain"])
+@pytest.mark.parametrize("layout", ["gzip", "plain", "whole"])
 @pytest.mark.parametrize("gaps", ["uncompressed", "all"])
 def test_warc_content_length_that_overruns_is_resynchronised(tmp_path, layout, gaps):
-    """Record 1 claims 4 GiB: the parser swallowed records 2 and 3 without a word; now it restarts there."""
+    """Record 1 claims 4 GiB: the parser swallowed records 2 and 3 without a word; now it restarts
+    there (gzip per record, plain, and one gzip stream for the whole file)."""
     recs = _warc_records(1 << 32)
-    p = tmp_path / ("w.warc.gz" if layout == "gzip" else "w.warc")
-    p.write_bytes(b"".join(gzip.compress(r, mtime=0) for r in recs) if layout == "gzip" else b"".join(recs))
+    p = tmp_path / ("w.warc" if layout == "plain" else "w.warc.gz")
+    data = {"gzip": b"".join(gzip.compress(r, mtime=0) for r in recs), "plain": b"".join(recs),
+            "whole": gzip.compress(b"".join(recs), mtime=0)}[layout]
+    p.write_bytes(data)
     r = read_in_child(p, timeout=30, mem_mb=2048, warc_check_gaps=gaps)
     assert [int(i.strip("<>")[-12:]) for i in r["ids"]] == [0, 2, 3]
     (resync,) = _errors_mentioning(r, "resynchronised at the next record")

@@ -108,8 +108,7 @@ def _read_from(
 
     path = scan.path
     try:
-        with open(path, "rb") as f:
-            f.seek(start)
+        with _open_at(path, start, scan.layout) as f:
             it = ArchiveIterator(f, record_types=WarcRecordType.any_type, parse_http=True,
                                  quirks_mode=True, auto_decode="none")
             for rec in it:
@@ -127,7 +126,8 @@ def _read_from(
                 doc = _fastwarc_doc(rec, rtype, cfg, on_error, src, stats, str(path))
                 resume = None
                 if stats["errors.truncated"] + stats["skipped.too_large"] > suspect or scan.check_members:
-                    resume = resync(path, scan.layout, pos, length, on_error, stats)
+                    rid = rec.headers.get("WARC-Record-ID")
+                    resume = resync(path, scan.layout, pos, length, on_error, stats, rid)
                 if doc is not None and resume is None:  # an overrunning record's payload ends in junk
                     stats["documents"] += 1
                     yield doc
@@ -140,6 +140,16 @@ def _read_from(
         stats["errors.truncated"] += 1
         scan.stop = True
     return None
+
+
+def _open_at(path: Path, start: int, kind: str | None):
+    """The file at byte `start`; for one gzip stream resumed past 0, the decompressed stream there
+    (fastwarc then reads plain WARC and reports decompressed offsets)."""
+    import gzip
+
+    f = gzip.open(path, "rb") if kind is None and start else open(path, "rb")
+    f.seek(start)
+    return f
 
 
 def _warc_length(rec) -> int:

@@ -46,9 +46,10 @@ def layout(path: Path) -> str | None:
 
 
 def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnError,
-           stats: Counter[str]) -> int | None:
+           stats: Counter[str], rid: str | None = None) -> int | None:
     """Where the record after the one at `pos` starts, when that record's claimed `length` overruns
-    its gzip member (plain: the end of the file, the next version line being where to resume)."""
+    its gzip member (plain: the end of the file, the next version line being where to resume; one
+    gzip stream: the end of the file, the offset being in the decompressed stream)."""
     if kind == "members":
         member = _member(path, pos)
         if member is None:
@@ -65,12 +66,61 @@ def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnErro
         if m is None or end is None or pos + m.end() + length <= path.stat().st_size:
             return None
         what = "the end of the file"
+    elif rid:  # one gzip stream: no member to find, so the record is found by its id, inflated
+        found = _in_whole_gzip(path, rid, length)
+        if found is None:
+            return None
+        pos, end = found
+        on_error(str(path), f"record {rid}", f"claimed Content-Length {length} overruns the end of the "
+                 f"file: resynchronised at the next record (decompressed offset {end}), {end - pos} bytes "
+                 "of this record skipped")
+        stats["errors.resynchronised"] += 1
+        return end
     else:
         return None
     on_error(str(path), f"offset {pos}", f"claimed Content-Length {length} overruns {what}: "
              f"resynchronised at the next record (offset {end}), {end - pos} bytes of this record skipped")
     stats["errors.resynchronised"] += 1
     return end
+
+
+def _in_whole_gzip(path: Path, rid: str, length: int) -> tuple[int, int] | None:
+    """(decompressed offset of the record whose id is `rid`, of the next version line after its
+    header), when its claimed `length` runs past the end of the file; else None. One streamed pass,
+    1 MiB at a time, stopped as soon as the claim is seen to fit."""
+    import gzip
+
+    needle, buf, base = rid.encode(), b"", 0
+    start = header_end = nxt = None
+    try:
+        with gzip.open(path, "rb") as f:
+            while True:
+                data = f.read(1 << 20)
+                if not data:
+                    break
+                buf += data
+                if start is None and (i := buf.find(needle)) >= 0:
+                    start = base + max(buf.rfind(b"WARC/", 0, i), 0)
+                if start is not None and header_end is None and (m := HEADER_END.search(buf, start - base)):
+                    header_end = base + m.end()
+                if header_end is not None and nxt is None:
+                    m = _VERSION_LINE.search(buf, max(header_end - base - 1, 1))
+                    nxt = base + m.start(1) if m else None
+                if header_end is not None and base + len(buf) > header_end + length:
+                    return None  # the claim fits in the file: not an overrun
+                # keep only what a match across two chunks needs (memory stays ~2 MiB)
+                if start is None:
+                    keep = len(needle) + 64
+                elif header_end is None:
+                    keep = base + len(buf) - start  # the header block being read
+                    if keep > 1 << 20:
+                        return None  # not a WARC header
+                else:
+                    keep = 16 if nxt is None else 0
+                base, buf = base + len(buf) - keep, buf[len(buf) - keep:]
+    except (OSError, EOFError, zlib.error):
+        return None
+    return (start, nxt) if header_end is not None and nxt is not None else None
 
 
 _Member = tuple[int, int, "int | None", bytes]

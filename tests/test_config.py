@@ -77,7 +77,7 @@ def test_signed_and_optional_fields_still_take_what_they_mean():
     assert config.load(CurateConfig, None, ["classifier.threshold=-0.5"]).classifier.threshold == -0.5
     run = config.load(RunConfig, None, ["model.mlp=gelu", "model.n_layers=4", "optim.lr=1e-3"])
     assert (run.model.mlp, run.model.n_layers, run.model.norm) == ("gelu", 4, None)
-    for bad, key in (("train.steps=-5", "train.steps"), ("train.steps=0", "train.steps"),
+    for bad, key in (("train.steps=-5", "train.steps"), ("train.grad_accum=0", "train.grad_accum"),
                      ("model.norm=batchnorm", "model.norm"), ("model.n_layers=-2", "model.n_layers"),
                      ("schedule.kind=linear", "schedule.kind"),
                      ("data.eval_fraction=1.5", "data.eval_fraction")):

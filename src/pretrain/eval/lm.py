@@ -27,6 +27,9 @@ class EvalModel:
     eot_id: int  # the token an empty context starts from (lm-eval's prefix_token_id)
     device: torch.device = torch.device("cpu")
     name: str = "model"
+    # Optional packed forward: tree_logits(ids (B, T), positions (B, T), mask (B, T, T) bool, True =
+    # may attend) -> logits (B, T, V). With it, a context is run once for all of its choices.
+    tree_logits: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
 
 def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
@@ -56,7 +59,47 @@ def from_module(model: torch.nn.Module, encode, decode, max_length: int, eot_id:
     def logits(ids: torch.Tensor) -> torch.Tensor:
         return model(ids.to(device))
 
-    return EvalModel(encode, decode, logits, max_length, eot_id, device, name)
+    @torch.no_grad()
+    def tree(ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return tree_forward(model, ids.to(device), pos.to(device), mask.to(device))
+
+    return EvalModel(encode, decode, logits, max_length, eot_id, device, name, tree)
+
+
+def tree_forward(model, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Our Transformer's forward with explicit positions and attention mask (packed prefix trees).
+
+    The same modules in the same order as Transformer.forward; only the attention takes `mask`
+    (B, T, T) and rotary angles / learned positions are read at `pos` (B, T) instead of 0..T-1.
+    """
+    import torch.nn.functional as F
+
+    x = model.tok_emb(ids)  # (B, T, C)
+    if model.pos_emb is not None:
+        x = x + model.pos_emb(pos)
+    rope = None if model.pos_emb is not None else (model.rope_cos[pos][:, None], model.rope_sin[pos][:, None])
+    for block in model.layers.values():
+        a = block.attn
+        h = block.attn_norm(x)
+        B, T, _ = h.shape
+        q = a.wq(h).view(B, T, -1, a.head_dim).transpose(1, 2)  # (B, H, T, D)
+        k = a.wk(h).view(B, T, -1, a.head_dim).transpose(1, 2)
+        v = a.wv(h).view(B, T, -1, a.head_dim).transpose(1, 2)
+        if rope is not None:
+            q, k = _rope_at(q, *rope), _rope_at(k, *rope)
+        if a.n_kv != a.n_heads:
+            k, v = k.repeat_interleave(a.n_heads // a.n_kv, 1), v.repeat_interleave(a.n_heads // a.n_kv, 1)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+        x = x + a.wo(y.transpose(1, 2).reshape(B, T, -1))
+        x = x + block.mlp(block.mlp_norm(x))
+    x = model.norm(x)
+    return F.linear(x, model.tok_emb.weight) if model.output is None else model.output(x)
+
+
+def _rope_at(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """model.apply_rope with per-token angles (B, 1, T, D/2) instead of the first T rows."""
+    x0, x1 = x.float()[..., 0::2], x.float()[..., 1::2]
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2).type_as(x)
 
 
 def _tokenizer_functions(path: str):
@@ -90,10 +133,19 @@ def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids)
 
+    @torch.no_grad()
+    def tree(ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        # transformers takes a 4D boolean mask (B, 1, T, T) as given, with explicit position_ids
+        return model(ids.to(device), position_ids=pos.to(device),
+                     attention_mask=mask[:, None].to(device)).logits
+
     cfg = model.config
     max_length = int(getattr(cfg, "max_position_embeddings", 0) or getattr(cfg, "n_positions", 0) or 2048)
     eot = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    return EvalModel(encode, decode, logits, max_length, int(eot if eot is not None else 0), device, name)
+    eot = int(eot if eot is not None else 0)
+    # Only Llama-family models are known to honour a custom 4D mask; others take the plain path.
+    packed = tree if getattr(cfg, "model_type", "") in ("llama", "mistral", "qwen2", "qwen3") else None
+    return EvalModel(encode, decode, logits, max_length, eot, device, name, packed)
 
 
 def from_hf_dir(path: str | Path, device: str = "cpu") -> EvalModel:

@@ -57,12 +57,28 @@ def _model_input(req: TokenRequest, max_length: int) -> tuple[int, ...]:
 
 def loglikelihood_tokens(model: EvalModel, reqs: Sequence[TokenRequest], batch_tokens: int = 4096,
                          tick: Callable[[int], None] | None = None) -> list[tuple[float, bool]]:
-    """Score token requests; identical model inputs are run once, longest first, in padded batches."""
-    inputs: dict[tuple[int, ...], list[int]] = {}  # model input -> indices of the requests reading it
-    for i, req in enumerate(reqs):
-        inputs.setdefault(_model_input(req, model.max_length), []).append(i)
-    order = sorted(inputs, key=len, reverse=True)  # longest first: padding stays small, OOM shows early
+    """Score token requests: through packed prefix trees when the model takes them (requests that
+    share a context and fit the window), the rest with identical inputs run once, in padded batches."""
     out: list[tuple[float, bool]] = [(0.0, False)] * len(reqs)
+    rest = list(range(len(reqs)))
+    if model.tree_logits is not None:
+        trees: dict[tuple[int, ...], list[int]] = {}
+        for i, (ctx, cont) in enumerate(reqs):
+            if ctx and cont and len(ctx) + len(cont) <= model.max_length + 1:
+                trees.setdefault(tuple(ctx), []).append(i)
+        shared = {c: ix for c, ix in trees.items() if len(ix) > 1 and any(len(reqs[i][1]) > 1 for i in ix)}
+        done = {i for ix in shared.values() for i in ix}
+        _score_trees(model, reqs, list(shared.items()), batch_tokens, tick, out)
+        rest = [i for i in rest if i not in done]
+    _score_plain(model, reqs, rest, batch_tokens, tick, out)
+    return out
+
+
+def _score_plain(model, reqs, which, batch_tokens, tick, out) -> None:
+    inputs: dict[tuple[int, ...], list[int]] = {}  # model input -> indices of the requests reading it
+    for i in which:
+        inputs.setdefault(_model_input(reqs[i], model.max_length), []).append(i)
+    order = sorted(inputs, key=len, reverse=True)  # longest first: padding stays small, OOM shows early
     start = 0
     while start < len(order):
         width = len(order[start])
@@ -78,7 +94,58 @@ def loglikelihood_tokens(model: EvalModel, reqs: Sequence[TokenRequest], batch_t
         if tick is not None:
             tick(sum(len(inputs[inp]) for inp in batch))
         start += n
-    return out
+
+
+def _pack(ctx: tuple[int, ...], conts: list[list[int]]) -> tuple[list, list, list, list[list[int]]]:
+    """One row for a context and its continuations: ctx, then each cont[:-1] as its own branch.
+
+    Returns (ids, positions, branch of each token (0 = the shared context), and for each
+    continuation the row indices whose logits predict its tokens)."""
+    ids, pos, branch = list(ctx), list(range(len(ctx))), [0] * len(ctx)
+    reads = []
+    for j, cont in enumerate(conts, start=1):
+        start = len(ids)
+        ids += cont[:-1]
+        pos += range(len(ctx), len(ctx) + len(cont) - 1)
+        branch += [j] * (len(cont) - 1)
+        reads.append([len(ctx) - 1] + list(range(start, start + len(cont) - 1)))
+    return ids, pos, branch, reads
+
+
+def _score_trees(model, reqs, groups, batch_tokens, tick, out) -> None:
+    """A context and all its continuations in one row: each branch attends to the context and to
+    itself (causally), with the positions it would have alone, so its logits are the plain ones."""
+    rows = []
+    for ctx, ix in groups:
+        ids, pos, branch, reads = _pack(ctx, [reqs[i][1] for i in ix])
+        rows.append((ids, pos, branch, list(zip(ix, reads))))
+    rows.sort(key=lambda r: -len(r[0]))
+    start = 0
+    while start < len(rows):
+        width = len(rows[start][0])
+        batch = rows[start:start + max(1, batch_tokens // max(1, width))]
+        ids = torch.zeros((len(batch), width), dtype=torch.long)
+        pos = torch.zeros((len(batch), width), dtype=torch.long)
+        mask = torch.eye(width, dtype=torch.bool).repeat(len(batch), 1, 1)  # padding sees itself only
+        causal = torch.ones((width, width), dtype=torch.bool).tril()
+        for b, (r_ids, r_pos, r_branch, _) in enumerate(batch):
+            n = len(r_ids)
+            ids[b, :n], pos[b, :n] = torch.tensor(r_ids), torch.tensor(r_pos)
+            br = torch.tensor(r_branch)
+            mask[b, :n, :n] = causal[:n, :n] & ((br[None, :] == 0) | (br[None, :] == br[:, None]))
+        logits = model.tree_logits(ids, pos, mask)  # (B, T, V)
+        for b, (_, _, _, members) in enumerate(batch):
+            for i, read in members:
+                out[i] = _score_positions(logits[b], read, reqs[i][1])
+        if tick is not None:
+            tick(sum(len(r[3]) for r in batch))
+        start += len(batch)
+
+
+def _score_positions(logits: torch.Tensor, read: list[int], cont: list[int]) -> tuple[float, bool]:
+    rows = logits[torch.tensor(read, device=logits.device)].float().log_softmax(-1)  # (k, V)
+    target = torch.tensor(cont, dtype=torch.long, device=rows.device)
+    return rows.gather(1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all())
 
 
 def _score_row(logits: torch.Tensor, n: int, cont: list[int]) -> tuple[float, bool]:

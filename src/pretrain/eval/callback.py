@@ -14,8 +14,6 @@ TP, PP) would need every rank in every forward pass; they are refused when the c
 
 from __future__ import annotations
 
-import torch
-
 from pretrain.errors import UserError
 
 HEADLINE = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte", "memorized")
@@ -32,8 +30,7 @@ def check_layout(cfg, dims) -> None:
 
 def eval_model(trainer):
     """An EvalModel over the trainer's live model and the run's tokenizer (bytes when it has none)."""
-    from pretrain.eval.lm import EvalModel, _tokenizer_functions
-    from pretrain.train.precision import autocast
+    from pretrain.eval.lm import _tokenizer_functions, from_module
 
     cfg = trainer.cfg
     net = getattr(trainer.model, "module", trainer.model)  # DDP: its replica, no broadcast in forward
@@ -43,14 +40,9 @@ def eval_model(trainer):
 
         tok = _tokenizer_of_shards(cfg.data.sources)
     encode, decode, eot = _tokenizer_functions(tok)
-
-    @torch.no_grad()
-    def logits(ids: torch.Tensor) -> torch.Tensor:
-        with autocast(cfg.precision.dtype, trainer.device):
-            return net(ids.to(trainer.device)).float()
-
-    return EvalModel(encode, decode, logits, trainer.shape.seq_len, eot, trainer.device,
-                     f"{trainer.run_dir.name}@{trainer.step}")
+    name = f"{trainer.run_dir.name}@{trainer.step}"
+    return from_module(net, encode, decode, trainer.shape.seq_len, eot, name,
+                       autocast_dtype=cfg.precision.dtype)
 
 
 def eval_tasks_event(trainer) -> dict:

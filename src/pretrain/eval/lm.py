@@ -18,18 +18,22 @@ from pretrain.errors import UserError
 
 @dataclass
 class EvalModel:
-    """A causal LM for scoring: `logits(ids)` must be causal (position t sees only ids[:, :t+1])."""
+    """A causal LM for scoring: `logits(ids, keep)` must be causal (position t sees only ids[:, :t+1]).
+
+    `keep` (1D positions, or None for all) asks for the logits of those positions only, (B, len(keep), V):
+    the output head and the log-softmax then run on the positions a score reads, not on all of them.
+    """
 
     encode: Callable[[str], list[int]]
     decode: Callable[[list[int]], str]
-    logits: Callable[[torch.Tensor], torch.Tensor]
+    logits: Callable[..., torch.Tensor]
     max_length: int  # longest input the model takes
     eot_id: int  # the token an empty context starts from (lm-eval's prefix_token_id)
     device: torch.device = torch.device("cpu")
     name: str = "model"
     # Optional packed forward: tree_logits(ids (B, T), positions (B, T), mask (B, T, T) bool, True =
-    # may attend) -> logits (B, T, V). With it, a context is run once for all of its choices.
-    tree_logits: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    # may attend, keep) -> logits (B, len(keep), V). With it, a context runs once for all its choices.
+    tree_logits: Callable[..., torch.Tensor] | None = None
 
 
 def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
@@ -51,26 +55,44 @@ def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
 
 
 def from_module(model: torch.nn.Module, encode, decode, max_length: int, eot_id: int,
-                name: str = "model") -> EvalModel:
-    """Wrap one of our Transformers (forward(ids) -> logits)."""
+                name: str = "model", autocast_dtype: str = "") -> EvalModel:
+    """Wrap one of our Transformers; `autocast_dtype` (e.g. "bf16") runs it as the trainer does."""
+    from contextlib import nullcontext
+
     device = next(model.parameters()).device
 
-    @torch.no_grad()
-    def logits(ids: torch.Tensor) -> torch.Tensor:
-        return model(ids.to(device))
+    def amp():
+        if not autocast_dtype:
+            return nullcontext()
+        from pretrain.train.precision import autocast
+
+        return autocast(autocast_dtype, device)
 
     @torch.no_grad()
-    def tree(ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return tree_forward(model, ids.to(device), pos.to(device), mask.to(device))
+    def logits(ids: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        with amp():
+            if keep is None:
+                return model(ids.to(device)).float()
+            pos = torch.arange(ids.shape[1], device=device).expand(ids.shape[0], -1)
+            return tree_forward(model, ids.to(device), pos, None, keep.to(device)).float()
+
+    @torch.no_grad()
+    def tree(ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor,
+             keep: torch.Tensor | None = None) -> torch.Tensor:
+        with amp():
+            return tree_forward(model, ids.to(device), pos.to(device), mask.to(device),
+                                None if keep is None else keep.to(device)).float()
 
     return EvalModel(encode, decode, logits, max_length, eot_id, device, name, tree)
 
 
-def tree_forward(model, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def tree_forward(model, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None,
+                 keep: torch.Tensor | None = None) -> torch.Tensor:
     """Our Transformer's forward with explicit positions and attention mask (packed prefix trees).
 
     The same modules in the same order as Transformer.forward; only the attention takes `mask`
-    (B, T, T) and rotary angles / learned positions are read at `pos` (B, T) instead of 0..T-1.
+    (B, T, T; None = causal) and rotary angles / learned positions are read at `pos` (B, T) instead
+    of 0..T-1. The output head runs on the positions in `keep` only (all when None).
     """
     import torch.nn.functional as F
 
@@ -89,10 +111,13 @@ def tree_forward(model, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor
             q, k = _rope_at(q, *rope), _rope_at(k, *rope)
         if a.n_kv != a.n_heads:
             k, v = k.repeat_interleave(a.n_heads // a.n_kv, 1), v.repeat_interleave(a.n_heads // a.n_kv, 1)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
         x = x + a.wo(y.transpose(1, 2).reshape(B, T, -1))
         x = x + block.mlp(block.mlp_norm(x))
-    x = model.norm(x)
+    x = model.norm(x if keep is None else x[:, keep])
     return F.linear(x, model.tok_emb.weight) if model.output is None else model.output(x)
 
 
@@ -124,8 +149,10 @@ def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:
     device = next(model.parameters()).device
 
     @torch.no_grad()
-    def logits(ids: torch.Tensor) -> torch.Tensor:
-        return model(ids.to(device)).logits
+    def logits(ids: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        if keep is None:
+            return model(ids.to(device)).logits
+        return model(ids.to(device), logits_to_keep=keep.to(device)).logits  # head on `keep` only
 
     def encode(text: str) -> list[int]:
         return tokenizer.encode(text, add_special_tokens=False)
@@ -134,10 +161,12 @@ def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:
         return tokenizer.decode(ids)
 
     @torch.no_grad()
-    def tree(ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def tree(ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor,
+             keep: torch.Tensor | None = None) -> torch.Tensor:
         # transformers takes a 4D boolean mask (B, 1, T, T) as given, with explicit position_ids
+        extra = {} if keep is None else {"logits_to_keep": keep.to(device)}
         return model(ids.to(device), position_ids=pos.to(device),
-                     attention_mask=mask[:, None].to(device)).logits
+                     attention_mask=mask[:, None].to(device), **extra).logits
 
     cfg = model.config
     max_length = int(getattr(cfg, "max_position_embeddings", 0) or getattr(cfg, "n_positions", 0) or 2048)

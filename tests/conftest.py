@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# PRETRAIN_SHARED_DATA points a git worktree (whose parent has no shared/) at the data.
+# PRETRAIN_SHARED_DATA points elsewhere (a git worktree sits one level deeper than the checkout).
 SHARED_DATA = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
 
 

@@ -140,7 +140,7 @@ def _tokenizer_functions(path: str):
     from pretrain.tokens.tokenizer import eot_id, load_tokenizer
 
     tok = load_tokenizer(path)
-    return (lambda text: tok.encode(text).ids), tok.decode, eot_id(tok)
+    return (lambda text: tok.encode(text, add_special_tokens=False).ids), tok.decode, eot_id(tok)
 
 
 def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:
@@ -154,11 +154,7 @@ def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:
             return model(ids.to(device)).logits
         return model(ids.to(device), logits_to_keep=keep.to(device)).logits  # head on `keep` only
 
-    def encode(text: str) -> list[int]:
-        return tokenizer.encode(text, add_special_tokens=False)
-
-    def decode(ids: list[int]) -> str:
-        return tokenizer.decode(ids)
+    encode, decode, eot = from_transformers_tokenizer(tokenizer)
 
     @torch.no_grad()
     def tree(ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor,
@@ -170,23 +166,62 @@ def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:
 
     cfg = model.config
     max_length = int(getattr(cfg, "max_position_embeddings", 0) or getattr(cfg, "n_positions", 0) or 2048)
-    eot = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    eot = int(eot if eot is not None else 0)
     # Only Llama-family models are known to honour a custom 4D mask; others take the plain path.
     packed = tree if getattr(cfg, "model_type", "") in ("llama", "mistral", "qwen2", "qwen3") else None
     return EvalModel(encode, decode, logits, max_length, eot, device, name, packed)
 
 
-def from_hf_dir(path: str | Path, device: str = "cpu") -> EvalModel:
-    """A folder written by save_pretrained (or `pretrain export --format hf`), loaded offline."""
+def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> EvalModel:
+    """A folder written by save_pretrained (or `pretrain export --format hf`), loaded offline.
+
+    Llama and GPT-2 folders are imported into our Transformer (train/hf.py, the same import as
+    `model.init_from`), so they are scored by the same code as a run; other architectures, or
+    `ours=False`, go through transformers' AutoModelForCausalLM. The tokenizer is always
+    transformers' AutoTokenizer (what lm-evaluation-harness uses), without special tokens added.
+    """
     path = Path(path)
     if not (path / "config.json").is_file():
         raise UserError(f"{path}: not a Hugging Face model folder (no config.json)")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    if ours:
+        net = _import_ours(path, device)
+        if net is not None:
+            wrapped = from_transformers_tokenizer(tok)
+            return from_module(net, wrapped[0], wrapped[1], net.shape.seq_len, wrapped[2], path.name)
     model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
     return from_transformers(model.to(device), tok, name=path.name)
+
+
+def _import_ours(path: Path, device: str):
+    """Our Transformer filled from a transformers folder, or None for an architecture we lack."""
+    from pretrain.plan.shapes import ModelShape
+    from pretrain.train.config import ModelConfig
+    from pretrain.train.hf import read_hf_config
+    from pretrain.train.hf_io import load_hf_weights
+    from pretrain.train.model import build_model
+
+    try:
+        fields, theta, eps = read_hf_config(path)
+    except UserError:
+        return None
+    shape = ModelShape(name=path.name, **fields)
+    model = build_model(shape, ModelConfig(preset="", rope_theta=theta, norm_eps=eps), "meta")
+    load_hf_weights(model, path, device)
+    return model.eval()
+
+
+def from_transformers_tokenizer(tokenizer) -> tuple:
+    """(encode, decode, prefix id) of a transformers tokenizer, as lm-eval's HFLM uses it."""
+    def encode(text: str) -> list[int]:
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    def decode(ids: list[int]) -> str:
+        return tokenizer.decode(ids)
+
+    eot = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    return encode, decode, int(eot if eot is not None else 0)
 
 
 def load_model(target: str | Path, step: int | None = None, tokenizer: str = "",

@@ -54,6 +54,12 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
                  "--benchmarks", str(_bench())]) == 0
     again = json.loads(out.read_text())
     assert again["results"] == doc["results"]
+    # other tasks into the same file: added beside the earlier ones, which are kept as they were
+    assert main(["eval", str(tiny_run), "--tasks", "piqa", "--limit", "6", "--quiet",
+                 "--benchmarks", str(_bench())]) == 0
+    merged = json.loads(out.read_text())
+    assert set(merged["results"]) == set(doc["results"]) | {"piqa"}
+    assert merged["results"]["copa"] == doc["results"]["copa"]
 
 
 def test_batched_scores_equal_one_request_at_a_time(tiny_run):

@@ -32,9 +32,9 @@ from pretrain.errors import UserError
 class Planted:
     text: str = "../shared/data/lm/gutenberg/sherlock.txt"  # the corpus: paragraphs of a real book
     lines_from: str = "../shared/data/lm/gutenberg/nltk-selection/austen-emma.txt"  # planted sentences
-    base_chars: int = 40_000
-    lines: int = 16
-    copies: int = 32
+    base_chars: int = 20_000
+    lines: int = 8
+    copies: int = 40
     heldout_chars: int = 8_000  # the text's tail after base_chars: perplexity, never trained on
     seed: int = 0
 
@@ -49,7 +49,7 @@ class Variant:
 @dataclass
 class AblationConfig:
     out: str = "runs/ablate"
-    steps: int = 400
+    steps: int = 500
     set: list = field(default_factory=list)  # training overrides for every twin (pretrain train --set)
     tasks: str = ""  # extra `pretrain eval` tasks for every twin
     k: int = 32  # memorization prefix (tokens)

@@ -28,6 +28,23 @@ def assemble(model: dict, settings: dict, task_results: list[dict], seconds: flo
             "results": results, "examples": examples}
 
 
+def merge_previous(doc: dict, path: str | Path) -> dict:
+    """Keep the tasks an earlier evaluation of the same model and settings wrote to `path`
+    (`--tasks copa` then `--tasks arc_easy` leaves both); a task run again is replaced."""
+    path = Path(path)
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return doc
+    if not isinstance(old, dict) or old.get("schema") != SCHEMA:
+        return doc
+    if old.get("model") != doc["model"] or old.get("settings") != doc["settings"]:
+        return doc
+    results = {k: v for k, v in old.get("results", {}).items() if k not in doc["results"]}
+    examples = {k: v for k, v in old.get("examples", {}).items() if k not in doc["results"]}
+    return {**doc, "results": {**results, **doc["results"]}, "examples": {**examples, **doc["examples"]}}
+
+
 def write_json(doc: dict, path: str | Path) -> Path:
     """Atomic write (temporary name, then rename)."""
     path = Path(path)

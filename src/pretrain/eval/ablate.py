@@ -115,14 +115,14 @@ def planted_corpus(pc: Planted, base: Path) -> tuple[list[str], list[str], str]:
 
 def dedup_paragraphs(paras: list[str], work: Path) -> list[str]:
     """The belt's dedup (exact + MinHash near duplicates) over paragraphs as documents, in order."""
-    from pretrain.curate.dedup_job import DedupJobConfig, run_dedup
+    from pretrain.curate.dedup_job import job_config, run_dedup
     from pretrain.curate.io import read_jsonl_zst
 
     work.mkdir(parents=True, exist_ok=True)
     src = work / "paragraphs.jsonl"
     src.write_text("".join(json.dumps({"id": f"p{i:07d}", "text": t}) + "\n" for i, t in enumerate(paras)))
     out = work / "dedup"
-    run_dedup([str(src)], out, DedupJobConfig(keep="first"))
+    run_dedup([str(src)], out, job_config("dedup", overrides=['keep="first"']))
     kept = {r["id"]: r["text"] for f in sorted((out / "data").glob("*.jsonl.zst")) for r in read_jsonl_zst(f)}
     return [kept[k] for k in sorted(kept)]
 

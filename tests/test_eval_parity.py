@@ -160,3 +160,23 @@ def test_rolling_windows_cover_every_token_once(hf_dir, text):
         with torch.no_grad():
             total += model(x, labels=x).loss.item() * len(cont)  # ctx is one token: every cont is a label
     assert text_perplexity(em, sample)["nll"] == pytest.approx(total, rel=1e-5)
+
+
+def test_greedy_generation_equals_transformers_generate(run_and_export, text):
+    """GSM8K/TriviaQA decoding: our batched greedy tokens on the run equal transformers' generate
+    (do_sample=False) on the exported folder, prompts of different lengths in one batch."""
+    from transformers import AutoModelForCausalLM
+
+    from pretrain.eval.lm import from_run
+    from pretrain.eval.scoring import greedy_generate
+
+    run, hf_dir = run_and_export
+    ours, _ = from_run(run)
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
+    body = Path(text).read_text()
+    prompts = [ours.encode(body[s:s + n]) for s, n in ((100, 40), (900, 160), (3000, 90))]
+    got = greedy_generate(ours, prompts, 10, batch_size=3)
+    for p, g in zip(prompts, got):
+        ref = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                             max_new_tokens=10, do_sample=False, pad_token_id=0)[0, len(p):]
+        assert g == ref.tolist()

@@ -64,10 +64,16 @@ def run(args: argparse.Namespace) -> int:
     if args.shots < 0:
         raise UserError("--shots must be >= 0")
     _init_distributed(args.device)
-    model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device))
-    results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
-                                 args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet)
-    rank, world = rank_world()
+    try:
+        model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device))
+        results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
+                                     args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet)
+        rank, world = rank_world()
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
     if rank != 0:
         return 0
     is_run = step is not None

@@ -1,6 +1,6 @@
 """`pretrain eval` on a tiny trained run: the JSON and table, batching against a one-request
-reference, reruns, sharding over 2 gloo ranks against one process, and the task readers on the real
-benchmark files."""
+reference, reruns, and the task readers on the real benchmark files. (Sharding over 2 gloo ranks
+against one process: tests/test_eval_inloop.py.)"""
 
 from __future__ import annotations
 
@@ -83,35 +83,6 @@ def test_batched_scores_equal_one_request_at_a_time(tiny_run):
         ref = logp[torch.arange(tgt.numel()), tgt][-len(x):]
         assert ll == pytest.approx(ref.sum().item(), abs=1e-4)
         assert greedy == bool((logp.argmax(-1)[-len(x):] == tgt[-len(x):]).all())
-
-
-def eval_worker(rank: int, run: str, specs: list, bench: str) -> dict:
-    """Worker: join the gloo group and evaluate; every rank returns the gathered results."""
-    from pretrain.eval.lm import from_run
-    from pretrain.eval.suite import run_tasks
-    from pretrain.train.parallel import init_distributed
-
-    init_distributed(torch.device("cpu"), 120.0)
-    model, _ = from_run(run)
-    results, _ = run_tasks(model, specs, bench, shots=1, limit=9)
-    return {r["task"]: {"metrics": r["metrics"], "examples": r["examples"]} for r in results}
-
-
-@pytest.mark.slow
-def test_two_gloo_ranks_equal_one_process(tiny_run, sample_text):
-    from pretrain.train.testing import run_distributed
-
-    specs = ["copa", "winogrande", f"ppl:{sample_text}"]
-    single = eval_worker(0, str(tiny_run), specs, str(_bench()))
-    ranks = run_distributed("tests.test_eval_cli.eval_worker", 2, str(tiny_run), specs, str(_bench()))
-    for got in ranks:
-        assert set(got) == set(single)
-        for name, res in single.items():
-            assert [e["i"] for e in got[name]["examples"]] == [e["i"] for e in res["examples"]]
-            for a, b in zip(got[name]["examples"], res["examples"]):
-                assert a["lls"] == pytest.approx(b["lls"], abs=1e-5)
-            for k, v in res["metrics"].items():
-                assert got[name]["metrics"][k] == pytest.approx(v, rel=1e-6), (name, k)
 
 
 def test_every_benchmark_file_reads(shared_data):

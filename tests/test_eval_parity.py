@@ -180,3 +180,27 @@ def test_greedy_generation_equals_transformers_generate(run_and_export, text):
         ref = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
                              max_new_tokens=10, do_sample=False, pad_token_id=0)[0, len(p):]
         assert g == ref.tolist()
+
+
+def test_token_directory_perplexity_reads_the_shards(run_and_export, text, tmp_path):
+    """ppl:TOKENS on a `pretrain tokenize` directory scores the document's tokens (as transformers'
+    tokenizer encodes them) and its end-of-text, the same numbers as those ids scored directly."""
+    from transformers import AutoTokenizer
+
+    from pretrain.eval.lm import from_run
+    from pretrain.eval.perplexity import tokens_perplexity
+    from pretrain.eval.suite import perplexity_task, read_stream
+    from pretrain.tokens.pipeline import tokenize_corpus
+
+    run, hf_dir = run_and_export
+    doc = tmp_path / "doc.txt"
+    doc.write_text(Path(text).read_text()[7000:8500])
+    tokenize_corpus([str(doc)], run.parent / "tok.json", tmp_path / "tokens", workers=1)
+    model, _ = from_run(run)
+    tok = AutoTokenizer.from_pretrained(hf_dir)
+    expected = tok.encode(doc.read_text(), add_special_tokens=False) + [model.eot_id]
+    assert read_stream(model, str(tmp_path / "tokens"), 10_000) == expected
+    got = perplexity_task(model, str(tmp_path / "tokens"), 10_000, 4096)["metrics"]
+    ref = tokens_perplexity(model, expected)
+    assert got["perplexity"] == pytest.approx(ref["perplexity"], rel=1e-9)
+    assert got["tokens"] == len(expected)

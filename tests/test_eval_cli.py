@@ -46,8 +46,8 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
     doc = json.loads(out.read_text())
     assert doc["schema"] == "pretrain.eval/1" and doc["model"]["step"] == 10
     assert set(doc["results"]) == {"copa", "winogrande", f"ppl:{sample_text.name}"}
-    assert doc["results"]["copa"]["n"] == 6 and len(doc["examples"]["copa"]) == 6
-    assert "acc_norm" in doc["results"]["copa"]["metrics"]
+    assert doc["tasks"]["copa"]["n"] == 6 and len(doc["examples"]["copa"]) == 6
+    assert "acc_norm" in doc["results"]["copa"] and doc["tasks"]["copa"]["kind"] == "mc"
     assert "copa" in shown and "bits_per_byte" in shown
     # run it twice: same output file, same numbers
     assert main(["eval", str(tiny_run), "--tasks", specs, "--limit", "6", "--quiet",
@@ -58,8 +58,12 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
     assert main(["eval", str(tiny_run), "--tasks", "piqa", "--limit", "6", "--quiet",
                  "--benchmarks", str(_bench())]) == 0
     merged = json.loads(out.read_text())
-    assert set(merged["results"]) == set(doc["results"]) | {"piqa"}
+    assert set(merged["results"]) == set(merged["tasks"]) == set(doc["results"]) | {"piqa"}
     assert merged["results"]["copa"] == doc["results"]["copa"]
+    # what `pretrain report` shows: a table of the result file
+    from pretrain.report_run import eval_table
+
+    assert "acc_norm" in eval_table(merged) and "piqa" in eval_table(merged)
 
 
 def test_batched_scores_equal_one_request_at_a_time(tiny_run):

@@ -41,7 +41,10 @@ def merge_previous(doc: dict, path: str | Path) -> dict:
         return doc
     if not isinstance(old, dict) or old.get("schema") != SCHEMA:
         return doc
-    if old.get("model") != doc["model"] or old.get("settings") != doc["settings"]:
+    def same(a: dict) -> dict:  # the world size does not change a result (sharding is exact)
+        return {k: v for k, v in (a or {}).items() if k != "world_size"}
+
+    if old.get("model") != doc["model"] or same(old.get("settings")) != same(doc["settings"]):
         return doc
     merged = dict(doc)
     for part in ("results", "tasks", "examples"):

@@ -26,8 +26,11 @@ MAX_TEXT_BYTES = 64 << 20  # perplexity reads at most this much text: evaluation
 
 
 def benchmarks_dir(given: str | None) -> str | None:
-    """--benchmarks, else $PRETRAIN_BENCHMARKS, else ../shared/data/benchmarks when it exists."""
-    for cand in (given, os.environ.get("PRETRAIN_BENCHMARKS"), DEFAULT_BENCHMARKS):
+    """--benchmarks (as given, even when missing: the caller says so), else $PRETRAIN_BENCHMARKS,
+    else ../shared/data/benchmarks when it exists."""
+    if given:
+        return given
+    for cand in (os.environ.get("PRETRAIN_BENCHMARKS"), DEFAULT_BENCHMARKS):
         if cand and Path(cand).is_dir():
             return cand
     return given

@@ -4,7 +4,7 @@ Llama-style by default (RMSNorm, rotary positions, SwiGLU MLP, optional grouped-
 GPT-2-style when the shape asks for it (LayerNorm, learned positions, GELU MLP, biases), so one class
 covers every preset the planner knows and `numel == shape.params()` ties the two together.
 The model is built on the meta device and given real storage only after parallelization; then
-`init_weights()` fills it (torchtitan's order: parallelize before allocating).
+`materialize()` fills it (torchtitan's order: parallelize before allocating; train/init.py).
 """
 
 from __future__ import annotations
@@ -178,25 +178,6 @@ class Transformer(nn.Module):
         self.register_buffer("rope_cos", torch.empty(0), persistent=False)
         self.register_buffer("rope_sin", torch.empty(0), persistent=False)
 
-    @torch.no_grad()
-    def init_weights(self, generator: torch.Generator | None = None) -> None:
-        """N(0, std) for matrices and embeddings, residual outputs scaled by 1/sqrt(2L) (GPT-2 sec. 2.3)."""
-        std = self.init_std
-        resid_std = std / math.sqrt(2 * self.shape.n_layers)
-        for name, p in self.named_parameters():
-            if p.ndim >= 2:
-                s = resid_std if name.endswith(("wo.weight", "w2.weight")) else std
-                nn.init.normal_(p, 0.0, s, generator=generator)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
-            else:
-                nn.init.ones_(p)  # norm gains
-        if not self.shape.learned_pos:
-            dev = self.tok_emb.weight.device
-            cos, sin = rope_tables(self.shape.d_model // self.shape.n_heads, self.shape.seq_len,
-                                   self.rope_theta, device=dev)
-            self.rope_cos, self.rope_sin = cos, sin
-
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """idx (B, T) token ids -> logits (B, T, vocab)."""
         T = idx.shape[1]
@@ -219,11 +200,11 @@ def build_model(shape, mcfg, device: torch.device | str = "meta") -> Transformer
 
 
 def materialize(model: Transformer, device: torch.device | str, seed: int) -> Transformer:
-    """Give a meta-device model real storage on `device` and initialize it deterministically."""
-    model.to_empty(device=device)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    model.init_weights(gen)
-    return model
+    """Give a meta-device model (parallelized or not) real storage on `device`, this rank's pieces
+    only, and initialize it: the same values for any layout (train/init.py)."""
+    from pretrain.train.init import init_model
+
+    return init_model(model, device, seed)
 
 
 @torch.no_grad()

@@ -2,14 +2,12 @@
 and device mesh, and the small apply_* functions that transform the meta-device model.
 
 Order (torchtitan's parallelize.py): validate -> mesh -> [pp split] -> tp -> ac -> compile -> fsdp
--> allocate and fill the weights -> ddp. Data parallelism is DDP when only dp_replicate > 1, FSDP2
+-> allocate and fill this rank's weights -> ddp. Data parallelism is DDP when only dp_replicate > 1, FSDP2
 (ZeRO-3) when dp_shard > 1, HSDP when both are. Mesh dims of size 1 are left out of the mesh; the
 order is pp (outermost), dp_replicate, dp_shard, tp (innermost: neighbouring ranks talk most).
 
-Weights: every rank initializes the full model on the CPU from the run's seed (the same numbers as
-one process would) and keeps only its own piece (`distribute_tensor(..., src_data_rank=None)`: no
-communication). That costs one full copy of the weights per rank while building, fine for the
-models CPUs train; larger models would initialize DTensors in place with DTensor's RNG.
+Weights: each rank allocates and fills only its own piece, with the values one process would draw
+(train/init.py: generators keyed by seed, parameter and row block); no full copy, no communication.
 """
 
 from __future__ import annotations
@@ -284,31 +282,6 @@ def plain_name(name: str) -> str:
     for p in WRAPPER_PREFIXES:
         name = name.replace(p, "")
     return name
-
-
-@torch.no_grad()
-def materialize_distributed(model: nn.Module, full: nn.Module, device: torch.device) -> None:
-    """Allocate a parallelized meta model and copy in this rank's piece of `full` (a plain model
-    initialized on the CPU from the run's seed); buffers (rope tables) are copied whole."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
-    model.to_empty(device=device)
-    ref = {**dict(full.named_parameters()), **dict(full.named_buffers())}
-    for name, t in [*model.named_parameters(), *model.named_buffers()]:
-        src = ref[plain_name(name)].to(device)
-        if isinstance(t, DTensor):
-            src = distribute_tensor(src, t.device_mesh, t.placements, src_data_rank=None).to_local()
-            t = t.to_local()
-        if t.shape != src.shape:  # non-persistent buffers come back from to_empty with their meta shape
-            _set_buffer(model, name, src.clone())
-        else:
-            t.copy_(src)
-
-
-def _set_buffer(model: nn.Module, name: str, value: torch.Tensor) -> None:
-    mod_name, _, attr = name.rpartition(".")
-    mod = model.get_submodule(mod_name) if mod_name else model
-    setattr(mod, attr, value)
 
 
 # --- pipeline parallelism (GPipe, Huang et al. 2019; 1F1B, Narayanan et al. 2019/2021) -------------

@@ -159,3 +159,64 @@ def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_ran
     steps, events = read_metrics(Path(out) / "metrics.jsonl")
     return {"losses": {str(r["step"]): r["loss"] for r in steps}, "rollbacks": t.rollbacks,
             "events": [[e["event"], e["step"]] for e in events if e["event"] in ("spike", "rollback")]}
+
+
+def init_hashes(rank: int, out: str, text: str, overrides: list) -> dict:
+    """Worker: build a Trainer under the current process group; sha256 of each parameter's whole
+    initial value (DTensors gathered), keyed by its name in the plain model (pipeline ranks: theirs)."""
+    import hashlib
+
+    from torch.distributed.tensor import DTensor
+
+    from pretrain.train.parallel import plain_name
+    from pretrain.train.trainer import Trainer
+
+    t = Trainer(tiny_config(out, text, *overrides), quiet=True)
+    out_hashes = {}
+    for name, p in t.model.named_parameters():
+        full = p.full_tensor() if isinstance(p, DTensor) else p
+        data = full.detach().cpu().contiguous().numpy().tobytes()
+        out_hashes[plain_name(name)] = hashlib.sha256(data).hexdigest()
+    return out_hashes
+
+
+def init_hashes_many(rank: int, runs: list) -> list:
+    """Worker: init_hashes for several (out, text, overrides) in one process group (spawns are slow)."""
+    return [init_hashes(rank, out, text, over) for out, text, over in runs]
+
+
+def init_peak_rss(rank: int, preset: str, overrides: list) -> dict:
+    """Worker: initialize `preset` under the layout in `overrides` (model only: no optimizer, no data);
+    this rank's peak RSS growth during initialization, its parameter bytes and the seconds it took."""
+    import resource
+    import time
+
+    import torch
+
+    from pretrain import config as cfgmod
+    from pretrain.train.model import build_model, materialize, resolve_shape
+    from pretrain.train.parallel import Layout, dims_from_config, init_distributed, parallelize
+
+    cfg = cfgmod.load(RunConfig, None, [f"model.preset={preset}", "train.device=cpu", *overrides])
+    init_distributed(torch.device("cpu"), 120.0)
+    dims = dims_from_config(cfg.parallel)
+    layout = Layout(dims, torch.device("cpu"))
+    model = build_model(resolve_shape(cfg.model), cfg.model, "meta")
+    parallelize(model, dims, cfg.parallel, layout, "fp32")
+    before = _rss_now()  # the peak below minus the RSS now: conservative (the peak may predate init)
+    t0 = time.perf_counter()
+    materialize(model, "cpu", 0)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    from torch.distributed.tensor import DTensor
+
+    held = sum((p.to_local() if isinstance(p, DTensor) else p).numel() * 4 for p in model.parameters())
+    full = sum(p.numel() * 4 for p in model.parameters())  # DTensor numel is the global size
+    return {"peak_growth": peak - before, "held": held, "full": full, "seconds": seconds}
+
+
+def _rss_now() -> int:
+    import os
+
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -39,7 +39,6 @@ from pretrain.train.parallel import (
     build_schedule,
     dims_from_config,
     init_distributed,
-    materialize_distributed,
     parallelize,
     rank_stages,
     reduce_partial_grads,
@@ -167,14 +166,9 @@ class Trainer:
             split_for_pp(self.model, rank_stages(self.layout.pp_rank, dims.pp, cfg.parallel.pp_schedule),
                          n_stages)
         parallelize(self.model, dims, cfg.parallel, self.layout, cfg.precision.dtype)
-        if world == 1:
-            materialize(self.model, self.device, cfg.train.seed)
-        else:  # every rank initializes the whole model as one process would, and keeps its piece
-            full = materialize(build_model(self.shape, cfg.model, "meta"), "cpu", cfg.train.seed)
-            materialize_distributed(self.model, full, self.device)
-            del full
-            if dims.dp_replicate > 1 and dims.dp_shard == 1:
-                apply_ddp(self.model, self.layout.sub("dp_replicate"))
+        self.init_weights()
+        if dims.dp_replicate > 1 and dims.dp_shard == 1:
+            apply_ddp(self.model, self.layout.sub("dp_replicate"))
         self.schedule = None
         if dims.pp > 1:
             n_micro = cfg.parallel.pp_microbatches or 2 * dims.pp
@@ -214,6 +208,10 @@ class Trainer:
         else:
             self._say("no checkpoint: starting fresh" if cfg.train.resume
                       else "train.resume=false: starting fresh")
+
+    def init_weights(self) -> None:
+        """Each rank allocates and fills only what it holds, the values one process would (train/init.py)."""
+        materialize(self.model, self.device, self.cfg.train.seed)
 
     @staticmethod
     def _check_pp(cfg: RunConfig, dims, loader) -> None:

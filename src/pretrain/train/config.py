@@ -108,6 +108,7 @@ class ParallelConfig:
     dp_shard: int = 1
     tp: int = 1
     pp: int = 1
+    cp: int = 1  # context parallel: each rank holds 1/cp of every sequence (two chunks, load-balanced)
     compile: bool = False
     activation_checkpointing: str = "none"  # "none" | "full"
     sequence_parallel: bool = False  # with tp > 1: norms and residual split along the sequence

@@ -101,6 +101,20 @@ def explicit_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor)
     return (att @ v.reshape(B * H, T, D)).view(B, H, T, D)
 
 
+def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) + mask) v for Tq queries over Tk keys (context parallelism: the keys
+    of the whole sequence, the queries of this rank's slice; `mask` (Tq, Tk) is additive)."""
+    if q.device.type != "cpu":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype))
+    B, H, Tq, D = q.shape
+    Tk = k.shape[-2]
+    att = torch.baddbmm(mask.to(q.dtype), q.reshape(B * H, Tq, D), k.reshape(B * H, Tk, D).transpose(1, 2),
+                        alpha=1.0 / math.sqrt(D))
+    with torch.autocast(q.device.type, enabled=False):
+        att = att.softmax(-1)
+    return (att @ v.reshape(B * H, Tk, D)).view(B, H, Tq, D)
+
+
 class Attention(nn.Module):
     def __init__(self, shape):
         super().__init__()
@@ -111,6 +125,7 @@ class Attention(nn.Module):
         self.wk = nn.Linear(d, kv, bias=shape.bias)
         self.wv = nn.Linear(d, kv, bias=shape.bias)
         self.wo = nn.Linear(d, d, bias=shape.bias)
+        self.cp = None  # a train.context.ContextParallel when the sequence is split over ranks
 
     def forward(self, x: torch.Tensor, rope: tuple | None) -> torch.Tensor:
         B, T, _ = x.shape
@@ -119,10 +134,14 @@ class Attention(nn.Module):
         v = self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if self.cp is not None:  # the keys and values of the whole sequence, before GQA repeats them
+            k, v = self.cp.gather(k, v)
         if self.n_kv != self.n_heads:  # grouped-query attention (Ainslie et al. 2023): share K/V heads
             rep = self.n_heads // self.n_kv
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        if q.device.type == "cpu":
+        if self.cp is not None:
+            y = masked_attention(q, k, v, self.cp.mask(q.dtype, q.device))
+        elif q.device.type == "cpu":
             y = explicit_causal_attention(q, k, v)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -177,6 +196,7 @@ class Transformer(nn.Module):
             self.output = nn.Linear(shape.d_model, shape.vocab_size, bias=False)
         self.register_buffer("rope_cos", torch.empty(0), persistent=False)
         self.register_buffer("rope_sin", torch.empty(0), persistent=False)
+        self.cp = None  # context parallelism: this rank's slice of each sequence (train/context.py)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """idx (B, T) token ids -> logits (B, T, vocab)."""
@@ -185,6 +205,9 @@ class Transformer(nn.Module):
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(T, device=idx.device))
         rope = None if self.pos_emb is not None else (self.rope_cos, self.rope_sin)
+        if self.cp is not None:  # rotary angles at the tokens' global positions
+            pos = self.cp.q_pos.to(idx.device)
+            rope = (self.rope_cos[pos], self.rope_sin[pos])
         for block in self.layers.values():
             x = block(x, rope)
         x = self.norm(x)

@@ -220,3 +220,44 @@ def _rss_now() -> int:
 
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def grads_against_one_process(rank: int, out: str, text: str, overrides: list) -> dict:
+    """Worker: one forward and backward of the first global batch under the layout in `overrides`,
+    and the same on a plain one-process model built here (same seed: initialization does not depend
+    on the layout); the two losses and the largest gradient difference, gathered."""
+    import torch
+    import torch.nn.functional as F
+    from torch.distributed.tensor import DTensor
+
+    from pretrain.train.data import TextLoader
+    from pretrain.train.model import build_model, materialize
+    from pretrain.train.parallel import average_over_cp, plain_name
+    from pretrain.train.trainer import Trainer
+
+    t = Trainer(tiny_config(out, text, *overrides), quiet=True)
+    t.model.train()
+    loss = t.layout.mean_over_dp(t._forward_backward(1)).item()
+    if t.dims.cp > 1 and t.dims.dp_shard == 1:
+        average_over_cp(t.params, t.layout)
+    grads = {plain_name(n): (p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad)
+             for n, p in t.model.named_parameters()}
+    inner = t.loader.inner
+    whole = TextLoader(inner.tokens, inner.seq_len, inner.seed).batch_at(0, t.cfg.data.batch_size * t.dims.dp)
+    ref = materialize(build_model(t.shape, t.cfg.model, "meta"), "cpu", t.cfg.train.seed)
+    batch = torch.from_numpy(whole)
+    ref_loss = F.cross_entropy(ref(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
+    ref_loss.backward()
+    diff = max((grads[n] - p.grad).abs().max().item() for n, p in ref.named_parameters())
+    scale = max(p.grad.abs().max().item() for p in ref.parameters())
+    return {"loss": loss, "ref_loss": ref_loss.item(), "max_grad_diff": diff, "max_grad": scale}
+
+
+def cp_suite(rank: int, runs: list) -> list:
+    """Worker: for each (out, text, overrides, kind) in `runs`, train_records when kind is "train",
+    else grads_against_one_process (one process group for all: spawns are slow)."""
+    out = []
+    for o, text, over, kind in runs:
+        fn = train_records if kind == "train" else grads_against_one_process
+        out.append(fn(rank, o, text, over))
+    return out

@@ -36,6 +36,7 @@ from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve
 from pretrain.train.parallel import (
     Layout,
     apply_ddp,
+    average_over_cp,
     build_schedule,
     dims_from_config,
     init_distributed,
@@ -167,6 +168,11 @@ class Trainer:
                          n_stages)
         parallelize(self.model, dims, cfg.parallel, self.layout, cfg.precision.dtype)
         self.init_weights()
+        self.cp_pos = None  # the global positions this rank holds of each sequence (context parallel)
+        if dims.cp > 1:
+            from pretrain.train.context import positions
+
+            self.cp_pos = torch.as_tensor(positions(self.shape.seq_len, dims.cp, self.layout.cp_rank))
         if dims.dp_replicate > 1 and dims.dp_shard == 1:
             apply_ddp(self.model, self.layout.sub("dp_replicate"))
         self.schedule = None
@@ -290,14 +296,23 @@ class Trainer:
             return self._pipeline_step()
         total = torch.zeros((), device=self.device)
         for _ in range(accum):
-            batch = torch.from_numpy(self.loader.next_batch(self.cfg.data.batch_size)).to(self.device)
-            x, y = batch[:, :-1], batch[:, 1:]  # predict token t+1 from tokens <= t
+            x, y = self._inputs(self.loader.next_batch(self.cfg.data.batch_size))
             with autocast(self.cfg.precision.dtype, self.device):
                 logits = self.model(x)  # (B, T, V)
             loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten()) / accum
             self.scaler.scale_loss(loss).backward()
             total += loss.detach()
         return total
+
+    def _inputs(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and targets of a (B, T+1) batch: predict token t+1 from tokens <= t; under context
+        parallelism, only the positions this rank holds (the same slice of every sequence)."""
+        batch = torch.from_numpy(batch).to(self.device)
+        x, y = batch[:, :-1], batch[:, 1:]
+        if self.cp_pos is not None:
+            pos = self.cp_pos.to(self.device)
+            x, y = x[:, pos], y[:, pos]
+        return x, y
 
     def train_step(self) -> dict | None:
         """One optimizer step; returns its record, or None when it ended in a rollback."""
@@ -311,6 +326,8 @@ class Trainer:
         last_batch = self.loader.index - 1
         if self.cfg.parallel.sequence_parallel:
             reduce_partial_grads(self.params)
+        if self.dims.cp > 1 and self.dims.dp_shard == 1:  # FSDP, when present, averages over cp too
+            average_over_cp(self.params, self.layout)
         self.scaler.unscale_(self.params)
         norm = clip_grad_norm_(self.params, self.cfg.stability.clip, self.layout.extra_norm_groups()).item()
         finite = math.isfinite(norm) and math.isfinite(loss)
@@ -373,10 +390,10 @@ class Trainer:
         losses = []
         with torch.no_grad():
             for b in eval_batches(self.eval_loader, self.cfg.log.eval_batches, self.cfg.data.batch_size):
-                batch = torch.from_numpy(b).to(self.device)
+                x, y = self._inputs(b)
                 with autocast(self.cfg.precision.dtype, self.device):
-                    logits = self.model(batch[:, :-1])
-                losses.append(F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten()))
+                    logits = self.model(x)
+                losses.append(F.cross_entropy(logits.float().flatten(0, 1), y.flatten()))
         self._event("eval", eval_loss=self.layout.mean_over_dp(torch.stack(losses).mean()).item())
 
     def maybe_save(self) -> None:

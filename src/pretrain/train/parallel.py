@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +25,7 @@ from pretrain.errors import UserError
 
 MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 # Prefixes wrappers add to parameter names; stripped to find a parameter's name in the plain model.
+_KEY = re.compile(r"\b(dp_replicate|dp_shard|cp|tp|pp|n_layers|n_heads|n_kv_heads|d_ff|seq_len)(?==)")
 WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.", "module.")
 
 
@@ -72,9 +74,10 @@ class ParallelDims:
         broken = problems(self.plan_layout(pcfg), world_size=self.world_size, n_layers=shape.n_layers,
                           n_heads=shape.n_heads, n_kv_heads=shape.n_kv_heads, d_ff=shape.d_ff,
                           seq_len=shape.seq_len, tied_embeddings=shape.tied_embeddings, trainer=True)
-        if broken:
-            raise UserError(f"parallel layout: {broken[0]}" + (f" (and {len(broken) - 1} more)"
-                                                                if len(broken) > 1 else ""))
+        if broken:  # plan/layout.py names the numbers; here they are config keys
+            msg = _KEY.sub(lambda m: ("parallel." if m.group(1) in MESH_ORDER else "model.") + m.group(0),
+                           broken[0])
+            raise UserError(msg + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
         if self.cp > 1 and self.pp > 1:
             raise UserError("parallel.cp > 1 with parallel.pp > 1 is not supported yet")
         if self.cp > 1 and self.dp_replicate > 1 and self.dp_shard > 1:

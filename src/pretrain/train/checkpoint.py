@@ -12,6 +12,11 @@ torch.distributed they use their own gloo group, because sharing the training gr
 gloo collective mismatch (reference/torch_distributed_on_cpu.md).
 DCP's `.metadata` file is a pickle (PyTorch's format): load only checkpoints your own runs wrote.
 
+Object storage: a root given as an fsspec URL (`checkpoint.storage = "s3://bucket/run"`) is written
+and read through DCP's FsspecWriter/FsspecReader, and the JSON files, the marker, listing and
+pruning go through the same fsspec filesystem (credentials and endpoint from the environment, as
+botocore reads them). An object PUT is atomic, so the marker written last keeps its meaning.
+
 How often: Young (1974), T* = sqrt(2 C M), with C the measured blocking save time and M the MTBF.
 """
 
@@ -41,13 +46,80 @@ warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavai
 STEP_DIR = re.compile(r"^step_(\d{7,})$")
 
 
+class RemotePath(str):
+    """A checkpoint path in object storage ("s3://bucket/key"): `/` joins, `.name` is the last part."""
+
+    def __truediv__(self, other) -> RemotePath:
+        return RemotePath(self.rstrip("/") + "/" + str(other))
+
+    @property
+    def name(self) -> str:
+        return self.rstrip("/").rsplit("/", 1)[-1]
+
+
+def as_root(root) -> Path | RemotePath:
+    """A local Path, or a RemotePath for an fsspec URL (anything with "://")."""
+    if isinstance(root, RemotePath) or "://" in str(root):
+        return RemotePath(str(root).rstrip("/"))
+    return Path(root)
+
+
+def _fs(path: RemotePath):
+    import fsspec
+
+    return fsspec.core.url_to_fs(str(path), use_listings_cache=False)[0]
+
+
+def _files(path) -> dict[str, int]:
+    """{name: size} of the plain files directly inside a checkpoint directory."""
+    if isinstance(path, RemotePath):
+        fs = _fs(path)
+        if not fs.isdir(path):
+            return {}
+        return {RemotePath(e["name"]).name: int(e["size"]) for e in fs.ls(path, detail=True)
+                if e["type"] == "file"}
+    if not path.is_dir():
+        return {}
+    return {p.name: p.stat().st_size for p in path.iterdir() if p.is_file()}
+
+
+def _read_text(path) -> str | None:
+    if isinstance(path, RemotePath):
+        fs = _fs(path)
+        return fs.cat_file(path).decode() if fs.isfile(path) else None
+    return path.read_text() if path.is_file() else None
+
+
+def _rmtree(path) -> None:
+    if isinstance(path, RemotePath):
+        fs = _fs(path)
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _no_dist() -> bool:
     """One process without a process group: say so to DCP (it would otherwise warn on every call)."""
     return not (dist.is_available() and dist.is_initialized())
 
 
 def _load(state: dict, path: Path) -> None:
-    dcp.load(state, checkpoint_id=str(path), no_dist=_no_dist())
+    if isinstance(path, RemotePath):
+        from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+
+        dcp.load(state, storage_reader=FsspecReader(str(path)), no_dist=_no_dist())
+    else:
+        dcp.load(state, checkpoint_id=str(path), no_dist=_no_dist())
+
+
+def _save(state: dict, path, group=None) -> None:
+    if isinstance(path, RemotePath):
+        from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
+
+        dcp.save(state, storage_writer=FsspecWriter(str(path)), process_group=group, no_dist=_no_dist())
+    else:
+        dcp.save(state, checkpoint_id=str(path), process_group=group, no_dist=_no_dist())
 
 
 def step_dir(root: Path, step: int) -> Path:
@@ -59,6 +131,9 @@ def _rank() -> int:
 
 
 def _write_json_atomic(path: Path, obj: dict) -> None:
+    if isinstance(path, RemotePath):  # one PUT: an object appears whole or not at all
+        _fs(path).pipe_file(path, json.dumps(obj).encode())
+        return
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         json.dump(obj, f)
@@ -80,30 +155,35 @@ def _clone_tree(obj):
 
 def is_complete(path: Path) -> bool:
     """The marker exists and every file it lists has the recorded size."""
-    marker = path / MARKER
-    if not marker.is_file():
+    text = _read_text(path / MARKER)
+    if text is None:
         return False
     try:
-        files = json.loads(marker.read_text())["files"]
-    except (ValueError, KeyError):
+        files = json.loads(text)["files"]
+    except (ValueError, KeyError, TypeError):
         return False
+    present = _files(path)
     for name, size in files.items():
-        f = path / name
         if "/" in name or name.startswith(".."):  # never follow a path out of the directory
             return False
-        if not f.is_file() or f.stat().st_size != size:
+        if present.get(name) != size:
             return False
     return True
 
 
 def list_checkpoints(root: Path) -> list[tuple[int, Path, bool]]:
     """(step, path, complete) for every step_* directory, oldest first."""
-    out = []
-    if root.is_dir():
-        for p in root.iterdir():
-            m = STEP_DIR.match(p.name)
-            if m and p.is_dir():
-                out.append((int(m.group(1)), p, is_complete(p)))
+    root, out = as_root(root), []
+    if isinstance(root, RemotePath):
+        fs = _fs(root)
+        entries = fs.ls(root, detail=True) if fs.isdir(root) else []
+        dirs = [root / RemotePath(e["name"]).name for e in entries if e["type"] == "directory"]
+    else:
+        dirs = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+    for p in dirs:
+        m = STEP_DIR.match(p.name)
+        if m:
+            out.append((int(m.group(1)), p, is_complete(p)))
     return sorted(out)
 
 
@@ -129,7 +209,7 @@ class CheckpointManager:
     """Saves, finds, loads and prunes one run's checkpoints."""
 
     def __init__(self, root: str | Path, keep: int = 3, async_save: bool = True):
-        self.root = Path(root)
+        self.root = as_root(root)
         self.keep, self.async_save = keep, async_save
         self.pending: tuple[int, Path, object] | None = None  # (step, path, future)
         self.group = None
@@ -149,11 +229,12 @@ class CheckpointManager:
         t0 = time.perf_counter()
         self.wait()  # one save in flight at a time
         path = step_dir(self.root, step)
-        if _rank() == 0 and path.exists():
-            shutil.rmtree(path)  # an incomplete leftover of the same step
+        if _rank() == 0:
+            _rmtree(path)  # an incomplete leftover of the same step
         if dist.is_available() and dist.is_initialized():
             dist.barrier(group=self.group)  # the leftover is gone before any rank writes into the directory
-        path.mkdir(parents=True, exist_ok=True)
+        if not isinstance(path, RemotePath):  # object storage has no directories to make
+            path.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(path / f"state_rank{_rank()}.json", extra)
         msd, osd = get_state_dict(model, optimizer)
         state = {"model": msd, "optim": osd}
@@ -162,7 +243,7 @@ class CheckpointManager:
             fut = self._pool.submit(self._stage_and_write, state, path, self._staged)
             self.pending = (step, path, fut)
         else:
-            dcp.save(state, checkpoint_id=str(path), no_dist=_no_dist())
+            _save(state, path)
             self._finish(step, path)
         blocked = time.perf_counter() - t0
         self.save_seconds.append(blocked)
@@ -173,7 +254,7 @@ class CheckpointManager:
             snapshot = _clone_tree(state)
         finally:
             staged.set()
-        dcp.save(snapshot, checkpoint_id=str(path), process_group=self.group, no_dist=_no_dist())
+        _save(snapshot, path, self.group)
 
     def fence(self) -> None:
         """Block until an in-flight save has its snapshot: call before parameters or moments change."""
@@ -218,7 +299,7 @@ class CheckpointManager:
         if dist.is_available() and dist.is_initialized():
             dist.barrier(group=self.group)  # every rank's files are written before the marker
         if _rank() == 0:
-            files = {p.name: p.stat().st_size for p in path.iterdir() if p.is_file() and p.name != MARKER}
+            files = {k: v for k, v in _files(path).items() if k != MARKER}
             _write_json_atomic(path / MARKER, {"step": step, "files": files, "time": time.time()})
             self.prune()
         if dist.is_available() and dist.is_initialized():
@@ -236,7 +317,7 @@ class CheckpointManager:
         for s, p, ok in ckpts:
             if s in keep or s == pending or (not ok and s > newest):
                 continue
-            shutil.rmtree(p, ignore_errors=True)
+            _rmtree(p)
 
     def delete_after(self, step: int) -> None:
         """Remove checkpoints newer than `step` (a rollback abandons that timeline)."""
@@ -244,7 +325,7 @@ class CheckpointManager:
         if _rank() == 0:
             for s, p, _ in list_checkpoints(self.root):
                 if s > step:
-                    shutil.rmtree(p, ignore_errors=True)
+                    _rmtree(p)
 
     def load(self, path: Path, model: torch.nn.Module, optimizer) -> dict:
         """Load model and optimizer in place; return this rank's JSON state."""
@@ -253,10 +334,18 @@ class CheckpointManager:
         state = {"model": msd, "optim": osd}
         _load(state, path)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-        mine = path / f"state_rank{_rank()}.json"
-        if not mine.is_file():  # resumed on more ranks than saved: step, data position and scaler are global
-            mine = path / "state_rank0.json"
-        return json.loads(mine.read_text())
+        return read_state(path, _rank())
+
+
+def read_state(path, rank: int = 0) -> dict:
+    """A checkpoint's JSON state for `rank` (rank 0's when resumed on more ranks than saved: step,
+    data position and scaler are global)."""
+    text = _read_text(path / f"state_rank{rank}.json")
+    if text is None:
+        text = _read_text(path / "state_rank0.json")
+    if text is None:
+        raise FileNotFoundError(f"{path}: no state_rank0.json")
+    return json.loads(text)
 
 
 def load_model_only(path: Path, model: torch.nn.Module) -> None:

@@ -91,6 +91,7 @@ class CheckpointConfig:
     async_save: bool = True
     mtbf_minutes: float = 180.0  # M for Young's rule
     first_at: int = 20  # with every=0: the save that measures C
+    storage: str = ""  # "" = RUN/checkpoints; an fsspec URL (s3://bucket/prefix) = object storage
 
 
 @dataclass

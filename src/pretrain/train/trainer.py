@@ -9,7 +9,6 @@ checkpoint. fit() stays short: evaluation and checkpointing run after each step 
 from __future__ import annotations
 
 import base64
-import json
 import math
 import os
 import random
@@ -195,8 +194,8 @@ class Trainer:
                                         p.backoff_factor, p.growth_factor)
         s = cfg.stability
         self.spikes = SpikeDetector(s.spike_factor, s.spike_window, s.spike_patience)
-        self.ckpt = ck.CheckpointManager(self.run_dir / "checkpoints", cfg.checkpoint.keep,
-                                         cfg.checkpoint.async_save)
+        self.ckpt = ck.CheckpointManager(cfg.checkpoint.storage or self.run_dir / "checkpoints",
+                                         cfg.checkpoint.keep, cfg.checkpoint.async_save)
         self.metrics: Metrics | None = None
         self.step, self.tokens_seen, self.rollbacks = 0, 0, 0
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
@@ -245,7 +244,7 @@ class Trainer:
         return {k: getattr(self.shape, k) for k in SHAPE_FIELDS}
 
     def restore(self, path: Path) -> None:
-        saved = json.loads((path / "state_rank0.json").read_text()).get("shape", {})
+        saved = ck.read_state(path).get("shape", {})
         diff = {k: (v, saved[k]) for k, v in self._shape_dict().items() if k in saved and saved[k] != v}
         if diff:
             what = ", ".join(f"{k}: {b} there, {a} here" for k, (a, b) in diff.items())

@@ -86,3 +86,19 @@ def test_emitted_recipe_passes_the_trainers_validation(tmp_path, args, world):
 def test_emit_recipe_refuses_what_the_trainer_cannot_run(tmp_path):
     r, path = _plan(tmp_path, "--model", "gpt2-124m", "--gpus", "8", "--layout", "tp=1,pp=2,zero=0")
     assert r.returncode == 2 and "untied embeddings" in r.stderr and not path.exists()
+
+
+def test_emit_recipe_with_context_parallelism(tmp_path):
+    from pretrain.train.config import ParallelConfig
+
+    args = ("--model", "llama-3-8b", "--seq-len", "32768", "--gpus", "16", "--batch-tokens", "1M",
+            "--layout", "tp=8,cp=2,zero=3,sp=1,recompute=full")
+    r, path = _plan(tmp_path, *args)
+    if "cp" in ParallelConfig.__dataclass_fields__:  # the trainer has context parallelism
+        assert r.returncode == 0, r.stderr
+        from pretrain import config
+        from pretrain.train.config import RunConfig
+
+        assert config.load(RunConfig, path).parallel.cp == 2
+    else:
+        assert r.returncode == 2 and "no parallel.cp yet" in r.stderr and not path.exists()

@@ -41,8 +41,10 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="*", metavar="CORPUS", help="files, folders or globs")
-    p.add_argument("-o", "--output", metavar="OUT", help="output directory")
+    p.add_argument("inputs", nargs="*", metavar="CORPUS",
+                   help="files, folders, globs or URLs (s3://bucket/prefix, ...)")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="output directory or URL (s3://bucket/prefix, ...)")
     p.add_argument("--config", metavar="TOML",
                    help="belt config file (sections: reader, dedup; keys: keep, steps)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -50,10 +52,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="local process pool (default) or a Ray cluster")
+    p.add_argument("--work-dir", metavar="DIR", default=None,
+                   help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
+                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     p.add_argument("--explain", action="store_true",
                    help="print the S-curve 1-(1-s^r)^b of the chosen bands and rows, and exit")
-    p.add_argument("--quiet", action="store_true", help="no config echo, no progress bar")
+    p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
 
 
 def explain(bands: int, rows: int) -> str:
@@ -71,8 +78,7 @@ def explain(bands: int, rows: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pretrain import config
-    from pretrain.commands.curate import print_config, run_belt
+    from pretrain.commands.curate import run_belt
     from pretrain.curate.dedup_job import job_config
     from pretrain.errors import UserError
 
@@ -82,6 +88,4 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.inputs or not args.output:
         raise UserError("give CORPUS files and --output OUT (or --explain)")
-    if not args.quiet:
-        print_config(config.dumps(cfg))
     return run_belt("dedup", args, cfg)

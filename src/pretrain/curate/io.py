@@ -7,6 +7,12 @@ but its data files. Files get the mode a plain `open()` would give (0666 less th
 mkstemp's 0600, so a teammate's job or a web server can read what a run wrote.
 A done marker (`NAME.done`, JSON, or any path given as `marker`) records the hash of the job that
 wrote it; a rerun with a different job refuses to mix outputs.
+
+A target may also be an fsspec URL (`s3://bucket/key`, `gs://...`, `memory://...`). Object stores
+have no rename, but they do have whole-object writes: an object becomes visible only when its
+upload completes (a PUT, or a multipart upload's completion), never half written. So a URL target
+is written to a local temporary file first and uploaded whole on success; the job writes its done
+marker only after that, so a killed upload is simply redone.
 """
 
 from __future__ import annotations
@@ -27,6 +33,40 @@ import zstandard
 ZSTD_LEVEL = 3
 
 
+def is_url(path: str | Path) -> bool:
+    """True for an fsspec URL (`s3://...`, `memory://...`); `file://` counts as local."""
+    text = str(path)
+    return "://" in text and not text.startswith("file://")
+
+
+def join(base: str | Path, *parts: str) -> str:
+    """`base/part/...` for a local path or a URL (Path() would fold a URL's `//`)."""
+    if is_url(base):
+        return "/".join([str(base).rstrip("/"), *parts])
+    return str(Path(base, *parts))
+
+
+def url_fs(url: str):
+    """(filesystem, path inside it) for a URL; credentials come from the environment as usual."""
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def exists(path: str | Path) -> bool:
+    if is_url(path):
+        fs, p = url_fs(str(path))
+        return fs.exists(p)
+    return Path(path).exists()
+
+
+def read_bytes(path: str | Path) -> bytes:
+    if is_url(path):
+        fs, p = url_fs(str(path))
+        return fs.cat_file(p)
+    return Path(path).read_bytes()
+
+
 _umask_lock = threading.Lock()
 _umask: int | None = None
 
@@ -45,7 +85,11 @@ def file_mode() -> int:
 @contextlib.contextmanager
 def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator[Path]:
     """Yield a temporary path (beside `path`, or in `tmp_dir` on the same filesystem); on success
-    fsync it, give it the umask's mode and rename it over `path`."""
+    fsync it, give it the umask's mode and rename it over `path`. For a URL, upload it whole."""
+    if is_url(path):
+        with _upload_path(str(path), tmp_dir) as tmp:
+            yield tmp
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     where = Path(tmp_dir) if tmp_dir is not None else path.parent
@@ -62,6 +106,22 @@ def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def _upload_path(url: str, tmp_dir: str | Path | None) -> Iterator[Path]:
+    if tmp_dir is not None:
+        Path(tmp_dir).mkdir(parents=True, exist_ok=True)
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=tmp_dir)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        fs, p = url_fs(url)
+        fs.put_file(str(tmp_path), p)  # one whole object: visible complete or not at all
+    finally:
+        tmp_path.unlink(missing_ok=True)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes, tmp_dir: str | Path | None = None) -> None:
@@ -90,7 +150,7 @@ class JsonlZstWriter:
     without an error (nothing appears otherwise). Memory stays at the compressor's window."""
 
     def __init__(self, path: str | Path, tmp_dir: str | Path | None = None):
-        self.path, self.tmp_dir, self.count = Path(path), tmp_dir, 0
+        self.path, self.tmp_dir, self.count = path, tmp_dir, 0
 
     def __enter__(self) -> JsonlZstWriter:
         self._atomic = atomic_path(self.path, self.tmp_dir)
@@ -125,9 +185,17 @@ def write_jsonl_zst(path: str | Path, records: Iterable[dict], tmp_dir: str | Pa
     return w.count
 
 
+def _open_rb(path: str | Path):
+    if is_url(path):
+        import fsspec
+
+        return fsspec.open(str(path), "rb").open()
+    return open(path, "rb")
+
+
 def read_jsonl_zst(path: str | Path) -> Iterator[dict]:
-    """Read a zstd JSONL file written by `write_jsonl_zst`."""
-    with open(path, "rb") as raw:
+    """Read a zstd JSONL file written by `write_jsonl_zst` (a local path or a URL)."""
+    with _open_rb(path) as raw:
         dctx = zstandard.ZstdDecompressor()
         with dctx.stream_reader(raw) as r:
             for line in io.TextIOWrapper(r, encoding="utf-8"):

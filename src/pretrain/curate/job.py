@@ -10,6 +10,11 @@ Every corpus command (curate, dedup, decontaminate) runs through `run_job`:
   seconds in stats.json add up over the attempts that did the work (a SIGKILLed one included).
 - **Stats.** One schema for every job (`documents`, `steps` in belt order, `errors`, ...), read by
   the funnel printer and `pretrain report`.
+- **Any filesystem.** Inputs and OUT may be fsspec URLs (`s3://`, `gs://`, `memory://`). Outputs go
+  to OUT as whole objects (see `io`); the work folder (markers, intermediate shards, dedup
+  signatures) stays on a local or shared disk: OUT/work for a local OUT, else `--work-dir` or a
+  folder named after OUT under ~/.cache/pretrain/work. An input URL is copied to the work folder's
+  tmp/ for the time its shard runs.
 """
 
 from __future__ import annotations
@@ -35,66 +40,112 @@ if TYPE_CHECKING:
 MAX_ERROR_EXAMPLES = 100
 
 
+def default_work_dir(out: str) -> Path:
+    """OUT/work for a local OUT; for a URL, a local folder named after it."""
+    if not io.is_url(out):
+        return Path(out) / "work"
+    base = Path(os.environ.get("PRETRAIN_WORK_DIR") or Path.home() / ".cache" / "pretrain" / "work")
+    return base / xxhash.xxh3_64_hexdigest(out.rstrip("/").encode())
+
+
 @dataclass(frozen=True)
 class Layout:
-    """Where every file of a job lives under OUT."""
+    """Where every file of a job lives: outputs under OUT (a path or URL), the rest under `work`."""
 
-    out: Path
+    out: str
+    work: Path
 
     def kept(self, shard: int) -> Path:
-        return self.out / "work" / "kept" / f"shard_{shard:05d}.jsonl.zst"
+        return self.work / "kept" / f"shard_{shard:05d}.jsonl.zst"
 
     def shard_stats(self, shard: int) -> Path:
-        return self.out / "work" / "stats" / f"shard_{shard:05d}.json"
+        return self.work / "stats" / f"shard_{shard:05d}.json"
 
-    def rejects(self, shard: int) -> Path:
-        return self.out / "rejects" / f"filters_{shard:05d}.jsonl.zst"
+    def rejects(self, shard: int) -> str:
+        return io.join(self.out, "rejects", f"filters_{shard:05d}.jsonl.zst")
 
-    def dedup_rejects(self, shard: int) -> Path:
-        return self.out / "rejects" / f"dedup_{shard:05d}.jsonl.zst"
+    def dedup_rejects(self, shard: int) -> str:
+        return io.join(self.out, "rejects", f"dedup_{shard:05d}.jsonl.zst")
 
-    def data(self, shard: int) -> Path:
-        return self.out / "data" / f"shard_{shard:05d}.jsonl.zst"
+    def data(self, shard: int) -> str:
+        return io.join(self.out, "data", f"shard_{shard:05d}.jsonl.zst")
+
+    def file(self, name: str) -> str:
+        return io.join(self.out, name)
 
     def marker(self, stage: str, shard: int) -> Path:
-        return self.out / "work" / "done" / f"{stage}_{shard:05d}.done"
+        return self.work / "done" / f"{stage}_{shard:05d}.done"
 
     @property
     def tmp(self) -> Path:
-        return self.out / "work" / "tmp"
+        return self.work / "tmp"
 
     @property
     def dedup_dir(self) -> Path:
-        return self.out / "work" / "dedup"
+        return self.work / "dedup"
 
     @property
     def removals_marker(self) -> Path:
-        return self.out / "work" / "done" / "removals.done"
+        return self.work / "done" / "removals.done"
 
     @property
     def attempts(self) -> Path:
-        return self.out / "work" / "attempts.json"
+        return self.work / "attempts.json"
 
 
 # ----------------------------------------------------------------------------- identity
 
 
-def identity(job: str, files: list[Path], cfg: CurateConfig) -> dict:
-    """What the job is: its inputs (resolved path and size) and resolved config, and their hash."""
-    inputs = [{"path": str(f.resolve()), "size": f.stat().st_size} for f in files]
+def list_any_inputs(inputs: list[str]) -> list[tuple[str, str]]:
+    """(file, source name) for local paths, folders and globs and for URLs (a prefix is a folder),
+    sorted; the source name is the file's path relative to the input it came from."""
+    from pretrain.curate.readers import is_supported
+
+    found: dict[str, str] = {}
+    local = [p for p in inputs if not io.is_url(p)]
+    if local:
+        for f in list_inputs(local):
+            found[str(f)] = source_name(f, _root_of(f, local))
+    for url in (p for p in inputs if io.is_url(p)):
+        fs, path = io.url_fs(url)
+        if any(ch in path for ch in "*?["):
+            hits = [h for h in fs.glob(path) if fs.isfile(h)]
+            root = path.split("*")[0].rsplit("/", 1)[0]
+        elif fs.isdir(path):
+            hits = [h for h in fs.find(path) if is_supported(Path(h))]
+            root = path.rstrip("/")
+        elif fs.isfile(path):
+            hits, root = [path], path.rsplit("/", 1)[0]
+        else:
+            raise UserError(f"input not found: {url}")
+        for h in hits:
+            found[fs.unstrip_protocol(h)] = h[len(root):].lstrip("/") if h.startswith(root + "/") else h
+    return sorted(found.items())
+
+
+def _size(path: str) -> int:
+    if io.is_url(path):
+        fs, p = io.url_fs(path)
+        return int(fs.size(p))
+    return Path(path).stat().st_size
+
+
+def identity(job: str, files: list[str], cfg: CurateConfig) -> dict:
+    """What the job is: its inputs (resolved path or URL, and size) and resolved config, and their hash."""
+    inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()), "size": _size(f)} for f in files]
     resolved = json.loads(json.dumps(cfgmod.to_dict(cfg), default=str))  # as plan.json will read back
     blob = json.dumps({"inputs": inputs, "config": resolved}, sort_keys=True, default=str).encode()
     return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), "inputs": inputs, "config": resolved}
 
 
-def claim(out: Path, ident: dict) -> None:
+def claim(lay: Layout, ident: dict) -> None:
     """Write OUT/plan.json, or check that the one there is this job; refuse anything else."""
-    plan = out / "plan.json"
-    if not plan.exists():
-        io.write_json_atomic(plan, ident, out / "work" / "tmp")
+    plan, out = lay.file("plan.json"), lay.out
+    if not io.exists(plan):
+        io.write_json_atomic(plan, ident, lay.tmp)
         return
     try:
-        old = json.loads(plan.read_text())
+        old = json.loads(io.read_bytes(plan))
     except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"{plan}: unreadable job plan ({e}); use a new --output") from e
     if old.get("hash") == ident["hash"]:
@@ -114,14 +165,22 @@ def _difference(old: dict, new: dict) -> str:
     return f"a different config: {', '.join(keys) or 'unknown'} differ"
 
 
-def _check_writable(out: Path) -> None:
+def _check_writable(lay: Layout) -> None:
+    """Fail in one line before any work when OUT (or the work folder) cannot be written."""
+    probe = io.join(lay.out, ".write-probe")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-probe"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise UserError(f"cannot write to output directory {out}: {e.strerror or e}") from e
+        lay.work.mkdir(parents=True, exist_ok=True)
+        if io.is_url(lay.out):
+            fs, path = io.url_fs(probe)
+            fs.pipe_file(path, b"")
+            fs.rm_file(path)
+            return
+        Path(lay.out).mkdir(parents=True, exist_ok=True)
+        Path(probe).write_text("")
+        Path(probe).unlink()
+    except Exception as e:  # OSError locally; the object store's client raises its own kinds
+        why = getattr(e, "strerror", None) or str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"cannot write to output directory {lay.out}: {why}") from e
 
 
 # ----------------------------------------------------------------------------- attempts
@@ -152,18 +211,18 @@ class Attempts:
 # ----------------------------------------------------------------------------- the driver
 
 
-def plan_shards(inputs: list[str], out: Path, cfg: CurateConfig, job: str) -> list[ShardTask]:
+def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str) -> list[ShardTask]:
     """One shard per input file, in sorted order; the job's identity is claimed in OUT."""
     from pretrain.curate.pipeline import ShardTask
 
-    files = list_inputs(inputs)
+    files = list_any_inputs(inputs)
     if not files:
         raise UserError(f"no input files found in {inputs}")
-    ident = identity(job, files, cfg)
-    _check_writable(out)
-    claim(out, ident)
-    return [ShardTask(i, str(f), source_name(f, _root_of(f, inputs)), str(out), cfg, ident["hash"])
-            for i, f in enumerate(files)]
+    ident = identity(job, [f for f, _ in files], cfg)
+    _check_writable(lay)
+    claim(lay, ident)
+    work = str(lay.work)
+    return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work) for i, (f, src) in enumerate(files)]
 
 
 def _root_of(f: Path, inputs: list[str]) -> Path:
@@ -187,21 +246,24 @@ def _preflight(cfg: CurateConfig) -> None:
 
 
 def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None, progress=None,
-            job: str = "curate") -> dict:
-    """Run the belt `cfg` over `inputs` into `out`; returns the stats also written to OUT/stats.json."""
+            job: str = "curate", work_dir: str | Path | None = None) -> dict:
+    """Run the belt `cfg` over `inputs` into `out` (a path or URL); returns the stats also written
+    to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`)."""
     from pretrain.curate.executor import LocalExecutor
     from pretrain.curate.pipeline import run_shard, write_shard
 
     executor = executor or LocalExecutor()
-    out = Path(out)
+    out = str(out).rstrip("/") if io.is_url(out) else str(out)
     _preflight(cfg)
-    tasks = plan_shards(inputs, out, cfg, job)
-    lay = Layout(out)
+    lay = Layout(out, Path(work_dir) if work_dir else default_work_dir(out))
+    tasks = plan_shards(inputs, lay, cfg, job)
     clock = Attempts(lay)
-    io.write_bytes_atomic(out / "config.toml", cfgmod.dumps(cfg).encode(), lay.tmp)
+    io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
 
     def ticker(stage: str):
-        tick = progress.start(stage, len(tasks)) if progress else None
+        by_bytes = stage == "filter" and not any(io.is_url(t.path) for t in tasks)  # inside each file
+        files = [t.path for t in tasks] if by_bytes else None
+        tick = progress.start(stage, len(tasks), files, lay.work / "progress") if progress else None
 
         def on_result(res) -> None:
             clock.save()
@@ -219,8 +281,8 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     if progress:
         progress.stop("write")
     stats = aggregate(job, shard_stats, write_counts, _order(cfg), dedup_summary, clock.total())
-    _decontam_report(cfg, shard_stats, stats, out)
-    io.write_json_atomic(out / "stats.json", stats, lay.tmp)
+    _decontam_report(cfg, shard_stats, stats, lay)
+    io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
     clock.save()
     return stats
 
@@ -285,7 +347,7 @@ def _step_summary(c: Counter) -> dict:
     return out
 
 
-def _decontam_report(cfg: CurateConfig, shard_stats: list[dict], stats: dict, out: Path) -> None:
+def _decontam_report(cfg: CurateConfig, shard_stats: list[dict], stats: dict, lay: Layout) -> None:
     """OUT/decontam_report.json: per benchmark, which items leaked into which documents."""
     from pretrain.curate.decontam import build_report, load_index
 
@@ -294,7 +356,7 @@ def _decontam_report(cfg: CurateConfig, shard_stats: list[dict], stats: dict, ou
     leaks = [leak for s in shard_stats for leak in s.get("leaks", [])]
     counts = Counter({k: v for k, v in stats["steps"].get("decontaminate", {}).items() if isinstance(v, int)})
     index = load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words)
-    io.write_json_atomic(out / "decontam_report.json", build_report(index, leaks, counts), Layout(out).tmp)
+    io.write_json_atomic(lay.file("decontam_report.json"), build_report(index, leaks, counts), lay.tmp)
 
 
 def _global_dedup(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor) -> tuple[str, dict]:
@@ -303,6 +365,6 @@ def _global_dedup(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, execut
     marker, job_hash = lay.removals_marker, tasks[0].job_hash
     if not io.is_done(marker, job_hash, marker):
         path = find_duplicates(lay.dedup_dir, len(tasks), cfg.dedup, map_fn=executor.map)
-        io.mark_done(marker, {"job_hash": job_hash, "path": os.path.relpath(path, lay.out)}, marker)
-    path = lay.out / json.loads(marker.read_text())["path"]
+        io.mark_done(marker, {"job_hash": job_hash, "path": os.path.relpath(path, lay.work)}, marker)
+    path = lay.work / json.loads(marker.read_text())["path"]
     return str(path), removal_summary(path)

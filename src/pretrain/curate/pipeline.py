@@ -41,6 +41,7 @@ from pretrain.curate.rules import RulesConfig, build_rule_steps
 from pretrain.curate.step import Step, run_steps
 from pretrain.curate.urlfilter import URLFilterConfig, build_url_filter
 from pretrain.errors import UserError
+from pretrain.progress import ShardMeter
 
 MAX_ERROR_EXAMPLES = 100
 SHARD_BITS = 40  # priority = shard << 40 | position: 2^40 records per shard, 2^23 shards
@@ -134,6 +135,7 @@ class ShardTask:
     out: str
     cfg: CurateConfig
     job_hash: str
+    work: str
 
 
 # ----------------------------------------------------------------------------- stage A
@@ -180,7 +182,7 @@ class _Errors:
 
 def run_shard(task: ShardTask) -> dict:
     """Stage A for one shard: steps, rejects, dedup signatures. Skips when already done."""
-    lay = Layout(Path(task.out))
+    lay = Layout(task.out, Path(task.work))
     marker = lay.marker("filter", task.shard)
     if io.is_done(lay.shard_stats(task.shard), task.job_hash, marker) and (
         not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup)
@@ -190,6 +192,43 @@ def run_shard(task: ShardTask) -> dict:
     errors = _Errors()
     steps = build_steps(task.cfg)
     read_stats: Counter[str] = Counter()
+    local = _local_copy(task, lay) if io.is_url(task.path) else Path(task.path)
+    try:
+        docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
+        n_read, n_kept = _filter(task, lay, steps, docs, local)
+    finally:
+        if local != Path(task.path):
+            local.unlink(missing_ok=True)
+    stats = {
+        "shard": task.shard,
+        "input": task.path,
+        "read": n_read,
+        "kept": n_kept,
+        "records": dict(read_stats),
+        "leaks": [leak for st in steps for leak in getattr(st, "leaks", [])],
+        "step_order": [s.name for s in steps],  # stats files are written with sorted keys
+        "steps": {s.name: dict(s.stats) for s in steps},
+        "errors": errors.summary(),
+        "seconds": round(time.time() - t0, 3),
+    }
+    io.write_json_atomic(lay.shard_stats(task.shard), stats)
+    io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash}, marker)
+    return stats
+
+
+def _local_copy(task: ShardTask, lay: Layout) -> Path:
+    """An input URL copied to the work folder for the time its shard runs (readers open files)."""
+    fs, path = io.url_fs(task.path)
+    local = lay.tmp / f"input_{task.shard:05d}_{Path(path).name}"
+    local.parent.mkdir(parents=True, exist_ok=True)
+    fs.get_file(path, str(local))
+    return local
+
+
+def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Document],
+            local: Path) -> tuple[int, int]:
+    """Documents through the steps: survivors stream to work/kept (and dedup signing), rejects to
+    rejects/; nothing is held but the current document. Returns (read, kept)."""
     n_read = 0
 
     def counted(it: Iterator[Document]) -> Iterator[Document]:
@@ -198,7 +237,7 @@ def run_shard(task: ShardTask) -> dict:
             n_read += 1
             yield d
 
-    docs = read_documents(Path(task.path), task.cfg.reader, errors, source=task.source, stats=read_stats)
+    meter = ShardMeter(lay.work / "progress" / f"{task.shard}.json", local)  # the bar, inside a file
     with io.JsonlZstWriter(lay.kept(task.shard), lay.tmp) as kept, \
             io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
         for step in steps:
@@ -206,7 +245,7 @@ def run_shard(task: ShardTask) -> dict:
                 reject_record(d, s, r, **measured(st, d, r)))
 
         def survivors() -> Iterator[tuple[Document, int]]:
-            for i, doc in enumerate(run_steps(steps, counted(docs))):
+            for i, doc in enumerate(run_steps(steps, meter.wrap(counted(docs)))):
                 kept.write(doc.to_json())
                 yield doc, ((task.shard << SHARD_BITS) | i) if task.cfg.keep == "first" else 0
 
@@ -220,21 +259,7 @@ def run_shard(task: ShardTask) -> dict:
             for step in steps:  # e.g. the extract step's time-bounded child process
                 if hasattr(step, "close"):
                     step.close()
-    stats = {
-        "shard": task.shard,
-        "input": task.path,
-        "read": n_read,
-        "kept": kept.count,
-        "records": dict(read_stats),
-        "leaks": [leak for st in steps for leak in getattr(st, "leaks", [])],
-        "step_order": [s.name for s in steps],  # stats files are written with sorted keys
-        "steps": {s.name: dict(s.stats) for s in steps},
-        "errors": errors.summary(),
-        "seconds": round(time.time() - t0, 3),
-    }
-    io.write_json_atomic(lay.shard_stats(task.shard), stats)
-    io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash}, marker)
-    return stats
+    return n_read, kept.count
 
 
 # ----------------------------------------------------------------------------- stage C
@@ -243,7 +268,7 @@ def run_shard(task: ShardTask) -> dict:
 def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     """Stage C for one shard: drop what dedup removed; stream data/ and dedup rejects."""
     task, removals_path = task_and_removals
-    lay = Layout(Path(task.out))
+    lay = Layout(task.out, Path(task.work))
     marker = lay.marker("write", task.shard)
     if io.is_done(lay.data(task.shard), task.job_hash, marker):
         return json.loads(marker.read_text())["counts"]
@@ -276,8 +301,9 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
 
 
 def curate(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None, progress=None,
-           job: str = "curate") -> dict:
-    """Run a corpus job (any belt config); returns the stats also written to OUT/stats.json."""
+           job: str = "curate", work_dir: str | Path | None = None) -> dict:
+    """Run a corpus job (any belt config) from paths or URLs into a path or URL; returns the stats
+    also written to OUT/stats.json."""
     from pretrain.curate.job import run_job
 
-    return run_job(inputs, out, cfg, executor=executor, progress=progress, job=job)
+    return run_job(inputs, out, cfg, executor=executor, progress=progress, job=job, work_dir=work_dir)

@@ -60,9 +60,10 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         console.print(f"first {len(lines)} of {stats['errors']['count']:,} bad records:")
         for line in lines:
             console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-    out = Path(out)
-    console.print(f"corpus: {out / 'data'}   rejects: {out / 'rejects'}   stats: {out / 'stats.json'}",
-                  soft_wrap=True)
+    from pretrain.curate.io import join
+
+    console.print(f"corpus: {join(out, 'data')}   rejects: {join(out, 'rejects')}   "
+                  f"stats: {join(out, 'stats.json')}", soft_wrap=True)
 
 
 def exit_code(stats: dict) -> int:

@@ -49,6 +49,7 @@ class GPU:
     intra_latency_us: float = 10.0  # one collective inside a node, small message
     inter_latency_us: float = 8.0  # one step (tree level) of a collective across nodes
     overlap_sm_share: float = 0.15  # compute slowdown while a collective runs beside it (its SMs)
+    launch_us: float = 5.0  # host overhead per kernel launched (eager PyTorch on a GPU)
 
     @property
     def peak_flops(self) -> float:
@@ -88,6 +89,9 @@ class GPU:
 # - overlap_sm_share: NCCL runs a collective as one thread block per channel, 16-32 channels on
 #   A100/H100 across nodes (NCCL_MIN/MAX_NCHANNELS), i.e. ~15-25% of 108/132 SMs taken from the GEMMs
 #   it overlaps; we take the low end, 0.15.
+# - launch_us: a CUDA kernel launch costs ~5 us of host time (NVIDIA's CUDA best-practices guide);
+#   eager PyTorch issues ~60 kernels per transformer block per micro-batch, forward and backward.
+#   A CPU "GPU" entry (or a calibrated one) carries its own framework overhead here.
 GPUS: dict[str, GPU] = {
     g.name: g
     for g in (

@@ -21,6 +21,7 @@ All sizes are bytes. Sources:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 from pretrain.errors import UserError
@@ -179,7 +180,9 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
         resid = 4.0  # the residual stream stays fp32 (embedding output is fp32 under autocast)
         if recompute == "full":
             return resid * h / rep  # checkpointed block: its input only
-        norm = 2 * (4 * h + 4 * h + 4) / rep
+        # RMSNorm: fp32 input, normalized output and 1/rms; LayerNorm (fp32 under autocast): its
+        # input, mean and 1/std
+        norm = 2 * ((8 * h + 4) if shape.norm == "rmsnorm" else (4 * h + 8)) / rep
         inputs = (3 + (2 if gated else 1)) * 2 * h
         qkv = 3 * 2 * h / t  # K, V expanded to n_heads
         attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
@@ -202,7 +205,8 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     return norm + inputs + qkv + attn + proj + mlp + dropout
 
 
-def split_layers(n_layers: int, p: int) -> list[int]:
+@functools.lru_cache(maxsize=4096)
+def split_layers(n_layers: int, p: int) -> tuple[int, ...]:
     """Layers per pipeline stage when they do not divide evenly: the first and last stages take one
     fewer (Llama 3, Dubey et al. 2024 sec. 3.3.2: they hold the most activations and the head)."""
     per = -(-n_layers // p)
@@ -211,7 +215,7 @@ def split_layers(n_layers: int, p: int) -> list[int]:
     order = [0, p - 1] + list(range(1, p - 1)) if p > 1 else [0]
     for i in range(short):
         out[order[i % p]] -= 1
-    return out
+    return tuple(out)
 
 
 def stage_activation_bytes(shape: ModelShape, b: int = 1, t: int = 1, sp: bool = False,

@@ -55,6 +55,11 @@ def recipe(shape: ModelShape, lay: Layout, batch_seqs: int) -> tuple[dict, list[
                 "sequence_parallel": run.sp, "reshard_after_forward": run.zero == 3,
                 "pp_schedule": "interleaved1f1b" if run.v == 2 else "1f1b"}
     if run.cp > 1:
+        from pretrain.train.config import ParallelConfig  # dataclasses only: no torch
+
+        if "cp" not in ParallelConfig.__dataclass_fields__:
+            raise UserError(f"--emit-recipe: {run.label()} splits the context (cp={run.cp}) and this "
+                            "trainer has no parallel.cp yet; plan with --layout ...,cp=1")
         parallel["cp"] = run.cp
     if run.pp > 1:
         parallel["pp_microbatches"] = m
@@ -65,9 +70,13 @@ def recipe(shape: ModelShape, lay: Layout, batch_seqs: int) -> tuple[dict, list[
 
 
 def write_recipe(path: str | Path, config: dict, header: list[str]) -> Path:
-    """Write the config atomically (temporary file, then rename), the plan's notes as comments."""
+    """Write the config atomically, the plan's notes as comments."""
+    return write_text(path, "".join(f"# {line}\n" for line in header) + tomli_w.dumps(config))
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write a file atomically: a temporary file in the same directory, then a rename."""
     p = Path(path)
-    text = "".join(f"# {line}\n" for line in header) + tomli_w.dumps(config)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
     try:

@@ -107,7 +107,7 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
                   "flops_per_token_6n": compute.flops_per_token(shape, attention=False)},
         "cluster": {"gpu": gpu.name, "n_gpus": job.n_gpus, "nodes": -(-job.n_gpus // gpu.gpus_per_node),
                     "peak_tflops_per_gpu": gpu.bf16_tflops, "memory_gb_per_gpu": gpu.memory_gb,
-                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "efficiency": job.efficiency},
+                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "efficiency": job.gpu.gemm_efficiency},
         "budget": {"tokens": budget.tokens, "batch_tokens": job.batch_seqs * shape.seq_len,
                    "chinchilla_tokens": compute.chinchilla_tokens(shape.params()),
                    "training_flops_6nd": compute.training_flops(shape.params(), budget.tokens),
@@ -118,7 +118,21 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
     }
     if chosen is not None and chosen.fits:
         plan.update(_timing(job, budget, chosen, fpt))
+    plan = {"schema": SCHEMA, "headline": _headline(plan), **plan}
     return plan
+
+
+SCHEMA = "pretrain.plan/2"  # docs/planner.md describes every key
+
+
+def _headline(plan: dict) -> dict:
+    """The four numbers a report shows first (None when no layout fits)."""
+    lay, t = plan.get("layout"), plan.get("time")
+    fits = bool(lay and lay["fits"] and t)
+    return {"fits": fits, "layout": lay["label"] if lay else None,
+            "days": t["calendar_days"] if fits else None, "gpu_hours": t["gpu_hours"] if fits else None,
+            "mfu": t["mfu"] if fits else None, "tokens_per_s": t["tokens_per_s"] if fits else None,
+            "gpus": plan["cluster"]["n_gpus"], "gpu": plan["cluster"]["gpu"]}
 
 
 def _timing(job: Job, budget: Budget, est: Estimate, fpt: float) -> dict:

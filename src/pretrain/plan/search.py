@@ -46,7 +46,8 @@ class Job:
     @property
     def software(self) -> timing.Software:
         return timing.Software(self.tp_overlap, self.dp_overlap, self.flash,
-                               4 if self.accounting in ("18B", "megatron-distopt") else 2)
+                               4 if self.accounting in ("18B", "megatron-distopt") else 2,
+                               eager=self.activations == "pretrain")
 
     @property
     def batch_seqs(self) -> int:
@@ -88,6 +89,8 @@ def structural_reason(job: Job, lay: Layout) -> str | None:
     """Why a layout cannot run at all (before memory), or None: the shared validity rules
     (plan/layout.py), then what the planner will not consider."""
     shape = job.shape
+    if job.batch_seqs % (lay.dp * lay.mbs):  # the commonest reason, checked first (search speed)
+        return f"a batch of {job.batch_seqs} sequences does not divide into dp x mbs = {lay.dp * lay.mbs}"
     broken = problems(lay, world_size=job.n_gpus, n_layers=shape.n_layers, n_heads=shape.n_heads,
                       n_kv_heads=shape.n_kv_heads, seq_len=shape.seq_len, batch_seqs=job.batch_seqs)
     if broken:
@@ -113,11 +116,11 @@ def evaluate(job: Job, lay: Layout) -> Estimate:
     if mem.total > job.usable_bytes:
         return Estimate(lay, "does not fit in memory", m, mem)
     est = Estimate(lay, None, m, mem)
-    _time(job, lay, est)
+    time_layout(job, lay, est)
     return est
 
 
-def _time(job: Job, lay: Layout, est: Estimate) -> None:
+def time_layout(job: Job, lay: Layout, est: Estimate) -> None:
     """Step time from parts (plan/timing.py): the busiest stage's micro-batch time × (m + (p−1)/v),
     plus what data parallelism and the optimizer leave exposed."""
     shape, gpu, sw, m = job.shape, job.gpu, job.software, est.m
@@ -140,6 +143,7 @@ def _time(job: Job, lay: Layout, est: Estimate) -> None:
         "recompute": lt.recompute(lay.recompute) * scale * m,
         "tp_comm": 2 * lt.tp_fwd * scale * m,
         "cp_comm": 2 * lt.cp_fwd * scale * m,
+        "launch": lt.launch * scale * m,
         "head": (stage - busiest * per_layer) * m if lay.pp > 1 else head * m,
         "pp_comm": p2p * m,
         "bubble": micro * (lay.pp - 1) / lay.v,
@@ -250,10 +254,24 @@ def search(job: Job, **kwargs) -> SearchResult:
     rejected: dict[str, int] = {}
     for est in results.values():
         if est.reason:
-            rejected[est.reason] = rejected.get(est.reason, 0) + 1
+            key = reason_category(est.reason)
+            rejected[key] = rejected.get(key, 0) + 1
     ranked = sorted((e for e in results.values() if e.fits),
                     key=lambda e: (-e.tokens_per_s, e.memory.total if e.memory else 0.0))
     return SearchResult(job, ranked, rejected, len(results), results)
+
+
+CATEGORIES = (("does not divide into dp x mbs", "batch does not divide into dp*mbs"),
+              ("GPUs", "degrees do not multiply to the GPUs"),
+              ("divisible by tp", "heads not divisible by tp"),
+              ("pipeline stages", "fewer layers than pp*v stages"),
+              ("seq_len", "sequence does not split into the cp chunks"),
+              ("interleaving", "interleaving needs micro-batches divisible by pp"))
+
+
+def reason_category(reason: str) -> str:
+    """A rejection reason without its numbers, to count rejections by rule."""
+    return next((name for needle, name in CATEGORIES if needle in reason), reason)
 
 
 def variant(lay: Layout, dp: int | None = None, **changes) -> Layout:
@@ -278,14 +296,16 @@ def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
     mem = est.memory
     lines = [f"{lay.label()}: {est.tokens_per_s:,.0f} tokens/s, MFU {est.mfu:.1%}; uses "
              f"{mem.total / 1e9:.1f} of {job.usable_bytes / 1e9:.1f} GB usable" if mem else lay.label()]
-    for knob, values in (("tp", (1, 2, 4, 8)), ("zero", (0, 1, 2, 3)), ("mbs", (1, 2, 4, 8)),
-                         ("recompute", memory.RECOMPUTE), ("sp", (False, True)), ("v", (1, 2, 4))):
+    for knob, values in (("tp", (1, 2, 4, 8)), ("cp", (1, 2, 4, 8, 16, 32)), ("zero", (0, 1, 2, 3)),
+                         ("mbs", (1, 2, 4, 8)), ("recompute", memory.RECOMPUTE), ("sp", (False, True)),
+                         ("v", (1, 2, 4))):
         for value in values:
             if getattr(lay, knob) == value:
                 continue
             changes = {knob: value}
-            if knob == "tp":
-                changes["dp"] = job.n_gpus // (value * lay.pp) if job.n_gpus % (value * lay.pp) == 0 else 0
+            if knob in ("tp", "cp"):  # the data-parallel degree takes up the difference
+                model = lay.tp * lay.pp * lay.cp // getattr(lay, knob) * value
+                changes["dp"] = job.n_gpus // model if job.n_gpus % model == 0 else 0
             other = result.all.get(variant(lay, **changes))
             if other is None:
                 continue

@@ -10,7 +10,9 @@ Async saves copy the state and write it in a background thread; the trainer only
 before its next optimizer step (`fence()`), so the copy overlaps forward and backward. Under
 torch.distributed they use their own gloo group, because sharing the training group aborts with a
 gloo collective mismatch (reference/torch_distributed_on_cpu.md).
-DCP's `.metadata` file is a pickle (PyTorch's format): load only checkpoints your own runs wrote.
+DCP's `.metadata` and non-tensor values are pickles (PyTorch's format); loads read them through
+`safe_dcp`, which admits only DCP's own classes and plain data, so a run directory handed over by
+someone else cannot run code when resumed, sampled or exported.
 
 Object storage: a root given as an fsspec URL (`checkpoint.storage = "s3://bucket/run"`) is written
 and read through DCP's FsspecWriter/FsspecReader, and the JSON files, the marker, listing and
@@ -105,12 +107,54 @@ def _no_dist() -> bool:
 
 
 def _load(state: dict, path: Path) -> None:
+    """Every load (resume, rollback, sample, export) goes through safe_dcp: no pickle runs code;
+    from object storage through DCP's FsspecReader with the same checks (`_safe_remote_load`)."""
     if isinstance(path, RemotePath):
-        from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+        _safe_remote_load(state, path)
+        return
+    from pretrain.train.safe_dcp import safe_load
 
-        dcp.load(state, storage_reader=FsspecReader(str(path)), no_dist=_no_dist())
-    else:
-        dcp.load(state, checkpoint_id=str(path), no_dist=_no_dist())
+    safe_load(state, path, no_dist=_no_dist())
+
+
+def _safe_remote_load(state: dict, path: RemotePath) -> None:
+    """dcp.load through an FsspecReader whose metadata is unpickled by safe_dcp's restricted
+    unpickler and checked against the objects' sizes, and safe_dcp's weights-only planner."""
+    import io
+
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+    from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+
+    from pretrain.train.safe_dcp import MAX_METADATA_BYTES, METADATA, SafePlanner, UnsafeCheckpoint
+    from pretrain.train.safe_dcp import _MetadataUnpickler as Unpickler
+
+    where = path / METADATA
+    sizes = _files(path)
+    if sizes.get(METADATA, 0) > MAX_METADATA_BYTES:
+        raise UnsafeCheckpoint(f"{where}: refused, {sizes[METADATA]:,} bytes of metadata")
+    try:
+        md = Unpickler(io.BytesIO(_fs(path).cat_file(where)), where).load()
+    except UnsafeCheckpoint:
+        raise
+    except Exception as e:  # truncated or garbled
+        raise UnsafeCheckpoint(f"{where}: not a readable DCP metadata pickle ({type(e).__name__})") from None
+    if not isinstance(md, Metadata) or not isinstance(md.storage_data, dict):
+        raise UnsafeCheckpoint(f"{where}: refused, it holds a {type(md).__name__}, not DCP Metadata")
+    for key, info in md.storage_data.items():
+        rel, off, n = (getattr(info, a, None) for a in ("relative_path", "offset", "length"))
+        ok = isinstance(rel, str) and rel in sizes and isinstance(off, int) and isinstance(n, int)
+        if not (ok and off >= 0 and n >= 0 and off + n <= sizes[rel]):
+            raise UnsafeCheckpoint(f"{where}: refused, item {getattr(key, 'fqn', key)} points at {rel!r} "
+                                   f"[{off}, +{n}), not inside the checkpoint's objects")
+
+    class Reader(FsspecReader):
+        def read_metadata(self, *args, **kwargs) -> Metadata:
+            if getattr(md, "storage_meta", None) is None:
+                md.storage_meta = StorageMeta()
+            md.storage_meta.load_id = self.load_id
+            return md
+
+    dcp.load(state, storage_reader=Reader(str(path)), planner=SafePlanner(str(path)), no_dist=_no_dist())
 
 
 def _save(state: dict, path, group=None) -> None:

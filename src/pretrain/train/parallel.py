@@ -346,6 +346,12 @@ def reduce_partial_grads(params: list[torch.Tensor]) -> None:
             p.grad = g.redistribute(g.device_mesh, whole)
 
 
+def _set_buffer(model: nn.Module, name: str, value: torch.Tensor) -> None:
+    mod_name, _, attr = name.rpartition(".")
+    mod = model.get_submodule(mod_name) if mod_name else model
+    setattr(mod, attr, value)
+
+
 def plain_name(name: str) -> str:
     for p in WRAPPER_PREFIXES:
         name = name.replace(p, "")

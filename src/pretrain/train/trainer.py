@@ -26,10 +26,13 @@ import torch.nn.functional as F
 
 from pretrain import config as cfgmod
 from pretrain.errors import UserError
+from pretrain.eval import callback as eval_callback
 from pretrain.train import checkpoint as ck
 from pretrain.train.config import RunConfig, validate
 from pretrain.train.cpu import keep_freed_memory
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
+from pretrain.train.hf import apply_init_from
+from pretrain.train.hf_io import load_hf_weights
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
 from pretrain.train.parallel import (
@@ -137,6 +140,7 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, loader=None, eval_loader=None,
                  quiet: bool = False):
+        cfg = apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
         validate(cfg)  # numbers out of range: one line, before anything is built
         self.cfg, self.quiet = cfg, quiet
         self.run_dir = Path(run_dir or cfg.train.out)
@@ -156,6 +160,7 @@ class Trainer:
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.shape = resolve_shape(cfg.model)
         dims.check_shape(self.shape, cfg.parallel)
+        eval_callback.check_layout(cfg, dims)
         self._check_pp(cfg, dims, loader)
         self.layout = Layout(dims, self.device)
         self.model = build_model(self.shape, cfg.model, "meta")
@@ -166,7 +171,10 @@ class Trainer:
             split_for_pp(self.model, rank_stages(self.layout.pp_rank, dims.pp, cfg.parallel.pp_schedule),
                          n_stages)
         parallelize(self.model, dims, cfg.parallel, self.layout, cfg.precision.dtype)
-        self.init_weights()
+        if cfg.model.init_from:
+            self._init_from_hf()
+        else:
+            self.init_weights()
         self.cp_pos = None  # the global positions this rank holds of each sequence (context parallel)
         if dims.cp > 1:
             from pretrain.train.context import positions
@@ -217,6 +225,10 @@ class Trainer:
     def init_weights(self) -> None:
         """Each rank allocates and fills only what it holds, the values one process would (train/init.py)."""
         materialize(self.model, self.device, self.cfg.train.seed)
+
+    def _init_from_hf(self) -> None:
+        """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py)."""
+        load_hf_weights(self.model, self.cfg.model.init_from, self.device)
 
     @staticmethod
     def _check_pp(cfg: RunConfig, dims, loader) -> None:
@@ -395,6 +407,12 @@ class Trainer:
                 losses.append(F.cross_entropy(logits.float().flatten(0, 1), y.flatten()))
         self._event("eval", eval_loss=self.layout.mean_over_dp(torch.stack(losses).mean()).item())
 
+    def maybe_eval_tasks(self) -> None:
+        """Downstream tasks (log.eval_tasks) every log.eval_tasks_every steps: pretrain.eval.callback."""
+        every = self.cfg.log.eval_tasks_every or self.cfg.log.eval_every
+        if self.cfg.log.eval_tasks and every and self.step % every == 0:
+            self._event("eval_tasks", **eval_callback.eval_tasks_event(self))
+
     def maybe_save(self) -> None:
         done = self.ckpt.poll()
         if done is not None:
@@ -453,6 +471,7 @@ class Trainer:
                     self.metrics.step(rec)
                     self._say(self._step_line(rec, stop, time.perf_counter() - t_start))
                 self.maybe_eval()
+                self.maybe_eval_tasks()
                 self.maybe_save()
                 _maybe_fail(self.rank, self.step)
             self._save_final()

@@ -12,10 +12,7 @@ import base64
 import math
 import os
 import random
-import shutil
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -49,6 +46,14 @@ from pretrain.train.parallel import (
     stages_per_rank,
 )
 from pretrain.train.precision import DynamicLossScaler, apply_fp8, autocast, check_precision
+from pretrain.train.restarts import (
+    COURSE_EVENTS,
+    Interrupted,
+    catch_signals,
+    hms,
+    restore_signals,
+    set_aside_history,
+)
 from pretrain.train.stability import SpikeDetector, clip_grad_norm_
 
 
@@ -448,7 +453,7 @@ class Trainer:
         """
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not self.resumed:
-            self._set_aside_history()
+            set_aside_history(self.run_dir, self.rank)
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.write_config()
             self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard,
@@ -458,7 +463,7 @@ class Trainer:
         stop = self.cfg.train.stop_at or self.cfg.train.steps
         records = []
         t_start = time.perf_counter()
-        handlers = self._catch_signals()
+        handlers = catch_signals(self._note_signal)
         try:
             while self.step < stop:
                 if self._interrupted():
@@ -476,7 +481,7 @@ class Trainer:
                 _maybe_fail(self.rank, self.step)
             self._save_final()
         finally:
-            _restore_signals(handlers)
+            restore_signals(handlers)
             if self.metrics is not None:
                 self.metrics.close()
         return records
@@ -487,7 +492,7 @@ class Trainer:
         eta = (stop - self.step) * sum(recent) / max(1, len(recent))
         return (f"step {rec['step']}/{stop}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
                 f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}  "
-                f"elapsed {_hms(elapsed)}  eta {_hms(eta)}")
+                f"elapsed {hms(elapsed)}  eta {hms(eta)}")
 
     def _save_final(self) -> None:
         self.ckpt.wait()
@@ -498,37 +503,8 @@ class Trainer:
 
     # --- restarts: the run dir's record, signals ----------------------------------------------
 
-    def _set_aside_history(self) -> None:
-        """A fresh start in a run dir that has a record: move that record to RUN/previous-N/ (one line
-        says so) rather than appending a second history to it or mixing two runs' checkpoints."""
-        if self.rank == 0:  # one rank looks and moves: two ranks looking could disagree
-            names = ("metrics.jsonl", "tensorboard", "checkpoints")
-            old = [self.run_dir / n for n in names if _has_content(self.run_dir / n)]
-            if old:
-                n = 1
-                while (self.run_dir / f"previous-{n}").exists():
-                    n += 1
-                dest = self.run_dir / f"previous-{n}"
-                dest.mkdir()
-                for path in old:
-                    shutil.move(str(path), str(dest / path.name))
-                print(f"{self.run_dir} held an earlier run with no checkpoint to resume: moved its "
-                      f"record to {dest}", file=sys.stderr, flush=True)
-        if dist.is_initialized():
-            dist.barrier()  # the old checkpoints are gone before any rank saves a new one
-
-    def _catch_signals(self) -> dict:
-        """SIGINT/SIGTERM set a flag the loop reads between steps (a handler must not save: it can
-        run in the middle of a collective); the first one restores the default, so a second kills."""
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-
-        def note(signum, _frame):
-            self._interrupt = signal.Signals(signum).name
-            _restore_signals(old)
-
-        old = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
-        return old
+    def _note_signal(self, name: str) -> None:
+        self._interrupt = name
 
     def _interrupted(self) -> bool:
         """Did any rank catch a signal? Agreed by all ranks (the save that follows is collective)."""
@@ -590,31 +566,6 @@ class Trainer:
                 f"batch {b} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
                 f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens\n"
                 f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")
-
-
-class Interrupted(Exception):
-    """SIGINT or SIGTERM ended the run after saving (the command exits with 130, as shells expect)."""
-
-    exit_code = 130
-
-
-COURSE_EVENTS = ("spike", "rollback", "rollback_unavailable", "skip")  # kept in the record by a rollback
-
-
-def _has_content(path: Path) -> bool:
-    if path.is_dir():
-        return any(path.iterdir())
-    return path.is_file() and path.stat().st_size > 0
-
-
-def _restore_signals(old: dict) -> None:
-    for s, h in old.items():
-        signal.signal(s, h)
-
-
-def _hms(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 def _maybe_fail(rank: int, step: int) -> None:

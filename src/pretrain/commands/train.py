@@ -59,14 +59,15 @@ def run(args: argparse.Namespace) -> int:
     elif not args.quiet:
         print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), flush=True)
     trainer = Trainer(cfg, quiet=args.quiet)
-    print(trainer.summary(), flush=True)
+    if trainer.rank == 0:  # under torchrun: once, not once per rank
+        print(trainer.summary(), flush=True)
     if args.dry_run:
         return 0
     try:
         records = trainer.fit()
     except Interrupted:  # already said, with the checkpoint it saved
         return Interrupted.exit_code
-    if records:
+    if records and trainer.rank == 0:
         last = records[-1]
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
     return 0

@@ -99,6 +99,7 @@ class CheckpointConfig:
     async_save: bool = True
     mtbf_minutes: float = 180.0  # M for Young's rule
     first_at: int = 20  # with every=0: the save that measures C
+    storage: str = ""  # "" = RUN/checkpoints; an fsspec URL (s3://bucket/prefix) = object storage
 
 
 @dataclass
@@ -122,6 +123,7 @@ class ParallelConfig:
     dp_shard: int = 1
     tp: int = 1
     pp: int = 1
+    cp: int = 1  # context parallel: each rank holds 1/cp of every sequence (two chunks, load-balanced)
     compile: bool = False
     activation_checkpointing: str = choice("none", ("none", "full"))
     sequence_parallel: bool = False  # with tp > 1: norms and residual split along the sequence

@@ -18,7 +18,7 @@ def load_run_model(run: str | Path, step: int | None = None):
     """(model in eval mode on CPU, resolved config, checkpoint step) from a run directory."""
     run = Path(run)
     cfg = cfgmod.load(RunConfig, run / "config.toml")
-    root = run / "checkpoints"
+    root = ck.as_root(cfg.checkpoint.storage or run / "checkpoints")
     if step is None:
         found = ck.latest_complete(root)
         if found is None:

@@ -30,7 +30,9 @@ What comes out, in the run directory (train.out):
 
 Running the same command again resumes from the newest complete checkpoint. A persistent loss spike
 (loss > f x median of the last w steps) rolls the run back and skips the batches around it.
-Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN -o model.safetensors`.
+Continued pretraining from a Hugging Face folder (Llama family or GPT-2; shape, weights and
+tokenizer from it): --set model.init_from=DIR, or recipes/continue-hf.toml (docs/training.md).
+Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN --format hf -o DIR` (transformers).
 """
 
 

@@ -276,3 +276,20 @@ def test_continue_hf_recipe_end_to_end(hf_folders, text, tmp_path):
     before = transformers.AutoModelForCausalLM.from_pretrained(base)
     changed = [n for n, p in model.named_parameters() if not torch.equal(p, before.get_parameter(n))]
     assert len(changed) == len(list(model.parameters()))  # every tensor trained, none lost on the way
+
+
+def test_init_from_refuses_tokens_made_with_another_tokenizer(hf_folders, text, tmp_path):
+    from pretrain import config as cfgmod
+    from pretrain.tokens.pipeline import tokenize_corpus
+    from pretrain.tokens.tokenizer import train_tokenizer
+    from pretrain.train.config import RunConfig
+    from pretrain.train.hf import apply_init_from
+
+    other = tmp_path / "other.json"
+    train_tokenizer([Path(text).read_text()[:20_000]], 300).save(str(other))
+    (tmp_path / "c.jsonl").write_text(json.dumps({"text": "some domain text"}) + "\n")
+    tokenize_corpus([str(tmp_path / "c.jsonl")], str(other), str(tmp_path / "tokens"), "web", 1)
+    cfg = cfgmod.load(RunConfig, None, [f"model.init_from={hf_folders['llama']}", "data.kind=tokens",
+                                        f"data.sources.web={tmp_path / 'tokens'}"])
+    with pytest.raises(UserError, match="another tokenizer"):
+        apply_init_from(cfg)

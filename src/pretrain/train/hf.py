@@ -277,6 +277,26 @@ def apply_init_from(cfg):
                         "unset it (the shape comes from model.init_from)")
     model = dataclasses.replace(m, preset="", rope_theta=theta, norm_eps=eps, **fields)
     data = cfg.data
-    if data.kind == "text" and not data.tokenizer and (folder / "tokenizer.json").is_file():
-        data = dataclasses.replace(data, tokenizer=str(folder / "tokenizer.json"))
+    tok = folder / "tokenizer.json"
+    if data.kind == "text" and not data.tokenizer and tok.is_file():
+        data = dataclasses.replace(data, tokenizer=str(tok))
+    if data.kind == "tokens" and tok.is_file():
+        _check_token_dirs(data, tok)
     return dataclasses.replace(cfg, model=model, data=data)
+
+
+def _check_token_dirs(data, tok_path: Path) -> None:
+    """Token shards made with another tokenizer than the checkpoint's would train on wrong ids
+    without any error: refuse them (the fingerprint is the one `pretrain tokenize` records)."""
+    from pretrain.tokens.tokenizer import load_tokenizer, tokenizer_sha256
+
+    want = tokenizer_sha256(load_tokenizer(tok_path))
+    for name, d in {**data.sources, **data.eval_sources}.items():
+        man = Path(d) / "manifest.json"
+        try:
+            got = json.loads(man.read_text())["tokenizer"]["sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a missing or unreadable manifest is reported by the data loader itself
+        if got != want:
+            raise UserError(f"data source {name!r} ({d}) was tokenized with another tokenizer than "
+                            f"model.init_from's {tok_path}; rerun `pretrain tokenize --tokenizer {tok_path}`")

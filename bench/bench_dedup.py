@@ -65,10 +65,10 @@ def make_corpus(folder: Path, n_docs: int, seed: int = 0, files: int = 4) -> dic
 
 def child_ours(inp: Path, out: Path, workers: int) -> list[str]:
     from pretrain.curate.dedup import load_removals
-    from pretrain.curate.dedup_job import DedupJobConfig, run_dedup
+    from pretrain.curate.dedup_job import run_dedup
     from pretrain.curate.executor import LocalExecutor
 
-    run_dedup([str(inp)], out, DedupJobConfig(), map_fn=LocalExecutor(workers).map)
+    run_dedup([str(inp)], out, executor=LocalExecutor(workers))
     return list(load_removals(out / "work" / "dedup" / "removals.jsonl.zst"))
 
 

@@ -236,7 +236,7 @@ def test_damaged_signature_file_is_recomputed_not_read(tmp_path):
     curate([str(tmp_path / "in")], out, CurateConfig(), executor=LocalExecutor(1))
     sig = sorted(p for p in (out / "work" / "dedup" / "shards").iterdir() if p.suffix == ".npy")[0]
     sig.write_bytes(sig.read_bytes()[:-16])  # truncated, as by a full disk
-    for marker in [out / "work" / "removals.done", *(out / "data").glob("*.done")]:
+    for marker in [out / "work" / "done" / "removals.done", *(out / "work" / "done").glob("write_*.done")]:
         marker.unlink()  # as if killed before the global stage
     for p in (out / "work" / "dedup").glob("removals*"):
         p.unlink()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 HELP = "find benchmark text (13-gram overlap) in a corpus; remove or tag those documents"
 DESCRIPTION = """\
@@ -18,11 +17,15 @@ fields (question, query, context, prompt, choices, answer, canonical_solution, .
 name them: `file.jsonl:question` or `file.jsonl:meta.prompt,answer`. Nothing is downloaded:
 point it at the sets you evaluate on.
 
+This is the curation belt with steps = ["decontaminate"] (see `pretrain curate --help`): the same
+driver, layout, stats, reject records and resume; other inputs or config into OUT are refused.
+
 Output (OUT/):
   data/*.jsonl.zst      kept documents (in --mode tag: all, with metadata.contamination)
-  rejects/*.jsonl.zst   removed documents with step, reason and the items they contain
-  report.json           per benchmark: items indexed, too short, leaked items -> document ids
-  stats.json            documents in, kept, contaminated; bad records skipped
+  rejects/*.jsonl.zst   removed documents with step, reason and the items they contain (metadata)
+  decontam_report.json  per benchmark: items indexed, too short, leaked items -> document ids
+  stats.json            documents read, kept, dropped by reason; bad records skipped
+  config.toml, plan.json  the resolved config; the job's identity (inputs, sizes, config hash)
 
 Examples:
   pretrain decontaminate corpus/data -o clean/ --benchmarks evals/mmlu evals/gsm8k/test.jsonl
@@ -31,8 +34,10 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="+", metavar="CORPUS", help="corpus files/folders (JSONL, Parquet, text)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
+    p.add_argument("inputs", nargs="+", metavar="CORPUS",
+                   help="corpus files/folders or URLs (JSONL, Parquet, text)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="output directory or URL (s3://bucket/prefix, ...)")
     p.add_argument("--benchmarks", nargs="+", required=True, metavar="SPEC",
                    help="evaluation files or folders, optionally FILE:field.path[,field]")
     p.add_argument("--n", type=int, default=13, help="n-gram length in words (default 13)")
@@ -40,45 +45,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=["remove", "tag"], default="remove")
     p.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text")
     p.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id")
+    p.add_argument("--config", metavar="TOML", help="belt config file (any section of pretrain curate's)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (repeatable)")
+    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local process pool (default) or a Ray cluster")
+    p.add_argument("--work-dir", metavar="DIR", default=None,
+                   help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
+                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
+    p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
+    p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    import json
 
-    from pretrain.curate import io
-    from pretrain.curate.decontam import DecontamStep, NgramIndex
-    from pretrain.curate.readers import ReaderConfig, list_inputs, read_documents, source_name
+    from pretrain.commands.curate import run_belt
+    from pretrain.curate.dedup_job import job_config
 
-    files = list_inputs(args.inputs)
-    index = NgramIndex(args.benchmarks, args.n, args.min_words)
-    print(f"indexed {len(index):,} grams from {sum(len(b.items) for b in index.benchmarks):,} items "
-          f"of {len(index.benchmarks)} benchmark files", file=sys.stderr)
-    out = Path(args.output)
-    step = DecontamStep(index, args.mode)
-    cfg = ReaderConfig(text_field=args.text_field, id_field=args.id_field)
-    errors: list[str] = []
-    rejects: list[dict] = []
-    step.on_reject = lambda doc, name, reason: rejects.append(
-        {"id": doc.id, "url": doc.url, "source": doc.source, "step": name, "reason": reason,
-         "contamination": doc.metadata.get("contamination", [])})
-    for shard, path in enumerate(files):
-        rejects.clear()
-        root = next((a for a in args.inputs if Path(path).is_relative_to(Path(a))), None)
-        docs = read_documents(path, cfg, lambda f, rec, why: errors.append(f"{f}: {rec}: {why}"),
-                              source=source_name(path, root))
-        io.write_jsonl_zst(out / "data" / f"shard_{shard:05d}.jsonl.zst", (d.to_json() for d in step(docs)))
-        io.write_jsonl_zst(out / "rejects" / f"shard_{shard:05d}.jsonl.zst", rejects)
-    report = step.report()
-    io.write_json_atomic(out / "report.json", report)
-    stats = {"documents": dict(step.stats), "errors": {"count": len(errors), "examples": errors[:100]}}
-    io.write_json_atomic(out / "stats.json", stats)
-    _print_summary(report, len(errors))
-    return 0
-
-
-def _print_summary(report: dict, n_errors: int) -> None:
-    docs = report["documents"]
-    print(f"{docs['in']:,} documents, {docs['contaminated']:,} contaminated; {n_errors} bad records skipped")
-    for name, b in report["benchmarks"].items():
-        if b["items_leaked"]:
-            print(f"  {name}: {b['items_leaked']} of {b['items_indexed']} items leaked")
+    flags = [f"decontam.benchmarks={json.dumps(list(args.benchmarks))}", f"decontam.n={args.n}",
+             f"decontam.min_words={args.min_words}", f'decontam.mode="{args.mode}"',
+             f"reader.text_field={json.dumps(args.text_field)}",
+             f"reader.id_field={json.dumps(args.id_field)}"]
+    cfg = job_config("decontaminate", args.config, flags + args.overrides)
+    return run_belt("decontaminate", args, cfg)

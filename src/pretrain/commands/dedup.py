@@ -21,14 +21,17 @@ skips the check, as datatrove does). Pairs join into clusters; each cluster keep
 
 Memory stays bounded: keys are written per shard, sorted, and grouped per key range; clusters
 are found by streaming edge files. A killed run resumes where it stopped and gives the same
-result, for any --workers.
+result, for any --workers. Other inputs or config into the same OUT are refused.
+
+This is the curation belt with steps = ["dedup"] (see `pretrain curate --help`): the same driver,
+layout, stats and reject records; --set steps='["language","dedup"]' filters first.
 
 Output (OUT/):
   data/*.jsonl.zst      kept documents: id, text, url, source, metadata
   rejects/*.jsonl.zst   removed documents: id, url, source, step (exact_dedup | near_dedup),
-                        reason, kept_id (the twin that was kept)
-  stats.json            documents in, kept, removed by step and reason, errors, wall time
-  config.toml           the resolved config
+                        reason, kept_id (the twin that was kept), text excerpt
+  stats.json            documents read, kept, removed by step and reason, errors, wall time
+  config.toml, plan.json  the resolved config; the job's identity (inputs, sizes, config hash)
 
 Examples:
   pretrain dedup corpus/*.jsonl.zst --output deduped/
@@ -38,15 +41,26 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="*", metavar="CORPUS", help="files, folders or globs")
-    p.add_argument("-o", "--output", metavar="OUT", help="output directory")
-    p.add_argument("--config", metavar="TOML", help="config file (sections: reader, dedup; key: keep)")
+    p.add_argument("inputs", nargs="*", metavar="CORPUS",
+                   help="files, folders, globs or URLs (s3://bucket/prefix, ...)")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="output directory or URL (s3://bucket/prefix, ...)")
+    p.add_argument("--config", metavar="TOML",
+                   help="belt config file (sections: reader, dedup; keys: keep, steps)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set dedup.bands=20 (repeatable)")
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local process pool (default) or a Ray cluster")
+    p.add_argument("--work-dir", metavar="DIR", default=None,
+                   help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
+                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
+    p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     p.add_argument("--explain", action="store_true",
                    help="print the S-curve 1-(1-s^r)^b of the chosen bands and rows, and exit")
-    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
 
 
 def explain(bands: int, rows: int) -> str:
@@ -64,22 +78,14 @@ def explain(bands: int, rows: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pretrain import config
-    from pretrain.curate.dedup_job import DedupJobConfig, run_dedup
-    from pretrain.curate.executor import LocalExecutor
+    from pretrain.commands.curate import run_belt
+    from pretrain.curate.dedup_job import job_config
     from pretrain.errors import UserError
 
-    cfg = config.load(DedupJobConfig, args.config, args.overrides)
+    cfg = job_config("dedup", args.config, args.overrides)
     if args.explain:
         print(explain(cfg.dedup.bands, cfg.dedup.rows))
         return 0
     if not args.inputs or not args.output:
         raise UserError("give CORPUS files and --output OUT (or --explain)")
-    if not args.quiet:
-        print(config.dumps(cfg))
-    stats = run_dedup(args.inputs, args.output, cfg, map_fn=LocalExecutor(args.workers).map)
-    steps = stats["steps"]
-    print(f"{stats['documents_in']} documents in, {stats['kept']} kept; removed "
-          f"{steps['exact_dedup']['dropped']} exact and {steps['near_dedup']['dropped']} near duplicates; "
-          f"{stats['errors']['count']} bad records skipped; {stats['seconds']:.1f} s -> {args.output}")
-    return 0
+    return run_belt("dedup", args, cfg)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -70,6 +71,8 @@ class RayExecutor:
         except ImportError as e:  # pragma: no cover - depends on the install
             raise UserError("--executor ray needs Ray: pip install 'pretrain[ray]'") from e
         self._ray = ray
+        if address and address != "auto":
+            _check_reachable(address)
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
             if address:
@@ -99,6 +102,24 @@ class RayExecutor:
 
     def __repr__(self) -> str:
         return f"RayExecutor(workers={self.workers})"
+
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _check_reachable(address: str) -> None:
+    """One TCP connect to a cluster address before Ray is asked: ray.init retries an address
+    nobody listens on for minutes, printing each retry; a user wants one line now."""
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UserError(f"--address {address!r}: want host:port, ray://host:port or auto")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as e:
+        why = e.strerror or e
+        raise UserError(f"no Ray cluster at {address}: {why} (start one with `ray start --head`)") from e
 
 
 def _apply(fn: Callable[[Any], Any], item: Any) -> Any:

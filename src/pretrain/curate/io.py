@@ -1,9 +1,18 @@
 """Files of the belt: atomic writes, zstd-compressed JSONL shards, done markers.
 
-Every output is written under a temporary name in the same directory and renamed into place, so a
-reader never sees half a file and a killed job leaves only `*.tmp*` debris that a rerun replaces.
-A done marker (`NAME.done`, JSON) records the config hash of the job that wrote it; a rerun with a
-different config refuses to mix outputs.
+Every output is written under a temporary name and renamed into place, so a reader never sees half
+a file and a killed job leaves only `*.tmp` debris that a rerun replaces. The temporary file lives
+beside its target, or in `tmp_dir` (same filesystem) so that a corpus folder never holds anything
+but its data files. Files get the mode a plain `open()` would give (0666 less the umask), not
+mkstemp's 0600, so a teammate's job or a web server can read what a run wrote.
+A done marker (`NAME.done`, JSON, or any path given as `marker`) records the hash of the job that
+wrote it; a rerun with a different job refuses to mix outputs.
+
+A target may also be an fsspec URL (`s3://bucket/key`, `gs://...`, `memory://...`). Object stores
+have no rename, but they do have whole-object writes: an object becomes visible only when its
+upload completes (a PUT, or a multipart upload's completion), never half written. So a URL target
+is written to a local temporary file first and uploaded whole on success; the job writes its done
+marker only after that, so a killed upload is simply redone.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import io
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,31 +33,105 @@ import zstandard
 ZSTD_LEVEL = 3
 
 
+def is_url(path: str | Path) -> bool:
+    """True for an fsspec URL (`s3://...`, `memory://...`); `file://` counts as local."""
+    text = str(path)
+    return "://" in text and not text.startswith("file://")
+
+
+def join(base: str | Path, *parts: str) -> str:
+    """`base/part/...` for a local path or a URL (Path() would fold a URL's `//`)."""
+    if is_url(base):
+        return "/".join([str(base).rstrip("/"), *parts])
+    return str(Path(base, *parts))
+
+
+def url_fs(url: str):
+    """(filesystem, path inside it) for a URL; credentials come from the environment as usual."""
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def exists(path: str | Path) -> bool:
+    if is_url(path):
+        fs, p = url_fs(str(path))
+        return fs.exists(p)
+    return Path(path).exists()
+
+
+def read_bytes(path: str | Path) -> bytes:
+    if is_url(path):
+        fs, p = url_fs(str(path))
+        return fs.cat_file(p)
+    return Path(path).read_bytes()
+
+
+_umask_lock = threading.Lock()
+_umask: int | None = None
+
+
+def file_mode() -> int:
+    """0666 less the process umask: the mode `open(path, "w")` would have given."""
+    global _umask
+    if _umask is None:
+        with _umask_lock:  # os.umask can only be read by setting it: do it once, under a lock
+            old = os.umask(0o022)
+            os.umask(old)
+            _umask = old
+    return 0o666 & ~_umask
+
+
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success fsync and rename it over `path`."""
+def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator[Path]:
+    """Yield a temporary path (beside `path`, or in `tmp_dir` on the same filesystem); on success
+    fsync it, give it the umask's mode and rename it over `path`. For a URL, upload it whole."""
+    if is_url(path):
+        with _upload_path(str(path), tmp_dir) as tmp:
+            yield tmp
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    where = Path(tmp_dir) if tmp_dir is not None else path.parent
+    where.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=where)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
         with open(tmp_path, "rb") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp_path, file_mode())  # mkstemp makes 0600 whatever the umask
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    with atomic_path(path) as tmp:
+@contextlib.contextmanager
+def _upload_path(url: str, tmp_dir: str | Path | None) -> Iterator[Path]:
+    if tmp_dir is not None:
+        Path(tmp_dir).mkdir(parents=True, exist_ok=True)
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=tmp_dir)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        fs, p = url_fs(url)
+        fs.put_file(str(tmp_path), p)  # one whole object: visible complete or not at all
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes, tmp_dir: str | Path | None = None) -> None:
+    with atomic_path(path, tmp_dir) as tmp:
         tmp.write_bytes(data)
 
 
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
+def write_json_atomic(path: str | Path, obj: Any, tmp_dir: str | Path | None = None) -> None:
+    data = (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    write_bytes_atomic(path, data, tmp_dir)
 
 
 def dumps_line(obj: Any) -> bytes:
@@ -61,24 +145,57 @@ def dumps_line(obj: Any) -> bytes:
         return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-def write_jsonl_zst(path: str | Path, records: Iterable[dict]) -> int:
+class JsonlZstWriter:
+    """`write(record)` one at a time; the file appears whole at `path` when the `with` block ends
+    without an error (nothing appears otherwise). Memory stays at the compressor's window."""
+
+    def __init__(self, path: str | Path, tmp_dir: str | Path | None = None):
+        self.path, self.tmp_dir, self.count = path, tmp_dir, 0
+
+    def __enter__(self) -> JsonlZstWriter:
+        self._atomic = atomic_path(self.path, self.tmp_dir)
+        tmp = self._atomic.__enter__()
+        self._raw = open(tmp, "wb")
+        cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
+        self._w = cctx.stream_writer(self._raw, closefd=False)
+        return self
+
+    def write(self, rec: dict) -> None:
+        self._w.write(dumps_line(rec))
+        self.count += 1
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._w.close()
+            self._raw.close()
+        except BaseException as e:  # a failed flush must not commit a short file
+            self._atomic.__exit__(type(e), e, e.__traceback__)
+            raise
+        self._atomic.__exit__(*exc)
+
+
+def write_jsonl_zst(path: str | Path, records: Iterable[dict], tmp_dir: str | Path | None = None) -> int:
     """Write records as zstd-compressed JSONL atomically; returns the count.
 
     The compressor is single-threaded with a fixed level, so the bytes depend only on the records.
     """
-    n = 0
-    with atomic_path(path) as tmp, open(tmp, "wb") as raw:
-        cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
-        with cctx.stream_writer(raw, closefd=False) as w:
-            for rec in records:
-                w.write(dumps_line(rec))
-                n += 1
-    return n
+    with JsonlZstWriter(path, tmp_dir) as w:
+        for rec in records:
+            w.write(rec)
+    return w.count
+
+
+def _open_rb(path: str | Path):
+    if is_url(path):
+        import fsspec
+
+        return fsspec.open(str(path), "rb").open()
+    return open(path, "rb")
 
 
 def read_jsonl_zst(path: str | Path) -> Iterator[dict]:
-    """Read a zstd JSONL file written by `write_jsonl_zst`."""
-    with open(path, "rb") as raw:
+    """Read a zstd JSONL file written by `write_jsonl_zst` (a local path or a URL)."""
+    with _open_rb(path) as raw:
         dctx = zstandard.ZstdDecompressor()
         with dctx.stream_reader(raw) as r:
             for line in io.TextIOWrapper(r, encoding="utf-8"):
@@ -90,27 +207,28 @@ def done_marker(path: str | Path) -> Path:
     return Path(str(path) + ".done")
 
 
-def mark_done(path: str | Path, info: dict) -> None:
-    write_json_atomic(done_marker(path), info)
+def mark_done(path: str | Path, info: dict, marker: str | Path | None = None) -> None:
+    write_json_atomic(marker or done_marker(path), info)
 
 
-def is_done(path: str | Path, config_hash: str) -> bool:
-    """True when `path` has a done marker written under the same config hash.
+def is_done(path: str | Path, config_hash: str, marker: str | Path | None = None) -> bool:
+    """True when `path` has a done marker (`marker`, default `PATH.done`) written under the same hash.
 
     A marker from another config raises: mixing outputs of two configs is never silent.
     """
-    marker = done_marker(path)
+    marker = Path(marker or done_marker(path))
     if not marker.exists():
         return False
     try:
         info = json.loads(marker.read_text())
     except (OSError, json.JSONDecodeError):
         return False
-    if info.get("config_hash") != config_hash:
+    if info.get("job_hash", info.get("config_hash")) != config_hash:
         from pretrain.errors import UserError
 
         raise UserError(
-            f"{path} was written by a different config ({info.get('config_hash')} != {config_hash}); "
+            f"{path} was written by a different job ({info.get('job_hash', info.get('config_hash'))} != "
+            f"{config_hash}); "
             "use a new output directory or remove the old one"
         )
     return True

@@ -1,48 +1,64 @@
-"""The belt: build it from a config, run it shard by shard, dedup globally, write the corpus.
+"""The belt: one driver for every corpus job (curate, dedup, decontaminate are belt configs).
 
-Stages (each unit writes atomically and leaves a done marker carrying the config hash):
-  A. per shard (one input file): read -> url_filter -> extract -> language -> gopher_repetition
-     -> gopher_quality -> c4_quality -> fineweb_quality -> classifier -> decontaminate -> pii;
-     survivors go to work/kept/, rejects to rejects/, dedup signatures to work/dedup/.
-  B. global: exact then near duplicates over every shard's signatures -> one removal list.
-  C. per shard: survivors minus the removal list -> data/; dedup rejects (with the kept twin).
+A job is a `CurateConfig` whose `steps` list names the per-document steps in order (datatrove's
+pipelines are lists too), optionally ending with the global `dedup` stage. Stages (each unit writes
+atomically and records a done marker carrying the job's identity hash):
+  A. per shard (one input file): read -> the configured steps; kept documents stream to
+     work/kept/, rejects to rejects/filters_*, dedup signatures to work/dedup/.
+  B. global (when `dedup` is in the list): exact then near duplicates -> one removal list.
+  C. per shard: kept minus the removal list -> data/; dedup rejects (with the kept twin).
 The FineWeb order (datatrove examples/fineweb.py) with PII moved before dedup so that stage C
 only removes. Priorities for "first kept" are (shard index, position), fixed by the shard plan,
 so the output is the same for any number of workers and any executor.
+
+Memory per shard is bounded by a constant: documents and rejects go to their writers as they come,
+rejects keep an excerpt of the text, stage C streams. Layout and identity live in `job.py`.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pretrain import config as cfgmod
 from pretrain.curate import io
-from pretrain.curate.classifier import ClassifierConfig, build_classifier_steps
+from pretrain.curate.classifier import ClassifierConfig, ClassifierFilter, build_classifier_steps
 from pretrain.curate.decontam import DecontamConfig, build_decontam_step
-from pretrain.curate.dedup import DedupConfig, find_duplicates, load_removals, shard_ok, sign_shard
+from pretrain.curate.dedup import DedupConfig, load_removals, shard_ok, sign_shard
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step
-from pretrain.curate.language import LanguageConfig, build_language_step
+from pretrain.curate.job import Layout
+from pretrain.curate.language import REASON_SCORE as LANGUAGE_SCORE
+from pretrain.curate.language import LanguageConfig, LanguageFilter, build_language_step
 from pretrain.curate.pii import PIIConfig, build_pii_step
-from pretrain.curate.readers import ReaderConfig, list_inputs, read_documents, source_name
+from pretrain.curate.readers import ReaderConfig, read_documents
 from pretrain.curate.rules import RulesConfig, build_rule_steps
 from pretrain.curate.step import Step, run_steps
 from pretrain.curate.urlfilter import URLFilterConfig, build_url_filter
 from pretrain.errors import UserError
+from pretrain.progress import ShardMeter
 
 MAX_ERROR_EXAMPLES = 100
 SHARD_BITS = 40  # priority = shard << 40 | position: 2^40 records per shard, 2^23 shards
+REJECT_TEXT_CHARS = 2000  # a reject keeps this much text (and its full length): enough to judge it
+
+# The belt's families in FineWeb's order; `steps` picks and orders them ("module:callable" adds one).
+BELT = ("url_filter", "extract", "language", "rules", "classifier", "decontaminate", "pii", "dedup")
 
 
 @dataclass
 class CurateConfig:
     """Every section of the belt; `pretrain curate --set section.key=value` overrides any field."""
 
+    # Per-document steps in order, then optionally "dedup" (global, last). A family left out does
+    # not run; "package.module:callable" is a user's step (called with no argument, returns a Step).
+    steps: tuple[str, ...] = BELT
+    keep: str = "first"  # which document of a duplicate cluster stays: "first" in input order, or "id"
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     url_filter: URLFilterConfig = field(default_factory=URLFilterConfig)
     extract: ExtractConfig = field(default_factory=ExtractConfig)
@@ -53,317 +69,241 @@ class CurateConfig:
     pii: PIIConfig = field(default_factory=PIIConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
 
+    def __post_init__(self) -> None:
+        steps = tuple(self.steps)
+        for name in steps:
+            if name not in BELT and ":" not in name:
+                raise UserError(f"unknown step {name!r} in steps; choose from {', '.join(BELT)} "
+                                "or give your own as package.module:callable")
+        if len(set(steps)) != len(steps):
+            raise UserError(f"steps lists a step twice: {list(steps)}")
+        if "dedup" in steps and steps[-1] != "dedup":
+            raise UserError("dedup is a global stage: it must come last in steps")
+        if self.keep not in ("first", "id"):
+            raise UserError(f"keep must be 'first' or 'id', got {self.keep!r}")
+        self.steps = steps
+
+    @property
+    def dedups(self) -> bool:
+        return "dedup" in self.steps and (self.dedup.exact or self.dedup.url or self.dedup.near)
+
+
+_FAMILIES: dict[str, Callable[[CurateConfig], list[Step | None]]] = {
+    "url_filter": lambda c: [build_url_filter(c.url_filter)],
+    "extract": lambda c: [build_extract_step(c.extract)],
+    "language": lambda c: [build_language_step(c.language)],
+    "rules": lambda c: list(build_rule_steps(c.rules)),
+    "classifier": lambda c: list(build_classifier_steps(c.classifier)),
+    "decontaminate": lambda c: [build_decontam_step(c.decontam)],
+    "pii": lambda c: [build_pii_step(c.pii)],
+    "dedup": lambda c: [],
+}
+
+
+def user_step(spec: str) -> Step:
+    """`package.module:callable` -> the Step it returns (a Step subclass itself works)."""
+    mod_name, _, attr = spec.partition(":")
+    try:
+        obj = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise UserError(f"step {spec!r}: cannot import it ({e})") from e
+    step = obj()
+    if not isinstance(step, Step):
+        raise UserError(f"step {spec!r} returned {type(step).__name__}, not a pretrain.curate.step.Step")
+    return step
+
 
 def build_steps(cfg: CurateConfig) -> list[Step]:
-    """The per-document part of the belt, in order; disabled steps are left out."""
-    steps: list[Step | None] = [
-        build_url_filter(cfg.url_filter),
-        build_extract_step(cfg.extract),
-        build_language_step(cfg.language),
-        *build_rule_steps(cfg.rules),
-        *build_classifier_steps(cfg.classifier),
-        build_decontam_step(cfg.decontam),
-        build_pii_step(cfg.pii),
-    ]
+    """The per-document part of the belt, in the configured order; disabled steps are left out."""
+    steps: list[Step | None] = []
+    for name in cfg.steps:
+        steps.extend([user_step(name)] if ":" in name else _FAMILIES[name](cfg))
     return [s for s in steps if s is not None]
 
 
-# ----------------------------------------------------------------------------- layout
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where every file of a run lives under OUT."""
-
-    out: Path
-
-    def kept(self, shard: int) -> Path:
-        return self.out / "work" / "kept" / f"shard_{shard:05d}.jsonl.zst"
-
-    def shard_stats(self, shard: int) -> Path:
-        return self.out / "work" / "stats" / f"shard_{shard:05d}.json"
-
-    def rejects(self, shard: int) -> Path:
-        return self.out / "rejects" / f"filters_{shard:05d}.jsonl.zst"
-
-    def dedup_rejects(self, shard: int) -> Path:
-        return self.out / "rejects" / f"dedup_{shard:05d}.jsonl.zst"
-
-    def data(self, shard: int) -> Path:
-        return self.out / "data" / f"shard_{shard:05d}.jsonl.zst"
-
-    @property
-    def dedup_dir(self) -> Path:
-        return self.out / "work" / "dedup"
-
-    @property
-    def removals_marker(self) -> Path:
-        return self.out / "work" / "removals"
+def step_order(cfg: CurateConfig) -> list[str]:
+    """Names of the funnel's rows in belt order (the global dedup stage as its two steps)."""
+    names = [s.name for s in build_steps(cfg)]
+    return names + (["exact_dedup", "near_dedup"] if cfg.dedups else [])
 
 
 @dataclass(frozen=True)
 class ShardTask:
     shard: int
     path: str
-    root: str
+    source: str
     out: str
     cfg: CurateConfig
-    cfg_hash: str
+    job_hash: str
+    work: str
 
 
 # ----------------------------------------------------------------------------- stage A
 
 
 def reject_record(doc: Document, step: str, reason: str, **extra: Any) -> dict:
-    rec = {"id": doc.id, "url": doc.url, "source": doc.source, "step": step, "reason": reason}
+    """The one reject shape of every job: who, which step, why, the measured values, an excerpt."""
+    rec: dict[str, Any] = {"id": doc.id, "url": doc.url, "source": doc.source, "step": step, "reason": reason}
     rec.update(extra)
-    rec["metadata"] = doc.metadata  # the scores that decided it (language score, contamination, ...)
-    rec["text"] = doc.text
+    rec["metadata"] = doc.metadata  # the scores that decided it (language score, rule values, ...)
+    rec["text"] = doc.text[:REJECT_TEXT_CHARS]
+    rec["text_chars"] = len(doc.text)
     return rec
 
 
+def measured(step: Step, doc: Document, reason: str) -> dict:
+    """The value a step measured and the threshold it held it to, for a reject record; a step may
+    say so itself with `measured(doc, reason)`, the belt's own score filters are read here."""
+    own = getattr(step, "measured", None)
+    if own is not None:
+        return dict(own(doc, reason))
+    if isinstance(step, LanguageFilter) and reason == LANGUAGE_SCORE:
+        return {"value": doc.metadata.get("language_score"), "threshold": step.cfg.threshold}
+    if isinstance(step, ClassifierFilter):
+        return {"value": doc.metadata.get(step.key), "threshold": step.threshold}
+    return {}
+
+
+class _Errors:
+    """Bad records: counted by reason, the first few kept as examples (file, record, reason)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.examples: list[dict] = []
+
+    def __call__(self, path: str, record: object, reason: str) -> None:
+        self.counts[reason.split(":")[0]] += 1
+        if len(self.examples) < MAX_ERROR_EXAMPLES:
+            self.examples.append({"file": str(path), "record": record, "reason": reason})
+
+    def summary(self) -> dict:
+        return {"count": sum(self.counts.values()), "by_reason": dict(self.counts), "examples": self.examples}
+
+
 def run_shard(task: ShardTask) -> dict:
-    """Stage A for one shard: filters, rejects, dedup signatures. Skips when already done."""
-    lay = Layout(Path(task.out))
-    if io.is_done(lay.shard_stats(task.shard), task.cfg_hash) and shard_ok(
-        lay.dedup_dir, task.shard, task.cfg.dedup
+    """Stage A for one shard: steps, rejects, dedup signatures. Skips when already done."""
+    lay = Layout(task.out, Path(task.work))
+    marker = lay.marker("filter", task.shard)
+    if io.is_done(lay.shard_stats(task.shard), task.job_hash, marker) and (
+        not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup)
     ):  # done, and its signature files check out (a damaged one makes the shard run again)
         return json.loads(lay.shard_stats(task.shard).read_text())
     t0 = time.time()
-    errors: list[dict] = []
-    error_counts: Counter[str] = Counter()
-
-    def on_error(path: str, record: object, reason: str) -> None:
-        error_counts[reason.split(":")[0]] += 1
-        if len(errors) < MAX_ERROR_EXAMPLES:
-            errors.append({"file": str(path), "record": record, "reason": reason})
-
-    rejects: list[dict] = []
+    errors = _Errors()
     steps = build_steps(task.cfg)
-    for step in steps:
-        step.on_reject = lambda d, s, r: rejects.append(reject_record(d, s, r))
     read_stats: Counter[str] = Counter()
-    docs = read_documents(
-        Path(task.path),
-        task.cfg.reader,
-        on_error,
-        source=source_name(Path(task.path), task.root),
-        stats=read_stats,
-    )
-    kept: list[Document] = []
+    local = _local_copy(task, lay) if io.is_url(task.path) else Path(task.path)
+    try:
+        docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
+        n_read, n_kept = _filter(task, lay, steps, docs, local)
+    finally:
+        if local != Path(task.path):
+            local.unlink(missing_ok=True)
+    stats = {
+        "shard": task.shard,
+        "input": task.path,
+        "read": n_read,
+        "kept": n_kept,
+        "records": dict(read_stats),
+        "leaks": [leak for st in steps for leak in getattr(st, "leaks", [])],
+        "step_order": [s.name for s in steps],  # stats files are written with sorted keys
+        "steps": {s.name: dict(s.stats) for s in steps},
+        "errors": errors.summary(),
+        "seconds": round(time.time() - t0, 3),
+    }
+    io.write_json_atomic(lay.shard_stats(task.shard), stats)
+    io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash}, marker)
+    return stats
+
+
+def _local_copy(task: ShardTask, lay: Layout) -> Path:
+    """An input URL copied to the work folder for the time its shard runs (readers open files)."""
+    fs, path = io.url_fs(task.path)
+    local = lay.tmp / f"input_{task.shard:05d}_{Path(path).name}"
+    local.parent.mkdir(parents=True, exist_ok=True)
+    fs.get_file(path, str(local))
+    return local
+
+
+def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Document],
+            local: Path) -> tuple[int, int]:
+    """Documents through the steps: survivors stream to work/kept (and dedup signing), rejects to
+    rejects/; nothing is held but the current document. Returns (read, kept)."""
     n_read = 0
 
-    def counted(it):
+    def counted(it: Iterator[Document]) -> Iterator[Document]:
         nonlocal n_read
         for d in it:
             n_read += 1
             yield d
 
-    try:
-        for doc in run_steps(steps, counted(docs)):
-            kept.append(doc)
-    finally:
-        for step in steps:  # e.g. the extract step's time-bounded child process
-            if hasattr(step, "close"):
-                step.close()
-    io.write_jsonl_zst(lay.kept(task.shard), (d.to_json() for d in kept))
-    io.write_jsonl_zst(lay.rejects(task.shard), rejects)
-    sign_shard(
-        ((d, (task.shard << SHARD_BITS) | i) for i, d in enumerate(kept)),
-        task.shard,
-        lay.dedup_dir,
-        task.cfg.dedup,
-    )
-    stats = {
-        "shard": task.shard,
-        "input": task.path,
-        "read": n_read,
-        "kept": len(kept),
-        "records": dict(read_stats),
-        "leaks": [leak for st in steps for leak in getattr(st, "leaks", [])],
-        "steps": {s.name: dict(s.stats) for s in steps},
-        "errors": {"count": sum(error_counts.values()), "by_reason": dict(error_counts), "examples": errors},
-        "seconds": round(time.time() - t0, 3),
-    }
-    io.write_json_atomic(lay.shard_stats(task.shard), stats)
-    io.mark_done(lay.shard_stats(task.shard), {"config_hash": task.cfg_hash})
-    return stats
+    meter = ShardMeter(lay.work / "progress" / f"{task.shard}.json", local)  # the bar, inside a file
+    with io.JsonlZstWriter(lay.kept(task.shard), lay.tmp) as kept, \
+            io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
+        for step in steps:
+            step.on_reject = lambda d, s, r, st=step: rejects.write(
+                reject_record(d, s, r, **measured(st, d, r)))
+
+        def survivors() -> Iterator[tuple[Document, int]]:
+            for i, doc in enumerate(run_steps(steps, meter.wrap(counted(docs)))):
+                kept.write(doc.to_json())
+                yield doc, ((task.shard << SHARD_BITS) | i) if task.cfg.keep == "first" else 0
+
+        try:
+            if task.cfg.dedups:
+                sign_shard(survivors(), task.shard, lay.dedup_dir, task.cfg.dedup)
+            else:
+                for _ in survivors():
+                    pass
+        finally:
+            for step in steps:  # e.g. the extract step's time-bounded child process
+                if hasattr(step, "close"):
+                    step.close()
+    return n_read, kept.count
 
 
 # ----------------------------------------------------------------------------- stage C
 
 
-def write_shard(task_and_removals: tuple[ShardTask, str]) -> dict:
-    """Stage C for one shard: drop what dedup removed; write data/ and dedup rejects."""
+def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
+    """Stage C for one shard: drop what dedup removed; stream data/ and dedup rejects."""
     task, removals_path = task_and_removals
-    lay = Layout(Path(task.out))
-    if io.is_done(lay.data(task.shard), task.cfg_hash):
-        return json.loads(io.done_marker(lay.data(task.shard)).read_text())["counts"]
-    removals = load_removals(Path(removals_path))
-    kept, dropped = [], []
-    for rec in io.read_jsonl_zst(lay.kept(task.shard)):
-        hit = removals.get(rec["id"])
-        if hit is None:
-            kept.append(rec)
-        else:
+    lay = Layout(task.out, Path(task.work))
+    marker = lay.marker("write", task.shard)
+    if io.is_done(lay.data(task.shard), task.job_hash, marker):
+        return json.loads(marker.read_text())["counts"]
+    t0 = time.time()
+    removals = load_removals(Path(removals_path)) if removals_path else {}
+    by_reason: Counter[str] = Counter()
+    with io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
+            io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:
+        for rec in io.read_jsonl_zst(lay.kept(task.shard)):
+            hit = removals.get(rec["id"])
+            if hit is None:
+                data.write(rec)
+                continue
             step, reason, twin = hit
-            dropped.append(
-                {
-                    "id": rec["id"],
-                    "url": rec.get("url"),
-                    "source": rec.get("source"),
-                    "step": step,
-                    "reason": reason,
-                    "kept_id": twin,
-                    "text": rec["text"],
-                }
-            )
-    io.write_jsonl_zst(lay.dedup_rejects(task.shard), dropped)
-    io.write_jsonl_zst(lay.data(task.shard), kept)
+            by_reason[f"{step}.{reason}"] += 1
+            doc = Document(rec["id"], rec["text"], rec.get("url"), rec.get("source", ""),
+                           rec.get("metadata", {}))
+            dropped.write(reject_record(doc, step, reason, kept_id=twin))
     counts = {
-        "in": len(kept) + len(dropped),
-        "kept": len(kept),
-        "dropped": dict(Counter(f"{d['step']}.{d['reason']}" for d in dropped)),
+        "in": data.count + dropped.count,
+        "kept": data.count,
+        "dropped": dict(by_reason),
+        "seconds": round(time.time() - t0, 3),
     }
-    io.mark_done(lay.data(task.shard), {"config_hash": task.cfg_hash, "counts": counts})
+    io.mark_done(lay.data(task.shard), {"job_hash": task.job_hash, "counts": counts}, marker)
     return counts
 
 
 # ----------------------------------------------------------------------------- the job
 
 
-def plan_shards(inputs: list[str], out: Path, cfg: CurateConfig) -> list[ShardTask]:
-    """One shard per input file, in sorted order; the plan is saved and checked on rerun."""
-    files = list_inputs(inputs)
-    if not files:
-        raise UserError(f"no input files found in {inputs}")
-    cfg_hash = cfgmod.config_hash(cfg)
-    plan = {"config_hash": cfg_hash, "inputs": [str(f) for f in files]}
-    plan_path = out / "plan.json"
-    if plan_path.exists():
-        old = json.loads(plan_path.read_text())
-        if old != plan:
-            raise UserError(f"{out} holds a run with other inputs or config; use a new --output")
-    else:
-        io.write_json_atomic(plan_path, plan)
-    roots = [_root_of(f, inputs) for f in files]
-    return [
-        ShardTask(i, str(f), str(r), str(out), cfg, cfg_hash) for i, (f, r) in enumerate(zip(files, roots))
-    ]
+def curate(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None, progress=None,
+           job: str = "curate", work_dir: str | Path | None = None) -> dict:
+    """Run a corpus job (any belt config) from paths or URLs into a path or URL; returns the stats
+    also written to OUT/stats.json."""
+    from pretrain.curate.job import run_job
 
-
-def _root_of(f: Path, inputs: list[str]) -> Path:
-    for raw in inputs:
-        p = Path(raw)
-        if p.is_dir() and p.resolve() in f.resolve().parents:
-            return p
-    return f.parent
-
-
-def aggregate(shard_stats: list[dict], write_counts: list[dict], seconds: float) -> dict:
-    """stats.json: per step in/kept/dropped by reason, dedup, errors, totals."""
-    steps: dict[str, Counter] = {}
-    for s in shard_stats:
-        for name, c in s["steps"].items():
-            steps.setdefault(name, Counter()).update(c)
-    dedup: Counter = Counter()
-    for w in write_counts:
-        dedup.update(w["dropped"])
-    errors: Counter = Counter()
-    examples: list = []
-    for s in shard_stats:
-        errors.update(s["errors"]["by_reason"])
-        examples.extend(s["errors"]["examples"])
-    records: Counter = Counter()
-    for s in shard_stats:
-        records.update(s.get("records", {}))
-    read = sum(s["read"] for s in shard_stats)
-    kept = sum(w["kept"] for w in write_counts)
-    per_step = {name: _step_summary(c) for name, c in steps.items()}
-    dd_in = sum(w["in"] for w in write_counts)
-    for name in ("exact_dedup", "near_dedup"):
-        by = {k.split(".", 1)[1]: v for k, v in dedup.items() if k.startswith(name + ".")}
-        dropped = sum(by.values())
-        per_step[name] = {"in": dd_in, "kept": dd_in - dropped, "dropped": by}
-        dd_in -= dropped
-    return {
-        "documents": {"read": read, "kept": kept, "dropped": read - kept},
-        "records": dict(sorted(records.items())),
-        "steps": per_step,
-        "step_order": list(per_step),  # stats.json is written with sorted keys; this keeps belt order
-        "errors": {
-            "count": sum(errors.values()),
-            "by_reason": dict(errors),
-            "examples": examples[:MAX_ERROR_EXAMPLES],
-        },
-        "shards": len(shard_stats),
-        "wall_seconds": round(seconds, 3),
-    }
-
-
-def _step_summary(c: Counter) -> dict:
-    dropped = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("dropped.")}
-    out = {"in": c.get("in", 0), "kept": c.get("kept", 0), "dropped": dropped}
-    extra = {k: v for k, v in sorted(c.items()) if k not in ("in", "kept") and not k.startswith("dropped.")}
-    if "seconds" in extra:
-        extra["seconds"] = round(extra["seconds"], 4)
-    out.update(extra)
-    return out
-
-
-def curate(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None, progress=None) -> dict:
-    """Run the whole belt; returns the stats also written to OUT/stats.json."""
-    from pretrain.curate.executor import LocalExecutor
-
-    executor = executor or LocalExecutor()
-    out = Path(out)
-    _check_writable(out)
-    t0 = time.time()
-    tasks = plan_shards(inputs, out, cfg)
-    io.write_bytes_atomic(out / "config.toml", cfgmod.dumps(cfg).encode())
-    tick = progress.start("filter", len(tasks)) if progress else None
-    shard_stats = executor.map(run_shard, tasks, on_result=tick)
-    if progress:
-        progress.stop("filter")
-    removals = _global_dedup(tasks, out, cfg, executor)
-    tick = progress.start("write", len(tasks)) if progress else None
-    write_counts = executor.map(write_shard, [(t, str(removals)) for t in tasks], on_result=tick)
-    if progress:
-        progress.stop("write")
-    stats = aggregate(shard_stats, write_counts, time.time() - t0)
-    _decontam_report(cfg, shard_stats, stats, out)
-    io.write_json_atomic(out / "stats.json", stats)
-    return stats
-
-
-def _decontam_report(cfg: CurateConfig, shard_stats: list[dict], stats: dict, out: Path) -> None:
-    """OUT/decontam_report.json: per benchmark, which items leaked into which documents."""
-    from pretrain.curate.decontam import build_report, load_index
-
-    if not cfg.decontam.enabled or not cfg.decontam.benchmarks:
-        return
-    leaks = [leak for s in shard_stats for leak in s.get("leaks", [])]
-    counts = Counter({k: v for k, v in stats["steps"].get("decontaminate", {}).items() if isinstance(v, int)})
-    index = load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words)
-    io.write_json_atomic(out / "decontam_report.json", build_report(index, leaks, counts))
-
-
-def _global_dedup(tasks: list[ShardTask], out: Path, cfg: CurateConfig, executor) -> Path:
-    lay = Layout(out)
-    marker = lay.removals_marker
-    cfg_hash = tasks[0].cfg_hash
-    if io.is_done(marker, cfg_hash):
-        return Path(json.loads(io.done_marker(marker).read_text())["path"])
-    path = find_duplicates(lay.dedup_dir, len(tasks), cfg.dedup, map_fn=executor.map)
-    io.mark_done(marker, {"config_hash": cfg_hash, "path": str(path)})
-    return path
-
-
-def _check_writable(out: Path) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-probe"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise UserError(f"cannot write to output directory {out}: {e.strerror or e}") from e
+    return run_job(inputs, out, cfg, executor=executor, progress=progress, job=job, work_dir=work_dir)

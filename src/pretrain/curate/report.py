@@ -1,8 +1,11 @@
-"""The funnel: what each step of a curate run let through and why it dropped the rest."""
+"""The funnel: what each step of a corpus job let through, why it dropped the rest, what failed."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+ERRORS_SHOWN = 5  # first bad-record examples printed under the funnel
 
 
 def funnel_rows(stats: dict) -> list[tuple[str, int, int, int, str]]:
@@ -19,11 +22,21 @@ def funnel_rows(stats: dict) -> list[tuple[str, int, int, int, str]]:
     return rows
 
 
+def error_lines(stats: dict, shown: int = ERRORS_SHOWN) -> list[str]:
+    """'file: record R: reason' for the first few bad records, the first of each file first (one
+    garbage file must not hide why another failed)."""
+    examples = stats["errors"]["examples"]
+    seen: set[str] = set()
+    firsts = [e for e in examples if not (e["file"] in seen or seen.add(e["file"]))]
+    picked = (firsts + [e for e in examples if e not in firsts])[:shown]
+    return [f"{e['file']}: record {e['record']}: {e['reason']}" for e in picked]
+
+
 def print_funnel(stats: dict, out: str | Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="curation funnel", title_justify="left")
+    table = Table(title=f"{stats.get('job', 'curation')} funnel", title_justify="left")
     for col, just in (
         ("step", "left"),
         ("in", "right"),
@@ -42,6 +55,24 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
         f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
     )
-    console.print(
-        f"corpus: {Path(out) / 'data'}   rejects: {Path(out) / 'rejects'}   stats: {Path(out) / 'stats.json'}"
-    )
+    lines = error_lines(stats)
+    if lines:
+        console.print(f"first {len(lines)} of {stats['errors']['count']:,} bad records:")
+        for line in lines:
+            console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+    from pretrain.curate.io import join
+
+    console.print(f"corpus: {join(out, 'data')}   rejects: {join(out, 'rejects')}   "
+                  f"stats: {join(out, 'stats.json')}", soft_wrap=True)
+
+
+def exit_code(stats: dict) -> int:
+    """0, or 1 with one line on stderr when no document could be read (a job that read nothing
+    did not succeed: every input was empty, truncated or not what its name says)."""
+    if stats["documents"]["read"] > 0:
+        return 0
+    n = stats["errors"]["count"]
+    first = error_lines(stats, 1)
+    why = f"; first: {first[0]}" if first else ""
+    print(f"error: no document could be read from the inputs ({n} bad records{why})", file=sys.stderr)
+    return 1

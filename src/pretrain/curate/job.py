@@ -1,0 +1,370 @@
+"""The corpus job around the belt: layout of OUT, the job's identity, the attempts, the stats.
+
+Every corpus command (curate, dedup, decontaminate) runs through `run_job`:
+- **Identity.** OUT/plan.json holds the inputs (path and size), the resolved config and a hash of
+  both. A rerun with the same identity resumes (finished units are skipped); any other inputs or
+  config into the same OUT is refused with one line, before anything is written.
+- **Layout.** OUT/data/ and OUT/rejects/ hold only `*.jsonl.zst` (what `datasets` and datatrove
+  read as a folder); done markers, temporary files and intermediate shards live under OUT/work/.
+- **Time.** Each attempt records its wall time in OUT/work/attempts.json as units finish, so the
+  seconds in stats.json add up over the attempts that did the work (a SIGKILLed one included).
+- **Stats.** One schema for every job (`documents`, `steps` in belt order, `errors`, ...), read by
+  the funnel printer and `pretrain report`.
+- **Any filesystem.** Inputs and OUT may be fsspec URLs (`s3://`, `gs://`, `memory://`). Outputs go
+  to OUT as whole objects (see `io`); the work folder (markers, intermediate shards, dedup
+  signatures) stays on a local or shared disk: OUT/work for a local OUT, else `--work-dir` or a
+  folder named after OUT under ~/.cache/pretrain/work. An input URL is copied to the work folder's
+  tmp/ for the time its shard runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import xxhash
+
+from pretrain import config as cfgmod
+from pretrain.curate import io
+from pretrain.curate.readers import list_inputs, source_name
+from pretrain.errors import UserError
+
+if TYPE_CHECKING:
+    from pretrain.curate.pipeline import CurateConfig, ShardTask
+
+MAX_ERROR_EXAMPLES = 100
+
+
+def default_work_dir(out: str) -> Path:
+    """OUT/work for a local OUT; for a URL, a local folder named after it."""
+    if not io.is_url(out):
+        return Path(out) / "work"
+    base = Path(os.environ.get("PRETRAIN_WORK_DIR") or Path.home() / ".cache" / "pretrain" / "work")
+    return base / xxhash.xxh3_64_hexdigest(out.rstrip("/").encode())
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where every file of a job lives: outputs under OUT (a path or URL), the rest under `work`."""
+
+    out: str
+    work: Path
+
+    def kept(self, shard: int) -> Path:
+        return self.work / "kept" / f"shard_{shard:05d}.jsonl.zst"
+
+    def shard_stats(self, shard: int) -> Path:
+        return self.work / "stats" / f"shard_{shard:05d}.json"
+
+    def rejects(self, shard: int) -> str:
+        return io.join(self.out, "rejects", f"filters_{shard:05d}.jsonl.zst")
+
+    def dedup_rejects(self, shard: int) -> str:
+        return io.join(self.out, "rejects", f"dedup_{shard:05d}.jsonl.zst")
+
+    def data(self, shard: int) -> str:
+        return io.join(self.out, "data", f"shard_{shard:05d}.jsonl.zst")
+
+    def file(self, name: str) -> str:
+        return io.join(self.out, name)
+
+    def marker(self, stage: str, shard: int) -> Path:
+        return self.work / "done" / f"{stage}_{shard:05d}.done"
+
+    @property
+    def tmp(self) -> Path:
+        return self.work / "tmp"
+
+    @property
+    def dedup_dir(self) -> Path:
+        return self.work / "dedup"
+
+    @property
+    def removals_marker(self) -> Path:
+        return self.work / "done" / "removals.done"
+
+    @property
+    def attempts(self) -> Path:
+        return self.work / "attempts.json"
+
+
+# ----------------------------------------------------------------------------- identity
+
+
+def list_any_inputs(inputs: list[str]) -> list[tuple[str, str]]:
+    """(file, source name) for local paths, folders and globs and for URLs (a prefix is a folder),
+    sorted; the source name is the file's path relative to the input it came from."""
+    from pretrain.curate.readers import is_supported
+
+    found: dict[str, str] = {}
+    local = [p for p in inputs if not io.is_url(p)]
+    if local:
+        for f in list_inputs(local):
+            found[str(f)] = source_name(f, _root_of(f, local))
+    for url in (p for p in inputs if io.is_url(p)):
+        fs, path = io.url_fs(url)
+        if any(ch in path for ch in "*?["):
+            hits = [h for h in fs.glob(path) if fs.isfile(h)]
+            root = path.split("*")[0].rsplit("/", 1)[0]
+        elif fs.isdir(path):
+            hits = [h for h in fs.find(path) if is_supported(Path(h))]
+            root = path.rstrip("/")
+        elif fs.isfile(path):
+            hits, root = [path], path.rsplit("/", 1)[0]
+        else:
+            raise UserError(f"input not found: {url}")
+        for h in hits:
+            found[fs.unstrip_protocol(h)] = h[len(root):].lstrip("/") if h.startswith(root + "/") else h
+    return sorted(found.items())
+
+
+def _size(path: str) -> int:
+    if io.is_url(path):
+        fs, p = io.url_fs(path)
+        return int(fs.size(p))
+    return Path(path).stat().st_size
+
+
+def identity(job: str, files: list[str], cfg: CurateConfig) -> dict:
+    """What the job is: its inputs (resolved path or URL, and size) and resolved config, and their hash."""
+    inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()), "size": _size(f)} for f in files]
+    resolved = json.loads(json.dumps(cfgmod.to_dict(cfg), default=str))  # as plan.json will read back
+    blob = json.dumps({"inputs": inputs, "config": resolved}, sort_keys=True, default=str).encode()
+    return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), "inputs": inputs, "config": resolved}
+
+
+def claim(lay: Layout, ident: dict) -> None:
+    """Write OUT/plan.json, or check that the one there is this job; refuse anything else."""
+    plan, out = lay.file("plan.json"), lay.out
+    if not io.exists(plan):
+        io.write_json_atomic(plan, ident, lay.tmp)
+        return
+    try:
+        old = json.loads(io.read_bytes(plan))
+    except (OSError, json.JSONDecodeError) as e:
+        raise UserError(f"{plan}: unreadable job plan ({e}); use a new --output") from e
+    if old.get("hash") == ident["hash"]:
+        return
+    raise UserError(f"{out} holds another job ({_difference(old, ident)}); use a new --output or remove it")
+
+
+def _difference(old: dict, new: dict) -> str:
+    """One phrase saying what differs between two identities."""
+    if [i["path"] for i in old.get("inputs", [])] != [i["path"] for i in new["inputs"]]:
+        n = len(old.get("inputs", []))
+        return f"{old.get('job', 'a job')} of {n} other input file{'s' * (n != 1)}"
+    if old.get("inputs") != new["inputs"]:
+        return "the same input files with other sizes: they changed since"
+    keys = sorted(k for k in set(old.get("config", {})) | set(new["config"])
+                  if old.get("config", {}).get(k) != new["config"].get(k))
+    return f"a different config: {', '.join(keys) or 'unknown'} differ"
+
+
+def _check_writable(lay: Layout) -> None:
+    """Fail in one line before any work when OUT (or the work folder) cannot be written."""
+    probe = io.join(lay.out, ".write-probe")
+    try:
+        lay.work.mkdir(parents=True, exist_ok=True)
+        if io.is_url(lay.out):
+            fs, path = io.url_fs(probe)
+            fs.pipe_file(path, b"")
+            fs.rm_file(path)
+            return
+        Path(lay.out).mkdir(parents=True, exist_ok=True)
+        Path(probe).write_text("")
+        Path(probe).unlink()
+    except Exception as e:  # OSError locally; the object store's client raises its own kinds
+        why = getattr(e, "strerror", None) or str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"cannot write to output directory {lay.out}: {why}") from e
+
+
+# ----------------------------------------------------------------------------- attempts
+
+
+class Attempts:
+    """This attempt's wall time, saved as units finish; earlier attempts' times are kept."""
+
+    def __init__(self, lay: Layout):
+        self.lay, self.t0 = lay, time.time()
+        try:
+            self.before = [float(s) for s in json.loads(lay.attempts.read_text())["seconds"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            self.before = []
+        self.save()
+
+    def now(self) -> float:
+        return time.time() - self.t0
+
+    def save(self) -> None:
+        seconds = [*self.before, round(self.now(), 3)]
+        io.write_json_atomic(self.lay.attempts, {"seconds": seconds}, self.lay.tmp)
+
+    def total(self) -> float:
+        return sum(self.before) + self.now()
+
+
+# ----------------------------------------------------------------------------- the driver
+
+
+def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str) -> list[ShardTask]:
+    """One shard per input file, in sorted order; the job's identity is claimed in OUT."""
+    from pretrain.curate.pipeline import ShardTask
+
+    files = list_any_inputs(inputs)
+    if not files:
+        raise UserError(f"no input files found in {inputs}")
+    ident = identity(job, [f for f, _ in files], cfg)
+    _check_writable(lay)
+    claim(lay, ident)
+    work = str(lay.work)
+    return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work) for i, (f, src) in enumerate(files)]
+
+
+def _root_of(f: Path, inputs: list[str]) -> Path:
+    for raw in inputs:
+        p = Path(raw)
+        if p.is_dir() and p.resolve() in f.resolve().parents:
+            return p
+    return f.parent
+
+
+def _preflight(cfg: CurateConfig) -> None:
+    """Fail before writing anything when a step cannot be built (a missing benchmark file, ...)."""
+    from pretrain.curate.decontam import load_index
+    from pretrain.curate.pipeline import user_step
+
+    if "decontaminate" in cfg.steps and cfg.decontam.enabled and cfg.decontam.benchmarks:
+        load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words)
+    for name in cfg.steps:
+        if ":" in name:
+            user_step(name)
+
+
+def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None, progress=None,
+            job: str = "curate", work_dir: str | Path | None = None) -> dict:
+    """Run the belt `cfg` over `inputs` into `out` (a path or URL); returns the stats also written
+    to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`)."""
+    from pretrain.curate.executor import LocalExecutor
+    from pretrain.curate.pipeline import run_shard, write_shard
+
+    executor = executor or LocalExecutor()
+    out = str(out).rstrip("/") if io.is_url(out) else str(out)
+    _preflight(cfg)
+    lay = Layout(out, Path(work_dir) if work_dir else default_work_dir(out))
+    tasks = plan_shards(inputs, lay, cfg, job)
+    clock = Attempts(lay)
+    io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
+
+    def ticker(stage: str):
+        by_bytes = stage == "filter" and not any(io.is_url(t.path) for t in tasks)  # inside each file
+        files = [t.path for t in tasks] if by_bytes else None
+        tick = progress.start(stage, len(tasks), files, lay.work / "progress") if progress else None
+
+        def on_result(res) -> None:
+            clock.save()
+            if tick:
+                tick(res)
+
+        return on_result
+
+    shard_stats = executor.map(run_shard, tasks, on_result=ticker("filter"))
+    if progress:
+        progress.stop("filter")
+    removals, dedup_summary = _global_dedup(tasks, lay, cfg, executor) if cfg.dedups else (None, {})
+    clock.save()
+    write_counts = executor.map(write_shard, [(t, removals) for t in tasks], on_result=ticker("write"))
+    if progress:
+        progress.stop("write")
+    stats = aggregate(job, shard_stats, write_counts, _order(cfg), dedup_summary, clock.total())
+    _decontam_report(cfg, shard_stats, stats, lay)
+    io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
+    clock.save()
+    return stats
+
+
+def _order(cfg: CurateConfig) -> list[str]:
+    from pretrain.curate.pipeline import step_order
+
+    return step_order(cfg)
+
+
+def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order: list[str],
+              dedup_summary: dict, seconds: float) -> dict:
+    """stats.json: per step (belt order) in/kept/dropped by reason and seconds, errors, totals."""
+    steps: dict[str, Counter] = {name: Counter() for name in order if not name.endswith("_dedup")}
+    for s in shard_stats:
+        for name, c in s["steps"].items():
+            steps.setdefault(name, Counter()).update(c)
+    errors: Counter = Counter()
+    examples: list = []
+    records: Counter = Counter()
+    for s in shard_stats:
+        errors.update(s["errors"]["by_reason"])
+        examples.extend(s["errors"]["examples"])
+        records.update(s.get("records", {}))
+    read = sum(s["read"] for s in shard_stats)
+    kept = sum(w["kept"] for w in write_counts)
+    per_step = {name: _step_summary(c) for name, c in steps.items()}
+    if "exact_dedup" in order:
+        dedup: Counter = Counter()
+        for w in write_counts:
+            dedup.update(w["dropped"])
+        dd_in = sum(w["in"] for w in write_counts)
+        for name in ("exact_dedup", "near_dedup"):
+            by = {k.split(".", 1)[1]: v for k, v in sorted(dedup.items()) if k.startswith(name + ".")}
+            dropped = sum(by.values())
+            per_step[name] = {"in": dd_in, "kept": dd_in - dropped, "dropped": by}
+            dd_in -= dropped
+    return {
+        "job": job,
+        "documents": {"read": read, "kept": kept, "dropped": read - kept},
+        "records": dict(sorted(records.items())),
+        "steps": per_step,
+        "step_order": [n for n in order if n in per_step] + [n for n in per_step if n not in order],
+        "dedup": dedup_summary,
+        "errors": {"count": sum(errors.values()), "by_reason": dict(errors),
+                   "examples": examples[:MAX_ERROR_EXAMPLES]},
+        "shards": len(shard_stats),
+        "work_seconds": round(sum(s.get("seconds", 0) for s in shard_stats)
+                              + sum(w.get("seconds", 0) for w in write_counts)
+                              + dedup_summary.get("seconds", 0), 3),
+        "wall_seconds": round(seconds, 3),
+    }
+
+
+def _step_summary(c: Counter) -> dict:
+    dropped = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("dropped.")}
+    out = {"in": c.get("in", 0), "kept": c.get("kept", 0), "dropped": dropped}
+    extra = {k: v for k, v in sorted(c.items()) if k not in ("in", "kept") and not k.startswith("dropped.")}
+    if "seconds" in extra:
+        extra["seconds"] = round(extra["seconds"], 4)
+    out.update(extra)
+    return out
+
+
+def _decontam_report(cfg: CurateConfig, shard_stats: list[dict], stats: dict, lay: Layout) -> None:
+    """OUT/decontam_report.json: per benchmark, which items leaked into which documents."""
+    from pretrain.curate.decontam import build_report, load_index
+
+    if "decontaminate" not in cfg.steps or not cfg.decontam.enabled or not cfg.decontam.benchmarks:
+        return
+    leaks = [leak for s in shard_stats for leak in s.get("leaks", [])]
+    counts = Counter({k: v for k, v in stats["steps"].get("decontaminate", {}).items() if isinstance(v, int)})
+    index = load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words)
+    io.write_json_atomic(lay.file("decontam_report.json"), build_report(index, leaks, counts), lay.tmp)
+
+
+def _global_dedup(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor) -> tuple[str, dict]:
+    from pretrain.curate.dedup import find_duplicates, removal_summary
+
+    marker, job_hash = lay.removals_marker, tasks[0].job_hash
+    if not io.is_done(marker, job_hash, marker):
+        path = find_duplicates(lay.dedup_dir, len(tasks), cfg.dedup, map_fn=executor.map)
+        io.mark_done(marker, {"job_hash": job_hash, "path": os.path.relpath(path, lay.work)}, marker)
+    path = lay.work / json.loads(marker.read_text())["path"]
+    return str(path), removal_summary(path)

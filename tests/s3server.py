@@ -1,0 +1,120 @@
+"""A real S3 API server for tests: moto's ThreadedMotoServer on 127.0.0.1, and s3fs pointed at it.
+
+Tests that move data through object storage talk to this server over HTTP with the real s3fs/botocore
+client (no mock of the client): what passes here is what a job would send to a bucket. The server
+runs in a thread of the test process on a free port and is stopped when the fixture ends.
+
+Use it as a fixture (`s3` in a test's arguments after `from s3server import s3  # noqa: F401`),
+or as a context manager in a script::
+
+    with S3Server() as srv:
+        fs = srv.filesystem()
+        fs.mkdir("bucket")
+        ...
+        env = srv.env()   # AWS_* variables for a subprocess (the CLI) to reach the same server
+
+A subprocess (a `pretrain ...` command) reaches the server through the environment that `env()`
+returns: botocore honours `AWS_ENDPOINT_URL_S3`, and s3fs passes it on.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class S3Server:
+    """One moto S3 server on 127.0.0.1; `filesystem()` gives an s3fs client aimed at it."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._server = None
+
+    def start(self) -> S3Server:
+        from moto.server import ThreadedMotoServer
+
+        # botocore reads the credentials from the environment even for a local server
+        for k, v in CREDENTIALS.items():
+            os.environ.setdefault(k, v)
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def __enter__(self) -> S3Server:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def storage_options(self) -> dict:
+        """Keyword arguments for `s3fs.S3FileSystem` / `fsspec.open(..., **options)`."""
+        return {
+            "key": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            "secret": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            "token": CREDENTIALS["AWS_SESSION_TOKEN"],
+            # no region_name here: s3fs would send it as a LocationConstraint, which us-east-1 refuses
+            "client_kwargs": {"endpoint_url": self.endpoint},
+        }
+
+    def filesystem(self):
+        """A fresh s3fs filesystem (no instance cache, no listing cache) talking to this server."""
+        import s3fs
+
+        return s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **self.storage_options())
+
+    def env(self) -> dict[str, str]:
+        """Environment for a subprocess to reach this server with any botocore-based client."""
+        env = dict(os.environ)
+        env.update(CREDENTIALS)
+        env["AWS_ENDPOINT_URL_S3"] = self.endpoint
+        env["AWS_ENDPOINT_URL"] = self.endpoint
+        return env
+
+    def new_bucket(self, prefix: str = "test") -> str:
+        """Create a bucket with a unique name; returns the name."""
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        self.filesystem().mkdir(name)
+        return name
+
+
+@contextmanager
+def s3_server() -> Iterator[S3Server]:
+    """Start a server, yield it, stop it (also on failure)."""
+    srv = S3Server().start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    """A moto S3 server for the tests of one module (skips when moto[server] or s3fs is missing)."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    with s3_server() as srv:
+        yield srv

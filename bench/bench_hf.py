@@ -43,7 +43,7 @@ def peak() -> float:
 
 def _shape_overrides(layers: int) -> list[str]:
     return ["model.preset=llama-3.2-1b", f"model.n_layers={layers}", "model.seq_len=2048",
-            "precision.dtype=fp32", "train.steps=0", "log.tensorboard=false", "checkpoint.async_save=false"]
+            "precision.dtype=fp32", "train.steps=1", "log.tensorboard=false", "checkpoint.async_save=false"]
 
 
 def side_prepare(work: Path, layers: int) -> dict:

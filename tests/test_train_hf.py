@@ -194,7 +194,7 @@ def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_fol
     folder = hf_folders[kind]
     assert len(list(folder.glob("*.safetensors"))) > 1  # sharded by save_pretrained, with an index
     cfg = cfgmod.load(RunConfig, None, [f"model.init_from={folder}", f"train.out={tmp_path / 'run'}",
-                                        "train.steps=0", "precision.dtype=fp32", "log.tensorboard=false",
+                                        "train.steps=1", "precision.dtype=fp32", "log.tensorboard=false",
                                         "data.path=unused"])
     ids = torch.randint(0, 257, (4, 32), generator=torch.Generator().manual_seed(0))
     theirs = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
@@ -206,7 +206,10 @@ def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_fol
     got = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten()).item()
     assert abs(got - out.loss.item()) < 1e-5, (got, out.loss.item())
     assert (logits - out.logits).abs().max().item() < 1e-4
-    t.fit()  # zero steps: the imported weights saved as the run's step-0 checkpoint
+    t.run_dir.mkdir(parents=True, exist_ok=True)
+    t.write_config()  # no training step: the imported weights saved as the run's step-0 checkpoint
+    t.save()
+    t.ckpt.wait()
     export_hf(tmp_path / "run", tmp_path / "back")
     before, after = _tensors(folder), _tensors(tmp_path / "back")
     tied = theirs.config.tie_word_embeddings

@@ -157,6 +157,11 @@ def _save_random(kind: str, folder: Path) -> Path:
     torch.manual_seed(1)
     if kind == "llama":
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY_LLAMA))
+    elif kind == "llama3":  # Llama 3.1's rotary scaling, with an original context short enough to matter
+        rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+        cfg = {k: v for k, v in TINY_LLAMA.items() if k != "rope_theta"}
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, rope_parameters=rope))
     else:
         model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**TINY_GPT2))
     with torch.no_grad():  # norms away from 1 and biases away from 0: a mix-up of them must show
@@ -174,7 +179,7 @@ def _save_random(kind: str, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def hf_folders(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("hf_in")
-    return {k: _save_random(k, root / k) for k in ("llama", "gpt2")}
+    return {k: _save_random(k, root / k) for k in ("llama", "llama3", "gpt2")}
 
 
 def _tensors(folder: Path) -> dict:
@@ -183,7 +188,7 @@ def _tensors(folder: Path) -> dict:
     return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
 
 
-@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+@pytest.mark.parametrize("kind", ["llama", "llama3", "gpt2"])
 def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_folders, kind, tmp_path):
     import torch.nn.functional as F
 
@@ -216,6 +221,8 @@ def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_fol
     assert sorted(after) == sorted(k for k in before if k != "lm_head.weight" or not tied)
     for k, v in after.items():
         assert torch.equal(v, before[k]), k
+    rope = json.loads((folder / "config.json").read_text()).get("rope_parameters")
+    assert json.loads((tmp_path / "back" / "config.json").read_text()).get("rope_parameters") == rope
 
 
 class _FixedLoader:

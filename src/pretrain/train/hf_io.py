@@ -243,7 +243,8 @@ def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.de
         else:
             p.copy_(ckpt.read(src, tuple(p.shape)))
     if not shape.learned_pos:
-        cos, sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len, model.rope_theta, device=device)
+        cos, sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len, model.rope_theta, device=device,
+                               scaling=model.rope_scaling)
         _set_buffer(model, "rope_cos", cos)
         _set_buffer(model, "rope_sin", sin)
 
@@ -269,7 +270,8 @@ def export_hf(run: str | Path, out: str | Path, dtype: str = "fp32", step: int |
     items = to_hf_tensors(model.shape, model.state_dict())
     written = write_weights(staging, items, DTYPES[dtype], max_shard_bytes)
     config = hf_config(model.shape, cfg.model.rope_theta, cfg.model.norm_eps,
-                       {"fp32": "float32", "bf16": "bfloat16"}[dtype], tok["bos_id"], tok["eos_id"])
+                       {"fp32": "float32", "bf16": "bfloat16"}[dtype], tok["bos_id"], tok["eos_id"],
+                       model.rope_scaling)
     gen = {"bos_token_id": tok["bos_id"], "eos_token_id": tok["eos_id"], "_from_model_config": True}
     for name, obj in (("generation_config.json", gen), ("config.json", config)):
         (staging / name).write_text(json.dumps(obj, indent=2) + "\n")

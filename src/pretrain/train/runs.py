@@ -40,7 +40,7 @@ def _allocated(cfg: RunConfig) -> torch.nn.Module:
     model = build_model(shape, cfg.model, "meta").to_empty(device="cpu")
     if not shape.learned_pos:
         model.rope_cos, model.rope_sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len,
-                                                     cfg.model.rope_theta)
+                                                     cfg.model.rope_theta, scaling=model.rope_scaling)
     return model
 
 

@@ -303,3 +303,36 @@ def test_init_from_refuses_tokens_made_with_another_tokenizer(hf_folders, text, 
                                         f"data.sources.web={tmp_path / 'tokens'}"])
     with pytest.raises(UserError, match="another tokenizer"):
         apply_init_from(cfg)
+
+
+def test_import_refuses_hostile_or_mismatched_folders(hf_folders, tmp_path):
+    """An index naming a file outside the folder, a config larger than its weights, pickled weights."""
+    import shutil
+
+    from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
+
+    bad = tmp_path / "escape"
+    shutil.copytree(hf_folders["llama"], bad)
+    index = json.loads((bad / "model.safetensors.index.json").read_text())
+    index["weight_map"]["lm_head.weight"] = "../../etc/passwd"
+    (bad / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(UserError, match="outside the folder"):
+        HFCheckpoint(bad)
+    big = tmp_path / "big"
+    shutil.copytree(hf_folders["llama"], big)
+    cfg = json.loads((big / "config.json").read_text())
+    (big / "config.json").write_text(json.dumps({**cfg, "vocab_size": 10**9}))
+    from pretrain import config as cfgmod
+    from pretrain.train.config import RunConfig
+    from pretrain.train.hf import apply_init_from
+    from pretrain.train.model import build_model, resolve_shape
+
+    m = apply_init_from(cfgmod.load(RunConfig, None, [f"model.init_from={big}"])).model
+    with pytest.raises(UserError, match="describes .* parameters"):
+        load_hf_weights(build_model(resolve_shape(m), m), big, "cpu")
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    shutil.copy(hf_folders["llama"] / "config.json", pickled)
+    (pickled / "pytorch_model.bin").write_bytes(b"not read")
+    with pytest.raises(UserError, match="pickled"):
+        HFCheckpoint(pickled)

@@ -138,6 +138,14 @@ class HFCheckpoint:
         with safe_open(str(single), framework="pt") as f:
             return {k: SINGLE for k in f.keys()}
 
+    def check_size(self, numel: int) -> None:
+        """Refuse a config.json that describes more parameters than the weight files can hold (at
+        one byte each), before any memory is allocated for them: a hostile or mismatched config."""
+        have = sum((self.folder / name).stat().st_size for name in set(self.where.values()))
+        if numel > have:
+            raise UserError(f"{self.folder}: config.json describes {numel:,} parameters, but the weight "
+                            f"files hold {have:,} bytes")
+
     def _file(self, key: str) -> tuple[str, str]:
         stored = key.removeprefix(self.strip) if self.strip else key
         name = self.where.get(stored)
@@ -227,6 +235,7 @@ def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.de
     shape = model.shape
     table = hf_names(shape)
     ckpt = HFCheckpoint(folder)
+    ckpt.check_size(sum(p.numel() for p in model.parameters()))
     model.to_empty(device=device)
     for name, p in model.named_parameters():
         src = table.get(plain_name(name))

@@ -336,3 +336,26 @@ def test_import_refuses_hostile_or_mismatched_folders(hf_folders, tmp_path):
     (pickled / "pytorch_model.bin").write_bytes(b"not read")
     with pytest.raises(UserError, match="pickled"):
         HFCheckpoint(pickled)
+
+
+def test_a_tokenizer_that_prepends_bos_keeps_it_and_names_it(text, tmp_path):
+    """Llama-style tokenizer.json (a TemplateProcessing that prepends <|begin_of_text|>): transformers
+    keeps prepending it, as that model family expects, and tokenizer_config names it."""
+    from tokenizers import AddedToken, processors
+
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+    from pretrain.train.hf_io import export_hf
+
+    tok = byte_tokenizer()
+    tok.add_special_tokens([AddedToken("<|begin_of_text|>", special=True, normalized=False)])
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                       special_tokens=[("<|begin_of_text|>", bos)])
+    tok.save(str(tmp_path / "tokenizer.json"))
+    run = _train(tmp_path / "run", text, f"data.tokenizer={tmp_path / 'tokenizer.json'}",
+                 "model.vocab_size=258", "train.steps=1")
+    export_hf(run, tmp_path / "hf")
+    hf = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert (hf.bos_token, hf.eos_token) == ("<|begin_of_text|>", "<|endoftext|>")
+    assert hf(TEXTS[1])["input_ids"] == [bos, *TEXTS[1].encode()]
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["bos_token_id"] == bos

@@ -359,3 +359,20 @@ def test_a_tokenizer_that_prepends_bos_keeps_it_and_names_it(text, tmp_path):
     assert (hf.bos_token, hf.eos_token) == ("<|begin_of_text|>", "<|endoftext|>")
     assert hf(TEXTS[1])["input_ids"] == [bos, *TEXTS[1].encode()]
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["bos_token_id"] == bos
+
+
+def test_resumed_run_reads_its_checkpoint_not_the_folder(hf_folders, text, tmp_path):
+    """A run started from a folder resumes from its own checkpoint: the folder's weights are not read
+    again (here they are gone; only config.json, which gives the shape, is left)."""
+    import shutil
+
+    folder = tmp_path / "base"
+    shutil.copytree(hf_folders["llama"], folder)
+    over = [f"model.init_from={folder}", "checkpoint.every=2", "train.resume=true", "train.steps=4"]
+    ref = Trainer(tiny_config(tmp_path / "ref", text, *over), quiet=True).fit()
+    Trainer(tiny_config(tmp_path / "run", text, "train.stop_at=2", *over), quiet=True).fit()
+    for f in folder.glob("model*.safetensors*"):
+        f.unlink()
+    again = Trainer(tiny_config(tmp_path / "run", text, *over), quiet=True)
+    assert again.step == 2
+    assert again.fit()[-1]["loss"] == ref[-1]["loss"]

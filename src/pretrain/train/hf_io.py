@@ -224,9 +224,11 @@ def _retarget(p):
 
 
 @torch.no_grad()
-def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.device | str) -> None:
+def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.device | str,
+                    weights: bool = True) -> None:
     """Allocate a (possibly parallelized, meta-device) model on `device` and fill it from a
-    transformers folder; each rank reads only its own pieces. Rotary tables are computed."""
+    transformers folder; each rank reads only its own pieces. Rotary tables are computed.
+    `weights=False` only allocates (a resumed run's checkpoint is about to overwrite them)."""
     from torch.distributed.tensor import DTensor, distribute_tensor
 
     from pretrain.train.model import rope_tables
@@ -234,16 +236,17 @@ def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.de
 
     shape = model.shape
     table = hf_names(shape)
-    ckpt = HFCheckpoint(folder)
-    ckpt.check_size(sum(p.numel() for p in model.parameters()))
+    ckpt = HFCheckpoint(folder) if weights else None
+    if ckpt is not None:
+        ckpt.check_size(sum(p.numel() for p in model.parameters()))
     model.to_empty(device=device)
-    for name, p in model.named_parameters():
+    for name, p in model.named_parameters() if ckpt is not None else ():
         src = table.get(plain_name(name))
         if src is None:
             raise UserError(f"{folder}: the model's {plain_name(name)} has no counterpart in transformers")
         if isinstance(p, DTensor):
             box = local_box(p)
-            if box is None:  # a strided shard: read this one tensor whole, keep the piece
+            if box is None:  # not one contiguous block: read this one tensor whole, keep the piece
                 full = ckpt.read(src, tuple(p.shape)).to(device, p.dtype)
                 local = distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None).to_local()
             else:

@@ -223,8 +223,10 @@ class Trainer:
                       else "train.resume=false: starting fresh")
 
     def _init_from_hf(self, world: int) -> None:
-        """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py)."""
-        load_hf_weights(self.model, self.cfg.model.init_from, self.device)
+        """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py); a run
+        that will resume from its own checkpoint skips reading them."""
+        resuming = self.cfg.train.resume and ck.latest_complete(self.run_dir / "checkpoints") is not None
+        load_hf_weights(self.model, self.cfg.model.init_from, self.device, weights=not resuming)
         if world > 1 and self.dims.dp_replicate > 1 and self.dims.dp_shard == 1:
             apply_ddp(self.model, self.layout.sub("dp_replicate"))
 

@@ -83,7 +83,18 @@ def _get(cfg: dict, path: Path, *keys: str):
     raise UserError(f"{path}: no {' or '.join(keys)}")
 
 
-def read_hf_config(folder: str | Path) -> tuple[dict, float, float, dict]:
+def read_hf_config(folder: str | Path) -> tuple[dict, float, float]:
+    """(our shape fields, rope_theta, norm_eps) of a plain-rotary (or GPT-2) transformers folder; a
+    folder with rotary scaling is refused here, since these three values alone would build a model
+    that computes other positions: use `read_hf_model_config` (or `apply_init_from`) for those."""
+    fields, theta, eps, scaling = read_hf_model_config(folder)
+    if scaling:
+        raise UserError(f"{folder}: rotary scaling ('llama3') needs model.rope_scaling; "
+                        "build the model through apply_init_from / read_hf_model_config")
+    return fields, theta, eps
+
+
+def read_hf_model_config(folder: str | Path) -> tuple[dict, float, float, dict]:
     """(our shape fields, rope_theta, norm_eps, rope_scaling) from a transformers folder's config.json."""
     path = Path(folder) / "config.json"
     if not path.is_file():
@@ -278,7 +289,7 @@ def apply_init_from(cfg):
     if not m.init_from:
         return cfg
     folder = Path(m.init_from)
-    fields, theta, eps, scaling = read_hf_config(folder)
+    fields, theta, eps, scaling = read_hf_model_config(folder)
     for k, v in fields.items():
         mine = getattr(m, k)
         if mine is None or mine == v:

@@ -138,9 +138,14 @@ class _bar:
         def make(total):
             if not self.enabled:
                 return None
+            import sys
+
+            from rich.console import Console
             from rich.progress import Progress
 
-            self.bar = Progress(transient=True)
+            if not sys.stderr.isatty():
+                return None
+            self.bar = Progress(console=Console(stderr=True), transient=True)
             self.bar.start()
             tid = self.bar.add_task(self.name, total=total)
             return lambda n: self.bar.update(tid, advance=n)

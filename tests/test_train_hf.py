@@ -251,7 +251,8 @@ def test_continued_training_from_import_under_fsdp_tp_equals_one_process(hf_fold
               "checkpoint.every=0", "checkpoint.first_at=1000", "train.resume=false"]
     ref = Trainer(tiny_config(tmp_path / "one", text, "data.batch_size=8", *common), quiet=True).fit()
     over = ["parallel.dp_shard=2", "parallel.tp=2", "data.batch_size=4", *common]
-    got = run_distributed("pretrain.train.testing.train_records", 4, str(tmp_path / "four"), str(text), over)
+    got = run_distributed("pretrain.train.testing.train_records", 4, str(tmp_path / "four"), str(text), over,
+                          timeout=300)  # 4 processes on a loaded 2-core CI machine
     assert all(r == got[0] for r in got)
     for step, ((loss, norm), r) in enumerate(zip(got[0], ref, strict=True), 1):
         assert loss == pytest.approx(r["loss"], rel=1e-5), step

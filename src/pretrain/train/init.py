@@ -108,7 +108,7 @@ def init_model(model: nn.Module, device: torch.device | str, seed: int) -> nn.Mo
             _local(p).fill_(1.0)  # norm gains
     if not shape.learned_pos:
         cos, sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len, model.rope_theta,
-                               device=device)
+                               device=device, scaling=model.rope_scaling)
         model.rope_cos, model.rope_sin = cos, sin
     return model
 

@@ -65,11 +65,28 @@ def make_norm(shape, eps: float) -> nn.Module:
     raise UserError(f"model.norm must be 'rmsnorm' or 'layernorm', got {shape.norm!r}")
 
 
-def rope_tables(head_dim: int, seq_len: int, theta: float, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos/sin of position * theta^(-2i/d) (RoFormer, Su et al. 2021, eq. 15): (T, head_dim/2) each."""
+def rope_tables(head_dim: int, seq_len: int, theta: float, device=None,
+                scaling: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin of position * theta^(-2i/d) (RoFormer, Su et al. 2021, eq. 15): (T, head_dim/2) each.
+    `scaling` (model.rope_scaling): Llama 3.1's frequency scaling, for imported checkpoints."""
     inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+    if scaling:
+        inv = llama3_frequencies(inv, scaling)
     ang = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv)
     return ang.cos(), ang.sin()
+
+
+def llama3_frequencies(inv: torch.Tensor, sc: dict) -> torch.Tensor:
+    """Llama 3.1's rotary frequencies (Meta's reference `apply_scaling`; transformers' rope_type
+    "llama3"): wavelengths longer than L/low_freq_factor are divided by `factor`, shorter than
+    L/high_freq_factor kept, and the band between interpolated (L: original_max_position_embeddings)."""
+    factor, lo, hi = float(sc["factor"]), float(sc["low_freq_factor"]), float(sc["high_freq_factor"])
+    old = float(sc["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > old / lo, inv / factor, inv)
+    smooth = (old / wavelen - lo) / (hi - lo)
+    medium = (wavelen >= old / hi) & (wavelen <= old / lo)
+    return torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -178,8 +195,10 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    def __init__(self, shape, rope_theta: float = 10000.0, norm_eps: float = 1e-5, init_std: float = 0.02):
+    def __init__(self, shape, rope_theta: float = 10000.0, norm_eps: float = 1e-5, init_std: float = 0.02,
+                 rope_scaling: dict | None = None):
         super().__init__()
+        self.rope_scaling = dict(rope_scaling or {})
         if shape.d_model % shape.n_heads or shape.n_heads % shape.n_kv_heads:
             raise UserError(f"model: d_model {shape.d_model} / n_heads {shape.n_heads} / n_kv_heads "
                             f"{shape.n_kv_heads} must divide evenly")
@@ -219,7 +238,8 @@ class Transformer(nn.Module):
 def build_model(shape, mcfg, device: torch.device | str = "meta") -> Transformer:
     """The model on `device` (meta by default: no storage until the caller allocates)."""
     with torch.device(device):
-        return Transformer(shape, mcfg.rope_theta, mcfg.norm_eps, mcfg.init_std)
+        return Transformer(shape, mcfg.rope_theta, mcfg.norm_eps, mcfg.init_std,
+                           getattr(mcfg, "rope_scaling", None))
 
 
 def materialize(model: Transformer, device: torch.device | str, seed: int) -> Transformer:

@@ -232,8 +232,10 @@ class Trainer:
         materialize(self.model, self.device, self.cfg.train.seed)
 
     def _init_from_hf(self) -> None:
-        """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py)."""
-        load_hf_weights(self.model, self.cfg.model.init_from, self.device)
+        """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py); a run
+        that will resume from its own checkpoint skips reading them."""
+        resuming = self.cfg.train.resume and ck.latest_complete(self.run_dir / "checkpoints") is not None
+        load_hf_weights(self.model, self.cfg.model.init_from, self.device, weights=not resuming)
 
     @staticmethod
     def _check_pp(cfg: RunConfig, dims, loader) -> None:

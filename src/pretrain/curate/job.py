@@ -201,11 +201,12 @@ class Attempts:
         return time.time() - self.t0
 
     def save(self) -> None:
-        seconds = [*self.before, round(self.now(), 3)]
-        io.write_json_atomic(self.lay.attempts, {"seconds": seconds}, self.lay.tmp)
+        self.last = round(self.now(), 3)
+        io.write_json_atomic(self.lay.attempts, {"seconds": [*self.before, self.last]}, self.lay.tmp)
 
     def total(self) -> float:
-        return sum(self.before) + self.now()
+        """Every attempt's wall time as last saved (stats.json and attempts.json agree)."""
+        return sum(self.before) + self.last
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -278,10 +279,10 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     write_counts = executor.map(write_shard, [(t, removals) for t in tasks], on_result=ticker("write"))
     if progress:
         progress.stop("write")
+    clock.save()
     stats = aggregate(job, shard_stats, write_counts, _order(cfg), dedup_summary, clock.total())
     _decontam_report(cfg, shard_stats, stats, lay)
     io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
-    clock.save()
     return stats
 
 

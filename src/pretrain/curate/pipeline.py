@@ -86,6 +86,12 @@ class CurateConfig:
     def dedups(self) -> bool:
         return "dedup" in self.steps and (self.dedup.exact or self.dedup.url or self.dedup.near)
 
+    @property
+    def passthrough(self) -> bool:
+        """No per-document step: stage C reads the input again instead of a copy in work/kept
+        (a dedup job's disk stays at the corpus plus its output, as datatrove's does)."""
+        return all(name == "dedup" for name in self.steps)
+
 
 _FAMILIES: dict[str, Callable[[CurateConfig], list[Step | None]]] = {
     "url_filter": lambda c: [build_url_filter(c.url_filter)],
@@ -224,6 +230,21 @@ def _local_copy(task: ShardTask, lay: Layout) -> Path:
     return local
 
 
+class _Counting:
+    """A writer that only counts (a passthrough belt keeps no copy of its survivors)."""
+
+    count = 0
+
+    def __enter__(self) -> _Counting:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def write(self, rec: dict) -> None:
+        self.count += 1
+
+
 def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Document]) -> tuple[int, int]:
     """Documents through the steps: survivors stream to work/kept (and dedup signing), rejects to
     rejects/; nothing is held but the current document. Returns (read, kept)."""
@@ -235,7 +256,8 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
             n_read += 1
             yield d
 
-    with io.JsonlZstWriter(lay.kept(task.shard), lay.tmp) as kept, \
+    keeper = _Counting() if task.cfg.passthrough else io.JsonlZstWriter(lay.kept(task.shard), lay.tmp)
+    with keeper as kept, \
             io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
         for step in steps:
             step.on_reject = lambda d, s, r, st=step: rejects.write(
@@ -274,7 +296,7 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     by_reason: Counter[str] = Counter()
     with io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
             io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:
-        for rec in io.read_jsonl_zst(lay.kept(task.shard)):
+        for rec in _survivors(task, lay):
             hit = removals.get(rec["id"])
             if hit is None:
                 data.write(rec)
@@ -292,6 +314,21 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     }
     io.mark_done(lay.data(task.shard), {"job_hash": task.job_hash, "counts": counts}, marker)
     return counts
+
+
+def _survivors(task: ShardTask, lay: Layout) -> Iterator[dict]:
+    """Stage A's survivors: its work/kept file, or for a belt without per-document steps the input
+    read again (the same reader, so the same documents in the same order)."""
+    if not task.cfg.passthrough:
+        yield from io.read_jsonl_zst(lay.kept(task.shard))
+        return
+    local = _local_copy(task, lay) if io.is_url(task.path) else Path(task.path)
+    try:
+        for doc in read_documents(local, task.cfg.reader, source=task.source):
+            yield doc.to_json()
+    finally:
+        if local != Path(task.path):
+            local.unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------- the job

@@ -155,6 +155,9 @@ def claim(lay: Layout, ident: dict) -> None:
 
 def _difference(old: dict, new: dict) -> str:
     """One phrase saying what differs between two identities."""
+    inputs = old.get("inputs", []) if isinstance(old, dict) else None
+    if not isinstance(inputs, list) or "hash" not in old or not all(isinstance(i, dict) for i in inputs):
+        return "a job written by an older pretrain, without an identity"
     if [i["path"] for i in old.get("inputs", [])] != [i["path"] for i in new["inputs"]]:
         n = len(old.get("inputs", []))
         return f"{old.get('job', 'a job')} of {n} other input file{'s' * (n != 1)}"

@@ -254,7 +254,7 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     """Run the belt `cfg` over `inputs` into `out` (a path or URL); returns the stats also written
     to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`)."""
     from pretrain.curate.executor import LocalExecutor
-    from pretrain.curate.pipeline import run_shard, write_shard
+    from pretrain.curate.pipeline import run_shard, step_order, write_shard
 
     executor = executor or LocalExecutor()
     out = str(out).rstrip("/") if io.is_url(out) else str(out)
@@ -283,16 +283,11 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     if progress:
         progress.stop("write")
     clock.save()
-    stats = aggregate(job, shard_stats, write_counts, _order(cfg), dedup_summary, clock.total())
+    order = step_order(cfg, shard_stats)
+    stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total())
     _decontam_report(cfg, shard_stats, stats, lay)
     io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
     return stats
-
-
-def _order(cfg: CurateConfig) -> list[str]:
-    from pretrain.curate.pipeline import step_order
-
-    return step_order(cfg)
 
 
 def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order: list[str],

@@ -126,9 +126,10 @@ def build_steps(cfg: CurateConfig) -> list[Step]:
     return [s for s in steps if s is not None]
 
 
-def step_order(cfg: CurateConfig) -> list[str]:
-    """Names of the funnel's rows in belt order (the global dedup stage as its two steps)."""
-    names = [s.name for s in build_steps(cfg)]
+def step_order(cfg: CurateConfig, shard_stats: list[dict]) -> list[str]:
+    """Names of the funnel's rows in belt order: the steps as a shard built them (its stats keep
+    the list; a dict's keys would come back sorted), then the global dedup stage's two."""
+    names = shard_stats[0].get("step_order", list(shard_stats[0]["steps"])) if shard_stats else []
     return names + (["exact_dedup", "near_dedup"] if cfg.dedups else [])
 
 

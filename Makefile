@@ -14,6 +14,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make demo   - crawl -> curate -> tokens -> plan -> train -> sample -> report, on shipped data"
+	@echo "              (OUT=dir: where, default demo-out; DATA='a b': your inputs added to the crawl)"
 	@echo "make test   - install into $(VENV) and run ruff + the test suite (no GPU needed)"
 	@echo "make bench  - benchmarks against peers (datatrove, datasketch, fastText, HF tokenizers, nanoGPT)"
 	@echo "make lint   - ruff"
@@ -24,7 +25,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[train,dev,bench,ray]'
+	$(BIN)/pip install -q -e '.[train,dev,bench,ray,eval]'
 	touch $@
 
 install: $(STAMP)
@@ -52,7 +53,7 @@ test: $(PEERS) browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 demo: $(STAMP)
-	$(BIN)/python -m pretrain demo $(if $(DATA),--data $(DATA),)
+	$(BIN)/python -m pretrain demo $(if $(OUT),-o $(OUT),) $(foreach d,$(DATA),--data $(d))
 
 bench: $(PEERS)
 	$(BIN)/python bench/run_all.py

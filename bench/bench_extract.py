@@ -1,4 +1,4 @@
-"""Benchmark and evaluation of HTML extraction backends (resiliparse vs trafilatura).
+"""Benchmark and evaluation of HTML extraction backends (resiliparse, blocks, trafilatura).
 
 Prints, per backend, on the same pages and in the same run:
 - ScrapingHub AEB (181 pages): mean token precision / recall / F1 against the true article body;
@@ -7,29 +7,45 @@ Prints, per backend, on the same pages and in the same run:
   (extraction only, in-process), and pages/s through the `extract` step with its child-process
   time bound (the child's start-up, about a second for trafilatura's imports, included).
 
+`blocks` is scored on each benchmark by its cross-fitted model that never learnt from that
+benchmark's pages (see scripts/train_extract_blocks.py); its speed is the shipped model's.
+
 Run: .venv/bin/python bench/bench_extract.py [--limit N]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step, extract_text
+from pretrain.curate.extract_blocks import extract_blocks_text, load_model
 from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, trafilatura_pages
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "html"
+# PRETRAIN_SHARED_DATA: where ../shared/data is when the checkout sits elsewhere (a git worktree).
+SHARED = os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(SHARED) / "html"
+
+
+def scorer(backend: str, fold: str):
+    """The extractor to score on one benchmark: for `blocks`, the cross-fitted model that never saw it."""
+    if backend != "blocks":
+        return lambda html: extract_text(html, backend)
+    model = load_model(fold=fold)
+    return lambda html: extract_blocks_text(html, model)
 
 
 def evaluate(backend: str, aeb: list, tra: list) -> dict:
-    prf = [token_prf(extract_text(html, backend), truth) for _, html, truth in aeb]
+    on_aeb, on_tra = scorer(backend, "without_aeb"), scorer(backend, "without_trafilatura_eval")
+    prf = [token_prf(on_aeb(html), truth) for _, html, truth in aeb]
     n = max(len(prf), 1)
     kept = total_keep = dropped = total_drop = 0
     for _, html, keep, drop in tra:
-        k, nk, d, nd = snippet_scores(extract_text(html, backend), keep, drop)
+        k, nk, d, nd = snippet_scores(on_tra(html), keep, drop)
         kept, total_keep, dropped, total_drop = kept + k, total_keep + nk, dropped + d, total_drop + nd
     return {
         "precision": sum(p for p, _, _ in prf) / n,
@@ -93,7 +109,7 @@ def main() -> int:
         f"{'step pages/s (isolation)':>26}"
     )
     res = {}
-    for backend in ("resiliparse", "trafilatura"):
+    for backend in ("resiliparse", "blocks", "trafilatura"):
         q = evaluate(backend, aeb, tra)
         ps, mbs = speed(backend, pages)
         iso = "process"
@@ -104,6 +120,7 @@ def main() -> int:
             f"{q['dropped']:8.3f} {ps:8.1f} {mbs:6.2f} {sps:17.1f} ({iso})"
         )
     print(f"resiliparse / trafilatura speed: {res['resiliparse'] / res['trafilatura']:.1f}x (one core)")
+    print(f"blocks / trafilatura speed: {res['blocks'] / res['trafilatura']:.1f}x (one core)")
     return 0
 
 

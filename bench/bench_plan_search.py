@@ -1,13 +1,14 @@
-"""Benchmark: layout search time for llama-3-405b on 16,384 H100s and llama-3-8b on 8, and the cost of
-evaluating one layout against llm-analysis (a pure-Python training memory/latency estimator) measured
-in the same run.
+"""Benchmark: layout search time (405B on 16,384 H100s at 8k and 128k tokens, 8B on 8), and the time
+model against published runs side by side with llm-analysis (a pure-Python training estimator, in
+the peers venv), both fed the exact model and layout of every row of pretrain.plan.published, with
+the per-layout evaluation cost of each measured in the same run.
 
     .venv/bin/python bench/bench_plan_search.py [--repeat 5]
 
 The peer runs in its own interpreter: $PLAN_PEER_PYTHON, else .venv-peers/bin/python, when it can
-import llm_analysis (pip install llm-analysis==0.2.2). Without it the peer line says so.
-llm-analysis evaluates one given layout per call and has no search; the fair comparison is time per
-evaluated layout.
+import llm_analysis (pip install llm-analysis==0.2.2). Without it the peer lines say so. The peer
+gets each shape as a model-config JSON file (no download), its own GPU table (a100-sxm-80gb,
+h100-sxm-80gb) and its default efficiencies: what a user of it would get.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,33 +28,37 @@ from pretrain.plan.search import Job, search
 from pretrain.plan.shapes import get_shape
 
 PEER_SCRIPT = r"""
-import json, time
+import json, sys, time
 from llm_analysis.analysis import train
-lays = [(tp, pp, z, rc) for tp in (1, 2, 4, 8) for pp in (1, 2, 4, 8) for z in (0, 1, 2, 3)
-        for rc in (0, 1, 2) if 8 % (tp * pp) == 0]
-best = None
-for _ in range(REPEAT):
-    t = time.perf_counter()
-    for tp, pp, z, rc in lays:
-        train("NousResearch_Llama-2-7b-hf", gpu_name="h100-sxm-80gb", total_num_gpus=8, tp_size=tp,
-              pp_size=pp, ds_zero=z, activation_recomputation=rc, batch_size_per_gpu=1, seq_len=4096,
-              global_batch_size=1024, log_level="ERROR", flops_efficiency=0.6)
-    dt = time.perf_counter() - t
-    best = dt if best is None else min(best, dt)
-print(json.dumps({"layouts": len(lays), "seconds": best}))
+rows = json.load(open(sys.argv[1]))
+out = []
+t = time.perf_counter()
+for r in rows:
+    try:
+        s = train(r["model_file"], gpu_name=r["gpu"], total_num_gpus=r["gpus"], tp_size=r["tp"],
+                  pp_size=r["pp"], ds_zero=r["zero"], activation_recomputation=r["recompute"],
+                  batch_size_per_gpu=r["mbs"], seq_len=r["seq"], global_batch_size=r["batch"],
+                  flash_attn=r["flash"], mlp_gated_linear_units=r["gated"], softmax_dropout=not r["flash"],
+                  log_level="ERROR")
+        out.append(s["latency_per_iter"])
+    except Exception as e:  # noqa: BLE001 - report the peer's refusal per row
+        out.append(repr(e)[:80])
+print(json.dumps({"latency": out, "seconds": time.perf_counter() - t}))
 """
 
 
-def time_search(model: str, gpus: int, batch_tokens: int, repeat: int) -> tuple[float, int, str]:
-    job = Job(get_shape(model), get_gpu("h100"), gpus, batch_tokens)
-    best, result = float("inf"), None
+def time_search(model: str, gpus: int, batch_tokens: int, repeat: int,
+                seq: int) -> tuple[float, float, int, str]:
+    """Best wall and CPU seconds of a search (CPU time is what a loaded shared machine cannot inflate)."""
+    job = Job(get_shape(model).with_(seq_len=seq), get_gpu("h100"), gpus, batch_tokens)
+    best, cpu, result = float("inf"), float("inf"), None
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         result = search(job)
-        best = min(best, time.perf_counter() - t)
+        best, cpu = min(best, time.perf_counter() - t), min(cpu, time.process_time() - c)
     assert result is not None
     winner = result.best.layout.label() if result.best else "none fits"
-    return best, result.evaluated, winner
+    return best, cpu, result.evaluated, winner
 
 
 def peer_python() -> str | None:
@@ -64,32 +71,80 @@ def peer_python() -> str | None:
     return None
 
 
+def peer_rows(runs, folder: Path) -> list[dict]:
+    """Each published run as llm-analysis arguments, its shape as a model-config file."""
+    rows = []
+    for i, r in enumerate(runs):
+        s, lay = r.job.shape, r.layout
+        model = {"name": f"row{i}", "num_layers": s.n_layers, "n_head": s.n_heads, "hidden_dim": s.d_model,
+                 "vocab_size": s.vocab_size, "max_seq_len": s.seq_len, "num_key_value_heads": s.n_kv_heads,
+                 "ffn_embed_dim": s.d_ff, "model_type": "llama" if s.mlp == "swiglu" else "gpt"}
+        f = folder / f"row{i}.json"
+        f.write_text(json.dumps(model))
+        gpu = "h100-sxm-80gb" if "h100" in r.job.gpu.name else "a100-sxm-80gb"
+        rows.append({"model_file": str(f), "gpu": gpu,
+                     "gpus": r.job.n_gpus, "tp": lay.tp, "pp": lay.pp, "zero": lay.zero, "mbs": lay.mbs,
+                     "recompute": {"none": 0, "selective": 1, "full": 2}[lay.recompute], "seq": s.seq_len,
+                     "batch": r.job.batch_seqs, "flash": r.job.flash, "gated": s.mlp == "swiglu",
+                     "cp": lay.cp})
+    return rows
+
+
+def side_by_side(peer: str | None) -> None:
+    from pretrain.plan.published import runs as published
+    from pretrain.plan.search import evaluate
+
+    runs = published()
+    t = time.perf_counter()
+    ours = [evaluate(r.job, r.layout) for r in runs]
+    ours_s = (time.perf_counter() - t) / len(runs)
+    peer_lat: list = [None] * len(runs)
+    peer_s = None
+    if peer:
+        with tempfile.TemporaryDirectory() as d:
+            rows = peer_rows(runs, Path(d))
+            (Path(d) / "rows.json").write_text(json.dumps(rows))
+            out = subprocess.run([peer, "-c", PEER_SCRIPT, str(Path(d) / "rows.json")],
+                                 capture_output=True, text=True, timeout=600)
+        if out.returncode == 0:
+            res = json.loads(out.stdout.strip().splitlines()[-1])
+            peer_lat, peer_s = res["latency"], res["seconds"] / len(runs)
+        else:
+            print(f"peer llm-analysis failed: {out.stderr.strip().splitlines()[-1:]}")
+    print(f"\n{'published run':58s} {'measured':>9s} {'ours':>8s} {'llm-analysis':>13s}")
+    errs_ours, errs_peer = [], []
+    for r, est, lat in zip(runs, ours, peer_lat):
+        e_ours = r.measured_step_s / est.step_s - 1
+        errs_ours.append(abs(e_ours))
+        if isinstance(lat, int | float) and lat > 0:
+            e_peer = r.measured_step_s / lat - 1
+            errs_peer.append(abs(e_peer))
+            peer_txt = f"{e_peer:+12.1%}" + (" (no cp)" if r.layout.cp > 1 else "")
+        else:
+            peer_txt = "       n/a" if lat is None else f" refused: {lat}"
+        print(f"{r.source:58s} {r.measured_step_s:8.2f}s {e_ours:+7.1%} {peer_txt}")
+    print(f"median |error| of throughput: ours {statistics.median(errs_ours):.1%} (max {max(errs_ours):.1%})"
+          + (f"; llm-analysis {statistics.median(errs_peer):.1%} (max {max(errs_peer):.1%}) over "
+             f"{len(errs_peer)} rows" if errs_peer else ""))
+    if peer_s:
+        print(f"per-layout evaluation: ours {ours_s * 1e6:.0f} us, llm-analysis {peer_s * 1e6:.0f} us "
+              f"({peer_s / ours_s:.0f}x)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    rows = []
-    for model, gpus, batch in (("llama-3-405b", 16384, 16 * 2**20), ("llama-3-8b", 8, 2**22),
-                               ("llama-2-7b", 8, 1024 * 4096)):
-        secs, n, winner = time_search(model, gpus, batch, args.repeat)
-        rows.append((model, gpus, secs, n))
-        print(f"search {model:13s} on {gpus:6,d} H100: {secs * 1e3:8.1f} ms for {n:5,d} layouts "
-              f"({secs / n * 1e6:5.1f} us/layout); winner {winner}")
-    ours_per_layout = rows[2][2] / rows[2][3]
+    for model, gpus, batch, seq in (("llama-3-405b", 16384, 16 * 2**20, 8192),
+                                    ("llama-3-405b", 16384, 16 * 2**20, 131072),
+                                    ("llama-3-8b", 8, 2**22, 8192)):
+        secs, cpu, n, winner = time_search(model, gpus, batch, args.repeat, seq)
+        print(f"search {model:13s} seq {seq:6,d} on {gpus:6,d} H100: {secs * 1e3:7.1f} ms wall, "
+              f"{cpu * 1e3:7.1f} ms CPU for {n:6,d} layouts; winner {winner}")
     peer = peer_python()
     if peer is None:
         print("peer llm-analysis: not installed (set PLAN_PEER_PYTHON or add llm-analysis to .venv-peers)")
-        return 0
-    out = subprocess.run([peer, "-c", PEER_SCRIPT.replace("REPEAT", str(args.repeat))], capture_output=True,
-                         text=True, timeout=600)
-    if out.returncode != 0:
-        print(f"peer llm-analysis failed: {out.stderr.strip().splitlines()[-1:]}")
-        return 0
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    peer_per_layout = res["seconds"] / res["layouts"]
-    print(f"llm-analysis 0.2.2, llama-2-7b on 8 H100: {peer_per_layout * 1e6:8.1f} us/layout "
-          f"({res['layouts']} layouts, no search)")
-    print(f"per-layout evaluation: ours is {peer_per_layout / ours_per_layout:.0f}x faster than llm-analysis")
+    side_by_side(peer)
     return 0
 
 

@@ -24,3 +24,98 @@ def test_each_command_help(name, capsys):
         parser.parse_args([name, "--help"])
     assert e.value.code == 0
     assert len(capsys.readouterr().out) > 80
+
+
+def _run(*argv, **kw):
+    return subprocess.run([sys.executable, "-m", "pretrain", *argv], capture_output=True, text=True, **kw)
+
+
+def test_config_echo_is_the_overrides_and_reads_back():
+    """The echo lists exactly the changed settings; applied as --set they rebuild the same config."""
+    from pretrain import config
+    from pretrain.curate.pipeline import CurateConfig
+
+    sets = ["rules.profile=fineweb-2024", 'language.languages=["en","fr"]', "dedup.bands=20"]
+    cfg = config.load(CurateConfig, None, sets)
+    lines = config.echo(cfg, "OUT/config.toml").splitlines()
+    assert lines[0].startswith("config: 3 setting(s) differ") and "OUT/config.toml" in lines[0]
+    again = config.load(CurateConfig, None, [x.strip().replace(" = ", "=", 1) for x in lines[1:]])
+    assert again == cfg
+    assert config.echo(CurateConfig()).startswith("config: all defaults")
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["train", "x.toml", "--steps", "10"], "did you mean --set train.steps=10?"),
+        (["train", "x.toml", "--steps=10"], "did you mean --set train.steps=10?"),
+        (["curate", "in", "-o", "out", "--bands", "9"], "did you mean --set dedup.bands=9?"),
+        (["train", "x.toml", "--quite"], "did you mean --quiet?"),
+    ],
+)
+def test_unknown_option_is_reported_by_the_subcommand_with_a_hint(argv, hint):
+    out = _run(*argv)
+    assert out.returncode == 2
+    usage, error = out.stderr.strip().splitlines()[0], out.stderr.strip().splitlines()[-1]
+    assert usage.startswith(f"usage: pretrain {argv[0]} ")  # the subcommand's usage, not the top level's
+    assert error.startswith(f"pretrain {argv[0]}: error: unrecognized arguments") and error.endswith(hint)
+
+
+def test_the_set_hint_names_a_real_key():
+    """The suggested key is one the config accepts: applying it changes exactly that setting."""
+    from pretrain import config
+    from pretrain.train.config import RunConfig
+
+    cfg = config.load(RunConfig, None, ["train.steps=10"])
+    assert config.changed(cfg) == {"train.steps": 10}
+
+
+def test_mistyped_command_gets_a_did_you_mean():
+    out = _run("curat", "x")
+    assert out.returncode == 2 and out.stderr.strip().endswith("did you mean 'curate'?")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T", "--json"],
+     ["tour"]],
+)
+def test_closed_pipe_ends_quietly(argv):
+    """The reader leaves before the first byte (`pretrain ... | head -0`): no traceback, nothing on stderr."""
+    cmd = [sys.executable, "-m", "pretrain", *argv]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) in (1, 141), err  # rich's consoles exit 1 on a closed pipe, ours 141
+    assert err == ""
+
+
+def test_mix_refuses_sources_of_different_tokenizers_as_train_does(tmp_path, capsys):
+    from test_tokens_mixture import make_token_dir
+
+    from pretrain.errors import UserError
+    from pretrain.tokens.mixture import MixtureSampler
+
+    a = make_token_dir(tmp_path / "web", 50, 0, sha="a" * 64)
+    b = make_token_dir(tmp_path / "code", 50, 1, sha="b" * 64)
+    (tmp_path / "mixture.toml").write_text(
+        f'budget = 1e4\n[sources.web]\npath = "{a}"\nweight = 0.5\n'
+        f'[sources.code]\npath = "{b}"\nweight = 0.5\n')
+    assert cli.main(["mix", str(tmp_path / "mixture.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    with pytest.raises(UserError) as train_says:  # what the trainer's sampler says about the same sources
+        MixtureSampler({"web": a, "code": b}, {"web": 0.5, "code": 0.5}, 8)
+    assert err == f"pretrain mix: error: {train_says.value}"
+
+
+@pytest.mark.parametrize(
+    ("sets", "warned"),
+    [([], False), (['language.languages=["en","ja"]'], True), (["language.languages=[]"], True),
+     (['language.languages=["en","ja"]', "rules.gopher_quality=false", "rules.gopher_repetition=false",
+       "rules.c4_quality=false", "rules.fineweb_quality=false"], False)],
+)
+def test_english_only_rules_warn_when_other_languages_get_through(tmp_path, sets, warned):
+    argv = ["curate", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "out")]
+    out = _run(*argv, *[x for s in sets for x in ("--set", s)])
+    assert out.returncode == 2 and "input" in out.stderr.splitlines()[-1]
+    assert ("are English rules" in out.stderr) == warned, out.stderr

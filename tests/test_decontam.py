@@ -165,7 +165,7 @@ def test_step_remove_and_tag_modes_and_report(bench_dir):
     assert [d.id for d in step(iter(docs))] == ["clean"]
     assert rejects == [("leak", "decontaminate", REASON)]
     report = step.report()
-    assert report["benchmarks"]["test"]["leaks"] == {"line 3": ["leak"]}
+    assert report["benchmarks"]["gsm8k/test"]["leaks"] == {"line 3": ["leak"]}
     assert report["documents"] == {"in": 2, "contaminated": 1}
     tag = build_decontam_step(DecontamConfig(benchmarks=(spec,), mode="tag"))
     kept = list(tag(iter([Document("leak", docs[1].text)])))
@@ -189,7 +189,7 @@ def test_decontaminate_command(tmp_path, bench_dir):
     assert kept == ["d0", "d1", "d3"]
     assert [(r["id"], r["reason"]) for r in rejected] == [("d2", REASON)]
     report = json.loads((out / "decontam_report.json").read_text())
-    assert report["benchmarks"]["test"]["leaks"] == {"line 5": ["d2"]}
+    assert report["benchmarks"]["gsm8k/test"]["leaks"] == {"line 5": ["d2"]}
     # A missing benchmark: one clear line, exit code 2, no output written.
     assert main(["decontaminate", str(corpus), "--output", str(tmp_path / "o2"),
                  "--benchmarks", str(tmp_path / "nope.jsonl")]) == 2
@@ -222,3 +222,17 @@ def test_hashed_index_equals_exact_ngram_sets(bench_dir):
         assert got == expect
         flagged += bool(got)
     assert flagged >= 25
+
+
+def test_benchmarks_named_by_their_folder_when_the_file_names_a_split(tmp_path):
+    """gsm8k/test.jsonl is GSM8K's test split, not a benchmark called "test" (issue 18)."""
+    from pretrain.curate.decontam import benchmark_files
+
+    for rel in ("gsm8k/test.jsonl", "mmlu/mmlu-dev.jsonl", "suite/arc_easy.jsonl"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text('{"question": "q"}\n')
+    gsm = tmp_path / "gsm8k" / "test.jsonl"
+    assert benchmark_files(gsm) == [("gsm8k/test", gsm)]
+    assert [n for n, _ in benchmark_files(tmp_path / "gsm8k")] == ["gsm8k/test"]
+    assert [n for n, _ in benchmark_files(tmp_path)] == ["gsm8k/test", "mmlu/mmlu-dev", "suite/arc_easy"]
+    assert [n for n, _ in benchmark_files(tmp_path / "suite")] == ["arc_easy"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,88 @@ def test_report_renders_in_chromium(demo):
     assert result["errors"] == []
     assert shot.stat().st_size > 10_000
     html = (demo / "report.html").read_text()
-    for heading in ("Curation funnel", "Duplicate clusters", "Mixture", "Plan", "Training run", "Samples"):
-        assert heading in html
+    for heading in ("Summary", "What ran", "Corpus: curate", "Examples of rejects", "Duplicate clusters",
+                    "Tokens per source", "Mixture", "Plan: llama-3-8b", "Top layouts", "Why this layout",
+                    "Training run", "Evaluations", "Samples"):
+        assert heading in html, heading
+    assert len(result["images"]) == 1 + 1 + 4 + 1  # funnel, document lengths, 4 plan figures, curves
     assert "http://" not in html.replace("http://www.w3.org", "") and "<script src" not in html
+
+
+def _settings(out: Path, data: list[str] | None = None):
+    from pretrain.demo import DemoSettings
+
+    return DemoSettings(out, data or [], 30, 512, None)
+
+
+def test_rerun_with_other_inputs_starts_over_and_same_inputs_resume(tmp_path):
+    """`make demo` then `make demo DATA=...` into the same OUT: the second clears the first's outputs
+    (curate would refuse them); the same settings again keep them (each stage resumes)."""
+    from rich.console import Console
+
+    from pretrain.demo import OUTPUTS, prepare_out
+
+    out, console = tmp_path / "demo-out", Console(file=open(os.devnull, "w"))  # noqa: SIM115
+    prepare_out(_settings(out), console)
+    for name in ("corpus", "run"):
+        (out / name).mkdir()
+        (out / name / "x").write_text("kept")
+    prepare_out(_settings(out), console)
+    assert (out / "corpus" / "x").exists() and (out / "run" / "x").exists()
+    prepare_out(_settings(out, [str(ROOT / "recipes" / "data")]), console)
+    assert not any((out / n).exists() for n in OUTPUTS)
+    mine = json.loads((out / "demo.json").read_text())
+    assert mine["inputs"][-1] == str((ROOT / "recipes" / "data").resolve())
+
+
+def test_a_folder_that_is_not_a_demo_is_refused(tmp_path):
+    from rich.console import Console
+
+    from pretrain.demo import prepare_out
+    from pretrain.errors import UserError
+
+    (tmp_path / "thesis.tex").write_text("precious")
+    with pytest.raises(UserError, match="not written by `pretrain demo`"):
+        prepare_out(_settings(tmp_path), Console(file=open(os.devnull, "w")))  # noqa: SIM115
+    assert (tmp_path / "thesis.tex").read_text() == "precious"
+
+
+def test_bytes_per_token_is_the_corpus_bytes_over_its_tokens(demo):
+    """The report's bytes per token, from decoding the shards, equals the UTF-8 bytes of the
+    training documents the shards were made from over the shards' tokens (end-of-text left out)."""
+    from pretrain.curate.io import read_jsonl_zst
+    from pretrain.report_corpus import bytes_per_token
+    from pretrain.tokens.shards import TokenDir
+
+    tdir = TokenDir(demo / "tokens" / "web")
+    docs = list(read_jsonl_zst(demo / "split" / "train.jsonl.zst"))
+    assert len(docs) == tdir.num_documents <= 200  # the report's sample covers every document
+    truth = sum(len(d["text"].encode("utf-8")) for d in docs) / (tdir.num_tokens - tdir.num_documents)
+    assert bytes_per_token(tdir) == pytest.approx(truth, rel=1e-12)
+
+
+@pytest.mark.skipif(chromium() is None, reason="chromium not installed (make test installs it)")
+def test_reports_of_dedup_and_decontaminate_outputs_render(demo, tmp_path):
+    from pretrain.curate.io import read_jsonl_zst
+
+    text = next(read_jsonl_zst(demo / "split" / "heldout.jsonl.zst"))["text"]
+    bench = tmp_path / "quiz" / "test.jsonl"  # a benchmark whose one item is a held-out document
+    bench.parent.mkdir()
+    bench.write_text(json.dumps({"question": text}) + "\n")
+    runs = [["dedup", str(demo / "corpus" / "data"), "-o", str(tmp_path / "dedup")],
+            ["decontaminate", str(demo / "split"), "-o", str(tmp_path / "decontam"),
+             "--benchmarks", str(bench)]]
+    for argv in runs:
+        cmd = [sys.executable, "-m", "pretrain", *argv, "--quiet"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    page = tmp_path / "report.html"
+    proc = subprocess.run([sys.executable, "-m", "pretrain", "report", str(tmp_path / "dedup"),
+                           str(tmp_path / "decontam"), "-o", str(page)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    html = page.read_text()
+    assert "Corpus: dedup" in html and "Corpus: decontaminate" in html
+    row = '<td>quiz/test</td><td class="n">1</td><td class="n">1</td>'  # 1 item indexed, 1 leaked
+    assert "<h3>Contamination</h3>" in html and row in html
+    result = render(page, screenshot=ARTIFACTS / "dedup-decontam-report.png")
+    assert len(result["images"]) == 2 and all(result["images"]) and result["errors"] == []

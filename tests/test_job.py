@@ -163,7 +163,8 @@ def test_report_renders_every_job(tmp_path):
     for job in ("dedup", "decontaminate"):
         assert main(_command(job, [tmp_path / "in"], tmp_path / job, bench)) == 0
     page = write_report([tmp_path / "dedup", tmp_path / "decontaminate"], tmp_path / "r.html").read_text()
-    assert page.count("Curation funnel") == 2 and "near_dedup" in page and "decontaminate" in page
+    assert "Corpus: dedup" in page and "Corpus: decontaminate" in page
+    assert "near_dedup" in page and "benchmark_overlap" in page
 
 
 def test_job_that_read_nothing_fails_and_says_why(tmp_path):

@@ -103,7 +103,9 @@ def test_code_aliases_on_both_sides():
 
 def test_refuses_languages_the_model_cannot_serve():
     with pytest.raises(UserError, match="zu"):
-        build_language_step(LanguageConfig(languages=("en", "zu")))
+        build_language_step(LanguageConfig(languages=("en", "zu"), second_opinion=""))
+    with pytest.raises(UserError, match="lg"):  # CLD3 cannot name Ganda either
+        build_language_step(LanguageConfig(languages=("en", "lg", "zu")))
     with pytest.raises(UserError, match="method"):
         build_language_step(LanguageConfig(method="cld3"))
     assert build_language_step(LanguageConfig(enabled=False)) is None

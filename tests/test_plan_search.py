@@ -7,7 +7,8 @@ import pytest
 
 from pretrain.plan import compute, memory
 from pretrain.plan.hardware import get_gpu, load_table
-from pretrain.plan.search import Job, Layout, evaluate, explain, search
+from pretrain.plan.layout import Layout, data_parallel
+from pretrain.plan.search import Job, evaluate, explain, search, shard_group
 from pretrain.plan.shapes import PRESETS, get_shape
 
 
@@ -22,13 +23,14 @@ def test_feasible_fits_and_rejected_does_not(result_8b):
     for lay, est in result_8b.all.items():
         if est.reason not in (None, "does not fit in memory"):
             continue
-        mem = memory.memory_per_gpu(job.shape, lay.tp, lay.pp, lay.dp, lay.zero, lay.mbs, lay.recompute,
-                                    lay.sp, job.flash, lay.v, est.m, job.accounting)
+        mem = memory.memory_per_gpu(job.shape, lay.tp, lay.pp, shard_group(lay), lay.zero, lay.mbs,
+                                    lay.recompute, lay.sp, job.flash, lay.v, est.m, job.accounting, lay.cp,
+                                    job.activations)
         if est.fits:
-            assert mem.total <= 0.9 * 80e9
+            assert mem.total <= 0.9 * 80 * 2**30  # 90% of an "80 GB" H100's 80 GiB
             seen["fits"] += 1
         else:
-            assert mem.total > 0.9 * 80e9
+            assert mem.total > 0.9 * 80 * 2**30
             seen["memory"] += 1
     assert seen["fits"] > 100 and seen["memory"] > 100  # both sides of the line are exercised
 
@@ -76,16 +78,15 @@ def test_megatron_table1_layouts_fit_an_a100_80gb(L, h, tp, pp, gpus, batch):
     # Megatron-LM 2021 Table 1 ran these on 80 GB A100s with activation recomputation and fp32 grads (18 B)
     shape = next(s for s in PRESETS.values() if (s.n_layers, s.d_model) == (L, h))
     job = Job(shape, get_gpu("a100-80gb"), gpus, batch * 2048, accounting="18B", flash=False)
-    est = evaluate(job, Layout(tp, pp, gpus // (tp * pp), 0, 1, "full"))
+    est = evaluate(job, data_parallel(gpus // (tp * pp), 0, tp=tp, pp=pp, recompute="full"))
     assert est.fits, (est.reason, est.memory)
 
 
 def test_structural_rejections():
-    job = Job(get_shape("llama-3-8b"), get_gpu("h100"), 64, 2**22)
-    assert evaluate(job, Layout(16, 1, 4)).reason == "tp spans nodes"
-    assert evaluate(job, Layout(1, 1, 32)).reason == "tp*pp*dp != gpus"
-    assert evaluate(job, Layout(1, 1, 64, sp=True)).reason == "sequence parallel needs tp > 1"
-    assert evaluate(job, Layout(1, 2, 32, zero=3)).reason.startswith("zero 2/3 with pipeline")
+    job = Job(get_shape("llama-2-7b"), get_gpu("h100"), 64, 2**22)
+    assert evaluate(job, Layout(tp=16, dp_replicate=4)).reason == "tp spans nodes"
+    assert "not the 64 GPUs" in evaluate(job, Layout(dp_replicate=32)).reason
+    assert evaluate(job, Layout(dp_replicate=64, sp=True)).reason == "sequence parallelism needs tp > 1"
 
 
 def test_bigger_memory_admits_more(tmp_path):

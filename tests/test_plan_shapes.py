@@ -79,8 +79,12 @@ def test_embedding_split():
 def test_params_flag_gives_a_close_llama_shape():
     s = shape_for_params(7e9)
     assert (s.n_layers, s.d_model) == (32, 4096)
-    for n in (1e9, 13e9, 70e9):
-        assert shape_for_params(n).params() == pytest.approx(n, rel=0.1)
+    for n in (2e7, 1.24e8, 1e9, 7.5e9, 13e9, 70e9, 405e9, 1e12, 1e14):  # within 1% (issue 16)
+        s = shape_for_params(n)
+        assert s.params() == pytest.approx(n, rel=0.01)
+        assert s.d_ff % 8 == 0 and s.d_model % 128 == 0
+    with pytest.raises(UserError, match="between"):
+        shape_for_params(1e30)
 
 
 def test_parsers_and_errors():

@@ -35,6 +35,8 @@ CASES = [
     ("1c N_good=77, N_bad=45, V=80", "1", "nb_counts", None, (77, 45, 80)),
     ("1c vote for 'river' +1.158", "1", "nb_vote_river", r(3), 1.158),
     ("1c vote for 'click' -1.837", "1", "nb_vote_click", r(3), -1.837),
+    ("1c sentence scores +8.52 and -16.49", "1", "nb_sentence_scores", lambda v: [round(x, 2) for x in v],
+     [8.52, -16.49]),
     ("1e 3 shared shingles of 7", "1", "jaccard_shared_union", None, (3, 7)),
     ("1e J = 3/7 = 0.43", "1", "jaccard_cat_mat", r(2), 0.43),
     ("1f 12 of the 24 orders agree", "1", "minhash_orders", None, (12, 24)),
@@ -68,6 +70,7 @@ CASES = [
     ("2 16 bytes per parameter", "2", "state_bytes_per_param", None, 16),
     ("2 112 GB of state for 7B", "2", "state_7b_gb", r(1), 112.0),
     ("2 14 GB to serve", "2", "inference_7b_gb", r(1), 14.0),
+    ("2 3.26 GB of activations per layer", "2", "activations_per_layer_lesson_gb", r(2), 3.26),
     (
         "2 activations naive 104.2, no scores 18.3, checkpointed 1.07 GB",
         "2",

@@ -48,20 +48,28 @@ def _trainer(out: Path, text: Path, *extra: str, bad: tuple[int, ...] = (BAD,)) 
 
 def test_spike_is_rolled_back_and_skipped(tmp_path):
     text = fallback_text(tmp_path / "topics.txt")
-    a = _trainer(tmp_path / "a", text)
+    a = _trainer(tmp_path / "a", text, "log.tensorboard=true")
     a.fit()
     steps, events = read_metrics(tmp_path / "a" / "metrics.jsonl")
+    assert [r["step"] for r in steps] == list(range(1, 41))  # steps 21-23 once: the abandoned ones dropped
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "a" / "tensorboard"))
+    acc.Reload()
+    tb = {e.step: e.value for e in acc.Scalars("train/loss")}
+    assert len(acc.Scalars("train/loss")) == 40 and list(tb) == list(range(1, 41))  # purge_step at 21
     spikes = [e for e in events if e["event"] == "spike"]
     rollbacks = [e for e in events if e["event"] == "rollback"]
     assert [e["step"] for e in spikes] == [BAD + 1]  # step 23 trains on micro-batch 22
     assert spikes[0]["loss"] > 1.5 * spikes[0]["median"]
     assert len(rollbacks) == 1
     assert rollbacks[0]["to_step"] == 20 and rollbacks[0]["skip_batches"] == [BAD, BAD]
-    after = {r["step"]: r["loss"] for r in steps}  # the later record of a step replayed after the rollback
+    after = {r["step"]: r["loss"] for r in steps}
 
     b = _trainer(tmp_path / "b", text, f"data.skip=[[{BAD}, {BAD}]]")  # never sees the batch
     clean = {r["step"]: r["loss"] for r in b.fit()}
     assert after == clean  # bit for bit, including steps 21-40 after the rollback
+    assert list(tb.values()) == pytest.approx([clean[s] for s in range(1, 41)], rel=1e-6)  # float32
     assert a.loader.state_dict() == b.loader.state_dict()
     assert all(torch.equal(p, q) for p, q in zip(a.params, b.params))
 

@@ -9,7 +9,11 @@ No logic lives here.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
 import importlib
+import os
+import re
 import sys
 
 from pretrain.errors import DataError, UserError
@@ -28,10 +32,21 @@ COMMANDS: dict[str, str] = {
     "train": "train",
     "sample": "sample",
     "export": "export",
+    "eval": "eval",
+    "ablate": "ablate",
     "numerics": "numerics",
     "report": "report",
     "tour": "tour",
     "demo": "demo",
+}
+
+# The config dataclass behind each command that takes `--set`: an unknown `--steps 10` is matched
+# against its keys to suggest `--set train.steps=10`. Imported only when such an error happens.
+CONFIGS: dict[str, str] = {
+    "curate": "pretrain.curate.pipeline:CurateConfig",
+    "dedup": "pretrain.curate.pipeline:CurateConfig",
+    "decontaminate": "pretrain.curate.pipeline:CurateConfig",
+    "train": "pretrain.train.config:RunConfig",
 }
 
 EPILOG = """\
@@ -49,15 +64,28 @@ def _load(name: str):
     return importlib.import_module(f"pretrain.commands.{COMMANDS[name]}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a did-you-mean for a mistyped command or choice (Python 3.11 has none)."""
+
+    def error(self, message: str):
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            choices = re.findall(r"'([^']*)'", m.group(2))
+            close = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
+            if close:
+                message += f"; did you mean '{close[0]}'?"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pretrain",
         description="From a web crawl to a base model: curate, tokenize, plan, train.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=_version())
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         try:
             mod = _load(name)
@@ -82,20 +110,70 @@ def _version() -> str:
     return f"pretrain {__version__}"
 
 
+def unknown_hint(command: str, extra: list[str], options: list[str]) -> str:
+    """'unrecognized arguments: ...' plus a did-you-mean: a close option, or the --set spelling."""
+    msg = f"unrecognized arguments: {' '.join(extra)}"
+    flag = next((x for x in extra if x.startswith("-")), None)
+    if flag is None:
+        return msg
+    name, _, value = flag.lstrip("-").partition("=")
+    if not value:
+        after = extra[extra.index(flag) + 1 : extra.index(flag) + 2]
+        value = after[0] if after and not after[0].startswith("-") else "VALUE"
+    keys = [k for k in config_keys(command) if k.rsplit(".", 1)[-1] == name.replace("-", "_")]
+    if keys:
+        return msg + f"; did you mean --set {keys[0]}={value}?"
+    close = difflib.get_close_matches("--" + name, options, n=1, cutoff=0.6)
+    return msg + (f"; did you mean {close[0]}?" if close else "")
+
+
+def config_keys(command: str) -> list[str]:
+    """Every dotted key of the command's config, e.g. 'train.steps' (empty for commands without one)."""
+    if command not in CONFIGS:
+        return []
+    mod, _, name = CONFIGS[command].partition(":")
+    return _keys(getattr(importlib.import_module(mod), name)())
+
+
+def _keys(cfg, prefix: str = "") -> list[str]:
+    out = []
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        out += _keys(v, f"{prefix}{f.name}.") if dataclasses.is_dataclass(v) else [prefix + f.name]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # report from the subcommand, whose usage and options are the ones that matter
+        sub = _subparser(parser, args.command)
+        if sub is None:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        sub.error(unknown_hint(args.command, extra, list(sub._option_string_actions)))  # noqa: SLF001
     if not getattr(args, "_run", None):
         parser.print_help()
         return 0 if args.command is None else 2
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here for output still in the buffer
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except (UserError, DataError) as e:
         print(f"pretrain {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `pretrain ... | head` closed the pipe: stop quietly, as `cat` would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no 2nd error at exit's flush
+        return 141  # 128 + SIGPIPE, what a shell reports for a process the pipe ended
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    for action in parser._subparsers._group_actions if parser._subparsers else []:  # noqa: SLF001
+        if command in getattr(action, "choices", {}):
+            return action.choices[command]
+    return None
 
 
 if __name__ == "__main__":

@@ -5,14 +5,26 @@ Precedence: dataclass defaults < TOML file < `--set a.b=value` overrides. Values
 as strings otherwise. Unknown keys are errors that name the key and the known ones.
 `config_hash` fingerprints a resolved config, so resumable jobs can refuse to mix outputs of two
 different configs.
+
+Validation, one mechanism for every config class, applied when a config is loaded (a wrong value
+stops with one line naming the key, the value and what is allowed):
+- types: a section given a scalar, `int` given a bool or a float, `X | None`, lists, tables;
+- numbers are >= 0 unless the field says otherwise (every count, size, time and rate in the
+  project is; a field that may be negative declares it with `signed()`), and never NaN;
+- field metadata from `choice(default, allowed)` and `bounded(default, lo=, hi=, gt=)`;
+- a class's own `__post_init__` checks: their ValueError becomes the same one-line UserError.
+`at_least(lo, type)` is the same bound for argparse options (`sample --temperature`).
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 import json
+import math
 import tomllib
+import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,30 +50,103 @@ def to_dict(cfg: Any) -> dict:
     return out
 
 
+def choice(default: Any, allowed: tuple) -> Any:
+    """A dataclass field that takes only one of `allowed` (checked when a config is loaded)."""
+    return dataclasses.field(default=default, metadata={"choices": tuple(allowed)})
+
+
+def bounded(default: Any, lo: float | None = None, hi: float | None = None, gt: float | None = None) -> Any:
+    """A numeric dataclass field with bounds: lo <= v <= hi, v > gt (checked when loaded)."""
+    return dataclasses.field(default=default, metadata={"lo": lo, "hi": hi, "gt": gt})
+
+
+def signed(default: Any) -> Any:
+    """A numeric dataclass field that may be negative (numbers are >= 0 otherwise)."""
+    return dataclasses.field(default=default, metadata={"signed": True})
+
+
 def from_dict(cls: type[T], data: dict, where: str = "") -> T:
-    """Build dataclass `cls` from a (possibly partial) nested dict; unknown keys raise UserError."""
+    """Build dataclass `cls` from a (possibly partial) nested dict; unknown keys or values out of
+    their type, choices or bounds raise UserError naming the key."""
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, value in data.items():
-        if key not in names:
-            raise UserError(f"unknown config key {where + key!r}; known: {', '.join(sorted(names))}")
+        if key not in fields:
+            raise UserError(f"unknown config key {where + key!r}; known: {', '.join(sorted(fields))}")
         typ = hints[key]
-        if dataclasses.is_dataclass(typ) and isinstance(value, dict):
+        if dataclasses.is_dataclass(typ):
+            if not isinstance(value, dict):
+                raise UserError(f"config key {where + key!r} is a section ([{where + key}]), not {value!r}")
             value = from_dict(typ, value, where + key + ".")
-        kwargs[key] = _coerce(value, typ, where + key)
-    return cls(**kwargs)
+        else:
+            value = _coerce(value, typ, where + key)
+            _check(value, fields[key], where + key)
+        kwargs[key] = value
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as e:  # a class's own __post_init__ check
+        raise UserError(f"config [{where.rstrip('.') or 'top level'}]: {e}") from None
 
 
 def _coerce(value: Any, typ: Any, key: str) -> Any:
-    origin = typing.get_origin(typ)
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if origin in (typing.Union, types.UnionType):  # X | None
+        if value is None or type(None) not in args:
+            return value
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], key) if len(inner) == 1 else value
     if typ is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if origin is tuple and isinstance(value, list):
         return tuple(value)
-    if typ in (int, float, str, bool) and not isinstance(value, typ):
+    want = {tuple: (list, tuple), list: (list, tuple), dict: dict}.get(origin or typ)
+    if want is not None and not isinstance(value, want):
+        raise UserError(f"config key {key!r} wants a {'table' if want is dict else 'list'}, got {value!r}")
+    if origin is list and isinstance(value, tuple):
+        return list(value)
+    is_bool = isinstance(value, bool)  # True is an int to Python, not to a config
+    if typ in (int, float, str, bool) and (not isinstance(value, typ) or (typ is not bool and is_bool)):
         raise UserError(f"config key {key!r} wants {typ.__name__}, got {value!r}")
     return value
+
+
+def _check(value: Any, f: dataclasses.Field, key: str) -> None:
+    """Choices and bounds of one field's value (after its type was checked)."""
+    meta = f.metadata
+    if "choices" in meta and value not in meta["choices"]:
+        allowed = ", ".join(str(c) for c in meta["choices"])
+        raise UserError(f"config key {key!r} is {value!r}; allowed: {allowed}")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    if isinstance(value, float) and math.isnan(value):
+        raise UserError(f"config key {key!r} is NaN; it wants a number")
+    lo = meta.get("lo")
+    if lo is None and meta.get("gt") is None and not meta.get("signed"):
+        lo = 0
+    if lo is not None and value < lo:
+        raise UserError(f"config key {key!r} is {value!r}; it must be >= {lo}")
+    if meta.get("gt") is not None and not value > meta["gt"]:
+        raise UserError(f"config key {key!r} is {value!r}; it must be > {meta['gt']}")
+    if meta.get("hi") is not None and value > meta["hi"]:
+        raise UserError(f"config key {key!r} is {value!r}; it must be <= {meta['hi']}")
+
+
+def at_least(lo: float, typ: type = float, strict: bool = False):
+    """An argparse `type=` that parses `typ` and refuses values below `lo` (or equal, if strict)."""
+    def parse(text: str):
+        try:
+            v = typ(text)
+        except ValueError:
+            what = {int: "an integer", float: "a number"}.get(typ, typ.__name__)
+            raise argparse.ArgumentTypeError(f"wants {what}, got {text!r}") from None
+        if (v <= lo if strict else v < lo) or (isinstance(v, float) and math.isnan(v)):
+            op = ">" if strict else ">="
+            raise argparse.ArgumentTypeError(f"{text} is out of range: it must be {op} {lo}")
+        return v
+
+    parse.__name__ = typ.__name__  # argparse names the type in its messages
+    return parse
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -111,6 +196,39 @@ def _deep_update(base: dict, new: dict) -> None:
 
 def dumps(cfg: Any) -> str:
     return tomli_w.dumps(to_dict(cfg))
+
+
+def changed(cfg: Any, base: Any | None = None) -> dict[str, Any]:
+    """The settings of `cfg` that differ from `base` (default: its class's defaults), as dotted keys.
+
+    The terminal echoes only these: the full resolved config is still written to OUT/config.toml.
+    """
+    now, ref = _flat(to_dict(cfg)), _flat(to_dict(base if base is not None else type(cfg)()))
+    return {k: v for k, v in now.items() if ref.get(k, _MISSING) != v}
+
+
+_MISSING = object()
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def echo(cfg: Any, saved_to: str | Path | None = None, base: Any | None = None) -> str:
+    """A few lines for the terminal: the changed settings, and where the full config lives."""
+    diff = changed(cfg, base)
+    where = f" (full config: {saved_to})" if saved_to else ""
+    if not diff:
+        return f"config: all defaults{where}"
+    # JSON spells strings, numbers, booleans and lists on one line the way TOML reads them back
+    body = "\n".join(f"  {k} = {json.dumps(v, ensure_ascii=False)}" for k, v in diff.items())
+    return f"config: {len(diff)} setting(s) differ from the defaults{where}\n{body}"
 
 
 def config_hash(cfg: Any) -> str:

@@ -5,16 +5,18 @@ first, so the demo doubles as a walkthrough:
 crawl -> curate -> tokenizer -> tokens (+ held-out split) -> mixture -> plan -> train -> sample
 -> report. The crawl (src/pretrain/data/demo/crawl.warc.gz, written by scripts/make_demo_crawl.py)
 has the junk a real crawl has: navigation pages, spam, re-crawled and edited copies, other
-languages, binary bodies. `--data PATH` adds your own inputs (e.g. ../shared/data/warc).
+languages, binary bodies. `--data PATH` adds your own inputs (e.g. recipes/data).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import xxhash
 
 from pretrain.curate import io as cio
 from pretrain.errors import UserError
+from pretrain.report import headline_text, plan_headline, tokens_per_s
 
 CRAWL = Path(__file__).resolve().parent / "data" / "demo" / "crawl.warc.gz"
 
@@ -35,18 +38,66 @@ class DemoSettings:
     workers: int | None
 
 
-def _run(console, title: str, argv: list[str], capture: bool = False) -> str:
+def _run(console, title: str, argv: list[str], capture: bool = False, watch=None) -> str:
+    """Run one stage as the real command; `watch()` -> a status line shown while it runs."""
     cmd = ["pretrain", *argv]
     console.rule(f"[bold]{title}")
     console.print(f"[dim]$ {shlex.join(cmd)}", highlight=False)
     t0 = time.time()
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "pretrain", *argv], text=True, stdout=subprocess.PIPE if capture else None
     )
+    if watch is not None:
+        _watch(console, proc, watch)
+    stdout, _ = proc.communicate()
     if proc.returncode != 0:
         raise UserError(f"demo stage '{title}' failed (exit {proc.returncode}): {shlex.join(cmd)}")
     console.print(f"[green]done[/] in {time.time() - t0:.1f} s")
-    return proc.stdout or ""
+    return stdout or ""
+
+
+def _watch(console, proc: subprocess.Popen, line, every: float = 0.5) -> None:
+    """One live status line on a terminal; elsewhere (a log, a pipe) a line every ~10 seconds."""
+    last, shown = 0.0, ""
+    with console.status("starting", spinner="dots") if console.is_terminal else _nothing() as status:
+        while proc.poll() is None:
+            time.sleep(every)
+            text = line()
+            if not text or text == shown:
+                continue
+            if status is not None:
+                status.update(text)
+            elif time.time() - last >= 10:
+                console.print(text, highlight=False)
+                last = time.time()
+            shown = text
+    if shown and status is not None:
+        console.print(shown, highlight=False)
+
+
+@contextmanager
+def _nothing():
+    yield None
+
+
+def _training_line(metrics: Path, steps: int) -> str:
+    """'step 120/300  loss 3.21  tok/s 8,400 (median)' from the run's metrics.jsonl so far."""
+    try:
+        lines = metrics.read_text().splitlines()
+    except FileNotFoundError:
+        return ""
+    recs = []
+    for x in lines:
+        try:
+            recs.append(json.loads(x))
+        except json.JSONDecodeError:  # a line being written
+            continue
+    train = [r for r in recs if "loss" in r and "event" not in r]
+    if not train:
+        return ""
+    tps = tokens_per_s(train)
+    rate = f"  tok/s {tps:,.0f} (median)" if tps else ""
+    return f"step {train[-1]['step']}/{steps}  loss {train[-1]['loss']:.3f}{rate}"
 
 
 def split_heldout(corpus: Path, out: Path, every: int = 20) -> tuple[Path, Path, int, int]:
@@ -107,12 +158,40 @@ eval_every = {max(5, steps // 6)}
 """
 
 
+# What the demo writes under OUT: cleared when a rerun changes the inputs or settings, because each
+# stage refuses (curate, tokenize) or resumes (train) an output made from other inputs.
+OUTPUTS = ("corpus", "split", "tokenizer.json", "tokens", "mixture.toml", "mixture.json", "plan.json",
+           "train.toml", "run", "report.html", "summary.json")
+
+
+def prepare_out(s: DemoSettings, console) -> None:
+    """OUT/demo.json records the settings; a rerun with the same ones resumes, other ones start over."""
+    inputs = [str(Path(p).resolve()) for p in [str(CRAWL), *s.data]]
+    me = {"inputs": inputs, "steps": s.steps, "vocab": s.vocab}
+    marker = s.out / "demo.json"
+    before = json.loads(marker.read_text()) if marker.exists() else None
+    if before is None and s.out.is_dir() and any(s.out.iterdir()):
+        if not (s.out / "corpus" / "plan.json").exists():  # a demo written before demo.json existed has one
+            raise UserError(f"{s.out} is not empty and was not written by `pretrain demo`; choose another -o")
+    if s.out.is_dir() and before != me:
+        if before is not None or any((s.out / n).exists() for n in OUTPUTS):
+            console.print(f"[yellow]{s.out} holds a demo of other inputs or settings: starting it over[/]")
+        for name in OUTPUTS:
+            p = s.out / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink(missing_ok=True)
+    s.out.mkdir(parents=True, exist_ok=True)
+    cio.write_json_atomic(marker, me)
+
+
 def run_demo(s: DemoSettings) -> dict:
     from rich.console import Console
 
     console = Console()
     out = s.out
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out(s, console)
     inputs = [str(CRAWL), *s.data]
     workers = ["--workers", str(s.workers)] if s.workers else []
     _run(console, "1. curate the crawl", ["curate", *inputs, "-o", str(out / "corpus"), *workers, "--quiet"])
@@ -174,10 +253,16 @@ def run_demo(s: DemoSettings) -> dict:
         capture=True,
     )
     (out / "plan.json").write_text(plan)
+    console.print(headline_text(plan_headline(json.loads(plan))), highlight=False)
     run = out / "run"
     cfg = out / "train.toml"
     cfg.write_text(train_recipe(out, run, s.steps, vocab))
-    _run(console, f"6. train a tiny model on the CPU ({s.steps} steps)", ["train", str(cfg), "--quiet"])
+    _run(
+        console,
+        f"6. train a tiny model on the CPU ({s.steps} steps)",
+        ["train", str(cfg), "--quiet"],
+        watch=lambda: _training_line(run / "metrics.jsonl", s.steps),
+    )
     sample = _run(
         console,
         "7. sample from the newest checkpoint",
@@ -219,7 +304,7 @@ def summarize(out: Path, report: Path, console) -> dict:
         "first_loss": train[0]["loss"] if train else None,
         "final_loss": train[-1]["loss"] if train else None,
         "final_eval_loss": evals[-1]["eval_loss"] if evals else None,
-        "tokens_per_s": train[-1].get("tokens_per_s") if train else None,
+        "tokens_per_s": tokens_per_s(train),  # the report's definition: median over logged steps
         "report": str(report),
     }
     console.rule("[bold]demo summary")

@@ -1,9 +1,10 @@
-"""`pretrain report`: one self-contained HTML page about a curate run, tokens, a plan and a training run.
+"""`pretrain report`: one self-contained HTML page about the outputs of the other commands.
 
-Each argument is recognised by what it holds: a curate output (stats.json + data/), a token
-directory (manifest.json), a plan (JSON from `pretrain plan --json`), or a training run
-(metrics.jsonl). Plots are drawn with matplotlib and embedded as base64 PNG, so the page needs no
-network and no other file to be viewed.
+This module owns the page: what each argument is (recognised by what it holds), the summary at the
+top (what ran, headline numbers, links to the sections), the HTML helpers, and the numbers the
+demo shares with the page (`tokens_per_s`, `plan_headline`). The sections themselves live in
+report_corpus.py (curation, tokens, mixture) and report_run.py (plan, training run, evaluations).
+Plots are matplotlib PNGs embedded as base64, so the page needs no network and no other file.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import base64
 import html
 import io
 import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,304 +31,191 @@ h2{font-size:18px;margin:0 0 12px}h3{font-size:15px;margin:16px 0 8px}
 table{border-collapse:collapse;font-size:13px;width:100%}
 th,td{padding:6px 10px;border-bottom:1px solid #e6e8ee;text-align:left;vertical-align:top}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-.kpis{display:flex;gap:14px;flex-wrap:wrap}.kpi{background:#f0f3f8;border-radius:8px;padding:10px 16px}
+.kpis{display:flex;gap:14px;flex-wrap:wrap;margin:6px 0 10px}
+.kpi{background:#f0f3f8;border-radius:8px;padding:10px 16px;min-width:110px}
 .kpi b{display:block;font-size:20px}.kpi span{font-size:12px;color:#5b6478}
+.kpi.bad{background:#fdecea}.kpi.bad b{color:#b3261e}
 img{max-width:100%}pre{background:#f0f3f8;padding:10px;border-radius:6px;white-space:pre-wrap;font-size:12px}
-.snip{color:#5b6478;font-size:12px}.ev{color:#b3261e}
+.snip{color:#5b6478;font-size:12px;font-weight:normal}.ev{color:#b3261e}
+nav a{margin-right:14px;font-size:13px}.note{color:#5b6478;font-size:13px;margin:6px 0}
+.figs{display:flex;flex-wrap:wrap;gap:10px}.figs img{max-width:49%}
+td{overflow-wrap:anywhere}td:first-child{white-space:nowrap}.kpi.wide b{font-size:15px}
 """
 
 
-def _fig_to_img(fig, alt: str) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    import matplotlib.pyplot as plt
+@dataclass
+class Section:
+    """One block of the page; `facts` are its headline numbers, repeated in the summary."""
 
-    plt.close(fig)
-    data = base64.b64encode(buf.getvalue()).decode()
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+    id: str
+    title: str
+    kind: str
+    source: str
+    body: str
+    facts: list[tuple[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # what went wrong, for the summary
 
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    def html(self) -> str:
+        src = f" <span class='snip'>{esc(self.source)}</span>" if self.source else ""
+        return f"<section id='{self.id}'><h2>{esc(self.title)}{src}</h2>{self.body}</section>"
 
 
-def _table(headers: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
-    th = "".join(
-        f'<th class="{"n" if i in numeric else ""}">{html.escape(h)}</th>' for i, h in enumerate(headers)
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td class="{"n" if i in numeric else ""}">{_fmt(c)}</td>' for i, c in enumerate(r))
-        + "</tr>"
-        for r in rows
-    )
-    return f"<table><tr>{th}</tr>{body}</table>"
+# ----------------------------------------------------------------------------- shared numbers
 
 
-def _fmt(v: Any) -> str:
+def tokens_per_s(train: list[dict]) -> float | None:
+    """Training throughput, one definition for the report, the demo summary and its status line:
+    the median over logged steps of the trainer's per-step figure (tokens in the step / its wall
+    time). The median leaves out the slow first steps (allocation, warm-up) a mean would include."""
+    tps = sorted(float(r["tokens_per_s"]) for r in train if r.get("tokens_per_s"))
+    if not tps:
+        return None
+    mid = len(tps) // 2
+    return tps[mid] if len(tps) % 2 else (tps[mid - 1] + tps[mid]) / 2
+
+
+def plan_headline(plan: dict) -> dict:
+    """Days, GPU-hours, layout and MFU of a `pretrain plan --json` object (its `headline` when it
+    has one, else read from its time and layout sections)."""
+    head = dict(plan.get("headline") or {})
+    time_, layout, cluster = plan.get("time") or {}, plan.get("layout") or {}, plan.get("cluster") or {}
+    head.setdefault("days", time_.get("calendar_days", time_.get("compute_days")))
+    head.setdefault("gpu_hours", time_.get("gpu_hours"))
+    head.setdefault("layout", layout.get("label"))
+    head.setdefault("mfu", time_.get("mfu", layout.get("mfu")))
+    head.setdefault("gpus", cluster.get("n_gpus"))
+    head.setdefault("gpu", cluster.get("gpu"))
+    head.setdefault("model", (plan.get("model") or {}).get("name"))
+    head.setdefault("tokens", (plan.get("budget") or {}).get("tokens"))
+    return head
+
+
+def headline_text(h: dict) -> str:
+    """One line: 'plan: llama-3-8b on 64 h100, 1e+12 tokens: 21.1 days, 32,381 GPU-hours, ...'."""
+    parts = []
+    if h.get("days") is not None:
+        parts.append(f"{h['days']:,.1f} days")
+    if h.get("gpu_hours") is not None:
+        parts.append(f"{h['gpu_hours']:,.0f} GPU-hours")
+    if h.get("mfu") is not None:
+        parts.append(f"MFU {h['mfu']:.1%}")
+    if h.get("layout"):
+        parts.append(f"layout {h['layout']}")
+    who = f"{h.get('model') or 'model'} on {h.get('gpus') or '?'} {h.get('gpu') or 'GPUs'}"
+    tokens = f", {h['tokens']:.3g} tokens" if h.get("tokens") else ""
+    return f"plan: {who}{tokens}: " + (", ".join(parts) or "no layout fits")
+
+
+# ----------------------------------------------------------------------------- HTML helpers
+
+
+def esc(v: Any) -> str:
+    return html.escape(str(v))
+
+
+def fmt(v: Any) -> str:
+    """A cell: thousands separators, 4 significant digits, '—' for missing."""
+    if v is None:
+        return "—"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:,.0f}" if 1e3 <= abs(v) < 1e9 else f"{v:,.4g}"
     if isinstance(v, int):
         return f"{v:,}"
-    return html.escape(str(v))
+    return esc(v)
 
 
-def _kpis(items: list[tuple[str, Any]]) -> str:
-    return (
-        '<div class="kpis">'
-        + "".join(f'<div class="kpi"><b>{_fmt(v)}</b><span>{html.escape(k)}</span></div>' for k, v in items)
-        + "</div>"
-    )
+def table(headers: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
+    cls = lambda i: ' class="n"' if i in numeric else ""  # noqa: E731
+    th = "".join(f"<th{cls(i)}>{esc(h)}</th>" for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f"<td{cls(i)}>{fmt(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
 
 
-# ----------------------------------------------------------------------------- curate
+def kpis(items: list[tuple[str, Any]], bad: set[str] = frozenset()) -> str:
+    def cls(k: str, v: Any) -> str:
+        return "kpi" + (" bad" if k in bad else "") + (" wide" if len(fmt(v)) > 16 else "")
+
+    cards = "".join(f'<div class="{cls(k, v)}"><b>{fmt(v)}</b><span>{esc(k)}</span></div>' for k, v in items)
+    return f'<div class="kpis">{cards}</div>'
 
 
-def curate_section(out: Path) -> str:
-    stats = json.loads((out / "stats.json").read_text())
-    from pretrain.curate.report import funnel_rows
-
-    rows = funnel_rows(stats)
-    d = stats["documents"]
-    parts = [
-        f"<h2>Curation funnel <span class='snip'>{html.escape(str(out))}</span></h2>",
-        _kpis(
-            [
-                ("documents read", d["read"]),
-                ("kept", d["kept"]),
-                ("kept share", f"{d['kept'] / max(d['read'], 1):.1%}"),
-                ("bad records skipped", stats["errors"]["count"]),
-                ("seconds", stats["wall_seconds"]),
-            ]
-        ),
-    ]
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1))
-    names = [r[0] for r in rows][::-1]
-    ax.barh(names, [r[2] for r in rows][::-1], color="#3a7bd5", label="kept")
-    ax.barh(
-        names, [r[3] for r in rows][::-1], left=[r[2] for r in rows][::-1], color="#e57373", label="dropped"
-    )
-    ax.set_xlabel("documents")
-    ax.legend(loc="lower right")
-    ax.set_title("what each step let through")
-    parts.append(_fig_to_img(fig, "curation funnel"))
-    parts.append(_table(["step", "in", "kept", "dropped", "top reasons"], [list(r) for r in rows], {1, 2, 3}))
-    rejects = _rejects(out)
-    order = {name: i for i, name in enumerate(stats.get("step_order", list(stats["steps"])))}
-    rejects.sort(key=lambda r: order.get(r["step"], len(order)))
-    parts.append("<h3>Examples of rejects</h3>" + _reject_examples(rejects))
-    parts.append("<h3>Duplicate clusters</h3>" + _clusters(rejects, out))
-    return "<section>" + "".join(parts) + "</section>"
+def note(text: str) -> str:
+    return f"<p class='note'>{esc(text)}</p>"
 
 
-def _rejects(out: Path, limit: int = 20000) -> list[dict]:
-    recs = []
-    for p in sorted((out / "rejects").glob("*.jsonl.zst")):
-        for r in cio.read_jsonl_zst(p):
-            recs.append(r)
-            if len(recs) >= limit:
-                return recs
-    return recs
+def plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as pyplot
+
+    return pyplot
 
 
-def _snippet(text: str | None, n: int = 160) -> str:
+def fig_to_img(fig, alt: str) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt().close(fig)
+    data = base64.b64encode(buf.getvalue()).decode()
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+
+
+def snippet(text: str | None, n: int = 160) -> str:
     t = " ".join((text or "").split())
     return t[:n] + ("…" if len(t) > n else "")
 
 
-def _reject_examples(rejects: list[dict], per_reason: int = 1) -> str:
-    seen: dict[tuple[str, str], int] = {}
-    rows = []
-    for r in rejects:
-        key = (r["step"], r["reason"])
-        if seen.get(key, 0) >= per_reason:
-            continue
-        seen[key] = seen.get(key, 0) + 1
-        rows.append([r["step"], r["reason"], r.get("url") or r["id"], _snippet(r.get("text"))])
-    return _table(["step", "reason", "url / id", "text"], rows)
+# ----------------------------------------------------------------------------- the page
 
 
-def _clusters(rejects: list[dict], out: Path, shown: int = 8) -> str:
-    clusters: dict[str, list[dict]] = {}
-    for r in rejects:
-        if r.get("kept_id"):
-            clusters.setdefault(r["kept_id"], []).append(r)
-    if not clusters:
-        return "<p class='snip'>no duplicates found</p>"
-    sizes = sorted((len(v) + 1 for v in clusters.values()), reverse=True)
-    kept_text = _kept_texts(out, set(list(clusters)[: shown * 4]))
-    rows = []
-    for kid, members in sorted(clusters.items(), key=lambda kv: -len(kv[1]))[:shown]:
-        rows.append(
-            [
-                kid,
-                len(members) + 1,
-                _snippet(kept_text.get(kid), 100),
-                "; ".join(f"{m['step']}: {m.get('url') or m['id']}" for m in members[:4]),
-            ]
-        )
-    return (
-        f"<p>{len(clusters):,} clusters, {sum(sizes) - len(sizes):,} documents removed, "
-        f"largest {sizes[0]}</p>" + _table(["kept id", "size", "kept text", "removed"], rows, {1})
-    )
+def section_for(path: Path, index: int) -> Section:
+    """The section for one argument, recognised by what it holds."""
+    from pretrain import report_corpus as rc
+    from pretrain import report_run as rr
 
-
-def _kept_texts(out: Path, ids: set[str]) -> dict[str, str]:
-    found = {}
-    for p in sorted((out / "data").glob("*.jsonl.zst")):
-        for r in cio.read_jsonl_zst(p):
-            if r["id"] in ids:
-                found[r["id"]] = r["text"]
-    return found
-
-
-# ----------------------------------------------------------------------------- tokens, plan
-
-
-def tokens_section(path: Path) -> str:
-    m = json.loads((path / "manifest.json").read_text())
-    rows = [[k, v if not isinstance(v, (dict, list)) else json.dumps(v)[:120]] for k, v in m.items()]
-    head = f"<h2>Tokens <span class='snip'>{html.escape(str(path))}</span></h2>"
-    return f"<section>{head}{_table(['field', 'value'], rows)}</section>"
-
-
-def mixture_section(path: Path) -> str:
-    m = json.loads(path.read_text())
-    rows = (m.get("sources") or m.get("rows") or m) if isinstance(m, dict) else m
-    if isinstance(rows, list) and rows and isinstance(rows[0], dict):
-        headers = list(rows[0])
-        return (
-            "<section><h2>Mixture</h2>"
-            + _table(headers, [[r[h] for h in headers] for r in rows], set(range(1, len(headers))))
-            + "</section>"
-        )
-    return f"<section><h2>Mixture</h2><pre>{html.escape(json.dumps(m, indent=2))}</pre></section>"
-
-
-def plan_section(path: Path) -> str:
-    plan = json.loads(path.read_text())
-    flat = list(_flatten(plan))
-    rows = [[k, v] for k, v in flat[:80]]
-    head = f"<h2>Plan <span class='snip'>{html.escape(path.name)}</span></h2>"
-    return f"<section>{head}{_table(['quantity', 'value'], rows)}</section>"
-
-
-def _flatten(d: Any, prefix: str = ""):
-    if isinstance(d, dict):
-        for k, v in d.items():
-            yield from _flatten(v, f"{prefix}{k}.")
-    elif isinstance(d, list) and (len(d) > 8 or any(isinstance(x, (dict, list)) for x in d)):
-        yield prefix.rstrip("."), f"[{len(d)} items]"
-    else:
-        text = d if isinstance(d, (int, float, str)) else json.dumps(d)
-        yield prefix.rstrip("."), text[:200] if isinstance(text, str) else text
-
-
-# ----------------------------------------------------------------------------- training run
-
-
-def run_section(run: Path) -> str:
-    steps, events = [], []
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        if not line.strip():
-            continue
-        rec = json.loads(line)
-        (events if "event" in rec else steps).append(rec)
-    train = [r for r in steps if "loss" in r and r.get("split", "train") == "train"]
-    evals = [r for r in steps + events if "eval_loss" in r]  # eval results are "eval" event lines
-    events = [e for e in events if e["event"] != "eval"]
-    parts = [f"<h2>Training run <span class='snip'>{html.escape(str(run))}</span></h2>"]
-    if train:
-        last = train[-1]
-        tps = [r.get("tokens_per_s") for r in train if r.get("tokens_per_s")]
-        mfu = [r.get("mfu") for r in train if r.get("mfu") is not None]
-        parts.append(
-            _kpis(
-                [
-                    ("steps", last["step"]),
-                    ("final loss", float(last["loss"])),
-                    ("tokens/s (median)", float(sorted(tps)[len(tps) // 2]) if tps else "-"),
-                    ("MFU (median)", f"{sorted(mfu)[len(mfu) // 2]:.2%}" if mfu else "-"),
-                    ("events", len(events)),
-                ]
-            )
-        )
-        parts.append(_curves(train, evals, events))
-    if events:
-        parts.append(
-            "<h3>Events</h3>"
-            + _table(
-                ["step", "event", "detail"],
-                [
-                    [
-                        e.get("step", ""),
-                        e["event"],
-                        json.dumps({k: v for k, v in e.items() if k not in ("step", "event")})[:160],
-                    ]
-                    for e in events[:60]
-                ],
-            )
-        )
-    samples = run / "samples.txt"
-    if samples.exists():
-        parts.append(f"<h3>Samples</h3><pre>{html.escape(samples.read_text()[:4000])}</pre>")
-    return "<section>" + "".join(parts) + "</section>"
-
-
-def _curves(train: list[dict], evals: list[dict], events: list[dict]) -> str:
-    plt = _plt()
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-    x = [r["step"] for r in train]
-    axes[0].plot(x, [r["loss"] for r in train], lw=1, label="train")
-    if evals:
-        axes[0].plot([r["step"] for r in evals], [r["eval_loss"] for r in evals], "o-", ms=3, label="eval")
-    for e in events:
-        if e["event"] in ("spike", "rollback", "skip") and "step" in e:
-            axes[0].axvline(e["step"], color="#b3261e", ls="--", lw=0.8)
-    axes[0].set_title("loss (red: spike / rollback)")
-    axes[0].legend()
-    axes[1].plot(x, [r.get("lr", 0) for r in train], color="#2e7d32")
-    axes[1].set_title("learning rate")
-    axes[2].plot(x, [r.get("grad_norm", 0) for r in train], color="#6a1b9a", lw=1)
-    axes[2].set_title("gradient norm (before clipping)")
-    for a in axes:
-        a.set_xlabel("step")
-    fig.tight_layout()
-    return _fig_to_img(fig, "training curves")
-
-
-# ----------------------------------------------------------------------------- page
-
-
-def section_for(path: Path) -> str:
+    sid = f"s{index}"
     if path.is_dir() and (path / "stats.json").exists():
-        return curate_section(path)
+        return rc.curate_section(path, sid)
     if path.is_dir() and (path / "metrics.jsonl").exists():
-        return run_section(path)
+        return rr.run_section(path, sid)
     if path.is_dir() and (path / "manifest.json").exists():
-        return tokens_section(path)
-    if path.suffix == ".json" and path.name.startswith("mixture"):
-        return mixture_section(path)
+        return rc.tokens_section(path, sid)
     if path.suffix == ".json":
-        return plan_section(path)
-    raise ValueError(f"{path}: not a curate output, token directory, plan JSON or training run")
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and "sources" in data and "budget" in data:
+            return rc.mixture_section(path, data, sid)
+        if isinstance(data, dict) and ("layout" in data or "headline" in data):
+            return rr.plan_section(path, data, sid)
+        if isinstance(data, dict) and "results" in data:
+            return rr.eval_section(path, data, sid)
+    raise ValueError(f"{path}: not a curate output, token directory, mixture or plan JSON, "
+                     "eval result or training run")
+
+
+def summary(sections: list[Section]) -> str:
+    """What ran, the headline numbers of each part, what went wrong, and links to the sections."""
+    nav = "<nav>" + "".join(f"<a href='#{s.id}'>{esc(s.title)}</a>" for s in sections) + "</nav>"
+    rows = [[s.kind, s.source, "; ".join(f"{k} {fmt(v)}" for k, v in s.facts[:4])] for s in sections]
+    head = [(k, v) for s in sections for k, v in s.facts[:2]]
+    problems = [f"{s.title}: {p}" for s in sections for p in s.problems]
+    wrong = ("<h3>What went wrong</h3><ul>" + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul>"
+             if problems else note("Nothing went wrong: no bad records, no loss spikes, every plan fits."))
+    body = kpis(head[:8]) + "<h3>What ran</h3>" + table(["part", "from", "headline"], rows) + wrong + nav
+    return f"<section id='summary'><h2>Summary</h2>{body}</section>"
 
 
 def build_report(paths: list[Path], title: str = "pretrain report") -> str:
-    sections = "".join(section_for(Path(p)) for p in paths)
+    sections = [section_for(Path(p), i) for i, p in enumerate(paths)]
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    page = summary(sections) + "".join(s.html() for s in sections)
     return (
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{CSS}</style></head><body><header><h1>{html.escape(title)}</h1>"
-        f"<p>generated {stamp} by pretrain</p></header><main>{sections}</main></body></html>"
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
+        f"<style>{CSS}</style></head><body><header><h1>{esc(title)}</h1>"
+        f"<p>generated {stamp} by pretrain from {len(paths)} input(s)</p></header>"
+        f"<main>{page}</main></body></html>"
     )
 
 

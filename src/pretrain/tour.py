@@ -200,22 +200,48 @@ def _stop_words(sec: Section) -> None:
     )
 
 
+# The lesson's worked example for the classifier (1c): six sentences of reference text and six of
+# spam; the counts they give (77 good words, 45 bad, 80 distinct) are the ones its formulas use.
+NB_GOOD = [
+    "the river deposits sand at its mouth and over many years builds a delta",
+    "a delta is formed where a river meets the sea and slows down",
+    "the cell is the basic unit of life and every organism is made of cells",
+    "light travels faster than sound which is why we see lightning before thunder",
+    "the history of the city begins with a small settlement on the river",
+    "photosynthesis converts light into chemical energy stored in sugar",
+]
+NB_BAD = [
+    "click here buy now limited offer best price",
+    "free free free win a prize click now",
+    "best deals cheap price buy buy buy",
+    "subscribe now click the link for free coupons",
+    "hot singles best price click here now",
+    "lose weight fast buy now free shipping",
+]
+NB_SENTENCES = ("the delta is formed when the river deposits sand over many years",
+                "click here buy now best price free free free")
+
+
 def _naive_bayes(sec: Section) -> None:
     from pretrain.curate.classifier import NaiveBayes
 
-    # The lesson's counts (1c): N_good = 77, N_bad = 45, V = 80 distinct words; "river" 3/0, "click" 0/4.
-    # The other words are placeholders that only fill the totals: 37 x 2 + 3 = 77, 41 x 1 + 4 = 45.
-    good = Counter({"river": 3, **{f"g{i}": 2 for i in range(37)}})
-    bad = Counter({"click": 4, **{f"b{i}": 1 for i in range(41)}})
-    nb = NaiveBayes(good, bad)
+    nb = NaiveBayes.train(NB_GOOD, NB_BAD)
     sec.values["nb_counts"] = (nb.n_good, nb.n_bad, nb.vocab_size)
     sec.values["nb_vote_river"] = nb.vote("river")
     sec.values["nb_vote_click"] = nb.vote("click")
+    sec.values["nb_sentence_scores"] = [nb.score(text) for text in NB_SENTENCES]
     sec.tables.append(
         Table(
             "1c. Naive Bayes votes, N_good=77, N_bad=45, V=80",
             ["word", "good", "bad", "vote"],
             [["river", 3, 0, f"{nb.vote('river'):+.3f}"], ["click", 0, 4, f"{nb.vote('click'):+.3f}"]],
+        )
+    )
+    sec.tables.append(
+        Table(
+            "1c. Sentence scores (sum of the votes of known words)",
+            ["sentence", "score"],
+            [[text, f"{score:+.2f}"] for text, score in zip(NB_SENTENCES, sec.values["nb_sentence_scores"])],
         )
     )
 
@@ -411,6 +437,12 @@ def _memory(sec: Section) -> None:
         "activation checkpointing": activation_bytes_per_layer(s, b, h, a, recompute="full") * L / 1e9,
     }
     sec.values["activations_7b_gb"] = acts
+    # The lesson rounds s·b·h to 16.8 million before multiplying by 194 bytes: 3.26 GB per layer;
+    # unrounded it is 3.2548 GB.
+    sbh_rounded = round(s * b * h / 1e5) * 1e5
+    per_layer = activation_bytes_per_layer(s, b, h, a)
+    sec.values["activations_per_layer_gb"] = per_layer / 1e9
+    sec.values["activations_per_layer_lesson_gb"] = per_layer / (s * b * h) * sbh_rounded / 1e9
     zero = [zero_memory_per_gpu(7.5e9, stage, 64) / 1e9 for stage in range(4)]
     sec.values["zero_7.5b_64gpus_gb"] = zero
     sec.tables.append(
@@ -427,7 +459,10 @@ def _memory(sec: Section) -> None:
         Table(
             "2. Activations, L=32 s=4096 b=1 h=4096 a=32",
             ["kept for backward", "GB"],
-            [[k, f"{v:.2f}"] for k, v in acts.items()],
+            [["one layer, stored naively (s·b·h rounded to 16.8M as the lesson does)",
+              f"{sec.values['activations_per_layer_lesson_gb']:.2f}"],
+             ["one layer, exact", f"{sec.values['activations_per_layer_gb']:.4f}"],
+             *[[k, f"{v:.2f}"] for k, v in acts.items()]],
         )
     )
     sec.tables.append(

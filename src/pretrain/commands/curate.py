@@ -12,7 +12,8 @@ Inputs: WARC/WET/ARC (.warc, .warc.gz, .wet.gz, .arc.gz), HTML files, JSONL (.js
 .jsonl.zst), Parquet, plain text. Folders are searched recursively; each file is one shard.
 
 The belt, in FineWeb's order (each step can be turned off or re-tuned with --set):
-  url_filter -> extract (HTML -> main text) -> language (fastText lid.176, keep score >= 0.65)
+  url_filter -> extract (HTML -> main text; extract.backend = resiliparse, blocks or trafilatura)
+  -> language (fastText lid.176, CLD3 where lid.176 is unsure; keep score >= 0.65)
   -> gopher_repetition -> gopher_quality -> c4_quality (rewrites lines) -> fineweb_quality
   -> classifier (optional) -> decontaminate (optional) -> pii (optional)
   -> exact_dedup -> near_dedup (MinHash 5-grams, 14 bands x 8 rows)
@@ -70,42 +71,66 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
                    "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
-    p.add_argument("--quiet", action="store_true", help="no config echo, no progress bar")
+    p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from pretrain import config
     from pretrain.curate.dedup_job import job_config
 
     cfg = job_config("curate", args.config, args.overrides)
-    if not args.quiet:
-        print_config(config.dumps(cfg))
     return run_belt("curate", args, cfg)
 
 
-def print_config(text: str) -> None:
-    from rich.console import Console
+def echo_config(job: str, cfg, out: str) -> str:
+    """The settings that differ from the job's defaults; the whole config goes to OUT/config.toml."""
+    from pretrain import config
+    from pretrain.curate.dedup_job import job_config
 
-    console = Console(stderr=True)
-    console.rule("resolved config")
-    console.print(text, markup=False, highlight=False)
+    return config.echo(cfg, f"{out}/config.toml", base=job_config(job))
 
 
 def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
-    """The one driver of every corpus command: run, print the funnel, exit 1 if nothing was read."""
+    """The one driver of every corpus command: run, print the funnel, exit 1 if nothing was read.
+
+    `--quiet` drops the echo of changed settings; the bar follows `--progress` (default: a terminal).
+    """
     from pretrain.curate.executor import build_executor
     from pretrain.curate.pipeline import curate
     from pretrain.curate.report import exit_code, print_funnel
     from pretrain.progress import Progress
 
+    progress = Progress(getattr(args, "progress", None))
+    if not args.quiet:
+        progress.console.print(echo_config(job, cfg, args.output), markup=False, highlight=False)
+    warning = english_rules_warning(cfg)
+    if warning:
+        progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     executor = build_executor(args.executor, args.workers, args.address)
-    progress = None if args.quiet else Progress()
     try:
         stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress, job=job,
                        work_dir=args.work_dir)
     finally:
-        if progress:
-            progress.close()
+        progress.close()
     print_funnel(stats, args.output)
     return exit_code(stats)
 
+
+def english_rules_warning(cfg) -> str | None:
+    """The Gopher, C4 and FineWeb rules were written for English (words split on spaces, English
+    stop words, terminal punctuation): say so when the belt lets other languages reach them."""
+    r, lang = cfg.rules, cfg.language
+    families = ("gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality")
+    on = [n for n in families if getattr(r, n)]
+    others = [x for x in lang.languages if x != "en"] if lang.enabled and lang.languages else ["any"]
+    if not on or not others:
+        return None
+    which = "every language" if others == ["any"] else ", ".join(others)
+    return (f"the belt keeps {which} but {', '.join(on)} are English rules (words split on spaces, "
+            f"English stop words): they drop most pages in other languages, e.g. every Japanese one; "
+            f"turn them off for those (--set rules.gopher_quality=false ...) or curate each language apart")

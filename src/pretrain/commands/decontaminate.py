@@ -55,14 +55,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
                    "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
-    p.add_argument("--quiet", action="store_true", help="no config echo, no progress bar")
+    p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from pretrain import config
-    from pretrain.commands.curate import print_config, run_belt
+    from pretrain.commands.curate import run_belt
     from pretrain.curate.dedup_job import job_config
 
     flags = [f"decontam.benchmarks={json.dumps(list(args.benchmarks))}", f"decontam.n={args.n}",
@@ -70,6 +71,4 @@ def run(args: argparse.Namespace) -> int:
              f"reader.text_field={json.dumps(args.text_field)}",
              f"reader.id_field={json.dumps(args.id_field)}"]
     cfg = job_config("decontaminate", args.config, flags + args.overrides)
-    if not args.quiet:
-        print_config(config.dumps(cfg))
     return run_belt("decontaminate", args, cfg)

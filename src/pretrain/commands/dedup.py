@@ -58,7 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     p.add_argument("--explain", action="store_true",
                    help="print the S-curve 1-(1-s^r)^b of the chosen bands and rows, and exit")
-    p.add_argument("--quiet", action="store_true", help="no config echo, no progress bar")
+    p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
 
 
 def explain(bands: int, rows: int) -> str:
@@ -76,8 +78,7 @@ def explain(bands: int, rows: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pretrain import config
-    from pretrain.commands.curate import print_config, run_belt
+    from pretrain.commands.curate import run_belt
     from pretrain.curate.dedup_job import job_config
     from pretrain.errors import UserError
 
@@ -87,6 +88,4 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.inputs or not args.output:
         raise UserError("give CORPUS files and --output OUT (or --explain)")
-    if not args.quiet:
-        print_config(config.dumps(cfg))
     return run_belt("dedup", args, cfg)

@@ -21,9 +21,10 @@ Each stage is the real command, printed before it runs, so you can re-run any of
   8. pretrain report       OUT/report.html: one page to look at
 
 Examples:
-  pretrain demo                         # about a minute on 2 CPU cores
+  pretrain demo                         # a few minutes on 2 CPU cores
   pretrain demo --short                 # a minute: few steps, every stage still runs
-  pretrain demo --data ../shared/data/warc/derived   # add your own inputs to the crawl
+  pretrain demo --data recipes/data     # add inputs to the crawl (folders, WARC, JSONL, text, ...)
+  pretrain demo -o /tmp/demo            # another output; a rerun with other --data starts it over
 """
 
 

@@ -1,29 +1,71 @@
-"""`pretrain export`: write a run's model weights as one safetensors file."""
+"""`pretrain export`: a run's model as a Hugging Face folder, or as one safetensors file."""
 
 from __future__ import annotations
 
 import argparse
 
-HELP = "export a run's newest checkpoint's weights to safetensors"
+from pretrain.config import at_least
+
+HELP = "export a run's newest checkpoint for transformers (--format hf) or as one safetensors file"
 
 DESCRIPTION = """\
-Read the newest complete checkpoint of a run and write its model weights, keyed by parameter name,
-to a .safetensors file (no pickle: safe to share), with the resolved config in the file's metadata.
+Read the newest complete checkpoint of a run (or --step N) and write its model.
 
-  pretrain export runs/tiny -o tiny.safetensors --dtype bf16
+--format hf: a folder that transformers loads as is, no conversion code:
+  config.json             LlamaConfig (rmsnorm, swiglu, rotary presets) or GPT2Config (layernorm,
+                          gelu, learned positions); tied or untied head, grouped-query attention
+  model.safetensors       transformers' key names and rotary layout; past --max-shard-size, numbered
+                          shards + model.safetensors.index.json (written one tensor at a time)
+  generation_config.json  eos (and bos) ids
+  tokenizer.json, tokenizer_config.json, special_tokens_map.json
+                          the run's tokenizer (a byte-level run gets an equivalent one); text that
+                          quotes a special token is encoded as plain text, as in training
 
-Load it back with safetensors.torch.load_file and Transformer.load_state_dict.
+  pretrain export runs/tiny --format hf -o hf/tiny --dtype bf16
+  python -c "from transformers import AutoModelForCausalLM as M; M.from_pretrained('hf/tiny')"
+
+--format safetensors (default): one file keyed by our parameter names, the resolved config in its
+metadata; load it back with pretrain.train.runs.load_exported.
+
+A rerun into the same folder replaces the export (stale shards removed); files appear only when
+complete. To continue pretraining from a Hugging Face folder, see model.init_from in docs/training.md.
 """
+
+
+def _size(text: str) -> int:
+    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "B": 1}
+    t = text.strip().upper()
+    for u, mult in units.items():
+        if t.endswith(u) and t[:-len(u)].strip().replace(".", "", 1).isdigit():
+            return int(float(t[:-len(u)]) * mult)
+    if t.isdigit():
+        return int(t)
+    raise argparse.ArgumentTypeError(f"{text!r}: a size such as 5GB, 500MB or 1000000")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="run directory written by `pretrain train`")
-    parser.add_argument("-o", "--output", required=True, help="the .safetensors file to write")
-    parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
-    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: newest)")
+    parser.add_argument("-o", "--output", required=True,
+                        help="--format hf: the folder to write; safetensors: the .safetensors file")
+    parser.add_argument("--format", choices=["safetensors", "hf"], default="safetensors",
+                        help="hf: a transformers folder; safetensors: one file, our names (default)")
+    parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32",
+                        help="weights' dtype (hf: fp32 or bf16)")
+    parser.add_argument("--step", type=at_least(0, int), default=None,
+                        help="checkpoint step (default: newest)")
+    parser.add_argument("--max-shard-size", type=_size, default="5GB", metavar="SIZE",
+                        help="hf: split model.safetensors into shards of at most SIZE (default 5GB)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "hf":
+        from pretrain.train.hf_io import export_hf
+
+        res = export_hf(args.run, args.output, args.dtype, args.step, args.max_shard_size)
+        shards = sum(f.endswith(".safetensors") for f in res["files"])
+        print(f"wrote {res['out']}/ ({res['arch']}, step {res['step']}): {res['parameters']:,} parameters "
+              f"({args.dtype}) in {shards} safetensors file(s), config.json, tokenizer files")
+        return 0
     from pretrain.train.runs import export_safetensors
 
     path, n = export_safetensors(args.run, args.output, args.dtype, args.step)

@@ -9,7 +9,9 @@ DESCRIPTION = """\
 Read mixture.toml and print, per source: tokens available, weight, tokens drawn and epochs, the
 number of passes the mixture makes over the source: epochs_i = w_i * D / N_i (w_i its weight,
 D the token budget, N_i its tokens). Small, valuable sources are often read more than once; past
-about 4 epochs repeated data starts to be memorized, and the source is flagged.
+about 4 epochs repeated data starts to be memorized, and the source is flagged. Sources tokenized
+with different tokenizers are refused, as `pretrain train` refuses them (their ids mean other
+strings).
 
 mixture.toml:
   budget = 1e12            # training tokens D
@@ -41,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.tokens.mixture import load_mixture, mixture_table
 
     mix = load_mixture(args.mixture)
+    same_tokenizer(mix.sources)
     try:
         rows = mixture_table(mix, args.warn_epochs)
     except DataError as e:
@@ -55,3 +58,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"{r['source']:<16}{r['available']:>18,}{r['weight']:>9.3f}{r['drawn']:>20,.0f}"
               f"{r['epochs']:>9.2f}{flag}")
     return 0
+
+
+def same_tokenizer(sources: dict) -> None:
+    """Refuse sources whose manifests name different tokenizers, with train's message."""
+    from pretrain.errors import UserError
+    from pretrain.tokens.shards import TokenDir
+
+    shas = {n: TokenDir(p, check_offsets=False).tokenizer_sha256 for n, p in sorted(sources.items())}
+    if len(set(shas.values())) > 1:
+        detail = ", ".join(f"{n}={sha[:12]}" for n, sha in shas.items())
+        raise UserError(f"mixture sources were tokenized with different tokenizers: {detail}")

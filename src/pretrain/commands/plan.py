@@ -15,32 +15,44 @@ What it computes (formulas and sources in docs/planner.md):
                    optimizer 6 + 12/DP. A 7B model needs 112 GB at 16 B: more than one 80 GB GPU.
   ZeRO / FSDP      stage 1 shards the optimizer state over the data-parallel GPUs, stage 2 also
                    the gradients, stage 3 (= FSDP) also the weights.
-  activations      what the backward pass needs, per layer (Korthikanti et al. 2022): shrunk by
-                   tensor parallelism (TP, split each matmul inside a node), sequence parallelism
-                   (SP, split the rest along the sequence), selective recompute (re-run attention)
-                   and full recompute (keep only each layer's input).
+  activations      what the backward pass needs, tensor by tensor for the blocks we train (RMSNorm,
+                   SwiGLU, GQA, flash attention): shrunk by tensor parallelism (TP, split each
+                   matmul inside a node), sequence parallelism (SP), context parallelism (CP,
+                   split the sequence over GPUs), selective and full recompute. --activations
+                   pretrain counts what this project's trainer saves instead of fused kernels.
   pipeline (PP)    layers split into stages; the batch into m micro-batches. The bubble is the idle
                    share of the step: (p-1)/(m+p-1) of wall time, (p-1)/(v*m) of ideal time with v
                    interleaved chunks per GPU (the Megatron papers' convention).
   compute          FLOPs per token 6N + 12*L*h*s (PaLM); total 6*N*D; MFU = achieved model FLOP/s
                    over peak; HFU also counts recomputation; Chinchilla ~20 tokens per parameter.
+  step time        built from parts, each printed: GEMMs by shape, attention, element-wise
+                   traffic, recompute, collectives as latency + bytes/(bandwidth x efficiency)
+                   inside and across nodes, what overlaps with what, pipeline bubble and p2p,
+                   optimizer. Every constant is in the GPU table with its source; held against
+                   published runs (Megatron-LM, Korthikanti, Llama 3): median error ~6%.
   failures         cluster MTBF = per-GPU MTBF / GPUs; checkpoint every sqrt(2*C*M) (Young), or
                    Daly's refinement; waste = C/T + T/(2M); goodput = 1 - waste.
-  search           every TP x PP x DP x ZeRO x micro-batch x recompute x SP (x interleave): drops
-                   what is invalid or does not fit in 90% of HBM, ranks the rest by predicted
-                   tokens/s, and explains the winner by changing one knob at a time.
+  search           every TP x CP x PP x DP x ZeRO x micro-batch x recompute x SP (x interleave):
+                   drops what breaks a rule (named) or does not fit in 90% of HBM, ranks the rest
+                   by predicted tokens/s, and explains the winner by changing one knob at a time.
+  recipe           --emit-recipe FILE writes the layout as a pretrain train config.
+  calibrate        --calibrate RUN... fits the GPU's efficiencies to the tokens/s your own runs
+                   measured (their metrics.jsonl); --save-hardware keeps them for the next plan.
 
 Examples:
   pretrain plan --model llama-3-8b --gpus 64 --gpu h100 --tokens 1T
   pretrain plan --params 7B --gpus 8 --gpu a100-80gb --tokens 140B --json
   pretrain plan --model llama-3-405b --gpus 16384 --gpu h100 --tokens 15.6T --batch-tokens 16M \\
-      --layout tp=8,pp=16,zero=1,mbs=1,recompute=none,sp=1
+      --layout tp=8,pp=16,zero=2,mbs=1,recompute=none,sp=1
+  pretrain plan --model llama-3-8b --gpus 16 --emit-recipe run.toml
+  pretrain plan --calibrate runs/a runs/b --gpu h100 --save-hardware mine.toml
   pretrain plan --model gpt2-124m --gpus 1 --gpu a100-40gb --tokens 10B --figures plan_figs/
 
-Output: a table (model, budget, chosen layout, memory per GPU, step time, MFU, days, GPU-hours,
-communication, bubble, failures, the top layouts and why the winner wins), or with --json one JSON
-object with the same numbers. --figures DIR writes memory.png, zero.png, pipeline.png and
-checkpoint.png for this configuration. Models: --model NAME (see --list-models) or --params 7B.
+Output: a table (model, budget, chosen layout, memory per GPU, step time by part, MFU, days,
+GPU-hours, communication, bubble, failures, the top layouts and why the winner wins), or with
+--json one JSON object with the same numbers (schema in docs/planner.md; "headline" first).
+--figures DIR writes memory.png, zero.png, pipeline.png and checkpoint.png for this configuration.
+Models: --model NAME (see --list-models) or --params 7B.
 Exit code 1 when no layout fits (or the --layout given does not).
 """
 
@@ -54,12 +66,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hardware", default=None, metavar="FILE", help="TOML/JSON file overriding the GPU table")
     p.add_argument("--tokens", default=None, help="training tokens, e.g. 1T (default: 20 per param)")
     p.add_argument("--batch-tokens", default="4M", help="global batch in tokens; 4M = 4*2^20 (default)")
-    p.add_argument("--layout", default=None, help="evaluate this layout, e.g. tp=2,pp=1,zero=1,mbs=1,"
-                   "recompute=selective,sp=1,v=1 (dp is the rest)")
+    p.add_argument("--layout", default=None, help="evaluate this layout, e.g. tp=2,pp=1,cp=1,zero=1,"
+                   "mbs=1,recompute=selective,sp=1,v=1 (dp is the rest; dp_shard/dp_replicate for HSDP)")
     p.add_argument("--accounting", default="16B", choices=["16B", "18B", "20B", "megatron-distopt"],
                    help="bytes of training state per parameter (default 16B)")
     p.add_argument("--no-flash", action="store_true", help="attention stores s x s scores")
-    p.add_argument("--efficiency", type=float, default=0.6, help="share of peak large GEMMs sustain (0.6)")
+    p.add_argument("--efficiency", type=float, default=None,
+                   help="share of peak large GEMMs sustain (default: the GPU table's, e.g. 0.80 on H100)")
+    p.add_argument("--activations", default="fused", choices=["fused", "pretrain"],
+                   help="saved-tensor accounting: fused kernels (Megatron/TE, default) or this project's "
+                   "trainer as written (fp32 residual, unfused norms and SwiGLU)")
     p.add_argument("--mtbf-gpu-hours", type=float, default=50_000.0,
                    help="mean hours between failures of one GPU (default 50,000, from Llama 3)")
     p.add_argument("--checkpoint-seconds", type=float, default=60.0, help="time to save a checkpoint (60)")
@@ -67,6 +83,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=5, help="how many ranked layouts to show (5)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--figures", default=None, metavar="DIR", help="write PNG figures into DIR")
+    p.add_argument("--calibrate", nargs="+", default=None, metavar="RUN",
+                   help="fit the GPU's compute efficiencies (and kernel launch overhead, given runs of "
+                   "different sizes) to the tokens/s measured in these pretrain train run directories; "
+                   "the plan then uses the calibrated GPU")
+    p.add_argument("--save-hardware", default=None, metavar="FILE",
+                   help="with --calibrate: write the calibrated GPU as a --hardware TOML file")
+    p.add_argument("--emit-recipe", default=None, metavar="FILE",
+                   help="write the chosen layout as a training config (TOML) for pretrain train")
     p.add_argument("--list-models", action="store_true", help="list the presets and exit")
 
 
@@ -83,35 +107,123 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:18s} {s.params() / 1e9:9.3f}B  L={s.n_layers} h={s.d_model} a={s.n_heads} "
                   f"kv={s.n_kv_heads} V={s.vocab_size} s={s.seq_len}")
         return 0
+    if args.calibrate:
+        calibration, args.gpu_override = _calibrate(args)
+        if args.model is None and args.params is None:
+            print(json.dumps(calibration, indent=2) if args.json else _calibration_text(calibration))
+            return 0
     if (args.model is None) == (args.params is None):
         raise UserError("give exactly one of --model NAME or --params COUNT (e.g. --params 7B)")
+    if args.seq_len is not None and args.seq_len < 1:
+        raise UserError(f"--seq-len must be >= 1, got {args.seq_len}")
     if args.model:
         shape = shapes.get_shape(args.model)
     else:
-        shape = shapes.shape_for_params(shapes.parse_count(args.params))
+        wanted = shapes.parse_count(args.params)
+        shape = shapes.shape_for_params(wanted, seq_len=args.seq_len or 4096)
+        if abs(shape.params() / wanted - 1) > 0.01:
+            print(f"--params {args.params}: no Llama-style shape comes within 1%; planning the nearest, "
+                  f"{shape.params():,} parameters (L={shape.n_layers}, h={shape.d_model}, "
+                  f"d_ff={shape.d_ff}, vocabulary {shape.vocab_size:,})", file=sys.stderr)
     if args.seq_len:
         shape = shape.with_(seq_len=args.seq_len)
     table = hardware.load_table(args.hardware) if args.hardware else None
-    gpu = hardware.get_gpu(args.gpu, table)
+    gpu = getattr(args, "gpu_override", None) or hardware.get_gpu(args.gpu, table)
     if args.gpus < 1:
         raise UserError(f"--gpus must be >= 1, got {args.gpus}")
-    if not 0 < args.efficiency <= 1:
+    if args.efficiency is not None and not 0 < args.efficiency <= 1:
         raise UserError(f"--efficiency is a share of peak in (0, 1], got {args.efficiency}")
     tokens = shapes.parse_count(args.tokens) if args.tokens else 20.0 * shape.params()
-    job = Job(shape, gpu, args.gpus, shapes.parse_batch_tokens(args.batch_tokens), args.accounting,
-              not args.no_flash, args.efficiency)
+    if tokens <= 0:
+        raise UserError(f"--tokens must be positive, got {args.tokens}")
+    batch = shapes.parse_batch_tokens(args.batch_tokens)
+    if batch < shape.seq_len:
+        raise UserError(f"--batch-tokens {args.batch_tokens} ({batch:,}) holds no sequence of "
+                        f"{shape.seq_len:,}")
+    job = Job(shape, gpu, args.gpus, batch, args.accounting, not args.no_flash, args.efficiency,
+              args.activations)
     budget = report.Budget(tokens, args.mtbf_gpu_hours, args.checkpoint_seconds, args.restart_seconds)
     layout = report.parse_layout(args.layout, args.gpus) if args.layout else None
+    if layout is not None:
+        report.check_layout(job, layout)
     plan = report.build_plan(job, budget, layout, args.top)
+    if args.calibrate:
+        plan["calibration"] = calibration
     if args.json:
         print(json.dumps(plan, indent=2))
     else:
         from pretrain.plan.render import print_plan
 
+        if args.calibrate:
+            print(_calibration_text(calibration))
         print_plan(plan)
     if args.figures:
         from pretrain.plan.figures import write_figures
 
         for path in write_figures(plan, job, args.figures):
             print(f"wrote {path}", file=sys.stderr)
-    return 0 if plan["layout"] and plan["layout"]["fits"] else 1
+    fits = bool(plan["layout"] and plan["layout"]["fits"])
+    if args.emit_recipe and fits:
+        _emit(args, plan, job)
+    elif args.emit_recipe:
+        print(f"no layout fits: nothing written to {args.emit_recipe}", file=sys.stderr)
+    return 0 if fits else 1
+
+
+def _emit(args: argparse.Namespace, plan: dict, job) -> None:
+    import sys
+
+    from pretrain.plan import recipe
+    from pretrain.plan.layout import Layout
+
+    lay = Layout(**{k: v for k, v in plan["layout"]["layout"].items() if k != "dp"})
+    config, notes = recipe.recipe(job.shape, lay, job.batch_seqs)
+    if job.activations != "pretrain":  # the trainer as written saves more than fused kernels
+        import dataclasses
+
+        from pretrain.plan.search import evaluate
+
+        ours = evaluate(dataclasses.replace(job, activations="pretrain"), recipe.trainer_layout(lay)[0])
+        if ours.memory is not None and not ours.fits:
+            notes.append(f"with this trainer's saved tensors the layout needs {ours.memory.total / 1e9:.1f} "
+                         f"of {job.usable_bytes / 1e9:.1f} GB: re-plan with --activations pretrain")
+    t = plan["time"]
+    header = [f"pretrain plan: {lay.label()} on {job.n_gpus} {job.gpu.name}",
+              f"predicted {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, step {t['step_s']:.2f} s",
+              "set data.path (or data.kind/sources) and train.steps before running", *notes]
+    path = recipe.write_recipe(args.emit_recipe, config, header)
+    print(f"wrote {path}" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
+
+
+def _calibrate(args: argparse.Namespace):
+    from pretrain.plan import calibrate, hardware
+
+    table = hardware.load_table(args.hardware) if args.hardware else None
+    gpu = hardware.get_gpu(args.gpu, table)
+    runs = [calibrate.load_run(r) for r in args.calibrate]
+    fitted, k = calibrate.fit(runs, gpu)
+    rows = [{"run": str(r.path), "layout": r.layout.label(), "batch_seqs": r.batch_seqs,
+             "measured_tokens_per_s": r.tokens_per_s, "steps": r.steps, "skipped_lines": r.skipped,
+             "predicted_before": calibrate.predict(r, gpu), "predicted_after": calibrate.predict(r, fitted)}
+            for r in runs]
+    out = {"gpu": gpu.name, "factor": k, "launch_us": fitted.launch_us,
+           **{f: getattr(fitted, f) for f in calibrate.EFFICIENCIES}, "runs": rows}
+    if args.save_hardware:
+        from pretrain.plan.recipe import write_text
+
+        write_text(args.save_hardware, calibrate.hardware_toml(fitted))
+        out["saved"] = args.save_hardware
+    return out, fitted
+
+
+def _calibration_text(c: dict) -> str:
+    lines = [f"calibrated {c['gpu']}: compute efficiencies x{c['factor']:.3f} (gemm "
+             f"{c['gemm_efficiency']:.3f}, attention {c['attention_efficiency']:.3f}, hbm "
+             f"{c['hbm_efficiency']:.3f}), launch {c['launch_us']:.1f} us per kernel"]
+    for r in c["runs"]:
+        lines.append(f"  {r['run']}: measured {r['measured_tokens_per_s']:,.0f} tokens/s; predicted "
+                     f"{r['predicted_before']:,.0f} before, {r['predicted_after']:,.0f} after "
+                     f"({r['layout']})")
+    if c.get("saved"):
+        lines.append(f"wrote {c['saved']} (use it with --hardware)")
+    return "\n".join(lines)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.config import at_least
+
 HELP = "generate text from a training run's newest checkpoint"
 
 DESCRIPTION = """\
@@ -19,13 +21,17 @@ Prints the prompt followed by the generated continuation.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="run directory written by `pretrain train`")
     parser.add_argument("--prompt", default="\n", help="text to continue")
-    parser.add_argument("--tokens", type=int, default=200, help="tokens to generate (default 200)")
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--top-k", type=int, default=50)
+    parser.add_argument("--tokens", type=at_least(0, int), default=200,
+                        help="tokens to generate (default 200)")
+    parser.add_argument("--temperature", type=at_least(0.0), default=0.8,
+                        help="0 is greedy; higher flattens the distribution (default 0.8)")
+    parser.add_argument("--top-k", type=at_least(0, int), default=50,
+                        help="sample among the k likeliest tokens; 0 = all (default 50)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokenizer", default=None,
                         help="tokenizer.json (default: the run's data.tokenizer; bytes when it has none)")
-    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default: newest)")
+    parser.add_argument("--step", type=at_least(0, int), default=None,
+                        help="checkpoint step (default: newest)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.train.model import generate
     from pretrain.train.runs import load_run_model
 
+    numbers = (("--temperature", args.temperature), ("--tokens", args.tokens), ("--top-k", args.top_k))
+    for flag, value in numbers:
+        if not value >= 0:  # also refuses NaN
+            raise UserError(f"{flag} must be >= 0, got {value}")
     model, cfg, step = load_run_model(args.run, args.step)
     tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tokenizer:

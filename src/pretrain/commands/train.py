@@ -28,7 +28,11 @@ What comes out, in the run directory (train.out):
   checkpoints/step_NNNNNNN/   DCP checkpoints with everything needed to continue bit for bit
   tensorboard/       TensorBoard event files
 
-Running the same command again resumes from the newest complete checkpoint. A persistent loss spike
+Running the same command again resumes from the newest complete checkpoint ("resuming from step N");
+the record keeps one value per step (later lines of metrics.jsonl and TensorBoard points are dropped).
+Where there is none ("no checkpoint: starting fresh"), an earlier record in the run directory is moved
+to RUN/previous-N/. Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is saved, exit
+status 130. Step lines show step/total, elapsed time and ETA. A persistent loss spike
 (loss > f x median of the last w steps) rolls the run back and skips the batches around it.
 Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN -o model.safetensors`.
 """
@@ -38,23 +42,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="recipe TOML (e.g. recipes/tiny-cpu.toml)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="override a config key, e.g. --set train.steps=100 (repeatable)")
-    parser.add_argument("--dry-run", action="store_true", help="print the resolved config, then stop")
-    parser.add_argument("--quiet", action="store_true", help="no per-step lines on stderr")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the whole resolved config, check the run can be built, then stop")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no echo of the changed settings, no per-step lines on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
     from pretrain import config as cfgmod
     from pretrain.train.config import RunConfig
-    from pretrain.train.trainer import Trainer
+    from pretrain.train.trainer import Interrupted, Trainer
 
     cfg = cfgmod.load(RunConfig, args.config, args.overrides)
+    if args.dry_run:  # the config first: a run that cannot be built still shows what it would be
+        print(cfgmod.dumps(_spelled_out(cfg)), flush=True)
+    elif not args.quiet:
+        print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), flush=True)
     trainer = Trainer(cfg, quiet=args.quiet)
-    print(cfgmod.dumps(trainer.resolved_config()))
     print(trainer.summary(), flush=True)
     if args.dry_run:
         return 0
-    records = trainer.fit()
+    try:
+        records = trainer.fit()
+    except Interrupted:  # already said, with the checkpoint it saved
+        return Interrupted.exit_code
     if records:
         last = records[-1]
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
     return 0
+
+
+def _spelled_out(cfg):
+    """The config with the model preset's shape written out (what RUN/config.toml will hold)."""
+    import dataclasses
+
+    from pretrain.train.model import SHAPE_FIELDS, resolve_shape
+
+    shape = resolve_shape(cfg.model)
+    return dataclasses.replace(cfg, model=dataclasses.replace(
+        cfg.model, **{k: getattr(shape, k) for k in SHAPE_FIELDS}))

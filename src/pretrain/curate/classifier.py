@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pretrain.config import signed
 from pretrain.curate.document import Document
 from pretrain.curate.language import words
 from pretrain.curate.step import Filter, Step, Tagger
@@ -47,7 +48,7 @@ class ClassifierConfig:
     """
 
     model: str | None = None
-    threshold: float = 0.0
+    threshold: float = signed(0.0)  # a vote: below 0 leans towards the bad set
     per_word: bool = True
     filter: bool = True  # False: only tag the score (annotate now, filter later)
 
@@ -128,8 +129,11 @@ class NaiveBayes:
             raise UserError(f"{p}: {p.stat().st_size} bytes is too large for a classifier model")
         try:
             obj = json.loads(p.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise UserError(f"{p}: not a classifier model (invalid JSON: {e})") from e
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            # ValueError: JSONDecodeError and integers past Python's 4300-digit limit; RecursionError:
+            # arrays nested thousands deep. Either is a damaged (or hostile) file, not a crash.
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+            raise UserError(f"{p}: not a classifier model (invalid JSON: {why})") from None
         if not isinstance(obj, dict) or obj.get("format") != FORMAT:
             raise UserError(f"{p}: not a classifier model (format is not {FORMAT!r})")
         if obj.get("version") != VERSION:

@@ -146,14 +146,26 @@ def parse_spec(spec: str) -> tuple[Path, tuple[str, ...]]:
     return path, fields
 
 
+# File names that say which split, not which benchmark (gsm8k/test.jsonl is GSM8K's test split).
+SPLIT_NAMES = {"test", "train", "dev", "val", "valid", "validation", "eval", "data", "all"}
+
+
 def benchmark_files(path: Path) -> list[tuple[str, Path]]:
-    """(name, file) for a file, or for every JSONL file under a folder (name = relative path)."""
+    """(name, file) for a file, or for every JSONL file under a folder (name = relative path).
+
+    A file named only by its split takes its folder's name too: gsm8k/test.jsonl is "gsm8k/test"."""
     if path.is_file():
-        return [(_strip_suffix(path.name), path)]
+        return [(_named(_strip_suffix(path.name), path), path)]
     found = sorted(f for f in path.rglob("*") if f.is_file() and f.name.lower().endswith(SUFFIXES))
     if not found:
         raise UserError(f"no benchmark files ({', '.join(SUFFIXES)}) under {path}")
-    return [(_strip_suffix(f.relative_to(path).as_posix()), f) for f in found]
+    return [(_named(_strip_suffix(f.relative_to(path).as_posix()), f), f) for f in found]
+
+
+def _named(name: str, file: Path) -> str:
+    if "/" in name or name.lower() not in SPLIT_NAMES:
+        return name
+    return f"{file.resolve().parent.name}/{name}"
 
 
 def _strip_suffix(name: str) -> str:

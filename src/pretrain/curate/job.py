@@ -265,7 +265,9 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
 
     def ticker(stage: str):
-        tick = progress.start(stage, len(tasks)) if progress else None
+        by_bytes = stage == "filter" and not any(io.is_url(t.path) for t in tasks)  # inside each file
+        files = [t.path for t in tasks] if by_bytes else None
+        tick = progress.start(stage, len(tasks), files, lay.work / "progress") if progress else None
 
         def on_result(res) -> None:
             clock.save()

@@ -41,6 +41,7 @@ from pretrain.curate.rules import RulesConfig, build_rule_steps
 from pretrain.curate.step import Step, run_steps
 from pretrain.curate.urlfilter import URLFilterConfig, build_url_filter
 from pretrain.errors import UserError
+from pretrain.progress import ShardMeter
 
 MAX_ERROR_EXAMPLES = 100
 SHARD_BITS = 40  # priority = shard << 40 | position: 2^40 records per shard, 2^23 shards
@@ -201,7 +202,7 @@ def run_shard(task: ShardTask) -> dict:
     local = _local_copy(task, lay) if io.is_url(task.path) else Path(task.path)
     try:
         docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
-        n_read, n_kept = _filter(task, lay, steps, docs)
+        n_read, n_kept = _filter(task, lay, steps, docs, local)
     finally:
         if local != Path(task.path):
             local.unlink(missing_ok=True)
@@ -246,7 +247,8 @@ class _Counting:
         self.count += 1
 
 
-def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Document]) -> tuple[int, int]:
+def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Document],
+            local: Path) -> tuple[int, int]:
     """Documents through the steps: survivors stream to work/kept (and dedup signing), rejects to
     rejects/; nothing is held but the current document. Returns (read, kept)."""
     n_read = 0
@@ -257,6 +259,7 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
             n_read += 1
             yield d
 
+    meter = ShardMeter(lay.work / "progress" / f"{task.shard}.json", local)  # the bar, inside a file
     keeper = _Counting() if task.cfg.passthrough else io.JsonlZstWriter(lay.kept(task.shard), lay.tmp)
     with keeper as kept, \
             io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
@@ -265,7 +268,7 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
                 reject_record(d, s, r, **measured(st, d, r)))
 
         def survivors() -> Iterator[tuple[Document, int]]:
-            for i, doc in enumerate(run_steps(steps, counted(docs))):
+            for i, doc in enumerate(run_steps(steps, meter.wrap(counted(docs)))):
                 kept.write(doc.to_json())
                 yield doc, ((task.shard << SHARD_BITS) | i) if task.cfg.keep == "first" else 0
 

@@ -1,7 +1,7 @@
 """Input readers: files in, `Document`s out, bad records reported and skipped.
 
 Owns the input side of the belt: `list_inputs` (files, folders, globs -> sorted files) and
-`read_documents`, which dispatches on the file's extension:
+`read_documents`, which dispatches on the file's extension through the `FORMATS` table:
 
 - `.jsonl`, `.jsonl.gz`, `.jsonl.zst`: one JSON object per line; `ReaderConfig.text_field`,
   `id_field`, `url_field` name the fields.
@@ -33,6 +33,7 @@ from typing import IO, Any
 
 import zstandard
 
+from pretrain.config import bounded, choice
 from pretrain.curate.document import Document, stable_id
 from pretrain.errors import UserError
 
@@ -42,6 +43,7 @@ JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc", ".arc.gz")
 HTML_SUFFIXES = (".html", ".htm")
 SUFFIXES = JSONL_SUFFIXES + (".parquet", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
+WARC_CHECK_GAPS = ("off", "uncompressed", "all")
 
 
 @dataclass
@@ -55,18 +57,26 @@ class ReaderConfig:
     # `pretrain curate` wrote), so re-curating or deduplicating a corpus keeps them. "" = ignore.
     metadata_field: str = "metadata"
     # A record (JSON line, Parquet cell, text file, WARC payload) larger than this is skipped.
-    max_record_bytes: int = 8 * 1024 * 1024
+    max_record_bytes: int = bounded(8 * 1024 * 1024, lo=1)
     # Decompressed bytes read from one file at most (bounded decompression).
-    max_file_bytes: int = 64 * 1024**3
+    max_file_bytes: int = bounded(64 * 1024**3, lo=1)
+    # ... and at most this many times the compressed bytes read (after 16 MiB): web text
+    # compresses 3-10x (a file of one line repeated, a few hundred x), a zstd bomb 10,000x and more;
+    # gzip cannot pass ~1030x, so its bombs stop at max_file_bytes. 0 = no ratio bound.
+    max_ratio: float = 1000.0
+    # Parquet: a row group whose columns we read hold more than this, uncompressed (the footer
+    # says so before anything is decoded), is skipped whole: one of its pages would have to be
+    # decoded in memory (one 1 GiB cell is a 1 GiB page). 0 = no bound.
+    max_row_group_bytes: int = 1024**3
     # WARC: keep only HTML responses (non-HTML payloads are skipped and counted).
     html_only: bool = True
     # WARC: re-read the framing between records to report records the parser skipped:
     # "uncompressed" (cheap: a few bytes per record), "all" (also gzip-per-record files, which
     # costs a second decompression: about half the reading speed), or "off".
-    warc_check_gaps: str = "uncompressed"
+    warc_check_gaps: str = choice("uncompressed", WARC_CHECK_GAPS)
 
     def __post_init__(self) -> None:
-        if self.warc_check_gaps not in ("off", "uncompressed", "all"):
+        if self.warc_check_gaps not in WARC_CHECK_GAPS:
             raise ValueError(
                 f"reader.warc_check_gaps must be off, uncompressed or all, not {self.warc_check_gaps!r}"
             )
@@ -134,74 +144,115 @@ def read_documents(
     src = source if source is not None else path.name
     stats = stats if stats is not None else Counter()
     name = path.name.lower()
-    if name.endswith(JSONL_SUFFIXES):
-        yield from _read_jsonl(path, cfg, on_error, src)
-    elif name.endswith(".parquet"):
-        yield from _read_parquet(path, cfg, on_error, src)
-    elif name.endswith(".txt"):
-        yield from _read_text(path, cfg, on_error, src)
-    elif name.endswith(HTML_SUFFIXES):
-        yield from _read_html(path, cfg, on_error, src)
-    elif name.endswith(WARC_SUFFIXES):
-        from pretrain.curate.warc import read_warc
+    for suffixes, reader in FORMATS:
+        if name.endswith(suffixes):
+            yield from _resolve(reader)(path, cfg, on_error, src, stats)
+            return
+    on_error(str(path), None, f"unsupported file type (known: {', '.join(SUFFIXES)})")
 
-        yield from read_warc(path, cfg, on_error, src, stats)
-    else:
-        on_error(str(path), None, f"unsupported file type (known: {', '.join(SUFFIXES)})")
+
+# Suffixes -> reader, in order; a reader is (path, cfg, on_error, source, stats) -> Documents.
+# Named as "module:function" and imported on first use: warc.py builds on this module's helpers,
+# so importing it from here at load time would make the two modules import each other.
+FORMATS: list[tuple[tuple[str, ...], str]] = [
+    (JSONL_SUFFIXES, "pretrain.curate.readers:_read_jsonl"),
+    ((".parquet",), "pretrain.curate.readers:_read_parquet"),
+    ((".txt",), "pretrain.curate.readers:_read_text"),
+    (HTML_SUFFIXES, "pretrain.curate.readers:_read_html"),
+    (WARC_SUFFIXES, "pretrain.curate.warc:read_warc"),
+]
+
+
+def _resolve(reader: str) -> Callable[..., Iterator[Document]]:
+    import importlib
+
+    module, _, function = reader.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 # --------------------------------------------------------------------------- JSONL
 
 
 class _Bounded:
-    """A binary stream wrapper that stops with an error after `limit` bytes (decompression bombs)."""
+    """A binary stream wrapper that stops with an error after `limit` bytes, or when the output
+    outgrows `ratio` times the compressed input read so far (decompression bombs: a 9 KB zstd file
+    that expands to 256 MiB stops after RATIO_SLACK bytes instead of holding a worker)."""
 
-    def __init__(self, raw: IO[bytes], limit: int):
+    def __init__(self, raw: IO[bytes], limit: int, ratio: float = 0, compressed_pos=None):
         self.raw, self.limit, self.read_bytes = raw, limit, 0
+        self.ratio, self.compressed_pos = ratio, compressed_pos
+        self.next_check = min(limit, RATIO_SLACK)  # checks once a MiB, not per line (tell() costs)
 
     def readline(self, size: int = -1) -> bytes:
         line = self.raw.readline(size)
         self.read_bytes += len(line)
+        if self.read_bytes > self.next_check:
+            self._check()
+        return line
+
+    def _check(self) -> None:
         if self.read_bytes > self.limit:
             raise OSError(f"more than max_file_bytes={self.limit} decompressed bytes")
-        return line
+        if self.ratio and self.compressed_pos:
+            if self.read_bytes > self.ratio * max(self.compressed_pos(), 1) + RATIO_SLACK:
+                raise OSError(f"expands more than max_ratio={self.ratio:g} times (a compression bomb?)")
+        self.next_check = min(self.limit, self.read_bytes + (1 << 20))
 
 
 class _ZstdRaw(io.RawIOBase):
     """A zstd stream that raises on a truncated frame (zstandard's stream_reader ends silently).
 
-    Input is fed in 4 KB pieces so one call can expand to at most ~128 MB (zstd's worst ratio).
+    Input is fed in 512-byte pieces: one call expands to at most 128 blocks of 128 KiB (an RLE block
+    is 4 bytes), 16 MiB, where 4 KB pieces let a bomb hand over 128 MiB at once; no slower (bench).
     """
 
     def __init__(self, path: Path):
         self.f = open(path, "rb")
         self.d = zstandard.ZstdDecompressor().decompressobj()
         self.pending = b""
+        self.pos = 0  # how much of `pending` was handed out: slicing it off each time is quadratic
         self.started = False
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b) -> int:
-        while not self.pending:
-            chunk = self.f.read(4096)
+        while self.pos >= len(self.pending):
+            chunk = self.f.read(512)
             if not chunk:
                 if self.started and not self.d.eof:
                     raise EOFError("zstd stream ended inside a frame")
                 return 0
             self.started = True
-            self.pending = self.d.decompress(chunk)
+            self.pending, self.pos = self.d.decompress(chunk), 0
             if self.d.eof and self.d.unused_data:  # concatenated frames
                 rest = self.d.unused_data
                 self.d = zstandard.ZstdDecompressor().decompressobj()
                 self.pending += self.d.decompress(rest)
-        n = min(len(b), len(self.pending))
-        b[:n], self.pending = self.pending[:n], self.pending[n:]
+        n = min(len(b), len(self.pending) - self.pos)
+        b[:n] = memoryview(self.pending)[self.pos:self.pos + n]
+        self.pos += n
         return n
+
+    def compressed_pos(self) -> int:
+        return self.f.tell()
 
     def close(self) -> None:
         self.f.close()
         super().close()
+
+
+# Decompressed bytes a file may produce before the ratio bound applies (a small file of very
+# repetitive text is legitimate; 16 MiB of it costs a few milliseconds).
+RATIO_SLACK = 16 << 20
+
+
+def _compressed_pos(stream) -> Callable[[], int] | None:
+    """How many compressed bytes the stream consumed so far (None for an uncompressed file)."""
+    if isinstance(stream, gzip.GzipFile):
+        return stream.fileobj.tell
+    raw = getattr(stream, "raw", None)
+    return raw.compressed_pos if isinstance(raw, _ZstdRaw) else None
 
 
 def _open_binary(path: Path) -> IO[bytes]:
@@ -213,11 +264,13 @@ def _open_binary(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
 
-def _read_jsonl(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+def _read_jsonl(
+    path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
+) -> Iterator[Document]:
     lineno = 0
     try:
         with _open_binary(path) as raw:
-            stream = _Bounded(raw, cfg.max_file_bytes)
+            stream = _Bounded(raw, cfg.max_file_bytes, cfg.max_ratio, _compressed_pos(raw))
             while True:
                 line = stream.readline(cfg.max_record_bytes + 1)
                 if not line:
@@ -262,6 +315,12 @@ def _jsonl_record(
     except json.JSONDecodeError as e:
         on_error(str(path), where, f"malformed JSON: {e.msg} at column {e.colno}")
         return None
+    except ValueError as e:  # an integer past Python's 4300-digit limit (CVE-2020-10735's guard)
+        on_error(str(path), where, f"malformed JSON: {e}")
+        return None
+    except RecursionError:  # [[[[... 100k deep: the C parser gives up; a record, not the job, fails
+        on_error(str(path), where, "malformed JSON: nested too deeply")
+        return None
     if not isinstance(obj, dict):
         on_error(str(path), where, f"expected a JSON object, got {type(obj).__name__}")
         return None
@@ -294,7 +353,9 @@ def _make_doc(
 # --------------------------------------------------------------------------- Parquet
 
 
-def _read_parquet(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+def _read_parquet(
+    path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
+) -> Iterator[Document]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -310,31 +371,69 @@ def _read_parquet(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) ->
     cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field) if c in names]
     row = 0
     for g in range(pf.num_row_groups):
-        try:
-            table = pf.read_row_group(g, columns=cols)
-        except (pa.ArrowException, OSError) as e:
-            on_error(str(path), f"row group {g}", f"unreadable row group: {e}")
+        start = row
+        size = _row_group_bytes(pf, g, cols)
+        if cfg.max_row_group_bytes and size > cfg.max_row_group_bytes:
+            on_error(str(path), f"row group {g}", f"{size:,} bytes uncompressed (footer), over "
+                     f"max_row_group_bytes={cfg.max_row_group_bytes}: skipped unread")
+            row += pf.metadata.row_group(g).num_rows
             continue
-        for obj in table.to_pylist():
-            where = f"row {row}"
-            text = obj.get(cfg.text_field)
-            if (
-                isinstance(text, str)
-                and len(text) > cfg.max_record_bytes // 4
-                and _utf8_len(text) > cfg.max_record_bytes
-            ):
-                on_error(str(path), where, f"record larger than max_record_bytes={cfg.max_record_bytes}")
-            else:
-                doc = _make_doc(obj, cfg, src, row, lambda reason, w=where: on_error(str(path), w, reason))
-                if doc is not None:
-                    yield doc
-            row += 1
+        try:
+            for batch in pf.iter_batches(PARQUET_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):
+                for i, obj in _parquet_rows(batch, cfg.max_record_bytes):
+                    doc = _parquet_doc(obj, row + i, cfg, src, path, on_error)
+                    if doc is not None:
+                        yield doc
+                row += batch.num_rows
+        except (pa.ArrowException, OSError, MemoryError) as e:
+            on_error(str(path), f"row group {g}", f"unreadable row group: {type(e).__name__}: {e}")
+            row = start + pf.metadata.row_group(g).num_rows
     if row == 0:
         on_error(str(path), None, "empty file")
 
 
-def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+def _row_group_bytes(pf, g: int, cols: list[str]) -> int:
+    """Uncompressed bytes of the columns we read in row group `g`, from the footer (nothing decoded)."""
+    rg = pf.metadata.row_group(g)
+    return sum(rg.column(i).total_uncompressed_size for i in range(rg.num_columns)
+               if rg.column(i).path_in_schema in cols)
+
+
+def _parquet_doc(obj: dict | None, row: int, cfg: ReaderConfig, src: str, path: Path,
+                 on_error: OnError) -> Document | None:
+    def err(reason: str) -> None:
+        on_error(str(path), f"row {row}", reason)
+
+    if obj is None:
+        err(f"record larger than max_record_bytes={cfg.max_record_bytes}")
+        return None
+    return _make_doc(obj, cfg, src, row, err)
+
+
+# Rows converted to Python at a time: a row group of 3M rows costs 64 rows of Python objects, and a
+# huge cell is measured in Arrow (its length) before anything copies it into a str.
+PARQUET_BATCH_ROWS = 64
+
+
+def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | None]]:
+    """(index in batch, row as a dict) for each row; None for a row whose strings exceed max_bytes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    total = np.zeros(batch.num_rows, dtype=np.int64)
+    for col in batch.columns:
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(
+                col.type) or pa.types.is_large_binary(col.type):
+            total += pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
+    too_big = total > max_bytes
+    if not too_big.any():
+        yield from enumerate(batch.to_pylist())
+        return
+    kept = batch.filter(pa.array(~too_big)).to_pylist()
+    it = iter(kept)
+    for i, big in enumerate(too_big):
+        yield i, None if big else next(it)
 
 
 # --------------------------------------------------------------------------- text and HTML files
@@ -364,7 +463,9 @@ def _looks_binary(data: bytes) -> bool:
     return controls > len(head) * 0.1
 
 
-def _read_text(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+def _read_text(
+    path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
+) -> Iterator[Document]:
     data = _read_file_bytes(path, cfg, on_error)
     if data is None:
         return
@@ -412,7 +513,9 @@ def _known_codec(name: str | None) -> str | None:
     return name
 
 
-def _read_html(path: Path, cfg: ReaderConfig, on_error: OnError, src: str) -> Iterator[Document]:
+def _read_html(
+    path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
+) -> Iterator[Document]:
     data = _read_file_bytes(path, cfg, on_error)
     if data is None:
         return

@@ -20,10 +20,18 @@ Bad input is reported through `on_error` with the byte offset of the record and 
 records over `max_record_bytes`, binary bodies labelled HTML, truncated gzip members, and bytes
 the parser had to skip (a Content-Length that lies, a record without a version line): after each
 record the framing is re-read (`_GapChecker`) so that nothing is dropped silently.
+
+A Content-Length that claims more than the record has would make the parser swallow the records
+after it. When that record comes out truncated (the claim ran to the end of the file), or, with
+`warc_check_gaps = "all"`, whenever it overruns its own gzip member, reading restarts at the next
+record (the end of its member; in a plain file, the next version line) and says how many bytes of
+the lying record were skipped. Members are inflated 1 MiB at a time for these checks: a claimed
+length never decides how much is held in memory.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from collections import Counter
@@ -66,46 +74,73 @@ def clean_url(uri: str | None) -> str | None:
 def _read_fastwarc(
     path: Path, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str]
 ) -> Iterator[Document]:
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
-
-    gaps = _GapChecker(path, cfg.warc_check_gaps == "all") if cfg.warc_check_gaps != "off" else None
-    prev: tuple[int, int] | None = None  # (stream_pos, content_length) of the previous record
-    first = True
-    try:
-        it = ArchiveIterator(
-            str(path),
-            record_types=WarcRecordType.any_type,
-            parse_http=True,
-            quirks_mode=True,
-            auto_decode="none",
-            fsspec_args=False,
-        )
-        for rec in it:
-            rtype = str(rec.record_type).rsplit(".", 1)[-1]
-            if first and rtype in ("unknown", "no_type"):
-                on_error(str(path), "offset 0", "not a WARC file (no WARC version line and record type)")
-                return
-            if gaps is not None:
-                gaps.report(prev, rec.stream_pos, on_error, stats)
-            prev, first = (rec.stream_pos, _warc_length(rec)), False
-            stats[f"records.{rtype}"] += 1
-            doc = _fastwarc_doc(rec, rtype, cfg, on_error, src, stats, str(path))
-            if doc is not None:
-                stats["documents"] += 1
-                yield doc
-    except (OSError, ValueError, EOFError, zlib.error) as e:
-        where = f"after offset {prev[0]}" if prev else "offset 0"
-        on_error(str(path), where, f"unreadable WARC data (truncated or corrupt): {e}")
-        stats["errors.truncated"] += 1
-        return
-    if first:
+    scan = _Scan(path, cfg, on_error, stats)
+    start: int | None = 0
+    while start is not None:  # a resynchronisation restarts the parser at the next record
+        start = yield from _read_from(start, scan, cfg, on_error, src, stats)
+        if scan.stop:
+            return
+    if scan.first:
         if _is_arc(path):
             yield from _read_arc(path, cfg, on_error, src, stats)
         else:
             on_error(str(path), "offset 0", "not a WARC file (no record found)")
         return
-    if gaps is not None:
-        gaps.report(prev, None, on_error, stats)
+    if scan.gaps is not None:
+        scan.gaps.report(scan.prev, None, on_error, stats)
+
+
+class _Scan:
+    """What reading one WARC file has seen so far, across resynchronisations."""
+
+    def __init__(self, path: Path, cfg: ReaderConfig, on_error: OnError, stats: Counter[str]):
+        self.path, self.layout = path, _layout(path)
+        self.gaps = _GapChecker(path, cfg.warc_check_gaps == "all") if cfg.warc_check_gaps != "off" else None
+        self.check_members = cfg.warc_check_gaps == "all" and self.layout == "members"
+        self.prev: tuple[int, int] | None = None  # (stream_pos, content_length) of the previous record
+        self.first, self.stop, self.resumed = True, False, False
+
+
+def _read_from(
+    start: int, scan: _Scan, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str]
+) -> Iterator[Document]:
+    """Records from byte `start` on; returns where to resume when a record overran, else None."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    path = scan.path
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            it = ArchiveIterator(f, record_types=WarcRecordType.any_type, parse_http=True,
+                                 quirks_mode=True, auto_decode="none")
+            for rec in it:
+                rtype = str(rec.record_type).rsplit(".", 1)[-1]
+                if scan.first and rtype in ("unknown", "no_type"):
+                    on_error(str(path), "offset 0", "not a WARC file (no WARC version line and record type)")
+                    scan.stop = True
+                    return None
+                if scan.gaps is not None and not scan.resumed:
+                    scan.gaps.report(scan.prev, rec.stream_pos, on_error, stats)
+                pos, length = rec.stream_pos, _warc_length(rec)
+                scan.prev, scan.first, scan.resumed = (pos, length), False, False
+                stats[f"records.{rtype}"] += 1
+                suspect = stats["errors.truncated"] + stats["skipped.too_large"]
+                doc = _fastwarc_doc(rec, rtype, cfg, on_error, src, stats, str(path))
+                resume = None
+                if stats["errors.truncated"] + stats["skipped.too_large"] > suspect or scan.check_members:
+                    resume = _resync(path, scan.layout, pos, length, on_error, stats)
+                if doc is not None and resume is None:  # an overrunning record's payload ends in junk
+                    stats["documents"] += 1
+                    yield doc
+                if resume is not None:
+                    scan.resumed = True
+                    return resume
+    except (OSError, ValueError, EOFError, zlib.error) as e:
+        where = f"after offset {scan.prev[0]}" if scan.prev else "offset 0"
+        on_error(str(path), where, f"unreadable WARC data (truncated or corrupt): {e}")
+        stats["errors.truncated"] += 1
+        scan.stop = True
+    return None
 
 
 def _warc_length(rec) -> int:
@@ -274,6 +309,107 @@ def _undo_content_encoding(body: bytes, ce: str | None, limit: int) -> bytes | N
     return None if len(out) > limit else out
 
 
+# --------------------------------------------------------------------------- resynchronisation
+
+# A WARC record starts with a version line; in quirks mode fastwarc accepts WARC/0.18 to WARC/1.1.
+_VERSION_LINE = re.compile(rb"(?:^|\n)(WARC/\d)")
+
+
+def _layout(path: Path) -> str | None:
+    """"plain", "members" (gzip per record: a record can be found by its member) or None (one gzip)."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+    if head[:2] != b"\x1f\x8b":
+        return "plain"
+    d = zlib.decompressobj(31)
+    try:
+        d.decompress(head, 64 << 20)
+    except zlib.error:
+        return None
+    return "members" if d.eof and d.unused_data else None
+
+
+def _resync(path: Path, layout: str | None, pos: int, length: int, on_error: OnError,
+            stats: Counter[str]) -> int | None:
+    """Where the record after the one at `pos` starts, when that record's claimed `length` overruns
+    its gzip member (plain: the end of the file, the next version line being where to resume)."""
+    if layout == "members":
+        member = _member(path, pos)
+        if member is None:
+            return None
+        end, size, header, _ = member
+        if header is None or header + length <= size or end >= path.stat().st_size:
+            return None
+        what = f"its gzip member ({size - header} bytes of content)"
+    elif layout == "plain":  # only a claim past the end of the file is a sure lie here
+        with open(path, "rb") as f:
+            f.seek(pos)
+            m = _HEADER_END.search(f.read(1 << 16))
+        end = _next_version_line(path, pos + 1)
+        if m is None or end is None or pos + m.end() + length <= path.stat().st_size:
+            return None
+        what = "the end of the file"
+    else:
+        return None
+    on_error(str(path), f"offset {pos}", f"claimed Content-Length {length} overruns {what}: "
+             f"resynchronised at the next record (offset {end}), {end - pos} bytes of this record skipped")
+    stats["errors.resynchronised"] += 1
+    return end
+
+
+_Member = tuple[int, int, "int | None", bytes]
+
+
+def _member(path: Path, start: int) -> _Member | None:
+    """(offset where the gzip member at `start` ends, its decompressed size, its WARC header length,
+    its last 64 KiB). Streamed 1 MiB at a time: neither a claimed length nor a bomb sets what is held.
+    """
+    st = path.stat()  # the gap check and the overrun check ask about the same member: inflate it once
+    return _member_cached(str(path), start, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _member_cached(path: str, start: int, _size: int, _mtime: int) -> _Member | None:
+    d = zlib.decompressobj(31)
+    size, head, tail, at = 0, b"", b"", start
+    with open(path, "rb") as f:
+        f.seek(start)
+        while not d.eof:
+            data = f.read(1 << 20)
+            if not data:
+                return None
+            at += len(data)
+            while data and not d.eof:
+                try:
+                    out = d.decompress(data, 1 << 20)
+                except zlib.error:
+                    return None
+                size += len(out)
+                if len(head) < 1 << 16:
+                    head += out[: (1 << 16) - len(head)]
+                tail = (tail + out)[-(1 << 16):]
+                data = d.unconsumed_tail
+    m = _HEADER_END.search(head)
+    return at - len(d.unused_data), size, m.end() if m else None, tail
+
+
+def _next_version_line(path: Path, start: int) -> int | None:
+    """Offset of the first WARC version line after `start` (a plain file), read 1 MiB at a time."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        at, tail = start, b""
+        while True:
+            data = f.read(1 << 20)
+            if not data:
+                return None
+            buf = tail + data
+            m = _VERSION_LINE.search(buf, 1)
+            if m:
+                return at - len(tail) + m.start(1)
+            tail = buf[-16:]
+            at += len(data)
+
+
 # --------------------------------------------------------------------------- skipped bytes
 
 
@@ -363,9 +499,16 @@ class _GapChecker:
                 return tail, b""
             raw = self._region(tail, end, 1 << 16)
             return tail + len(raw) - len(raw.lstrip()), raw.strip()
-        data = self._region(start, end, length + (1 << 20))
-        m = _HEADER_END.search(data, 0, 1 << 20)
-        return start, (data[m.end() + length :].strip() if m else b"")
+        # Members: the record's own member is streamed (a claimed length never sets how much is
+        # inflated); what follows its content there, and any whole member before `end`, is junk.
+        member = _member(self.path, start)
+        if member is None or member[2] is None:
+            return start, b""
+        stop, size, header, tail = member
+        extra = size - header - length
+        own = tail[len(tail) - min(extra, len(tail)):] if extra > 0 else b""
+        rest = self._region(stop, end, 1 << 16) if stop < end else b""
+        return start, (own + rest).strip()
 
 
 # --------------------------------------------------------------------------- ARC via warcio

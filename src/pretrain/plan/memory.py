@@ -21,6 +21,7 @@ All sizes are bytes. Sources:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 from pretrain.errors import UserError
@@ -143,6 +144,95 @@ def stage_params(shape: ModelShape, tp: int = 1, pp: int = 1, v: int = 1) -> flo
     return max(first, last) / tp
 
 
+# --- The activation model the planner uses: saved tensors of the blocks we train, one by one ----------
+
+PROFILES = ("fused", "pretrain")
+
+
+def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recompute: str = "none",
+                          flash: bool = True, profile: str = "fused") -> float:
+    """Bytes one block keeps for backward per token on one TP rank, summed tensor by tensor.
+
+    profile "fused": Megatron-Core / Transformer Engine kernels (what the Megatron papers and Llama 3
+    ran): bf16 residual stream; each norm saves its bf16 input and fp32 1/rms; one saved input per
+    fused QKV and per fused gate/up matrix (with SP the local 1/t shard, re-gathered in backward:
+    Korthikanti 2022 sec. 4.2.2); Q, K, V at their own widths (GQA not expanded); flash attention
+    saves its output (also the projection's input) and fp32 log-sum-exp per head; a fused SwiGLU
+    saves its two inputs. For a GPT block (LayerNorm, GELU, dropout, unfused attention) this is
+    Korthikanti's 34·h + 5·a·s per token exactly.
+
+    profile "pretrain": this project's trainer (train/model.py) under bf16 autocast, as counted by
+    saved-tensor hooks (tests/test_plan_activations.py): an fp32 residual stream; each RMSNorm
+    keeps its fp32 input, fp32 normalized output and fp32 1/rms; autocast casts the normalized input
+    once per linear layer (3 copies for Q, K, V; 2 for SwiGLU's w1, w3), always whole (an all-
+    gathered input stays saved); K and V are expanded to all heads before attention; SwiGLU keeps
+    w1·x, w3·x, silu(w1·x) and the product. Without flash the softmax output (a·s per token)
+    replaces the log-sum-exp and the attention output.
+    """
+    if profile not in PROFILES:
+        raise UserError(f"activation profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    if recompute not in RECOMPUTE:
+        raise UserError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    h, kv, f, a, s = shape.d_model, shape.kv_dim, shape.d_ff, shape.n_heads, shape.seq_len
+    rep = t if sp else 1  # what sequence parallelism splits; replicated over TP ranks without it
+    gated = shape.mlp == "swiglu"
+    if profile == "pretrain":
+        resid = 4.0  # the residual stream stays fp32 (embedding output is fp32 under autocast)
+        if recompute == "full":
+            return resid * h / rep  # checkpointed block: its input only
+        # RMSNorm: fp32 input, normalized output and 1/rms; LayerNorm (fp32 under autocast): its
+        # input, mean and 1/std
+        norm = 2 * ((8 * h + 4) if shape.norm == "rmsnorm" else (4 * h + 8)) / rep
+        inputs = (3 + (2 if gated else 1)) * 2 * h
+        qkv = 3 * 2 * h / t  # K, V expanded to n_heads
+        attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
+        proj = 2 * h / t
+        mlp = (8 if gated else 4) * f / t
+        return norm + inputs + qkv + attn + proj + mlp  # selective is not offered: as none
+    if recompute == "full":
+        return 2 * h / rep  # the block's bf16 input (Korthikanti: 2·s·b·h, ÷t with SP)
+    norm = 2 * (2 * h + (4 if shape.norm == "rmsnorm" else 8)) / rep
+    inputs = 2 * (2 * h) / rep
+    qkv = (2 * h + 4 * kv) / t
+    if flash:
+        attn = 4 * a / t  # log-sum-exp; the output is the projection's input, counted below
+    else:
+        attn = 0.0 if recompute == "selective" else 5 * a * s / t  # softmax out, dropout mask and out
+    proj = 2 * h / t
+    mlp = (6 * f if gated else 4 * f) / t
+    dropout = 0.0 if gated else 2 * h / rep  # GPT's two residual dropout masks (1 byte each)
+    norm = norm if gated else 2 * 2 * h / rep  # Korthikanti counts the LayerNorm inputs only
+    return norm + inputs + qkv + attn + proj + mlp + dropout
+
+
+@functools.lru_cache(maxsize=4096)
+def split_layers(n_layers: int, p: int) -> tuple[int, ...]:
+    """Layers per pipeline stage when they do not divide evenly: the first and last stages take one
+    fewer (Llama 3, Dubey et al. 2024 sec. 3.3.2: they hold the most activations and the head)."""
+    per = -(-n_layers // p)
+    out = [per] * p
+    short = per * p - n_layers
+    order = [0, p - 1] + list(range(1, p - 1)) if p > 1 else [0]
+    for i in range(short):
+        out[order[i % p]] -= 1
+    return tuple(out)
+
+
+def stage_activation_bytes(shape: ModelShape, b: int = 1, t: int = 1, sp: bool = False,
+                           recompute: str = "none", flash: bool = True, p: int = 1, v: int = 1,
+                           m: int | None = None, cp: int = 1, profile: str = "fused") -> float:
+    """Activations on the fullest pipeline stage under 1F1B: stage i holds min(p − i, m) micro-batches
+    of its layers. Interleaved (v chunks per GPU), the first GPU runs 2(p−1) + (v−1)·p warm-up chunk
+    forwards before its first backward (Megatron-LM's interleaved schedule), at most all m·v."""
+    tokens = b * shape.seq_len / cp
+    per_layer = tokens * saved_bytes_per_token(shape, t, sp, recompute, flash, profile)
+    m = p if m is None else m
+    if v > 1:
+        chunks = min(m * v, 2 * (p - 1) + (v - 1) * p + 1)
+        return per_layer * -(-shape.n_layers // (p * v)) * chunks
+    return max(n * min(p - i, m) * per_layer for i, n in enumerate(split_layers(shape.n_layers, p)))
+
+
 @dataclass(frozen=True)
 class MemoryBreakdown:
     """Bytes on the busiest GPU of a layout."""
@@ -158,18 +248,24 @@ class MemoryBreakdown:
 
 def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zero: int = 0, mbs: int = 1,
                    recompute: str = "none", sp: bool = False, flash: bool = True, v: int = 1,
-                   m: int | None = None, accounting: str = "16B") -> MemoryBreakdown:
+                   m: int | None = None, accounting: str = "16B", cp: int = 1,
+                   profile: str = "fused") -> MemoryBreakdown:
     """The whole bill for the busiest GPU: sharded state + activations in flight + logits. With a
-    pipeline the first stage holds the most micro-batches and the last the logits: take the larger."""
+    pipeline the first stages hold the most micro-batches and the last the logits: take the larger.
+    `dp` is the group the ZeRO stage shards over (data × context ranks)."""
     state = state_bytes_per_gpu(stage_params(shape, tp, pp, v), zero, dp, accounting)
-    acts = activation_bytes(shape, mbs, tp, sp, recompute, flash, pp, v, m)
-    acts += recompute_working_bytes(shape, mbs, tp, sp, recompute, flash)
-    logits = logits_bytes(shape.seq_len, mbs, shape.d_model, shape.vocab_size, tp)
+    tokens = mbs * shape.seq_len / cp
+    working = 0.0
+    if recompute == "full":  # a checkpointed layer re-run for its backward: its full set, briefly
+        working = tokens * saved_bytes_per_token(shape, tp, sp, "none", flash, profile)
+    acts = stage_activation_bytes(shape, mbs, tp, sp, recompute, flash, pp, v, m, cp, profile) + working
+    logits = logits_bytes(shape.seq_len // cp, mbs, shape.d_model, shape.vocab_size, tp)
     if pp == 1:
         return MemoryBreakdown(state, acts, logits, state + acts + logits)
     # 1F1B: the last stage runs each micro-batch's backward right after its forward (one in flight)
-    last_acts = activation_bytes(shape, mbs, tp, sp, recompute, flash, pp, v, m=1)
-    last_acts += recompute_working_bytes(shape, mbs, tp, sp, recompute, flash)
+    last_layers = split_layers(shape.n_layers, pp)[-1] * (v if v > 1 else 1)
+    per_layer = tokens * saved_bytes_per_token(shape, tp, sp, recompute, flash, profile)
+    last_acts = per_layer * last_layers + working
     first = MemoryBreakdown(state, acts, 0.0, state + acts)
     last = MemoryBreakdown(state, last_acts, logits, state + last_acts + logits)
     return max(first, last, key=lambda mb: mb.total)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from pretrain.errors import UserError
 from pretrain.plan import compute, memory, parallel, reliability
-from pretrain.plan.search import Estimate, Job, Layout, SearchResult, evaluate, explain, search
+from pretrain.plan.layout import Layout, data_parallel, problems
+from pretrain.plan.search import Estimate, Job, SearchResult, evaluate, explain, search
 
 # Llama 3 (Dubey et al. 2024, sec. 3.3.4): 419 unexpected interruptions in 54 days on 16,384 GPUs,
 # one every 11,135 s, i.e. about 50,700 hours per GPU.
@@ -24,32 +25,51 @@ class Budget:
     restart_s: float = 0.0
 
 
+LAYOUT_KEYS = ("tp", "pp", "cp", "dp", "dp_shard", "dp_replicate", "zero", "mbs", "recompute", "sp", "v")
+
+
 def parse_layout(text: str, n_gpus: int) -> Layout:
-    """'tp=2,pp=4,zero=1,mbs=1,recompute=selective,sp=1,v=2' -> Layout; dp defaults to the rest."""
+    """'tp=2,pp=4,zero=1,mbs=1,recompute=selective,sp=1,v=2' -> Layout. dp (the data-parallel ranks,
+    sharded when zero > 0) defaults to the GPUs left; dp_shard and dp_replicate set an HSDP split."""
     kwargs: dict = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, _, value = part.partition("=")
-        if key not in Layout.__dataclass_fields__ or not value:
-            raise UserError(f"--layout: cannot read {part!r}; keys: {', '.join(Layout.__dataclass_fields__)}")
+        key = key.strip()
+        if key not in LAYOUT_KEYS or not value:
+            raise UserError(f"--layout: cannot read {part!r}; keys: {', '.join(LAYOUT_KEYS)}")
         if key == "recompute":
             kwargs[key] = value
         elif key == "sp":
+            if value.lower() not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+                raise UserError(f"--layout: sp wants 0 or 1, got {value!r}")
             kwargs[key] = value.lower() in ("1", "true", "yes", "on")
         else:
             try:
                 kwargs[key] = int(value)
             except ValueError:
                 raise UserError(f"--layout: {key} wants an integer, got {value!r}") from None
-    for key in ("tp", "pp", "dp", "mbs", "v"):
+    for key in ("tp", "pp", "cp", "dp", "dp_shard", "dp_replicate", "mbs", "v"):
         if kwargs.get(key, 1) < 1:
             raise UserError(f"--layout: {key} must be >= 1, got {kwargs[key]}")
-    if kwargs.get("zero", 1) not in (0, 1, 2, 3):
-        raise UserError(f"--layout: zero must be 0, 1, 2 or 3, got {kwargs['zero']}")
-    if kwargs.get("recompute", "none") not in memory.RECOMPUTE:
-        raise UserError(f"--layout: recompute must be one of {', '.join(memory.RECOMPUTE)}")
-    tp, pp = kwargs.get("tp", 1), kwargs.get("pp", 1)
-    kwargs.setdefault("dp", n_gpus // (tp * pp) if n_gpus % (tp * pp) == 0 else 0)
-    return Layout(**kwargs)
+    model = kwargs.get("tp", 1) * kwargs.get("pp", 1) * kwargs.get("cp", 1)
+    if "dp_shard" in kwargs or "dp_replicate" in kwargs:
+        if "dp" in kwargs:
+            raise UserError("--layout: give dp, or dp_shard and dp_replicate, not both")
+        kwargs.setdefault("zero", 3 if kwargs.get("dp_shard", 1) > 1 else 0)
+        return Layout(**kwargs)
+    dp = kwargs.pop("dp", n_gpus // model if n_gpus % model == 0 else 0)
+    if dp < 1:
+        raise UserError(f"--layout: tp x pp x cp = {model} does not divide --gpus {n_gpus}")
+    return data_parallel(dp, kwargs.pop("zero", 1), **kwargs)
+
+
+def check_layout(job: Job, lay: Layout) -> None:
+    """Stop with one line naming every broken rule, before any search runs."""
+    shape = job.shape
+    broken = problems(lay, world_size=job.n_gpus, n_layers=shape.n_layers, n_heads=shape.n_heads,
+                      n_kv_heads=shape.n_kv_heads, seq_len=shape.seq_len, batch_seqs=job.batch_seqs)
+    if broken:
+        raise UserError(f"--layout {lay.label()}: " + "; ".join(broken))
 
 
 def _reliability(job: Job, budget: Budget, days: float) -> dict:
@@ -87,7 +107,7 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
                   "flops_per_token_6n": compute.flops_per_token(shape, attention=False)},
         "cluster": {"gpu": gpu.name, "n_gpus": job.n_gpus, "nodes": -(-job.n_gpus // gpu.gpus_per_node),
                     "peak_tflops_per_gpu": gpu.bf16_tflops, "memory_gb_per_gpu": gpu.memory_gb,
-                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "efficiency": job.efficiency},
+                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "efficiency": job.gpu.gemm_efficiency},
         "budget": {"tokens": budget.tokens, "batch_tokens": job.batch_seqs * shape.seq_len,
                    "chinchilla_tokens": compute.chinchilla_tokens(shape.params()),
                    "training_flops_6nd": compute.training_flops(shape.params(), budget.tokens),
@@ -98,7 +118,21 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
     }
     if chosen is not None and chosen.fits:
         plan.update(_timing(job, budget, chosen, fpt))
+    plan = {"schema": SCHEMA, "headline": _headline(plan), **plan}
     return plan
+
+
+SCHEMA = "pretrain.plan/2"  # docs/planner.md describes every key
+
+
+def _headline(plan: dict) -> dict:
+    """The four numbers a report shows first (None when no layout fits)."""
+    lay, t = plan.get("layout"), plan.get("time")
+    fits = bool(lay and lay["fits"] and t)
+    return {"fits": fits, "layout": lay["label"] if lay else None,
+            "days": t["calendar_days"] if fits else None, "gpu_hours": t["gpu_hours"] if fits else None,
+            "mfu": t["mfu"] if fits else None, "tokens_per_s": t["tokens_per_s"] if fits else None,
+            "gpus": plan["cluster"]["n_gpus"], "gpu": plan["cluster"]["gpu"]}
 
 
 def _timing(job: Job, budget: Budget, est: Estimate, fpt: float) -> dict:

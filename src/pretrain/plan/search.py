@@ -2,50 +2,26 @@
 interleaving) combination for a model on a cluster; drop what is invalid or does not fit; predict a step
 time for the rest; rank by tokens/s; explain the winner against its neighbours.
 
-The time model (a model, not a measurement; every term is printed so it can be argued with):
-- compute: hardware FLOPs per GPU (model FLOPs + recomputation) / (peak × efficiency × g), where g =
-  x/(x + 2²²) with x = mbs·s·h/tp is a heuristic for small GEMMs running below the large-GEMM rate;
-  an uneven layer split scales it by the busiest GPU's layers over L/p;
-- bubble: compute × (p−1)/(v·m) (Megatron-LM 2021 sec. 2.2);
-- tensor parallel: 4 all-reduces of s·b·h per layer per micro-batch (6 with full recompute), exposed;
-- pipeline: activations and their gradients at each boundary per micro-batch, exposed;
-- data parallel: ZeRO 0/1 all-reduce once per step, overlapped with the last micro-batch's backward;
-  ZeRO-2 reduce-scatters every micro-batch, overlapped with all backwards; ZeRO-3 gathers weights
-  forward and backward and reduce-scatters every micro-batch, overlapped with all compute;
-- optimizer step: reading and writing the local state once at HBM speed.
-Ranks are ordered TP innermost, then DP, then PP (torchtitan, Megatron): TP stays in a node, a group
-crossing nodes runs at the NIC's bandwidth.
+The time model is plan/timing.py's, from parts: GEMMs by shape, fused attention, element-wise
+traffic, recomputation, TP / CP / pipeline / data-parallel collectives (latency + bytes / (link ·
+efficiency), ring or tree, inside or across nodes), what overlaps with what, the bubble and the
+optimizer step. Every part is kept in `Estimate.times` (seconds per step) so it can be argued with.
+Ranks are ordered TP innermost, then CP, then DP, then PP (torchtitan, Megatron): a group that
+crosses nodes runs at the NIC's bandwidth.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 from pretrain.errors import UserError
-from pretrain.plan import compute, memory, parallel
+from pretrain.plan import compute, memory, timing
 from pretrain.plan.hardware import GPU
+from pretrain.plan.layout import Layout, data_parallel, problems
+from pretrain.plan.layout import micro_batches as n_micro
 from pretrain.plan.shapes import ModelShape
 
 USABLE_FRACTION = 0.9  # of HBM: CUDA context, NCCL buffers and allocator fragmentation take the rest
-GEMM_HALF_SIZE = 2**22  # mbs·s·h/tp at which the small-GEMM factor is 1/2 (heuristic)
-
-
-@dataclass(frozen=True)
-class Layout:
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    zero: int = 1
-    mbs: int = 1
-    recompute: str = "none"
-    sp: bool = False
-    v: int = 1  # pipeline chunks per GPU (interleaved 1F1B when > 1)
-
-    def label(self) -> str:
-        sp = ",sp" if self.sp else ""
-        v = f",v={self.v}" if self.v > 1 else ""
-        return (f"tp={self.tp},pp={self.pp}{v},dp={self.dp},zero={self.zero},mbs={self.mbs},"
-                f"recompute={self.recompute}{sp}")
 
 
 @dataclass(frozen=True)
@@ -58,7 +34,20 @@ class Job:
     batch_tokens: int = 2**22
     accounting: str = "16B"
     flash: bool = True
-    efficiency: float = 0.6  # fraction of dense peak the large GEMMs sustain
+    efficiency: float | None = None  # overrides the GPU's gemm_efficiency (share of dense peak)
+    activations: str = "fused"  # saved-tensor profile (memory.saved_bytes_per_token): fused | pretrain
+    tp_overlap: float = 0.0  # share of TP collectives hidden behind compute (timing.Software)
+    dp_overlap: bool = True
+
+    def __post_init__(self) -> None:
+        if self.efficiency is not None:
+            object.__setattr__(self, "gpu", replace(self.gpu, gemm_efficiency=self.efficiency))
+
+    @property
+    def software(self) -> timing.Software:
+        return timing.Software(self.tp_overlap, self.dp_overlap, self.flash,
+                               4 if self.accounting in ("18B", "megatron-distopt") else 2,
+                               eager=self.activations == "pretrain")
 
     @property
     def batch_seqs(self) -> int:
@@ -86,7 +75,7 @@ class Estimate:
         return self.reason is None
 
     def as_dict(self) -> dict:
-        d = {"layout": asdict(self.layout), "label": self.layout.label(), "fits": self.fits,
+        d = {"layout": self.layout.as_dict(), "label": self.layout.label(), "fits": self.fits,
              "reason": self.reason, "micro_batches": self.m}
         if self.memory:
             d["memory_gb"] = {k: v / 1e9 for k, v in self.memory.as_dict().items()}
@@ -97,26 +86,23 @@ class Estimate:
 
 
 def structural_reason(job: Job, lay: Layout) -> str | None:
-    """Why a layout cannot run at all (before memory), or None."""
-    shape, gpn = job.shape, job.gpu.gpus_per_node
-    if lay.tp * lay.pp * lay.dp != job.n_gpus:
-        return "tp*pp*dp != gpus"
-    if shape.n_heads % lay.tp:
-        return "heads not divisible by tp"
-    if lay.tp > gpn:
+    """Why a layout cannot run at all (before memory), or None: the shared validity rules
+    (plan/layout.py), then what the planner will not consider."""
+    shape = job.shape
+    if job.batch_seqs % (lay.dp * lay.mbs):  # the commonest reason, checked first (search speed)
+        return f"a batch of {job.batch_seqs} sequences does not divide into dp x mbs = {lay.dp * lay.mbs}"
+    broken = problems(lay, world_size=job.n_gpus, n_layers=shape.n_layers, n_heads=shape.n_heads,
+                      n_kv_heads=shape.n_kv_heads, seq_len=shape.seq_len, batch_seqs=job.batch_seqs)
+    if broken:
+        return broken[0]
+    if lay.tp > job.gpu.gpus_per_node:
         return "tp spans nodes"
-    if lay.pp * lay.v > shape.n_layers:
-        return "fewer layers than pp*v stages"
-    if lay.sp and lay.tp == 1:
-        return "sequence parallel needs tp > 1"
-    if lay.zero >= 2 and lay.pp > 1:
-        return "zero 2/3 with pipeline re-sends gradients every micro-batch"
-    if job.batch_seqs % (lay.dp * lay.mbs):
-        return "batch does not divide into dp*mbs"
-    m = job.batch_seqs // (lay.dp * lay.mbs)
-    if lay.v > 1 and m % lay.pp:
-        return "interleaving needs micro-batches divisible by pp"
     return None
+
+
+def shard_group(lay: Layout) -> int:
+    """Ranks the ZeRO-sharded (or distributed-optimizer) state is split over."""
+    return lay.shard_group if lay.dp_shard > 1 else lay.dp * lay.cp
 
 
 def evaluate(job: Job, lay: Layout) -> Estimate:
@@ -124,81 +110,124 @@ def evaluate(job: Job, lay: Layout) -> Estimate:
     reason = structural_reason(job, lay)
     if reason:
         return Estimate(lay, reason)
-    m = job.batch_seqs // (lay.dp * lay.mbs)
-    mem = memory.memory_per_gpu(job.shape, lay.tp, lay.pp, lay.dp, lay.zero, lay.mbs, lay.recompute, lay.sp,
-                                job.flash, lay.v, m, job.accounting)
+    m = n_micro(lay, job.batch_seqs)
+    mem = memory.memory_per_gpu(job.shape, lay.tp, lay.pp, shard_group(lay), lay.zero, lay.mbs, lay.recompute,
+                                lay.sp, job.flash, lay.v, m, job.accounting, lay.cp, job.activations)
     if mem.total > job.usable_bytes:
         return Estimate(lay, "does not fit in memory", m, mem)
     est = Estimate(lay, None, m, mem)
-    _time(job, lay, est)
+    time_layout(job, lay, est)
     return est
 
 
-def _bandwidth(job: Job, span: int) -> float:
-    """Per-GPU bandwidth of a group whose members sit `span` ranks apart at most."""
-    return job.gpu.intra_node_bw if span <= job.gpu.gpus_per_node else job.gpu.inter_node_bw
-
-
-def _time(job: Job, lay: Layout, est: Estimate) -> None:
-    shape, s, m = job.shape, job.shape.seq_len, est.m
-    tokens = job.batch_seqs * s
+def time_layout(job: Job, lay: Layout, est: Estimate) -> None:
+    """Step time from parts (plan/timing.py): the busiest stage's micro-batch time × (m + (p−1)/v),
+    plus what data parallelism and the optimizer leave exposed."""
+    shape, gpu, sw, m = job.shape, job.gpu, job.software, est.m
+    lt = timing.layer_times(gpu, shape, lay, sw)
+    per_layer = lt.total(lay.recompute)
+    busiest, last = timing.stage_layers(shape.n_layers, lay.pp, lay.v)
+    head = timing.head_seconds(gpu, shape, lay)
+    stage = max(busiest * per_layer, last * per_layer + head) if lay.pp > 1 else busiest * per_layer + head
+    p2p = timing.p2p_seconds(gpu, shape, lay) * lay.v
+    micro = stage + p2p
+    zero3 = _zero3_exposed(job, lay, lt, busiest, micro)
+    dp = _dp_exposed(job, lay, lt, busiest, m)
+    state = est.memory.state if est.memory else 0.0
+    scale = busiest  # the parts below, summed over the busiest stage's layers and the whole step
+    steps = m + (lay.pp - 1) / lay.v
+    parts = {
+        "gemm": (lt.gemm_fwd + lt.gemm_bwd) * scale * m,
+        "attention": (lt.attn_fwd + lt.attn_bwd) * scale * m,
+        "elementwise": 3 * lt.elem_fwd * scale * m,
+        "recompute": lt.recompute(lay.recompute) * scale * m,
+        "tp_comm": 2 * lt.tp_fwd * scale * m,
+        "cp_comm": 2 * lt.cp_fwd * scale * m,
+        "launch": lt.launch * scale * m,
+        "head": (stage - busiest * per_layer) * m if lay.pp > 1 else head * m,
+        "pp_comm": p2p * m,
+        "bubble": micro * (lay.pp - 1) / lay.v,
+        "zero3_exposed": zero3 * m,
+        "dp_comm_exposed": dp,
+        "optimizer": 2 * state / (gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency),
+    }
+    est.times = parts
+    est.step_s = micro * steps + zero3 * m + dp + parts["optimizer"]
+    tokens = job.batch_seqs * shape.seq_len
+    est.tokens_per_s = tokens / est.step_s
     model_fpt = compute.flops_per_token(shape)
     hw_fpt = model_fpt + compute.recompute_flops_per_token(shape, lay.recompute)
-    x = lay.mbs * s * shape.d_model / lay.tp
-    rate = job.gpu.peak_flops * job.efficiency * x / (x + GEMM_HALF_SIZE)
-    layers = memory.layers_per_gpu(shape.n_layers, lay.pp, lay.v)
-    # the stage with the most layers sets the pace of an uneven split
-    compute_s = hw_fpt * tokens / job.n_gpus / rate * layers * lay.pp / shape.n_layers
-    bubble_s = compute_s * (lay.pp - 1) / (lay.v * m)
-    tp_bytes = parallel.tp_bytes_per_layer(s, lay.mbs, shape.d_model, lay.tp) * layers * m
-    tp_bytes *= 1.5 if lay.recompute == "full" else 1.0  # the recomputed forward repeats its 2 all-reduces
-    tp_s = tp_bytes / _bandwidth(job, lay.tp)
-    pp_bytes = parallel.pp_bytes_per_microbatch(s, lay.mbs, shape.d_model, lay.tp, lay.sp) * m * lay.v
-    pp_s = 0.0 if lay.pp == 1 else pp_bytes / _bandwidth(job, lay.tp * lay.dp * lay.pp)
-    dp_s = _dp_exposed(job, lay, compute_s, m)
-    state = est.memory.state if est.memory else 0.0
-    opt_s = 2 * state / (job.gpu.hbm_tbps * 1e12)
-    est.times = {"compute": compute_s, "bubble": bubble_s, "tp_comm": tp_s, "pp_comm": pp_s,
-                 "dp_comm_exposed": dp_s, "optimizer": opt_s}
-    est.step_s = sum(est.times.values())
-    est.tokens_per_s = tokens / est.step_s
-    peak = job.n_gpus * job.gpu.peak_flops
+    peak = job.n_gpus * gpu.peak_flops
     est.mfu = compute.mfu(est.tokens_per_s, model_fpt, peak)
     est.hfu = compute.mfu(est.tokens_per_s, hw_fpt, peak)
 
 
-def _dp_exposed(job: Job, lay: Layout, compute_s: float, m: int) -> float:
-    if lay.dp == 1:
+def _dp_local(job: Job, lay: Layout) -> int:
+    """Data-parallel ranks sharing a node (TP and CP ranks fill it first)."""
+    return max(1, job.gpu.gpus_per_node // (lay.tp * lay.cp))
+
+
+def _dp_exposed(job: Job, lay: Layout, lt: timing.LayerTimes, layers: int, m: int) -> float:
+    """Gradient reduction (and ZeRO-1/2's weight all-gather) left after the backward that hides it."""
+    g = lay.dp * lay.cp  # gradients are averaged over data and context ranks
+    if g == 1 or lay.zero == 3:
         return 0.0
-    msg = memory.stage_params(job.shape, lay.tp, lay.pp, lay.v) * 2.0  # bf16 gradients / weights
-    bw = _bandwidth(job, lay.tp * lay.dp)
-    if lay.zero <= 1:
-        comm, window = parallel.ring_allreduce_bytes(msg, lay.dp), compute_s * 2 / 3 / m
-    elif lay.zero == 2:
-        comm = parallel.reduce_scatter_bytes(msg, lay.dp) * m + parallel.all_gather_bytes(msg, lay.dp)
-        window = compute_s * 2 / 3
-    else:
-        comm, window = 3 * parallel.reduce_scatter_bytes(msg, lay.dp) * m, compute_s
-    return max(0.0, comm / bw - window)
+    grads = memory.stage_params(job.shape, lay.tp, lay.pp, lay.v) * job.software.grad_bytes
+    local = _dp_local(job, lay)
+    if lay.zero == 2:  # reduce-scattered inside every micro-batch's backward; weights gathered once
+        rs = timing.hierarchical_seconds(job.gpu, grads, g, local, "allgather")
+        bwd = (lt.gemm_bwd + lt.attn_bwd) * layers
+        return timing.overlapped(job.gpu, rs, bwd) * m + rs
+    comm = timing.hierarchical_seconds(job.gpu, grads, g, local)
+    if lay.zero == 1:  # reduce-scatter the gradients, all-gather the updated weights: same volume
+        comm = 2 * timing.hierarchical_seconds(job.gpu, grads, g, local, "allgather")
+    window = (lt.gemm_bwd + lt.attn_bwd) * layers if job.software.dp_overlap else 0.0
+    return timing.overlapped(job.gpu, comm, window)
+
+
+def _zero3_exposed(job: Job, lay: Layout, lt: timing.LayerTimes, layers: int, micro: float) -> float:
+    """FSDP per micro-batch: weights all-gathered forward and again backward, gradients reduce-
+    scattered; one collective per layer each, hidden only behind that micro-batch's compute."""
+    g = lay.dp * lay.cp
+    if lay.zero != 3 or g == 1:
+        return 0.0
+    weights = memory.stage_params(job.shape, lay.tp, lay.pp, lay.v) * 2.0
+    local = _dp_local(job, lay)
+    per_layer = weights / max(layers, 1)
+    gather = layers * timing.hierarchical_seconds(job.gpu, per_layer, g, local, "allgather")
+    fwd = lt.fwd() * layers
+    return timing.overlapped(job.gpu, gather, fwd) + timing.overlapped(job.gpu, 2 * gather, micro - fwd)
+
+
+LONG_SEQUENCE = 16_384  # context parallelism is searched from here on (Llama 3 used it at 128k only)
+
+
+def context_degrees(seq_len: int) -> list[int]:
+    """CP degrees worth trying: none below LONG_SEQUENCE (it only adds traffic), else powers of two
+    that leave each rank at least 4,096 tokens and split the sequence into 2·cp equal chunks."""
+    if seq_len < LONG_SEQUENCE:
+        return [1]
+    return [c for c in (1, 2, 4, 8, 16, 32) if seq_len % (2 * c) == 0 and seq_len // c >= 4096]
 
 
 def candidate_layouts(job: Job, micro_batches: tuple[int, ...] = (1, 2, 4, 8),
-                      interleave: tuple[int, ...] = (1, 2, 4)) -> list[Layout]:
-    """All layouts worth evaluating: tp a power of two within a node, pp any divisor of the rest."""
+                      interleave: tuple[int, ...] = (1, 2, 4),
+                      zeros: tuple[int, ...] = (0, 1, 2, 3)) -> list[Layout]:
+    """All layouts worth evaluating: tp a power of two within a node, cp for long sequences, pp any
+    divisor of the rest, the rest data parallel."""
     out: list[Layout] = []
     n, shape = job.n_gpus, job.shape
     gpn = job.gpu.gpus_per_node
     tps = [t for t in (1, 2, 4, 8, 16) if n % t == 0 and t <= gpn and shape.n_heads % t == 0]
-    for tp in tps:
-        rest = n // tp
+    for tp, cp in ((t, c) for t in tps for c in context_degrees(shape.seq_len) if n % (t * c) == 0):
+        rest = n // (tp * cp)
         for pp in (d for d in range(1, min(rest, shape.n_layers) + 1) if rest % d == 0):
             dp = rest // pp
-            for v in interleave if pp > 1 else (1,):
-                for zero in (0, 1, 2, 3) if pp == 1 else (0, 1):
-                    for mbs in micro_batches:
-                        for rc in memory.RECOMPUTE:
-                            for sp in (False, True) if tp > 1 else (False,):
-                                out.append(Layout(tp, pp, dp, zero, mbs, rc, sp, v))
+            for v, zero, mbs, rc in ((v, z, b, r) for v in (interleave if pp > 1 else (1,)) for z in zeros
+                                     for b in micro_batches for r in memory.RECOMPUTE):
+                for sp in (False, True) if tp > 1 else (False,):
+                    out.append(data_parallel(dp, zero, tp=tp, pp=pp, cp=cp, mbs=mbs, recompute=rc, sp=sp,
+                                             v=v))
     return out
 
 
@@ -225,10 +254,31 @@ def search(job: Job, **kwargs) -> SearchResult:
     rejected: dict[str, int] = {}
     for est in results.values():
         if est.reason:
-            rejected[est.reason] = rejected.get(est.reason, 0) + 1
+            key = reason_category(est.reason)
+            rejected[key] = rejected.get(key, 0) + 1
     ranked = sorted((e for e in results.values() if e.fits),
                     key=lambda e: (-e.tokens_per_s, e.memory.total if e.memory else 0.0))
     return SearchResult(job, ranked, rejected, len(results), results)
+
+
+CATEGORIES = (("does not divide into dp x mbs", "batch does not divide into dp*mbs"),
+              ("GPUs", "degrees do not multiply to the GPUs"),
+              ("divisible by tp", "heads not divisible by tp"),
+              ("pipeline stages", "fewer layers than pp*v stages"),
+              ("seq_len", "sequence does not split into the cp chunks"),
+              ("interleaving", "interleaving needs micro-batches divisible by pp"))
+
+
+def reason_category(reason: str) -> str:
+    """A rejection reason without its numbers, to count rejections by rule."""
+    return next((name for needle, name in CATEGORIES if needle in reason), reason)
+
+
+def variant(lay: Layout, dp: int | None = None, **changes) -> Layout:
+    """`lay` with some knobs changed, its data-parallel ranks placed as the search places them."""
+    fields = {k: getattr(lay, k) for k in lay.__dataclass_fields__ if k not in ("dp_shard", "dp_replicate")}
+    fields.update(changes)
+    return data_parallel(lay.dp if dp is None else dp, **fields)
 
 
 def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
@@ -246,15 +296,17 @@ def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
     mem = est.memory
     lines = [f"{lay.label()}: {est.tokens_per_s:,.0f} tokens/s, MFU {est.mfu:.1%}; uses "
              f"{mem.total / 1e9:.1f} of {job.usable_bytes / 1e9:.1f} GB usable" if mem else lay.label()]
-    for knob, values in (("tp", (1, 2, 4, 8)), ("zero", (0, 1, 2, 3)), ("mbs", (1, 2, 4, 8)),
-                         ("recompute", memory.RECOMPUTE), ("sp", (False, True)), ("v", (1, 2, 4))):
+    for knob, values in (("tp", (1, 2, 4, 8)), ("cp", (1, 2, 4, 8, 16, 32)), ("zero", (0, 1, 2, 3)),
+                         ("mbs", (1, 2, 4, 8)), ("recompute", memory.RECOMPUTE), ("sp", (False, True)),
+                         ("v", (1, 2, 4))):
         for value in values:
             if getattr(lay, knob) == value:
                 continue
             changes = {knob: value}
-            if knob == "tp":
-                changes["dp"] = job.n_gpus // (value * lay.pp) if job.n_gpus % (value * lay.pp) == 0 else 0
-            other = result.all.get(replace(lay, **changes))
+            if knob in ("tp", "cp"):  # the data-parallel degree takes up the difference
+                model = lay.tp * lay.pp * lay.cp // getattr(lay, knob) * value
+                changes["dp"] = job.n_gpus // model if job.n_gpus % model == 0 else 0
+            other = result.all.get(variant(lay, **changes))
             if other is None:
                 continue
             if other.fits:

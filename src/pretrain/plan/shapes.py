@@ -19,7 +19,6 @@ Pure Python: no torch import.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from dataclasses import dataclass
 
@@ -201,22 +200,33 @@ def parse_batch_tokens(text: str | float | int) -> int:
     return int(parse_count(text))
 
 
-def shape_for_params(params: float, seq_len: int = 4096, vocab_size: int = 32_000) -> ModelShape:
-    """A Llama-style shape of roughly `params` parameters (for `--params 7B`).
+MIN_PARAMS, MAX_PARAMS = 1e6, 1e14  # what --params shapes: 1M to 100T parameters
 
-    Follows Llama 2 7B's proportions (head_dim 128, d_model = 128 · n_layers: h=4096, L=32) with a
-    SwiGLU width of 8h/3 rounded up to a multiple of 256, and picks the depth whose count is closest.
-    """
-    if params <= 0:
-        raise UserError(f"--params must be positive, got {params}")
-    best: ModelShape | None = None
-    for L in range(2, 200):
-        h = max(128, 128 * L)
-        f = int(math.ceil(8 * h / 3 / 256) * 256)
+
+def shape_for_params(params: float, seq_len: int = 4096, vocab_size: int = 32_000) -> ModelShape:
+    """A Llama-style shape of `params` parameters within 1% (for `pretrain plan --params 7B`).
+
+    Depth and width follow Llama 2 7B's proportions (head_dim 128, d_model = 128 · n_layers); the
+    SwiGLU width d_ff (a multiple of 8: tensor-core aligned, divisible by any tp <= 8) absorbs the
+    rest, so 7.5B gives 7.50B, not the nearest grid point. Among the depths within 1% whose d_ff
+    stays near Llama's 8h/3 (2.5h..3h), the one closest to the count wins. Below ~20M parameters
+    the 32,000-token vocabulary alone is too big: the nearest shape is returned and the CLI says
+    which it built."""
+    if not MIN_PARAMS <= params <= MAX_PARAMS:
+        raise UserError(f"--params must be between {MIN_PARAMS:.0e} and {MAX_PARAMS:.0e}, got {params:g}")
+    best: tuple[float, ModelShape] | None = None
+    for L in range(1, 2000):
+        h = 128 * L
+        fixed = L * (4 * h * h + 2 * h) + 2 * vocab_size * h + h
+        f = max(8, round((params - fixed) / (3 * h * L) / 8) * 8)
         s = _llama(f"llama-{params / 1e9:g}b", L, h, h // 128, h // 128, f, vocab_size, seq_len)
-        if best is None or abs(s.params() - params) < abs(best.params() - params):
-            best = s
-        if s.params() > params:
+        miss = abs(s.params() - params) / params
+        # prefer Llama-like MLP widths (d_ff within 2.5h..3h), then the closest count
+        ratio = f / h
+        score = (miss > 0.01, max(0.0, 2.5 - ratio, ratio - 3.0), miss)
+        if best is None or score < best[0]:
+            best = (score, s)
+        if fixed > params * 1.5:
             break
     assert best is not None
-    return best
+    return best[1]

@@ -10,7 +10,9 @@ Async saves copy the state and write it in a background thread; the trainer only
 before its next optimizer step (`fence()`), so the copy overlaps forward and backward. Under
 torch.distributed they use their own gloo group, because sharing the training group aborts with a
 gloo collective mismatch (reference/torch_distributed_on_cpu.md).
-DCP's `.metadata` file is a pickle (PyTorch's format): load only checkpoints your own runs wrote.
+DCP's `.metadata` and non-tensor values are pickles (PyTorch's format); loads read them through
+`safe_dcp`, which admits only DCP's own classes and plain data, so a run directory handed over by
+someone else cannot run code when resumed, sampled or exported.
 
 How often: Young (1974), T* = sqrt(2 C M), with C the measured blocking save time and M the MTBF.
 """
@@ -47,7 +49,10 @@ def _no_dist() -> bool:
 
 
 def _load(state: dict, path: Path) -> None:
-    dcp.load(state, checkpoint_id=str(path), no_dist=_no_dist())
+    """Every load (resume, rollback, sample, export) goes through safe_dcp: no pickle runs code."""
+    from pretrain.train.safe_dcp import safe_load
+
+    safe_load(state, path, no_dist=_no_dist())
 
 
 def step_dir(root: Path, step: int) -> Path:

@@ -2,12 +2,16 @@
 
 `pretrain train RECIPE.toml --set train.steps=100` resolves defaults < recipe < overrides with
 `pretrain.config.load(RunConfig, ...)`; the resolved config is printed and saved as RUN/config.toml.
-Every key below is documented in docs/training.md; names are stable identifiers.
+Every key below is documented in docs/training.md; names are stable identifiers. Choices and
+bounds are field metadata (`choice`, `bounded`), checked when the config is loaded; numbers are
+>= 0 unless a field says otherwise (pretrain.config).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from pretrain.config import bounded, choice
 
 
 @dataclass
@@ -21,26 +25,30 @@ class ModelConfig:
     d_ff: int | None = None
     vocab_size: int | None = None
     seq_len: int | None = None
-    mlp: str | None = None  # "swiglu" | "gelu"
-    norm: str | None = None  # "rmsnorm" | "layernorm"
+    mlp: str | None = choice(None, (None, "swiglu", "gelu"))
+    norm: str | None = choice(None, (None, "rmsnorm", "layernorm"))
     tied_embeddings: bool | None = None
     bias: bool | None = None
     learned_pos: bool | None = None
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    # A Hugging Face folder (config.json + safetensors, Llama or GPT-2) to start from: the shape, the
+    # weights and (for text data) the tokenizer come from it; see docs/training.md.
+    init_from: str = ""
 
 
 @dataclass
 class DataConfig:
-    kind: str = "text"  # "text": a raw text file tokenized on the fly; "tokens": token shards + mixture
+    # "text": a raw text file tokenized on the fly; "tokens": token shards + mixture
+    kind: str = choice("text", ("text", "tokens"))
     path: str = ""  # kind=text: the file
     tokenizer: str = ""  # kind=text: "" = bytes as tokens (vocab 257), else a tokenizer.json
     sources: dict[str, str] = field(default_factory=dict)  # kind=tokens: name -> token directory
     weights: dict[str, float] = field(default_factory=dict)  # kind=tokens: name -> mixture weight
     eval_sources: dict[str, str] = field(default_factory=dict)  # kind=tokens: held-out token dirs
-    batch_size: int = 8  # sequences per micro-batch (per rank)
-    eval_fraction: float = 0.05  # kind=text: the file's tail kept out of training
+    batch_size: int = bounded(8, lo=1)  # sequences per micro-batch (per rank)
+    eval_fraction: float = bounded(0.05, lo=0, hi=1)  # kind=text: the file's tail kept out of training
     seed: int = 0
     skip: list = field(default_factory=list)  # [[first, last], ...] micro-batch indices never trained on
 
@@ -52,20 +60,20 @@ class OptimConfig:
     beta2: float = 0.95
     eps: float = 1e-8
     weight_decay: float = 0.1
-    implementation: str = "auto"  # AdamW kernel: "auto" (fused on CUDA) | "fused" | "foreach"
+    implementation: str = choice("auto", ("auto", "fused", "foreach"))  # AdamW kernel; auto: fused on CUDA
 
 
 @dataclass
 class ScheduleConfig:
-    kind: str = "cosine"  # "cosine" | "wsd" | "constant"
+    kind: str = choice("cosine", ("cosine", "wsd", "constant"))
     warmup_steps: int = 100
-    min_lr_ratio: float = 0.1  # the floor, as a fraction of the peak
-    decay_fraction: float = 0.2  # wsd: share of the run spent decaying at the end
+    min_lr_ratio: float = bounded(0.1, lo=0, hi=1)  # the floor, as a fraction of the peak
+    decay_fraction: float = bounded(0.2, lo=0, hi=1)  # wsd: share of the run spent decaying at the end
 
 
 @dataclass
 class PrecisionConfig:
-    dtype: str = "bf16"  # "fp32" | "bf16" | "fp16" | "fp8" (GPU only)
+    dtype: str = choice("bf16", ("fp32", "bf16", "fp16", "fp8"))  # fp8: GPU only
     init_scale: float = 65536.0  # fp16 dynamic loss scaler
     growth_interval: int = 2000
     backoff_factor: float = 0.5
@@ -99,6 +107,12 @@ class LogConfig:
     tensorboard: bool = True
     eval_every: int = 0  # 0 = no evaluation
     eval_batches: int = 4
+    # Downstream tasks during training (pretrain.eval.callback), as `pretrain eval --tasks`:
+    eval_tasks: str = ""  # comma-separated names, .jsonl paths or ppl:PATH; "" = none
+    eval_tasks_every: int = 0  # steps between task evaluations; 0 = eval_every
+    eval_tasks_limit: int = 200  # first N examples of each task (0 = all)
+    eval_tasks_shots: int = 0
+    eval_benchmarks: str = ""  # folder the task names resolve in ("" = $PRETRAIN_BENCHMARKS or ../shared)
     peak_flops: float = 0.0  # per device, for MFU; 0 = unknown (no MFU)
 
 
@@ -109,20 +123,20 @@ class ParallelConfig:
     tp: int = 1
     pp: int = 1
     compile: bool = False
-    activation_checkpointing: str = "none"  # "none" | "full"
+    activation_checkpointing: str = choice("none", ("none", "full"))
     sequence_parallel: bool = False  # with tp > 1: norms and residual split along the sequence
     reshard_after_forward: bool = True  # FSDP2: False keeps gathered parameters until backward (ZeRO-2-like)
-    pp_schedule: str = "1f1b"  # "gpipe" | "1f1b" | "interleaved1f1b"
+    pp_schedule: str = choice("1f1b", ("gpipe", "1f1b", "interleaved1f1b"))
     pp_microbatches: int = 0  # micro-batches per step through the pipeline; 0 = 2 * pp
     timeout_s: float = 300.0  # collective timeout: a dead rank fails the job after at most this
 
 
 @dataclass
 class TrainSection:
-    steps: int = 200
-    grad_accum: int = 1
+    steps: int = bounded(200, lo=1)
+    grad_accum: int = bounded(1, lo=1)
     seed: int = 0
-    device: str = "auto"  # "auto" | "cpu" | "cuda"
+    device: str = choice("auto", ("auto", "cpu", "cuda"))
     threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default
     keep_freed_memory: bool = True  # CPU: reuse freed activations instead of new pages (train/cpu.py)
     out: str = "runs/tiny"
@@ -143,3 +157,49 @@ class RunConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     log: LogConfig = field(default_factory=LogConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+
+
+# --- numbers validated at load: one line naming the key, before anything is built -----------------
+
+# key -> (lowest allowed value, whether the bound itself is allowed)
+BOUNDS: dict[str, tuple[float, bool]] = {
+    "train.steps": (1, True), "train.grad_accum": (1, True), "train.threads": (0, True),
+    "train.stop_at": (0, True), "data.batch_size": (1, True), "data.eval_fraction": (0, True),
+    "optim.lr": (0, False), "optim.eps": (0, False), "optim.weight_decay": (0, True),
+    "optim.beta1": (0, True), "optim.beta2": (0, True),
+    "schedule.warmup_steps": (0, True), "schedule.min_lr_ratio": (0, True),
+    "schedule.decay_fraction": (0, True),
+    "precision.init_scale": (0, False), "precision.growth_interval": (1, True),
+    "precision.backoff_factor": (0, False), "precision.growth_factor": (1, False),
+    "stability.clip": (0, True), "stability.spike_factor": (1, False), "stability.spike_window": (1, True),
+    "stability.spike_patience": (1, True), "stability.skip_before": (0, True),
+    "stability.skip_after": (0, True), "stability.max_rollbacks": (0, True),
+    "checkpoint.every": (0, True), "checkpoint.keep": (0, True), "checkpoint.mtbf_minutes": (0, False),
+    "checkpoint.first_at": (1, True), "log.every": (1, True), "log.eval_every": (0, True),
+    "log.eval_batches": (1, True), "log.peak_flops": (0, True), "parallel.pp_microbatches": (0, True),
+    "parallel.timeout_s": (0, False), "model.rope_theta": (0, False), "model.norm_eps": (0, False),
+    "model.init_std": (0, False),
+}
+AT_MOST_ONE = ("data.eval_fraction", "optim.beta1", "optim.beta2", "schedule.min_lr_ratio",
+               "schedule.decay_fraction", "precision.backoff_factor")
+
+
+def validate(cfg: RunConfig) -> None:
+    """Refuse a number out of its range (train.steps=-5, optim.lr=0, ...) with one line naming it."""
+    from pretrain.errors import UserError
+
+    for key, (low, inclusive) in BOUNDS.items():
+        section, name = key.split(".")
+        v = getattr(getattr(cfg, section), name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:  # v != v: NaN
+            raise UserError(f"{key} must be a number, got {v!r}")
+        if v < low or (v == low and not inclusive):
+            raise UserError(f"{key} must be {'>=' if inclusive else '>'} {low}, got {v}")
+        if key in AT_MOST_ONE and v > 1:
+            raise UserError(f"{key} must be <= 1, got {v}")
+    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len"):
+        v = getattr(cfg.model, name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise UserError(f"model.{name} must be an integer >= 1, got {v!r}")
+    if cfg.train.stop_at > cfg.train.steps:
+        raise UserError(f"train.stop_at={cfg.train.stop_at} is past train.steps={cfg.train.steps}")

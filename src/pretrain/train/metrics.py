@@ -38,20 +38,42 @@ def _clean(v):
 
 
 class Metrics:
-    """Appends step records and events; only rank 0 writes."""
+    """Appends step records and events; only rank 0 writes.
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True, enabled: bool = True):
-        self.enabled = enabled
+    `rewind_to=N` (a resume from step N) first drops every line after step N from metrics.jsonl and
+    has TensorBoard purge its points from step N+1 on (SummaryWriter's purge_step), so a run killed,
+    resumed or rolled back keeps one value per step.
+    """
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, enabled: bool = True,
+                 rewind_to: int | None = None):
+        self.enabled, self.use_tb = enabled, tensorboard
         self.path = Path(run_dir) / "metrics.jsonl"
         self.tb = None
         if not enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if rewind_to is not None:
+            _drop_after(self.path, rewind_to, ())
         self.file = open(self.path, "a")
-        if tensorboard:
+        self._open_tb(None if rewind_to is None else rewind_to + 1)
+
+    def _open_tb(self, purge_step: int | None) -> None:
+        if self.use_tb:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+            self.tb = SummaryWriter(log_dir=str(self.path.parent / "tensorboard"), purge_step=purge_step)
+
+    def rewind(self, step: int, keep_events: tuple = ()) -> None:
+        """Back to `step` (a rollback): drop later lines except the named events, purge TensorBoard."""
+        if not self.enabled:
+            return
+        self.file.close()
+        _drop_after(self.path, step, keep_events)
+        self.file = open(self.path, "a")
+        if self.tb is not None:
+            self.tb.close()
+            self._open_tb(step + 1)
 
     def _write(self, rec: dict) -> None:
         self.file.write(json.dumps({k: _clean(v) for k, v in rec.items()}) + "\n")
@@ -72,6 +94,10 @@ class Metrics:
         self._write({"event": name, "step": step, **fields})
         if self.tb is not None and name == "eval" and "eval_loss" in fields:
             self.tb.add_scalar("eval/loss", fields["eval_loss"], step)
+        if self.tb is not None and name == "eval_tasks":  # {"tasks": {task: {metric: value}}}
+            for task, metrics in fields.get("tasks", {}).items():
+                for k, v in metrics.items():
+                    self.tb.add_scalar(f"eval/{task}/{k}", v, step)
 
     def close(self) -> None:
         if self.enabled:
@@ -90,3 +116,19 @@ def read_metrics(path: str | Path) -> tuple[list[dict], list[dict]]:
             continue
         (events if "event" in rec else steps).append(rec)
     return steps, events
+
+
+def _drop_after(path: Path, step: int, keep_events: tuple) -> None:
+    """Rewrite metrics.jsonl without the lines of steps after `step` (and a torn last line), atomically."""
+    if not path.is_file():
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    with open(path) as src, open(tmp, "w") as dst:
+        for line in src:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if rec.get("step", 0) <= step or rec.get("event") in keep_events:
+                dst.write(line if line.endswith("\n") else line + "\n")
+    tmp.replace(path)

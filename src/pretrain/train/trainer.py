@@ -13,7 +13,10 @@ import json
 import math
 import os
 import random
+import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,10 +27,13 @@ import torch.nn.functional as F
 
 from pretrain import config as cfgmod
 from pretrain.errors import UserError
+from pretrain.eval import callback as eval_callback
 from pretrain.train import checkpoint as ck
-from pretrain.train.config import RunConfig
+from pretrain.train.config import RunConfig, validate
 from pretrain.train.cpu import keep_freed_memory
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
+from pretrain.train.hf import apply_init_from
+from pretrain.train.hf_io import load_hf_weights
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
 from pretrain.train.parallel import (
@@ -135,6 +141,8 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, loader=None, eval_loader=None,
                  quiet: bool = False):
+        cfg = apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
+        validate(cfg)  # numbers out of range: one line, before anything is built
         self.cfg, self.quiet = cfg, quiet
         self.run_dir = Path(run_dir or cfg.train.out)
         self.device = pick_device(cfg.train.device)
@@ -153,6 +161,7 @@ class Trainer:
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.shape = resolve_shape(cfg.model)
         dims.check_shape(self.shape, cfg.parallel)
+        eval_callback.check_layout(cfg, dims)
         self._check_pp(cfg, dims, loader)
         self.layout = Layout(dims, self.device)
         self.model = build_model(self.shape, cfg.model, "meta")
@@ -163,7 +172,9 @@ class Trainer:
             split_for_pp(self.model, rank_stages(self.layout.pp_rank, dims.pp, cfg.parallel.pp_schedule),
                          n_stages)
         parallelize(self.model, dims, cfg.parallel, self.layout, cfg.precision.dtype)
-        if world == 1:
+        if cfg.model.init_from:
+            self._init_from_hf(world)
+        elif world == 1:
             materialize(self.model, self.device, cfg.train.seed)
         else:  # every rank initializes the whole model as one process would, and keeps its piece
             full = materialize(build_model(self.shape, cfg.model, "meta"), "cpu", cfg.train.seed)
@@ -195,14 +206,27 @@ class Trainer:
                                          cfg.checkpoint.async_save)
         self.metrics: Metrics | None = None
         self.step, self.tokens_seen, self.rollbacks = 0, 0, 0
-        self.next_save = cfg.checkpoint.every or cfg.checkpoint.first_at
+        self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
+        self.next_save = self._save_after(0)
+        self.resumed = False
+        self._interrupt: str | None = None  # the name of a caught SIGINT/SIGTERM
         self._spike_first: tuple[int, int] | None = None  # (step, micro-batch index) of a spike's start
         self._step_times: list[float] = []
         self.fpt = flops_per_token(self.shape)
-        if cfg.train.resume:
-            found = ck.latest_complete(self.ckpt.root)
-            if found:
-                self.restore(found[1])
+        found = ck.latest_complete(self.ckpt.root) if cfg.train.resume else None
+        if found:
+            self.restore(found[1])
+            self.resumed = True
+            self._say(f"resuming from step {self.step} ({found[1]})")
+        else:
+            self._say("no checkpoint: starting fresh" if cfg.train.resume
+                      else "train.resume=false: starting fresh")
+
+    def _init_from_hf(self, world: int) -> None:
+        """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py)."""
+        load_hf_weights(self.model, self.cfg.model.init_from, self.device)
+        if world > 1 and self.dims.dp_replicate > 1 and self.dims.dp_shard == 1:
+            apply_ddp(self.model, self.layout.sub("dp_replicate"))
 
     @staticmethod
     def _check_pp(cfg: RunConfig, dims, loader) -> None:
@@ -223,7 +247,7 @@ class Trainer:
     def state(self) -> dict:
         return {"step": self.step, "tokens_seen": self.tokens_seen, "loader": self.loader.state_dict(),
                 "scaler": self.scaler.state_dict(), "spikes": self.spikes.state_dict(), "rng": rng_state(),
-                "next_save": self.next_save, "config_hash": cfgmod.config_hash(self.cfg),
+                "save_interval": self.save_interval, "config_hash": cfgmod.config_hash(self.cfg),
                 "shape": self._shape_dict()}
 
     def _shape_dict(self) -> dict:
@@ -241,9 +265,10 @@ class Trainer:
         self.loader.load_state_dict(st["loader"])
         self.scaler.load_state_dict(st["scaler"])
         self.spikes.load_state_dict(st["spikes"])
-        self.next_save = int(st.get("next_save", self.next_save))
+        if self.cfg.checkpoint.every == 0:  # Young's interval, as measured by the run that saved
+            self.save_interval = int(st.get("save_interval", 0))
+        self.next_save = self._save_after(self.step)
         set_rng_state(st["rng"])
-        self._say(f"resumed from {path} at step {self.step}")
 
     def save(self) -> None:
         blocked = self.ckpt.save(self.step, self.model, self.optimizer, self.state())
@@ -346,6 +371,8 @@ class Trainer:
         from_step = self.step + 1
         self.restore(found[1])
         self.ckpt.delete_after(found[0])
+        if self.metrics is not None:  # the abandoned steps leave the record; why we came back stays
+            self.metrics.rewind(self.step, keep_events=COURSE_EVENTS)
         self.loader.add_skip(*skip)
         self._spike_first = None
         self._event("rollback", from_step=from_step, to_step=self.step, skip_batches=skip)
@@ -367,6 +394,12 @@ class Trainer:
                 losses.append(F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten()))
         self._event("eval", eval_loss=self.layout.mean_over_dp(torch.stack(losses).mean()).item())
 
+    def maybe_eval_tasks(self) -> None:
+        """Downstream tasks (log.eval_tasks) every log.eval_tasks_every steps: pretrain.eval.callback."""
+        every = self.cfg.log.eval_tasks_every or self.cfg.log.eval_every
+        if self.cfg.log.eval_tasks and every and self.step % every == 0:
+            self._event("eval_tasks", **eval_callback.eval_tasks_event(self))
+
     def maybe_save(self) -> None:
         done = self.ckpt.poll()
         if done is not None:
@@ -374,47 +407,140 @@ class Trainer:
         if self.step < self.next_save:
             return
         self.save()
-        c = self.cfg.checkpoint
-        if c.every:
-            self.next_save = self.step + c.every
-        else:  # Young's rule with C measured (mean blocking time of our saves)
+        if not self.save_interval:  # Young's rule, C measured by this first save, then kept fixed
             save_s = float(np.mean(self.ckpt.save_seconds))
             step_s = float(np.mean(self._step_times)) if self._step_times else 1.0
-            interval = ck.young_interval_s(max(save_s, 1e-3), c.mtbf_minutes * 60.0)
-            self.next_save = self.step + max(1, round(interval / step_s))
+            interval = ck.young_interval_s(max(save_s, 1e-3), self.cfg.checkpoint.mtbf_minutes * 60.0)
+            self.save_interval = max(1, round(interval / step_s))
+        self.next_save = self._save_after(self.step)
+
+    def _save_after(self, step: int) -> int:
+        """The first save step after `step`: a function of the step alone, so a run killed and resumed
+        any number of times saves at the same steps as one never stopped (multiples of the interval)."""
+        first = self.cfg.checkpoint.first_at
+        if not self.save_interval:
+            return first if step < first else step + 1  # Young's C still unmeasured: measure next step
+        k = self.save_interval
+        if not self.cfg.checkpoint.every and step < first:
+            return first
+        return (step // k + 1) * k
 
     # --- the loop ---------------------------------------------------------------------------
 
     def fit(self) -> list[dict]:
-        """Train to train.steps (or train.stop_at); returns the step records of this call."""
+        """Train to train.steps (or train.stop_at); returns the step records of this call.
+
+        SIGINT/SIGTERM end the run after the current step with a checkpoint of it (Interrupted, exit
+        status 130); the record (metrics.jsonl, TensorBoard) keeps one value per step across resumes.
+        """
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        if not self.resumed:
+            self._set_aside_history()
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.write_config()
-            self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard)
+            self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard,
+                                   rewind_to=self.step if self.resumed else None)
+            if self.resumed:
+                self.metrics.event("resume", self.step)
         stop = self.cfg.train.stop_at or self.cfg.train.steps
         records = []
+        t_start = time.perf_counter()
+        handlers = self._catch_signals()
         try:
             while self.step < stop:
+                if self._interrupted():
+                    self._stop_interrupted()
                 rec = self.train_step()
                 if rec is None:
                     continue
                 records.append(rec)
                 if (self.step % self.cfg.log.every == 0 or self.step == stop) and self.metrics is not None:
                     self.metrics.step(rec)
-                    self._say(f"step {rec['step']:6d}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
-                              f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}")
+                    self._say(self._step_line(rec, stop, time.perf_counter() - t_start))
                 self.maybe_eval()
+                self.maybe_eval_tasks()
                 self.maybe_save()
                 _maybe_fail(self.rank, self.step)
-            self.ckpt.wait()
-            last = ck.latest_complete(self.ckpt.root)
-            if last is None or last[0] != self.step:
-                self.save()  # the final state is always on disk, for resume, sample and export
-            self.ckpt.wait()
+            self._save_final()
         finally:
+            _restore_signals(handlers)
             if self.metrics is not None:
                 self.metrics.close()
         return records
+
+    def _step_line(self, rec: dict, stop: int, elapsed: float) -> str:
+        """step/total, the numbers, elapsed time and the ETA from the recent mean step time."""
+        recent = self._step_times[-10:]
+        eta = (stop - self.step) * sum(recent) / max(1, len(recent))
+        return (f"step {rec['step']}/{stop}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
+                f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}  "
+                f"elapsed {_hms(elapsed)}  eta {_hms(eta)}")
+
+    def _save_final(self) -> None:
+        self.ckpt.wait()
+        last = ck.latest_complete(self.ckpt.root)
+        if self.step > 0 and (last is None or last[0] != self.step):
+            self.save()  # the final state is always on disk, for resume, sample and export
+        self.ckpt.wait()
+
+    # --- restarts: the run dir's record, signals ----------------------------------------------
+
+    def _set_aside_history(self) -> None:
+        """A fresh start in a run dir that has a record: move that record to RUN/previous-N/ (one line
+        says so) rather than appending a second history to it or mixing two runs' checkpoints."""
+        if self.rank == 0:  # one rank looks and moves: two ranks looking could disagree
+            names = ("metrics.jsonl", "tensorboard", "checkpoints")
+            old = [self.run_dir / n for n in names if _has_content(self.run_dir / n)]
+            if old:
+                n = 1
+                while (self.run_dir / f"previous-{n}").exists():
+                    n += 1
+                dest = self.run_dir / f"previous-{n}"
+                dest.mkdir()
+                for path in old:
+                    shutil.move(str(path), str(dest / path.name))
+                print(f"{self.run_dir} held an earlier run with no checkpoint to resume: moved its "
+                      f"record to {dest}", file=sys.stderr, flush=True)
+        if dist.is_initialized():
+            dist.barrier()  # the old checkpoints are gone before any rank saves a new one
+
+    def _catch_signals(self) -> dict:
+        """SIGINT/SIGTERM set a flag the loop reads between steps (a handler must not save: it can
+        run in the middle of a collective); the first one restores the default, so a second kills."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def note(signum, _frame):
+            self._interrupt = signal.Signals(signum).name
+            _restore_signals(old)
+
+        old = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+        return old
+
+    def _interrupted(self) -> bool:
+        """Did any rank catch a signal? Agreed by all ranks (the save that follows is collective)."""
+        flag = self._interrupt is not None
+        if dist.is_initialized():
+            dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
+            t = torch.tensor(float(flag), device=dev)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            flag = bool(t.item())
+        return flag
+
+    def _stop_interrupted(self) -> None:
+        name = self._interrupt or "a signal on another rank"
+        self._save_final()
+        found = ck.latest_complete(self.ckpt.root)
+        if self.step == 0 or found is None:
+            msg = f"interrupted by {name} before the first step: no checkpoint to save"
+        else:
+            msg = (f"interrupted by {name} at step {self.step}: checkpoint {found[1]} saved; "
+                   "the same command resumes")
+        if self.metrics is not None:
+            self.metrics.event("interrupted", self.step, signal=name)
+        if self.rank == 0:
+            print(msg, file=sys.stderr, flush=True)
+        raise Interrupted(msg)
 
     def resolved_config(self) -> RunConfig:
         """The config with the model shape spelled out (RUN/config.toml stands alone)."""
@@ -451,6 +577,31 @@ class Trainer:
                 f"batch {b} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
                 f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens\n"
                 f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM ended the run after saving (the command exits with 130, as shells expect)."""
+
+    exit_code = 130
+
+
+COURSE_EVENTS = ("spike", "rollback", "rollback_unavailable", "skip")  # kept in the record by a rollback
+
+
+def _has_content(path: Path) -> bool:
+    if path.is_dir():
+        return any(path.iterdir())
+    return path.is_file() and path.stat().st_size > 0
+
+
+def _restore_signals(old: dict) -> None:
+    for s, h in old.items():
+        signal.signal(s, h)
+
+
+def _hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 def _maybe_fail(rank: int, step: int) -> None:

@@ -1,0 +1,102 @@
+"""`pretrain eval`: score a run or a Hugging Face model on benchmarks and perplexity sets."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "evaluate a run or a Hugging Face model: acc/acc_norm, exact match, perplexity, bits per byte"
+
+DESCRIPTION = """\
+Score a model on evaluation tasks with lm-evaluation-harness's definitions, and print a table.
+
+  pretrain eval runs/tiny --tasks arc_easy,copa,ppl:valid.txt --shots 0 --limit 500
+  pretrain eval hf-model/ --tasks mmlu --shots 5
+  torchrun --nproc-per-node 4 -m pretrain eval runs/tiny --tasks arc_easy   # examples split over ranks
+
+MODEL is a run directory (newest complete checkpoint; --step picks another) or a folder that
+transformers' AutoModelForCausalLM loads (config.json + weights + tokenizer files), read offline.
+
+Tasks: names resolved under --benchmarks (laid out like ../shared/data/benchmarks: llm-foundry's
+ICL files, MMLU, GSM8K), any .jsonl in one of those formats, ppl:PATH for a text file or a token
+directory, or mem:PATH for the share of random training windows the model reproduces (Carlini et
+al. 2022: 32-token prefix, 32 tokens greedily; --limit windows, default 200).
+Multiple-choice tasks report acc (highest log-likelihood is the gold choice) and acc_norm
+(log-likelihood divided by the choice's length in characters, as the harness); schema tasks acc;
+LAMBADA-style tasks acc (greedy continuation) and perplexity; GSM8K and TriviaQA exact match of a
+greedy generation; ppl: perplexity and bits per byte (tokenizer-independent).
+k-shot prompts draw their examples with --seed, so a rerun builds the same prompts.
+
+Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for
+a run, or --output PATH. Per-example log-likelihoods are kept under "examples".
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="run directory or Hugging Face model folder")
+    parser.add_argument("--tasks", required=True, action="append",
+                        help="comma-separated task names, .jsonl paths or ppl:PATH (repeatable)")
+    parser.add_argument("--shots", type=int, default=0, help="few-shot examples per prompt (default 0)")
+    parser.add_argument("--seed", type=int, default=1234, help="seed of the few-shot draw (default 1234)")
+    parser.add_argument("--limit", type=int, default=None, help="first N examples of each task")
+    parser.add_argument("--benchmarks", default=None,
+                        help="benchmarks folder (default $PRETRAIN_BENCHMARKS or ../shared/data/benchmarks)")
+    parser.add_argument("-o", "--output", default=None, help="result JSON (default RUN/eval/step_N.json)")
+    parser.add_argument("--step", type=int, default=None, help="run checkpoint step (default: newest)")
+    parser.add_argument("--tokenizer", default="", help="tokenizer.json (default: the run's own)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--batch-tokens", type=int, default=4096,
+                        help="tokens per forward pass (padded batch width x rows; default 4096)")
+    parser.add_argument("--ppl-tokens", type=int, default=200_000,
+                        help="ppl: tasks read at most this many tokens (default 200000)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pretrain.errors import UserError
+    from pretrain.eval.lm import load_model
+    from pretrain.eval.report import assemble, table, write_json
+    from pretrain.eval.suite import benchmarks_dir, rank_world, run_tasks, split_specs
+
+    specs = split_specs(args.tasks)
+    if args.shots < 0:
+        raise UserError("--shots must be >= 0")
+    _init_distributed(args.device)
+    model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device))
+    results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
+                                 args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet)
+    rank, world = rank_world()
+    if rank != 0:
+        return 0
+    is_run = step is not None
+    info = {"path": str(args.model), "kind": "run" if is_run else "hf", "step": step}
+    settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit, "world_size": world}
+    doc = assemble(info, settings, results, seconds)
+    if args.output:
+        out = Path(args.output)
+    elif is_run:
+        out = Path(args.model) / "eval" / f"step_{step:07d}.json"
+    else:
+        out = Path("eval") / f"{Path(args.model).name}.json"
+    write_json(doc, out)
+    print(table(doc))
+    print(f"wrote {out} ({seconds:.1f} s)")
+    return 0
+
+
+def _device(name: str) -> str:
+    import os
+
+    if name == "cuda":
+        return f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
+    return name
+
+
+def _init_distributed(device: str) -> None:
+    """Join torchrun's process group when there is one (gloo on CPU, NCCL on GPU)."""
+    import torch
+
+    from pretrain.train.parallel import init_distributed
+
+    init_distributed(torch.device("cuda" if device.startswith("cuda") else "cpu"), 600.0)

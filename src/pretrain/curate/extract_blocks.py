@@ -1,0 +1,363 @@
+"""The `blocks` extractor: resiliparse's main-content DOM pass, then a small model keeps or drops each block.
+
+resiliparse (C++ on lexbor) is fast but keeps boilerplate that sits inside its main-content
+region: bylines, "share this", "related stories", comment counts, app-store badges. trafilatura
+removes more of it but is 15x slower. This module keeps resiliparse's speed and adds a decision
+per block:
+
+1. resiliparse renders the main content as *minimal HTML* (`preserve_formatting="minimal_html"`,
+   `links=True`): headings, paragraphs, list items, `<pre>` and `<a>` survive; everything else is
+   text. One pass in C++.
+2. `blocks()` cuts that into blocks (one per `<p>`, `<hN>`, `<li>`, `<pre>` or bare line) and
+   records the tag, the text and how much of it sits inside links.
+3. `features()` describes each block by its own text (length, link density, punctuation, digits,
+   capitals), its tag, its position in the page and the same few numbers for its neighbours: the
+   shallow text features of Kohlschütter et al. (2010, "Boilerplate Detection using Shallow Text
+   Features"), which found that word counts and link density of a block and its neighbours carry
+   most of the signal.
+4. A small ensemble of gradient-boosted trees (in `pretrain/data/extract_blocks.json`, learnt by
+   `scripts/train_extract_blocks.py`; see there for what it learnt from) gives each block a keep
+   probability; blocks at or above the model's threshold (0.5) are kept, in order.
+
+A page whose blocks are all boilerplate yields "" (the `extract` step then drops it as
+`extract_empty`). Time: our pass is linear in resiliparse's output; resiliparse's main-content
+pass is bounded by the `extract` step's size and depth checks (curate/extract.py), so like
+resiliparse it runs in-process.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+MODEL_PATH = Path(__file__).resolve().parents[1] / "data" / "extract_blocks.json"
+
+# Tags resiliparse's minimal HTML uses for blocks (ul/ol only wrap li); <a> and <br> are inline.
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)[^>]*>")
+_BLOCK_TAGS = {
+    "p": "p",
+    "h1": "h1",
+    "h2": "h",
+    "h3": "h",
+    "h4": "h",
+    "h5": "h",
+    "h6": "h",
+    "li": "li",
+    "pre": "pre",
+}
+_TAG_KINDS = ("p", "h1", "h", "li", "pre", "text")
+
+
+@dataclass
+class Block:
+    """One block of the main content: its kind (`p`, `h1`, `h`, `li`, `pre`, `text`), text and link text."""
+
+    kind: str
+    text: str
+    link_chars: int
+    links: int
+
+
+def blocks(minimal_html: str) -> list[Block]:
+    """Cut resiliparse's minimal-HTML output into blocks, in page order.
+
+    One block per `<p>`, `<hN>`, `<li>`, `<pre>`; outside those, one per line (resiliparse ends
+    each div with a newline). Text inside `<a>` counts as link text; `<br>` breaks a line.
+    """
+    out: list[Block] = []
+    kind, parts, link_chars, links, in_link = "text", [], 0, 0, False
+
+    def end() -> None:
+        text = " ".join("".join(parts).split())
+        if "&" in text:
+            text = html_lib.unescape(text)
+        if text:
+            out.append(Block(kind, text, min(link_chars, len(text)), links))
+
+    toks = _TAG.split(minimal_html)  # text, closing slash, tag name, text, closing slash, ...
+    for i in range(0, len(toks), 3):
+        run = toks[i]
+        if run:
+            if kind == "text" and "\n" in run:
+                pieces = run.split("\n")
+                for piece in pieces[:-1]:
+                    parts.append(piece)
+                    if in_link:
+                        link_chars += len(" ".join(piece.split()))
+                    end()
+                    parts, link_chars, links = [], 0, 0
+                run = pieces[-1]
+            parts.append(run)
+            if in_link:
+                link_chars += len(" ".join(run.split()))
+        if i + 1 >= len(toks):
+            break
+        closing, tag = toks[i + 1], toks[i + 2].lower()
+        if tag == "a":
+            in_link = not closing
+            links += not closing
+        elif tag == "br":
+            if kind == "text":
+                end()
+                parts, link_chars, links = [], 0, 0
+            else:
+                parts.append(" ")
+        else:  # any other tag opens or closes a block
+            end()
+            parts, link_chars, links = [], 0, 0
+            kind = "text" if closing else _BLOCK_TAGS.get(tag, "text")
+    end()
+    return out
+
+
+# --------------------------------------------------------------------------- features
+
+# Per-block numbers; each is also given for the previous and the next block (neighbours).
+_OWN = (
+    "log_chars",
+    "log_words",
+    "link_density",
+    "end_punct",
+    "punct_per_word",
+    "digit_share",
+    "upper_share",
+    "title_case",
+    "mean_word_len",
+)
+FEATURES = (
+    [f"tag_{k}" for k in _TAG_KINDS]
+    + list(_OWN)
+    + [f"prev_{f}" for f in ("log_chars", "link_density", "end_punct", "is_p")]
+    + [f"next_{f}" for f in ("log_chars", "link_density", "end_punct", "is_p")]
+    + [
+        "rel_index",
+        "chars_before",
+        "chars_after",
+        "share_of_page",
+        "log_page_chars",
+        "links_per_word",
+        "before_longest",
+        "after_longest",
+        "dist_longest",
+        "long_p_before",
+        "long_p_after",
+        "repeats",
+        "bias",
+    ]
+)
+
+
+# Character classes as bits, looked up for a whole page at once (Python's own str predicates).
+_ALPHA, _DIGIT, _UPPER, _PUNCT, _END_CHAR, _WORD_CHAR = 1, 2, 4, 8, 16, 32
+_END_CHARS = ".!?:;\u3002\uff01\uff1f\"'\u201d\u00bb)"
+
+
+@lru_cache(maxsize=1)
+def _char_table() -> np.ndarray:
+    """(65536,) uint8: the class bits of every character of the Basic Multilingual Plane."""
+    t = np.zeros(65536, np.uint8)
+    for i in range(65536):
+        c = chr(i)
+        t[i] = (
+            _ALPHA * c.isalpha()
+            | _DIGIT * c.isdigit()
+            | _UPPER * c.isupper()
+            | _PUNCT * (c in ".,;:!?")
+            | _END_CHAR * (c in _END_CHARS)
+            | _WORD_CHAR * (c.isalnum() or c == "_")
+        )
+    return t
+
+
+def _own(bs: list[Block]) -> np.ndarray:
+    """(n, len(_OWN)) numbers of each block's own text, computed over the page's characters at once."""
+    texts = [b.text for b in bs]
+    lens = np.array([len(t) for t in texts])
+    starts = np.concatenate([[0], np.cumsum(lens + 1)[:-1]])
+    cps = np.frombuffer("\n".join(texts).encode("utf-32-le"), np.uint32)
+    bits = _char_table()[np.minimum(cps, 65535)]
+    bits[cps > 65535] = _ALPHA | _WORD_CHAR  # outside the BMP: mostly CJK ideographs and emoji
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(mask.astype(np.int64), starts)
+
+    word = (bits & _WORD_CHAR) > 0
+    word_start = word & ~np.concatenate([[False], word[:-1]])
+    nw = count(word_start)
+    nw1 = np.maximum(nw, 1)
+    letters = np.maximum(count(bits & _ALPHA) / _ALPHA, 1)
+    last = bits[starts + lens - 1]
+    return np.column_stack(
+        [
+            np.log1p(lens),
+            np.log1p(nw),
+            np.array([b.link_chars for b in bs]) / lens,
+            ((last & _END_CHAR) > 0).astype(float),
+            count(bits & _PUNCT) / _PUNCT / nw1,
+            count(bits & _DIGIT) / _DIGIT / lens,
+            count(bits & _UPPER) / _UPPER / letters,
+            count(word_start & ((bits & _UPPER) > 0)) / nw1,
+            np.minimum(count(word) / nw1, 20.0) / 10.0,
+        ]
+    )
+
+
+def features(bs: list[Block]) -> np.ndarray:
+    """(n_blocks, len(FEATURES)) float32 matrix describing each block in its page."""
+    n = len(bs)
+    if n == 0:
+        return np.zeros((0, len(FEATURES)), np.float32)
+    own = _own(bs)  # (n, 9)
+    tags = np.zeros((n, len(_TAG_KINDS)))
+    tags[np.arange(n), [_TAG_KINDS.index(b.kind) for b in bs]] = 1.0
+    is_p = tags[:, 0:1]
+    nb = np.hstack([own[:, [0, 2, 3]], is_p])  # what a neighbour shows: length, links, punctuation, <p>
+    pad = np.zeros((1, nb.shape[1]))
+    prev = np.vstack([pad, nb[:-1]])
+    nxt = np.vstack([nb[1:], pad])
+    chars = np.array([len(b.text) for b in bs], np.float64)
+    total = chars.sum()
+    cum = np.cumsum(chars) - chars
+    longest = int(np.argmax(chars))
+    idx = np.arange(n)
+    long_p = (chars >= 200) & (tags[:, 0] == 1)
+    lp_before = np.cumsum(long_p) - long_p
+    lp_after = long_p[::-1].cumsum()[::-1] - long_p
+    words = np.exp(own[:, 1]) - 1
+    seen = Counter(b.text for b in bs)
+    page = np.column_stack(
+        [
+            idx / max(n - 1, 1),
+            cum / total,
+            (total - cum - chars) / total,
+            chars / total,
+            np.full(n, math.log1p(total)),
+            np.array([b.links for b in bs]) / np.maximum(words, 1),
+            (idx < longest).astype(float),
+            (idx > longest).astype(float),
+            np.minimum(np.abs(idx - longest), 20) / 20,
+            np.minimum(lp_before, 5) / 5,
+            np.minimum(lp_after, 5) / 5,
+            np.log1p([seen[b.text] - 1 for b in bs]),  # "Read more", "Share": the same text again and again
+            np.ones(n),
+        ]
+    )
+    return np.hstack([tags, own, prev, nxt, page]).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class BlockModel:
+    """Gradient-boosted trees (Friedman 2001) on the block features, evaluated level by level in numpy.
+
+    Every tree is stored complete and in heap order (node i has children 2i+1 and 2i+2): `feature`
+    and `split` are (trees, 2^depth - 1) for the inner nodes (go left when x <= split), `value` is
+    (trees, 2^depth) for the leaves, already scaled by the learning rate. A leaf that scikit-learn
+    reached early is an inner node that always goes left (split = +inf) down to its copy at the
+    bottom. keep when sigmoid(init + sum of leaves) >= threshold.
+    """
+
+    feature: np.ndarray
+    split: np.ndarray
+    value: np.ndarray
+    init: float
+    depth: int
+    threshold: float
+
+    def keep_probability(self, x: np.ndarray) -> np.ndarray:
+        n_trees, inner = self.feature.shape
+        n, d = x.shape
+        feature, split, value = self.feature.ravel(), self.split.ravel(), self.value.ravel()
+        tree = np.repeat(np.arange(n_trees) * inner, n)  # (T * n,) where each tree's nodes start
+        cols = np.tile(np.arange(n) * d, n_trees)  # where each block's row starts in x.ravel()
+        xf = x.ravel()
+        node = np.zeros(n_trees * n, np.intp)
+        for _ in range(self.depth):
+            at = tree + node
+            node = 2 * node + 1 + (xf[cols + feature[at]] > split[at])
+        leaf = np.repeat(np.arange(n_trees) * (inner + 1), n) + node - inner
+        z = self.init + value[leaf].reshape(n_trees, n).sum(0)
+        return 1.0 / (1.0 + np.exp(-z))
+
+    def to_dict(self) -> dict:
+        return {
+            "init": self.init,
+            "depth": self.depth,
+            "threshold": self.threshold,
+            "feature": self.feature.tolist(),
+            "split": [[float(v) for v in row] for row in _floor32(self.split)],
+            "value": [[float(f"{v:.6g}") for v in row] for row in self.value],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BlockModel:
+        return cls(
+            np.asarray(d["feature"], np.intp),
+            np.asarray(d["split"], np.float32),
+            np.asarray(d["value"], np.float64),
+            float(d["init"]),
+            int(d["depth"]),
+            float(d["threshold"]),
+        )
+
+
+def _floor32(a: np.ndarray) -> np.ndarray:
+    """The largest float32 at or below each value: for float32 features, x <= a exactly when x <= this.
+
+    (scikit-learn's split points are float64 midpoints; stored this way they stay exact in 9 digits.)
+    """
+    f = a.astype(np.float32)
+    return np.where(f > a, np.nextafter(f, np.float32(-np.inf)), f)
+
+
+@lru_cache(maxsize=8)
+def load_model(path: str = "", fold: str = "") -> BlockModel:
+    """The model shipped in the package (or one at `path`); its feature list must match this code's.
+
+    `fold` picks a cross-fitted model that never saw one benchmark (`without_aeb`,
+    `without_trafilatura_eval`): tests and bench/ report each benchmark with the model that did not
+    learn from it; the extractor itself uses the model fitted on everything.
+    """
+    p = Path(path) if path else MODEL_PATH
+    d = json.loads(p.read_text(encoding="utf-8"))
+    if d.get("features") != list(FEATURES):
+        raise ValueError(f"{p}: model features do not match this version's FEATURES; retrain it")
+    return BlockModel.from_dict(d["folds"][fold] if fold else d["model"])
+
+
+def render(html: str) -> str:
+    """resiliparse's main content as minimal HTML (headings, paragraphs, lists, links)."""
+    from resiliparse.extract.html2text import extract_plain_text
+
+    return extract_plain_text(
+        html,
+        preserve_formatting="minimal_html",
+        main_content=True,
+        links=True,
+        alt_texts=False,
+        form_fields=False,
+        noscript=False,
+        list_bullets=False,
+        comments=False,  # reader comments are not the page's text (trafilatura: include_comments=False)
+        post_meta=False,  # "Posted by X on <date>", "PUBLISHED: | UPDATED:"
+    )
+
+
+def extract_blocks_text(html: str, model: BlockModel | None = None) -> str:
+    """Main text of one page: the blocks the model keeps, one paragraph per line."""
+    bs = blocks(render(html))
+    if not bs:
+        return ""
+    m = model or load_model()
+    keep = m.keep_probability(features(bs)) >= m.threshold
+    return "\n".join(b.text for b, k in zip(bs, keep) if k)

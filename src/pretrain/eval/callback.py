@@ -1,0 +1,77 @@
+"""Downstream evaluation during training (OLMo's in-loop evaluators): `log.eval_tasks` every N steps.
+
+The trainer calls `eval_tasks_event(trainer)` every `log.eval_tasks_every` steps (default: the
+held-out loss's `log.eval_every`). It scores the tasks on the live model (eval mode, the run's
+autocast dtype), its examples split over data-parallel ranks, and returns the fields of one
+`eval_tasks` event for RUN/metrics.jsonl:
+    {"event": "eval_tasks", "step": N, "tasks": {TASK: {METRIC: value, ...}}, "seconds": s}
+TensorBoard gets `eval/TASK/METRIC` scalars; rank 0 also writes the full result with per-example
+scores as RUN/eval/step_NNNNNNN.json (the schema of `pretrain eval`).
+
+Layouts: one process, or data parallel with whole replicas (DDP). Sharded or split models (FSDP,
+TP, PP) would need every rank in every forward pass; they are refused when the config is checked.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pretrain.errors import UserError
+
+HEADLINE = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte", "memorized")
+
+
+def check_layout(cfg, dims) -> None:
+    """Refuse in-loop task evaluation on layouts whose forward pass is collective."""
+    if not cfg.log.eval_tasks:
+        return
+    if dims.dp_shard > 1 or dims.tp > 1 or dims.pp > 1:
+        raise UserError("log.eval_tasks needs whole model replicas (one process or dp_replicate only); "
+                        "evaluate a checkpoint with `pretrain eval RUN` instead")
+
+
+def eval_model(trainer):
+    """An EvalModel over the trainer's live model and the run's tokenizer (bytes when it has none)."""
+    from pretrain.eval.lm import EvalModel, _tokenizer_functions
+    from pretrain.train.precision import autocast
+
+    cfg = trainer.cfg
+    net = getattr(trainer.model, "module", trainer.model)  # DDP: its replica, no broadcast in forward
+    tok = cfg.data.tokenizer
+    if cfg.data.kind == "tokens" and not tok:
+        from pretrain.commands.sample import _tokenizer_of_shards
+
+        tok = _tokenizer_of_shards(cfg.data.sources)
+    encode, decode, eot = _tokenizer_functions(tok)
+
+    @torch.no_grad()
+    def logits(ids: torch.Tensor) -> torch.Tensor:
+        with autocast(cfg.precision.dtype, trainer.device):
+            return net(ids.to(trainer.device)).float()
+
+    return EvalModel(encode, decode, logits, trainer.shape.seq_len, eot, trainer.device,
+                     f"{trainer.run_dir.name}@{trainer.step}")
+
+
+def eval_tasks_event(trainer) -> dict:
+    """Score log.eval_tasks now; the event's fields (and RUN/eval/step_N.json on rank 0)."""
+    from pretrain.eval.report import assemble, write_json
+    from pretrain.eval.suite import benchmarks_dir, rank_world, run_tasks, split_specs
+
+    log = trainer.cfg.log
+    was_training = trainer.model.training
+    trainer.model.eval()
+    try:
+        results, seconds = run_tasks(eval_model(trainer), split_specs(log.eval_tasks),
+                                     benchmarks_dir(log.eval_benchmarks or None), log.eval_tasks_shots,
+                                     1234, log.eval_tasks_limit or None)
+    finally:
+        trainer.model.train(was_training)
+    tasks = {r["task"]: {k: v for k, v in r["metrics"].items() if k in HEADLINE} for r in results}
+    if trainer.rank == 0:
+        info = {"path": str(trainer.run_dir), "kind": "run", "step": trainer.step}
+        settings = {"shots": log.eval_tasks_shots, "seed": 1234, "limit": log.eval_tasks_limit,
+                    "world_size": rank_world()[1]}
+        write_json(assemble(info, settings, results, seconds),
+                   trainer.run_dir / "eval" / f"step_{trainer.step:07d}.json")
+    return {"tasks": tasks, "seconds": round(seconds, 3)}

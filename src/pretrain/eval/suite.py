@@ -1,0 +1,152 @@
+"""A list of tasks against one model: what `pretrain eval` and the in-loop evaluation call.
+
+Task specs: a known name (`arc_easy`, `mmlu`, `gsm8k`, ... under the benchmarks folder), a path to a
+.jsonl task file, `ppl:PATH` for perplexity and bits per byte of a text file or a token directory, or
+`mem:PATH` for extractable memorization of random windows of a training text or token directory.
+Examples (and perplexity windows) are split over the data-parallel ranks when a process group is up.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pretrain.errors import UserError
+from pretrain.eval import harness
+from pretrain.eval.lm import EvalModel
+from pretrain.eval.perplexity import read_tokens, rolling_requests
+from pretrain.eval.scoring import loglikelihood_tokens
+from pretrain.eval.tasks import load_task
+
+DEFAULT_BENCHMARKS = "../shared/data/benchmarks"
+MAX_TEXT_BYTES = 64 << 20  # perplexity reads at most this much text: evaluation, not a corpus pass
+
+
+def benchmarks_dir(given: str | None) -> str | None:
+    """--benchmarks, else $PRETRAIN_BENCHMARKS, else ../shared/data/benchmarks when it exists."""
+    for cand in (given, os.environ.get("PRETRAIN_BENCHMARKS"), DEFAULT_BENCHMARKS):
+        if cand and Path(cand).is_dir():
+            return cand
+    return given
+
+
+def split_specs(specs: str | list[str]) -> list[str]:
+    items = specs.split(",") if isinstance(specs, str) else [s for x in specs for s in x.split(",")]
+    out = [s.strip() for s in items if s.strip()]
+    if not out:
+        raise UserError("no task given: --tasks arc_easy,ppl:valid.txt")
+    return out
+
+
+def rank_world() -> tuple[int, int]:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def perplexity_task(model: EvalModel, path: str, max_tokens: int, batch_tokens: int,
+                    tick: Callable[[int], None] | None = None) -> dict:
+    """Perplexity/bits per byte of a text file or token directory, its windows split over ranks."""
+    p = Path(path)
+    if p.is_dir():
+        ids = [int(t) for t in read_tokens(p, max_tokens)]
+        nbytes, words = len(model.decode(ids).encode("utf-8")), None
+    elif p.is_file():
+        if p.stat().st_size > MAX_TEXT_BYTES:
+            raise UserError(f"{p}: larger than {MAX_TEXT_BYTES >> 20} MiB; evaluate a sample of it")
+        text = p.read_bytes().decode("utf-8", errors="replace")
+        ids = model.encode(text)[:max_tokens]
+        text = model.decode(ids) if len(ids) == max_tokens else text
+        nbytes, words = len(text.encode("utf-8")), len(text.split())
+    else:
+        raise UserError(f"ppl:{path}: no such file or token directory")
+    if not ids:
+        raise UserError(f"ppl:{path}: no tokens")
+    reqs = rolling_requests(ids, model.max_length, model.eot_id)
+    rank, world = rank_world()
+    mine = list(range(rank, len(reqs), world))
+    scores = loglikelihood_tokens(model, [reqs[i] for i in mine], batch_tokens, tick)
+    recs = harness.gather([{"i": i, "ll": s} for i, (s, _) in zip(mine, scores)])
+    nll = -math.fsum(r["ll"] for r in recs)
+    m = {"perplexity": math.exp(nll / len(ids)), "bits_per_byte": nll / (max(1, nbytes) * math.log(2)),
+         "byte_perplexity": math.exp(nll / max(1, nbytes)), "nll": nll, "tokens": len(ids), "bytes": nbytes}
+    if words:
+        m["word_perplexity"] = math.exp(nll / words)
+    return {"task": f"ppl:{p.name}", "kind": "ppl", "path": str(p), "n": len(reqs), "shots": 0, "seed": 0,
+            "skipped": {}, "metrics": m, "examples": []}
+
+
+def read_stream(model: EvalModel, path: str, max_tokens: int) -> list[int]:
+    """Token ids of a text file (encoded by the model's tokenizer) or a token directory."""
+    p = Path(path)
+    if p.is_dir():
+        return [int(t) for t in read_tokens(p, max_tokens)]
+    if not p.is_file():
+        raise UserError(f"{path}: no such file or token directory")
+    with open(p, "rb") as f:  # enough bytes for max_tokens tokens (a token is at least one byte)
+        return model.encode(f.read(min(MAX_TEXT_BYTES, 16 * max_tokens)).decode("utf-8", errors="replace"))[
+            :max_tokens]
+
+
+def memorization_task(model: EvalModel, path: str, max_tokens: int, n: int, seed: int,
+                      k: int = 32, m: int = 32) -> dict:
+    """Share of n random training windows whose next m tokens greedy decoding reproduces from k."""
+    import numpy as np
+
+    from pretrain.eval.memorization import probe
+
+    res = probe(model, np.asarray(read_stream(model, path, max_tokens)), k, m, n, seed)
+    metrics = {"memorized": res["rate"], **{f"memorized_{b}": v["rate"] for b, v in res["by_count"].items()}}
+    return {"task": f"mem:{Path(path).name}", "kind": "mem", "path": path, "n": res["n"], "shots": 0,
+            "seed": seed, "skipped": {}, "metrics": metrics, "examples": res["sequences"]}
+
+
+def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None, shots: int = 0,
+              seed: int = 1234, limit: int | None = None, batch_tokens: int = 4096,
+              ppl_tokens: int = 200_000, progress: bool = False) -> tuple[list[dict], float]:
+    """(one result per task, seconds). Every rank returns the same results."""
+    rank, world = rank_world()
+    t0 = time.perf_counter()
+    out = []
+    for spec in specs:
+        with _bar(spec, progress and rank == 0) as tick:
+            if spec.startswith("mem:"):
+                out.append(memorization_task(model, spec[4:], ppl_tokens, limit or 200, seed))
+                continue
+            if spec.startswith("ppl:"):
+                out.append(perplexity_task(model, spec[4:], ppl_tokens, batch_tokens, tick(None)))
+                continue
+            task = load_task(spec, benchmarks)
+            n = min(len(task.docs), limit) if limit else len(task.docs)
+            out.append(harness.evaluate(model, task, shots, seed, limit, rank, world, batch_tokens,
+                                        tick(len(range(rank, n, world)))))
+    return out, time.perf_counter() - t0
+
+
+class _bar:
+    """A rich progress bar for one task on rank 0 (nothing when disabled or not a terminal)."""
+
+    def __init__(self, name: str, enabled: bool):
+        self.name, self.enabled, self.bar = name, enabled, None
+
+    def __enter__(self):
+        def make(total):
+            if not self.enabled:
+                return None
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True)
+            self.bar.start()
+            tid = self.bar.add_task(self.name, total=total)
+            return lambda n: self.bar.update(tid, advance=n)
+        return make
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False

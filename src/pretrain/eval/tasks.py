@@ -1,0 +1,234 @@
+"""Evaluation tasks read from local files: llm-foundry's ICL formats, MMLU and GSM8K, and k-shot prompts.
+
+A file's format is recognized by its keys (one JSON object per line, .jsonl or .jsonl.gz):
+
+| kind     | keys                                   | scored by                                     |
+|----------|----------------------------------------|-----------------------------------------------|
+| `mc`     | query, choices, gold                   | log-likelihood of " " + each choice: acc, acc_norm |
+| `mmlu`   | subject, question, choices, answer (A-D) | the harness's MMLU prompt, choices " A".." D" |
+| `schema` | context_options, continuation, gold    | the continuation after each context: acc      |
+| `lm`     | context, continuation                  | greedy match of the continuation: acc; perplexity |
+| `gsm8k`  | question, answer ("... #### 18")       | greedy generation, exact match of the number  |
+|          | (or context, chain_of_thought, answer) |                                               |
+| `qa`     | context, answer, aliases               | greedy generation, exact match of an alias    |
+
+Names such as `arc_easy` or `mmlu` resolve to files of a benchmarks folder laid out like
+../shared/data/benchmarks; any path to such a file works as a task too. Few-shot examples are drawn
+from the other examples of the same file (MMLU: the dev split of the same subject) with a fixed
+seed, so a rerun builds the same prompts. A record that is not valid JSON or lacks a key is skipped
+and counted, never fatal.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pretrain.errors import UserError
+
+# task name -> file under the benchmarks folder
+KNOWN = {
+    "arc_easy": "llm-foundry/arc_easy.jsonl", "arc_challenge": "llm-foundry/arc_challenge.jsonl",
+    "boolq": "llm-foundry/boolq.jsonl", "commonsense_qa": "llm-foundry/commonsense_qa.jsonl",
+    "copa": "llm-foundry/copa.jsonl", "openbook_qa": "llm-foundry/openbook_qa.jsonl",
+    "piqa": "llm-foundry/piqa.jsonl", "siqa": "llm-foundry/siqa.jsonl",
+    "winogrande": "llm-foundry/winogrande.jsonl", "winograd_wsc": "llm-foundry/winograd_wsc.jsonl",
+    "lambada_openai": "llm-foundry/lambada_openai.jsonl", "jeopardy": "llm-foundry/jeopardy_all.jsonl",
+    "triviaqa": "llm-foundry/triviaqa_sm_sub.jsonl", "gsm8k": "gsm8k/test.jsonl",
+    "hellaswag_small": "llm-foundry/tests-small/hellaswag_small.jsonl",
+    "mmlu": "mmlu/mmlu-val.jsonl", "mmlu_test": "mmlu/mmlu-test.jsonl.gz",
+}
+MMLU_DEV = "mmlu/mmlu-dev.jsonl"
+LETTERS = "ABCD"
+SHOT_SEP = "\n\n"  # the harness's default fewshot_delimiter
+DELIM = " "  # the harness's default target_delimiter
+
+
+@dataclass
+class Task:
+    """Examples of one file, normalized to their kind's fields, plus what was skipped and why."""
+
+    name: str
+    kind: str
+    path: str
+    docs: list[dict]
+    shots_pool: list[dict] = field(default_factory=list)  # MMLU: the dev split
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def _kind_of(rec: dict) -> str:
+    keys = set(rec)
+    if {"subject", "question", "choices", "answer"} <= keys:
+        return "mmlu"
+    if {"query", "choices", "gold"} <= keys:
+        return "mc"
+    if {"context_options", "continuation", "gold"} <= keys:
+        return "schema"
+    if {"context", "chain_of_thought", "answer"} <= keys or {"question", "answer"} <= keys:
+        return "gsm8k"
+    if {"context", "answer", "aliases"} <= keys:
+        return "qa"
+    if {"context", "continuation"} <= keys:
+        return "lm"
+    raise KeyError(f"unknown record keys {sorted(keys)}")
+
+
+def _normalize(rec: dict, kind: str) -> dict:
+    """The fields each kind uses; raises KeyError/ValueError/TypeError on a malformed record."""
+    if kind == "mc":
+        choices = [str(c) for c in rec["choices"]]
+        gold = int(rec["gold"])
+        if not 0 <= gold < len(choices):
+            raise ValueError(f"gold {gold} outside {len(choices)} choices")
+        return {"query": str(rec["query"]), "choices": choices, "gold": gold}
+    if kind == "mmlu":
+        gold = LETTERS.index(str(rec["answer"]).strip())
+        choices = [str(c) for c in rec["choices"]]
+        if len(choices) != 4:
+            raise ValueError(f"{len(choices)} choices, expected 4")
+        return {"subject": str(rec["subject"]), "question": str(rec["question"]), "options": choices,
+                "choices": list(LETTERS), "gold": gold}
+    if kind == "schema":
+        ctxs = [str(c) for c in rec["context_options"]]
+        gold = int(rec["gold"])
+        if not 0 <= gold < len(ctxs):
+            raise ValueError(f"gold {gold} outside {len(ctxs)} contexts")
+        return {"contexts": ctxs, "continuation": str(rec["continuation"]), "gold": gold}
+    if kind == "lm":
+        return {"context": str(rec["context"]), "continuation": str(rec["continuation"])}
+    if kind == "gsm8k":
+        if "chain_of_thought" in rec:  # llm-foundry's split of the same test set
+            q, cot, ans = str(rec["context"]), str(rec["chain_of_thought"]), str(rec["answer"])
+        else:
+            q, full = str(rec["question"]), str(rec["answer"])
+            cot, _, ans = full.rpartition("####")
+        return {"prompt": f"Question: {q.strip()}\nAnswer:", "solution": f"{cot.strip()}\n#### {ans.strip()}",
+                "answers": [ans.strip().replace(",", "")]}
+    if kind == "qa":  # llm-foundry's context is already "Question: ...\nAnswer:"
+        return {"prompt": str(rec["context"]), "solution": str(rec["answer"]),
+                "answers": [str(a) for a in [rec["answer"], *rec["aliases"]]]}
+    raise ValueError(kind)
+
+
+def read_jsonl(path: Path) -> tuple[list[dict], dict[str, int]]:
+    """Records of a .jsonl(.gz) file; bad lines are skipped and counted by reason."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    recs, skipped = [], {}
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise ValueError("not an object")
+                recs.append(rec)
+            except ValueError:
+                skipped["bad_json"] = skipped.get("bad_json", 0) + 1
+    return recs, skipped
+
+
+def load_file(path: str | Path, name: str | None = None, kind: str | None = None) -> Task:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"task file not found: {path}")
+    recs, skipped = read_jsonl(path)
+    docs = []
+    for rec in recs:
+        try:
+            k = kind or _kind_of(rec)
+            kind = k
+            docs.append(_normalize(rec, k))
+        except (KeyError, ValueError, TypeError) as e:
+            reason = "missing_key" if isinstance(e, KeyError) else "bad_value"
+            skipped[reason] = skipped.get(reason, 0) + 1
+    if not docs:
+        raise UserError(f"{path}: no readable example ({sum(skipped.values())} skipped: {skipped})")
+    return Task(name or path.name.split(".")[0], kind, str(path), docs, skipped=skipped)
+
+
+def load_task(spec: str, benchmarks: str | Path | None) -> Task:
+    """A task by name (under `benchmarks`) or by path to a .jsonl file."""
+    if spec in KNOWN:
+        if benchmarks is None or not Path(benchmarks).is_dir():
+            raise UserError(f"task {spec!r} needs the benchmarks folder: pass --benchmarks DIR "
+                            f"(laid out like ../shared/data/benchmarks)")
+        task = load_file(Path(benchmarks) / KNOWN[spec], spec)
+        if task.kind == "mmlu" and (Path(benchmarks) / MMLU_DEV).is_file():
+            task.shots_pool = load_file(Path(benchmarks) / MMLU_DEV, "mmlu_dev").docs
+        return task
+    if Path(spec).suffix in (".jsonl", ".gz"):
+        return load_file(spec)
+    raise UserError(f"unknown task {spec!r}: one of {', '.join(sorted(KNOWN))}, or a .jsonl path")
+
+
+# --- prompts --------------------------------------------------------------------------------------
+
+def mmlu_prompt(doc: dict) -> str:
+    """The harness's MMLU question (lm_eval/tasks/mmlu/default/_default_template_yaml)."""
+    opts = "".join(f"\n{L}. {o.strip()}" for L, o in zip(LETTERS, doc["options"]))
+    return f"{doc['question'].strip()}{opts}\nAnswer:"
+
+
+def gen_prompt(doc: dict) -> str:
+    return doc["prompt"]
+
+
+def context_of(task: Task, doc: dict) -> str | list[str]:
+    """The text the model reads before the scored part (schema: one per option)."""
+    return {"mc": lambda: doc["query"], "mmlu": lambda: mmlu_prompt(doc), "schema": lambda: doc["contexts"],
+            "lm": lambda: doc["context"], "gsm8k": lambda: gen_prompt(doc),
+            "qa": lambda: gen_prompt(doc)}[task.kind]()
+
+
+def solved(task: Task, doc: dict) -> str:
+    """A worked example for few-shot prompts: the context followed by its right answer."""
+    k = task.kind
+    if k in ("mc", "mmlu"):
+        return context_of(task, doc) + DELIM + doc["choices"][doc["gold"]]
+    if k == "schema":
+        return doc["contexts"][doc["gold"]] + DELIM + doc["continuation"]
+    if k == "lm":
+        return doc["context"] + DELIM + doc["continuation"]
+    return gen_prompt(doc) + DELIM + doc["solution"]
+
+
+def fewshot_prefix(task: Task, i: int, k: int, seed: int) -> str:
+    """k solved examples other than example i, drawn with a generator seeded by (seed, i)."""
+    if k <= 0:
+        return ""
+    doc = task.docs[i]
+    if task.shots_pool:
+        pool = [d for d in task.shots_pool if d.get("subject") == doc.get("subject")] or task.shots_pool
+    else:
+        pool = task.docs[:i] + task.docs[i + 1:]
+    rng = random.Random(f"{seed}:{i}")
+    shots = rng.sample(pool, min(k, len(pool)))
+    head = ""
+    if task.kind == "mmlu":  # the harness's description line
+        head = f"The following are multiple choice questions (with answers) about " \
+               f"{doc['subject'].replace('_', ' ')}.\n\n"
+    return head + SHOT_SEP.join(solved(task, s) for s in shots) + SHOT_SEP
+
+
+# --- answers of generation tasks -----------------------------------------------------------------
+
+NUMBER = re.compile(r"-?[$0-9.,]{2,}|-?[0-9]+")
+
+
+def gsm8k_answer(text: str) -> str:
+    """The number a generation commits to: after '####' when present, else its last number."""
+    m = re.search(r"#### (\-?[0-9\.\,]+)", text)
+    found = m.group(1) if m else (NUMBER.findall(text) or [""])[-1]
+    return found.replace(",", "").replace("$", "").rstrip(".")
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD's normalization: lower case, no punctuation, no articles, single spaces."""
+    s = re.sub(r"[^\w\s]", "", s.lower())
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())

@@ -1,0 +1,246 @@
+"""The report's data sections: a corpus job (funnel, errors, reject examples with the measured value
+and threshold, duplicate clusters), a token directory (tokens per source, per document, bytes per
+token) and a mixture (epochs per source, explained).
+
+Rejects are read by streaming and only what is shown is kept: the first example of each (step,
+reason) and the members of the largest duplicate clusters, with a bound on records scanned, so a
+corpus with millions of rejects costs the page neither memory nor minutes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from pretrain.curate import io as cio
+from pretrain.report import Section, fig_to_img, fmt, kpis, note, plt, snippet, table
+
+MAX_SCANNED = 200_000  # reject records read for examples and clusters
+MAX_DUP_KEPT = 20_000  # duplicate records held to group into clusters
+EPOCHS_WARN = 4.0  # Muennighoff et al. 2023 (Scaling Data-Constrained LMs): past ~4 epochs repeats lose value
+
+
+# ----------------------------------------------------------------------------- corpus job
+
+
+def curate_section(out: Path, sid: str) -> Section:
+    from pretrain.curate.report import funnel_rows
+
+    stats = json.loads((out / "stats.json").read_text())
+    rows = funnel_rows(stats)
+    d, errors = stats["documents"], stats.get("errors", {"count": 0, "by_reason": {}, "examples": []})
+    share = d["kept"] / max(d["read"], 1)
+    seconds = stats.get("wall_seconds", stats.get("seconds"))
+    parts = [kpis([("documents read", d["read"]), ("kept", d["kept"]), ("kept share", f"{share:.1%}"),
+                   ("bad records skipped", errors["count"]), ("seconds", seconds)],
+                  bad={"bad records skipped"} if errors["count"] else set())]
+    if rows:
+        parts.append(_funnel_figure(rows))
+        heads = ["step", "in", "kept", "dropped", "top reasons"]
+        parts.append(table(heads, [list(r) for r in rows], {1, 2, 3}))
+    parts.append("<h3>Errors: bad records skipped</h3>" + _errors(errors))
+    leaks = out / "decontam_report.json"
+    if leaks.exists():
+        parts.append("<h3>Contamination</h3>" + _contamination(json.loads(leaks.read_text())))
+    examples, clusters = scan_rejects(out, stats)
+    parts.append("<h3>Examples of rejects</h3>" + _reject_examples(examples))
+    parts.append("<h3>Duplicate clusters</h3>" + _clusters(clusters, out))
+    job = stats.get("job", "curate")
+    problems = []
+    if errors["count"]:
+        problems.append(f"{errors['count']:,} bad records skipped ({_top(errors['by_reason'])})")
+    if d["read"] == 0:
+        problems.append("no document could be read")
+    return Section(sid, f"Corpus: {job}", job, str(out), "".join(parts),
+                   [("documents kept", f"{d['kept']:,} of {d['read']:,}"), ("kept share", f"{share:.1%}"),
+                    ("bad records", errors["count"])], problems)
+
+
+def _top(counts: dict, n: int = 3) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])[:n])
+
+
+def _funnel_figure(rows: list) -> str:
+    p = plt()
+    fig, ax = p.subplots(figsize=(8, 0.42 * len(rows) + 1.2))
+    names = [r[0] for r in rows][::-1]
+    kept, dropped = [r[2] for r in rows][::-1], [r[3] for r in rows][::-1]
+    ax.barh(names, kept, color="#3a7bd5", label="kept")
+    ax.barh(names, dropped, left=kept, color="#e57373", label="dropped")
+    ax.set_xlabel("documents")
+    ax.set_ylabel("step (belt order, top first)")
+    ax.legend(loc="lower right")
+    ax.set_title("what each step let through")
+    return fig_to_img(fig, "curation funnel")
+
+
+def _errors(errors: dict) -> str:
+    if not errors["count"]:
+        return note("none: every record could be read")
+    by = table(["reason", "records"], sorted(errors["by_reason"].items(), key=lambda kv: -kv[1]), {1})
+    ex = [[e.get("file"), e.get("record"), e.get("reason")] for e in errors.get("examples", [])[:20]]
+    return by + "<h3>First bad records</h3>" + table(["file", "record", "reason"], ex)
+
+
+def _contamination(rep: dict) -> str:
+    benches = sorted(rep.get("benchmarks", {}).items())
+    rows = [[name, b.get("items_indexed"), b.get("items_leaked"), b.get("too_short"),
+             ", ".join(list(b.get("leaks", {}))[:5])] for name, b in benches]
+    docs = rep.get("documents", {})
+    head = note(f"{docs.get('contaminated', 0):,} of {docs.get('in', 0):,} documents share a "
+                f"{rep.get('n')}-word n-gram with a benchmark item (GPT-3's 13-gram overlap rule).")
+    heads = ["benchmark", "items indexed", "items leaked", "too short", "leaked items"]
+    return head + table(heads, rows, {1, 2, 3})
+
+
+def scan_rejects(out: Path, stats: dict) -> tuple[list[dict], dict[str, list[dict]]]:
+    """First reject of each (step, reason), in belt order; duplicate rejects grouped by kept twin."""
+    order = {n: i for i, n in enumerate(stats.get("step_order", list(stats.get("steps", {}))))}
+    firsts: dict[tuple[str, str], dict] = {}
+    clusters: dict[str, list[dict]] = {}
+    held = scanned = 0
+    for path in sorted((out / "rejects").glob("*.jsonl.zst")):
+        for r in cio.read_jsonl_zst(path):
+            scanned += 1
+            key = (r.get("step", "?"), r.get("reason", "?"))
+            if key not in firsts:
+                firsts[key] = {k: r.get(k) for k in ("step", "reason", "value", "threshold", "url", "id")}
+                firsts[key]["text"] = snippet(r.get("text"))
+                firsts[key]["metadata"] = r.get("metadata") or {}
+            if r.get("kept_id") and held < MAX_DUP_KEPT:
+                clusters.setdefault(r["kept_id"], []).append({k: r.get(k) for k in ("id", "url", "step")})
+                held += 1
+            if scanned >= MAX_SCANNED:
+                break
+        if scanned >= MAX_SCANNED:
+            break
+    examples = sorted(firsts.values(), key=lambda r: (order.get(r["step"], len(order)), r["reason"]))
+    return examples, clusters
+
+
+def _measured(r: dict) -> tuple[object, object]:
+    """The rule's measured value and threshold; a language drop without one shows the language."""
+    value, threshold = r.get("value"), r.get("threshold")
+    meta = r.get("metadata") or {}
+    if value is None and r["reason"] == "wrong_language" and meta.get("language"):
+        value = meta["language"]
+    if value is None and r["reason"] == "low_language_score" and meta.get("language_score") is not None:
+        value = meta["language_score"]
+    return value, threshold
+
+
+def _reject_examples(examples: list[dict]) -> str:
+    if not examples:
+        return note("no document was dropped")
+    rows = [[r["step"], r["reason"], *_measured(r), r.get("url") or r.get("id"), r["text"]] for r in examples]
+    return (note("One example per drop reason, in belt order; value is what the rule measured on the "
+                 "document, threshold the limit it failed (— where the rule records none).")
+            + table(["step", "reason", "value", "threshold", "url / id", "text"], rows, {2, 3}))
+
+
+def _clusters(clusters: dict[str, list[dict]], out: Path, shown: int = 8) -> str:
+    if not clusters:
+        return note("no duplicates found")
+    sizes = sorted((len(v) + 1 for v in clusters.values()), reverse=True)
+    top = sorted(clusters.items(), key=lambda kv: -len(kv[1]))[:shown]
+    kept_text = _kept_texts(out, {k for k, _ in top})
+    rows = [[kid, len(m) + 1, snippet(kept_text.get(kid), 100),
+             "; ".join(f"{x['step']}: {x.get('url') or x['id']}" for x in m[:4])] for kid, m in top]
+    return (f"<p>{len(clusters):,} clusters, {sum(sizes) - len(sizes):,} documents removed, "
+            f"largest {sizes[0]}</p>" + table(["kept id", "size", "kept text", "removed"], rows, {1}))
+
+
+def _kept_texts(out: Path, ids: set[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for p in sorted((out / "data").glob("*.jsonl.zst")):
+        for r in cio.read_jsonl_zst(p):
+            if r.get("id") in ids:
+                found[r["id"]] = (r.get("text") or "")[:1000]  # an excerpt: the page shows 100 chars
+                if len(found) == len(ids):
+                    return found
+    return found
+
+
+# ----------------------------------------------------------------------------- tokens
+
+
+def tokens_section(path: Path, sid: str) -> Section:
+    from pretrain.tokens.shards import TokenDir
+
+    tdir = TokenDir(path, check_offsets=False)
+    m = tdir.manifest
+    lengths = np.concatenate([np.diff(i.astype(np.int64)) for i in tdir.idxs]) if tdir.idxs else np.zeros(0)
+    bpt = bytes_per_token(tdir)
+    skipped = sum((m.get("skipped") or {}).values())
+    parts = [kpis([("tokens", int(m["tokens"])), ("documents", int(m["documents"])),
+                   ("median tokens/document", float(np.median(lengths)) if lengths.size else None),
+                   ("bytes per token", f"{bpt:.2f}" if bpt else "—"), ("vocabulary", m.get("vocab_size"))])]
+    parts.append(note(f"Tokenizer sha256 {str(m.get('tokenizer', {}).get('sha256', ''))[:12]}, "
+                      f"{len(m.get('shards', []))} shard(s) of {m.get('dtype')}; "
+                      f"bytes per token = UTF-8 bytes of the decoded documents / their tokens "
+                      f"(end-of-text left out), over up to 200 documents; {skipped} input records skipped."))
+    srcs = m.get("sources") or {}
+    rows = [[k, v.get("tokens"), v.get("documents"), v.get("tokens", 0) / max(v.get("documents", 0), 1),
+             f"{v.get('tokens', 0) / max(int(m['tokens']), 1):.1%}"] for k, v in sorted(srcs.items())]
+    parts.append("<h3>Tokens per source</h3>"
+                 + table(["source", "tokens", "documents", "tokens/document", "share"], rows, {1, 2, 3, 4}))
+    if lengths.size:
+        parts.append(_length_histogram(lengths))
+    return Section(sid, f"Tokens: {path.name}", "tokens", str(path), "".join(parts),
+                   [("tokens", int(m["tokens"])), ("bytes/token", f"{bpt:.2f}" if bpt else "—"),
+                    ("documents", int(m["documents"]))])
+
+
+def bytes_per_token(tdir, sample: int = 200) -> float | None:
+    """UTF-8 bytes per token over the first `sample` documents, decoded with the shards' tokenizer."""
+    tok_file = tdir.path / (tdir.manifest.get("tokenizer", {}).get("copy") or "tokenizer.json")
+    if not tok_file.is_file() or tdir.num_documents == 0:
+        return None
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tok_file))
+    n_bytes = n_tokens = 0
+    for i in range(min(sample, tdir.num_documents)):
+        ids = [int(t) for t in tdir.document(i) if int(t) != tdir.eot_id]
+        n_bytes += len(tok.decode(ids, skip_special_tokens=False).encode("utf-8"))
+        n_tokens += len(ids)
+    return n_bytes / n_tokens if n_tokens else None
+
+
+def _length_histogram(lengths: np.ndarray) -> str:
+    p = plt()
+    fig, ax = p.subplots(figsize=(8, 2.8))
+    ax.hist(lengths, bins=min(50, max(5, lengths.size // 4)), color="#3a7bd5")
+    med = float(np.median(lengths))
+    ax.axvline(med, color="#b3261e", ls="--", lw=1, label=f"median {med:,.0f}")
+    ax.set_xlabel("tokens per document (end-of-text included)")
+    ax.set_ylabel("documents")
+    ax.legend()
+    ax.set_title("document lengths")
+    return fig_to_img(fig, "tokens per document")
+
+
+# ----------------------------------------------------------------------------- mixture
+
+
+def mixture_section(path: Path, mix: dict, sid: str) -> Section:
+    rows_in = mix.get("sources") or []
+    budget = mix.get("budget")
+    rows = [[r.get("source"), r.get("available"), r.get("weight"), r.get("drawn"), r.get("epochs"),
+             f"over {EPOCHS_WARN:g} epochs" if r.get("warning") else ""]
+            for r in rows_in]
+    flagged = [r["source"] for r in rows_in if r.get("warning")]
+    expl = ("Epochs: how many passes the mixture makes over a source, epochs = weight × D / tokens "
+            f"available, with D = {fmt(budget)} training tokens. Below 1 the run sees part of the "
+            f"source; above 1 it repeats it. Up to about {EPOCHS_WARN:g} epochs repeated tokens are worth "
+            "nearly as much as new ones; past that their value falls quickly and the model memorizes "
+            "more (Muennighoff et al., 2023, Scaling Data-Constrained Language Models): such sources "
+            "are flagged (the `warning` of `pretrain mix`).")
+    body = note(expl) + table(["source", "tokens available", "weight", "tokens drawn", "epochs", "warning"],
+                              rows, {1, 2, 3, 4})
+    problems = [f"{', '.join(flagged)} read more than {EPOCHS_WARN:g} times"] if flagged else []
+    most = max(rows_in, key=lambda r: r.get("epochs", 0), default={})
+    facts = [("budget D", budget), ("most epochs", f"{most.get('source')} {most.get('epochs', 0):.2f}")]
+    return Section(sid, "Mixture", "mixture", str(path), body, facts, problems)

@@ -1,0 +1,260 @@
+"""The report's model sections: a plan (headline cards, the top layouts, why this layout, the
+planner's figures), a training run (loss / learning rate / gradient norm with spikes and rollbacks
+marked, throughput, MFU, evaluations, samples) and an evaluation result file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pretrain.report import (
+    Section,
+    esc,
+    fig_to_img,
+    fmt,
+    headline_text,
+    kpis,
+    note,
+    plan_headline,
+    plt,
+    table,
+    tokens_per_s,
+)
+
+MARKED = ("spike", "rollback", "skip", "rollback_unavailable")  # events drawn on the loss curve
+
+
+# ----------------------------------------------------------------------------- plan
+
+
+def plan_section(path: Path, plan: dict, sid: str) -> Section:
+    h = plan_headline(plan)
+    fits = bool(plan.get("layout") and plan["layout"].get("fits", True))
+    cards = [("days", h.get("days")), ("GPU-hours", h.get("gpu_hours")),
+             ("MFU", f"{h['mfu']:.1%}" if h.get("mfu") is not None else None), ("layout", h.get("layout"))]
+    parts = [kpis(cards, bad=set() if fits else {"layout"}), note(headline_text(h))]
+    parts.append(_plan_inputs(plan))
+    parts.append(_top_layouts(plan))
+    why = (plan.get("search") or {}).get("explanation") or []
+    if why:
+        parts.append("<h3>Why this layout</h3>" + table(["alternative", "compared with the chosen layout"],
+                                                          [_why_row(x) for x in why]))
+    parts.append(_plan_figures(plan))
+    reason = (plan.get("layout") or {}).get("reason") or "see the plan"
+    problems = [] if fits else [f"no layout fits: {reason}"]
+    return Section(sid, f"Plan: {h.get('model')} on {h.get('gpus')} {h.get('gpu')}", "plan", str(path),
+                   "".join(parts), [("days", h.get("days")), ("GPU-hours", h.get("gpu_hours")),
+                                    ("MFU", cards[2][1]), ("layout", h.get("layout"))], problems)
+
+
+def _plan_inputs(plan: dict) -> str:
+    m, c, b = plan.get("model") or {}, plan.get("cluster") or {}, plan.get("budget") or {}
+    rows = [["model", f"{m.get('name')}: {fmt(m.get('params'))} parameters, {m.get('n_layers')} layers × "
+                      f"{m.get('d_model')}, sequence {fmt(m.get('seq_len'))}"],
+            ["cluster", f"{c.get('n_gpus')} × {c.get('gpu')} ({c.get('peak_tflops_per_gpu')} TFLOP/s peak, "
+                        f"{fmt(c.get('usable_gb_per_gpu'))} of {c.get('memory_gb_per_gpu')} GB usable)"],
+            ["budget", f"{fmt(b.get('tokens'))} tokens ({fmt(b.get('training_flops'))} FLOPs); "
+                       f"Chinchilla-optimal {fmt(b.get('chinchilla_tokens'))}; "
+                       f"batch {fmt(b.get('batch_tokens'))} tokens"]]
+    rel = plan.get("reliability") or {}
+    if rel:
+        rows.append(["failures", f"{fmt(rel.get('expected_failures'))} expected; checkpoint every "
+                                 f"{fmt((rel.get('young_interval_s') or 0) / 60)} min (Young); goodput "
+                                 f"{fmt(rel.get('goodput'))}"])
+    return "<h3>What was planned</h3>" + table(["", ""], rows)
+
+
+def _top_layouts(plan: dict) -> str:
+    top = (plan.get("search") or {}).get("top") or []
+    if not top:
+        return note("the search kept no layouts (a --layout was given, or nothing fits)")
+    rows = []
+    for i, t in enumerate(top, 1):
+        mem = t.get("memory_gb") or {}
+        rows.append([i, t.get("label"), t.get("tokens_per_s"), f"{t['mfu']:.1%}" if t.get("mfu") else None,
+                     t.get("step_s"), mem.get("total"), t.get("micro_batches")])
+    return ("<h3>Top layouts</h3>"
+            + table(["rank", "layout", "tokens/s", "MFU", "step s", "GB per GPU", "micro-batches"], rows,
+                    {0, 2, 3, 4, 5, 6}))
+
+
+def _why_row(text: Any) -> list[str]:
+    text = str(text)
+    head, sep, tail = text.partition(": ")
+    return [head, tail] if sep else [text, ""]
+
+
+def _plan_figures(plan: dict) -> str:
+    """The figures `pretrain plan --figures` draws, for this plan (the job is rebuilt from it)."""
+    try:
+        from pretrain.plan import figures
+
+        job = _job_of(plan)
+        lay = plan.get("layout") or {}
+        pp = (lay.get("layout") or {}).get("pp", 1)
+        p, m = (pp, lay.get("micro_batches") or 8) if pp > 1 else (4, 8)
+        rel = plan.get("reliability") or {"cluster_mtbf_s": 3 * 3600.0, "checkpoint_s": 60.0}
+        figs = [(figures.memory_figure(job, plan), "memory per GPU"),
+                (figures.zero_figure(job), "ZeRO stages"),
+                (figures.pipeline_figure(p, m), "pipeline schedule"),
+                (figures.checkpoint_figure(rel["cluster_mtbf_s"], rel["checkpoint_s"]),
+                 "checkpoint interval")]
+    except Exception as e:  # noqa: BLE001 - a plan from another version: the tables still stand
+        return note(f"figures left out: this plan cannot be redrawn ({type(e).__name__}: {e})")
+    imgs = []
+    for fig, alt in figs:
+        fig.tight_layout()
+        imgs.append(fig_to_img(fig, alt))
+    return "<h3>Figures</h3><div class='figs'>" + "".join(imgs) + "</div>"
+
+
+def _job_of(plan: dict):
+    import dataclasses
+
+    from pretrain.plan import hardware, shapes
+    from pretrain.plan.search import Job
+
+    m, c, b = plan["model"], plan["cluster"], plan.get("budget") or {}
+    try:
+        shape = shapes.get_shape(m["name"])
+        shape = dataclasses.replace(shape, **{k: m[k] for k in ("seq_len", "vocab_size") if k in m})
+    except (KeyError, ValueError):
+        names = {f.name for f in dataclasses.fields(shapes.ModelShape)}
+        shape = shapes.ModelShape(**{k: v for k, v in m.items() if k in names})
+    kw = {"batch_tokens": int(b["batch_tokens"])} if b.get("batch_tokens") else {}
+    return Job(shape, hardware.get_gpu(c["gpu"]), int(c["n_gpus"]), efficiency=c.get("efficiency"), **kw)
+
+
+# ----------------------------------------------------------------------------- training run
+
+
+def read_metrics(run: Path) -> tuple[list[dict], list[dict], list[dict]]:
+    """(per-step records, eval records, other events) of RUN/metrics.jsonl."""
+    steps, events = [], []
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a kill
+        (events if "event" in rec else steps).append(rec)
+    train = [r for r in steps if "loss" in r and r.get("split", "train") == "train"]
+    evals = [r for r in steps + events if "eval_loss" in r or r.get("event") == "eval"]
+    return train, evals, [e for e in events if e.get("event") != "eval"]
+
+
+def run_section(run: Path, sid: str) -> Section:
+    train, evals, events = read_metrics(run)
+    marked = [e for e in events if e.get("event") in MARKED]
+    tps = tokens_per_s(train)
+    mfu = [r["mfu"] for r in train if r.get("mfu") is not None]
+    mfu_text = f"{sorted(mfu)[len(mfu) // 2]:.1%}" if mfu else "n/a"
+    last = train[-1] if train else {}
+    evl = [r for r in evals if r.get("eval_loss") is not None]
+    parts = [kpis([("steps", last.get("step")), ("final loss", last.get("loss")),
+                   ("final eval loss", evl[-1]["eval_loss"] if evl else None),
+                   ("tokens/s", tps), ("MFU", mfu_text), ("spikes / rollbacks", len(marked))],
+                  bad={"spikes / rollbacks"} if marked else set())]
+    parts.append(note("tokens/s: the median over logged steps of tokens in the step / the step's wall "
+                      "time (the demo summary uses the same). "
+                      + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
+                                        "has and a CPU does not.")))
+    if train:
+        parts.append(_curves(train, evl, marked))
+    parts.append(_evaluations(run, evals))
+    if events:
+        rows = [[e.get("step", e.get("from_step", "")), e["event"],
+                 json.dumps({k: v for k, v in e.items() if k not in ("step", "event")})[:160]]
+                for e in events[:60]]
+        parts.append("<h3>Events</h3>" + table(["step", "event", "detail"], rows))
+    samples = run / "samples.txt"
+    if samples.exists():
+        parts.append(f"<h3>Samples</h3><pre>{esc(samples.read_text()[:4000])}</pre>")
+    problems = [_what(e) for e in marked][:10]
+    facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", last.get("step"))]
+    return Section(sid, "Training run", "train", str(run), "".join(parts), facts, problems)
+
+
+def _what(e: dict) -> str:
+    if e["event"] == "rollback" and "from_step" in e:
+        return (f"rollback from step {e['from_step']} to {e.get('to_step')}, "
+                f"skipping batches {e.get('skip_batches')}")
+    return f"{e['event']} at step {e.get('step')}" + (f" (loss {e['loss']:.3f})" if "loss" in e else "")
+
+
+def _curves(train: list[dict], evals: list[dict], marked: list[dict]) -> str:
+    p = plt()
+    fig, axes = p.subplots(1, 3, figsize=(13, 3.6))
+    x = [r["step"] for r in train]
+    ax = axes[0]
+    ax.plot(x, [r["loss"] for r in train], lw=1, label="train")
+    if evals:
+        ax.plot([r["step"] for r in evals], [r["eval_loss"] for r in evals], "o-", ms=3, label="held-out")
+    for i, e in enumerate(marked):
+        step = e.get("step", e.get("from_step"))
+        if step is not None:
+            ax.axvline(step, color="#b3261e", ls="--", lw=0.9, label="spike / rollback" if i == 0 else None)
+    ax.set_title("loss" + ("" if marked else " (no spikes)"))
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.legend(fontsize=8)
+    axes[1].plot(x, [r.get("lr", 0) for r in train], color="#2e7d32")
+    axes[1].set_title("learning rate")
+    axes[1].set_ylabel("learning rate")
+    axes[2].plot(x, [r.get("grad_norm", 0) for r in train], color="#6a1b9a", lw=1)
+    axes[2].set_title("gradient norm (before clipping)")
+    axes[2].set_ylabel("global L2 norm")
+    for a in axes:
+        a.set_xlabel("step")
+    fig.tight_layout()
+    return fig_to_img(fig, "training curves")
+
+
+def _evaluations(run: Path, evals: list[dict]) -> str:
+    """In-loop evaluation curves (metrics.jsonl) and result files (RUN/eval/*.json), when present."""
+    parts = []
+    series: dict[str, list[tuple[int, float]]] = {}
+    for r in evals:  # eval_loss is on the loss curve already; other in-loop metrics get their own
+        for k, v in r.items():
+            if k not in ("step", "event", "eval_loss") and _number(v):
+                series.setdefault(k, []).append((r.get("step", 0), float(v)))
+    if series:
+        p = plt()
+        fig, ax = p.subplots(figsize=(8, 3))
+        for k, pts in sorted(series.items()):
+            ax.plot([s for s, _ in pts], [v for _, v in pts], "o-", ms=3, label=k)
+        ax.set_xlabel("step")
+        ax.set_ylabel("value")
+        ax.set_title("in-loop evaluations")
+        ax.legend(fontsize=8)
+        parts.append(fig_to_img(fig, "in-loop evaluations"))
+    files = sorted((run / "eval").glob("*.json")) if (run / "eval").is_dir() else []
+    for f in files[-3:]:
+        try:
+            parts.append(f"<p class='note'>{esc(f.name)}</p>" + eval_table(json.loads(f.read_text())))
+        except (ValueError, OSError, AttributeError, TypeError) as e:
+            parts.append(note(f"{f.name}: unreadable ({e})"))
+    if not parts:
+        held = "the held-out loss is on the loss curve; " if any("eval_loss" in r for r in evals) else ""
+        return "<h3>Evaluations</h3>" + note(f"{held}no task evaluations in this run (`pretrain eval`)")
+    return "<h3>Evaluations</h3>" + "".join(parts)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def eval_table(result: dict) -> str:
+    """One row per task and metric of an eval result JSON ({"results": {task: {metric: value}}})."""
+    rows = []
+    for task, metrics in sorted((result.get("results") or {}).items()):
+        for k, v in sorted(metrics.items()) if isinstance(metrics, dict) else []:
+            if _number(v):
+                rows.append([task, k, float(v)])
+    return table(["task", "metric", "value"], rows, {2}) if rows else note("no numeric results")
+
+
+def eval_section(path: Path, result: dict, sid: str) -> Section:
+    body = eval_table(result)
+    n = len(result.get("results") or {})
+    return Section(sid, "Evaluation", "eval", str(path), body, [("tasks", n)])

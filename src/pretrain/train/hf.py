@@ -1,0 +1,282 @@
+"""Hugging Face transformers <-> our Transformer: config translation, key names, rotary layout.
+
+Two transformers architectures match the model exactly:
+- Llama (`LlamaForCausalLM`): RMSNorm, SwiGLU, rotary positions, optional GQA and tied head;
+- GPT-2 (`GPT2LMHeadModel`): LayerNorm, tanh-GELU ("gelu_new"), learned positions, biases.
+
+Rotary layout: our `apply_rope` rotates consecutive pairs (x[2i], x[2i+1]) as Meta's original Llama
+code does; transformers' Llama rotates the halves (x[i], x[i + d/2]). The two are the same model up to
+a permutation of each head's rows of W_q and W_k, the one transformers' own
+`convert_llama_weights_to_hf.py` applies (`permute`); `to_halves` / `to_pairs` are that permutation and
+its inverse. GPT-2 stores linear maps as `Conv1D` (x @ W, so W is our weight transposed) and fuses
+q, k and v into one `c_attn`.
+
+`hf_names(shape)` lists, for each of our parameters, where it lives in a transformers checkpoint and
+how to convert it (`Source`); export and import (train/hf_io.py) both read that one table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from pretrain.errors import UserError
+from pretrain.plan.shapes import ModelShape
+
+ARCHS = ("llama", "gpt2")
+
+
+def arch_of(shape: ModelShape) -> str:
+    """The transformers architecture that computes exactly what our model with `shape` computes."""
+    if shape.mlp == "swiglu" and shape.norm == "rmsnorm" and not shape.learned_pos:
+        return "llama"
+    mha = shape.n_kv_heads == shape.n_heads
+    if shape.mlp == "gelu" and shape.norm == "layernorm" and shape.learned_pos and mha:
+        return "gpt2"
+    raise UserError(f"model {shape.name!r} (mlp={shape.mlp}, norm={shape.norm}, "
+                    f"learned_pos={shape.learned_pos}, n_kv_heads={shape.n_kv_heads}/{shape.n_heads}) "
+                    "matches no transformers architecture: "
+                    "export supports Llama-style (swiglu, rmsnorm, rotary) and GPT-2-style "
+                    "(gelu, layernorm, learned positions, no GQA) models")
+
+
+# --- config.json -----------------------------------------------------------------------------------
+
+def hf_config(shape: ModelShape, rope_theta: float, norm_eps: float, dtype: str,
+              bos_id: int | None, eos_id: int | None) -> dict:
+    """config.json for `shape`, as transformers' LlamaConfig / GPT2Config would write it."""
+    arch = arch_of(shape)
+    common = {"vocab_size": shape.vocab_size, "tie_word_embeddings": bool(shape.tied_embeddings),
+              "bos_token_id": bos_id, "eos_token_id": eos_id, "dtype": dtype, "use_cache": True}
+    if arch == "llama":
+        return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **common,
+                "hidden_size": shape.d_model, "intermediate_size": shape.d_ff,
+                "num_hidden_layers": shape.n_layers, "num_attention_heads": shape.n_heads,
+                "num_key_value_heads": shape.n_kv_heads, "head_dim": shape.d_model // shape.n_heads,
+                "max_position_embeddings": shape.seq_len, "rms_norm_eps": norm_eps,
+                "rope_parameters": {"rope_type": "default", "rope_theta": rope_theta},
+                "hidden_act": "silu", "attention_bias": bool(shape.bias), "mlp_bias": bool(shape.bias),
+                "attention_dropout": 0.0, "initializer_range": 0.02}
+    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", **common,
+            "n_embd": shape.d_model, "n_inner": shape.d_ff, "n_layer": shape.n_layers,
+            "n_head": shape.n_heads,
+            "n_positions": shape.seq_len, "layer_norm_epsilon": norm_eps, "activation_function": "gelu_new",
+            "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "scale_attn_weights": True,
+            "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
+            "initializer_range": 0.02}
+
+
+def _get(cfg: dict, path: Path, *keys: str):
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    raise UserError(f"{path}: no {' or '.join(keys)}")
+
+
+def read_hf_config(folder: str | Path) -> tuple[dict, float, float]:
+    """(our shape fields, rope_theta, norm_eps) from a transformers folder's config.json."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise UserError(f"{folder}: no config.json (not a Hugging Face model folder)")
+    try:
+        cfg = json.loads(path.read_text())
+    except ValueError as e:
+        raise UserError(f"{path}: not JSON: {e}") from e
+    mtype = cfg.get("model_type")
+    if mtype == "llama":
+        return _llama_fields(cfg, path)
+    if mtype == "gpt2":
+        return _gpt2_fields(cfg, path)
+    raise UserError(f"{path}: model_type {mtype!r} is not supported (supported: {', '.join(ARCHS)})")
+
+
+def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float]:
+    d, h = int(_get(cfg, path, "hidden_size")), int(_get(cfg, path, "num_attention_heads"))
+    if cfg.get("head_dim") not in (None, d // h):
+        raise UserError(f"{path}: head_dim {cfg['head_dim']} != hidden_size / num_attention_heads ({d // h})")
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise UserError(f"{path}: hidden_act {cfg['hidden_act']!r}; only 'silu' (SwiGLU) is supported")
+    if bool(cfg.get("attention_bias")) != bool(cfg.get("mlp_bias")):
+        raise UserError(f"{path}: attention_bias and mlp_bias differ; the model has one `bias` switch")
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind != "default":
+        raise UserError(f"{path}: rope_type {kind!r} is not supported yet (only 'default' rotary "
+                        "frequencies); the model would compute other positions than transformers")
+    theta = float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    fields = {"n_layers": int(_get(cfg, path, "num_hidden_layers")), "d_model": d, "n_heads": h,
+              "n_kv_heads": int(cfg.get("num_key_value_heads") or h),
+              "d_ff": int(_get(cfg, path, "intermediate_size")),
+              "vocab_size": int(_get(cfg, path, "vocab_size")),
+              "seq_len": int(_get(cfg, path, "max_position_embeddings")), "mlp": "swiglu", "norm": "rmsnorm",
+              "tied_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+              "bias": bool(cfg.get("attention_bias", False)), "learned_pos": False}
+    return fields, theta, float(cfg.get("rms_norm_eps", 1e-6))
+
+
+def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float]:
+    act = cfg.get("activation_function", "gelu_new")
+    if act not in ("gelu_new", "gelu_pytorch_tanh"):
+        raise UserError(f"{path}: activation_function {act!r}; only the tanh GELU ('gelu_new') is supported")
+    if cfg.get("scale_attn_by_inverse_layer_idx") or cfg.get("scale_attn_weights") is False:
+        raise UserError(f"{path}: non-standard attention scaling is not supported")
+    d = int(_get(cfg, path, "n_embd", "hidden_size"))
+    fields = {"n_layers": int(_get(cfg, path, "n_layer", "num_hidden_layers")), "d_model": d,
+              "n_heads": int(_get(cfg, path, "n_head", "num_attention_heads")),
+              "d_ff": int(cfg.get("n_inner") or 4 * d), "vocab_size": int(_get(cfg, path, "vocab_size")),
+              "seq_len": int(_get(cfg, path, "n_positions", "max_position_embeddings")), "mlp": "gelu",
+              "norm": "layernorm", "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
+              "bias": True, "learned_pos": True}
+    fields["n_kv_heads"] = fields["n_heads"]
+    return fields, 10000.0, float(cfg.get("layer_norm_epsilon", 1e-5))
+
+
+# --- the rotary permutation ------------------------------------------------------------------------
+
+def to_halves(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Rows of W_q/W_k (or its bias) from our pair layout to transformers' half layout: within each
+    head, row 2i+j moves to j*(d/2)+i (convert_llama_weights_to_hf.py's `permute`)."""
+    rest = w.shape[1:]
+    hd = w.shape[0] // n_heads
+    return w.reshape(n_heads, hd // 2, 2, *rest).transpose(1, 2).reshape(w.shape)
+
+
+def to_pairs(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """The inverse of `to_halves`: transformers' rows -> ours."""
+    rest = w.shape[1:]
+    hd = w.shape[0] // n_heads
+    return w.reshape(n_heads, 2, hd // 2, *rest).transpose(1, 2).reshape(w.shape)
+
+
+# --- the name table --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Source:
+    """Where our parameter lives in a transformers checkpoint.
+
+    kind: "same" (identical tensor), "rope" (rows permuted per head, `heads` heads), "T" (GPT-2's
+    Conv1D: transposed), "qkv" (GPT-2's fused c_attn, transposed; our rows are its columns
+    [part*d, (part+1)*d)).
+    """
+
+    key: str
+    kind: str = "same"
+    heads: int = 0
+    part: int = 0
+
+
+def hf_names(shape: ModelShape) -> dict[str, Source]:
+    """Our parameter name -> its Source, for every parameter of a model with `shape`."""
+    arch = arch_of(shape)
+    out: dict[str, Source] = {}
+    weights = ("weight", "bias") if shape.bias else ("weight",)
+    norm_keys = ("weight", "bias") if shape.norm == "layernorm" else ("weight",)
+    for i in range(shape.n_layers):
+        ours = f"layers.{i}."
+        if arch == "llama":
+            hf = f"model.layers.{i}."
+            for n in norm_keys:
+                out[ours + f"attn_norm.{n}"] = Source(hf + f"input_layernorm.{n}")
+                out[ours + f"mlp_norm.{n}"] = Source(hf + f"post_attention_layernorm.{n}")
+            for w in weights:
+                out[ours + f"attn.wq.{w}"] = Source(hf + f"self_attn.q_proj.{w}", "rope", shape.n_heads)
+                out[ours + f"attn.wk.{w}"] = Source(hf + f"self_attn.k_proj.{w}", "rope", shape.n_kv_heads)
+                out[ours + f"attn.wv.{w}"] = Source(hf + f"self_attn.v_proj.{w}")
+                out[ours + f"attn.wo.{w}"] = Source(hf + f"self_attn.o_proj.{w}")
+                for mine, theirs in (("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj")):
+                    out[ours + f"mlp.{mine}.{w}"] = Source(hf + f"mlp.{theirs}.{w}")
+        else:
+            hf = f"transformer.h.{i}."
+            for n in norm_keys:
+                out[ours + f"attn_norm.{n}"] = Source(hf + f"ln_1.{n}")
+                out[ours + f"mlp_norm.{n}"] = Source(hf + f"ln_2.{n}")
+            for w in ("weight", "bias"):
+                for part, mine in enumerate(("wq", "wk", "wv")):
+                    out[ours + f"attn.{mine}.{w}"] = Source(hf + f"attn.c_attn.{w}", "qkv", part=part)
+                kind = "T" if w == "weight" else "same"
+                out[ours + f"attn.wo.{w}"] = Source(hf + f"attn.c_proj.{w}", kind)
+                out[ours + f"mlp.w1.{w}"] = Source(hf + f"mlp.c_fc.{w}", kind)
+                out[ours + f"mlp.w2.{w}"] = Source(hf + f"mlp.c_proj.{w}", kind)
+    if arch == "llama":
+        out["tok_emb.weight"] = Source("model.embed_tokens.weight")
+        out["norm.weight"] = Source("model.norm.weight")
+    else:
+        out["tok_emb.weight"] = Source("transformer.wte.weight")
+        out["pos_emb.weight"] = Source("transformer.wpe.weight")
+        for n in norm_keys:
+            out[f"norm.{n}"] = Source(f"transformer.ln_f.{n}")
+    if not shape.tied_embeddings:
+        out["output.weight"] = Source("lm_head.weight")
+    return out
+
+
+def to_hf_tensors(shape: ModelShape, params: dict[str, torch.Tensor]) -> list[tuple[str, list, object]]:
+    """[(transformers key, shape, thunk)] in checkpoint order; each thunk builds that one tensor from
+    our `params` when called (so a writer holds one converted tensor at a time, not the model).
+    A GPT-2-style model without biases is written with zero biases (GPT-2 always has them)."""
+    grouped: dict[str, list[tuple[str, Source]]] = {}
+    for ours, src in hf_names(shape).items():
+        grouped.setdefault(src.key, []).append((ours, src))
+
+    def get(name: str) -> torch.Tensor:
+        if name in params:
+            return params[name]
+        weight = params[name.removesuffix(".bias") + ".weight"]  # a bias GPT-2 has and we do not
+        return torch.zeros(weight.shape[0], dtype=weight.dtype)
+
+    out = []
+    for key, members in grouped.items():
+        src = members[0][1]
+        names = [o for o, _ in members]
+        out.append((key, _hf_shape(src, [get(o).shape for o in names]), _thunk(src, names, get)))
+    return out
+
+
+def _hf_shape(src: Source, ours: list) -> list[int]:
+    s = [sum(o[0] for o in ours), *ours[0][1:]]
+    return s[::-1] if src.kind in ("T", "qkv") and len(s) == 2 else s
+
+
+def _thunk(src: Source, names: list[str], get):
+    def build() -> torch.Tensor:
+        t = torch.cat([get(o) for o in names], 0) if src.kind == "qkv" else get(names[0])
+        if src.kind == "rope":
+            return to_halves(t, src.heads)
+        if src.kind in ("T", "qkv") and t.ndim == 2:
+            return t.t()
+        return t
+
+    return build
+
+
+# --- a run that starts from a transformers folder --------------------------------------------------
+
+def apply_init_from(cfg):
+    """The run config with `model.init_from` (a transformers folder) spelled out: the shape, rotary
+    base and norm epsilon from its config.json, and its tokenizer.json as `data.tokenizer` for text
+    data when none is set. Shape fields also set in the recipe must agree, except a shorter
+    `model.seq_len` for a rotary model (the context trained on; the rotary tables are computed)."""
+    import dataclasses
+
+    m = cfg.model
+    if not m.init_from:
+        return cfg
+    folder = Path(m.init_from)
+    fields, theta, eps = read_hf_config(folder)
+    for k, v in fields.items():
+        mine = getattr(m, k)
+        if mine is None or mine == v:
+            continue
+        if k == "seq_len" and not fields["learned_pos"] and 0 < mine <= v:
+            fields[k] = mine
+            continue
+        raise UserError(f"model.{k}={mine} conflicts with {folder / 'config.json'} ({v}); "
+                        "unset it (the shape comes from model.init_from)")
+    model = dataclasses.replace(m, preset="", rope_theta=theta, norm_eps=eps, **fields)
+    data = cfg.data
+    if data.kind == "text" and not data.tokenizer and (folder / "tokenizer.json").is_file():
+        data = dataclasses.replace(data, tokenizer=str(folder / "tokenizer.json"))
+    return dataclasses.replace(cfg, model=model, data=data)

@@ -1,0 +1,175 @@
+"""Reading DCP checkpoints from a run directory that may come from someone else, without running code.
+
+torch.distributed.checkpoint (DCP) stores two pickles an attacker can edit: the `.metadata` file,
+which `FileSystemReader.read_metadata` opens with a plain `pickle.load`, and every non-tensor value
+(the optimizer's param_groups: lr, betas, params...), which `DefaultLoadPlanner.load_bytes` opens with
+`torch.load(weights_only=False)`. Either one runs whatever a `__reduce__` names (torch 2.13.0).
+
+This module owns the replacements used by every load (resume, rollback, sample, export):
+
+- `SafeReader`: `.metadata` through an unpickler that admits only the globals DCP's metadata
+  references (its dataclasses, `torch.Size`, dtypes, layouts, memory formats, `pathlib` paths) and
+  then checks the result: a `Metadata`, every storage item a plain file name inside the checkpoint
+  directory whose byte range lies inside that file (no `../`, no `/dev/zero` of a terabyte).
+- `SafePlanner`: non-tensor values through `torch.load(weights_only=True)`, PyTorch's own restricted
+  unpickler (tensors, numbers, strings, lists, tuples, dicts).
+
+Anything else refuses the checkpoint with `UnsafeCheckpoint`, one line naming the file and the reason.
+Tensors themselves were already read with `weights_only=True` by DCP.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import re
+from pathlib import Path
+
+import torch
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.metadata import Metadata
+
+from pretrain.errors import UserError
+
+METADATA = ".metadata"
+# A model of 10k tensors, each sharded on 64 ranks, has ~640k entries of ~200 bytes: 128 MiB is far.
+MAX_METADATA_BYTES = 256 << 20
+
+# The globals torch 2.13's DCP metadata pickle references (listed by unpickling real checkpoints with
+# a recording find_class): constructing any of them runs no user-chosen code.
+_DCP_CLASSES = {
+    "torch.distributed.checkpoint.metadata": {
+        "Metadata", "MetadataIndex", "StorageMeta", "TensorProperties", "TensorStorageMetadata",
+        "ChunkStorageMetadata", "BytesStorageMetadata", "_MEM_FORMAT_ENCODING",
+    },
+    "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
+    "torch.serialization": {"_get_layout"},  # looks a name up in torch's layouts, nothing else
+    "torch": {"Size"},
+    "pathlib": {"PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath", "Path"},
+    "collections": {"OrderedDict"},
+}
+
+
+class UnsafeCheckpoint(UserError):
+    """A checkpoint file holds something a DCP checkpoint never does; nothing in it was run."""
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    def __init__(self, f, path: Path):
+        super().__init__(f)
+        self.path = path
+
+    def find_class(self, module: str, name: str):
+        if name in _DCP_CLASSES.get(module, ()):
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.memory_format)):
+            return getattr(torch, name)
+        raise UnsafeCheckpoint(f"{self.path}: refused, its pickle calls {module}.{name}, which a DCP "
+                               "checkpoint never holds (a code payload?); nothing was run")
+
+    def persistent_load(self, pid):
+        raise UnsafeCheckpoint(f"{self.path}: refused, its pickle holds a persistent id; nothing was run")
+
+
+def read_metadata(path: Path) -> Metadata:
+    """DCP's `.metadata` at `path`, unpickled with only DCP's own classes, then checked."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise UserError(f"{path}: cannot read checkpoint metadata ({e.strerror})") from None
+    if size > MAX_METADATA_BYTES:
+        raise UnsafeCheckpoint(f"{path}: refused, {size:,} bytes of metadata (limit {MAX_METADATA_BYTES:,})")
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        md = _MetadataUnpickler(io.BytesIO(data), path).load()
+    except UnsafeCheckpoint:
+        raise
+    except Exception as e:  # truncated or garbled: any of pickle's many exception types
+        why = f"{type(e).__name__}: {e}"
+        raise UnsafeCheckpoint(f"{path}: not a readable DCP metadata pickle ({why})") from None
+    if not isinstance(md, Metadata) or not isinstance(md.storage_data, dict):
+        raise UnsafeCheckpoint(f"{path}: refused, it holds a {type(md).__name__}, not DCP Metadata")
+    _check_storage(md.storage_data, path)
+    return md
+
+
+def _check_storage(storage: dict, path: Path) -> None:
+    """Every item names a file directly inside the checkpoint directory, at a range within its size."""
+    root = path.parent
+    sizes: dict[str, int] = {}
+    for key, info in storage.items():
+        rel, off, n = (getattr(info, a, None) for a in ("relative_path", "offset", "length"))
+        if not isinstance(rel, str) or rel in ("", ".", "..") or "/" in rel or "\\" in rel or "\0" in rel:
+            raise UnsafeCheckpoint(f"{path}: refused, item {getattr(key, 'fqn', key)} points at {rel!r}, "
+                                   "outside the checkpoint directory")
+        if rel not in sizes:
+            f = root / rel
+            sizes[rel] = f.stat().st_size if f.is_file() else -1
+        ints = isinstance(off, int) and isinstance(n, int)
+        if not (ints and off >= 0 and n >= 0 and off + n <= sizes[rel]):
+            raise UnsafeCheckpoint(f"{path}: refused, item {getattr(key, 'fqn', key)} claims bytes "
+                                   f"[{off}, {off}+{n}) of {rel}, which has {max(sizes[rel], 0):,}")
+
+
+class SafeReader(FileSystemReader):
+    """FileSystemReader that hands DCP metadata already read by `read_metadata` above.
+
+    The metadata is read before `dcp.load` starts: DCP catches a failing `read_metadata`, logs its
+    traceback, retries with a rank-local file and raises a merged AssertionError, which would bury
+    the one-line refusal.
+    """
+
+    def __init__(self, path: str | Path, metadata: Metadata):
+        super().__init__(path)
+        self._metadata = metadata
+
+    def read_metadata(self, *args, **kwargs) -> Metadata:
+        from torch.distributed.checkpoint.metadata import StorageMeta
+
+        md = self._metadata
+        if getattr(md, "storage_meta", None) is None:
+            md.storage_meta = StorageMeta()
+        md.storage_meta.load_id = self.load_id
+        return md
+
+
+class SafePlanner(DefaultLoadPlanner):
+    """DefaultLoadPlanner whose non-tensor values come from `torch.load(weights_only=True)`."""
+
+    def __init__(self, where: str | Path, **kwargs):
+        super().__init__(**kwargs)
+        self.where = where
+
+    def load_bytes(self, read_item, value: io.BytesIO) -> None:
+        fqn = read_item.dest_index.fqn
+        try:
+            obj = torch.load(value, map_location="cpu", weights_only=True)
+        except Exception as e:  # torch's message is a page of advice; keep the global it refused
+            found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(e))
+            why = f"it calls {found.group(1)}" if found else type(e).__name__
+            raise UnsafeCheckpoint(f"{self.where}: refused, value {fqn} is not plain data ({why}); "
+                                   "nothing was run") from None
+        if self.flatten_state_dict:
+            from torch.distributed.checkpoint._traverse import set_element
+
+            set_element(self.original_state_dict, self.mappings[fqn], obj)
+        else:
+            self.state_dict[fqn] = obj
+
+
+def safe_load(state: dict, path: Path, no_dist: bool) -> None:
+    """dcp.load through `SafeReader` and `SafePlanner`; our own refusal is raised unwrapped."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    reader = SafeReader(str(path), read_metadata(Path(path) / METADATA))
+    try:
+        dcp.load(state, storage_reader=reader, planner=SafePlanner(path), no_dist=no_dist)
+    except CheckpointException as e:  # DCP wraps each rank's exception; surface ours as one line
+        for exc, _trace in e.failures.values():
+            if isinstance(exc, UserError):
+                raise exc from None
+        raise

@@ -1,0 +1,60 @@
+"""Run one reader (or extractor) on a hostile file in a child process bounded in time and memory.
+
+The child sets RLIMIT_AS before importing anything heavy, reads every document, and prints one JSON
+line: the ids kept (the first 100, their count and the last), the errors reported, its peak RSS
+and its seconds. A reader that runs away in memory dies with MemoryError (a failed test, not a
+swapping machine); one that runs away in time is killed by the parent's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+_CHILD = r"""
+import json, resource, sys, time
+def peak_mb():  # VmHWM: this process's own peak (ru_maxrss keeps the forking parent's across exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from pretrain.curate.readers import ReaderConfig, read_documents
+cfg = ReaderConfig(**json.loads(sys.argv[3]))
+errors, ids, n, last, t0 = [], [], 0, None, time.perf_counter()
+docs = read_documents(sys.argv[2], cfg, lambda p, r, why: errors.append([str(r), why]))
+if len(sys.argv) > 4:  # the records are HTML pages: run them through the extract step too
+    from pretrain.curate.extract import ExtractConfig, ExtractStep
+    step = ExtractStep(ExtractConfig(**json.loads(sys.argv[4])))
+    step.on_reject = lambda doc, name, why: errors.append([doc.id, why])
+    docs = step(d for d in docs if d.cache.update(html=True) is None)
+for doc in docs:
+    n, last = n + 1, doc.id
+    if n <= 100:  # a million ids would measure this list, not the reader
+        ids.append(doc.id)
+print(json.dumps({"ids": ids, "n": n, "last": last, "errors": errors[:100],
+                  "seconds": time.perf_counter() - t0,
+                  "peak_mb": peak_mb()}))
+"""
+
+
+def read_in_child(path: Path, timeout: float = 60, mem_mb: int = 2048, extract: dict | None = None,
+                  **cfg) -> dict:
+    """Documents of `path` read by a child with `mem_mb` of address space and `timeout` seconds.
+
+    With `extract` (an ExtractConfig's fields), each record is an HTML page and goes through the
+    extract step; its drops are reported as errors (id, reason).
+    """
+    env = {**os.environ, "PYTHONPATH": SRC}
+    args = [str(mem_mb << 20), str(path), json.dumps(cfg)]
+    if extract is not None:
+        args.append(json.dumps(extract))
+    r = subprocess.run([sys.executable, "-c", _CHILD, *args],
+                       capture_output=True, text=True, timeout=timeout, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])

@@ -1,0 +1,182 @@
+"""`pretrain eval` on a tiny trained run: the JSON and table, batching against a one-request
+reference, reruns, sharding over 2 gloo ranks against one process, and the task readers on the real
+benchmark files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SHARED_DATA, data_file
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, text, restore_torch_threads) -> Path:
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    out = tmp_path_factory.mktemp("run")
+    Trainer(tiny_config(out, text, "train.steps=10", "model.seq_len=64"), quiet=True).fit()
+    return out
+
+
+@pytest.fixture(scope="module")
+def sample_text(tmp_path_factory, text) -> Path:
+    p = tmp_path_factory.mktemp("ppl") / "sample.txt"
+    p.write_text(Path(text).read_text()[:3000])
+    return p
+
+
+def _bench() -> Path:
+    return data_file("benchmarks")
+
+
+def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
+    from pretrain.cli import main
+
+    specs = f"copa,winogrande,ppl:{sample_text}"
+    assert main(["eval", str(tiny_run), "--tasks", specs, "--limit", "6", "--quiet",
+                 "--benchmarks", str(_bench())]) == 0
+    shown = capsys.readouterr().out
+    out = tiny_run / "eval" / "step_0000010.json"
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "pretrain.eval/1" and doc["model"]["step"] == 10
+    assert set(doc["results"]) == {"copa", "winogrande", f"ppl:{sample_text.name}"}
+    assert doc["results"]["copa"]["n"] == 6 and len(doc["examples"]["copa"]) == 6
+    assert "acc_norm" in doc["results"]["copa"]["metrics"]
+    assert "copa" in shown and "bits_per_byte" in shown
+    # run it twice: same output file, same numbers
+    assert main(["eval", str(tiny_run), "--tasks", specs, "--limit", "6", "--quiet",
+                 "--benchmarks", str(_bench())]) == 0
+    again = json.loads(out.read_text())
+    assert again["results"] == doc["results"]
+
+
+def test_batched_scores_equal_one_request_at_a_time(tiny_run):
+    """Dedup of shared inputs, sorting and padding change nothing: each request scored alone,
+    by the plain definition (sum of log_softmax over the continuation's positions)."""
+    from pretrain.eval.harness import requests_of
+    from pretrain.eval.lm import from_run
+    from pretrain.eval.scoring import encode_pair, loglikelihoods
+    from pretrain.eval.tasks import load_task
+
+    model, _ = from_run(tiny_run)
+    task = load_task("mmlu", _bench())  # one-byte choices: inputs shared by all four
+    pairs = [p for i in range(3) for p in requests_of(task, i, 1, 7)]
+    pairs += [p for i in range(3) for p in requests_of(load_task("piqa", _bench()), i, 0, 0)]
+    got = loglikelihoods(model, pairs, batch_tokens=256)
+    for (ctx, cont), (ll, greedy) in zip(pairs, got):
+        c, x = encode_pair(model, ctx, cont)
+        seq = torch.tensor([(c + x)[-(model.max_length + 1):]])
+        logp = model.logits(seq[:, :-1])[0].float().log_softmax(-1)
+        tgt = seq[0, 1:]
+        ref = logp[torch.arange(tgt.numel()), tgt][-len(x):]
+        assert ll == pytest.approx(ref.sum().item(), abs=1e-4)
+        assert greedy == bool((logp.argmax(-1)[-len(x):] == tgt[-len(x):]).all())
+
+
+def eval_worker(rank: int, run: str, specs: list, bench: str) -> dict:
+    """Worker: join the gloo group and evaluate; every rank returns the gathered results."""
+    from pretrain.eval.lm import from_run
+    from pretrain.eval.suite import run_tasks
+    from pretrain.train.parallel import init_distributed
+
+    init_distributed(torch.device("cpu"), 120.0)
+    model, _ = from_run(run)
+    results, _ = run_tasks(model, specs, bench, shots=1, limit=9)
+    return {r["task"]: {"metrics": r["metrics"], "examples": r["examples"]} for r in results}
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_equal_one_process(tiny_run, sample_text):
+    from pretrain.train.testing import run_distributed
+
+    specs = ["copa", "winogrande", f"ppl:{sample_text}"]
+    single = eval_worker(0, str(tiny_run), specs, str(_bench()))
+    ranks = run_distributed("tests.test_eval_cli.eval_worker", 2, str(tiny_run), specs, str(_bench()))
+    for got in ranks:
+        assert set(got) == set(single)
+        for name, res in single.items():
+            assert [e["i"] for e in got[name]["examples"]] == [e["i"] for e in res["examples"]]
+            for a, b in zip(got[name]["examples"], res["examples"]):
+                assert a["lls"] == pytest.approx(b["lls"], abs=1e-5)
+            for k, v in res["metrics"].items():
+                assert got[name]["metrics"][k] == pytest.approx(v, rel=1e-6), (name, k)
+
+
+def test_every_benchmark_file_reads(shared_data):
+    """Each known task parses every line of its real file (a kind per format, none skipped)."""
+    from pretrain.eval.tasks import KNOWN, load_task
+
+    bench = shared_data / "benchmarks"
+    kinds = {}
+    for name, rel in KNOWN.items():
+        if rel.endswith(".gz"):
+            continue
+        task = load_task(name, bench)
+        lines = sum(1 for line in (bench / rel).read_text().split("\n") if line.strip())
+        assert len(task.docs) == lines and not task.skipped, name
+        kinds[name] = task.kind
+    assert kinds["arc_easy"] == "mc" and kinds["winogrande"] == "schema" and kinds["mmlu"] == "mmlu"
+    assert kinds["lambada_openai"] == "lm" and kinds["gsm8k"] == "gsm8k" and kinds["triviaqa"] == "qa"
+
+
+def test_bad_records_are_skipped_and_counted(tmp_path):
+    from pretrain.errors import UserError
+    from pretrain.eval.tasks import load_file
+
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"query": "q", "choices": ["a", "b"], "gold": 1}\nnot json\n'
+                 '{"query": "q", "choices": ["a"], "gold": 5}\n{"query": "q"}\n')
+    task = load_file(p)
+    assert len(task.docs) == 1 and task.skipped == {"bad_json": 1, "bad_value": 1, "missing_key": 1}
+    p.write_text("[1, 2]\n")
+    with pytest.raises(UserError, match="no readable example"):
+        load_file(p)
+
+
+def test_fewshot_prompts_are_fixed_by_the_seed():
+    from pretrain.eval.tasks import Task, fewshot_prefix
+
+    docs = [{"query": f"q{i}", "choices": ["x", "y"], "gold": i % 2} for i in range(20)]
+    task = Task("t", "mc", "-", docs)
+    a = fewshot_prefix(task, 3, 5, seed=1)
+    assert a == fewshot_prefix(task, 3, 5, seed=1) != fewshot_prefix(task, 3, 5, seed=2)
+    assert a.count("\n\n") == 5 and "q3 " not in a  # five shots, never the example itself
+    assert "q0 x" in a or "q1 y" in a or a.count(" y") + a.count(" x") == 5
+
+
+def test_gsm8k_answer_extraction():
+    from pretrain.eval.tasks import gsm8k_answer
+
+    assert gsm8k_answer("She makes 9 * 2 = $18.\n#### 18") == "18"
+    assert gsm8k_answer("so the total is 1,234 dollars.") == "1234"
+    assert gsm8k_answer("no number") == ""
+
+
+def test_missing_benchmarks_folder_is_one_clear_error(tiny_run, tmp_path, capsys):
+    from pretrain.cli import main
+
+    assert SHARED_DATA  # the default is only a fallback
+    rc = main(["eval", str(tiny_run), "--tasks", "copa", "--benchmarks", str(tmp_path / "none"), "--quiet"])
+    assert rc == 2 and "--benchmarks" in capsys.readouterr().err
+
+
+def test_batched_greedy_generation_equals_one_prompt_at_a_time(tiny_run):
+    """Rows of different lengths in one batch give the tokens `pretrain sample`'s greedy loop gives."""
+    from pretrain.eval.lm import from_run
+    from pretrain.eval.scoring import greedy_generate
+    from pretrain.train.model import generate
+    from pretrain.train.runs import load_run_model
+
+    model, _ = from_run(tiny_run)
+    net, _, _ = load_run_model(tiny_run)
+    prompts = [model.encode(p) for p in ("ROMEO:", "To be, or not to be", "a" * 70)]  # 70 > seq_len
+    got = greedy_generate(model, prompts, 6, batch_size=3)
+    for p, g in zip(prompts, got):
+        ref = generate(net, torch.tensor([p]), 6, temperature=0)[0, len(p):].tolist()
+        assert g == ref

@@ -1,0 +1,172 @@
+"""The `blocks` extractor: block cutting, features, the exported trees, and quality on real benchmarks.
+
+Benchmark floors use the cross-fitted models (`without_aeb`, `without_trafilatura_eval`): each set
+is scored by a model that never learnt from its pages (scripts/train_extract_blocks.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+from pretrain.curate.document import Document
+from pretrain.curate.extract import ExtractConfig, build_extract_step
+from pretrain.curate.extract_blocks import (
+    FEATURES,
+    BlockModel,
+    _own,
+    blocks,
+    extract_blocks_text,
+    features,
+    load_model,
+)
+from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, trafilatura_pages
+
+PARAS = [
+    f"Paragraph {i}: the delta forms when the river deposits sand and silt over many years, "
+    "slowly building new land where the water meets the sea."
+    for i in range(6)
+]
+ARTICLE = (
+    "<html><body><nav><a href='/'>Home</a> <a href='/news'>News</a> <a href='/about'>About us</a></nav>"
+    "<article><h1>The river delta</h1>" + "".join(f"<p>{p}</p>" for p in PARAS) + "</article>"
+    "<footer>Copyright 2024 Example Corp. All rights reserved.</footer></body></html>"
+)
+BOILERPLATE = (
+    "<html><body><nav>"
+    + " | ".join(f"<a href='/s{i}'>Section {i}</a>" for i in range(12))
+    + "</nav><div class='share'><a href='#'>Share</a> <a href='#'>Tweet</a></div>"
+    "<footer><a href='/privacy'>Privacy</a> <a href='/terms'>Terms</a> © 2024 Example</footer></body></html>"
+)
+
+
+def html_doc(html: str) -> Document:
+    d = Document(id="0", text=html)
+    d.cache["html"] = True
+    return d
+
+
+def test_blocks_cuts_minimal_html_and_counts_link_text():
+    bs = blocks(
+        "<h1>Title here</h1>\nBy <a href='/x'>Jane Doe</a>\nUpdated today\n"
+        "<p>One <a href='/y'>linked words</a> in a sentence &amp; more.</p>\n<ul><li>item one</li></ul>"
+    )
+    assert [(b.kind, b.text) for b in bs] == [
+        ("h1", "Title here"),
+        ("text", "By Jane Doe"),
+        ("text", "Updated today"),
+        ("p", "One linked words in a sentence & more."),
+        ("li", "item one"),
+    ]
+    assert (bs[1].link_chars, bs[1].links) == (len("Jane Doe"), 1)
+    assert (bs[3].link_chars, bs[3].links, bs[0].links) == (len("linked words"), 1, 0)
+
+
+def test_own_features_equal_python_string_predicates():
+    from pretrain.curate.extract_blocks import Block
+
+    texts = ["Hello World, 2024!", "ünïcode ÉTÉ und 東京 text", "x", "snake_case words_here 42."]
+    got = _own([Block("p", t, 0, 0) for t in texts])
+    for row, t in zip(got, texts):
+        letters = sum(c.isalpha() for c in t)
+        assert row[5] == pytest.approx(sum(c.isdigit() for c in t) / len(t))
+        assert row[6] == pytest.approx(sum(c.isupper() for c in t) / letters)
+        assert row[0] == pytest.approx(np.log1p(len(t)))
+    assert got[:, 3].tolist() == [1.0, 0.0, 0.0, 1.0]  # ends with sentence punctuation
+    assert np.expm1(got[:, 1]).round().tolist() == [3, 5, 1, 3]  # \w+ runs, as re counts them
+
+
+def test_exported_trees_reproduce_scikit_learn():
+    import importlib.util
+    from pathlib import Path
+
+    GradientBoostingClassifier = pytest.importorskip("sklearn.ensemble").GradientBoostingClassifier
+    path = Path(__file__).resolve().parents[1] / "scripts" / "train_extract_blocks.py"
+    spec = importlib.util.spec_from_file_location("train_extract_blocks", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(600, len(FEATURES))).astype(np.float32)
+    y = (x[:, 0] + x[:, 3] * x[:, 5] > 0.2).astype(int)
+    mod.N_TREES = 20
+    model = mod.fit(x, y, 0.5)  # asserts agreement itself; check again on unseen rows
+    again = BlockModel.from_dict(model.to_dict())
+    x2 = rng.normal(size=(300, len(FEATURES))).astype(np.float32)
+    ref = GradientBoostingClassifier(n_estimators=20, max_depth=mod.DEPTH, subsample=0.8, random_state=0)
+    ref.fit(x, y)
+    assert np.abs(again.keep_probability(x2) - ref.predict_proba(x2)[:, 1]).max() < 1e-4
+
+
+def test_article_kept_and_navigation_dropped():
+    text = extract_blocks_text(ARTICLE)
+    assert all(p in text for p in PARAS)
+    assert "About us" not in text and "All rights reserved" not in text
+
+
+def test_all_boilerplate_page_yields_nothing():
+    assert extract_blocks_text(BOILERPLATE) == ""
+    step = build_extract_step(ExtractConfig(backend="blocks"))
+    assert list(step(iter([html_doc(BOILERPLATE)]))) == []
+    assert step.stats["dropped.extract_empty"] == 1
+
+
+def test_step_runs_in_process_and_time_bound_holds_on_deep_nesting():
+    step = build_extract_step(ExtractConfig(backend="blocks", max_html_bytes=5_000_000))
+    assert step.worker is None  # linear in the page, like resiliparse: bounded by the size limit
+    deep = "<div>" * 10_000 + " ".join(PARAS) + "</div>" * 10_000
+    t = time.process_time()  # CPU time: a busy shared machine does not make it flaky
+    out = list(step(iter([html_doc(deep), html_doc(ARTICLE)])))
+    assert time.process_time() - t < 5.0 and "Paragraph 0" in out[-1].text
+    assert step.stats["deep_whole_page"] == 1  # the step's depth check covers blocks as resiliparse
+    assert features([]).shape == (0, len(FEATURES))
+
+
+def test_shipped_model_matches_this_codes_features(tmp_path):
+    assert load_model().feature.max() < len(FEATURES)
+    bad = tmp_path / "m.json"
+    bad.write_text('{"features": ["other"], "model": {}}')
+    with pytest.raises(ValueError, match="retrain"):
+        load_model(str(bad))
+
+
+# --- quality on real benchmarks: floors just under the figures measured on these subsets
+
+
+def test_aeb_f1_floor_with_the_model_that_never_saw_aeb(shared_data):
+    model = load_model(fold="without_aeb")
+    pages = list(itertools.islice(aeb_pages(shared_data / "html" / "scrapinghub-aeb"), 60))
+    scores = [token_prf(extract_blocks_text(h, model), t) for _, h, t in pages]
+    p, r, f = (sum(s[i] for s in scores) / len(scores) for i in range(3))
+    resiliparse = sum(token_prf(_resiliparse(h), t)[0] for _, h, t in pages) / len(pages)
+    # Measured on these 60 pages: P 0.930, R 0.966, F1 0.942 (resiliparse: P 0.864).
+    assert p >= 0.92 and r >= 0.955 and f >= 0.935, (p, r, f)
+    assert p > resiliparse + 0.05  # cleaner than the DOM pass it starts from
+
+
+def test_trafilatura_eval_floor_with_the_model_that_never_saw_it(shared_data):
+    model = load_model(fold="without_trafilatura_eval")
+    pages = list(itertools.islice(trafilatura_pages(shared_data / "html" / "trafilatura-eval"), 150))
+    k = nk = d = nd = 0
+    for _, html, keep, drop in pages:
+        a, b, c, e = snippet_scores(extract_blocks_text(html, model), keep, drop)
+        k, nk, d, nd = k + a, nk + b, d + c, nd + e
+    assert k / nk >= 0.915 and d / nd >= 0.81, (k / nk, d / nd)  # measured: 0.924, 0.819
+
+
+def _resiliparse(html: str) -> str:
+    from pretrain.curate.extract import extract_text
+
+    return extract_text(html, "resiliparse")
+
+
+def test_process_isolation_gives_the_same_text_as_inline():
+    a = build_extract_step(ExtractConfig(backend="blocks", isolation="process"))
+    b = build_extract_step(ExtractConfig(backend="blocks", isolation="inline"))
+    pages = [ARTICLE, ARTICLE.replace("river", "rivière"), BOILERPLATE]
+    ta = [d.text for d in a(html_doc(p) for p in pages)]
+    tb = [d.text for d in b(html_doc(p) for p in pages)]
+    a.close()
+    assert ta == tb and len(ta) == 2 and "rivière" in ta[1]

@@ -1,0 +1,93 @@
+"""`pretrain plan --calibrate`: fitted on real runs of our trainer (two batch sizes), the time model
+predicts a third run it never saw, measured by the trainer itself (metrics.jsonl)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pretrain.errors import UserError
+from pretrain.plan import calibrate, hardware
+
+ROOT = Path(__file__).resolve().parents[1]
+# A CPU described in the --hardware format: the numbers only need to be of the right order; the
+# calibration finds what this machine really sustains.
+CPU = """[cpu]
+bf16_tflops = 0.2
+fp8_tflops = 0
+memory_gb = 24
+hbm_tbps = 0.02
+nvlink_gbps = 10
+scaleout_gbps = 1
+gpus_per_node = 2
+sms = 2
+"""
+
+
+def _train(out: Path, batch: int, text: Path) -> Path:
+    """A real run of our trainer, in this process (one interpreter start for the three runs)."""
+    from pretrain.cli import main
+
+    sets = ["train.steps=5", f"train.out={out}", f"data.path={text}", f"data.batch_size={batch}",
+            "checkpoint.every=1000", "log.tensorboard=false"]
+    code = main(["train", str(ROOT / "recipes" / "tiny-cpu.toml"), *[a for s in sets for a in ("--set", s)]])
+    assert code in (0, None) and (out / "metrics.jsonl").is_file()
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, text, restore_torch_threads):
+    base = tmp_path_factory.mktemp("runs")  # Tiny Shakespeare, or pydoc's topics in a fresh clone
+    return {b: _train(base / f"b{b}", b, text) for b in (4, 8, 16)}
+
+
+@pytest.fixture(scope="module")
+def cpu(tmp_path_factory):
+    f = tmp_path_factory.mktemp("hw") / "cpu.toml"
+    f.write_text(CPU)
+    return f
+
+
+def test_calibrated_model_predicts_a_run_it_did_not_see(runs, cpu):
+    gpu = hardware.load_table(cpu)["cpu"]
+    seen = [calibrate.load_run(runs[4]), calibrate.load_run(runs[16])]
+    held_out = calibrate.load_run(runs[8])
+    fitted, _ = calibrate.fit(seen, gpu)
+    before = calibrate.predict(held_out, gpu) / held_out.tokens_per_s - 1
+    after = calibrate.predict(held_out, fitted) / held_out.tokens_per_s - 1
+    assert abs(after) <= 0.25 and abs(after) < abs(before), (before, after)
+
+
+def test_cli_writes_a_hardware_file_the_next_plan_reads(runs, cpu, tmp_path):
+    out = tmp_path / "calibrated.toml"
+    args = ["--calibrate", str(runs[4]), str(runs[16]), "--gpu", "cpu", "--hardware", str(cpu),
+            "--save-hardware", str(out), "--json"]
+    r = subprocess.run([sys.executable, "-m", "pretrain", "plan", *args], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    cal = json.loads(r.stdout)
+    for row in cal["runs"]:
+        assert row["predicted_after"] == pytest.approx(row["measured_tokens_per_s"], rel=0.15)
+    table = hardware.load_table(out)
+    assert table["cpu"].gemm_efficiency == pytest.approx(cal["gemm_efficiency"])
+    assert table["cpu"].launch_us == pytest.approx(cal["launch_us"])
+
+
+def test_bad_run_directories(tmp_path, runs):
+    with pytest.raises(UserError, match="no config.toml"):
+        calibrate.load_run(tmp_path)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.toml").write_text((runs[4] / "config.toml").read_text())
+    lines = ['{"step": 1, "tokens_per_s": 100}', "not json", '{"step": 2, "tokens_per_s": 300}',
+             '{"event": "checkpoint", "step": 2}', '{"step": 3, "tokens_per_s": 500}']
+    (bad / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    run = calibrate.load_run(bad)
+    assert (run.tokens_per_s, run.steps, run.skipped) == (400.0, 2, 1)  # step 1 is warm-up
+    (bad / "metrics.jsonl").write_text("garbage\n")
+    with pytest.raises(UserError, match="no step line"):
+        calibrate.load_run(bad)

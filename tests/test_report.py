@@ -1,0 +1,169 @@
+"""`pretrain report` on real outputs of the commands: the plan's headline and layouts, spike and
+rollback markers on the loss curve, the errors table, reject values and thresholds, the mixture's
+epochs; and the page rendered in headless Chromium (images decode, no console errors)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser import chromium, render
+
+from pretrain.report import fmt, plan_headline, section_for, tokens_per_s
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+RED = np.array([0xB3, 0x26, 0x1E])  # the markers' colour
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pretrain", *argv]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def images(page: str) -> list[np.ndarray]:
+    from PIL import Image
+
+    return [np.asarray(Image.open(io.BytesIO(base64.b64decode(b))).convert("RGB"))
+            for b in re.findall(r'src="data:image/png;base64,([^"]+)"', page)]
+
+
+def red_pixels(img: np.ndarray) -> int:
+    return int((np.abs(img.astype(int) - RED).sum(axis=2) < 40).sum())
+
+
+@pytest.fixture(scope="module")
+def plan_json(tmp_path_factory) -> Path:
+    out = _cli("plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T",
+               "--json")
+    assert out.returncode == 0, out.stderr
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    path.write_text(out.stdout)
+    return path
+
+
+def test_plan_headline_cards_layouts_and_figures(plan_json):
+    plan = json.loads(plan_json.read_text())
+    sec = section_for(plan_json, 0)
+    h = plan_headline(plan)
+    assert h["days"] == plan["time"]["calendar_days"] and h["gpu_hours"] == plan["time"]["gpu_hours"]
+    for card in (fmt(h["days"]), fmt(h["gpu_hours"]), f"{h['mfu']:.1%}", plan["layout"]["label"]):
+        assert f"<b>{card}</b>" in sec.body
+    for t in plan["search"]["top"]:  # every layout the search kept, not "[5 items]"
+        assert f"<td>{t['label']}</td>" in sec.body
+    assert "[5 items]" not in sec.body and "memory_single_replica" not in sec.body
+    assert len(images(sec.body)) == 4  # the four figures of `plan --figures`
+
+
+@pytest.fixture(scope="module")
+def spiked_run(tmp_path_factory) -> Path:
+    """A real run whose micro-batch 22 is random bytes: spike at step 23, rolled back (test_train_spike)."""
+    from test_train_spike import _trainer
+
+    from pretrain.train.testing import fallback_text
+
+    tmp = tmp_path_factory.mktemp("spike")
+    text = fallback_text(tmp / "topics.txt")
+    _trainer(tmp / "run", text, "train.stop_at=30").fit()
+    return tmp / "run"
+
+
+def test_spikes_and_rollbacks_are_drawn(spiked_run, tmp_path):
+    lines = (spiked_run / "metrics.jsonl").read_text().splitlines()
+    events = [json.loads(x) for x in lines if '"event"' in x]
+    assert {"spike", "rollback"} <= {e["event"] for e in events}
+    sec = section_for(spiked_run, 0)
+    curves = images(sec.body)[0]
+    assert red_pixels(curves) > 100  # the dashed red lines at the spike and the rollback
+    assert any(p.startswith("spike at step 23") for p in sec.problems)
+    calm = tmp_path / "calm"  # the same run with its event lines removed: nothing to mark
+    shutil.copytree(spiked_run, calm, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
+    lines = (spiked_run / "metrics.jsonl").read_text().splitlines()
+    (calm / "metrics.jsonl").write_text("\n".join(x for x in lines if '"event"' not in x) + "\n")
+    sec = section_for(calm, 0)
+    assert red_pixels(images(sec.body)[0]) == 0
+    assert sec.problems == []
+
+
+def test_tokens_per_s_is_the_median_of_the_steps(spiked_run):
+    lines = (spiked_run / "metrics.jsonl").read_text().splitlines()
+    steps = [json.loads(x) for x in lines if '"event"' not in x]
+    assert tokens_per_s(steps) == pytest.approx(float(np.median([r["tokens_per_s"] for r in steps])))
+
+
+@pytest.fixture(scope="module")
+def corpus_with_errors(tmp_path_factory) -> Path:
+    """Curate of the shipped crawl plus a JSONL file with a broken line: 1 bad record, skipped."""
+    from pretrain.demo import CRAWL
+
+    tmp = tmp_path_factory.mktemp("errs")
+    bad = tmp / "in" / "notes.jsonl"
+    bad.parent.mkdir()
+    bad.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": \n')
+    out = tmp / "corpus"
+    res = _cli("curate", str(CRAWL), str(bad.parent), "-o", str(out), "--workers", "1", "--quiet")
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_errors_table_and_reject_values(corpus_with_errors):
+    from pretrain.curate.io import read_jsonl_zst
+
+    stats = json.loads((corpus_with_errors / "stats.json").read_text())
+    assert stats["errors"]["count"] >= 1
+    sec = section_for(corpus_with_errors, 0)
+    first = stats["errors"]["examples"][0]  # the broken JSON line, named in the errors table
+    assert html.escape(first["file"]) in sec.body and html.escape(first["reason"]) in sec.body
+    assert any("bad records skipped" in p for p in sec.problems)
+    files = sorted((corpus_with_errors / "rejects").glob("*.jsonl.zst"))
+    rejects = [r for f in files for r in read_jsonl_zst(f)]
+    scored = next(r for r in rejects if r["reason"] == "low_language_score")
+    row = re.search(r"<td>low_language_score</td><td class=\"n\">([^<]*)</td><td class=\"n\">([^<]*)</td>",
+                    sec.body)
+    assert row, "the language reject's row"
+    assert float(row.group(1)) < float(row.group(2)) == scored["threshold"]
+
+
+def test_mixture_explains_epochs_and_flags_repeats(tmp_path):
+    from test_tokens_mixture import make_token_dir
+
+    small = make_token_dir(tmp_path / "wiki", 40, 0)
+    big = make_token_dir(tmp_path / "web", 2000, 1)
+    n_small = json.loads((small / "manifest.json").read_text())["tokens"]
+    (tmp_path / "mixture.toml").write_text(
+        f'budget = {n_small * 50}\n[sources.web]\npath = "{big}"\nweight = 0.9\n'
+        f'[sources.wiki]\npath = "{small}"\nweight = 0.1\n')
+    res = _cli("mix", str(tmp_path / "mixture.toml"), "--json")
+    assert res.returncode == 0, res.stderr
+    (tmp_path / "mixture.json").write_text(res.stdout)
+    sec = section_for(tmp_path / "mixture.json", 0)
+    assert "epochs = weight × D / tokens available" in sec.body
+    assert sec.problems == ["wiki read more than 4 times"]  # 0.1 x 50 N / N = 5 epochs; web about 1
+
+
+@pytest.mark.skipif(chromium() is None, reason="chromium not installed (make test installs it)")
+def test_report_of_each_output_renders_in_chromium(plan_json, spiked_run, corpus_with_errors, tmp_path):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = tmp_path / "report.html"
+    res = _cli("report", str(corpus_with_errors), str(plan_json), str(spiked_run), "-o", str(page))
+    assert res.returncode == 0, res.stderr
+    html = page.read_text()
+    for heading in ("Summary", "What ran", "What went wrong", "Corpus: curate", "Errors: bad records",
+                    "Examples of rejects", "Duplicate clusters", "Plan: llama-3-8b", "Top layouts",
+                    "Why this layout", "Figures", "Training run", "Evaluations", "Events"):
+        assert heading in html, heading
+    shot = ARTIFACTS / "commands-report.png"
+    result = render(page, screenshot=shot)
+    assert len(result["images"]) == 1 + 4 + 1 and all(result["images"]), result
+    assert result["errors"] == []
+    assert shot.stat().st_size > 10_000
+    assert "<script src" not in html and "http://" not in html.replace("http://www.w3.org", "")

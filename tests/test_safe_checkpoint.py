@@ -1,0 +1,184 @@
+"""A run directory from someone else cannot run code: pickle payloads in a DCP checkpoint are refused.
+
+Each attack is first shown to work against stock `dcp.load` (so the test can fail), then `pretrain
+sample`/`export` and a training resume are run on the same directory in a child process with a time
+and a memory limit: the payload's marker file must not appear and the error is one line naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import pickle
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.filesystem import _StorageInfo
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+
+from pretrain import config as cfgmod
+from pretrain.train import checkpoint as ck
+from pretrain.train.config import RunConfig
+from pretrain.train.safe_dcp import UnsafeCheckpoint, read_metadata
+from pretrain.train.testing import tiny_config
+from pretrain.train.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+
+class _Payload:
+    """Unpickling this writes `marker` (what an attacker's `os.system` would do, made visible)."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').write('pwned')",)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, text) -> Path:
+    out = tmp_path_factory.mktemp("run")
+    Trainer(tiny_config(out, text, "train.steps=5"), quiet=True).fit()
+    (out / "config.toml").write_text(cfgmod.dumps(tiny_config(out, text, "train.steps=5")))
+    return out
+
+
+def _copy(run: Path, dst: Path) -> tuple[Path, Path]:
+    import shutil
+
+    shutil.copytree(run, dst)
+    return dst, dst / "checkpoints" / "step_0000005"
+
+
+def _reseal(ckpt: Path) -> None:
+    """An attacker rewrites COMPLETE.json too, so the edited checkpoint still counts as complete."""
+    marker = ckpt / ck.MARKER
+    meta = json.loads(marker.read_text())
+    meta["files"] = {p.name: p.stat().st_size for p in ckpt.iterdir() if p.is_file() and p.name != ck.MARKER}
+    marker.write_text(json.dumps(meta))
+    assert ck.is_complete(ckpt)
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    def limits():  # a payload that escaped would still be bounded; torch needs ~2 GB of address space
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+    return subprocess.run([sys.executable, "-m", "pretrain", *args], capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=limits, cwd=ROOT)
+
+
+def _metadata_payload(ckpt: Path, marker: Path) -> None:
+    md = pickle.loads((ckpt / ".metadata").read_bytes())
+    (ckpt / ".metadata").write_bytes(pickle.dumps((_Payload(marker), md)))
+    _reseal(ckpt)
+
+
+def _bytes_payload(ckpt: Path, marker: Path) -> None:
+    """The optimizer's lr value now points at a torch.save'd payload appended to the data file."""
+    md = pickle.loads((ckpt / ".metadata").read_bytes())
+    key = next(k for k in md.storage_data if k.fqn.endswith("param_groups.0.lr"))
+    buf = io.BytesIO()
+    torch.save(_Payload(marker), buf)
+    info = md.storage_data[key]
+    data = ckpt / info.relative_path
+    offset = data.stat().st_size
+    with open(data, "ab") as f:
+        f.write(buf.getvalue())
+    md.storage_data[key] = _StorageInfo(info.relative_path, offset, len(buf.getvalue()), None)
+    (ckpt / ".metadata").write_bytes(pickle.dumps(md))
+    _reseal(ckpt)
+
+
+def _model_and_optim(run: Path):
+    from pretrain.train.model import build_model, materialize, resolve_shape
+
+    cfg = cfgmod.load(RunConfig, run / "config.toml")
+    model = materialize(build_model(resolve_shape(cfg.model), cfg.model, "meta"), "cpu", 0)
+    return model, torch.optim.AdamW(model.parameters())
+
+
+def test_metadata_payload_runs_under_stock_dcp_and_is_refused_by_sample_and_export(run, tmp_path):
+    marker = tmp_path / "pwned"
+    bad, ckpt = _copy(run, tmp_path / "bad")
+    _metadata_payload(ckpt, marker)
+    model, _ = _model_and_optim(bad)
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    with pytest.raises(CheckpointException):  # the stock reader runs the payload, then chokes on the tuple
+        dcp.load({"model": get_model_state_dict(model)}, checkpoint_id=str(ckpt), no_dist=True)
+    assert marker.exists()  # proof that the file is an attack
+    marker.unlink()
+
+    r = _cli("sample", str(bad), "--tokens", "2")
+    assert r.returncode == 2, r.stderr
+    assert not marker.exists()
+    assert r.stderr.count("\n") == 1 and str(ckpt / ".metadata") in r.stderr
+    assert "builtins.exec" in r.stderr and "refused" in r.stderr
+    from pretrain.train.runs import export_safetensors  # the same loader, in this process
+
+    with pytest.raises(UnsafeCheckpoint, match="refused, its pickle calls builtins.exec"):
+        export_safetensors(bad, tmp_path / "m.safetensors")
+    assert not marker.exists() and not (tmp_path / "m.safetensors").exists()
+
+
+def test_optimizer_value_payload_is_refused_on_resume(run, tmp_path):
+    marker = tmp_path / "pwned"
+    bad, ckpt = _copy(run, tmp_path / "bad")
+    _bytes_payload(ckpt, marker)
+    model, opt = _model_and_optim(bad)
+    msd, osd = get_state_dict(model, opt)
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    with contextlib.suppress(CheckpointException):  # it loads None for lr without a word
+        dcp.load({"model": msd, "optim": osd}, checkpoint_id=str(ckpt), no_dist=True)
+    assert marker.exists()  # stock DCP: torch.load(weights_only=False) ran it
+    marker.unlink()
+
+    manager = ck.CheckpointManager(bad / "checkpoints", async_save=False)
+    with pytest.raises(UnsafeCheckpoint, match=r"param_groups\.0\.lr is not plain data"):
+        manager.load(ckpt, model, opt)
+    assert not marker.exists()
+    r = _cli("train", str(bad / "config.toml"), "--set", "train.steps=6", "--set", f"train.out={bad}")
+    assert r.returncode == 2 and not marker.exists(), r.stderr
+    assert r.stderr.count("\n") == 1 and f"{ckpt}: refused, value optim.param_groups.0.lr" in r.stderr
+    assert "(it calls " in r.stderr and "exec)" in r.stderr
+
+
+def test_traversal_and_overrun_in_storage_items_are_refused(run, tmp_path):
+    for name, edit in (("up", lambda i: _StorageInfo("../../secret", 0, 4, None)),
+                       ("abs", lambda i: _StorageInfo("/dev/zero", 0, 1 << 40, None)),
+                       ("long", lambda i: _StorageInfo(i.relative_path, i.offset, 1 << 40, None))):
+        _, ckpt = _copy(run, tmp_path / name)
+        md = pickle.loads((ckpt / ".metadata").read_bytes())
+        key = next(iter(md.storage_data))
+        md.storage_data[key] = edit(md.storage_data[key])
+        (ckpt / ".metadata").write_bytes(pickle.dumps(md))
+        with pytest.raises(UnsafeCheckpoint, match=r"\.metadata: refused, item "):
+            read_metadata(ckpt / ".metadata")
+
+
+def test_normal_checkpoint_loads_bit_exact_through_the_safe_reader(run):
+    """Model and optimizer read by the safe path equal those read by stock DCP (tensors and values)."""
+    ckpt = ck.latest_complete(run / "checkpoints")[1]
+    a_model, a_opt = _model_and_optim(run)
+    b_model, b_opt = _model_and_optim(run)
+    ck.CheckpointManager(run / "checkpoints", async_save=False).load(ckpt, a_model, a_opt)
+    msd, osd = get_state_dict(b_model, b_opt)
+    dcp.load({"model": msd, "optim": osd}, checkpoint_id=str(ckpt), no_dist=True)
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    set_state_dict(b_model, b_opt, model_state_dict=msd, optim_state_dict=osd)
+    for (ka, va), (kb, vb) in zip(a_model.state_dict().items(), b_model.state_dict().items()):
+        assert ka == kb and torch.equal(va, vb)
+    sa, sb = a_opt.state_dict(), b_opt.state_dict()
+    assert sa["param_groups"] == sb["param_groups"] and sa["param_groups"][0]["lr"] > 0
+    for k in sb["state"]:
+        assert all(torch.equal(sa["state"][k][n], sb["state"][k][n]) for n in sb["state"][k])

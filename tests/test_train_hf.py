@@ -1,0 +1,278 @@
+"""Hugging Face out: transformers loads `pretrain export --format hf` as is and computes what we compute.
+
+The independent truth is transformers itself (LlamaForCausalLM, GPT2LMHeadModel, AutoTokenizer):
+logits of the exported folder against our model's on the same ids, greedy generation token for
+token, and the tokenizer's ids against the ones training used.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pretrain.errors import UserError
+from pretrain.train.model import generate
+from pretrain.train.runs import load_run_model
+from pretrain.train.testing import tiny_config
+from pretrain.train.trainer import Trainer
+
+transformers = pytest.importorskip("transformers")
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+GPT2 = ["model.mlp=gelu", "model.norm=layernorm", "model.learned_pos=true", "model.bias=true",
+        "model.n_kv_heads=4"]
+VARIANTS = {
+    "llama-gqa-untied": [],  # tiny config: 4 query heads over 2 KV heads, separate output head
+    "llama-tied": ["model.tied_embeddings=true"],
+    "gpt2-tied": [*GPT2, "model.tied_embeddings=true"],
+}
+
+
+def _train(out: Path, text: Path, *over: str) -> Path:
+    # 10 steps at lr 3e-3: the weights are far from their initialization (a permutation error shows)
+    Trainer(tiny_config(out, text, "train.steps=10", "train.resume=false", *over), quiet=True).fit()
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, text) -> dict:
+    root = tmp_path_factory.mktemp("hf_runs")
+    return {name: _train(root / name, text, *over) for name, over in VARIANTS.items()}
+
+
+def _export(run: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pretrain", "export", str(run), "--format", "hf", "-o", str(out), *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_transformers_loads_export_with_same_logits_and_generation(runs, variant, tmp_path):
+    from pretrain.train.hf_io import export_hf
+
+    out = tmp_path / "hf"
+    export_hf(runs[variant], out, max_shard_bytes=100_000)
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 1  # sharded past the size, with an index
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(hf).__name__ == ("GPT2LMHeadModel" if variant.startswith("gpt2") else "LlamaForCausalLM")
+    ours, _, _ = load_run_model(runs[variant])
+    ids = torch.randint(0, 257, (2, 32), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        diff = (ours(ids) - hf(ids).logits).abs().max().item()
+    assert diff < 1e-5, f"{variant}: logits differ by {diff}"
+    prompt = ids[:1, :8]
+    theirs = hf.generate(prompt, max_new_tokens=24, do_sample=False, eos_token_id=None, pad_token_id=0)
+    assert theirs.tolist() == generate(ours, prompt, 24, temperature=0).tolist()
+
+
+def test_bf16_single_file_export_and_rerun_replaces_shards(runs, tmp_path):
+    from pretrain.train.hf_io import export_hf
+
+    out = tmp_path / "hf"
+    export_hf(runs["llama-tied"], out, max_shard_bytes=100_000)
+    export_hf(runs["llama-tied"], out, "bf16")  # rerun into the same folder (the CLI: end-to-end test)
+    assert sorted(p.name for p in out.glob("model*")) == ["model.safetensors"]  # stale shards gone
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.bfloat16)
+    ours, _, _ = load_run_model(runs["llama-tied"])
+    for name, p in ours.named_parameters():
+        if name == "tok_emb.weight":
+            assert torch.equal(hf.model.embed_tokens.weight, p.detach().bfloat16())
+    assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
+
+
+def test_export_refuses_a_shape_transformers_has_no_class_for(text, tmp_path):
+    from pretrain.train.hf_io import export_hf
+
+    run = _train(tmp_path / "run", text, "model.mlp=gelu", "train.steps=1")  # gelu MLP + rotary: no class
+    with pytest.raises(UserError, match="matches no transformers architecture"):
+        export_hf(run, tmp_path / "hf")
+    assert not (tmp_path / "hf" / "config.json").exists()
+
+
+# --- the tokenizer ---------------------------------------------------------------------------------
+
+TEXTS = [
+    "Hello, world! The quick brown fox.",
+    "A page that quotes <|endoftext|> in its text, mid-sentence.",  # must stay text, as in training
+    "  leading spaces, tabs\tand a newline\nthen unicode: café, 東京, 🙂",
+    "<|endoftext|>",
+]
+
+
+def test_autotokenizer_encodes_like_pretrain_tokenize(text, tmp_path):
+    from pretrain.tokens.shards import TokenDir
+    from pretrain.tokens.tokenizer import EOT, train_tokenizer
+    from pretrain.train.hf_io import export_hf
+
+    prose = Path(text).read_text()[:200_000]
+    bpe = train_tokenizer([prose[i:i + 2000] for i in range(0, len(prose), 2000)], 400)
+    bpe.save(str(tmp_path / "tok.json"))
+    corpus = tmp_path / "corpus.jsonl"
+    docs = [*TEXTS, *(prose[i:i + 3000] for i in range(0, 60_000, 3000))]
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+    from pretrain.tokens.pipeline import tokenize_corpus  # `pretrain tokenize`'s engine, in this process
+
+    tokenize_corpus([str(corpus)], str(tmp_path / "tok.json"), str(tmp_path / "tokens"), "web", 1)
+    tokens = TokenDir(tmp_path / "tokens")
+    run = _train(tmp_path / "run", text, "data.kind=tokens", f"data.sources.web={tmp_path / 'tokens'}",
+                 "data.weights.web=1.0", "model.vocab_size=400", "train.steps=1")
+    export_hf(run, tmp_path / "hf")
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tok.eos_token == EOT and tok.eos_token_id == tokens.manifest["eot_id"]
+    for i, t in enumerate(TEXTS):
+        assert tok(t)["input_ids"] + [tok.eos_token_id] == tokens.document(i).tolist(), t  # EOT ends a doc
+        assert tok.decode(tok(t)["input_ids"]) == t
+
+
+def test_byte_level_run_gets_an_equivalent_tokenizer(runs, tmp_path):
+    from pretrain.train.hf_io import export_hf
+
+    export_hf(runs["llama-tied"], tmp_path / "hf")  # a byte-level run: ids are UTF-8 bytes, 256 ends a text
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert (tok.eos_token, tok.eos_token_id) == ("<|endoftext|>", 256)
+    for t in TEXTS:
+        assert tok(t)["input_ids"] == list(t.encode("utf-8")), t
+        assert tok.decode(tok(t)["input_ids"]) == t
+
+
+# --- import: a run that starts from a transformers folder ------------------------------------------
+
+# The tiny training config's shape, so the distributed helpers' configs apply unchanged; weights 5x
+# transformers' default scale, so that logits are far from uniform and a layout error shows.
+TINY_LLAMA = dict(vocab_size=257, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                  rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0, initializer_range=0.1)
+TINY_GPT2 = dict(vocab_size=257, n_embd=64, n_inner=176, n_layer=2, n_head=4, n_positions=32,
+                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
+                 initializer_range=0.1)
+
+
+def _save_random(kind: str, folder: Path) -> Path:
+    torch.manual_seed(1)
+    if kind == "llama":
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY_LLAMA))
+    else:
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**TINY_GPT2))
+    with torch.no_grad():  # norms away from 1 and biases away from 0: a mix-up of them must show
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(folder, max_shard_size="100KB")
+    if kind == "llama":  # a tokenizer beside it, as on the Hub: ids 0-255 are bytes, 256 ends a text
+        from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+        byte_tokenizer().save(str(folder / "tokenizer.json"))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hf_folders(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("hf_in")
+    return {k: _save_random(k, root / k) for k in ("llama", "gpt2")}
+
+
+def _tensors(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_folders, kind, tmp_path):
+    import torch.nn.functional as F
+
+    from pretrain import config as cfgmod
+    from pretrain.train.config import RunConfig
+    from pretrain.train.hf_io import export_hf
+
+    folder = hf_folders[kind]
+    assert len(list(folder.glob("*.safetensors"))) > 1  # sharded by save_pretrained, with an index
+    cfg = cfgmod.load(RunConfig, None, [f"model.init_from={folder}", f"train.out={tmp_path / 'run'}",
+                                        "train.steps=0", "precision.dtype=fp32", "log.tensorboard=false",
+                                        "data.path=unused"])
+    ids = torch.randint(0, 257, (4, 32), generator=torch.Generator().manual_seed(0))
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        out = theirs(ids, labels=ids)
+    t = Trainer(cfg, loader=_FixedLoader(ids), quiet=True)
+    with torch.no_grad():
+        logits = t.model(ids)
+    got = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten()).item()
+    assert abs(got - out.loss.item()) < 1e-5, (got, out.loss.item())
+    assert (logits - out.logits).abs().max().item() < 1e-4
+    t.fit()  # zero steps: the imported weights saved as the run's step-0 checkpoint
+    export_hf(tmp_path / "run", tmp_path / "back")
+    before, after = _tensors(folder), _tensors(tmp_path / "back")
+    tied = theirs.config.tie_word_embeddings
+    assert sorted(after) == sorted(k for k in before if k != "lm_head.weight" or not tied)
+    for k, v in after.items():
+        assert torch.equal(v, before[k]), k
+
+
+class _FixedLoader:
+    """One fixed batch forever (the import test never trains)."""
+
+    def __init__(self, ids):
+        self.ids = ids.numpy()
+
+    def next_batch(self, batch_size: int):
+        return self.ids[:batch_size]
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+@pytest.mark.slow  # 4 spawned gloo processes: ~45 s on 2 shared cores
+def test_continued_training_from_import_under_fsdp_tp_equals_one_process(hf_folders, text, tmp_path):
+    """dp_shard=2 x tp=2 on gloo: each rank reads its slices of the transformers checkpoint, and the
+    run's losses and gradient norms match one process on the whole global batch."""
+    from pretrain.train.testing import run_distributed
+
+    common = [f"model.init_from={hf_folders['llama']}", "train.steps=3", "schedule.warmup_steps=1",
+              "checkpoint.every=0", "checkpoint.first_at=1000", "train.resume=false"]
+    ref = Trainer(tiny_config(tmp_path / "one", text, "data.batch_size=8", *common), quiet=True).fit()
+    over = ["parallel.dp_shard=2", "parallel.tp=2", "data.batch_size=4", *common]
+    got = run_distributed("pretrain.train.testing.train_records", 4, str(tmp_path / "four"), str(text), over)
+    assert all(r == got[0] for r in got)
+    for step, ((loss, norm), r) in enumerate(zip(got[0], ref, strict=True), 1):
+        assert loss == pytest.approx(r["loss"], rel=1e-5), step
+        assert norm == pytest.approx(r["grad_norm"], rel=1e-4), step
+
+
+@pytest.mark.slow  # two CLI processes (train, export): ~20 s on 2 shared cores
+def test_continue_hf_recipe_end_to_end(hf_folders, text, tmp_path):
+    """The docs' flow with the shipped recipe: tokenize with the imported tokenizer, continue
+    training from the folder, export, and transformers loads the result as is."""
+    from pretrain.tokens.pipeline import tokenize_corpus
+
+    base = hf_folders["llama"]
+    prose = Path(text).read_text()[:120_000]
+    for name, part in (("domain", prose[:60_000]), ("general", prose[60_000:])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"text": part[i:i + 1000]}) + "\n"
+                                                        for i in range(0, len(part), 1000)))
+        tokenize_corpus([str(tmp_path / f"{name}.jsonl")], str(base / "tokenizer.json"), str(tmp_path / name),
+                        name, 1)
+    over = [f"model.init_from={base}", "model.seq_len=32", f"train.out={tmp_path / 'run'}", "train.steps=3",
+            "schedule.warmup_steps=1", "precision.dtype=fp32", "log.tensorboard=false", "train.threads=1",
+            f"data.sources.domain={tmp_path / 'domain'}", f"data.sources.general={tmp_path / 'general'}"]
+    cmd = [sys.executable, "-m", "pretrain", "train", str(ROOT / "recipes" / "continue-hf.toml"), "--quiet"]
+    res = subprocess.run([*cmd, *(a for o in over for a in ("--set", o))], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = _export(tmp_path / "run", tmp_path / "continued")
+    assert res.returncode == 0, res.stderr
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "continued")
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "continued")
+    assert tok.eos_token == "<|endoftext|>" and model.config.eos_token_id == 256
+    before = transformers.AutoModelForCausalLM.from_pretrained(base)
+    changed = [n for n, p in model.named_parameters() if not torch.equal(p, before.get_parameter(n))]
+    assert len(changed) == len(list(model.parameters()))  # every tensor trained, none lost on the way

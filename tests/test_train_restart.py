@@ -1,0 +1,169 @@
+"""Restart hygiene: after any kill, resume, rollback or Ctrl-C the run dir's record shows exactly one
+value per step, checkpoints land on the steps a never-stopped run uses, and the run says what it did.
+
+The truth for each check is a run that was never stopped (same config, same data) and TensorBoard's
+own reader (EventAccumulator) for the event files. Kills inside the test process are an exception
+raised from the trainer's fault-injection hook (`_maybe_fail`), after the step's save, as a SIGKILL
+there would leave things (synchronous saves, so nothing is half written).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pretrain import config as cfgmod
+from pretrain.cli import main
+from pretrain.train import checkpoint as ck
+from pretrain.train import trainer as trainer_mod
+from pretrain.train.metrics import read_metrics
+from pretrain.train.testing import tiny_config
+from pretrain.train.trainer import Interrupted, Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEDULE = ("checkpoint.every=10", "checkpoint.async_save=false", "log.tensorboard=true")
+
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+
+class Killed(Exception):
+    pass
+
+
+def _kill_at(monkeypatch, step: int) -> None:
+    def fail(rank: int, s: int) -> None:
+        if s == step:
+            raise Killed(step)
+
+    monkeypatch.setattr(trainer_mod, "_maybe_fail", fail)
+
+
+def _saved_steps(run: Path) -> list[int]:
+    return [e["step"] for e in read_metrics(run / "metrics.jsonl")[1] if e["event"] == "checkpoint"]
+
+
+def _tensorboard(run: Path, tag: str = "train/loss") -> list[tuple[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run / "tensorboard"))
+    acc.Reload()
+    return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+@pytest.fixture(scope="module")
+def never_stopped(tmp_path_factory, text):
+    out = tmp_path_factory.mktemp("clean")
+    recs = Trainer(tiny_config(out, text, *SCHEDULE), quiet=True).fit()
+    return out, {r["step"]: r["loss"] for r in recs}
+
+
+def test_two_kills_then_resume_keep_schedule_and_one_value_per_step(tmp_path, text, never_stopped,
+                                                                     monkeypatch, capsys):
+    clean_dir, clean = never_stopped
+    run = tmp_path / "run"
+    for kill in (13, 17):  # the second attempt resumes from step 10 and dies again before step 20
+        _kill_at(monkeypatch, kill)
+        with pytest.raises(Killed):
+            Trainer(tiny_config(run, text, *SCHEDULE)).fit()
+    monkeypatch.undo()
+    t = Trainer(tiny_config(run, text, *SCHEDULE))
+    t.fit()
+    err = capsys.readouterr().err
+    assert "no checkpoint: starting fresh" in err and err.count("resuming from step 10 (") == 2
+    assert _saved_steps(run) == _saved_steps(clean_dir) == [10, 20, 30, 40]
+    steps, events = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in steps] == list(range(1, 41))  # each step once, as first computed
+    assert {r["step"]: r["loss"] for r in steps} == clean
+    assert [e["step"] for e in events if e["event"] == "resume"] == [10, 10]
+    tb = _tensorboard(run)
+    assert [s for s, _ in tb] == list(range(1, 41))  # the abandoned steps 11-17 purged
+    assert [v for _, v in tb] == pytest.approx([clean[s] for s in range(1, 41)], rel=1e-6)  # float32
+
+
+def test_fresh_start_over_an_old_record_moves_it_aside(tmp_path, text, monkeypatch, capsys):
+    run = tmp_path / "run"
+    _kill_at(monkeypatch, 4)  # before the first checkpoint (step 10): a record, nothing to resume
+    with pytest.raises(Killed):
+        Trainer(tiny_config(run, text, *SCHEDULE)).fit()
+    monkeypatch.undo()
+    t = Trainer(tiny_config(run, text, *SCHEDULE, "train.stop_at=6"))
+    assert t.step == 0
+    t.fit()
+    err = capsys.readouterr().err
+    assert err.count("no checkpoint: starting fresh") == 2
+    assert f"moved its record to {run / 'previous-1'}" in err
+    old, _ = read_metrics(run / "previous-1" / "metrics.jsonl")
+    new, _ = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in old] == [1, 2, 3, 4] and [r["step"] for r in new] == list(range(1, 7))
+    assert [s for s, _ in _tensorboard(run)] == list(range(1, 7))
+
+
+def test_sigterm_saves_the_current_step_and_stops(tmp_path, text, monkeypatch, capsys):
+    def term(rank: int, s: int) -> None:
+        if s == 7:
+            signal.raise_signal(signal.SIGTERM)  # arrives mid-run; the loop finishes step 7 first
+
+    monkeypatch.setattr(trainer_mod, "_maybe_fail", term)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Interrupted):
+        Trainer(tiny_config(tmp_path, text, *SCHEDULE), quiet=True).fit()
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers given back
+    assert "interrupted by SIGTERM at step 7: checkpoint" in capsys.readouterr().err
+    assert ck.latest_complete(tmp_path / "checkpoints")[0] == 7
+    steps, events = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in steps] == list(range(1, 8))
+    assert [e["step"] for e in events if e["event"] == "interrupted"] == [7]
+
+
+def test_ctrl_c_on_the_command_saves_and_exits_130(tmp_path, text):
+    run = tmp_path / "run"
+    cfg = tmp_path / "r.toml"
+    cfg.write_text(cfgmod.dumps(tiny_config(run, text, *SCHEDULE, "train.steps=100000",
+                                            "log.tensorboard=false")))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain", "train", str(cfg), "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not (run / "metrics.jsonl").exists():
+            time.sleep(0.05)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    step = ck.latest_complete(run / "checkpoints")[0]
+    assert f"interrupted by SIGINT at step {step}: checkpoint" in err
+    steps, _ = read_metrics(run / "metrics.jsonl")
+    assert step >= 1 and steps[-1]["step"] == step
+
+
+def test_step_line_shows_total_elapsed_and_eta(tmp_path, text, capsys):
+    Trainer(tiny_config(tmp_path, text, "train.steps=3")).fit()
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("step ")]
+    assert [x.split()[1] for x in lines] == ["1/3", "2/3", "3/3"]
+    assert all(" elapsed 0:00:" in x and " eta 0:00:" in x for x in lines)
+    assert lines[-1].endswith("eta 0:00:00")
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["train", "{cfg}", "--set", "train.steps=-5", "--dry-run"], "train.steps must be >= 1, got -5"),
+    (["train", "{cfg}", "--set", "optim.lr=0", "--dry-run"], "optim.lr must be > 0, got 0.0"),
+    (["train", "{cfg}", "--set", "train.stop_at=50", "--dry-run"], "train.stop_at=50 is past train.steps=40"),
+    (["sample", "{run}", "--temperature", "-1"], "--temperature must be >= 0, got -1.0"),
+    (["sample", "{run}", "--tokens", "-3"], "--tokens must be >= 0, got -3"),
+])
+def test_numbers_out_of_range_are_one_line_errors(tmp_path, text, capsys, argv, says):
+    cfg = tmp_path / "r.toml"
+    cfg.write_text(cfgmod.dumps(tiny_config(tmp_path / "run", text)))
+    argv = [a.format(cfg=cfg, run=tmp_path / "run") for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1

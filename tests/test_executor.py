@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from s3server import s3  # noqa: F401  (the fixture)
 from test_pipeline import _snapshot, _write_jsonl_corpus
 
 from pretrain import config
@@ -44,11 +45,16 @@ class Slow(Step):
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray not installed")
-def test_ray_cluster_node_killed_mid_job_same_bytes_as_local(tmp_path, monkeypatch):
+def test_ray_cluster_node_killed_mid_job_same_bytes_as_local(tmp_path, monkeypatch, s3):  # noqa: F811
     """A real cluster on this machine: a head with no CPU and two worker nodes with their own
     resources; one worker node is removed while its shard runs. Ray retries the lost tasks on the
-    other node; every unit writes atomically, so the corpus is byte for byte LocalExecutor's."""
+    other node; every unit writes atomically, so the corpus is byte for byte LocalExecutor's.
+    The cluster writes to the S3 server (every node uploads its own shards) with a work folder all
+    nodes share: the multi-node layout docs/curation.md describes."""
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    for k, v in s3.env().items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)  # the nodes inherit the endpoint and credentials
     tests = str(Path(__file__).resolve().parent)
     # worker nodes start from this environment: they import pretrain (and Slow) from here
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(tests).parent / "src"), tests]))
@@ -72,8 +78,10 @@ def test_ray_cluster_node_killed_mid_job_same_bytes_as_local(tmp_path, monkeypat
         ex = RayExecutor(address=cluster.address)
         assert ex.workers == 2
         result: dict = {}
+        bucket = s3.new_bucket("ray")
         job = threading.Thread(target=lambda: result.update(
-            curate([str(tmp_path / "in")], tmp_path / "ray", cfg, executor=ex)))
+            curate([str(tmp_path / "in")], f"s3://{bucket}/corpus", cfg, executor=ex,
+                   work_dir=tmp_path / "shared-work")))
         job.start()
         deadline = time.time() + 120
         while not list(log.glob(f"*.{doomed.node_id}")) and time.time() < deadline:
@@ -88,5 +96,8 @@ def test_ray_cluster_node_killed_mid_job_same_bytes_as_local(tmp_path, monkeypat
     assert lost, f"the doomed node never started a shard: {sorted(os.listdir(log))}"
     redone = {p.name.split(".")[0] for p in log.iterdir() if not p.name.endswith(doomed.node_id)}
     assert set(lost) <= redone  # its shard was run again on the surviving node
-    assert _snapshot(tmp_path / "local") == _snapshot(tmp_path / "ray")
+    fs = s3.filesystem()
+    got = {p.split("/corpus/", 1)[1]: fs.cat_file(p) for sub in ("data", "rejects")
+           for p in sorted(fs.find(f"{bucket}/corpus/{sub}"))}
+    assert got == _snapshot(tmp_path / "local") and got
     assert result["documents"] == local["documents"]

@@ -85,6 +85,10 @@ class Layout:
         return self.work / "dedup"
 
     @property
+    def removals_dir(self) -> Path:
+        return self.work / "dedup" / "removals_by_shard"
+
+    @property
     def removals_marker(self) -> Path:
         return self.work / "done" / "removals.done"
 
@@ -364,6 +368,22 @@ def _global_dedup(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, execut
     marker, job_hash = lay.removals_marker, tasks[0].job_hash
     if not io.is_done(marker, job_hash, marker):
         path = find_duplicates(lay.dedup_dir, len(tasks), cfg.dedup, map_fn=executor.map)
+        split_removals(path, lay.removals_dir, len(tasks), lay.tmp)
         io.mark_done(marker, {"job_hash": job_hash, "path": os.path.relpath(path, lay.work)}, marker)
     path = lay.work / json.loads(marker.read_text())["path"]
-    return str(path), removal_summary(path)
+    return str(lay.removals_dir), removal_summary(path)
+
+
+def split_removals(path: Path, folder: Path, shards: int, tmp: Path) -> None:
+    """One removal file per shard, so that stage C holds its own shard's removals, not the
+    corpus's. The list is ordered by input position, so shard numbers only go up: one pass, one
+    writer open at a time."""
+    records = io.read_jsonl_zst(path)
+    pending = next(records, None)
+    for shard in range(shards):
+        with io.JsonlZstWriter(folder / f"shard_{shard:05d}.jsonl.zst", tmp) as w:
+            while pending is not None and pending["shard"] == shard:
+                w.write(pending)
+                pending = next(records, None)
+    if pending is not None:
+        raise ValueError(f"{path}: removal of shard {pending['shard']} out of order or past {shards} shards")

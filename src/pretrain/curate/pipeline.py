@@ -296,7 +296,9 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     if io.is_done(lay.data(task.shard), task.job_hash, marker):
         return json.loads(marker.read_text())["counts"]
     t0 = time.time()
-    removals = load_removals(Path(removals_path)) if removals_path else {}
+    # this shard's removals only (job.split_removals): memory is the shard's, not the corpus's
+    mine = Path(removals_path) / f"shard_{task.shard:05d}.jsonl.zst" if removals_path else None
+    removals = load_removals(mine) if mine else {}
     by_reason: Counter[str] = Counter()
     with io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
             io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:

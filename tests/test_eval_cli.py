@@ -1,6 +1,6 @@
 """`pretrain eval` on a tiny trained run: the JSON and table, batching against a one-request
-reference, reruns, sharding over 2 gloo ranks against one process, and the task readers on the real
-benchmark files."""
+reference, reruns, and the task readers on the real benchmark files. (Sharding over 2 gloo ranks
+against one process: tests/test_eval_inloop.py.)"""
 
 from __future__ import annotations
 
@@ -46,14 +46,24 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
     doc = json.loads(out.read_text())
     assert doc["schema"] == "pretrain.eval/1" and doc["model"]["step"] == 10
     assert set(doc["results"]) == {"copa", "winogrande", f"ppl:{sample_text.name}"}
-    assert doc["results"]["copa"]["n"] == 6 and len(doc["examples"]["copa"]) == 6
-    assert "acc_norm" in doc["results"]["copa"]["metrics"]
+    assert doc["tasks"]["copa"]["n"] == 6 and len(doc["examples"]["copa"]) == 6
+    assert "acc_norm" in doc["results"]["copa"] and doc["tasks"]["copa"]["kind"] == "mc"
     assert "copa" in shown and "bits_per_byte" in shown
     # run it twice: same output file, same numbers
     assert main(["eval", str(tiny_run), "--tasks", specs, "--limit", "6", "--quiet",
                  "--benchmarks", str(_bench())]) == 0
     again = json.loads(out.read_text())
     assert again["results"] == doc["results"]
+    # other tasks into the same file: added beside the earlier ones, which are kept as they were
+    assert main(["eval", str(tiny_run), "--tasks", "piqa", "--limit", "6", "--quiet",
+                 "--benchmarks", str(_bench())]) == 0
+    merged = json.loads(out.read_text())
+    assert set(merged["results"]) == set(merged["tasks"]) == set(doc["results"]) | {"piqa"}
+    assert merged["results"]["copa"] == doc["results"]["copa"]
+    # what `pretrain report` shows: a table of the result file
+    from pretrain.report_run import eval_table
+
+    assert "acc_norm" in eval_table(merged) and "piqa" in eval_table(merged)
 
 
 def test_batched_scores_equal_one_request_at_a_time(tiny_run):
@@ -77,35 +87,6 @@ def test_batched_scores_equal_one_request_at_a_time(tiny_run):
         ref = logp[torch.arange(tgt.numel()), tgt][-len(x):]
         assert ll == pytest.approx(ref.sum().item(), abs=1e-4)
         assert greedy == bool((logp.argmax(-1)[-len(x):] == tgt[-len(x):]).all())
-
-
-def eval_worker(rank: int, run: str, specs: list, bench: str) -> dict:
-    """Worker: join the gloo group and evaluate; every rank returns the gathered results."""
-    from pretrain.eval.lm import from_run
-    from pretrain.eval.suite import run_tasks
-    from pretrain.train.parallel import init_distributed
-
-    init_distributed(torch.device("cpu"), 120.0)
-    model, _ = from_run(run)
-    results, _ = run_tasks(model, specs, bench, shots=1, limit=9)
-    return {r["task"]: {"metrics": r["metrics"], "examples": r["examples"]} for r in results}
-
-
-@pytest.mark.slow
-def test_two_gloo_ranks_equal_one_process(tiny_run, sample_text):
-    from pretrain.train.testing import run_distributed
-
-    specs = ["copa", "winogrande", f"ppl:{sample_text}"]
-    single = eval_worker(0, str(tiny_run), specs, str(_bench()))
-    ranks = run_distributed("tests.test_eval_cli.eval_worker", 2, str(tiny_run), specs, str(_bench()))
-    for got in ranks:
-        assert set(got) == set(single)
-        for name, res in single.items():
-            assert [e["i"] for e in got[name]["examples"]] == [e["i"] for e in res["examples"]]
-            for a, b in zip(got[name]["examples"], res["examples"]):
-                assert a["lls"] == pytest.approx(b["lls"], abs=1e-5)
-            for k, v in res["metrics"].items():
-                assert got[name]["metrics"][k] == pytest.approx(v, rel=1e-6), (name, k)
 
 
 def test_every_benchmark_file_reads(shared_data):

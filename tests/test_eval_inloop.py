@@ -32,11 +32,11 @@ def test_eval_tasks_events_match_offline_eval(tmp_path, text, restore_torch_thre
     _, events = read_metrics(run / "metrics.jsonl")
     ev = [e for e in events if e["event"] == "eval_tasks"]
     assert [e["step"] for e in ev] == [5, 10]
-    assert set(ev[-1]["tasks"]) == {"copa", "ppl:sample.txt"}
+    assert {k.split("/")[0] for k in ev[-1] if "/" in k} == {"copa", "ppl:sample.txt"}
     # the live model at step 10 scores what the step-10 checkpoint scores offline
     model, step = from_run(run, 10)
     offline = evaluate(model, load_task("copa", bench), limit=8)
-    assert ev[-1]["tasks"]["copa"]["acc"] == offline["metrics"]["acc"]
+    assert ev[-1]["copa/acc"] == offline["metrics"]["acc"]
     saved = json.loads((run / "eval" / "step_0000010.json").read_text())
     lls = [x for e in saved["examples"]["copa"] for x in e["lls"]]
     assert lls == pytest.approx([x for e in offline["examples"] for x in e["lls"]], abs=1e-5)
@@ -47,6 +47,11 @@ def test_eval_tasks_events_match_offline_eval(tmp_path, text, restore_torch_thre
     acc.Reload()
     assert [s.step for s in acc.Scalars("eval/copa/acc")] == [5, 10]
     assert "eval/ppl:sample.txt/bits_per_byte" in acc.Tags()["scalars"]
+    # and `pretrain report` draws the curves and tabulates the result files
+    from pretrain.report_run import run_section
+
+    body = run_section(run, "run").body
+    assert "in-loop evaluations" in body and "step_0000010.json" in body and "acc_norm" in body
 
 
 def test_sharded_layouts_are_refused(tmp_path, text):
@@ -60,3 +65,40 @@ def test_sharded_layouts_are_refused(tmp_path, text):
         check_layout(cfg, dims_from_config(cfg.parallel))
     cfg = tiny_config(tmp_path, text, "log.eval_tasks=copa", "parallel.dp_replicate=2")
     check_layout(cfg, dims_from_config(cfg.parallel))
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_equal_one_process(tmp_path, text):
+    """Sharded evaluation: during training with two gloo ranks (dp_replicate=2) each rank scores half
+    of the examples; the gathered per-example scores and metrics equal one process's offline
+    evaluation of the checkpoint saved at that step."""
+    from pretrain.eval.lm import from_run
+    from pretrain.eval.suite import run_tasks
+    from pretrain.train.metrics import read_metrics
+    from pretrain.train.testing import run_distributed
+
+    bench = data_file("benchmarks")
+    sample = tmp_path / "sample.txt"
+    sample.write_text(Path(text).read_text()[:3000])
+    run = tmp_path / "run"
+    specs = f"copa,winogrande,ppl:{sample}"
+    over = ["train.steps=4", "model.seq_len=64", "parallel.dp_replicate=2", f"log.eval_tasks={specs}",
+            "log.eval_tasks_every=4", "log.eval_tasks_limit=9", "log.eval_tasks_shots=1",
+            f"log.eval_benchmarks={bench}", "checkpoint.every=4"]
+    run_distributed("pretrain.train.testing.train_records", 2, str(run), str(text), over)
+    _, events = read_metrics(run / "metrics.jsonl")
+    ev = [e for e in events if e["event"] == "eval_tasks"]
+    assert [e["step"] for e in ev] == [4]
+    saved = json.loads((run / "eval" / "step_0000004.json").read_text())
+    assert saved["settings"]["world_size"] == 2
+    model, _ = from_run(run, 4)
+    single, _ = run_tasks(model, specs.split(","), str(bench), shots=1, limit=9)
+    for res in single:
+        name = res["task"]
+        got = saved["results"][name]
+        for k, v in res["metrics"].items():
+            assert got[k] == pytest.approx(v, rel=1e-6), (name, k)
+        ours = saved["examples"][name]
+        assert [e["i"] for e in ours] == [e["i"] for e in res["examples"]]
+        flat = [x for e in ours for x in e.get("lls", [])]
+        assert flat == pytest.approx([x for e in res["examples"] for x in e.get("lls", [])], abs=1e-5)

@@ -1,9 +1,10 @@
-"""Our scorer against lm-evaluation-harness and transformers on the same small random Llama.
+"""Our scorer against lm-evaluation-harness and transformers on the same exported model.
 
-The model is a transformers LlamaForCausalLM with random weights and a byte-level BPE trained here,
-saved with save_pretrained: the harness (HFLM, run as a subprocess, offline) reads a task given as
-local files through a task YAML; our scorer reads the same files. Per-example log-likelihoods must
-agree within 1e-4 and acc/acc_norm exactly; perplexity equals transformers' own loss within 1e-5.
+A tiny run with a byte-level BPE trained here is exported with `pretrain export --format hf`
+(train/hf_io.py): the harness (HFLM, run as a subprocess, offline) reads that folder and a task given
+as local files through a task YAML; our scorer reads the run itself, and the folder imported into our
+model. Per-example log-likelihoods agree within 1e-4 and acc/acc_norm exactly; perplexity equals
+transformers' own loss on the exported folder within 1e-5.
 """
 
 from __future__ import annotations
@@ -42,26 +43,29 @@ metric_list:
 """
 
 
-def make_hf_model(out: Path, text: str, vocab: int = 512, seed: int = 0) -> Path:
-    """A random LlamaForCausalLM and a BPE tokenizer, written with save_pretrained."""
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+@pytest.fixture(scope="module")
+def run_and_export(tmp_path_factory, text, restore_torch_threads) -> tuple[Path, Path]:
+    """(run directory, its Hugging Face export): 12 steps of a 512-token BPE model."""
+    from pretrain.tokens.tokenizer import build_bpe
+    from pretrain.train.hf_io import export_hf
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
 
-    from pretrain.tokens.tokenizer import EOT, build_bpe
-
-    tok, trainer = build_bpe(vocab)
-    tok.train_from_iterator([text[i:i + 2000] for i in range(0, len(text), 2000)], trainer)
-    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOT, bos_token=EOT).save_pretrained(out)
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      initializer_range=0.1, bos_token_id=0, eos_token_id=0, tie_word_embeddings=False)
-    LlamaForCausalLM(cfg).save_pretrained(out)
-    return out
+    d = tmp_path_factory.mktemp("exported")
+    body = Path(text).read_text()[:200_000]
+    tok, trainer = build_bpe(512)
+    tok.train_from_iterator([body[i:i + 2000] for i in range(0, len(body), 2000)], trainer)
+    tok.save(str(d / "tok.json"))
+    cfg = tiny_config(d / "run", text, "train.steps=12", "model.seq_len=256", "model.vocab_size=512",
+                      f"data.tokenizer={d / 'tok.json'}", "optim.lr=1e-2")
+    Trainer(cfg, quiet=True).fit()
+    export_hf(d / "run", d / "hf")
+    return d / "run", d / "hf"
 
 
 @pytest.fixture(scope="module")
-def hf_dir(tmp_path_factory, text) -> Path:
-    return make_hf_model(tmp_path_factory.mktemp("hf"), Path(text).read_text()[:200_000])
+def hf_dir(run_and_export) -> Path:
+    return run_and_export[1]
 
 
 @pytest.fixture(scope="module")
@@ -91,12 +95,15 @@ def harness(hf_dir, task_files, tmp_path_factory) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(TASKS))
-def test_scores_equal_lm_eval(name, hf_dir, task_files, harness):
+@pytest.mark.parametrize("load", ["run", "hf_dir"])
+def test_scores_equal_lm_eval(name, load, run_and_export, task_files, harness):
     from pretrain.eval.harness import evaluate
-    from pretrain.eval.lm import from_hf_dir
+    from pretrain.eval.lm import from_hf_dir, from_run
     from pretrain.eval.tasks import load_file
 
-    ours = evaluate(from_hf_dir(hf_dir), load_file(task_files[name]))
+    run, hf = run_and_export
+    model = from_run(run)[0] if load == "run" else from_hf_dir(hf)
+    ours = evaluate(model, load_file(task_files[name]))
     theirs = harness[f"pt_{name}"]
     assert len(ours["examples"]) == len(theirs["examples"]) == N_DOCS
     for a, b in zip(ours["examples"], theirs["examples"]):
@@ -106,20 +113,24 @@ def test_scores_equal_lm_eval(name, hf_dir, task_files, harness):
     assert ours["metrics"]["acc_norm"] == theirs["metrics"]["acc_norm,none"]
 
 
-def test_perplexity_equals_transformers(hf_dir, text):
-    """One window: our rolling NLL equals transformers' mean cross-entropy with labels."""
+def test_perplexity_equals_transformers(run_and_export, text):
+    """One window: our rolling NLL on the run equals transformers' mean cross-entropy with labels
+    on the exported folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pretrain.eval.lm import from_transformers
+    from pretrain.eval.lm import from_run
     from pretrain.eval.perplexity import text_perplexity
 
+    run, hf_dir = run_and_export
     model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(hf_dir)
     sample = Path(text).read_text()[5000:5400]
     ids = tok.encode(sample, add_special_tokens=False)
     assert len(ids) < 255  # fits one window with the prefix token
-    ours = text_perplexity(from_transformers(model, tok), sample)
-    x = torch.tensor([[tok.bos_token_id, *ids]])
+    ours_model, _ = from_run(run)
+    assert ours_model.encode(sample) == ids
+    ours = text_perplexity(ours_model, sample)
+    x = torch.tensor([[ours_model.eot_id, *ids]])
     with torch.no_grad():
         ref = model(x, labels=x).loss.item()  # mean NLL of ids given the prefix
     assert ours["tokens"] == len(ids)
@@ -137,11 +148,11 @@ def test_rolling_windows_cover_every_token_once(hf_dir, text):
 
     model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(hf_dir)
-    sample = Path(text).read_text()[:3000]
+    sample = Path(text).read_text()[:4000]
     ids = tok.encode(sample, add_special_tokens=False)
     em = from_transformers(model, tok)
     em.max_length = 100
-    reqs = rolling_requests(ids, 100, tok.bos_token_id)
+    reqs = rolling_requests(ids, 100, em.eot_id)
     assert [t for _, c in reqs for t in c] == ids and len(reqs) > 3
     total = 0.0
     for ctx, cont in reqs:
@@ -149,3 +160,47 @@ def test_rolling_windows_cover_every_token_once(hf_dir, text):
         with torch.no_grad():
             total += model(x, labels=x).loss.item() * len(cont)  # ctx is one token: every cont is a label
     assert text_perplexity(em, sample)["nll"] == pytest.approx(total, rel=1e-5)
+
+
+def test_greedy_generation_equals_transformers_generate(run_and_export, text):
+    """GSM8K/TriviaQA decoding: our batched greedy tokens on the run equal transformers' generate
+    (do_sample=False) on the exported folder, prompts of different lengths in one batch."""
+    from transformers import AutoModelForCausalLM
+
+    from pretrain.eval.lm import from_run
+    from pretrain.eval.scoring import greedy_generate
+
+    run, hf_dir = run_and_export
+    ours, _ = from_run(run)
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
+    body = Path(text).read_text()
+    prompts = [ours.encode(body[s:s + n]) for s, n in ((100, 40), (900, 160), (3000, 90))]
+    got = greedy_generate(ours, prompts, 10, batch_size=3)
+    for p, g in zip(prompts, got):
+        ref = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                             max_new_tokens=10, do_sample=False, pad_token_id=0)[0, len(p):]
+        assert g == ref.tolist()
+
+
+def test_token_directory_perplexity_reads_the_shards(run_and_export, text, tmp_path):
+    """ppl:TOKENS on a `pretrain tokenize` directory scores the document's tokens (as transformers'
+    tokenizer encodes them) and its end-of-text, the same numbers as those ids scored directly."""
+    from transformers import AutoTokenizer
+
+    from pretrain.eval.lm import from_run
+    from pretrain.eval.perplexity import tokens_perplexity
+    from pretrain.eval.suite import perplexity_task, read_stream
+    from pretrain.tokens.pipeline import tokenize_corpus
+
+    run, hf_dir = run_and_export
+    doc = tmp_path / "doc.txt"
+    doc.write_text(Path(text).read_text()[7000:8500])
+    tokenize_corpus([str(doc)], run.parent / "tok.json", tmp_path / "tokens", workers=1)
+    model, _ = from_run(run)
+    tok = AutoTokenizer.from_pretrained(hf_dir)
+    expected = tok.encode(doc.read_text(), add_special_tokens=False) + [model.eot_id]
+    assert read_stream(model, str(tmp_path / "tokens"), 10_000) == expected
+    got = perplexity_task(model, str(tmp_path / "tokens"), 10_000, 4096)["metrics"]
+    ref = tokens_perplexity(model, expected)
+    assert got["perplexity"] == pytest.approx(ref["perplexity"], rel=1e-9)
+    assert got["tokens"] == len(expected)

@@ -128,13 +128,14 @@ def test_parquet_row_group_over_the_footer_bound_is_not_decoded(tmp_path):
 
 
 def test_parquet_big_row_group_is_read_in_small_batches(tmp_path):
-    """300k tiny rows in one row group: Python objects for 64 rows at a time, not for all of them."""
+    """300k tiny rows in one row group: Python objects for 64 rows at a time, not for all of them;
+    a group over max_row_group_bytes whose rows are all small is read, not skipped."""
     n = 300_000
     table = pa.table({"id": [f"r{i}" for i in range(n)], "text": ["tiny doc"] * n})
     p = tmp_path / "rows.parquet"
     pq.write_table(table, p, row_group_size=n)
     del table
-    r = read_in_child(p, timeout=60, mem_mb=4096)  # Arrow reserves ~1.5 GB of address space up front
+    r = read_in_child(p, timeout=60, mem_mb=4096, max_row_group_bytes=1 << 20)
     assert r["n"] == n and r["ids"][0] == "r0" and r["last"] == f"r{n - 1}" and not r["errors"]
     assert r["peak_mb"] < 170  # the whole group through to_pylist: over 200 MB
 
@@ -163,13 +164,16 @@ def _warc_records(lie: int) -> list[bytes]:
             record(3, page("d"))]
 
 
-@pytest.mark.parametrize("layout", ["gzip", "plain"])
+@pytest.mark.parametrize("layout", ["gzip", "plain", "whole"])
 @pytest.mark.parametrize("gaps", ["uncompressed", "all"])
 def test_warc_content_length_that_overruns_is_resynchronised(tmp_path, layout, gaps):
-    """Record 1 claims 4 GiB: the parser swallowed records 2 and 3 without a word; now it restarts there."""
+    """Record 1 claims 4 GiB: the parser swallowed records 2 and 3 without a word; now it restarts
+    there (gzip per record, plain, and one gzip stream for the whole file)."""
     recs = _warc_records(1 << 32)
-    p = tmp_path / ("w.warc.gz" if layout == "gzip" else "w.warc")
-    p.write_bytes(b"".join(gzip.compress(r, mtime=0) for r in recs) if layout == "gzip" else b"".join(recs))
+    p = tmp_path / ("w.warc" if layout == "plain" else "w.warc.gz")
+    data = {"gzip": b"".join(gzip.compress(r, mtime=0) for r in recs), "plain": b"".join(recs),
+            "whole": gzip.compress(b"".join(recs), mtime=0)}[layout]
+    p.write_bytes(data)
     r = read_in_child(p, timeout=30, mem_mb=2048, warc_check_gaps=gaps)
     assert [int(i.strip("<>")[-12:]) for i in r["ids"]] == [0, 2, 3]
     (resync,) = _errors_mentioning(r, "resynchronised at the next record")
@@ -230,3 +234,23 @@ def test_record_fields_cannot_reach_outside_the_output(tmp_path):
     assert not evil.exists() and not (tmp_path / "deep" / "evil").exists()
     outside = {p for p in tmp_path.rglob("*") if not (p.is_relative_to(out) or p.is_relative_to(inp.parent))}
     assert outside == {tmp_path / "deep", tmp_path / "deep" / "er"}
+
+
+def test_symlinks_out_of_an_input_folder_are_not_read(tmp_path, capsys):
+    """A folder from someone else: `notes.txt -> ~/secret` must not put the secret in a corpus, and
+    a symlink loop must not list one file forty times (glob's `**` follows symlinked folders)."""
+    from pretrain.curate.readers import list_inputs
+
+    secret = tmp_path / "home" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("the user's private key")
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "sub" / "good.jsonl").write_bytes(GOOD_BEFORE)
+    (data / "sub" / "notes.txt").symlink_to(secret)
+    (data / "sub" / "loop").symlink_to(data)
+    (data / "same.jsonl").symlink_to(data / "sub" / "good.jsonl")  # inside: kept, once
+    for inputs in ([str(data)], [f"{data}/**/*.jsonl", f"{data}/**/*.txt"]):
+        assert list_inputs(inputs) == [data / "sub" / "good.jsonl"]  # once, by its own path
+    assert "link outside it" in capsys.readouterr().err
+    assert list_inputs([str(data / "sub" / "notes.txt")]) == [data / "sub" / "notes.txt"]  # named: read

@@ -165,6 +165,7 @@ def test_report_renders_every_job(tmp_path):
     page = write_report([tmp_path / "dedup", tmp_path / "decontaminate"], tmp_path / "r.html").read_text()
     assert "Corpus: dedup" in page and "Corpus: decontaminate" in page
     assert "near_dedup" in page and "benchmark_overlap" in page
+    assert page.count("<h3>Examples of rejects</h3>") == 2
 
 
 def test_job_that_read_nothing_fails_and_says_why(tmp_path):

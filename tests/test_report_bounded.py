@@ -44,3 +44,30 @@ def test_report_keeps_excerpts_of_rejects_not_their_texts(tmp_path):
         assert f"reason_{i}" in got["html"] and f"https://x.example/{i}" in got["html"]
         assert f"page {i} spam spam" in got["html"]
     assert got["peak_mb"] < 150  # holding the texts: over 300 MB
+
+
+XSS = "<script>console.error('injected script ran')</script><img src=x onerror=\"console.error('img')\">"
+
+
+def test_report_escapes_record_fields_in_chromium(tmp_path):
+    """Held before issue 20 (regression): ids, urls and texts of rejects are shown as text, in a
+    real browser: no injected script runs, no injected image exists."""
+    import pytest
+    from browser import chromium, render
+
+    if not chromium():
+        pytest.skip("chromium not installed")
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps({"id": f"{XSS}{i}", "url": f"https://x.example/{XSS}", "text": XSS * 3})
+                           + "\n" for i in range(3)))
+    env = {**os.environ, "PYTHONPATH": SRC}
+    for args in (["curate", str(inp), "-o", str(tmp_path / "out")],
+                 ["report", str(tmp_path / "out"), "-o", str(tmp_path / "r.html")]):
+        r = subprocess.run([sys.executable, "-m", "pretrain", *args], capture_output=True, text=True,
+                           timeout=180, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+    page = (tmp_path / "r.html").read_text()
+    assert "&lt;script&gt;console.error" in page  # the reject is shown, as text
+    result = render(tmp_path / "r.html")
+    assert result["errors"] == []
+    assert all(result["images"])  # the report's own figures load; an injected <img src=x> would not

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
+from s3server import s3  # noqa: F401  (the fixture)
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 
@@ -146,10 +147,12 @@ def test_optimizer_value_payload_is_refused_on_resume(run, tmp_path):
     with pytest.raises(UnsafeCheckpoint, match=r"param_groups\.0\.lr is not plain data"):
         manager.load(ckpt, model, opt)
     assert not marker.exists()
-    r = _cli("train", str(bad / "config.toml"), "--set", "train.steps=6", "--set", f"train.out={bad}")
-    assert r.returncode == 2 and not marker.exists(), r.stderr
-    assert r.stderr.count("\n") == 1 and f"{ckpt}: refused, value optim.param_groups.0.lr" in r.stderr
-    assert "(it calls " in r.stderr and "exec)" in r.stderr
+    cfg = cfgmod.load(RunConfig, bad / "config.toml", ["train.steps=6", f"train.out={bad}"])
+    with pytest.raises(UnsafeCheckpoint) as e:  # a training resume, as `pretrain train` runs it
+        Trainer(cfg, quiet=True)
+    assert not marker.exists() and "\n" not in str(e.value)
+    said = f"{ckpt}: refused, value optim.param_groups.0.lr is not plain data (it calls "
+    assert str(e.value).startswith(said)
 
 
 def test_traversal_and_overrun_in_storage_items_are_refused(run, tmp_path):
@@ -182,3 +185,63 @@ def test_normal_checkpoint_loads_bit_exact_through_the_safe_reader(run):
     assert sa["param_groups"] == sb["param_groups"] and sa["param_groups"][0]["lr"] > 0
     for k in sb["state"]:
         assert all(torch.equal(sa["state"][k][n], sb["state"][k][n]) for n in sb["state"][k])
+
+
+def test_hostile_json_and_toml_in_a_run_directory_are_one_line_errors(run, tmp_path):
+    """The other files a run directory carries: nested 100k deep they raised RecursionError."""
+    from pretrain.errors import UserError
+    from pretrain.train.runs import load_run_model
+
+    bad, ckpt = _copy(run, tmp_path / "bad")
+    (ckpt / "state_rank0.json").write_text("[" * 100_000 + "]" * 100_000)
+    _reseal(ckpt)
+    model, opt = _model_and_optim(bad)
+    with pytest.raises(UserError, match=r"state_rank0\.json: not a checkpoint state file \(nested too"):
+        ck.CheckpointManager(bad / "checkpoints", async_save=False).load(ckpt, model, opt)
+    (ckpt / ck.MARKER).write_text('{"files": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert not ck.is_complete(ckpt)
+    (bad / "config.toml").write_text("a = " + "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(UserError, match=r"config\.toml: invalid TOML: nested too deeply"):
+        load_run_model(bad)
+
+
+def test_checkpoint_in_object_storage_is_read_through_the_same_checks(run, tmp_path, s3, monkeypatch):  # noqa: F811
+    """s3:// checkpoints (DCP's FsspecReader): a normal one loads equal to the local copy; one with
+    a payload in .metadata runs it under stock DCP and is refused by ours, naming the object."""
+    from pretrain.train.safe_dcp import safe_load
+
+    for k, v in s3.env().items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    fs, bucket = s3.filesystem(), s3.new_bucket("ckpt")
+    local = ck.latest_complete(run / "checkpoints")[1]
+    marker = tmp_path / "pwned"
+    fs.put(str(local) + "/", f"{bucket}/good/", recursive=True)
+    bad, ckpt = _copy(run, tmp_path / "bad")
+    _metadata_payload(ckpt, marker)
+    fs.put(str(ckpt) + "/", f"{bucket}/bad/", recursive=True)
+    names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{bucket}/good"))
+    assert names == sorted(p.name for p in local.iterdir())
+
+    model, _ = _model_and_optim(run)
+    ref, _ = _model_and_optim(run)
+    ck.load_model_only(local, ref)
+    state = {"model": get_model_state_dict(model)}
+    safe_load(state, f"s3://{bucket}/good", no_dist=True)
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+    set_model_state_dict(model, state["model"])
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.state_dict().values()))
+
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    with pytest.raises(CheckpointException):
+        dcp.load({"model": get_model_state_dict(model)}, storage_reader=FsspecReader(f"s3://{bucket}/bad"),
+                 no_dist=True)
+    assert marker.exists()  # the stock reader ran it
+    marker.unlink()
+    said = rf"s3://{bucket}/bad/\.metadata: refused, its pickle calls builtins\.exec"
+    with pytest.raises(UnsafeCheckpoint, match=said):
+        safe_load({"model": get_model_state_dict(model)}, f"s3://{bucket}/bad", no_dist=True)
+    assert not marker.exists()

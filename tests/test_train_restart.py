@@ -154,7 +154,7 @@ def test_step_line_shows_total_elapsed_and_eta(tmp_path, text, capsys):
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["train", "{cfg}", "--set", "train.steps=-5", "--dry-run"], "train.steps must be >= 1, got -5"),
+    (["train", "{cfg}", "--set", "train.steps=-5", "--dry-run"], "train.steps must be >= 0, got -5"),
     (["train", "{cfg}", "--set", "optim.lr=0", "--dry-run"], "optim.lr must be > 0, got 0.0"),
     (["train", "{cfg}", "--set", "train.stop_at=50", "--dry-run"], "train.stop_at=50 is past train.steps=40"),
     (["sample", "{run}", "--temperature", "-1"], "--temperature must be >= 0, got -1.0"),

@@ -13,12 +13,10 @@ stops with one line naming the key, the value and what is allowed):
   project is; a field that may be negative declares it with `signed()`), and never NaN;
 - field metadata from `choice(default, allowed)` and `bounded(default, lo=, hi=, gt=)`;
 - a class's own `__post_init__` checks: their ValueError becomes the same one-line UserError.
-`at_least(lo, type)` is the same bound for argparse options (`sample --temperature`).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -116,37 +114,20 @@ def _check(value: Any, f: dataclasses.Field, key: str) -> None:
     meta = f.metadata
     if "choices" in meta and value not in meta["choices"]:
         allowed = ", ".join(str(c) for c in meta["choices"])
-        raise UserError(f"config key {key!r} is {value!r}; allowed: {allowed}")
+        raise UserError(f"{key} must be one of {allowed}, got {value!r}")
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
     if isinstance(value, float) and math.isnan(value):
-        raise UserError(f"config key {key!r} is NaN; it wants a number")
+        raise UserError(f"{key} must be a number, got {value!r}")
     lo = meta.get("lo")
     if lo is None and meta.get("gt") is None and not meta.get("signed"):
         lo = 0
     if lo is not None and value < lo:
-        raise UserError(f"config key {key!r} is {value!r}; it must be >= {lo}")
+        raise UserError(f"{key} must be >= {lo}, got {value!r}")
     if meta.get("gt") is not None and not value > meta["gt"]:
-        raise UserError(f"config key {key!r} is {value!r}; it must be > {meta['gt']}")
+        raise UserError(f"{key} must be > {meta['gt']}, got {value!r}")
     if meta.get("hi") is not None and value > meta["hi"]:
-        raise UserError(f"config key {key!r} is {value!r}; it must be <= {meta['hi']}")
-
-
-def at_least(lo: float, typ: type = float, strict: bool = False):
-    """An argparse `type=` that parses `typ` and refuses values below `lo` (or equal, if strict)."""
-    def parse(text: str):
-        try:
-            v = typ(text)
-        except ValueError:
-            what = {int: "an integer", float: "a number"}.get(typ, typ.__name__)
-            raise argparse.ArgumentTypeError(f"wants {what}, got {text!r}") from None
-        if (v <= lo if strict else v < lo) or (isinstance(v, float) and math.isnan(v)):
-            op = ">" if strict else ">="
-            raise argparse.ArgumentTypeError(f"{text} is out of range: it must be {op} {lo}")
-        return v
-
-    parse.__name__ = typ.__name__  # argparse names the type in its messages
-    return parse
+        raise UserError(f"{key} must be <= {meta['hi']}, got {value!r}")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -181,6 +162,8 @@ def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | No
             _deep_update(data, tomllib.loads(p.read_text()))
         except tomllib.TOMLDecodeError as e:
             raise UserError(f"{p}: invalid TOML: {e}") from e
+        except RecursionError:  # arrays or tables nested thousands deep (a run directory from elsewhere)
+            raise UserError(f"{p}: invalid TOML: nested too deeply") from None
     for text in overrides or []:
         merge(data, *parse_override(text))
     return from_dict(cls, data)

@@ -140,8 +140,9 @@ def read_metrics(run: Path) -> tuple[list[dict], list[dict], list[dict]]:
             continue  # a line cut by a kill
         (events if "event" in rec else steps).append(rec)
     train = [r for r in steps if "loss" in r and r.get("split", "train") == "train"]
-    evals = [r for r in steps + events if "eval_loss" in r or r.get("event") == "eval"]
-    return train, evals, [e for e in events if e.get("event") != "eval"]
+    # "eval": held-out loss; "eval_tasks": {"TASK/METRIC": value} from log.eval_tasks (docs/evaluation.md)
+    evals = [r for r in steps + events if "eval_loss" in r or r.get("event") in ("eval", "eval_tasks")]
+    return train, evals, [e for e in events if e.get("event") not in ("eval", "eval_tasks")]
 
 
 def run_section(run: Path, sid: str) -> Section:

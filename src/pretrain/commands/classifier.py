@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pretrain.config import at_least
-
 HELP = "naive Bayes quality classifier: train on good/bad text, score documents"
 DESCRIPTION = """\
 A quality classifier scores how much a page looks like text you want ("good": encyclopedia
@@ -35,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--good", nargs="+", required=True, metavar="FILE", help="reference text (files/folders)")
     t.add_argument("--bad", nargs="+", required=True, metavar="FILE", help="text to score against")
     t.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write (JSON)")
-    t.add_argument("--min-count", type=at_least(1, int), default=1,
+    t.add_argument("--min-count", type=int, default=1,
                    help="drop words seen fewer times in all (default 1)")
     t.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text")
     s = sub.add_parser("score", help="score documents with a model")

@@ -27,7 +27,8 @@ greedy generation; ppl: perplexity and bits per byte (tokenizer-independent).
 k-shot prompts draw their examples with --seed, so a rerun builds the same prompts.
 
 Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for
-a run, or --output PATH. Per-example log-likelihoods are kept under "examples".
+a run, or --output PATH. Per-example log-likelihoods are kept under "examples". Evaluating the same
+model with the same settings again adds its tasks to that file (a task run again is replaced).
 """
 
 
@@ -56,17 +57,23 @@ def run(args: argparse.Namespace) -> int:
 
     from pretrain.errors import UserError
     from pretrain.eval.lm import load_model
-    from pretrain.eval.report import assemble, table, write_json
+    from pretrain.eval.report import assemble, merge_previous, table, write_json
     from pretrain.eval.suite import benchmarks_dir, rank_world, run_tasks, split_specs
 
     specs = split_specs(args.tasks)
     if args.shots < 0:
         raise UserError("--shots must be >= 0")
     _init_distributed(args.device)
-    model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device))
-    results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
-                                 args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet)
-    rank, world = rank_world()
+    try:
+        model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device))
+        results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
+                                     args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet)
+        rank, world = rank_world()
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
     if rank != 0:
         return 0
     is_run = step is not None
@@ -79,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.model) / "eval" / f"step_{step:07d}.json"
     else:
         out = Path("eval") / f"{Path(args.model).name}.json"
+    doc = merge_previous(doc, out)
     write_json(doc, out)
     print(table(doc))
     print(f"wrote {out} ({seconds:.1f} s)")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from pretrain.config import at_least
-
 HELP = "generate text from a training run's newest checkpoint"
 
 DESCRIPTION = """\
@@ -21,16 +19,16 @@ Prints the prompt followed by the generated continuation.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="run directory written by `pretrain train`")
     parser.add_argument("--prompt", default="\n", help="text to continue")
-    parser.add_argument("--tokens", type=at_least(0, int), default=200,
+    parser.add_argument("--tokens", type=int, default=200,
                         help="tokens to generate (default 200)")
-    parser.add_argument("--temperature", type=at_least(0.0), default=0.8,
+    parser.add_argument("--temperature", type=float, default=0.8,
                         help="0 is greedy; higher flattens the distribution (default 0.8)")
-    parser.add_argument("--top-k", type=at_least(0, int), default=50,
+    parser.add_argument("--top-k", type=int, default=50,
                         help="sample among the k likeliest tokens; 0 = all (default 50)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokenizer", default=None,
                         help="tokenizer.json (default: the run's data.tokenizer; bytes when it has none)")
-    parser.add_argument("--step", type=at_least(0, int), default=None,
+    parser.add_argument("--step", type=int, default=None,
                         help="checkpoint step (default: newest)")
 
 

@@ -217,7 +217,7 @@ def _records(path: Path, f, bench: Benchmark) -> Iterator[tuple[int, dict]]:
             continue
         try:
             obj = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested 100k deep
             bench.bad_records += 1
             continue
         if isinstance(obj, dict):

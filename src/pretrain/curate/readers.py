@@ -65,8 +65,9 @@ class ReaderConfig:
     # gzip cannot pass ~1030x, so its bombs stop at max_file_bytes. 0 = no ratio bound.
     max_ratio: float = 1000.0
     # Parquet: a row group whose columns we read hold more than this, uncompressed (the footer
-    # says so before anything is decoded), is skipped whole: one of its pages would have to be
-    # decoded in memory (one 1 GiB cell is a 1 GiB page). 0 = no bound.
+    # says so before anything is decoded), and more than max_record_bytes per row (so some row is
+    # oversized), is skipped whole: a page holding a 1 GiB cell would be decoded whole to reach
+    # its neighbours. 0 = no bound.
     max_row_group_bytes: int = 1024**3
     # WARC: keep only HTML responses (non-HTML payloads are skipped and counted).
     html_only: bool = True
@@ -90,23 +91,55 @@ def _ignore_error(path: str, record: object, reason: str) -> None:
 
 
 def list_inputs(paths: list[str]) -> list[Path]:
-    """Expand files, folders (recursively, known extensions only) and globs into sorted files."""
+    """Expand files, folders (recursively, known extensions only) and globs into sorted files.
+
+    A folder or glob from someone else may hold symlinks to files of the user running the job
+    (`notes.txt -> ~/.ssh/id_rsa`) that would end up in a corpus: inside a folder or glob, a symlink
+    whose target lies outside it is skipped, with one line on stderr. A file named itself is read.
+    """
     found: set[Path] = set()
     for p in paths:
         if any(ch in p for ch in "*?["):
             matches = [Path(m) for m in glob.glob(p, recursive=True)]
             if not matches:
                 raise UserError(f"no input matches {p!r}")
-            found.update(m for m in matches if m.is_file())
+            found.update(_inside(_glob_root(p), [m for m in matches if m.is_file()]))
             continue
         path = Path(p)
         if path.is_dir():
-            found.update(f for f in path.rglob("*") if f.is_file() and is_supported(f))
+            found.update(_inside(path, [f for f in path.rglob("*") if f.is_file() and is_supported(f)]))
         elif path.is_file():
             found.add(path)
         else:
             raise UserError(f"input not found: {p}")
     return sorted(found)
+
+
+def _glob_root(pattern: str) -> Path:
+    """The folder a glob searches: its path up to the first part with a wildcard."""
+    parts = Path(pattern).parts
+    fixed = [q for q in parts[: next(i for i, q in enumerate(parts) if any(c in q for c in "*?["))]]
+    return Path(*fixed) if fixed else Path(".")
+
+
+def _inside(root: Path, files: list[Path]) -> list[Path]:
+    """`files` less those that resolve outside `root` through a symlink (reported on stderr), and
+    less repeats of one file (a glob's `**` follows symlinked folders, loops included)."""
+    import sys
+
+    base, seen = root.resolve(), set()
+    kept, outside = [], []
+    for f in sorted(files, key=lambda f: (f.resolve() != f.absolute(), len(f.parts), f)):  # real path first
+        real = f.resolve()
+        if not real.is_relative_to(base):
+            outside.append(f)
+        elif real not in seen:
+            seen.add(real)
+            kept.append(f)
+    if outside:
+        print(f"pretrain: skipped {len(outside)} file(s) in {root} that link outside it, e.g. "
+              f"{outside[0]} -> {outside[0].resolve()}; name a file to read it", file=sys.stderr)
+    return kept
 
 
 def is_supported(path: Path) -> bool:
@@ -372,11 +405,14 @@ def _read_parquet(
     row = 0
     for g in range(pf.num_row_groups):
         start = row
-        size = _row_group_bytes(pf, g, cols)
-        if cfg.max_row_group_bytes and size > cfg.max_row_group_bytes:
-            on_error(str(path), f"row group {g}", f"{size:,} bytes uncompressed (footer), over "
-                     f"max_row_group_bytes={cfg.max_row_group_bytes}: skipped unread")
-            row += pf.metadata.row_group(g).num_rows
+        size, rows = _row_group_bytes(pf, g, cols), pf.metadata.row_group(g).num_rows
+        # Skipped unread only when it is both big and certain to hold an oversized row (more bytes
+        # than max_record_bytes per row): a legit group of a million rows is read, in batches.
+        if cfg.max_row_group_bytes and size > cfg.max_row_group_bytes and size > cfg.max_record_bytes * rows:
+            on_error(str(path), f"row group {g}", f"{size:,} bytes uncompressed (footer) in {rows} rows: "
+                     f"over max_row_group_bytes={cfg.max_row_group_bytes}, with an oversized row: "
+                     "skipped unread")
+            row += rows
             continue
         try:
             for batch in pf.iter_batches(PARQUET_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):

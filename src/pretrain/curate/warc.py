@@ -19,7 +19,7 @@ the WARC-Target-URI without the angle brackets some crawlers write around it.
 Bad input is reported through `on_error` with the byte offset of the record and reading goes on:
 records over `max_record_bytes`, binary bodies labelled HTML, truncated gzip members, and bytes
 the parser had to skip (a Content-Length that lies, a record without a version line): after each
-record the framing is re-read (`_GapChecker`) so that nothing is dropped silently.
+record the framing is re-read (`warc_framing.GapChecker`) so that nothing is dropped silently.
 
 A Content-Length that claims more than the record has would make the parser swallow the records
 after it. When that record comes out truncated (the claim ran to the end of the file), or, with
@@ -31,7 +31,6 @@ length never decides how much is held in memory.
 
 from __future__ import annotations
 
-import functools
 import re
 import zlib
 from collections import Counter
@@ -40,9 +39,9 @@ from pathlib import Path
 
 from pretrain.curate.document import Document, stable_id
 from pretrain.curate.readers import OnError, ReaderConfig, _looks_binary, decode_html
+from pretrain.curate.warc_framing import GapChecker, layout, resync
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-_HEADER_END = re.compile(rb"\r?\n\r?\n")
 
 
 def read_warc(
@@ -94,8 +93,8 @@ class _Scan:
     """What reading one WARC file has seen so far, across resynchronisations."""
 
     def __init__(self, path: Path, cfg: ReaderConfig, on_error: OnError, stats: Counter[str]):
-        self.path, self.layout = path, _layout(path)
-        self.gaps = _GapChecker(path, cfg.warc_check_gaps == "all") if cfg.warc_check_gaps != "off" else None
+        self.path, self.layout = path, layout(path)
+        self.gaps = GapChecker(path, cfg.warc_check_gaps == "all") if cfg.warc_check_gaps != "off" else None
         self.check_members = cfg.warc_check_gaps == "all" and self.layout == "members"
         self.prev: tuple[int, int] | None = None  # (stream_pos, content_length) of the previous record
         self.first, self.stop, self.resumed = True, False, False
@@ -109,8 +108,7 @@ def _read_from(
 
     path = scan.path
     try:
-        with open(path, "rb") as f:
-            f.seek(start)
+        with _open_at(path, start, scan.layout) as f:
             it = ArchiveIterator(f, record_types=WarcRecordType.any_type, parse_http=True,
                                  quirks_mode=True, auto_decode="none")
             for rec in it:
@@ -128,7 +126,8 @@ def _read_from(
                 doc = _fastwarc_doc(rec, rtype, cfg, on_error, src, stats, str(path))
                 resume = None
                 if stats["errors.truncated"] + stats["skipped.too_large"] > suspect or scan.check_members:
-                    resume = _resync(path, scan.layout, pos, length, on_error, stats)
+                    rid = rec.headers.get("WARC-Record-ID")
+                    resume = resync(path, scan.layout, pos, length, on_error, stats, rid)
                 if doc is not None and resume is None:  # an overrunning record's payload ends in junk
                     stats["documents"] += 1
                     yield doc
@@ -141,6 +140,16 @@ def _read_from(
         stats["errors.truncated"] += 1
         scan.stop = True
     return None
+
+
+def _open_at(path: Path, start: int, kind: str | None):
+    """The file at byte `start`; for one gzip stream resumed past 0, the decompressed stream there
+    (fastwarc then reads plain WARC and reports decompressed offsets)."""
+    import gzip
+
+    f = gzip.open(path, "rb") if kind is None and start else open(path, "rb")
+    f.seek(start)
+    return f
 
 
 def _warc_length(rec) -> int:
@@ -307,208 +316,6 @@ def _undo_content_encoding(body: bytes, ce: str | None, limit: int) -> bytes | N
     except zlib.error:
         return body
     return None if len(out) > limit else out
-
-
-# --------------------------------------------------------------------------- resynchronisation
-
-# A WARC record starts with a version line; in quirks mode fastwarc accepts WARC/0.18 to WARC/1.1.
-_VERSION_LINE = re.compile(rb"(?:^|\n)(WARC/\d)")
-
-
-def _layout(path: Path) -> str | None:
-    """"plain", "members" (gzip per record: a record can be found by its member) or None (one gzip)."""
-    with open(path, "rb") as f:
-        head = f.read(1 << 20)
-    if head[:2] != b"\x1f\x8b":
-        return "plain"
-    d = zlib.decompressobj(31)
-    try:
-        d.decompress(head, 64 << 20)
-    except zlib.error:
-        return None
-    return "members" if d.eof and d.unused_data else None
-
-
-def _resync(path: Path, layout: str | None, pos: int, length: int, on_error: OnError,
-            stats: Counter[str]) -> int | None:
-    """Where the record after the one at `pos` starts, when that record's claimed `length` overruns
-    its gzip member (plain: the end of the file, the next version line being where to resume)."""
-    if layout == "members":
-        member = _member(path, pos)
-        if member is None:
-            return None
-        end, size, header, _ = member
-        if header is None or header + length <= size or end >= path.stat().st_size:
-            return None
-        what = f"its gzip member ({size - header} bytes of content)"
-    elif layout == "plain":  # only a claim past the end of the file is a sure lie here
-        with open(path, "rb") as f:
-            f.seek(pos)
-            m = _HEADER_END.search(f.read(1 << 16))
-        end = _next_version_line(path, pos + 1)
-        if m is None or end is None or pos + m.end() + length <= path.stat().st_size:
-            return None
-        what = "the end of the file"
-    else:
-        return None
-    on_error(str(path), f"offset {pos}", f"claimed Content-Length {length} overruns {what}: "
-             f"resynchronised at the next record (offset {end}), {end - pos} bytes of this record skipped")
-    stats["errors.resynchronised"] += 1
-    return end
-
-
-_Member = tuple[int, int, "int | None", bytes]
-
-
-def _member(path: Path, start: int) -> _Member | None:
-    """(offset where the gzip member at `start` ends, its decompressed size, its WARC header length,
-    its last 64 KiB). Streamed 1 MiB at a time: neither a claimed length nor a bomb sets what is held.
-    """
-    st = path.stat()  # the gap check and the overrun check ask about the same member: inflate it once
-    return _member_cached(str(path), start, st.st_size, st.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=4)
-def _member_cached(path: str, start: int, _size: int, _mtime: int) -> _Member | None:
-    d = zlib.decompressobj(31)
-    size, head, tail, at = 0, b"", b"", start
-    with open(path, "rb") as f:
-        f.seek(start)
-        while not d.eof:
-            data = f.read(1 << 20)
-            if not data:
-                return None
-            at += len(data)
-            while data and not d.eof:
-                try:
-                    out = d.decompress(data, 1 << 20)
-                except zlib.error:
-                    return None
-                size += len(out)
-                if len(head) < 1 << 16:
-                    head += out[: (1 << 16) - len(head)]
-                tail = (tail + out)[-(1 << 16):]
-                data = d.unconsumed_tail
-    m = _HEADER_END.search(head)
-    return at - len(d.unused_data), size, m.end() if m else None, tail
-
-
-def _next_version_line(path: Path, start: int) -> int | None:
-    """Offset of the first WARC version line after `start` (a plain file), read 1 MiB at a time."""
-    with open(path, "rb") as f:
-        f.seek(start)
-        at, tail = start, b""
-        while True:
-            data = f.read(1 << 20)
-            if not data:
-                return None
-            buf = tail + data
-            m = _VERSION_LINE.search(buf, 1)
-            if m:
-                return at - len(tail) + m.start(1)
-            tail = buf[-16:]
-            at += len(data)
-
-
-# --------------------------------------------------------------------------- skipped bytes
-
-
-class _GapChecker:
-    """Finds bytes between two records that the parser skipped, and says what they were.
-
-    fastwarc in quirks mode resynchronises on the next `WARC/` line when a record is malformed,
-    so a record without a version line (cc_net's sample WET) or a Content-Length that lies
-    would vanish without a word. After each record we re-read its framing: header block,
-    `Content-Length` bytes, then only blank lines may come before the next record. Works on
-    uncompressed files and, with `warc_check_gaps = "all"`, on gzip-per-record files (one member
-    per record, as Common Crawl writes them) at the price of a second decompression; a
-    whole-file gzip has no record offsets and is not checked. Truncated records are caught
-    without it: their payload is shorter than their Content-Length.
-    """
-
-    def __init__(self, path: Path, gzip_members: bool):
-        self.path = path
-        self.mode = self._mode(path)
-        if self.mode == "members" and not gzip_members:
-            self.mode = None
-        self.size = path.stat().st_size
-
-    @staticmethod
-    def _mode(path: Path) -> str | None:
-        with open(path, "rb") as f:
-            head = f.read(1 << 20)
-        if head[:2] != b"\x1f\x8b":
-            return "plain"
-        d = zlib.decompressobj(31)
-        try:
-            d.decompress(head, 64 << 20)
-        except zlib.error:
-            return None
-        return "members" if d.eof and d.unused_data else None
-
-    def report(
-        self, prev: tuple[int, int] | None, next_pos: int | None, on_error: OnError, stats: Counter[str]
-    ) -> None:
-        if self.mode is None:
-            return
-        end = self.size if next_pos is None else next_pos
-        if prev is None:
-            start, length = 0, None
-        else:
-            start, length = prev
-        if end <= start:
-            return
-        at, junk = self._junk(start, end, length)
-        if junk:
-            first_line = junk.split(b"\n", 1)[0][:80].decode("utf-8", "replace").strip()
-            where = f"offset {at}" if self.mode == "plain" else f"gzip member at offset {start}"
-            on_error(
-                str(self.path),
-                where,
-                f"{len(junk)} bytes skipped between records: not a valid record "
-                f"(no WARC version line, or a wrong Content-Length); first line: {first_line!r}",
-            )
-            stats["errors.skipped_bytes"] += 1
-
-    def _region(self, start: int, end: int, limit: int) -> bytes:
-        with open(self.path, "rb") as f:
-            f.seek(start)
-            raw = f.read(min(end - start, limit if self.mode == "plain" else end - start))
-        if self.mode == "plain":
-            return raw
-        out = bytearray()
-        while raw and len(out) <= limit:
-            d = zlib.decompressobj(31)
-            try:
-                out += d.decompress(raw, limit + 1 - len(out))
-            except zlib.error:
-                break
-            raw = d.unused_data
-        return bytes(out)
-
-    def _junk(self, start: int, end: int, length: int | None) -> tuple[int, bytes]:
-        """(file offset, bytes) of what follows the record starting at `start`, up to `end`."""
-        if length is None:  # bytes before the first record
-            return start, self._region(start, end, 1 << 16).strip()
-        if self.mode == "plain":  # read the header block, then only the tail after the content
-            m = _HEADER_END.search(self._region(start, end, 1 << 16))
-            if not m:
-                return start, b""
-            tail = start + m.end() + length
-            if tail >= end:
-                return tail, b""
-            raw = self._region(tail, end, 1 << 16)
-            return tail + len(raw) - len(raw.lstrip()), raw.strip()
-        # Members: the record's own member is streamed (a claimed length never sets how much is
-        # inflated); what follows its content there, and any whole member before `end`, is junk.
-        member = _member(self.path, start)
-        if member is None or member[2] is None:
-            return start, b""
-        stop, size, header, tail = member
-        extra = size - header - length
-        own = tail[len(tail) - min(extra, len(tail)):] if extra > 0 else b""
-        rest = self._region(stop, end, 1 << 16) if stop < end else b""
-        return start, (own + rest).strip()
 
 
 # --------------------------------------------------------------------------- ARC via warcio

@@ -3,8 +3,8 @@
 The trainer calls `eval_tasks_event(trainer)` every `log.eval_tasks_every` steps (default: the
 held-out loss's `log.eval_every`). It scores the tasks on the live model (eval mode, the run's
 autocast dtype), its examples split over data-parallel ranks, and returns the fields of one
-`eval_tasks` event for RUN/metrics.jsonl:
-    {"event": "eval_tasks", "step": N, "tasks": {TASK: {METRIC: value, ...}}, "seconds": s}
+`eval_tasks` event for RUN/metrics.jsonl, one number per task and headline metric:
+    {"event": "eval_tasks", "step": N, "copa/acc": 0.6, "copa/acc_norm": 0.55, "ppl:v.txt/bits_per_byte": 2.1}
 TensorBoard gets `eval/TASK/METRIC` scalars; rank 0 also writes the full result with per-example
 scores as RUN/eval/step_NNNNNNN.json (the schema of `pretrain eval`).
 
@@ -13,8 +13,6 @@ TP, PP) would need every rank in every forward pass; they are refused when the c
 """
 
 from __future__ import annotations
-
-import torch
 
 from pretrain.errors import UserError
 
@@ -32,8 +30,7 @@ def check_layout(cfg, dims) -> None:
 
 def eval_model(trainer):
     """An EvalModel over the trainer's live model and the run's tokenizer (bytes when it has none)."""
-    from pretrain.eval.lm import EvalModel, _tokenizer_functions
-    from pretrain.train.precision import autocast
+    from pretrain.eval.lm import _tokenizer_functions, from_module
 
     cfg = trainer.cfg
     net = getattr(trainer.model, "module", trainer.model)  # DDP: its replica, no broadcast in forward
@@ -43,14 +40,9 @@ def eval_model(trainer):
 
         tok = _tokenizer_of_shards(cfg.data.sources)
     encode, decode, eot = _tokenizer_functions(tok)
-
-    @torch.no_grad()
-    def logits(ids: torch.Tensor) -> torch.Tensor:
-        with autocast(cfg.precision.dtype, trainer.device):
-            return net(ids.to(trainer.device)).float()
-
-    return EvalModel(encode, decode, logits, trainer.shape.seq_len, eot, trainer.device,
-                     f"{trainer.run_dir.name}@{trainer.step}")
+    name = f"{trainer.run_dir.name}@{trainer.step}"
+    return from_module(net, encode, decode, trainer.shape.seq_len, eot, name,
+                       autocast_dtype=cfg.precision.dtype)
 
 
 def eval_tasks_event(trainer) -> dict:
@@ -67,11 +59,11 @@ def eval_tasks_event(trainer) -> dict:
                                      1234, log.eval_tasks_limit or None)
     finally:
         trainer.model.train(was_training)
-    tasks = {r["task"]: {k: v for k, v in r["metrics"].items() if k in HEADLINE} for r in results}
+    fields = {f"{r['task']}/{k}": v for r in results for k, v in r["metrics"].items() if k in HEADLINE}
     if trainer.rank == 0:
         info = {"path": str(trainer.run_dir), "kind": "run", "step": trainer.step}
         settings = {"shots": log.eval_tasks_shots, "seed": 1234, "limit": log.eval_tasks_limit,
                     "world_size": rank_world()[1]}
         write_json(assemble(info, settings, results, seconds),
                    trainer.run_dir / "eval" / f"step_{trainer.step:07d}.json")
-    return {"tasks": tasks, "seconds": round(seconds, 3)}
+    return fields

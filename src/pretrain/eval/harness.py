@@ -47,7 +47,7 @@ def score_examples(model: EvalModel, task: T.Task, idx: list[int], shots: int = 
         return _generate_examples(model, task, idx, shots, seed, tick)
     reqs = [(i, requests_of(task, i, shots, seed)) for i in idx]
     flat = [p for _, pairs in reqs for p in pairs]
-    # the bar counts examples: convert request ticks
+    # the bar counts examples; the scorer ticks once per request: divide by requests per example
     per = max(1, len(flat) // max(1, len(reqs)))
     scores = loglikelihoods(model, flat, batch_tokens, (lambda n: tick(n / per)) if tick else None)
     out, k = [], 0

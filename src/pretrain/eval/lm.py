@@ -18,15 +18,22 @@ from pretrain.errors import UserError
 
 @dataclass
 class EvalModel:
-    """A causal LM for scoring: `logits(ids)` must be causal (position t sees only ids[:, :t+1])."""
+    """A causal LM for scoring: `logits(ids, keep)` must be causal (position t sees only ids[:, :t+1]).
+
+    `keep` (1D positions, or None for all) asks for the logits of those positions only, (B, len(keep), V):
+    the output head and the log-softmax then run on the positions a score reads, not on all of them.
+    """
 
     encode: Callable[[str], list[int]]
     decode: Callable[[list[int]], str]
-    logits: Callable[[torch.Tensor], torch.Tensor]
+    logits: Callable[..., torch.Tensor]
     max_length: int  # longest input the model takes
     eot_id: int  # the token an empty context starts from (lm-eval's prefix_token_id)
     device: torch.device = torch.device("cpu")
     name: str = "model"
+    # Optional packed forward: tree_logits(ids (B, T), positions (B, T), mask (B, T, T) bool, True =
+    # may attend, keep) -> logits (B, len(keep), V). With it, a context runs once for all its choices.
+    tree_logits: Callable[..., torch.Tensor] | None = None
 
 
 def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
@@ -48,15 +55,76 @@ def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
 
 
 def from_module(model: torch.nn.Module, encode, decode, max_length: int, eot_id: int,
-                name: str = "model") -> EvalModel:
-    """Wrap one of our Transformers (forward(ids) -> logits)."""
+                name: str = "model", autocast_dtype: str = "") -> EvalModel:
+    """Wrap one of our Transformers; `autocast_dtype` (e.g. "bf16") runs it as the trainer does."""
+    from contextlib import nullcontext
+
     device = next(model.parameters()).device
 
-    @torch.no_grad()
-    def logits(ids: torch.Tensor) -> torch.Tensor:
-        return model(ids.to(device))
+    def amp():
+        if not autocast_dtype:
+            return nullcontext()
+        from pretrain.train.precision import autocast
 
-    return EvalModel(encode, decode, logits, max_length, eot_id, device, name)
+        return autocast(autocast_dtype, device)
+
+    @torch.no_grad()
+    def logits(ids: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        with amp():
+            if keep is None:
+                return model(ids.to(device)).float()
+            pos = torch.arange(ids.shape[1], device=device).expand(ids.shape[0], -1)
+            return tree_forward(model, ids.to(device), pos, None, keep.to(device)).float()
+
+    @torch.no_grad()
+    def tree(ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor,
+             keep: torch.Tensor | None = None) -> torch.Tensor:
+        with amp():
+            return tree_forward(model, ids.to(device), pos.to(device), mask.to(device),
+                                None if keep is None else keep.to(device)).float()
+
+    return EvalModel(encode, decode, logits, max_length, eot_id, device, name, tree)
+
+
+def tree_forward(model, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None,
+                 keep: torch.Tensor | None = None) -> torch.Tensor:
+    """Our Transformer's forward with explicit positions and attention mask (packed prefix trees).
+
+    The same modules in the same order as Transformer.forward; only the attention takes `mask`
+    (B, T, T; None = causal) and rotary angles / learned positions are read at `pos` (B, T) instead
+    of 0..T-1. The output head runs on the positions in `keep` only (all when None).
+    """
+    import torch.nn.functional as F
+
+    x = model.tok_emb(ids)  # (B, T, C)
+    if model.pos_emb is not None:
+        x = x + model.pos_emb(pos)
+    rope = None if model.pos_emb is not None else (model.rope_cos[pos][:, None], model.rope_sin[pos][:, None])
+    for block in model.layers.values():
+        a = block.attn
+        h = block.attn_norm(x)
+        B, T, _ = h.shape
+        q = a.wq(h).view(B, T, -1, a.head_dim).transpose(1, 2)  # (B, H, T, D)
+        k = a.wk(h).view(B, T, -1, a.head_dim).transpose(1, 2)
+        v = a.wv(h).view(B, T, -1, a.head_dim).transpose(1, 2)
+        if rope is not None:
+            q, k = _rope_at(q, *rope), _rope_at(k, *rope)
+        if a.n_kv != a.n_heads:
+            k, v = k.repeat_interleave(a.n_heads // a.n_kv, 1), v.repeat_interleave(a.n_heads // a.n_kv, 1)
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+        x = x + a.wo(y.transpose(1, 2).reshape(B, T, -1))
+        x = x + block.mlp(block.mlp_norm(x))
+    x = model.norm(x if keep is None else x[:, keep])
+    return F.linear(x, model.tok_emb.weight) if model.output is None else model.output(x)
+
+
+def _rope_at(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """model.apply_rope with per-token angles (B, 1, T, D/2) instead of the first T rows."""
+    x0, x1 = x.float()[..., 0::2], x.float()[..., 1::2]
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2).type_as(x)
 
 
 def _tokenizer_functions(path: str):
@@ -72,7 +140,7 @@ def _tokenizer_functions(path: str):
     from pretrain.tokens.tokenizer import eot_id, load_tokenizer
 
     tok = load_tokenizer(path)
-    return (lambda text: tok.encode(text).ids), tok.decode, eot_id(tok)
+    return (lambda text: tok.encode(text, add_special_tokens=False).ids), tok.decode, eot_id(tok)
 
 
 def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:
@@ -81,31 +149,79 @@ def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:
     device = next(model.parameters()).device
 
     @torch.no_grad()
-    def logits(ids: torch.Tensor) -> torch.Tensor:
-        return model(ids.to(device)).logits
+    def logits(ids: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        if keep is None:
+            return model(ids.to(device)).logits
+        return model(ids.to(device), logits_to_keep=keep.to(device)).logits  # head on `keep` only
 
-    def encode(text: str) -> list[int]:
-        return tokenizer.encode(text, add_special_tokens=False)
+    encode, decode, eot = from_transformers_tokenizer(tokenizer)
 
-    def decode(ids: list[int]) -> str:
-        return tokenizer.decode(ids)
+    @torch.no_grad()
+    def tree(ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor,
+             keep: torch.Tensor | None = None) -> torch.Tensor:
+        # transformers takes a 4D boolean mask (B, 1, T, T) as given, with explicit position_ids
+        extra = {} if keep is None else {"logits_to_keep": keep.to(device)}
+        return model(ids.to(device), position_ids=pos.to(device),
+                     attention_mask=mask[:, None].to(device), **extra).logits
 
     cfg = model.config
     max_length = int(getattr(cfg, "max_position_embeddings", 0) or getattr(cfg, "n_positions", 0) or 2048)
-    eot = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    return EvalModel(encode, decode, logits, max_length, int(eot if eot is not None else 0), device, name)
+    # Only Llama-family models are known to honour a custom 4D mask; others take the plain path.
+    packed = tree if getattr(cfg, "model_type", "") in ("llama", "mistral", "qwen2", "qwen3") else None
+    return EvalModel(encode, decode, logits, max_length, eot, device, name, packed)
 
 
-def from_hf_dir(path: str | Path, device: str = "cpu") -> EvalModel:
-    """A folder written by save_pretrained (or `pretrain export --format hf`), loaded offline."""
+def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> EvalModel:
+    """A folder written by save_pretrained (or `pretrain export --format hf`), loaded offline.
+
+    Llama and GPT-2 folders are imported into our Transformer (train/hf.py, the same import as
+    `model.init_from`), so they are scored by the same code as a run; other architectures, or
+    `ours=False`, go through transformers' AutoModelForCausalLM. The tokenizer is always
+    transformers' AutoTokenizer (what lm-evaluation-harness uses), without special tokens added.
+    """
     path = Path(path)
     if not (path / "config.json").is_file():
         raise UserError(f"{path}: not a Hugging Face model folder (no config.json)")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    if ours:
+        net = _import_ours(path, device)
+        if net is not None:
+            wrapped = from_transformers_tokenizer(tok)
+            return from_module(net, wrapped[0], wrapped[1], net.shape.seq_len, wrapped[2], path.name)
     model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
     return from_transformers(model.to(device), tok, name=path.name)
+
+
+def _import_ours(path: Path, device: str):
+    """Our Transformer filled from a transformers folder, or None for an architecture we lack."""
+    from pretrain.plan.shapes import ModelShape
+    from pretrain.train.config import ModelConfig
+    from pretrain.train.hf import read_hf_config
+    from pretrain.train.hf_io import load_hf_weights
+    from pretrain.train.model import build_model
+
+    try:
+        fields, theta, eps = read_hf_config(path)
+    except UserError:
+        return None
+    shape = ModelShape(name=path.name, **fields)
+    model = build_model(shape, ModelConfig(preset="", rope_theta=theta, norm_eps=eps), "meta")
+    load_hf_weights(model, path, device)
+    return model.eval()
+
+
+def from_transformers_tokenizer(tokenizer) -> tuple:
+    """(encode, decode, prefix id) of a transformers tokenizer, as lm-eval's HFLM uses it."""
+    def encode(text: str) -> list[int]:
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    def decode(ids: list[int]) -> str:
+        return tokenizer.decode(ids)
+
+    eot = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    return encode, decode, int(eot if eot is not None else 0)
 
 
 def load_model(target: str | Path, step: int | None = None, tokenizer: str = "",

@@ -3,10 +3,11 @@
 Schema `pretrain.eval/1` (one JSON object; RUN/eval/step_NNNNNNN.json for a run):
     {"schema": "pretrain.eval/1", "model": {"path", "kind": "run" | "hf", "step"},
      "settings": {"shots", "seed", "limit", "world_size"}, "seconds": float,
-     "results": {TASK: {"kind", "n", "shots", "path", "skipped": {reason: count},
-                        "metrics": {"acc", "acc_stderr", "acc_norm", ..., "perplexity", "bits_per_byte"}}},
+     "results": {TASK: {METRIC: number}},          # acc, acc_stderr, acc_norm, ..., perplexity, bits_per_byte
+     "tasks": {TASK: {"kind", "n", "shots", "seed", "path", "skipped": {reason: count}}},
      "examples": {TASK: [{"i", "lls" | "generation", "acc", ...}, ...]}}
-Metric names are lm-evaluation-harness's; a task has only the metrics its kind defines.
+Metric names are lm-evaluation-harness's; a task has only the metrics its kind defines. `results`
+holds numbers only, so a reader can tabulate it without knowing the kinds (pretrain report does).
 """
 
 from __future__ import annotations
@@ -20,12 +21,36 @@ SHOWN = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte", "memor
 
 
 def assemble(model: dict, settings: dict, task_results: list[dict], seconds: float) -> dict:
-    results, examples = {}, {}
+    results, tasks, examples = {}, {}, {}
     for r in task_results:
-        examples[r["task"]] = r.pop("examples", [])
-        results[r["task"]] = r
+        name = r["task"]
+        results[name] = dict(r["metrics"])
+        tasks[name] = {k: r[k] for k in ("kind", "n", "shots", "seed", "path", "skipped") if k in r}
+        examples[name] = r.get("examples", [])
     return {"schema": SCHEMA, "model": model, "settings": settings, "seconds": round(seconds, 3),
-            "results": results, "examples": examples}
+            "results": results, "tasks": tasks, "examples": examples}
+
+
+def merge_previous(doc: dict, path: str | Path) -> dict:
+    """Keep the tasks an earlier evaluation of the same model and settings wrote to `path`
+    (`--tasks copa` then `--tasks arc_easy` leaves both); a task run again is replaced."""
+    path = Path(path)
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return doc
+    if not isinstance(old, dict) or old.get("schema") != SCHEMA:
+        return doc
+    def same(a: dict) -> dict:  # the world size does not change a result (sharding is exact)
+        return {k: v for k, v in (a or {}).items() if k != "world_size"}
+
+    if old.get("model") != doc["model"] or same(old.get("settings")) != same(doc["settings"]):
+        return doc
+    merged = dict(doc)
+    for part in ("results", "tasks", "examples"):
+        kept = {k: v for k, v in (old.get(part) or {}).items() if k not in doc["results"]}
+        merged[part] = {**kept, **doc[part]}
+    return merged
 
 
 def write_json(doc: dict, path: str | Path) -> Path:
@@ -42,8 +67,8 @@ def table(doc: dict) -> str:
     """Plain-text table: one line per task, the headline metrics with their standard errors."""
     head = f"{'task':<20} {'kind':<7} {'n':>6} {'shots':>5}  metrics"
     lines = [head, "-" * len(head)]
-    for name, r in doc["results"].items():
-        m = r["metrics"]
+    for name, m in doc["results"].items():
+        r = doc["tasks"].get(name, {"kind": "?", "n": 0, "shots": 0})
         cells = []
         for k in SHOWN:
             if k in m:

@@ -57,39 +57,112 @@ def _model_input(req: TokenRequest, max_length: int) -> tuple[int, ...]:
 
 def loglikelihood_tokens(model: EvalModel, reqs: Sequence[TokenRequest], batch_tokens: int = 4096,
                          tick: Callable[[int], None] | None = None) -> list[tuple[float, bool]]:
-    """Score token requests; identical model inputs are run once, longest first, in padded batches."""
-    inputs: dict[tuple[int, ...], list[int]] = {}  # model input -> indices of the requests reading it
-    for i, req in enumerate(reqs):
-        inputs.setdefault(_model_input(req, model.max_length), []).append(i)
-    order = sorted(inputs, key=len, reverse=True)  # longest first: padding stays small, OOM shows early
+    """Score token requests: through packed prefix trees when the model takes them (requests that
+    share a context and fit the window), the rest with identical inputs run once, in padded batches."""
     out: list[tuple[float, bool]] = [(0.0, False)] * len(reqs)
-    start = 0
-    while start < len(order):
-        width = len(order[start])
-        n = max(1, batch_tokens // max(1, width))
-        batch = order[start:start + n]
-        ids = torch.zeros((len(batch), width), dtype=torch.long)
-        for b, inp in enumerate(batch):
-            ids[b, :len(inp)] = torch.tensor(inp, dtype=torch.long)
-        logits = model.logits(ids.to(model.device))  # (B, T, V); right padding never reaches real positions
-        for b, inp in enumerate(batch):
-            for i in inputs[inp]:
-                out[i] = _score_row(logits[b], len(inp), reqs[i][1])
-        if tick is not None:
-            tick(sum(len(inputs[inp]) for inp in batch))
-        start += n
+    rest = list(range(len(reqs)))
+    if model.tree_logits is not None:
+        trees: dict[tuple[int, ...], list[int]] = {}
+        for i, (ctx, cont) in enumerate(reqs):
+            if ctx and cont and len(ctx) + len(cont) <= model.max_length + 1:
+                trees.setdefault(tuple(ctx), []).append(i)
+        shared = {c: ix for c, ix in trees.items() if len(ix) > 1 and any(len(reqs[i][1]) > 1 for i in ix)}
+        done = {i for ix in shared.values() for i in ix}
+        _score_trees(model, reqs, list(shared.items()), batch_tokens, tick, out)
+        rest = [i for i in rest if i not in done]
+    _score_plain(model, reqs, rest, batch_tokens, tick, out)
     return out
 
 
-def _score_row(logits: torch.Tensor, n: int, cont: list[int]) -> tuple[float, bool]:
-    """Sum of the continuation's log-probabilities read from one row of logits (T, V)."""
-    cont = cont[-n:] if len(cont) > n else cont  # a continuation longer than the window: its tail
-    k = len(cont)
-    rows = logits[n - k:n].float().log_softmax(-1)  # (k, V): the positions that predict cont
+def _score_plain(model, reqs, which, batch_tokens, tick, out) -> None:
+    inputs: dict[tuple[int, ...], list[int]] = {}  # model input -> indices of the requests reading it
+    for i in which:
+        inputs.setdefault(_model_input(reqs[i], model.max_length), []).append(i)
+    order = sorted(inputs, key=len, reverse=True)  # longest first: padding stays small, OOM shows early
+    for batch in _batches([len(x) for x in order], batch_tokens):
+        rows = [order[b] for b in batch]
+        width = len(rows[0])
+        ids = torch.zeros((len(rows), width), dtype=torch.long)
+        reads = {}
+        for b, inp in enumerate(rows):
+            ids[b, :len(inp)] = torch.tensor(inp, dtype=torch.long)
+            for i in inputs[inp]:
+                k = min(len(reqs[i][1]), len(inp))
+                reads[i] = (b, list(range(len(inp) - k, len(inp))))
+        keep = sorted({p for _, r in reads.values() for p in r})
+        col = {p: c for c, p in enumerate(keep)}
+        logits = model.logits(ids.to(model.device), torch.tensor(keep))  # (B, len(keep), V)
+        for i, (b, r) in reads.items():
+            out[i] = _score_positions(logits[b], [col[p] for p in r], reqs[i][1][-len(r):])
+        if tick is not None:
+            tick(len(reads))
+
+
+def _batches(lengths: list[int], batch_tokens: int, slack: float = 0.9) -> list[list[int]]:
+    """Consecutive indices of rows sorted longest first, cut so that a batch holds at most
+    batch_tokens padded tokens and no row is shorter than `slack` x the batch's width: on a CPU
+    a padded token costs as much as a real one, and bigger batches buy little."""
+    out: list[list[int]] = []
+    for i, n in enumerate(lengths):
+        if out:
+            first = lengths[out[-1][0]]
+            if (len(out[-1]) + 1) * first <= batch_tokens and n >= slack * first:
+                out[-1].append(i)
+                continue
+        out.append([i])
+    return out
+
+
+def _pack(ctx: tuple[int, ...], conts: list[list[int]]) -> tuple[list, list, list, list[list[int]]]:
+    """One row for a context and its continuations: ctx, then each cont[:-1] as its own branch.
+
+    Returns (ids, positions, branch of each token (0 = the shared context), and for each
+    continuation the row indices whose logits predict its tokens)."""
+    ids, pos, branch = list(ctx), list(range(len(ctx))), [0] * len(ctx)
+    reads = []
+    for j, cont in enumerate(conts, start=1):
+        start = len(ids)
+        ids += cont[:-1]
+        pos += range(len(ctx), len(ctx) + len(cont) - 1)
+        branch += [j] * (len(cont) - 1)
+        reads.append([len(ctx) - 1] + list(range(start, start + len(cont) - 1)))
+    return ids, pos, branch, reads
+
+
+def _score_trees(model, reqs, groups, batch_tokens, tick, out) -> None:
+    """A context and all its continuations in one row: each branch attends to the context and to
+    itself (causally), with the positions it would have alone, so its logits are the plain ones."""
+    rows = []
+    for ctx, ix in groups:
+        ids, pos, branch, reads = _pack(ctx, [reqs[i][1] for i in ix])
+        rows.append((ids, pos, branch, list(zip(ix, reads))))
+    rows.sort(key=lambda r: -len(r[0]))
+    for which in _batches([len(r[0]) for r in rows], batch_tokens):
+        batch = [rows[b] for b in which]
+        width = len(batch[0][0])
+        ids = torch.zeros((len(batch), width), dtype=torch.long)
+        pos = torch.zeros((len(batch), width), dtype=torch.long)
+        mask = torch.eye(width, dtype=torch.bool).repeat(len(batch), 1, 1)  # padding sees itself only
+        causal = torch.ones((width, width), dtype=torch.bool).tril()
+        for b, (r_ids, r_pos, r_branch, _) in enumerate(batch):
+            n = len(r_ids)
+            ids[b, :n], pos[b, :n] = torch.tensor(r_ids), torch.tensor(r_pos)
+            br = torch.tensor(r_branch)
+            mask[b, :n, :n] = causal[:n, :n] & ((br[None, :] == 0) | (br[None, :] == br[:, None]))
+        keep = sorted({p for r in batch for _, read in r[3] for p in read})
+        col = {p: c for c, p in enumerate(keep)}
+        logits = model.tree_logits(ids, pos, mask, torch.tensor(keep))  # (B, len(keep), V)
+        for b, (_, _, _, members) in enumerate(batch):
+            for i, read in members:
+                out[i] = _score_positions(logits[b], [col[p] for p in read], reqs[i][1])
+        if tick is not None:
+            tick(sum(len(r[3]) for r in batch))
+
+
+def _score_positions(logits: torch.Tensor, read: list[int], cont: list[int]) -> tuple[float, bool]:
+    rows = logits[torch.tensor(read, device=logits.device)].float().log_softmax(-1)  # (k, V)
     target = torch.tensor(cont, dtype=torch.long, device=rows.device)
-    ll = rows.gather(1, target[:, None]).sum().item()
-    greedy = bool((rows.argmax(-1) == target).all())
-    return ll, greedy
+    return rows.gather(1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all())
 
 
 @torch.no_grad()
@@ -113,9 +186,11 @@ def greedy_generate(model: EvalModel, prompts: Sequence[list[int]], max_new_toke
             ids = torch.zeros((len(live), max(len(w) for w in windows)), dtype=torch.long)
             for j, w in enumerate(windows):
                 ids[j, :len(w)] = torch.tensor(w)
-            logits = model.logits(ids.to(model.device))
-            last = torch.tensor([len(w) - 1 for w in windows], device=logits.device)
-            nxt = logits[torch.arange(len(live), device=logits.device), last].argmax(-1).tolist()
+            last = [len(w) - 1 for w in windows]
+            keep = sorted(set(last))
+            col = torch.tensor([keep.index(p) for p in last])
+            logits = model.logits(ids.to(model.device), torch.tensor(keep))  # (B, len(keep), V)
+            nxt = logits[torch.arange(len(live)), col.to(logits.device)].argmax(-1).tolist()
             for b, t in zip(live, nxt):
                 rows[b].append(int(t))
                 outs[idx[b]].append(int(t))

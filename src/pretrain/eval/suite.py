@@ -26,8 +26,11 @@ MAX_TEXT_BYTES = 64 << 20  # perplexity reads at most this much text: evaluation
 
 
 def benchmarks_dir(given: str | None) -> str | None:
-    """--benchmarks, else $PRETRAIN_BENCHMARKS, else ../shared/data/benchmarks when it exists."""
-    for cand in (given, os.environ.get("PRETRAIN_BENCHMARKS"), DEFAULT_BENCHMARKS):
+    """--benchmarks (as given, even when missing: the caller says so), else $PRETRAIN_BENCHMARKS,
+    else ../shared/data/benchmarks when it exists."""
+    if given:
+        return given
+    for cand in (os.environ.get("PRETRAIN_BENCHMARKS"), DEFAULT_BENCHMARKS):
         if cand and Path(cand).is_dir():
             return cand
     return given
@@ -138,9 +141,14 @@ class _bar:
         def make(total):
             if not self.enabled:
                 return None
+            import sys
+
+            from rich.console import Console
             from rich.progress import Progress
 
-            self.bar = Progress(transient=True)
+            if not sys.stderr.isatty():
+                return None
+            self.bar = Progress(console=Console(stderr=True), transient=True)
             self.bar.start()
             tid = self.bar.add_task(self.name, total=total)
             return lambda n: self.bar.update(tid, advance=n)

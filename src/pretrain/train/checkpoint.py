@@ -35,6 +35,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from pretrain.errors import UserError
+
 MARKER = "COMPLETE.json"
 # DCP warns on every save/load without a process group, even when told no_dist=True; on one process
 # that is the intent. The filter names that one message (the background thread's saves warn too, so
@@ -90,7 +92,9 @@ def is_complete(path: Path) -> bool:
         return False
     try:
         files = json.loads(marker.read_text())["files"]
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # garbled or hostile: not complete
+        return False
+    if not isinstance(files, dict) or not all(isinstance(n, int) for n in files.values()):
         return False
     for name, size in files.items():
         f = path / name
@@ -261,7 +265,19 @@ class CheckpointManager:
         mine = path / f"state_rank{_rank()}.json"
         if not mine.is_file():  # resumed on more ranks than saved: step, data position and scaler are global
             mine = path / "state_rank0.json"
-        return json.loads(mine.read_text())
+        return _read_state(mine)
+
+
+def _read_state(path: Path) -> dict:
+    """A checkpoint's JSON state; a damaged or hostile file is one line naming it, not a traceback."""
+    try:
+        state = json.loads(path.read_text())
+    except (ValueError, RecursionError) as e:
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise UserError(f"{path}: not a checkpoint state file ({why})") from None
+    if not isinstance(state, dict):
+        raise UserError(f"{path}: not a checkpoint state file (a JSON {type(state).__name__})")
+    return state
 
 
 def load_model_only(path: Path, model: torch.nn.Module) -> None:

@@ -133,7 +133,7 @@ class ParallelConfig:
 
 @dataclass
 class TrainSection:
-    steps: int = bounded(200, lo=1)
+    steps: int = bounded(200, lo=0)  # 0: build (or import) the model and save it, no step
     grad_accum: int = bounded(1, lo=1)
     seed: int = 0
     device: str = choice("auto", ("auto", "cpu", "cuda"))
@@ -163,7 +163,7 @@ class RunConfig:
 
 # key -> (lowest allowed value, whether the bound itself is allowed)
 BOUNDS: dict[str, tuple[float, bool]] = {
-    "train.steps": (1, True), "train.grad_accum": (1, True), "train.threads": (0, True),
+    "train.steps": (0, True), "train.grad_accum": (1, True), "train.threads": (0, True),
     "train.stop_at": (0, True), "data.batch_size": (1, True), "data.eval_fraction": (0, True),
     "optim.lr": (0, False), "optim.eps": (0, False), "optim.weight_decay": (0, True),
     "optim.beta1": (0, True), "optim.beta2": (0, True),

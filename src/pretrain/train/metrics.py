@@ -94,10 +94,9 @@ class Metrics:
         self._write({"event": name, "step": step, **fields})
         if self.tb is not None and name == "eval" and "eval_loss" in fields:
             self.tb.add_scalar("eval/loss", fields["eval_loss"], step)
-        if self.tb is not None and name == "eval_tasks":  # {"tasks": {task: {metric: value}}}
-            for task, metrics in fields.get("tasks", {}).items():
-                for k, v in metrics.items():
-                    self.tb.add_scalar(f"eval/{task}/{k}", v, step)
+        if self.tb is not None and name == "eval_tasks":  # {"TASK/METRIC": value}
+            for k, v in fields.items():
+                self.tb.add_scalar(f"eval/{k}", v, step)
 
     def close(self) -> None:
         if self.enabled:

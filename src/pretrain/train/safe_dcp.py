@@ -5,9 +5,10 @@ which `FileSystemReader.read_metadata` opens with a plain `pickle.load`, and eve
 (the optimizer's param_groups: lr, betas, params...), which `DefaultLoadPlanner.load_bytes` opens with
 `torch.load(weights_only=False)`. Either one runs whatever a `__reduce__` names (torch 2.13.0).
 
-This module owns the replacements used by every load (resume, rollback, sample, export):
+This module owns the replacements used by every load (resume, rollback, sample, export), from a
+local directory (`SafeReader`) or object storage through fsspec (`SafeFsspecReader`):
 
-- `SafeReader`: `.metadata` through an unpickler that admits only the globals DCP's metadata
+- `read_metadata`: `.metadata` through an unpickler that admits only the globals DCP's metadata
   references (its dataclasses, `torch.Size`, dtypes, layouts, memory formats, `pathlib` paths) and
   then checks the result: a `Metadata`, every storage item a plain file name inside the checkpoint
   directory whose byte range lies inside that file (no `../`, no `/dev/zero` of a terabyte).
@@ -72,17 +73,48 @@ class _MetadataUnpickler(pickle.Unpickler):
         raise UnsafeCheckpoint(f"{self.path}: refused, its pickle holds a persistent id; nothing was run")
 
 
-def read_metadata(path: Path) -> Metadata:
-    """DCP's `.metadata` at `path`, unpickled with only DCP's own classes, then checked."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise UserError(f"{path}: cannot read checkpoint metadata ({e.strerror})") from None
-    if size > MAX_METADATA_BYTES:
-        raise UnsafeCheckpoint(f"{path}: refused, {size:,} bytes of metadata (limit {MAX_METADATA_BYTES:,})")
+def _is_url(path) -> bool:
+    return "://" in str(path)
+
+
+def _join(root, name: str):
+    return f"{str(root).rstrip('/')}/{name}" if _is_url(root) else Path(root) / name
+
+
+def _sizes(root) -> dict[str, int]:
+    """{name: size} of the plain files directly inside a checkpoint directory (local or fsspec URL)."""
+    if _is_url(root):
+        from fsspec.core import url_to_fs
+
+        fs, p = url_to_fs(str(root))
+        return {e["name"].rstrip("/").rsplit("/", 1)[-1]: int(e["size"])
+                for e in fs.ls(p, detail=True) if e["type"] == "file"}
+    root = Path(root)
+    return {f.name: f.stat().st_size for f in root.iterdir() if f.is_file()} if root.is_dir() else {}
+
+
+def _read_bytes(path, size: int) -> bytes:
+    if _is_url(path):
+        from fsspec.core import url_to_fs
+
+        fs, p = url_to_fs(str(path))
+        return fs.cat_file(p)
     with open(path, "rb") as f:
-        data = f.read()
+        return f.read(size + 1)
+
+
+def read_metadata(path) -> Metadata:
+    """DCP's `.metadata` at `path` (a local path or an fsspec URL), unpickled with only DCP's own
+    classes, then checked against the files beside it."""
+    root = str(path).rstrip("/").rsplit("/", 1)[0] if _is_url(path) else Path(path).parent
+    sizes = _sizes(root)
+    name = str(path).rstrip("/").rsplit("/", 1)[-1]
+    if name not in sizes:
+        raise UserError(f"{path}: cannot read checkpoint metadata (no such file)")
+    if sizes[name] > MAX_METADATA_BYTES:
+        raise UnsafeCheckpoint(f"{path}: refused, {sizes[name]:,} bytes of metadata "
+                               f"(limit {MAX_METADATA_BYTES:,})")
+    data = _read_bytes(path, sizes[name])
     try:
         md = _MetadataUnpickler(io.BytesIO(data), path).load()
     except UnsafeCheckpoint:
@@ -92,37 +124,33 @@ def read_metadata(path: Path) -> Metadata:
         raise UnsafeCheckpoint(f"{path}: not a readable DCP metadata pickle ({why})") from None
     if not isinstance(md, Metadata) or not isinstance(md.storage_data, dict):
         raise UnsafeCheckpoint(f"{path}: refused, it holds a {type(md).__name__}, not DCP Metadata")
-    _check_storage(md.storage_data, path)
+    _check_storage(md.storage_data, path, sizes)
     return md
 
 
-def _check_storage(storage: dict, path: Path) -> None:
+def _check_storage(storage: dict, path, sizes: dict[str, int]) -> None:
     """Every item names a file directly inside the checkpoint directory, at a range within its size."""
-    root = path.parent
-    sizes: dict[str, int] = {}
     for key, info in storage.items():
         rel, off, n = (getattr(info, a, None) for a in ("relative_path", "offset", "length"))
         if not isinstance(rel, str) or rel in ("", ".", "..") or "/" in rel or "\\" in rel or "\0" in rel:
             raise UnsafeCheckpoint(f"{path}: refused, item {getattr(key, 'fqn', key)} points at {rel!r}, "
                                    "outside the checkpoint directory")
-        if rel not in sizes:
-            f = root / rel
-            sizes[rel] = f.stat().st_size if f.is_file() else -1
+        have = sizes.get(rel, -1)
         ints = isinstance(off, int) and isinstance(n, int)
-        if not (ints and off >= 0 and n >= 0 and off + n <= sizes[rel]):
+        if not (ints and off >= 0 and n >= 0 and off + n <= have):
             raise UnsafeCheckpoint(f"{path}: refused, item {getattr(key, 'fqn', key)} claims bytes "
-                                   f"[{off}, {off}+{n}) of {rel}, which has {max(sizes[rel], 0):,}")
+                                   f"[{off}, {off}+{n}) of {rel}, which has {max(have, 0):,}")
 
 
-class SafeReader(FileSystemReader):
-    """FileSystemReader that hands DCP metadata already read by `read_metadata` above.
+class _GivenMetadata:
+    """A DCP storage reader that hands over metadata already read by `read_metadata` above.
 
     The metadata is read before `dcp.load` starts: DCP catches a failing `read_metadata`, logs its
     traceback, retries with a rank-local file and raises a merged AssertionError, which would bury
     the one-line refusal.
     """
 
-    def __init__(self, path: str | Path, metadata: Metadata):
+    def __init__(self, path, metadata: Metadata):
         super().__init__(path)
         self._metadata = metadata
 
@@ -134,6 +162,19 @@ class SafeReader(FileSystemReader):
             md.storage_meta = StorageMeta()
         md.storage_meta.load_id = self.load_id
         return md
+
+
+class SafeReader(_GivenMetadata, FileSystemReader):
+    """FileSystemReader (a local directory) with checked metadata."""
+
+
+def _safe_fsspec_reader():
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+
+    class SafeFsspecReader(_GivenMetadata, FsspecReader):
+        """FsspecReader (object storage: s3://, gs://, ...) with checked metadata."""
+
+    return SafeFsspecReader
 
 
 class SafePlanner(DefaultLoadPlanner):
@@ -160,12 +201,15 @@ class SafePlanner(DefaultLoadPlanner):
             self.state_dict[fqn] = obj
 
 
-def safe_load(state: dict, path: Path, no_dist: bool) -> None:
-    """dcp.load through `SafeReader` and `SafePlanner`; our own refusal is raised unwrapped."""
+def safe_load(state: dict, path, no_dist: bool) -> None:
+    """dcp.load of the checkpoint at `path` (a local directory or an fsspec URL such as
+    s3://bucket/run/checkpoints/step_0000100) through a checked reader and `SafePlanner`; our own
+    refusal is raised unwrapped."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
 
-    reader = SafeReader(str(path), read_metadata(Path(path) / METADATA))
+    reader_class = _safe_fsspec_reader() if _is_url(path) else SafeReader
+    reader = reader_class(str(path), read_metadata(_join(path, METADATA)))
     try:
         dcp.load(state, storage_reader=reader, planner=SafePlanner(path), no_dist=no_dist)
     except CheckpointException as e:  # DCP wraps each rank's exception; surface ours as one line

@@ -479,7 +479,8 @@ class Trainer:
     def _save_final(self) -> None:
         self.ckpt.wait()
         last = ck.latest_complete(self.ckpt.root)
-        if self.step > 0 and (last is None or last[0] != self.step):
+        wanted = self.step > 0 or self.cfg.train.steps == 0  # steps=0: the built/imported model itself
+        if wanted and (last is None or last[0] != self.step):
             self.save()  # the final state is always on disk, for resume, sample and export
         self.ckpt.wait()
 

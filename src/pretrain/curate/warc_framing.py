@@ -1,0 +1,264 @@
+"""WARC framing, read again beside the parser: skipped bytes and records that overrun (for warc.py).
+
+fastwarc in quirks mode resynchronises silently on the next `WARC/` line when a record is
+malformed, and follows a record's claimed Content-Length wherever it leads. This module owns the
+two checks that make those cases visible and recoverable:
+
+- `GapChecker`: after each record, bytes between it and the next that are not blank lines (a
+  record without a version line, a Content-Length that lies short) are reported with their offset;
+- `resync`: a record whose claimed Content-Length overruns its gzip member (or, plain, the end of
+  the file) swallowed the records after it; reading restarts at the next record.
+
+gzip members are inflated 1 MiB at a time here: a claimed length never sets how much is held.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import zlib
+from collections import Counter
+from pathlib import Path
+
+from pretrain.curate.readers import OnError
+
+HEADER_END = re.compile(rb"\r?\n\r?\n")
+
+
+# --------------------------------------------------------------------------- resynchronisation
+
+# A WARC record starts with a version line; in quirks mode fastwarc accepts WARC/0.18 to WARC/1.1.
+_VERSION_LINE = re.compile(rb"(?:^|\n)(WARC/\d)")
+
+
+def layout(path: Path) -> str | None:
+    """"plain", "members" (gzip per record: a record can be found by its member) or None (one gzip)."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+    if head[:2] != b"\x1f\x8b":
+        return "plain"
+    d = zlib.decompressobj(31)
+    try:
+        d.decompress(head, 64 << 20)
+    except zlib.error:
+        return None
+    return "members" if d.eof and d.unused_data else None
+
+
+def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnError,
+           stats: Counter[str], rid: str | None = None) -> int | None:
+    """Where the record after the one at `pos` starts, when that record's claimed `length` overruns
+    its gzip member (plain: the end of the file, the next version line being where to resume; one
+    gzip stream: the end of the file, the offset being in the decompressed stream)."""
+    if kind == "members":
+        member = _member(path, pos)
+        if member is None:
+            return None
+        end, size, header, _ = member
+        if header is None or header + length <= size or end >= path.stat().st_size:
+            return None
+        what = f"its gzip member ({size - header} bytes of content)"
+    elif kind == "plain":  # only a claim past the end of the file is a sure lie here
+        with open(path, "rb") as f:
+            f.seek(pos)
+            m = HEADER_END.search(f.read(1 << 16))
+        end = _next_version_line(path, pos + 1)
+        if m is None or end is None or pos + m.end() + length <= path.stat().st_size:
+            return None
+        what = "the end of the file"
+    elif rid:  # one gzip stream: no member to find, so the record is found by its id, inflated
+        found = _in_whole_gzip(path, rid, length)
+        if found is None:
+            return None
+        pos, end = found
+        on_error(str(path), f"record {rid}", f"claimed Content-Length {length} overruns the end of the "
+                 f"file: resynchronised at the next record (decompressed offset {end}), {end - pos} bytes "
+                 "of this record skipped")
+        stats["errors.resynchronised"] += 1
+        return end
+    else:
+        return None
+    on_error(str(path), f"offset {pos}", f"claimed Content-Length {length} overruns {what}: "
+             f"resynchronised at the next record (offset {end}), {end - pos} bytes of this record skipped")
+    stats["errors.resynchronised"] += 1
+    return end
+
+
+def _in_whole_gzip(path: Path, rid: str, length: int) -> tuple[int, int] | None:
+    """(decompressed offset of the record whose id is `rid`, of the next version line after its
+    header), when its claimed `length` runs past the end of the file; else None. One streamed pass,
+    1 MiB at a time, stopped as soon as the claim is seen to fit."""
+    import gzip
+
+    needle, buf, base = rid.encode(), b"", 0
+    start = header_end = nxt = None
+    try:
+        with gzip.open(path, "rb") as f:
+            while True:
+                data = f.read(1 << 20)
+                if not data:
+                    break
+                buf += data
+                if start is None and (i := buf.find(needle)) >= 0:
+                    start = base + max(buf.rfind(b"WARC/", 0, i), 0)
+                if start is not None and header_end is None and (m := HEADER_END.search(buf, start - base)):
+                    header_end = base + m.end()
+                if header_end is not None and nxt is None:
+                    m = _VERSION_LINE.search(buf, max(header_end - base - 1, 1))
+                    nxt = base + m.start(1) if m else None
+                if header_end is not None and base + len(buf) > header_end + length:
+                    return None  # the claim fits in the file: not an overrun
+                # keep only what a match across two chunks needs (memory stays ~2 MiB)
+                if start is None:
+                    keep = len(needle) + 64
+                elif header_end is None:
+                    keep = base + len(buf) - start  # the header block being read
+                    if keep > 1 << 20:
+                        return None  # not a WARC header
+                else:
+                    keep = 16 if nxt is None else 0
+                base, buf = base + len(buf) - keep, buf[len(buf) - keep:]
+    except (OSError, EOFError, zlib.error):
+        return None
+    return (start, nxt) if header_end is not None and nxt is not None else None
+
+
+_Member = tuple[int, int, "int | None", bytes]
+
+
+def _member(path: Path, start: int) -> _Member | None:
+    """(offset where the gzip member at `start` ends, its decompressed size, its WARC header length,
+    its last 64 KiB). Streamed 1 MiB at a time: neither a claimed length nor a bomb sets what is held.
+    """
+    st = path.stat()  # the gap check and the overrun check ask about the same member: inflate it once
+    return _member_cached(str(path), start, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _member_cached(path: str, start: int, _size: int, _mtime: int) -> _Member | None:
+    d = zlib.decompressobj(31)
+    size, head, tail, at = 0, b"", b"", start
+    with open(path, "rb") as f:
+        f.seek(start)
+        while not d.eof:
+            data = f.read(1 << 20)
+            if not data:
+                return None
+            at += len(data)
+            while data and not d.eof:
+                try:
+                    out = d.decompress(data, 1 << 20)
+                except zlib.error:
+                    return None
+                size += len(out)
+                if len(head) < 1 << 16:
+                    head += out[: (1 << 16) - len(head)]
+                tail = (tail + out)[-(1 << 16):]
+                data = d.unconsumed_tail
+    m = HEADER_END.search(head)
+    return at - len(d.unused_data), size, m.end() if m else None, tail
+
+
+def _next_version_line(path: Path, start: int) -> int | None:
+    """Offset of the first WARC version line after `start` (a plain file), read 1 MiB at a time."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        at, tail = start, b""
+        while True:
+            data = f.read(1 << 20)
+            if not data:
+                return None
+            buf = tail + data
+            m = _VERSION_LINE.search(buf, 1)
+            if m:
+                return at - len(tail) + m.start(1)
+            tail = buf[-16:]
+            at += len(data)
+
+
+# --------------------------------------------------------------------------- skipped bytes
+
+
+class GapChecker:
+    """Finds bytes between two records that the parser skipped, and says what they were.
+
+    fastwarc in quirks mode resynchronises on the next `WARC/` line when a record is malformed,
+    so a record without a version line (cc_net's sample WET) or a Content-Length that lies
+    would vanish without a word. After each record we re-read its framing: header block,
+    `Content-Length` bytes, then only blank lines may come before the next record. Works on
+    uncompressed files and, with `warc_check_gaps = "all"`, on gzip-per-record files (one member
+    per record, as Common Crawl writes them) at the price of a second decompression; a
+    whole-file gzip has no record offsets and is not checked. Truncated records are caught
+    without it: their payload is shorter than their Content-Length.
+    """
+
+    def __init__(self, path: Path, gzip_members: bool):
+        self.path = path
+        self.mode = layout(path)
+        if self.mode == "members" and not gzip_members:
+            self.mode = None
+        self.size = path.stat().st_size
+
+    def report(
+        self, prev: tuple[int, int] | None, next_pos: int | None, on_error: OnError, stats: Counter[str]
+    ) -> None:
+        if self.mode is None:
+            return
+        end = self.size if next_pos is None else next_pos
+        if prev is None:
+            start, length = 0, None
+        else:
+            start, length = prev
+        if end <= start:
+            return
+        at, junk = self._junk(start, end, length)
+        if junk:
+            first_line = junk.split(b"\n", 1)[0][:80].decode("utf-8", "replace").strip()
+            where = f"offset {at}" if self.mode == "plain" else f"gzip member at offset {start}"
+            on_error(
+                str(self.path),
+                where,
+                f"{len(junk)} bytes skipped between records: not a valid record "
+                f"(no WARC version line, or a wrong Content-Length); first line: {first_line!r}",
+            )
+            stats["errors.skipped_bytes"] += 1
+
+    def _region(self, start: int, end: int, limit: int) -> bytes:
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            raw = f.read(min(end - start, limit if self.mode == "plain" else end - start))
+        if self.mode == "plain":
+            return raw
+        out = bytearray()
+        while raw and len(out) <= limit:
+            d = zlib.decompressobj(31)
+            try:
+                out += d.decompress(raw, limit + 1 - len(out))
+            except zlib.error:
+                break
+            raw = d.unused_data
+        return bytes(out)
+
+    def _junk(self, start: int, end: int, length: int | None) -> tuple[int, bytes]:
+        """(file offset, bytes) of what follows the record starting at `start`, up to `end`."""
+        if length is None:  # bytes before the first record
+            return start, self._region(start, end, 1 << 16).strip()
+        if self.mode == "plain":  # read the header block, then only the tail after the content
+            m = HEADER_END.search(self._region(start, end, 1 << 16))
+            if not m:
+                return start, b""
+            tail = start + m.end() + length
+            if tail >= end:
+                return tail, b""
+            raw = self._region(tail, end, 1 << 16)
+            return tail + len(raw) - len(raw.lstrip()), raw.strip()
+        # Members: the record's own member is streamed (a claimed length never sets how much is
+        # inflated); what follows its content there, and any whole member before `end`, is junk.
+        member = _member(self.path, start)
+        if member is None or member[2] is None:
+            return start, b""
+        stop, size, header, tail = member
+        extra = size - header - length
+        own = tail[len(tail) - min(extra, len(tail)):] if extra > 0 else b""
+        rest = self._region(stop, end, 1 << 16) if stop < end else b""
+        return start, (own + rest).strip()

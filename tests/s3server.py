@@ -66,6 +66,7 @@ class S3Server:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        _forget_cached_filesystems()
 
     def __enter__(self) -> S3Server:
         return self.start()
@@ -102,6 +103,17 @@ class S3Server:
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
         self.filesystem().mkdir(name)
         return name
+
+
+def _forget_cached_filesystems() -> None:
+    """fsspec caches one S3FileSystem per set of arguments; code that builds it from the environment
+    (DCP's FsspecWriter, `io.url_fs`) would reuse one aimed at a stopped server's port in the next
+    test module. Users' endpoints do not move, so only the tests need this."""
+    try:
+        import s3fs
+    except ImportError:
+        return
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 @contextmanager

@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-SYNOPSIS = re.compile(r"\b[A-Z]{2,}\b|\[|\.\.\.")
+SYNOPSIS = re.compile(r"\b[A-Z][A-Z0-9_]+\b|\[|\.\.\.")  # RUN, HF_DIR, [options], ...
 
 
 def blocks(lang: str) -> list[str]:

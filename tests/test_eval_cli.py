@@ -161,3 +161,38 @@ def test_batched_greedy_generation_equals_one_prompt_at_a_time(tiny_run):
     for p, g in zip(prompts, got):
         ref = generate(net, torch.tensor([p]), 6, temperature=0)[0, len(p):].tolist()
         assert g == ref
+
+
+def test_an_empty_continuation_is_skipped_and_counted(tiny_run, tmp_path):
+    """A real BPE tokenizer (tokenizers, no pre-tokenizer) learns "ab cd" as one token, so the
+    request ("ab", " cd") tokenizes to a continuation of nothing (lm-evaluation-harness asserts and
+    stops there). That example is skipped and counted; the others are scored as if it were absent."""
+    import dataclasses
+
+    from tokenizers import Tokenizer, models, trainers
+
+    from pretrain.eval.harness import evaluate
+    from pretrain.eval.lm import from_run
+    from pretrain.eval.scoring import encode_pair, loglikelihood_tokens
+    from pretrain.eval.tasks import load_file
+
+    tok = Tokenizer(models.BPE())
+    tok.train_from_iterator(["ab cd"] * 50 + ["a b c d x y"],
+                            trainers.BpeTrainer(vocab_size=40, initial_alphabet=list("abcdxy "),
+                                                show_progress=False))
+    # the whole is no longer than the context: nothing is left for the continuation
+    assert tok.encode("ab cd").tokens == ["ab cd"] and tok.encode("ab").tokens == ["a", "b"]
+    model, _ = from_run(tiny_run)
+    model = dataclasses.replace(model, encode=lambda t: tok.encode(t).ids, decode=tok.decode)
+    items = [{"query": "ab", "choices": ["xy", "b"], "gold": 0},
+             {"query": "ab", "choices": ["cd", "xy"], "gold": 0},
+             {"query": "xy", "choices": ["ab", "d"], "gold": 1}]
+    path = tmp_path / "merge.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in items))
+    res = evaluate(model, load_file(path))
+    assert res["skipped"] == {"empty_continuation": 1} and res["n"] == 2
+    assert [e["i"] for e in res["examples"]] == [0, 2]
+    for e in res["examples"]:
+        it = items[e["i"]]
+        reqs = [encode_pair(model, it["query"], " " + c) for c in it["choices"]]
+        assert e["lls"] == pytest.approx([ll for ll, _ in loglikelihood_tokens(model, reqs)], abs=1e-5)

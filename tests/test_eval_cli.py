@@ -1,6 +1,7 @@
 """`pretrain eval` on a tiny trained run: the JSON and table, batching against a one-request
-reference, reruns, and the task readers on the real benchmark files. (Sharding over 2 gloo ranks
-against one process: tests/test_eval_inloop.py.)"""
+reference, reruns, empty continuations, the task readers on the real benchmark files, and
+`torchrun --nproc-per-node 2 -m pretrain eval` against one process (in-loop sharding:
+tests/test_eval_inloop.py)."""
 
 from __future__ import annotations
 
@@ -196,3 +197,40 @@ def test_an_empty_continuation_is_skipped_and_counted(tiny_run, tmp_path):
         it = items[e["i"]]
         reqs = [encode_pair(model, it["query"], " " + c) for c in it["choices"]]
         assert e["lls"] == pytest.approx([ll for ll, _ in loglikelihood_tokens(model, reqs)], abs=1e-5)
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_equal_one_process(tiny_run, sample_text, tmp_path):
+    """`torchrun --nproc-per-node 2 -m pretrain eval` (gloo, examples i % 2 per rank, perplexity
+    windows likewise) writes the one-process result: the same per-example log-likelihoods and
+    metrics. The task file is built here from the text, so no ../shared is needed."""
+    import os
+    import subprocess
+    import sys
+
+    from pretrain.train.testing import free_port
+
+    lines = [x.split() for x in sample_text.read_text().splitlines() if len(x.split()) >= 6]
+    items = [{"query": " ".join(w[:-2]), "gold": 0,
+              "choices": [" ".join(v[-2:]) for v in lines[j:j + 3]]}  # gold: the line's own end
+             for j, w in enumerate(lines[:15])]  # 15, odd: rank 0 scores one more example than rank 1
+    task = tmp_path / "lines.jsonl"
+    task.write_text("".join(json.dumps(x) + "\n" for x in items))
+    src = str(Path(__file__).resolve().parents[1] / "src")  # this checkout's code in every rank
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": src}
+    args = ["-m", "pretrain", "eval", str(tiny_run), "--tasks", f"{task},ppl:{sample_text}", "--quiet"]
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+    for cmd, out in (([sys.executable], one), (torchrun, two)):
+        proc = subprocess.run([*cmd, *args, "-o", str(out)], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    a, b = json.loads(one.read_text()), json.loads(two.read_text())
+    assert (a["settings"]["world_size"], b["settings"]["world_size"]) == (1, 2)
+    assert a["tasks"]["lines"]["n"] == b["tasks"]["lines"]["n"] == 15
+    for name, metrics in a["results"].items():
+        assert b["results"][name] == pytest.approx(metrics, rel=1e-6), name
+    ea, eb = a["examples"]["lines"], b["examples"]["lines"]
+    assert [e["i"] for e in eb] == list(range(15))
+    assert [x for e in eb for x in e["lls"]] == pytest.approx([x for e in ea for x in e["lls"]], abs=1e-5)

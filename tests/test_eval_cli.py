@@ -234,3 +234,24 @@ def test_torchrun_two_ranks_equal_one_process(tiny_run, sample_text, tmp_path):
     ea, eb = a["examples"]["lines"], b["examples"]["lines"]
     assert [e["i"] for e in eb] == list(range(15))
     assert [x for e in eb for x in e["lls"]] == pytest.approx([x for e in ea for x in e["lls"]], abs=1e-5)
+
+
+def test_scored_positions_only_equal_the_full_forward(tiny_run):
+    """The last block and the head run only at the kept positions (causal and packed-tree masks):
+    the logits equal the training forward's (Transformer.forward) at those positions."""
+    from pretrain.eval.lm import from_run, tree_forward
+    from pretrain.train.runs import load_run_model
+
+    net, _, _ = load_run_model(tiny_run)
+    model, _ = from_run(tiny_run)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 256, (3, 40), generator=g)
+    keep = torch.tensor([0, 17, 38, 39])
+    with torch.no_grad():
+        full = net(ids)
+        pos = torch.arange(40).expand(3, -1)
+        causal = torch.ones(40, 40, dtype=torch.bool).tril().expand(3, -1, -1)
+        tree = tree_forward(net, ids, pos, causal, keep)
+    torch.testing.assert_close(model.logits(ids, keep), full[:, keep], atol=1e-4, rtol=0)
+    torch.testing.assert_close(tree, full[:, keep], atol=1e-4, rtol=0)
+    assert full[:, keep].abs().max() > 0.1  # not a comparison of zeros

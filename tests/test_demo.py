@@ -57,8 +57,40 @@ def test_report_renders_in_chromium(demo):
                     "Tokens per source", "Mixture", "Plan: llama-3-8b", "Top layouts", "Why this layout",
                     "Training run", "Evaluations", "Samples"):
         assert heading in html, heading
-    assert len(result["images"]) == 1 + 1 + 4 + 1  # funnel, document lengths, 4 plan figures, curves
+    # funnel, document lengths, 4 plan figures, training curves, in-loop evaluation curves
+    assert len(result["images"]) == 1 + 1 + 4 + 1 + 1
+    assert 'alt="in-loop evaluations"' in html
+    evals = html[html.index("<h3>Evaluations</h3>"):]
+    assert "step_0000030.json" in evals and "<td>next_words</td><td>acc</td>" in evals
     assert "http://" not in html.replace("http://www.w3.org", "") and "<script src" not in html
+
+
+def test_the_run_evaluates_in_the_loop_and_at_the_end(demo):
+    """No ../shared needed: the smoke task is built from held-out documents (each query + its gold
+    choice is a held-out line's text); log.eval_tasks logged it every 5 steps, and the final
+    `pretrain eval` (fp32) of the step-30 checkpoint agrees with the in-loop numbers (bf16 autocast)."""
+    from pretrain.curate.io import read_jsonl_zst
+
+    held = [d["text"] for d in read_jsonl_zst(demo / "split" / "heldout.jsonl.zst")]
+    train = "\n".join(d["text"] for d in read_jsonl_zst(demo / "split" / "train.jsonl.zst"))
+    items = [json.loads(x) for x in (demo / "eval" / "next_words.jsonl").read_text().splitlines()]
+    assert len(items) == 48
+    for it in items:
+        line = it["query"] + " " + it["choices"][it["gold"]]
+        assert any(line in " ".join(t.split()) for t in held)
+        assert len(set(it["choices"])) == 4
+    assert (demo / "eval" / "heldout.txt").read_text()[:200] not in train
+    events = [json.loads(x) for x in (demo / "run" / "metrics.jsonl").read_text().splitlines()]
+    inloop = [e for e in events if e.get("event") == "eval_tasks"]
+    assert [e["step"] for e in inloop] == [5, 10, 15, 20, 25, 30]
+    assert inloop[-1]["ppl:heldout.txt/bits_per_byte"] < inloop[0]["ppl:heldout.txt/bits_per_byte"]
+    final = json.loads((demo / "run" / "eval" / "step_0000030.json").read_text())
+    assert final["model"]["step"] == 30 and final["tasks"]["next_words"]["n"] == 48
+    bpb = final["results"]["ppl:heldout.txt"]["bits_per_byte"]
+    assert bpb == pytest.approx(inloop[-1]["ppl:heldout.txt/bits_per_byte"], rel=0.02)
+    lls = [e["lls"] for e in final["examples"]["next_words"]]
+    acc = sum(max(range(4), key=ll.__getitem__) == it["gold"] for ll, it in zip(lls, items)) / 48
+    assert final["results"]["next_words"]["acc"] == pytest.approx(acc)
 
 
 def _settings(out: Path, data: list[str] | None = None):

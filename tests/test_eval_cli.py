@@ -1,6 +1,7 @@
 """`pretrain eval` on a tiny trained run: the JSON and table, batching against a one-request
-reference, reruns, and the task readers on the real benchmark files. (Sharding over 2 gloo ranks
-against one process: tests/test_eval_inloop.py.)"""
+reference, reruns, empty continuations, the task readers on the real benchmark files, and
+`torchrun --nproc-per-node 2 -m pretrain eval` against one process (in-loop sharding:
+tests/test_eval_inloop.py)."""
 
 from __future__ import annotations
 
@@ -161,3 +162,96 @@ def test_batched_greedy_generation_equals_one_prompt_at_a_time(tiny_run):
     for p, g in zip(prompts, got):
         ref = generate(net, torch.tensor([p]), 6, temperature=0)[0, len(p):].tolist()
         assert g == ref
+
+
+def test_an_empty_continuation_is_skipped_and_counted(tiny_run, tmp_path):
+    """A real BPE tokenizer (tokenizers, no pre-tokenizer) learns "ab cd" as one token, so the
+    request ("ab", " cd") tokenizes to a continuation of nothing (lm-evaluation-harness asserts and
+    stops there). That example is skipped and counted; the others are scored as if it were absent."""
+    import dataclasses
+
+    from tokenizers import Tokenizer, models, trainers
+
+    from pretrain.eval.harness import evaluate
+    from pretrain.eval.lm import from_run
+    from pretrain.eval.scoring import encode_pair, loglikelihood_tokens
+    from pretrain.eval.tasks import load_file
+
+    tok = Tokenizer(models.BPE())
+    tok.train_from_iterator(["ab cd"] * 50 + ["a b c d x y"],
+                            trainers.BpeTrainer(vocab_size=40, initial_alphabet=list("abcdxy "),
+                                                show_progress=False))
+    # the whole is no longer than the context: nothing is left for the continuation
+    assert tok.encode("ab cd").tokens == ["ab cd"] and tok.encode("ab").tokens == ["a", "b"]
+    model, _ = from_run(tiny_run)
+    model = dataclasses.replace(model, encode=lambda t: tok.encode(t).ids, decode=tok.decode)
+    items = [{"query": "ab", "choices": ["xy", "b"], "gold": 0},
+             {"query": "ab", "choices": ["cd", "xy"], "gold": 0},
+             {"query": "xy", "choices": ["ab", "d"], "gold": 1}]
+    path = tmp_path / "merge.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in items))
+    res = evaluate(model, load_file(path))
+    assert res["skipped"] == {"empty_continuation": 1} and res["n"] == 2
+    assert [e["i"] for e in res["examples"]] == [0, 2]
+    for e in res["examples"]:
+        it = items[e["i"]]
+        reqs = [encode_pair(model, it["query"], " " + c) for c in it["choices"]]
+        assert e["lls"] == pytest.approx([ll for ll, _ in loglikelihood_tokens(model, reqs)], abs=1e-5)
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_equal_one_process(tiny_run, sample_text, tmp_path):
+    """`torchrun --nproc-per-node 2 -m pretrain eval` (gloo, examples i % 2 per rank, perplexity
+    windows likewise) writes the one-process result: the same per-example log-likelihoods and
+    metrics. The task file is built here from the text, so no ../shared is needed."""
+    import os
+    import subprocess
+    import sys
+
+    from pretrain.train.testing import free_port
+
+    lines = [x.split() for x in sample_text.read_text().splitlines() if len(x.split()) >= 6]
+    items = [{"query": " ".join(w[:-2]), "gold": 0,
+              "choices": [" ".join(v[-2:]) for v in lines[j:j + 3]]}  # gold: the line's own end
+             for j, w in enumerate(lines[:15])]  # 15, odd: rank 0 scores one more example than rank 1
+    task = tmp_path / "lines.jsonl"
+    task.write_text("".join(json.dumps(x) + "\n" for x in items))
+    src = str(Path(__file__).resolve().parents[1] / "src")  # this checkout's code in every rank
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": src}
+    args = ["-m", "pretrain", "eval", str(tiny_run), "--tasks", f"{task},ppl:{sample_text}", "--quiet"]
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+    for cmd, out in (([sys.executable], one), (torchrun, two)):
+        proc = subprocess.run([*cmd, *args, "-o", str(out)], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    a, b = json.loads(one.read_text()), json.loads(two.read_text())
+    assert (a["settings"]["world_size"], b["settings"]["world_size"]) == (1, 2)
+    assert a["tasks"]["lines"]["n"] == b["tasks"]["lines"]["n"] == 15
+    for name, metrics in a["results"].items():
+        assert b["results"][name] == pytest.approx(metrics, rel=1e-6), name
+    ea, eb = a["examples"]["lines"], b["examples"]["lines"]
+    assert [e["i"] for e in eb] == list(range(15))
+    assert [x for e in eb for x in e["lls"]] == pytest.approx([x for e in ea for x in e["lls"]], abs=1e-5)
+
+
+def test_scored_positions_only_equal_the_full_forward(tiny_run):
+    """The last block and the head run only at the kept positions (causal and packed-tree masks):
+    the logits equal the training forward's (Transformer.forward) at those positions."""
+    from pretrain.eval.lm import from_run, tree_forward
+    from pretrain.train.runs import load_run_model
+
+    net, _, _ = load_run_model(tiny_run)
+    model, _ = from_run(tiny_run)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 256, (3, 40), generator=g)
+    keep = torch.tensor([0, 17, 38, 39])
+    with torch.no_grad():
+        full = net(ids)
+        pos = torch.arange(40).expand(3, -1)
+        causal = torch.ones(40, 40, dtype=torch.bool).tril().expand(3, -1, -1)
+        tree = tree_forward(net, ids, pos, causal, keep)
+    torch.testing.assert_close(model.logits(ids, keep), full[:, keep], atol=1e-4, rtol=0)
+    torch.testing.assert_close(tree, full[:, keep], atol=1e-4, rtol=0)
+    assert full[:, keep].abs().max() > 0.1  # not a comparison of zeros

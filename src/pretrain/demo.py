@@ -3,7 +3,7 @@
 Each stage is the real `pretrain` command a user would type, run in a child process and printed
 first, so the demo doubles as a walkthrough:
 crawl -> curate -> tokenizer -> tokens (+ held-out split) -> mixture -> plan -> train -> sample
--> report. The crawl (src/pretrain/data/demo/crawl.warc.gz, written by scripts/make_demo_crawl.py)
+-> evaluate -> report. The crawl (src/pretrain/data/demo/crawl.warc.gz, written by scripts/make_demo_crawl.py)
 has the junk a real crawl has: navigation pages, spam, re-crawled and edited copies, other
 languages, binary bodies. `--data PATH` adds your own inputs (e.g. recipes/data).
 """
@@ -11,6 +11,7 @@ languages, binary bodies. `--data PATH` adds your own inputs (e.g. recipes/data)
 from __future__ import annotations
 
 import json
+import random
 import shlex
 import shutil
 import subprocess
@@ -114,6 +115,52 @@ def split_heldout(corpus: Path, out: Path, every: int = 20) -> tuple[Path, Path,
     return tp, hp, len(train), len(held)
 
 
+SMOKE_NOTE = ("a smoke test built from the demo's own held-out documents, not a benchmark: "
+              "does the model prefer a line's true next words to words from another document?")
+
+
+def write_eval_files(heldout: Path, dest: Path, n: int = 48, max_bytes: int = 16_000,
+                     seed: int = 0) -> tuple[Path, Path]:
+    """The demo's evaluation material, from held-out documents only (no ../shared benchmarks):
+    heldout.txt for `ppl:` (perplexity, bits per byte) and next_words.jsonl, a multiple-choice task
+    in llm-foundry's format {query, choices, gold}: a line's first words, then its next three words
+    against three-word spans of other documents (chance: 1/4)."""
+    texts = [r["text"] for r in cio.read_jsonl_zst(heldout)]
+    rng = random.Random(seed)
+    words = [(d, x.split()) for d, t in enumerate(texts) for x in t.splitlines()]
+    lines = [(d, w) for d, w in words if 8 <= len(w) <= 80]
+    rng.shuffle(lines)
+    items = []
+    for d, words in lines:
+        others = [w for e, w in lines if e != d]
+        if len(items) == n or len(others) < 3:
+            break
+        cut = rng.randint(5, len(words) - 3)
+        gold = " ".join(words[cut:cut + 3])
+        wrong = []
+        for w in rng.sample(others, 3):
+            at = rng.randint(0, len(w) - 3)
+            wrong.append(" ".join(w[at:at + 3]))
+        if gold in wrong or len(set(wrong)) < 3:
+            continue
+        choices = [gold, *wrong]
+        rng.shuffle(choices)
+        items.append({"query": " ".join(words[:cut]), "choices": choices, "gold": choices.index(gold)})
+    if not items:
+        raise UserError(f"{heldout}: too few held-out lines to build the demo's evaluation task")
+    dest.mkdir(parents=True, exist_ok=True)
+    text = "\n\n".join(texts).encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")
+    ppl, mc = dest / "heldout.txt", dest / "next_words.jsonl"
+    cio.write_bytes_atomic(ppl, text.encode("utf-8"))
+    cio.write_bytes_atomic(mc, "".join(json.dumps(x) + "\n" for x in items).encode("utf-8"))
+    return ppl, mc
+
+
+def eval_specs(out: Path) -> str:
+    """The tasks the demo's run evaluates in the loop (`log.eval_tasks` / `pretrain eval --tasks`)."""
+    return f"ppl:{out / 'eval' / 'heldout.txt'},{out / 'eval' / 'next_words.jsonl'}"
+
+
 def train_recipe(out: Path, run: Path, steps: int, vocab: int) -> str:
     """The tiny-cpu recipe (recipes/tiny-cpu.toml) pointed at the demo's token shards."""
     return f"""# written by `pretrain demo`; run it again with: pretrain train {out / "train.toml"}
@@ -155,12 +202,16 @@ keep = 2
 
 [log]
 eval_every = {max(5, steps // 6)}
+# {SMOKE_NOTE}
+eval_tasks = "{eval_specs(out)}"
+eval_tasks_every = {max(5, steps // 6)}
+eval_tasks_limit = 0
 """
 
 
 # What the demo writes under OUT: cleared when a rerun changes the inputs or settings, because each
 # stage refuses (curate, tokenize) or resumes (train) an output made from other inputs.
-OUTPUTS = ("corpus", "split", "tokenizer.json", "tokens", "mixture.toml", "mixture.json", "plan.json",
+OUTPUTS = ("corpus", "split", "eval", "tokenizer.json", "tokens", "mixture.toml", "mixture.json", "plan.json",
            "train.toml", "run", "report.html", "summary.json")
 
 
@@ -197,6 +248,8 @@ def run_demo(s: DemoSettings) -> dict:
     _run(console, "1. curate the crawl", ["curate", *inputs, "-o", str(out / "corpus"), *workers, "--quiet"])
     tp, hp, n_train, n_held = split_heldout(out / "corpus", out)
     console.print(f"held-out split: {n_train} training documents, {n_held} held out")
+    ppl, mc = write_eval_files(hp, out / "eval")
+    console.print(f"evaluation material from the held-out documents: {ppl.name}, {mc.name} ({SMOKE_NOTE})")
     tok = out / "tokenizer.json"
     _run(
         console,
@@ -271,10 +324,17 @@ def run_demo(s: DemoSettings) -> dict:
     )
     (run / "samples.txt").write_text(sample)
     console.print(sample.strip(), highlight=False)
+    table = _run(
+        console,
+        "8. evaluate the final model (held-out perplexity, the smoke task)",
+        ["eval", str(run), "--tasks", eval_specs(out), "--quiet"],
+        capture=True,
+    )
+    console.print(table.strip(), highlight=False)
     report = out / "report.html"
     _run(
         console,
-        "8. report",
+        "9. report",
         [
             "report",
             str(out / "corpus"),

@@ -220,15 +220,7 @@ def _evaluations(run: Path, evals: list[dict]) -> str:
             if k not in ("step", "event", "eval_loss") and _number(v):
                 series.setdefault(k, []).append((r.get("step", 0), float(v)))
     if series:
-        p = plt()
-        fig, ax = p.subplots(figsize=(8, 3))
-        for k, pts in sorted(series.items()):
-            ax.plot([s for s, _ in pts], [v for _, v in pts], "o-", ms=3, label=k)
-        ax.set_xlabel("step")
-        ax.set_ylabel("value")
-        ax.set_title("in-loop evaluations")
-        ax.legend(fontsize=8)
-        parts.append(fig_to_img(fig, "in-loop evaluations"))
+        parts.append(_inloop_figure(series))
     files = sorted((run / "eval").glob("*.json")) if (run / "eval").is_dir() else []
     for f in files[-3:]:
         try:
@@ -239,6 +231,27 @@ def _evaluations(run: Path, evals: list[dict]) -> str:
         held = "the held-out loss is on the loss curve; " if any("eval_loss" in r for r in evals) else ""
         return "<h3>Evaluations</h3>" + note(f"{held}no task evaluations in this run (`pretrain eval`)")
     return "<h3>Evaluations</h3>" + "".join(parts)
+
+
+def _inloop_figure(series: dict[str, list[tuple[int, float]]]) -> str:
+    """One panel per metric (TASK/METRIC keys grouped by METRIC): perplexities in the hundreds
+    would flatten accuracies near 0.25 on a shared axis."""
+    by_metric: dict[str, list[str]] = {}
+    for k in sorted(series):
+        by_metric.setdefault(k.rsplit("/", 1)[-1], []).append(k)
+    metrics = list(by_metric)[:6]
+    p = plt()
+    fig, axes = p.subplots(1, len(metrics), figsize=(min(12, 3.2 * len(metrics) + 1), 2.8), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        for k in by_metric[metric]:
+            pts = series[k]
+            ax.plot([s for s, _ in pts], [v for _, v in pts], "o-", ms=3, label=k.rsplit("/", 1)[0])
+        ax.set_title(metric, fontsize=9)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+    fig.suptitle("in-loop evaluations", fontsize=10)
+    fig.tight_layout()
+    return fig_to_img(fig, "in-loop evaluations")
 
 
 def _number(v: Any) -> bool:

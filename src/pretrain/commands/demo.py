@@ -18,7 +18,10 @@ Each stage is the real command, printed before it runs, so you can re-run any of
   5. pretrain plan         what a Llama-3-8B run on 64 H100s would need
   6. pretrain train        a tiny Llama-style model for a few minutes on the CPU
   7. pretrain sample       text from the newest checkpoint
-  8. pretrain report       OUT/report.html: one page to look at
+  8. pretrain eval         held-out bits per byte and a smoke multiple-choice task (also run
+                           in the loop every few steps: log.eval_tasks), built from held-out
+                           documents, so no benchmark files are needed
+  9. pretrain report       OUT/report.html: one page to look at
 
 Examples:
   pretrain demo                         # a few minutes on 2 CPU cores

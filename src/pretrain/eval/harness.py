@@ -9,7 +9,9 @@ Metrics are lm-evaluation-harness's definitions (`lm_eval.api.task.ConfigurableT
 Each metric comes with its standard error (sample standard deviation / sqrt(n), as the harness).
 
 Under torch.distributed each rank scores the examples i with i % world == rank and rank 0 gathers
-them, so the result equals one process's regardless of the world size.
+them, so the result equals one process's regardless of the world size. An example with a
+continuation that tokenizes to nothing is skipped and counted (`skipped["empty_continuation"]`);
+`n` counts the examples scored.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import numpy as np
 
 from pretrain.eval import tasks as T
 from pretrain.eval.lm import EvalModel
-from pretrain.eval.scoring import greedy_generate, loglikelihoods
+from pretrain.eval.scoring import encode_pair, greedy_generate, loglikelihood_tokens
 
 GEN_STOP = {"gsm8k": ("Question:", "\n\n\n"), "qa": ("\n",)}
 GEN_TOKENS = {"gsm8k": 256, "qa": 32}
+EMPTY = "empty_continuation"  # the reason an example with nothing to score is skipped
 
 
 def requests_of(task: T.Task, i: int, shots: int, seed: int) -> list[tuple[str, str]]:
@@ -45,17 +48,26 @@ def score_examples(model: EvalModel, task: T.Task, idx: list[int], shots: int = 
     """Per-example records (index, log-likelihoods or generation, correctness) for examples `idx`."""
     if task.kind in GEN_STOP:
         return _generate_examples(model, task, idx, shots, seed, tick)
-    reqs = [(i, requests_of(task, i, shots, seed)) for i in idx]
+    reqs, out = [], []
+    for i in idx:
+        pairs = [encode_pair(model, c, x) for c, x in requests_of(task, i, shots, seed)]
+        # A continuation can tokenize to nothing (a merge across the context's end swallows it, or
+        # the tokenizer drops its characters): there is nothing to score, so the example is skipped
+        # and counted. lm-evaluation-harness asserts len(continuation_enc) > 0 and stops the run.
+        if any(not cont for _, cont in pairs):
+            out.append({"i": i, "skipped": EMPTY})
+        else:
+            reqs.append((i, pairs))
     flat = [p for _, pairs in reqs for p in pairs]
     # the bar counts examples; the scorer ticks once per request: divide by requests per example
     per = max(1, len(flat) // max(1, len(reqs)))
-    scores = loglikelihoods(model, flat, batch_tokens, (lambda n: tick(n / per)) if tick else None)
-    out, k = [], 0
+    scores = loglikelihood_tokens(model, flat, batch_tokens, (lambda n: tick(n / per)) if tick else None)
+    k = 0
     for i, pairs in reqs:
         got = scores[k:k + len(pairs)]
         k += len(pairs)
         out.append(_record(task, i, [s for s, _ in got], [g for _, g in got]))
-    return out
+    return sorted(out, key=lambda r: r["i"])
 
 
 def _record(task: T.Task, i: int, lls: list[float], greedy: list[bool]) -> dict:
@@ -130,5 +142,10 @@ def evaluate(model: EvalModel, task: T.Task, shots: int = 0, seed: int = 1234, l
     n = min(len(task.docs), limit) if limit else len(task.docs)
     mine = list(range(rank, n, world))
     records = gather(score_examples(model, task, mine, shots, seed, batch_tokens, tick))
-    return {"task": task.name, "kind": task.kind, "path": task.path, "n": n, "shots": shots, "seed": seed,
-            "skipped": task.skipped, "metrics": aggregate(task, records), "examples": records}
+    skipped = dict(task.skipped)
+    for r in records:
+        if "skipped" in r:
+            skipped[r["skipped"]] = skipped.get(r["skipped"], 0) + 1
+    records = [r for r in records if "skipped" not in r]
+    return {"task": task.name, "kind": task.kind, "path": task.path, "n": len(records), "shots": shots,
+            "seed": seed, "skipped": skipped, "metrics": aggregate(task, records), "examples": records}

@@ -92,7 +92,10 @@ def tree_forward(model, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor
 
     The same modules in the same order as Transformer.forward; only the attention takes `mask`
     (B, T, T; None = causal) and rotary angles / learned positions are read at `pos` (B, T) instead
-    of 0..T-1. The output head runs on the positions in `keep` only (all when None).
+    of 0..T-1. With `keep` (positions whose logits are wanted; all when None) the last block
+    computes queries, attention output and MLP only there (its keys and values still cover every
+    position), and the output head runs on those rows only: a score reads a few positions of a
+    long context, so this saves most of a block and the head on every other position.
     """
     import torch.nn.functional as F
 
@@ -100,25 +103,41 @@ def tree_forward(model, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor
     if model.pos_emb is not None:
         x = x + model.pos_emb(pos)
     rope = None if model.pos_emb is not None else (model.rope_cos[pos][:, None], model.rope_sin[pos][:, None])
-    for block in model.layers.values():
-        a = block.attn
-        h = block.attn_norm(x)
-        B, T, _ = h.shape
-        q = a.wq(h).view(B, T, -1, a.head_dim).transpose(1, 2)  # (B, H, T, D)
-        k = a.wk(h).view(B, T, -1, a.head_dim).transpose(1, 2)
-        v = a.wv(h).view(B, T, -1, a.head_dim).transpose(1, 2)
-        if rope is not None:
-            q, k = _rope_at(q, *rope), _rope_at(k, *rope)
-        if a.n_kv != a.n_heads:
-            k, v = k.repeat_interleave(a.n_heads // a.n_kv, 1), v.repeat_interleave(a.n_heads // a.n_kv, 1)
-        if mask is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
-        x = x + a.wo(y.transpose(1, 2).reshape(B, T, -1))
-        x = x + block.mlp(block.mlp_norm(x))
-    x = model.norm(x if keep is None else x[:, keep])
+    blocks = list(model.layers.values())
+    for n, block in enumerate(blocks):
+        x = _block(block, x, rope, mask, keep if n == len(blocks) - 1 else None)
+    x = model.norm(x)
     return F.linear(x, model.tok_emb.weight) if model.output is None else model.output(x)
+
+
+def _block(block, x: torch.Tensor, rope, mask: torch.Tensor | None,
+           keep: torch.Tensor | None) -> torch.Tensor:
+    """One block; with `keep`, outputs (B, len(keep), C) for those positions only."""
+    import torch.nn.functional as F
+
+    a = block.attn
+    h = block.attn_norm(x)
+    B, T, _ = h.shape
+    hq = h if keep is None else h[:, keep]
+    q = a.wq(hq).view(B, hq.shape[1], -1, a.head_dim).transpose(1, 2)  # (B, H, Tq, D)
+    k = a.wk(h).view(B, T, -1, a.head_dim).transpose(1, 2)
+    v = a.wv(h).view(B, T, -1, a.head_dim).transpose(1, 2)
+    if rope is not None:
+        cos, sin = rope
+        q = _rope_at(q, *((cos, sin) if keep is None else (cos[:, :, keep], sin[:, :, keep])))
+        k = _rope_at(k, cos, sin)
+    if a.n_kv != a.n_heads:
+        k, v = k.repeat_interleave(a.n_heads // a.n_kv, 1), v.repeat_interleave(a.n_heads // a.n_kv, 1)
+    if keep is None and mask is None:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        if mask is None:  # causal rows of the kept positions
+            m = (torch.arange(T, device=x.device)[None, :] <= keep[:, None])[None, None]
+        else:
+            m = (mask if keep is None else mask[:, keep])[:, None]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    x = (x if keep is None else x[:, keep]) + a.wo(y.transpose(1, 2).reshape(B, hq.shape[1], -1))
+    return x + block.mlp(block.mlp_norm(x))
 
 
 def _rope_at(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -12,8 +12,8 @@ seconds of this process (one core), so other jobs on a shared machine do not ske
 
 `--belt` measures the step inside the belt instead: the documents are what the default belt hands
 the `language` step (bench/bench_belt.py's three WARC sets, plus dolma's two real-crawl WARC
-samples, read and extracted by resiliparse as the belt does, empty pages dropped; not timed), and
-the same three callers run over them in alternation, best of `--repeat`.
+samples, read and extracted by resiliparse as the belt does, empty pages dropped; not timed), per
+set and all together, the same three callers alternating, best of `--repeat`.
 """
 
 from __future__ import annotations
@@ -32,21 +32,29 @@ LINGUA = SHARED / "langid" / "lingua" / "lingua-sentences-75lang-100each.tsv"
 DEMO = Path(__file__).resolve().parents[1] / "src" / "pretrain" / "data" / "demo" / "crawl.warc.gz"
 
 
-def belt_texts() -> list[str]:
-    """What the default belt's `language` step receives: resiliparse's text of each WARC page."""
+def belt_texts() -> dict[str, list[str]]:
+    """What the default belt's `language` step receives, per input set: resiliparse's text of each
+    WARC page (empty pages are dropped by `extract` before the step)."""
     from pretrain.curate.extract import extract_text
     from pretrain.curate.readers import ReaderConfig, read_documents
 
-    files = sorted((SHARED / "warc" / "derived").glob("*.warc.gz")) + [
-        SHARED / "warc" / "resiliparse" / "warcfile.warc.gz",
-        *sorted((SHARED / "warc" / "dolma").glob("*.warc.gz")),
-        DEMO,
+    sets = {
+        "AEB articles (derived WARC)": sorted((SHARED / "warc" / "derived").glob("*.warc.gz")),
+        "Common Crawl excerpt": [SHARED / "warc" / "resiliparse" / "warcfile.warc.gz"],
+        "dolma crawl samples": sorted((SHARED / "warc" / "dolma").glob("*.warc.gz")),
+        "demo crawl": [DEMO],
+    }
+    missing = [str(f) for fs in sets.values() for f in fs if not f.is_file()] or [
+        k for k, v in sets.items() if not v
     ]
-    missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise SystemExit(f"needs {', '.join(missing)} (../shared/data)")
-    texts = (extract_text(d.text) for f in files for d in read_documents(f, ReaderConfig()))
-    return [t for t in texts if t]
+    out = {}
+    for name, files in sets.items():
+        texts = (extract_text(d.text) for f in files for d in read_documents(f, ReaderConfig()))
+        out[name] = [t for t in texts if t]
+    out["all sets together"] = [t for ts in list(out.values()) for t in ts]
+    return out
 
 
 def paragraphs(n: int) -> list[str]:
@@ -84,17 +92,23 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--belt", action="store_true", help="the documents the default belt's step sees")
     args = ap.parse_args()
-    texts = belt_texts() if args.belt else paragraphs(args.docs)
+    groups = belt_texts() if args.belt else {"paragraphs": paragraphs(args.docs)}
     import fasttext
 
     model = fasttext.load_model(str(default_model_path()))
+    step = build_language_step(LanguageConfig(languages=(), threshold=0.0))
+    alone = build_language_step(LanguageConfig(languages=(), threshold=0.0, second_opinion=""))
+    for name, texts in groups.items():
+        measure(name, texts, model, step, alone, args.repeat)
+    print("goal: step >= 15,000 docs/s (set on ~230-character paragraphs)")
+
+
+def measure(name: str, texts: list[str], model, step, alone, repeat: int) -> None:
+    """fastText directly, the step with lid.176 alone and the default step on the same texts."""
 
     def peer() -> None:
         for t in texts:
             model.predict(t.replace("\n", " "), k=1)
-
-    step = build_language_step(LanguageConfig(languages=(), threshold=0.0))
-    alone = build_language_step(LanguageConfig(languages=(), threshold=0.0, second_opinion=""))
 
     docs = [Document(str(i), t) for i, t in enumerate(texts)]  # the reader's job, not timed
 
@@ -106,17 +120,22 @@ def main() -> None:
         for _ in alone(docs):
             pass
 
-    peer_rate, our_rate, alone_rate = best_rates([peer, ours, ours_alone], len(texts), args.repeat)
+    peer_rate, our_rate, alone_rate = best_rates([peer, ours, ours_alone], len(texts), repeat)
     ours()
     by_cld3 = sum(d.metadata["language_model"] == "cld3" for d in docs) / len(docs)
     mean_len = sum(map(len, texts)) / len(texts)
-    what = "belt documents (extracted pages)" if args.belt else "paragraphs"
-    print(f"{len(texts)} {what}, mean {mean_len:.0f} chars, 1 core, best of {args.repeat}")
-    print(f"characters/s (step, + CLD3): {our_rate * mean_len:,.0f}")
-    print(f"fastText predict directly : {peer_rate:10,.0f} docs/s")
-    print(f"pretrain step, lid.176    : {alone_rate:10,.0f} docs/s  (second_opinion = \"\")")
-    print(f"pretrain step, + CLD3     : {our_rate:10,.0f} docs/s  (default; {by_cld3:.1%} labelled by CLD3)")
-    print(f"ratio step / fastText     : {our_rate / peer_rate:10.2f}   goal: step >= 15,000 docs/s")
+    print(f"== {name}: {len(texts)} documents, mean {mean_len:.0f} chars, 1 core, best of {repeat}")
+    print(
+        f"fastText predict directly : {peer_rate:10,.0f} docs/s {peer_rate * mean_len / 1e6:6.2f} M chars/s"
+    )
+    print(
+        f"pretrain step, lid.176    : {alone_rate:10,.0f} docs/s {alone_rate * mean_len / 1e6:6.2f} M chars/s"
+    )
+    print(
+        f"pretrain step, + CLD3     : {our_rate:10,.0f} docs/s {our_rate * mean_len / 1e6:6.2f} M chars/s"
+        f"  (default; {by_cld3:.1%} labelled by CLD3)"
+    )
+    print(f"ratio step / fastText     : {our_rate / peer_rate:10.2f}")
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def test_trafilatura_eval_snippets_floor(shared_data):
             a, b, c, e = snippet_scores(extract_text(html, backend), keep, drop)
             k, nk, d, nd = k + a, nk + b, d + c, nd + e
         totals[backend] = (k / nk, d / nd)
-    # resiliparse measured on these 120 pages: keep 0.934, drop 0.709 (0.55 before comments=False,
+    # resiliparse measured on these 120 pages: keep 0.934, drop 0.709 (floor 0.55 before comments=False,
     # post_meta=False; see docs/extraction.md).
     assert totals["resiliparse"][0] >= 0.925 and totals["resiliparse"][1] >= 0.70
     assert totals["trafilatura"][0] >= 0.85 and totals["trafilatura"][1] >= 0.88

@@ -417,7 +417,7 @@ class StageTimer:
             yield item
 
     def install(self) -> None:
-        from pretrain.curate import pipeline
+        from pretrain.curate import dedup, io, pipeline
 
         build, read = pipeline.build_steps, pipeline.read_documents
 
@@ -430,10 +430,8 @@ class StageTimer:
         pipeline.build_steps = build_timed
         pipeline.read_documents = lambda *a, **k: self.timed_iter("read", read(*a, **k))
         pipeline.sign_shard = self.timed("dedup signatures", pipeline.sign_shard)
-        from pretrain.curate import dedup  # the job driver imports find_duplicates from here when it runs
-
-        dedup.find_duplicates = self.timed("global dedup", dedup.find_duplicates)
-        pipeline.io.write_jsonl_zst = self.timed("write jsonl.zst", pipeline.io.write_jsonl_zst)
+        dedup.find_duplicates = self.timed("global dedup", dedup.find_duplicates)  # job.py imports it late
+        io.JsonlZstWriter.write = self.timed("write jsonl.zst", io.JsonlZstWriter.write)  # streamed writes
 
 
 def print_breakdown(name: str, r: Run) -> None:

@@ -10,7 +10,8 @@ of one fp32 copy of the weights:
   ours export      RUN checkpoint (DCP) -> transformers folder (`pretrain export --format hf`)
   theirs save      LlamaForCausalLM in memory -> save_pretrained
   ours import      transformers folder -> our model (`model.init_from`'s loader)
-  theirs load      AutoModelForCausalLM.from_pretrained
+  theirs load      AutoModelForCausalLM.from_pretrained, then every weight read once (transformers
+                   may leave weights on the file's mapping until first use; ours are read on load)
 
     PYTHONPATH=src .venv/bin/python bench/bench_hf.py --layers 2
 """
@@ -42,7 +43,7 @@ def peak() -> float:
 
 def _shape_overrides(layers: int) -> list[str]:
     return ["model.preset=llama-3.2-1b", f"model.n_layers={layers}", "model.seq_len=2048",
-            "precision.dtype=fp32", "train.steps=0", "log.tensorboard=false", "checkpoint.async_save=false"]
+            "precision.dtype=fp32", "train.steps=1", "log.tensorboard=false", "checkpoint.async_save=false"]
 
 
 def side_prepare(work: Path, layers: int) -> dict:
@@ -76,10 +77,17 @@ def side_theirs_save(work: Path, layers: int) -> dict:
     import torch
     import transformers
 
+    from pretrain import config as cfgmod
+    from pretrain.train.config import RunConfig
+    from pretrain.train.hf import hf_config
+    from pretrain.train.model import resolve_shape
+
     base = rss_now()
-    cfg = json.loads((work / "ours" / "config.json").read_text())
-    keep = {k: v for k, v in cfg.items() if k not in ("architectures", "model_type")}
-    config = transformers.LlamaConfig(**keep)
+    cfg = cfgmod.load(RunConfig, None, _shape_overrides(layers))
+    m = cfg.model
+    ours = hf_config(resolve_shape(m), m.rope_theta, m.norm_eps, "float32", None, None)
+    config = transformers.LlamaConfig(**{k: v for k, v in ours.items() if k not in ("architectures",
+                                                                                     "model_type")})
     with torch.device("meta"):
         model = transformers.LlamaForCausalLM(config)
     model = model.to_empty(device="cpu")
@@ -107,12 +115,17 @@ def side_ours_import(work: Path, layers: int) -> dict:
 
 
 def side_theirs_load(work: Path, layers: int) -> dict:
+    import torch
     import transformers
 
     base = rss_now()
     t0 = time.perf_counter()
-    transformers.AutoModelForCausalLM.from_pretrained(work / "theirs")
-    return {"wall_s": time.perf_counter() - t0, "peak_gb": peak(), "base_gb": base}
+    model = transformers.AutoModelForCausalLM.from_pretrained(work / "theirs")
+    lazy = time.perf_counter() - t0
+    with torch.no_grad():  # from_pretrained may leave weights on the file's mapping, read on first use:
+        for p in model.parameters():  # read every one, as a forward pass would (ours are read on load)
+            p.sum()
+    return {"wall_s": time.perf_counter() - t0, "peak_gb": peak(), "base_gb": base, "lazy_s": lazy}
 
 
 SIDES = {"prepare": side_prepare, "ours_export": side_ours_export, "theirs_save": side_theirs_save,
@@ -120,6 +133,7 @@ SIDES = {"prepare": side_prepare, "ours_export": side_ours_export, "theirs_save"
 
 
 def run_side(name: str, work: Path, layers: int) -> dict:
+    """One side in a fresh process (its peak memory is its own)."""
     cmd = [sys.executable, __file__, "--side", name, "--work", str(work), "--layers", str(layers)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode:
@@ -131,6 +145,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=16,
                     help="blocks of the llama-3.2-1b shape (16 = the model)")
+    ap.add_argument("--only", default="ours_export,theirs_save,ours_import,theirs_load",
+                    help="comma-separated sides to run (theirs_save writes the folder both imports read)")
     ap.add_argument("--side", choices=list(SIDES), help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -148,10 +164,15 @@ def main() -> None:
               f"one fp32 copy = {w:.2f} GB")
         print(f"{'side':<13} {'wall s':>7} {'peak GB':>8} {'before GB':>9} {'peak/copy':>9} "
               f"{'(peak-before)/copy':>18}")
+        wanted = args.only.split(",")
         for side in ("ours_export", "theirs_save", "ours_import", "theirs_load"):
+            needed = side == "theirs_save" and ("ours_import" in wanted or "theirs_load" in wanted)
+            if side not in wanted and not needed:  # both imports read the folder save_pretrained wrote
+                continue
             r = run_side(side, work, args.layers)
             print(f"{side:<13} {r['wall_s']:7.2f} {r['peak_gb']:8.2f} {r['base_gb']:9.2f} "
-                  f"{r['peak_gb'] / w:9.2f} {(r['peak_gb'] - r['base_gb']) / w:18.2f}", flush=True)
+                  f"{r['peak_gb'] / w:9.2f} {(r['peak_gb'] - r['base_gb']) / w:18.2f}"
+                  + (f"   (from_pretrained alone: {r['lazy_s']:.2f} s)" if "lazy_s" in r else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def run_child(job: str, inp: Path, out: Path, overrides: list[str]) -> dict:
 
 
 def bench_memory(sizes: list[int], dedup_max: int) -> None:
-    print("peak RSS of one shard (one file), single process; tiny docs of 4-9 words")
+    print("peak RSS of one shard (one file), single process; tiny docs of 6-11 words")
     print(f"{'job':<22}{'docs':>10}{'read':>10}{'kept':>10}{'CPU s':>8}{'peak MB':>9}")
     with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp:
         for n in sizes:
@@ -86,15 +86,106 @@ def bench_memory(sizes: list[int], dedup_max: int) -> None:
                 print(f"{job:<22}{n:>10,}{r['read']:>10,}{r['kept']:>10,}{r['cpu']:>8.1f}{mb:>9.0f}")
 
 
+WARCS = ROOT.parent / "shared" / "data" / "warc" / "derived"
+
+
+def _warcs(tmp: Path) -> tuple[Path, int]:
+    """The WARCs of --warcs (default: the real articles of ../shared/data, 181 pages), else 2 copies
+    of the demo crawl."""
+    import shutil
+
+    folder = tmp / "warcs"
+    folder.mkdir()
+    files = sorted(WARCS.glob("*.warc.gz")) or [ROOT / "src/pretrain/data/demo/crawl.warc.gz"] * 2
+    for i, f in enumerate(files):
+        shutil.copy(f, folder / f"{i}-{f.name}")
+    return folder, sum(f.stat().st_size for f in folder.iterdir())
+
+
+def _timed_cli(args: list[str], env: dict) -> dict:
+    """Wall and CPU seconds (the child's own, all its processes) of one `pretrain` command."""
+    before = os.times()
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "pretrain", *args, "--quiet"], env=env,
+                         capture_output=True, text=True, timeout=900)
+    wall = time.perf_counter() - t0
+    after = os.times()
+    if res.returncode:
+        raise SystemExit(res.stderr[-3000:])
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return {"wall": wall, "cpu": cpu}
+
+
+def _pages(out: Path) -> int:
+    return json.loads((out / "stats.json").read_text())["documents"]["read"]
+
+
+def bench_s3(repeat: int) -> None:
+    """Curate the same WARCs local -> local and S3 -> S3 (moto's server, in this process)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from s3server import s3_server
+
+    with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp, s3_server() as srv:
+        tmp = Path(tmp)
+        folder, size = _warcs(tmp)
+        env = dict(srv.env(), PYTHONPATH=SRC)
+        fs = srv.filesystem()
+        bucket = srv.new_bucket("bench")
+        fs.put(str(folder), f"{bucket}/in", recursive=True)
+        best: dict[str, dict] = {}
+        for r in range(repeat):
+            runs = {
+                "local -> local": ["curate", str(folder), "-o", str(tmp / f"local{r}"), "--workers", "1"],
+                "S3 -> S3": ["curate", f"s3://{bucket}/in", "-o", f"s3://{bucket}/out{r}", "--workers", "1",
+                             "--work-dir", str(tmp / f"work{r}")],
+            }
+            for name, args in runs.items():
+                m = _timed_cli(args, env)
+                if name not in best or m["wall"] < best[name]["wall"]:
+                    best[name] = m
+        pages = _pages(tmp / "local0")
+        print(f"curate {pages} pages ({size / 2**20:.1f} MB of WARC.gz), one worker; best of {repeat}")
+        print(f"{'where':<16}{'wall s':>8}{'CPU s':>8}{'pages/s':>9}")
+        for name, m in best.items():
+            print(f"{name:<16}{m['wall']:>8.2f}{m['cpu']:>8.2f}{pages / m['wall']:>9.1f}")
+        over = best["S3 -> S3"]["wall"] / best["local -> local"]["wall"] - 1
+        print(f"S3 overhead on wall time: {over:+.1%} (goal <= 15%)")
+
+
+def bench_scaling(repeat: int) -> None:
+    """Belt pages/s with 1 and 2 local workers on the same WARCs (one file = one shard)."""
+    with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp:
+        tmp = Path(tmp)
+        folder, _ = _warcs(tmp)
+        env = _env()
+        best: dict[int, float] = {}
+        for r in range(repeat):
+            for w in (1, 2):
+                out = str(tmp / f"w{w}-{r}")
+                m = _timed_cli(["curate", str(folder), "-o", out, "--workers", str(w)], env)
+                best[w] = min(best.get(w, 1e9), m["wall"])
+        pages = _pages(tmp / "w1-0")
+        print(f"curate {pages} pages from {len(list(folder.iterdir()))} files; best of {repeat}, wall time")
+        for w, s in best.items():
+            print(f"  {w} worker{'s' * (w > 1)}: {s:6.2f} s  {pages / s:7.1f} pages/s  ({best[1] / s:.2f}x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["memory", "s3", "scaling"])
     ap.add_argument("--docs", default="100000,1000000", help="memory: corpus sizes, comma-separated")
     ap.add_argument("--dedup-max", type=int, default=300_000, help="memory: largest corpus for dedup")
+    ap.add_argument("--repeat", type=int, default=2, help="s3, scaling: runs per setting, the best is kept")
+    ap.add_argument("--warcs", type=Path, default=WARCS, help="s3, scaling: a folder of *.warc.gz")
     args = ap.parse_args()
+    globals()["WARCS"] = args.warcs
     t0 = time.time()
     if args.what == "memory":
         bench_memory([int(x) for x in args.docs.split(",")], args.dedup_max)
+    elif args.what == "s3":
+        bench_s3(args.repeat)
+    else:
+        bench_scaling(args.repeat)
     print(f"({time.time() - t0:.0f} s; the machine is shared, CPU seconds are per process)")
 
 

@@ -50,8 +50,11 @@ class S3Server:
         self._server = None
 
     def start(self) -> S3Server:
+        import logging
+
         from moto.server import ThreadedMotoServer
 
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
         # botocore reads the credentials from the environment even for a local server
         for k, v in CREDENTIALS.items():
             os.environ.setdefault(k, v)

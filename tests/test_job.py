@@ -130,8 +130,12 @@ def test_layout_modes_and_peer_readers(tmp_path, umask):
     ds = datasets.load_dataset("json", data_dir=str(out / "data"), split="train",
                                cache_dir=str(tmp_path / "hf"))
     assert sorted(ds["id"]) == sorted(kept)
-    if PEERS_PY.exists():
-        assert sorted(_peer_ids(out / "data")) == sorted(kept)
+    if not PEERS_PY.exists():
+        pytest.skip("datatrove's side needs .venv-peers (make peers)")
+    has_zstd = subprocess.run([str(PEERS_PY), "-c", "import zstandard"], capture_output=True).returncode == 0
+    if not has_zstd:
+        pytest.skip("datatrove reads .jsonl.zst through fsspec, which needs zstandard in .venv-peers")
+    assert sorted(_peer_ids(out / "data")) == sorted(kept)
 
 
 def test_rejects_have_one_shape_in_every_job(tmp_path):
@@ -160,7 +164,8 @@ def test_report_renders_every_job(tmp_path):
         assert main(_command(job, [tmp_path / "in"], tmp_path / job, bench)) == 0
     page = write_report([tmp_path / "dedup", tmp_path / "decontaminate"], tmp_path / "r.html").read_text()
     assert "Corpus: dedup" in page and "Corpus: decontaminate" in page
-    assert "near_dedup" in page and page.count("<h3>Examples of rejects</h3>") == 2
+    assert "near_dedup" in page and "benchmark_overlap" in page
+    assert page.count("<h3>Examples of rejects</h3>") == 2
 
 
 def test_job_that_read_nothing_fails_and_says_why(tmp_path):

@@ -94,3 +94,34 @@ def test_memory_filesystem_round_trip_equals_local(tmp_path):
                work_dir=tmp_path / "work2")
     fs.rm("/out-i13", recursive=True)
     fs.rm("/src-i13", recursive=True)
+
+
+def test_tokenize_from_and_to_memory_urls_same_shards_as_local(tmp_path):
+    import fsspec
+    from test_pipeline import _prose
+
+    from pretrain.cli import main
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    docs = _prose(40, seed=9)
+    (tmp_path / "in").mkdir()
+    for f in range(2):
+        rows = [{"id": f"{f}-{i}", "text": t} for i, t in enumerate(docs[f * 20:(f + 1) * 20])]
+        (tmp_path / "in" / f"part{f}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tok = tmp_path / "tok.json"
+    train_tokenizer(docs, vocab_size=300).save(str(tok))
+    assert main(["tokenize", str(tmp_path / "in"), "--tokenizer", str(tok), "-o", str(tmp_path / "local"),
+                 "--workers", "1"]) == 0
+    fs = fsspec.filesystem("memory")
+    fs.put(str(tmp_path / "in"), "/tok-in-i13", recursive=True)
+    args = ["tokenize", "memory://tok-in-i13", "--tokenizer", str(tok), "-o", "memory://tok-out-i13",
+            "--workers", "1", "--work-dir", str(tmp_path / "work")]
+    assert main(args) == 0
+    assert main(args) == 0  # a rerun resumes: nothing to redo, the same objects
+    local = {p.name: p.read_bytes() for p in (tmp_path / "local").iterdir() if p.suffix in (".bin", ".idx")}
+    remote = {p.rsplit("/", 1)[-1]: fs.cat_file(p) for p in fs.find("/tok-out-i13")}
+    assert local and {k: remote[k] for k in local} == local
+    man = json.loads(remote["manifest.json"])
+    assert man["tokens"] == json.loads((tmp_path / "local" / "manifest.json").read_text())["tokens"]
+    fs.rm("/tok-out-i13", recursive=True)
+    fs.rm("/tok-in-i13", recursive=True)

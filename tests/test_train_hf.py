@@ -157,6 +157,11 @@ def _save_random(kind: str, folder: Path) -> Path:
     torch.manual_seed(1)
     if kind == "llama":
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY_LLAMA))
+    elif kind == "llama3":  # Llama 3.1's rotary scaling, with an original context short enough to matter
+        rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+        cfg = {k: v for k, v in TINY_LLAMA.items() if k != "rope_theta"}
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, rope_parameters=rope))
     else:
         model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**TINY_GPT2))
     with torch.no_grad():  # norms away from 1 and biases away from 0: a mix-up of them must show
@@ -174,7 +179,7 @@ def _save_random(kind: str, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def hf_folders(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("hf_in")
-    return {k: _save_random(k, root / k) for k in ("llama", "gpt2")}
+    return {k: _save_random(k, root / k) for k in ("llama", "llama3", "gpt2")}
 
 
 def _tensors(folder: Path) -> dict:
@@ -183,7 +188,7 @@ def _tensors(folder: Path) -> dict:
     return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
 
 
-@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+@pytest.mark.parametrize("kind", ["llama", "llama3", "gpt2"])
 def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_folders, kind, tmp_path):
     import torch.nn.functional as F
 
@@ -194,7 +199,7 @@ def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_fol
     folder = hf_folders[kind]
     assert len(list(folder.glob("*.safetensors"))) > 1  # sharded by save_pretrained, with an index
     cfg = cfgmod.load(RunConfig, None, [f"model.init_from={folder}", f"train.out={tmp_path / 'run'}",
-                                        "train.steps=0", "precision.dtype=fp32", "log.tensorboard=false",
+                                        "train.steps=1", "precision.dtype=fp32", "log.tensorboard=false",
                                         "data.path=unused"])
     ids = torch.randint(0, 257, (4, 32), generator=torch.Generator().manual_seed(0))
     theirs = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
@@ -206,13 +211,18 @@ def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_fol
     got = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten()).item()
     assert abs(got - out.loss.item()) < 1e-5, (got, out.loss.item())
     assert (logits - out.logits).abs().max().item() < 1e-4
-    t.fit()  # zero steps: the imported weights saved as the run's step-0 checkpoint
+    t.run_dir.mkdir(parents=True, exist_ok=True)
+    t.write_config()  # no training step: the imported weights saved as the run's step-0 checkpoint
+    t.save()
+    t.ckpt.wait()
     export_hf(tmp_path / "run", tmp_path / "back")
     before, after = _tensors(folder), _tensors(tmp_path / "back")
     tied = theirs.config.tie_word_embeddings
     assert sorted(after) == sorted(k for k in before if k != "lm_head.weight" or not tied)
     for k, v in after.items():
         assert torch.equal(v, before[k]), k
+    rope = json.loads((folder / "config.json").read_text()).get("rope_parameters")
+    assert json.loads((tmp_path / "back" / "config.json").read_text()).get("rope_parameters") == rope
 
 
 class _FixedLoader:
@@ -241,7 +251,8 @@ def test_continued_training_from_import_under_fsdp_tp_equals_one_process(hf_fold
               "checkpoint.every=0", "checkpoint.first_at=1000", "train.resume=false"]
     ref = Trainer(tiny_config(tmp_path / "one", text, "data.batch_size=8", *common), quiet=True).fit()
     over = ["parallel.dp_shard=2", "parallel.tp=2", "data.batch_size=4", *common]
-    got = run_distributed("pretrain.train.testing.train_records", 4, str(tmp_path / "four"), str(text), over)
+    got = run_distributed("pretrain.train.testing.train_records", 4, str(tmp_path / "four"), str(text), over,
+                          timeout=300)  # 4 processes on a loaded 2-core CI machine
     assert all(r == got[0] for r in got)
     for step, ((loss, norm), r) in enumerate(zip(got[0], ref, strict=True), 1):
         assert loss == pytest.approx(r["loss"], rel=1e-5), step
@@ -276,3 +287,93 @@ def test_continue_hf_recipe_end_to_end(hf_folders, text, tmp_path):
     before = transformers.AutoModelForCausalLM.from_pretrained(base)
     changed = [n for n, p in model.named_parameters() if not torch.equal(p, before.get_parameter(n))]
     assert len(changed) == len(list(model.parameters()))  # every tensor trained, none lost on the way
+
+
+def test_init_from_refuses_tokens_made_with_another_tokenizer(hf_folders, text, tmp_path):
+    from pretrain import config as cfgmod
+    from pretrain.tokens.pipeline import tokenize_corpus
+    from pretrain.tokens.tokenizer import train_tokenizer
+    from pretrain.train.config import RunConfig
+    from pretrain.train.hf import apply_init_from
+
+    other = tmp_path / "other.json"
+    train_tokenizer([Path(text).read_text()[:20_000]], 300).save(str(other))
+    (tmp_path / "c.jsonl").write_text(json.dumps({"text": "some domain text"}) + "\n")
+    tokenize_corpus([str(tmp_path / "c.jsonl")], str(other), str(tmp_path / "tokens"), "web", 1)
+    cfg = cfgmod.load(RunConfig, None, [f"model.init_from={hf_folders['llama']}", "data.kind=tokens",
+                                        f"data.sources.web={tmp_path / 'tokens'}"])
+    with pytest.raises(UserError, match="another tokenizer"):
+        apply_init_from(cfg)
+
+
+def test_import_refuses_hostile_or_mismatched_folders(hf_folders, tmp_path):
+    """An index naming a file outside the folder, a config larger than its weights, pickled weights."""
+    import shutil
+
+    from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
+
+    bad = tmp_path / "escape"
+    shutil.copytree(hf_folders["llama"], bad)
+    index = json.loads((bad / "model.safetensors.index.json").read_text())
+    index["weight_map"]["lm_head.weight"] = "../../etc/passwd"
+    (bad / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(UserError, match="outside the folder"):
+        HFCheckpoint(bad)
+    big = tmp_path / "big"
+    shutil.copytree(hf_folders["llama"], big)
+    cfg = json.loads((big / "config.json").read_text())
+    (big / "config.json").write_text(json.dumps({**cfg, "vocab_size": 10**9}))
+    from pretrain import config as cfgmod
+    from pretrain.train.config import RunConfig
+    from pretrain.train.hf import apply_init_from
+    from pretrain.train.model import build_model, resolve_shape
+
+    m = apply_init_from(cfgmod.load(RunConfig, None, [f"model.init_from={big}"])).model
+    with pytest.raises(UserError, match="describes .* parameters"):
+        load_hf_weights(build_model(resolve_shape(m), m), big, "cpu")
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    shutil.copy(hf_folders["llama"] / "config.json", pickled)
+    (pickled / "pytorch_model.bin").write_bytes(b"not read")
+    with pytest.raises(UserError, match="pickled"):
+        HFCheckpoint(pickled)
+
+
+def test_a_tokenizer_that_prepends_bos_keeps_it_and_names_it(text, tmp_path):
+    """Llama-style tokenizer.json (a TemplateProcessing that prepends <|begin_of_text|>): transformers
+    keeps prepending it, as that model family expects, and tokenizer_config names it."""
+    from tokenizers import AddedToken, processors
+
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+    from pretrain.train.hf_io import export_hf
+
+    tok = byte_tokenizer()
+    tok.add_special_tokens([AddedToken("<|begin_of_text|>", special=True, normalized=False)])
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                       special_tokens=[("<|begin_of_text|>", bos)])
+    tok.save(str(tmp_path / "tokenizer.json"))
+    run = _train(tmp_path / "run", text, f"data.tokenizer={tmp_path / 'tokenizer.json'}",
+                 "model.vocab_size=258", "train.steps=1")
+    export_hf(run, tmp_path / "hf")
+    hf = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert (hf.bos_token, hf.eos_token) == ("<|begin_of_text|>", "<|endoftext|>")
+    assert hf(TEXTS[1])["input_ids"] == [bos, *TEXTS[1].encode()]
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["bos_token_id"] == bos
+
+
+def test_resumed_run_reads_its_checkpoint_not_the_folder(hf_folders, text, tmp_path):
+    """A run started from a folder resumes from its own checkpoint: the folder's weights are not read
+    again (here they are gone; only config.json, which gives the shape, is left)."""
+    import shutil
+
+    folder = tmp_path / "base"
+    shutil.copytree(hf_folders["llama"], folder)
+    over = [f"model.init_from={folder}", "checkpoint.every=2", "train.resume=true", "train.steps=4"]
+    ref = Trainer(tiny_config(tmp_path / "ref", text, *over), quiet=True).fit()
+    Trainer(tiny_config(tmp_path / "run", text, "train.stop_at=2", *over), quiet=True).fit()
+    for f in folder.glob("model*.safetensors*"):
+        f.unlink()
+    again = Trainer(tiny_config(tmp_path / "run", text, *over), quiet=True)
+    assert again.step == 2
+    assert again.fit()[-1]["loss"] == ref[-1]["loss"]

@@ -108,9 +108,9 @@ def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
     progress = Progress(getattr(args, "progress", None))
     if not args.quiet:
         progress.console.print(echo_config(job, cfg, args.output), markup=False, highlight=False)
-    warning = english_rules_warning(cfg)
-    if warning:
-        progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    for warning in (english_rules_warning(cfg), work_dir_warning(args)):
+        if warning:
+            progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     executor = build_executor(args.executor, args.workers, args.address)
     try:
         stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress, job=job,
@@ -119,6 +119,17 @@ def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
         progress.close()
     print_funnel(stats, args.output)
     return exit_code(stats)
+
+
+def work_dir_warning(args: argparse.Namespace) -> str | None:
+    """Joining a Ray cluster with an object-store OUT and no --work-dir: the work folder is this
+    machine's, which the global dedup stage must read from every node's shards."""
+    from pretrain.curate.io import is_url
+
+    if args.executor != "ray" or not args.address or not is_url(args.output) or args.work_dir:
+        return None
+    return ("the work folder (markers, dedup signatures) defaults to this machine's ~/.cache; with worker "
+            "nodes, give --work-dir on storage every node mounts")
 
 
 def english_rules_warning(cfg) -> str | None:

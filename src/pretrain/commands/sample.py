@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.train.model import generate
     from pretrain.train.runs import load_run_model
 
-    numbers = (("--temperature", args.temperature), ("--tokens", args.tokens), ("--top-k", args.top_k))
+    numbers = (("--tokens", args.tokens), ("--temperature", args.temperature), ("--top-k", args.top_k))
     for flag, value in numbers:
-        if not value >= 0:  # also refuses NaN
+        if not value >= 0:  # also NaN
             raise UserError(f"{flag} must be >= 0, got {value}")
     model, cfg, step = load_run_model(args.run, args.step)
     tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer

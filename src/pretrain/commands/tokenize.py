@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 HELP = "tokenize a corpus into token shards (.bin + .idx + manifest.json)"
 DESCRIPTION = """\
@@ -22,13 +23,21 @@ Example:
   pretrain tokens inspect tokens/web
 
 Output: TOKENS/shard_*.bin, shard_*.idx, manifest.json, tokenizer.json (a copy of the tokenizer).
+
+CORPUS and TOKENS may be fsspec URLs (s3://bucket/prefix, ...). URL inputs are copied to a local
+work folder (--work-dir, default ~/.cache/pretrain/work/<hash>) and tokenized there; a URL TOKENS
+gets each finished file uploaded whole, manifest.json last (an object store has no rename: an
+object appears complete or not at all, and the manifest says the shards before it are there).
+Rerun the same command to resume.
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="+", metavar="CORPUS", help="files, folders or globs")
+    p.add_argument("inputs", nargs="+", metavar="CORPUS", help="files, folders, globs or URLs")
     p.add_argument("--tokenizer", required=True, metavar="T", help="tokenizer.json")
-    p.add_argument("-o", "--output", required=True, metavar="TOKENS", help="output directory")
+    p.add_argument("-o", "--output", required=True, metavar="TOKENS", help="output directory or URL")
+    p.add_argument("--work-dir", metavar="DIR", default=None,
+                   help="local staging for URL inputs or output (default ~/.cache/pretrain/work/<hash>)")
     p.add_argument("--source", default=None, help="source name in the manifest (default: directory name)")
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
 
@@ -44,12 +53,50 @@ def run(args: argparse.Namespace) -> int:
     def report(e: dict) -> None:
         print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {e['input']}")
 
+    inputs, out, work = _stage(args)
+    source = args.source or (args.output.rstrip("/").rsplit("/", 1)[-1] if out != args.output else None)
     try:
-        man = tokenize_corpus(args.inputs, args.tokenizer, args.output, args.source, args.workers, report)
+        man = tokenize_corpus(inputs, args.tokenizer, out, source, args.workers, report)
     except DataError as e:
         raise UserError(str(e)) from e
+    if out != args.output:
+        _upload(Path(out), args.output)
     sec = time.perf_counter() - t0
     skipped = sum(man["skipped"].values())
     print(f"{man['tokens']:,} tokens, {man['documents']:,} documents, {len(man['shards'])} shards "
           f"({man['dtype']}) in {sec:.1f} s; {skipped:,} records skipped -> {args.output}")
     return 0
+
+
+def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None]:
+    """Local stand-ins for URL inputs and a URL output: (inputs, output dir, work dir)."""
+    from pretrain.curate import io
+    from pretrain.curate.job import default_work_dir, list_any_inputs
+
+    urls = [p for p in args.inputs if io.is_url(p)]
+    if not urls and not io.is_url(args.output):
+        return args.inputs, args.output, None
+    work = Path(args.work_dir) if args.work_dir else default_work_dir(
+        args.output if io.is_url(args.output) else "tokenize:" + str(Path(args.output).resolve()))
+    inputs = [p for p in args.inputs if not io.is_url(p)]
+    if urls:
+        for url, name in list_any_inputs(urls):
+            local = work / "inputs" / name
+            fs, path = io.url_fs(url)
+            if not (local.is_file() and local.stat().st_size == fs.size(path)):  # resume: fetched already
+                local.parent.mkdir(parents=True, exist_ok=True)
+                fs.get_file(path, str(local) + ".part")
+                Path(str(local) + ".part").replace(local)
+        inputs.append(str(work / "inputs"))
+    out = str(work / "tokens") if io.is_url(args.output) else args.output
+    return inputs, out, work
+
+
+def _upload(local: Path, url: str) -> None:
+    """Every file of `local` to `url`, each whole, manifest.json last (it vouches for the rest)."""
+    from pretrain.curate import io
+
+    fs, root = io.url_fs(url)
+    files = sorted(p for p in local.iterdir() if p.is_file() and not p.name.startswith("."))
+    for f in sorted(files, key=lambda p: p.name == "manifest.json"):
+        fs.put_file(str(f), f"{root.rstrip('/')}/{f.name}")

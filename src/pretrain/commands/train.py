@@ -34,7 +34,9 @@ Where there is none ("no checkpoint: starting fresh"), an earlier record in the 
 to RUN/previous-N/. Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is saved, exit
 status 130. Step lines show step/total, elapsed time and ETA. A persistent loss spike
 (loss > f x median of the last w steps) rolls the run back and skips the batches around it.
-Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN -o model.safetensors`.
+Continued pretraining from a Hugging Face folder (Llama family or GPT-2; shape, weights and
+tokenizer from it): --set model.init_from=DIR, or recipes/continue-hf.toml (docs/training.md).
+Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN --format hf -o DIR` (transformers).
 """
 
 
@@ -59,14 +61,15 @@ def run(args: argparse.Namespace) -> int:
     elif not args.quiet:
         print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), flush=True)
     trainer = Trainer(cfg, quiet=args.quiet)
-    print(trainer.summary(), flush=True)
+    if trainer.rank == 0:  # under torchrun: once, not once per rank
+        print(trainer.summary(), flush=True)
     if args.dry_run:
         return 0
     try:
         records = trainer.fit()
     except Interrupted:  # already said, with the checkpoint it saved
         return Interrupted.exit_code
-    if records:
+    if records and trainer.rank == 0:
         last = records[-1]
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
     return 0

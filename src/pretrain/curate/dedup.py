@@ -401,6 +401,7 @@ def _removals(work_dir: Path, offsets: list[int], labels: np.ndarray) -> Iterato
     prio, tkey, ukey = (np.concatenate(cols[k])[members] for k in ("prio", "text", "url"))
     del cols
     ids = _member_ids(work_dir, offsets, members)
+    shard_of = np.searchsorted(np.asarray(offsets), members, side="right") - 1  # lets a job split the list
     lab = labels[members]
     # keeper of a component: lowest priority, then smallest id, then input position
     order = sorted(range(len(members)), key=lambda j: (lab[j], prio[j], ids[j], members[j]))
@@ -417,7 +418,7 @@ def _removals(work_dir: Path, offsets: list[int], labels: np.ndarray) -> Iterato
             step, reason = "exact_dedup", "duplicate_url"
         else:
             step, reason = "near_dedup", "near_duplicate"
-        yield {"id": ids[j], "step": step, "reason": reason, "kept": ids[k]}
+        yield {"id": ids[j], "step": step, "reason": reason, "kept": ids[k], "shard": int(shard_of[j])}
 
 
 def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,

@@ -80,7 +80,11 @@ class RayExecutor:
             else:
                 kwargs["num_cpus"] = workers or default_workers()
                 kwargs["include_dashboard"] = False
-            ray.init(**kwargs)
+            try:
+                ray.init(**kwargs)
+            except ConnectionError as e:  # "auto" with no cluster running, a cluster that went away
+                first = str(e).split(". ")[0]
+                raise UserError(f"--address {address}: {first} (start one with `ray start --head`)") from e
         self.workers = workers or int(ray.cluster_resources().get("CPU", 1))
 
     def map(

@@ -85,6 +85,10 @@ class Layout:
         return self.work / "dedup"
 
     @property
+    def removals_dir(self) -> Path:
+        return self.work / "dedup" / "removals_by_shard"
+
+    @property
     def removals_marker(self) -> Path:
         return self.work / "done" / "removals.done"
 
@@ -155,6 +159,9 @@ def claim(lay: Layout, ident: dict) -> None:
 
 def _difference(old: dict, new: dict) -> str:
     """One phrase saying what differs between two identities."""
+    inputs = old.get("inputs", []) if isinstance(old, dict) else None
+    if not isinstance(inputs, list) or "hash" not in old or not all(isinstance(i, dict) for i in inputs):
+        return "a job written by an older pretrain, without an identity"
     if [i["path"] for i in old.get("inputs", [])] != [i["path"] for i in new["inputs"]]:
         n = len(old.get("inputs", []))
         return f"{old.get('job', 'a job')} of {n} other input file{'s' * (n != 1)}"
@@ -201,11 +208,12 @@ class Attempts:
         return time.time() - self.t0
 
     def save(self) -> None:
-        seconds = [*self.before, round(self.now(), 3)]
-        io.write_json_atomic(self.lay.attempts, {"seconds": seconds}, self.lay.tmp)
+        self.last = round(self.now(), 3)
+        io.write_json_atomic(self.lay.attempts, {"seconds": [*self.before, self.last]}, self.lay.tmp)
 
     def total(self) -> float:
-        return sum(self.before) + self.now()
+        """Every attempt's wall time as last saved (stats.json and attempts.json agree)."""
+        return sum(self.before) + self.last
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -250,7 +258,7 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     """Run the belt `cfg` over `inputs` into `out` (a path or URL); returns the stats also written
     to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`)."""
     from pretrain.curate.executor import LocalExecutor
-    from pretrain.curate.pipeline import run_shard, write_shard
+    from pretrain.curate.pipeline import run_shard, step_order, write_shard
 
     executor = executor or LocalExecutor()
     out = str(out).rstrip("/") if io.is_url(out) else str(out)
@@ -280,17 +288,12 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     write_counts = executor.map(write_shard, [(t, removals) for t in tasks], on_result=ticker("write"))
     if progress:
         progress.stop("write")
-    stats = aggregate(job, shard_stats, write_counts, _order(cfg), dedup_summary, clock.total())
+    clock.save()
+    order = step_order(cfg, shard_stats)
+    stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total())
     _decontam_report(cfg, shard_stats, stats, lay)
     io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
-    clock.save()
     return stats
-
-
-def _order(cfg: CurateConfig) -> list[str]:
-    from pretrain.curate.pipeline import step_order
-
-    return step_order(cfg)
 
 
 def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order: list[str],
@@ -365,6 +368,22 @@ def _global_dedup(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, execut
     marker, job_hash = lay.removals_marker, tasks[0].job_hash
     if not io.is_done(marker, job_hash, marker):
         path = find_duplicates(lay.dedup_dir, len(tasks), cfg.dedup, map_fn=executor.map)
+        split_removals(path, lay.removals_dir, len(tasks), lay.tmp)
         io.mark_done(marker, {"job_hash": job_hash, "path": os.path.relpath(path, lay.work)}, marker)
     path = lay.work / json.loads(marker.read_text())["path"]
-    return str(path), removal_summary(path)
+    return str(lay.removals_dir), removal_summary(path)
+
+
+def split_removals(path: Path, folder: Path, shards: int, tmp: Path) -> None:
+    """One removal file per shard, so that stage C holds its own shard's removals, not the
+    corpus's. The list is ordered by input position, so shard numbers only go up: one pass, one
+    writer open at a time."""
+    records = io.read_jsonl_zst(path)
+    pending = next(records, None)
+    for shard in range(shards):
+        with io.JsonlZstWriter(folder / f"shard_{shard:05d}.jsonl.zst", tmp) as w:
+            while pending is not None and pending["shard"] == shard:
+                w.write(pending)
+                pending = next(records, None)
+    if pending is not None:
+        raise ValueError(f"{path}: removal of shard {pending['shard']} out of order or past {shards} shards")

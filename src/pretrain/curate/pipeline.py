@@ -87,6 +87,12 @@ class CurateConfig:
     def dedups(self) -> bool:
         return "dedup" in self.steps and (self.dedup.exact or self.dedup.url or self.dedup.near)
 
+    @property
+    def passthrough(self) -> bool:
+        """No per-document step: stage C reads the input again instead of a copy in work/kept
+        (a dedup job's disk stays at the corpus plus its output, as datatrove's does)."""
+        return all(name == "dedup" for name in self.steps)
+
 
 _FAMILIES: dict[str, Callable[[CurateConfig], list[Step | None]]] = {
     "url_filter": lambda c: [build_url_filter(c.url_filter)],
@@ -121,9 +127,10 @@ def build_steps(cfg: CurateConfig) -> list[Step]:
     return [s for s in steps if s is not None]
 
 
-def step_order(cfg: CurateConfig) -> list[str]:
-    """Names of the funnel's rows in belt order (the global dedup stage as its two steps)."""
-    names = [s.name for s in build_steps(cfg)]
+def step_order(cfg: CurateConfig, shard_stats: list[dict]) -> list[str]:
+    """Names of the funnel's rows in belt order: the steps as a shard built them (its stats keep
+    the list; a dict's keys would come back sorted), then the global dedup stage's two."""
+    names = shard_stats[0].get("step_order", list(shard_stats[0]["steps"])) if shard_stats else []
     return names + (["exact_dedup", "near_dedup"] if cfg.dedups else [])
 
 
@@ -225,6 +232,21 @@ def _local_copy(task: ShardTask, lay: Layout) -> Path:
     return local
 
 
+class _Counting:
+    """A writer that only counts (a passthrough belt keeps no copy of its survivors)."""
+
+    count = 0
+
+    def __enter__(self) -> _Counting:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def write(self, rec: dict) -> None:
+        self.count += 1
+
+
 def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Document],
             local: Path) -> tuple[int, int]:
     """Documents through the steps: survivors stream to work/kept (and dedup signing), rejects to
@@ -238,7 +260,8 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
             yield d
 
     meter = ShardMeter(lay.work / "progress" / f"{task.shard}.json", local)  # the bar, inside a file
-    with io.JsonlZstWriter(lay.kept(task.shard), lay.tmp) as kept, \
+    keeper = _Counting() if task.cfg.passthrough else io.JsonlZstWriter(lay.kept(task.shard), lay.tmp)
+    with keeper as kept, \
             io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
         for step in steps:
             step.on_reject = lambda d, s, r, st=step: rejects.write(
@@ -273,11 +296,13 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     if io.is_done(lay.data(task.shard), task.job_hash, marker):
         return json.loads(marker.read_text())["counts"]
     t0 = time.time()
-    removals = load_removals(Path(removals_path)) if removals_path else {}
+    # this shard's removals only (job.split_removals): memory is the shard's, not the corpus's
+    mine = Path(removals_path) / f"shard_{task.shard:05d}.jsonl.zst" if removals_path else None
+    removals = load_removals(mine) if mine else {}
     by_reason: Counter[str] = Counter()
     with io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
             io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:
-        for rec in io.read_jsonl_zst(lay.kept(task.shard)):
+        for rec in _survivors(task, lay):
             hit = removals.get(rec["id"])
             if hit is None:
                 data.write(rec)
@@ -295,6 +320,21 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     }
     io.mark_done(lay.data(task.shard), {"job_hash": task.job_hash, "counts": counts}, marker)
     return counts
+
+
+def _survivors(task: ShardTask, lay: Layout) -> Iterator[dict]:
+    """Stage A's survivors: its work/kept file, or for a belt without per-document steps the input
+    read again (the same reader, so the same documents in the same order)."""
+    if not task.cfg.passthrough:
+        yield from io.read_jsonl_zst(lay.kept(task.shard))
+        return
+    local = _local_copy(task, lay) if io.is_url(task.path) else Path(task.path)
+    try:
+        for doc in read_documents(local, task.cfg.reader, source=task.source):
+            yield doc.to_json()
+    finally:
+        if local != Path(task.path):
+            local.unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------- the job

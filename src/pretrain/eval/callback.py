@@ -23,7 +23,7 @@ def check_layout(cfg, dims) -> None:
     """Refuse in-loop task evaluation on layouts whose forward pass is collective."""
     if not cfg.log.eval_tasks:
         return
-    if dims.dp_shard > 1 or dims.tp > 1 or dims.pp > 1:
+    if dims.dp_shard > 1 or dims.tp > 1 or dims.pp > 1 or dims.cp > 1:
         raise UserError("log.eval_tasks needs whole model replicas (one process or dp_replicate only); "
                         "evaluate a checkpoint with `pretrain eval RUN` instead")
 

@@ -5,6 +5,8 @@ Training encodes a special token's text inside a document as ordinary text (`loa
 transformers' fast tokenizers do the opposite by default; `split_special_tokens: true` in
 tokenizer_config.json makes `AutoTokenizer` encode such text as training did. Documents end with
 the end-of-text token and nothing is prepended, so `eos_token` is that token and no BOS is added.
+An imported tokenizer whose tokenizer.json prepends a BOS (Llama's template) keeps doing so in
+transformers, as its model family expects; `bos_token` then names it.
 
 A byte-level run (no tokenizer.json: ids are UTF-8 bytes, 256 the end of text) gets an equivalent
 tokenizer.json: a BPE without merges over GPT-2's byte-to-character alphabet.
@@ -75,6 +77,14 @@ def _names_beside(path: Path) -> dict:
     return {k: v for k, v in out.items() if isinstance(v, str)}
 
 
+def _template_bos(tok) -> str | None:
+    """The special token a tokenizer.json's TemplateProcessing puts before every text (Llama's
+    <|begin_of_text|>), or None. transformers adds it on encode; `pretrain tokenize` does not."""
+    post = json.loads(tok.to_str()).get("post_processor") or {}
+    first = (post.get("single") or [{}])[0] if post.get("type") == "TemplateProcessing" else {}
+    return (first.get("SpecialToken") or {}).get("id")
+
+
 def write_hf_tokenizer(cfg, seq_len: int, folder: str | Path) -> dict:
     """Write the run's tokenizer files into `folder`; {bos_id, eos_id, files}."""
     folder = Path(folder)
@@ -88,11 +98,12 @@ def write_hf_tokenizer(cfg, seq_len: int, folder: str | Path) -> dict:
         shutil.copyfile(path, folder / "tokenizer.json")
         names = _names_beside(path)
     eos = names.get("eos_token") or tok.id_to_token(eot_id(tok))
-    bos = names.get("bos_token")  # only when the tokenizer's own config names one: we prepend nothing
+    template_bos = _template_bos(tok)
+    bos = template_bos or names.get("bos_token")
     special = {"eos_token": eos, **({"bos_token": bos} if bos else {})}
     config = {"tokenizer_class": "PreTrainedTokenizerFast", **special, "model_max_length": seq_len,
               "split_special_tokens": True, "clean_up_tokenization_spaces": False,
-              "add_bos_token": False, "add_eos_token": False}
+              "add_bos_token": template_bos is not None, "add_eos_token": False}
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
     (folder / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
     return {"bos_id": tok.token_to_id(bos) if bos else None, "eos_id": tok.token_to_id(eos),

@@ -14,6 +14,11 @@ DCP's `.metadata` and non-tensor values are pickles (PyTorch's format); loads re
 `safe_dcp`, which admits only DCP's own classes and plain data, so a run directory handed over by
 someone else cannot run code when resumed, sampled or exported.
 
+Object storage: a root given as an fsspec URL (`checkpoint.storage = "s3://bucket/run"`) is written
+and read through DCP's FsspecWriter/FsspecReader, and the JSON files, the marker, listing and
+pruning go through the same fsspec filesystem (credentials and endpoint from the environment, as
+botocore reads them). An object PUT is atomic, so the marker written last keeps its meaning.
+
 How often: Young (1974), T* = sqrt(2 C M), with C the measured blocking save time and M the MTBF.
 """
 
@@ -45,16 +50,122 @@ warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavai
 STEP_DIR = re.compile(r"^step_(\d{7,})$")
 
 
+class RemotePath(str):
+    """A checkpoint path in object storage ("s3://bucket/key"): `/` joins, `.name` is the last part."""
+
+    def __truediv__(self, other) -> RemotePath:
+        return RemotePath(self.rstrip("/") + "/" + str(other))
+
+    @property
+    def name(self) -> str:
+        return self.rstrip("/").rsplit("/", 1)[-1]
+
+
+def as_root(root) -> Path | RemotePath:
+    """A local Path, or a RemotePath for an fsspec URL (anything with "://")."""
+    if isinstance(root, RemotePath) or "://" in str(root):
+        return RemotePath(str(root).rstrip("/"))
+    return Path(root)
+
+
+def _fs(path: RemotePath):
+    import fsspec
+
+    return fsspec.core.url_to_fs(str(path), use_listings_cache=False)[0]
+
+
+def _files(path) -> dict[str, int]:
+    """{name: size} of the plain files directly inside a checkpoint directory."""
+    if isinstance(path, RemotePath):
+        fs = _fs(path)
+        if not fs.isdir(path):
+            return {}
+        return {RemotePath(e["name"]).name: int(e["size"]) for e in fs.ls(path, detail=True)
+                if e["type"] == "file"}
+    if not path.is_dir():
+        return {}
+    return {p.name: p.stat().st_size for p in path.iterdir() if p.is_file()}
+
+
+def _read_text(path) -> str | None:
+    if isinstance(path, RemotePath):
+        fs = _fs(path)
+        return fs.cat_file(path).decode() if fs.isfile(path) else None
+    return path.read_text() if path.is_file() else None
+
+
+def _rmtree(path) -> None:
+    if isinstance(path, RemotePath):
+        fs = _fs(path)
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _no_dist() -> bool:
     """One process without a process group: say so to DCP (it would otherwise warn on every call)."""
     return not (dist.is_available() and dist.is_initialized())
 
 
 def _load(state: dict, path: Path) -> None:
-    """Every load (resume, rollback, sample, export) goes through safe_dcp: no pickle runs code."""
+    """Every load (resume, rollback, sample, export) goes through safe_dcp: no pickle runs code;
+    from object storage through DCP's FsspecReader with the same checks (`_safe_remote_load`)."""
+    if isinstance(path, RemotePath):
+        _safe_remote_load(state, path)
+        return
     from pretrain.train.safe_dcp import safe_load
 
     safe_load(state, path, no_dist=_no_dist())
+
+
+def _safe_remote_load(state: dict, path: RemotePath) -> None:
+    """dcp.load through an FsspecReader whose metadata is unpickled by safe_dcp's restricted
+    unpickler and checked against the objects' sizes, and safe_dcp's weights-only planner."""
+    import io
+
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+    from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+
+    from pretrain.train.safe_dcp import MAX_METADATA_BYTES, METADATA, SafePlanner, UnsafeCheckpoint
+    from pretrain.train.safe_dcp import _MetadataUnpickler as Unpickler
+
+    where = path / METADATA
+    sizes = _files(path)
+    if sizes.get(METADATA, 0) > MAX_METADATA_BYTES:
+        raise UnsafeCheckpoint(f"{where}: refused, {sizes[METADATA]:,} bytes of metadata")
+    try:
+        md = Unpickler(io.BytesIO(_fs(path).cat_file(where)), where).load()
+    except UnsafeCheckpoint:
+        raise
+    except Exception as e:  # truncated or garbled
+        raise UnsafeCheckpoint(f"{where}: not a readable DCP metadata pickle ({type(e).__name__})") from None
+    if not isinstance(md, Metadata) or not isinstance(md.storage_data, dict):
+        raise UnsafeCheckpoint(f"{where}: refused, it holds a {type(md).__name__}, not DCP Metadata")
+    for key, info in md.storage_data.items():
+        rel, off, n = (getattr(info, a, None) for a in ("relative_path", "offset", "length"))
+        ok = isinstance(rel, str) and rel in sizes and isinstance(off, int) and isinstance(n, int)
+        if not (ok and off >= 0 and n >= 0 and off + n <= sizes[rel]):
+            raise UnsafeCheckpoint(f"{where}: refused, item {getattr(key, 'fqn', key)} points at {rel!r} "
+                                   f"[{off}, +{n}), not inside the checkpoint's objects")
+
+    class Reader(FsspecReader):
+        def read_metadata(self, *args, **kwargs) -> Metadata:
+            if getattr(md, "storage_meta", None) is None:
+                md.storage_meta = StorageMeta()
+            md.storage_meta.load_id = self.load_id
+            return md
+
+    dcp.load(state, storage_reader=Reader(str(path)), planner=SafePlanner(str(path)), no_dist=_no_dist())
+
+
+def _save(state: dict, path, group=None) -> None:
+    if isinstance(path, RemotePath):
+        from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
+
+        dcp.save(state, storage_writer=FsspecWriter(str(path)), process_group=group, no_dist=_no_dist())
+    else:
+        dcp.save(state, checkpoint_id=str(path), process_group=group, no_dist=_no_dist())
 
 
 def step_dir(root: Path, step: int) -> Path:
@@ -66,6 +177,9 @@ def _rank() -> int:
 
 
 def _write_json_atomic(path: Path, obj: dict) -> None:
+    if isinstance(path, RemotePath):  # one PUT: an object appears whole or not at all
+        _fs(path).pipe_file(path, json.dumps(obj).encode())
+        return
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         json.dump(obj, f)
@@ -87,32 +201,37 @@ def _clone_tree(obj):
 
 def is_complete(path: Path) -> bool:
     """The marker exists and every file it lists has the recorded size."""
-    marker = path / MARKER
-    if not marker.is_file():
+    text = _read_text(path / MARKER)
+    if text is None:
         return False
     try:
-        files = json.loads(marker.read_text())["files"]
+        files = json.loads(text)["files"]
     except (ValueError, KeyError, TypeError, RecursionError):  # garbled or hostile: not complete
         return False
     if not isinstance(files, dict) or not all(isinstance(n, int) for n in files.values()):
         return False
+    present = _files(path)
     for name, size in files.items():
-        f = path / name
         if "/" in name or name.startswith(".."):  # never follow a path out of the directory
             return False
-        if not f.is_file() or f.stat().st_size != size:
+        if present.get(name) != size:
             return False
     return True
 
 
 def list_checkpoints(root: Path) -> list[tuple[int, Path, bool]]:
     """(step, path, complete) for every step_* directory, oldest first."""
-    out = []
-    if root.is_dir():
-        for p in root.iterdir():
-            m = STEP_DIR.match(p.name)
-            if m and p.is_dir():
-                out.append((int(m.group(1)), p, is_complete(p)))
+    root, out = as_root(root), []
+    if isinstance(root, RemotePath):
+        fs = _fs(root)
+        entries = fs.ls(root, detail=True) if fs.isdir(root) else []
+        dirs = [root / RemotePath(e["name"]).name for e in entries if e["type"] == "directory"]
+    else:
+        dirs = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+    for p in dirs:
+        m = STEP_DIR.match(p.name)
+        if m:
+            out.append((int(m.group(1)), p, is_complete(p)))
     return sorted(out)
 
 
@@ -138,7 +257,7 @@ class CheckpointManager:
     """Saves, finds, loads and prunes one run's checkpoints."""
 
     def __init__(self, root: str | Path, keep: int = 3, async_save: bool = True):
-        self.root = Path(root)
+        self.root = as_root(root)
         self.keep, self.async_save = keep, async_save
         self.pending: tuple[int, Path, object] | None = None  # (step, path, future)
         self.group = None
@@ -158,11 +277,12 @@ class CheckpointManager:
         t0 = time.perf_counter()
         self.wait()  # one save in flight at a time
         path = step_dir(self.root, step)
-        if _rank() == 0 and path.exists():
-            shutil.rmtree(path)  # an incomplete leftover of the same step
+        if _rank() == 0:
+            _rmtree(path)  # an incomplete leftover of the same step
         if dist.is_available() and dist.is_initialized():
             dist.barrier(group=self.group)  # the leftover is gone before any rank writes into the directory
-        path.mkdir(parents=True, exist_ok=True)
+        if not isinstance(path, RemotePath):  # object storage has no directories to make
+            path.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(path / f"state_rank{_rank()}.json", extra)
         msd, osd = get_state_dict(model, optimizer)
         state = {"model": msd, "optim": osd}
@@ -171,7 +291,7 @@ class CheckpointManager:
             fut = self._pool.submit(self._stage_and_write, state, path, self._staged)
             self.pending = (step, path, fut)
         else:
-            dcp.save(state, checkpoint_id=str(path), no_dist=_no_dist())
+            _save(state, path)
             self._finish(step, path)
         blocked = time.perf_counter() - t0
         self.save_seconds.append(blocked)
@@ -182,7 +302,7 @@ class CheckpointManager:
             snapshot = _clone_tree(state)
         finally:
             staged.set()
-        dcp.save(snapshot, checkpoint_id=str(path), process_group=self.group, no_dist=_no_dist())
+        _save(snapshot, path, self.group)
 
     def fence(self) -> None:
         """Block until an in-flight save has its snapshot: call before parameters or moments change."""
@@ -227,7 +347,7 @@ class CheckpointManager:
         if dist.is_available() and dist.is_initialized():
             dist.barrier(group=self.group)  # every rank's files are written before the marker
         if _rank() == 0:
-            files = {p.name: p.stat().st_size for p in path.iterdir() if p.is_file() and p.name != MARKER}
+            files = {k: v for k, v in _files(path).items() if k != MARKER}
             _write_json_atomic(path / MARKER, {"step": step, "files": files, "time": time.time()})
             self.prune()
         if dist.is_available() and dist.is_initialized():
@@ -245,7 +365,7 @@ class CheckpointManager:
         for s, p, ok in ckpts:
             if s in keep or s == pending or (not ok and s > newest):
                 continue
-            shutil.rmtree(p, ignore_errors=True)
+            _rmtree(p)
 
     def delete_after(self, step: int) -> None:
         """Remove checkpoints newer than `step` (a rollback abandons that timeline)."""
@@ -253,7 +373,7 @@ class CheckpointManager:
         if _rank() == 0:
             for s, p, _ in list_checkpoints(self.root):
                 if s > step:
-                    shutil.rmtree(p, ignore_errors=True)
+                    _rmtree(p)
 
     def load(self, path: Path, model: torch.nn.Module, optimizer) -> dict:
         """Load model and optimizer in place; return this rank's JSON state."""
@@ -262,21 +382,25 @@ class CheckpointManager:
         state = {"model": msd, "optim": osd}
         _load(state, path)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-        mine = path / f"state_rank{_rank()}.json"
-        if not mine.is_file():  # resumed on more ranks than saved: step, data position and scaler are global
-            mine = path / "state_rank0.json"
-        return _read_state(mine)
+        return read_state(path, _rank())
 
 
-def _read_state(path: Path) -> dict:
-    """A checkpoint's JSON state; a damaged or hostile file is one line naming it, not a traceback."""
+def read_state(path, rank: int = 0) -> dict:
+    """A checkpoint's JSON state for `rank` (rank 0's when resumed on more ranks than saved: step,
+    data position and scaler are global); a damaged or hostile file is one line naming it."""
+    name = f"state_rank{rank}.json"
+    text = _read_text(path / name)
+    if text is None:
+        name, text = "state_rank0.json", _read_text(path / "state_rank0.json")
+    if text is None:
+        raise FileNotFoundError(f"{path}: no state_rank0.json")
     try:
-        state = json.loads(path.read_text())
+        state = json.loads(text)
     except (ValueError, RecursionError) as e:
         why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-        raise UserError(f"{path}: not a checkpoint state file ({why})") from None
+        raise UserError(f"{path}/{name}: not a checkpoint state file ({why})") from None
     if not isinstance(state, dict):
-        raise UserError(f"{path}: not a checkpoint state file (a JSON {type(state).__name__})")
+        raise UserError(f"{path}/{name}: not a checkpoint state file (a JSON {type(state).__name__})")
     return state
 
 

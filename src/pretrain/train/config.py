@@ -33,6 +33,9 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    # Llama 3.1+ rotary frequency scaling, set by model.init_from from a "llama3" config.json: factor,
+    # low_freq_factor, high_freq_factor, original_max_position_embeddings. Empty: plain RoPE.
+    rope_scaling: dict[str, float] = field(default_factory=dict)
     # A Hugging Face folder (config.json + safetensors, Llama or GPT-2) to start from: the shape, the
     # weights and (for text data) the tokenizer come from it; see docs/training.md.
     init_from: str = ""
@@ -99,6 +102,7 @@ class CheckpointConfig:
     async_save: bool = True
     mtbf_minutes: float = 180.0  # M for Young's rule
     first_at: int = 20  # with every=0: the save that measures C
+    storage: str = ""  # "" = RUN/checkpoints; an fsspec URL (s3://bucket/prefix) = object storage
 
 
 @dataclass
@@ -122,6 +126,7 @@ class ParallelConfig:
     dp_shard: int = 1
     tp: int = 1
     pp: int = 1
+    cp: int = 1  # context parallel: each rank holds 1/cp of every sequence (two chunks, load-balanced)
     compile: bool = False
     activation_checkpointing: str = choice("none", ("none", "full"))
     sequence_parallel: bool = False  # with tp > 1: norms and residual split along the sequence

@@ -45,10 +45,17 @@ def arch_of(shape: ModelShape) -> str:
 
 # --- config.json -----------------------------------------------------------------------------------
 
+LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+
 def hf_config(shape: ModelShape, rope_theta: float, norm_eps: float, dtype: str,
-              bos_id: int | None, eos_id: int | None) -> dict:
+              bos_id: int | None, eos_id: int | None, rope_scaling: dict | None = None) -> dict:
     """config.json for `shape`, as transformers' LlamaConfig / GPT2Config would write it."""
     arch = arch_of(shape)
+    rope = {"rope_type": "default", "rope_theta": rope_theta}
+    if rope_scaling:
+        rope = {"rope_type": "llama3", "rope_theta": rope_theta, **{k: rope_scaling[k] for k in LLAMA3_KEYS}}
+        rope["original_max_position_embeddings"] = int(rope["original_max_position_embeddings"])
     common = {"vocab_size": shape.vocab_size, "tie_word_embeddings": bool(shape.tied_embeddings),
               "bos_token_id": bos_id, "eos_token_id": eos_id, "dtype": dtype, "use_cache": True}
     if arch == "llama":
@@ -57,7 +64,7 @@ def hf_config(shape: ModelShape, rope_theta: float, norm_eps: float, dtype: str,
                 "num_hidden_layers": shape.n_layers, "num_attention_heads": shape.n_heads,
                 "num_key_value_heads": shape.n_kv_heads, "head_dim": shape.d_model // shape.n_heads,
                 "max_position_embeddings": shape.seq_len, "rms_norm_eps": norm_eps,
-                "rope_parameters": {"rope_type": "default", "rope_theta": rope_theta},
+                "rope_parameters": rope,
                 "hidden_act": "silu", "attention_bias": bool(shape.bias), "mlp_bias": bool(shape.bias),
                 "attention_dropout": 0.0, "initializer_range": 0.02}
     return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", **common,
@@ -77,7 +84,18 @@ def _get(cfg: dict, path: Path, *keys: str):
 
 
 def read_hf_config(folder: str | Path) -> tuple[dict, float, float]:
-    """(our shape fields, rope_theta, norm_eps) from a transformers folder's config.json."""
+    """(our shape fields, rope_theta, norm_eps) of a plain-rotary (or GPT-2) transformers folder; a
+    folder with rotary scaling is refused here, since these three values alone would build a model
+    that computes other positions: use `read_hf_model_config` (or `apply_init_from`) for those."""
+    fields, theta, eps, scaling = read_hf_model_config(folder)
+    if scaling:
+        raise UserError(f"{folder}: rotary scaling ('llama3') needs model.rope_scaling; "
+                        "build the model through apply_init_from / read_hf_model_config")
+    return fields, theta, eps
+
+
+def read_hf_model_config(folder: str | Path) -> tuple[dict, float, float, dict]:
+    """(our shape fields, rope_theta, norm_eps, rope_scaling) from a transformers folder's config.json."""
     path = Path(folder) / "config.json"
     if not path.is_file():
         raise UserError(f"{folder}: no config.json (not a Hugging Face model folder)")
@@ -93,7 +111,7 @@ def read_hf_config(folder: str | Path) -> tuple[dict, float, float]:
     raise UserError(f"{path}: model_type {mtype!r} is not supported (supported: {', '.join(ARCHS)})")
 
 
-def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float]:
+def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
     d, h = int(_get(cfg, path, "hidden_size")), int(_get(cfg, path, "num_attention_heads"))
     if cfg.get("head_dim") not in (None, d // h):
         raise UserError(f"{path}: head_dim {cfg['head_dim']} != hidden_size / num_attention_heads ({d // h})")
@@ -103,9 +121,15 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float]:
         raise UserError(f"{path}: attention_bias and mlp_bias differ; the model has one `bias` switch")
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
     kind = rope.get("rope_type", rope.get("type", "default"))
-    if kind != "default":
-        raise UserError(f"{path}: rope_type {kind!r} is not supported yet (only 'default' rotary "
-                        "frequencies); the model would compute other positions than transformers")
+    if kind not in ("default", "llama3"):
+        raise UserError(f"{path}: rope_type {kind!r} is not supported yet (only 'default' and 'llama3' "
+                        "rotary frequencies); the model would compute other positions than transformers")
+    scaling = {}
+    if kind == "llama3":
+        missing = [k for k in LLAMA3_KEYS if rope.get(k) is None]
+        if missing:
+            raise UserError(f"{path}: rope_type 'llama3' without {', '.join(missing)}")
+        scaling = {k: float(rope[k]) for k in LLAMA3_KEYS}
     theta = float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
     fields = {"n_layers": int(_get(cfg, path, "num_hidden_layers")), "d_model": d, "n_heads": h,
               "n_kv_heads": int(cfg.get("num_key_value_heads") or h),
@@ -114,10 +138,10 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float]:
               "seq_len": int(_get(cfg, path, "max_position_embeddings")), "mlp": "swiglu", "norm": "rmsnorm",
               "tied_embeddings": bool(cfg.get("tie_word_embeddings", False)),
               "bias": bool(cfg.get("attention_bias", False)), "learned_pos": False}
-    return fields, theta, float(cfg.get("rms_norm_eps", 1e-6))
+    return fields, theta, float(cfg.get("rms_norm_eps", 1e-6)), scaling
 
 
-def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float]:
+def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
     act = cfg.get("activation_function", "gelu_new")
     if act not in ("gelu_new", "gelu_pytorch_tanh"):
         raise UserError(f"{path}: activation_function {act!r}; only the tanh GELU ('gelu_new') is supported")
@@ -131,7 +155,7 @@ def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float]:
               "norm": "layernorm", "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
               "bias": True, "learned_pos": True}
     fields["n_kv_heads"] = fields["n_heads"]
-    return fields, 10000.0, float(cfg.get("layer_norm_epsilon", 1e-5))
+    return fields, 10000.0, float(cfg.get("layer_norm_epsilon", 1e-5)), {}
 
 
 # --- the rotary permutation ------------------------------------------------------------------------
@@ -265,7 +289,7 @@ def apply_init_from(cfg):
     if not m.init_from:
         return cfg
     folder = Path(m.init_from)
-    fields, theta, eps = read_hf_config(folder)
+    fields, theta, eps, scaling = read_hf_model_config(folder)
     for k, v in fields.items():
         mine = getattr(m, k)
         if mine is None or mine == v:
@@ -275,8 +299,28 @@ def apply_init_from(cfg):
             continue
         raise UserError(f"model.{k}={mine} conflicts with {folder / 'config.json'} ({v}); "
                         "unset it (the shape comes from model.init_from)")
-    model = dataclasses.replace(m, preset="", rope_theta=theta, norm_eps=eps, **fields)
+    model = dataclasses.replace(m, preset="", rope_theta=theta, norm_eps=eps, rope_scaling=scaling, **fields)
     data = cfg.data
-    if data.kind == "text" and not data.tokenizer and (folder / "tokenizer.json").is_file():
-        data = dataclasses.replace(data, tokenizer=str(folder / "tokenizer.json"))
+    tok = folder / "tokenizer.json"
+    if data.kind == "text" and not data.tokenizer and tok.is_file():
+        data = dataclasses.replace(data, tokenizer=str(tok))
+    if data.kind == "tokens" and tok.is_file():
+        _check_token_dirs(data, tok)
     return dataclasses.replace(cfg, model=model, data=data)
+
+
+def _check_token_dirs(data, tok_path: Path) -> None:
+    """Token shards made with another tokenizer than the checkpoint's would train on wrong ids
+    without any error: refuse them (the fingerprint is the one `pretrain tokenize` records)."""
+    from pretrain.tokens.tokenizer import load_tokenizer, tokenizer_sha256
+
+    want = tokenizer_sha256(load_tokenizer(tok_path))
+    for name, d in {**data.sources, **data.eval_sources}.items():
+        man = Path(d) / "manifest.json"
+        try:
+            got = json.loads(man.read_text())["tokenizer"]["sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a missing or unreadable manifest is reported by the data loader itself
+        if got != want:
+            raise UserError(f"data source {name!r} ({d}) was tokenized with another tokenizer than "
+                            f"model.init_from's {tok_path}; rerun `pretrain tokenize --tokenizer {tok_path}`")

@@ -138,6 +138,14 @@ class HFCheckpoint:
         with safe_open(str(single), framework="pt") as f:
             return {k: SINGLE for k in f.keys()}
 
+    def check_size(self, numel: int) -> None:
+        """Refuse a config.json that describes more parameters than the weight files can hold (at
+        one byte each), before any memory is allocated for them: a hostile or mismatched config."""
+        have = sum((self.folder / name).stat().st_size for name in set(self.where.values()))
+        if numel > have:
+            raise UserError(f"{self.folder}: config.json describes {numel:,} parameters, but the weight "
+                            f"files hold {have:,} bytes")
+
     def _file(self, key: str) -> tuple[str, str]:
         stored = key.removeprefix(self.strip) if self.strip else key
         name = self.where.get(stored)
@@ -216,9 +224,11 @@ def _retarget(p):
 
 
 @torch.no_grad()
-def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.device | str) -> None:
+def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.device | str,
+                    weights: bool = True) -> None:
     """Allocate a (possibly parallelized, meta-device) model on `device` and fill it from a
-    transformers folder; each rank reads only its own pieces. Rotary tables are computed."""
+    transformers folder; each rank reads only its own pieces. Rotary tables are computed.
+    `weights=False` only allocates (a resumed run's checkpoint is about to overwrite them)."""
     from torch.distributed.tensor import DTensor, distribute_tensor
 
     from pretrain.train.model import rope_tables
@@ -226,15 +236,17 @@ def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.de
 
     shape = model.shape
     table = hf_names(shape)
-    ckpt = HFCheckpoint(folder)
+    ckpt = HFCheckpoint(folder) if weights else None
+    if ckpt is not None:
+        ckpt.check_size(sum(p.numel() for p in model.parameters()))
     model.to_empty(device=device)
-    for name, p in model.named_parameters():
+    for name, p in model.named_parameters() if ckpt is not None else ():
         src = table.get(plain_name(name))
         if src is None:
             raise UserError(f"{folder}: the model's {plain_name(name)} has no counterpart in transformers")
         if isinstance(p, DTensor):
             box = local_box(p)
-            if box is None:  # a strided shard: read this one tensor whole, keep the piece
+            if box is None:  # not one contiguous block: read this one tensor whole, keep the piece
                 full = ckpt.read(src, tuple(p.shape)).to(device, p.dtype)
                 local = distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None).to_local()
             else:
@@ -243,7 +255,8 @@ def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.de
         else:
             p.copy_(ckpt.read(src, tuple(p.shape)))
     if not shape.learned_pos:
-        cos, sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len, model.rope_theta, device=device)
+        cos, sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len, model.rope_theta, device=device,
+                               scaling=model.rope_scaling)
         _set_buffer(model, "rope_cos", cos)
         _set_buffer(model, "rope_sin", sin)
 
@@ -269,7 +282,8 @@ def export_hf(run: str | Path, out: str | Path, dtype: str = "fp32", step: int |
     items = to_hf_tensors(model.shape, model.state_dict())
     written = write_weights(staging, items, DTYPES[dtype], max_shard_bytes)
     config = hf_config(model.shape, cfg.model.rope_theta, cfg.model.norm_eps,
-                       {"fp32": "float32", "bf16": "bfloat16"}[dtype], tok["bos_id"], tok["eos_id"])
+                       {"fp32": "float32", "bf16": "bfloat16"}[dtype], tok["bos_id"], tok["eos_id"],
+                       model.rope_scaling)
     gen = {"bos_token_id": tok["bos_id"], "eos_token_id": tok["eos_id"], "_from_model_config": True}
     for name, obj in (("generation_config.json", gen), ("config.json", config)):
         (staging / name).write_text(json.dumps(obj, indent=2) + "\n")

@@ -4,7 +4,7 @@ Llama-style by default (RMSNorm, rotary positions, SwiGLU MLP, optional grouped-
 GPT-2-style when the shape asks for it (LayerNorm, learned positions, GELU MLP, biases), so one class
 covers every preset the planner knows and `numel == shape.params()` ties the two together.
 The model is built on the meta device and given real storage only after parallelization; then
-`init_weights()` fills it (torchtitan's order: parallelize before allocating).
+`materialize()` fills it (torchtitan's order: parallelize before allocating; train/init.py).
 """
 
 from __future__ import annotations
@@ -65,11 +65,28 @@ def make_norm(shape, eps: float) -> nn.Module:
     raise UserError(f"model.norm must be 'rmsnorm' or 'layernorm', got {shape.norm!r}")
 
 
-def rope_tables(head_dim: int, seq_len: int, theta: float, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos/sin of position * theta^(-2i/d) (RoFormer, Su et al. 2021, eq. 15): (T, head_dim/2) each."""
+def rope_tables(head_dim: int, seq_len: int, theta: float, device=None,
+                scaling: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin of position * theta^(-2i/d) (RoFormer, Su et al. 2021, eq. 15): (T, head_dim/2) each.
+    `scaling` (model.rope_scaling): Llama 3.1's frequency scaling, for imported checkpoints."""
     inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+    if scaling:
+        inv = llama3_frequencies(inv, scaling)
     ang = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv)
     return ang.cos(), ang.sin()
+
+
+def llama3_frequencies(inv: torch.Tensor, sc: dict) -> torch.Tensor:
+    """Llama 3.1's rotary frequencies (Meta's reference `apply_scaling`; transformers' rope_type
+    "llama3"): wavelengths longer than L/low_freq_factor are divided by `factor`, shorter than
+    L/high_freq_factor kept, and the band between interpolated (L: original_max_position_embeddings)."""
+    factor, lo, hi = float(sc["factor"]), float(sc["low_freq_factor"]), float(sc["high_freq_factor"])
+    old = float(sc["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > old / lo, inv / factor, inv)
+    smooth = (old / wavelen - lo) / (hi - lo)
+    medium = (wavelen >= old / hi) & (wavelen <= old / lo)
+    return torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -101,6 +118,20 @@ def explicit_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor)
     return (att @ v.reshape(B * H, T, D)).view(B, H, T, D)
 
 
+def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) + mask) v for Tq queries over Tk keys (context parallelism: the keys
+    of the whole sequence, the queries of this rank's slice; `mask` (Tq, Tk) is additive)."""
+    if q.device.type != "cpu":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype))
+    B, H, Tq, D = q.shape
+    Tk = k.shape[-2]
+    att = torch.baddbmm(mask.to(q.dtype), q.reshape(B * H, Tq, D), k.reshape(B * H, Tk, D).transpose(1, 2),
+                        alpha=1.0 / math.sqrt(D))
+    with torch.autocast(q.device.type, enabled=False):
+        att = att.softmax(-1)
+    return (att @ v.reshape(B * H, Tk, D)).view(B, H, Tq, D)
+
+
 class Attention(nn.Module):
     def __init__(self, shape):
         super().__init__()
@@ -111,6 +142,7 @@ class Attention(nn.Module):
         self.wk = nn.Linear(d, kv, bias=shape.bias)
         self.wv = nn.Linear(d, kv, bias=shape.bias)
         self.wo = nn.Linear(d, d, bias=shape.bias)
+        self.cp = None  # a train.context.ContextParallel when the sequence is split over ranks
 
     def forward(self, x: torch.Tensor, rope: tuple | None) -> torch.Tensor:
         B, T, _ = x.shape
@@ -119,10 +151,14 @@ class Attention(nn.Module):
         v = self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if self.cp is not None:  # the keys and values of the whole sequence, before GQA repeats them
+            k, v = self.cp.gather(k, v)
         if self.n_kv != self.n_heads:  # grouped-query attention (Ainslie et al. 2023): share K/V heads
             rep = self.n_heads // self.n_kv
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        if q.device.type == "cpu":
+        if self.cp is not None:
+            y = masked_attention(q, k, v, self.cp.mask(q.dtype, q.device))
+        elif q.device.type == "cpu":
             y = explicit_causal_attention(q, k, v)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -159,8 +195,10 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    def __init__(self, shape, rope_theta: float = 10000.0, norm_eps: float = 1e-5, init_std: float = 0.02):
+    def __init__(self, shape, rope_theta: float = 10000.0, norm_eps: float = 1e-5, init_std: float = 0.02,
+                 rope_scaling: dict | None = None):
         super().__init__()
+        self.rope_scaling = dict(rope_scaling or {})
         if shape.d_model % shape.n_heads or shape.n_heads % shape.n_kv_heads:
             raise UserError(f"model: d_model {shape.d_model} / n_heads {shape.n_heads} / n_kv_heads "
                             f"{shape.n_kv_heads} must divide evenly")
@@ -177,25 +215,7 @@ class Transformer(nn.Module):
             self.output = nn.Linear(shape.d_model, shape.vocab_size, bias=False)
         self.register_buffer("rope_cos", torch.empty(0), persistent=False)
         self.register_buffer("rope_sin", torch.empty(0), persistent=False)
-
-    @torch.no_grad()
-    def init_weights(self, generator: torch.Generator | None = None) -> None:
-        """N(0, std) for matrices and embeddings, residual outputs scaled by 1/sqrt(2L) (GPT-2 sec. 2.3)."""
-        std = self.init_std
-        resid_std = std / math.sqrt(2 * self.shape.n_layers)
-        for name, p in self.named_parameters():
-            if p.ndim >= 2:
-                s = resid_std if name.endswith(("wo.weight", "w2.weight")) else std
-                nn.init.normal_(p, 0.0, s, generator=generator)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
-            else:
-                nn.init.ones_(p)  # norm gains
-        if not self.shape.learned_pos:
-            dev = self.tok_emb.weight.device
-            cos, sin = rope_tables(self.shape.d_model // self.shape.n_heads, self.shape.seq_len,
-                                   self.rope_theta, device=dev)
-            self.rope_cos, self.rope_sin = cos, sin
+        self.cp = None  # context parallelism: this rank's slice of each sequence (train/context.py)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """idx (B, T) token ids -> logits (B, T, vocab)."""
@@ -204,6 +224,9 @@ class Transformer(nn.Module):
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(T, device=idx.device))
         rope = None if self.pos_emb is not None else (self.rope_cos, self.rope_sin)
+        if self.cp is not None:  # rotary angles at the tokens' global positions
+            pos = self.cp.q_pos.to(idx.device)
+            rope = (self.rope_cos[pos], self.rope_sin[pos])
         for block in self.layers.values():
             x = block(x, rope)
         x = self.norm(x)
@@ -215,15 +238,16 @@ class Transformer(nn.Module):
 def build_model(shape, mcfg, device: torch.device | str = "meta") -> Transformer:
     """The model on `device` (meta by default: no storage until the caller allocates)."""
     with torch.device(device):
-        return Transformer(shape, mcfg.rope_theta, mcfg.norm_eps, mcfg.init_std)
+        return Transformer(shape, mcfg.rope_theta, mcfg.norm_eps, mcfg.init_std,
+                           getattr(mcfg, "rope_scaling", None))
 
 
 def materialize(model: Transformer, device: torch.device | str, seed: int) -> Transformer:
-    """Give a meta-device model real storage on `device` and initialize it deterministically."""
-    model.to_empty(device=device)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    model.init_weights(gen)
-    return model
+    """Give a meta-device model (parallelized or not) real storage on `device`, this rank's pieces
+    only, and initialize it: the same values for any layout (train/init.py)."""
+    from pretrain.train.init import init_model
+
+    return init_model(model, device, seed)
 
 
 @torch.no_grad()

@@ -2,20 +2,19 @@
 and device mesh, and the small apply_* functions that transform the meta-device model.
 
 Order (torchtitan's parallelize.py): validate -> mesh -> [pp split] -> tp -> ac -> compile -> fsdp
--> allocate and fill the weights -> ddp. Data parallelism is DDP when only dp_replicate > 1, FSDP2
+-> allocate and fill this rank's weights -> ddp. Data parallelism is DDP when only dp_replicate > 1, FSDP2
 (ZeRO-3) when dp_shard > 1, HSDP when both are. Mesh dims of size 1 are left out of the mesh; the
 order is pp (outermost), dp_replicate, dp_shard, tp (innermost: neighbouring ranks talk most).
 
-Weights: every rank initializes the full model on the CPU from the run's seed (the same numbers as
-one process would) and keeps only its own piece (`distribute_tensor(..., src_data_rank=None)`: no
-communication). That costs one full copy of the weights per rank while building, fine for the
-models CPUs train; larger models would initialize DTensors in place with DTensor's RNG.
+Weights: each rank allocates and fills only its own piece, with the values one process would draw
+(train/init.py: generators keyed by seed, parameter and row block); no full copy, no communication.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import re
 from dataclasses import dataclass
 
 import torch
@@ -24,8 +23,9 @@ from torch import nn
 
 from pretrain.errors import UserError
 
-MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "tp")
+MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 # Prefixes wrappers add to parameter names; stripped to find a parameter's name in the plain model.
+_KEY = re.compile(r"\b(dp_replicate|dp_shard|cp|tp|pp|n_layers|n_heads|n_kv_heads|d_ff|seq_len)(?==)")
 WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.", "module.")
 
 
@@ -35,10 +35,11 @@ class ParallelDims:
     dp_shard: int = 1
     tp: int = 1
     pp: int = 1
+    cp: int = 1
 
     @property
     def world_size(self) -> int:
-        return self.dp_replicate * self.dp_shard * self.tp * self.pp
+        return self.dp_replicate * self.dp_shard * self.cp * self.tp * self.pp
 
     @property
     def dp(self) -> int:
@@ -52,11 +53,40 @@ class ParallelDims:
         if self.world_size != world_size:
             raise UserError(
                 f"parallel degrees pp={self.pp} x dp_replicate={self.dp_replicate} x "
-                f"dp_shard={self.dp_shard} x tp={self.tp} = {self.world_size}, but the world size is "
-                f"{world_size} (set them so that the product is the number of processes)")
+                f"dp_shard={self.dp_shard} x cp={self.cp} x tp={self.tp} = {self.world_size}, but the "
+                f"world size is {world_size} (set them so that the product is the number of processes)")
+
+    def plan_layout(self, pcfg):
+        """The same layout as plan/layout.py's type (the one set of validity rules for plan/ and train/)."""
+        from pretrain.plan.layout import Layout as PlanLayout
+
+        zero = (3 if pcfg.reshard_after_forward else 2) if self.dp_shard > 1 else 0
+        return PlanLayout(tp=self.tp, pp=self.pp, dp_shard=self.dp_shard, dp_replicate=self.dp_replicate,
+                          cp=self.cp, zero=zero, recompute=pcfg.activation_checkpointing,
+                          sp=pcfg.sequence_parallel,
+                          v=stages_per_rank(pcfg.pp_schedule) if self.pp > 1 else 1)
 
     def check_shape(self, shape, pcfg) -> None:
-        """Refuse a model the layout cannot split evenly, naming the factor."""
+        """Refuse a model the layout cannot split evenly, naming the factor (plan/layout.py's rules,
+        then what only this trainer needs)."""
+        from pretrain.plan.layout import problems
+
+        broken = problems(self.plan_layout(pcfg), world_size=self.world_size, n_layers=shape.n_layers,
+                          n_heads=shape.n_heads, n_kv_heads=shape.n_kv_heads, d_ff=shape.d_ff,
+                          seq_len=shape.seq_len, tied_embeddings=shape.tied_embeddings, trainer=True)
+        if broken:  # plan/layout.py names the numbers; here they are config keys
+            msg = _KEY.sub(lambda m: ("parallel." if m.group(1) in MESH_ORDER else "model.") + m.group(0),
+                           broken[0])
+            raise UserError(msg + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
+        if self.cp > 1 and self.pp > 1:
+            raise UserError("parallel.cp > 1 with parallel.pp > 1 is not supported yet")
+        if self.cp > 1 and self.dp_replicate > 1 and self.dp_shard > 1:
+            raise UserError("parallel.cp > 1 with both dp_replicate and dp_shard > 1 (HSDP) "
+                            "is not supported yet")
+        if self.cp > 1 and pcfg.sequence_parallel:
+            raise UserError("parallel.cp > 1 with parallel.sequence_parallel is not supported yet")
+        if self.cp > 1 and shape.learned_pos:
+            raise UserError("parallel.cp > 1 supports rotary positions only (model.learned_pos=false)")
         if self.tp > 1:
             for k in ("n_heads", "n_kv_heads", "d_ff"):
                 if getattr(shape, k) % self.tp:
@@ -76,7 +106,7 @@ class ParallelDims:
 
 
 def dims_from_config(pcfg) -> ParallelDims:
-    return ParallelDims(pcfg.dp_replicate, pcfg.dp_shard, pcfg.tp, pcfg.pp)
+    return ParallelDims(pcfg.dp_replicate, pcfg.dp_shard, pcfg.tp, pcfg.pp, pcfg.cp)
 
 
 def env_world_size() -> int:
@@ -135,15 +165,27 @@ class Layout:
     def pp_rank(self) -> int:
         return self.coord["pp"]
 
+    @property
+    def cp_rank(self) -> int:
+        return self.coord["cp"]
+
+    def flat(self, *names: str):
+        """One 1-D mesh over the named dims of size > 1 (flattened when several), or None."""
+        names = tuple(n for n in names if getattr(self.dims, n) > 1)
+        if len(names) <= 1:
+            return self.sub(*names)
+        return self.mesh[names]._flatten("_".join(names))
+
     @torch.no_grad()
     def mean_over_dp(self, t: torch.Tensor) -> torch.Tensor:
-        """The mean of a per-rank scalar over the data-parallel ranks (all of them get it)."""
+        """The mean of a per-rank scalar over the data-parallel and context-parallel ranks (each cp
+        rank's loss is the mean over its equal share of the tokens); all of them get it."""
         t = t.detach().clone()
-        for name in ("dp_replicate", "dp_shard"):
+        for name in ("dp_replicate", "dp_shard", "cp"):
             g = self.group(name)
             if g is not None:
                 dist.all_reduce(t, group=g)
-        return t / self.dims.dp
+        return t / (self.dims.dp * self.dims.cp)
 
     def extra_norm_groups(self) -> tuple:
         """Groups over which each rank holds different plain parameters (pipeline stages)."""
@@ -261,10 +303,34 @@ def parallelize(model: nn.Module, dims: ParallelDims, pcfg, layout: Layout | Non
                         f"got {pcfg.activation_checkpointing!r}")
     if pcfg.compile:
         apply_compile(model)
-    if dims.dp_shard > 1:
-        apply_fsdp(model, layout.sub("dp_replicate", "dp_shard"), dtype, pcfg.reshard_after_forward,
-                   root=dims.pp == 1)
+    if dims.cp > 1:
+        from pretrain.train.context import apply_cp
+
+        apply_cp(model, layout)
+    if dims.dp_shard > 1:  # context-parallel ranks shard the weights too (torchtitan's dp_shard_cp)
+        hsdp = dims.dp_replicate > 1
+        mesh = layout.sub("dp_replicate", "dp_shard") if hsdp else layout.flat("dp_shard", "cp")
+        apply_fsdp(model, mesh, dtype, pcfg.reshard_after_forward, root=dims.pp == 1)
     return model
+
+
+
+@torch.no_grad()
+def average_over_cp(params: list[torch.Tensor], layout: Layout) -> None:
+    """Without FSDP, context-parallel ranks hold whole gradients of partial losses (their slice of
+    each sequence): average them over the cp group, in one flat all-reduce."""
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+    from torch.distributed.tensor import DTensor
+
+    grads = [p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
+             for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = _flatten_dense_tensors(grads)
+    dist.all_reduce(flat, group=layout.group("cp"))
+    flat /= layout.dims.cp
+    for g, avg in zip(grads, _unflatten_dense_tensors(flat, grads)):
+        g.copy_(avg)
 
 
 @torch.no_grad()
@@ -280,35 +346,16 @@ def reduce_partial_grads(params: list[torch.Tensor]) -> None:
             p.grad = g.redistribute(g.device_mesh, whole)
 
 
-def plain_name(name: str) -> str:
-    for p in WRAPPER_PREFIXES:
-        name = name.replace(p, "")
-    return name
-
-
-@torch.no_grad()
-def materialize_distributed(model: nn.Module, full: nn.Module, device: torch.device) -> None:
-    """Allocate a parallelized meta model and copy in this rank's piece of `full` (a plain model
-    initialized on the CPU from the run's seed); buffers (rope tables) are copied whole."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
-    model.to_empty(device=device)
-    ref = {**dict(full.named_parameters()), **dict(full.named_buffers())}
-    for name, t in [*model.named_parameters(), *model.named_buffers()]:
-        src = ref[plain_name(name)].to(device)
-        if isinstance(t, DTensor):
-            src = distribute_tensor(src, t.device_mesh, t.placements, src_data_rank=None).to_local()
-            t = t.to_local()
-        if t.shape != src.shape:  # non-persistent buffers come back from to_empty with their meta shape
-            _set_buffer(model, name, src.clone())
-        else:
-            t.copy_(src)
-
-
 def _set_buffer(model: nn.Module, name: str, value: torch.Tensor) -> None:
     mod_name, _, attr = name.rpartition(".")
     mod = model.get_submodule(mod_name) if mod_name else model
     setattr(mod, attr, value)
+
+
+def plain_name(name: str) -> str:
+    for p in WRAPPER_PREFIXES:
+        name = name.replace(p, "")
+    return name
 
 
 # --- pipeline parallelism (GPipe, Huang et al. 2019; 1F1B, Narayanan et al. 2019/2021) -------------

@@ -10,7 +10,7 @@ from pretrain import config as cfgmod
 from pretrain.errors import UserError
 from pretrain.train import checkpoint as ck
 from pretrain.train.config import RunConfig
-from pretrain.train.model import build_model, materialize, resolve_shape
+from pretrain.train.model import build_model, materialize, resolve_shape, rope_tables
 from pretrain.train.precision import DTYPES
 
 
@@ -18,7 +18,7 @@ def load_run_model(run: str | Path, step: int | None = None):
     """(model in eval mode on CPU, resolved config, checkpoint step) from a run directory."""
     run = Path(run)
     cfg = cfgmod.load(RunConfig, run / "config.toml")
-    root = run / "checkpoints"
+    root = ck.as_root(cfg.checkpoint.storage or run / "checkpoints")
     if step is None:
         found = ck.latest_complete(root)
         if found is None:
@@ -28,9 +28,20 @@ def load_run_model(run: str | Path, step: int | None = None):
         path = ck.step_dir(root, step)
         if not ck.is_complete(path):
             raise UserError(f"{path}: not a complete checkpoint")
-    model = materialize(build_model(resolve_shape(cfg.model), cfg.model, "meta"), "cpu", 0)
+    model = _allocated(cfg)
     ck.load_model_only(path, model)
     return model.eval(), cfg, step
+
+
+def _allocated(cfg: RunConfig) -> torch.nn.Module:
+    """The run's model with storage and rotary tables but no random init: the checkpoint overwrites
+    every parameter, and initializing 1.2 B of them first took a third of an export's time."""
+    shape = resolve_shape(cfg.model)
+    model = build_model(shape, cfg.model, "meta").to_empty(device="cpu")
+    if not shape.learned_pos:
+        model.rope_cos, model.rope_sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len,
+                                                     cfg.model.rope_theta, scaling=model.rope_scaling)
+    return model
 
 
 def export_safetensors(run: str | Path, out: str | Path, dtype: str = "fp32",

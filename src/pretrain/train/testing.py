@@ -159,3 +159,105 @@ def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_ran
     steps, events = read_metrics(Path(out) / "metrics.jsonl")
     return {"losses": {str(r["step"]): r["loss"] for r in steps}, "rollbacks": t.rollbacks,
             "events": [[e["event"], e["step"]] for e in events if e["event"] in ("spike", "rollback")]}
+
+
+def init_hashes(rank: int, out: str, text: str, overrides: list) -> dict:
+    """Worker: build a Trainer under the current process group; sha256 of each parameter's whole
+    initial value (DTensors gathered), keyed by its name in the plain model (pipeline ranks: theirs)."""
+    import hashlib
+
+    from torch.distributed.tensor import DTensor
+
+    from pretrain.train.parallel import plain_name
+    from pretrain.train.trainer import Trainer
+
+    t = Trainer(tiny_config(out, text, *overrides), quiet=True)
+    out_hashes = {}
+    for name, p in t.model.named_parameters():
+        full = p.full_tensor() if isinstance(p, DTensor) else p
+        data = full.detach().cpu().contiguous().numpy().tobytes()
+        out_hashes[plain_name(name)] = hashlib.sha256(data).hexdigest()
+    return out_hashes
+
+
+def init_hashes_many(rank: int, runs: list) -> list:
+    """Worker: init_hashes for several (out, text, overrides) in one process group (spawns are slow)."""
+    return [init_hashes(rank, out, text, over) for out, text, over in runs]
+
+
+def init_peak_rss(rank: int, preset: str, overrides: list) -> dict:
+    """Worker: initialize `preset` under the layout in `overrides` (model only: no optimizer, no data);
+    this rank's peak RSS growth during initialization, its parameter bytes and the seconds it took."""
+    import resource
+    import time
+
+    import torch
+
+    from pretrain import config as cfgmod
+    from pretrain.train.model import build_model, materialize, resolve_shape
+    from pretrain.train.parallel import Layout, dims_from_config, init_distributed, parallelize
+
+    cfg = cfgmod.load(RunConfig, None, [f"model.preset={preset}", "train.device=cpu", *overrides])
+    init_distributed(torch.device("cpu"), 120.0)
+    dims = dims_from_config(cfg.parallel)
+    layout = Layout(dims, torch.device("cpu"))
+    model = build_model(resolve_shape(cfg.model), cfg.model, "meta")
+    parallelize(model, dims, cfg.parallel, layout, "fp32")
+    before = _rss_now()  # the peak below minus the RSS now: conservative (the peak may predate init)
+    t0 = time.perf_counter()
+    materialize(model, "cpu", 0)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    from torch.distributed.tensor import DTensor
+
+    held = sum((p.to_local() if isinstance(p, DTensor) else p).numel() * 4 for p in model.parameters())
+    full = sum(p.numel() * 4 for p in model.parameters())  # DTensor numel is the global size
+    return {"peak_growth": peak - before, "held": held, "full": full, "seconds": seconds}
+
+
+def _rss_now() -> int:
+    import os
+
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def grads_against_one_process(rank: int, out: str, text: str, overrides: list) -> dict:
+    """Worker: one forward and backward of the first global batch under the layout in `overrides`,
+    and the same on a plain one-process model built here (same seed: initialization does not depend
+    on the layout); the two losses and the largest gradient difference, gathered."""
+    import torch
+    import torch.nn.functional as F
+    from torch.distributed.tensor import DTensor
+
+    from pretrain.train.data import TextLoader
+    from pretrain.train.model import build_model, materialize
+    from pretrain.train.parallel import average_over_cp, plain_name
+    from pretrain.train.trainer import Trainer
+
+    t = Trainer(tiny_config(out, text, *overrides), quiet=True)
+    t.model.train()
+    loss = t.layout.mean_over_dp(t._forward_backward(1)).item()
+    if t.dims.cp > 1 and t.dims.dp_shard == 1:
+        average_over_cp(t.params, t.layout)
+    grads = {plain_name(n): (p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad)
+             for n, p in t.model.named_parameters()}
+    inner = t.loader.inner
+    whole = TextLoader(inner.tokens, inner.seq_len, inner.seed).batch_at(0, t.cfg.data.batch_size * t.dims.dp)
+    ref = materialize(build_model(t.shape, t.cfg.model, "meta"), "cpu", t.cfg.train.seed)
+    batch = torch.from_numpy(whole)
+    ref_loss = F.cross_entropy(ref(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
+    ref_loss.backward()
+    diff = max((grads[n] - p.grad).abs().max().item() for n, p in ref.named_parameters())
+    scale = max(p.grad.abs().max().item() for p in ref.parameters())
+    return {"loss": loss, "ref_loss": ref_loss.item(), "max_grad_diff": diff, "max_grad": scale}
+
+
+def cp_suite(rank: int, runs: list) -> list:
+    """Worker: for each (out, text, overrides, kind) in `runs`, train_records when kind is "train",
+    else grads_against_one_process (one process group for all: spawns are slow)."""
+    out = []
+    for o, text, over, kind in runs:
+        fn = train_records if kind == "train" else grads_against_one_process
+        out.append(fn(rank, o, text, over))
+    return out

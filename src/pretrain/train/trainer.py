@@ -9,14 +9,10 @@ checkpoint. fit() stays short: evaluation and checkpointing run after each step 
 from __future__ import annotations
 
 import base64
-import json
 import math
 import os
 import random
-import shutil
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -39,10 +35,10 @@ from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve
 from pretrain.train.parallel import (
     Layout,
     apply_ddp,
+    average_over_cp,
     build_schedule,
     dims_from_config,
     init_distributed,
-    materialize_distributed,
     parallelize,
     rank_stages,
     reduce_partial_grads,
@@ -50,6 +46,14 @@ from pretrain.train.parallel import (
     stages_per_rank,
 )
 from pretrain.train.precision import DynamicLossScaler, apply_fp8, autocast, check_precision
+from pretrain.train.restarts import (
+    COURSE_EVENTS,
+    Interrupted,
+    catch_signals,
+    hms,
+    restore_signals,
+    set_aside_history,
+)
 from pretrain.train.stability import SpikeDetector, clip_grad_norm_
 
 
@@ -173,15 +177,16 @@ class Trainer:
                          n_stages)
         parallelize(self.model, dims, cfg.parallel, self.layout, cfg.precision.dtype)
         if cfg.model.init_from:
-            self._init_from_hf(world)
-        elif world == 1:
-            materialize(self.model, self.device, cfg.train.seed)
-        else:  # every rank initializes the whole model as one process would, and keeps its piece
-            full = materialize(build_model(self.shape, cfg.model, "meta"), "cpu", cfg.train.seed)
-            materialize_distributed(self.model, full, self.device)
-            del full
-            if dims.dp_replicate > 1 and dims.dp_shard == 1:
-                apply_ddp(self.model, self.layout.sub("dp_replicate"))
+            self._init_from_hf()
+        else:
+            self.init_weights()
+        self.cp_pos = None  # the global positions this rank holds of each sequence (context parallel)
+        if dims.cp > 1:
+            from pretrain.train.context import positions
+
+            self.cp_pos = torch.as_tensor(positions(self.shape.seq_len, dims.cp, self.layout.cp_rank))
+        if dims.dp_replicate > 1 and dims.dp_shard == 1:
+            apply_ddp(self.model, self.layout.sub("dp_replicate"))
         self.schedule = None
         if dims.pp > 1:
             n_micro = cfg.parallel.pp_microbatches or 2 * dims.pp
@@ -202,8 +207,8 @@ class Trainer:
                                         p.backoff_factor, p.growth_factor)
         s = cfg.stability
         self.spikes = SpikeDetector(s.spike_factor, s.spike_window, s.spike_patience)
-        self.ckpt = ck.CheckpointManager(self.run_dir / "checkpoints", cfg.checkpoint.keep,
-                                         cfg.checkpoint.async_save)
+        self.ckpt = ck.CheckpointManager(cfg.checkpoint.storage or self.run_dir / "checkpoints",
+                                         cfg.checkpoint.keep, cfg.checkpoint.async_save)
         self.metrics: Metrics | None = None
         self.step, self.tokens_seen, self.rollbacks = 0, 0, 0
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
@@ -222,11 +227,15 @@ class Trainer:
             self._say("no checkpoint: starting fresh" if cfg.train.resume
                       else "train.resume=false: starting fresh")
 
-    def _init_from_hf(self, world: int) -> None:
-        """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py)."""
-        load_hf_weights(self.model, self.cfg.model.init_from, self.device)
-        if world > 1 and self.dims.dp_replicate > 1 and self.dims.dp_shard == 1:
-            apply_ddp(self.model, self.layout.sub("dp_replicate"))
+    def init_weights(self) -> None:
+        """Each rank allocates and fills only what it holds, the values one process would (train/init.py)."""
+        materialize(self.model, self.device, self.cfg.train.seed)
+
+    def _init_from_hf(self) -> None:
+        """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py); a run
+        that will resume from its own checkpoint skips reading them."""
+        resuming = self.cfg.train.resume and ck.latest_complete(self.run_dir / "checkpoints") is not None
+        load_hf_weights(self.model, self.cfg.model.init_from, self.device, weights=not resuming)
 
     @staticmethod
     def _check_pp(cfg: RunConfig, dims, loader) -> None:
@@ -254,7 +263,7 @@ class Trainer:
         return {k: getattr(self.shape, k) for k in SHAPE_FIELDS}
 
     def restore(self, path: Path) -> None:
-        saved = json.loads((path / "state_rank0.json").read_text()).get("shape", {})
+        saved = ck.read_state(path).get("shape", {})
         diff = {k: (v, saved[k]) for k, v in self._shape_dict().items() if k in saved and saved[k] != v}
         if diff:
             what = ", ".join(f"{k}: {b} there, {a} here" for k, (a, b) in diff.items())
@@ -305,14 +314,23 @@ class Trainer:
             return self._pipeline_step()
         total = torch.zeros((), device=self.device)
         for _ in range(accum):
-            batch = torch.from_numpy(self.loader.next_batch(self.cfg.data.batch_size)).to(self.device)
-            x, y = batch[:, :-1], batch[:, 1:]  # predict token t+1 from tokens <= t
+            x, y = self._inputs(self.loader.next_batch(self.cfg.data.batch_size))
             with autocast(self.cfg.precision.dtype, self.device):
                 logits = self.model(x)  # (B, T, V)
             loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten()) / accum
             self.scaler.scale_loss(loss).backward()
             total += loss.detach()
         return total
+
+    def _inputs(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and targets of a (B, T+1) batch: predict token t+1 from tokens <= t; under context
+        parallelism, only the positions this rank holds (the same slice of every sequence)."""
+        batch = torch.from_numpy(batch).to(self.device)
+        x, y = batch[:, :-1], batch[:, 1:]
+        if self.cp_pos is not None:
+            pos = self.cp_pos.to(self.device)
+            x, y = x[:, pos], y[:, pos]
+        return x, y
 
     def train_step(self) -> dict | None:
         """One optimizer step; returns its record, or None when it ended in a rollback."""
@@ -326,6 +344,8 @@ class Trainer:
         last_batch = self.loader.index - 1
         if self.cfg.parallel.sequence_parallel:
             reduce_partial_grads(self.params)
+        if self.dims.cp > 1 and self.dims.dp_shard == 1:  # FSDP, when present, averages over cp too
+            average_over_cp(self.params, self.layout)
         self.scaler.unscale_(self.params)
         norm = clip_grad_norm_(self.params, self.cfg.stability.clip, self.layout.extra_norm_groups()).item()
         finite = math.isfinite(norm) and math.isfinite(loss)
@@ -388,10 +408,10 @@ class Trainer:
         losses = []
         with torch.no_grad():
             for b in eval_batches(self.eval_loader, self.cfg.log.eval_batches, self.cfg.data.batch_size):
-                batch = torch.from_numpy(b).to(self.device)
+                x, y = self._inputs(b)
                 with autocast(self.cfg.precision.dtype, self.device):
-                    logits = self.model(batch[:, :-1])
-                losses.append(F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten()))
+                    logits = self.model(x)
+                losses.append(F.cross_entropy(logits.float().flatten(0, 1), y.flatten()))
         self._event("eval", eval_loss=self.layout.mean_over_dp(torch.stack(losses).mean()).item())
 
     def maybe_eval_tasks(self) -> None:
@@ -435,7 +455,7 @@ class Trainer:
         """
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not self.resumed:
-            self._set_aside_history()
+            set_aside_history(self.run_dir, self.rank)
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.write_config()
             self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard,
@@ -445,7 +465,7 @@ class Trainer:
         stop = self.cfg.train.stop_at or self.cfg.train.steps
         records = []
         t_start = time.perf_counter()
-        handlers = self._catch_signals()
+        handlers = catch_signals(self._note_signal)
         try:
             while self.step < stop:
                 if self._interrupted():
@@ -463,7 +483,7 @@ class Trainer:
                 _maybe_fail(self.rank, self.step)
             self._save_final()
         finally:
-            _restore_signals(handlers)
+            restore_signals(handlers)
             if self.metrics is not None:
                 self.metrics.close()
         return records
@@ -474,7 +494,7 @@ class Trainer:
         eta = (stop - self.step) * sum(recent) / max(1, len(recent))
         return (f"step {rec['step']}/{stop}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
                 f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}  "
-                f"elapsed {_hms(elapsed)}  eta {_hms(eta)}")
+                f"elapsed {hms(elapsed)}  eta {hms(eta)}")
 
     def _save_final(self) -> None:
         self.ckpt.wait()
@@ -486,37 +506,8 @@ class Trainer:
 
     # --- restarts: the run dir's record, signals ----------------------------------------------
 
-    def _set_aside_history(self) -> None:
-        """A fresh start in a run dir that has a record: move that record to RUN/previous-N/ (one line
-        says so) rather than appending a second history to it or mixing two runs' checkpoints."""
-        if self.rank == 0:  # one rank looks and moves: two ranks looking could disagree
-            names = ("metrics.jsonl", "tensorboard", "checkpoints")
-            old = [self.run_dir / n for n in names if _has_content(self.run_dir / n)]
-            if old:
-                n = 1
-                while (self.run_dir / f"previous-{n}").exists():
-                    n += 1
-                dest = self.run_dir / f"previous-{n}"
-                dest.mkdir()
-                for path in old:
-                    shutil.move(str(path), str(dest / path.name))
-                print(f"{self.run_dir} held an earlier run with no checkpoint to resume: moved its "
-                      f"record to {dest}", file=sys.stderr, flush=True)
-        if dist.is_initialized():
-            dist.barrier()  # the old checkpoints are gone before any rank saves a new one
-
-    def _catch_signals(self) -> dict:
-        """SIGINT/SIGTERM set a flag the loop reads between steps (a handler must not save: it can
-        run in the middle of a collective); the first one restores the default, so a second kills."""
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-
-        def note(signum, _frame):
-            self._interrupt = signal.Signals(signum).name
-            _restore_signals(old)
-
-        old = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
-        return old
+    def _note_signal(self, name: str) -> None:
+        self._interrupt = name
 
     def _interrupted(self) -> bool:
         """Did any rank catch a signal? Agreed by all ranks (the save that follows is collective)."""
@@ -578,31 +569,6 @@ class Trainer:
                 f"batch {b} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
                 f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens\n"
                 f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")
-
-
-class Interrupted(Exception):
-    """SIGINT or SIGTERM ended the run after saving (the command exits with 130, as shells expect)."""
-
-    exit_code = 130
-
-
-COURSE_EVENTS = ("spike", "rollback", "rollback_unavailable", "skip")  # kept in the record by a rollback
-
-
-def _has_content(path: Path) -> bool:
-    if path.is_dir():
-        return any(path.iterdir())
-    return path.is_file() and path.stat().st_size > 0
-
-
-def _restore_signals(old: dict) -> None:
-    for s, h in old.items():
-        signal.signal(s, h)
-
-
-def _hms(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 def _maybe_fail(rank: int, step: int) -> None:

@@ -1,0 +1,77 @@
+"""Restart hygiene pieces the trainer uses: an old record moved aside on a fresh start, SIGINT and
+SIGTERM caught as a flag, the Interrupted exit, and the step line's clock.
+
+At scale interruptions are the weather (Llama 3: 419 in 54 days, Dubey et al. 2024 sec. 3.3.4): after
+any of them the run directory's record must show one value per step, and the operator must be told
+whether the run resumed or started fresh.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import torch.distributed as dist
+
+RECORD = ("metrics.jsonl", "tensorboard", "checkpoints")  # what a run writes that a fresh start moves
+COURSE_EVENTS = ("spike", "rollback", "rollback_unavailable", "skip")  # kept in the record by a rollback
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM ended the run after saving (the command exits with 130, as shells expect)."""
+
+    exit_code = 130
+
+
+def _has_content(path: Path) -> bool:
+    if path.is_dir():
+        return any(path.iterdir())
+    return path.is_file() and path.stat().st_size > 0
+
+
+def set_aside_history(run_dir: Path, rank: int) -> None:
+    """A fresh start in a run dir that has a record: move that record to RUN/previous-N/ (one line
+    says so) rather than appending a second history to it or mixing two runs' checkpoints."""
+    if rank == 0:  # one rank looks and moves: two ranks looking could disagree
+        old = [run_dir / n for n in RECORD if _has_content(run_dir / n)]
+        if old:
+            n = 1
+            while (run_dir / f"previous-{n}").exists():
+                n += 1
+            dest = run_dir / f"previous-{n}"
+            dest.mkdir()
+            for path in old:
+                shutil.move(str(path), str(dest / path.name))
+            print(f"{run_dir} held an earlier run with no checkpoint to resume: moved its record to {dest}",
+                  file=sys.stderr, flush=True)
+    if dist.is_initialized():
+        dist.barrier()  # the old checkpoints are gone before any rank saves a new one
+
+
+def catch_signals(note: Callable[[str], None]) -> dict:
+    """SIGINT/SIGTERM call `note(name)`, which sets a flag the loop reads between steps (a handler
+    must not save: it can run in the middle of a collective); the first signal restores the previous
+    handlers, so a second one acts as it would have. Returns what `restore_signals` needs."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def handler(signum, _frame):
+        note(signal.Signals(signum).name)
+        restore_signals(old)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    return old
+
+
+def restore_signals(old: dict) -> None:
+    for s, h in old.items():
+        signal.signal(s, h)
+
+
+def hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"

@@ -37,6 +37,7 @@ import argparse
 import cProfile
 import io as _io
 import json
+import os
 import pstats
 import resource
 import subprocess
@@ -57,7 +58,8 @@ from pretrain.curate.rules import RulesConfig
 from pretrain.curate.urlfilter import URLFilterConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+# PRETRAIN_SHARED_DATA: where ../shared/data is when the checkout sits elsewhere (a git worktree).
+SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
 PEERS = ROOT / ".venv-peers" / "bin" / "python"
 DEMO = ROOT / "src" / "pretrain" / "data" / "demo" / "crawl.warc.gz"
 TIMEOUT_S = 10.0

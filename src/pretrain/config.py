@@ -151,9 +151,12 @@ def merge(base: dict, path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
-def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
-    """Defaults < TOML file < overrides, validated into dataclass `cls`."""
+def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None,
+         base: list[str] | tuple[str, ...] = ()) -> T:
+    """Defaults < `base` (a preset, as `key=value` texts) < TOML file < overrides, validated into `cls`."""
     data = to_dict(cls())
+    for text in base:
+        merge(data, *parse_override(text))
     if path:
         p = Path(path)
         if not p.is_file():

@@ -1,1 +1,19 @@
 """Subcommands of the `pretrain` CLI: argument parsing and calls into the library, no logic."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_runner_arguments(p: argparse.ArgumentParser) -> None:
+    """The options every corpus job (dedup, decontaminate) shares: where it runs and what it shows."""
+    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local process pool (default) or a Ray cluster")
+    p.add_argument("--work-dir", metavar="DIR", default=None,
+                   help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
+                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
+    p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
+    p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.commands import add_runner_arguments
+
 HELP = "find benchmark text (13-gram overlap) in a corpus; remove or tag those documents"
 DESCRIPTION = """\
 A model that saw a benchmark's questions during pretraining scores well on it for the wrong
@@ -48,16 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="TOML", help="belt config file (any section of pretrain curate's)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (repeatable)")
-    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
-    p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="local process pool (default) or a Ray cluster")
-    p.add_argument("--work-dir", metavar="DIR", default=None,
-                   help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
-                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
-    p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
-    p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar on stderr (default: when stderr is a terminal)")
+    add_runner_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:

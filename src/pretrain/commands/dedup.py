@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.commands import add_runner_arguments
+
 HELP = "remove exact and near duplicates (MinHash + LSH) from a corpus, with bounded memory"
 DESCRIPTION = """\
 Remove duplicate documents from CORPUS (JSONL, .jsonl.gz, .jsonl.zst, Parquet, text; folders are
@@ -49,18 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="belt config file (sections: reader, dedup; keys: keep, steps)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set dedup.bands=20 (repeatable)")
-    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
-    p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="local process pool (default) or a Ray cluster")
-    p.add_argument("--work-dir", metavar="DIR", default=None,
-                   help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
-                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
-    p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     p.add_argument("--explain", action="store_true",
                    help="print the S-curve 1-(1-s^r)^b of the chosen bands and rows, and exit")
-    p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar on stderr (default: when stderr is a terminal)")
+    add_runner_arguments(p)
 
 
 def explain(bands: int, rows: int) -> str:

@@ -24,25 +24,7 @@ PRESETS: dict[str, list[str]] = {
 
 def job_config(job: str, path: str | None = None, overrides: list[str] | None = None) -> CurateConfig:
     """Defaults < the job's preset < TOML file < overrides."""
-    from pretrain.config import _deep_update, merge, parse_override, to_dict
-    from pretrain.errors import UserError
-
-    data = to_dict(CurateConfig())
-    for text in PRESETS[job]:
-        merge(data, *parse_override(text))
-    if path:
-        import tomllib
-
-        p = Path(path)
-        if not p.is_file():
-            raise UserError(f"config file not found: {p}")
-        try:
-            _deep_update(data, tomllib.loads(p.read_text()))
-        except tomllib.TOMLDecodeError as e:
-            raise UserError(f"{p}: invalid TOML: {e}") from e
-    for text in overrides or []:
-        merge(data, *parse_override(text))
-    return config.from_dict(CurateConfig, data)
+    return config.load(CurateConfig, path, overrides, base=PRESETS[job])
 
 
 def run_dedup(inputs: list[str], out: str | Path, cfg: CurateConfig | None = None, executor=None) -> dict:

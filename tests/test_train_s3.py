@@ -54,3 +54,15 @@ def test_stop_resume_through_s3_equals_a_local_run(tmp_path, text, bucket_env, c
     assert main(["sample", str(tmp_path / "s3run"), "--prompt", "The ", "--tokens", "5",
                  "--temperature", "0"]) == 0
     assert capsys.readouterr().out.startswith("The ")
+
+
+def test_fresh_start_over_remote_checkpoints_is_refused(tmp_path, text, bucket_env):
+    """A local record is moved aside on a fresh start; object storage cannot be, so it stops."""
+    from pretrain.errors import UserError
+
+    url = f"s3://{bucket_env.new_bucket()}/runs/tiny"
+    over = ("train.steps=4", "checkpoint.every=2", f"checkpoint.storage={url}")
+    Trainer(tiny_config(tmp_path / "a", text, *over), quiet=True).fit()
+    with pytest.raises(UserError, match="holds checkpoints of an earlier run"):
+        Trainer(tiny_config(tmp_path / "b", text, *over, "train.resume=false"), quiet=True).fit()
+    assert [s for s, _, ok in ck.list_checkpoints(url) if ok] == [2, 4]  # nothing overwritten

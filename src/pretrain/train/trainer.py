@@ -445,6 +445,14 @@ class Trainer:
             return first
         return (step // k + 1) * k
 
+    def _refuse_remote_history(self) -> None:
+        """Object storage cannot be moved aside like RUN/checkpoints: a fresh start over an earlier
+        run's remote checkpoints would mix two runs, so it stops with one line instead."""
+        root = self.ckpt.root
+        if isinstance(root, ck.RemotePath) and ck.latest_complete(root) is not None:
+            raise UserError(f"{root} holds checkpoints of an earlier run and this one starts fresh "
+                            "(train.resume=false): point checkpoint.storage elsewhere or delete them")
+
     # --- the loop ---------------------------------------------------------------------------
 
     def fit(self) -> list[dict]:
@@ -456,6 +464,7 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not self.resumed:
             set_aside_history(self.run_dir, self.rank)
+            self._refuse_remote_history()
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.write_config()
             self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard,

@@ -128,3 +128,16 @@ def test_op_policy_recomputes_more_than_attention_and_less_than_full():
     saved = [memory.saved_bytes_per_token(shape, recompute=r, profile="pretrain", selective="op")
              for r in ("full", "selective", "none")]
     assert saved[0] < saved[1] < saved[2]
+
+
+def test_hfu_counts_the_matmuls_the_op_policy_reruns():
+    # HFU - MFU under --selective op is the forward FLOPs of the K, O and up projections, the same
+    # matmuls the time model re-runs: 2·h·(kv + h + f) per token and layer
+    run = TORCHTITAN[0]
+    est = evaluate(run.job, run.layout)
+    shape = run.job.shape
+    extra = 2 * shape.n_layers * shape.d_model * (shape.kv_dim + shape.d_model + shape.d_ff)
+    from pretrain.plan import compute
+
+    per_token = compute.flops_per_token(shape)
+    assert est.hfu / est.mfu == pytest.approx(1 + extra / per_token)

@@ -162,7 +162,7 @@ def time_layout(job: Job, lay: Layout, est: Estimate) -> None:
     tokens = job.batch_seqs * shape.seq_len
     est.tokens_per_s = tokens / est.step_s
     model_fpt = compute.flops_per_token(shape)
-    hw_fpt = model_fpt + compute.recompute_flops_per_token(shape, lay.recompute)
+    hw_fpt = model_fpt + compute.recompute_flops_per_token(shape, lay.recompute, selective=job.selective)
     peak = job.n_gpus * gpu.peak_flops
     est.mfu = compute.mfu(est.tokens_per_s, model_fpt, peak)
     est.hfu = compute.mfu(est.tokens_per_s, hw_fpt, peak)

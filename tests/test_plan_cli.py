@@ -136,3 +136,21 @@ def test_json_headline_for_reports():
     assert head["layout"] == plan["layout"]["label"] and head["gpus"] == 64
     none = json.loads(_run("--model", "llama-3-70b", "--gpus", "1", "--json").stdout)["headline"]
     assert not none["fits"] and none["days"] is None
+
+
+def test_software_flags_reproduce_torchtitans_8b_on_64_a100():
+    # torchtitan docs/performance.md: Llama 3 8B, FSDP over 64 A100 80GB, local batch 1, selective
+    # op checkpointing, eager kernels: 2,973 tokens/s per GPU. The default software (fused kernels)
+    # is the +36% the follow-up measured; torchtitan's software lands within 10%.
+    base = ("--model", "llama-3-8b", "--gpus", "64", "--gpu", "a100-80gb", "--batch-tokens", "512K",
+            "--layout", "tp=1,pp=1,zero=3,mbs=1,recompute=selective", "--json")
+    out = {}
+    for name, extra in (("default", ()), ("torchtitan", ("--kernels", "eager", "--selective", "op",
+                                                         "--reduce-dtype", "fp32"))):
+        r = _run(*base, *extra)
+        assert r.returncode == 0, r.stderr
+        out[name] = json.loads(r.stdout)["headline"]["tokens_per_s"] / 64
+    assert out["default"] > 1.25 * 2973
+    assert abs(out["torchtitan"] / 2973 - 1) < 0.10, out
+    bad = _run(*base, "--selective", "layer")
+    assert bad.returncode != 0 and "--selective" in bad.stderr

@@ -73,3 +73,71 @@ def test_llama3_405b_on_16384_h100s_picks_pipeline_and_zero3_is_not_free():
     zero3 = [e for e in result.ranked if e.layout.zero == 3 and e.layout.pp == 1]
     assert zero3 and zero3[0].tokens_per_s < 0.8 * result.best.tokens_per_s
     assert zero3[0].times["zero3_exposed"] > 0.1 * zero3[0].step_s
+
+
+# --- torchtitan's FSDP runs: the software stack, not the chip, explains most of the gap -------------
+
+TORCHTITAN = [r for r in RUNS if r.source.startswith("torchtitan")]
+
+
+def _step_s(job, lay) -> float:
+    """Predicted step time, also for a software profile whose memory model says it does not fit
+    (the fused profile saves more per token than torchtitan's per-op checkpointing keeps)."""
+    from pretrain.plan.search import Estimate, time_layout
+
+    est = evaluate(job, lay)
+    if not est.fits:
+        est = Estimate(lay, None, est.m, est.memory)
+        time_layout(job, lay, est)
+    return est.step_s
+
+
+@pytest.mark.parametrize("run", TORCHTITAN, ids=[r.source for r in TORCHTITAN])
+def test_each_software_cause_moves_the_prediction_towards_torchtitans_measurement(run):
+    # fused kernels and Megatron's selective recompute (the planner's defaults) are far too fast for
+    # eager PyTorch; each property of torchtitan's code, added in turn, brings the prediction closer
+    # (a row whose recompute is full is untouched by the selective policy)
+    from dataclasses import replace
+
+    steps = [replace(run.job, activations="fused", kernels="fused", selective="attention",
+                     reduce_dtype="bf16"),
+             replace(run.job, kernels="eager", selective="attention", reduce_dtype="bf16"),
+             replace(run.job, selective="op", reduce_dtype="bf16"),
+             run.job]
+    errors = [run.measured_step_s / _step_s(j, run.layout) - 1 for j in steps]
+    assert errors[0] > 0.2, errors  # the optimism the lead measured (+22% on 70B to +83%)
+    for before, after in zip(errors, errors[1:], strict=False):
+        assert abs(after) <= abs(before) + 1e-12, errors
+    assert abs(errors[-1]) < 0.15, errors
+
+
+def test_op_policy_recomputes_more_than_attention_and_less_than_full():
+    # torchtitan's per-op policy re-runs 3 of the 7 weight matmuls' forward (K, O, up) and every
+    # element-wise op: more than the attention core, less than the whole block; it saves less too
+    from dataclasses import replace
+
+    from pretrain.plan import memory
+
+    run = TORCHTITAN[0]
+    times = {}
+    for kind, policy in (("selective", "attention"), ("selective", "op"), ("full", "op")):
+        lay = replace(run.layout, recompute=kind)
+        times[kind, policy] = evaluate(replace(run.job, selective=policy), lay).times["recompute"]
+    assert times["selective", "attention"] < times["selective", "op"] < times["full", "op"]
+    shape = run.job.shape
+    saved = [memory.saved_bytes_per_token(shape, recompute=r, profile="pretrain", selective="op")
+             for r in ("full", "selective", "none")]
+    assert saved[0] < saved[1] < saved[2]
+
+
+def test_hfu_counts_the_matmuls_the_op_policy_reruns():
+    # HFU - MFU under --selective op is the forward FLOPs of the K, O and up projections, the same
+    # matmuls the time model re-runs: 2·h·(kv + h + f) per token and layer
+    run = TORCHTITAN[0]
+    est = evaluate(run.job, run.layout)
+    shape = run.job.shape
+    extra = 2 * shape.n_layers * shape.d_model * (shape.kv_dim + shape.d_model + shape.d_ff)
+    from pretrain.plan import compute
+
+    per_token = compute.flops_per_token(shape)
+    assert est.hfu / est.mfu == pytest.approx(1 + extra / per_token)

@@ -29,7 +29,14 @@ What it computes (formulas and sources in docs/planner.md):
                    traffic, recompute, collectives as latency + bytes/(bandwidth x efficiency)
                    inside and across nodes, what overlaps with what, pipeline bubble and p2p,
                    optimizer. Every constant is in the GPU table with its source; held against
-                   published runs (Megatron-LM, Korthikanti, Llama 3): median error ~6%.
+                   published runs (Megatron-LM, Korthikanti, Llama 3, torchtitan): median ~6%.
+  software         what the training code runs, which moves the step time as much as the chip:
+                   --kernels eager (PyTorch without fusion or torch.compile: norms, rotary, SwiGLU
+                   as separate memory-bound passes, 4-5x the bytes of fused kernels), --selective op
+                   (torchtitan's selective checkpointing: every second matmul and all element-wise
+                   ops re-run; default: attention only, as Megatron), --reduce-dtype fp32 (FSDP2 as
+                   torchtitan configures it). A torchtitan run without compile: --activations
+                   pretrain --kernels eager --selective op --reduce-dtype fp32.
   failures         cluster MTBF = per-GPU MTBF / GPUs; checkpoint every sqrt(2*C*M) (Young), or
                    Daly's refinement; waste = C/T + T/(2M); goodput = 1 - waste.
   search           every TP x CP x PP x DP x ZeRO x micro-batch x recompute x SP (x interleave):
@@ -44,6 +51,8 @@ Examples:
   pretrain plan --params 7B --gpus 8 --gpu a100-80gb --tokens 140B --json
   pretrain plan --model llama-3-405b --gpus 16384 --gpu h100 --tokens 15.6T --batch-tokens 16M \\
       --layout tp=8,pp=16,zero=2,mbs=1,recompute=none,sp=1
+  pretrain plan --model llama-3-8b --gpus 64 --gpu a100-80gb --batch-tokens 512K --kernels eager \
+      --selective op --reduce-dtype fp32 --layout tp=1,pp=1,zero=3,mbs=1,recompute=selective
   pretrain plan --model llama-3-8b --gpus 16 --emit-recipe run.toml
   pretrain plan --calibrate runs/a runs/b --gpu h100 --save-hardware mine.toml
   pretrain plan --model gpt2-124m --gpus 1 --gpu a100-40gb --tokens 10B --figures plan_figs/
@@ -76,6 +85,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--activations", default="fused", choices=["fused", "pretrain"],
                    help="saved-tensor accounting: fused kernels (Megatron/TE, default) or this project's "
                    "trainer as written (fp32 residual, unfused norms and SwiGLU)")
+    p.add_argument("--kernels", default=None, choices=["fused", "eager"],
+                   help="element-wise kernels: fused (Megatron-Core/TE, torch.compile) or eager PyTorch, "
+                   "one pass per op (default: eager with --activations pretrain, else fused)")
+    p.add_argument("--selective", default="attention", choices=["attention", "op"],
+                   help="what recompute=selective re-runs: the attention core (Megatron, default) or "
+                   "torchtitan's per-op policy (every second matmul and the element-wise ops)")
+    p.add_argument("--reduce-dtype", default=None, choices=["bf16", "fp32"],
+                   help="dtype gradients are reduced in (default: fp32 with --accounting 18B or "
+                   "megatron-distopt, else bf16; torchtitan's FSDP2 reduces in fp32)")
     p.add_argument("--mtbf-gpu-hours", type=float, default=50_000.0,
                    help="mean hours between failures of one GPU (default 50,000, from Llama 3)")
     p.add_argument("--checkpoint-seconds", type=float, default=60.0, help="time to save a checkpoint (60)")
@@ -141,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--batch-tokens {args.batch_tokens} ({batch:,}) holds no sequence of "
                         f"{shape.seq_len:,}")
     job = Job(shape, gpu, args.gpus, batch, args.accounting, not args.no_flash, args.efficiency,
-              args.activations)
+              args.activations, kernels=args.kernels or "", selective=args.selective,
+              reduce_dtype=args.reduce_dtype or "")
     budget = report.Budget(tokens, args.mtbf_gpu_hours, args.checkpoint_seconds, args.restart_seconds)
     layout = report.parse_layout(args.layout, args.gpus) if args.layout else None
     if layout is not None:

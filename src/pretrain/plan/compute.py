@@ -30,14 +30,19 @@ def flops_per_token(shape: ModelShape, seq_len: int | None = None, attention: bo
     return flops
 
 
-def recompute_flops_per_token(shape: ModelShape, recompute: str, seq_len: int | None = None) -> float:
+def recompute_flops_per_token(shape: ModelShape, recompute: str, seq_len: int | None = None,
+                              selective: str = "attention") -> float:
     """Extra FLOPs per token spent re-running forward work: full recompute repeats the whole forward
     pass (2N + 4·L·h·s); selective recompute repeats the attention scores and values (4·L·h·s,
-    Korthikanti 2022 sec. 5); none adds nothing."""
+    Korthikanti 2022 sec. 5), or under torchtitan's per-op policy (`selective="op"`) the K, O and up
+    projections, 2·L·h·(kv + h + f); none adds nothing."""
     s = seq_len or shape.seq_len
     attn_fwd = 4.0 * shape.n_layers * shape.d_model * s
     if recompute == "full":
         return 2.0 * shape.params() + attn_fwd
+    if recompute == "selective" and selective == "op":
+        up = shape.d_ff if shape.mlp == "swiglu" else 0
+        return 2.0 * shape.n_layers * shape.d_model * (shape.kv_dim + shape.d_model + up)
     if recompute == "selective":
         return attn_fwd
     if recompute == "none":

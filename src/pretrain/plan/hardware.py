@@ -92,6 +92,10 @@ class GPU:
 # - launch_us: a CUDA kernel launch costs ~5 us of host time (NVIDIA's CUDA best-practices guide);
 #   eager PyTorch issues ~60 kernels per transformer block per micro-batch, forward and backward.
 #   A CPU "GPU" entry (or a calibrated one) carries its own framework overhead here.
+# - h100-hbm2e: Meta's Grand Teton H100 (torchtitan docs/performance.md and its elastic-scaling
+#   benchmarks, 2024-25): 96 GB HBM2e at 2.4 TB/s, a 500 W power limit instead of the SXM's 700 W,
+#   400 Gb/s RDMA per GPU. torchtitan states its dense peak lies "between SXM and NVL" and is not
+#   known; we take the midpoint of the two datasheets' dense bf16 figures, (989 + 835) / 2 = 912.
 GPUS: dict[str, GPU] = {
     g.name: g
     for g in (
@@ -101,12 +105,15 @@ GPUS: dict[str, GPU] = {
         GPU("a100-80gb", 312, 0, 80, 2.039, 600, scaleout_gbps=25, sms=108, gemm_efficiency=0.86,
             attention_efficiency=0.60, nvlink_efficiency=0.77),
         GPU("h100", 989, 1979, 80, 3.35, 900, attention_efficiency=0.34),
+        GPU("h100-hbm2e", 912, 1824, 96, 2.4, 900, attention_efficiency=0.34),
         GPU("h200", 989, 1979, 141, 4.8, 900, attention_efficiency=0.34),
         GPU("b200", 2250, 4500, 180, 8.0, 1800, sms=148, attention_efficiency=0.34),
         GPU("mi300x", 1307, 2615, 192, 5.3, 896, sms=304, gemm_efficiency=0.60, attention_efficiency=0.30),
     )
 }
-ALIASES = {"a100": "a100-80gb", "a100-40": "a100-40gb", "a100-80": "a100-80gb", "h100-sxm": "h100"}
+ALIASES = {"a100": "a100-80gb", "a100-40": "a100-40gb", "a100-80": "a100-80gb", "h100-sxm": "h100",
+           "h100-96gb": "h100-hbm2e",
+           "grand-teton": "h100-hbm2e"}
 
 
 def get_gpu(name: str, table: dict[str, GPU] | None = None) -> GPU:

@@ -150,7 +150,7 @@ PROFILES = ("fused", "pretrain")
 
 
 def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recompute: str = "none",
-                          flash: bool = True, profile: str = "fused") -> float:
+                          flash: bool = True, profile: str = "fused", selective: str = "attention") -> float:
     """Bytes one block keeps for backward per token on one TP rank, summed tensor by tensor.
 
     profile "fused": Megatron-Core / Transformer Engine kernels (what the Megatron papers and Llama 3
@@ -168,6 +168,11 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     gathered input stays saved); K and V are expanded to all heads before attention; SwiGLU keeps
     w1·x, w3·x, silu(w1·x) and the product. Without flash the softmax output (a·s per token)
     replaces the log-sum-exp and the attention output.
+
+    selective "op" (torchtitan's per-op checkpointing, with recompute="selective"): whatever the
+    kernels, only the block's input (at the residual stream's width) and the outputs of the 1st,
+    3rd, 5th and 7th matmuls (Q, V, gate, down) and of fused attention (output and log-sum-exp)
+    are kept; every element-wise output and the other matmuls are re-run in backward.
     """
     if profile not in PROFILES:
         raise UserError(f"activation profile must be one of {', '.join(PROFILES)}, got {profile!r}")
@@ -176,6 +181,10 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     h, kv, f, a, s = shape.d_model, shape.kv_dim, shape.d_ff, shape.n_heads, shape.seq_len
     rep = t if sp else 1  # what sequence parallelism splits; replicated over TP ranks without it
     gated = shape.mlp == "swiglu"
+    if recompute == "selective" and selective == "op":
+        resid = 4.0 if profile == "pretrain" else 2.0
+        attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
+        return resid * h / rep + 2 * (h + kv + (f if gated else 0)) / t + 2 * h / rep + attn
     if profile == "pretrain":
         resid = 4.0  # the residual stream stays fp32 (embedding output is fp32 under autocast)
         if recompute == "full":
@@ -220,12 +229,13 @@ def split_layers(n_layers: int, p: int) -> tuple[int, ...]:
 
 def stage_activation_bytes(shape: ModelShape, b: int = 1, t: int = 1, sp: bool = False,
                            recompute: str = "none", flash: bool = True, p: int = 1, v: int = 1,
-                           m: int | None = None, cp: int = 1, profile: str = "fused") -> float:
+                           m: int | None = None, cp: int = 1, profile: str = "fused",
+                           selective: str = "attention") -> float:
     """Activations on the fullest pipeline stage under 1F1B: stage i holds min(p − i, m) micro-batches
     of its layers. Interleaved (v chunks per GPU), the first GPU runs 2(p−1) + (v−1)·p warm-up chunk
     forwards before its first backward (Megatron-LM's interleaved schedule), at most all m·v."""
     tokens = b * shape.seq_len / cp
-    per_layer = tokens * saved_bytes_per_token(shape, t, sp, recompute, flash, profile)
+    per_layer = tokens * saved_bytes_per_token(shape, t, sp, recompute, flash, profile, selective)
     m = p if m is None else m
     if v > 1:
         chunks = min(m * v, 2 * (p - 1) + (v - 1) * p + 1)
@@ -249,7 +259,7 @@ class MemoryBreakdown:
 def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zero: int = 0, mbs: int = 1,
                    recompute: str = "none", sp: bool = False, flash: bool = True, v: int = 1,
                    m: int | None = None, accounting: str = "16B", cp: int = 1,
-                   profile: str = "fused") -> MemoryBreakdown:
+                   profile: str = "fused", selective: str = "attention") -> MemoryBreakdown:
     """The whole bill for the busiest GPU: sharded state + activations in flight + logits. With a
     pipeline the first stages hold the most micro-batches and the last the logits: take the larger.
     `dp` is the group the ZeRO stage shards over (data × context ranks)."""
@@ -258,13 +268,14 @@ def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zer
     working = 0.0
     if recompute == "full":  # a checkpointed layer re-run for its backward: its full set, briefly
         working = tokens * saved_bytes_per_token(shape, tp, sp, "none", flash, profile)
-    acts = stage_activation_bytes(shape, mbs, tp, sp, recompute, flash, pp, v, m, cp, profile) + working
+    acts = stage_activation_bytes(shape, mbs, tp, sp, recompute, flash, pp, v, m, cp, profile, selective)
+    acts += working
     logits = logits_bytes(shape.seq_len // cp, mbs, shape.d_model, shape.vocab_size, tp)
     if pp == 1:
         return MemoryBreakdown(state, acts, logits, state + acts + logits)
     # 1F1B: the last stage runs each micro-batch's backward right after its forward (one in flight)
     last_layers = split_layers(shape.n_layers, pp)[-1] * (v if v > 1 else 1)
-    per_layer = tokens * saved_bytes_per_token(shape, tp, sp, recompute, flash, profile)
+    per_layer = tokens * saved_bytes_per_token(shape, tp, sp, recompute, flash, profile, selective)
     last_acts = per_layer * last_layers + working
     first = MemoryBreakdown(state, acts, 0.0, state + acts)
     last = MemoryBreakdown(state, last_acts, logits, state + last_acts + logits)

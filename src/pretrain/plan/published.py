@@ -1,7 +1,7 @@
 """Published training runs with their exact model, layout and measured speed: the planner's time model
 is held against them (tests/test_plan_published.py, bench/bench_plan_search.py). Numbers as printed
-in ../shared/reference/planner_vectors.md, plus one run outside it (torchtitan's 70B on 64 A100s);
-each row names its source.
+in ../shared/reference/planner_vectors.md, plus runs outside it (torchtitan's FSDP runs on A100
+and H100); each row names its source.
 
 `measured_step_s` is the published iteration time, or the one implied by the published TFLOP/s per
 GPU under that paper's own FLOPs formula (so the comparison does not depend on FLOPs conventions).
@@ -89,15 +89,38 @@ def _llama3(gpus: int, cp: int, dp: int, seq: int, mfu: float, v: int) -> Run:
     return Run(f"Llama 3 Table 4, {gpus} GPUs, seq {seq}", job, lay, step)
 
 
-def _torchtitan_a100(name: str, wps_per_gpu: float) -> Run:
-    # torchtitan docs/performance.md (PyTorch, 2024): Llama 3 on 64 A100 80GB, FSDP2 over all 64,
-    # local batch 1 of 8,192 tokens, full activation checkpointing, eager PyTorch kernels (like our
-    # trainer's: the "pretrain" profile), tokens/s per GPU as printed.
+# torchtitan runs eager PyTorch kernels (no torch.compile in these rows: norms, rotary, SwiGLU as
+# separate memory-bound passes, as our trainer's "pretrain" profile), FSDP2 with bf16 weights and
+# fp32 gradient reduction (its default mixed_precision_reduce), and its "selective" checkpointing is
+# the per-op policy (every second matmul and all element-wise ops re-run, attention saved).
+TORCHTITAN = dict(activations="pretrain", kernels="eager", selective="op", reduce_dtype="fp32")
+
+
+def _torchtitan(label: str, name: str, gpu: str, gpus: int, lay: Layout, wps_per_gpu: float) -> Run:
     shape = get_shape(name)
-    job = Job(shape, get_gpu("a100-80gb"), 64, 64 * shape.seq_len, activations="pretrain")
-    lay = Layout(dp_shard=64, zero=3, recompute="full")
-    step = 64 * shape.seq_len / (64 * wps_per_gpu)
-    return Run(f"torchtitan Llama 3 {name[8:]} on 64 A100, FSDP", job, lay, step)
+    job = Job(shape, get_gpu(gpu), gpus, lay.dp * lay.mbs * shape.seq_len, **TORCHTITAN)
+    step = job.batch_tokens / (gpus * wps_per_gpu)
+    return Run(f"torchtitan {label}", job, lay, step)
+
+
+def _torchtitan_runs() -> list[Run]:
+    # docs/performance.md (2024): Llama 3 on 64 A100 80GB, FSDP2 over all 64, local batch 1 of 8,192
+    # tokens; 8B with selective op checkpointing, 70B with full. Tokens/s per GPU as printed.
+    a100 = [_torchtitan("Llama 3 8B on 64 A100, FSDP, selective op AC", "llama-3-8b", "a100-80gb", 64,
+                        Layout(dp_shard=64, zero=3, recompute="selective"), 2973),
+            _torchtitan("Llama 3 70B on 64 A100, FSDP, full AC", "llama-3-70b", "a100-80gb", 64,
+                        Layout(dp_shard=64, zero=3, recompute="full"), 331)]
+    # Elastic-scaling tables (torch and torchtitan of 2024-12): Llama 3.1 8B on Grand Teton H100s
+    # (h100-hbm2e), FSDP, local batch 2, selective (op) checkpointing, no torch.compile: Table 1 (8
+    # GPUs) and Table 3 (128 GPUs). docs/performance.md: Llama 3.1 405B on 128 of them, FSDP 16 x TP 8
+    # (sequence parallel), local batch 2, full checkpointing, no Float8.
+    h100 = [_torchtitan("Llama 3.1 8B on 8 H100 (500 W), FSDP", "llama-3-8b", "h100-hbm2e", 8,
+                        Layout(dp_shard=8, zero=3, mbs=2, recompute="selective"), 5762),
+            _torchtitan("Llama 3.1 8B on 128 H100 (500 W), FSDP", "llama-3-8b", "h100-hbm2e", 128,
+                        Layout(dp_shard=128, zero=3, mbs=2, recompute="selective"), 5605),
+            _torchtitan("Llama 3.1 405B on 128 H100 (500 W), FSDP x TP 8", "llama-3-405b", "h100-hbm2e",
+                        128, Layout(tp=8, dp_shard=16, zero=3, mbs=2, sp=True, recompute="full"), 109)]
+    return a100 + h100
 
 
 def runs() -> list[Run]:
@@ -119,7 +142,7 @@ def runs() -> list[Run]:
     out += _korthikanti("megatron-1t", 64, 512, 1, 94.42, 71.49)
     out += [_llama3(8192, 1, 64, 8192, 0.43, 1), _llama3(16384, 1, 128, 8192, 0.41, 2),
             _llama3(16384, 16, 8, 131072, 0.38, 2)]
-    out.append(_torchtitan_a100("llama-3-70b", 331))
+    out += _torchtitan_runs()
     return out
 
 

@@ -38,6 +38,9 @@ class Job:
     activations: str = "fused"  # saved-tensor profile (memory.saved_bytes_per_token): fused | pretrain
     tp_overlap: float = 0.0  # share of TP collectives hidden behind compute (timing.Software)
     dp_overlap: bool = True
+    kernels: str = ""  # element-wise kernels: fused | eager ("": eager iff activations == "pretrain")
+    selective: str = "attention"  # what recompute=selective re-runs: attention (Megatron) | op (torchtitan)
+    reduce_dtype: str = ""  # gradient reduction: bf16 | fp32 ("": fp32 iff the accounting keeps fp32 grads)
 
     def __post_init__(self) -> None:
         if self.efficiency is not None:
@@ -45,9 +48,11 @@ class Job:
 
     @property
     def software(self) -> timing.Software:
-        return timing.Software(self.tp_overlap, self.dp_overlap, self.flash,
-                               4 if self.accounting in ("18B", "megatron-distopt") else 2,
-                               eager=self.activations == "pretrain")
+        fp32 = self.reduce_dtype == "fp32" or (
+            not self.reduce_dtype and self.accounting in ("18B", "megatron-distopt"))
+        eager = self.kernels == "eager" or (not self.kernels and self.activations == "pretrain")
+        return timing.Software(self.tp_overlap, self.dp_overlap, self.flash, 4 if fp32 else 2,
+                               eager=eager, selective=self.selective)
 
     @property
     def batch_seqs(self) -> int:
@@ -112,7 +117,8 @@ def evaluate(job: Job, lay: Layout) -> Estimate:
         return Estimate(lay, reason)
     m = n_micro(lay, job.batch_seqs)
     mem = memory.memory_per_gpu(job.shape, lay.tp, lay.pp, shard_group(lay), lay.zero, lay.mbs, lay.recompute,
-                                lay.sp, job.flash, lay.v, m, job.accounting, lay.cp, job.activations)
+                                lay.sp, job.flash, lay.v, m, job.accounting, lay.cp, job.activations,
+                                job.selective)
     if mem.total > job.usable_bytes:
         return Estimate(lay, "does not fit in memory", m, mem)
     est = Estimate(lay, None, m, mem)
@@ -156,7 +162,7 @@ def time_layout(job: Job, lay: Layout, est: Estimate) -> None:
     tokens = job.batch_seqs * shape.seq_len
     est.tokens_per_s = tokens / est.step_s
     model_fpt = compute.flops_per_token(shape)
-    hw_fpt = model_fpt + compute.recompute_flops_per_token(shape, lay.recompute)
+    hw_fpt = model_fpt + compute.recompute_flops_per_token(shape, lay.recompute, selective=job.selective)
     peak = job.n_gpus * gpu.peak_flops
     est.mfu = compute.mfu(est.tokens_per_s, model_fpt, peak)
     est.hfu = compute.mfu(est.tokens_per_s, hw_fpt, peak)
@@ -187,16 +193,21 @@ def _dp_exposed(job: Job, lay: Layout, lt: timing.LayerTimes, layers: int, m: in
 
 def _zero3_exposed(job: Job, lay: Layout, lt: timing.LayerTimes, layers: int, micro: float) -> float:
     """FSDP per micro-batch: weights all-gathered forward and again backward, gradients reduce-
-    scattered; one collective per layer each, hidden only behind that micro-batch's compute."""
+    scattered (at the reduction dtype: torchtitan reduces in fp32); one collective per layer each.
+    FSDP prefetches one layer ahead, so the first all-gather has no compute to hide behind and the
+    last reduce-scatter runs after the last backward kernel (PyTorch FSDP paper, Zhao et al. 2023,
+    sec. 3.3): both exposed; the rest hidden behind that micro-batch's compute, slowing it."""
     g = lay.dp * lay.cp
     if lay.zero != 3 or g == 1:
         return 0.0
-    weights = memory.stage_params(job.shape, lay.tp, lay.pp, lay.v) * 2.0
+    params = memory.stage_params(job.shape, lay.tp, lay.pp, lay.v) / max(layers, 1)
     local = _dp_local(job, lay)
-    per_layer = weights / max(layers, 1)
-    gather = layers * timing.hierarchical_seconds(job.gpu, per_layer, g, local, "allgather")
+    gather = timing.hierarchical_seconds(job.gpu, params * 2.0, g, local, "allgather")
+    scatter = timing.hierarchical_seconds(job.gpu, params * job.software.grad_bytes, g, local, "allgather")
     fwd = lt.fwd() * layers
-    return timing.overlapped(job.gpu, gather, fwd) + timing.overlapped(job.gpu, 2 * gather, micro - fwd)
+    rest = (layers - 1) * gather
+    return (gather + timing.overlapped(job.gpu, rest, fwd) + scatter
+            + timing.overlapped(job.gpu, rest + gather + (layers - 1) * scatter, micro - fwd))
 
 
 LONG_SEQUENCE = 16_384  # context parallelism is searched from here on (Llama 3 used it at 128k only)

@@ -15,7 +15,11 @@ One micro-batch on one GPU, per transformer layer (T = mbs·s/cp tokens on this 
   read + written at HBM speed; replicated over TP ranks unless sequence parallel. Backward moves
   twice the forward bytes.
 - recompute: full re-runs the layer's forward (GEMMs, attention, element-wise, its TP collectives)
-  inside the backward; selective re-runs the attention core (Korthikanti 2022 sec. 5).
+  inside the backward; selective re-runs what the training code's policy leaves unsaved:
+  "attention" (Megatron, Korthikanti 2022 sec. 5) the attention core; "op" (torchtitan's per-op
+  policy, activation_checkpoint.py: save every matmul output except every second one, and the
+  attention output) every second weight GEMM of the block (K, O and up projections) and every
+  element-wise op, but not attention.
 - tensor parallel: 2 collectives of T·h bf16 values forward and 2 backward (Megatron-LM sec. 3; as
   reduce-scatter + all-gather pairs with SP, the same time), each latency + ring bytes /
   (NVLink · nvlink_efficiency); `tp_overlap` of them hidden (0: Megatron-LM 2021/2022 run them
@@ -59,6 +63,7 @@ class Software:
     flash: bool = True  # fused attention (no s×s scores in memory)
     grad_bytes: int = 2  # bytes per gradient value communicated (4: fp32 all-reduce)
     eager: bool = False  # unfused element-wise kernels (our trainer as written), not fused ones
+    selective: str = "attention"  # what recompute=selective re-runs: "attention" or "op" (torchtitan)
 
 
 def gemm_seconds(gpu: GPU, m: float, n: float, k: float) -> float:
@@ -89,6 +94,14 @@ def layer_gemms(gpu: GPU, shape: ModelShape, tokens: float, t: int) -> tuple[flo
         a, b = linear_seconds(gpu, tokens, k, n)
         fwd, bwd = fwd + a, bwd + b
     return fwd, bwd
+
+
+def every_second_gemm_fwd(gpu: GPU, shape: ModelShape, tokens: float, t: int) -> float:
+    """Forward seconds of the block's 2nd, 4th and 6th weight matmuls in call order (q, k, v, o,
+    gate, up, down): the ones torchtitan's per-op checkpointing policy re-runs."""
+    h, kv, f = shape.d_model, shape.kv_dim, shape.d_ff
+    parts = [(h, kv / t), (h / t, h)] + ([(h, f / t)] if shape.mlp == "swiglu" else [])
+    return sum(gemm_seconds(gpu, tokens, n, k) for k, n in parts)
 
 
 def attention_seconds(gpu: GPU, shape: ModelShape, lay: Layout, sw: Software) -> tuple[float, float]:
@@ -181,6 +194,8 @@ class LayerTimes:
     tp_fwd: float  # exposed TP collective time, forward (backward has as many)
     cp_fwd: float  # context-parallel all-gather, forward (backward reduce-scatters as much)
     launch: float = 0.0  # host overhead of launching the block's kernels, forward + backward
+    gemm_fwd_op: float = 0.0  # forward of the GEMMs a per-op policy re-runs (every_second_gemm_fwd)
+    selective: str = "attention"  # what selective recompute re-runs (Software.selective)
 
     def fwd(self) -> float:
         return self.gemm_fwd + self.attn_fwd + self.elem_fwd + self.tp_fwd + self.cp_fwd
@@ -189,7 +204,7 @@ class LayerTimes:
         if kind == "full":
             return self.fwd()
         if kind == "selective":
-            return self.attn_fwd
+            return self.gemm_fwd_op + self.elem_fwd if self.selective == "op" else self.attn_fwd
         return 0.0
 
     def total(self, recompute: str) -> float:
@@ -207,7 +222,8 @@ def layer_times(gpu: GPU, shape: ModelShape, lay: Layout, sw: Software) -> Layer
     kv = lay.mbs * shape.seq_len * 2 * shape.kv_dim / lay.tp * ACT  # whole K and V, this rank's heads
     cp = collective_seconds(gpu, kv, lay.cp, lay.tp * lay.cp, "allgather")
     launch = KERNELS_PER_LAYER * gpu.launch_us * 1e-6
-    return LayerTimes(gf, gb, af, ab, elem, tp, cp, launch)
+    op = every_second_gemm_fwd(gpu, shape, tokens, lay.tp) if sw.selective == "op" else 0.0
+    return LayerTimes(gf, gb, af, ab, elem, tp, cp, launch, op, sw.selective)
 
 
 def head_seconds(gpu: GPU, shape: ModelShape, lay: Layout) -> float:

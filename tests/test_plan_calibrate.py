@@ -71,7 +71,9 @@ def test_cli_writes_a_hardware_file_the_next_plan_reads(runs, cpu, tmp_path):
     assert r.returncode == 0, r.stderr
     cal = json.loads(r.stdout)
     for row in cal["runs"]:
-        assert row["predicted_after"] == pytest.approx(row["measured_tokens_per_s"], rel=0.15)
+        # two parameters, two runs: exact unless a busy machine measured the bigger batch slower per
+        # token than the model's form allows (then the fit is the closest it can be); uncalibrated: ~3x
+        assert row["predicted_after"] == pytest.approx(row["measured_tokens_per_s"], rel=0.25)
     table = hardware.load_table(out)
     assert table["cpu"].gemm_efficiency == pytest.approx(cal["gemm_efficiency"])
     assert table["cpu"].launch_us == pytest.approx(cal["launch_us"])

@@ -337,29 +337,26 @@ def _edge_unit(args: tuple) -> int:
 
 
 class _Signatures:
-    """Random access to the stored signatures of any document, by dense index (memory-mapped)."""
+    """Random access to the stored signatures of any document, by dense index. One piece's file
+    is mapped at a time and unmapped after its rows are copied: a map kept open keeps every page
+    it touched resident (0.45 KB per document at 14 x 8), which grew RSS with the corpus."""
 
     def __init__(self, work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int]):
         self.work_dir, self.pieces, self.offsets = work_dir, pieces, np.asarray(offsets)
-        self.maps: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    def _piece(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        if i not in self.maps:
-            piece = self.pieces[i]
-            sig = np.load(_shard_dir(self.work_dir) / _part_name(*piece, "sig.npy"), mmap_mode="r")
-            self.maps[i] = (sig, _read_meta(self.work_dir, piece, ("near_rows",))["near_rows"])
-        return self.maps[i]
 
     def rows(self, refs: np.ndarray) -> np.ndarray:
         piece_of = np.searchsorted(self.offsets, refs, "right") - 1
         out = None
         for i in np.unique(piece_of):
-            sig, near_rows = self._piece(int(i))
+            piece = self.pieces[int(i)]
+            sig = np.load(_shard_dir(self.work_dir) / _part_name(*piece, "sig.npy"), mmap_mode="r")
+            near_rows = _read_meta(self.work_dir, piece, ("near_rows",))["near_rows"]
             if out is None:
                 out = np.empty((len(refs), sig.shape[1]), np.uint32)
             mask = piece_of == i
             local = (refs[mask] - self.offsets[i]).astype(np.uint64)
             out[mask] = sig[np.searchsorted(near_rows, local)]
+            del sig  # unmapped here, not at the end of the unit
         return out if out is not None else np.empty((0, 0), np.uint32)
 
 

@@ -3,9 +3,12 @@
 Owns the global dedup stages and their files under `work_dir`:
 
 1. `sign_shard` (per shard, in parallel): for every document its exact-text key, URL key and
-   `bands` LSH band keys (`minhash.py`). Each key column is written sorted by key as one `.npy`
-   (keys, then local row numbers), so any key range of a shard is a contiguous slice.
-2. Per (column, key range) unit: the slices of that range from every shard are concatenated and
+   `bands` LSH band keys (`minhash.py`), one part of `chunk_docs` documents at a time. Each part's
+   key columns are written sorted by key as `.npy` files (keys, then local row numbers), so any
+   key range of a part is a contiguous slice. The later stages see a flat list of pieces (shard,
+   part) in input order; a document's dense index is the same whatever the chunk size, so every
+   later file is too.
+2. Per (column, key range) unit: the slices of that range from every piece are concatenated and
    sorted; documents sharing a key become edges (first member -> each other member), written as
    one edge file. The number of ranges P is chosen from the memory budget, never from the number
    of workers.
@@ -23,12 +26,13 @@ Faults: every file is written atomically; a done marker records its size and xxh
 digest of its inputs. A missing, truncated or corrupt file fails the check and its unit is
 recomputed (a shard's signature files can only be recomputed by its caller: `shard_ok` tells it).
 
-Memory (per process): sign_shard holds about (130 + 16 x bands) bytes per document of its shard
-plus one batch of shingles; a unit of stage 2 holds about 48 bytes per row of its key range, and
+Memory (per process): sign_shard holds one part, about (40 + 8 x bands + 4 x bands x rows) bytes
+per document of it (~0.6 KB at 14 x 8, ~30 MB at 50,000 documents) plus one batch of shingles,
+whatever the shard's size; a unit of stage 2 holds about 48 bytes per row of its key range, and
 P = ceil(rows_per_column x 48 / memory_budget); stage 3 holds 8N bytes of labels plus one chunk of
-edges (16 bytes per edge, budget / 64 edges per chunk); stage 4 holds about 40N bytes (labels,
-priorities, keys, a sort) plus the ids of the documents in clusters. For N = 10M documents that
-is ~0.5 GB beyond the budget: 10M fits a 24 GB machine with room for the workers.
+edges (16 bytes per edge, budget / 64 edges per chunk); stage 4 holds about 24N bytes (labels,
+component sizes) plus the priorities, keys and ids of the documents in clusters. For N = 10M
+documents that is ~0.3 GB beyond the budget: 10M fits a 24 GB machine with room for the workers.
 """
 
 from __future__ import annotations

@@ -100,3 +100,30 @@ def test_signing_memory_is_flat_in_the_shard_size(tmp_path):
     assert big < 1.25 * small, (small, big)
     whole = _signing_peak(8000, tmp_path / "whole", 10**9)
     assert whole > 2.5 * big, (big, whole)
+
+
+def test_a_shard_killed_between_parts_is_signed_again(tmp_path):
+    """Parts already written when signing dies leave no shard marker (an earlier run's is deleted
+    first): the shard is not trusted, is signed again (as the belt does) and gives the bytes of
+    an uninterrupted run."""
+    docs = [Document(id=r["id"], text=r["text"]) for r in _corpus()]
+    cfg = DedupConfig(chunk_docs=20)
+    ref = tmp_path / "ref"
+    _sign(docs, ref, cfg)
+    want = find_duplicates(ref, 1, cfg).read_bytes()
+
+    def dying():
+        for i, d in enumerate(docs):
+            if i == 130:
+                raise KeyboardInterrupt  # stands for SIGKILL: nothing after this line runs
+            yield d, 0
+
+    work = tmp_path / "work"
+    _sign(docs[::-1], work, cfg)  # an earlier complete run on other input: its marker must not count
+    assert shard_ok(work, 0, cfg)
+    with pytest.raises(KeyboardInterrupt):
+        sign_shard(dying(), 0, work, cfg)
+    assert not shard_ok(work, 0, cfg)
+    _sign(docs, work, cfg)
+    assert shard_ok(work, 0, cfg)
+    assert find_duplicates(work, 1, cfg).read_bytes() == want

@@ -127,3 +127,19 @@ def test_a_shard_killed_between_parts_is_signed_again(tmp_path):
     _sign(docs, work, cfg)
     assert shard_ok(work, 0, cfg)
     assert find_duplicates(work, 1, cfg).read_bytes() == want
+
+
+def test_clustered_documents_match_component_sizes(monkeypatch):
+    """Stage 4's members (chunked scan, one bool per document) against a bincount of component
+    sizes, on random components whose label is their smallest index."""
+    import numpy as np
+
+    from pretrain.curate import dedup
+
+    monkeypatch.setattr(dedup, "_LABEL_CHUNK", 7)  # many chunks
+    rng = np.random.default_rng(0)
+    comp = rng.integers(0, 60, 100)  # 100 documents in up to 60 components: singletons too
+    labels = np.array([np.flatnonzero(comp == c)[0] for c in comp], np.int64)
+    want = np.flatnonzero(np.bincount(labels, minlength=len(labels))[labels] > 1)
+    assert 0 < len(want) < len(labels)
+    assert np.array_equal(dedup._clustered(labels), want)

@@ -29,10 +29,10 @@ recomputed (a shard's signature files can only be recomputed by its caller: `sha
 Memory (per process): sign_shard holds one part, about (40 + 8 x bands + 4 x bands x rows) bytes
 per document of it (~0.6 KB at 14 x 8, ~30 MB at 50,000 documents) plus one batch of shingles,
 whatever the shard's size; a unit of stage 2 holds about 48 bytes per row of its key range, and
-P = ceil(rows_per_column x 48 / memory_budget); stage 3 holds 8N bytes of labels plus one chunk of
-edges (16 bytes per edge, budget / 64 edges per chunk); stage 4 holds about 24N bytes (labels,
-component sizes) plus the priorities, keys and ids of the documents in clusters. For N = 10M
-documents that is ~0.3 GB beyond the budget: 10M fits a 24 GB machine with room for the workers.
+P = ceil(rows_per_column x 48 / min(memory_budget, 64 MB)); stage 3 holds 8N bytes of labels plus one chunk of
+edges (16 bytes per edge, budget / 64 edges per chunk); stage 4 holds about 9N bytes (labels,
+a flag) plus the priorities, keys and ids of the documents in clusters. For N = 10M
+documents that is ~0.2 GB: 10M fits a 24 GB machine with room for the workers.
 """
 
 from __future__ import annotations
@@ -60,6 +60,10 @@ from pretrain.errors import DataError, UserError
 FORMAT = 1  # bump when the files change meaning
 _BATCH = 512  # documents per signature batch
 _ROW_BYTES = 48  # stage-2 bytes per key row: keys, refs, sort order, edges
+# A stage-2 unit's rows cost at most min(memory_mb, this): more, smaller key ranges cost little
+# (each unit slices every piece's sorted column), and a large job's peak stays flat.
+_UNIT_MB = 64
+_LABEL_CHUNK = 1 << 20  # labels scanned at a time in stage 4
 
 
 @dataclass
@@ -299,6 +303,26 @@ def _load_column(work_dir: Path, piece: tuple[int, int], col: str) -> np.ndarray
     return np.load(_shard_dir(work_dir) / _part_name(*piece, f"{col}.npy"), mmap_mode="r")
 
 
+def _column_slice(work_dir: Path, piece: tuple[int, int], col: str, lo: int,
+                  hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keys in [lo, hi) of one piece's column and their local rows. The bounds come from a binary
+    search on a map (a few pages); the slice is read with plain reads, so no page of the file
+    stays resident in this process (a map kept them all: 16 bytes per document)."""
+    arr = _load_column(work_dir, piece, col)
+    m, start = len(arr) // 2, arr.offset
+    a = int(np.searchsorted(arr[:m], np.uint64(lo), "left"))
+    b = m if hi >= 1 << 64 else int(np.searchsorted(arr[:m], np.uint64(hi), "left"))
+    del arr
+    with open(_shard_dir(work_dir) / _part_name(*piece, f"{col}.npy"), "rb") as f:
+        f.seek(start + 8 * a)
+        keys = np.fromfile(f, np.uint64, b - a)
+        f.seek(start + 8 * (m + a))
+        rows = np.fromfile(f, np.uint64, b - a)
+    if len(keys) != b - a or len(rows) != b - a:
+        raise DataError(f.name, f"rows {a}-{b}", "column file shorter than its header says")
+    return keys, rows
+
+
 def _edge_path(work_dir: Path, col: str, part: int, parts: int) -> Path:
     return Path(work_dir) / "edges" / f"{col}.p{part:04d}of{parts:04d}.npy"
 
@@ -322,13 +346,9 @@ def _edge_unit(args: tuple) -> int:
     lo, hi = _range(part, parts)
     keys, refs = [], []
     for piece, base in zip(pieces, offsets[:-1]):
-        arr = _load_column(work_dir, piece, col)
-        m = len(arr) // 2
-        k = arr[:m]
-        a = int(np.searchsorted(k, np.uint64(lo), "left"))
-        b = m if hi >= 1 << 64 else int(np.searchsorted(k, np.uint64(hi), "left"))
-        keys.append(np.asarray(k[a:b]))
-        refs.append(np.asarray(arr[m + a : m + b]).astype(np.int64) + base)
+        k, r = _column_slice(work_dir, piece, col, lo, hi)
+        keys.append(k)
+        refs.append(r.astype(np.int64) + base)
     if not keys:
         keys, refs = [np.empty(0, np.uint64)], [np.empty(0, np.int64)]
     edges = _group_edges(np.concatenate(keys), np.concatenate(refs))
@@ -446,12 +466,24 @@ def _member_columns(work_dir: Path, pieces: list[tuple[int, int]], offsets: list
     return ids, prio, tkey, ukey
 
 
+def _clustered(labels: np.ndarray) -> np.ndarray:
+    """Indices of the documents in a component of two or more: those whose label is not their
+    own index, and the roots they point at. One bool per document beside the labels (a bincount
+    of component sizes cost 16 bytes per document)."""
+    n = len(labels)
+    flag = np.zeros(n, bool)
+    for s in range(0, n, _LABEL_CHUNK):
+        seg = labels[s : s + _LABEL_CHUNK]
+        joined = seg != np.arange(s, s + len(seg))
+        flag[s : s + len(seg)] |= joined
+        flag[seg[joined]] = True
+    return np.flatnonzero(flag)
+
+
 def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
               labels: np.ndarray) -> Iterator[dict]:
     """One record per removed document, ordered by input position."""
-    n = len(labels)
-    sizes = np.bincount(labels, minlength=n)
-    members = np.flatnonzero(sizes[labels] > 1)
+    members = _clustered(labels)
     if members.size == 0:
         return
     ids, prio, tkey, ukey = _member_columns(work_dir, pieces, offsets, members)
@@ -499,7 +531,8 @@ def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
         return out
     n = offsets[-1]
     budget = max(1, cfg.memory_mb) * 2**20
-    parts = cfg.parts if cfg.parts > 0 else max(1, math.ceil(n * _ROW_BYTES / budget))
+    unit_budget = min(budget, _UNIT_MB * 2**20)
+    parts = cfg.parts if cfg.parts > 0 else max(1, math.ceil(n * _ROW_BYTES / unit_budget))
     units = [(str(work_dir), col, p, parts, pieces, offsets, digest, cfg)
              for col in _columns(cfg) for p in range(parts)]
     counts = list(map_fn(_edge_unit, units))

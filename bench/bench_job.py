@@ -1,7 +1,7 @@
 """Benchmark: the corpus job layer (one driver for curate, dedup, decontaminate).
 
     .venv/bin/python bench/bench_job.py memory            # peak RSS, 100k and 1M tiny docs, one file
-    .venv/bin/python bench/bench_job.py memory --docs 100000,1000000,5000000
+    .venv/bin/python bench/bench_job.py memory --docs 5000000 --jobs dedup   # ~4 min
     .venv/bin/python bench/bench_job.py s3                # curate WARCs from/to a local S3 server vs disk
     .venv/bin/python bench/bench_job.py scaling           # belt pages/s with 1 and 2 workers
 
@@ -77,7 +77,7 @@ JOBS = [("dedup", "dedup", []), ("curate pii+dedup", "curate", ['steps=["pii","d
         ("filters (rules)", "curate", ['steps=["rules"]'])]
 
 
-def bench_memory(sizes: list[int], dedup_max: int, extra: list[str]) -> None:
+def bench_memory(sizes: list[int], dedup_max: int, extra: list[str], only: str) -> None:
     print("peak RSS of one shard (one file), single process; tiny docs of 6-11 words")
     print(f"{'job':<22}{'docs':>10}{'read':>10}{'kept':>10}{'CPU s':>8}{'peak MB':>9}")
     with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp:
@@ -85,7 +85,7 @@ def bench_memory(sizes: list[int], dedup_max: int, extra: list[str]) -> None:
             inp = Path(tmp) / f"tiny{n}.jsonl"
             tiny_corpus(inp, n)
             for j, (job, kind, overrides) in enumerate(JOBS):
-                if "dedup" in job and n > dedup_max:
+                if ("dedup" in job and n > dedup_max) or (only and not job.startswith(only)):
                     continue
                 out = Path(tmp) / f"out-{j}-{n}"
                 r = run_child(kind, inp, out, overrides + extra)
@@ -182,6 +182,7 @@ def main() -> None:
     ap.add_argument("what", choices=["memory", "s3", "scaling"])
     ap.add_argument("--docs", default="100000,1000000", help="memory: corpus sizes, comma-separated")
     ap.add_argument("--dedup-max", type=int, default=10**9, help="memory: largest corpus for dedup")
+    ap.add_argument("--jobs", default="", help="memory: only the jobs whose name starts so (dedup, curate)")
     ap.add_argument("--set", action="append", default=[], help="memory: a config override for every job")
     ap.add_argument("--repeat", type=int, default=2, help="s3, scaling: runs per setting, the best is kept")
     ap.add_argument("--warcs", type=Path, default=WARCS, help="s3, scaling: a folder of *.warc.gz")
@@ -189,7 +190,7 @@ def main() -> None:
     globals()["WARCS"] = args.warcs
     t0 = time.time()
     if args.what == "memory":
-        bench_memory([int(x) for x in args.docs.split(",")], args.dedup_max, args.set)
+        bench_memory([int(x) for x in args.docs.split(",")], args.dedup_max, args.set, args.jobs)
     elif args.what == "s3":
         bench_s3(args.repeat)
     else:

@@ -29,9 +29,9 @@ recomputed (a shard's signature files can only be recomputed by its caller: `sha
 Memory (per process): sign_shard holds one part, about (40 + 8 x bands + 4 x bands x rows) bytes
 per document of it (~0.6 KB at 14 x 8, ~30 MB at 50,000 documents) plus one batch of shingles,
 whatever the shard's size; a unit of stage 2 holds about 48 bytes per row of its key range, and
-P = ceil(rows_per_column x 48 / min(memory_budget, 64 MB)); stage 3 holds 8N bytes of labels plus one chunk of
-edges (16 bytes per edge, budget / 64 edges per chunk); stage 4 holds about 9N bytes (labels,
-a flag) plus the priorities, keys and ids of the documents in clusters. For N = 10M
+P = ceil(rows_per_column x 48 / min(memory_budget, 64 MB)); stage 3 holds 8N bytes of labels plus
+one chunk of edges (16 bytes per edge, budget / 64 edges per chunk); stage 4 holds about 9N bytes
+(labels, a flag) plus the priorities, keys and ids of the documents in clusters. For N = 10M
 documents that is ~0.2 GB: 10M fits a 24 GB machine with room for the workers.
 """
 

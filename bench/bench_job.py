@@ -1,16 +1,18 @@
 """Benchmark: the corpus job layer (one driver for curate, dedup, decontaminate).
 
     .venv/bin/python bench/bench_job.py memory            # peak RSS, 100k and 1M tiny docs, one file
-    .venv/bin/python bench/bench_job.py memory --docs 100000,300000
+    .venv/bin/python bench/bench_job.py memory --docs 5000000 --jobs dedup   # ~4 min
     .venv/bin/python bench/bench_job.py s3                # curate WARCs from/to a local S3 server vs disk
     .venv/bin/python bench/bench_job.py scaling           # belt pages/s with 1 and 2 workers
 
 memory: one JSONL file of N tiny documents (a few words each, 1% exact copies) through
-`pretrain dedup` and through a filter-only belt (`steps = ["rules"]`, which drops most of them:
-every drop is a reject record). Each run is a child process; its peak RSS is its own VmHWM. A
-shard's memory should stay flat in N: documents and rejects stream to their writers. Dedup is
-not flat by design: a shard's signatures (~0.6 KB/doc) are sorted in memory before they are
-written, and the global stages use up to `dedup.memory_mb`; it runs up to --dedup-max documents.
+`pretrain dedup`, through a curate belt with dedup (`steps = ["pii", "dedup"]`: every document
+kept, copied to work/kept, signed) and through a filter-only belt (`steps = ["rules"]`, which
+drops most of them: every drop is a reject record). Each run is a child process; its peak RSS is
+its own VmHWM. A shard's memory should stay flat in N: documents and rejects stream to their
+writers and signing holds one part of `dedup.chunk_docs` documents. What still grows with N is
+the global stages' ~50 bytes per document (labels, the key rows of a range), within
+`dedup.memory_mb`; dedup runs up to --dedup-max documents.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,18 +73,23 @@ def run_child(job: str, inp: Path, out: Path, overrides: list[str]) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def bench_memory(sizes: list[int], dedup_max: int) -> None:
+JOBS = [("dedup", "dedup", []), ("curate pii+dedup", "curate", ['steps=["pii","dedup"]']),
+        ("filters (rules)", "curate", ['steps=["rules"]'])]
+
+
+def bench_memory(sizes: list[int], dedup_max: int, extra: list[str], only: str) -> None:
     print("peak RSS of one shard (one file), single process; tiny docs of 6-11 words")
     print(f"{'job':<22}{'docs':>10}{'read':>10}{'kept':>10}{'CPU s':>8}{'peak MB':>9}")
     with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp:
         for n in sizes:
             inp = Path(tmp) / f"tiny{n}.jsonl"
             tiny_corpus(inp, n)
-            for job, overrides in (("dedup", []), ("filters (rules)", ['steps=["rules"]'])):
-                if job == "dedup" and n > dedup_max:
+            for j, (job, kind, overrides) in enumerate(JOBS):
+                if ("dedup" in job and n > dedup_max) or (only and not job.startswith(only)):
                     continue
-                kind = "dedup" if job == "dedup" else "curate"
-                r = run_child(kind, inp, Path(tmp) / f"out-{kind}-{n}", overrides)
+                out = Path(tmp) / f"out-{j}-{n}"
+                r = run_child(kind, inp, out, overrides + extra)
+                shutil.rmtree(out)  # work files: ~0.7 KB per document
                 mb = r["kb"] / 1024
                 print(f"{job:<22}{n:>10,}{r['read']:>10,}{r['kept']:>10,}{r['cpu']:>8.1f}{mb:>9.0f}")
 
@@ -92,7 +100,6 @@ WARCS = ROOT.parent / "shared" / "data" / "warc" / "derived"
 def _warcs(tmp: Path) -> tuple[Path, int]:
     """The WARCs of --warcs (default: the real articles of ../shared/data, 181 pages), else 2 copies
     of the demo crawl."""
-    import shutil
 
     folder = tmp / "warcs"
     folder.mkdir()
@@ -174,14 +181,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["memory", "s3", "scaling"])
     ap.add_argument("--docs", default="100000,1000000", help="memory: corpus sizes, comma-separated")
-    ap.add_argument("--dedup-max", type=int, default=300_000, help="memory: largest corpus for dedup")
+    ap.add_argument("--dedup-max", type=int, default=10**9, help="memory: largest corpus for dedup")
+    ap.add_argument("--jobs", default="", help="memory: only the jobs whose name starts so (dedup, curate)")
+    ap.add_argument("--set", action="append", default=[], help="memory: a config override for every job")
     ap.add_argument("--repeat", type=int, default=2, help="s3, scaling: runs per setting, the best is kept")
     ap.add_argument("--warcs", type=Path, default=WARCS, help="s3, scaling: a folder of *.warc.gz")
     args = ap.parse_args()
     globals()["WARCS"] = args.warcs
     t0 = time.time()
     if args.what == "memory":
-        bench_memory([int(x) for x in args.docs.split(",")], args.dedup_max)
+        bench_memory([int(x) for x in args.docs.split(",")], args.dedup_max, args.set, args.jobs)
     elif args.what == "s3":
         bench_s3(args.repeat)
     else:

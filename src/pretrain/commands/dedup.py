@@ -21,9 +21,12 @@ skips the check, as datatrove does). Pairs join into clusters; each cluster keep
 (the smallest id, or the first in input order with --set keep=first). Documents with fewer than
 5 words only take part in exact dedup.
 
-Memory stays bounded: keys are written per shard, sorted, and grouped per key range; clusters
-are found by streaming edge files. A killed run resumes where it stopped and gives the same
-result, for any --workers. Other inputs or config into the same OUT are refused.
+Memory stays bounded: a shard is signed in parts of dedup.chunk_docs documents (50,000, about
+30 MB), each written sorted; keys are grouped per key range within dedup.memory_mb; clusters are
+found by streaming edge files (8 bytes per document stay in memory). One file of 1M tiny
+documents peaks at about 150 MB, as 100k does. A killed run resumes where it stopped and gives
+the same result, for any --workers and any chunk size. Other inputs or config into the same OUT
+are refused.
 
 This is the curation belt with steps = ["dedup"] (see `pretrain curate --help`): the same driver,
 layout, stats and reject records; --set steps='["language","dedup"]' filters first.

@@ -3,9 +3,12 @@
 Owns the global dedup stages and their files under `work_dir`:
 
 1. `sign_shard` (per shard, in parallel): for every document its exact-text key, URL key and
-   `bands` LSH band keys (`minhash.py`). Each key column is written sorted by key as one `.npy`
-   (keys, then local row numbers), so any key range of a shard is a contiguous slice.
-2. Per (column, key range) unit: the slices of that range from every shard are concatenated and
+   `bands` LSH band keys (`minhash.py`), one part of `chunk_docs` documents at a time. Each part's
+   key columns are written sorted by key as `.npy` files (keys, then local row numbers), so any
+   key range of a part is a contiguous slice. The later stages see a flat list of pieces (shard,
+   part) in input order; a document's dense index is the same whatever the chunk size, so every
+   later file is too.
+2. Per (column, key range) unit: the slices of that range from every piece are concatenated and
    sorted; documents sharing a key become edges (first member -> each other member), written as
    one edge file. The number of ranges P is chosen from the memory budget, never from the number
    of workers.
@@ -23,12 +26,13 @@ Faults: every file is written atomically; a done marker records its size and xxh
 digest of its inputs. A missing, truncated or corrupt file fails the check and its unit is
 recomputed (a shard's signature files can only be recomputed by its caller: `shard_ok` tells it).
 
-Memory (per process): sign_shard holds about (130 + 16 x bands) bytes per document of its shard
-plus one batch of shingles; a unit of stage 2 holds about 48 bytes per row of its key range, and
-P = ceil(rows_per_column x 48 / memory_budget); stage 3 holds 8N bytes of labels plus one chunk of
-edges (16 bytes per edge, budget / 64 edges per chunk); stage 4 holds about 40N bytes (labels,
-priorities, keys, a sort) plus the ids of the documents in clusters. For N = 10M documents that
-is ~0.5 GB beyond the budget: 10M fits a 24 GB machine with room for the workers.
+Memory (per process): sign_shard holds one part, about (40 + 8 x bands + 4 x bands x rows) bytes
+per document of it (~0.6 KB at 14 x 8, ~30 MB at 50,000 documents) plus one batch of shingles,
+whatever the shard's size; a unit of stage 2 holds about 48 bytes per row of its key range, and
+P = ceil(rows_per_column x 48 / min(memory_budget, 64 MB)); stage 3 holds 8N bytes of labels plus
+one chunk of edges (16 bytes per edge, budget / 64 edges per chunk); stage 4 holds about 9N bytes
+(labels, a flag) plus the priorities, keys and ids of the documents in clusters. For N = 10M
+documents that is ~0.2 GB: 10M fits a 24 GB machine with room for the workers.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import json
 import math
 import os
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,6 +60,10 @@ from pretrain.errors import DataError, UserError
 FORMAT = 1  # bump when the files change meaning
 _BATCH = 512  # documents per signature batch
 _ROW_BYTES = 48  # stage-2 bytes per key row: keys, refs, sort order, edges
+# A stage-2 unit's rows cost at most min(memory_mb, this): more, smaller key ranges cost little
+# (each unit slices every piece's sorted column), and a large job's peak stays flat.
+_UNIT_MB = 64
+_LABEL_CHUNK = 1 << 20  # labels scanned at a time in stage 4
 
 
 @dataclass
@@ -74,6 +83,8 @@ class DedupConfig:
     threshold: float = 0.7
     memory_mb: int = 1024  # per-process budget for the global stages
     parts: int = 0  # key ranges per column in stage 2; 0: from memory_mb (more parts, less memory)
+    # Documents per signed part of a shard: one part (~0.6 KB/doc at 14 x 8) is what signing holds.
+    chunk_docs: int = 50_000
 
 
     def __post_init__(self) -> None:
@@ -81,6 +92,8 @@ class DedupConfig:
             raise UserError(f"dedup.verify must be 'signature' or 'none', got {self.verify!r}")
         if min(self.ngram, self.bands, self.rows) < 1:
             raise UserError("dedup.ngram, dedup.bands and dedup.rows must be >= 1")
+        if self.chunk_docs < 1:
+            raise UserError(f"dedup.chunk_docs must be >= 1, got {self.chunk_docs}")
 
 
 def _sign_hash(cfg: DedupConfig) -> str:
@@ -159,74 +172,116 @@ def _signed(items: Iterable[tuple[Document, int]], cfg: DedupConfig) -> Iterator
         yield doc.id, int(prio), text_key(doc.text), url_key(doc.url), words
 
 
+def _part_name(shard: int, part: int, what: str) -> str:
+    """Part 0 keeps the plain shard name, so a one-part shard's files are those of a shard signed
+    before parts existed."""
+    return _shard_name(shard, what) if part == 0 else _shard_name(shard, f"p{part:04d}.{what}")
+
+
+class _Part:
+    """Up to `dedup.chunk_docs` documents of one shard, in compact columns (ids as one UTF-8
+    buffer, keys in typed arrays): ~0.6 KB per document at 14 x 8 instead of Python objects."""
+
+    def __init__(self, hasher: MinHasher, cfg: DedupConfig):
+        self.hasher, self.cfg = hasher, cfg
+        self.ids = bytearray()
+        self.offsets = array("q", [0])
+        self.prio, self.tkeys, self.ukeys, self.near_rows = array("q"), array("Q"), array("Q"), array("Q")
+        self.bands: list[np.ndarray] = []
+        self.sigs: list[np.ndarray] = []
+        self.batch: list[np.ndarray] = []
+
+    @property
+    def n(self) -> int:
+        return len(self.prio)
+
+    def add(self, doc_id: str, prio: int, tkey: int, ukey: int, words: np.ndarray | None) -> None:
+        if words is not None and len(words) >= self.cfg.ngram:  # at least one shingle
+            self.batch.append(words)
+            self.near_rows.append(self.n)
+        self.ids += doc_id.encode("utf-8", "surrogatepass")
+        self.offsets.append(len(self.ids))
+        self.prio.append(prio)
+        self.tkeys.append(tkey)
+        self.ukeys.append(ukey)
+        if len(self.batch) >= _BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.batch:
+            full = self.hasher.signatures_concat(*ngram_hashes_many(self.batch, self.cfg.ngram))
+            self.bands.append(self.hasher.band_keys(full))
+            # The low 32 bits of each minimum suffice to count agreeing slots (false agreement 2^-32).
+            self.sigs.append(full.astype(np.uint32))
+            self.batch = []
+
+    def write(self, work_dir: Path, shard: int, part: int) -> dict:
+        """Write this part's meta, sorted key columns and signatures; returns its marker entry."""
+        self._flush()
+        cfg = self.cfg
+        bands = np.concatenate(self.bands) if self.bands else np.empty((0, cfg.bands), np.uint64)
+        sigs = np.concatenate(self.sigs) if self.sigs else np.empty((0, self.hasher.k), np.uint32)
+        tkeys, ukeys = np.frombuffer(self.tkeys, np.uint64), np.frombuffer(self.ukeys, np.uint64)
+        near_rows = np.frombuffer(self.near_rows, np.uint64)
+        d = _shard_dir(work_dir)
+        buf = _io.BytesIO()
+        np.savez(buf, ids=np.frombuffer(bytes(self.ids), np.uint8),
+                 offsets=np.frombuffer(self.offsets, np.int64),
+                 prio=np.frombuffer(self.prio, np.int64), text=tkeys, url=ukeys, near_rows=near_rows)
+        meta = _part_name(shard, part, "meta.npz")
+        files = {meta: _write_checked(d / meta, buf.getvalue())}
+        del buf
+        all_rows = np.arange(self.n, dtype=np.uint64)
+        has_url = ukeys != NO_KEY
+        columns = {"exact": (tkeys, all_rows), "url": (ukeys[has_url], all_rows[has_url])}
+        for b in range(cfg.bands):
+            columns[f"b{b:02d}"] = (bands[:, b], near_rows)
+        for col in _columns(cfg):
+            name = _part_name(shard, part, f"{col}.npy")
+            files[name] = _write_checked(d / name, _npy_bytes(_sorted_column(*columns[col])))
+        if cfg.near and cfg.verify == "signature":
+            name = _part_name(shard, part, "sig.npy")
+            files[name] = _write_checked(d / name, _npy_bytes(sigs))
+        return {"n": self.n, "near_rows": int(len(near_rows)), "files": files}
+
+
 def sign_shard(items: Iterable[tuple[Document, int]], shard: int, work_dir: Path, cfg: DedupConfig) -> None:
-    """Write one shard's exact keys and LSH band keys (priority: lower is kept)."""
+    """Write one shard's exact keys and LSH band keys (priority: lower is kept), one part of
+    `cfg.chunk_docs` documents at a time, so memory does not grow with the shard."""
+    work_dir = Path(work_dir)
     hasher = MinHasher(cfg.bands, cfg.rows, cfg.seed)
-    (_shard_dir(Path(work_dir)) / _shard_name(shard, "done")).unlink(missing_ok=True)  # stale marker
-    ids: list[str] = []
-    prio: list[int] = []
-    tkeys: list[int] = []
-    ukeys: list[int] = []
-    band_parts: list[np.ndarray] = []
-    sig_parts: list[np.ndarray] = []
-    band_rows: list[int] = []  # local row of each document that has shingles
-    batch: list[np.ndarray] = []
-    for i, (doc_id, p, tk, uk, wh) in enumerate(_signed(items, cfg)):
-        ids.append(doc_id)
-        prio.append(p)
-        tkeys.append(tk)
-        ukeys.append(uk)
-        if wh is not None and len(wh) >= cfg.ngram:  # at least one shingle
-            batch.append(wh)
-            band_rows.append(i)
-        if len(batch) >= _BATCH:
-            _sign_batch(hasher, batch, cfg.ngram, band_parts, sig_parts)
-            batch = []
-    if batch:
-        _sign_batch(hasher, batch, cfg.ngram, band_parts, sig_parts)
-    bands = np.concatenate(band_parts) if band_parts else np.empty((0, cfg.bands), np.uint64)
-    # The low 32 bits of each minimum suffice to count agreeing slots (false agreement 2^-32).
-    sigs = np.concatenate(sig_parts) if sig_parts else np.empty((0, hasher.k), np.uint32)
-    _write_shard(Path(work_dir), shard, cfg, ids, prio, np.array(tkeys, np.uint64),
-                 np.array(ukeys, np.uint64), bands, np.array(band_rows, np.uint64), sigs)
+    d = _shard_dir(work_dir)
+    (d / _shard_name(shard, "done")).unlink(missing_ok=True)  # stale marker
+    parts: list[dict] = []
+    part = _Part(hasher, cfg)
+    for row in _signed(items, cfg):
+        part.add(*row)
+        if part.n >= cfg.chunk_docs:
+            parts.append(part.write(work_dir, shard, len(parts)))
+            part = _Part(hasher, cfg)
+    if part.n or not parts:
+        parts.append(part.write(work_dir, shard, len(parts)))
+    del part
+    _remove_stale_parts(d, shard, len(parts))
+    files = {name: f for p in parts for name, f in p["files"].items()}
+    marker = {"sign_hash": _sign_hash(cfg), "n": sum(p["n"] for p in parts),
+              "near_rows": sum(p["near_rows"] for p in parts),
+              "parts": [{"n": p["n"], "near_rows": p["near_rows"]} for p in parts], "files": files}
+    io.write_json_atomic(d / _shard_name(shard, "done"), marker)
 
 
-def _sign_batch(hasher: MinHasher, words: list[np.ndarray], n: int, bands: list, sigs: list) -> None:
-    full = hasher.signatures_concat(*ngram_hashes_many(words, n))
-    bands.append(hasher.band_keys(full))
-    sigs.append(full.astype(np.uint32))
+def _remove_stale_parts(d: Path, shard: int, parts: int) -> None:
+    """Files of parts past the last one, left by an earlier run with a smaller chunk_docs."""
+    for path in d.glob(_shard_name(shard, "p*.*")):
+        num = path.name.split(".")[1][1:]
+        if num.isdigit() and int(num) >= parts:
+            path.unlink(missing_ok=True)
 
 
 def _sorted_column(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """(2m,) uint64: keys sorted ascending (ties by row), then the matching local rows."""
     order = np.lexsort((rows, keys))
     return np.concatenate([keys[order], rows[order]])
-
-
-def _write_shard(work_dir: Path, shard: int, cfg: DedupConfig, ids: list[str], prio: list[int],
-                 tkeys: np.ndarray, ukeys: np.ndarray, bands: np.ndarray, band_rows: np.ndarray,
-                 sigs: np.ndarray) -> None:
-    d = _shard_dir(work_dir)
-    encoded = [s.encode("utf-8", "surrogatepass") for s in ids]
-    offsets = np.zeros(len(ids) + 1, np.int64)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    buf = _io.BytesIO()
-    np.savez(buf, ids=np.frombuffer(b"".join(encoded), np.uint8), offsets=offsets,
-             prio=np.array(prio, np.int64), text=tkeys, url=ukeys, near_rows=band_rows)
-    meta = _shard_name(shard, "meta.npz")
-    files = {meta: _write_checked(d / meta, buf.getvalue())}
-    all_rows = np.arange(len(ids), dtype=np.uint64)
-    columns = {"exact": (tkeys, all_rows), "url": (ukeys[ukeys != NO_KEY], all_rows[ukeys != NO_KEY])}
-    for b in range(cfg.bands):
-        columns[f"b{b:02d}"] = (bands[:, b], band_rows)
-    for col in _columns(cfg):
-        name = _shard_name(shard, f"{col}.npy")
-        files[name] = _write_checked(d / name, _npy_bytes(_sorted_column(*columns[col])))
-    if cfg.near and cfg.verify == "signature":
-        name = _shard_name(shard, "sig.npy")
-        files[name] = _write_checked(d / name, _npy_bytes(sigs))
-    marker = {"sign_hash": _sign_hash(cfg), "n": len(ids), "near_rows": int(len(band_rows)), "files": files}
-    io.write_json_atomic(d / _shard_name(shard, "done"), marker)
 
 
 # ----------------------------------------------------------------------------- stage 2: edges
@@ -238,11 +293,34 @@ def _check_shard(args: tuple[str, int, str]) -> dict | None:
     work_dir, shard, sign_hash = args
     d = _shard_dir(Path(work_dir))
     info = _marker_ok(d / _shard_name(shard, "done"), d, {"sign_hash": sign_hash})
-    return None if info is None else {"n": info["n"], "files": info["files"]}
+    if info is None:
+        return None
+    parts = [p["n"] for p in info.get("parts", [{"n": info["n"]}])]  # no "parts": signed as one
+    return {"n": info["n"], "parts": parts, "files": info["files"]}
 
 
-def _load_column(work_dir: Path, shard: int, col: str) -> np.ndarray:
-    return np.load(_shard_dir(work_dir) / _shard_name(shard, f"{col}.npy"), mmap_mode="r")
+def _load_column(work_dir: Path, piece: tuple[int, int], col: str) -> np.ndarray:
+    return np.load(_shard_dir(work_dir) / _part_name(*piece, f"{col}.npy"), mmap_mode="r")
+
+
+def _column_slice(work_dir: Path, piece: tuple[int, int], col: str, lo: int,
+                  hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keys in [lo, hi) of one piece's column and their local rows. The bounds come from a binary
+    search on a map (a few pages); the slice is read with plain reads, so no page of the file
+    stays resident in this process (a map kept them all: 16 bytes per document)."""
+    arr = _load_column(work_dir, piece, col)
+    m, start = len(arr) // 2, arr.offset
+    a = int(np.searchsorted(arr[:m], np.uint64(lo), "left"))
+    b = m if hi >= 1 << 64 else int(np.searchsorted(arr[:m], np.uint64(hi), "left"))
+    del arr
+    with open(_shard_dir(work_dir) / _part_name(*piece, f"{col}.npy"), "rb") as f:
+        f.seek(start + 8 * a)
+        keys = np.fromfile(f, np.uint64, b - a)
+        f.seek(start + 8 * (m + a))
+        rows = np.fromfile(f, np.uint64, b - a)
+    if len(keys) != b - a or len(rows) != b - a:
+        raise DataError(f.name, f"rows {a}-{b}", "column file shorter than its header says")
+    return keys, rows
 
 
 def _edge_path(work_dir: Path, col: str, part: int, parts: int) -> Path:
@@ -256,8 +334,9 @@ def _range(part: int, parts: int) -> tuple[int, int]:
 
 
 def _edge_unit(args: tuple) -> int:
-    """Edges of one (column, key range): every shard's slice, sorted, equal keys -> star edges."""
-    work_dir, col, part, parts, offsets, digest, cfg = args
+    """Edges of one (column, key range): every piece's slice, sorted, equal keys -> star edges.
+    A piece is one signed part of a shard; `offsets` gives each its first dense index."""
+    work_dir, col, part, parts, pieces, offsets, digest, cfg = args
     work_dir = Path(work_dir)
     path = _edge_path(work_dir, col, part, parts)
     marker = io.done_marker(path)
@@ -266,59 +345,64 @@ def _edge_unit(args: tuple) -> int:
         return int(info["edges"])
     lo, hi = _range(part, parts)
     keys, refs = [], []
-    for shard, base in enumerate(offsets[:-1]):
-        arr = _load_column(work_dir, shard, col)
-        m = len(arr) // 2
-        k = arr[:m]
-        a = int(np.searchsorted(k, np.uint64(lo), "left"))
-        b = m if hi >= 1 << 64 else int(np.searchsorted(k, np.uint64(hi), "left"))
-        keys.append(np.asarray(k[a:b]))
-        refs.append(np.asarray(arr[m + a : m + b]).astype(np.int64) + base)
+    for piece, base in zip(pieces, offsets[:-1]):
+        k, r = _column_slice(work_dir, piece, col, lo, hi)
+        keys.append(k)
+        refs.append(r.astype(np.int64) + base)
     if not keys:
         keys, refs = [np.empty(0, np.uint64)], [np.empty(0, np.int64)]
     edges = _group_edges(np.concatenate(keys), np.concatenate(refs))
     if col.startswith("b") and cfg.verify == "signature":
         budget_edges = max(1024, cfg.memory_mb * 2**20 // (8 * cfg.bands * cfg.rows + 64))
-        edges = _verified(work_dir, offsets, edges, cfg.threshold, budget_edges)
+        edges = _verified(work_dir, pieces, offsets, edges, cfg.threshold, budget_edges)
     files = {path.name: _write_checked(path, _npy_bytes(edges))}
     io.write_json_atomic(marker, {"digest": digest, "edges": int(edges.shape[1]), "files": files})
     return int(edges.shape[1])
 
 
 class _Signatures:
-    """Random access to the stored signatures of any document, by dense index (memory-mapped)."""
+    """Random access to the stored signatures of any document, by dense index. One piece's file
+    is mapped at a time and unmapped after its rows are copied: a map kept open keeps every page
+    it touched resident (0.45 KB per document at 14 x 8), which grew RSS with the corpus."""
 
-    def __init__(self, work_dir: Path, offsets: list[int]):
-        self.work_dir, self.offsets = work_dir, np.asarray(offsets)
-        self.maps: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    _CACHED = 64  # pieces whose near_rows stay loaded (8 bytes per document each)
 
-    def _shard(self, shard: int) -> tuple[np.ndarray, np.ndarray]:
-        if shard not in self.maps:
-            sig = np.load(_shard_dir(self.work_dir) / _shard_name(shard, "sig.npy"), mmap_mode="r")
-            self.maps[shard] = (sig, _read_meta(self.work_dir, shard)["near_rows"])
-        return self.maps[shard]
+    def __init__(self, work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int]):
+        self.work_dir, self.pieces, self.offsets = work_dir, pieces, np.asarray(offsets)
+        self.near: dict[int, np.ndarray] = {}
+
+    def _near_rows(self, i: int) -> np.ndarray:
+        if i not in self.near:
+            if len(self.near) >= self._CACHED:
+                self.near.pop(next(iter(self.near)))  # oldest first
+            self.near[i] = _read_meta(self.work_dir, self.pieces[i], ("near_rows",))["near_rows"]
+        return self.near[i]
 
     def rows(self, refs: np.ndarray) -> np.ndarray:
-        shard_of = np.searchsorted(self.offsets, refs, "right") - 1
+        piece_of = np.searchsorted(self.offsets, refs, "right") - 1
         out = None
-        for shard in np.unique(shard_of):
-            sig, near_rows = self._shard(int(shard))
+        for i in np.unique(piece_of):
+            piece = self.pieces[int(i)]
+            sig = np.load(_shard_dir(self.work_dir) / _part_name(*piece, "sig.npy"), mmap_mode="r")
+            near_rows = self._near_rows(int(i))
             if out is None:
                 out = np.empty((len(refs), sig.shape[1]), np.uint32)
-            mask = shard_of == shard
-            local = (refs[mask] - self.offsets[shard]).astype(np.uint64)
+            mask = piece_of == i
+            local = (refs[mask] - self.offsets[i]).astype(np.uint64)
             out[mask] = sig[np.searchsorted(near_rows, local)]
+            del sig  # unmapped here, not at the end of the unit
         return out if out is not None else np.empty((0, 0), np.uint32)
 
 
-def _verified(work_dir: Path, offsets: list[int], edges: np.ndarray, threshold: float,
-              chunk: int) -> np.ndarray:
+def _verified(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int], edges: np.ndarray,
+              threshold: float, chunk: int) -> np.ndarray:
     """Keep the candidate edges whose signatures agree in >= threshold of their slots."""
-    sigs = _Signatures(work_dir, offsets)
+    sigs = _Signatures(work_dir, pieces, offsets)
     keep = np.zeros(edges.shape[1], bool)
     for s in range(0, edges.shape[1], chunk):
         u, v = edges[0, s : s + chunk], edges[1, s : s + chunk]
-        keep[s : s + chunk] = (sigs.rows(u) == sigs.rows(v)).mean(axis=1) >= threshold
+        both = sigs.rows(np.concatenate([u, v]))  # one pass over the pieces for both ends
+        keep[s : s + chunk] = (both[: len(u)] == both[len(u) :]).mean(axis=1) >= threshold
     return edges[:, keep]
 
 
@@ -369,39 +453,54 @@ def components(edge_files: list[Path], n: int, chunk: int) -> np.ndarray:
 # ----------------------------------------------------------------------------- stage 4: removals
 
 
-def _read_meta(work_dir: Path, shard: int) -> dict[str, np.ndarray]:
-    with np.load(_shard_dir(work_dir) / _shard_name(shard, "meta.npz"), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+def _read_meta(work_dir: Path, piece: tuple[int, int],
+               keys: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    with np.load(_shard_dir(work_dir) / _part_name(*piece, "meta.npz"), allow_pickle=False) as z:
+        return {k: z[k] for k in (keys or z.files)}
 
 
-def _member_ids(work_dir: Path, offsets: list[int], members: np.ndarray) -> list[str]:
-    """Ids of the documents at dense indices `members` (sorted), reading one shard at a time."""
-    out: list[str] = []
-    shard_of = np.searchsorted(np.asarray(offsets), members, "right") - 1
-    for shard in np.unique(shard_of):
-        meta = _read_meta(work_dir, int(shard))
+def _member_columns(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
+                    members: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Ids, priorities, text and URL keys of the documents at dense indices `members` (sorted),
+    reading one piece at a time: memory is the members' and one piece's, never the corpus's."""
+    ids: list[str] = []
+    cols: dict[str, list[np.ndarray]] = {"prio": [], "text": [], "url": []}
+    piece_of = np.searchsorted(np.asarray(offsets), members, "right") - 1
+    for i in np.unique(piece_of):
+        meta = _read_meta(work_dir, pieces[i])
+        local = members[piece_of == i] - offsets[i]
+        for name, got in cols.items():
+            got.append(meta[name][local])
         blob, off = meta["ids"].tobytes(), meta["offsets"]
-        for local in members[shard_of == shard] - offsets[shard]:
-            out.append(blob[off[local] : off[local + 1]].decode("utf-8", "surrogatepass"))
-    return out
+        ids.extend(blob[off[j] : off[j + 1]].decode("utf-8", "surrogatepass") for j in local)
+    prio, tkey, ukey = (np.concatenate(cols[k]) for k in ("prio", "text", "url"))
+    return ids, prio, tkey, ukey
 
 
-def _removals(work_dir: Path, offsets: list[int], labels: np.ndarray) -> Iterator[dict]:
-    """One record per removed document, ordered by input position."""
+def _clustered(labels: np.ndarray) -> np.ndarray:
+    """Indices of the documents in a component of two or more: those whose label is not their
+    own index, and the roots they point at. One bool per document beside the labels (a bincount
+    of component sizes cost 16 bytes per document)."""
     n = len(labels)
-    sizes = np.bincount(labels, minlength=n)
-    members = np.flatnonzero(sizes[labels] > 1)
+    flag = np.zeros(n, bool)
+    for s in range(0, n, _LABEL_CHUNK):
+        seg = labels[s : s + _LABEL_CHUNK]
+        joined = seg != np.arange(s, s + len(seg))
+        flag[s : s + len(seg)] |= joined
+        flag[seg[joined]] = True
+    return np.flatnonzero(flag)
+
+
+def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
+              labels: np.ndarray) -> Iterator[dict]:
+    """One record per removed document, ordered by input position."""
+    members = _clustered(labels)
     if members.size == 0:
         return
-    cols: dict[str, list[np.ndarray]] = {"prio": [], "text": [], "url": []}
-    for shard in range(len(offsets) - 1):
-        meta = _read_meta(work_dir, shard)  # one shard's ids at a time, never the corpus's
-        for name, parts in cols.items():
-            parts.append(meta[name])
-    prio, tkey, ukey = (np.concatenate(cols[k])[members] for k in ("prio", "text", "url"))
-    del cols
-    ids = _member_ids(work_dir, offsets, members)
-    shard_of = np.searchsorted(np.asarray(offsets), members, side="right") - 1  # lets a job split the list
+    ids, prio, tkey, ukey = _member_columns(work_dir, pieces, offsets, members)
+    shard_of_piece = np.array([shard for shard, _ in pieces])
+    # lets a job split the list by shard
+    shard_of = shard_of_piece[np.searchsorted(np.asarray(offsets), members, side="right") - 1]
     lab = labels[members]
     # keeper of a component: lowest priority, then smallest id, then input position
     order = sorted(range(len(members)), key=lambda j: (lab[j], prio[j], ids[j], members[j]))
@@ -432,22 +531,25 @@ def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
         raise DataError(str(_shard_dir(work_dir) / _shard_name(bad[0], "*")), f"shards {bad[:10]}",
                         "signature files missing, truncated, corrupt or from another config: "
                         "sign these shards again (shard_ok tells which)")
-    offsets = [0] + np.cumsum([s["n"] for s in shards]).tolist()
+    pieces = [(shard, p) for shard, info in enumerate(shards) for p in range(len(info["parts"]))]
+    offsets = [0] + np.cumsum([n for info in shards for n in info["parts"]], dtype=np.int64).tolist()
     digest = xxhash.xxh3_64_hexdigest(json.dumps(
-        {"cfg": asdict(cfg) | {"memory_mb": None, "parts": None}, "shards": [s["files"] for s in shards]},
+        {"cfg": asdict(cfg) | {"memory_mb": None, "parts": None, "chunk_docs": None},
+         "shards": [s["files"] for s in shards]},
         sort_keys=True).encode())
     out = work_dir / "removals.jsonl.zst"
     if _marker_ok(io.done_marker(out), work_dir, {"digest": digest}) is not None:
         return out
     n = offsets[-1]
     budget = max(1, cfg.memory_mb) * 2**20
-    parts = cfg.parts if cfg.parts > 0 else max(1, math.ceil(n * _ROW_BYTES / budget))
-    units = [(str(work_dir), col, p, parts, offsets, digest, cfg)
+    unit_budget = min(budget, _UNIT_MB * 2**20)
+    parts = cfg.parts if cfg.parts > 0 else max(1, math.ceil(n * _ROW_BYTES / unit_budget))
+    units = [(str(work_dir), col, p, parts, pieces, offsets, digest, cfg)
              for col in _columns(cfg) for p in range(parts)]
     counts = list(map_fn(_edge_unit, units))
     edge_files = [_edge_path(work_dir, u[1], u[2], parts) for u in units]
     labels = components(edge_files, n, chunk=max(1024, budget // 64))
-    records = list(_removals(work_dir, offsets, labels))
+    records = list(_removals(work_dir, pieces, offsets, labels))
     files = {out.name: _write_checked_records(out, records)}
     io.write_json_atomic(io.done_marker(out), {
         "digest": digest, "files": files, "documents": n, "removed": len(records),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import time
 from pathlib import Path
 
 
@@ -62,7 +64,10 @@ class Metrics:
         if self.use_tb:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.tb = SummaryWriter(log_dir=str(self.path.parent / "tensorboard"), purge_step=purge_step)
+            folder = self.path.parent / "tensorboard"
+            if purge_step is not None:
+                _after_newest_event_file(folder)
+            self.tb = SummaryWriter(log_dir=str(folder), purge_step=purge_step)
 
     def rewind(self, step: int, keep_events: tuple = ()) -> None:
         """Back to `step` (a rollback): drop later lines except the named events, purge TensorBoard."""
@@ -131,3 +136,15 @@ def _drop_after(path: Path, step: int, keep_events: tuple) -> None:
             if rec.get("step", 0) <= step or rec.get("event") in keep_events:
                 dst.write(line if line.endswith("\n") else line + "\n")
     tmp.replace(path)
+
+
+def _after_newest_event_file(folder: Path) -> None:
+    """Wait (< 1 s) until the clock is past the newest event file's second. TensorBoard reads a
+    folder's files in name order, `events.out.tfevents.<seconds>.<host>.<pid>.<counter>`: a file
+    opened in the same second sorts by its counter as text (".10" before ".9"), and a purge record
+    read before the points it should purge purges nothing."""
+    newest = max((int(m.group(1)) for f in folder.glob("events.out.tfevents.*")
+                  if (m := re.match(r"events\.out\.tfevents\.(\d+)\.", f.name))), default=0)
+    while int(time.time()) <= newest:
+        time.sleep(0.05)
+

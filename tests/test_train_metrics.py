@@ -1,0 +1,40 @@
+"""train/metrics.py: after a rollback TensorBoard shows one value per step, whatever the writer count.
+
+TensorBoard reads a folder's event files in name order, `events.out.tfevents.<s>.<host>.<pid>.<n>`
+with n a process-wide counter: in the same second, writer 10 sorts before writer 9 as text, its
+purge record is read first and purges nothing (seen in the full suite: 42 points for 40 steps).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("tensorboard")
+
+
+def _next_uid() -> int:
+    from tensorboard.summary.writer import event_file_writer
+
+    return event_file_writer._global_uid._value
+
+
+def test_rollback_purges_even_when_the_writer_counter_gains_a_digit(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    from pretrain.train.metrics import Metrics
+
+    crossing = 10 ** len(str(_next_uid() + 1)) - 1  # the rollback's writer gets 10**k
+    while _next_uid() < crossing:
+        SummaryWriter(log_dir=str(tmp_path / "filler")).close()
+    m = Metrics(tmp_path / "run", tensorboard=True)
+    for step in range(1, 6):
+        m.step({"step": step, "loss": float(step)})
+    m.rewind(2)  # steps 3-5 abandoned
+    for step in range(3, 6):
+        m.step({"step": step, "loss": 10.0 + step})
+    m.close()
+    acc = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    acc.Reload()
+    got = [(e.step, e.value) for e in acc.Scalars("train/loss")]
+    assert got == [(1, 1.0), (2, 2.0), (3, 13.0), (4, 14.0), (5, 15.0)]

@@ -12,7 +12,9 @@ A target may also be an fsspec URL (`s3://bucket/key`, `gs://...`, `memory://...
 have no rename, but they do have whole-object writes: an object becomes visible only when its
 upload completes (a PUT, or a multipart upload's completion), never half written. So a URL target
 is written to a local temporary file first and uploaded whole on success; the job writes its done
-marker only after that, so a killed upload is simply redone.
+marker only after that, so a killed upload is simply redone. Inside `uploads_together()` the
+uploads of one unit wait for the block's end and then go out concurrently: one round trip's wait
+for all of them instead of one each, the marker still after the last.
 """
 
 from __future__ import annotations
@@ -108,6 +110,9 @@ def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator
             tmp_path.unlink()
 
 
+_batch = threading.local()  # the pending uploads of `uploads_together`, per thread
+
+
 @contextlib.contextmanager
 def _upload_path(url: str, tmp_dir: str | Path | None) -> Iterator[Path]:
     if tmp_dir is not None:
@@ -116,12 +121,45 @@ def _upload_path(url: str, tmp_dir: str | Path | None) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=tmp_dir)
     os.close(fd)
     tmp_path = Path(tmp)
+    pending = getattr(_batch, "pending", None)
     try:
         yield tmp_path
+        if pending is not None:  # uploaded at the end of the block, with the unit's others
+            pending.append((tmp_path, url))
+            tmp_path = None
+            return
         fs, p = url_fs(url)
         fs.put_file(str(tmp_path), p)  # one whole object: visible complete or not at all
     finally:
-        tmp_path.unlink(missing_ok=True)
+        if tmp_path is not None:
+            tmp_path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def uploads_together() -> Iterator[None]:
+    """URL targets committed inside the block are uploaded when it ends without an error, all at
+    once (fsspec's `put` of a list runs them concurrently on an async filesystem such as s3fs).
+    Each still becomes visible whole, so a caller writes its done marker after the block; on an
+    error nothing is uploaded. Local targets are renamed into place as usual."""
+    outer = getattr(_batch, "pending", None)
+    if outer is not None:  # nested: the outermost block uploads
+        yield
+        return
+    _batch.pending = pending = []
+    try:
+        yield
+        by_fs: dict[int, tuple[Any, list[str], list[str]]] = {}
+        for tmp, url in pending:
+            fs, p = url_fs(url)
+            entry = by_fs.setdefault(id(fs), (fs, [], []))
+            entry[1].append(str(tmp))
+            entry[2].append(p)
+        for fs, local, remote in by_fs.values():
+            fs.put(local, remote)
+    finally:
+        _batch.pending = None
+        for tmp, _ in pending:
+            tmp.unlink(missing_ok=True)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes, tmp_dir: str | Path | None = None) -> None:

@@ -23,7 +23,7 @@ import json
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -258,13 +258,31 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     """Run the belt `cfg` over `inputs` into `out` (a path or URL); returns the stats also written
     to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`)."""
     from pretrain.curate.executor import LocalExecutor
-    from pretrain.curate.pipeline import run_shard, step_order, write_shard
+    from pretrain.curate.pipeline import drop_prefetched
 
     executor = executor or LocalExecutor()
     out = str(out).rstrip("/") if io.is_url(out) else str(out)
     _preflight(cfg)
     lay = Layout(out, Path(work_dir) if work_dir else default_work_dir(out))
     tasks = plan_shards(inputs, lay, cfg, job)
+    if getattr(executor, "in_process", lambda n: False)(len(tasks)):
+        tasks = with_prefetch(tasks)
+    try:
+        return _run(tasks, lay, cfg, executor, progress, job)
+    finally:
+        drop_prefetched(lay)
+
+
+def with_prefetch(tasks: list[ShardTask]) -> list[ShardTask]:
+    """Units that run one after another in this process download the next shard's input URL
+    while the current shard runs (its GET's wait overlaps the belt instead of adding to it)."""
+    return [replace(t, prefetch=(n.shard, n.path) if io.is_url(n.path) else None)
+            for t, n in zip(tasks, tasks[1:], strict=False)] + tasks[-1:]
+
+
+def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progress, job: str) -> dict:
+    from pretrain.curate.pipeline import run_shard, step_order, write_shard
+
     clock = Attempts(lay)
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
 

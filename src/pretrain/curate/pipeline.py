@@ -22,6 +22,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,9 @@ class ShardTask:
     cfg: CurateConfig
     job_hash: str
     work: str
+    # The input URL of the shard that runs next in this same process (units run one after
+    # another), downloaded in a thread while this one runs; None in a pool or on Ray.
+    prefetch: tuple[int, str] | None = None
 
 
 # ----------------------------------------------------------------------------- stage A
@@ -194,12 +198,15 @@ def run_shard(task: ShardTask) -> dict:
     if io.is_done(lay.shard_stats(task.shard), task.job_hash, marker) and (
         not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup)
     ):  # done, and its signature files check out (a damaged one makes the shard run again)
+        drop_prefetched(lay, task.path)
         return json.loads(lay.shard_stats(task.shard).read_text())
     t0 = time.time()
     errors = _Errors()
     steps = build_steps(task.cfg)
     read_stats: Counter[str] = Counter()
-    local = _local_copy(task, lay) if io.is_url(task.path) else Path(task.path)
+    local = _input_copy(task, lay) if io.is_url(task.path) else Path(task.path)
+    if task.prefetch:
+        _start_prefetch(*task.prefetch, lay)
     try:
         docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
         n_read, n_kept = _filter(task, lay, steps, docs, local)
@@ -225,11 +232,56 @@ def run_shard(task: ShardTask) -> dict:
 
 def _local_copy(task: ShardTask, lay: Layout) -> Path:
     """An input URL copied to the work folder for the time its shard runs (readers open files)."""
-    fs, path = io.url_fs(task.path)
-    local = lay.tmp / f"input_{task.shard:05d}_{Path(path).name}"
+    return _download(task.shard, task.path, lay)
+
+
+def _download(shard: int, url: str, lay: Layout) -> Path:
+    fs, path = io.url_fs(url)
+    local = lay.tmp / f"input_{shard:05d}_{Path(path).name}"
     local.parent.mkdir(parents=True, exist_ok=True)
     fs.get_file(path, str(local))
     return local
+
+
+# Prefetched inputs of this process: URL -> the future of its local copy. Only units that run one
+# after another in one process prefetch (ShardTask.prefetch): in a pool, the other workers' belts
+# already fill a core while one waits for its download.
+_prefetched: dict[tuple[str, str], Future] = {}  # (work tmp folder, URL) -> local copy
+_prefetcher: ThreadPoolExecutor | None = None
+
+
+def _start_prefetch(shard: int, url: str, lay: Layout) -> None:
+    global _prefetcher
+    if (str(lay.tmp), url) in _prefetched:
+        return
+    if _prefetcher is None:
+        _prefetcher = ThreadPoolExecutor(1, thread_name_prefix="pretrain-prefetch")
+    _prefetched[str(lay.tmp), url] = _prefetcher.submit(_download, shard, url, lay)
+
+
+def _input_copy(task: ShardTask, lay: Layout) -> Path:
+    """The local copy of this shard's input URL: the prefetched one (waited for) or a download now.
+    A failed prefetch is retried here, so its error is this shard's, raised where it always was."""
+    fut = _prefetched.pop((str(lay.tmp), task.path), None)
+    if fut is not None:
+        try:
+            return fut.result()
+        except Exception:
+            pass
+    return _local_copy(task, lay)
+
+
+def drop_prefetched(lay: Layout, url: str | None = None) -> None:
+    """Forget a prefetched input of this job (all of them when `url` is None), delete its copy."""
+    keys = [(str(lay.tmp), url)] if url else [k for k in _prefetched if k[0] == str(lay.tmp)]
+    for key in keys:
+        fut = _prefetched.pop(key, None)
+        if fut is None:
+            continue
+        try:
+            fut.result().unlink(missing_ok=True)
+        except Exception:  # a failed download left nothing to delete that a rerun would trust
+            pass
 
 
 class _Counting:
@@ -300,7 +352,8 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     mine = Path(removals_path) / f"shard_{task.shard:05d}.jsonl.zst" if removals_path else None
     removals = load_removals(mine) if mine else {}
     by_reason: Counter[str] = Counter()
-    with io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
+    # on object storage, data and dedup rejects go up together: one round trip's wait, not two
+    with io.uploads_together(), io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
             io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:
         for rec in _survivors(task, lay):
             hit = removals.get(rec["id"])

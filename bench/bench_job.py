@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_job.py memory --docs 100000,300000
     .venv/bin/python bench/bench_job.py s3                # curate WARCs from/to a local S3 server vs disk
     .venv/bin/python bench/bench_job.py s3 --copies 16    # the same WARCs 16 times (~20 s locally)
+    .venv/bin/python bench/bench_job.py s3 --copies 16 --latency-ms 30   # each request 30 ms later
     .venv/bin/python bench/bench_job.py scaling           # belt pages/s with 1 and 2 workers
 
 memory: one JSONL file of N tiny documents (a few words each, 1% exact copies) through
@@ -129,14 +130,14 @@ def _pages(out: Path) -> int:
     return json.loads((out / "stats.json").read_text())["documents"]["read"]
 
 
-def bench_s3(repeat: int) -> None:
+def bench_s3(repeat: int, latency_ms: float = 0.0) -> None:
     """Curate the same WARCs local -> local and S3 -> S3 (moto's server, in this process),
     interleaved; the best wall and the least CPU of each side over the repeats. The server's CPU
     (this process's, which does nothing else meanwhile) is printed apart: a real bucket's is not ours."""
     sys.path.insert(0, str(ROOT / "tests"))
     from s3server import s3_server
 
-    with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp, s3_server() as srv:
+    with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp, s3_server(latency_ms / 1000) as srv:
         tmp = Path(tmp)
         folder, size = _warcs(tmp)
         env = dict(srv.env(), PYTHONPATH=SRC)
@@ -161,7 +162,7 @@ def bench_s3(repeat: int) -> None:
         pages = json.loads(fs.cat_file(f"{bucket}/out0/stats.json"))["documents"]["read"]
         files = len(list(folder.iterdir()))
         print(f"curate {pages} pages ({size / 2**20:.1f} MB of WARC.gz, {files} files), one worker; "
-              f"best of {repeat}, interleaved")
+              f"best of {repeat}, interleaved; S3 requests delayed {latency_ms:g} ms")
         print(f"{'where':<16}{'wall s':>8}{'CPU s':>8}{'pages/s':>9}{'pages/CPU s':>13}{'server CPU s':>14}")
         for name, m in best.items():
             server = f"{m['server']:>14.2f}" if name.startswith("S3") else f"{'-':>14}"
@@ -209,6 +210,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="s3, scaling: runs per setting, the best is kept")
     ap.add_argument("--warcs", type=Path, default=WARCS, help="s3, scaling: a folder of *.warc.gz")
     ap.add_argument("--copies", type=int, default=1, help="s3, scaling: repeat the WARCs N times")
+    ap.add_argument("--latency-ms", type=float, default=0.0,
+                    help="s3: delay each request to the server (an emulated remote bucket)")
     args = ap.parse_args()
     globals()["WARCS"] = args.warcs
     globals()["COPIES"] = max(1, args.copies)
@@ -216,7 +219,7 @@ def main() -> None:
     if args.what == "memory":
         bench_memory([int(x) for x in args.docs.split(",")], args.dedup_max)
     elif args.what == "s3":
-        bench_s3(args.repeat)
+        bench_s3(args.repeat, args.latency_ms)
     else:
         bench_scaling(args.repeat)
     print(f"({time.time() - t0:.0f} s; the machine is shared, CPU seconds are per process)")

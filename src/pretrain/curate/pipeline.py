@@ -235,18 +235,22 @@ def _local_copy(task: ShardTask, lay: Layout) -> Path:
     return _download(task.shard, task.path, lay)
 
 
+def _input_path(shard: int, url: str, lay: Layout) -> Path:
+    return lay.tmp / f"input_{shard:05d}_{url.rstrip('/').rsplit('/', 1)[-1]}"
+
+
 def _download(shard: int, url: str, lay: Layout) -> Path:
     fs, path = io.url_fs(url)
-    local = lay.tmp / f"input_{shard:05d}_{Path(path).name}"
+    local = _input_path(shard, url, lay)
     local.parent.mkdir(parents=True, exist_ok=True)
     fs.get_file(path, str(local))
     return local
 
 
-# Prefetched inputs of this process: URL -> the future of its local copy. Only units that run one
-# after another in one process prefetch (ShardTask.prefetch): in a pool, the other workers' belts
-# already fill a core while one waits for its download.
-_prefetched: dict[tuple[str, str], Future] = {}  # (work tmp folder, URL) -> local copy
+# Prefetched inputs of this process: (work tmp folder, URL) -> (shard, the future of its local
+# copy). Only units that run one after another in one process prefetch (ShardTask.prefetch): in a
+# pool, the other workers' belts already fill a core while one waits for its download.
+_prefetched: dict[tuple[str, str], tuple[int, Future]] = {}
 _prefetcher: ThreadPoolExecutor | None = None
 
 
@@ -256,13 +260,13 @@ def _start_prefetch(shard: int, url: str, lay: Layout) -> None:
         return
     if _prefetcher is None:
         _prefetcher = ThreadPoolExecutor(1, thread_name_prefix="pretrain-prefetch")
-    _prefetched[str(lay.tmp), url] = _prefetcher.submit(_download, shard, url, lay)
+    _prefetched[str(lay.tmp), url] = shard, _prefetcher.submit(_download, shard, url, lay)
 
 
 def _input_copy(task: ShardTask, lay: Layout) -> Path:
     """The local copy of this shard's input URL: the prefetched one (waited for) or a download now.
     A failed prefetch is retried here, so its error is this shard's, raised where it always was."""
-    fut = _prefetched.pop((str(lay.tmp), task.path), None)
+    _, fut = _prefetched.pop((str(lay.tmp), task.path), (None, None))
     if fut is not None:
         try:
             return fut.result()
@@ -275,13 +279,14 @@ def drop_prefetched(lay: Layout, url: str | None = None) -> None:
     """Forget a prefetched input of this job (all of them when `url` is None), delete its copy."""
     keys = [(str(lay.tmp), url)] if url else [k for k in _prefetched if k[0] == str(lay.tmp)]
     for key in keys:
-        fut = _prefetched.pop(key, None)
+        shard, fut = _prefetched.pop(key, (None, None))
         if fut is None:
             continue
         try:
-            fut.result().unlink(missing_ok=True)
-        except Exception:  # a failed download left nothing to delete that a rerun would trust
+            fut.result()
+        except Exception:  # a failed download may have left part of the file: deleted below too
             pass
+        _input_path(shard, key[1], lay).unlink(missing_ok=True)
 
 
 class _Counting:

@@ -14,7 +14,8 @@ upload completes (a PUT, or a multipart upload's completion), never half written
 is written to a local temporary file first and uploaded whole on success; the job writes its done
 marker only after that, so a killed upload is simply redone. Inside `uploads_together()` the
 uploads of one unit wait for the block's end and then go out concurrently: one round trip's wait
-for all of them instead of one each, the marker still after the last.
+for all of them instead of one each, the marker still after the last; `collect_uploads` hands
+them to the caller, who may upload them (then write the marker) in the background.
 """
 
 from __future__ import annotations
@@ -141,13 +142,33 @@ def uploads_together() -> Iterator[None]:
     once (fsspec's `put` of a list runs them concurrently on an async filesystem such as s3fs).
     Each still becomes visible whole, so a caller writes its done marker after the block; on an
     error nothing is uploaded. Local targets are renamed into place as usual."""
-    outer = getattr(_batch, "pending", None)
-    if outer is not None:  # nested: the outermost block uploads
+    with collect_uploads() as pending:
         yield
+    upload_pending(pending)
+
+
+@contextlib.contextmanager
+def collect_uploads() -> Iterator[list[tuple[Path, str]]]:
+    """Like `uploads_together`, but the block's uploads are left to the caller: pass the list to
+    `upload_pending` (now, or from another thread), then write the marker. On an error inside
+    the block the temporary files are removed and nothing is uploaded."""
+    if getattr(_batch, "pending", None) is not None:  # nested: the outermost block collects
+        yield []
         return
     _batch.pending = pending = []
     try:
-        yield
+        yield pending
+    except BaseException:
+        discard_pending(pending)
+        raise
+    finally:
+        _batch.pending = None
+
+
+def upload_pending(pending: list[tuple[Path, str]]) -> None:
+    """Upload collected (temporary file, URL) pairs, concurrently per filesystem; the temporary
+    files are removed whatever happens."""
+    try:
         by_fs: dict[int, tuple[Any, list[str], list[str]]] = {}
         for tmp, url in pending:
             fs, p = url_fs(url)
@@ -157,9 +178,12 @@ def uploads_together() -> Iterator[None]:
         for fs, local, remote in by_fs.values():
             fs.put(local, remote)
     finally:
-        _batch.pending = None
-        for tmp, _ in pending:
-            tmp.unlink(missing_ok=True)
+        discard_pending(pending)
+
+
+def discard_pending(pending: list[tuple[Path, str]]) -> None:
+    for tmp, _ in pending:
+        tmp.unlink(missing_ok=True)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes, tmp_dir: str | Path | None = None) -> None:

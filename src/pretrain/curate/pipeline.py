@@ -147,6 +147,9 @@ class ShardTask:
     # The input URL of the shard that runs next in this same process (units run one after
     # another), downloaded in a thread while this one runs; None in a pool or on Ray.
     prefetch: tuple[int, str] | None = None
+    # Units run one after another in this process into a URL OUT: a unit's uploads and marker are
+    # committed in a thread while the next unit runs (one commit in flight; see `_commit`).
+    overlap: bool = False
 
 
 # ----------------------------------------------------------------------------- stage A
@@ -207,12 +210,13 @@ def run_shard(task: ShardTask) -> dict:
     local = _input_copy(task, lay) if io.is_url(task.path) else Path(task.path)
     if task.prefetch:
         _start_prefetch(*task.prefetch, lay)
-    try:
-        docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
-        n_read, n_kept = _filter(task, lay, steps, docs, local)
-    finally:
-        if local != Path(task.path):
-            local.unlink(missing_ok=True)
+    with io.collect_uploads() as pending:
+        try:
+            docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
+            n_read, n_kept = _filter(task, lay, steps, docs, local)
+        finally:
+            if local != Path(task.path):
+                local.unlink(missing_ok=True)
     stats = {
         "shard": task.shard,
         "input": task.path,
@@ -225,8 +229,13 @@ def run_shard(task: ShardTask) -> dict:
         "errors": errors.summary(),
         "seconds": round(time.time() - t0, 3),
     }
-    io.write_json_atomic(lay.shard_stats(task.shard), stats)
-    io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash}, marker)
+
+    def commit() -> None:  # the objects first, the marker last
+        io.upload_pending(pending)
+        io.write_json_atomic(lay.shard_stats(task.shard), stats)
+        io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash}, marker)
+
+    _commit(task.overlap, commit, pending)
     return stats
 
 
@@ -358,7 +367,7 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     removals = load_removals(mine) if mine else {}
     by_reason: Counter[str] = Counter()
     # on object storage, data and dedup rejects go up together: one round trip's wait, not two
-    with io.uploads_together(), io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
+    with io.collect_uploads() as pending, io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
             io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:
         for rec in _survivors(task, lay):
             hit = removals.get(rec["id"])
@@ -376,8 +385,44 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
         "dropped": dict(by_reason),
         "seconds": round(time.time() - t0, 3),
     }
-    io.mark_done(lay.data(task.shard), {"job_hash": task.job_hash, "counts": counts}, marker)
+
+    def commit() -> None:  # the objects first, the marker last
+        io.upload_pending(pending)
+        io.mark_done(lay.data(task.shard), {"job_hash": task.job_hash, "counts": counts}, marker)
+
+    _commit(task.overlap, commit, pending)
     return counts
+
+
+# The one commit in flight in this process (`ShardTask.overlap`): double buffering, so a slow
+# bucket holds back the belt by at most one shard and at most one shard's outputs wait on disk.
+_committer: ThreadPoolExecutor | None = None
+_in_flight: Future | None = None
+
+
+def _commit(background: bool, commit: Callable[[], None], pending: list) -> None:
+    """Run a unit's commit (uploads, then its marker) now, or in a thread once the previous one
+    has finished. A SIGKILL before the marker only means the unit runs again."""
+    global _committer, _in_flight
+    try:
+        wait_commits()
+    except BaseException:
+        io.discard_pending(pending)
+        raise
+    if not background:
+        commit()
+        return
+    if _committer is None:
+        _committer = ThreadPoolExecutor(1, thread_name_prefix="pretrain-commit")
+    _in_flight = _committer.submit(commit)
+
+
+def wait_commits() -> None:
+    """Wait for the commit in flight; its error (a failed upload) is raised here."""
+    global _in_flight
+    fut, _in_flight = _in_flight, None
+    if fut is not None:
+        fut.result()
 
 
 def _survivors(task: ShardTask, lay: Layout) -> Iterator[dict]:

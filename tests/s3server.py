@@ -42,11 +42,16 @@ def _free_port() -> int:
 
 
 class S3Server:
-    """One moto S3 server on 127.0.0.1; `filesystem()` gives an s3fs client aimed at it."""
+    """One moto S3 server on 127.0.0.1; `filesystem()` gives an s3fs client aimed at it.
 
-    def __init__(self, port: int | None = None) -> None:
+    `latency_s` delays every request by that much before moto answers it (requests in flight
+    wait side by side, as on a network): an emulated remote bucket, for benchmarks of what
+    overlapping round trips buys. moto on localhost otherwise answers in a few milliseconds."""
+
+    def __init__(self, port: int | None = None, latency_s: float = 0.0) -> None:
         self.port = port or _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.latency_s = latency_s
         self._server = None
 
     def start(self) -> S3Server:
@@ -58,7 +63,8 @@ class S3Server:
         # botocore reads the credentials from the environment even for a local server
         for k, v in CREDENTIALS.items():
             os.environ.setdefault(k, v)
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        cls = _delayed_server(self.latency_s) if self.latency_s else ThreadedMotoServer
+        self._server = cls(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
         return self
 
@@ -116,10 +122,38 @@ def _forget_cached_filesystems() -> None:
     s3fs.S3FileSystem.clear_instance_cache()
 
 
+def _delayed_server(seconds: float):
+    """moto's threaded server with its WSGI app behind a fixed delay per request."""
+    import time
+
+    from moto.server import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        ThreadedMotoServer,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    class Delayed(ThreadedMotoServer):
+        def _server_entry(self) -> None:  # moto's own, with the app wrapped
+            app = DomainDispatcherApplication(create_backend_app)
+
+            def delayed(environ, start_response):
+                time.sleep(seconds)
+                return app(environ, start_response)
+
+            self._server = make_server(self._ip_address, self._port, delayed, True,
+                                       request_handler=MotoRequestHandler)
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return Delayed
+
+
 @contextmanager
-def s3_server() -> Iterator[S3Server]:
+def s3_server(latency_s: float = 0.0) -> Iterator[S3Server]:
     """Start a server, yield it, stop it (also on failure)."""
-    srv = S3Server().start()
+    srv = S3Server(latency_s=latency_s).start()
     try:
         yield srv
     finally:

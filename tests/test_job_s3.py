@@ -7,8 +7,10 @@ rerun, and the objects are byte-identical to the local run's files.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -125,3 +127,81 @@ def test_tokenize_from_and_to_memory_urls_same_shards_as_local(tmp_path):
     assert man["tokens"] == json.loads((tmp_path / "local" / "manifest.json").read_text())["tokens"]
     fs.rm("/tok-out-i13", recursive=True)
     fs.rm("/tok-in-i13", recursive=True)
+
+
+class _Requests(logging.Handler):
+    """The S3 server's request log (werkzeug's access lines): what the client really sent, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = re.search(r'"(GET|PUT|HEAD|DELETE|POST) /[^/ ]+/([^ ?]*)', record.getMessage())
+        if m:
+            self.lines.append(f"{m.group(1)} {m.group(2)}")
+
+    def __enter__(self) -> _Requests:
+        log = logging.getLogger("werkzeug")
+        self._level = log.level
+        log.setLevel(logging.INFO)
+        log.addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        log = logging.getLogger("werkzeug")
+        log.removeHandler(self)
+        log.setLevel(self._level)
+
+
+@pytest.fixture
+def s3_here(s3, monkeypatch):  # noqa: F811
+    """The S3 server for s3:// URLs opened in this process (fsspec caches filesystems: cleared)."""
+    import s3fs
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.endpoint)
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield s3
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def test_in_process_units_prefetch_next_input_same_bytes_and_resume(tmp_path, s3_here):
+    _write_jsonl_corpus(tmp_path / "in", files=3, per_file=10)
+    cfg = CurateConfig()
+    curate([str(tmp_path / "in")], tmp_path / "ref", cfg, executor=LocalExecutor(1))
+    bucket = s3_here.new_bucket()
+    fs = s3_here.filesystem()
+    fs.put(str(tmp_path / "in"), f"{bucket}/in", recursive=True)
+    names = sorted(p.name for p in (tmp_path / "in").iterdir())
+    work = tmp_path / "work"
+    job = ([f"s3://{bucket}/in"], f"s3://{bucket}/out", cfg)
+    with _Requests() as log:
+        curate(*job, executor=LocalExecutor(1), work_dir=work)
+    assert _objects(fs, f"{bucket}/out") == _snapshot(tmp_path / "ref")
+    # the next shard's input is fetched while this shard runs: before this shard's rejects go up
+    assert log.lines.index(f"GET in/{names[1]}") < log.lines.index("PUT out/rejects/filters_00000.jsonl.zst")
+    assert log.lines.count(f"GET in/{names[1]}") == 1
+    assert not list((work / "tmp").glob("input_*"))  # no local copy outlives its shard
+    # resume: shard 0 runs again and prefetches shard 1, which is done: its copy is dropped
+    for stage in ("filter", "write"):
+        (work / "done" / f"{stage}_00000.done").unlink()
+    curate(*job, executor=LocalExecutor(1), work_dir=work)
+    assert _objects(fs, f"{bucket}/out") == _snapshot(tmp_path / "ref")
+    assert not list((work / "tmp").glob("input_*"))
+
+
+def test_uploads_together_appear_at_the_end_whole_or_not_at_all(tmp_path, s3_here):
+    bucket = s3_here.new_bucket()
+    fs = s3_here.filesystem()
+    blobs = {f"{bucket}/t/{i}.bin": os.urandom(200_000 + i) for i in range(3)}
+    with _Requests() as log, io.uploads_together():
+        for key, data in blobs.items():
+            io.write_bytes_atomic(f"s3://{key}", data, tmp_path / "tmp")
+        assert not fs.exists(f"{bucket}/t/0.bin")  # nothing is visible before the block ends
+    assert {k: fs.cat_file(k) for k in blobs} == blobs
+    assert sorted(x for x in log.lines if x.startswith("PUT")) == [f"PUT t/{i}.bin" for i in range(3)]
+    with pytest.raises(RuntimeError), io.uploads_together():
+        io.write_bytes_atomic(f"s3://{bucket}/u/0.bin", b"x", tmp_path / "tmp")
+        raise RuntimeError("the unit failed after writing")
+    assert not fs.exists(f"{bucket}/u/0.bin")
+    assert not list((tmp_path / "tmp").iterdir())  # temporary files removed either way

@@ -34,6 +34,10 @@ class LocalExecutor:
     def __init__(self, workers: int | None = None):
         self.workers = max(1, workers or default_workers())
 
+    def in_process(self, n_items: int) -> bool:
+        """True when `map` over n items runs them one after another in this process."""
+        return self.workers == 1 or n_items <= 1
+
     def map(
         self, fn: Callable[[Any], Any], items: Iterable[Any], on_result: Callable[[Any], None] | None = None
     ) -> list[Any]:

@@ -12,7 +12,10 @@ A target may also be an fsspec URL (`s3://bucket/key`, `gs://...`, `memory://...
 have no rename, but they do have whole-object writes: an object becomes visible only when its
 upload completes (a PUT, or a multipart upload's completion), never half written. So a URL target
 is written to a local temporary file first and uploaded whole on success; the job writes its done
-marker only after that, so a killed upload is simply redone.
+marker only after that, so a killed upload is simply redone. Inside `uploads_together()` the
+uploads of one unit wait for the block's end and then go out concurrently: one round trip's wait
+for all of them instead of one each, the marker still after the last; `collect_uploads` hands
+them to the caller, who may upload them (then write the marker) in the background.
 """
 
 from __future__ import annotations
@@ -108,6 +111,9 @@ def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator
             tmp_path.unlink()
 
 
+_batch = threading.local()  # the pending uploads of `uploads_together`, per thread
+
+
 @contextlib.contextmanager
 def _upload_path(url: str, tmp_dir: str | Path | None) -> Iterator[Path]:
     if tmp_dir is not None:
@@ -116,12 +122,68 @@ def _upload_path(url: str, tmp_dir: str | Path | None) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=tmp_dir)
     os.close(fd)
     tmp_path = Path(tmp)
+    pending = getattr(_batch, "pending", None)
     try:
         yield tmp_path
+        if pending is not None:  # uploaded at the end of the block, with the unit's others
+            pending.append((tmp_path, url))
+            tmp_path = None
+            return
         fs, p = url_fs(url)
         fs.put_file(str(tmp_path), p)  # one whole object: visible complete or not at all
     finally:
-        tmp_path.unlink(missing_ok=True)
+        if tmp_path is not None:
+            tmp_path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def uploads_together() -> Iterator[None]:
+    """URL targets committed inside the block are uploaded when it ends without an error, all at
+    once (fsspec's `put` of a list runs them concurrently on an async filesystem such as s3fs).
+    Each still becomes visible whole, so a caller writes its done marker after the block; on an
+    error nothing is uploaded. Local targets are renamed into place as usual."""
+    with collect_uploads() as pending:
+        yield
+    upload_pending(pending)
+
+
+@contextlib.contextmanager
+def collect_uploads() -> Iterator[list[tuple[Path, str]]]:
+    """Like `uploads_together`, but the block's uploads are left to the caller: pass the list to
+    `upload_pending` (now, or from another thread), then write the marker. On an error inside
+    the block the temporary files are removed and nothing is uploaded."""
+    if getattr(_batch, "pending", None) is not None:  # nested: the outermost block collects
+        yield []
+        return
+    _batch.pending = pending = []
+    try:
+        yield pending
+    except BaseException:
+        discard_pending(pending)
+        raise
+    finally:
+        _batch.pending = None
+
+
+def upload_pending(pending: list[tuple[Path, str]]) -> None:
+    """Upload collected (temporary file, URL) pairs, concurrently per filesystem; the temporary
+    files are removed whatever happens."""
+    try:
+        by_fs: dict[int, tuple[Any, list[str], list[str]]] = {}
+        for tmp, url in pending:
+            fs, p = url_fs(url)
+            entry = by_fs.setdefault(id(fs), (fs, [], []))
+            entry[1].append(str(tmp))
+            entry[2].append(p)
+        for fs, local, remote in by_fs.values():
+            fs.put(local, remote)
+    finally:
+        discard_pending(pending)
+
+
+def discard_pending(pending: list[tuple[Path, str]]) -> None:
+    for tmp, _ in pending:
+        tmp.unlink(missing_ok=True)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes, tmp_dir: str | Path | None = None) -> None:

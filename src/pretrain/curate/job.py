@@ -23,7 +23,7 @@ import json
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -258,13 +258,36 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     """Run the belt `cfg` over `inputs` into `out` (a path or URL); returns the stats also written
     to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`)."""
     from pretrain.curate.executor import LocalExecutor
-    from pretrain.curate.pipeline import run_shard, step_order, write_shard
+    from pretrain.curate.pipeline import drop_prefetched, wait_commits
 
     executor = executor or LocalExecutor()
     out = str(out).rstrip("/") if io.is_url(out) else str(out)
     _preflight(cfg)
     lay = Layout(out, Path(work_dir) if work_dir else default_work_dir(out))
     tasks = plan_shards(inputs, lay, cfg, job)
+    if getattr(executor, "in_process", lambda n: False)(len(tasks)):
+        tasks = with_prefetch(tasks)
+    try:
+        return _run(tasks, lay, cfg, executor, progress, job)
+    finally:
+        drop_prefetched(lay)
+        try:
+            wait_commits()  # a failed job still commits the unit it finished (less to redo)
+        except Exception:
+            pass  # _run raised already, or waited for this commit and raised its error
+
+
+def with_prefetch(tasks: list[ShardTask]) -> list[ShardTask]:
+    """Units that run one after another in this process download the next shard's input URL
+    while the current shard runs, and upload their outputs while the next one runs (the waits
+    for GETs and PUTs overlap the belt instead of adding to it)."""
+    nexts = [(n.shard, n.path) if io.is_url(n.path) else None for n in tasks[1:]] + [None]
+    return [replace(t, prefetch=n, overlap=io.is_url(t.out)) for t, n in zip(tasks, nexts, strict=True)]
+
+
+def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progress, job: str) -> dict:
+    from pretrain.curate.pipeline import run_shard, step_order, wait_commits, write_shard
+
     clock = Attempts(lay)
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
 
@@ -281,11 +304,13 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
         return on_result
 
     shard_stats = executor.map(run_shard, tasks, on_result=ticker("filter"))
+    wait_commits()  # every stage A marker is down before dedup reads the shards' work
     if progress:
         progress.stop("filter")
     removals, dedup_summary = _global_dedup(tasks, lay, cfg, executor) if cfg.dedups else (None, {})
     clock.save()
     write_counts = executor.map(write_shard, [(t, removals) for t in tasks], on_result=ticker("write"))
+    wait_commits()
     if progress:
         progress.stop("write")
     clock.save()

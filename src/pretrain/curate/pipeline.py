@@ -22,6 +22,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,12 @@ class ShardTask:
     cfg: CurateConfig
     job_hash: str
     work: str
+    # The input URL of the shard that runs next in this same process (units run one after
+    # another), downloaded in a thread while this one runs; None in a pool or on Ray.
+    prefetch: tuple[int, str] | None = None
+    # Units run one after another in this process into a URL OUT: a unit's uploads and marker are
+    # committed in a thread while the next unit runs (one commit in flight; see `_commit`).
+    overlap: bool = False
 
 
 # ----------------------------------------------------------------------------- stage A
@@ -194,18 +201,22 @@ def run_shard(task: ShardTask) -> dict:
     if io.is_done(lay.shard_stats(task.shard), task.job_hash, marker) and (
         not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup)
     ):  # done, and its signature files check out (a damaged one makes the shard run again)
+        drop_prefetched(lay, task.path)
         return json.loads(lay.shard_stats(task.shard).read_text())
     t0 = time.time()
     errors = _Errors()
     steps = build_steps(task.cfg)
     read_stats: Counter[str] = Counter()
-    local = _local_copy(task, lay) if io.is_url(task.path) else Path(task.path)
-    try:
-        docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
-        n_read, n_kept = _filter(task, lay, steps, docs, local)
-    finally:
-        if local != Path(task.path):
-            local.unlink(missing_ok=True)
+    local = _input_copy(task, lay) if io.is_url(task.path) else Path(task.path)
+    if task.prefetch:
+        _start_prefetch(*task.prefetch, lay)
+    with io.collect_uploads() as pending:
+        try:
+            docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
+            n_read, n_kept = _filter(task, lay, steps, docs, local)
+        finally:
+            if local != Path(task.path):
+                local.unlink(missing_ok=True)
     stats = {
         "shard": task.shard,
         "input": task.path,
@@ -218,18 +229,73 @@ def run_shard(task: ShardTask) -> dict:
         "errors": errors.summary(),
         "seconds": round(time.time() - t0, 3),
     }
-    io.write_json_atomic(lay.shard_stats(task.shard), stats)
-    io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash}, marker)
+
+    def commit() -> None:  # the objects first, the marker last
+        io.upload_pending(pending)
+        io.write_json_atomic(lay.shard_stats(task.shard), stats)
+        io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash}, marker)
+
+    _commit(task.overlap, commit, pending)
     return stats
 
 
 def _local_copy(task: ShardTask, lay: Layout) -> Path:
     """An input URL copied to the work folder for the time its shard runs (readers open files)."""
-    fs, path = io.url_fs(task.path)
-    local = lay.tmp / f"input_{task.shard:05d}_{Path(path).name}"
+    return _download(task.shard, task.path, lay)
+
+
+def _input_path(shard: int, url: str, lay: Layout) -> Path:
+    return lay.tmp / f"input_{shard:05d}_{url.rstrip('/').rsplit('/', 1)[-1]}"
+
+
+def _download(shard: int, url: str, lay: Layout) -> Path:
+    fs, path = io.url_fs(url)
+    local = _input_path(shard, url, lay)
     local.parent.mkdir(parents=True, exist_ok=True)
     fs.get_file(path, str(local))
     return local
+
+
+# Prefetched inputs of this process: (work tmp folder, URL) -> (shard, the future of its local
+# copy). Only units that run one after another in one process prefetch (ShardTask.prefetch): in a
+# pool, the other workers' belts already fill a core while one waits for its download.
+_prefetched: dict[tuple[str, str], tuple[int, Future]] = {}
+_prefetcher: ThreadPoolExecutor | None = None
+
+
+def _start_prefetch(shard: int, url: str, lay: Layout) -> None:
+    global _prefetcher
+    if (str(lay.tmp), url) in _prefetched:
+        return
+    if _prefetcher is None:
+        _prefetcher = ThreadPoolExecutor(1, thread_name_prefix="pretrain-prefetch")
+    _prefetched[str(lay.tmp), url] = shard, _prefetcher.submit(_download, shard, url, lay)
+
+
+def _input_copy(task: ShardTask, lay: Layout) -> Path:
+    """The local copy of this shard's input URL: the prefetched one (waited for) or a download now.
+    A failed prefetch is retried here, so its error is this shard's, raised where it always was."""
+    _, fut = _prefetched.pop((str(lay.tmp), task.path), (None, None))
+    if fut is not None:
+        try:
+            return fut.result()
+        except Exception:
+            pass
+    return _local_copy(task, lay)
+
+
+def drop_prefetched(lay: Layout, url: str | None = None) -> None:
+    """Forget a prefetched input of this job (all of them when `url` is None), delete its copy."""
+    keys = [(str(lay.tmp), url)] if url else [k for k in _prefetched if k[0] == str(lay.tmp)]
+    for key in keys:
+        shard, fut = _prefetched.pop(key, (None, None))
+        if fut is None:
+            continue
+        try:
+            fut.result()
+        except Exception:  # a failed download may have left part of the file: deleted below too
+            pass
+        _input_path(shard, key[1], lay).unlink(missing_ok=True)
 
 
 class _Counting:
@@ -300,7 +366,8 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     mine = Path(removals_path) / f"shard_{task.shard:05d}.jsonl.zst" if removals_path else None
     removals = load_removals(mine) if mine else {}
     by_reason: Counter[str] = Counter()
-    with io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
+    # on object storage, data and dedup rejects go up together: one round trip's wait, not two
+    with io.collect_uploads() as pending, io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
             io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:
         for rec in _survivors(task, lay):
             hit = removals.get(rec["id"])
@@ -318,8 +385,44 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
         "dropped": dict(by_reason),
         "seconds": round(time.time() - t0, 3),
     }
-    io.mark_done(lay.data(task.shard), {"job_hash": task.job_hash, "counts": counts}, marker)
+
+    def commit() -> None:  # the objects first, the marker last
+        io.upload_pending(pending)
+        io.mark_done(lay.data(task.shard), {"job_hash": task.job_hash, "counts": counts}, marker)
+
+    _commit(task.overlap, commit, pending)
     return counts
+
+
+# The one commit in flight in this process (`ShardTask.overlap`): double buffering, so a slow
+# bucket holds back the belt by at most one shard and at most one shard's outputs wait on disk.
+_committer: ThreadPoolExecutor | None = None
+_in_flight: Future | None = None
+
+
+def _commit(background: bool, commit: Callable[[], None], pending: list) -> None:
+    """Run a unit's commit (uploads, then its marker) now, or in a thread once the previous one
+    has finished. A SIGKILL before the marker only means the unit runs again."""
+    global _committer, _in_flight
+    try:
+        wait_commits()
+    except BaseException:
+        io.discard_pending(pending)
+        raise
+    if not background:
+        commit()
+        return
+    if _committer is None:
+        _committer = ThreadPoolExecutor(1, thread_name_prefix="pretrain-commit")
+    _in_flight = _committer.submit(commit)
+
+
+def wait_commits() -> None:
+    """Wait for the commit in flight; its error (a failed upload) is raised here."""
+    global _in_flight
+    fut, _in_flight = _in_flight, None
+    if fut is not None:
+        fut.result()
 
 
 def _survivors(task: ShardTask, lay: Layout) -> Iterator[dict]:

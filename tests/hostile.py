@@ -25,7 +25,10 @@ def peak_mb():  # VmHWM: this process's own peak (ru_maxrss keeps the forking pa
 limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 from pretrain.curate.readers import ReaderConfig, read_documents
+if sys.argv[2].endswith(".parquet"):
+    import pyarrow.parquet  # noqa: F401  (the Parquet reader imports it lazily: base, not reading)
 cfg = ReaderConfig(**json.loads(sys.argv[3]))
+base_mb = peak_mb()  # the interpreter, torch-free imports and pyarrow: what reading adds is peak - base
 errors, ids, n, last, t0 = [], [], 0, None, time.perf_counter()
 docs = read_documents(sys.argv[2], cfg, lambda p, r, why: errors.append([str(r), why]))
 if len(sys.argv) > 4:  # the records are HTML pages: run them through the extract step too
@@ -39,7 +42,7 @@ for doc in docs:
         ids.append(doc.id)
 print(json.dumps({"ids": ids, "n": n, "last": last, "errors": errors[:100],
                   "seconds": time.perf_counter() - t0,
-                  "peak_mb": peak_mb()}))
+                  "peak_mb": peak_mb(), "base_mb": base_mb}))
 """
 
 

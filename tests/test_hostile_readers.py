@@ -137,7 +137,8 @@ def test_parquet_big_row_group_is_read_in_small_batches(tmp_path):
     del table
     r = read_in_child(p, timeout=60, mem_mb=4096, max_row_group_bytes=1 << 20)
     assert r["n"] == n and r["ids"][0] == "r0" and r["last"] == f"r{n - 1}" and not r["errors"]
-    assert r["peak_mb"] < 170  # the whole group through to_pylist: over 200 MB
+    # what reading added above the imports: ~72 MB in batches; the whole group through to_pylist ~140
+    assert r["peak_mb"] - r["base_mb"] < 110
 
 
 def _page(body: str) -> str:

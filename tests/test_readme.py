@@ -98,8 +98,11 @@ def test_make_demo_lines_run_the_demo_with_their_out_and_data(clone):
     assert any("OUT=" in x and "DATA=" in x for x in lines)
     for line in dict.fromkeys(lines):
         args = shlex.split(line)[2:]
-        out = subprocess.run(["make", "-n", "demo", f"VENV={venv}", "-o", f"{venv}/.installed-core", *args],
-                             cwd=clone, capture_output=True, text=True, timeout=60, check=True)
+        # under `make test` (CI) the parent's MAKELEVEL/MAKEFLAGS would add "Entering directory" lines
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+        out = subprocess.run(["make", "-n", "--no-print-directory", "demo", f"VENV={venv}",
+                              "-o", f"{venv}/.installed-core", *args],
+                             cwd=clone, capture_output=True, text=True, timeout=60, check=True, env=env)
         cmd = shlex.split(out.stdout.strip().splitlines()[-1])
         assert cmd[:4] == [f"{venv}/bin/python", "-m", "pretrain", "demo"], out.stdout
         given = dict(a.split("=", 1) for a in args)

@@ -1,5 +1,6 @@
 """The CLI: every subcommand has a --help that parses and teaches."""
 
+import json
 import subprocess
 import sys
 
@@ -119,3 +120,15 @@ def test_english_only_rules_warn_when_other_languages_get_through(tmp_path, sets
     out = _run(*argv, *[x for s in sets for x in ("--set", s)])
     assert out.returncode == 2 and "input" in out.stderr.splitlines()[-1]
     assert ("are English rules" in out.stderr) == warned, out.stderr
+
+
+@pytest.mark.parametrize(("flags", "echo", "bar"),
+                         [([], True, False), (["--quiet", "--progress"], False, True)])
+def test_quiet_drops_the_echo_and_progress_the_bar_independently(tmp_path, flags, echo, bar):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"id": str(i), "text": f"document {i}"}) + "\n" for i in range(3)))
+    out = _run("curate", str(docs), "-o", str(tmp_path / "out"), "--set", "language.enabled=false", *flags)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.startswith("config: 1 setting(s) differ from the defaults") == echo
+    assert ("language.enabled = false" in out.stderr) == echo
+    assert ("0/1 files" in out.stderr or "1/1 files" in out.stderr) == bar  # the bar's file counter

@@ -23,9 +23,22 @@ def demo(tmp_path_factory) -> Path:
         capture_output=True,
         text=True,
         timeout=900,
+        env={**os.environ, "COLUMNS": "200"},  # rich wraps at 80 columns without a terminal
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (out.parent / "stdout.txt").write_text(proc.stdout)
     return out
+
+
+def test_the_terminal_shows_the_plan_headline_and_training_progress(demo):
+    from pretrain.report import headline_text, plan_headline
+
+    said = (demo.parent / "stdout.txt").read_text()
+    plan = json.loads((demo / "plan.json").read_text())
+    assert headline_text(plan_headline(plan)) in said  # days, GPU-hours, MFU, layout of plan.json
+    lines = (demo / "run" / "metrics.jsonl").read_text().splitlines()
+    train = [json.loads(x) for x in lines if '"event"' not in x]
+    assert f"step 30/30  loss {train[-1]['loss']:.3f}" in said
 
 
 def test_every_stage_left_its_output(demo):
@@ -57,7 +70,10 @@ def test_report_renders_in_chromium(demo):
                     "Tokens per source", "Mixture", "Plan: llama-3-8b", "Top layouts", "Why this layout",
                     "Training run", "Evaluations", "Samples"):
         assert heading in html, heading
-    assert len(result["images"]) == 1 + 1 + 4 + 1  # funnel, document lengths, 4 plan figures, curves
+    assert len(result["images"]) == 1 + 1 + 4 + 1 + 1  # funnel, lengths, plan figures, curves, evals
+    newest = sorted((demo / "run" / "eval").glob("step_*.json"))[-1]  # the in-loop evaluator's result
+    ppl = json.loads(newest.read_text())["results"]["ppl:heldout"]["metrics"]
+    assert f"perplexity {ppl['perplexity']:.4f}; bits_per_byte {ppl['bits_per_byte']:.4f}" in html
     assert "http://" not in html.replace("http://www.w3.org", "") and "<script src" not in html
 
 

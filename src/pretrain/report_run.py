@@ -24,6 +24,8 @@ from pretrain.report import (
 )
 
 MARKED = ("spike", "rollback", "skip", "rollback_unavailable")  # events drawn on the loss curve
+# the metrics `pretrain eval` prints (lm-evaluation-harness's names); nll, tokens, bytes stay in the JSON
+HEADLINE_METRICS = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte", "memorized")
 
 
 # ----------------------------------------------------------------------------- plan
@@ -162,7 +164,8 @@ def run_section(run: Path, sid: str) -> Section:
                                         "has and a CPU does not.")))
     if train:
         parts.append(_curves(train, evl, marked))
-    parts.append(_evaluations(run, evals))
+    parts.append(_evaluations(run, evals, events))
+    events = [e for e in events if e.get("event") != "eval_tasks"]  # drawn above
     if events:
         rows = [[e.get("step", e.get("from_step", "")), e["event"],
                  json.dumps({k: v for k, v in e.items() if k not in ("step", "event")})[:160]]
@@ -210,34 +213,48 @@ def _curves(train: list[dict], evals: list[dict], marked: list[dict]) -> str:
     return fig_to_img(fig, "training curves")
 
 
-def _evaluations(run: Path, evals: list[dict]) -> str:
-    """In-loop evaluation curves (metrics.jsonl) and result files (RUN/eval/*.json), when present."""
+def _evaluations(run: Path, evals: list[dict], events: list[dict]) -> str:
+    """In-loop task curves (`eval_tasks` events of metrics.jsonl) and the newest result file of
+    RUN/eval/ (schema pretrain.eval/1, written by `pretrain eval` and by the in-loop evaluator)."""
     parts = []
     series: dict[str, list[tuple[int, float]]] = {}
-    for r in evals:  # eval_loss is on the loss curve already; other in-loop metrics get their own
-        for k, v in r.items():
-            if k not in ("step", "event", "eval_loss") and _number(v):
-                series.setdefault(k, []).append((r.get("step", 0), float(v)))
+    for e in events:
+        if e.get("event") != "eval_tasks":
+            continue
+        for task, metrics in (e.get("tasks") or {}).items():
+            for k, v in (metrics or {}).items():
+                if _number(v):
+                    series.setdefault(f"{task} {k}", []).append((int(e.get("step", 0)), float(v)))
     if series:
-        p = plt()
-        fig, ax = p.subplots(figsize=(8, 3))
-        for k, pts in sorted(series.items()):
-            ax.plot([s for s, _ in pts], [v for _, v in pts], "o-", ms=3, label=k)
-        ax.set_xlabel("step")
-        ax.set_ylabel("value")
-        ax.set_title("in-loop evaluations")
-        ax.legend(fontsize=8)
-        parts.append(fig_to_img(fig, "in-loop evaluations"))
+        parts.append(_task_curves(series))
     files = sorted((run / "eval").glob("*.json")) if (run / "eval").is_dir() else []
-    for f in files[-3:]:
+    if files:
         try:
-            parts.append(f"<p class='note'>{esc(f.name)}</p>" + eval_table(json.loads(f.read_text())))
+            parts.append(note(f"{files[-1].name} (newest of {len(files)} result file(s))")
+                         + eval_table(json.loads(files[-1].read_text())))
         except (ValueError, OSError, AttributeError, TypeError) as e:
-            parts.append(note(f"{f.name}: unreadable ({e})"))
+            parts.append(note(f"{files[-1].name}: unreadable ({e})"))
     if not parts:
         held = "the held-out loss is on the loss curve; " if any("eval_loss" in r for r in evals) else ""
         return "<h3>Evaluations</h3>" + note(f"{held}no task evaluations in this run (`pretrain eval`)")
     return "<h3>Evaluations</h3>" + "".join(parts)
+
+
+def _task_curves(series: dict[str, list[tuple[int, float]]]) -> str:
+    """One panel per metric kind (accuracies share 0-1; perplexity and bits per byte their own)."""
+    kinds = sorted({name.rsplit(" ", 1)[1] for name in series})
+    p = plt()
+    fig, axes = p.subplots(1, len(kinds), figsize=(4.3 * len(kinds), 3), squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        for name, pts in sorted(series.items()):
+            if name.endswith(" " + kind):
+                ax.plot([s for s, _ in pts], [v for _, v in pts], "o-", ms=3, label=name.rsplit(" ", 1)[0])
+        ax.set_xlabel("step")
+        ax.set_ylabel(kind)
+        ax.set_title(f"in-loop {kind}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig_to_img(fig, "in-loop evaluations")
 
 
 def _number(v: Any) -> bool:
@@ -245,13 +262,21 @@ def _number(v: Any) -> bool:
 
 
 def eval_table(result: dict) -> str:
-    """One row per task and metric of an eval result JSON ({"results": {task: {metric: value}}})."""
+    """One row per task: kind, examples, shots, and its metrics with standard errors (lm-eval's names)."""
     rows = []
-    for task, metrics in sorted((result.get("results") or {}).items()):
-        for k, v in sorted(metrics.items()) if isinstance(metrics, dict) else []:
-            if _number(v):
-                rows.append([task, k, float(v)])
-    return table(["task", "metric", "value"], rows, {2}) if rows else note("no numeric results")
+    for task, r in sorted((result.get("results") or {}).items()):
+        metrics = r.get("metrics", r) if isinstance(r, dict) else {}
+        cells = [f"{k} {v:.4f}" + _stderr(metrics.get(k + "_stderr"))
+                 for k, v in metrics.items() if _number(v) and k in HEADLINE_METRICS]
+        rows.append([task, r.get("kind"), r.get("n"), r.get("shots"), "; ".join(cells)])
+    model = result.get("model") or {}
+    where = note(f"model {model.get('path')} at step {model.get('step')}") if model else ""
+    return where + (table(["task", "kind", "examples", "shots", "metrics"], rows, {2, 3})
+                    if rows else note("no results"))
+
+
+def _stderr(v: Any) -> str:
+    return f" ± {v:.4f}" if _number(v) else ""
 
 
 def eval_section(path: Path, result: dict, sid: str) -> Section:

@@ -131,6 +131,15 @@ def test_errors_table_and_reject_values(corpus_with_errors):
                     sec.body)
     assert row, "the language reject's row"
     assert float(row.group(1)) < float(row.group(2)) == scored["threshold"]
+    below = {"gopher_short_doc", "gopher_below_avg_threshold", "gopher_below_alpha_threshold",
+             "gopher_enough_stop_words", "line_punct_ratio", "low_language_score"}
+    measured = [r for r in rejects
+                if isinstance(r.get("value"), (int, float)) and r.get("threshold") is not None]
+    steps = {"language", "gopher_quality", "gopher_repetition", "fineweb_quality"}
+    assert {r["step"] for r in measured} >= steps
+    for r in measured:  # each value is on the side of its threshold that the rule drops
+        v, t = r["value"], r["threshold"]
+        assert v <= t if r["reason"] in below else v >= t, r["reason"]
 
 
 def test_mixture_explains_epochs_and_flags_repeats(tmp_path):

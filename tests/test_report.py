@@ -176,3 +176,13 @@ def test_report_of_each_output_renders_in_chromium(plan_json, spiked_run, corpus
     assert result["errors"] == []
     assert shot.stat().st_size > 10_000
     assert "<script src" not in html and "http://" not in html.replace("http://www.w3.org", "")
+
+
+def test_a_plan_that_does_not_fit_says_why(tmp_path):
+    out = _cli("plan", "--model", "llama-3-70b", "--gpus", "1", "--gpu", "h100", "--tokens", "1T", "--json")
+    assert out.returncode == 1  # the planner's own verdict: nothing fits
+    (tmp_path / "plan.json").write_text(out.stdout)
+    rejected = json.loads(out.stdout)["search"]["rejected"]
+    sec = section_for(tmp_path / "plan.json", 0)
+    assert sec.problems == ["no layout fits: " + "; ".join(f"{k} ({v:,})" for k, v in rejected.items())]
+    assert "<b>none fits</b>" in sec.body and "Why no layout" in sec.body

@@ -35,17 +35,21 @@ def plan_section(path: Path, plan: dict, sid: str) -> Section:
     h = plan_headline(plan)
     fits = bool(plan.get("layout") and plan["layout"].get("fits", True))
     cards = [("days", h.get("days")), ("GPU-hours", h.get("gpu_hours")),
-             ("MFU", f"{h['mfu']:.1%}" if h.get("mfu") is not None else None), ("layout", h.get("layout"))]
+             ("MFU", f"{h['mfu']:.1%}" if h.get("mfu") is not None else None),
+             ("layout", h.get("layout") if fits else "none fits")]
     parts = [kpis(cards, bad=set() if fits else {"layout"}), note(headline_text(h))]
     parts.append(_plan_inputs(plan))
     parts.append(_top_layouts(plan))
     why = (plan.get("search") or {}).get("explanation") or []
     if why:
-        parts.append("<h3>Why this layout</h3>" + table(["alternative", "compared with the chosen layout"],
-                                                          [_why_row(x) for x in why]))
+        title = "<h3>Why this layout</h3>" if fits else "<h3>Why no layout</h3>"
+        heads = ["alternative", "compared with the chosen layout"]
+        parts.append(title + table(heads, [_why_row(x) for x in why]))
     parts.append(_plan_figures(plan))
-    reason = (plan.get("layout") or {}).get("reason") or "see the plan"
-    problems = [] if fits else [f"no layout fits: {reason}"]
+    rejected = (plan.get("search") or {}).get("rejected") or {}
+    searched = "; ".join(f"{k} ({v:,})" for k, v in rejected.items())
+    reason = (plan.get("layout") or {}).get("reason") or searched
+    problems = [] if fits else [f"no layout fits: {reason or 'see the plan'}"]
     return Section(sid, f"Plan: {h.get('model')} on {h.get('gpus')} {h.get('gpu')}", "plan", str(path),
                    "".join(parts), [("days", h.get("days")), ("GPU-hours", h.get("gpu_hours")),
                                     ("MFU", cards[2][1]), ("layout", h.get("layout"))], problems)

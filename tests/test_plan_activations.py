@@ -1,8 +1,9 @@
 """The planner's activation model against the bytes our trainer really saves for backward: the real
 model (train/model.py) under the trainer's bf16 autocast, every tensor autograd saves counted once
 by storage with torch.autograd.graph.saved_tensors_hooks (parameters and autocast's casts of them
-excluded: they are weights, not activations). Per layer = the difference between a 3-layer and a
-1-layer model, so the embedding and the head drop out."""
+excluded: they are weights, not activations; a DTensor counted by its local shard). Per layer = the
+difference between a 3-layer and a 1-layer model, so the embedding and the head drop out. Shapes
+and attention paths on one process; tensor parallelism with and without SP on 2 gloo ranks."""
 
 from __future__ import annotations
 
@@ -29,7 +30,20 @@ def _is_weight(fn) -> bool:
     return False
 
 
-def saved_bytes(shape: ModelShape, batch: int, flash: bool) -> int:
+def _local(t):
+    """The tensor holding the memory: a DTensor's local shard, an in-flight collective's result
+    (AsyncCollectiveTensor.elem), or the tensor itself."""
+    for _ in range(4):
+        inner = getattr(t, "_local_tensor", None)
+        if inner is None:
+            inner = getattr(t, "elem", None)
+        if inner is None:
+            return t
+        t = inner
+    return t
+
+
+def saved_bytes(shape: ModelShape, batch: int, flash: bool, tp_mesh=None, sp: bool = False) -> int:
     import torch.nn.functional as F
 
     from pretrain.train import model as M
@@ -37,13 +51,18 @@ def saved_bytes(shape: ModelShape, batch: int, flash: bool) -> int:
 
     torch.manual_seed(0)
     net = M.materialize(M.build_model(shape, ModelConfig()), "cpu", 0)
-    params = {p.untyped_storage().data_ptr() for p in net.parameters()}
+    if tp_mesh is not None:
+        from pretrain.train.parallel import apply_tp
+
+        apply_tp(net, tp_mesh, sequence_parallel=sp)
+    params = {_local(p).untyped_storage().data_ptr() for p in net.parameters()}
     seen: dict[int, int] = {}
 
     def pack(t):
-        ptr = t.untyped_storage().data_ptr()
+        local = _local(t)
+        ptr = local.untyped_storage().data_ptr()
         if ptr not in params and not _is_weight(t.grad_fn) and t.dtype.is_floating_point:
-            seen.setdefault(ptr, t.untyped_storage().nbytes())
+            seen.setdefault(ptr, local.untyped_storage().nbytes())
         return t
 
     idx = torch.randint(0, shape.vocab_size, (batch, shape.seq_len))
@@ -59,9 +78,22 @@ def saved_bytes(shape: ModelShape, batch: int, flash: bool) -> int:
     return sum(seen.values())
 
 
-def _per_layer(shape: ModelShape, batch: int, flash: bool) -> float:
+def _per_layer(shape: ModelShape, batch: int, flash: bool, tp_mesh=None, sp: bool = False) -> float:
     one, three = shape.with_(n_layers=1), shape.with_(n_layers=3)
-    return (saved_bytes(three, batch, flash) - saved_bytes(one, batch, flash)) / 2
+    return (saved_bytes(three, batch, flash, tp_mesh, sp) - saved_bytes(one, batch, flash, tp_mesh, sp)) / 2
+
+
+TP_SHAPE = ModelShape("tp", 1, 256, 8, 4, 512, 512, 64, tied_embeddings=False)
+
+
+def tp_worker(rank: int) -> dict:
+    """One rank of a 2-way tensor-parallel model: bytes saved per layer, without and with SP."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+    return {str(sp): _per_layer(TP_SHAPE, 2, True, mesh, sp) for sp in (False, True)}
 
 
 SHAPES = [
@@ -80,6 +112,18 @@ def test_activation_model_matches_saved_tensors(shape, batch, flash):
     measured = _per_layer(shape, batch, flash)
     model = batch * shape.seq_len * memory.saved_bytes_per_token(shape, flash=flash, profile="pretrain")
     assert model == pytest.approx(measured, rel=0.05), (measured, model)
+
+
+@pytest.mark.slow
+def test_activation_model_matches_saved_tensors_under_tensor_parallelism():
+    # our trainer's TP (train/parallel.py apply_tp, DTensor) on 2 gloo ranks, with and without SP
+    from pretrain.train.testing import run_distributed
+
+    per_rank = run_distributed(f"{__name__}.tp_worker", 2, timeout=300)
+    for sp in (False, True):
+        model = 2 * TP_SHAPE.seq_len * memory.saved_bytes_per_token(TP_SHAPE, 2, sp, profile="pretrain")
+        for rank in per_rank:
+            assert model == pytest.approx(rank[str(sp)], rel=0.05), (sp, rank, model)
 
 
 def test_fused_profile_is_korthikanti_for_a_gpt_block():

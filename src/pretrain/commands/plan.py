@@ -165,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
     fits = bool(plan["layout"] and plan["layout"]["fits"])
     if args.emit_recipe and fits:
         _emit(args, plan, job)
+    elif args.emit_recipe:
+        print(f"no layout fits: nothing written to {args.emit_recipe}", file=sys.stderr)
     return 0 if fits else 1
 
 
@@ -176,6 +178,15 @@ def _emit(args: argparse.Namespace, plan: dict, job) -> None:
 
     lay = Layout(**{k: v for k, v in plan["layout"]["layout"].items() if k != "dp"})
     config, notes = recipe.recipe(job.shape, lay, job.batch_seqs)
+    if job.activations != "pretrain":  # the trainer as written saves more than fused kernels
+        import dataclasses
+
+        from pretrain.plan.search import evaluate
+
+        ours = evaluate(dataclasses.replace(job, activations="pretrain"), recipe.trainer_layout(lay)[0])
+        if ours.memory is not None and not ours.fits:
+            notes.append(f"with this trainer's saved tensors the layout needs {ours.memory.total / 1e9:.1f} "
+                         f"of {job.usable_bytes / 1e9:.1f} GB: re-plan with --activations pretrain")
     t = plan["time"]
     header = [f"pretrain plan: {lay.label()} on {job.n_gpus} {job.gpu.name}",
               f"predicted {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, step {t['step_s']:.2f} s",

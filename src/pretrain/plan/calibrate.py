@@ -25,7 +25,7 @@ from pretrain.errors import UserError
 from pretrain.plan.hardware import GPU
 from pretrain.plan.layout import Layout
 from pretrain.plan.recipe import SHAPE_FIELDS
-from pretrain.plan.search import Job, evaluate
+from pretrain.plan.search import Job, evaluate, time_layout
 from pretrain.plan.shapes import ModelShape, get_shape
 
 EFFICIENCIES = ("gemm_efficiency", "attention_efficiency", "hbm_efficiency")
@@ -127,9 +127,7 @@ def predict(run: MeasuredRun, gpu: GPU) -> float:
     if est.reason and est.reason != "does not fit in memory":
         raise UserError(f"--calibrate {run.path}: {est.reason}")
     if not est.times:  # it ran, so it fit: time it regardless of the memory model's verdict
-        from pretrain.plan.search import _time
-
-        _time(job, run.layout, est)
+        time_layout(job, run.layout, est)
     return est.tokens_per_s
 
 

@@ -1,6 +1,7 @@
 """Published training runs with their exact model, layout and measured speed: the planner's time model
 is held against them (tests/test_plan_published.py, bench/bench_plan_search.py). Numbers as printed
-in ../shared/reference/planner_vectors.md; each row names its source.
+in ../shared/reference/planner_vectors.md, plus one run outside it (torchtitan's 70B on 64 A100s);
+each row names its source.
 
 `measured_step_s` is the published iteration time, or the one implied by the published TFLOP/s per
 GPU under that paper's own FLOPs formula (so the comparison does not depend on FLOPs conventions).
@@ -88,6 +89,17 @@ def _llama3(gpus: int, cp: int, dp: int, seq: int, mfu: float, v: int) -> Run:
     return Run(f"Llama 3 Table 4, {gpus} GPUs, seq {seq}", job, lay, step)
 
 
+def _torchtitan_a100(name: str, wps_per_gpu: float) -> Run:
+    # torchtitan docs/performance.md (PyTorch, 2024): Llama 3 on 64 A100 80GB, FSDP2 over all 64,
+    # local batch 1 of 8,192 tokens, full activation checkpointing, eager PyTorch kernels (like our
+    # trainer's: the "pretrain" profile), tokens/s per GPU as printed.
+    shape = get_shape(name)
+    job = Job(shape, get_gpu("a100-80gb"), 64, 64 * shape.seq_len, activations="pretrain")
+    lay = Layout(dp_shard=64, zero=3, recompute="full")
+    step = 64 * shape.seq_len / (64 * wps_per_gpu)
+    return Run(f"torchtitan Llama 3 {name[8:]} on 64 A100, FSDP", job, lay, step)
+
+
 def runs() -> list[Run]:
     out = [
         _megatron_2021("megatron-1.7b", 1, 1, 32, 512, 137),
@@ -107,6 +119,7 @@ def runs() -> list[Run]:
     out += _korthikanti("megatron-1t", 64, 512, 1, 94.42, 71.49)
     out += [_llama3(8192, 1, 64, 8192, 0.43, 1), _llama3(16384, 1, 128, 8192, 0.41, 2),
             _llama3(16384, 16, 8, 131072, 0.38, 2)]
+    out.append(_torchtitan_a100("llama-3-70b", 331))
     return out
 
 

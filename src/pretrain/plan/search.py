@@ -46,7 +46,8 @@ class Job:
     @property
     def software(self) -> timing.Software:
         return timing.Software(self.tp_overlap, self.dp_overlap, self.flash,
-                               4 if self.accounting in ("18B", "megatron-distopt") else 2)
+                               4 if self.accounting in ("18B", "megatron-distopt") else 2,
+                               eager=self.activations == "pretrain")
 
     @property
     def batch_seqs(self) -> int:
@@ -115,11 +116,11 @@ def evaluate(job: Job, lay: Layout) -> Estimate:
     if mem.total > job.usable_bytes:
         return Estimate(lay, "does not fit in memory", m, mem)
     est = Estimate(lay, None, m, mem)
-    _time(job, lay, est)
+    time_layout(job, lay, est)
     return est
 
 
-def _time(job: Job, lay: Layout, est: Estimate) -> None:
+def time_layout(job: Job, lay: Layout, est: Estimate) -> None:
     """Step time from parts (plan/timing.py): the busiest stage's micro-batch time × (m + (p−1)/v),
     plus what data parallelism and the optimizer leave exposed."""
     shape, gpu, sw, m = job.shape, job.gpu, job.software, est.m

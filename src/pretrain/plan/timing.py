@@ -58,6 +58,7 @@ class Software:
     dp_overlap: bool = True  # gradient reduction bucketed into the backward (PyTorch DDP/FSDP, Megatron)
     flash: bool = True  # fused attention (no s×s scores in memory)
     grad_bytes: int = 2  # bytes per gradient value communicated (4: fp32 all-reduce)
+    eager: bool = False  # unfused element-wise kernels (our trainer as written), not fused ones
 
 
 def gemm_seconds(gpu: GPU, m: float, n: float, k: float) -> float:
@@ -108,18 +109,32 @@ def _hbm(gpu: GPU) -> float:
     return gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency
 
 
-def elementwise_bytes_per_token(shape: ModelShape, lay: Layout, flash: bool) -> float:
+def elementwise_bytes_per_token(shape: ModelShape, lay: Layout, flash: bool, eager: bool = False) -> float:
     """Forward bytes read + written per token by one block's element-wise kernels on one TP rank
-    (bf16 values: reading and writing an h-vector moves 4h bytes)."""
+    (bf16 values: reading and writing an h-vector moves 4h bytes).
+
+    Fused kernels (Megatron-Core / TE, or torch.compile) read and write each tensor once. Eager
+    PyTorch as our trainer writes it (train/model.py) runs each op as its own kernel, in fp32 where
+    the code upcasts: an RMSNorm is pow, mean, multiply, multiply over fp32 (24h per norm); autocast
+    casts the normalized input once per Linear (6h each); rotary upcasts q and k and runs six
+    strided products and a stack (56 bytes per value); GQA repeats K and V; the attention output is
+    transposed (4h); the fp32 residual adds read 6h and write 4h; SwiGLU is silu then a multiply
+    (10f)."""
     h, kv, f, t = shape.d_model, shape.kv_dim, shape.d_ff, lay.tp
     rep = t if lay.sp else 1  # without SP the norms and residuals run on every TP rank in full
+    gated = shape.mlp == "swiglu"
+    if eager:
+        linears = 3 + (2 if gated else 1)
+        per = (2 * 24 * h + 2 * 10 * h) / rep + linears * 6 * h
+        per += (56 * (h + kv) + 4 * (kv + h) + 4 * h) / t
+        return per + (10 if gated else 8) * f / t
     if shape.norm == "rmsnorm" and not shape.bias:
         # 2 norms (read 2h, write 2h) + 2 residual adds (read 4h, write 2h); rotary on q and k
         per = 20 * h / rep + 4 * (h + kv) / t
     else:
         # 2 layernorms + 2 fused bias-dropout-add (read 4h, write 2h, 1-byte mask h)
         per = 22 * h / rep
-    per += (6 if shape.mlp == "swiglu" else 4) * f / t  # SiLU(gate)·up reads 2f writes f; bias-GELU
+    per += (6 if gated else 4) * f / t  # SiLU(gate)·up reads 2f writes f; bias-GELU
     return per
 
 
@@ -186,7 +201,7 @@ def layer_times(gpu: GPU, shape: ModelShape, lay: Layout, sw: Software) -> Layer
     tokens = lay.mbs * shape.seq_len / lay.cp
     gf, gb = layer_gemms(gpu, shape, tokens, lay.tp)
     af, ab = attention_seconds(gpu, shape, lay, sw)
-    elem = tokens * elementwise_bytes_per_token(shape, lay, sw.flash) / _hbm(gpu)
+    elem = tokens * elementwise_bytes_per_token(shape, lay, sw.flash, sw.eager) / _hbm(gpu)
     msg = tokens * shape.d_model * ACT
     tp = 2 * collective_seconds(gpu, msg, lay.tp, lay.tp) * (1 - sw.tp_overlap)
     kv = lay.mbs * shape.seq_len * 2 * shape.kv_dim / lay.tp * ACT  # whole K and V, this rank's heads

@@ -132,3 +132,17 @@ def test_quiet_drops_the_echo_and_progress_the_bar_independently(tmp_path, flags
     assert out.stderr.startswith("config: 1 setting(s) differ from the defaults") == echo
     assert ("language.enabled = false" in out.stderr) == echo
     assert ("0/1 files" in out.stderr or "1/1 files" in out.stderr) == bar  # the bar's file counter
+
+
+def test_dry_run_prints_the_config_before_anything_can_fail():
+    """gpt2-124m names no token shards: the run cannot be built, yet the whole config comes first."""
+    import tomllib
+    from pathlib import Path
+
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "gpt2-124m.toml"
+    out = _run("train", str(recipe), "--dry-run")
+    assert out.returncode == 2 and out.stderr.strip().startswith("pretrain train: error:")
+    cfg = tomllib.loads(out.stdout)
+    m = cfg["model"]
+    assert (m["n_layers"], m["d_model"], m["n_heads"]) == (12, 768, 12)  # GPT-2 small (Radford et al. 2019)
+    assert cfg["train"]["steps"] == 19073

@@ -81,7 +81,7 @@ def _errors(errors: dict) -> str:
         return note("none: every record could be read")
     by = table(["reason", "records"], sorted(errors["by_reason"].items(), key=lambda kv: -kv[1]), {1})
     ex = [[e.get("file"), e.get("record"), e.get("reason")] for e in errors.get("examples", [])[:20]]
-    return by + "<h3>First bad records</h3>" + table(["file", "record", "reason"], ex)
+    return by + "<h3>First bad records</h3>" + table(["file", "record", "reason"], ex, wrap={0})
 
 
 def _contamination(rep: dict) -> str:
@@ -137,7 +137,8 @@ def _reject_examples(examples: list[dict]) -> str:
     rows = [[r["step"], r["reason"], *_measured(r), r.get("url") or r.get("id"), r["text"]] for r in examples]
     return (note("One example per drop reason, in belt order; value is what the rule measured on the "
                  "document, threshold the limit it failed (— where the rule records none).")
-            + table(["step", "reason", "value", "threshold", "url / id", "text"], rows, {2, 3}))
+            + table(["step", "reason", "value", "threshold", "url / id", "text"], rows, {2, 3},
+                    wrap={4}))
 
 
 def _clusters(clusters: dict[str, list[dict]], out: Path, shown: int = 8) -> str:
@@ -148,18 +149,22 @@ def _clusters(clusters: dict[str, list[dict]], out: Path, shown: int = 8) -> str
     kept_text = _kept_texts(out, {k for k, _ in top})
     rows = [[kid, len(m) + 1, snippet(kept_text.get(kid), 100),
              "; ".join(f"{x['step']}: {x.get('url') or x['id']}" for x in m[:4])] for kid, m in top]
+    heads = ["kept id", "size", "kept text", "removed"]
     return (f"<p>{len(clusters):,} clusters, {sum(sizes) - len(sizes):,} documents removed, "
-            f"largest {sizes[0]}</p>" + table(["kept id", "size", "kept text", "removed"], rows, {1}))
+            f"largest {sizes[0]}</p>" + table(heads, rows, {1}, wrap={0, 3}))
 
 
 def _kept_texts(out: Path, ids: set[str]) -> dict[str, str]:
+    """Excerpts of the kept twins, looked up in data/ (at most MAX_SCANNED documents read)."""
     found: dict[str, str] = {}
+    scanned = 0
     for p in sorted((out / "data").glob("*.jsonl.zst")):
         for r in cio.read_jsonl_zst(p):
+            scanned += 1
             if r.get("id") in ids:
                 found[r["id"]] = (r.get("text") or "")[:1000]  # an excerpt: the page shows 100 chars
-                if len(found) == len(ids):
-                    return found
+            if len(found) == len(ids) or scanned >= MAX_SCANNED:
+                return found
     return found
 
 

@@ -85,6 +85,7 @@ def test_spikes_and_rollbacks_are_drawn(spiked_run, tmp_path):
     curves = images(sec.body)[0]
     assert red_pixels(curves) > 100  # the dashed red lines at the spike and the rollback
     assert any(p.startswith("spike at step 23") for p in sec.problems)
+    assert "stability.spike_factor = 1.5" in sec.body and "optim.lr = 0.01" in sec.body  # what ran
     calm = tmp_path / "calm"  # the same run with its event lines removed: nothing to mark
     shutil.copytree(spiked_run, calm, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
     lines = (spiked_run / "metrics.jsonl").read_text().splitlines()
@@ -124,6 +125,7 @@ def test_errors_table_and_reject_values(corpus_with_errors):
     first = stats["errors"]["examples"][0]  # the broken JSON line, named in the errors table
     assert html.escape(first["file"]) in sec.body and html.escape(first["reason"]) in sec.body
     assert any("bad records skipped" in p for p in sec.problems)
+    assert "inputs: 2 file(s)" in sec.body and "settings changed from the defaults: none" in sec.body
     files = sorted((corpus_with_errors / "rejects").glob("*.jsonl.zst"))
     rejects = [r for f in files for r in read_jsonl_zst(f)]
     scored = next(r for r in rejects if r["reason"] == "low_language_score")

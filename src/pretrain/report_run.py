@@ -166,6 +166,7 @@ def run_section(run: Path, sid: str) -> Section:
                       "time (the demo summary uses the same). "
                       + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
                                         "has and a CPU does not.")))
+    parts.append(_settings(run))
     if train:
         parts.append(_curves(train, evl, marked))
     parts.append(_evaluations(run, evals, events))
@@ -181,6 +182,19 @@ def run_section(run: Path, sid: str) -> Section:
     problems = [_what(e) for e in marked][:10]
     facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", last.get("step"))]
     return Section(sid, "Training run", "train", str(run), "".join(parts), facts, problems)
+
+
+def _settings(run: Path) -> str:
+    """The run's settings that differ from the defaults (RUN/config.toml, model shape spelled out)."""
+    try:
+        from pretrain import config
+        from pretrain.train.config import RunConfig
+
+        diff = config.changed(config.load(RunConfig, run / "config.toml"))
+    except Exception:  # noqa: BLE001 - a config of another version: the curves still stand
+        return ""
+    text = ", ".join(f"{k} = {json.dumps(v)}" for k, v in list(diff.items())[:40])
+    return note(f"settings changed from the defaults (RUN/config.toml): {text or 'none'}")
 
 
 def _what(e: dict) -> str:

@@ -79,7 +79,7 @@ def test_mistyped_command_gets_a_did_you_mean():
 @pytest.mark.parametrize(
     "argv",
     [["plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T", "--json"],
-     ["tour"]],
+     ["numerics", "0.1", "--formats", "bf16"]],  # a rich table
 )
 def test_closed_pipe_ends_quietly(argv):
     """The reader leaves before the first byte (`pretrain ... | head -0`): no traceback, nothing on stderr."""

@@ -79,37 +79,42 @@ def _norm(s: str) -> str:
 
 
 def fit(x: np.ndarray, y: np.ndarray, threshold: float) -> BlockModel:
-    """Gradient-boosted trees (scikit-learn), exported to the arrays BlockModel walks in numpy."""
+    """Gradient-boosted trees (scikit-learn), exported to the complete heap-ordered trees BlockModel walks."""
     from sklearn.ensemble import GradientBoostingClassifier
 
     gb = GradientBoostingClassifier(
         n_estimators=N_TREES, max_depth=DEPTH, learning_rate=LEARNING_RATE, subsample=0.8, random_state=0
     ).fit(x, y)
-    trees = [e[0].tree_ for e in gb.estimators_]
-    width = max(t.node_count for t in trees)
-    arr = {k: np.zeros((len(trees), width)) for k in ("feature", "split", "left", "right", "value")}
-    for i, t in enumerate(trees):
-        n = np.arange(t.node_count)
-        leaf = t.children_left == -1
-        arr["feature"][i, : t.node_count] = np.where(leaf, 0, t.feature)
-        arr["split"][i, : t.node_count] = np.where(leaf, np.inf, t.threshold)
-        arr["left"][i, : t.node_count] = np.where(leaf, n, t.children_left)
-        arr["right"][i, : t.node_count] = np.where(leaf, n, t.children_right)
-        arr["value"][i, : t.node_count] = t.value[:, 0, 0] * LEARNING_RATE
-    ints = {k: arr[k].astype(np.intp) for k in ("feature", "left", "right")}
-    no_init = BlockModel(
-        ints["feature"], arr["split"], ints["left"], ints["right"], arr["value"], 0.0, DEPTH, 0.5
-    )
+    inner = 2**DEPTH - 1
+    feature = np.zeros((N_TREES, inner), np.intp)
+    split = np.full((N_TREES, inner), np.inf)
+    value = np.zeros((N_TREES, inner + 1))
+    for i, est in enumerate(gb.estimators_):
+        _to_heap(est[0].tree_, 0, 0, 0, feature[i], split[i], value[i])
+    value *= LEARNING_RATE
+    # scikit-learn's constant start (the log-odds of the prior): what its raw score has beyond the trees.
+    no_init = BlockModel(feature, split, value, 0.0, DEPTH, 0.5)
     p = np.clip(no_init.keep_probability(x[:1000]), 1e-12, 1 - 1e-12)
     init = float(np.mean(gb.decision_function(x[:1000]) - np.log(p / (1 - p))))
-    model = BlockModel(
-        ints["feature"], arr["split"], ints["left"], ints["right"], arr["value"], init, DEPTH, threshold
-    )
-    # The numpy walk must reproduce scikit-learn's probabilities (after rounding to 6 digits in JSON).
+    model = BlockModel(feature, split, value, init, DEPTH, threshold)
+    # The numpy walk must reproduce scikit-learn's probabilities after the JSON round trip.
     again = BlockModel.from_dict(json.loads(json.dumps(model.to_dict())))
     diff = np.abs(again.keep_probability(x) - gb.predict_proba(x)[:, 1]).max()
     assert diff < 1e-4, f"the exported trees differ from scikit-learn's by {diff}"
     return model
+
+
+def _to_heap(t, node: int, h: int, d: int, feature, split, value) -> None:
+    """Copy scikit-learn tree `t` from `node` into heap slot `h` at depth `d` (complete to DEPTH)."""
+    if d == DEPTH:
+        value[h - (2**DEPTH - 1)] = t.value[node, 0, 0]
+        return
+    if t.children_left[node] == -1:  # an early leaf: always go left (split stays +inf) down to the bottom
+        _to_heap(t, node, 2 * h + 1, d + 1, feature, split, value)
+        return
+    feature[h], split[h] = t.feature[node], t.threshold[node]
+    _to_heap(t, t.children_left[node], 2 * h + 1, d + 1, feature, split, value)
+    _to_heap(t, t.children_right[node], 2 * h + 2, d + 1, feature, split, value)
 
 
 def sources() -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:

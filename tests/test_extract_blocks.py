@@ -83,8 +83,7 @@ def test_exported_trees_reproduce_scikit_learn():
     import importlib.util
     from pathlib import Path
 
-    from sklearn.ensemble import GradientBoostingClassifier
-
+    GradientBoostingClassifier = pytest.importorskip("sklearn.ensemble").GradientBoostingClassifier
     path = Path(__file__).resolve().parents[1] / "scripts" / "train_extract_blocks.py"
     spec = importlib.util.spec_from_file_location("train_extract_blocks", path)
     mod = importlib.util.module_from_spec(spec)
@@ -118,9 +117,10 @@ def test_step_runs_in_process_and_time_bound_holds_on_deep_nesting():
     step = build_extract_step(ExtractConfig(backend="blocks", max_html_bytes=5_000_000))
     assert step.worker is None  # linear in the page, like resiliparse: bounded by the size limit
     deep = "<div>" * 10_000 + " ".join(PARAS) + "</div>" * 10_000
-    t = time.monotonic()
+    t = time.process_time()  # CPU time: a busy shared machine does not make it flaky
     out = list(step(iter([html_doc(deep), html_doc(ARTICLE)])))
-    assert time.monotonic() - t < 5.0 and "Paragraph 0" in out[-1].text
+    assert time.process_time() - t < 5.0 and "Paragraph 0" in out[-1].text
+    assert step.stats["deep_whole_page"] == 1  # the step's depth check covers blocks as resiliparse
     assert features([]).shape == (0, len(FEATURES))
 
 
@@ -132,7 +132,7 @@ def test_shipped_model_matches_this_codes_features(tmp_path):
         load_model(str(bad))
 
 
-# --- quality on real benchmarks: floors a little under the full-set figures in docs/extraction.md
+# --- quality on real benchmarks: floors just under the figures measured on these subsets
 
 
 def test_aeb_f1_floor_with_the_model_that_never_saw_aeb(shared_data):
@@ -141,8 +141,9 @@ def test_aeb_f1_floor_with_the_model_that_never_saw_aeb(shared_data):
     scores = [token_prf(extract_blocks_text(h, model), t) for _, h, t in pages]
     p, r, f = (sum(s[i] for s in scores) / len(scores) for i in range(3))
     resiliparse = sum(token_prf(_resiliparse(h), t)[0] for _, h, t in pages) / len(pages)
-    assert p >= 0.91 and r >= 0.96 and f >= 0.93, (p, r, f)
-    assert p > resiliparse + 0.03  # cleaner than the DOM pass it starts from
+    # Measured on these 60 pages: P 0.930, R 0.966, F1 0.942 (resiliparse: P 0.864).
+    assert p >= 0.92 and r >= 0.955 and f >= 0.935, (p, r, f)
+    assert p > resiliparse + 0.05  # cleaner than the DOM pass it starts from
 
 
 def test_trafilatura_eval_floor_with_the_model_that_never_saw_it(shared_data):
@@ -152,10 +153,20 @@ def test_trafilatura_eval_floor_with_the_model_that_never_saw_it(shared_data):
     for _, html, keep, drop in pages:
         a, b, c, e = snippet_scores(extract_blocks_text(html, model), keep, drop)
         k, nk, d, nd = k + a, nk + b, d + c, nd + e
-    assert k / nk >= 0.90 and d / nd >= 0.80, (k / nk, d / nd)
+    assert k / nk >= 0.915 and d / nd >= 0.81, (k / nk, d / nd)  # measured: 0.924, 0.819
 
 
 def _resiliparse(html: str) -> str:
     from pretrain.curate.extract import extract_text
 
     return extract_text(html, "resiliparse")
+
+
+def test_process_isolation_gives_the_same_text_as_inline():
+    a = build_extract_step(ExtractConfig(backend="blocks", isolation="process"))
+    b = build_extract_step(ExtractConfig(backend="blocks", isolation="inline"))
+    pages = [ARTICLE, ARTICLE.replace("river", "rivière"), BOILERPLATE]
+    ta = [d.text for d in a(html_doc(p) for p in pages)]
+    tb = [d.text for d in b(html_doc(p) for p in pages)]
+    a.close()
+    assert ta == tb and len(ta) == 2 and "rivière" in ta[1]

@@ -20,8 +20,9 @@ per block:
    probability; blocks at or above the model's threshold (0.5) are kept, in order.
 
 A page whose blocks are all boilerplate yields "" (the `extract` step then drops it as
-`extract_empty`). Time: both passes are linear in the page (resiliparse's in the HTML, ours in its
-output), so like resiliparse it runs in-process under the step's size bound.
+`extract_empty`). Time: our pass is linear in resiliparse's output; resiliparse's main-content
+pass is bounded by the `extract` step's size and depth checks (curate/extract.py), so like
+resiliparse it runs in-process.
 """
 
 from __future__ import annotations
@@ -65,54 +66,56 @@ class Block:
     links: int
 
 
-class _Builder:
-    """Accumulates text runs into blocks; knows which runs sit inside a link."""
-
-    def __init__(self) -> None:
-        self.out: list[Block] = []
-        self.kind = "text"
-        self.parts: list[str] = []
-        self.link_chars = 0
-        self.links = 0
-
-    def text(self, s: str, in_link: bool) -> None:
-        # Outside block tags, each line is its own block (resiliparse ends each div with a newline).
-        pieces = s.split("\n") if self.kind == "text" else [s]
-        for i, piece in enumerate(pieces):
-            if i:
-                self.end()
-            if piece:
-                self.parts.append(piece)
-                if in_link:
-                    self.link_chars += len(" ".join(piece.split()))
-
-    def end(self, next_kind: str | None = None) -> None:
-        text = html_lib.unescape(" ".join("".join(self.parts).split()))
-        if text:
-            self.out.append(Block(self.kind, text, min(self.link_chars, len(text)), self.links))
-        self.parts, self.link_chars, self.links = [], 0, 0
-        if next_kind is not None:
-            self.kind = next_kind
-
-
 def blocks(minimal_html: str) -> list[Block]:
-    """Cut resiliparse's minimal-HTML output into blocks, in page order."""
-    b = _Builder()
-    in_link, pos = False, 0
-    for m in _TAG.finditer(minimal_html):
-        b.text(minimal_html[pos : m.start()], in_link)
-        pos = m.end()
-        closing, tag = m.group(1), m.group(2).lower()
+    """Cut resiliparse's minimal-HTML output into blocks, in page order.
+
+    One block per `<p>`, `<hN>`, `<li>`, `<pre>`; outside those, one per line (resiliparse ends
+    each div with a newline). Text inside `<a>` counts as link text; `<br>` breaks a line.
+    """
+    out: list[Block] = []
+    kind, parts, link_chars, links, in_link = "text", [], 0, 0, False
+
+    def end() -> None:
+        text = " ".join("".join(parts).split())
+        if "&" in text:
+            text = html_lib.unescape(text)
+        if text:
+            out.append(Block(kind, text, min(link_chars, len(text)), links))
+
+    toks = _TAG.split(minimal_html)  # text, closing slash, tag name, text, closing slash, ...
+    for i in range(0, len(toks), 3):
+        run = toks[i]
+        if run:
+            if kind == "text" and "\n" in run:
+                pieces = run.split("\n")
+                for piece in pieces[:-1]:
+                    parts.append(piece)
+                    if in_link:
+                        link_chars += len(" ".join(piece.split()))
+                    end()
+                    parts, link_chars, links = [], 0, 0
+                run = pieces[-1]
+            parts.append(run)
+            if in_link:
+                link_chars += len(" ".join(run.split()))
+        if i + 1 >= len(toks):
+            break
+        closing, tag = toks[i + 1], toks[i + 2].lower()
         if tag == "a":
             in_link = not closing
-            b.links += not closing
+            links += not closing
         elif tag == "br":
-            b.text("\n", False)
+            if kind == "text":
+                end()
+                parts, link_chars, links = [], 0, 0
+            else:
+                parts.append(" ")
         else:  # any other tag opens or closes a block
-            b.end("text" if closing else _BLOCK_TAGS.get(tag, "text"))
-    b.text(minimal_html[pos:], in_link)
-    b.end()
-    return b.out
+            end()
+            parts, link_chars, links = [], 0, 0
+            kind = "text" if closing else _BLOCK_TAGS.get(tag, "text")
+    end()
+    return out
 
 
 # --------------------------------------------------------------------------- features
@@ -257,28 +260,33 @@ def features(bs: list[Block]) -> np.ndarray:
 class BlockModel:
     """Gradient-boosted trees (Friedman 2001) on the block features, evaluated level by level in numpy.
 
-    Arrays are (trees, nodes): split feature, split value (go left when x <= value), child indices and
-    leaf values (already scaled by the learning rate). Leaves point to themselves, so every tree can be
-    walked `depth` steps at once for all blocks. keep when sigmoid(init + sum of leaves) >= threshold.
+    Every tree is stored complete and in heap order (node i has children 2i+1 and 2i+2): `feature`
+    and `split` are (trees, 2^depth - 1) for the inner nodes (go left when x <= split), `value` is
+    (trees, 2^depth) for the leaves, already scaled by the learning rate. A leaf that scikit-learn
+    reached early is an inner node that always goes left (split = +inf) down to its copy at the
+    bottom. keep when sigmoid(init + sum of leaves) >= threshold.
     """
 
     feature: np.ndarray
     split: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
     value: np.ndarray
     init: float
     depth: int
     threshold: float
 
     def keep_probability(self, x: np.ndarray) -> np.ndarray:
-        t = np.arange(self.feature.shape[0])[:, None]  # (T, 1)
-        node = np.zeros((self.feature.shape[0], x.shape[0]), np.intp)  # (T, blocks)
-        rows = np.arange(x.shape[0])[None, :]
+        n_trees, inner = self.feature.shape
+        n, d = x.shape
+        feature, split, value = self.feature.ravel(), self.split.ravel(), self.value.ravel()
+        tree = np.repeat(np.arange(n_trees) * inner, n)  # (T * n,) where each tree's nodes start
+        cols = np.tile(np.arange(n) * d, n_trees)  # where each block's row starts in x.ravel()
+        xf = x.ravel()
+        node = np.zeros(n_trees * n, np.intp)
         for _ in range(self.depth):
-            go_left = x[rows, self.feature[t, node]] <= self.split[t, node]
-            node = np.where(go_left, self.left[t, node], self.right[t, node])
-        z = self.init + self.value[t, node].sum(0)
+            at = tree + node
+            node = 2 * node + 1 + (xf[cols + feature[at]] > split[at])
+        leaf = np.repeat(np.arange(n_trees) * (inner + 1), n) + node - inner
+        z = self.init + value[leaf].reshape(n_trees, n).sum(0)
         return 1.0 / (1.0 + np.exp(-z))
 
     def to_dict(self) -> dict:
@@ -288,20 +296,15 @@ class BlockModel:
             "threshold": self.threshold,
             "feature": self.feature.tolist(),
             "split": [[float(v) for v in row] for row in _floor32(self.split)],
-            "left": self.left.tolist(),
-            "right": self.right.tolist(),
-            "value": [[round(float(v), 6) for v in row] for row in self.value],
+            "value": [[float(f"{v:.6g}") for v in row] for row in self.value],
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> BlockModel:
-        split = np.asarray(d["split"], np.float32)
         return cls(
             np.asarray(d["feature"], np.intp),
-            split,
-            np.asarray(d["left"], np.intp),
-            np.asarray(d["right"], np.intp),
-            np.asarray(d["value"], np.float32),
+            np.asarray(d["split"], np.float32),
+            np.asarray(d["value"], np.float64),
             float(d["init"]),
             int(d["depth"]),
             float(d["threshold"]),

@@ -242,8 +242,8 @@ class LanguageFilter(Filter):
             unserved = UNSERVED_BY_LID176_AND_CLD3 if cfg.second_opinion else UNSERVED_BY_LID176
             bad = sorted(self.wanted & unserved)
             if bad:
-                by = "lid.176 nor CLD3 has" if cfg.second_opinion else "lid.176 has"
-                raise UserError(f"language.languages: {by} no label for {', '.join(bad)}")
+                by = "neither lid.176 nor CLD3 has a" if cfg.second_opinion else "lid.176 has no"
+                raise UserError(f"language.languages: {by} label for {', '.join(bad)}")
             self.predict = load_fasttext(cfg.model_path).f.predict  # fails early on a missing model
             if cfg.second_opinion:
                 load_cld3()  # fails early when cld3-py is missing

@@ -1,5 +1,6 @@
 """The CLI: every subcommand has a --help that parses and teaches."""
 
+import json
 import subprocess
 import sys
 
@@ -78,7 +79,7 @@ def test_mistyped_command_gets_a_did_you_mean():
 @pytest.mark.parametrize(
     "argv",
     [["plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T", "--json"],
-     ["tour"]],
+     ["numerics", "0.1", "--formats", "bf16"]],  # a rich table
 )
 def test_closed_pipe_ends_quietly(argv):
     """The reader leaves before the first byte (`pretrain ... | head -0`): no traceback, nothing on stderr."""
@@ -119,3 +120,29 @@ def test_english_only_rules_warn_when_other_languages_get_through(tmp_path, sets
     out = _run(*argv, *[x for s in sets for x in ("--set", s)])
     assert out.returncode == 2 and "input" in out.stderr.splitlines()[-1]
     assert ("are English rules" in out.stderr) == warned, out.stderr
+
+
+@pytest.mark.parametrize(("flags", "echo", "bar"),
+                         [([], True, False), (["--quiet", "--progress"], False, True)])
+def test_quiet_drops_the_echo_and_progress_the_bar_independently(tmp_path, flags, echo, bar):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"id": str(i), "text": f"document {i}"}) + "\n" for i in range(3)))
+    out = _run("curate", str(docs), "-o", str(tmp_path / "out"), "--set", "language.enabled=false", *flags)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.startswith("config: 1 setting(s) differ from the defaults") == echo
+    assert ("language.enabled = false" in out.stderr) == echo
+    assert ("0/1 files" in out.stderr or "1/1 files" in out.stderr) == bar  # the bar's file counter
+
+
+def test_dry_run_prints_the_config_before_anything_can_fail():
+    """gpt2-124m names no token shards: the run cannot be built, yet the whole config comes first."""
+    import tomllib
+    from pathlib import Path
+
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "gpt2-124m.toml"
+    out = _run("train", str(recipe), "--dry-run")
+    assert out.returncode == 2 and out.stderr.strip().startswith("pretrain train: error:")
+    cfg = tomllib.loads(out.stdout)
+    m = cfg["model"]
+    assert (m["n_layers"], m["d_model"], m["n_heads"]) == (12, 768, 12)  # GPT-2 small (Radford et al. 2019)
+    assert cfg["train"]["steps"] == 19073

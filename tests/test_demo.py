@@ -23,9 +23,22 @@ def demo(tmp_path_factory) -> Path:
         capture_output=True,
         text=True,
         timeout=900,
+        env={**os.environ, "COLUMNS": "200"},  # rich wraps at 80 columns without a terminal
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (out.parent / "stdout.txt").write_text(proc.stdout)
     return out
+
+
+def test_the_terminal_shows_the_plan_headline_and_training_progress(demo):
+    from pretrain.report import headline_text, plan_headline
+
+    said = (demo.parent / "stdout.txt").read_text()
+    plan = json.loads((demo / "plan.json").read_text())
+    assert headline_text(plan_headline(plan)) in said  # days, GPU-hours, MFU, layout of plan.json
+    lines = (demo / "run" / "metrics.jsonl").read_text().splitlines()
+    train = [json.loads(x) for x in lines if '"event"' not in x]
+    assert f"step 30/30  loss {train[-1]['loss']:.3f}" in said
 
 
 def test_every_stage_left_its_output(demo):

@@ -85,6 +85,7 @@ def test_spikes_and_rollbacks_are_drawn(spiked_run, tmp_path):
     curves = images(sec.body)[0]
     assert red_pixels(curves) > 100  # the dashed red lines at the spike and the rollback
     assert any(p.startswith("spike at step 23") for p in sec.problems)
+    assert "stability.spike_factor = 1.5" in sec.body and "optim.lr = 0.01" in sec.body  # what ran
     calm = tmp_path / "calm"  # the same run with its event lines removed: nothing to mark
     shutil.copytree(spiked_run, calm, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
     lines = (spiked_run / "metrics.jsonl").read_text().splitlines()
@@ -124,6 +125,7 @@ def test_errors_table_and_reject_values(corpus_with_errors):
     first = stats["errors"]["examples"][0]  # the broken JSON line, named in the errors table
     assert html.escape(first["file"]) in sec.body and html.escape(first["reason"]) in sec.body
     assert any("bad records skipped" in p for p in sec.problems)
+    assert "inputs: 2 file(s)" in sec.body and "settings changed from the defaults: none" in sec.body
     files = sorted((corpus_with_errors / "rejects").glob("*.jsonl.zst"))
     rejects = [r for f in files for r in read_jsonl_zst(f)]
     scored = next(r for r in rejects if r["reason"] == "low_language_score")
@@ -131,6 +133,15 @@ def test_errors_table_and_reject_values(corpus_with_errors):
                     sec.body)
     assert row, "the language reject's row"
     assert float(row.group(1)) < float(row.group(2)) == scored["threshold"]
+    below = {"gopher_short_doc", "gopher_below_avg_threshold", "gopher_below_alpha_threshold",
+             "gopher_enough_stop_words", "line_punct_ratio", "low_language_score"}
+    measured = [r for r in rejects
+                if isinstance(r.get("value"), (int, float)) and r.get("threshold") is not None]
+    steps = {"language", "gopher_quality", "gopher_repetition", "fineweb_quality"}
+    assert {r["step"] for r in measured} >= steps
+    for r in measured:  # each value is on the side of its threshold that the rule drops
+        v, t = r["value"], r["threshold"]
+        assert v <= t if r["reason"] in below else v >= t, r["reason"]
 
 
 def test_mixture_explains_epochs_and_flags_repeats(tmp_path):
@@ -167,3 +178,13 @@ def test_report_of_each_output_renders_in_chromium(plan_json, spiked_run, corpus
     assert result["errors"] == []
     assert shot.stat().st_size > 10_000
     assert "<script src" not in html and "http://" not in html.replace("http://www.w3.org", "")
+
+
+def test_a_plan_that_does_not_fit_says_why(tmp_path):
+    out = _cli("plan", "--model", "llama-3-70b", "--gpus", "1", "--gpu", "h100", "--tokens", "1T", "--json")
+    assert out.returncode == 1  # the planner's own verdict: nothing fits
+    (tmp_path / "plan.json").write_text(out.stdout)
+    rejected = json.loads(out.stdout)["search"]["rejected"]
+    sec = section_for(tmp_path / "plan.json", 0)
+    assert sec.problems == ["no layout fits: " + "; ".join(f"{k} ({v:,})" for k, v in rejected.items())]
+    assert "<b>none fits</b>" in sec.body and "Why no layout" in sec.body

@@ -189,11 +189,16 @@ def changed(cfg: Any, base: Any | None = None) -> dict[str, Any]:
 
     The terminal echoes only these: the full resolved config is still written to OUT/config.toml.
     """
-    now, ref = _flat(to_dict(cfg)), _flat(to_dict(base if base is not None else type(cfg)()))
+    now, ref = _flat(_plain(to_dict(cfg))), _flat(_plain(to_dict(base if base is not None else type(cfg)())))
     return {k: v for k, v in now.items() if ref.get(k, _MISSING) != v}
 
 
 _MISSING = object()
+
+
+def _plain(d: dict) -> dict:
+    """Nested tuples as lists, as a TOML file gives them back (so a loaded config equals its source)."""
+    return json.loads(json.dumps(d, default=str))
 
 
 def _flat(d: dict, prefix: str = "") -> dict[str, Any]:

@@ -58,22 +58,23 @@ def _run(console, title: str, argv: list[str], capture: bool = False, watch=None
 
 
 def _watch(console, proc: subprocess.Popen, line, every: float = 0.5) -> None:
-    """One live status line on a terminal; elsewhere (a log, a pipe) a line every ~10 seconds."""
-    last, shown = 0.0, ""
+    """One live status line on a terminal; elsewhere (a log, a pipe) a line every ~10 seconds.
+    The last state is printed when the stage ends, either way."""
+    last, printed = 0.0, ""
     with console.status("starting", spinner="dots") if console.is_terminal else _nothing() as status:
         while proc.poll() is None:
             time.sleep(every)
             text = line()
-            if not text or text == shown:
+            if not text:
                 continue
             if status is not None:
                 status.update(text)
-            elif time.time() - last >= 10:
+            elif time.time() - last >= 10 and text != printed:
                 console.print(text, highlight=False)
-                last = time.time()
-            shown = text
-    if shown and status is not None:
-        console.print(shown, highlight=False)
+                last, printed = time.time(), text
+    final = line()
+    if final and final != printed:
+        console.print(final, highlight=False)
 
 
 @contextmanager

@@ -39,7 +39,8 @@ img{max-width:100%}pre{background:#f0f3f8;padding:10px;border-radius:6px;white-s
 .snip{color:#5b6478;font-size:12px;font-weight:normal}.ev{color:#b3261e}
 nav a{margin-right:14px;font-size:13px}.note{color:#5b6478;font-size:13px;margin:6px 0}
 .figs{display:flex;flex-wrap:wrap;gap:10px}.figs img{max-width:49%}
-td{overflow-wrap:anywhere}td:first-child{white-space:nowrap}.kpi.wide b{font-size:15px}
+td{overflow-wrap:break-word}td.u{overflow-wrap:anywhere;min-width:120px}td:first-child{white-space:nowrap}
+.kpi.wide b{font-size:15px}
 """
 
 
@@ -126,8 +127,12 @@ def fmt(v: Any) -> str:
     return esc(v)
 
 
-def table(headers: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
-    cls = lambda i: ' class="n"' if i in numeric else ""  # noqa: E731
+def table(headers: list[str], rows: list[list[Any]], numeric: set[int] = frozenset(),
+          wrap: set[int] = frozenset()) -> str:
+    """`numeric` columns align right; `wrap` columns (URLs, paths) may break anywhere."""
+    def cls(i: int) -> str:
+        return ' class="n"' if i in numeric else ' class="u"' if i in wrap else ""
+
     th = "".join(f"<th{cls(i)}>{esc(h)}</th>" for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(f"<td{cls(i)}>{fmt(c)}</td>" for i, c in enumerate(r)) + "</tr>"
                    for r in rows)
@@ -203,7 +208,8 @@ def summary(sections: list[Section]) -> str:
     problems = [f"{s.title}: {p}" for s in sections for p in s.problems]
     wrong = ("<h3>What went wrong</h3><ul>" + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul>"
              if problems else note("Nothing went wrong: no bad records, no loss spikes, every plan fits."))
-    body = kpis(head[:8]) + "<h3>What ran</h3>" + table(["part", "from", "headline"], rows) + wrong + nav
+    ran = table(["part", "from", "headline"], rows, wrap={1})
+    body = kpis(head[:8]) + "<h3>What ran</h3>" + ran + wrong + nav
     return f"<section id='summary'><h2>Summary</h2>{body}</section>"
 
 

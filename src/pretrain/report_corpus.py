@@ -31,6 +31,7 @@ def curate_section(out: Path, sid: str) -> Section:
     stats = json.loads((out / "stats.json").read_text())
     rows = funnel_rows(stats)
     d, errors = stats["documents"], stats.get("errors", {"count": 0, "by_reason": {}, "examples": []})
+    job = stats.get("job", "curate")
     share = d["kept"] / max(d["read"], 1)
     seconds = stats.get("wall_seconds", stats.get("seconds"))
     parts = [kpis([("documents read", d["read"]), ("kept", d["kept"]), ("kept share", f"{share:.1%}"),
@@ -40,6 +41,7 @@ def curate_section(out: Path, sid: str) -> Section:
         parts.append(_funnel_figure(rows))
         heads = ["step", "in", "kept", "dropped", "top reasons"]
         parts.append(table(heads, [list(r) for r in rows], {1, 2, 3}))
+    parts.append(_what_ran(out, job))
     parts.append("<h3>Errors: bad records skipped</h3>" + _errors(errors))
     leaks = out / "decontam_report.json"
     if leaks.exists():
@@ -47,7 +49,6 @@ def curate_section(out: Path, sid: str) -> Section:
     examples, clusters = scan_rejects(out, stats)
     parts.append("<h3>Examples of rejects</h3>" + _reject_examples(examples))
     parts.append("<h3>Duplicate clusters</h3>" + _clusters(clusters, out))
-    job = stats.get("job", "curate")
     problems = []
     if errors["count"]:
         problems.append(f"{errors['count']:,} bad records skipped ({_top(errors['by_reason'])})")
@@ -56,6 +57,32 @@ def curate_section(out: Path, sid: str) -> Section:
     return Section(sid, f"Corpus: {job}", job, str(out), "".join(parts),
                    [("documents kept", f"{d['kept']:,} of {d['read']:,}"), ("kept share", f"{share:.1%}"),
                     ("bad records", errors["count"])], problems)
+
+
+def _what_ran(out: Path, job: str) -> str:
+    """The inputs (OUT/plan.json) and the settings that differ from the job's defaults (config.toml)."""
+    lines = []
+    try:
+        ident = json.loads((out / "plan.json").read_text())
+        files = ident.get("inputs") or []
+        size = sum(int(f.get("size") or 0) for f in files if isinstance(f, dict))
+        names = ", ".join(str(f.get("path") if isinstance(f, dict) else f) for f in files[:3])
+        more = f" and {len(files) - 3} more" if len(files) > 3 else ""
+        lines.append(f"inputs: {len(files)} file(s), {size / 1e6:,.1f} MB: {names}{more}")
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        from pretrain import config
+        from pretrain.curate.dedup_job import job_config
+        from pretrain.curate.pipeline import CurateConfig
+
+        cfg = config.load(CurateConfig, out / "config.toml")
+        diff = config.changed(cfg, job_config(job))
+        lines.append("settings changed from the defaults: "
+                     + (", ".join(f"{k} = {json.dumps(v)}" for k, v in diff.items()) or "none"))
+    except Exception:  # noqa: BLE001 - a config of another version: the page still stands
+        pass
+    return "".join(note(x) for x in lines)
 
 
 def _top(counts: dict, n: int = 3) -> str:
@@ -81,7 +108,7 @@ def _errors(errors: dict) -> str:
         return note("none: every record could be read")
     by = table(["reason", "records"], sorted(errors["by_reason"].items(), key=lambda kv: -kv[1]), {1})
     ex = [[e.get("file"), e.get("record"), e.get("reason")] for e in errors.get("examples", [])[:20]]
-    return by + "<h3>First bad records</h3>" + table(["file", "record", "reason"], ex)
+    return by + "<h3>First bad records</h3>" + table(["file", "record", "reason"], ex, wrap={0})
 
 
 def _contamination(rep: dict) -> str:
@@ -137,7 +164,8 @@ def _reject_examples(examples: list[dict]) -> str:
     rows = [[r["step"], r["reason"], *_measured(r), r.get("url") or r.get("id"), r["text"]] for r in examples]
     return (note("One example per drop reason, in belt order; value is what the rule measured on the "
                  "document, threshold the limit it failed (— where the rule records none).")
-            + table(["step", "reason", "value", "threshold", "url / id", "text"], rows, {2, 3}))
+            + table(["step", "reason", "value", "threshold", "url / id", "text"], rows, {2, 3},
+                    wrap={4}))
 
 
 def _clusters(clusters: dict[str, list[dict]], out: Path, shown: int = 8) -> str:
@@ -148,18 +176,22 @@ def _clusters(clusters: dict[str, list[dict]], out: Path, shown: int = 8) -> str
     kept_text = _kept_texts(out, {k for k, _ in top})
     rows = [[kid, len(m) + 1, snippet(kept_text.get(kid), 100),
              "; ".join(f"{x['step']}: {x.get('url') or x['id']}" for x in m[:4])] for kid, m in top]
+    heads = ["kept id", "size", "kept text", "removed"]
     return (f"<p>{len(clusters):,} clusters, {sum(sizes) - len(sizes):,} documents removed, "
-            f"largest {sizes[0]}</p>" + table(["kept id", "size", "kept text", "removed"], rows, {1}))
+            f"largest {sizes[0]}</p>" + table(heads, rows, {1}, wrap={0, 3}))
 
 
 def _kept_texts(out: Path, ids: set[str]) -> dict[str, str]:
+    """Excerpts of the kept twins, looked up in data/ (at most MAX_SCANNED documents read)."""
     found: dict[str, str] = {}
+    scanned = 0
     for p in sorted((out / "data").glob("*.jsonl.zst")):
         for r in cio.read_jsonl_zst(p):
+            scanned += 1
             if r.get("id") in ids:
                 found[r["id"]] = (r.get("text") or "")[:1000]  # an excerpt: the page shows 100 chars
-                if len(found) == len(ids):
-                    return found
+            if len(found) == len(ids) or scanned >= MAX_SCANNED:
+                return found
     return found
 
 

@@ -24,6 +24,8 @@ from pretrain.report import (
 )
 
 MARKED = ("spike", "rollback", "skip", "rollback_unavailable")  # events drawn on the loss curve
+# the metrics `pretrain eval` prints (lm-evaluation-harness's names); nll, tokens, bytes stay in the JSON
+HEADLINE_METRICS = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte", "memorized")
 
 
 # ----------------------------------------------------------------------------- plan
@@ -33,17 +35,21 @@ def plan_section(path: Path, plan: dict, sid: str) -> Section:
     h = plan_headline(plan)
     fits = bool(plan.get("layout") and plan["layout"].get("fits", True))
     cards = [("days", h.get("days")), ("GPU-hours", h.get("gpu_hours")),
-             ("MFU", f"{h['mfu']:.1%}" if h.get("mfu") is not None else None), ("layout", h.get("layout"))]
+             ("MFU", f"{h['mfu']:.1%}" if h.get("mfu") is not None else None),
+             ("layout", h.get("layout") if fits else "none fits")]
     parts = [kpis(cards, bad=set() if fits else {"layout"}), note(headline_text(h))]
     parts.append(_plan_inputs(plan))
     parts.append(_top_layouts(plan))
     why = (plan.get("search") or {}).get("explanation") or []
     if why:
-        parts.append("<h3>Why this layout</h3>" + table(["alternative", "compared with the chosen layout"],
-                                                          [_why_row(x) for x in why]))
+        title = "<h3>Why this layout</h3>" if fits else "<h3>Why no layout</h3>"
+        heads = ["alternative", "compared with the chosen layout"]
+        parts.append(title + table(heads, [_why_row(x) for x in why]))
     parts.append(_plan_figures(plan))
-    reason = (plan.get("layout") or {}).get("reason") or "see the plan"
-    problems = [] if fits else [f"no layout fits: {reason}"]
+    rejected = (plan.get("search") or {}).get("rejected") or {}
+    searched = "; ".join(f"{k} ({v:,})" for k, v in rejected.items())
+    reason = (plan.get("layout") or {}).get("reason") or searched
+    problems = [] if fits else [f"no layout fits: {reason or 'see the plan'}"]
     return Section(sid, f"Plan: {h.get('model')} on {h.get('gpus')} {h.get('gpu')}", "plan", str(path),
                    "".join(parts), [("days", h.get("days")), ("GPU-hours", h.get("gpu_hours")),
                                     ("MFU", cards[2][1]), ("layout", h.get("layout"))], problems)
@@ -161,9 +167,11 @@ def run_section(run: Path, sid: str) -> Section:
                       "time (the demo summary uses the same). "
                       + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
                                         "has and a CPU does not.")))
+    parts.append(_settings(run))
     if train:
         parts.append(_curves(train, evl, marked))
     parts.append(_evaluations(run, evals))
+    events = [e for e in events if e.get("event") != "eval_tasks"]  # drawn above
     if events:
         rows = [[e.get("step", e.get("from_step", "")), e["event"],
                  json.dumps({k: v for k, v in e.items() if k not in ("step", "event")})[:160]]
@@ -175,6 +183,19 @@ def run_section(run: Path, sid: str) -> Section:
     problems = [_what(e) for e in marked][:10]
     facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", last.get("step"))]
     return Section(sid, "Training run", "train", str(run), "".join(parts), facts, problems)
+
+
+def _settings(run: Path) -> str:
+    """The run's settings that differ from the defaults (RUN/config.toml, model shape spelled out)."""
+    try:
+        from pretrain import config
+        from pretrain.train.config import RunConfig
+
+        diff = config.changed(config.load(RunConfig, run / "config.toml"))
+    except Exception:  # noqa: BLE001 - a config of another version: the curves still stand
+        return ""
+    text = ", ".join(f"{k} = {json.dumps(v)}" for k, v in list(diff.items())[:40])
+    return note(f"settings changed from the defaults (RUN/config.toml): {text or 'none'}")
 
 
 def _what(e: dict) -> str:
@@ -212,7 +233,8 @@ def _curves(train: list[dict], evals: list[dict], marked: list[dict]) -> str:
 
 
 def _evaluations(run: Path, evals: list[dict]) -> str:
-    """In-loop evaluation curves (metrics.jsonl) and result files (RUN/eval/*.json), when present."""
+    """In-loop task curves (`eval_tasks` events of metrics.jsonl: {"TASK/METRIC": value}) and the
+    newest result file of RUN/eval/ (schema pretrain.eval/1, from `pretrain eval` or the loop)."""
     parts = []
     series: dict[str, list[tuple[int, float]]] = {}
     for r in evals:  # eval_loss is on the loss curve already; other in-loop metrics get their own
@@ -222,11 +244,12 @@ def _evaluations(run: Path, evals: list[dict]) -> str:
     if series:
         parts.append(_inloop_figure(series))
     files = sorted((run / "eval").glob("*.json")) if (run / "eval").is_dir() else []
-    for f in files[-3:]:
+    if files:
         try:
-            parts.append(f"<p class='note'>{esc(f.name)}</p>" + eval_table(json.loads(f.read_text())))
+            parts.append(note(f"{files[-1].name} (newest of {len(files)} result file(s))")
+                         + eval_table(json.loads(files[-1].read_text())))
         except (ValueError, OSError, AttributeError, TypeError) as e:
-            parts.append(note(f"{f.name}: unreadable ({e})"))
+            parts.append(note(f"{files[-1].name}: unreadable ({e})"))
     if not parts:
         held = "the held-out loss is on the loss curve; " if any("eval_loss" in r for r in evals) else ""
         return "<h3>Evaluations</h3>" + note(f"{held}no task evaluations in this run (`pretrain eval`)")
@@ -259,13 +282,21 @@ def _number(v: Any) -> bool:
 
 
 def eval_table(result: dict) -> str:
-    """One row per task and metric of an eval result JSON ({"results": {task: {metric: value}}})."""
+    """One row per task: kind, examples, shots, and its metrics with standard errors (lm-eval's names)."""
     rows = []
-    for task, metrics in sorted((result.get("results") or {}).items()):
-        for k, v in sorted(metrics.items()) if isinstance(metrics, dict) else []:
-            if _number(v):
-                rows.append([task, k, float(v)])
-    return table(["task", "metric", "value"], rows, {2}) if rows else note("no numeric results")
+    for task, r in sorted((result.get("results") or {}).items()):
+        metrics = r.get("metrics", r) if isinstance(r, dict) else {}
+        cells = [f"{k} {v:.4f}" + _stderr(metrics.get(k + "_stderr"))
+                 for k, v in metrics.items() if _number(v) and k in HEADLINE_METRICS]
+        rows.append([task, r.get("kind"), r.get("n"), r.get("shots"), "; ".join(cells)])
+    model = result.get("model") or {}
+    where = note(f"model {model.get('path')} at step {model.get('step')}") if model else ""
+    return where + (table(["task", "kind", "examples", "shots", "metrics"], rows, {2, 3})
+                    if rows else note("no results"))
+
+
+def _stderr(v: Any) -> str:
+    return f" ± {v:.4f}" if _number(v) else ""
 
 
 def eval_section(path: Path, result: dict, sid: str) -> Section:

@@ -16,7 +16,7 @@ Each stage is the real command, printed before it runs, so you can re-run any of
   3. pretrain tokenize     token shards (+ a held-out split)
   4. pretrain mix          the mixture table (epochs per source)
   5. pretrain plan         what a Llama-3-8B run on 64 H100s would need
-  6. pretrain train        a tiny Llama-style model for a few minutes on the CPU
+  6. pretrain train        a tiny Llama-style model on the CPU; held-out perplexity in the loop
   7. pretrain sample       text from the newest checkpoint
   8. pretrain eval         held-out bits per byte and a smoke multiple-choice task (also run
                            in the loop every few steps: log.eval_tasks), built from held-out

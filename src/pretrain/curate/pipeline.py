@@ -175,7 +175,9 @@ def measured(step: Step, doc: Document, reason: str) -> dict:
         return {"value": doc.metadata.get("language_score"), "threshold": step.cfg.threshold}
     if isinstance(step, ClassifierFilter):
         return {"value": doc.metadata.get(step.key), "threshold": step.threshold}
-    return {}
+    from pretrain.curate.rule_values import measure  # Gopher, FineWeb: the number behind the reason
+
+    return measure(step, doc, reason)
 
 
 class _Errors:

@@ -20,7 +20,8 @@ Variants: `base` (today's render: main content, comments and post meta off), `po
 from one parsed tree), `rescueK` (the base model decides the main-content blocks as today; a
 second model, trained only on whole-page blocks outside the main-content render and within K
 blocks of it, may bring some back; K=-1: all). `thr`: the rescue threshold for rescueK, the
-keep threshold otherwise.
+keep threshold otherwise; `rescueK<500`: the rescue only on pages whose main content is under
+500 characters (as curate/extract_rescue.py ships it).
 
     PYTHONPATH=src .venv/bin/python bench/bench_extract_render.py [--variants all] [--trees shipped]
 
@@ -294,11 +295,14 @@ def cross_fit(pages, views, hist: bool):
     return pm, pw
 
 
-def score(pages, views, pm, pw, tm=0.5, tw=0.5) -> dict:
+def score(pages, views, pm, pw, tm=0.5, tw=0.5, gate=0) -> dict:
+    """Out-of-fold quality; with `gate`, rescue only pages whose main content is under `gate` chars."""
     prf, k = [], np.zeros(4)
     for p, v, a, b in zip(pages, views, pm, pw):
         if p["set"] == "readability":
             continue
+        if gate and sum(len(x.text) for x in v["bs"]) >= gate:
+            b = np.zeros(len(b))
         text = compose(v, a, b, tm, tw)
         if p["set"] == "aeb":
             prf.append(token_prf(text, p["truth"]))
@@ -350,7 +354,7 @@ def main() -> int:
     print(f"pages: {Counter(p['set'] for p in pages)}; trees: {'histogram' if hist else 'as shipped'}")
     times = ms_per_page(variants, pages, args.rounds)
     print(
-        f"{'variant':<10} {'thr':>5} {'keep_ceil':>9} {'drop_pres':>9} {'aebR_ceil':>9} {'P':>6} {'R':>6} "
+        f"{'variant':<12} {'thr':>5} {'keep_ceil':>9} {'drop_pres':>9} {'aebR_ceil':>9} {'P':>6} {'R':>6} "
         f"{'F1':>6} {'keep':>6} {'drop':>6} {'ms min/med':>11}"
     )
     for var in variants:
@@ -358,10 +362,12 @@ def main() -> int:
         c = ceilings(pages, views)
         pm, pw = cross_fit(pages, views, hist)
         rescue = var.startswith("rescue")
-        for t in (0.5, 0.6, 0.7, 0.8, 0.9) if rescue else (0.4, 0.5, 0.6) if var == "base" else (0.5,):
-            s = score(pages, views, pm, pw, 0.5 if rescue else t, t)
+        sweep = [(t, 0) for t in (0.5, 0.6, 0.7, 0.8, 0.9)] + [(0.7, 500), (0.8, 500)]
+        for t, gate in sweep if rescue else [(t, 0) for t in ((0.4, 0.5, 0.6) if var == "base" else (0.5,))]:
+            s = score(pages, views, pm, pw, 0.5 if rescue else t, t, gate)
+            name = f"{var}<{gate}" if gate else var
             print(
-                f"{var:<10} {t:5.2f} {c['keep_ceil']:9.4f} {c['drop_present']:9.4f} {c['aeb_R_ceil']:9.4f} "
+                f"{name:<12} {t:5.2f} {c['keep_ceil']:9.4f} {c['drop_present']:9.4f} {c['aeb_R_ceil']:9.4f} "
                 f"{s['P']:6.4f} {s['R']:6.4f} {s['F1']:6.4f} {s['keep']:6.4f} {s['drop']:6.4f} "
                 f"{times[var][0]:5.2f}/{times[var][1]:<5.2f}",
                 flush=True,

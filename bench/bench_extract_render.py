@@ -17,11 +17,12 @@ Variants: `base` (today's render: main content, comments and post meta off), `po
 `comments`, `both` (resiliparse's comments / post_meta switches on), `hidden` (hidden_elements),
 `inclusive` (all three), `whole` (main_content=False: the model decides everything), `aligned`
 (the whole-page render, each block told whether it is in the main-content render: both renders
-from one parsed tree), `rescueK` (the base model decides the main-content blocks as today; a
-second model, trained only on whole-page blocks outside the main-content render and within K
-blocks of it, may bring some back; K=-1: all). `thr`: the rescue threshold for rescueK, the
-keep threshold otherwise; `rescueK<500`: the rescue only on pages whose main content is under
-500 characters (as curate/extract_rescue.py ships it).
+from one parsed tree), `unmask` / `unmask-all` (the ancestors of article-like elements lose their
+boilerplate class words / all class and id before the main-content pass), `rescueK` (the base
+model decides the main-content blocks as today; a second model, trained only on whole-page blocks
+outside the main-content render and within K blocks of it, may bring some back; K=-1: all).
+`thr`: the rescue threshold for rescueK, the keep threshold otherwise; `rescueK<500`: the rescue
+only on pages whose main content is under 500 characters (as curate/extract_rescue.py ships it).
 
     PYTHONPATH=src .venv/bin/python bench/bench_extract_render.py [--variants all] [--trees shipped]
 
@@ -134,10 +135,35 @@ def aligned(whole_bs, main_bs) -> np.ndarray:
     return np.column_stack([inm, span, dist, share, prev, nxt])
 
 
+_ARTICLE = "article, main, [itemprop=articleBody], .entry-content, .post-content, .article-body"
+_MASKS = ("sidebar", "share", "comment", "collapsed", "teaser", "hidden")
+
+
+def unmasked(html: str, strip_all: bool):
+    """The parsed page with the class/id words that made resiliparse drop articles (`_MASKS`; with
+    `strip_all`, every class and id) taken off the ancestors of article-like elements (12 levels)."""
+    from resiliparse.parse.html import HTMLTree
+
+    tree = HTMLTree.parse(html)
+    for el in tree.body.query_selector_all(_ARTICLE) if tree.body else ():
+        a = el.parent
+        for _ in range(12):
+            if a is None or a.tag in ("body", "html"):
+                break
+            for attr in ("class", "id"):
+                words = (a.getattr(attr) or "").split()
+                kept = [] if strip_all else [w for w in words if not any(m in w.lower() for m in _MASKS)]
+                if len(kept) != len(words):
+                    a.setattr(attr, " ".join(kept))
+            a = a.parent
+    return tree
+
+
 def view(variant: str, html: str) -> dict:
     """What the model sees of one page: `bs`/`x` (blocks it decides), and for rescue the main blocks."""
-    if variant in SWITCHES:
-        bs = blocks(render(html, **SWITCHES[variant]))
+    if variant in SWITCHES or variant.startswith("unmask"):
+        src = unmasked(html, variant == "unmask-all") if variant.startswith("unmask") else html
+        bs = blocks(render(src, **SWITCHES.get(variant, {})))
         return {"bs": bs, "x": features(bs)}
     main_bs, whole_bs = two_renders(html)
     ex = aligned(whole_bs, main_bs)
@@ -344,7 +370,7 @@ def main() -> int:
     args = ap.parse_args()
     variants = list(ALL) if args.variants == "all" else args.variants.split(",")
     for v in variants:
-        if v not in SWITCHES and v != "aligned" and not re.fullmatch(r"rescue-?\d+", v):
+        if v not in (*SWITCHES, "aligned", "unmask", "unmask-all") and not re.fullmatch(r"rescue-?\d+", v):
             ap.error(f"unknown variant {v!r}: one of {', '.join(ALL)} (rescueK for any K)")
     if not DATA.is_dir():
         print(f"no data at {DATA}; nothing to measure")

@@ -318,7 +318,8 @@ def apply_init_from(cfg):
         if k == "seq_len" and not fields["learned_pos"] and 0 < mine <= v:
             fields[k] = mine
             continue
-        raise UserError(f"model.{k}={mine} conflicts with {folder / 'config.json'} ({v}); "
+        what = " (the longest context it computes exactly)" if k == "seq_len" else ""
+        raise UserError(f"model.{k}={mine} conflicts with {folder / 'config.json'} ({v}{what}); "
                         "unset it (the shape comes from model.init_from)")
     model = dataclasses.replace(m, preset="", rope_theta=theta, norm_eps=eps, rope_scaling=scaling, **fields)
     data = cfg.data

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from test_pipeline import _prose, _snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,3 +58,21 @@ def test_sigkill_midway_then_rerun_leaves_no_tmp_and_same_bytes(tmp_path):
         f.unlink()
     assert _debris(out) == [], f"the rerun left {left}"
     assert _snapshot(out) == _snapshot(ref)
+
+
+@pytest.mark.usefixtures("restore_torch_threads")
+def test_train_quiet_still_says_it_resumes(tmp_path, text, capsys):
+    from pretrain import config as cfgmod
+    from pretrain.cli import main
+    from pretrain.train.testing import tiny_config
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(cfgmod.dumps(tiny_config(tmp_path / "run", text, "train.steps=4", "checkpoint.every=2")))
+    assert main(["train", str(cfg), "--quiet", "--set", "train.stop_at=2"]) == 0
+    first = capsys.readouterr().err
+    assert "resuming" not in first and "step 1 " not in first  # quiet: no per-step lines
+    assert main(["train", str(cfg), "--quiet"]) == 0
+    said = capsys.readouterr().err.splitlines()
+    resumed = [line for line in said if "resuming from step 2" in line]
+    assert len(resumed) == 1, said  # one line, even when quiet
+    assert (tmp_path / "run" / "checkpoints").is_dir()

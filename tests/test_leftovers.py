@@ -76,3 +76,58 @@ def test_train_quiet_still_says_it_resumes(tmp_path, text, capsys):
     resumed = [line for line in said if "resuming from step 2" in line]
     assert len(resumed) == 1, said  # one line, even when quiet
     assert (tmp_path / "run" / "checkpoints").is_dir()
+
+
+def _plain_warc_with_a_lie(shared_data: Path, tmp_path: Path, liar_type: str) -> tuple[Path, Path, dict]:
+    """The real CC excerpt decompressed (pristine.warc) and again with its first `liar_type` record
+    (after a response) claiming a Content-Length that ends halfway into the next record's block
+    (lie.warc). Offsets and ids come from warcio, a peer parser."""
+    import gzip
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    data = gzip.decompress((shared_data / "warc" / "resiliparse" / "warcfile.warc.gz").read_bytes())
+    pristine = tmp_path / "pristine.warc"
+    pristine.write_bytes(data)
+    with open(pristine, "rb") as f:
+        it = ArchiveIterator(f)
+        recs = [(r.rec_type, it.get_record_offset(), int(r.rec_headers.get_header("Content-Length")),
+                 r.rec_headers.get_header("WARC-Record-ID")) for r in it]
+    k = next(i for i in range(2, len(recs) - 1) if recs[i][0] == liar_type)
+    _, pos, length, rid = recs[k]
+    nxt = recs[k + 1]
+    head_end = data.index(b"\r\n\r\n", pos) + 4
+    lie = nxt[1] - head_end + nxt[2] // 2  # the claim ends halfway into the next record's block
+    old = b"Content-Length: %d\r\n" % length
+    at = data.index(old, pos, head_end)
+    lied = data[:at] + b"Content-Length: %d\r\n" % lie + data[at + len(old):]
+    shift = len(lied) - len(data)
+    liar = tmp_path / "lie.warc"
+    liar.write_bytes(lied)
+    return pristine, liar, {"offset": pos, "id": rid, "next": nxt[1] + shift}
+
+
+def _read_warc(path: Path):
+    from collections import Counter
+
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    errors, stats = [], Counter()
+    docs = list(read_documents(path, ReaderConfig(), lambda p, r, why: errors.append((r, why)), stats=stats))
+    return docs, errors, stats
+
+
+@pytest.mark.parametrize("liar_type", ["request", "response"])
+def test_plain_warc_content_length_into_the_next_record_is_resynchronised(shared_data, tmp_path, liar_type):
+    pristine, liar, truth = _plain_warc_with_a_lie(shared_data, tmp_path, liar_type)
+    want, errors, _ = _read_warc(pristine)
+    assert errors == [] and len(want) > 8
+    got, errors, stats = _read_warc(liar)
+    # the lying record alone is lost (a request yields no document); the response it ran into is whole
+    expected = [(d.id, d.text) for d in want if d.id != truth["id"]]
+    assert [(d.id, d.text) for d in got] == expected
+    said = [why for r, why in errors if r == f"offset {truth['offset']}"]
+    skipped = truth["next"] - truth["offset"]
+    assert len(said) == 1 and f"resynchronised at the next record (offset {truth['next']})" in said[0], errors
+    assert f"{skipped} bytes of this record skipped" in said[0]
+    assert stats["errors.resynchronised"] == 1

@@ -131,3 +131,96 @@ def test_plain_warc_content_length_into_the_next_record_is_resynchronised(shared
     assert len(said) == 1 and f"resynchronised at the next record (offset {truth['next']})" in said[0], errors
     assert f"{skipped} bytes of this record skipped" in said[0]
     assert stats["errors.resynchronised"] == 1
+
+
+def test_parquet_200mb_cell_among_small_rows_is_skipped_unread(tmp_path):
+    """One 200 MB cell in a row group of 1,000 small rows: pyarrow decoded it (820 MB above the
+    imports) before its length could be measured; the page headers now say which page can hold it
+    and that page's value lengths are read as a stream, the cell skipped without being held."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from hostile import read_in_child
+
+    n, huge = 1000, 500
+    texts = [f"a small document, number {i}" for i in range(n)]
+    texts[huge] = "a" * (200 << 20)
+    p = tmp_path / "huge.parquet"
+    pq.write_table(pa.table({"id": [f"r{i}" for i in range(n)], "text": texts}), p, compression="zstd")
+    del texts
+    r = read_in_child(p, timeout=60, mem_mb=4096)
+    assert r["n"] == n - 1 and r["ids"][:3] == ["r0", "r1", "r2"] and r["last"] == f"r{n - 1}"
+    assert [e[0] for e in r["errors"]] == [f"row {huge}"] and "max_record_bytes" in r["errors"][0][1]
+    assert r["peak_mb"] - r["base_mb"] < 64  # decoding the cell alone would hold 200 MB
+
+
+@pytest.mark.parametrize("compression", ["snappy", "zstd", "gzip", "none", "lz4", "brotli"])
+def test_parquet_read_by_pages_gives_what_pyarrow_gives(tmp_path, monkeypatch, compression):
+    """The page reader against pyarrow's own reading of the same file: every codec, data pages v1
+    and v2, dictionary and plain, nulls, several row groups, UTF-8 beyond ASCII; the cells over the
+    bound (repeated ones too, so in the dictionary) are the only rows missing."""
+    import random
+    from collections import Counter
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import pretrain.curate.parquet_pages as pp
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    rng, n, bound = random.Random(0), 1500, 4000
+    words = ["alpha", "βeta", "gamma", "日本語", "delta"]
+    texts = [None if rng.random() < 0.1 else " ".join(rng.choices(words, k=rng.randint(1, 40)))
+             for _ in range(n)]
+    for i in (7, 100, 101, 750, n - 1):
+        texts[i] = "z" * 5000 if i in (100, 101) else "é" * 2500 + str(i)
+    table = pa.table({"id": [f"r{i}" for i in range(n)], "text": texts,
+                      "url": [f"http://example.org/{i}" for i in range(n)]})
+    used = Counter()
+    real = pp.group_rows
+    monkeypatch.setattr(pp, "group_rows", lambda *a: used.update([real(*a) is not None]) or real(*a))
+    for version in ("1.0", "2.0"):
+        for dictionary in (True, False):
+            p = tmp_path / f"{version}{dictionary}.parquet"
+            pq.write_table(table, p, compression=compression, data_page_version=version,
+                           use_dictionary=dictionary, row_group_size=400, data_page_size=4096)
+            truth = pq.read_table(p).to_pylist()  # the peer's reading of the file
+            want = [(r["id"], r["text"], r["url"]) for r in truth
+                    if r["text"] is not None and len(r["text"].encode()) <= bound]
+            too_big = [f"row {k}" for k, r in enumerate(truth)
+                       if r["text"] and len(r["text"].encode()) > bound]
+            errors: list = []
+            docs = read_documents(p, ReaderConfig(max_record_bytes=bound),
+                                  lambda f, r, why, errors=errors: errors.append((r, why)), stats=Counter())
+            assert [(d.id, d.text, d.url) for d in docs] == want
+            assert [r for r, why in errors if "max_record_bytes" in why] == too_big
+    assert used[True] > 0 and used[False] == 0  # every group went by pages (each holds a page over 4000)
+
+
+@pytest.mark.parametrize("where", ["header", "values"])
+def test_parquet_corrupt_page_loses_its_row_group_only(tmp_path, where):
+    """Garbage over a page (its header, or its first values) of the middle row group, read by pages:
+    that group (or the rows hit) is reported, the groups around it are read."""
+    from collections import Counter
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    n = 300
+    texts = ["z" * 5000 if i % 100 == 50 else f"document {i} " * 5 for i in range(n)]
+    p = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"id": [f"r{i}" for i in range(n)], "text": texts}), p,
+                   compression="none", use_dictionary=False, row_group_size=100, data_page_size=2048)
+    chunk = pq.ParquetFile(p).metadata.row_group(1).column(1)
+    at = chunk.data_page_offset + (0 if where == "header" else 100)
+    data = bytearray(p.read_bytes())
+    data[at:at + 64] = b"\xff" * 64
+    p.write_bytes(bytes(data))
+    errors: list = []
+    docs = list(read_documents(p, ReaderConfig(max_record_bytes=4000),
+                               lambda f, r, why: errors.append((r, why)), stats=Counter()))
+    ids = {d.id for d in docs}
+    assert {f"r{i}" for i in range(n) if i < 100 or i >= 200} - {"r50", "r250"} <= ids
+    hit = [r for r, why in errors if r == "row group 1" or (r.startswith("row 1") and r != "row 150")]
+    assert hit and "r50" not in ids and "r250" not in ids, errors

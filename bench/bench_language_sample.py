@@ -130,15 +130,19 @@ def compare(texts, full, n: int, windows: int, accept: float, reject: float = 0.
     step = step_for(n, accept, reject)
     language.sample_text = functools.partial(sample_text, windows=windows)
     same = same_keep = fallback = 0
-    diffs, wrong = [], Counter()
+    diffs, wrong, per_lang = [], Counter(), defaultdict(lambda: [0, 0, 0])
     for i, (t, (flang, fscore, _)) in enumerate(zip(texts, full)):
         calls = step.read[1]
         d = Document(str(i), t)
         step.annotate(d)
         lang, score = d.metadata["language"], d.metadata["language_score"]
         fallback += step.read[1] - calls > 1
-        same += lang == flang
-        same_keep += (lang == flang and score >= 0.65) == (fscore >= 0.65)
+        agree = (lang == flang, (lang == flang and score >= 0.65) == (fscore >= 0.65))
+        same += agree[0]
+        same_keep += agree[1]
+        per_lang[flang][0] += 1
+        per_lang[flang][1] += agree[0]
+        per_lang[flang][2] += agree[1]
         diffs.append(abs(score - fscore) if lang == flang else 1.0)
         if lang != flang:
             wrong[f"{flang}->{lang}"] += 1
@@ -152,6 +156,7 @@ def compare(texts, full, n: int, windows: int, accept: float, reject: float = 0.
     return {
         "docs": k, "label": same / k, "keep": same_keep / k, "fallback": fallback / k,
         "chars": step.read[0] / k, "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "wrong": wrong,
+        "per_lang": per_lang,
     }  # fmt: skip
 
 
@@ -210,6 +215,10 @@ def main() -> None:
         langs = Counter(lang for lang, _, _ in allfull)
         print("labels that differ (whole -> sample):", dict(r["wrong"]) or "none",
               f"| whole-text languages: {len(langs)}, top: {langs.most_common(12)}")  # fmt: skip
+        off = {k: f"{v[1]}/{v[0]} labels, {v[2]}/{v[0]} keep" for k, v in sorted(r["per_lang"].items())
+               if v[1] < v[0] or v[2] < v[0]}  # fmt: skip
+        print(f"per whole-text language: {len(langs) - len(off)} of {len(langs)} agree on every document;",
+              "the others:", off)  # fmt: skip
 
 
 if __name__ == "__main__":

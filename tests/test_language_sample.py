@@ -134,3 +134,16 @@ def test_the_sample_never_decides_near_the_threshold():
         build_language_step(LanguageConfig(max_chars=-1))
     with pytest.raises(UserError, match="sample_reject"):
         build_language_step(LanguageConfig(sample_reject=0.8, sample_accept=0.7))
+
+
+def test_a_long_page_lid176_cannot_name_still_goes_to_cld3():
+    pytest.importorskip("gcld3")
+    zulu = " ".join(
+        ["Ngiyabonga kakhulu ngosizo lwakho, sizobonana kusasa ekuseni ngaphambi kokuba sihambe."] * 20
+    )
+    whole = labels(tag_only(max_chars=0), [zulu])[0]
+    assert whole[0] == "zu" and whole[2] == "cld3"
+    # The sample is unsure (lid.176 has no Zulu), so the whole text is read: the same answer;
+    # with sample_reject the sample's unsure answer stands for lid.176 and CLD3 is still asked.
+    assert labels(tag_only(), [zulu])[0] == whole
+    assert labels(tag_only(sample_reject=0.5), [zulu])[0] == whole

@@ -14,10 +14,11 @@ seconds of this process (one core), so other jobs on a shared machine do not ske
 the `language` step (bench/bench_belt.py's three WARC sets, plus dolma's two real-crawl WARC
 samples, read and extracted by resiliparse as the belt does, empty pages dropped; not timed), per
 set and all together, the callers alternating, best of `--repeat`. There the step runs with the
-default `language.max_chars` (lid.176 reads a 200-character sample of a text longer than 800
-first, and the whole text only when unsure of it), with the whole text (`max_chars = 0`, what
-fastText directly reads too), and with `sample_reject = 0.5` (a page whose sample is that unsure
-is not read whole either: faster, less faithful; docs/language.md).
+whole text (`max_chars = 0`, what fastText directly reads too), with the rule of the first pass
+of issue 19 (a 200-character sample of a text longer than 800, the whole text when unsure of it:
+`max_chars = 200, reread_chars = 0`), and with the default (a 200-character sample, then a
+600-character re-read, the whole text only when that is near the threshold; docs/language.md).
+The machine's load average is printed: on a shared machine compare the ratios.
 """
 
 from __future__ import annotations
@@ -101,15 +102,18 @@ def main() -> None:
     import fasttext
 
     model = fasttext.load_model(str(default_model_path()))
-    steps = {
-        "step, lid.176 alone, whole": LanguageConfig(second_opinion="", max_chars=0),
+    alone = {"step, lid.176 alone, whole": LanguageConfig(second_opinion="", max_chars=0)}
+    steps = {} if args.belt else alone
+    steps |= {
         "step, + CLD3, whole text": LanguageConfig(max_chars=0),
-        "step, default (sample)": LanguageConfig(),
-        "step, sample, reject < 0.5": LanguageConfig(sample_reject=0.5),
+        "step, 200 then whole (old)": LanguageConfig(max_chars=200, reread_chars=0),
+        "step, default (200, 600)": LanguageConfig(),
     }
     steps = {k: build_language_step(replace(c, languages=(), threshold=0.0)) for k, c in steps.items()}
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for name, texts in groups.items():
         measure(name, texts, model, steps, args.repeat)
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print("goal: step >= 15,000 docs/s (set on ~230-character paragraphs)")
 
 

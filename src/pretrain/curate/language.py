@@ -21,7 +21,7 @@ rule and its numbers were chosen on lingua sentences that are not in the 100-per
 file (docs/language.md). Every document says which model labelled it:
 `metadata["language_model"]` is "lid176", "cld3" or "stopwords".
 
-Long text (`max_chars`, default 150): fastText's cost grows with the text, so a text longer than
+Long text (`max_chars`, default 200): fastText's cost grows with the text, so a text longer than
 4 x max_chars is first judged on a sample (3 windows spread over it, `sample_text`); the sample's
 answer stands when lid.176 is at least `sample_accept` (0.7) and threshold + 0.05 sure. Otherwise
 lid.176 re-reads a bounded sample (`reread_chars`, 600, in windows of 100), whose answer stands
@@ -95,7 +95,7 @@ class LanguageConfig:
     ask_below: float = 0.6  # ask CLD3 when lid.176's probability is below this
     second_min: float = 0.5  # take CLD3's answer when its probability is at least this
     protect_below: float = 0.4  # ... but overrule a big-web-language label only below this
-    max_chars: int = 150  # lid.176 reads a sample of this many characters of a longer text first; 0 = all
+    max_chars: int = 200  # lid.176 reads a sample of this many characters of a longer text first; 0 = all
     sample_accept: float = 0.7  # the sample's answer stands when lid.176 is this sure (and threshold+0.05)
     sample_reject: float = 0.0  # ... or less sure than this (a page dropped either way); 0 = off
     reread_chars: int = 600  # an unsure sample: read this many characters next, before the whole; 0 = whole
@@ -355,7 +355,7 @@ class LanguageFilter(Filter):
         if not 0 < n < len(text):
             return None
         windows = max(SAMPLE_WINDOWS, n // REREAD_WINDOW)
-        lang, score = _predict_one(self.predict, sample_text(text, n, windows))
+        lang, score = _predict_one(self.predict, sample_text(text, n, windows=windows))
         if self.cfg.reread_reject <= score < self.reread_accept:
             return None
         return self._second_opinion(text, lang, score)

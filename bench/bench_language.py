@@ -19,6 +19,10 @@ of issue 19 (a 200-character sample of a text longer than 800, the whole text wh
 `max_chars = 200, reread_chars = 0`), and with the default (a 200-character sample, then a
 600-character re-read, the whole text only when that is near the threshold; docs/language.md).
 The machine's load average is printed: on a shared machine compare the ratios.
+
+`--overhead` (with `--belt`, all sets together) splits the step's time: the step as it runs, the
+step with fastText replaced by a lookup of its answers (what is ours: sampling, CLD3, labels,
+metadata, counts), and fastText alone on the very lines the step handed it.
 """
 
 from __future__ import annotations
@@ -97,7 +101,15 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--belt", action="store_true", help="the documents the default belt's step sees")
+    ap.add_argument("--overhead", action="store_true", help="with --belt: the step's time minus fastText's")
     args = ap.parse_args()
+    if args.overhead:
+        texts = belt_texts()["all sets together"]
+        for label in ("step, 200 then whole (old)", "step, default (200, 600)"):
+            cfg = LanguageConfig(max_chars=200, reread_chars=0) if "old" in label else LanguageConfig()
+            step = build_language_step(replace(cfg, languages=(), threshold=0.0))
+            overhead(label, texts, step, args.repeat)
+        return
     groups = belt_texts() if args.belt else {"paragraphs": paragraphs(args.docs)}
     import fasttext
 
@@ -115,6 +127,35 @@ def main() -> None:
         measure(name, texts, model, steps, args.repeat)
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print("goal: step >= 15,000 docs/s (set on ~230-character paragraphs)")
+
+
+def overhead(label: str, texts: list[str], step, repeat: int) -> None:
+    """The step, the step with fastText's answers looked up, fastText alone on the same lines."""
+    docs = [Document(str(i), t) for i, t in enumerate(texts)]
+    real, lines = step.predict, []
+    step.predict = lambda line, *a: lines.append(line) or real(line, *a)
+    list(step(docs))
+    answers = {line: real(line, 1, 0.0, "replace") for line in lines}
+
+    def run(predict):
+        def go() -> None:
+            step.predict = predict
+            for _ in step(docs):
+                pass
+
+        return go
+
+    def peer() -> None:
+        for line in lines:
+            real(line, 1, 0.0, "replace")
+
+    rates = best_rates([run(real), run(lambda line, *a: answers[line]), peer], len(docs), repeat)
+    chars = sum(map(len, lines)) / len(docs)
+    print(f"== {label}: {len(docs)} documents, {len(lines) / len(docs):.2f} fastText calls and {chars:.0f}"
+          f" characters per document, best of {repeat}, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    names = ("the step", "the step, fastText looked up (ours)", "fastText alone, same lines")
+    for name, rate in zip(names, rates):
+        print(f"  {name:38s}: {1e6 / rate:7.1f} us/doc ({rate:,.0f} docs/s)")
 
 
 def measure(name: str, texts: list[str], model, steps: dict, repeat: int) -> None:

@@ -171,7 +171,10 @@ def test_a_long_page_lid176_cannot_name_still_goes_to_cld3():
     )
     whole = labels(tag_only(max_chars=0), [zulu])[0]
     assert whole[0] == "zu" and whole[2] == "cld3"
-    # The sample is unsure (lid.176 has no Zulu), so the whole text is read: the same answer;
-    # with sample_reject the sample's unsure answer stands for lid.176 and CLD3 is still asked.
+    # The sample is unsure (lid.176 has no Zulu), so 600 characters are re-read; lid.176 is far
+    # below 0.45 on them, so that stands and CLD3 is asked about the text: the same answer, and
+    # the whole text never read. With sample_reject the sample's unsure answer stands the same way.
     assert labels(tag_only(), [zulu])[0] == whole
+    _, lines = read_by_step(build_language_step(tag_only()), [zulu])
+    assert len(lines[0]) == 2 and all(len(line) <= 700 < len(zulu) for line in lines[0])
     assert labels(tag_only(sample_reject=0.5), [zulu])[0] == whole

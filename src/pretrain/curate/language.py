@@ -27,7 +27,7 @@ answer stands when lid.176 is at least `sample_accept` (0.7) and threshold + 0.0
 lid.176 re-reads a bounded sample (`reread_chars`, 600, in windows of 100), whose answer stands
 when clearly on one side of FineWeb's 0.65 (>= 0.75 or < 0.45); only in between is the whole text
 read as before. Chosen on real pages against the whole text's labels
-(bench/bench_language_sample.py; docs/language.md): same label on 99.7% of held-out pages.
+(bench/bench_language_sample.py; docs/language.md): same label on 99.6% of held-out pages.
 
 Codes: lid.176 labels Norwegian Bokmål `no` (ISO 639-1 macro-language); we report `nb`, and map the
 withdrawn ISO codes (iw, in, ji, jw, mo) to their current ones, on both the model's answer and the

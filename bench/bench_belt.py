@@ -434,6 +434,8 @@ class StageTimer:
             steps = build(cfg)
             for step in steps:
                 step.process = self.timed(step.name, step.process)
+                if hasattr(step, "prepare"):  # the extract step's batch pass (in-process backends)
+                    step.prepare = self.timed(step.name, step.prepare)
             return steps
 
         pipeline.build_steps = build_timed

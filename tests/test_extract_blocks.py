@@ -206,6 +206,60 @@ def test_step_runs_in_process_and_time_bound_holds_on_deep_nesting():
     assert features([]).shape == (0, len(FEATURES))
 
 
+def test_deep_page_is_bounded_even_when_main_content_is_off():
+    # blocks always starts from resiliparse's main content, so its depth check cannot depend on
+    # main_content (it did: a 20,000-deep page went to the quadratic main-content pass, ~15 s)
+    step = build_extract_step(ExtractConfig(backend="blocks", main_content=False))
+    deep = "<div>" * 20_000 + " ".join(PARAS) + "</div>" * 20_000
+    t = time.process_time()
+    out = list(step(iter([html_doc(deep)])))
+    assert time.process_time() - t < 5.0 and "Paragraph 0" in out[0].text
+    assert step.stats["deep_whole_page"] == 1
+
+
+@pytest.mark.parametrize("backend", ["blocks", "resiliparse"])
+def test_batched_step_equals_page_by_page(backend, monkeypatch):
+    from pretrain.curate import extract
+
+    monkeypatch.setattr(extract, "BATCH_PAGES", 4)  # batches of 4, 4 and 1 over these 9 documents
+    deep = "<div>" * 5_000 + " ".join(PARAS) + "</div>" * 5_000
+    huge = "<p>" + "x" * 200_000 + "</p>"
+    plain = Document(id="plain", text="already text, not HTML")
+    pages = [ARTICLE, BOILERPLATE, deep, huge, "<html></html>", ARTICLE.replace("delta", "estuary"),
+             "<p>a &amp; b</p>" * 3, ARTICLE]
+
+    def docs() -> list[Document]:
+        out = [html_doc(h) for h in pages[:4]] + [Document(id=plain.id, text=plain.text)]
+        out += [html_doc(h) for h in pages[4:]]
+        for i, d in enumerate(out):
+            d.id = str(i)
+        return out
+
+    cfg = ExtractConfig(backend=backend, max_html_bytes=100_000)
+    whole, single = build_extract_step(cfg), build_extract_step(cfg)
+    assert whole.batched
+    got = [(d.id, d.text) for d in whole(iter(docs()))]
+    want = [(d.id, d.text) for d in map(single.process, docs()) if d is not None]
+    assert got == want and len(want) >= 5  # the size bound drops one page, emptiness two or three
+    for key in ("dropped.html_too_large", "dropped.extract_empty", "deep_whole_page"):
+        assert whole.stats[key] == single.stats[key]
+    assert (whole.stats["in"], whole.stats["kept"]) == (9, len(want))
+    assert whole.stats["dropped.html_too_large"] == 1 and whole.stats["deep_whole_page"] == 1
+
+
+def test_batch_ends_at_its_page_or_character_bound(monkeypatch):
+    from pretrain.curate import extract
+
+    monkeypatch.setattr(extract, "BATCH_CHARS", 100)
+    step = build_extract_step(ExtractConfig(backend="blocks"))
+    sizes = [10, 10, 100, 30, 80, 5] + [1] * 40
+    it = iter([Document(id=str(i), text="x" * n) for i, n in enumerate(sizes)])
+    got = []
+    while batch := step._next_batch(it):
+        got.append(len(batch))
+    assert got == [3, 2, 16, 16, 9]  # 120 chars, 110 chars, then 16 pages at most
+
+
 def test_shipped_model_matches_this_codes_features(tmp_path):
     assert load_model().feature.max() < len(FEATURES)
     bad = tmp_path / "m.json"

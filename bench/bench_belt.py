@@ -29,10 +29,11 @@ CPU) of N runs. `--profile` adds a cProfile of the default belt (its per-call ov
 Python-heavy code several-fold: read the unprofiled stage breakdown for shares).
 
 `--backend blocks` (or a comma list, `resiliparse,blocks`) chooses the extractor of the first belts
-and of the stage breakdown; `--ours-only` skips trafilatura's belts and datatrove (a quick run).
+and of the stage breakdown; `--page-by-page` adds each one's +lang belt with the extract step's
+batch of one page (as it ran before batches); `--ours-only` skips trafilatura's belts and datatrove.
 
-Run: .venv/bin/python bench/bench_belt.py [--backend resiliparse] [--ours-only] [--repeat 1]
-     [--reasons] [--profile]
+Run: .venv/bin/python bench/bench_belt.py [--backend resiliparse] [--page-by-page] [--ours-only]
+     [--repeat 1] [--reasons] [--profile]
 """
 
 from __future__ import annotations
@@ -80,10 +81,15 @@ PEER_CONFIGS = [  # (label, extraction backend, language step on, the rest of th
 ]
 
 
-def configs(backends: list[str], ours_only: bool) -> list[tuple[str, str, bool, bool]]:
-    """The belts to time: each chosen extractor with and without language ID, then (unless
+def configs(backends: list[str], ours_only: bool, page_by_page: bool = False) -> list[tuple]:
+    """The belts to time: each chosen extractor with and without language ID (and, with
+    `page_by_page`, its +lang belt with the extract step's batches of one page), then (unless
     `ours_only`) trafilatura's belts, which are compared like for like with datatrove."""
-    mine = [(f"ours {b}{'+lang' if lang else ''}", b, lang, True) for b in backends for lang in (True, False)]
+    mine: list[tuple] = []
+    for b in backends:
+        mine += [(f"ours {b}+lang", b, True, True), (f"ours {b}", b, False, True)]
+        if page_by_page and b != "trafilatura":
+            mine.append((f"ours {b}+lang unbatched", b, True, True, 1))
     return mine + ([] if ours_only else [c for c in PEER_CONFIGS if c[0] not in {m[0] for m in mine}])
 PEER, PEER_EXTRACT = "datatrove trafilatura", "datatrove read+extract"
 
@@ -206,6 +212,10 @@ def run_ours(files: list[Path], cfg: CurateConfig, profiler: cProfile.Profile | 
 def worker(job: dict) -> dict:
     """One measurement in this (fresh) process: warm up on the tiny WARC, then time the belt."""
     cfg = belt_config(job["backend"], job["language"], job["rest"])
+    if job.get("batch_pages"):  # the extract step's batch size (in-process backends; 1: page by page)
+        from pretrain.curate import extract
+
+        extract.BATCH_PAGES = job["batch_pages"]
     run_ours([Path(job["warmup"])], cfg)
     files = [Path(f) for f in job["files"]]
     timer = StageTimer()
@@ -225,9 +235,9 @@ def in_fresh_process(python: Path | str, argv: list[str], cwd: str | None = None
 
 
 def measure_ours(files: list[Path], conf: tuple, warm: Path, repeat: int) -> Run:
-    _, backend, language, rest = conf
+    _, backend, language, rest, *batch = conf
     job = {"files": [str(f) for f in files], "backend": backend, "language": language, "rest": rest,
-           "warmup": str(warm)}
+           "warmup": str(warm), "batch_pages": batch[0] if batch else None}
     runs = [in_fresh_process(sys.executable, [__file__, "--worker", json.dumps(job)]) for _ in range(repeat)]
     return to_run(min(runs, key=lambda r: r["cpu"]))
 
@@ -351,10 +361,10 @@ def print_table(title: str, files: list[Path], rows: list[tuple[str, Run]], html
     pages = rows[0][1].pages
     print(f"\n== {title}: {len(files)} file(s), {gz_mb:.2f} MB gzip, {html_mb:.2f} MB HTML, {pages} pages")
     cols = "".join(f"{SHORT[c]:>7}" for c in COLUMNS)
-    print(f"{'belt':<30}{'pages/s/core':>13}{'pages/s wall':>13}{'HTML MB/s/core':>15}  funnel:{cols}")
+    print(f"{'belt':<34}{'pages/s/core':>13}{'pages/s wall':>13}{'HTML MB/s/core':>15}  funnel:{cols}")
     for label, r in rows:
         funnel = "".join(f"{r.funnel[c]:>7}" for c in COLUMNS)
-        print(f"{label:<30}{r.pages / r.cpu:>13.1f}{r.pages / r.wall:>13.1f}{html_mb / r.cpu:>15.2f}"
+        print(f"{label:<34}{r.pages / r.cpu:>13.1f}{r.pages / r.wall:>13.1f}{html_mb / r.cpu:>15.2f}"
               f"         {funnel}")
         if reasons:
             for step, by in r.reasons.items():
@@ -505,6 +515,8 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile the first +lang belt on the derived set")
     ap.add_argument("--backend", default="resiliparse",
                     help="extractor(s) of the first belts, comma-separated: resiliparse, blocks, trafilatura")
+    ap.add_argument("--page-by-page", action="store_true",
+                    help="also time each chosen +lang belt with the extract step's batches of one page")
     ap.add_argument("--ours-only", action="store_true",
                     help="time only the chosen belts: no trafilatura belts, no datatrove (quick)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one measurement, JSON job
@@ -523,7 +535,7 @@ def main() -> int:
     if missing:
         print(f"{missing}; no peer to compare with, nothing measured")
         return 0
-    confs = configs(backends, args.ours_only)
+    confs = configs(backends, args.ours_only, args.page_by_page)
     with tempfile.TemporaryDirectory(prefix="bench_belt_warm_") as tmp:
         warm = write_warmup_warc(Path(tmp) / "warmup.warc.gz")
         totals = measure_all(input_sets(), confs, warm, args.repeat, args.reasons, not args.ours_only)
@@ -531,7 +543,7 @@ def main() -> int:
         print("\n== all three sets together (pages / CPU seconds summed over sets)")
         for label, (pages, cpu, wall) in totals.items():
             peer = f"   {pages / cpu / base:>5.1f}x datatrove's pipeline" if base else ""
-            print(f"{label:<30}{pages / cpu:>8.1f} pages/s/core {pages / wall:>8.1f} pages/s wall{peer}")
+            print(f"{label:<34}{pages / cpu:>8.1f} pages/s/core {pages / wall:>8.1f} pages/s wall{peer}")
         if base:
             print("datatrove runs no language step (its LanguageFilter downloads a model), no URL filter and "
                   "no dedup; our belt runs all of them.")
@@ -562,7 +574,7 @@ def measure_all(sets: list[tuple[str, list[Path]]], confs: list[tuple], warm: Pa
         if peers:
             print_ratios(rows)
         for conf in confs:
-            if conf[2] and conf[3]:  # each chosen extractor's full belt
+            if conf[2] and conf[3] and len(conf) == 4:  # each chosen extractor's full belt
                 print_breakdown(name, conf[0], rows[conf[0]])
         for label, r in rows.items():
             t = totals.setdefault(label, [0, 0.0, 0.0])

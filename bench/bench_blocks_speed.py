@@ -11,11 +11,13 @@ speed work) beside this checkout's, then:
 2. speed, per AEB page, CPU time of this process (time.process_time), best of `--repeat`
    alternating runs: resiliparse's pass (`render`), cutting (old, new), `features`, trees (old,
    new), and the whole extractor (old = render + old cutter + features + old walk, new =
-   `extract_blocks_text`), with resiliparse's plain main-content extraction and trafilatura (one
-   pass) measured in the same run as peers. The machine load (os.getloadavg) is printed at each
-   step: on a shared machine the old/new ratios mean more than the absolute figures.
+   `extract_blocks_text`, and new as the `extract` step runs it: batches of BATCH_PAGES pages, each
+   stage over the batch, one tree walk per batch), with resiliparse's plain main-content
+   extraction and trafilatura (one pass) measured in the same run as peers. The machine load
+   (os.getloadavg) is printed at each step: on a shared machine the old/new ratios mean more than
+   the absolute figures.
 
-Run: .venv/bin/python bench/bench_blocks_speed.py [--base REV] [--repeat 3] [--no-identity]
+Run: .venv/bin/python bench/bench_blocks_speed.py [--base REV] [--repeat 5] [--no-identity]
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from pretrain.curate import extract_blocks as new
-from pretrain.curate.extract import extract_text
+from pretrain.curate.extract import BATCH_PAGES, extract_text
 from pretrain.curate.extract_eval import aeb_pages, trafilatura_pages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,16 +162,21 @@ def speed(old, pages: list[str], repeat: int) -> None:
         keep = old.BlockModel.keep_probability(model, new.features(bs)) >= model.threshold
         return "\n".join(b.text for b, k in zip(bs, keep) if k)
 
-    pairs = {  # stage: (old, new, items); old and new alternate, best of `repeat` each
-        "cut into blocks": (old.blocks, new.blocks, rendered),
-        "trees": (lambda x: old.BlockModel.keep_probability(model, x), model.keep_probability, feats),
-        "whole extractor": (old_extract, new.extract_blocks_text, pages),
+    def batch_extract(batch: list[str]) -> list[str]:  # as the `extract` step runs it
+        return new.kept_texts([new.blocks(new.render(h)) for h in batch], model)
+
+    batches = [pages[i : i + BATCH_PAGES] for i in range(0, len(pages), BATCH_PAGES)]
+    pairs = {  # stage: (old, new, items, pages per item); old and new alternate, best of `repeat` each
+        "cut into blocks": (old.blocks, new.blocks, rendered, 1),
+        "trees": (lambda x: old.BlockModel.keep_probability(model, x), model.keep_probability, feats, 1),
+        "whole extractor": (old_extract, new.extract_blocks_text, pages, 1),
+        f"... batches of {BATCH_PAGES}": (old_extract, batch_extract, batches, BATCH_PAGES),
     }
     res: dict[str, list[float]] = {k: [float("inf"), float("inf")] for k in pairs}
     for _ in range(repeat):
-        for stage, (f_old, f_new, items) in pairs.items():
-            res[stage][0] = min(res[stage][0], best_ms(f_old, items, 1))
-            res[stage][1] = min(res[stage][1], best_ms(f_new, items, 1))
+        for stage, (f_old, f_new, items, per) in pairs.items():
+            res[stage][0] = min(res[stage][0], best_ms(f_old, pages if per > 1 else items, 1))
+            res[stage][1] = min(res[stage][1], best_ms(f_new, items, 1) / per)
     print(f"\nspeed per AEB page ({len(pages)} pages), CPU ms of one process, "
           f"best of {repeat} alternating runs; load {os.getloadavg()[0]:.1f}")
     print("  stage by stage, in place (new): " + ", ".join(
@@ -177,7 +184,8 @@ def speed(old, pages: list[str], repeat: int) -> None:
     for stage, (o, n) in res.items():
         print(f"  {stage:<17} old {o:.3f}  new {n:.3f}  ({o / n:.2f}x)")
     o, n = res["whole extractor"]
-    print(f"  blocks pages/s/core: old {1e3 / o:.0f}, new {1e3 / n:.0f}")
+    nb = res[f"... batches of {BATCH_PAGES}"][1]
+    print(f"  blocks pages/s/core: old {1e3 / o:.0f}, new {1e3 / n:.0f}, new in batches {1e3 / nb:.0f}")
     res_ms = best_ms(lambda h: extract_text(h, "resiliparse"), pages, repeat)
     tra_ms = best_ms(lambda h: extract_text(h, "trafilatura"), pages, 1)
     print(f"  peers, same run: resiliparse {1e3 / res_ms:.0f} pages/s/core, trafilatura {1e3 / tra_ms:.0f} "
@@ -187,7 +195,7 @@ def speed(old, pages: list[str], repeat: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", default=BASE, help=f"git revision of the old extractor (default {BASE})")
-    ap.add_argument("--repeat", type=int, default=3, help="timed passes per stage (old and new alternate)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed passes per stage (old and new alternate)")
     ap.add_argument("--no-identity", action="store_true", help="skip the identity check (speed only)")
     args = ap.parse_args()
     if not DATA.is_dir():

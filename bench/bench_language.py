@@ -13,7 +13,11 @@ seconds of this process (one core), so other jobs on a shared machine do not ske
 `--belt` measures the step inside the belt instead: the documents are what the default belt hands
 the `language` step (bench/bench_belt.py's three WARC sets, plus dolma's two real-crawl WARC
 samples, read and extracted by resiliparse as the belt does, empty pages dropped; not timed), per
-set and all together, the same three callers alternating, best of `--repeat`.
+set and all together, the callers alternating, best of `--repeat`. There the step runs with the
+default `language.max_chars` (lid.176 reads a 200-character sample of a text longer than 800
+first, and the whole text only when unsure of it), with the whole text (`max_chars = 0`, what
+fastText directly reads too), and with `sample_reject = 0.5` (a page whose sample is that unsure
+is not read whole either: faster, less faithful; docs/language.md).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from pretrain.curate.document import Document
@@ -96,15 +101,20 @@ def main() -> None:
     import fasttext
 
     model = fasttext.load_model(str(default_model_path()))
-    step = build_language_step(LanguageConfig(languages=(), threshold=0.0))
-    alone = build_language_step(LanguageConfig(languages=(), threshold=0.0, second_opinion=""))
+    steps = {
+        "step, lid.176 alone, whole": LanguageConfig(second_opinion="", max_chars=0),
+        "step, + CLD3, whole text": LanguageConfig(max_chars=0),
+        "step, default (sample)": LanguageConfig(),
+        "step, sample, reject < 0.5": LanguageConfig(sample_reject=0.5),
+    }
+    steps = {k: build_language_step(replace(c, languages=(), threshold=0.0)) for k, c in steps.items()}
     for name, texts in groups.items():
-        measure(name, texts, model, step, alone, args.repeat)
+        measure(name, texts, model, steps, args.repeat)
     print("goal: step >= 15,000 docs/s (set on ~230-character paragraphs)")
 
 
-def measure(name: str, texts: list[str], model, step, alone, repeat: int) -> None:
-    """fastText directly, the step with lid.176 alone and the default step on the same texts."""
+def measure(name: str, texts: list[str], model, steps: dict, repeat: int) -> None:
+    """fastText directly on the whole text and each configuration of the step, on the same texts."""
 
     def peer() -> None:
         for t in texts:
@@ -112,30 +122,25 @@ def measure(name: str, texts: list[str], model, step, alone, repeat: int) -> Non
 
     docs = [Document(str(i), t) for i, t in enumerate(texts)]  # the reader's job, not timed
 
-    def ours() -> None:
-        for _ in step(docs):
-            pass
+    def run(step):
+        def go() -> None:
+            for _ in step(docs):
+                pass
 
-    def ours_alone() -> None:
-        for _ in alone(docs):
-            pass
+        return go
 
-    peer_rate, our_rate, alone_rate = best_rates([peer, ours, ours_alone], len(texts), repeat)
-    ours()
-    by_cld3 = sum(d.metadata["language_model"] == "cld3" for d in docs) / len(docs)
+    rates = best_rates([peer] + [run(s) for s in steps.values()], len(texts), repeat)
     mean_len = sum(map(len, texts)) / len(texts)
     print(f"== {name}: {len(texts)} documents, mean {mean_len:.0f} chars, 1 core, best of {repeat}")
-    print(
-        f"fastText predict directly : {peer_rate:10,.0f} docs/s {peer_rate * mean_len / 1e6:6.2f} M chars/s"
-    )
-    print(
-        f"pretrain step, lid.176    : {alone_rate:10,.0f} docs/s {alone_rate * mean_len / 1e6:6.2f} M chars/s"
-    )
-    print(
-        f"pretrain step, + CLD3     : {our_rate:10,.0f} docs/s {our_rate * mean_len / 1e6:6.2f} M chars/s"
-        f"  (default; {by_cld3:.1%} labelled by CLD3)"
-    )
-    print(f"ratio step / fastText     : {our_rate / peer_rate:10.2f}")
+    peer_chars = rates[0] * mean_len / 1e6
+    print(f"{'fastText predict directly':28s}: {rates[0]:10,.0f} docs/s {peer_chars:6.2f} M chars/s")
+    for (label, step), rate in zip(steps.items(), rates[1:]):
+        list(step(docs))
+        by_cld3 = sum(d.metadata["language_model"] == "cld3" for d in docs) / len(docs)
+        print(
+            f"{label:28s}: {rate:10,.0f} docs/s {rate * mean_len / 1e6:6.2f} M chars/s"
+            f"  ({by_cld3:.1%} labelled by CLD3; {rate / rates[0]:.2f}x fastText)"
+        )
 
 
 if __name__ == "__main__":

@@ -27,6 +27,10 @@ the size cap) did not end in 300 s). A page with more than `DEPTH_SCAN_FROM` tag
 trafilatura-eval pages) has its depth measured (a regex pass, ~0.7 s per million tags); one deeper than
 `extract.max_depth` is extracted whole-page (main_content=False: 100,000 deep in 0.18 s) and counted
 as `deep_whole_page`. A page with fewer tags cannot be deeper than its tag count: at most ~0.35 s.
+
+In-process backends take their pages in batches (`BATCH_PAGES`, `BATCH_CHARS`): each stage runs over
+the whole batch, then the pages go on one by one, in order, with the texts and drop reasons that
+page-by-page extraction gives; only the CPU caches see the difference (docs/extraction.md).
 """
 
 from __future__ import annotations

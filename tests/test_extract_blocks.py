@@ -247,6 +247,18 @@ def test_batched_step_equals_page_by_page(backend, monkeypatch):
     assert whole.stats["dropped.html_too_large"] == 1 and whole.stats["deep_whole_page"] == 1
 
 
+def test_batched_step_equals_page_by_page_on_real_pages(shared_data):
+    # every AEB page through the step (batches of 16) and through extract_blocks_text one by one
+    pages = [h for _, h, _ in aeb_pages(shared_data / "html" / "scrapinghub-aeb")]
+    step = build_extract_step(ExtractConfig(backend="blocks"))
+    docs = [html_doc(h) for h in pages]
+    for i, d in enumerate(docs):
+        d.id = str(i)
+    got = {d.id: d.text for d in step(iter(docs))}
+    want = {str(i): t for i, t in enumerate(map(extract_blocks_text, pages)) if t.strip()}
+    assert got == want and len(want) > 170
+
+
 def test_batch_ends_at_its_page_or_character_bound(monkeypatch):
     from pretrain.curate import extract
 

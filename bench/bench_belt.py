@@ -28,7 +28,12 @@ datatrove's is 1 s, which a loaded shared machine can trip). `--repeat N` keeps 
 CPU) of N runs. `--profile` adds a cProfile of the default belt (its per-call overhead inflates
 Python-heavy code several-fold: read the unprofiled stage breakdown for shares).
 
-Run: .venv/bin/python bench/bench_belt.py [--repeat 1] [--reasons] [--profile]
+`--backend blocks` (or a comma list, `resiliparse,blocks`) chooses the extractor of the first belts
+and of the stage breakdown; `--page-by-page` adds each one's +lang belt with the extract step's
+batch of one page (as it ran before batches); `--ours-only` skips trafilatura's belts and datatrove.
+
+Run: .venv/bin/python bench/bench_belt.py [--backend resiliparse] [--page-by-page] [--ours-only]
+     [--repeat 1] [--reasons] [--profile]
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from pathlib import Path
 from pretrain.curate import io
 from pretrain.curate.dedup import DedupConfig
 from pretrain.curate.executor import LocalExecutor
-from pretrain.curate.extract import ExtractConfig
+from pretrain.curate.extract import BACKENDS, ExtractConfig
 from pretrain.curate.language import LanguageConfig
 from pretrain.curate.pipeline import CurateConfig, curate
 from pretrain.curate.readers import ReaderConfig, read_documents
@@ -69,13 +74,23 @@ COLUMNS = ["read", "url_filter", "extract", "language", "gopher_repetition", "go
 SHORT = {"read": "read", "url_filter": "url", "extract": "extr", "language": "lang",
          "gopher_repetition": "g_rep", "gopher_quality": "g_qual", "c4_quality": "c4",
          "fineweb_quality": "fw", "exact_dedup": "exact", "near_dedup": "near"}
-CONFIGS = [  # (label, extraction backend, language step on, the rest of the belt on)
-    ("ours resiliparse+lang", "resiliparse", True, True),
-    ("ours resiliparse", "resiliparse", False, True),
+PEER_CONFIGS = [  # (label, extraction backend, language step on, the rest of the belt on)
     ("ours trafilatura+lang", "trafilatura", True, True),
     ("ours trafilatura", "trafilatura", False, True),
     ("ours trafilatura read+extract", "trafilatura", False, False),
 ]
+
+
+def configs(backends: list[str], ours_only: bool, page_by_page: bool = False) -> list[tuple]:
+    """The belts to time: each chosen extractor with and without language ID (and, with
+    `page_by_page`, its +lang belt with the extract step's batches of one page), then (unless
+    `ours_only`) trafilatura's belts, which are compared like for like with datatrove."""
+    mine: list[tuple] = []
+    for b in backends:
+        mine += [(f"ours {b}+lang", b, True, True), (f"ours {b}", b, False, True)]
+        if page_by_page and b != "trafilatura":
+            mine.append((f"ours {b}+lang unbatched", b, True, True, 1))
+    return mine + ([] if ours_only else [c for c in PEER_CONFIGS if c[0] not in {m[0] for m in mine}])
 PEER, PEER_EXTRACT = "datatrove trafilatura", "datatrove read+extract"
 
 
@@ -197,6 +212,10 @@ def run_ours(files: list[Path], cfg: CurateConfig, profiler: cProfile.Profile | 
 def worker(job: dict) -> dict:
     """One measurement in this (fresh) process: warm up on the tiny WARC, then time the belt."""
     cfg = belt_config(job["backend"], job["language"], job["rest"])
+    if job.get("batch_pages"):  # the extract step's batch size (in-process backends; 1: page by page)
+        from pretrain.curate import extract
+
+        extract.BATCH_PAGES = job["batch_pages"]
     run_ours([Path(job["warmup"])], cfg)
     files = [Path(f) for f in job["files"]]
     timer = StageTimer()
@@ -216,9 +235,9 @@ def in_fresh_process(python: Path | str, argv: list[str], cwd: str | None = None
 
 
 def measure_ours(files: list[Path], conf: tuple, warm: Path, repeat: int) -> Run:
-    _, backend, language, rest = conf
+    _, backend, language, rest, *batch = conf
     job = {"files": [str(f) for f in files], "backend": backend, "language": language, "rest": rest,
-           "warmup": str(warm)}
+           "warmup": str(warm), "batch_pages": batch[0] if batch else None}
     runs = [in_fresh_process(sys.executable, [__file__, "--worker", json.dumps(job)]) for _ in range(repeat)]
     return to_run(min(runs, key=lambda r: r["cpu"]))
 
@@ -342,10 +361,10 @@ def print_table(title: str, files: list[Path], rows: list[tuple[str, Run]], html
     pages = rows[0][1].pages
     print(f"\n== {title}: {len(files)} file(s), {gz_mb:.2f} MB gzip, {html_mb:.2f} MB HTML, {pages} pages")
     cols = "".join(f"{SHORT[c]:>7}" for c in COLUMNS)
-    print(f"{'belt':<30}{'pages/s/core':>13}{'pages/s wall':>13}{'HTML MB/s/core':>15}  funnel:{cols}")
+    print(f"{'belt':<34}{'pages/s/core':>13}{'pages/s wall':>13}{'HTML MB/s/core':>15}  funnel:{cols}")
     for label, r in rows:
         funnel = "".join(f"{r.funnel[c]:>7}" for c in COLUMNS)
-        print(f"{label:<30}{r.pages / r.cpu:>13.1f}{r.pages / r.wall:>13.1f}{html_mb / r.cpu:>15.2f}"
+        print(f"{label:<34}{r.pages / r.cpu:>13.1f}{r.pages / r.wall:>13.1f}{html_mb / r.cpu:>15.2f}"
               f"         {funnel}")
         if reasons:
             for step, by in r.reasons.items():
@@ -425,6 +444,8 @@ class StageTimer:
             steps = build(cfg)
             for step in steps:
                 step.process = self.timed(step.name, step.process)
+                if hasattr(step, "prepare"):  # the extract step's batch pass (in-process backends)
+                    step.prepare = self.timed(step.name, step.prepare)
             return steps
 
         pipeline.build_steps = build_timed
@@ -434,26 +455,26 @@ class StageTimer:
         io.JsonlZstWriter.write = self.timed("write jsonl.zst", io.JsonlZstWriter.write)  # streamed writes
 
 
-def print_breakdown(name: str, r: Run) -> None:
+def print_breakdown(name: str, label: str, r: Run) -> None:
     if not r.stages:
         return
     rest = max(r.cpu - sum(r.stages.values()), 0.0)
-    print(f"{'':<4}where the default belt's {r.cpu:.2f} CPU s go on {name} (ms per page read, share; "
+    print(f"{'':<4}where {label}'s {r.cpu:.2f} CPU s go on {name} (ms per page read, share; "
           "rest: planning, stage C, stats, done markers):")
     parts = [f"{stage} {1e3 * s / r.pages:.2f} ({100 * s / r.cpu:.0f}%)" for stage, s in r.stages.items()]
     parts.append(f"rest {1e3 * rest / r.pages:.2f} ({100 * rest / r.cpu:.0f}%)")
     print(f"{'':<8}" + ", ".join(parts))
 
 
-def print_profile(files: list[Path], top: int = 15) -> None:
+def print_profile(files: list[Path], backend: str, top: int = 15) -> None:
     """Where the default belt's CPU goes on one input set (cProfile with a CPU-time clock, so that
     waits on a shared machine do not count; its own overhead inflates Python-heavy code)."""
     prof = cProfile.Profile(time.process_time)
-    run_ours(files, belt_config("resiliparse", True), prof)
+    run_ours(files, belt_config(backend, True), prof)
     buf = _io.StringIO()
     ps = pstats.Stats(prof, stream=buf)
     total = sum(v[2] for v in ps.stats.values())  # tottime summed: all time spent
-    print(f"\n== profile: default belt on {files[0].parent.name}/ ({total:.2f} CPU s profiled)")
+    print(f"\n== profile: {backend}+lang belt on {files[0].parent.name}/ ({total:.2f} CPU s profiled)")
     print(f"{'tottime':>8} {'share':>6}  function")
     rows = sorted(ps.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
     for (path, _line, fn), (_, _, tt, _, _) in rows:
@@ -491,7 +512,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=1, help="timed runs per belt and set; the best is kept")
     ap.add_argument("--reasons", action="store_true", help="print drop reasons under each funnel")
-    ap.add_argument("--profile", action="store_true", help="cProfile the default belt on the derived set")
+    ap.add_argument("--profile", action="store_true", help="cProfile the first +lang belt on the derived set")
+    ap.add_argument("--backend", default="resiliparse",
+                    help="extractor(s) of the first belts, comma-separated: resiliparse, blocks, trafilatura")
+    ap.add_argument("--page-by-page", action="store_true",
+                    help="also time each chosen +lang belt with the extract step's batches of one page")
+    ap.add_argument("--ours-only", action="store_true",
+                    help="time only the chosen belts: no trafilatura belts, no datatrove (quick)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one measurement, JSON job
     args = ap.parse_args()
     if args.worker:
@@ -500,36 +527,55 @@ def main() -> int:
     if not (SHARED / "warc").is_dir():
         print(f"no data at {SHARED / 'warc'}; nothing to measure")
         return 0
-    missing = datatrove_missing()
+    backends = [b.strip() for b in args.backend.split(",") if b.strip()]
+    bad = [b for b in backends if b not in BACKENDS]
+    if bad or not backends:
+        ap.error(f"--backend: unknown extractor {bad or args.backend!r}; choose from {', '.join(BACKENDS)}")
+    missing = None if args.ours_only else datatrove_missing()
     if missing:
         print(f"{missing}; no peer to compare with, nothing measured")
         return 0
+    confs = configs(backends, args.ours_only, args.page_by_page)
     with tempfile.TemporaryDirectory(prefix="bench_belt_warm_") as tmp:
         warm = write_warmup_warc(Path(tmp) / "warmup.warc.gz")
-        totals = measure_all(input_sets(), warm, args.repeat, args.reasons)
-        base = totals[PEER][0] / totals[PEER][1]
+        totals = measure_all(input_sets(), confs, warm, args.repeat, args.reasons, not args.ours_only)
+        base = totals[PEER][0] / totals[PEER][1] if PEER in totals else None
         print("\n== all three sets together (pages / CPU seconds summed over sets)")
         for label, (pages, cpu, wall) in totals.items():
-            print(f"{label:<30}{pages / cpu:>8.1f} pages/s/core {pages / wall:>8.1f} pages/s wall"
-                  f"   {pages / cpu / base:>5.1f}x datatrove's pipeline")
-        print("datatrove runs no language step (its LanguageFilter downloads a model), no URL filter and "
-              "no dedup; our belt runs all of them.")
+            peer = f"   {pages / cpu / base:>5.1f}x datatrove's pipeline" if base else ""
+            print(f"{label:<34}{pages / cpu:>8.1f} pages/s/core {pages / wall:>8.1f} pages/s wall{peer}")
+        if base:
+            print("datatrove runs no language step (its LanguageFilter downloads a model), no URL filter and "
+                  "no dedup; our belt runs all of them.")
         if args.profile:
-            run_ours([warm], belt_config("resiliparse", True))
-            print_profile(input_sets()[0][1])
+            run_ours([warm], belt_config(backends[0], True))
+            print_profile(input_sets()[0][1], backends[0])
     return 0
 
 
-def measure_all(sets: list[tuple[str, list[Path]]], warm: Path, repeat: int, reasons: bool) -> dict:
-    """Every belt on every set, printed set by set; returns pages, CPU and wall seconds per belt."""
+def measure_all(sets: list[tuple[str, list[Path]]], confs: list[tuple], warm: Path, repeat: int,
+                reasons: bool, peers: bool = True) -> dict:
+    """Every belt on every set, printed set by set; returns pages, CPU and wall seconds per belt.
+    Our belts take turns (one run of each, `repeat` times over) so that a change in the shared
+    machine's load falls on all of them alike; each keeps its best run."""
     totals: dict[str, list[float]] = {}
     for name, files in sets:
-        rows = {conf[0]: measure_ours(files, conf, warm, repeat) for conf in CONFIGS}
-        rows[PEER] = measure_peer(files, True, warm, repeat)
-        rows[PEER_EXTRACT] = measure_peer(files, False, warm, repeat)
+        rows: dict[str, Run] = {}
+        for _ in range(repeat):
+            for conf in confs:
+                r = measure_ours(files, conf, warm, 1)
+                if conf[0] not in rows or r.cpu < rows[conf[0]].cpu:
+                    rows[conf[0]] = r
+        if peers:
+            rows[PEER] = measure_peer(files, True, warm, repeat)
+            rows[PEER_EXTRACT] = measure_peer(files, False, warm, repeat)
         print_table(name, files, list(rows.items()), html_megabytes(files), reasons)
-        print_ratios(rows)
-        print_breakdown(name, rows[CONFIGS[0][0]])
+        print(f"{'':<4}load average {os.getloadavg()[0]:.1f} (a shared machine: compare rows, not runs)")
+        if peers:
+            print_ratios(rows)
+        for conf in confs:
+            if conf[2] and conf[3] and len(conf) == 4:  # each chosen extractor's full belt
+                print_breakdown(name, conf[0], rows[conf[0]])
         for label, r in rows.items():
             t = totals.setdefault(label, [0, 0.0, 0.0])
             t[0], t[1], t[2] = t[0] + r.pages, t[1] + r.cpu, t[2] + r.wall

@@ -13,7 +13,16 @@ seconds of this process (one core), so other jobs on a shared machine do not ske
 `--belt` measures the step inside the belt instead: the documents are what the default belt hands
 the `language` step (bench/bench_belt.py's three WARC sets, plus dolma's two real-crawl WARC
 samples, read and extracted by resiliparse as the belt does, empty pages dropped; not timed), per
-set and all together, the same three callers alternating, best of `--repeat`.
+set and all together, the callers alternating, best of `--repeat`. There the step runs with the
+whole text (`max_chars = 0`, what fastText directly reads too), with the rule of the first pass
+of issue 19 (a 200-character sample of a text longer than 800, the whole text when unsure of it:
+`max_chars = 200, reread_chars = 0`), and with the default (a 200-character sample, then a
+600-character re-read, the whole text only when that is near the threshold; docs/language.md).
+The machine's load average is printed: on a shared machine compare the ratios.
+
+`--overhead` (with `--belt`, all sets together) splits the step's time: the step as it runs, the
+step with fastText replaced by a lookup of its answers (what is ours: sampling, CLD3, labels,
+metadata, counts), and fastText alone on the very lines the step handed it.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from pretrain.curate.document import Document
@@ -91,20 +101,65 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--belt", action="store_true", help="the documents the default belt's step sees")
+    ap.add_argument("--overhead", action="store_true", help="with --belt: the step's time minus fastText's")
     args = ap.parse_args()
+    if args.overhead:
+        texts = belt_texts()["all sets together"]
+        for label in ("step, 200 then whole (old)", "step, default (200, 600)"):
+            cfg = LanguageConfig(max_chars=200, reread_chars=0) if "old" in label else LanguageConfig()
+            step = build_language_step(replace(cfg, languages=(), threshold=0.0))
+            overhead(label, texts, step, args.repeat)
+        return
     groups = belt_texts() if args.belt else {"paragraphs": paragraphs(args.docs)}
     import fasttext
 
     model = fasttext.load_model(str(default_model_path()))
-    step = build_language_step(LanguageConfig(languages=(), threshold=0.0))
-    alone = build_language_step(LanguageConfig(languages=(), threshold=0.0, second_opinion=""))
+    alone = {"step, lid.176 alone, whole": LanguageConfig(second_opinion="", max_chars=0)}
+    steps = {} if args.belt else alone
+    steps |= {
+        "step, + CLD3, whole text": LanguageConfig(max_chars=0),
+        "step, 200 then whole (old)": LanguageConfig(max_chars=200, reread_chars=0),
+        "step, default (200, 600)": LanguageConfig(),
+    }
+    steps = {k: build_language_step(replace(c, languages=(), threshold=0.0)) for k, c in steps.items()}
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for name, texts in groups.items():
-        measure(name, texts, model, step, alone, args.repeat)
+        measure(name, texts, model, steps, args.repeat)
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print("goal: step >= 15,000 docs/s (set on ~230-character paragraphs)")
 
 
-def measure(name: str, texts: list[str], model, step, alone, repeat: int) -> None:
-    """fastText directly, the step with lid.176 alone and the default step on the same texts."""
+def overhead(label: str, texts: list[str], step, repeat: int) -> None:
+    """The step, the step with fastText's answers looked up, fastText alone on the same lines."""
+    docs = [Document(str(i), t) for i, t in enumerate(texts)]
+    real, lines = step.predict, []
+    step.predict = lambda line, *a: lines.append(line) or real(line, *a)
+    list(step(docs))
+    answers = {line: real(line, 1, 0.0, "replace") for line in lines}
+
+    def run(predict):
+        def go() -> None:
+            step.predict = predict
+            for _ in step(docs):
+                pass
+
+        return go
+
+    def peer() -> None:
+        for line in lines:
+            real(line, 1, 0.0, "replace")
+
+    rates = best_rates([run(real), run(lambda line, *a: answers[line]), peer], len(docs), repeat)
+    chars = sum(map(len, lines)) / len(docs)
+    print(f"== {label}: {len(docs)} documents, {len(lines) / len(docs):.2f} fastText calls and {chars:.0f}"
+          f" characters per document, best of {repeat}, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    names = ("the step", "the step, fastText looked up (ours)", "fastText alone, same lines")
+    for name, rate in zip(names, rates):
+        print(f"  {name:38s}: {1e6 / rate:7.1f} us/doc ({rate:,.0f} docs/s)")
+
+
+def measure(name: str, texts: list[str], model, steps: dict, repeat: int) -> None:
+    """fastText directly on the whole text and each configuration of the step, on the same texts."""
 
     def peer() -> None:
         for t in texts:
@@ -112,30 +167,25 @@ def measure(name: str, texts: list[str], model, step, alone, repeat: int) -> Non
 
     docs = [Document(str(i), t) for i, t in enumerate(texts)]  # the reader's job, not timed
 
-    def ours() -> None:
-        for _ in step(docs):
-            pass
+    def run(step):
+        def go() -> None:
+            for _ in step(docs):
+                pass
 
-    def ours_alone() -> None:
-        for _ in alone(docs):
-            pass
+        return go
 
-    peer_rate, our_rate, alone_rate = best_rates([peer, ours, ours_alone], len(texts), repeat)
-    ours()
-    by_cld3 = sum(d.metadata["language_model"] == "cld3" for d in docs) / len(docs)
+    rates = best_rates([peer] + [run(s) for s in steps.values()], len(texts), repeat)
     mean_len = sum(map(len, texts)) / len(texts)
     print(f"== {name}: {len(texts)} documents, mean {mean_len:.0f} chars, 1 core, best of {repeat}")
-    print(
-        f"fastText predict directly : {peer_rate:10,.0f} docs/s {peer_rate * mean_len / 1e6:6.2f} M chars/s"
-    )
-    print(
-        f"pretrain step, lid.176    : {alone_rate:10,.0f} docs/s {alone_rate * mean_len / 1e6:6.2f} M chars/s"
-    )
-    print(
-        f"pretrain step, + CLD3     : {our_rate:10,.0f} docs/s {our_rate * mean_len / 1e6:6.2f} M chars/s"
-        f"  (default; {by_cld3:.1%} labelled by CLD3)"
-    )
-    print(f"ratio step / fastText     : {our_rate / peer_rate:10.2f}")
+    peer_chars = rates[0] * mean_len / 1e6
+    print(f"{'fastText predict directly':28s}: {rates[0]:10,.0f} docs/s {peer_chars:6.2f} M chars/s")
+    for (label, step), rate in zip(steps.items(), rates[1:]):
+        list(step(docs))
+        by_cld3 = sum(d.metadata["language_model"] == "cld3" for d in docs) / len(docs)
+        print(
+            f"{label:28s}: {rate:10,.0f} docs/s {rate * mean_len / 1e6:6.2f} M chars/s"
+            f"  ({by_cld3:.1%} labelled by CLD3; {rate / rates[0]:.2f}x fastText)"
+        )
 
 
 if __name__ == "__main__":

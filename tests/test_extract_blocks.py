@@ -22,6 +22,7 @@ from pretrain.curate.extract_blocks import (
     extract_blocks_text,
     features,
     load_model,
+    squash,
 )
 from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, trafilatura_pages
 
@@ -63,6 +64,63 @@ def test_blocks_cuts_minimal_html_and_counts_link_text():
     ]
     assert (bs[1].link_chars, bs[1].links) == (len("Jane Doe"), 1)
     assert (bs[3].link_chars, bs[3].links, bs[0].links) == (len("linked words"), 1, 0)
+
+
+def test_squash_equals_split_and_join_for_every_character():
+    # squash skips the split when the text is already squashed; Python's split is the truth
+    every = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    for c in every:
+        for s in (c, f"a{c}b", f"a {c}b"):
+            assert squash(s) == " ".join(s.split()), (hex(ord(c)), s)
+    for s in ("", " ", "a  b", "a\u00a0b", "already squashed text.", "\tx", "x\n"):
+        assert squash(s) == " ".join(s.split())
+
+
+def test_blocks_edge_cases_of_the_cutter():
+    # every tag but <a>/<br> ends a block, <abbr> and <brand> included; an open link carries on
+    # across blocks; <br> ends a line outside blocks and is a space inside one; tag names in any case
+    bs = blocks(
+        "<P>a<A href=x>bc<BR>d</a>e\n f</P>x<a href=y>y\nz</a>w<br>q\n<abbr>k</abbr>l<brand>m"
+        "<li>a&amp;b  c\u00a0d</li><a href=z>\n<p>in</p>\nout</a><pre>p\n  re</pre>\n\n<h2>H</h2><h1>T</h1>"
+    )
+    assert [(b.kind, b.text, b.link_chars, b.links) for b in bs] == [
+        ("p", "abc de f", 3, 1),  # link text "bc" and "d"; the <br> inside a link adds no link text
+        ("text", "xy", 1, 1),
+        ("text", "zw", 1, 0),  # the link's second line: its text counts, its <a> was on the line before
+        ("text", "q", 0, 0),
+        ("text", "k", 0, 0),
+        ("text", "l", 0, 0),
+        ("text", "m", 0, 0),
+        ("li", "a&b c d", 0, 0),
+        ("p", "in", 2, 0),
+        ("text", "out", 3, 0),
+        ("pre", "p re", 0, 0),
+        ("h", "H", 0, 0),
+        ("h1", "T", 0, 0),
+    ]
+
+
+def test_tree_walk_of_any_depth_reproduces_scikit_learn():
+    import importlib.util
+    from pathlib import Path
+
+    GradientBoostingClassifier = pytest.importorskip("sklearn.ensemble").GradientBoostingClassifier
+    path = Path(__file__).resolve().parents[1] / "scripts" / "train_extract_blocks.py"
+    spec = importlib.util.spec_from_file_location("train_extract_blocks_depths", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(400, len(FEATURES))).astype(np.float32)
+    y = (x[:, 1] - x[:, 4] * x[:, 7] > 0.1).astype(int)
+    mod.N_TREES = 10
+    for depth in (1, 2, 5):
+        mod.DEPTH = depth
+        model = BlockModel.from_dict(mod.fit(x, y, 0.5).to_dict())
+        ref = GradientBoostingClassifier(n_estimators=10, max_depth=depth, subsample=0.8, random_state=0)
+        ref.fit(x, y)
+        assert model.keep_probability(x[:0]).shape == (0,)  # a page with no blocks
+        for rows in (x[:1], rng.normal(size=(57, len(FEATURES))).astype(np.float32)):
+            assert np.abs(model.keep_probability(rows) - ref.predict_proba(rows)[:, 1]).max() < 1e-4, depth
 
 
 def test_own_features_equal_python_string_predicates():
@@ -146,6 +204,72 @@ def test_step_runs_in_process_and_time_bound_holds_on_deep_nesting():
     assert time.process_time() - t < 5.0 and "Paragraph 0" in out[-1].text
     assert step.stats["deep_whole_page"] == 1  # the step's depth check covers blocks as resiliparse
     assert features([]).shape == (0, len(FEATURES))
+
+
+def test_deep_page_is_bounded_even_when_main_content_is_off():
+    # blocks always starts from resiliparse's main content, so its depth check cannot depend on
+    # main_content (it did: a 20,000-deep page went to the quadratic main-content pass, ~15 s)
+    step = build_extract_step(ExtractConfig(backend="blocks", main_content=False))
+    deep = "<div>" * 20_000 + " ".join(PARAS) + "</div>" * 20_000
+    t = time.process_time()
+    out = list(step(iter([html_doc(deep)])))
+    assert time.process_time() - t < 5.0 and "Paragraph 0" in out[0].text
+    assert step.stats["deep_whole_page"] == 1
+
+
+@pytest.mark.parametrize("backend", ["blocks", "resiliparse"])
+def test_batched_step_equals_page_by_page(backend, monkeypatch):
+    from pretrain.curate import extract
+
+    monkeypatch.setattr(extract, "BATCH_PAGES", 4)  # batches of 4, 4 and 1 over these 9 documents
+    deep = "<div>" * 5_000 + " ".join(PARAS) + "</div>" * 5_000
+    huge = "<p>" + "x" * 200_000 + "</p>"
+    plain = Document(id="plain", text="already text, not HTML")
+    pages = [ARTICLE, BOILERPLATE, deep, huge, "<html></html>", ARTICLE.replace("delta", "estuary"),
+             "<p>a &amp; b</p>" * 3, ARTICLE]
+
+    def docs() -> list[Document]:
+        out = [html_doc(h) for h in pages[:4]] + [Document(id=plain.id, text=plain.text)]
+        out += [html_doc(h) for h in pages[4:]]
+        for i, d in enumerate(out):
+            d.id = str(i)
+        return out
+
+    cfg = ExtractConfig(backend=backend, max_html_bytes=100_000)
+    whole, single = build_extract_step(cfg), build_extract_step(cfg)
+    assert whole.batched
+    got = [(d.id, d.text) for d in whole(iter(docs()))]
+    want = [(d.id, d.text) for d in map(single.process, docs()) if d is not None]
+    assert got == want and len(want) >= 5  # the size bound drops one page, emptiness two or three
+    for key in ("dropped.html_too_large", "dropped.extract_empty", "deep_whole_page"):
+        assert whole.stats[key] == single.stats[key]
+    assert (whole.stats["in"], whole.stats["kept"]) == (9, len(want))
+    assert whole.stats["dropped.html_too_large"] == 1 and whole.stats["deep_whole_page"] == 1
+
+
+def test_batched_step_equals_page_by_page_on_real_pages(shared_data):
+    # every AEB page through the step (batches of 16) and through extract_blocks_text one by one
+    pages = [h for _, h, _ in aeb_pages(shared_data / "html" / "scrapinghub-aeb")]
+    step = build_extract_step(ExtractConfig(backend="blocks"))
+    docs = [html_doc(h) for h in pages]
+    for i, d in enumerate(docs):
+        d.id = str(i)
+    got = {d.id: d.text for d in step(iter(docs))}
+    want = {str(i): t for i, t in enumerate(map(extract_blocks_text, pages)) if t.strip()}
+    assert got == want and len(want) > 170
+
+
+def test_batch_ends_at_its_page_or_character_bound(monkeypatch):
+    from pretrain.curate import extract
+
+    monkeypatch.setattr(extract, "BATCH_CHARS", 100)
+    step = build_extract_step(ExtractConfig(backend="blocks"))
+    sizes = [10, 10, 100, 30, 80, 5] + [1] * 40
+    it = iter([Document(id=str(i), text="x" * n) for i, n in enumerate(sizes)])
+    got = []
+    while batch := step._next_batch(it):
+        got.append(len(batch))
+    assert got == [3, 2, 16, 16, 9]  # 120 chars, 110 chars, then 16 pages at most
 
 
 def test_shipped_model_matches_this_codes_features(tmp_path):

@@ -162,6 +162,10 @@ def _save_random(kind: str, folder: Path) -> Path:
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
         cfg = {k: v for k, v in TINY_LLAMA.items() if k != "rope_theta"}
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, rope_parameters=rope))
+    elif kind.startswith("mistral"):  # "mistral": window wider than the context; "mistral16": 16 tokens
+        window = 16 if kind == "mistral16" else 4096
+        cfg = transformers.MistralConfig(**TINY_LLAMA, sliding_window=window)
+        model = transformers.MistralForCausalLM(cfg)
     else:
         model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**TINY_GPT2))
     with torch.no_grad():  # norms away from 1 and biases away from 0: a mix-up of them must show
@@ -179,7 +183,7 @@ def _save_random(kind: str, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def hf_folders(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("hf_in")
-    return {k: _save_random(k, root / k) for k in ("llama", "llama3", "gpt2")}
+    return {k: _save_random(k, root / k) for k in ("llama", "llama3", "mistral", "mistral16", "gpt2")}
 
 
 def _tensors(folder: Path) -> dict:
@@ -188,7 +192,7 @@ def _tensors(folder: Path) -> dict:
     return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
 
 
-@pytest.mark.parametrize("kind", ["llama", "llama3", "gpt2"])
+@pytest.mark.parametrize("kind", ["llama", "llama3", "mistral", "gpt2"])
 def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_folders, kind, tmp_path):
     import torch.nn.functional as F
 
@@ -223,6 +227,32 @@ def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_fol
         assert torch.equal(v, before[k]), k
     rope = json.loads((folder / "config.json").read_text()).get("rope_parameters")
     assert json.loads((tmp_path / "back" / "config.json").read_text()).get("rope_parameters") == rope
+
+
+def test_mistral_sliding_window_caps_the_context(hf_folders, tmp_path):
+    """Mistral's sliding window (16 here) equals full attention over at most 16 tokens: the import caps
+    the context there and computes transformers' logits exactly; a longer context is refused."""
+    from pretrain import config as cfgmod
+    from pretrain.train.config import RunConfig
+    from pretrain.train.hf import apply_init_from
+
+    folder = hf_folders["mistral16"]
+    args = [f"model.init_from={folder}", f"train.out={tmp_path / 'run'}", "train.steps=1",
+            "precision.dtype=fp32", "log.tensorboard=false", "data.path=unused"]
+    cfg = cfgmod.load(RunConfig, None, args)
+    assert apply_init_from(cfg).model.seq_len == 16
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    ids = torch.randint(0, 257, (4, 32), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        long_theirs = theirs(ids).logits  # 32 tokens: the window bites after token 16
+        as_llama = transformers.LlamaForCausalLM.from_pretrained(folder).eval()(ids).logits  # no window
+        t = Trainer(cfg, loader=_FixedLoader(ids[:, :16]), quiet=True)
+        mine = t.model(ids[:, :16])
+    assert (mine - long_theirs[:, :16]).abs().max().item() < 1e-4
+    assert (as_llama[:, :16] - long_theirs[:, :16]).abs().max().item() < 1e-4
+    assert (as_llama[:, 17:] - long_theirs[:, 17:]).abs().max().item() > 1e-3  # why the context is capped
+    with pytest.raises(UserError, match="seq_len=32"):
+        apply_init_from(cfgmod.load(RunConfig, None, [*args, "model.seq_len=32"]))
 
 
 class _FixedLoader:

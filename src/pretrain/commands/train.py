@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="print the whole resolved config, check the run can be built, then stop")
     parser.add_argument("--quiet", action="store_true",
-                        help="no echo of the changed settings, no per-step lines on stderr")
+                        help="no echo of the changed settings, no per-step lines on stderr (a resume, a "
+                             "spike or a rollback is still said, in one line)")
 
 
 def run(args: argparse.Namespace) -> int:

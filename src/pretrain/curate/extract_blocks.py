@@ -66,56 +66,86 @@ class Block:
     links: int
 
 
+# A tag that ends a block: any but <a> and <br>, its name read as _TAG reads it (the longest run of
+# letters and digits, so <abbr> and <brand> end blocks).
+_NAME_END = "(?![a-zA-Z0-9])"
+_BREAK = re.compile(rf"<(/?)((?![aA]{_NAME_END}|[bB][rR]{_NAME_END})[a-zA-Z][a-zA-Z0-9]*)[^>]*>")
+
+
+def squash(s: str) -> str:
+    """`" ".join(s.split())`, without splitting the text that is already squashed (most of it).
+
+    A printable string holds no whitespace but " " (every other whitespace character is a control
+    or a separator, which str.isprintable rejects), so with no double and no edge space it is
+    its own squash: three scans in C instead of a list of all its words.
+    """
+    if s.isprintable() and "  " not in s and not s.startswith(" ") and not s.endswith(" "):
+        return s
+    return " ".join(s.split())
+
+
 def blocks(minimal_html: str) -> list[Block]:
     """Cut resiliparse's minimal-HTML output into blocks, in page order.
 
     One block per `<p>`, `<hN>`, `<li>`, `<pre>`; outside those, one per line (resiliparse ends
     each div with a newline). Text inside `<a>` counts as link text; `<br>` breaks a line.
+    Every tag but `<a>` and `<br>` ends a block, so the page is first split at those (in C) and
+    each stretch between them is cut on its own; only whether a link is open carries over.
     """
     out: list[Block] = []
-    kind, parts, link_chars, links, in_link = "text", [], 0, 0, False
-
-    def end() -> None:
-        text = " ".join("".join(parts).split())
-        if "&" in text:
-            text = html_lib.unescape(text)
-        if text:
-            out.append(Block(kind, text, min(link_chars, len(text)), links))
-
-    toks = _TAG.split(minimal_html)  # text, closing slash, tag name, text, closing slash, ...
+    toks = _BREAK.split(minimal_html)  # stretch, closing slash, tag name, stretch, ...
+    kind, in_link = "text", False
     for i in range(0, len(toks), 3):
         run = toks[i]
-        if run:
-            if kind == "text" and "\n" in run:
-                pieces = run.split("\n")
-                for piece in pieces[:-1]:
-                    parts.append(piece)
-                    if in_link:
-                        link_chars += len(" ".join(piece.split()))
-                    end()
+        if run and not run.isspace():  # (the newlines between blocks hold nothing)
+            in_link = _stretch(out, kind, run, in_link)
+        if i + 1 < len(toks):
+            kind = "text" if toks[i + 1] else _BLOCK_TAGS.get(toks[i + 2].lower(), "text")
+    return out
+
+
+def _add(out: list[Block], kind: str, text: str, link_chars: int, links: int) -> None:
+    text = squash(text)
+    if "&" in text:
+        text = html_lib.unescape(text)
+    if text:
+        out.append(Block(kind, text, min(link_chars, len(text)), links))
+
+
+def _stretch(out: list[Block], kind: str, run: str, in_link: bool) -> bool:
+    """Blocks of one stretch between block-ending tags (only text, <a> and <br> inside); returns
+    whether a link is still open at its end."""
+    if "<" not in run:  # no link and no break inside: the common case
+        for line in run.split("\n") if kind == "text" else (run,):
+            _add(out, kind, line, len(squash(line)) if in_link else 0, 0)
+        return in_link
+    parts: list[str] = []
+    link_chars = links = 0
+    toks = _TAG.split(run)  # text, closing slash, tag name (a or br), text, ...
+    for i in range(0, len(toks), 3):
+        text = toks[i]
+        if text:
+            if kind == "text" and "\n" in text:
+                *lines, text = text.split("\n")
+                for line in lines:
+                    parts.append(line)
+                    link_chars += len(squash(line)) if in_link else 0
+                    _add(out, kind, "".join(parts), link_chars, links)
                     parts, link_chars, links = [], 0, 0
-                run = pieces[-1]
-            parts.append(run)
-            if in_link:
-                link_chars += len(" ".join(run.split()))
+            parts.append(text)
+            link_chars += len(squash(text)) if in_link else 0
         if i + 1 >= len(toks):
             break
-        closing, tag = toks[i + 1], toks[i + 2].lower()
-        if tag == "a":
-            in_link = not closing
-            links += not closing
-        elif tag == "br":
-            if kind == "text":
-                end()
-                parts, link_chars, links = [], 0, 0
-            else:
-                parts.append(" ")
-        else:  # any other tag opens or closes a block
-            end()
+        if toks[i + 2].lower() == "a":
+            in_link = not toks[i + 1]
+            links += in_link
+        elif kind == "text":  # <br> ends a line
+            _add(out, kind, "".join(parts), link_chars, links)
             parts, link_chars, links = [], 0, 0
-            kind = "text" if closing else _BLOCK_TAGS.get(tag, "text")
-    end()
-    return out
+        else:  # <br> inside a block
+            parts.append(" ")
+    _add(out, kind, "".join(parts), link_chars, links)
+    return in_link
 
 
 # --------------------------------------------------------------------------- features
@@ -274,19 +304,36 @@ class BlockModel:
     depth: int
     threshold: float
 
-    def keep_probability(self, x: np.ndarray) -> np.ndarray:
+    def __post_init__(self) -> None:
+        if self.depth < 1 or self.feature.shape[1] != 2**self.depth - 1:
+            raise ValueError(f"trees of depth {self.depth} need {2**self.depth - 1} inner nodes each")
+        # The walk's tables, over nodes numbered tree by tree (node j of tree t is t * inner + j):
+        # a node's left child, as a node number or, below the last inner level, as a leaf's place
+        # in value.ravel(); the right child is always the left one plus one.
         n_trees, inner = self.feature.shape
-        n, d = x.shape
-        feature, split, value = self.feature.ravel(), self.split.ravel(), self.value.ravel()
-        tree = np.repeat(np.arange(n_trees) * inner, n)  # (T * n,) where each tree's nodes start
-        cols = np.tile(np.arange(n) * d, n_trees)  # where each block's row starts in x.ravel()
-        xf = x.ravel()
-        node = np.zeros(n_trees * n, np.intp)
-        for _ in range(self.depth):
-            at = tree + node
-            node = 2 * node + 1 + (xf[cols + feature[at]] > split[at])
-        leaf = np.repeat(np.arange(n_trees) * (inner + 1), n) + node - inner
-        z = self.init + value[leaf].reshape(n_trees, n).sum(0)
+        t, j = np.divmod(np.arange(n_trees * inner), inner)
+        left = np.where(2 * j + 1 < inner, t * inner + 2 * j + 1, t * (inner + 1) + 2 * j + 1 - inner)
+        object.__setattr__(self, "_left", left)
+        object.__setattr__(self, "_flat", (self.feature.ravel(), self.split.ravel(), self.value.ravel()))
+
+    def keep_probability(self, x: np.ndarray) -> np.ndarray:
+        """(n,) keep probabilities of a (n, features) float32 matrix: all trees walked together,
+        one level at a time, by node numbers (T, n) and a few `take`s per level."""
+        n_trees, inner = self.feature.shape
+        n = x.shape[0]
+        feature, split, value = self._flat
+        xt = x.T.ravel()  # feature-major: x[b, f] sits at f * n + b
+        at_f = feature * n  # where each node's feature starts in xt
+        row = np.arange(n)
+        # the root of every tree reads one column: a plain gather, then its child
+        g = self._left[::inner, None] + (x[:, self.feature[:, 0]].T > self.split[:, :1])
+        for _ in range(self.depth - 1):
+            i = at_f.take(g)
+            i += row
+            right = xt.take(i) > split.take(g)
+            g = self._left.take(g)
+            g += right
+        z = self.init + value.take(g).sum(0)  # (T, n) summed over trees in order, as before
         return 1.0 / (1.0 + np.exp(-z))
 
     def to_dict(self) -> dict:
@@ -355,9 +402,22 @@ def render(html: str) -> str:
 
 def extract_blocks_text(html: str, model: BlockModel | None = None) -> str:
     """Main text of one page: the blocks the model keeps, one paragraph per line."""
-    bs = blocks(render(html))
-    if not bs:
-        return ""
+    return kept_texts([blocks(render(html))], model)[0]
+
+
+def kept_texts(pages: list[list[Block]], model: BlockModel | None = None) -> list[str]:
+    """Main text of each page of a batch: the blocks the model keeps, one paragraph per line.
+
+    The trees walk all the batch's blocks in one call (rows are independent: the same
+    probabilities as page by page, fewer numpy calls per page).
+    """
     m = model or load_model()
-    keep = m.keep_probability(features(bs)) >= m.threshold
-    return "\n".join(b.text for b, k in zip(bs, keep) if k)
+    rows = [features(bs) for bs in pages if bs]
+    if not rows:
+        return [""] * len(pages)
+    keep = (m.keep_probability(np.concatenate(rows)) >= m.threshold).tolist()
+    out, at = [], 0
+    for bs in pages:
+        out.append("\n".join(b.text for b, k in zip(bs, keep[at : at + len(bs)]) if k))
+        at += len(bs)
+    return out

@@ -15,12 +15,20 @@ Every corpus command (curate, dedup, decontaminate) runs through `run_job`:
   signatures) stays on a local or shared disk: OUT/work for a local OUT, else `--work-dir` or a
   folder named after OUT under ~/.cache/pretrain/work. An input URL is copied to the work folder's
   tmp/ for the time its shard runs.
+- **Debris.** A killed attempt leaves temporary files (half-written shards, a half-downloaded
+  input) in the work folder. The next attempt of the same job removes them before it starts, but
+  only the names our writers make and only while it holds OUT/work's lock (a second attempt
+  running at the same time on this host sweeps nothing). Object stores never get temporary
+  objects: a URL output is written locally and uploaded whole (see `io`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -219,8 +227,10 @@ class Attempts:
 # ----------------------------------------------------------------------------- the driver
 
 
-def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str) -> list[ShardTask]:
-    """One shard per input file, in sorted order; the job's identity is claimed in OUT."""
+def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
+                stack: contextlib.ExitStack) -> list[ShardTask]:
+    """One shard per input file, in sorted order; the job's identity is claimed in OUT, under the
+    attempt lock (held until `stack` closes), and an earlier attempt's debris is swept."""
     from pretrain.curate.pipeline import ShardTask
 
     files = list_any_inputs(inputs)
@@ -228,7 +238,10 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str) -> 
         raise UserError(f"no input files found in {inputs}")
     ident = identity(job, [f for f, _ in files], cfg)
     _check_writable(lay)
+    alone = stack.enter_context(attempt_lock(lay))
     claim(lay, ident)
+    if alone:  # OUT holds this job: what its killed attempts left is ours to remove
+        sweep_debris(lay)
     work = str(lay.work)
     return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work) for i, (f, src) in enumerate(files)]
 
@@ -258,13 +271,20 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     """Run the belt `cfg` over `inputs` into `out` (a path or URL); returns the stats also written
     to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`)."""
     from pretrain.curate.executor import LocalExecutor
-    from pretrain.curate.pipeline import drop_prefetched, wait_commits
 
     executor = executor or LocalExecutor()
     out = str(out).rstrip("/") if io.is_url(out) else str(out)
     _preflight(cfg)
     lay = Layout(out, Path(work_dir) if work_dir else default_work_dir(out))
-    tasks = plan_shards(inputs, lay, cfg, job)
+    with contextlib.ExitStack() as stack:
+        tasks = plan_shards(inputs, lay, cfg, job, stack)
+        return _run_claimed(tasks, lay, cfg, executor, progress, job)
+
+
+def _run_claimed(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progress,
+                 job: str) -> dict:
+    from pretrain.curate.pipeline import drop_prefetched, wait_commits
+
     if getattr(executor, "in_process", lambda n: False)(len(tasks)):
         tasks = with_prefetch(tasks)
     try:
@@ -275,6 +295,53 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
             wait_commits()  # a failed job still commits the unit it finished (less to redo)
         except Exception:
             pass  # _run raised already, or waited for this commit and raised its error
+
+
+# Names of the temporary files our writers make in the work folder, and nothing else:
+# io.atomic_path / io._upload_path (mkstemp: ".NAME.<random>.tmp"), dedup._write_checked
+# (".NAME.<pid>.tmp"), progress.ShardMeter ("<shard>.json.<pid>.tmp" in progress/) and the local copy of
+# an input URL (tmp/input_<shard>_NAME).
+_DEBRIS = re.compile(r"\..+\.[a-z0-9_]+\.tmp")
+_METER_DEBRIS = re.compile(r"\d+\.json\.\d+\.tmp")
+_INPUT_COPY = re.compile(r"input_\d{5}_.+")
+
+
+@contextlib.contextmanager
+def attempt_lock(lay: Layout):
+    """Hold OUT/work/attempt.lock (flock: released by the kernel when the process dies, even on
+    SIGKILL); yields False when another live attempt holds it."""
+    lay.work.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lay.work / "attempt.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            alone = True
+        except OSError:  # held by a concurrent attempt (or flock unsupported): sweep nothing
+            alone = False
+        yield alone
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _is_debris(rel: Path) -> bool:
+    name = rel.name
+    if _DEBRIS.fullmatch(name):
+        return True
+    if rel.parent.name == "progress" and _METER_DEBRIS.fullmatch(name):
+        return True
+    return rel.parent == Path("tmp") and bool(_INPUT_COPY.fullmatch(name))
+
+
+def sweep_debris(lay: Layout) -> int:
+    """Remove the temporary files a killed attempt of this job left in its work folder; returns
+    how many. Only regular files with our writers' names go (never a link, never another name)."""
+    removed = 0
+    for path in lay.work.rglob("*"):
+        rel = path.relative_to(lay.work)
+        if _is_debris(rel) and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def with_prefetch(tasks: list[ShardTask]) -> list[ShardTask]:

@@ -392,6 +392,8 @@ def _read_parquet(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from pretrain.curate.parquet_pages import PAGE_ERRORS, group_rows
+
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as e:
@@ -415,13 +417,21 @@ def _read_parquet(
             row += rows
             continue
         try:
+            by_pages = group_rows(path, pf, g, cols, cfg.text_field, cfg.max_record_bytes)
+            if by_pages is not None:  # a page can hold an oversized cell: measured before it is read
+                for i, obj in by_pages:
+                    doc = _parquet_doc(obj, row + i, cfg, src, path, on_error)
+                    if doc is not None:
+                        yield doc
+                row = start + rows
+                continue
             for batch in pf.iter_batches(PARQUET_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):
                 for i, obj in _parquet_rows(batch, cfg.max_record_bytes):
                     doc = _parquet_doc(obj, row + i, cfg, src, path, on_error)
                     if doc is not None:
                         yield doc
                 row += batch.num_rows
-        except (pa.ArrowException, OSError, MemoryError) as e:
+        except (pa.ArrowException, OSError, MemoryError, *PAGE_ERRORS) as e:
             on_error(str(path), f"row group {g}", f"unreadable row group: {type(e).__name__}: {e}")
             row = start + pf.metadata.row_group(g).num_rows
     if row == 0:
@@ -435,13 +445,16 @@ def _row_group_bytes(pf, g: int, cols: list[str]) -> int:
                if rg.column(i).path_in_schema in cols)
 
 
-def _parquet_doc(obj: dict | None, row: int, cfg: ReaderConfig, src: str, path: Path,
+def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, path: Path,
                  on_error: OnError) -> Document | None:
     def err(reason: str) -> None:
         on_error(str(path), f"row {row}", reason)
 
     if obj is None:
         err(f"record larger than max_record_bytes={cfg.max_record_bytes}")
+        return None
+    if isinstance(obj, str):  # the reason a row read by pages is bad
+        err(obj)
         return None
     return _make_doc(obj, cfg, src, row, err)
 

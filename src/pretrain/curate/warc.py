@@ -125,7 +125,8 @@ def _read_from(
                 suspect = stats["errors.truncated"] + stats["skipped.too_large"]
                 doc = _fastwarc_doc(rec, rtype, cfg, on_error, src, stats, str(path))
                 resume = None
-                if stats["errors.truncated"] + stats["skipped.too_large"] > suspect or scan.check_members:
+                if (stats["errors.truncated"] + stats["skipped.too_large"] > suspect or scan.check_members
+                        or scan.layout == "plain"):  # plain: a small read at the claimed end per record
                     rid = rec.headers.get("WARC-Record-ID")
                     resume = resync(path, scan.layout, pos, length, on_error, stats, rid)
                 if doc is not None and resume is None:  # an overrunning record's payload ends in junk

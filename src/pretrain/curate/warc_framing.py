@@ -7,7 +7,8 @@ two checks that make those cases visible and recoverable:
 - `GapChecker`: after each record, bytes between it and the next that are not blank lines (a
   record without a version line, a Content-Length that lies short) are reported with their offset;
 - `resync`: a record whose claimed Content-Length overruns its gzip member (or, plain, the end of
-  the file) swallowed the records after it; reading restarts at the next record.
+  the file or into the next record) swallowed the records after it; reading restarts at the next
+  record.
 
 gzip members are inflated 1 MiB at a time here: a claimed length never sets how much is held.
 """
@@ -58,14 +59,11 @@ def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnErro
         if header is None or header + length <= size or end >= path.stat().st_size:
             return None
         what = f"its gzip member ({size - header} bytes of content)"
-    elif kind == "plain":  # only a claim past the end of the file is a sure lie here
-        with open(path, "rb") as f:
-            f.seek(pos)
-            m = HEADER_END.search(f.read(1 << 16))
-        end = _next_version_line(path, pos + 1)
-        if m is None or end is None or pos + m.end() + length <= path.stat().st_size:
+    elif kind == "plain":
+        found = _plain_overrun(path, pos, length)
+        if found is None:
             return None
-        what = "the end of the file"
+        end, what = found
     elif rid:  # one gzip stream: no member to find, so the record is found by its id, inflated
         found = _in_whole_gzip(path, rid, length)
         if found is None:
@@ -82,6 +80,61 @@ def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnErro
              f"resynchronised at the next record (offset {end}), {end - pos} bytes of this record skipped")
     stats["errors.resynchronised"] += 1
     return end
+
+
+def _plain_overrun(path: Path, pos: int, length: int) -> tuple[int, str] | None:
+    """(offset of the next record, what the claim overran) when the record at `pos` of a plain
+    file claims more than it has, else None. Two lies are sure: a claim past the end of the file,
+    and one whose end is not followed by a record start (or the end of the file) while a record
+    start, with its own WARC-Type header, lies inside the claimed block: the claim ran into the
+    next record. A true length never triggers the scan (its end is followed by the next record)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        f.seek(pos)
+        head = f.read(1 << 13)
+        m = HEADER_END.search(head) or HEADER_END.search(head + f.read(1 << 16))
+        if m is None:
+            return None
+        claimed_end = pos + m.end() + length
+        if claimed_end >= size:
+            end = _next_version_line(path, pos + 1)
+            return None if end is None or claimed_end == size else (end, "the end of the file")
+        f.seek(claimed_end)
+        after = f.read(64).lstrip(b"\r\n")
+    if not after or after.startswith(b"WARC/"):
+        return None
+    end = _next_record_start(path, pos + m.end(), claimed_end)
+    return None if end is None else (end, "the next record")
+
+
+# A record start inside a block: the blank line that ends a record, a version line, then a header
+# block that names the record's type (a payload quoting "WARC/1.0" rarely has all three).
+_RECORD_START = re.compile(rb"\r?\n\r?\n(WARC/\d\.\d+)\r?\n")
+_WARC_TYPE = re.compile(rb"\nWARC-Type:", re.IGNORECASE)
+
+
+def _next_record_start(path: Path, start: int, stop: int) -> int | None:
+    """Offset of the first record start in [start, stop) of a plain file, read 1 MiB at a time."""
+    with open(path, "rb") as f:
+        at, tail = start, b""
+        while at < stop:
+            f.seek(at)
+            data = f.read(min(1 << 20, stop - at))
+            if not data:
+                return None
+            buf, base = tail + data, at - len(tail)
+            for m in _RECORD_START.finditer(buf):
+                if _is_record_header(f, base + m.start(1)):
+                    return base + m.start(1)
+            tail, at = buf[-16:], at + len(data)
+    return None
+
+
+def _is_record_header(f, offset: int) -> bool:
+    f.seek(offset)
+    block = f.read(1 << 13)
+    m = HEADER_END.search(block)
+    return m is not None and _WARC_TYPE.search(block, 0, m.start()) is not None
 
 
 def _in_whole_gzip(path: Path, rid: str, length: int) -> tuple[int, int] | None:

@@ -3,6 +3,8 @@
 Two transformers architectures match the model exactly:
 - Llama (`LlamaForCausalLM`): RMSNorm, SwiGLU, rotary positions, optional GQA and tied head;
 - GPT-2 (`GPT2LMHeadModel`): LayerNorm, tanh-GELU ("gelu_new"), learned positions, biases.
+Mistral (`MistralForCausalLM`) is read as Llama with its context capped at the attention window (same
+tensor names; see `_mistral_fields`).
 
 Rotary layout: our `apply_rope` rotates consecutive pairs (x[2i], x[2i+1]) as Meta's original Llama
 code does; transformers' Llama rotates the halves (x[i], x[i + d/2]). The two are the same model up to
@@ -26,7 +28,7 @@ import torch
 from pretrain.errors import UserError
 from pretrain.plan.shapes import ModelShape
 
-ARCHS = ("llama", "gpt2")
+ARCHS = ("llama", "mistral", "gpt2")  # what import reads; export writes llama or gpt2
 
 
 def arch_of(shape: ModelShape) -> str:
@@ -106,6 +108,8 @@ def read_hf_model_config(folder: str | Path) -> tuple[dict, float, float, dict]:
     mtype = cfg.get("model_type")
     if mtype == "llama":
         return _llama_fields(cfg, path)
+    if mtype == "mistral":
+        return _mistral_fields(cfg, path)
     if mtype == "gpt2":
         return _gpt2_fields(cfg, path)
     raise UserError(f"{path}: model_type {mtype!r} is not supported (supported: {', '.join(ARCHS)})")
@@ -139,6 +143,23 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
               "tied_embeddings": bool(cfg.get("tie_word_embeddings", False)),
               "bias": bool(cfg.get("attention_bias", False)), "learned_pos": False}
     return fields, theta, float(cfg.get("rms_norm_eps", 1e-6)), scaling
+
+
+def _mistral_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
+    """Mistral is Llama's computation plus sliding-window attention (Jiang et al. 2023, "Mistral 7B"):
+    a token sees the `sliding_window` tokens before it. Over sequences no longer than the window that is
+    full causal attention, so the model is imported with its context capped at the window (training
+    longer sequences would compute something Mistral does not); with `sliding_window` null (Mistral
+    v0.2 and later) it is Llama exactly. Exported back, it is written as a Llama folder."""
+    if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+        raise UserError(f"{path}: a Mistral config with biases is not a known Mistral model")
+    fields, theta, eps, scaling = _llama_fields(cfg, path)
+    window = cfg.get("sliding_window")
+    if window is not None:
+        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+            raise UserError(f"{path}: sliding_window {window!r} is not a positive integer")
+        fields["seq_len"] = min(fields["seq_len"], window)
+    return fields, theta, eps, scaling
 
 
 def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
@@ -297,7 +318,8 @@ def apply_init_from(cfg):
         if k == "seq_len" and not fields["learned_pos"] and 0 < mine <= v:
             fields[k] = mine
             continue
-        raise UserError(f"model.{k}={mine} conflicts with {folder / 'config.json'} ({v}); "
+        what = " (the longest context it computes exactly)" if k == "seq_len" else ""
+        raise UserError(f"model.{k}={mine} conflicts with {folder / 'config.json'} ({v}{what}); "
                         "unset it (the shape comes from model.init_from)")
     model = dataclasses.replace(m, preset="", rope_theta=theta, norm_eps=eps, rope_scaling=scaling, **fields)
     data = cfg.data

@@ -222,7 +222,8 @@ class Trainer:
         if found:
             self.restore(found[1])
             self.resumed = True
-            self._say(f"resuming from step {self.step} ({found[1]})")
+            if self.rank == 0:  # even with --quiet: a user resuming must know the run did not start over
+                print(f"resuming from step {self.step} ({found[1]})", file=sys.stderr, flush=True)
         else:
             self._say("no checkpoint: starting fresh" if cfg.train.resume
                       else "train.resume=false: starting fresh")

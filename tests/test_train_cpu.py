@@ -24,7 +24,7 @@ def faults_per_step(steps):
 if sys.argv[1] == "kept" and not keep_freed_memory():
     print("unsupported")
 else:
-    print(*faults_per_step(16))
+    print(*faults_per_step(24))
 """
 
 
@@ -38,10 +38,11 @@ def faults(mode: str) -> list[int] | None:
 def test_keep_freed_memory_stops_page_faults_in_steady_state():
     pages = 64 * 2**20 // 4096
     default = faults("default")
-    assert min(default[-4:]) > pages // 2  # glibc mmaps a block this big afresh: a fault per page
+    assert sorted(default[-8:])[4] > pages // 2  # glibc mmaps a block this big afresh: a fault per page
     kept = faults("kept")
     if kept is None:
         pytest.skip("this libc has no mallopt")
     # glibc's tcache holds up to 7 small remainders that stop the first frees from coalescing, so the
-    # heap grows for a few steps; then the same memory is handed back every step.
-    assert max(kept[-4:]) < pages // 50
+    # heap grows for a few steps; then the same memory is handed back every step. The median of the
+    # last 8 steps: on a loaded machine one step now and then takes faults of its own (reclaim).
+    assert sorted(kept[-8:])[4] < pages // 50

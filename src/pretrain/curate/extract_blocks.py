@@ -27,6 +27,7 @@ resiliparse it runs in-process.
 
 from __future__ import annotations
 
+import gzip
 import html as html_lib
 import json
 import math
@@ -39,6 +40,8 @@ from pathlib import Path
 import numpy as np
 
 MODEL_PATH = Path(__file__).resolve().parents[1] / "data" / "extract_blocks.json"
+# The 10 cross-fitted models that score the benchmarks (never loaded by the extractor itself).
+FOLDS_PATH = Path(__file__).resolve().parents[1] / "data" / "extract_blocks_folds.json.gz"
 
 # Tags resiliparse's minimal HTML uses for blocks (ul/ol only wrap li); <a> and <br> are inline.
 _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)[^>]*>")
@@ -151,6 +154,9 @@ FEATURES = (
         "long_p_after",
         "repeats",
         "bias",
+        "word_score",
+        "prev_word_score",
+        "next_word_score",
     ]
 )
 
@@ -210,8 +216,12 @@ def _own(bs: list[Block]) -> np.ndarray:
     )
 
 
-def features(bs: list[Block]) -> np.ndarray:
-    """(n_blocks, len(FEATURES)) float32 matrix describing each block in its page."""
+def features(bs: list[Block], word_score: np.ndarray | None = None) -> np.ndarray:
+    """(n_blocks, len(FEATURES)) float32 matrix describing each block in its page.
+
+    `word_score` is what the block's words say (`WordModel.score`, one number per block; zeros
+    when None), given for the block and its two neighbours.
+    """
     n = len(bs)
     if n == 0:
         return np.zeros((0, len(FEATURES)), np.float32)
@@ -250,7 +260,50 @@ def features(bs: list[Block]) -> np.ndarray:
             np.ones(n),
         ]
     )
-    return np.hstack([tags, own, prev, nxt, page]).astype(np.float32)
+    ws = np.zeros(n) if word_score is None else np.asarray(word_score, np.float64)
+    words = np.column_stack([ws, np.concatenate([[0.0], ws[:-1]]), np.concatenate([ws[1:], [0.0]])])
+    return np.hstack([tags, own, prev, nxt, page, words]).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- what the words say
+
+# Words and single non-space symbols ("©", "|", ":", "»"): boilerplate is often told by its signs.
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def word_features(text: str) -> list[str]:
+    """The sparse features a block's text fires: its lower-cased words and signs, and the first and
+    last of them marked as such ("^lea", ":$"): "Lea también: ...", "Weitere Informationen:"."""
+    toks = _WORD.findall(text.lower())
+    if toks:
+        toks.append("^" + toks[0])
+        toks.append(toks[-2] + "$")
+    return toks
+
+
+@dataclass(frozen=True)
+class WordModel:
+    """A logistic regression over the words of short blocks: its log-odds of keep become a feature
+    of the trees (stacking, Wolpert 1992). Long blocks (>= max_chars) score 0: they are told apart
+    by their length and punctuation, and reading them would cost most of the time."""
+
+    weight: dict[str, float]
+    bias: float
+    max_chars: int
+
+    def score(self, bs: list[Block]) -> np.ndarray:
+        get, out = self.weight.get, np.zeros(len(bs))
+        for i, b in enumerate(bs):
+            if len(b.text) < self.max_chars:
+                out[i] = self.bias + sum(get(t, 0.0) for t in word_features(b.text))
+        return out
+
+    def to_dict(self) -> dict:
+        return {"bias": self.bias, "max_chars": self.max_chars, "weight": self.weight}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> WordModel:
+        return cls({str(k): float(v) for k, v in d["weight"].items()}, float(d["bias"]), int(d["max_chars"]))
 
 
 # --------------------------------------------------------------------------- the model
@@ -273,6 +326,7 @@ class BlockModel:
     init: float
     depth: int
     threshold: float
+    words: WordModel | None = None
 
     def keep_probability(self, x: np.ndarray) -> np.ndarray:
         n_trees, inner = self.feature.shape
@@ -291,6 +345,7 @@ class BlockModel:
 
     def to_dict(self) -> dict:
         return {
+            "words": self.words.to_dict() if self.words else None,
             "init": self.init,
             "depth": self.depth,
             "threshold": self.threshold,
@@ -308,6 +363,7 @@ class BlockModel:
             float(d["init"]),
             int(d["depth"]),
             float(d["threshold"]),
+            WordModel.from_dict(d["words"]) if d.get("words") else None,
         )
 
 
@@ -320,19 +376,38 @@ def _floor32(a: np.ndarray) -> np.ndarray:
     return np.where(f > a, np.nextafter(f, np.float32(-np.inf)), f)
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=4)
+def _model_file(path: str) -> dict:
+    p = Path(path)
+    raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+    d = json.loads(raw.decode("utf-8"))
+    if d.get("features") != list(FEATURES):
+        raise ValueError(f"{p}: model features do not match this version's FEATURES; retrain it")
+    return d
+
+
+@lru_cache(maxsize=16)
 def load_model(path: str = "", fold: str = "") -> BlockModel:
     """The model shipped in the package (or one at `path`); its feature list must match this code's.
 
-    `fold` picks a cross-fitted model that never saw one benchmark (`without_aeb`,
-    `without_trafilatura_eval`): tests and bench/ report each benchmark with the model that did not
-    learn from it; the extractor itself uses the model fitted on everything.
+    `fold` ("aeb/0" ... "trafilatura-eval/4") picks instead one of the cross-fitted models in
+    FOLDS_PATH (or `path`): the one that scores that benchmark's pages of that site fold, trained
+    on the other sets and the benchmark's other four folds. See `model_for`.
     """
-    p = Path(path) if path else MODEL_PATH
-    d = json.loads(p.read_text(encoding="utf-8"))
-    if d.get("features") != list(FEATURES):
-        raise ValueError(f"{p}: model features do not match this version's FEATURES; retrain it")
-    return BlockModel.from_dict(d["folds"][fold] if fold else d["model"])
+    if not fold:
+        return BlockModel.from_dict(_model_file(path or str(MODEL_PATH))["model"])
+    folds = _model_file(path or str(FOLDS_PATH))["folds"]
+    if fold not in folds:
+        raise ValueError(f"{path or FOLDS_PATH}: no fold model {fold!r} (have {', '.join(folds)})")
+    return BlockModel.from_dict(folds[fold])
+
+
+def model_for(benchmark: str, url: str) -> BlockModel:
+    """The model to score page `url` of `benchmark` ("aeb", "trafilatura-eval") with: one that never
+    saw a page of that page's site (grouped 5-fold cross-fitting; `extract_eval.site_fold`)."""
+    from pretrain.curate.extract_eval import site_fold
+
+    return load_model(fold=f"{benchmark}/{site_fold(url)}")
 
 
 def render(html: str) -> str:
@@ -359,5 +434,5 @@ def extract_blocks_text(html: str, model: BlockModel | None = None) -> str:
     if not bs:
         return ""
     m = model or load_model()
-    keep = m.keep_probability(features(bs)) >= m.threshold
+    keep = m.keep_probability(features(bs, m.words.score(bs) if m.words else None)) >= m.threshold
     return "\n".join(b.text for b, k in zip(bs, keep) if k)

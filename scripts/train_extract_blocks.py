@@ -250,9 +250,8 @@ def fit_words(pages: list[Page]) -> WordModel:
         ind.extend(c)
         val.extend(c.values())
         ptr.append(len(ind))
-    x = csr_matrix(
-        (np.array(val, float), np.array(ind, np.int64), np.array(ptr)), shape=(len(rows), len(vocab))
-    )
+    ind32, ptr32 = np.array(ind, np.int32), np.array(ptr, np.int32)  # liblinear takes 32-bit indices
+    x = csr_matrix((np.array(val, float), ind32, ptr32), shape=(len(rows), len(vocab)))
     y = np.array([label for _, label in rows])
     lr = LogisticRegression(C=WORD_C, solver="liblinear").fit(x, y)
     names = sorted(vocab, key=vocab.get)

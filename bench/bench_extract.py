@@ -7,8 +7,9 @@ Prints, per backend, on the same pages and in the same run:
   (extraction only, in-process), and pages/s through the `extract` step with its child-process
   time bound (the child's start-up, about a second for trafilatura's imports, included).
 
-`blocks` is scored on each benchmark by its cross-fitted model that never learnt from that
-benchmark's pages (see scripts/train_extract_blocks.py); its speed is the shipped model's.
+`blocks` is scored on each benchmark page by a cross-fitted model that never learnt from a page of
+that page's site (grouped 5-fold cross-fitting within each benchmark, `model_for`; see
+scripts/train_extract_blocks.py); its speed is the shipped model's.
 
 Run: .venv/bin/python bench/bench_extract.py [--limit N]
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step, extract_text
-from pretrain.curate.extract_blocks import extract_blocks_text, load_model
+from pretrain.curate.extract_blocks import extract_blocks_text, model_for
 from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, trafilatura_pages
 
 # PRETRAIN_SHARED_DATA: where ../shared/data is when the checkout sits elsewhere (a git worktree).
@@ -31,21 +32,21 @@ SHARED = os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().pare
 DATA = Path(SHARED) / "html"
 
 
-def scorer(backend: str, fold: str):
-    """The extractor to score on one benchmark: for `blocks`, the cross-fitted model that never saw it."""
+def scorer(backend: str, benchmark: str):
+    """The extractor to score a benchmark's page with: for `blocks`, the cross-fitted model that
+    never saw a page of the page's site."""
     if backend != "blocks":
-        return lambda html: extract_text(html, backend)
-    model = load_model(fold=fold)
-    return lambda html: extract_blocks_text(html, model)
+        return lambda html, url: extract_text(html, backend)
+    return lambda html, url: extract_blocks_text(html, model_for(benchmark, url))
 
 
 def evaluate(backend: str, aeb: list, tra: list) -> dict:
-    on_aeb, on_tra = scorer(backend, "without_aeb"), scorer(backend, "without_trafilatura_eval")
-    prf = [token_prf(on_aeb(html), truth) for _, html, truth in aeb]
+    on_aeb, on_tra = scorer(backend, "aeb"), scorer(backend, "trafilatura-eval")
+    prf = [token_prf(on_aeb(html, url), truth) for _, html, truth, url in aeb]
     n = max(len(prf), 1)
     kept = total_keep = dropped = total_drop = 0
-    for _, html, keep, drop in tra:
-        k, nk, d, nd = snippet_scores(on_tra(html), keep, drop)
+    for _, html, keep, drop, url in tra:
+        k, nk, d, nd = snippet_scores(on_tra(html, url), keep, drop)
         kept, total_keep, dropped, total_drop = kept + k, total_keep + nk, dropped + d, total_drop + nd
     return {
         "precision": sum(p for p, _, _ in prf) / n,
@@ -88,6 +89,34 @@ def step_speed(backend: str, isolation: str, pages: list[str]) -> float:
     return len(pages) / dt
 
 
+def blocks_parts(pages: list[str]) -> dict[str, float]:
+    """ms per page of each part of the `blocks` path (CPU time over `pages`, best of 3 passes)."""
+    from pretrain.curate.extract_blocks import blocks, features, load_model, render
+
+    m = load_model()
+    rendered = [render(h) for h in pages]
+    cut = [blocks(r) for r in rendered]
+    scores = [m.words.score(bs) if m.words else None for bs in cut]
+    xs = [features(bs, s) for bs, s in zip(cut, scores)]
+    parts = {
+        "render": lambda: [render(h) for h in pages],
+        "cut": lambda: [blocks(r) for r in rendered],
+        "words": lambda: [m.words.score(bs) for bs in cut] if m.words else None,
+        "features": lambda: [features(bs, s) for bs, s in zip(cut, scores)],
+        "trees": lambda: [m.keep_probability(x) for x in xs if len(x)],
+        "whole": lambda: [extract_blocks_text(h, m) for h in pages],
+    }
+    out = {}
+    for name, run in parts.items():
+        best = float("inf")
+        for _ in range(3):
+            t = time.process_time()
+            run()
+            best = min(best, time.process_time() - t)
+        out[name] = best / len(pages) * 1e3
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=0, help="use only the first N pages of each set")
@@ -95,11 +124,11 @@ def main() -> int:
     if not DATA.is_dir():
         print(f"no data at {DATA}; nothing to measure")
         return 0
-    aeb = list(aeb_pages(DATA / "scrapinghub-aeb"))
-    tra = list(trafilatura_pages(DATA / "trafilatura-eval"))
+    aeb = list(aeb_pages(DATA / "scrapinghub-aeb", with_url=True))
+    tra = list(trafilatura_pages(DATA / "trafilatura-eval", with_url=True))
     if args.limit:
         aeb, tra = aeb[: args.limit], tra[: args.limit]
-    pages = [h for _, h, _ in aeb]
+    pages = [h for _, h, _, _ in aeb]
     print(
         f"AEB pages: {len(aeb)}   trafilatura-eval pages: {len(tra)}   "
         f"AEB HTML: {sum(len(p.encode()) for p in pages) / 1e6:.1f} MB"
@@ -121,6 +150,11 @@ def main() -> int:
         )
     print(f"resiliparse / trafilatura speed: {res['resiliparse'] / res['trafilatura']:.1f}x (one core)")
     print(f"blocks / trafilatura speed: {res['blocks'] / res['trafilatura']:.1f}x (one core)")
+    parts = blocks_parts(pages)
+    print(
+        "blocks, ms per AEB page (process time, best of 3): "
+        + ", ".join(f"{k} {v:.3f}" for k, v in parts.items())
+    )
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Learn the `blocks` extractor's keep/drop model (writes src/pretrain/data/extract_blocks.json).
+"""Learn the `blocks` extractor's keep/drop model (src/pretrain/data/extract_blocks.json) and its fold models.
 
 Labelled pages (../shared/data/html):
 - Mozilla Readability's 130 test pages: each comes with the article Readability.js extracts
@@ -13,11 +13,15 @@ Labelled pages (../shared/data/html):
   0.8720 -> 0.8767, drop recall 0.426 -> 0.472, keep recall 0.963 -> 0.960 (2026-12-01).
 
 The model is 100 gradient-boosted trees of depth 4 (scikit-learn), exported to complete heap-ordered
-arrays that `BlockModel` walks in numpy. Three models are fitted: one on every set (the one the
-extractor uses) and two cross-fitted ones (`without_aeb`, `without_trafilatura_eval`), so that each
-benchmark is reported by a model that never saw its pages. Deterministic (random_state=0).
+arrays that `BlockModel` walks in numpy. Eleven are fitted: one on every set (the one the extractor
+uses) and ten cross-fitted ones (extract_blocks_folds.json.gz): grouped 5-fold cross-fitting within
+each benchmark, by site (`extract_eval.site_fold`: crc32 of the URL's host without "www." mod 5).
+Model "aeb/k" learns from Readability, trafilatura-eval and the AEB pages outside fold k, and
+scores AEB's fold k, so no benchmark page is scored by a model that saw a page of its site (the
+same for "trafilatura-eval/k"). The script prints the scores per fold and overall. Deterministic
+(random_state=0).
 
-    PYTHONPATH=src .venv/bin/python scripts/train_extract_blocks.py [--no-weak] [--out PATH]
+    PYTHONPATH=src .venv/bin/python scripts/train_extract_blocks.py [--no-weak] [--cache FILE]
 """
 
 from __future__ import annotations
@@ -27,17 +31,33 @@ import gzip
 import json
 import os
 import sys
+import zlib
 from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from pretrain.curate.extract_blocks import FEATURES, MODEL_PATH, BlockModel, blocks, features, render
+from pretrain.curate.extract_blocks import (
+    FEATURES,
+    FOLDS_PATH,
+    MODEL_PATH,
+    Block,
+    BlockModel,
+    WordModel,
+    blocks,
+    features,
+    render,
+    word_features,
+)
 from pretrain.curate.extract_eval import tokens
 
 DATA = Path(os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 KEEP_SHARE = 0.6  # a block is "keep" when at least this share of its words is in the true article
 N_TREES, DEPTH, LEARNING_RATE = 100, 4, 0.1
+WORD_MAX_CHARS = 200  # only shorter blocks are read word by word (time: see WordModel)
+MIN_PAGES = 3  # a word feature enters the vocabulary when seen on at least this many training pages
+WORD_C = 1.0  # inverse L2 strength of the word model
 
 
 def plain(html: str) -> str:
@@ -57,13 +77,18 @@ def readability_pages() -> list[tuple[str, str, str]]:
 
 def page_matrix(html: str, truth: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Features and labels of one page whose true main text is known: keep = most words in it."""
+    bs, y = page_labels(html, truth)
+    return features(bs), y, [b.text for b in bs]
+
+
+def page_labels(html: str, truth: str) -> tuple[list[Block], np.ndarray]:
     bs = blocks(render(html))
     have = Counter(tokens(truth))
     y = []
     for b in bs:
         ts = tokens(b.text)
         y.append(1 if ts and sum(t in have for t in ts) / len(ts) >= KEEP_SHARE else 0)
-    return features(bs), np.array(y), [b.text for b in bs]
+    return bs, np.array(y, int)
 
 
 def snippet_matrix(
@@ -72,6 +97,13 @@ def snippet_matrix(
     """Labels from trafilatura-eval's snippets: a block holding a must-keep snippet is 1, a must-drop
     one 0; blocks holding neither get their weak label from `weak` (another extractor's text of the
     page, as in page_matrix) or, without it, are left out (label -1, dropped before fitting)."""
+    bs, y = snippet_labels(html, keep, drop, weak)
+    return features(bs), y, [b.text for b in bs]
+
+
+def snippet_labels(
+    html: str, keep: list[str], drop: list[str], weak: str | None
+) -> tuple[list[Block], np.ndarray]:
     bs = blocks(render(html))
     keep_n, drop_n = [_norm(s) for s in keep], [_norm(s) for s in drop]
     have = Counter(tokens(weak)) if weak is not None else None
@@ -84,7 +116,7 @@ def snippet_matrix(
             ts = tokens(b.text)
             label = 1 if ts and sum(w in have for w in ts) / len(ts) >= KEEP_SHARE else 0
         y.append(label)
-    return features(bs), np.array(y), [b.text for b in bs]
+    return bs, np.array(y, int)
 
 
 def trafilatura_text(html: str) -> str:
@@ -136,60 +168,206 @@ def _to_heap(t, node: int, h: int, d: int, feature, split, value) -> None:
     _to_heap(t, t.children_right[node], 2 * h + 2, d + 1, feature, split, value)
 
 
-def sources(weak: bool = True) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
-    """(features, labels) per page of each labelled set; unlabelled blocks (-1) removed."""
+@dataclass
+class Page:
+    """One labelled page: which set, its URL (for the site folds), its blocks and their labels (-1: none)."""
+
+    source: str
+    url: str
+    blocks: list[Block]
+    y: np.ndarray
+    truth: str = ""  # AEB: the true article body (for scoring)
+    keep: list[str] = field(default_factory=list)  # trafilatura-eval: must-keep snippets
+    drop: list[str] = field(default_factory=list)  # trafilatura-eval: must-drop snippets
+
+
+def load_pages(weak: bool = True, cache: Path | None = None) -> list[Page]:
+    """Every labelled page of the three sets, from `cache` (a JSON file) when it exists, else rendered."""
+    if cache and cache.exists():
+        raw = json.loads(gzip.decompress(cache.read_bytes()))
+        return [
+            Page(
+                d["source"],
+                d["url"],
+                [Block(*b) for b in d["blocks"]],
+                np.array(d["y"], int),
+                d["truth"],
+                d["keep"],
+                d["drop"],
+            )
+            for d in raw
+        ]
     from pretrain.curate.extract_eval import aeb_pages, trafilatura_pages
 
-    out = {
-        "readability": [page_matrix(h, t)[:2] for _, h, t in readability_pages()],
-        "aeb": [page_matrix(h, t)[:2] for _, h, t in aeb_pages(DATA / "html" / "scrapinghub-aeb")],
-        "trafilatura-eval": [
-            snippet_matrix(h, k, d, trafilatura_text(h) if weak else None)[:2]
-            for _, h, k, d in trafilatura_pages(DATA / "html" / "trafilatura-eval")
-        ],
-    }
-    return {name: [(x[y >= 0], y[y >= 0]) for x, y in pages] for name, pages in out.items()}
+    out = []
+    for url, h, t in readability_pages():
+        out.append(Page("readability", url, *page_labels(h, t)))
+    for _, h, t, url in aeb_pages(DATA / "html" / "scrapinghub-aeb", with_url=True):
+        out.append(Page("aeb", url, *page_labels(h, t), truth=t))
+    for _, h, k, d, url in trafilatura_pages(DATA / "html" / "trafilatura-eval", with_url=True):
+        bs, y = snippet_labels(h, k, d, trafilatura_text(h) if weak else None)
+        out.append(Page("trafilatura-eval", url, bs, y, keep=k, drop=d))
+    if cache:
+        rows = [
+            {
+                "source": p.source,
+                "url": p.url,
+                "blocks": [[b.kind, b.text, b.link_chars, b.links] for b in p.blocks],
+                "y": p.y.tolist(),
+                "truth": p.truth,
+                "keep": p.keep,
+                "drop": p.drop,
+            }
+            for p in out
+        ]
+        cache.write_bytes(gzip.compress(json.dumps(rows).encode()))
+    return out
 
 
-def fit_on(data: dict, names: list[str], threshold: float) -> BlockModel:
-    pages = [p for n in names for p in data[n] if len(p[1])]
-    return fit(np.vstack([p[0] for p in pages]), np.concatenate([p[1] for p in pages]), threshold)
+# --------------------------------------------------------------------------- the word model
+
+
+def fit_words(pages: list[Page]) -> WordModel:
+    """Logistic regression (L2, liblinear) over the word features of the labelled short blocks of
+    `pages`; vocabulary: features seen on at least MIN_PAGES pages (rarer ones cannot generalise)."""
+    from scipy.sparse import csr_matrix
+    from sklearn.linear_model import LogisticRegression
+
+    df: Counter = Counter()
+    rows = []
+    for p in pages:
+        seen = set()
+        for b, label in zip(p.blocks, p.y):
+            if label >= 0 and len(b.text) < WORD_MAX_CHARS:
+                fs = word_features(b.text)
+                seen.update(fs)
+                rows.append((fs, label))
+        df.update(seen)
+    vocab = {t: i for i, t in enumerate(sorted(t for t, c in df.items() if c >= MIN_PAGES))}
+    ind, ptr, val = [], [0], []
+    for fs, _ in rows:
+        c = Counter(vocab[t] for t in fs if t in vocab)
+        ind.extend(c)
+        val.extend(c.values())
+        ptr.append(len(ind))
+    ind32, ptr32 = np.array(ind, np.int32), np.array(ptr, np.int32)  # liblinear takes 32-bit indices
+    x = csr_matrix((np.array(val, float), ind32, ptr32), shape=(len(rows), len(vocab)))
+    y = np.array([label for _, label in rows])
+    lr = LogisticRegression(C=WORD_C, solver="liblinear").fit(x, y)
+    names = sorted(vocab, key=vocab.get)
+    w = {t: round(float(c), 4) for t, c in zip(names, lr.coef_[0]) if abs(c) >= 0.01}
+    return WordModel(w, round(float(lr.intercept_[0]), 4), WORD_MAX_CHARS)
+
+
+def oof_word_scores(pages: list[Page]) -> list[np.ndarray]:
+    """Each page's word scores from a word model that never saw that page's site (5 inner site folds):
+    the trees must learn how far to trust the score on blocks the word model has not memorised."""
+    from pretrain.curate.extract_eval import site
+
+    fold = [zlib.crc32(f"inner:{site(p.url)}".encode()) % 5 for p in pages]
+    out: list[np.ndarray] = [np.zeros(0)] * len(pages)
+    for k in range(5):
+        wm = fit_words([p for p, f in zip(pages, fold) if f != k])
+        for i, p in enumerate(pages):
+            if fold[i] == k:
+                out[i] = wm.score(p.blocks)
+    return out
+
+
+def train(pages: list[Page], threshold: float, words: bool) -> BlockModel:
+    """Trees (with the word model stacked under them when `words`) on the labelled blocks of `pages`."""
+    scores = oof_word_scores(pages) if words else [None] * len(pages)
+    xs = [features(p.blocks, s)[p.y >= 0] for p, s in zip(pages, scores)]
+    ys = [p.y[p.y >= 0] for p in pages]
+    m = fit(np.vstack(xs), np.concatenate(ys), threshold)
+    return replace(m, words=fit_words(pages)) if words else m
+
+
+# --------------------------------------------------------------------------- cross-fitting
+
+
+BENCHMARKS = ("aeb", "trafilatura-eval")
+
+
+def fold_models(pages: list[Page], threshold: float, words: bool) -> dict[str, BlockModel]:
+    """Grouped 5-fold cross-fitting within each benchmark: model "B/k" is trained on every other set
+    in full plus B's pages outside site fold k, and scores B's pages in fold k."""
+    from pretrain.curate.extract_eval import site_fold
+
+    out = {}
+    for bench in BENCHMARKS:
+        for k in range(5):
+            train_on = [p for p in pages if not (p.source == bench and site_fold(p.url) == k)]
+            out[f"{bench}/{k}"] = train(train_on, threshold, words)
+    return out
+
+
+def evaluate(pages: list[Page], models: dict[str, BlockModel]) -> dict[str, dict]:
+    """Scores of each benchmark fold and overall, with each page scored by its fold's model (the same
+    text extract_blocks_text gives: the kept blocks joined by newlines)."""
+    from pretrain.curate.extract_eval import site_fold, snippet_scores, token_prf
+
+    acc: dict[str, list] = {}
+    for p in pages:
+        if p.source not in BENCHMARKS:
+            continue
+        m = models[f"{p.source}/{site_fold(p.url)}"]
+        x = features(p.blocks, m.words.score(p.blocks) if m.words else None)
+        keep = m.keep_probability(x) >= m.threshold if p.blocks else []
+        text = "\n".join(b.text for b, k in zip(p.blocks, keep) if k)
+        r = token_prf(text, p.truth) if p.source == "aeb" else snippet_scores(text, p.keep, p.drop)
+        for key in (p.source, f"{p.source}/{site_fold(p.url)}"):
+            acc.setdefault(key, []).append(r)
+    out = {}
+    for key, rs in acc.items():
+        a = np.array(rs, float)
+        if key.startswith("aeb"):
+            out[key] = dict(zip(("P", "R", "F1"), a.mean(0).round(4)), pages=len(rs))
+        else:
+            s = a.sum(0)
+            out[key] = {"keep": round(s[0] / s[1], 4), "drop": round(s[2] / s[3], 4), "pages": len(rs)}
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=MODEL_PATH)
+    ap.add_argument("--out", type=Path, default=MODEL_PATH, help="the shipped model (trained on everything)")
+    ap.add_argument("--folds-out", type=Path, default=FOLDS_PATH, help="the 10 cross-fitted models")
     ap.add_argument("--threshold", type=float, default=0.5, help="keep probability")
-    ap.add_argument(
-        "--no-weak", action="store_true", help="leave trafilatura-eval's unlabelled blocks out"
-    )
+    ap.add_argument("--no-weak", action="store_true", help="leave trafilatura-eval's unlabelled blocks out")
+    ap.add_argument("--no-words", action="store_true", help="trees on the layout features alone")
+    ap.add_argument("--cache", type=Path, help="reuse (or write) the rendered, labelled pages here")
     args = ap.parse_args()
-    data = sources(weak=not args.no_weak)
-    for n, pages in data.items():
-        print(
-            f"{n}: {len(pages)} pages, {sum(len(p[1]) for p in pages)} labelled blocks, "
-            f"{int(sum(p[1].sum() for p in pages))} keep"
-        )
-    # Cross-fitting: the model reported on a benchmark never saw that benchmark's pages.
-    folds = {
-        "all": ["readability", "aeb", "trafilatura-eval"],
-        "without_aeb": ["readability", "trafilatura-eval"],
-        "without_trafilatura_eval": ["readability", "aeb"],
+    pages = load_pages(weak=not args.no_weak, cache=args.cache)
+    for n in ("readability", *BENCHMARKS):
+        ps = [p for p in pages if p.source == n]
+        ys = np.concatenate([p.y for p in ps])  # (a page resiliparse finds nothing on has no blocks)
+        print(f"{n}: {len(ps)} pages, {int((ys >= 0).sum())} labelled blocks, {int((ys == 1).sum())} keep")
+    words = not args.no_words
+    folds = fold_models(pages, args.threshold, words)
+    for key, r in sorted(evaluate(pages, folds).items()):
+        print(f"  {key:<20} " + "  ".join(f"{k} {v}" for k, v in r.items()))
+    info = {
+        "trees": N_TREES,
+        "depth": DEPTH,
+        "learning_rate": LEARNING_RATE,
+        "keep_share": KEEP_SHARE,
+        "weak_labels": "none" if args.no_weak else "trafilatura-eval's unlabelled blocks: trafilatura",
+        "words": {"max_chars": WORD_MAX_CHARS, "min_pages": MIN_PAGES, "C": WORD_C} if words else None,
+        "script": "scripts/train_extract_blocks.py",
     }
-    models = {k: fit_on(data, names, args.threshold) for k, names in folds.items()}
     doc = {
         "features": list(FEATURES),
-        "info": {
-            "trained_on": folds,
-            "trees": N_TREES,
-            "depth": DEPTH,
-            "learning_rate": LEARNING_RATE,
-            "keep_share": KEEP_SHARE,
-            "weak_labels": "none" if args.no_weak else "trafilatura-eval's unlabelled blocks: trafilatura",
-            "script": "scripts/train_extract_blocks.py",
-        },
-        "model": models["all"].to_dict(),
-        "folds": {k: m.to_dict() for k, m in models.items() if k != "all"},
+        "info": {**info, "folds": "B/k: every other set + B's pages whose site_fold != k"},
+        "folds": {k: m.to_dict() for k, m in folds.items()},
+    }
+    args.folds_out.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
+    print(f"-> {args.folds_out} ({args.folds_out.stat().st_size / 1e3:.0f} kB)")
+    model = train(pages, args.threshold, words)
+    doc = {
+        "features": list(FEATURES),
+        "info": {**info, "trained_on": ["readability", *BENCHMARKS]},
+        "model": model.to_dict(),
     }
     args.out.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
     print(f"-> {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")

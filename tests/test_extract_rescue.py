@@ -209,7 +209,8 @@ def _scores(pages, bench: str):
 
 
 def test_trafilatura_eval_keeps_more_drops_as_much(shared_data):
-    """By site folds (main and rescue trees that never saw the page's site): measured X."""
+    """By site folds (main and rescue trees that never saw the page's site): measured 1,859 -> 1,877
+    of 2,012 must-keep snippets kept, 1,758 -> 1,756 of 2,021 must-drop dropped (11 pages changed)."""
     pages = [
         (h, url, lambda t, k=k, d=d: snippet_scores(t, k, d))
         for _, h, k, d, url in trafilatura_pages(shared_data / "html" / "trafilatura-eval", with_url=True)
@@ -225,4 +226,4 @@ def test_aeb_f1_not_lower(shared_data):
         for _, h, t, url in aeb_pages(shared_data / "html" / "scrapinghub-aeb", with_url=True)
     ]
     base, res = (a.mean(0) for a in _scores(pages, "aeb"))
-    assert res[2] >= base[2] - 0.001 and res[2] >= 0.945, (base, res)
+    assert res[2] >= base[2] - 0.001 and res[2] >= 0.945, (base, res)  # measured: 0.948 both

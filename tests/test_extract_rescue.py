@@ -93,6 +93,11 @@ def test_the_step_and_pretrain_curate_yield_the_article_not_extract_empty(tmp_pa
     on, off = (build_extract_step(ExtractConfig(backend="blocks", rescue=r)) for r in (True, False))
     assert [d.text for d in on([html_doc(lost)])] == [extract_blocks_text(lost)]
     assert list(off([html_doc(lost)])) == [] and off.stats["dropped.extract_empty"] == 1
+    for rescue in (True, False):  # the timed child process passes the switch on
+        child = build_extract_step(ExtractConfig(backend="blocks", isolation="process", rescue=rescue))
+        got = [d.text for d in child([html_doc(lost)])]
+        child.close()
+        assert got == ([extract_blocks_text(lost)] if rescue else [])
     # the whole belt, as a user runs it, on such a page saved as a file
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "genesis.html").write_text(genesis_page("content-sidebar-wrap", paras=STORY), "utf-8")

@@ -14,9 +14,12 @@ per block:
    capitals), its tag, its position in the page and the same few numbers for its neighbours: the
    shallow text features of Kohlschütter et al. (2010, "Boilerplate Detection using Shallow Text
    Features"), which found that word counts and link density of a block and its neighbours carry
-   most of the signal.
+   most of the signal; plus what a short block *says*: the log-odds of a logistic regression over
+   its words (`WordModel`: "Das könnte Sie auch interessieren!", "Lea también:", "© ... |"), for
+   the block and its neighbours.
 4. A small ensemble of gradient-boosted trees (in `pretrain/data/extract_blocks.json`, learnt by
-   `scripts/train_extract_blocks.py`; see there for what it learnt from) gives each block a keep
+   `scripts/train_extract_blocks.py`; see there for what it learnt from, and for the ten
+   cross-fitted models in `extract_blocks_folds.json.gz` that score the benchmarks) gives each block a keep
    probability; blocks at or above the model's threshold (0.5) are kept, in order.
 5. Rescue: where the main content is under MIN_MAIN_CHARS characters (resiliparse sometimes drops
    the article itself), a whole-page render and a second set of trees may bring blocks back

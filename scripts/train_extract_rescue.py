@@ -63,25 +63,29 @@ THRESHOLD = 0.7
 BENCHMARKS = tb.BENCHMARKS
 
 
-def labels(bs, truth: str | None = None, keep=(), drop=(), weak: str | None = None) -> np.ndarray:
-    """As train_extract_blocks.page_labels (truth given) or snippet_labels (snippets + weak text)."""
+def labels(
+    bs, truth: str | None = None, keep=(), drop=(), weak: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """As train_extract_blocks.page_labels (truth given) or snippet_labels (snippets + weak text);
+    also which labels are gold (from the truth or a snippet, not from trafilatura's output)."""
     if truth is not None:
         have = Counter(tokens(truth))
     else:
         keep_n, drop_n = [tb._norm(s) for s in keep], [tb._norm(s) for s in drop]
         have = Counter(tokens(weak or ""))
-    y = []
+    y, gold = [], []
     for b in bs:
         label = -1
         if truth is None:
             t = tb._norm(b.text)
             hit = lambda ss, t=t: any(s and (s in t or (len(t) > 20 and t in s)) for s in ss)  # noqa: E731
             label = 0 if hit(drop_n) else 1 if hit(keep_n) else -1
+        gold.append(truth is not None or label >= 0)
         if label < 0:
             ts = tokens(b.text)
             label = int(bool(ts) and sum(w in have for w in ts) / len(ts) >= tb.KEEP_SHARE)
         y.append(label)
-    return np.array(y, int)
+    return np.array(y, int), np.array(gold, bool)
 
 
 @dataclass
@@ -93,6 +97,7 @@ class Page:
     html: str
     whole: list[Block]
     y: np.ndarray
+    gold: np.ndarray  # which of y are gold labels (truth or snippet), for --cv
 
 
 def load(cache: Path | None) -> list[Page]:
@@ -112,10 +117,10 @@ def load(cache: Path | None) -> list[Page]:
         cand, _, inm = candidates(whole, m.blocks, SPAN)
         rest = [b for b, i in zip(cand, inm) if not i]
         if m.source == "trafilatura-eval":
-            y = labels(rest, keep=m.keep, drop=m.drop, weak=next(weak))
+            y, gold = labels(rest, keep=m.keep, drop=m.drop, weak=next(weak))
         else:
-            y = labels(rest, truth=m.truth or truth[m.url])
-        out.append(Page(m, html, whole, y))
+            y, gold = labels(rest, truth=m.truth or truth[m.url])
+        out.append(Page(m, html, whole, y, gold))
     return out
 
 
@@ -136,7 +141,7 @@ def train(pages: list[Page]):
                 xs[i] = rows(p, wm)
     keep = [len(p.y) > 0 for p in pages]
     x = np.vstack([x for x, k in zip(xs, keep) if k])
-    y = np.concatenate([p.y for p, k in zip(pages, keep) if k])
+    y = np.concatenate([p.y for p, k in zip(pages, keep) if k])  # (weak labels included, as for blocks)
     return tb.fit(x, y, THRESHOLD)
 
 
@@ -164,13 +169,40 @@ def evaluate(pages: list[Page], folds: dict) -> None:
                 print(f"  {bench:<17} {name:<7} {kd}")
 
 
+def cv(pages: list[Page]) -> None:
+    """The gate and the threshold checked by grouped 5-fold CV by site over all training pages: rescue
+    trees fitted on four folds (word scores as at run time: a word model fitted on those folds)
+    decide the candidates of the fifth; counted on gold-labelled candidates only."""
+    fold = [zlib.crc32(f"cv:{site(p.main.url)}".encode()) % 5 for p in pages]
+    rows_ = []  # (main chars, probability, label) of every gold-labelled candidate
+    for k in range(5):
+        train_on = [p for p, f in zip(pages, fold) if f != k]
+        r, wm = train(train_on), tb.fit_words([p.main for p in train_on])
+        for p, f in zip(pages, fold):
+            if f == k and len(p.y):
+                prob = r.keep_probability(rows(p, wm))
+                chars = sum(len(b.text) for b in p.main.blocks)
+                rows_ += [(chars, q, y) for q, y, g in zip(prob, p.y, p.gold) if g]
+    a = np.array(rows_, float)
+    print("  gate  thr  kept-keep kept-drop  net  (gold candidates of held-out pages with main < gate)")
+    for gate in (250, 500, 1000, 2000, 4000):
+        for thr in (0.5, 0.6, 0.7, 0.8, 0.9):
+            sel = a[(a[:, 0] < gate) & (a[:, 1] >= thr)]
+            tp, fp = int((sel[:, 2] == 1).sum()), int((sel[:, 2] == 0).sum())
+            print(f"  {gate:>5} {thr:>4} {tp:>9} {fp:>9} {tp - fp:>5}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=RESCUE_PATH)
     ap.add_argument("--folds-out", type=Path, default=RESCUE_FOLDS_PATH)
     ap.add_argument("--cache", type=Path, help="train_extract_blocks' page cache (reused or written)")
+    ap.add_argument("--cv", action="store_true", help="only check the gate and threshold by CV by site")
     args = ap.parse_args()
     pages = load(args.cache)
+    if args.cv:
+        cv(pages)
+        return 0
     for n in ("readability", *BENCHMARKS):
         ps = [p for p in pages if p.main.source == n]
         n_keep = int(sum(p.y.sum() for p in ps))

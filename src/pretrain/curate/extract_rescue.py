@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from bisect import bisect_left
 from functools import lru_cache
 from pathlib import Path
 
@@ -119,10 +120,11 @@ def compose(main_bs, keep_main, whole_bs, inm, keep_whole) -> list[str]:
     out, j = [], 0
     for b, is_main, k in zip(whole_bs, inm, keep_whole):
         if is_main:
-            later = [x for x in pos.get(b.text, ()) if x >= j]
-            if later:
-                out += [main_bs[x].text for x in range(j, later[0] + 1) if keep_main[x]]
-                j = later[0] + 1
+            xs = pos.get(b.text, ())
+            at = bisect_left(xs, j)  # the first copy at or after j (a scan would be quadratic on a
+            if at < len(xs):  # hostile page of one repeated text)
+                out += [main_bs[x].text for x in range(j, xs[at] + 1) if keep_main[x]]
+                j = xs[at] + 1
         elif k:
             out.append(b.text)
     return out + [main_bs[x].text for x in range(j, len(main_bs)) if keep_main[x]]

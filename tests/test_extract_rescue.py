@@ -145,7 +145,7 @@ def test_bad_input_and_a_model_for_other_features(tmp_path):
 
 def test_hostile_whole_page_is_bounded_in_the_step():
     # main content empty (the Genesis wrapper), and beside the article a sidebar of 60,000 links
-    # (2.9 MB, under the size cap): the whole-page render and all that follows stay linear
+    # (2.1 MB, under the size cap): the whole-page render and all that follows stay linear
     sidebar = "<aside class='widget'>" + "".join(f"<a href='/t{i}'>tag {i}</a><br>" for i in range(60_000))
     page = genesis_page("content-sidebar-wrap", sidebar + "</aside>")
     step = build_extract_step(ExtractConfig(backend="blocks"))

@@ -232,3 +232,14 @@ def test_aeb_f1_not_lower(shared_data):
     ]
     base, res = (a.mean(0) for a in _scores(pages, "aeb"))
     assert res[2] >= base[2] - 0.001 and res[2] >= 0.945, (base, res)  # measured: 0.948 both
+
+
+def test_tree_walk_in_chunks_equals_one_walk(monkeypatch):
+    # a hostile page's hundreds of thousands of blocks are walked WALK_ROWS at a time (memory)
+    from pretrain.curate import extract_blocks
+
+    model = extract_blocks.load_model()
+    x = np.random.default_rng(0).normal(size=(1000, len(extract_blocks.FEATURES))).astype(np.float32)
+    whole = model.keep_probability(x)
+    monkeypatch.setattr(extract_blocks, "WALK_ROWS", 7)
+    assert np.array_equal(model.keep_probability(x), whole)

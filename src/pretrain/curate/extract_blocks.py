@@ -355,6 +355,9 @@ class WordModel:
 # --------------------------------------------------------------------------- the model
 
 
+WALK_ROWS = 16_384  # rows per tree walk: (100 trees, 16,384) int64 is 13 MB (an AEB page: ~28 rows)
+
+
 @dataclass(frozen=True)
 class BlockModel:
     """Gradient-boosted trees (Friedman 2001) on the block features, evaluated level by level in numpy.
@@ -388,7 +391,13 @@ class BlockModel:
 
     def keep_probability(self, x: np.ndarray) -> np.ndarray:
         """(n,) keep probabilities of a (n, features) float32 matrix: all trees walked together,
-        one level at a time, by node numbers (T, n) and a few `take`s per level."""
+        one level at a time, by node numbers (T, n) and a few `take`s per level; WALK_ROWS rows at
+        a time, so that a hostile page of 600,000 blocks does not hold (T, n) arrays of ~0.5 GB each."""
+        if x.shape[0] > WALK_ROWS:
+            return np.concatenate([self._walk(x[i : i + WALK_ROWS]) for i in range(0, x.shape[0], WALK_ROWS)])
+        return self._walk(x)
+
+    def _walk(self, x: np.ndarray) -> np.ndarray:
         n_trees, inner = self.feature.shape
         n = x.shape[0]
         feature, split, value = self._flat

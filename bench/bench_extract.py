@@ -9,9 +9,17 @@ Prints, per backend, on the same pages and in the same run:
 
 `blocks` is scored on each benchmark page by a cross-fitted model that never learnt from a page of
 that page's site (grouped 5-fold cross-fitting within each benchmark, `model_for`; see
-scripts/train_extract_blocks.py); its speed is the shipped model's.
+scripts/train_extract_blocks.py), and its rescue pass by the rescue trees of the same fold
+(`rescue_for`); its speed is the shipped models'. `blocks (no rescue)` is the same backend with
+`extract.rescue = false`.
 
-Run: .venv/bin/python bench/bench_extract.py [--limit N]
+Then the rescue's cost: CPU ms per page of the `blocks` step (batches, as the belt runs it) with
+and without the rescue, on AEB, trafilatura-eval and the real crawl pages of ../shared/data/warc
+(every HTML response of its WARC/ARC files but derived/, which holds AEB's pages again), best of
+`--repeat` alternating rounds, with the share of pages whose main content is short enough to be
+rescued. `--rescue-only` prints only that.
+
+Run: .venv/bin/python bench/bench_extract.py [--limit N] [--repeat 5] [--rescue-only]
 """
 
 from __future__ import annotations
@@ -24,20 +32,25 @@ from pathlib import Path
 
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step, extract_text
-from pretrain.curate.extract_blocks import extract_blocks_text, model_for
+from pretrain.curate.extract_blocks import MIN_MAIN_CHARS, blocks, extract_blocks_text, model_for, render
 from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, trafilatura_pages
 
 # PRETRAIN_SHARED_DATA: where ../shared/data is when the checkout sits elsewhere (a git worktree).
 SHARED = os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
 DATA = Path(SHARED) / "html"
+WARC = Path(SHARED) / "warc"
 
 
 def scorer(backend: str, benchmark: str):
     """The extractor to score a benchmark's page with: for `blocks`, the cross-fitted model that
     never saw a page of the page's site."""
-    if backend != "blocks":
+    from pretrain.curate.extract_rescue import rescue_for
+
+    if not backend.startswith("blocks"):
         return lambda html, url: extract_text(html, backend)
-    return lambda html, url: extract_blocks_text(html, model_for(benchmark, url))
+    if backend == "blocks (no rescue)":
+        return lambda html, url: extract_blocks_text(html, model_for(benchmark, url), min_main_chars=0)
+    return lambda html, url: extract_blocks_text(html, model_for(benchmark, url), rescue_for(benchmark, url))
 
 
 def evaluate(backend: str, aeb: list, tra: list) -> dict:
@@ -65,17 +78,24 @@ def cpu() -> float:
     return time.process_time() + c.ru_utime + c.ru_stime
 
 
-def speed(backend: str, pages: list[str]) -> tuple[float, float]:
+def _backend(name: str) -> tuple[str, bool]:
+    """(backend, rescue) of a row's name."""
+    return ("blocks", False) if name == "blocks (no rescue)" else (name, True)
+
+
+def speed(name: str, pages: list[str]) -> tuple[float, float]:
+    backend, rescue = _backend(name)
     mb = sum(len(p.encode("utf-8")) for p in pages) / 1e6
     t = cpu()
     for html in pages:
-        extract_text(html, backend)
+        extract_text(html, backend, rescue=rescue)
     dt = cpu() - t
     return len(pages) / dt, mb / dt
 
 
-def step_speed(backend: str, isolation: str, pages: list[str]) -> float:
-    step = build_extract_step(ExtractConfig(backend=backend, isolation=isolation))
+def step_speed(name: str, isolation: str, pages: list[str]) -> float:
+    backend, rescue = _backend(name)
+    step = build_extract_step(ExtractConfig(backend=backend, isolation=isolation, rescue=rescue))
     docs = []
     for i, html in enumerate(pages):
         d = Document(id=str(i), text=html)
@@ -117,9 +137,56 @@ def blocks_parts(pages: list[str]) -> dict[str, float]:
     return out
 
 
+def crawl_pages() -> list[str]:
+    """The HTML responses of the real crawl files under ../shared/data/warc (not derived/: AEB again)."""
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    files = sorted(
+        p for p in WARC.rglob("*")
+        if p.is_file() and "derived" not in p.parts and p.name.endswith((".warc", ".warc.gz", ".arc.gz"))
+    )
+    return [d.text for f in files for d in read_documents(f, ReaderConfig()) if d.cache.get("html")]
+
+
+def step_ms(pages: list[str], rescue: bool) -> float:
+    """CPU ms per page of the in-process `blocks` step (its batches), rescue on or off."""
+    step = build_extract_step(ExtractConfig(backend="blocks", rescue=rescue))
+    docs = []
+    for i, html in enumerate(pages):
+        d = Document(id=str(i), text=html)
+        d.cache["html"] = True
+        docs.append(d)
+    t = time.process_time()
+    for _ in step(iter(docs)):
+        pass
+    return (time.process_time() - t) / len(pages) * 1e3
+
+
+def rescue_cost(sets: dict[str, list[str]], repeat: int) -> None:
+    """The blocks step with and without the rescue, side by side, best of `repeat` alternating rounds."""
+    load = os.getloadavg()[0]
+    print(f"\nblocks step, CPU ms per page, best of {repeat} alternating rounds (load {load:.1f})")
+    head = f"{'pages':<18} {'n':>5} {'short main':>10} {'no rescue':>10} {'rescue':>8} {'ratio':>6}"
+    print(f"{head} {'pages/s':>15}")
+    for name, pages in sets.items():
+        short = sum(sum(len(b.text) for b in blocks(render(h))) < MIN_MAIN_CHARS for h in pages)
+        best = {False: float("inf"), True: float("inf")}
+        for _ in range(repeat):
+            for rescue in (False, True):
+                best[rescue] = min(best[rescue], step_ms(pages, rescue))
+        off, on = best[False], best[True]
+        print(
+            f"{name:<18} {len(pages):>5} {short / len(pages):>10.1%} {off:>10.3f} {on:>8.3f} "
+            f"{on / off:>6.3f} {1e3 / off:>7.0f} -> {1e3 / on:<5.0f}"
+        )
+    print(f"(load after: {os.getloadavg()[0]:.1f})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=0, help="use only the first N pages of each set")
+    ap.add_argument("--repeat", type=int, default=5, help="alternating rounds of the rescue's cost")
+    ap.add_argument("--rescue-only", action="store_true", help="only the blocks step with and without rescue")
     args = ap.parse_args()
     if not DATA.is_dir():
         print(f"no data at {DATA}; nothing to measure")
@@ -129,23 +196,28 @@ def main() -> int:
     if args.limit:
         aeb, tra = aeb[: args.limit], tra[: args.limit]
     pages = [h for _, h, _, _ in aeb]
+    sets = {"AEB": pages, "trafilatura-eval": [h for _, h, _, _, _ in tra]}
+    sets["real crawl (warc/)"] = crawl_pages()
+    if args.rescue_only:
+        rescue_cost(sets, args.repeat)
+        return 0
     print(
         f"AEB pages: {len(aeb)}   trafilatura-eval pages: {len(tra)}   "
         f"AEB HTML: {sum(len(p.encode()) for p in pages) / 1e6:.1f} MB"
     )
     print(
-        f"{'backend':<12} {'P':>6} {'R':>6} {'F1':>6} {'kept':>6} {'dropped':>8} {'pages/s':>8} {'MB/s':>6} "
+        f"{'backend':<18} {'P':>6} {'R':>6} {'F1':>6} {'kept':>6} {'dropped':>8} {'pages/s':>8} {'MB/s':>6} "
         f"{'step pages/s (isolation)':>26}"
     )
     res = {}
-    for backend in ("resiliparse", "blocks", "trafilatura"):
+    for backend in ("resiliparse", "blocks (no rescue)", "blocks", "trafilatura"):
         q = evaluate(backend, aeb, tra)
         ps, mbs = speed(backend, pages)
         iso = "process"
         sps = step_speed(backend, iso, pages)
         res[backend] = ps
         print(
-            f"{backend:<12} {q['precision']:6.3f} {q['recall']:6.3f} {q['f1']:6.3f} {q['kept']:6.3f} "
+            f"{backend:<18} {q['precision']:6.3f} {q['recall']:6.3f} {q['f1']:6.3f} {q['kept']:6.3f} "
             f"{q['dropped']:8.3f} {ps:8.1f} {mbs:6.2f} {sps:17.1f} ({iso})"
         )
     print(f"resiliparse / trafilatura speed: {res['resiliparse'] / res['trafilatura']:.1f}x (one core)")
@@ -155,6 +227,7 @@ def main() -> int:
         "blocks, ms per AEB page (process time, best of 3): "
         + ", ".join(f"{k} {v:.3f}" for k, v in parts.items())
     )
+    rescue_cost(sets, args.repeat)
     return 0
 
 

@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from pretrain.curate.extract_blocks import blocks, features, load_model
+from pretrain.curate.extract_blocks import FEATURES, blocks, features, load_model
 from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, tokens, trafilatura_pages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,7 +175,8 @@ def view(variant: str, html: str) -> dict:
     if k >= 0 and len(idx):
         lo, hi = max(idx[0] - k, 0), idx[-1] + k + 1
         whole_bs, ex, inm = whole_bs[lo:hi], ex[lo:hi], inm[lo:hi]
-    xw = np.hstack([features(whole_bs), ex.astype(np.float32)]) if whole_bs else np.zeros((0, 42), np.float32)
+    empty = np.zeros((0, len(FEATURES) + 6), np.float32)
+    xw = np.hstack([features(whole_bs), ex.astype(np.float32)]) if whole_bs else empty
     return {"bs": main_bs, "x": features(main_bs), "whole": whole_bs, "xw": xw, "inm": inm}
 
 
@@ -339,8 +340,9 @@ def score(pages, views, pm, pw, tm=0.5, tw=0.5, gate=0) -> dict:
 
 
 def ms_per_page(variants, pages, rounds: int) -> dict:
-    """CPU ms per AEB page of render + blocks + features + the shipped trees (on the first 36 columns:
-    the cost depends on the number of blocks), best and median of interleaved rounds."""
+    """CPU ms per AEB page of render + blocks + features + the shipped trees (on the first
+    len(FEATURES) columns: the cost depends on the number of blocks), best and median of
+    interleaved rounds."""
     m = load_model()
     html = [p["html"] for p in pages if p["set"] == "aeb"]
     res = {v: [] for v in variants}
@@ -350,7 +352,8 @@ def ms_per_page(variants, pages, rounds: int) -> dict:
             for h in html:
                 v = view(var, h)
                 pm = m.keep_probability(v["x"]) if len(v["x"]) else np.zeros(0)
-                pw = m.keep_probability(np.ascontiguousarray(v["xw"][:, :36])) if len(v.get("xw", [])) else pm
+                xw = v.get("xw", [])
+                pw = m.keep_probability(np.ascontiguousarray(xw[:, : len(FEATURES)])) if len(xw) else pm
                 compose(v, pm, pw, 0.5, 0.5)
             res[var].append((time.process_time() - t) / len(html) * 1e3)
     return {v: (min(r), float(np.median(r))) for v, r in res.items()}

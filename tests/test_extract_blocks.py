@@ -118,7 +118,7 @@ def test_tree_walk_of_any_depth_reproduces_scikit_learn():
     path = Path(__file__).resolve().parents[1] / "scripts" / "train_extract_blocks.py"
     spec = importlib.util.spec_from_file_location("train_extract_blocks_depths", path)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["train_extract_blocks_depths"] = mod  # its dataclasses look their module up
+    sys.modules[spec.name] = mod  # the script's dataclasses look their module up
     spec.loader.exec_module(mod)
     rng = np.random.default_rng(1)
     x = rng.normal(size=(400, len(FEATURES))).astype(np.float32)

@@ -21,10 +21,14 @@ per block:
    `scripts/train_extract_blocks.py`; see there for what it learnt from, and for the ten
    cross-fitted models in `extract_blocks_folds.json.gz` that score the benchmarks) gives each block a keep
    probability; blocks at or above the model's threshold (0.5) are kept, in order.
+5. Rescue: where the main content is under MIN_MAIN_CHARS characters (resiliparse sometimes drops
+   the article itself), a whole-page render and a second set of trees may bring blocks back
+   (curate/extract_rescue.py); on every other page steps 1-4 are the whole output.
 
 A page whose blocks are all boilerplate yields "" (the `extract` step then drops it as
 `extract_empty`). Time: our pass is linear in resiliparse's output; resiliparse's main-content
-pass is bounded by the `extract` step's size and depth checks (curate/extract.py), so like
+pass is bounded by the `extract` step's size and depth checks (curate/extract.py), and the
+rescue's whole-page pass is linear in the page (it runs only on pages that passed them), so like
 resiliparse it runs in-process.
 """
 
@@ -46,6 +50,10 @@ import numpy as np
 MODEL_PATH = Path(__file__).resolve().parents[1] / "data" / "extract_blocks.json"
 # The 10 cross-fitted models that score the benchmarks (never loaded by the extractor itself).
 FOLDS_PATH = Path(__file__).resolve().parents[1] / "data" / "extract_blocks_folds.json.gz"
+
+# Below this many characters of main content the render is suspect and the rescue pass runs
+# (curate/extract_rescue.py; 500-2,000 measured the same on AEB and trafilatura-eval).
+MIN_MAIN_CHARS = 500
 
 # Tags resiliparse's minimal HTML uses for blocks (ul/ol only wrap li); <a> and <br> are inline.
 _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)[^>]*>")
@@ -347,6 +355,9 @@ class WordModel:
 # --------------------------------------------------------------------------- the model
 
 
+WALK_ROWS = 16_384  # rows per tree walk: (100 trees, 16,384) int64 is 13 MB (an AEB page: ~28 rows)
+
+
 @dataclass(frozen=True)
 class BlockModel:
     """Gradient-boosted trees (Friedman 2001) on the block features, evaluated level by level in numpy.
@@ -380,7 +391,13 @@ class BlockModel:
 
     def keep_probability(self, x: np.ndarray) -> np.ndarray:
         """(n,) keep probabilities of a (n, features) float32 matrix: all trees walked together,
-        one level at a time, by node numbers (T, n) and a few `take`s per level."""
+        one level at a time, by node numbers (T, n) and a few `take`s per level; WALK_ROWS rows at
+        a time, so that a hostile page of 600,000 blocks does not hold (T, n) arrays of ~0.5 GB each."""
+        if x.shape[0] > WALK_ROWS:
+            return np.concatenate([self._walk(x[i : i + WALK_ROWS]) for i in range(0, x.shape[0], WALK_ROWS)])
+        return self._walk(x)
+
+    def _walk(self, x: np.ndarray) -> np.ndarray:
         n_trees, inner = self.feature.shape
         n = x.shape[0]
         feature, split, value = self._flat
@@ -483,13 +500,22 @@ def render(html: str) -> str:
     )
 
 
-def extract_blocks_text(html: str, model: BlockModel | None = None) -> str:
-    """Main text of one page: the blocks the model keeps, one paragraph per line."""
-    return kept_texts([blocks(render(html))], model)[0]
+def extract_blocks_text(
+    html: str,
+    model: BlockModel | None = None,
+    rescue: BlockModel | None = None,
+    min_main_chars: int = MIN_MAIN_CHARS,
+) -> str:
+    """Main text of one page: the blocks the model keeps, one paragraph per line; where the main
+    content is shorter than `min_main_chars` (0: never), whole-page blocks the rescue trees bring
+    back (curate/extract_rescue.py). The `extract` step gives the same text, a batch at a time."""
+    from pretrain.curate.extract_rescue import page_texts
+
+    return page_texts([html], [blocks(render(html))], model, rescue, min_main_chars)[0]
 
 
-def kept_texts(pages: list[list[Block]], model: BlockModel | None = None) -> list[str]:
-    """Main text of each page of a batch: the blocks the model keeps, one paragraph per line.
+def keep_flags(pages: list[list[Block]], model: BlockModel | None = None) -> list[list[bool]]:
+    """Whether the model keeps each block of each page of a batch.
 
     The trees walk all the batch's blocks in one call (rows are independent: the same
     probabilities as page by page, fewer numpy calls per page).
@@ -497,10 +523,15 @@ def kept_texts(pages: list[list[Block]], model: BlockModel | None = None) -> lis
     m = model or load_model()
     rows = [features(bs, m.words.score(bs) if m.words else None) for bs in pages if bs]
     if not rows:
-        return [""] * len(pages)
+        return [[] for _ in pages]
     keep = (m.keep_probability(np.concatenate(rows)) >= m.threshold).tolist()
     out, at = [], 0
     for bs in pages:
-        out.append("\n".join(b.text for b, k in zip(bs, keep[at : at + len(bs)]) if k))
+        out.append(keep[at : at + len(bs)])
         at += len(bs)
     return out
+
+
+def kept_texts(pages: list[list[Block]], model: BlockModel | None = None) -> list[str]:
+    """Main text of each page of a batch: the blocks the model keeps, one paragraph per line (no rescue)."""
+    return ["\n".join(b.text for b, k in zip(bs, f) if k) for bs, f in zip(pages, keep_flags(pages, model))]

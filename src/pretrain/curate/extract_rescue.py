@@ -4,35 +4,49 @@ resiliparse's main-content pass sometimes drops the article itself: a class word
 (`content-sidebar-wrap` in the Genesis theme, `entry share`, `share-zone`, `is-collapsed`) or a
 wrong region pick leaves a few hundred characters of main content. On those pages (main content
 under MIN_MAIN_CHARS characters: 4% of AEB + trafilatura-eval pages, 9 of 53 real crawl pages in
-../shared/data/warc) this module renders the whole page too, aligns its
-blocks with the main-content blocks (same normalised text), and lets a second set of trees decide
-the whole-page blocks that are *not* main content and sit within SPAN blocks of it. The main-content
-blocks are decided by the `blocks` model exactly as `extract_blocks_text` does, so on every other
-page the output is the same, byte for byte.
+../shared/data/warc) the `blocks` backend renders the whole page too, aligns its blocks with the
+main-content blocks (same normalised text), and lets a second set of trees decide the whole-page
+blocks that are *not* main content and sit within SPAN blocks of it. The main-content blocks are
+decided by the `blocks` model exactly as without the rescue, so on every other page the output is
+the same, byte for byte. `page_texts` does this for a batch of pages (the `extract` step's path
+and `extract_blocks_text`'s, so both give the same text).
 
-Measured (bench/bench_extract_render.py, grouped 5-fold cross-fitting by site, histogram trees):
-trafilatura-eval keep 0.923 -> 0.932, drop 0.863 -> 0.863 (one snippet less), AEB F1 0.945 ->
-0.945. With the shipped cross-fit by benchmark (trees that never saw trafilatura-eval-like pages)
-the gain is 3 snippets (keep 0.9254 -> 0.9269); docs/extraction.md has both and what lost.
+The rescue trees see the `blocks` FEATURES of each whole-page block (computed over the candidate
+blocks; the word score from the `blocks` model's own word model) plus ALIGNED; they are learnt by
+scripts/train_extract_rescue.py and stored, in the same format as the `blocks` model, in
+pretrain/data/extract_blocks_rescue.json, with ten cross-fitted fold models (by site, as the
+`blocks` fold models) in extract_blocks_rescue_folds.json.gz; retrain them when FEATURES change.
+Numbers: docs/extraction.md ("Rescue").
 
-The rescue trees see the `blocks` FEATURES of each whole-page block (computed over the whole-page
-block list) plus ALIGNED; they are learnt by scripts/train_extract_rescue.py and stored, in the
-same format as the `blocks` model, in pretrain/data/extract_blocks_rescue.json (retrain it when
-FEATURES change).
+Bounds: the whole-page render (`main_content=False`) is linear in the page (100,000 nested
+`<div>` in 0.18 s) and runs only on pages that passed the step's size and depth checks; what
+follows it is linear in its blocks.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+from bisect import bisect_left
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from pretrain.curate.extract_blocks import FEATURES, Block, BlockModel, blocks, features, load_model, render
+from pretrain.curate.extract_blocks import (
+    FEATURES,
+    MIN_MAIN_CHARS,
+    Block,
+    BlockModel,
+    WordModel,
+    blocks,
+    features,
+    keep_flags,
+    load_model,
+)
 
 RESCUE_PATH = Path(__file__).resolve().parents[1] / "data" / "extract_blocks_rescue.json"
-MIN_MAIN_CHARS = 500  # below this the main content is suspect (500-2000 measured the same)
+RESCUE_FOLDS_PATH = Path(__file__).resolve().parents[1] / "data" / "extract_blocks_rescue_folds.json.gz"
 SPAN = 10  # candidates: whole-page blocks within this many blocks of the main content
 ALIGNED = ("in_main", "in_main_span", "dist_main", "main_share", "prev_in_main", "next_in_main")
 RESCUE_FEATURES = (*FEATURES, *ALIGNED)
@@ -81,9 +95,10 @@ def aligned(whole_bs: list[Block], main_bs: list[Block]) -> np.ndarray:
     return np.column_stack([inm, span, dist, share, prev, nxt])
 
 
-def candidates(whole_bs: list[Block], main_bs: list[Block], span: int = SPAN):
+def candidates(whole_bs: list[Block], main_bs: list[Block], span: int = SPAN, words: WordModel | None = None):
     """The whole-page blocks around the main content (within `span` blocks of it; all when it has no
-    block in the whole page), their rescue features and which of them are main content."""
+    block in the whole page), their rescue features (word scores from `words`, else 0) and which of
+    them are main content."""
     ex = aligned(whole_bs, main_bs)
     inm = ex[:, 0] > 0
     idx = np.flatnonzero(inm)
@@ -92,7 +107,8 @@ def candidates(whole_bs: list[Block], main_bs: list[Block], span: int = SPAN):
         whole_bs, ex, inm = whole_bs[lo:hi], ex[lo:hi], inm[lo:hi]
     if not whole_bs:
         return [], np.zeros((0, len(RESCUE_FEATURES)), np.float32), inm
-    return whole_bs, np.hstack([features(whole_bs), ex.astype(np.float32)]), inm
+    scores = words.score(whole_bs) if words else None
+    return whole_bs, np.hstack([features(whole_bs, scores), ex.astype(np.float32)]), inm
 
 
 def compose(main_bs, keep_main, whole_bs, inm, keep_whole) -> list[str]:
@@ -104,42 +120,76 @@ def compose(main_bs, keep_main, whole_bs, inm, keep_whole) -> list[str]:
     out, j = [], 0
     for b, is_main, k in zip(whole_bs, inm, keep_whole):
         if is_main:
-            later = [x for x in pos.get(b.text, ()) if x >= j]
-            if later:
-                out += [main_bs[x].text for x in range(j, later[0] + 1) if keep_main[x]]
-                j = later[0] + 1
+            xs = pos.get(b.text, ())
+            at = bisect_left(xs, j)  # the first copy at or after j (a scan would be quadratic on a
+            if at < len(xs):  # hostile page of one repeated text)
+                out += [main_bs[x].text for x in range(j, xs[at] + 1) if keep_main[x]]
+                j = xs[at] + 1
         elif k:
             out.append(b.text)
     return out + [main_bs[x].text for x in range(j, len(main_bs)) if keep_main[x]]
 
 
-@lru_cache(maxsize=8)
-def load_rescue(path: str = "", fold: str = "") -> BlockModel:
-    """The rescue trees shipped in the package (or at `path`); `fold` as in `load_model`."""
-    p = Path(path) if path else RESCUE_PATH
-    d = json.loads(p.read_text(encoding="utf-8"))
+@lru_cache(maxsize=4)
+def _rescue_file(path: str) -> dict:
+    p = Path(path)
+    raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+    d = json.loads(raw.decode("utf-8"))
     if d.get("features") != list(RESCUE_FEATURES):
         raise ValueError(
             f"{p}: rescue features do not match this version's; run scripts/train_extract_rescue.py"
         )
-    return BlockModel.from_dict(d["folds"][fold] if fold else d["model"])
+    return d
 
 
-def extract_rescue_text(
-    html: str,
+@lru_cache(maxsize=16)
+def load_rescue(path: str = "", fold: str = "") -> BlockModel:
+    """The rescue trees shipped in the package (or at `path`); `fold` ("aeb/0" ... "trafilatura-eval/4")
+    picks a cross-fitted one from RESCUE_FOLDS_PATH (or `path`), as `load_model` does."""
+    if not fold:
+        return BlockModel.from_dict(_rescue_file(path or str(RESCUE_PATH))["model"])
+    folds = _rescue_file(path or str(RESCUE_FOLDS_PATH))["folds"]
+    if fold not in folds:
+        where = path or RESCUE_FOLDS_PATH
+        raise ValueError(f"{where}: no fold rescue model {fold!r} (have {', '.join(folds)})")
+    return BlockModel.from_dict(folds[fold])
+
+
+def rescue_for(benchmark: str, url: str) -> BlockModel:
+    """The rescue trees to score page `url` of `benchmark` with: trained without that page's site
+    fold, like `model_for`'s main trees (use the two together)."""
+    from pretrain.curate.extract_eval import site_fold
+
+    return load_rescue(fold=f"{benchmark}/{site_fold(url)}")
+
+
+def page_texts(
+    htmls: list[str],
+    mains: list[list[Block]],
     model: BlockModel | None = None,
     rescue: BlockModel | None = None,
     min_main_chars: int = MIN_MAIN_CHARS,
-) -> str:
-    """`extract_blocks_text`, plus the rescue pass on pages whose main content is shorter than
-    `min_main_chars` (0: never; then the output is `extract_blocks_text`'s)."""
+) -> list[str]:
+    """Main text of each page of a batch (`mains`: the blocks of each page's main-content render):
+    the blocks `model` keeps, and on pages whose main content is under `min_main_chars` characters
+    (0: never) the whole-page blocks `rescue` brings back. One walk of each set of trees per batch."""
     m = model or load_model()
-    main_bs = blocks(render(html))
-    keep_main = m.keep_probability(features(main_bs)) >= m.threshold if main_bs else []
-    if sum(len(b.text) for b in main_bs) >= min_main_chars:
-        return "\n".join(b.text for b, k in zip(main_bs, keep_main) if k)
-    # a second resiliparse pass (whole page) only here: 4-17% of pages, ~1.8 ms each
-    whole_bs, x, inm = candidates(whole_page(html), main_bs)
+    flags = keep_flags(mains, m)
+    out = ["\n".join(b.text for b, k in zip(bs, f) if k) for bs, f in zip(mains, flags)]
+    short = [i for i, bs in enumerate(mains) if sum(len(b.text) for b in bs) < min_main_chars]
+    if not short:
+        return out
+    # a second resiliparse pass (whole page) only here: 4-17% of pages
+    cands = [(i, *candidates(whole_page(htmls[i]), mains[i], words=m.words)) for i in short]
+    xs = [x for _, whole_bs, x, _ in cands if whole_bs]
+    if not xs:
+        return out
     r = rescue or load_rescue()
-    keep_whole = (r.keep_probability(x) >= r.threshold) & ~inm if len(whole_bs) else []
-    return "\n".join(compose(main_bs, keep_main, whole_bs, inm, keep_whole))
+    keep = r.keep_probability(np.concatenate(xs)) >= r.threshold
+    at = 0
+    for i, whole_bs, _, inm in cands:
+        if whole_bs:
+            keep_whole = keep[at : at + len(whole_bs)] & ~inm
+            at += len(whole_bs)
+            out[i] = "\n".join(compose(mains[i], flags[i], whole_bs, inm, keep_whole))
+    return out

@@ -57,9 +57,14 @@ def test_calibrated_model_predicts_a_run_it_did_not_see(runs, cpu):
     seen = [calibrate.load_run(runs[4]), calibrate.load_run(runs[16])]
     held_out = calibrate.load_run(runs[8])
     fitted, _ = calibrate.fit(seen, gpu)
-    before = calibrate.predict(held_out, gpu) / held_out.tokens_per_s - 1
     after = calibrate.predict(held_out, fitted) / held_out.tokens_per_s - 1
-    assert abs(after) <= 0.25 and abs(after) < abs(before), (before, after)
+    assert abs(after) <= 0.25, after
+    # From a description 10x too slow (efficiencies / 10) the fit finds the same machine. (Comparing
+    # with the uncalibrated guess itself is luck: on some days CPU's round numbers land within 3%.)
+    slow = calibrate.scaled(gpu, 0.1)
+    before = calibrate.predict(held_out, slow) / held_out.tokens_per_s - 1
+    after_slow = calibrate.predict(held_out, calibrate.fit(seen, slow)[0]) / held_out.tokens_per_s - 1
+    assert before < -0.5 and abs(after_slow) <= 0.25, (before, after_slow)
 
 
 def test_cli_writes_a_hardware_file_the_next_plan_reads(runs, cpu, tmp_path):

@@ -92,7 +92,9 @@ def test_the_step_and_pretrain_curate_yield_the_article_not_extract_empty(tmp_pa
     lost = genesis_page("content-sidebar-wrap")
     on, off = (build_extract_step(ExtractConfig(backend="blocks", rescue=r)) for r in (True, False))
     assert [d.text for d in on([html_doc(lost)])] == [extract_blocks_text(lost)]
+    assert on.stats["rescued"] == 1  # counted in stats.json's extract step
     assert list(off([html_doc(lost)])) == [] and off.stats["dropped.extract_empty"] == 1
+    assert off.stats["rescued"] == 0
     for rescue in (True, False):  # the timed child process passes the switch on
         child = build_extract_step(ExtractConfig(backend="blocks", isolation="process", rescue=rescue))
         got = [d.text for d in child([html_doc(lost)])]
@@ -111,6 +113,7 @@ def test_the_step_and_pretrain_curate_yield_the_article_not_extract_empty(tmp_pa
         kept = [r["text"] for f in sorted((out / "data").glob("*.jsonl.zst")) for r in read_jsonl_zst(f)]
         if rescue:
             assert extract["kept"] == 1 and len(kept) == 1, (extract, kept)
+            assert extract.get("rescued") == 1, extract
             assert all(p in kept[0] for p in STORY), kept
             assert "Section 3" not in kept[0]
         else:

@@ -335,7 +335,11 @@ class ExtractStep(Step):
         from pretrain.curate.extract_rescue import page_texts
 
         gate = MIN_MAIN_CHARS if self.cfg.rescue else 0
-        return page_texts([doc.text for doc, _ in todo], [bs for _, bs in todo], min_main_chars=gate)
+        rescued: list[int] = []
+        out = page_texts([doc.text for doc, _ in todo], [bs for _, bs in todo], min_main_chars=gate,
+                         rescued=rescued)
+        self.stats["rescued"] += len(rescued)  # pages that got blocks back (in-process runs)
+        return out
 
     def _text(self, doc: Document, bs: list) -> str | Exception:
         try:

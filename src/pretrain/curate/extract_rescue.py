@@ -169,10 +169,12 @@ def page_texts(
     model: BlockModel | None = None,
     rescue: BlockModel | None = None,
     min_main_chars: int = MIN_MAIN_CHARS,
+    rescued: list[int] | None = None,
 ) -> list[str]:
     """Main text of each page of a batch (`mains`: the blocks of each page's main-content render):
     the blocks `model` keeps, and on pages whose main content is under `min_main_chars` characters
-    (0: never) the whole-page blocks `rescue` brings back. One walk of each set of trees per batch."""
+    (0: never) the whole-page blocks `rescue` brings back. One walk of each set of trees per batch.
+    `rescued`, when given, receives the index of each page that got at least one block back."""
     m = model or load_model()
     flags = keep_flags(mains, m)
     out = ["\n".join(b.text for b, k in zip(bs, f) if k) for bs, f in zip(mains, flags)]
@@ -191,5 +193,7 @@ def page_texts(
         if whole_bs:
             keep_whole = keep[at : at + len(whole_bs)] & ~inm
             at += len(whole_bs)
+            if rescued is not None and keep_whole.any():
+                rescued.append(i)
             out[i] = "\n".join(compose(mains[i], flags[i], whole_bs, inm, keep_whole))
     return out

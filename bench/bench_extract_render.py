@@ -50,6 +50,7 @@ import numpy as np
 
 from pretrain.curate.extract_blocks import FEATURES, blocks, features, load_model
 from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, tokens, trafilatura_pages
+from pretrain.curate.extract_rescue import aligned  # the features the shipped rescue uses
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
@@ -58,6 +59,7 @@ _spec = importlib.util.spec_from_file_location(
     "train_extract_blocks", ROOT / "scripts" / "train_extract_blocks.py"
 )
 train = importlib.util.module_from_spec(_spec)
+sys.modules["train_extract_blocks"] = train  # its dataclasses look their module up
 _spec.loader.exec_module(train)
 
 RENDER = dict(
@@ -92,7 +94,6 @@ ALL = (
     "rescue10",
     "rescue-1",
 )
-ALIGNED = ("in_main", "in_main_span", "dist_main", "main_share", "prev_in_main", "next_in_main")
 
 
 def render(html, **switches):
@@ -109,30 +110,6 @@ def two_renders(html: str):
 
     tree = HTMLTree.parse(html)
     return blocks(render(tree)), blocks(render(tree, main_content=False))
-
-
-def aligned(whole_bs, main_bs) -> np.ndarray:
-    """(n, len(ALIGNED)) for whole-page blocks: in the main render (same normalised text), between its
-    first and last block, distance to the nearest such block (capped at 10), the main render's share
-    of the page's characters, and the flag of each neighbour. A set lookup per block: O(n)."""
-    n = len(whole_bs)
-    if n == 0:
-        return np.zeros((0, len(ALIGNED)))
-    main = {b.text for b in main_bs}
-    inm = np.array([b.text in main for b in whole_bs], float)
-    idx, ar = np.flatnonzero(inm), np.arange(n)
-    if len(idx):
-        span = ((ar >= idx[0]) & (ar <= idx[-1])).astype(float)
-        pos = np.searchsorted(idx, ar)
-        left = np.abs(ar - idx[np.clip(pos - 1, 0, len(idx) - 1)])
-        right = np.abs(idx[np.clip(pos, 0, len(idx) - 1)] - ar)
-        dist = np.minimum(np.minimum(left, right), 10) / 10
-    else:
-        span, dist = np.zeros(n), np.ones(n)
-    chars = np.array([len(b.text) for b in whole_bs], float)
-    share = np.full(n, (chars * inm).sum() / max(chars.sum(), 1))
-    prev, nxt = np.concatenate([[0], inm[:-1]]), np.concatenate([inm[1:], [0]])
-    return np.column_stack([inm, span, dist, share, prev, nxt])
 
 
 _ARTICLE = "article, main, [itemprop=articleBody], .entry-content, .post-content, .article-body"

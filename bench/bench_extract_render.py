@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from pretrain.curate.extract_blocks import FEATURES, blocks, features, load_model
+from pretrain.curate.extract_blocks import FEATURES, MINIMAL_HTML, blocks, features, load_model
 from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, tokens, trafilatura_pages
 from pretrain.curate.extract_rescue import aligned  # the features the shipped rescue uses
 
@@ -62,17 +62,7 @@ train = importlib.util.module_from_spec(_spec)
 sys.modules["train_extract_blocks"] = train  # its dataclasses look their module up
 _spec.loader.exec_module(train)
 
-RENDER = dict(
-    preserve_formatting="minimal_html",
-    links=True,
-    alt_texts=False,
-    form_fields=False,
-    noscript=False,
-    list_bullets=False,
-    main_content=True,
-    comments=False,
-    post_meta=False,
-)
+RENDER = dict(MINIMAL_HTML, main_content=True, comments=False, post_meta=False)  # as render()
 SWITCHES = {
     "base": {},
     "postmeta": {"post_meta": True},

@@ -448,14 +448,30 @@ def _floor32(a: np.ndarray) -> np.ndarray:
     return np.where(f > a, np.nextafter(f, np.float32(-np.inf)), f)
 
 
-@lru_cache(maxsize=4)
-def _model_file(path: str) -> dict:
+@lru_cache(maxsize=8)
+def read_trees(path: str, features: tuple, what: str, fix: str) -> dict:
+    """A model file (JSON, or gzip JSON) whose feature list must equal `features`, else one line
+    naming the file and `fix`. Shared by the blocks trees and the rescue's (extract_rescue.py)."""
     p = Path(path)
     raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
     d = json.loads(raw.decode("utf-8"))
-    if d.get("features") != list(FEATURES):
-        raise ValueError(f"{p}: model features do not match this version's FEATURES; retrain it")
+    if d.get("features") != list(features):
+        raise ValueError(f"{p}: {what} features do not match this version's; {fix}")
     return d
+
+
+def pick_trees(file: tuple, folds_file: tuple, path: str, fold: str) -> BlockModel:
+    """The shipped trees of `file` ((default path, features, what, fix)), or with `fold` the
+    cross-fitted ones of `folds_file`; `path` replaces the default path of either."""
+    if not fold:
+        return BlockModel.from_dict(read_trees(path or str(file[0]), *file[1:])["model"])
+    folds = read_trees(path or str(folds_file[0]), *folds_file[1:])["folds"]
+    if fold not in folds:
+        raise ValueError(f"{path or folds_file[0]}: no fold {file[2]} {fold!r} (have {', '.join(folds)})")
+    return BlockModel.from_dict(folds[fold])
+
+
+_RETRAIN = "retrain it (scripts/train_extract_blocks.py)"
 
 
 @lru_cache(maxsize=16)
@@ -466,12 +482,8 @@ def load_model(path: str = "", fold: str = "") -> BlockModel:
     FOLDS_PATH (or `path`): the one that scores that benchmark's pages of that site fold, trained
     on the other sets and the benchmark's other four folds. See `model_for`.
     """
-    if not fold:
-        return BlockModel.from_dict(_model_file(path or str(MODEL_PATH))["model"])
-    folds = _model_file(path or str(FOLDS_PATH))["folds"]
-    if fold not in folds:
-        raise ValueError(f"{path or FOLDS_PATH}: no fold model {fold!r} (have {', '.join(folds)})")
-    return BlockModel.from_dict(folds[fold])
+    return pick_trees((MODEL_PATH, tuple(FEATURES), "model", _RETRAIN),
+                      (FOLDS_PATH, tuple(FEATURES), "model", _RETRAIN), path, fold)
 
 
 def model_for(benchmark: str, url: str) -> BlockModel:
@@ -482,21 +494,23 @@ def model_for(benchmark: str, url: str) -> BlockModel:
     return load_model(fold=f"{benchmark}/{site_fold(url)}")
 
 
+# resiliparse's rendering as minimal HTML: headings, paragraphs, lists, links (also the rescue's)
+MINIMAL_HTML = dict(
+    preserve_formatting="minimal_html", links=True, alt_texts=False, form_fields=False, noscript=False,
+    list_bullets=False,
+)
+
+
 def render(html: str) -> str:
     """resiliparse's main content as minimal HTML (headings, paragraphs, lists, links)."""
     from resiliparse.extract.html2text import extract_plain_text
 
     return extract_plain_text(
         html,
-        preserve_formatting="minimal_html",
         main_content=True,
-        links=True,
-        alt_texts=False,
-        form_fields=False,
-        noscript=False,
-        list_bullets=False,
         comments=False,  # reader comments are not the page's text (trafilatura: include_comments=False)
         post_meta=False,  # "Posted by X on <date>", "PUBLISHED: | UPDATED:"
+        **MINIMAL_HTML,
     )
 
 

@@ -25,8 +25,6 @@ follows it is linear in its blocks.
 
 from __future__ import annotations
 
-import gzip
-import json
 from bisect import bisect_left
 from functools import lru_cache
 from pathlib import Path
@@ -36,6 +34,7 @@ import numpy as np
 from pretrain.curate.extract_blocks import (
     FEATURES,
     MIN_MAIN_CHARS,
+    MINIMAL_HTML,
     Block,
     BlockModel,
     WordModel,
@@ -43,6 +42,7 @@ from pretrain.curate.extract_blocks import (
     features,
     keep_flags,
     load_model,
+    pick_trees,
 )
 
 RESCUE_PATH = Path(__file__).resolve().parents[1] / "data" / "extract_blocks_rescue.json"
@@ -56,18 +56,7 @@ def whole_page(html) -> list[Block]:
     """Blocks of resiliparse's whole-page render (html: a string or an HTMLTree), same settings otherwise."""
     from resiliparse.extract.html2text import extract_plain_text
 
-    return blocks(
-        extract_plain_text(
-            html,
-            preserve_formatting="minimal_html",
-            main_content=False,
-            links=True,
-            alt_texts=False,
-            form_fields=False,
-            noscript=False,
-            list_bullets=False,
-        )
-    )
+    return blocks(extract_plain_text(html, main_content=False, **MINIMAL_HTML))  # comments and post meta kept
 
 
 def aligned(whole_bs: list[Block], main_bs: list[Block]) -> np.ndarray:
@@ -130,29 +119,15 @@ def compose(main_bs, keep_main, whole_bs, inm, keep_whole) -> list[str]:
     return out + [main_bs[x].text for x in range(j, len(main_bs)) if keep_main[x]]
 
 
-@lru_cache(maxsize=4)
-def _rescue_file(path: str) -> dict:
-    p = Path(path)
-    raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
-    d = json.loads(raw.decode("utf-8"))
-    if d.get("features") != list(RESCUE_FEATURES):
-        raise ValueError(
-            f"{p}: rescue features do not match this version's; run scripts/train_extract_rescue.py"
-        )
-    return d
+_RETRAIN = "run scripts/train_extract_rescue.py"
 
 
 @lru_cache(maxsize=16)
 def load_rescue(path: str = "", fold: str = "") -> BlockModel:
     """The rescue trees shipped in the package (or at `path`); `fold` ("aeb/0" ... "trafilatura-eval/4")
     picks a cross-fitted one from RESCUE_FOLDS_PATH (or `path`), as `load_model` does."""
-    if not fold:
-        return BlockModel.from_dict(_rescue_file(path or str(RESCUE_PATH))["model"])
-    folds = _rescue_file(path or str(RESCUE_FOLDS_PATH))["folds"]
-    if fold not in folds:
-        where = path or RESCUE_FOLDS_PATH
-        raise ValueError(f"{where}: no fold rescue model {fold!r} (have {', '.join(folds)})")
-    return BlockModel.from_dict(folds[fold])
+    return pick_trees((RESCUE_PATH, RESCUE_FEATURES, "rescue model", _RETRAIN),
+                      (RESCUE_FOLDS_PATH, RESCUE_FEATURES, "rescue model", _RETRAIN), path, fold)
 
 
 def rescue_for(benchmark: str, url: str) -> BlockModel:

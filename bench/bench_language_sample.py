@@ -1,20 +1,22 @@
 """How far a sample of a long document's text can stand in for all of it in the `language` step.
 
-    .venv/bin/python bench/bench_language_sample.py [--grid] [--max-chars 200] [--windows 3]
+    .venv/bin/python bench/bench_language_sample.py [--grid] [--max-chars 150] [--windows 5]
         [--accept 0.7] [--reject 0.0] [--reread 600] [--reread-accept 0.75] [--reread-reject 0.45]
-        (defaults: the step's; about a minute, --grid two more)
+        [--third 2000] [--third-accept 0.7] [--third-reject 0.6]
+        (defaults: the step's; about a minute, --grid a few more)
 
 The truth here is today's step on the whole text (`language.max_chars = 0`, lid.176 + CLD3). The
 step with `max_chars = N` first asks lid.176 about a sample of N characters of a text longer than
-4N (windows spread over the text, `sample_text`) and keeps that answer when lid.176 is at least
-`sample_accept` sure of it (or, with `sample_reject`, less sure than that); otherwise it re-reads
-`reread_chars` characters (windows of ~100) and keeps that answer when it is at least
-`reread_accept` or below `reread_reject`; otherwise it reads the whole text as before. The step
-runs tag-only (threshold 0), as the truth does. Printed per corpus: label agreement with the whole
-text, agreement of the keep/drop decision at 0.65 (the page is kept for the whole text's label),
-the same two for the pages whose whole text scores >= 0.65 ("confident") and for the rest, the
-score difference's distribution, how often a sampled page was read whole anyway, and characters
-read per document; then the labels that differ, per whole-text language.
+4N (`sample_windows` windows spread over the text, `sample_text`) and keeps that answer when
+lid.176 is at least `sample_accept` sure of it (or, with `sample_reject`, less sure than that);
+otherwise it re-reads `reread_chars` characters (windows of ~100) and keeps that answer when it is
+at least `reread_accept` or below `reread_reject`; otherwise it reads `third_chars` characters and
+keeps that answer outside [`third_reject`, `third_accept`); otherwise it reads the whole text as
+before. The step runs tag-only (threshold 0), as the truth does. Printed per corpus: label
+agreement with the whole text, agreement of the keep/drop decision at 0.65 (the page is kept for
+the whole text's label), the same two for the pages whose whole text scores >= 0.65 ("confident")
+and for the rest, the score difference's distribution, how often a sampled page was read whole
+anyway, and characters read per document; then the labels that differ, per whole-text language.
 
 Corpora, all real long documents except the last (texts made once, not timed):
 - tuning split (the default was chosen on these): the default belt's documents
@@ -26,28 +28,27 @@ HTML pages are extracted by resiliparse as the belt does. Synthetic: for each of
 languages, 8 documents of 1,000-6,000 characters made of random sentences of lingua's FULL set
 that are not in the 100-per-language test file.
 
-`--grid` prints the tuning split's numbers for every N x accept x re-read (length, accept,
-reject) tried (3 windows), then the winner: the fewest characters read with label agreement >=
-0.998 and keep/drop >= 0.995.
+`--grid` prints the tuning split's numbers for every sample (length, windows) x third read
+(length, band) tried (re-read as the default), then the winner: the fewest characters read with
+label agreement >= 0.998 and keep/drop >= 0.995.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import gzip
 import json
 import random
 import sys
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_language import SHARED, belt_texts  # noqa: E402
 
-from pretrain.curate import language  # noqa: E402
 from pretrain.curate.document import Document  # noqa: E402
-from pretrain.curate.language import LanguageConfig, LanguageFilter, sample_text  # noqa: E402
+from pretrain.curate.language import LanguageConfig, LanguageFilter  # noqa: E402
 
 LINGUA = SHARED / "langid" / "lingua"
 
@@ -118,12 +119,9 @@ def whole_text(step: LanguageFilter, texts: list[str]) -> list[tuple[str, float,
     return out
 
 
-def step_for(n: int, accept: float, reject: float, reread: tuple[int, float, float]) -> LanguageFilter:
-    """The default step (tag only) with this sampling rule, its fastText calls kept in `.lines`."""
-    k, ra, rr = reread
-    step = LanguageFilter(LanguageConfig(languages=(), threshold=0.0, max_chars=n, sample_accept=accept,
-                                         sample_reject=reject, reread_chars=k, reread_accept=ra,
-                                         reread_reject=rr))  # fmt: skip
+def step_for(cfg: LanguageConfig) -> LanguageFilter:
+    """The step with this sampling rule, tag only, its fastText calls kept in `.lines`."""
+    step = LanguageFilter(replace(cfg, languages=(), threshold=0.0))
     inner, step.lines = step.predict, []
 
     def predict(line: str, *args):
@@ -134,10 +132,9 @@ def step_for(n: int, accept: float, reject: float, reread: tuple[int, float, flo
     return step
 
 
-def compare(texts, full, n: int, windows: int, accept: float, reject: float = 0.0, reread=(0, 1, 0)) -> dict:
-    """The step with a sample of `n` characters against the whole text's answers, document by document."""
-    step = step_for(n, accept, reject, reread)
-    language.sample_text = functools.partial(sample_text, windows=windows)
+def compare(texts, full, cfg: LanguageConfig) -> dict:
+    """The step with this sampling rule against the whole text's answers, document by document."""
+    step = step_for(cfg)
     fallback = chars = 0
     agree = {g: [0, 0, 0] for g in ("all", "confident", "rest")}  # docs, same label, same keep/drop
     diffs, wrong, per_lang = [], Counter(), defaultdict(lambda: [0, 0, 0])
@@ -159,7 +156,6 @@ def compare(texts, full, n: int, windows: int, accept: float, reject: float = 0.
         diffs.append(abs(score - fscore) if lang == flang else 1.0)
         if lang != flang:
             wrong[f"{flang}->{lang}"] += 1
-    language.sample_text = sample_text
     diffs.sort()
     k = len(texts)
 
@@ -190,60 +186,72 @@ HEADER = (
 
 
 def grid(tuning: dict, full: dict) -> None:
-    """Every sample length x accept x re-read rule on the tuning split; the winner by the rule above."""
+    """Every sample x third-read rule on the tuning split; the winner by the rule above."""
     texts = [t for v in tuning.values() for t in v]
     truth = [r for k in tuning for r in full[k]]
-    print("tuning split, all corpora together:", len(texts), "documents")
-    print(f"{'N':>5s} {'accept':>6s} {'reread':>6s} {'r.acc':>5s} {'r.rej':>5s}  label=  keep=  "
+    print("tuning split, all corpora together:", len(texts), "documents; re-read 600 at 0.75 / 0.45")
+    print(f"{'N':>5s} {'wins':>4s} {'third':>5s} {'t.rej':>5s} {'t.acc':>5s}  label=  keep=  "
           "conf label/keep  rest label/keep  whole  chars read/doc")  # fmt: skip
-    rereads = [(0, 1.0, 0.0)] + [(k, ra, rr) for k in (600, 1000, 2000) for ra in (0.7, 0.75, 0.8)
-                                 for rr in (0.3, 0.45, 0.55)]  # fmt: skip
+    bands = ((0.6, 0.7), (0.58, 0.72))
+    thirds = [(0, 0.0, 1.0)] + [(k, lo, hi) for k in (1500, 2000, 2500) for lo, hi in bands]
     best = None
-    for n in (150, 200):
-        for a in (0.7, 0.75):
-            for rd in rereads:
-                m = compare(texts, truth, n, 3, a, 0.0, rd)
+    for n in (120, 150, 200):
+        for w in (3, 5):
+            for k, lo, hi in thirds:
+                cfg = LanguageConfig(max_chars=n, sample_windows=w, third_chars=k, third_reject=lo,
+                                     third_accept=hi)  # fmt: skip
+                m = compare(texts, truth, cfg)
                 c, r = m["groups"]["confident"], m["groups"]["rest"]
                 print(
-                    f"{n:5d} {a:6.2f} {rd[0]:6d} {rd[1]:5.2f} {rd[2]:5.2f}  {m['label']:.4f} {m['keep']:.4f}"
+                    f"{n:5d} {w:4d} {k:5d} {lo:5.2f} {hi:5.2f}  {m['label']:.4f} {m['keep']:.4f}"
                     f"  {c[1]:.4f}/{c[2]:.4f}  {r[1]:.4f}/{r[2]:.4f} {m['fallback']:6.1%} {m['chars']:7.0f}"
                 )
                 if m["label"] >= 0.998 and m["keep"] >= 0.995 and (best is None or m["chars"] < best[0]):
-                    best = (m["chars"], n, a, rd)
+                    best = (round(m["chars"]), n, w, (k, lo, hi))
     print("winner (fewest characters with label >= 0.998 and keep >= 0.995):", best)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--max-chars", type=int, default=LanguageConfig.max_chars or 1000)
-    ap.add_argument("--windows", type=int, default=3)
-    ap.add_argument("--accept", type=float, default=LanguageConfig.sample_accept)
-    ap.add_argument("--reject", type=float, default=LanguageConfig.sample_reject)
-    ap.add_argument("--reread", type=int, default=LanguageConfig.reread_chars)
-    ap.add_argument("--reread-accept", type=float, default=LanguageConfig.reread_accept)
-    ap.add_argument("--reread-reject", type=float, default=LanguageConfig.reread_reject)
-    ap.add_argument("--grid", action="store_true", help="the tuning split for every sample x re-read rule")
+    d = LanguageConfig()
+    ap.add_argument("--max-chars", type=int, default=d.max_chars or 1000)
+    ap.add_argument("--windows", type=int, default=d.sample_windows)
+    ap.add_argument("--accept", type=float, default=d.sample_accept)
+    ap.add_argument("--reject", type=float, default=d.sample_reject)
+    ap.add_argument("--reread", type=int, default=d.reread_chars)
+    ap.add_argument("--reread-accept", type=float, default=d.reread_accept)
+    ap.add_argument("--reread-reject", type=float, default=d.reread_reject)
+    ap.add_argument("--third", type=int, default=d.third_chars)
+    ap.add_argument("--third-accept", type=float, default=d.third_accept)
+    ap.add_argument("--third-reject", type=float, default=d.third_reject)
+    ap.add_argument("--grid", action="store_true", help="the tuning split for every sample x third-read rule")
     args = ap.parse_args()
-    reread = (args.reread, args.reread_accept, args.reread_reject)
+    cfg = LanguageConfig(
+        max_chars=args.max_chars, sample_windows=args.windows, sample_accept=args.accept,
+        sample_reject=args.reject, reread_chars=args.reread, reread_accept=args.reread_accept,
+        reread_reject=args.reread_reject, third_chars=args.third, third_accept=args.third_accept,
+        third_reject=args.third_reject,
+    )  # fmt: skip
     tuning, held = corpora()
     step = LanguageFilter(LanguageConfig(languages=(), threshold=0.0, max_chars=0))
     full = {k: whole_text(step, v) for k, v in {**tuning, **held}.items()}
     if args.grid:
         grid(tuning, full)
     print(
-        f"\nmax_chars={args.max_chars}, {args.windows} windows, accept at {args.accept}, reject below"
-        f" {args.reject}; re-read {reread[0]} characters, accept at {reread[1]}, reject below {reread[2]}:"
-        " against the whole text"
+        f"\nmax_chars={cfg.max_chars} in {cfg.sample_windows} windows, accept at {cfg.sample_accept}, reject"
+        f" below {cfg.sample_reject}; re-read {cfg.reread_chars} characters, accept at {cfg.reread_accept},"
+        f" reject below {cfg.reread_reject}; third read {cfg.third_chars}, accept at {cfg.third_accept},"
+        f" reject below {cfg.third_reject}: against the whole text"
     )
     for title, group in (("tuning split", tuning), ("held out", held)):
         print(f"== {title}\n{HEADER}")
         alltexts, allfull = [], []
         for name, texts in group.items():
-            r = compare(texts, full[name], args.max_chars, args.windows, args.accept, args.reject, reread)
+            r = compare(texts, full[name], cfg)
             print(row(name, r, sum(map(len, texts)) / len(texts)))
             alltexts += texts
             allfull += full[name]
-        r = compare(alltexts, allfull, args.max_chars, args.windows, args.accept, args.reject, reread)
+        r = compare(alltexts, allfull, cfg)
         print(row("all together", r, sum(map(len, alltexts)) / len(alltexts)))
         langs = Counter(lang for lang, _, _ in allfull)
         print("labels that differ (whole -> sample):", dict(r["wrong"]) or "none",

@@ -14,8 +14,8 @@ Inputs: WARC/WET/ARC (.warc, .warc.gz, .wet.gz, .arc.gz), HTML files, JSONL (.js
 The belt, in FineWeb's order (each step can be turned off or re-tuned with --set):
   url_filter -> extract (HTML -> main text; extract.backend = resiliparse, blocks or trafilatura)
   -> language (fastText lid.176, CLD3 where lid.176 is unsure; keep score >= 0.65; a page over
-     800 chars is judged on a 200-char sample, then 600 chars, when conclusive: language.max_chars,
-     language.reread_chars, 0 = all)
+     600 chars is judged on a 150-char sample, then 600, then 2,000 chars, when conclusive:
+     language.max_chars, language.reread_chars, language.third_chars, 0 = all)
   -> gopher_repetition -> gopher_quality -> c4_quality (rewrites lines) -> fineweb_quality
   -> classifier (optional) -> decontaminate (optional) -> pii (optional)
   -> exact_dedup -> near_dedup (MinHash 5-grams, 14 bands x 8 rows)

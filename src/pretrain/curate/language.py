@@ -21,13 +21,14 @@ rule and its numbers were chosen on lingua sentences that are not in the 100-per
 file (docs/language.md). Every document says which model labelled it:
 `metadata["language_model"]` is "lid176", "cld3" or "stopwords".
 
-Long text (`max_chars`, default 200): fastText's cost grows with the text, so a text longer than
-4 x max_chars is first judged on a sample (3 windows spread over it, `sample_text`); the sample's
+Long text (`max_chars`, default 150): fastText's cost grows with the text, so a text longer than
+4 x max_chars is first judged on a sample (5 windows spread over it, `sample_text`); the sample's
 answer stands when lid.176 is at least `sample_accept` (0.7) and threshold + 0.05 sure. Otherwise
 lid.176 re-reads a bounded sample (`reread_chars`, 600, in windows of 100), whose answer stands
-when clearly on one side of FineWeb's 0.65 (>= 0.75 or < 0.45); only in between is the whole text
-read as before. Chosen on real pages against the whole text's labels
-(bench/bench_language_sample.py; docs/language.md): same label on 99.6% of held-out pages.
+when clearly on one side of FineWeb's 0.65 (>= 0.75 or < 0.45); in between, a third read of
+`third_chars` (2,000) stands outside 0.6-0.7; only in between is the whole text read as before.
+Chosen on real pages against the whole text's labels (bench/bench_language_sample.py;
+docs/language.md).
 
 Codes: lid.176 labels Norwegian Bokmål `no` (ISO 639-1 macro-language); we report `nb`, and map the
 withdrawn ISO codes (iw, in, ji, jw, mo) to their current ones, on both the model's answer and the
@@ -95,12 +96,16 @@ class LanguageConfig:
     ask_below: float = 0.6  # ask CLD3 when lid.176's probability is below this
     second_min: float = 0.5  # take CLD3's answer when its probability is at least this
     protect_below: float = 0.4  # ... but overrule a big-web-language label only below this
-    max_chars: int = 200  # lid.176 reads a sample of this many characters of a longer text first; 0 = all
+    max_chars: int = 150  # lid.176 reads a sample of this many characters of a longer text first; 0 = all
+    sample_windows: int = 5  # ... in this many windows spread over the text
     sample_accept: float = 0.7  # the sample's answer stands when lid.176 is this sure (and threshold+0.05)
     sample_reject: float = 0.0  # ... or less sure than this (a page dropped either way); 0 = off
     reread_chars: int = 600  # an unsure sample: read this many characters next, before the whole; 0 = whole
     reread_accept: float = 0.75  # the re-read's answer stands when lid.176 is this sure ...
-    reread_reject: float = 0.45  # ... or less sure than this; in between, the whole text is read
+    reread_reject: float = 0.45  # ... or less sure than this; in between, the third read
+    third_chars: int = 2000  # a re-read near the threshold: read this many characters next; 0 = whole
+    third_accept: float = 0.7  # the third read's answer stands when lid.176 is this sure (and threshold+0.05)
+    third_reject: float = 0.6  # ... or less sure than this; in between, the whole text is read
 
 
 # ----------------------------------------------------------------------------- fastText
@@ -158,8 +163,8 @@ def _predict_one(predict, text: str) -> tuple[str, float]:
 
 # ----------------------------------------------------------------------------- sampling long text
 
-# A sample is this many windows spread over the text (start, middle(s), end), so that a long page
-# whose first lines are a menu or a foreign-language banner is still judged by its body.
+# A sample is at least this many windows spread over the text (start, middle(s), end), so that a
+# long page whose first lines are a menu or a foreign-language banner is still judged by its body.
 SAMPLE_WINDOWS = 3
 SAMPLE_MARGIN = 0.05
 # Only a text longer than this many samples is sampled: below it the saving is small and the risk
@@ -174,20 +179,27 @@ def sample_text(text: str, max_chars: int, windows: int = SAMPLE_WINDOWS) -> str
     """At most ~`max_chars` characters of `text`: the text itself when short enough, else `windows`
     equal windows spread evenly from its start to its end, each cut at whitespace where there is
     some near its edges (text without spaces, e.g. Chinese, is cut where it falls)."""
-    if max_chars <= 0 or len(text) <= max_chars:
+    n = len(text)
+    if max_chars <= 0 or n <= max_chars:
         return text
     w = max_chars // windows
     slack = max(w // 4, 1)
+    span, last = n - w, max(windows - 1, 1)
+    # Bound methods and plain ifs: each Python call here costs about as much as fastText reading
+    # a few characters, and a 5-window sample makes ~20 of them (valgrind: 53k -> 40k instructions).
+    search, rfind = _SPACE.search, text.rfind
     parts = []
     for i in range(windows):
-        start = (len(text) - w) * i // max(windows - 1, 1)
+        start = span * i // last
         end = start + w
-        if start > 0:  # begin after the first whitespace, so no word is cut in half
-            m = _SPACE.search(text, start, start + slack)
-            start = m.end() if m else start
-        if end < len(text):
-            cut = max(text.rfind(" ", end - slack, end), text.rfind("\n", end - slack, end))
-            end = cut if cut > start else end
+        if start:  # begin after the first whitespace, so no word is cut in half
+            m = search(text, start, start + slack)
+            if m:
+                start = m.end()
+        if end < n:  # and end at the last one
+            cut = max(rfind(" ", end - slack, end), rfind("\n", end - slack, end))
+            if cut > start:
+                end = cut
         parts.append(text[start:end])
     return " ".join(parts)
 
@@ -290,19 +302,23 @@ class LanguageFilter(Filter):
         # from the whole text's by < 0.05 for 90% of real pages (docs/language.md).
         self.accept = max(cfg.sample_accept, cfg.threshold + SAMPLE_MARGIN)
         self.reread_accept = max(cfg.reread_accept, self.accept)
+        self.third_accept = max(cfg.third_accept, cfg.threshold + SAMPLE_MARGIN)
         if cfg.second_opinion not in SECOND_OPINIONS:
             raise UserError(f"language.second_opinion must be 'cld3' or '', got {cfg.second_opinion!r}")
-        if cfg.max_chars < 0 or not 0.0 <= cfg.sample_reject <= cfg.sample_accept <= 1.0:
+        sample_ok = 0.0 <= cfg.sample_reject <= cfg.sample_accept <= 1.0
+        if cfg.max_chars < 0 or cfg.sample_windows < 1 or not sample_ok:
             raise UserError(
-                "language: need max_chars >= 0 (0 = whole text) and 0 <= sample_reject <= sample_accept <= 1;"
-                f" got {cfg.max_chars}, {cfg.sample_reject}, {cfg.sample_accept}"
+                "language: need max_chars >= 0 (0 = whole text), sample_windows >= 1 and 0 <= sample_reject"
+                f" <= sample_accept <= 1; got {cfg.max_chars}, {cfg.sample_windows}, {cfg.sample_reject},"
+                f" {cfg.sample_accept}"
             )
-        if cfg.reread_chars < 0 or not 0.0 <= cfg.reread_reject <= cfg.reread_accept <= 1.0:
-            raise UserError(
-                "language: need reread_chars >= 0 (0 = whole text) and"
-                f" 0 <= reread_reject <= reread_accept <= 1; got {cfg.reread_chars}, {cfg.reread_reject},"
-                f" {cfg.reread_accept}"
-            )
+        for part in ("reread", "third"):
+            n, reject, accept = (getattr(cfg, f"{part}_{k}") for k in ("chars", "reject", "accept"))
+            if n < 0 or not 0.0 <= reject <= accept <= 1.0:
+                raise UserError(
+                    f"language: need {part}_chars >= 0 (0 = whole text) and 0 <= {part}_reject <="
+                    f" {part}_accept <= 1; got {n}, {reject}, {accept}"
+                )
         if cfg.method == "fasttext":
             unserved = UNSERVED_BY_LID176_AND_CLD3 if cfg.second_opinion else UNSERVED_BY_LID176
             bad = sorted(self.wanted & unserved)
@@ -334,11 +350,12 @@ class LanguageFilter(Filter):
         """lid.176 on a sample of a text longer than 4 x `max_chars`, when the sample settles it: lid.176
         is at least `sample_accept` (and threshold + 0.05) sure and CLD3 would not be asked, or less
         than `sample_reject` sure (far below the threshold: dropped either way; CLD3 is asked as for
-        the whole text). Otherwise the bounded re-read (`_reread`) has its say. None means: read
-        the whole text."""
+        the whole text). Otherwise the bounded re-read and third read have their say (`_reread`).
+        None means: read the whole text."""
         if not 0 < self.cfg.max_chars * SAMPLE_FROM < len(text):
             return None
-        lang, score = _predict_one(self.predict, sample_text(text, self.cfg.max_chars))
+        sample = sample_text(text, self.cfg.max_chars, self.cfg.sample_windows)
+        lang, score = _predict_one(self.predict, sample)
         if score < self.cfg.sample_reject:
             return self._second_opinion(text, lang, score)
         if score < self.accept or self._asks_second(lang, score):
@@ -346,17 +363,28 @@ class LanguageFilter(Filter):
         return lang, score, "lid176"
 
     def _reread(self, text: str) -> tuple[str, float, str] | None:
-        """lid.176 on `reread_chars` characters (windows of ~100 spread over the text) after an unsure
-        sample. Its answer stands when clearly on one side of the threshold (>= `reread_accept` or
-        < `reread_reject`; CLD3 is asked as for the whole text); in between, None: read it all. Most
-        pages a sample is unsure of are unsure on their whole text too (lists, technical English,
-        spam: far below 0.65 either way), so reading all of them bought nothing (docs/language.md)."""
-        n = self.cfg.reread_chars
+        """After an unsure sample: lid.176 on `reread_chars` characters (windows of ~100 spread over the
+        text), whose answer stands when clearly on one side of the threshold (>= `reread_accept` or
+        < `reread_reject`; CLD3 is asked as for the whole text). Most pages a sample is unsure of are
+        unsure on their whole text too (lists, technical English, spam: far below 0.65 either way),
+        so reading all of them bought nothing (docs/language.md). In between, a third read of
+        `third_chars` characters stands outside a narrower band (`third_reject`, `third_accept`):
+        2,000 characters err less than 600, and a page near 0.65 is seldom much longer than that.
+        None means: read the whole text."""
+        cfg = self.cfg
+        read = self._bounded(text, cfg.reread_chars, cfg.reread_reject, self.reread_accept)
+        if read is not None or not 0 < cfg.reread_chars < len(text):
+            return read
+        return self._bounded(text, cfg.third_chars, cfg.third_reject, self.third_accept)
+
+    def _bounded(self, text: str, n: int, reject: float, accept: float) -> tuple[str, float, str] | None:
+        """lid.176 on `n` characters of `text` in windows of ~100; its answer when outside
+        [reject, accept), else (or when the text is not longer than `n`) None."""
         if not 0 < n < len(text):
             return None
         windows = max(SAMPLE_WINDOWS, n // REREAD_WINDOW)
         lang, score = _predict_one(self.predict, sample_text(text, n, windows=windows))
-        if self.cfg.reread_reject <= score < self.reread_accept:
+        if reject <= score < accept:
             return None
         return self._second_opinion(text, lang, score)
 

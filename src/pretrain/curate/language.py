@@ -369,8 +369,8 @@ class LanguageFilter(Filter):
         unsure on their whole text too (lists, technical English, spam: far below 0.65 either way),
         so reading all of them bought nothing (docs/language.md). In between, a third read of
         `third_chars` characters stands outside a narrower band (`third_reject`, `third_accept`):
-        2,000 characters err less than 600, and a page near 0.65 is seldom much longer than that.
-        None means: read the whole text."""
+        2,000 characters, a large share of most pages, err far less than 600. None means: read the
+        whole text."""
         cfg = self.cfg
         read = self._bounded(text, cfg.reread_chars, cfg.reread_reject, self.reread_accept)
         if read is not None or not 0 < cfg.reread_chars < len(text):

@@ -270,6 +270,57 @@ def test_sigkill_then_rerun_gives_the_same_bytes(corpus, tmp_path):
     assert not list((tmp_path / "killed").glob(".*.tmp"))
 
 
+def _children(pid: int) -> set[int]:
+    try:
+        return {int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except OSError:
+        return set()
+
+
+def _alive(pid: int) -> bool:
+    try:  # a zombie has exited: it only waits to be reaped
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
+def test_sigkill_leaves_no_worker_behind(corpus, tmp_path):
+    # A killed parent (kill -9, the OOM killer) must not leave its pool's workers running: they kept
+    # tokenizing into the directory a rerun then writes too, and lingered idle for good afterwards.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    for k in range(4):
+        write_jsonl_zst(inp / f"part_{k}.jsonl.zst", [{"text": t} for t in _docs(200 + k, 1500)])
+    cmd = [sys.executable, "-m", "pretrain", "tokenize", str(inp), "--tokenizer", str(corpus["tok"]),
+           "-o", str(tmp_path / "out"), "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    workers: set[int] = set()
+    while len(workers) < 2 and proc.poll() is None:  # the pool's two workers (+ resource tracker)
+        assert time.monotonic() < deadline, "no worker started in 120 s"
+        workers = {c for c in _children(proc.pid)
+                   if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text(errors="replace")}
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    try:
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [w for w in workers if _alive(w)], "workers outlived their parent by 10 s"
+    finally:
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+
+
 def test_offsets_must_increase(tokens, tmp_path):
     out = tmp_path / "web"
     shutil.copytree(tokens, out)

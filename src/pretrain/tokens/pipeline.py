@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -154,15 +155,24 @@ def _run_units(tok_path, files, out, todo, hashes, workers) -> Iterator[tuple[in
     # the cores for its own Rust threads (RAYON_NUM_THREADS is read when the pool starts).
     threads = max(1, cores // workers)
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                             initargs=(threads,)) as pool:
+                             initargs=(threads, os.getpid())) as pool:
         futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i])
                    for i in todo}
         for i in todo:
             yield i, futures[i].result()
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, parent: int) -> None:
     os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
+    # A parent killed by SIGKILL (or the OOM killer) cannot stop its pool: without this watch the
+    # workers went on tokenizing queued files into the directory a rerun writes, then idled forever.
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int, every_s: float = 0.5) -> None:
+    while os.getppid() == parent:
+        time.sleep(every_s)
+    os._exit(1)
 
 
 def _check_existing_manifest(out: Path, sha: str) -> None:

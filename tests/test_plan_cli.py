@@ -121,6 +121,12 @@ def test_params_builds_the_count_asked_for():
     (("--model", "llama-3-8b", "--gpus", "16", "--layout", "tp=16"), "n_kv_heads=8 is not divisible"),
     (("--model", "llama-3-8b", "--layout", "tp=3"), "does not divide --gpus 8"),
     (("--model", "llama-3-8b", "--layout", "tp=2,sp=maybe"), "sp wants 0 or 1"),
+    # Run-it-twice review: NaN went through to the JSON (invalid JSON: NaN), negatives were planned.
+    (("--model", "gpt2-124m", "--checkpoint-seconds", "nan"), "--checkpoint-seconds"),
+    (("--model", "gpt2-124m", "--checkpoint-seconds", "-5"), "--checkpoint-seconds"),
+    (("--model", "gpt2-124m", "--restart-seconds", "-3"), "--restart-seconds"),
+    (("--model", "gpt2-124m", "--mtbf-gpu-hours", "nan"), "--mtbf-gpu-hours"),
+    (("--model", "gpt2-124m", "--top", "0"), "--top"),
 ])
 def test_bad_values_stop_with_one_line_before_any_search(args, message):
     r = _run(*args)
@@ -154,3 +160,4 @@ def test_software_flags_reproduce_torchtitans_8b_on_64_a100():
     assert abs(out["torchtitan"] / 2973 - 1) < 0.10, out
     bad = _run(*base, "--selective", "layer")
     assert bad.returncode != 0 and "--selective" in bad.stderr
+

@@ -51,7 +51,7 @@ Examples:
   pretrain plan --params 7B --gpus 8 --gpu a100-80gb --tokens 140B --json
   pretrain plan --model llama-3-405b --gpus 16384 --gpu h100 --tokens 15.6T --batch-tokens 16M \\
       --layout tp=8,pp=16,zero=2,mbs=1,recompute=none,sp=1
-  pretrain plan --model llama-3-8b --gpus 64 --gpu a100-80gb --batch-tokens 512K --kernels eager \
+  pretrain plan --model llama-3-8b --gpus 64 --gpu a100-80gb --batch-tokens 512K --kernels eager \\
       --selective op --reduce-dtype fp32 --layout tp=1,pp=1,zero=3,mbs=1,recompute=selective
   pretrain plan --model llama-3-8b --gpus 16 --emit-recipe run.toml
   pretrain plan --calibrate runs/a runs/b --gpu h100 --save-hardware mine.toml
@@ -151,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--gpus must be >= 1, got {args.gpus}")
     if args.efficiency is not None and not 0 < args.efficiency <= 1:
         raise UserError(f"--efficiency is a share of peak in (0, 1], got {args.efficiency}")
+    _check_budget_flags(args)
     tokens = shapes.parse_count(args.tokens) if args.tokens else 20.0 * shape.params()
     if tokens <= 0:
         raise UserError(f"--tokens must be positive, got {args.tokens}")
@@ -187,6 +188,21 @@ def run(args: argparse.Namespace) -> int:
     elif args.emit_recipe:
         print(f"no layout fits: nothing written to {args.emit_recipe}", file=sys.stderr)
     return 0 if fits else 1
+
+
+def _check_budget_flags(args: argparse.Namespace) -> None:
+    """Failure and display flags, before any search (NaN would reach the JSON as an invalid `NaN`)."""
+    import math
+
+    from pretrain.errors import UserError
+
+    for flag, value, ok in (("--mtbf-gpu-hours", args.mtbf_gpu_hours, "> 0"),
+                            ("--checkpoint-seconds", args.checkpoint_seconds, "> 0"),
+                            ("--restart-seconds", args.restart_seconds, ">= 0")):
+        if not math.isfinite(value) or value < 0 or (ok == "> 0" and value == 0):
+            raise UserError(f"{flag} must be a finite number {ok}, got {value}")
+    if args.top < 1:
+        raise UserError(f"--top must be >= 1, got {args.top}")
 
 
 def _emit(args: argparse.Namespace, plan: dict, job) -> None:

@@ -161,3 +161,21 @@ def test_software_flags_reproduce_torchtitans_8b_on_64_a100():
     bad = _run(*base, "--selective", "layer")
     assert bad.returncode != 0 and "--selective" in bad.stderr
 
+
+def test_the_plan_says_which_activations_it_counted_and_what_our_trainer_needs():
+    # The default profile is fused kernels (Megatron-Core/TE); `pretrain train` saves ~1.9x those
+    # activations on a Llama block. A newcomer planning our trainer must see that, with the number.
+    lay = "tp=1,pp=1,zero=1,mbs=1,recompute=none"
+    base = ("--model", "llama-3-8b", "--gpus", "64", "--layout", lay)
+    fused = json.loads(_run(*base, "--json").stdout)
+    ours = json.loads(_run(*base, "--activations", "pretrain", "--json").stdout)
+    sw = fused["software"]
+    assert (sw["activations"], sw["kernels"], sw["selective"]) == ("fused", "fused", "attention")
+    assert ours["software"]["activations"] == "pretrain" and ours["software"]["kernels"] == "eager"
+    # The note's figure is what planning with --activations pretrain gives for the same layout.
+    assert sw["pretrain_trainer_gb"] == pytest.approx(ours["layout"]["memory_gb"]["total"], rel=1e-9)
+    assert sw["pretrain_trainer_fits"] == ours["layout"]["fits"]
+    assert ours["layout"]["memory_gb"]["activations"] > 1.8 * fused["layout"]["memory_gb"]["activations"]
+    table = _run(*base).stdout
+    assert "--activations pretrain" in table and f"{sw['pretrain_trainer_gb']:.1f} GB" in table
+    assert "pretrain_trainer_gb" not in ours["software"]  # already planned for our trainer

@@ -18,8 +18,10 @@ What it computes (formulas and sources in docs/planner.md):
   activations      what the backward pass needs, tensor by tensor for the blocks we train (RMSNorm,
                    SwiGLU, GQA, flash attention): shrunk by tensor parallelism (TP, split each
                    matmul inside a node), sequence parallelism (SP), context parallelism (CP,
-                   split the sequence over GPUs), selective and full recompute. --activations
-                   pretrain counts what this project's trainer saves instead of fused kernels.
+                   split the sequence over GPUs), selective and full recompute. The default
+                   counts fused kernels (Megatron-Core/TE); this project's trainer saves ~1.9x
+                   that on a Llama block: plan a `pretrain train` run with --activations pretrain
+                   (the table prints what it would need).
   pipeline (PP)    layers split into stages; the batch into m micro-batches. The bubble is the idle
                    share of the step: (p-1)/(m+p-1) of wall time, (p-1)/(v*m) of ideal time with v
                    interleaved chunks per GPU (the Megatron papers' convention).
@@ -84,7 +86,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="share of peak large GEMMs sustain (default: the GPU table's, e.g. 0.80 on H100)")
     p.add_argument("--activations", default="fused", choices=["fused", "pretrain"],
                    help="saved-tensor accounting: fused kernels (Megatron/TE, default) or this project's "
-                   "trainer as written (fp32 residual, unfused norms and SwiGLU)")
+                   "trainer as written (fp32 residual, unfused norms and SwiGLU; ~1.9x the activations "
+                   "on a Llama block): pick pretrain to plan a `pretrain train` run")
     p.add_argument("--kernels", default=None, choices=["fused", "eager"],
                    help="element-wise kernels: fused (Megatron-Core/TE, torch.compile) or eager PyTorch, "
                    "one pass per op (default: eager with --activations pretrain, else fused)")

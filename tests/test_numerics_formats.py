@@ -142,3 +142,30 @@ def test_cli_bad_input(capsys) -> None:
     assert "not a number" in capsys.readouterr().err
     assert main(["numerics", "1", "--formats", "fp7"]) == 2
     assert "unknown float format" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["1e-8", "--scale", "0", "--formats", "fp16"], "--scale"),  # was silently "no scaling"
+    (["1e-8", "--scale", "-65536", "--formats", "fp16"], "--scale"),
+    (["1e-8", "--scale", "nan", "--formats", "fp16"], "--scale"),
+    (["1e-8", "--scale", "inf", "--formats", "fp16"], "--scale"),
+    (["--accumulate", "1", "1e-4", "-5"], "STEPS"),  # was a numpy traceback
+    (["--accumulate", "1", "1e-4", "0"], "STEPS"),  # was an IndexError
+    (["--accumulate", "1", "1e-4", "1000000000"], "STEPS"),  # was an 8 GB array per format, hours
+    (["--accumulate", "1", "1e-4", "ten"], "STEPS"),
+    (["--accumulate", "one", "1e-4", "10"], "not a number"),
+])
+def test_cli_refuses_bad_flags_in_one_line(capsys, args, says) -> None:
+    assert main(["numerics", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_cli_reads_negative_numbers_in_every_form(capsys) -> None:
+    # argparse took "-1e-8" and "-inf" for options ("unrecognized arguments"); "-448" alone worked.
+    assert main(["numerics", "-1e-8", "-inf", "-1/3", "-448", "--formats", "bf16", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["values"]
+    assert [r["value"] for r in rows] == ["-1e-8", "-inf", "-1/3", "-448"]
+    assert rows[0]["stored"] == pytest.approx(-1.0012e-8, rel=1e-4)  # the lesson's bf16(1e-8), negated
+    assert rows[1]["stored"] == float("-inf")
+    assert rows[2]["stored"] == -0.333984375  # the lesson's bf16(1/3), negated

@@ -140,6 +140,25 @@ def test_resume_with_other_tokenizer_is_refused(corpus, tokens, tmp_path):
         tokenize_corpus([str(corpus["root"])], other, out, workers=1)
 
 
+def test_rerun_with_other_inputs_is_refused(corpus, tmp_path):
+    # Fewer inputs used to rewrite the manifest over the first shards and leave the others' files
+    # behind (a killed run: their done markers); more inputs, or other files at the same positions
+    # (a changed file's size changes its shard's hash), are other jobs too. Same inputs: a no-op.
+    root = corpus["root"]
+    files = sorted(str(p) for p in root.iterdir() if p.name != "tok.json")
+    out = tmp_path / "web"
+    tokenize_corpus(files[:3], corpus["tok"], out, workers=1)
+    before = _tree_bytes(out)
+    for other in (files[:2], files, files[1:]):
+        with pytest.raises(UserError, match="other inputs|different job"):
+            tokenize_corpus(other, corpus["tok"], out, workers=1)
+    (out / "manifest.json").unlink()  # as if killed before the manifest: the done markers still tell
+    with pytest.raises(UserError, match="other inputs"):
+        tokenize_corpus(files[:2], corpus["tok"], out, workers=1)
+    tokenize_corpus(files[:3], corpus["tok"], out, workers=1)
+    assert _tree_bytes(out) == before
+
+
 def test_truncated_shard_is_named(tokens, tmp_path):
     out = tmp_path / "web"
     shutil.copytree(tokens, out)

@@ -124,6 +124,7 @@ def tokenize_corpus(
     vocab = tok.get_vocab_size(with_added_tokens=True)
     out.mkdir(parents=True, exist_ok=True)
     _check_existing_manifest(out, sha)
+    _check_same_inputs(out, len(files))
     for debris in out.glob(".shard_*.tmp"):  # left by a killed run (one run per directory at a time)
         debris.unlink(missing_ok=True)
     tok_copy = out / "tokenizer.json"
@@ -181,6 +182,22 @@ def _check_existing_manifest(out: Path, sha: str) -> None:
         if man["tokenizer"]["sha256"] != sha:
             raise UserError(f"{out} holds tokens from another tokenizer "
                             f"({man['tokenizer']['sha256'][:12]} != {sha[:12]}); use a new output directory")
+
+
+def _check_same_inputs(out: Path, n: int) -> None:
+    """A rerun with more or fewer inputs is another job: refused, never mixed. (Each shard's done
+    marker already refuses another file at its position.) Fewer inputs used to rewrite the manifest
+    and leave the earlier run's later shards behind."""
+    if (out / shards.MANIFEST).exists():
+        have = len(shards.read_manifest(out)["shards"])
+        if have != n:
+            raise UserError(f"{out} holds {have} shards made from other inputs ({n} input files now); "
+                            f"use a new output directory")
+    beyond = sorted(p.name for p in out.glob("shard_*.done")
+                    if p.stem[6:].isdigit() and int(p.stem[6:]) >= n)
+    if beyond:
+        raise UserError(f"{out} holds {beyond[0]} of a run with other inputs ({n} input files now); "
+                        f"use a new output directory")
 
 
 def _finish(out: Path, files: list[Path], entries: list[dict[str, Any]], source: str, sha: str,

@@ -183,8 +183,11 @@ def run(args: argparse.Namespace) -> int:
     if args.figures:
         from pretrain.plan.figures import write_figures
 
-        for path in write_figures(plan, job, args.figures):
-            print(f"wrote {path}", file=sys.stderr)
+        try:
+            for path in write_figures(plan, job, args.figures):
+                print(f"wrote {path}", file=sys.stderr)
+        except OSError as e:
+            raise UserError(f"cannot write {e.filename or args.figures}: {e.strerror or e}") from e
     fits = bool(plan["layout"] and plan["layout"]["fits"])
     if args.emit_recipe and fits:
         _emit(args, plan, job)
@@ -229,7 +232,12 @@ def _emit(args: argparse.Namespace, plan: dict, job) -> None:
     header = [f"pretrain plan: {lay.label()} on {job.n_gpus} {job.gpu.name}",
               f"predicted {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, step {t['step_s']:.2f} s",
               "set data.path (or data.kind/sources) and train.steps before running", *notes]
-    path = recipe.write_recipe(args.emit_recipe, config, header)
+    from pretrain.errors import UserError
+
+    try:
+        path = recipe.write_recipe(args.emit_recipe, config, header)
+    except OSError as e:
+        raise UserError(f"cannot write {e.filename or args.emit_recipe}: {e.strerror or e}") from e
     print(f"wrote {path}" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
 
 

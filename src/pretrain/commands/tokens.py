@@ -48,6 +48,8 @@ def _export(args: argparse.Namespace) -> int:
         b, i = export_megatron(args.directory, args.output)
     except DataError as e:
         raise UserError(str(e)) from e
+    except OSError as e:  # an output folder that cannot be made or written
+        raise UserError(f"cannot write {e.filename or args.output}: {e.strerror or e}") from e
     print(f"wrote {b} and {i}")
     return 0
 

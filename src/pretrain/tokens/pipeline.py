@@ -122,7 +122,10 @@ def tokenize_corpus(
     canonical = tok.to_str()
     sha, eot = hashlib.sha256(canonical.encode()).hexdigest(), eot_id(tok)
     vocab = tok.get_vocab_size(with_added_tokens=True)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
     _check_existing_manifest(out, sha)
     _check_same_inputs(out, len(files))
     for debris in out.glob(".shard_*.tmp"):  # left by a killed run (one run per directory at a time)

@@ -123,3 +123,13 @@ def test_megatron_reads_our_export(good, tmp_path):
     for i in range(len(TEXTS)):
         assert np.array_equal(ds[i].astype(np.int64), d.document(i))
     assert np.array_equal(ds.get(3, offset=2, length=5).astype(np.int64), d.document(3)[2:7])
+
+
+def test_inspect_refuses_a_negative_token_count(good, capsys):
+    # `--tokens -5` showed every token but the last five, under the heading "first N tokens".
+    from pretrain.cli import main
+
+    assert main(["tokens", "inspect", str(good), "--tokens", "-5"]) == 2
+    assert "--tokens" in capsys.readouterr().err
+    assert main(["tokens", "inspect", str(good), "--tokens", "3"]) == 0
+    assert "first 3 tokens" in capsys.readouterr().out

@@ -80,6 +80,8 @@ def _inspect(args: argparse.Namespace) -> int:
         return 0
     tok = load_tokenizer(tok_path)
     d.check_tokenizer(tokenizer_sha256(tok), str(tok_path))
+    if args.tokens < 0:
+        raise UserError(f"--tokens is how many tokens of the document to show (>= 0), got {args.tokens}")
     if not 0 <= args.doc < d.num_documents:
         raise UserError(f"--doc {args.doc} is outside 0..{d.num_documents - 1}")
     ids = d.document(args.doc)[: args.tokens].tolist()

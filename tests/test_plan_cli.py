@@ -179,3 +179,16 @@ def test_the_plan_says_which_activations_it_counted_and_what_our_trainer_needs()
     table = _run(*base).stdout
     assert "--activations pretrain" in table and f"{sw['pretrain_trainer_gb']:.1f} GB" in table
     assert "pretrain_trainer_gb" not in ours["software"]  # already planned for our trainer
+
+
+def test_a_model_that_cannot_fit_says_by_how_much():
+    # 405B on one H100: before, "no layout fits: does not fit in memory (48)" and generic advice.
+    r = _run("--model", "llama-3-405b", "--gpus", "1", "--json")
+    assert r.returncode == 1
+    plan = json.loads(r.stdout)
+    lean = [line for line in plan["search"]["explanation"] if line.startswith("the leanest layout")]
+    assert len(lean) == 1, plan["search"]["explanation"]
+    need = float(lean[0].split(" needs ")[1].split(" GB")[0].replace(",", ""))
+    # No sharding on one GPU: at least the 16 B/param training state (the lesson's accounting).
+    assert need >= 16 * plan["model"]["params"] / 1e9
+    assert f"of {plan['cluster']['usable_gb_per_gpu']:.1f} GB usable" in lean[0]

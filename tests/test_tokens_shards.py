@@ -159,6 +159,21 @@ def test_rerun_with_other_inputs_is_refused(corpus, tmp_path):
     assert _tree_bytes(out) == before
 
 
+def test_rerun_sweeps_every_temporary_file_of_a_killed_run(corpus, tmp_path):
+    # A kill can land in any atomic write: a shard, its done marker, the tokenizer copy, the
+    # manifest. Only `.shard_*.tmp` was swept; the others stayed in the directory for good.
+    files = [str(corpus["root"] / "c.txt")]
+    out = tmp_path / "web"
+    tokenize_corpus(files, corpus["tok"], out, workers=1)
+    debris = [".shard_00000.bin.k1.tmp", ".shard_00000.done.k2.tmp", ".manifest.json.k3.tmp",
+              ".tokenizer.json.k4.tmp"]
+    for name in debris:
+        (out / name).write_bytes(b"half a write")
+    (out / "notes.tmp").write_text("the user's own file: not ours to delete")
+    tokenize_corpus(files, corpus["tok"], out, workers=1)
+    assert sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp")) == ["notes.tmp"]
+
+
 def test_truncated_shard_is_named(tokens, tmp_path):
     out = tmp_path / "web"
     shutil.copytree(tokens, out)

@@ -128,8 +128,11 @@ def tokenize_corpus(
         raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
     _check_existing_manifest(out, sha)
     _check_same_inputs(out, len(files))
-    for debris in out.glob(".shard_*.tmp"):  # left by a killed run (one run per directory at a time)
-        debris.unlink(missing_ok=True)
+    # Temporary files of a killed run's atomic writes (one run per directory at a time): shards,
+    # done markers, the tokenizer copy, the manifest.
+    for pattern in (".shard_*.tmp", f".{shards.MANIFEST}.*.tmp", ".tokenizer.json.*.tmp"):
+        for debris in out.glob(pattern):
+            debris.unlink(missing_ok=True)
     tok_copy = out / "tokenizer.json"
     write_bytes_atomic(tok_copy, canonical.encode())  # the exact tokenizer, beside its tokens
     _TOKENIZERS[str(tok_copy)] = tok  # the in-process path reuses it instead of loading it again

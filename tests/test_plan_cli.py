@@ -56,6 +56,9 @@ def test_table_shows_the_same_numbers():
     assert plan["layout"]["label"] in table.stdout
     assert f"{plan['time']['tokens_per_s']:,.0f}" in table.stdout
     assert f"{plan['model']['params']:,}" in table.stdout
+    # Shares read as percentages, as the top-layouts table prints MFU (they showed as 0.6858 there).
+    for share in (plan["time"]["mfu"], plan["reliability"]["goodput"], plan["cluster"]["efficiency"]):
+        assert f"{share:.1%}" in table.stdout
 
 
 def test_given_layout_and_params_flag():

@@ -20,6 +20,11 @@ def _fmt(v: object) -> str:
     return str(v)
 
 
+# Shares of a whole: shown as percentages (the top-layouts table prints MFU so; the --json keeps
+# the fractions).
+SHARES = {"efficiency", "mfu", "hfu", "wall", "ideal", "waste_fraction", "goodput"}
+
+
 def _section(console: Console, title: str, rows: dict, unit: str = "") -> None:
     console.print(f"[bold]{title}[/bold]")
     t = Table(show_header=False, pad_edge=False, min_width=40)
@@ -28,6 +33,8 @@ def _section(console: Console, title: str, rows: dict, unit: str = "") -> None:
     for k, v in rows.items():
         if isinstance(v, dict):
             v = ", ".join(f"{kk} {_fmt(vv)}" for kk, vv in v.items())
+        elif k in SHARES and isinstance(v, float):
+            v = f"{v:.1%}"
         t.add_row(k.replace("_", " ") + (f" ({unit})" if unit and not isinstance(v, str) else ""), _fmt(v))
     console.print(t)
 

@@ -213,6 +213,18 @@ def test_refuses_mismatched_state_and_sources(dirs, tmp_path):
         MixtureSampler(dirs, {"web": 1.0}, seq_len=SEQ)
 
 
+@pytest.mark.parametrize("position", [-5, 1.5, True, "abc", None, 10**30])
+def test_refuses_a_state_with_an_impossible_position(dirs, position):
+    # A sampler state travels in a checkpoint from someone else: -5 was accepted (and sampled),
+    # 1.5 and True read as 1, the rest raised ValueError/TypeError/OverflowError.
+    s = MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=0)
+    state = dict(s.state_dict(), sequences=position)
+    with pytest.raises(UserError, match="sequences"):
+        s.load_state_dict(state)
+    s.load_state_dict(dict(state, sequences=12))
+    assert s.position == 12
+
+
 def test_sampler_from_mixture_file(dirs, tmp_path):
     toml = "".join(f'[sources.{k}]\npath = "{p}"\nweight = {WEIGHTS[k]}\n' for k, p in dirs.items())
     (tmp_path / "m.toml").write_text(f"budget = 1e9\nseq_len = {SEQ}\nseed = 9\n" + toml)

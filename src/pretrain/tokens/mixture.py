@@ -240,7 +240,10 @@ class MixtureSampler:
         if theirs != mine:
             raise UserError(f"sampler state was saved for {theirs}, this sampler is {mine}; "
                             "resuming would give a different stream")
-        self._seek(int(state["sequences"]))
+        g = state.get("sequences")
+        if not _integer(g) or not 0 <= g < 2**62:  # int64 arithmetic downstream; a state may be hostile
+            raise UserError(f"sampler state: sequences must be an integer in [0, 2^62), got {g!r}")
+        self._seek(g)
 
     def shares(self) -> dict[str, float]:
         """Realized share of sequences per source so far."""

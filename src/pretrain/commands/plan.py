@@ -162,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
     if batch < shape.seq_len:
         raise UserError(f"--batch-tokens {args.batch_tokens} ({batch:,}) holds no sequence of "
                         f"{shape.seq_len:,}")
+    whole = batch // shape.seq_len * shape.seq_len  # the global batch the plan runs
+    if tokens < whole:
+        raise UserError(f"--tokens {args.tokens or tokens} ({tokens:,.0f}) is less than one global batch "
+                        f"({whole:,} tokens, --batch-tokens {args.batch_tokens}): not a training run")
     job = Job(shape, gpu, args.gpus, batch, args.accounting, not args.no_flash, args.efficiency,
               args.activations, kernels=args.kernels or "", selective=args.selective,
               reduce_dtype=args.reduce_dtype or "")

@@ -146,3 +146,14 @@ def test_inspect_refuses_a_negative_token_count(good, capsys):
     assert "--tokens" in capsys.readouterr().err
     assert main(["tokens", "inspect", str(good), "--tokens", "3"]) == 0
     assert "first 3 tokens" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("workers", ["0", "-3"])
+def test_tokenize_refuses_a_worker_count_below_one(good, tmp_path, capsys, workers):
+    # -3 ran silently with one worker, 0 with every core.
+    from pretrain.cli import main
+
+    src = good.parent / "a.jsonl.zst"
+    args = ["tokenize", str(src), "--tokenizer", str(good.parent / "tok.json"), "-o", str(tmp_path / "t")]
+    assert main([*args, "--workers", workers]) == 2
+    assert "--workers" in capsys.readouterr().err and not (tmp_path / "t").exists()

@@ -186,11 +186,11 @@ def _print(out: dict, scale: float | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
+    from pretrain.jsonout import dumps
 
     out = compute(args)
     if args.json:
-        print(json.dumps(out, indent=2, default=str))
+        print(dumps(out, indent=2, default=str))
     else:
         _print(out, args.scale)
     return 0

@@ -116,10 +116,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import sys
 
     from pretrain.errors import UserError
+    from pretrain.jsonout import dumps
     from pretrain.plan import hardware, report, shapes
     from pretrain.plan.search import Job
 
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     if args.calibrate:
         calibration, args.gpu_override = _calibrate(args)
         if args.model is None and args.params is None:
-            print(json.dumps(calibration, indent=2) if args.json else _calibration_text(calibration))
+            print(dumps(calibration, indent=2) if args.json else _calibration_text(calibration))
             return 0
     if (args.model is None) == (args.params is None):
         raise UserError("give exactly one of --model NAME or --params COUNT (e.g. --params 7B)")
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     if args.calibrate:
         plan["calibration"] = calibration
     if args.json:
-        print(json.dumps(plan, indent=2))
+        print(dumps(plan, indent=2))
     else:
         from pretrain.plan.render import print_plan
 

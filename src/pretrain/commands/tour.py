@@ -61,11 +61,11 @@ def _print(sections) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
     from pretrain import tour
     from pretrain.errors import UserError
+    from pretrain.jsonout import dumps
 
     if args.figures:  # before the sections' seconds of work: an unwritable folder stops at once
         try:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         out = {s.number: {"title": s.title, "values": s.values, "missing": s.missing} for s in sections}
         if args.figures:
             out["figures"] = [str(p) for p in written]
-        print(json.dumps(out, indent=2, default=str))
+        print(dumps(out, indent=2, default=str))
         return 0
     _print(sections)
     if args.figures:

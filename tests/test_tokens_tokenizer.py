@@ -160,3 +160,15 @@ def test_transformers_reads_our_tokenizer(tmp_path):
         assert theirs.decode(ids) == text
     default = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tok.json"))
     assert default(f"x {EOT} y")["input_ids"].count(ours.token_to_id(EOT)) == 1  # why the flag matters
+
+
+@pytest.mark.parametrize("content", [b"", bytes(range(256)) * 20, b"[" * 100_000 + b"]" * 100_000,
+                                     b'{"version": "1.0", "model": {"type": "BPE", "vocab": 5}}'])
+def test_a_file_that_is_not_a_tokenizer_is_one_line(tmp_path, content):
+    # Held already (regression test of the review): empty, binary, nested 100,000 deep, a wrong model.
+    bad = tmp_path / "tokenizer.json"
+    bad.write_bytes(content)
+    with pytest.raises(UserError, match="not a readable tokenizer"):
+        load_tokenizer(bad)
+    with pytest.raises(UserError, match="not found"):
+        load_tokenizer(tmp_path)  # a directory

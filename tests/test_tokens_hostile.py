@@ -157,3 +157,17 @@ def test_tokenize_refuses_a_worker_count_below_one(good, tmp_path, capsys, worke
     args = ["tokenize", str(src), "--tokenizer", str(good.parent / "tok.json"), "-o", str(tmp_path / "t")]
     assert main([*args, "--workers", workers]) == 2
     assert "--workers" in capsys.readouterr().err and not (tmp_path / "t").exists()
+
+
+def test_export_never_overwrites_the_shards_it_reads(good, tmp_path, capsys):
+    # `-o TOKENS/shard_00000` replaced the token directory's first shard with the whole export.
+    from pretrain.cli import main
+
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    before = (d / "shard_00000.bin").read_bytes()
+    assert main(["tokens", "export-megatron", str(d), "-o", str(d / "shard_00000")]) == 2
+    assert "shard_00000" in capsys.readouterr().err
+    assert (d / "shard_00000.bin").read_bytes() == before
+    TokenDir(d)  # still whole
+    assert main(["tokens", "export-megatron", str(d), "-o", str(d / "web_text_document")]) == 0

@@ -37,6 +37,8 @@ def parse_layout(text: str, n_gpus: int) -> Layout:
         key = key.strip()
         if key not in LAYOUT_KEYS or not value:
             raise UserError(f"--layout: cannot read {part!r}; keys: {', '.join(LAYOUT_KEYS)}")
+        if key in kwargs:  # "tp=2,tp=4" planned tp=4 without a word
+            raise UserError(f"--layout: {key} is given twice")
         if key == "recompute":
             kwargs[key] = value
         elif key == "sp":

@@ -142,3 +142,43 @@ def test_cli_bad_input(capsys) -> None:
     assert "not a number" in capsys.readouterr().err
     assert main(["numerics", "1", "--formats", "fp7"]) == 2
     assert "unknown float format" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["1e-8", "--scale", "0", "--formats", "fp16"], "--scale"),  # was silently "no scaling"
+    (["1e-8", "--scale", "-65536", "--formats", "fp16"], "--scale"),
+    (["1e-8", "--scale", "nan", "--formats", "fp16"], "--scale"),
+    (["1e-8", "--scale", "inf", "--formats", "fp16"], "--scale"),
+    (["--accumulate", "1", "1e-4", "-5"], "STEPS"),  # was a numpy traceback
+    (["--accumulate", "1", "1e-4", "0"], "STEPS"),  # was an IndexError
+    (["--accumulate", "1", "1e-4", "1000000000"], "STEPS"),  # was an 8 GB array per format, hours
+    (["--accumulate", "1", "1e-4", "ten"], "STEPS"),
+    (["--accumulate", "one", "1e-4", "10"], "not a number"),
+])
+def test_cli_refuses_bad_flags_in_one_line(capsys, args, says) -> None:
+    assert main(["numerics", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_cli_reads_negative_numbers_in_every_form(capsys) -> None:
+    # argparse took "-1e-8" and "-inf" for options ("unrecognized arguments"); "-448" alone worked.
+    assert main(["numerics", "-1e-8", "-inf", "-1/3", "-448", "--formats", "bf16", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["values"]
+    assert [r["value"] for r in rows] == ["-1e-8", "-inf", "-1/3", "-448"]
+    assert rows[0]["stored"] == pytest.approx(-1.0012e-8, rel=1e-4)  # the lesson's bf16(1e-8), negated
+    assert rows[1]["stored"] == "-inf"  # strict JSON has no -Infinity (test_json_is_strict_json...)
+    assert rows[2]["stored"] == -0.333984375  # the lesson's bf16(1/3), negated
+
+
+def test_json_is_strict_json_with_infinities(capsys) -> None:
+    # fp16(inf), e4m3(1e40) saturating, nan: Python wrote bare Infinity/NaN, which jq and every
+    # strict JSON parser reject (RFC 8259 has no such literals).
+    def refuse(word: str) -> None:
+        raise ValueError(f"not JSON: {word}")
+
+    assert main(["numerics", "inf", "nan", "1e40", "--formats", "fp16,e4m3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    stored = {(r["value"], r["format"]): r["stored"] for r in out["values"]}
+    assert stored[("inf", "fp16")] == "inf" and stored[("nan", "fp16")] == "nan"
+    assert stored[("1e40", "fp16")] == "inf" and stored[("1e40", "fp8 E4M3")] == 448.0

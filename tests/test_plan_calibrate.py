@@ -101,3 +101,25 @@ def test_bad_run_directories(tmp_path, runs):
     (bad / "metrics.jsonl").write_text("garbage\n")
     with pytest.raises(UserError, match="no step line"):
         calibrate.load_run(bad)
+
+
+def test_a_hostile_run_directory_is_one_line(tmp_path, capsys):
+    # A run directory from someone else: a metrics line nested 100,000 deep, sections that are not
+    # tables, a config nested deep. Before: RecursionError / AttributeError tracebacks.
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    good_cfg = '[model]\npreset = "tiny-cpu"\n[data]\nbatch_size = 8\n'
+    deep_line = "[" * 100_000 + "]" * 100_000
+    (run / "config.toml").write_text(good_cfg)
+    (run / "metrics.jsonl").write_text("\n".join([deep_line, '{"step": 1, "tokens_per_s": 100}',
+                                                  '{"step": 2, "tokens_per_s": 300}']) + "\n")
+    loaded = calibrate.load_run(run)  # the deep line is one bad line, skipped and counted
+    assert (loaded.tokens_per_s, loaded.skipped) == (300.0, 1)
+    for cfg in ("model = 3\n", "parallel = 5\n", good_cfg + "[parallel]\ntp = 0\n",
+                "a = " + "[" * 100_000 + "]" * 100_000 + "\n"):
+        (run / "config.toml").write_text(cfg)
+        assert main(["plan", "--calibrate", str(run), "--gpu", "h100"]) == 2, cfg[:30]
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(run) in err[0], err

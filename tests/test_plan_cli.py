@@ -56,6 +56,9 @@ def test_table_shows_the_same_numbers():
     assert plan["layout"]["label"] in table.stdout
     assert f"{plan['time']['tokens_per_s']:,.0f}" in table.stdout
     assert f"{plan['model']['params']:,}" in table.stdout
+    # Shares read as percentages, as the top-layouts table prints MFU (they showed as 0.6858 there).
+    for share in (plan["time"]["mfu"], plan["reliability"]["goodput"], plan["cluster"]["efficiency"]):
+        assert f"{share:.1%}" in table.stdout
 
 
 def test_given_layout_and_params_flag():
@@ -121,6 +124,14 @@ def test_params_builds_the_count_asked_for():
     (("--model", "llama-3-8b", "--gpus", "16", "--layout", "tp=16"), "n_kv_heads=8 is not divisible"),
     (("--model", "llama-3-8b", "--layout", "tp=3"), "does not divide --gpus 8"),
     (("--model", "llama-3-8b", "--layout", "tp=2,sp=maybe"), "sp wants 0 or 1"),
+    # Run-it-twice review: NaN went through to the JSON (invalid JSON: NaN), negatives were planned.
+    (("--model", "gpt2-124m", "--checkpoint-seconds", "nan"), "--checkpoint-seconds"),
+    (("--model", "gpt2-124m", "--checkpoint-seconds", "-5"), "--checkpoint-seconds"),
+    (("--model", "gpt2-124m", "--restart-seconds", "-3"), "--restart-seconds"),
+    (("--model", "gpt2-124m", "--mtbf-gpu-hours", "nan"), "--mtbf-gpu-hours"),
+    (("--model", "gpt2-124m", "--top", "0"), "--top"),
+    (("--model", "gpt2-124m", "--tokens", "1M"), "less than one global batch"),  # printed 0.24 steps
+    (("--model", "llama-3-8b", "--layout", "tp=2,tp=4"), "tp is given twice"),  # planned tp=4
 ])
 def test_bad_values_stop_with_one_line_before_any_search(args, message):
     r = _run(*args)
@@ -154,3 +165,35 @@ def test_software_flags_reproduce_torchtitans_8b_on_64_a100():
     assert abs(out["torchtitan"] / 2973 - 1) < 0.10, out
     bad = _run(*base, "--selective", "layer")
     assert bad.returncode != 0 and "--selective" in bad.stderr
+
+
+def test_the_plan_says_which_activations_it_counted_and_what_our_trainer_needs():
+    # The default profile is fused kernels (Megatron-Core/TE); `pretrain train` saves ~1.9x those
+    # activations on a Llama block. A newcomer planning our trainer must see that, with the number.
+    lay = "tp=1,pp=1,zero=1,mbs=1,recompute=none"
+    base = ("--model", "llama-3-8b", "--gpus", "64", "--layout", lay)
+    fused = json.loads(_run(*base, "--json").stdout)
+    ours = json.loads(_run(*base, "--activations", "pretrain", "--json").stdout)
+    sw = fused["software"]
+    assert (sw["activations"], sw["kernels"], sw["selective"]) == ("fused", "fused", "attention")
+    assert ours["software"]["activations"] == "pretrain" and ours["software"]["kernels"] == "eager"
+    # The note's figure is what planning with --activations pretrain gives for the same layout.
+    assert sw["pretrain_trainer_gb"] == pytest.approx(ours["layout"]["memory_gb"]["total"], rel=1e-9)
+    assert sw["pretrain_trainer_fits"] == ours["layout"]["fits"]
+    assert ours["layout"]["memory_gb"]["activations"] > 1.8 * fused["layout"]["memory_gb"]["activations"]
+    table = _run(*base).stdout
+    assert "--activations pretrain" in table and f"{sw['pretrain_trainer_gb']:.1f} GB" in table
+    assert "pretrain_trainer_gb" not in ours["software"]  # already planned for our trainer
+
+
+def test_a_model_that_cannot_fit_says_by_how_much():
+    # 405B on one H100: before, "no layout fits: does not fit in memory (48)" and generic advice.
+    r = _run("--model", "llama-3-405b", "--gpus", "1", "--json")
+    assert r.returncode == 1
+    plan = json.loads(r.stdout)
+    lean = [line for line in plan["search"]["explanation"] if line.startswith("the leanest layout")]
+    assert len(lean) == 1, plan["search"]["explanation"]
+    need = float(lean[0].split(" needs ")[1].split(" GB")[0].replace(",", ""))
+    # No sharding on one GPU: at least the 16 B/param training state (the lesson's accounting).
+    assert need >= 16 * plan["model"]["params"] / 1e9
+    assert f"of {plan['cluster']['usable_gb_per_gpu']:.1f} GB usable" in lean[0]

@@ -79,6 +79,30 @@ def test_mix_command_prints_epochs_and_warns(dirs, tmp_path, capsys):
     assert "WARNING" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("top, web_weight, says", [
+    ("budget = -1e8", "0.8", "budget"),
+    ("budget = nan", "0.8", "budget"),
+    ("budget = inf", "0.8", "budget"),
+    ('budget = "x"', "0.8", "budget"),
+    ("budget = 1e8\nseq_len = 0", "0.8", "seq_len"),
+    ("budget = 1e8\nseq_len = 1.5", "0.8", "seq_len"),
+    ('budget = 1e8\nseed = "x"', "0.8", "seed"),
+    ("budget = 1e8", "-1", "weight"),
+    ("budget = 1e8", "nan", "weight"),
+    ("budget = 1e8", "inf", "weight"),
+    ("budget = 1e8", '"heavy"', "weight"),
+])
+def test_a_bad_mixture_file_is_one_line_naming_it(dirs, tmp_path, capsys, top, web_weight, says):
+    # Before: a negative budget or weight printed negative epochs, nan/inf printed nan, a string
+    # gave a traceback; the sampler refused them, `pretrain mix` did not.
+    toml = "".join(f'[sources.{k}]\npath = "{p}"\nweight = {web_weight if k == "web" else WEIGHTS[k]}\n'
+                   for k, p in dirs.items())
+    (tmp_path / "mixture.toml").write_text(top + "\n" + toml)
+    assert cli_main(["mix", str(tmp_path / "mixture.toml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mixture.toml" in err[0] and says in err[0], err
+
+
 def test_permutation_is_a_bijection():
     for n in (1, 2, 3, 10, 1000, 4097):
         p = permute(np.arange(n), n, key=42)
@@ -187,6 +211,18 @@ def test_refuses_mismatched_state_and_sources(dirs, tmp_path):
         MixtureSampler({"tiny": tiny}, {"tiny": 1.0}, seq_len=4096)
     with pytest.raises(UserError, match="name different sources"):
         MixtureSampler(dirs, {"web": 1.0}, seq_len=SEQ)
+
+
+@pytest.mark.parametrize("position", [-5, 1.5, True, "abc", None, 10**30])
+def test_refuses_a_state_with_an_impossible_position(dirs, position):
+    # A sampler state travels in a checkpoint from someone else: -5 was accepted (and sampled),
+    # 1.5 and True read as 1, the rest raised ValueError/TypeError/OverflowError.
+    s = MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=0)
+    state = dict(s.state_dict(), sequences=position)
+    with pytest.raises(UserError, match="sequences"):
+        s.load_state_dict(state)
+    s.load_state_dict(dict(state, sequences=12))
+    assert s.position == 12
 
 
 def test_sampler_from_mixture_file(dirs, tmp_path):

@@ -140,6 +140,40 @@ def test_resume_with_other_tokenizer_is_refused(corpus, tokens, tmp_path):
         tokenize_corpus([str(corpus["root"])], other, out, workers=1)
 
 
+def test_rerun_with_other_inputs_is_refused(corpus, tmp_path):
+    # Fewer inputs used to rewrite the manifest over the first shards and leave the others' files
+    # behind (a killed run: their done markers); more inputs, or other files at the same positions
+    # (a changed file's size changes its shard's hash), are other jobs too. Same inputs: a no-op.
+    root = corpus["root"]
+    files = sorted(str(p) for p in root.iterdir() if p.name != "tok.json")
+    out = tmp_path / "web"
+    tokenize_corpus(files[:3], corpus["tok"], out, workers=1)
+    before = _tree_bytes(out)
+    for other in (files[:2], files, files[1:]):
+        with pytest.raises(UserError, match="other inputs|different job"):
+            tokenize_corpus(other, corpus["tok"], out, workers=1)
+    (out / "manifest.json").unlink()  # as if killed before the manifest: the done markers still tell
+    with pytest.raises(UserError, match="other inputs"):
+        tokenize_corpus(files[:2], corpus["tok"], out, workers=1)
+    tokenize_corpus(files[:3], corpus["tok"], out, workers=1)
+    assert _tree_bytes(out) == before
+
+
+def test_rerun_sweeps_every_temporary_file_of_a_killed_run(corpus, tmp_path):
+    # A kill can land in any atomic write: a shard, its done marker, the tokenizer copy, the
+    # manifest. Only `.shard_*.tmp` was swept; the others stayed in the directory for good.
+    files = [str(corpus["root"] / "c.txt")]
+    out = tmp_path / "web"
+    tokenize_corpus(files, corpus["tok"], out, workers=1)
+    debris = [".shard_00000.bin.k1.tmp", ".shard_00000.done.k2.tmp", ".manifest.json.k3.tmp",
+              ".tokenizer.json.k4.tmp"]
+    for name in debris:
+        (out / name).write_bytes(b"half a write")
+    (out / "notes.tmp").write_text("the user's own file: not ours to delete")
+    tokenize_corpus(files, corpus["tok"], out, workers=1)
+    assert sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp")) == ["notes.tmp"]
+
+
 def test_truncated_shard_is_named(tokens, tmp_path):
     out = tmp_path / "web"
     shutil.copytree(tokens, out)
@@ -268,6 +302,57 @@ def test_sigkill_then_rerun_gives_the_same_bytes(corpus, tmp_path):
     tokenize_corpus([str(inp)], corpus["tok"], tmp_path / "clean", workers=2)
     assert _tree_bytes(tmp_path / "killed") == _tree_bytes(tmp_path / "clean")
     assert not list((tmp_path / "killed").glob(".*.tmp"))
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        return {int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except OSError:
+        return set()
+
+
+def _alive(pid: int) -> bool:
+    try:  # a zombie has exited: it only waits to be reaped
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
+def test_sigkill_leaves_no_worker_behind(corpus, tmp_path):
+    # A killed parent (kill -9, the OOM killer) must not leave its pool's workers running: they kept
+    # tokenizing into the directory a rerun then writes too, and lingered idle for good afterwards.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    for k in range(4):
+        write_jsonl_zst(inp / f"part_{k}.jsonl.zst", [{"text": t} for t in _docs(200 + k, 1500)])
+    cmd = [sys.executable, "-m", "pretrain", "tokenize", str(inp), "--tokenizer", str(corpus["tok"]),
+           "-o", str(tmp_path / "out"), "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    workers: set[int] = set()
+    while len(workers) < 2 and proc.poll() is None:  # the pool's two workers (+ resource tracker)
+        assert time.monotonic() < deadline, "no worker started in 120 s"
+        workers = {c for c in _children(proc.pid)
+                   if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text(errors="replace")}
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    try:
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [w for w in workers if _alive(w)], "workers outlived their parent by 10 s"
+    finally:
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
 
 
 def test_offsets_must_increase(tokens, tmp_path):

@@ -119,3 +119,56 @@ def test_bad_tokenizer_files(tmp_path):
 def test_vocab_too_small():
     with pytest.raises(UserError, match="below the 256 byte tokens"):
         train_tokenizer(GENERATED, vocab_size=100)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--vocab-size", "300", "--min-frequency", "-1"], "--min-frequency"),
+    (["--vocab-size", "300", "--max-mb", "-5"], "--max-mb"),
+    (["--vocab-size", "300", "--max-mb", "nan"], "--max-mb"),
+    (["--vocab-size", "300", "--empty"], "no text"),
+    (["--vocab-size", "300", "--unwritable"], "cannot write"),
+])
+def test_train_command_refuses_in_one_line(tmp_path, capsys, args, says):
+    # Before: a traceback (negative --min-frequency, an unwritable -o), or exit 0 with a tokenizer
+    # of 257 ids trained on nothing (an empty corpus, a negative --max-mb).
+    from pretrain.cli import main as cli_main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("" if "--empty" in args else GENERATED[0] * 20, encoding="utf-8")
+    out = tmp_path / ("file" if "--unwritable" in args else "") / "tok.json"
+    (tmp_path / "file").write_text("a file, not a folder")
+    args = [a for a in args if a not in ("--empty", "--unwritable")]
+    assert cli_main(["tokenizer", "train", str(corpus), "-o", str(out), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not out.exists()
+
+
+def test_transformers_reads_our_tokenizer(tmp_path):
+    # transformers' fast tokenizer on our tokenizer.json gives our ids and our text back; a special
+    # token's text inside a document stays text with split_special_tokens=True, which the file
+    # itself cannot carry (tokenizers does not serialize encode_special_tokens): docs/tokens.md.
+    transformers = pytest.importorskip("transformers")
+    tok = train_tokenizer(GENERATED, vocab_size=600)
+    tok.save(str(tmp_path / "tok.json"))
+    ours = load_tokenizer(tmp_path / "tok.json")
+    theirs = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tok.json"),
+                                                  split_special_tokens=True)
+    for text in [*GENERATED[:50], *TRICKY, f"a page quoting {EOT} mid-text"]:
+        ids = ours.encode(text).ids
+        assert theirs(text, add_special_tokens=False)["input_ids"] == ids
+        assert theirs.decode(ids) == text
+    default = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tok.json"))
+    assert default(f"x {EOT} y")["input_ids"].count(ours.token_to_id(EOT)) == 1  # why the flag matters
+
+
+@pytest.mark.parametrize("content", [b"", bytes(range(256)) * 20, b"[" * 100_000 + b"]" * 100_000,
+                                     b'{"version": "1.0", "model": {"type": "BPE", "vocab": 5}}'])
+def test_a_file_that_is_not_a_tokenizer_is_one_line(tmp_path, content):
+    # Held already (regression test of the review): empty, binary, nested 100,000 deep, a wrong model.
+    bad = tmp_path / "tokenizer.json"
+    bad.write_bytes(content)
+    with pytest.raises(UserError, match="not a readable tokenizer"):
+        load_tokenizer(bad)
+    with pytest.raises(UserError, match="not found"):
+        load_tokenizer(tmp_path)  # a directory

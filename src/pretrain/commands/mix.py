@@ -37,9 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from pretrain.errors import DataError, UserError
+    from pretrain.jsonout import dumps
     from pretrain.tokens.mixture import load_mixture, mixture_table
 
     mix = load_mixture(args.mixture)
@@ -49,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     except DataError as e:
         raise UserError(str(e)) from e
     if args.json:
-        print(json.dumps({"budget": mix.budget, "sources": rows}, indent=2))
+        print(dumps({"budget": mix.budget, "sources": rows}, indent=2))
         return 0
     print(f"budget D = {mix.budget:,.0f} tokens")
     print(f"{'source':<16}{'available':>18}{'weight':>9}{'drawn':>20}{'epochs':>9}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 HELP = "round numbers to fp32/bf16/fp16/fp8 and show their bits and the formats' limits"
 
@@ -29,8 +30,16 @@ Output: a table (or one JSON object with --json)."""
 DEFAULT_FORMATS = "fp32,bf16,fp16,e5m2,e4m3"
 
 
+# Steps of --accumulate: a Python loop of ~10 us per step and format (1e6 steps: ~1 min CPU).
+MAX_STEPS = 1_000_000
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("values", nargs="*", help="numbers: 0.1, 1/3, 1e-8, -448, inf, nan")
+    # argparse takes a leading "-" for an option unless the word looks like a negative number by its
+    # own pattern (-448, -.5): widen the pattern so -1e-8, -inf, -nan and -1/3 are values too.
+    parser._negative_number_matcher = re.compile(  # noqa: SLF001
+        r"^-(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?(/\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+    parser.add_argument("values", nargs="*", help="numbers: 0.1, 1/3, 1e-8, -448, -1e-8, inf, nan")
     parser.add_argument(
         "--formats", default=DEFAULT_FORMATS, help=f"comma-separated formats (default: {DEFAULT_FORMATS})"
     )
@@ -66,6 +75,22 @@ def parse_value(text: str) -> float:
             raise UserError(f"not a number: {text!r} (try 0.1, 1/3, 1e-8, inf)") from None
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """--scale and --accumulate's STEPS, before any work (STEPS is a loop and an array per format)."""
+    import math
+
+    from pretrain.errors import UserError
+
+    if args.scale is not None and not (math.isfinite(args.scale) and args.scale > 0):
+        raise UserError(f"--scale must be a finite number > 0 (a loss scale such as 65536), got {args.scale}")
+    if args.accumulate:
+        text = args.accumulate[2]
+        if not text.isdigit() or not 1 <= int(text) <= MAX_STEPS:
+            raise UserError(f"--accumulate W0 UPDATE STEPS: STEPS must be an integer from 1 to "
+                            f"{MAX_STEPS:,}, got {text!r}")
+        args.steps = int(text)
+
+
 def compute(args: argparse.Namespace) -> dict:
     """Everything the command prints, as plain data."""
     import math
@@ -79,6 +104,7 @@ def compute(args: argparse.Namespace) -> dict:
         scaled_roundtrip,
     )
 
+    _check_flags(args)
     fmts = [get_format(n) for n in args.formats.split(",") if n.strip()]
     out: dict = {}
     if args.table or not (args.values or args.accumulate):
@@ -101,7 +127,7 @@ def compute(args: argparse.Namespace) -> dict:
     if rows:
         out["values"] = rows
     if args.accumulate:
-        w0, upd, steps = float(args.accumulate[0]), float(args.accumulate[1]), int(args.accumulate[2])
+        w0, upd, steps = parse_value(args.accumulate[0]), parse_value(args.accumulate[1]), args.steps
         out["accumulate"] = [
             {"format": f.name, "final": float(accumulate_updates(w0, upd, steps, f)[-1])} for f in fmts
         ]
@@ -160,11 +186,11 @@ def _print(out: dict, scale: float | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
+    from pretrain.jsonout import dumps
 
     out = compute(args)
     if args.json:
-        print(json.dumps(out, indent=2, default=str))
+        print(dumps(out, indent=2, default=str))
     else:
         _print(out, args.scale)
     return 0

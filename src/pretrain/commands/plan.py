@@ -18,8 +18,10 @@ What it computes (formulas and sources in docs/planner.md):
   activations      what the backward pass needs, tensor by tensor for the blocks we train (RMSNorm,
                    SwiGLU, GQA, flash attention): shrunk by tensor parallelism (TP, split each
                    matmul inside a node), sequence parallelism (SP), context parallelism (CP,
-                   split the sequence over GPUs), selective and full recompute. --activations
-                   pretrain counts what this project's trainer saves instead of fused kernels.
+                   split the sequence over GPUs), selective and full recompute. The default
+                   counts fused kernels (Megatron-Core/TE); this project's trainer saves ~1.9x
+                   that on a Llama block: plan a `pretrain train` run with --activations pretrain
+                   (the table prints what it would need).
   pipeline (PP)    layers split into stages; the batch into m micro-batches. The bubble is the idle
                    share of the step: (p-1)/(m+p-1) of wall time, (p-1)/(v*m) of ideal time with v
                    interleaved chunks per GPU (the Megatron papers' convention).
@@ -51,7 +53,7 @@ Examples:
   pretrain plan --params 7B --gpus 8 --gpu a100-80gb --tokens 140B --json
   pretrain plan --model llama-3-405b --gpus 16384 --gpu h100 --tokens 15.6T --batch-tokens 16M \\
       --layout tp=8,pp=16,zero=2,mbs=1,recompute=none,sp=1
-  pretrain plan --model llama-3-8b --gpus 64 --gpu a100-80gb --batch-tokens 512K --kernels eager \
+  pretrain plan --model llama-3-8b --gpus 64 --gpu a100-80gb --batch-tokens 512K --kernels eager \\
       --selective op --reduce-dtype fp32 --layout tp=1,pp=1,zero=3,mbs=1,recompute=selective
   pretrain plan --model llama-3-8b --gpus 16 --emit-recipe run.toml
   pretrain plan --calibrate runs/a runs/b --gpu h100 --save-hardware mine.toml
@@ -84,7 +86,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="share of peak large GEMMs sustain (default: the GPU table's, e.g. 0.80 on H100)")
     p.add_argument("--activations", default="fused", choices=["fused", "pretrain"],
                    help="saved-tensor accounting: fused kernels (Megatron/TE, default) or this project's "
-                   "trainer as written (fp32 residual, unfused norms and SwiGLU)")
+                   "trainer as written (fp32 residual, unfused norms and SwiGLU; ~1.9x the activations "
+                   "on a Llama block): pick pretrain to plan a `pretrain train` run")
     p.add_argument("--kernels", default=None, choices=["fused", "eager"],
                    help="element-wise kernels: fused (Megatron-Core/TE, torch.compile) or eager PyTorch, "
                    "one pass per op (default: eager with --activations pretrain, else fused)")
@@ -113,10 +116,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import sys
 
     from pretrain.errors import UserError
+    from pretrain.jsonout import dumps
     from pretrain.plan import hardware, report, shapes
     from pretrain.plan.search import Job
 
@@ -128,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     if args.calibrate:
         calibration, args.gpu_override = _calibrate(args)
         if args.model is None and args.params is None:
-            print(json.dumps(calibration, indent=2) if args.json else _calibration_text(calibration))
+            print(dumps(calibration, indent=2) if args.json else _calibration_text(calibration))
             return 0
     if (args.model is None) == (args.params is None):
         raise UserError("give exactly one of --model NAME or --params COUNT (e.g. --params 7B)")
@@ -151,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--gpus must be >= 1, got {args.gpus}")
     if args.efficiency is not None and not 0 < args.efficiency <= 1:
         raise UserError(f"--efficiency is a share of peak in (0, 1], got {args.efficiency}")
+    _check_budget_flags(args)
     tokens = shapes.parse_count(args.tokens) if args.tokens else 20.0 * shape.params()
     if tokens <= 0:
         raise UserError(f"--tokens must be positive, got {args.tokens}")
@@ -158,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
     if batch < shape.seq_len:
         raise UserError(f"--batch-tokens {args.batch_tokens} ({batch:,}) holds no sequence of "
                         f"{shape.seq_len:,}")
+    whole = batch // shape.seq_len * shape.seq_len  # the global batch the plan runs
+    if tokens < whole:
+        raise UserError(f"--tokens {args.tokens or tokens} ({tokens:,.0f}) is less than one global batch "
+                        f"({whole:,} tokens, --batch-tokens {args.batch_tokens}): not a training run")
     job = Job(shape, gpu, args.gpus, batch, args.accounting, not args.no_flash, args.efficiency,
               args.activations, kernels=args.kernels or "", selective=args.selective,
               reduce_dtype=args.reduce_dtype or "")
@@ -169,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     if args.calibrate:
         plan["calibration"] = calibration
     if args.json:
-        print(json.dumps(plan, indent=2))
+        print(dumps(plan, indent=2))
     else:
         from pretrain.plan.render import print_plan
 
@@ -179,14 +187,32 @@ def run(args: argparse.Namespace) -> int:
     if args.figures:
         from pretrain.plan.figures import write_figures
 
-        for path in write_figures(plan, job, args.figures):
-            print(f"wrote {path}", file=sys.stderr)
+        try:
+            for path in write_figures(plan, job, args.figures):
+                print(f"wrote {path}", file=sys.stderr)
+        except OSError as e:
+            raise UserError(f"cannot write {e.filename or args.figures}: {e.strerror or e}") from e
     fits = bool(plan["layout"] and plan["layout"]["fits"])
     if args.emit_recipe and fits:
         _emit(args, plan, job)
     elif args.emit_recipe:
         print(f"no layout fits: nothing written to {args.emit_recipe}", file=sys.stderr)
     return 0 if fits else 1
+
+
+def _check_budget_flags(args: argparse.Namespace) -> None:
+    """Failure and display flags, before any search (NaN would reach the JSON as an invalid `NaN`)."""
+    import math
+
+    from pretrain.errors import UserError
+
+    for flag, value, ok in (("--mtbf-gpu-hours", args.mtbf_gpu_hours, "> 0"),
+                            ("--checkpoint-seconds", args.checkpoint_seconds, "> 0"),
+                            ("--restart-seconds", args.restart_seconds, ">= 0")):
+        if not math.isfinite(value) or value < 0 or (ok == "> 0" and value == 0):
+            raise UserError(f"{flag} must be a finite number {ok}, got {value}")
+    if args.top < 1:
+        raise UserError(f"--top must be >= 1, got {args.top}")
 
 
 def _emit(args: argparse.Namespace, plan: dict, job) -> None:
@@ -210,7 +236,12 @@ def _emit(args: argparse.Namespace, plan: dict, job) -> None:
     header = [f"pretrain plan: {lay.label()} on {job.n_gpus} {job.gpu.name}",
               f"predicted {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, step {t['step_s']:.2f} s",
               "set data.path (or data.kind/sources) and train.steps before running", *notes]
-    path = recipe.write_recipe(args.emit_recipe, config, header)
+    from pretrain.errors import UserError
+
+    try:
+        path = recipe.write_recipe(args.emit_recipe, config, header)
+    except OSError as e:
+        raise UserError(f"cannot write {e.filename or args.emit_recipe}: {e.strerror or e}") from e
     print(f"wrote {path}" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
 
 

@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.errors import DataError, UserError
     from pretrain.tokens.pipeline import tokenize_corpus
 
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be >= 1 (default: all cores), got {args.workers}")
     t0 = time.perf_counter()
 
     def report(e: dict) -> None:

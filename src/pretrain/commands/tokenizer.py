@@ -36,13 +36,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import math
     import time
     from pathlib import Path
 
     from pretrain.curate.readers import list_inputs
+    from pretrain.errors import UserError
     from pretrain.tokens.pipeline import iter_texts
     from pretrain.tokens.tokenizer import EOT, tokenizer_sha256, train_tokenizer
 
+    if args.min_frequency < 1:
+        raise UserError(f"--min-frequency is the least count of a pair to merge (>= 1), "
+                        f"got {args.min_frequency}")
+    if args.max_mb is not None and not (math.isfinite(args.max_mb) and args.max_mb > 0):
+        raise UserError(f"--max-mb must be a positive number of MB, got {args.max_mb}")
     files = list_inputs(args.inputs)
     limit = None if args.max_mb is None else int(args.max_mb * 1e6)
     seen = {"bytes": 0, "docs": 0}
@@ -60,11 +67,17 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     tok = train_tokenizer(texts(), args.vocab_size, [EOT, *args.special], args.min_frequency)
     seconds = time.perf_counter() - t0
+    if seen["docs"] == 0:  # HF would return the 256 byte tokens and call it trained
+        raise UserError(f"no text to train on in {', '.join(args.inputs)} "
+                        f"({sum(errors.values()):,} records skipped); nothing written")
     out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
     from pretrain.curate.io import write_bytes_atomic
 
-    write_bytes_atomic(out, tok.to_str(pretty=True).encode())
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(out, tok.to_str(pretty=True).encode())
+    except OSError as e:
+        raise UserError(f"cannot write {out}: {e.strerror or e}") from e
     print(f"trained on {seen['docs']:,} documents, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
           f"vocabulary {tok.get_vocab_size():,}; {sum(errors.values()):,} records skipped; "
           f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}")

@@ -48,6 +48,8 @@ def _export(args: argparse.Namespace) -> int:
         b, i = export_megatron(args.directory, args.output)
     except DataError as e:
         raise UserError(str(e)) from e
+    except OSError as e:  # an output folder that cannot be made or written
+        raise UserError(f"cannot write {e.filename or args.output}: {e.strerror or e}") from e
     print(f"wrote {b} and {i}")
     return 0
 
@@ -78,6 +80,8 @@ def _inspect(args: argparse.Namespace) -> int:
         return 0
     tok = load_tokenizer(tok_path)
     d.check_tokenizer(tokenizer_sha256(tok), str(tok_path))
+    if args.tokens < 0:
+        raise UserError(f"--tokens is how many tokens of the document to show (>= 0), got {args.tokens}")
     if not 0 <= args.doc < d.num_documents:
         raise UserError(f"--doc {args.doc} is outside 0..{d.num_documents - 1}")
     ids = d.document(args.doc)[: args.tokens].tolist()

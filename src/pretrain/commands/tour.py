@@ -61,20 +61,30 @@ def _print(sections) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
+    from pathlib import Path
 
     from pretrain import tour
+    from pretrain.errors import UserError
+    from pretrain.jsonout import dumps
 
+    if args.figures:  # before the sections' seconds of work: an unwritable folder stops at once
+        try:
+            Path(args.figures).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot write {e.filename or args.figures}: {e.strerror or e}") from e
     sections = tour.build_sections(args.section)
     if args.figures:
         from pretrain.tour_figures import draw_figures
 
-        written = draw_figures(args.figures)
+        try:
+            written = draw_figures(args.figures)
+        except OSError as e:
+            raise UserError(f"cannot write {e.filename or args.figures}: {e.strerror or e}") from e
     if args.json:
         out = {s.number: {"title": s.title, "values": s.values, "missing": s.missing} for s in sections}
         if args.figures:
             out["figures"] = [str(p) for p in written]
-        print(json.dumps(out, indent=2, default=str))
+        print(dumps(out, indent=2, default=str))
         return 0
     _print(sections)
     if args.figures:

@@ -84,7 +84,7 @@ def _tokens_per_s(path: Path) -> tuple[float, int, int]:
                 break
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # a line nested thousands deep is bad too
                 skipped += 1
                 continue
             if not isinstance(rec, dict) or "event" in rec:
@@ -110,6 +110,11 @@ def load_run(run_dir: str | Path) -> MeasuredRun:
         cfg = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{cfg_path}: cannot parse: {e}") from None
+    except RecursionError:
+        raise UserError(f"{cfg_path}: cannot parse: nested too deep") from None
+    for section in ("model", "parallel", "data", "train"):
+        if not isinstance(cfg.get(section, {}), dict):
+            raise UserError(f"{cfg_path}: [{section}] must be a table, got {cfg[section]!r}")
     shape = _shape(cfg.get("model", {}), cfg_path)
     try:
         lay, seqs = _layout(cfg)

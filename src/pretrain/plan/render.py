@@ -20,6 +20,11 @@ def _fmt(v: object) -> str:
     return str(v)
 
 
+# Shares of a whole: shown as percentages (the top-layouts table prints MFU so; the --json keeps
+# the fractions).
+SHARES = {"efficiency", "mfu", "hfu", "wall", "ideal", "waste_fraction", "goodput"}
+
+
 def _section(console: Console, title: str, rows: dict, unit: str = "") -> None:
     console.print(f"[bold]{title}[/bold]")
     t = Table(show_header=False, pad_edge=False, min_width=40)
@@ -28,6 +33,8 @@ def _section(console: Console, title: str, rows: dict, unit: str = "") -> None:
     for k, v in rows.items():
         if isinstance(v, dict):
             v = ", ".join(f"{kk} {_fmt(vv)}" for kk, vv in v.items())
+        elif k in SHARES and isinstance(v, float):
+            v = f"{v:.1%}"
         t.add_row(k.replace("_", " ") + (f" ({unit})" if unit and not isinstance(v, str) else ""), _fmt(v))
     console.print(t)
 
@@ -47,6 +54,7 @@ def print_plan(plan: dict, console: Console | None = None) -> None:
         console.print(f"\n[bold]Layout[/bold] {lay['label']}  ({status}, {m} micro-batches)")
         if "memory_gb" in lay:
             _section(console, "Memory per GPU (GB), busiest GPU", lay["memory_gb"])
+            _activations_note(console, plan.get("software", {}))
         if "times_s" in lay:
             _section(console, "Step time (s) by term", lay["times_s"])
     for key, title in (("time", "Time"), ("communication_gb_per_step", "Communication per GPU per step (GB)"),
@@ -54,6 +62,17 @@ def print_plan(plan: dict, console: Console | None = None) -> None:
         if key in plan:
             _section(console, title, plan[key])
     _print_search(console, plan["search"])
+
+
+def _activations_note(console: Console, sw: dict) -> None:
+    # The default counts fused kernels (Megatron-Core/TE): say so, and what `pretrain train` needs.
+    if "pretrain_trainer_gb" in sw:
+        verdict = "fits" if sw["pretrain_trainer_fits"] else "[red]does not fit[/red]"
+        console.print(f"activations as fused kernels save them (Megatron-Core/TE); this project's "
+                      f"trainer (`pretrain train`) would need {sw['pretrain_trainer_gb']:.1f} GB "
+                      f"in all ({verdict}): plan its runs with --activations pretrain")
+    elif sw.get("activations") == "pretrain":
+        console.print("activations as this project's trainer saves them (--activations pretrain)")
 
 
 def _print_search(console: Console, s: dict) -> None:

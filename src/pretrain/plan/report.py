@@ -37,6 +37,8 @@ def parse_layout(text: str, n_gpus: int) -> Layout:
         key = key.strip()
         if key not in LAYOUT_KEYS or not value:
             raise UserError(f"--layout: cannot read {part!r}; keys: {', '.join(LAYOUT_KEYS)}")
+        if key in kwargs:  # "tp=2,tp=4" planned tp=4 without a word
+            raise UserError(f"--layout: {key} is given twice")
         if key == "recompute":
             kwargs[key] = value
         elif key == "sp":
@@ -113,6 +115,7 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
                    "training_flops_6nd": compute.training_flops(shape.params(), budget.tokens),
                    "training_flops": fpt * budget.tokens},
         "memory_single_replica": _state_table(job),
+        "software": _software(job, chosen),
         "layout": chosen.as_dict() if chosen else None,
         "search": _search_summary(result, top, chosen),
     }
@@ -123,6 +126,23 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
 
 
 SCHEMA = "pretrain.plan/2"  # docs/planner.md describes every key
+
+
+def _software(job: Job, chosen: Estimate | None) -> dict:
+    """What the training code is assumed to run; with fused kernels (the default), also what this
+    project's trainer, which saves ~1.9x those activations on a Llama block, would need."""
+    sw = job.software
+    out: dict = {"activations": job.activations, "kernels": "eager" if sw.eager else "fused",
+                 "selective": job.selective, "reduce_dtype": "fp32" if sw.grad_bytes == 4 else "bf16",
+                 "accounting": job.accounting, "flash_attention": job.flash}
+    if job.activations != "pretrain" and chosen is not None:
+        from dataclasses import replace
+
+        ours = evaluate(replace(job, activations="pretrain"), chosen.layout)
+        if ours.memory is not None:
+            out["pretrain_trainer_gb"] = ours.memory.total / 1e9
+            out["pretrain_trainer_fits"] = ours.fits
+    return out
 
 
 def _headline(plan: dict) -> dict:

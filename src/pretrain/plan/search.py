@@ -300,6 +300,12 @@ def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
         if "batch does not divide into dp*mbs" in result.rejected:
             lines.append(f"the batch holds {result.job.batch_seqs} sequences: a batch divisible by more "
                          "GPU counts (--batch-tokens) or another --gpus opens more layouts")
+        sized = [e for e in result.all.values() if e.memory is not None]
+        if sized:  # by how much: the layout that needs the least memory per GPU
+            lean = min(sized, key=lambda e: e.memory.total)
+            mem, usable = lean.memory, result.job.usable_bytes / 1e9
+            lines.append(f"the leanest layout, {lean.layout.label()}, needs {mem.total / 1e9:,.1f} GB "
+                         f"per GPU of {usable:.1f} GB usable (training state {mem.state / 1e9:,.1f} GB)")
         if "does not fit in memory" in result.rejected:
             lines.append("more GPUs, a GPU with more memory, or a shorter --seq-len reduce memory per GPU")
         return lines

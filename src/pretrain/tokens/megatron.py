@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from pretrain.curate.io import atomic_path
+from pretrain.errors import UserError
 from pretrain.tokens.shards import TokenDir
 
 MAGIC = b"MMIDIDX\x00\x00"
@@ -29,6 +30,10 @@ def export_megatron(directory: str | Path, prefix: str | Path) -> tuple[Path, Pa
     out_dtype = np.dtype("<u2") if d.dtype.itemsize == 2 else np.dtype("<i4")
     prefix = Path(prefix)
     bin_path, idx_path = Path(f"{prefix}.bin"), Path(f"{prefix}.idx")
+    ours = {(d.path / sh[k]).resolve() for sh in d.manifest["shards"] for k in ("bin", "idx")}
+    for p in (bin_path, idx_path):
+        if p.resolve() in ours:  # the rename would replace a shard this export is reading
+            raise UserError(f"{p} is a shard of {d.path}: choose another output prefix")
     with atomic_path(bin_path) as tmp, open(tmp, "wb") as f:
         for b in d.bins:
             for lo in range(0, b.size, 1 << 24):  # bounded memory: 16M tokens at a time

@@ -240,7 +240,10 @@ class MixtureSampler:
         if theirs != mine:
             raise UserError(f"sampler state was saved for {theirs}, this sampler is {mine}; "
                             "resuming would give a different stream")
-        self._seek(int(state["sequences"]))
+        g = state.get("sequences")
+        if not _integer(g) or not 0 <= g < 2**62:  # int64 arithmetic downstream; a state may be hostile
+            raise UserError(f"sampler state: sequences must be an integer in [0, 2^62), got {g!r}")
+        self._seek(g)
 
     def shares(self) -> dict[str, float]:
         """Realized share of sequences per source so far."""
@@ -275,13 +278,37 @@ def load_mixture(path: str | Path) -> Mixture:
     for name, s in srcs.items():
         if not isinstance(s, dict) or "path" not in s or "weight" not in s:
             raise UserError(f"{path}: source {name!r} needs `path` and `weight`")
+        if not isinstance(s["path"], str):
+            raise UserError(f"{path}: source {name!r}: `path` must be a string, got {s['path']!r}")
         p = Path(s["path"])
         sources[name] = p if p.is_absolute() else path.parent / p
-        weights[name] = float(s["weight"])
+        weights[name] = _number(path, f"source {name!r} weight", s["weight"], lambda w: w >= 0,
+                                "a finite number >= 0")
+    if sum(weights.values()) <= 0:
+        raise UserError(f"{path}: source weights must have a positive sum, got {weights}")
     if "budget" not in data:
         raise UserError(f"{path}: needs `budget` (training tokens, e.g. budget = 1e12)")
-    return Mixture(sources, weights, float(data["budget"]), int(data.get("seq_len", 1024)),
-                   int(data.get("seed", 0)))
+    budget = _number(path, "budget", data["budget"], lambda b: b > 0, "a positive token count")
+    seq_len = data.get("seq_len", 1024)
+    if not _integer(seq_len) or seq_len < 1:
+        raise UserError(f"{path}: seq_len must be an integer >= 1, got {seq_len!r}")
+    seed = data.get("seed", 0)
+    if not _integer(seed):
+        raise UserError(f"{path}: seed must be an integer, got {seed!r}")
+    return Mixture(sources, weights, budget, seq_len, seed)
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(path: Path, what: str, value: object, ok: Any, expected: str) -> float:
+    # A mixture file may come from someone else: a string, nan, inf or a negative value would
+    # print negative or nan epochs (or a traceback) instead of stopping here.
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not numeric or not math.isfinite(value) or not ok(value):
+        raise UserError(f"{path}: {what} must be {expected}, got {value!r}")
+    return float(value)
 
 
 def mixture_table(mix: Mixture, warn_epochs: float = 4.0) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -121,10 +122,17 @@ def tokenize_corpus(
     canonical = tok.to_str()
     sha, eot = hashlib.sha256(canonical.encode()).hexdigest(), eot_id(tok)
     vocab = tok.get_vocab_size(with_added_tokens=True)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
     _check_existing_manifest(out, sha)
-    for debris in out.glob(".shard_*.tmp"):  # left by a killed run (one run per directory at a time)
-        debris.unlink(missing_ok=True)
+    _check_same_inputs(out, len(files))
+    # Temporary files of a killed run's atomic writes (one run per directory at a time): shards,
+    # done markers, the tokenizer copy, the manifest.
+    for pattern in (".shard_*.tmp", f".{shards.MANIFEST}.*.tmp", ".tokenizer.json.*.tmp"):
+        for debris in out.glob(pattern):
+            debris.unlink(missing_ok=True)
     tok_copy = out / "tokenizer.json"
     write_bytes_atomic(tok_copy, canonical.encode())  # the exact tokenizer, beside its tokens
     _TOKENIZERS[str(tok_copy)] = tok  # the in-process path reuses it instead of loading it again
@@ -154,15 +162,24 @@ def _run_units(tok_path, files, out, todo, hashes, workers) -> Iterator[tuple[in
     # the cores for its own Rust threads (RAYON_NUM_THREADS is read when the pool starts).
     threads = max(1, cores // workers)
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                             initargs=(threads,)) as pool:
+                             initargs=(threads, os.getpid())) as pool:
         futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i])
                    for i in todo}
         for i in todo:
             yield i, futures[i].result()
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, parent: int) -> None:
     os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
+    # A parent killed by SIGKILL (or the OOM killer) cannot stop its pool: without this watch the
+    # workers went on tokenizing queued files into the directory a rerun writes, then idled forever.
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int, every_s: float = 0.5) -> None:
+    while os.getppid() == parent:
+        time.sleep(every_s)
+    os._exit(1)
 
 
 def _check_existing_manifest(out: Path, sha: str) -> None:
@@ -171,6 +188,22 @@ def _check_existing_manifest(out: Path, sha: str) -> None:
         if man["tokenizer"]["sha256"] != sha:
             raise UserError(f"{out} holds tokens from another tokenizer "
                             f"({man['tokenizer']['sha256'][:12]} != {sha[:12]}); use a new output directory")
+
+
+def _check_same_inputs(out: Path, n: int) -> None:
+    """A rerun with more or fewer inputs is another job: refused, never mixed. (Each shard's done
+    marker already refuses another file at its position.) Fewer inputs used to rewrite the manifest
+    and leave the earlier run's later shards behind."""
+    if (out / shards.MANIFEST).exists():
+        have = len(shards.read_manifest(out)["shards"])
+        if have != n:
+            raise UserError(f"{out} holds {have} shards made from other inputs ({n} input files now); "
+                            f"use a new output directory")
+    beyond = sorted(p.name for p in out.glob("shard_*.done")
+                    if p.stem[6:].isdigit() and int(p.stem[6:]) >= n)
+    if beyond:
+        raise UserError(f"{out} holds {beyond[0]} of a run with other inputs ({n} input files now); "
+                        f"use a new output directory")
 
 
 def _finish(out: Path, files: list[Path], entries: list[dict[str, Any]], source: str, sha: str,

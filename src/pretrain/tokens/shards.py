@@ -73,13 +73,60 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         raise UserError(f"{directory}: no {MANIFEST}; is this a directory written by `pretrain tokenize`?")
     try:
         man = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DataError(str(path), "manifest", f"unreadable JSON: {e}") from e
+    except RecursionError as e:  # "[[[[..." nested thousands deep: a hostile file, not a crash
+        raise DataError(str(path), "manifest", "JSON nested too deep") from e
+    if not isinstance(man, dict):
+        raise DataError(str(path), "manifest", f"expected a JSON object, found {type(man).__name__}")
     if man.get("format") != FORMAT:
         raise DataError(str(path), "format", f"expected {FORMAT!r}, found {man.get('format')!r}")
     if man.get("version") != VERSION:
         raise DataError(str(path), "version", f"format version {man.get('version')} (this reads {VERSION})")
+    _check_fields(man, str(path))
     return man
+
+
+DTYPES = ("uint16", "uint32")
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _plain_name(value: object) -> bool:
+    # Names come from the manifest, which may be hostile: only plain file names inside the directory.
+    return isinstance(value, str) and bool(value) and Path(value).name == value and not value.startswith(".")
+
+
+def _check_fields(man: dict[str, Any], where: str) -> None:
+    """Every field a reader relies on has its documented type and range (a manifest may lie)."""
+    if man.get("dtype") not in DTYPES:
+        raise DataError(where, "dtype", f"{man.get('dtype')!r} is not one of {', '.join(DTYPES)}")
+    vocab, eot = man.get("vocab_size"), man.get("eot_id")
+    if not _count(vocab) or vocab < 1 or vocab > np.iinfo(man["dtype"]).max + 1:
+        raise DataError(where, "vocab_size", f"{vocab!r} ids do not fit {man['dtype']}")
+    if not _count(eot) or eot >= vocab:
+        raise DataError(where, "eot_id", f"{eot!r} is not an id of a {vocab}-token vocabulary")
+    tok = man.get("tokenizer")
+    if not isinstance(tok, dict) or not isinstance(tok.get("sha256"), str) or not _plain_name(
+            tok.get("copy", "tokenizer.json")):
+        raise DataError(where, "tokenizer", "needs a sha256 string and a plain file name as its copy")
+    for key in ("tokens", "documents"):
+        if not _count(man.get(key)):
+            raise DataError(where, key, f"{man.get(key)!r} is not a count")
+    shards = man.get("shards")
+    if not isinstance(shards, list):
+        raise DataError(where, "shards", f"expected a list, found {type(shards).__name__}")
+    for i, sh in enumerate(shards):
+        if not isinstance(sh, dict):
+            raise DataError(where, f"shards[{i}]", "not a JSON object")
+        for key in ("bin", "idx"):
+            if not _plain_name(sh.get(key)):
+                raise DataError(where, f"shards[{i}].{key}", f"{sh.get(key)!r} is not a plain file name")
+        for key in ("tokens", "documents"):
+            if not _count(sh.get(key)):
+                raise DataError(where, f"shards[{i}].{key}", f"{sh.get(key)!r} is not a count")
 
 
 def _load_idx(path: Path) -> np.ndarray:
@@ -128,13 +175,14 @@ class TokenDir:
                             f"manifest says {self.manifest['tokens']} tokens, shards hold {self.num_tokens}")
 
     def _open_shard(self, sh: dict, check_offsets: bool) -> tuple[np.ndarray, np.ndarray]:
-        # Names come from the manifest, which may be hostile: only plain file names inside the dir.
-        for key in ("bin", "idx"):
-            if Path(sh[key]).name != sh[key] or sh[key].startswith("."):
-                raise DataError(str(self.path / MANIFEST), sh[key], "shard name is not a plain file name")
+        # read_manifest checked the names are plain; a symlink could still lead out of the directory.
         bin_path, idx_path = self.path / sh["bin"], self.path / sh["idx"]
         if not bin_path.is_file() or not idx_path.is_file():
             raise DataError(str(bin_path), "shard", "missing .bin or .idx listed in the manifest")
+        home = self.path.resolve()
+        for p in (bin_path, idx_path):
+            if p.resolve().parent != home:
+                raise DataError(str(p), "shard", f"a link to {p.resolve()}, outside {self.path}")
         n = int(sh["tokens"])
         size = bin_path.stat().st_size
         if size != n * self.dtype.itemsize:

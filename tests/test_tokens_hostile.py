@@ -1,0 +1,173 @@
+"""A token directory from someone else: a manifest or .idx that lies is refused with one line naming the
+file, before any token is read; real readers (Megatron-LM's own IndexedDataset) read our export."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pretrain.curate.io import write_jsonl_zst
+from pretrain.errors import DataError
+from pretrain.tokens.pipeline import tokenize_corpus
+from pretrain.tokens.shards import TokenDir
+from pretrain.tokens.tokenizer import train_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXTS = [f"document {i}: the river carries sand to the delta, year after year." * (1 + i % 3)
+         for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hostile")
+    write_jsonl_zst(root / "a.jsonl.zst", [{"text": t} for t in TEXTS])
+    train_tokenizer(TEXTS, vocab_size=300).save(str(root / "tok.json"))
+    tokenize_corpus([str(root / "a.jsonl.zst")], root / "tok.json", root / "tokens", workers=1)
+    return root / "tokens"
+
+
+def _edit_manifest(**changes):
+    def edit(d: Path) -> None:
+        m = json.loads((d / "manifest.json").read_text())
+        for key, value in changes.items():
+            target, _, leaf = key.rpartition("__")
+            node = m["shards"][0] if target == "shard" else m
+            if value is _DELETE:
+                node.pop(leaf)
+            else:
+                node[leaf] = value
+        (d / "manifest.json").write_text(json.dumps(m))
+    return edit
+
+
+_DELETE = object()
+
+
+def _write(text: str):
+    def edit(d: Path) -> None:
+        (d / "manifest.json").write_text(text)
+    return edit
+
+
+def _symlink_out(d: Path) -> None:
+    outside = d.parent / "elsewhere.bin"
+    shutil.move(d / "shard_00000.bin", outside)
+    (d / "shard_00000.bin").symlink_to(outside)
+
+
+LIES = {
+    "dtype float16": _edit_manifest(dtype="float16"),  # same size as uint16: only the name tells
+    "dtype not a dtype": _edit_manifest(dtype="nope"),
+    "dtype object": _edit_manifest(dtype="object"),
+    "dtype narrower than the vocabulary": _edit_manifest(vocab_size=100_000),
+    "eot not a number": _edit_manifest(eot_id="x"),
+    "eot negative": _edit_manifest(eot_id=-5),
+    "eot past the vocabulary": _edit_manifest(eot_id=10**30),
+    "no shards": _edit_manifest(shards=_DELETE),
+    "shards not a list": _edit_manifest(shards="abc"),
+    "no tokenizer": _edit_manifest(tokenizer=_DELETE),
+    "shard tokens not a number": _edit_manifest(shard__tokens="abc"),
+    "shard tokens fractional": _edit_manifest(shard__tokens=0.5),
+    "shard tokens negative": _edit_manifest(shard__tokens=-1, tokens=-1),
+    "shard documents negative": _edit_manifest(shard__documents=-3),
+    "shard name null": _edit_manifest(shard__bin=None),
+    "shard name traversal": _edit_manifest(shard__bin="../elsewhere.bin"),
+    "manifest is a list": _write("[1, 2]"),
+    "manifest nested 100,000 deep": _write("[" * 100_000 + "]" * 100_000),
+    "shard is a symlink out of the directory": _symlink_out,
+}
+
+
+@pytest.mark.parametrize("lie", sorted(LIES))
+def test_a_lying_manifest_is_a_data_error_naming_the_file(good, tmp_path, lie):
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    LIES[lie](d)
+    with pytest.raises(DataError) as e:
+        TokenDir(d)
+    assert str(d) in str(e.value)
+
+
+def test_the_cli_says_it_in_one_line(good, tmp_path):
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    LIES["dtype float16"](d)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    for cmd in (["inspect", str(d)], ["export-megatron", str(d), "-o", str(tmp_path / "m")]):
+        r = subprocess.run([sys.executable, "-m", "pretrain", "tokens", *cmd], capture_output=True,
+                           text=True, cwd=tmp_path, env=env)
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "manifest.json" in r.stderr, r.stderr
+    assert not (tmp_path / "m.bin").exists()
+
+
+def test_megatron_reads_our_export(good, tmp_path):
+    # Megatron-LM's own reader (megatron-core), not a re-implementation of its format.
+    pytest.importorskip("torch")
+    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+    from pretrain.tokens.megatron import export_megatron
+
+    d = TokenDir(good)
+    export_megatron(good, tmp_path / "web_text_document")
+    ds = indexed.IndexedDataset(str(tmp_path / "web_text_document"), mmap=True)
+    assert len(ds) == d.num_documents == len(TEXTS)
+    assert ds.index.dtype == np.uint16
+    assert list(ds.document_indices) == list(range(len(TEXTS) + 1))
+    for i in range(len(TEXTS)):
+        assert np.array_equal(ds[i].astype(np.int64), d.document(i))
+    assert np.array_equal(ds.get(3, offset=2, length=5).astype(np.int64), d.document(3)[2:7])
+    # A vocabulary past 65,536 ids: uint32 shards, exported as Megatron's int32 (dtype code 4).
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {f"w{i}": i for i in range(70_000)} | {"<unk>": 70_000, "<|endoftext|>": 70_001}
+    big = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    big.pre_tokenizer = pre_tokenizers.Whitespace()
+    big.add_special_tokens(["<|endoftext|>"])
+    big.save(str(tmp_path / "big.json"))
+    (tmp_path / "in.txt").write_text("w1 w65535 w65536 w69999")
+    tokenize_corpus([str(tmp_path / "in.txt")], tmp_path / "big.json", tmp_path / "big", workers=1)
+    export_megatron(tmp_path / "big", tmp_path / "big_text_document")
+    ds = indexed.IndexedDataset(str(tmp_path / "big_text_document"), mmap=True)
+    assert ds.index.dtype == np.int32 and ds[0].tolist() == [1, 65535, 65536, 69999, 70_001]
+
+
+def test_inspect_refuses_a_negative_token_count(good, capsys):
+    # `--tokens -5` showed every token but the last five, under the heading "first N tokens".
+    from pretrain.cli import main
+
+    assert main(["tokens", "inspect", str(good), "--tokens", "-5"]) == 2
+    assert "--tokens" in capsys.readouterr().err
+    assert main(["tokens", "inspect", str(good), "--tokens", "3"]) == 0
+    assert "first 3 tokens" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("workers", ["0", "-3"])
+def test_tokenize_refuses_a_worker_count_below_one(good, tmp_path, capsys, workers):
+    # -3 ran silently with one worker, 0 with every core.
+    from pretrain.cli import main
+
+    src = good.parent / "a.jsonl.zst"
+    args = ["tokenize", str(src), "--tokenizer", str(good.parent / "tok.json"), "-o", str(tmp_path / "t")]
+    assert main([*args, "--workers", workers]) == 2
+    assert "--workers" in capsys.readouterr().err and not (tmp_path / "t").exists()
+
+
+def test_export_never_overwrites_the_shards_it_reads(good, tmp_path, capsys):
+    # `-o TOKENS/shard_00000` replaced the token directory's first shard with the whole export.
+    from pretrain.cli import main
+
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    before = (d / "shard_00000.bin").read_bytes()
+    assert main(["tokens", "export-megatron", str(d), "-o", str(d / "shard_00000")]) == 2
+    assert "shard_00000" in capsys.readouterr().err
+    assert (d / "shard_00000.bin").read_bytes() == before
+    TokenDir(d)  # still whole
+    assert main(["tokens", "export-megatron", str(d), "-o", str(d / "web_text_document")]) == 0

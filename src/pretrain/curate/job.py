@@ -233,7 +233,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     attempt lock (held until `stack` closes), and an earlier attempt's debris is swept."""
     from pretrain.curate.pipeline import ShardTask
 
-    files = list_any_inputs(inputs)
+    files = [(f, src) for f, src in list_any_inputs(inputs) if not _is_own_output(f, lay)]
     if not files:
         raise UserError(f"no input files found in {inputs}")
     ident = identity(job, [f for f, _ in files], cfg)
@@ -244,6 +244,22 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
         sweep_debris(lay)
     work = str(lay.work)
     return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work) for i, (f, src) in enumerate(files)]
+
+
+_OWN_OUTPUT = re.compile(r"(data/shard|rejects/(filters|dedup))_\d{5}\.jsonl\.zst")
+
+
+def _is_own_output(f: str, lay: Layout) -> bool:
+    """A file this job writes (OUT/data, OUT/rejects, the work folder): an OUT inside an input
+    folder must not become an input of its own rerun (which would then refuse itself)."""
+    if io.is_url(f) or io.is_url(lay.out):
+        out = lay.out.rstrip("/") + "/"
+        return f.startswith(out) and bool(_OWN_OUTPUT.fullmatch(f[len(out):]))
+    path = Path(f).resolve()
+    if lay.work.resolve() in path.parents:
+        return True
+    out = Path(lay.out).resolve()
+    return out in path.parents and bool(_OWN_OUTPUT.fullmatch(path.relative_to(out).as_posix()))
 
 
 def _root_of(f: Path, inputs: list[str]) -> Path:

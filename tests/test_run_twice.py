@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_pipeline import _prose
+from test_pipeline import _ids, _prose
 
 from pretrain.cli import main
 
@@ -46,3 +46,53 @@ def test_output_inside_the_input_folder_resumes_on_rerun(tmp_path, capsys, job):
     assert main(args) == 0, capsys.readouterr().err
     assert _snapshot(out) == first
     assert json.loads((out / "plan.json").read_text()) == plan
+
+
+def _bench_file(path: Path, questions: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"question": q}) + "\n" for q in questions))
+    return path
+
+
+def test_decontaminate_rerun_after_benchmark_changed_is_refused_not_mixed(tmp_path, capsys):
+    # The benchmark files are part of what the job is: a rerun that would decontaminate the
+    # remaining shards against another benchmark file (same path, other items) must be refused,
+    # as a changed input is; otherwise shard 0 is checked against one set and shard 1 another.
+    docs = _prose(8, seed=7)
+    q1, q2 = docs[0].split(".")[0] + ".", docs[5].split(".")[0] + "."
+    corpus = _corpus(tmp_path / "corpus", docs)
+    bench = _bench_file(tmp_path / "evals" / "quiz.jsonl", [q1])
+    out = tmp_path / "out"
+    args = ["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+            "--benchmarks", str(bench.parent)]
+    assert main(args) == 0
+    assert set(_ids(out, "rejects")) == {"f0-0"}
+    _bench_file(bench, [q1, q2])  # the benchmark file grows between attempts
+    for marker in (out / "work" / "done").glob("*_00001.done"):  # as if killed before shard 1
+        marker.unlink()
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "quiz.jsonl" in err and "changed since" in err
+    assert set(_ids(out, "rejects")) == {"f0-0"}  # nothing mixed in
+
+
+def test_classifier_model_retrained_in_place_is_refused(tmp_path, capsys):
+    docs = _prose(12, seed=9)
+    good = tmp_path / "good.txt"
+    bad = tmp_path / "bad.txt"
+    good.write_text("\n".join(docs[:6]) + "\n")
+    bad.write_text("buy cheap watches now click here best deals\n" * 20)
+    model = tmp_path / "quality.json"
+    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    corpus = _corpus(tmp_path / "corpus", docs[6:])
+    out = tmp_path / "out"
+    args = ["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+            "--set", 'steps=["classifier"]', "--set", f"classifier.model={model}"]
+    assert main(args) == 0
+    bad.write_text("\n".join(docs[6:9]) + "\n")  # another model at the same path
+    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "quality.json" in err and "changed since" in err

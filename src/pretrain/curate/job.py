@@ -143,11 +143,44 @@ def _size(path: str) -> int:
 
 
 def identity(job: str, files: list[str], cfg: CurateConfig) -> dict:
-    """What the job is: its inputs (resolved path or URL, and size) and resolved config, and their hash."""
+    """What the job is: its inputs (resolved path or URL, and size), its resolved config, the
+    files that config names (with a hash of their bytes), and a hash of all of it."""
     inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()), "size": _size(f)} for f in files]
     resolved = json.loads(json.dumps(cfgmod.to_dict(cfg), default=str))  # as plan.json will read back
-    blob = json.dumps({"inputs": inputs, "config": resolved}, sort_keys=True, default=str).encode()
-    return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), "inputs": inputs, "config": resolved}
+    what = {"inputs": inputs, "config": resolved}
+    refs = referenced_files(cfg)
+    if refs:  # only then: the identity of a job that names no file stays what it was
+        what["references"] = refs
+    blob = json.dumps(what, sort_keys=True, default=str).encode()
+    return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), **what}
+
+
+def referenced_files(cfg: CurateConfig) -> list[dict]:
+    """{path, size, xxh3} of every file the steps read besides the inputs: benchmark files, the
+    classifier model, URL lists. The config holds only their names; a file rewritten between two
+    attempts would otherwise let one shard be judged by the old file and the next by the new."""
+    from pretrain.curate.decontam import benchmark_files, parse_spec
+
+    paths: list[Path] = []
+    if "decontaminate" in cfg.steps and cfg.decontam.enabled:
+        for spec in cfg.decontam.benchmarks:
+            paths.extend(f for _, f in benchmark_files(parse_spec(spec)[0]))
+    if "classifier" in cfg.steps and cfg.classifier.model:
+        paths.append(Path(cfg.classifier.model))
+    if "url_filter" in cfg.steps:
+        u = cfg.url_filter
+        paths.extend(Path(p) for p in [*u.domain_files, *u.url_files, *u.banned_word_files])
+    if "language" in cfg.steps and cfg.language.model_path:
+        paths.append(Path(cfg.language.model_path))
+    return [_fingerprint(p) for p in dict.fromkeys(p.resolve() for p in paths) if p.is_file()]
+
+
+def _fingerprint(path: Path) -> dict:
+    h = xxhash.xxh3_64()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return {"path": str(path), "size": path.stat().st_size, "xxh3": h.hexdigest()}
 
 
 def claim(lay: Layout, ident: dict) -> None:
@@ -175,6 +208,10 @@ def _difference(old: dict, new: dict) -> str:
         return f"{old.get('job', 'a job')} of {n} other input file{'s' * (n != 1)}"
     if old.get("inputs") != new["inputs"]:
         return "the same input files with other sizes: they changed since"
+    refs_old, refs_new = old.get("references", []), new.get("references", [])
+    if refs_old != refs_new:
+        changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
+        return f"files the config names changed since ({changed[0]})"
     keys = sorted(k for k in set(old.get("config", {})) | set(new["config"])
                   if old.get("config", {}).get(k) != new["config"].get(k))
     return f"a different config: {', '.join(keys) or 'unknown'} differ"

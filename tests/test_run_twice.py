@@ -75,6 +75,8 @@ def test_decontaminate_rerun_after_benchmark_changed_is_refused_not_mixed(tmp_pa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "quiz.jsonl" in err and "changed since" in err
     assert set(_ids(out, "rejects")) == {"f0-0"}  # nothing mixed in
+    assert main([*args[:3], str(tmp_path / "fresh"), *args[4:]]) == 0
+    assert set(_ids(tmp_path / "fresh", "rejects")) == {"f0-0", "f1-1"}
 
 
 def test_classifier_model_retrained_in_place_is_refused(tmp_path, capsys):

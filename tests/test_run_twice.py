@@ -98,3 +98,21 @@ def test_classifier_model_retrained_in_place_is_refused(tmp_path, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "quality.json" in err and "changed since" in err
+
+
+def test_process_isolation_counts_rescued_pages_as_in_process_runs_do():
+    # stats.json's extract step says how many pages the rescue gave blocks back; a child process
+    # (extract.isolation = "process", the time bound) must report them as the in-process step does.
+    from test_extract_rescue import genesis_page, html_doc
+
+    from pretrain.curate.extract import ExtractConfig, build_extract_step
+
+    pages = [genesis_page("content-sidebar-wrap"), genesis_page("content-wrap")]  # lost, whole
+    counts = {}
+    for isolation in ("inline", "process"):
+        step = build_extract_step(ExtractConfig(backend="blocks", isolation=isolation))
+        texts = [d.text for d in step([html_doc(p, i) for i, p in enumerate(pages)])]
+        step.close()
+        counts[isolation] = (texts, step.stats["rescued"])
+    assert counts["inline"][1] == 1
+    assert counts["process"] == counts["inline"]

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from s3server import s3  # noqa: F401  (the fixture)
+from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 from test_pipeline import _ids, _prose
 
 from pretrain.cli import main
@@ -116,3 +118,29 @@ def test_process_isolation_counts_rescued_pages_as_in_process_runs_do():
         counts[isolation] = (texts, step.stats["rescued"])
     assert counts["inline"][1] == 1
     assert counts["process"] == counts["inline"]
+
+
+def test_dedup_job_from_s3_reads_each_input_object_once(tmp_path, s3_here):  # noqa: F811
+    # A dedup-only belt keeps no copy of its survivors and reads the input again in stage C; for
+    # an input in a bucket that was a second GET of the whole corpus. Counted by the S3 server.
+    from test_job_s3 import _objects, _Requests
+    from test_pipeline import _snapshot, _write_jsonl_corpus
+
+    from pretrain.curate.executor import LocalExecutor
+    from pretrain.curate.pipeline import CurateConfig, curate
+
+    _write_jsonl_corpus(tmp_path / "in", files=3, per_file=10)
+    cfg = CurateConfig(steps=("dedup",), keep="id")
+    curate([str(tmp_path / "in")], tmp_path / "ref", cfg, executor=LocalExecutor(1))
+    bucket = s3_here.new_bucket()
+    fs = s3_here.filesystem()
+    fs.put(str(tmp_path / "in"), f"{bucket}/in", recursive=True)
+    names = sorted(p.name for p in (tmp_path / "in").iterdir())
+    for workers in (1, 2):
+        with _Requests() as log:
+            curate([f"s3://{bucket}/in"], f"s3://{bucket}/out{workers}", cfg, executor=LocalExecutor(workers),
+                   work_dir=tmp_path / f"work{workers}")
+        assert _objects(fs, f"{bucket}/out{workers}") == _snapshot(tmp_path / "ref")
+        if workers == 1:  # the pool's requests are logged by the server, not seen in this process
+            assert [log.lines.count(f"GET in/{n}") for n in names] == [1] * len(names), log.lines
+        assert not list((tmp_path / f"work{workers}" / "tmp").glob("input_*"))

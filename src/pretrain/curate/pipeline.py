@@ -328,7 +328,7 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
             yield d
 
     meter = ShardMeter(lay.work / "progress" / f"{task.shard}.json", local)  # the bar, inside a file
-    keeper = _Counting() if task.cfg.passthrough else io.JsonlZstWriter(lay.kept(task.shard), lay.tmp)
+    keeper = _Counting() if _rereads_input(task) else io.JsonlZstWriter(lay.kept(task.shard), lay.tmp)
     with keeper as kept, \
             io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
         for step in steps:
@@ -427,19 +427,21 @@ def wait_commits() -> None:
         fut.result()
 
 
+def _rereads_input(task: ShardTask) -> bool:
+    """Whether stage C reads the input again instead of stage A's copy in work/kept: for a belt
+    without per-document steps on a local file (a dedup job's disk stays at the corpus plus its
+    output, as datatrove's does). An input URL is not fetched twice: stage A keeps its copy."""
+    return task.cfg.passthrough and not io.is_url(task.path)
+
+
 def _survivors(task: ShardTask, lay: Layout) -> Iterator[dict]:
-    """Stage A's survivors: its work/kept file, or for a belt without per-document steps the input
-    read again (the same reader, so the same documents in the same order)."""
-    if not task.cfg.passthrough:
+    """Stage A's survivors: its work/kept file, or the local input read again (the same reader, so
+    the same documents in the same order)."""
+    if not _rereads_input(task):
         yield from io.read_jsonl_zst(lay.kept(task.shard))
         return
-    local = _local_copy(task, lay) if io.is_url(task.path) else Path(task.path)
-    try:
-        for doc in read_documents(local, task.cfg.reader, source=task.source):
-            yield doc.to_json()
-    finally:
-        if local != Path(task.path):
-            local.unlink(missing_ok=True)
+    for doc in read_documents(Path(task.path), task.cfg.reader, source=task.source):
+        yield doc.to_json()
 
 
 # ----------------------------------------------------------------------------- the job

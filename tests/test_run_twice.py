@@ -144,3 +144,24 @@ def test_dedup_job_from_s3_reads_each_input_object_once(tmp_path, s3_here):  # n
         if workers == 1:  # the pool's requests are logged by the server, not seen in this process
             assert [log.lines.count(f"GET in/{n}") for n in names] == [1] * len(names), log.lines
         assert not list((tmp_path / f"work{workers}" / "tmp").glob("input_*"))
+
+
+@pytest.mark.parametrize("lost", ["data/shard_00001.jsonl.zst", "rejects/filters_00000.jsonl.zst",
+                                  "rejects/dedup_00001.jsonl.zst"])
+def test_an_output_file_removed_after_the_run_is_written_again(tmp_path, capsys, lost):
+    # The done markers live in OUT/work; the outputs in OUT/data and OUT/rejects. A rerun after
+    # one output went missing must write it again, not report a finished job with a hole in it.
+    docs = _prose(10, seed=11)
+    corpus = _corpus(tmp_path / "corpus", docs + docs[:2])
+    out = tmp_path / "out"
+    args = ["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+            "--set", 'steps=["rules","dedup"]']
+    assert main(args) == 0
+    first = _snapshot(out)
+    stats = json.loads((out / "stats.json").read_text())
+    assert lost in first
+    (out / lost).unlink()
+    assert main(args) == 0
+    assert _snapshot(out) == first
+    again = json.loads((out / "stats.json").read_text())
+    assert again["documents"] == stats["documents"] and again["steps"].keys() == stats["steps"].keys()

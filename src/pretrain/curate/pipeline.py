@@ -200,9 +200,10 @@ def run_shard(task: ShardTask) -> dict:
     """Stage A for one shard: steps, rejects, dedup signatures. Skips when already done."""
     lay = Layout(task.out, Path(task.work))
     marker = lay.marker("filter", task.shard)
-    if io.is_done(lay.shard_stats(task.shard), task.job_hash, marker) and (
+    done = io.is_done(lay.shard_stats(task.shard), task.job_hash, marker)
+    if done and io.exists(lay.rejects(task.shard)) and (
         not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup)
-    ):  # done, and its signature files check out (a damaged one makes the shard run again)
+    ):  # done, its output still there, its signature files check out (else the shard runs again)
         drop_prefetched(lay, task.path)
         return json.loads(lay.shard_stats(task.shard).read_text())
     t0 = time.time()
@@ -361,7 +362,8 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     task, removals_path = task_and_removals
     lay = Layout(task.out, Path(task.work))
     marker = lay.marker("write", task.shard)
-    if io.is_done(lay.data(task.shard), task.job_hash, marker):
+    if io.is_done(lay.data(task.shard), task.job_hash, marker) and all(
+            map(io.exists, (lay.data(task.shard), lay.dedup_rejects(task.shard)))):  # not removed since
         return json.loads(marker.read_text())["counts"]
     t0 = time.time()
     # this shard's removals only (job.split_removals): memory is the shard's, not the corpus's

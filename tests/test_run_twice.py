@@ -165,3 +165,25 @@ def test_an_output_file_removed_after_the_run_is_written_again(tmp_path, capsys,
     assert _snapshot(out) == first
     again = json.loads((out / "stats.json").read_text())
     assert again["documents"] == stats["documents"] and again["steps"].keys() == stats["steps"].keys()
+
+
+def test_a_job_output_named_as_input_reads_its_data_only(tmp_path, capsys):
+    # `pretrain dedup corpus/ -o deduped/` where corpus/ is a curate OUT: its rejects/ (the dropped
+    # documents) and work/ (intermediate copies) are not corpus; only data/ is read, as if the
+    # user had named corpus/data. A folder merely holding a planner's plan.json is read whole.
+    docs = _prose(10, seed=13)
+    src = _corpus(tmp_path / "src", docs + docs[:2])
+    first = tmp_path / "corpus"
+    assert main(["dedup", str(src), "-o", str(first), "--workers", "1", "--quiet"]) == 0
+    assert list((first / "rejects").glob("dedup_*")) and list((first / "work").rglob("*.jsonl.zst"))
+    by_root, by_data = tmp_path / "by-root", tmp_path / "by-data"
+    assert main(["dedup", str(first), "-o", str(by_root), "--workers", "1", "--quiet"]) == 0
+    assert main(["dedup", str(first / "data"), "-o", str(by_data), "--workers", "1", "--quiet"]) == 0
+    root_stats = json.loads((by_root / "stats.json").read_text())
+    assert root_stats["documents"] == json.loads((by_data / "stats.json").read_text())["documents"]
+    assert root_stats["errors"]["count"] == 0
+    assert list(_ids(by_root, "data")) == list(_ids(by_data, "data"))
+    plain = _corpus(tmp_path / "plain", docs[:4])
+    (plain / "plan.json").write_text(json.dumps({"model": "llama-3-8b"}))  # `pretrain plan --json`
+    assert main(["dedup", str(plain), "-o", str(tmp_path / "p"), "--workers", "1", "--quiet"]) == 0
+    assert json.loads((tmp_path / "p" / "stats.json").read_text())["documents"]["read"] == 4

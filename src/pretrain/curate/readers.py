@@ -107,12 +107,36 @@ def list_inputs(paths: list[str]) -> list[Path]:
             continue
         path = Path(p)
         if path.is_dir():
-            found.update(_inside(path, [f for f in path.rglob("*") if f.is_file() and is_supported(f)]))
+            files = [f for f in path.rglob("*") if f.is_file() and is_supported(f)]
+            found.update(_inside(path, _job_data_only(path, files)))
         elif path.is_file():
             found.add(path)
         else:
             raise UserError(f"input not found: {p}")
     return sorted(found)
+
+
+def _job_data_only(root: Path, files: list[Path]) -> list[Path]:
+    """Inside a folder that is a corpus job's OUT (its plan.json names the job, its inputs and a
+    hash), only `data/` is corpus: `rejects/` holds the documents the job dropped and `work/` its
+    intermediate copies, which would otherwise come back in (`pretrain dedup corpus/` after curate)."""
+    import sys
+
+    outs = [plan.parent for plan in root.rglob("plan.json") if _is_job_plan(plan)]
+    kept = [f for f in files if not any(o in f.parents and o / "data" not in f.parents for o in outs)]
+    if len(kept) < len(files):
+        print(f"pretrain: {outs[0]} is a corpus job's output: reading its data/ only "
+              f"({len(files) - len(kept)} file(s) of rejects/ and work/ skipped)", file=sys.stderr)
+    return kept
+
+
+def _is_job_plan(plan: Path) -> bool:
+    try:  # an identity is small (a path and a size per input): a huge file is not one
+        obj = json.loads(plan.read_bytes()) if plan.stat().st_size < 1 << 26 else None
+    except (OSError, ValueError, RecursionError):
+        return False
+    is_identity = isinstance(obj, dict) and {"job", "hash", "inputs"} <= obj.keys()
+    return is_identity and (plan.parent / "data").is_dir()
 
 
 def _glob_root(pattern: str) -> Path:

@@ -185,3 +185,17 @@ def test_a_job_output_named_as_input_reads_its_data_only(tmp_path, capsys):
     (plain / "plan.json").write_text(json.dumps({"model": "llama-3-8b"}))  # `pretrain plan --json`
     assert main(["dedup", str(plain), "-o", str(tmp_path / "p"), "--workers", "1", "--quiet"]) == 0
     assert json.loads((tmp_path / "p" / "stats.json").read_text())["documents"]["read"] == 4
+
+
+def test_report_of_an_unfinished_job_says_to_rerun_it(tmp_path, capsys):
+    # A job killed before its end has plan.json but no stats.json yet: the report says so and
+    # what to do, instead of "not a curate output".
+    src = _corpus(tmp_path / "src", _prose(4, seed=17))
+    out = tmp_path / "out"
+    assert main(["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]) == 0
+    (out / "stats.json").unlink()  # where a SIGKILL before the last write leaves the job
+    capsys.readouterr()
+    assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "dedup" in err and "not finished" in err and "rerun" in err
+    assert not (tmp_path / "r.html").exists()

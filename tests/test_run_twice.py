@@ -199,3 +199,21 @@ def test_report_of_an_unfinished_job_says_to_rerun_it(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "dedup" in err and "not finished" in err and "rerun" in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_rerun_says_its_seconds_are_over_several_attempts(tmp_path, capsys):
+    # wall_seconds adds every attempt's time (work/attempts.json); the terminal and the report
+    # say over how many attempts, or a 2 s rerun of a finished job reads "6.7 s" with no why.
+    src = _corpus(tmp_path / "src", _prose(4, seed=19))
+    out = tmp_path / "out"
+    args = ["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]
+    assert main(args) == 0
+    assert "attempts" not in capsys.readouterr().out
+    assert json.loads((out / "stats.json").read_text())["attempts"] == 1
+    assert main(args) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    tried = json.loads((out / "work" / "attempts.json").read_text())["seconds"]
+    assert stats["attempts"] == len(tried) == 2
+    assert f"{stats['wall_seconds']:.1f} s over 2 attempts" in capsys.readouterr().out
+    assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 0
+    assert "seconds (2 attempts)" in (tmp_path / "r.html").read_text()

@@ -260,6 +260,9 @@ class Attempts:
         """Every attempt's wall time as last saved (stats.json and attempts.json agree)."""
         return sum(self.before) + self.last
 
+    def count(self) -> int:
+        return len(self.before) + 1
+
 
 # ----------------------------------------------------------------------------- the driver
 
@@ -435,14 +438,14 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
         progress.stop("write")
     clock.save()
     order = step_order(cfg, shard_stats)
-    stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total())
+    stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total(), clock.count())
     _decontam_report(cfg, shard_stats, stats, lay)
     io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
     return stats
 
 
 def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order: list[str],
-              dedup_summary: dict, seconds: float) -> dict:
+              dedup_summary: dict, seconds: float, attempts: int = 1) -> dict:
     """stats.json: per step (belt order) in/kept/dropped by reason and seconds, errors, totals."""
     steps: dict[str, Counter] = {name: Counter() for name in order if not name.endswith("_dedup")}
     for s in shard_stats:
@@ -482,6 +485,7 @@ def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order
                               + sum(w.get("seconds", 0) for w in write_counts)
                               + dedup_summary.get("seconds", 0), 3),
         "wall_seconds": round(seconds, 3),
+        "attempts": attempts,  # wall_seconds is their sum (OUT/work/attempts.json)
     }
 
 

@@ -54,6 +54,7 @@ def print_funnel(stats: dict, out: str | Path) -> None:
     console.print(
         f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
         f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
+        + (f" over {stats['attempts']} attempts" if stats.get("attempts", 1) > 1 else "")
     )
     lines = error_lines(stats)
     if lines:

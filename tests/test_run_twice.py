@@ -217,3 +217,20 @@ def test_a_rerun_says_its_seconds_are_over_several_attempts(tmp_path, capsys):
     assert f"{stats['wall_seconds']:.1f} s over 2 attempts" in capsys.readouterr().out
     assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 0
     assert "seconds (2 attempts)" in (tmp_path / "r.html").read_text()
+
+
+def test_a_job_output_under_a_url_prefix_reads_its_data_only(tmp_path):
+    import fsspec
+
+    from pretrain.curate.job import list_any_inputs
+
+    src = _corpus(tmp_path / "src", _prose(6, seed=23))
+    out = tmp_path / "corpus"
+    assert main(["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]) == 0
+    fs = fsspec.filesystem("memory")
+    fs.put(str(out), "/rt-w1/corpus", recursive=True)
+    try:
+        got = [name for _, name in list_any_inputs(["memory://rt-w1"])]
+        assert got == ["corpus/data/shard_00000.jsonl.zst", "corpus/data/shard_00001.jsonl.zst"]
+    finally:
+        fs.rm("/rt-w1", recursive=True)

@@ -124,7 +124,8 @@ def list_any_inputs(inputs: list[str]) -> list[tuple[str, str]]:
             hits = [h for h in fs.glob(path) if fs.isfile(h)]
             root = path.split("*")[0].rsplit("/", 1)[0]
         elif fs.isdir(path):
-            hits = [h for h in fs.find(path) if is_supported(Path(h))]
+            every = fs.find(path)
+            hits = _url_job_data_only(fs, [h for h in every if is_supported(Path(h))], every)
             root = path.rstrip("/")
         elif fs.isfile(path):
             hits, root = [path], path.rsplit("/", 1)[0]
@@ -133,6 +134,17 @@ def list_any_inputs(inputs: list[str]) -> list[tuple[str, str]]:
         for h in hits:
             found[fs.unstrip_protocol(h)] = h[len(root):].lstrip("/") if h.startswith(root + "/") else h
     return sorted(found.items())
+
+
+def _url_job_data_only(fs, hits: list[str], every: list[str]) -> list[str]:
+    """As readers' `_job_data_only` for a prefix: inside a corpus job's OUT only data/ is corpus."""
+    from pretrain.curate.readers import MAX_PLAN_BYTES, is_job_identity
+
+    outs = [p[: -len("/plan.json")] for p in every if p.endswith("/plan.json")]
+    outs = [o for o in outs if any(h.startswith(f"{o}/data/") for h in hits)
+            and fs.size(f"{o}/plan.json") < MAX_PLAN_BYTES and is_job_identity(fs.cat_file(f"{o}/plan.json"))]
+    return [h for h in hits
+            if not any(h.startswith(f"{o}/") and not h.startswith(f"{o}/data/") for o in outs)]
 
 
 def _size(path: str) -> int:

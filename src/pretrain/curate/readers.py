@@ -131,12 +131,23 @@ def _job_data_only(root: Path, files: list[Path]) -> list[Path]:
 
 
 def _is_job_plan(plan: Path) -> bool:
-    try:  # an identity is small (a path and a size per input): a huge file is not one
-        obj = json.loads(plan.read_bytes()) if plan.stat().st_size < 1 << 26 else None
-    except (OSError, ValueError, RecursionError):
+    try:
+        raw = plan.read_bytes() if plan.stat().st_size < MAX_PLAN_BYTES else b""
+    except OSError:
         return False
-    is_identity = isinstance(obj, dict) and {"job", "hash", "inputs"} <= obj.keys()
-    return is_identity and (plan.parent / "data").is_dir()
+    return is_job_identity(raw) and (plan.parent / "data").is_dir()
+
+
+MAX_PLAN_BYTES = 1 << 26  # an identity is small (a path and a size per input): a huge file is not one
+
+
+def is_job_identity(raw: bytes) -> bool:
+    """Whether a plan.json's bytes are a corpus job's identity (OUT/plan.json, see job.py)."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and {"job", "hash", "inputs"} <= obj.keys()
 
 
 def _glob_root(pattern: str) -> Path:

@@ -234,3 +234,14 @@ def test_a_job_output_under_a_url_prefix_reads_its_data_only(tmp_path):
         assert got == ["corpus/data/shard_00000.jsonl.zst", "corpus/data/shard_00001.jsonl.zst"]
     finally:
         fs.rm("/rt-w1", recursive=True)
+
+
+def test_a_changed_config_is_refused_naming_the_key_and_both_values(tmp_path, capsys):
+    src = _corpus(tmp_path / "src", _prose(4, seed=29))
+    out = tmp_path / "out"
+    args = ["curate", str(src), "-o", str(out), "--workers", "1", "--quiet", "--set", 'steps=["language"]']
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main([*args, "--set", "language.threshold=0.8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "language.threshold: 0.65 -> 0.8" in err

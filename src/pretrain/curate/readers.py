@@ -107,8 +107,9 @@ def list_inputs(paths: list[str]) -> list[Path]:
             continue
         path = Path(p)
         if path.is_dir():
-            files = [f for f in path.rglob("*") if f.is_file() and is_supported(f)]
-            found.update(_inside(path, _job_data_only(path, files)))
+            every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
+            files = [f for f in every if is_supported(f) and f.is_file()]
+            found.update(_inside(path, _job_data_only([f for f in every if f.name == "plan.json"], files)))
         elif path.is_file():
             found.add(path)
         else:
@@ -116,13 +117,13 @@ def list_inputs(paths: list[str]) -> list[Path]:
     return sorted(found)
 
 
-def _job_data_only(root: Path, files: list[Path]) -> list[Path]:
+def _job_data_only(plans: list[Path], files: list[Path]) -> list[Path]:
     """Inside a folder that is a corpus job's OUT (its plan.json names the job, its inputs and a
     hash), only `data/` is corpus: `rejects/` holds the documents the job dropped and `work/` its
     intermediate copies, which would otherwise come back in (`pretrain dedup corpus/` after curate)."""
     import sys
 
-    outs = [plan.parent for plan in root.rglob("plan.json") if _is_job_plan(plan)]
+    outs = [plan.parent for plan in plans if _is_job_plan(plan)]
     kept = [f for f in files if not any(o in f.parents and o / "data" not in f.parents for o in outs)]
     if len(kept) < len(files):
         print(f"pretrain: {outs[0]} is a corpus job's output: reading its data/ only "

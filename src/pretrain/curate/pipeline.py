@@ -201,7 +201,7 @@ def run_shard(task: ShardTask) -> dict:
     lay = Layout(task.out, Path(task.work))
     marker = lay.marker("filter", task.shard)
     done = io.is_done(lay.shard_stats(task.shard), task.job_hash, marker)
-    if done and io.exists(lay.rejects(task.shard)) and (
+    if done and io.exists(lay.rejects(task.shard)) and _kept_there(task, lay) and (
         not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup)
     ):  # done, its output still there, its signature files check out (else the shard runs again)
         drop_prefetched(lay, task.path)
@@ -240,6 +240,18 @@ def run_shard(task: ShardTask) -> dict:
 
     _commit(task.overlap, commit, pending)
     return stats
+
+
+def _written(task: ShardTask, lay: Layout) -> bool:
+    """Stage C of this shard is done: its marker, and its outputs (not removed since)."""
+    return io.is_done(lay.data(task.shard), task.job_hash, lay.marker("write", task.shard)) and all(
+        map(io.exists, (lay.data(task.shard), lay.dedup_rejects(task.shard))))
+
+
+def _kept_there(task: ShardTask, lay: Layout) -> bool:
+    """Stage C still needs stage A's copy of the survivors (work/ deleted in part, a data shard
+    too): without it stage A runs again."""
+    return _rereads_input(task) or lay.kept(task.shard).exists() or _written(task, lay)
 
 
 def _local_copy(task: ShardTask, lay: Layout) -> Path:
@@ -362,8 +374,7 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     task, removals_path = task_and_removals
     lay = Layout(task.out, Path(task.work))
     marker = lay.marker("write", task.shard)
-    if io.is_done(lay.data(task.shard), task.job_hash, marker) and all(
-            map(io.exists, (lay.data(task.shard), lay.dedup_rejects(task.shard)))):  # not removed since
+    if _written(task, lay):
         return json.loads(marker.read_text())["counts"]
     t0 = time.time()
     # this shard's removals only (job.split_removals): memory is the shard's, not the corpus's

@@ -45,7 +45,8 @@ def test_output_inside_the_input_folder_resumes_on_rerun(tmp_path, capsys, job):
     plan = json.loads((out / "plan.json").read_text())
     assert [Path(i["path"]).name for i in plan["inputs"]] == ["part0.jsonl", "part1.jsonl"]
     capsys.readouterr()
-    assert main(args) == 0, capsys.readouterr().err
+    assert main(args) == 0
+    assert "corpus job's output" not in capsys.readouterr().err  # its own OUT is no news
     assert _snapshot(out) == first
     assert json.loads((out / "plan.json").read_text()) == plan
 
@@ -177,7 +178,9 @@ def test_a_job_output_named_as_input_reads_its_data_only(tmp_path, capsys):
     assert main(["dedup", str(src), "-o", str(first), "--workers", "1", "--quiet"]) == 0
     assert list((first / "rejects").glob("dedup_*")) and list((first / "work").rglob("*.jsonl.zst"))
     by_root, by_data = tmp_path / "by-root", tmp_path / "by-data"
+    capsys.readouterr()
     assert main(["dedup", str(first), "-o", str(by_root), "--workers", "1", "--quiet"]) == 0
+    assert f"{first} is a corpus job's output: reading its data/ only" in capsys.readouterr().err
     assert main(["dedup", str(first / "data"), "-o", str(by_data), "--workers", "1", "--quiet"]) == 0
     root_stats = json.loads((by_root / "stats.json").read_text())
     assert root_stats["documents"] == json.loads((by_data / "stats.json").read_text())["documents"]

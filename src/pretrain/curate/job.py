@@ -108,7 +108,7 @@ class Layout:
 # ----------------------------------------------------------------------------- identity
 
 
-def list_any_inputs(inputs: list[str]) -> list[tuple[str, str]]:
+def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple[str, str]]:
     """(file, source name) for local paths, folders and globs and for URLs (a prefix is a folder),
     sorted; the source name is the file's path relative to the input it came from."""
     from pretrain.curate.readers import is_supported
@@ -116,7 +116,7 @@ def list_any_inputs(inputs: list[str]) -> list[tuple[str, str]]:
     found: dict[str, str] = {}
     local = [p for p in inputs if not io.is_url(p)]
     if local:
-        for f in list_inputs(local):
+        for f in list_inputs(local, None if own_out is None or io.is_url(own_out) else own_out):
             found[str(f)] = source_name(f, _root_of(f, local))
     for url in (p for p in inputs if io.is_url(p)):
         fs, path = io.url_fs(url)
@@ -302,7 +302,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     attempt lock (held until `stack` closes), and an earlier attempt's debris is swept."""
     from pretrain.curate.pipeline import ShardTask
 
-    files = [(f, src) for f, src in list_any_inputs(inputs) if not _is_own_output(f, lay)]
+    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out) if not _is_own_output(f, lay)]
     if not files:
         raise UserError(f"no input files found in {inputs}")
     ident = identity(job, [f for f, _ in files], cfg)

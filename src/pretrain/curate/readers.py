@@ -90,7 +90,7 @@ def _ignore_error(path: str, record: object, reason: str) -> None:
 # --------------------------------------------------------------------------- inputs
 
 
-def list_inputs(paths: list[str]) -> list[Path]:
+def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
     """Expand files, folders (recursively, known extensions only) and globs into sorted files.
 
     A folder or glob from someone else may hold symlinks to files of the user running the job
@@ -109,7 +109,8 @@ def list_inputs(paths: list[str]) -> list[Path]:
         if path.is_dir():
             every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
             files = [f for f in every if is_supported(f) and f.is_file()]
-            found.update(_inside(path, _job_data_only([f for f in every if f.name == "plan.json"], files)))
+            plans = [f for f in every if f.name == "plan.json"]
+            found.update(_inside(path, _job_data_only(plans, files, own_out)))
         elif path.is_file():
             found.add(path)
         else:
@@ -117,7 +118,7 @@ def list_inputs(paths: list[str]) -> list[Path]:
     return sorted(found)
 
 
-def _job_data_only(plans: list[Path], files: list[Path]) -> list[Path]:
+def _job_data_only(plans: list[Path], files: list[Path], own_out: str | None = None) -> list[Path]:
     """Inside a folder that is a corpus job's OUT (its plan.json names the job, its inputs and a
     hash), only `data/` is corpus: `rejects/` holds the documents the job dropped and `work/` its
     intermediate copies, which would otherwise come back in (`pretrain dedup corpus/` after curate)."""
@@ -125,7 +126,8 @@ def _job_data_only(plans: list[Path], files: list[Path]) -> list[Path]:
 
     outs = [plan.parent for plan in plans if _is_job_plan(plan)]
     kept = [f for f in files if not any(o in f.parents and o / "data" not in f.parents for o in outs)]
-    if len(kept) < len(files):
+    own = Path(own_out).resolve() if own_out else None
+    if len(kept) < len(files) and any(o.resolve() != own for o in outs):  # the job's own OUT: no news
         print(f"pretrain: {outs[0]} is a corpus job's output: reading its data/ only "
               f"({len(files) - len(kept)} file(s) of rejects/ and work/ skipped)", file=sys.stderr)
     return kept

@@ -250,3 +250,17 @@ def test_a_changed_config_is_refused_naming_the_key_and_both_values(tmp_path, ca
     assert main([*args, "--set", "language.threshold=0.8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "language.threshold: 0.65 -> 0.8" in err
+
+
+def test_report_into_a_folder_or_an_unwritable_place_is_one_line(tmp_path, capsys):
+    src = _corpus(tmp_path / "src", _prose(4, seed=31))
+    out = tmp_path / "out"
+    assert main(["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]) == 0
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    for target in (out, blocked / "r.html"):  # a folder; a path under a plain file
+        capsys.readouterr()
+        assert main(["report", str(out), "-o", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(target) in err, err
+    assert not [p for p in tmp_path.rglob(".*.tmp")]

@@ -264,3 +264,21 @@ def test_report_into_a_folder_or_an_unwritable_place_is_one_line(tmp_path, capsy
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and str(target) in err, err
     assert not [p for p in tmp_path.rglob(".*.tmp")]
+
+
+def test_classifier_outputs_into_a_folder_or_an_unwritable_place_are_one_line(tmp_path, capsys):
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
+    good.write_text("\n".join(_prose(3, seed=37)) + "\n")
+    bad.write_text("buy cheap watches now click here best deals\n" * 5)
+    model = tmp_path / "q.json"
+    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    for target in (tmp_path, blocked / "x"):
+        for argv in (["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(target)],
+                     ["classifier", "score", "--model", str(model), str(good), "-o", str(target)]):
+            capsys.readouterr()
+            assert main(argv) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and str(target) in err, err
+    assert not [p for p in tmp_path.rglob(".*.tmp")]

@@ -282,3 +282,27 @@ def test_classifier_outputs_into_a_folder_or_an_unwritable_place_are_one_line(tm
             err = capsys.readouterr().err
             assert err.count("\n") == 1 and str(target) in err, err
     assert not [p for p in tmp_path.rglob(".*.tmp")]
+
+
+def test_a_second_attempt_while_one_runs_is_refused(tmp_path, capsys):
+    # The same command started twice at once (two terminals) ran every unit twice, and the two
+    # attempts overwrote each other's time in work/attempts.json. A second one is refused while the
+    # first holds OUT/work/attempt.lock (flock: released when its holder dies, SIGKILL included).
+    import fcntl
+    import os
+
+    src = _corpus(tmp_path / "src", _prose(4, seed=41))
+    out = tmp_path / "out"
+    args = ["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]
+    assert main(args) == 0
+    fd = os.open(out / "work" / "attempt.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running attempt holds it
+        capsys.readouterr()
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "another attempt" in err and str(out) in err
+    finally:
+        os.close(fd)
+    assert main(args) == 0  # released: the rerun resumes
+    assert len(json.loads((out / "work" / "attempts.json").read_text())["seconds"]) == 2

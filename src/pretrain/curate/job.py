@@ -18,7 +18,7 @@ Every corpus command (curate, dedup, decontaminate) runs through `run_job`:
 - **Debris.** A killed attempt leaves temporary files (half-written shards, a half-downloaded
   input) in the work folder. The next attempt of the same job removes them before it starts, but
   only the names our writers make and only while it holds OUT/work's lock (a second attempt
-  running at the same time on this host sweeps nothing). Object stores never get temporary
+  started while one runs is refused). Object stores never get temporary
   objects: a URL output is written locally and uploaded whole (see `io`).
 """
 
@@ -308,6 +308,9 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     ident = identity(job, [f for f, _ in files], cfg)
     _check_writable(lay)
     alone = stack.enter_context(attempt_lock(lay))
+    if alone is None:
+        raise UserError(f"{lay.out} is being written by another attempt right now ({lay.work}/attempt.lock "
+                        "is held); let it finish or stop it, then rerun")
     claim(lay, ident)
     if alone:  # OUT holds this job: what its killed attempts left is ours to remove
         sweep_debris(lay)
@@ -394,14 +397,17 @@ _INPUT_COPY = re.compile(r"input_\d{5}_.+")
 @contextlib.contextmanager
 def attempt_lock(lay: Layout):
     """Hold OUT/work/attempt.lock (flock: released by the kernel when the process dies, even on
-    SIGKILL); yields False when another live attempt holds it."""
+    SIGKILL); yields True, None when another live attempt holds it, False when the filesystem
+    cannot lock (the job runs, sweeping nothing)."""
     lay.work.mkdir(parents=True, exist_ok=True)
     fd = os.open(lay.work / "attempt.lock", os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            alone = True
-        except OSError:  # held by a concurrent attempt (or flock unsupported): sweep nothing
+            alone: bool | None = True
+        except BlockingIOError:  # EWOULDBLOCK: a concurrent attempt holds it
+            alone = None
+        except OSError:  # flock unsupported here (ENOLCK, ...): run, but sweep nothing
             alone = False
         yield alone
     finally:

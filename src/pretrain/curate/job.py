@@ -39,6 +39,7 @@ import xxhash
 
 from pretrain import config as cfgmod
 from pretrain.curate import io
+from pretrain.curate.outputs import is_own_output, url_job_data_only
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.errors import UserError
 
@@ -125,7 +126,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple
             root = path.split("*")[0].rsplit("/", 1)[0]
         elif fs.isdir(path):
             every = fs.find(path)
-            hits = _url_job_data_only(fs, [h for h in every if is_supported(Path(h))], every)
+            hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))], every)
             root = path.rstrip("/")
         elif fs.isfile(path):
             hits, root = [path], path.rsplit("/", 1)[0]
@@ -134,17 +135,6 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple
         for h in hits:
             found[fs.unstrip_protocol(h)] = h[len(root):].lstrip("/") if h.startswith(root + "/") else h
     return sorted(found.items())
-
-
-def _url_job_data_only(fs, hits: list[str], every: list[str]) -> list[str]:
-    """As readers' `_job_data_only` for a prefix: inside a corpus job's OUT only data/ is corpus."""
-    from pretrain.curate.readers import MAX_PLAN_BYTES, is_job_identity
-
-    outs = [p[: -len("/plan.json")] for p in every if p.endswith("/plan.json")]
-    outs = [o for o in outs if any(h.startswith(f"{o}/data/") for h in hits)
-            and fs.size(f"{o}/plan.json") < MAX_PLAN_BYTES and is_job_identity(fs.cat_file(f"{o}/plan.json"))]
-    return [h for h in hits
-            if not any(h.startswith(f"{o}/") and not h.startswith(f"{o}/data/") for o in outs)]
 
 
 def _size(path: str) -> int:
@@ -302,7 +292,8 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     attempt lock (held until `stack` closes), and an earlier attempt's debris is swept."""
     from pretrain.curate.pipeline import ShardTask
 
-    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out) if not _is_own_output(f, lay)]
+    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out)
+             if not is_own_output(f, lay.out, lay.work)]  # an OUT inside an input folder
     if not files:
         raise UserError(f"no input files found in {inputs}")
     ident = identity(job, [f for f, _ in files], cfg)
@@ -316,22 +307,6 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
         sweep_debris(lay)
     work = str(lay.work)
     return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work) for i, (f, src) in enumerate(files)]
-
-
-_OWN_OUTPUT = re.compile(r"(data/shard|rejects/(filters|dedup))_\d{5}\.jsonl\.zst")
-
-
-def _is_own_output(f: str, lay: Layout) -> bool:
-    """A file this job writes (OUT/data, OUT/rejects, the work folder): an OUT inside an input
-    folder must not become an input of its own rerun (which would then refuse itself)."""
-    if io.is_url(f) or io.is_url(lay.out):
-        out = lay.out.rstrip("/") + "/"
-        return f.startswith(out) and bool(_OWN_OUTPUT.fullmatch(f[len(out):]))
-    path = Path(f).resolve()
-    if lay.work.resolve() in path.parents:
-        return True
-    out = Path(lay.out).resolve()
-    return out in path.parents and bool(_OWN_OUTPUT.fullmatch(path.relative_to(out).as_posix()))
 
 
 def _root_of(f: Path, inputs: list[str]) -> Path:

@@ -97,6 +97,8 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
     (`notes.txt -> ~/.ssh/id_rsa`) that would end up in a corpus: inside a folder or glob, a symlink
     whose target lies outside it is skipped, with one line on stderr. A file named itself is read.
     """
+    from pretrain.curate.outputs import job_data_only
+
     found: set[Path] = set()
     for p in paths:
         if any(ch in p for ch in "*?["):
@@ -110,47 +112,12 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
             every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
             files = [f for f in every if is_supported(f) and f.is_file()]
             plans = [f for f in every if f.name == "plan.json"]
-            found.update(_inside(path, _job_data_only(plans, files, own_out)))
+            found.update(_inside(path, job_data_only(plans, files, own_out)))
         elif path.is_file():
             found.add(path)
         else:
             raise UserError(f"input not found: {p}")
     return sorted(found)
-
-
-def _job_data_only(plans: list[Path], files: list[Path], own_out: str | None = None) -> list[Path]:
-    """Inside a folder that is a corpus job's OUT (its plan.json names the job, its inputs and a
-    hash), only `data/` is corpus: `rejects/` holds the documents the job dropped and `work/` its
-    intermediate copies, which would otherwise come back in (`pretrain dedup corpus/` after curate)."""
-    import sys
-
-    outs = [plan.parent for plan in plans if _is_job_plan(plan)]
-    kept = [f for f in files if not any(o in f.parents and o / "data" not in f.parents for o in outs)]
-    own = Path(own_out).resolve() if own_out else None
-    if len(kept) < len(files) and any(o.resolve() != own for o in outs):  # the job's own OUT: no news
-        print(f"pretrain: {outs[0]} is a corpus job's output: reading its data/ only "
-              f"({len(files) - len(kept)} file(s) of rejects/ and work/ skipped)", file=sys.stderr)
-    return kept
-
-
-def _is_job_plan(plan: Path) -> bool:
-    try:
-        raw = plan.read_bytes() if plan.stat().st_size < MAX_PLAN_BYTES else b""
-    except OSError:
-        return False
-    return is_job_identity(raw) and (plan.parent / "data").is_dir()
-
-
-MAX_PLAN_BYTES = 1 << 26  # an identity is small (a path and a size per input): a huge file is not one
-
-
-def is_job_identity(raw: bytes) -> bool:
-    """Whether a plan.json's bytes are a corpus job's identity (OUT/plan.json, see job.py)."""
-    try:
-        obj = json.loads(raw)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(obj, dict) and {"job", "hash", "inputs"} <= obj.keys()
 
 
 def _glob_root(pattern: str) -> Path:

@@ -211,6 +211,8 @@ def _difference(old: dict, new: dict) -> str:
     if old.get("inputs") != new["inputs"]:
         return "the same input files with other sizes: they changed since"
     refs_old, refs_new = old.get("references", []), new.get("references", [])
+    if refs_new and "references" not in old and old.get("config") == new["config"]:
+        return "a job written before pretrain recorded the files its config names (benchmarks, models, lists)"
     if refs_old != refs_new:
         changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
         return f"files the config names changed since ({changed[0]})"

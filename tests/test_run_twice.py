@@ -306,3 +306,19 @@ def test_a_second_attempt_while_one_runs_is_refused(tmp_path, capsys):
         os.close(fd)
     assert main(args) == 0  # released: the rerun resumes
     assert len(json.loads((out / "work" / "attempts.json").read_text())["seconds"]) == 2
+
+
+def test_an_out_written_before_references_were_recorded_is_named_so(tmp_path, capsys):
+    docs = _prose(4, seed=43)
+    corpus = _corpus(tmp_path / "corpus", docs)
+    bench = _bench_file(tmp_path / "evals" / "quiz.jsonl", [docs[0].split(".")[0] + "."])
+    out = tmp_path / "out"
+    args = ["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+            "--benchmarks", str(bench)]
+    assert main(args) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert [Path(r["path"]).name for r in plan.pop("references")] == ["quiz.jsonl"]
+    (out / "plan.json").write_text(json.dumps(plan))  # as an older pretrain wrote it
+    capsys.readouterr()
+    assert main(args) == 2
+    assert "before pretrain recorded the files its config names" in capsys.readouterr().err

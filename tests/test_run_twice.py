@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+import xxhash
 from s3server import s3  # noqa: F401  (the fixture)
 from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 from test_pipeline import _ids, _prose
@@ -318,7 +319,9 @@ def test_an_out_written_before_references_were_recorded_is_named_so(tmp_path, ca
     assert main(args) == 0
     plan = json.loads((out / "plan.json").read_text())
     assert [Path(r["path"]).name for r in plan.pop("references")] == ["quiz.jsonl"]
-    (out / "plan.json").write_text(json.dumps(plan))  # as an older pretrain wrote it
+    blob = json.dumps({"inputs": plan["inputs"], "config": plan["config"]}, sort_keys=True).encode()
+    plan["hash"] = xxhash.xxh3_64_hexdigest(blob)  # as an older pretrain wrote it
+    (out / "plan.json").write_text(json.dumps(plan))
     capsys.readouterr()
     assert main(args) == 2
     assert "before pretrain recorded the files its config names" in capsys.readouterr().err

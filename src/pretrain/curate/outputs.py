@@ -20,7 +20,7 @@ from pathlib import Path
 from pretrain.curate import io
 
 MAX_PLAN_BYTES = 1 << 26  # an identity is small (a path and a size per input): a huge file is not one
-_OWN_OUTPUT = re.compile(r"(data/shard|rejects/(filters|dedup))_\d{5}\.jsonl\.zst")
+_OWN_OUTPUT = re.compile(r"(data/shard|rejects/(filters|dedup))_\d{5,}\.jsonl\.zst")  # f"{shard:05d}"
 
 
 def is_job_identity(raw: bytes) -> bool:

@@ -120,6 +120,11 @@ def test_process_isolation_counts_rescued_pages_as_in_process_runs_do():
         counts[isolation] = (texts, step.stats["rescued"])
     assert counts["inline"][1] == 1
     assert counts["process"] == counts["inline"]
+    for isolation in ("inline", "process"):  # a page with its main content whole: 0, not no key
+        step = build_extract_step(ExtractConfig(backend="blocks", isolation=isolation))
+        list(step([html_doc(pages[1])]))
+        step.close()
+        assert step.stats["rescued"] == 0 and "rescued" in step.stats
 
 
 def test_dedup_job_from_s3_reads_each_input_object_once(tmp_path, s3_here):  # noqa: F811

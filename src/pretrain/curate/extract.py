@@ -293,6 +293,8 @@ class ExtractStep(Step):
         self.worker = _Worker(*args) if isolate else None
         self.batched = self.worker is None and cfg.backend in ("resiliparse", "blocks")
         self._ready: dict[int, str | Exception | object] = {}  # id(doc) -> its batch's result
+        if cfg.backend == "blocks":  # stats.json says 0 rather than nothing, in a child or not
+            self.stats["rescued"] = 0
 
     def __call__(self, docs: Iterable[Document]) -> Iterator[Document]:
         if not self.batched:
@@ -400,7 +402,7 @@ class ExtractStep(Step):
         if self.worker is not None:
             before = self.worker.rescued
             text = self.worker.extract(html, self.cfg.timeout_s)
-            if self.worker.rescued != before:  # no "rescued" key where no rescue runs
+            if self.worker.rescued != before:
                 self.stats["rescued"] += self.worker.rescued - before
             return text
         main, backend = self.cfg.main_content, self.cfg.backend

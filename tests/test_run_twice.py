@@ -330,3 +330,19 @@ def test_an_out_written_before_references_were_recorded_is_named_so(tmp_path, ca
     capsys.readouterr()
     assert main(args) == 2
     assert "before pretrain recorded the files its config names" in capsys.readouterr().err
+
+
+def test_decontaminate_terminal_says_what_leaked_and_where_the_report_is(tmp_path, capsys):
+    docs = _prose(8, seed=47)
+    corpus = _corpus(tmp_path / "corpus", docs)
+    _bench_file(tmp_path / "evals" / "quiz.jsonl", [docs[0].split(".")[0] + ".", docs[5].split(".")[0] + ".",
+                                                    "an item of eight words nobody ever wrote anywhere"])
+    out = tmp_path / "out"
+    assert main(["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+                 "--benchmarks", str(tmp_path / "evals")]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "decontam_report.json").read_text())
+    quiz = report["benchmarks"]["quiz"]
+    assert (quiz["items_indexed"], quiz["items_leaked"]) == (3, 2)
+    assert "quiz: 2 of 3 items leaked into 2 documents" in printed
+    assert str(out / "decontam_report.json") in printed

@@ -346,3 +346,17 @@ def test_decontaminate_terminal_says_what_leaked_and_where_the_report_is(tmp_pat
     assert (quiz["items_indexed"], quiz["items_leaked"]) == (3, 2)
     assert "quiz: 2 of 3 items leaked into 2 documents" in printed
     assert str(out / "decontam_report.json") in printed
+
+
+def test_one_file_named_twice_is_read_once(tmp_path, capsys, monkeypatch):
+    # `pretrain curate corpus/ /abs/path/corpus/part0.jsonl`: the file is one shard, not two (its
+    # documents would be read twice and, without dedup, written twice).
+    corpus = _corpus(tmp_path / "corpus", _prose(6, seed=53))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    args = ["curate", "corpus", str(corpus / "part0.jsonl"), "./corpus/part1.jsonl", "-o", str(out),
+            "--workers", "1", "--quiet", "--set", 'steps=["rules"]']
+    assert main(args) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert [Path(i["path"]).name for i in plan["inputs"]] == ["part0.jsonl", "part1.jsonl"]
+    assert json.loads((out / "stats.json").read_text())["documents"]["read"] == 6

@@ -117,7 +117,10 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
             found.add(path)
         else:
             raise UserError(f"input not found: {p}")
-    return sorted(found)
+    unique: dict[Path, Path] = {}  # one file named twice (a folder and its file, ./x and /abs/x)
+    for f in sorted(found):
+        unique.setdefault(f.resolve(), f)
+    return sorted(unique.values())
 
 
 def _glob_root(pattern: str) -> Path:

@@ -360,3 +360,22 @@ def test_one_file_named_twice_is_read_once(tmp_path, capsys, monkeypatch):
     plan = json.loads((out / "plan.json").read_text())
     assert [Path(i["path"]).name for i in plan["inputs"]] == ["part0.jsonl", "part1.jsonl"]
     assert json.loads((out / "stats.json").read_text())["documents"]["read"] == 6
+
+
+def test_classifier_scores_written_inside_the_scored_folder_are_not_scored_on_rerun(tmp_path, capsys):
+    docs = _prose(8, seed=59)
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
+    good.write_text("\n".join(docs[:4]) + "\n")
+    bad.write_text("buy cheap watches now click here best deals\n" * 5)
+    model = tmp_path / "q.json"
+    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    corpus = _corpus(tmp_path / "corpus", docs[4:])
+    scores = corpus / "scores.jsonl"
+    argv = ["classifier", "score", "--model", str(model), str(corpus), "-o", str(scores)]
+    assert main(argv) == 0
+    first = scores.read_bytes()
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert scores.read_bytes() == first
+    err = capsys.readouterr().err
+    assert "scored 4 documents" in err and "0 bad records skipped" in err, err

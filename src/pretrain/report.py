@@ -196,8 +196,21 @@ def section_for(path: Path, index: int) -> Section:
             return rr.plan_section(path, data, sid)
         if isinstance(data, dict) and "results" in data:
             return rr.eval_section(path, data, sid)
+    if path.is_dir() and (path / "plan.json").exists():  # a corpus job's identity, no stats yet
+        job = _job_name(path / "plan.json")
+        if job:
+            raise ValueError(f"{path}: a pretrain {job} job that has not finished (no stats.json yet); "
+                             "rerun its command to finish it, then report it")
     raise ValueError(f"{path}: not a curate output, token directory, mixture or plan JSON, "
                      "eval result or training run")
+
+
+def _job_name(plan: Path) -> str | None:
+    try:
+        data = json.loads(plan.read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get("job") if isinstance(data, dict) and "hash" in data else None
 
 
 def summary(sections: list[Section]) -> str:

@@ -25,6 +25,12 @@ EPOCHS_WARN = 4.0  # Muennighoff et al. 2023 (Scaling Data-Constrained LMs): pas
 # ----------------------------------------------------------------------------- corpus job
 
 
+def _seconds_label(stats: dict) -> str:
+    """wall_seconds sums every attempt of the job (a resumed one too): say over how many."""
+    n = stats.get("attempts", 1)
+    return f"seconds ({n} attempts)" if n > 1 else "seconds"
+
+
 def curate_section(out: Path, sid: str) -> Section:
     from pretrain.curate.report import funnel_rows
 
@@ -35,7 +41,7 @@ def curate_section(out: Path, sid: str) -> Section:
     share = d["kept"] / max(d["read"], 1)
     seconds = stats.get("wall_seconds", stats.get("seconds"))
     parts = [kpis([("documents read", d["read"]), ("kept", d["kept"]), ("kept share", f"{share:.1%}"),
-                   ("bad records skipped", errors["count"]), ("seconds", seconds)],
+                   ("bad records skipped", errors["count"]), (_seconds_label(stats), seconds)],
                   bad={"bad records skipped"} if errors["count"] else set())]
     if rows:
         parts.append(_funnel_figure(rows))

@@ -44,12 +44,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id")
 
 
-def _texts(paths: list[str], text_field: str, errors: list[str], id_field: str = "id"):
-    """Documents of every input; bad records are counted in `errors` and skipped."""
+def _texts(paths: list[str], text_field: str, errors: list[str], id_field: str = "id", skip: str = "-"):
+    """Documents of every input but `skip` (the scores being written, which a rerun into the
+    scored folder would read back); bad records are counted in `errors` and skipped."""
+    from pathlib import Path
+
     from pretrain.curate.readers import ReaderConfig, list_inputs, read_documents
 
     cfg = ReaderConfig(text_field=text_field, id_field=id_field)
     for path in list_inputs(paths):
+        if skip != "-" and path.resolve() == Path(skip).resolve():
+            continue
         yield from read_documents(path, cfg, lambda f, rec, why: errors.append(f"{f}: {rec}: {why}"))
 
 
@@ -81,7 +86,7 @@ def _score(args: argparse.Namespace) -> int:
 
     def lines():
         nonlocal n, good
-        for doc in tagger(_texts(args.inputs, args.text_field, errors, args.id_field)):
+        for doc in tagger(_texts(args.inputs, args.text_field, errors, args.id_field, args.output)):
             n += 1
             good += doc.metadata["quality_score"] > 0
             yield dumps_line({"id": doc.id, **doc.metadata})

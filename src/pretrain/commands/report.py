@@ -28,15 +28,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from pretrain.curate.io import write_bytes_atomic
     from pretrain.errors import UserError
-    from pretrain.report import write_report
+    from pretrain.report import build_report
 
     for p in args.paths:
         if not Path(p).exists():
             raise UserError(f"not found: {p}")
+    out = Path(args.output)
+    if out.is_dir():
+        raise UserError(f"{out} is a folder: give the HTML file to write, e.g. -o {out / 'report.html'}")
     try:
-        out = write_report([Path(p) for p in args.paths], Path(args.output), args.title)
+        page = build_report([Path(p) for p in args.paths], args.title)
     except ValueError as e:
         raise UserError(str(e)) from e
+    try:
+        write_bytes_atomic(out, page.encode("utf-8"))
+    except OSError as e:
+        raise UserError(f"cannot write {out}: {e.strerror or e}") from e
     print(f"wrote {out}")
     return 0

@@ -345,9 +345,17 @@ class NgramIndex:
         return self.benchmarks[b].name, self.benchmarks[b].items[i]
 
 
-@lru_cache(maxsize=2)
 def load_index(specs: tuple[str, ...], n: int = 13, min_words: int = 8) -> NgramIndex:
-    """One index per process for a given config (the belt builds its steps once per shard)."""
+    """One index per process for a given config and given file contents (the belt builds its steps
+    once per shard): a benchmark file edited since is read again, not served from the cache."""
+    specs = tuple(specs)
+    stamp = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns)
+                  for spec in specs for _, f in benchmark_files(parse_spec(spec)[0]))
+    return _cached_index(specs, n, min_words, stamp)
+
+
+@lru_cache(maxsize=2)
+def _cached_index(specs: tuple[str, ...], n: int, min_words: int, stamp: tuple) -> NgramIndex:
     return NgramIndex(specs, n, min_words)
 
 

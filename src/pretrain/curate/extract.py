@@ -166,7 +166,8 @@ class ExtractFailed(Exception):
 
 # --------------------------------------------------------------------------- child process
 
-_HDR = struct.Struct("<BI")  # status (0 ok, 1 error), payload length
+_HDR = struct.Struct("<BI")  # status (0 ok, 1 error, 2 ok and rescued), payload length
+_OK, _ERROR, _RESCUED = 0, 1, 2
 
 
 class _Worker:
@@ -183,6 +184,7 @@ class _Worker:
             str(int(rescue)),
         ]
         self.proc: subprocess.Popen | None = None
+        self.rescued = 0  # pages the child's rescue gave blocks back (the step's stats read it)
 
     def _start(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
@@ -223,8 +225,9 @@ class _Worker:
             self.close()
             raise
         text = payload.decode("utf-8", "replace")
-        if status:
+        if status == _ERROR:
             raise ExtractFailed(text)
+        self.rescued += status == _RESCUED
         return text
 
     def _read_exact(self, n: int, deadline: float) -> bytes:
@@ -252,14 +255,26 @@ def _serve(backend: str, favor_precision: bool, main_content: bool, rescue: bool
         (n,) = struct.unpack("<I", head)
         html = inp.read(n).decode("utf-8", "replace")
         try:
-            payload, status = (
-                extract_text(html, backend, favor_precision, main_content, rescue).encode("utf-8", "replace"),
-                0,
-            )
+            text, rescued = _child_extract(html, backend, favor_precision, main_content, rescue)
+            payload, status = text.encode("utf-8", "replace"), _RESCUED if rescued else _OK
         except Exception as e:  # any failure inside the extractor is reported, never fatal
-            payload, status = f"{type(e).__name__}: {e}".encode("utf-8", "replace"), 1
+            payload, status = f"{type(e).__name__}: {e}".encode("utf-8", "replace"), _ERROR
         out.write(_HDR.pack(status, len(payload)) + payload)
         out.flush()
+
+
+def _child_extract(html: str, backend: str, favor_precision: bool, main_content: bool,
+                   rescue: bool) -> tuple[str, bool]:
+    """extract_text, and whether the rescue gave the page blocks back (blocks backend only)."""
+    if backend != "blocks":
+        return extract_text(html, backend, favor_precision, main_content, rescue), False
+    from pretrain.curate.extract_blocks import MIN_MAIN_CHARS, blocks, render
+    from pretrain.curate.extract_rescue import page_texts
+
+    rescued: list[int] = []
+    text = page_texts([html], [blocks(render(html))], min_main_chars=MIN_MAIN_CHARS if rescue else 0,
+                      rescued=rescued)[0]
+    return text, bool(rescued)
 
 
 # --------------------------------------------------------------------------- the step
@@ -278,6 +293,8 @@ class ExtractStep(Step):
         self.worker = _Worker(*args) if isolate else None
         self.batched = self.worker is None and cfg.backend in ("resiliparse", "blocks")
         self._ready: dict[int, str | Exception | object] = {}  # id(doc) -> its batch's result
+        if cfg.backend == "blocks":  # stats.json says 0 rather than nothing, in a child or not
+            self.stats["rescued"] = 0
 
     def __call__(self, docs: Iterable[Document]) -> Iterator[Document]:
         if not self.batched:
@@ -338,7 +355,7 @@ class ExtractStep(Step):
         rescued: list[int] = []
         out = page_texts([doc.text for doc, _ in todo], [bs for _, bs in todo], min_main_chars=gate,
                          rescued=rescued)
-        self.stats["rescued"] += len(rescued)  # pages that got blocks back (in-process runs)
+        self.stats["rescued"] += len(rescued)  # pages that got blocks back (a child counts its own)
         return out
 
     def _text(self, doc: Document, bs: list) -> str | Exception:
@@ -383,7 +400,11 @@ class ExtractStep(Step):
     def _extract(self, html: str, deep: bool | None = None) -> str:
         """`deep`: whether the page is too deep for main-content extraction, when already known."""
         if self.worker is not None:
-            return self.worker.extract(html, self.cfg.timeout_s)
+            before = self.worker.rescued
+            text = self.worker.extract(html, self.cfg.timeout_s)
+            if self.worker.rescued != before:
+                self.stats["rescued"] += self.worker.rescued - before
+            return text
         main, backend = self.cfg.main_content, self.cfg.backend
         # blocks always starts from resiliparse's main content, whatever main_content says
         if (main or backend == "blocks") and backend in ("resiliparse", "blocks"):

@@ -94,10 +94,7 @@ def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator
             yield tmp
         return
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    where = Path(tmp_dir) if tmp_dir is not None else path.parent
-    where.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=where)
+    fd, tmp = _temp_beside(path, Path(tmp_dir) if tmp_dir is not None else path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -109,6 +106,21 @@ def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def _temp_beside(path: Path, where: Path) -> tuple[int, str]:
+    """A temporary file in `where` for `path`; a `path` that is a folder, or a place that cannot be
+    written, is the user's error in one line (`pretrain ... -o DIR` for a file), not a traceback."""
+    from pretrain.errors import UserError
+
+    if path.is_dir():
+        raise UserError(f"{path} is a folder: give the file to write")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        where.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=where)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror or e}") from e
 
 
 _batch = threading.local()  # the pending uploads of `uploads_together`, per thread

@@ -18,7 +18,7 @@ Every corpus command (curate, dedup, decontaminate) runs through `run_job`:
 - **Debris.** A killed attempt leaves temporary files (half-written shards, a half-downloaded
   input) in the work folder. The next attempt of the same job removes them before it starts, but
   only the names our writers make and only while it holds OUT/work's lock (a second attempt
-  running at the same time on this host sweeps nothing). Object stores never get temporary
+  started while one runs is refused). Object stores never get temporary
   objects: a URL output is written locally and uploaded whole (see `io`).
 """
 
@@ -39,6 +39,7 @@ import xxhash
 
 from pretrain import config as cfgmod
 from pretrain.curate import io
+from pretrain.curate.outputs import is_own_output, url_job_data_only
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.errors import UserError
 
@@ -108,7 +109,7 @@ class Layout:
 # ----------------------------------------------------------------------------- identity
 
 
-def list_any_inputs(inputs: list[str]) -> list[tuple[str, str]]:
+def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple[str, str]]:
     """(file, source name) for local paths, folders and globs and for URLs (a prefix is a folder),
     sorted; the source name is the file's path relative to the input it came from."""
     from pretrain.curate.readers import is_supported
@@ -116,7 +117,7 @@ def list_any_inputs(inputs: list[str]) -> list[tuple[str, str]]:
     found: dict[str, str] = {}
     local = [p for p in inputs if not io.is_url(p)]
     if local:
-        for f in list_inputs(local):
+        for f in list_inputs(local, None if own_out is None or io.is_url(own_out) else own_out):
             found[str(f)] = source_name(f, _root_of(f, local))
     for url in (p for p in inputs if io.is_url(p)):
         fs, path = io.url_fs(url)
@@ -124,7 +125,8 @@ def list_any_inputs(inputs: list[str]) -> list[tuple[str, str]]:
             hits = [h for h in fs.glob(path) if fs.isfile(h)]
             root = path.split("*")[0].rsplit("/", 1)[0]
         elif fs.isdir(path):
-            hits = [h for h in fs.find(path) if is_supported(Path(h))]
+            every = fs.find(path)
+            hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))], every)
             root = path.rstrip("/")
         elif fs.isfile(path):
             hits, root = [path], path.rsplit("/", 1)[0]
@@ -143,11 +145,44 @@ def _size(path: str) -> int:
 
 
 def identity(job: str, files: list[str], cfg: CurateConfig) -> dict:
-    """What the job is: its inputs (resolved path or URL, and size) and resolved config, and their hash."""
+    """What the job is: its inputs (resolved path or URL, and size), its resolved config, the
+    files that config names (with a hash of their bytes), and a hash of all of it."""
     inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()), "size": _size(f)} for f in files]
     resolved = json.loads(json.dumps(cfgmod.to_dict(cfg), default=str))  # as plan.json will read back
-    blob = json.dumps({"inputs": inputs, "config": resolved}, sort_keys=True, default=str).encode()
-    return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), "inputs": inputs, "config": resolved}
+    what = {"inputs": inputs, "config": resolved}
+    refs = referenced_files(cfg)
+    if refs:  # only then: the identity of a job that names no file stays what it was
+        what["references"] = refs
+    blob = json.dumps(what, sort_keys=True, default=str).encode()
+    return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), **what}
+
+
+def referenced_files(cfg: CurateConfig) -> list[dict]:
+    """{path, size, xxh3} of every file the steps read besides the inputs: benchmark files, the
+    classifier model, URL lists. The config holds only their names; a file rewritten between two
+    attempts would otherwise let one shard be judged by the old file and the next by the new."""
+    from pretrain.curate.decontam import benchmark_files, parse_spec
+
+    paths: list[Path] = []
+    if "decontaminate" in cfg.steps and cfg.decontam.enabled:
+        for spec in cfg.decontam.benchmarks:
+            paths.extend(f for _, f in benchmark_files(parse_spec(spec)[0]))
+    if "classifier" in cfg.steps and cfg.classifier.model:
+        paths.append(Path(cfg.classifier.model))
+    if "url_filter" in cfg.steps:
+        u = cfg.url_filter
+        paths.extend(Path(p) for p in [*u.domain_files, *u.url_files, *u.banned_word_files])
+    if "language" in cfg.steps and cfg.language.model_path:
+        paths.append(Path(cfg.language.model_path))
+    return [_fingerprint(p) for p in dict.fromkeys(p.resolve() for p in paths) if p.is_file()]
+
+
+def _fingerprint(path: Path) -> dict:
+    h = xxhash.xxh3_64()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return {"path": str(path), "size": path.stat().st_size, "xxh3": h.hexdigest()}
 
 
 def claim(lay: Layout, ident: dict) -> None:
@@ -175,9 +210,32 @@ def _difference(old: dict, new: dict) -> str:
         return f"{old.get('job', 'a job')} of {n} other input file{'s' * (n != 1)}"
     if old.get("inputs") != new["inputs"]:
         return "the same input files with other sizes: they changed since"
+    refs_old, refs_new = old.get("references", []), new.get("references", [])
+    if refs_new and "references" not in old and old.get("config") == new["config"]:
+        return "a job written before pretrain recorded the files its config names (benchmarks, models, lists)"
+    if refs_old != refs_new:
+        changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
+        return f"files the config names changed since ({changed[0]})"
     keys = sorted(k for k in set(old.get("config", {})) | set(new["config"])
                   if old.get("config", {}).get(k) != new["config"].get(k))
-    return f"a different config: {', '.join(keys) or 'unknown'} differ"
+    changes = _changes(old.get("config", {}), new["config"])
+    shown = "; ".join(f"{k}: {a} -> {b}" for k, a, b in changes[:3]) + ("; ..." if len(changes) > 3 else "")
+    return f"a different config: {', '.join(keys) or 'unknown'} differ" + (f" ({shown})" if shown else "")
+
+
+def _changes(old: object, new: object, key: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, old value, new value) of every setting that differs, values as TOML-ish text."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [c for k in sorted(set(old) | set(new))
+                for c in _changes(old.get(k), new.get(k), f"{key}.{k}" if key else k)]
+    if old == new:
+        return []
+    return [(key, _short(old), _short(new))]
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_writable(lay: Layout) -> None:
@@ -223,6 +281,9 @@ class Attempts:
         """Every attempt's wall time as last saved (stats.json and attempts.json agree)."""
         return sum(self.before) + self.last
 
+    def count(self) -> int:
+        return len(self.before) + 1
+
 
 # ----------------------------------------------------------------------------- the driver
 
@@ -233,12 +294,16 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     attempt lock (held until `stack` closes), and an earlier attempt's debris is swept."""
     from pretrain.curate.pipeline import ShardTask
 
-    files = list_any_inputs(inputs)
+    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out)
+             if not is_own_output(f, lay.out, lay.work)]  # an OUT inside an input folder
     if not files:
         raise UserError(f"no input files found in {inputs}")
     ident = identity(job, [f for f, _ in files], cfg)
     _check_writable(lay)
     alone = stack.enter_context(attempt_lock(lay))
+    if alone is None:
+        raise UserError(f"{lay.out} is being written by another attempt right now ({lay.work}/attempt.lock "
+                        "is held); let it finish or stop it, then rerun")
     claim(lay, ident)
     if alone:  # OUT holds this job: what its killed attempts left is ours to remove
         sweep_debris(lay)
@@ -309,14 +374,17 @@ _INPUT_COPY = re.compile(r"input_\d{5}_.+")
 @contextlib.contextmanager
 def attempt_lock(lay: Layout):
     """Hold OUT/work/attempt.lock (flock: released by the kernel when the process dies, even on
-    SIGKILL); yields False when another live attempt holds it."""
+    SIGKILL); yields True, None when another live attempt holds it, False when the filesystem
+    cannot lock (the job runs, sweeping nothing)."""
     lay.work.mkdir(parents=True, exist_ok=True)
     fd = os.open(lay.work / "attempt.lock", os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            alone = True
-        except OSError:  # held by a concurrent attempt (or flock unsupported): sweep nothing
+            alone: bool | None = True
+        except BlockingIOError:  # EWOULDBLOCK: a concurrent attempt holds it
+            alone = None
+        except OSError:  # flock unsupported here (ENOLCK, ...): run, but sweep nothing
             alone = False
         yield alone
     finally:
@@ -382,14 +450,14 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
         progress.stop("write")
     clock.save()
     order = step_order(cfg, shard_stats)
-    stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total())
+    stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total(), clock.count())
     _decontam_report(cfg, shard_stats, stats, lay)
     io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
     return stats
 
 
 def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order: list[str],
-              dedup_summary: dict, seconds: float) -> dict:
+              dedup_summary: dict, seconds: float, attempts: int = 1) -> dict:
     """stats.json: per step (belt order) in/kept/dropped by reason and seconds, errors, totals."""
     steps: dict[str, Counter] = {name: Counter() for name in order if not name.endswith("_dedup")}
     for s in shard_stats:
@@ -429,6 +497,7 @@ def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order
                               + sum(w.get("seconds", 0) for w in write_counts)
                               + dedup_summary.get("seconds", 0), 3),
         "wall_seconds": round(seconds, 3),
+        "attempts": attempts,  # wall_seconds is their sum (OUT/work/attempts.json)
     }
 
 

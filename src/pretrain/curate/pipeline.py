@@ -200,9 +200,10 @@ def run_shard(task: ShardTask) -> dict:
     """Stage A for one shard: steps, rejects, dedup signatures. Skips when already done."""
     lay = Layout(task.out, Path(task.work))
     marker = lay.marker("filter", task.shard)
-    if io.is_done(lay.shard_stats(task.shard), task.job_hash, marker) and (
+    done = io.is_done(lay.shard_stats(task.shard), task.job_hash, marker)
+    if done and io.exists(lay.rejects(task.shard)) and _kept_there(task, lay) and (
         not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup)
-    ):  # done, and its signature files check out (a damaged one makes the shard run again)
+    ):  # done, its output still there, its signature files check out (else the shard runs again)
         drop_prefetched(lay, task.path)
         return json.loads(lay.shard_stats(task.shard).read_text())
     t0 = time.time()
@@ -239,6 +240,18 @@ def run_shard(task: ShardTask) -> dict:
 
     _commit(task.overlap, commit, pending)
     return stats
+
+
+def _written(task: ShardTask, lay: Layout) -> bool:
+    """Stage C of this shard is done: its marker, and its outputs (not removed since)."""
+    return io.is_done(lay.data(task.shard), task.job_hash, lay.marker("write", task.shard)) and all(
+        map(io.exists, (lay.data(task.shard), lay.dedup_rejects(task.shard))))
+
+
+def _kept_there(task: ShardTask, lay: Layout) -> bool:
+    """Stage C still needs stage A's copy of the survivors (work/ deleted in part, a data shard
+    too): without it stage A runs again."""
+    return _rereads_input(task) or lay.kept(task.shard).exists() or _written(task, lay)
 
 
 def _local_copy(task: ShardTask, lay: Layout) -> Path:
@@ -328,7 +341,7 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
             yield d
 
     meter = ShardMeter(lay.work / "progress" / f"{task.shard}.json", local)  # the bar, inside a file
-    keeper = _Counting() if task.cfg.passthrough else io.JsonlZstWriter(lay.kept(task.shard), lay.tmp)
+    keeper = _Counting() if _rereads_input(task) else io.JsonlZstWriter(lay.kept(task.shard), lay.tmp)
     with keeper as kept, \
             io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
         for step in steps:
@@ -361,7 +374,7 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     task, removals_path = task_and_removals
     lay = Layout(task.out, Path(task.work))
     marker = lay.marker("write", task.shard)
-    if io.is_done(lay.data(task.shard), task.job_hash, marker):
+    if _written(task, lay):
         return json.loads(marker.read_text())["counts"]
     t0 = time.time()
     # this shard's removals only (job.split_removals): memory is the shard's, not the corpus's
@@ -427,19 +440,21 @@ def wait_commits() -> None:
         fut.result()
 
 
+def _rereads_input(task: ShardTask) -> bool:
+    """Whether stage C reads the input again instead of stage A's copy in work/kept: for a belt
+    without per-document steps on a local file (a dedup job's disk stays at the corpus plus its
+    output, as datatrove's does). An input URL is not fetched twice: stage A keeps its copy."""
+    return task.cfg.passthrough and not io.is_url(task.path)
+
+
 def _survivors(task: ShardTask, lay: Layout) -> Iterator[dict]:
-    """Stage A's survivors: its work/kept file, or for a belt without per-document steps the input
-    read again (the same reader, so the same documents in the same order)."""
-    if not task.cfg.passthrough:
+    """Stage A's survivors: its work/kept file, or the local input read again (the same reader, so
+    the same documents in the same order)."""
+    if not _rereads_input(task):
         yield from io.read_jsonl_zst(lay.kept(task.shard))
         return
-    local = _local_copy(task, lay) if io.is_url(task.path) else Path(task.path)
-    try:
-        for doc in read_documents(local, task.cfg.reader, source=task.source):
-            yield doc.to_json()
-    finally:
-        if local != Path(task.path):
-            local.unlink(missing_ok=True)
+    for doc in read_documents(Path(task.path), task.cfg.reader, source=task.source):
+        yield doc.to_json()
 
 
 # ----------------------------------------------------------------------------- the job

@@ -90,13 +90,15 @@ def _ignore_error(path: str, record: object, reason: str) -> None:
 # --------------------------------------------------------------------------- inputs
 
 
-def list_inputs(paths: list[str]) -> list[Path]:
+def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
     """Expand files, folders (recursively, known extensions only) and globs into sorted files.
 
     A folder or glob from someone else may hold symlinks to files of the user running the job
     (`notes.txt -> ~/.ssh/id_rsa`) that would end up in a corpus: inside a folder or glob, a symlink
     whose target lies outside it is skipped, with one line on stderr. A file named itself is read.
     """
+    from pretrain.curate.outputs import job_data_only
+
     found: set[Path] = set()
     for p in paths:
         if any(ch in p for ch in "*?["):
@@ -107,12 +109,18 @@ def list_inputs(paths: list[str]) -> list[Path]:
             continue
         path = Path(p)
         if path.is_dir():
-            found.update(_inside(path, [f for f in path.rglob("*") if f.is_file() and is_supported(f)]))
+            every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
+            files = [f for f in every if is_supported(f) and f.is_file()]
+            plans = [f for f in every if f.name == "plan.json"]
+            found.update(_inside(path, job_data_only(plans, files, own_out)))
         elif path.is_file():
             found.add(path)
         else:
             raise UserError(f"input not found: {p}")
-    return sorted(found)
+    unique: dict[Path, Path] = {}  # one file named twice (a folder and its file, ./x and /abs/x)
+    for f in sorted(found):
+        unique.setdefault(f.resolve(), f)
+    return sorted(unique.values())
 
 
 def _glob_root(pattern: str) -> Path:

@@ -54,6 +54,7 @@ def print_funnel(stats: dict, out: str | Path) -> None:
     console.print(
         f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
         f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
+        + (f" over {stats['attempts']} attempts" if stats.get("attempts", 1) > 1 else "")
     )
     lines = error_lines(stats)
     if lines:
@@ -62,8 +63,31 @@ def print_funnel(stats: dict, out: str | Path) -> None:
             console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     from pretrain.curate.io import join
 
+    for line in contamination_lines(out) if "decontaminate" in stats["steps"] else []:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"corpus: {join(out, 'data')}   rejects: {join(out, 'rejects')}   "
                   f"stats: {join(out, 'stats.json')}", soft_wrap=True)
+
+
+def contamination_lines(out: str | Path, shown: int = 10) -> list[str]:
+    """Per benchmark, how many of its items leaked into how many documents, and where the full
+    list is (OUT/decontam_report.json): decontamination's answer, not only a drop count."""
+    import json
+
+    from pretrain.curate import io
+
+    path = io.join(out, "decontam_report.json")
+    if not io.exists(path):
+        return []
+    report = json.loads(io.read_bytes(path))
+    lines = []
+    for name, b in sorted(report["benchmarks"].items(), key=lambda kv: -kv[1]["items_leaked"])[:shown]:
+        docs = len({d for ids in b["leaks"].values() for d in ids})
+        lines.append(f"  {name}: {b['items_leaked']:,} of {b['items_indexed']:,} items leaked into "
+                     f"{docs:,} documents")
+    more = len(report["benchmarks"]) - shown
+    return ["contamination (per benchmark):", *lines, *([f"  ... {more} more"] if more > 0 else []),
+            f"which items, in which documents: {path}"]
 
 
 def exit_code(stats: dict) -> int:

@@ -1,0 +1,75 @@
+"""What a corpus job's output looks like from the input side: which listed files are outputs.
+
+A job's OUT (see job.py) holds `plan.json` (its identity: job, inputs, hash), `data/` (the corpus),
+`rejects/` (the documents it dropped) and `work/` (markers, intermediate copies). When inputs are
+listed, two kinds of file must not be read as corpus:
+- **this job's own outputs**, when OUT lies inside an input folder (`pretrain dedup corpus/ -o
+  corpus/deduped`): read back, they would make the rerun another job, refused;
+- **another job's rejects and work files**, when its OUT is named as an input folder (`pretrain
+  dedup corpus/` after `pretrain curate -o corpus/`): the dropped documents would come back in.
+  Only its `data/` is corpus, as if the user had named `corpus/data`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from pretrain.curate import io
+
+MAX_PLAN_BYTES = 1 << 26  # an identity is small (a path and a size per input): a huge file is not one
+_OWN_OUTPUT = re.compile(r"(data/shard|rejects/(filters|dedup))_\d{5,}\.jsonl\.zst")  # f"{shard:05d}"
+
+
+def is_job_identity(raw: bytes) -> bool:
+    """Whether a plan.json's bytes are a corpus job's identity (OUT/plan.json, see job.py); a
+    planner's `plan --json` output is not one."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and {"job", "hash", "inputs"} <= obj.keys()
+
+
+def is_own_output(f: str, out: str, work: Path) -> bool:
+    """A file this job writes (OUT/data/shard_*, OUT/rejects/*, anything in the work folder)."""
+    if io.is_url(f) or io.is_url(out):
+        prefix = out.rstrip("/") + "/"
+        return f.startswith(prefix) and bool(_OWN_OUTPUT.fullmatch(f[len(prefix):]))
+    path = Path(f).resolve()
+    if work.resolve() in path.parents:
+        return True
+    root = Path(out).resolve()
+    return root in path.parents and bool(_OWN_OUTPUT.fullmatch(path.relative_to(root).as_posix()))
+
+
+def job_data_only(plans: list[Path], files: list[Path], own_out: str | None = None) -> list[Path]:
+    """`files` of a folder less the rejects/ and work/ of every job OUT in it (`plans`: the
+    plan.json files found in the same walk); one line on stderr when another job's were left out."""
+    outs = [plan.parent for plan in plans if _is_job_plan(plan)]
+    kept = [f for f in files if not any(o in f.parents and o / "data" not in f.parents for o in outs)]
+    own = Path(own_out).resolve() if own_out else None
+    if len(kept) < len(files) and any(o.resolve() != own for o in outs):  # the job's own OUT: no news
+        print(f"pretrain: {outs[0]} is a corpus job's output: reading its data/ only "
+              f"({len(files) - len(kept)} file(s) of rejects/ and work/ skipped)", file=sys.stderr)
+    return kept
+
+
+def _is_job_plan(plan: Path) -> bool:
+    try:
+        raw = plan.read_bytes() if plan.stat().st_size < MAX_PLAN_BYTES else b""
+    except OSError:
+        return False
+    return is_job_identity(raw) and (plan.parent / "data").is_dir()
+
+
+def url_job_data_only(fs, hits: list[str], every: list[str]) -> list[str]:
+    """`job_data_only` for the objects under a URL prefix (`every`: all of them, `hits`: the
+    readable ones)."""
+    outs = [p[: -len("/plan.json")] for p in every if p.endswith("/plan.json")]
+    outs = [o for o in outs if any(h.startswith(f"{o}/data/") for h in hits)
+            and fs.size(f"{o}/plan.json") < MAX_PLAN_BYTES and is_job_identity(fs.cat_file(f"{o}/plan.json"))]
+    return [h for h in hits
+            if not any(h.startswith(f"{o}/") and not h.startswith(f"{o}/data/") for o in outs)]

@@ -1,0 +1,381 @@
+"""Run it twice: what the second run of a corpus command must do (session 5 review).
+
+Each test runs a real command twice (or kills it and runs it again) and checks the second run
+against the first, or against a fresh run of the same inputs: a rerun resumes instead of
+refusing itself, and a rerun never mixes results made with other files than the first run's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import xxhash
+from s3server import s3  # noqa: F401  (the fixture)
+from test_job_s3 import s3_here  # noqa: F401  (the fixture)
+from test_pipeline import _ids, _prose
+
+from pretrain.cli import main
+
+
+def _corpus(folder: Path, docs: list[str], files: int = 2) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    per = len(docs) // files
+    for f in range(files):
+        rows = [{"id": f"f{f}-{i}", "text": t} for i, t in enumerate(docs[f * per:(f + 1) * per])]
+        (folder / f"part{f}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def _snapshot(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes()
+            for sub in ("data", "rejects") for p in sorted((out / sub).rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("job", ["curate", "dedup"])
+def test_output_inside_the_input_folder_resumes_on_rerun(tmp_path, capsys, job):
+    # `pretrain dedup corpus/ -o corpus/deduped`: the second run must not read its own output as
+    # input (and so refuse itself as "another job"); it resumes and gives the same bytes.
+    docs = _prose(10, seed=5)
+    corpus = _corpus(tmp_path / "corpus", docs + docs[:2])  # two exact copies across files
+    out = corpus / "out"
+    args = [job, str(corpus), "-o", str(out), "--workers", "1", "--quiet", "--set", 'steps=["dedup"]']
+    assert main(args) == 0
+    first = _snapshot(out)
+    plan = json.loads((out / "plan.json").read_text())
+    assert [Path(i["path"]).name for i in plan["inputs"]] == ["part0.jsonl", "part1.jsonl"]
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "corpus job's output" not in capsys.readouterr().err  # its own OUT is no news
+    assert _snapshot(out) == first
+    assert json.loads((out / "plan.json").read_text()) == plan
+
+
+def _bench_file(path: Path, questions: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"question": q}) + "\n" for q in questions))
+    return path
+
+
+def test_decontaminate_rerun_after_benchmark_changed_is_refused_not_mixed(tmp_path, capsys):
+    # The benchmark files are part of what the job is: a rerun that would decontaminate the
+    # remaining shards against another benchmark file (same path, other items) must be refused,
+    # as a changed input is; otherwise shard 0 is checked against one set and shard 1 another.
+    docs = _prose(8, seed=7)
+    q1, q2 = docs[0].split(".")[0] + ".", docs[5].split(".")[0] + "."
+    corpus = _corpus(tmp_path / "corpus", docs)
+    bench = _bench_file(tmp_path / "evals" / "quiz.jsonl", [q1])
+    out = tmp_path / "out"
+    args = ["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+            "--benchmarks", str(bench.parent)]
+    assert main(args) == 0
+    assert set(_ids(out, "rejects")) == {"f0-0"}
+    _bench_file(bench, [q1, q2])  # the benchmark file grows between attempts
+    for marker in (out / "work" / "done").glob("*_00001.done"):  # as if killed before shard 1
+        marker.unlink()
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "quiz.jsonl" in err and "changed since" in err
+    assert set(_ids(out, "rejects")) == {"f0-0"}  # nothing mixed in
+    assert main([*args[:3], str(tmp_path / "fresh"), *args[4:]]) == 0
+    assert set(_ids(tmp_path / "fresh", "rejects")) == {"f0-0", "f1-1"}
+
+
+def test_classifier_model_retrained_in_place_is_refused(tmp_path, capsys):
+    docs = _prose(12, seed=9)
+    good = tmp_path / "good.txt"
+    bad = tmp_path / "bad.txt"
+    good.write_text("\n".join(docs[:6]) + "\n")
+    bad.write_text("buy cheap watches now click here best deals\n" * 20)
+    model = tmp_path / "quality.json"
+    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    corpus = _corpus(tmp_path / "corpus", docs[6:])
+    out = tmp_path / "out"
+    args = ["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+            "--set", 'steps=["classifier"]', "--set", f"classifier.model={model}"]
+    assert main(args) == 0
+    bad.write_text("\n".join(docs[6:9]) + "\n")  # another model at the same path
+    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "quality.json" in err and "changed since" in err
+
+
+def test_process_isolation_counts_rescued_pages_as_in_process_runs_do():
+    # stats.json's extract step says how many pages the rescue gave blocks back; a child process
+    # (extract.isolation = "process", the time bound) must report them as the in-process step does.
+    from test_extract_rescue import genesis_page, html_doc
+
+    from pretrain.curate.extract import ExtractConfig, build_extract_step
+
+    pages = [genesis_page("content-sidebar-wrap"), genesis_page("content-wrap")]  # lost, whole
+    counts = {}
+    for isolation in ("inline", "process"):
+        step = build_extract_step(ExtractConfig(backend="blocks", isolation=isolation))
+        texts = [d.text for d in step([html_doc(p, i) for i, p in enumerate(pages)])]
+        step.close()
+        counts[isolation] = (texts, step.stats["rescued"])
+    assert counts["inline"][1] == 1
+    assert counts["process"] == counts["inline"]
+    for isolation in ("inline", "process"):  # a page with its main content whole: 0, not no key
+        step = build_extract_step(ExtractConfig(backend="blocks", isolation=isolation))
+        list(step([html_doc(pages[1])]))
+        step.close()
+        assert step.stats["rescued"] == 0 and "rescued" in step.stats
+
+
+def test_dedup_job_from_s3_reads_each_input_object_once(tmp_path, s3_here):  # noqa: F811
+    # A dedup-only belt keeps no copy of its survivors and reads the input again in stage C; for
+    # an input in a bucket that was a second GET of the whole corpus. Counted by the S3 server.
+    from test_job_s3 import _objects, _Requests
+    from test_pipeline import _snapshot, _write_jsonl_corpus
+
+    from pretrain.curate.executor import LocalExecutor
+    from pretrain.curate.pipeline import CurateConfig, curate
+
+    _write_jsonl_corpus(tmp_path / "in", files=3, per_file=10)
+    cfg = CurateConfig(steps=("dedup",), keep="id")
+    curate([str(tmp_path / "in")], tmp_path / "ref", cfg, executor=LocalExecutor(1))
+    bucket = s3_here.new_bucket()
+    fs = s3_here.filesystem()
+    fs.put(str(tmp_path / "in"), f"{bucket}/in", recursive=True)
+    names = sorted(p.name for p in (tmp_path / "in").iterdir())
+    with _Requests() as log:  # in-process units: the server's log is seen here
+        curate([f"s3://{bucket}/in"], f"s3://{bucket}/out", cfg, executor=LocalExecutor(1),
+               work_dir=tmp_path / "work")
+    assert _objects(fs, f"{bucket}/out") == _snapshot(tmp_path / "ref")
+    assert [log.lines.count(f"GET in/{n}") for n in names] == [1] * len(names), log.lines
+    assert not list((tmp_path / "work" / "tmp").glob("input_*"))
+
+
+@pytest.mark.parametrize("lost", ["data/shard_00001.jsonl.zst", "rejects/filters_00000.jsonl.zst",
+                                  "rejects/dedup_00001.jsonl.zst",
+                                  "data/shard_00001.jsonl.zst work/kept/shard_00001.jsonl.zst"])
+def test_an_output_file_removed_after_the_run_is_written_again(tmp_path, capsys, lost):
+    # The done markers live in OUT/work; the outputs in OUT/data and OUT/rejects. A rerun after
+    # one output went missing must write it again, not report a finished job with a hole in it.
+    docs = _prose(10, seed=11)
+    corpus = _corpus(tmp_path / "corpus", docs + docs[:2])
+    out = tmp_path / "out"
+    args = ["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+            "--set", 'steps=["rules","dedup"]']
+    assert main(args) == 0
+    first = _snapshot(out)
+    stats = json.loads((out / "stats.json").read_text())
+    assert lost.split()[0] in first
+    for name in lost.split():  # work/ is "safe to delete when done": with a data shard gone too
+        (out / name).unlink()
+    assert main(args) == 0
+    assert _snapshot(out) == first
+    again = json.loads((out / "stats.json").read_text())
+    assert again["documents"] == stats["documents"] and again["steps"].keys() == stats["steps"].keys()
+
+
+def test_a_job_output_named_as_input_reads_its_data_only(tmp_path, capsys):
+    # `pretrain dedup corpus/ -o deduped/` where corpus/ is a curate OUT: its rejects/ (the dropped
+    # documents) and work/ (intermediate copies) are not corpus; only data/ is read, as if the
+    # user had named corpus/data. A folder merely holding a planner's plan.json is read whole.
+    docs = _prose(10, seed=13)
+    src = _corpus(tmp_path / "src", docs + docs[:2])
+    first = tmp_path / "corpus"
+    assert main(["dedup", str(src), "-o", str(first), "--workers", "1", "--quiet"]) == 0
+    assert list((first / "rejects").glob("dedup_*")) and list((first / "work").rglob("*.jsonl.zst"))
+    by_root, by_data = tmp_path / "by-root", tmp_path / "by-data"
+    capsys.readouterr()
+    assert main(["dedup", str(first), "-o", str(by_root), "--workers", "1", "--quiet"]) == 0
+    assert f"{first} is a corpus job's output: reading its data/ only" in capsys.readouterr().err
+    assert main(["dedup", str(first / "data"), "-o", str(by_data), "--workers", "1", "--quiet"]) == 0
+    root_stats = json.loads((by_root / "stats.json").read_text())
+    assert root_stats["documents"] == json.loads((by_data / "stats.json").read_text())["documents"]
+    assert root_stats["errors"]["count"] == 0
+    assert list(_ids(by_root, "data")) == list(_ids(by_data, "data"))
+    plain = _corpus(tmp_path / "plain", docs[:4])
+    (plain / "plan.json").write_text(json.dumps({"model": "llama-3-8b"}))  # `pretrain plan --json`
+    assert main(["dedup", str(plain), "-o", str(tmp_path / "p"), "--workers", "1", "--quiet"]) == 0
+    assert json.loads((tmp_path / "p" / "stats.json").read_text())["documents"]["read"] == 4
+
+
+def test_report_of_an_unfinished_job_says_to_rerun_it(tmp_path, capsys):
+    # A job killed before its end has plan.json but no stats.json yet: the report says so and
+    # what to do, instead of "not a curate output".
+    src = _corpus(tmp_path / "src", _prose(4, seed=17))
+    out = tmp_path / "out"
+    assert main(["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]) == 0
+    (out / "stats.json").unlink()  # where a SIGKILL before the last write leaves the job
+    capsys.readouterr()
+    assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "dedup" in err and "not finished" in err and "rerun" in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_rerun_says_its_seconds_are_over_several_attempts(tmp_path, capsys):
+    # wall_seconds adds every attempt's time (work/attempts.json); the terminal and the report
+    # say over how many attempts, or a 2 s rerun of a finished job reads "6.7 s" with no why.
+    src = _corpus(tmp_path / "src", _prose(4, seed=19))
+    out = tmp_path / "out"
+    args = ["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]
+    assert main(args) == 0
+    assert "attempts" not in capsys.readouterr().out
+    assert json.loads((out / "stats.json").read_text())["attempts"] == 1
+    assert main(args) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    tried = json.loads((out / "work" / "attempts.json").read_text())["seconds"]
+    assert stats["attempts"] == len(tried) == 2
+    assert f"{stats['wall_seconds']:.1f} s over 2 attempts" in capsys.readouterr().out
+    assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 0
+    assert "seconds (2 attempts)" in (tmp_path / "r.html").read_text()
+
+
+def test_a_job_output_under_a_url_prefix_reads_its_data_only(tmp_path):
+    import fsspec
+
+    from pretrain.curate.job import list_any_inputs
+
+    src = _corpus(tmp_path / "src", _prose(6, seed=23))
+    out = tmp_path / "corpus"
+    assert main(["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]) == 0
+    fs = fsspec.filesystem("memory")
+    fs.put(str(out), "/rt-w1/corpus", recursive=True)
+    try:
+        got = [name for _, name in list_any_inputs(["memory://rt-w1"])]
+        assert got == ["corpus/data/shard_00000.jsonl.zst", "corpus/data/shard_00001.jsonl.zst"]
+    finally:
+        fs.rm("/rt-w1", recursive=True)
+
+
+def test_a_changed_config_is_refused_naming_the_key_and_both_values(tmp_path, capsys):
+    src = _corpus(tmp_path / "src", _prose(4, seed=29))
+    out = tmp_path / "out"
+    args = ["curate", str(src), "-o", str(out), "--workers", "1", "--quiet", "--set", 'steps=["language"]']
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main([*args, "--set", "language.threshold=0.8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "language.threshold: 0.65 -> 0.8" in err
+
+
+def test_report_into_a_folder_or_an_unwritable_place_is_one_line(tmp_path, capsys):
+    src = _corpus(tmp_path / "src", _prose(4, seed=31))
+    out = tmp_path / "out"
+    assert main(["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]) == 0
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    for target in (out, blocked / "r.html"):  # a folder; a path under a plain file
+        capsys.readouterr()
+        assert main(["report", str(out), "-o", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(target) in err, err
+    assert not [p for p in tmp_path.rglob(".*.tmp")]
+
+
+def test_classifier_outputs_into_a_folder_or_an_unwritable_place_are_one_line(tmp_path, capsys):
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
+    good.write_text("\n".join(_prose(3, seed=37)) + "\n")
+    bad.write_text("buy cheap watches now click here best deals\n" * 5)
+    model = tmp_path / "q.json"
+    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    for target in (tmp_path, blocked / "x"):
+        for argv in (["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(target)],
+                     ["classifier", "score", "--model", str(model), str(good), "-o", str(target)]):
+            capsys.readouterr()
+            assert main(argv) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and str(target) in err, err
+    assert not [p for p in tmp_path.rglob(".*.tmp")]
+
+
+def test_a_second_attempt_while_one_runs_is_refused(tmp_path, capsys):
+    # The same command started twice at once (two terminals) ran every unit twice, and the two
+    # attempts overwrote each other's time in work/attempts.json. A second one is refused while the
+    # first holds OUT/work/attempt.lock (flock: released when its holder dies, SIGKILL included).
+    import fcntl
+    import os
+
+    src = _corpus(tmp_path / "src", _prose(4, seed=41))
+    out = tmp_path / "out"
+    args = ["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]
+    assert main(args) == 0
+    fd = os.open(out / "work" / "attempt.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running attempt holds it
+        capsys.readouterr()
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "another attempt" in err and str(out) in err
+    finally:
+        os.close(fd)
+    assert main(args) == 0  # released: the rerun resumes
+    assert len(json.loads((out / "work" / "attempts.json").read_text())["seconds"]) == 2
+
+
+def test_an_out_written_before_references_were_recorded_is_named_so(tmp_path, capsys):
+    docs = _prose(4, seed=43)
+    corpus = _corpus(tmp_path / "corpus", docs)
+    bench = _bench_file(tmp_path / "evals" / "quiz.jsonl", [docs[0].split(".")[0] + "."])
+    out = tmp_path / "out"
+    args = ["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+            "--benchmarks", str(bench)]
+    assert main(args) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert [Path(r["path"]).name for r in plan.pop("references")] == ["quiz.jsonl"]
+    blob = json.dumps({"inputs": plan["inputs"], "config": plan["config"]}, sort_keys=True).encode()
+    plan["hash"] = xxhash.xxh3_64_hexdigest(blob)  # as an older pretrain wrote it
+    (out / "plan.json").write_text(json.dumps(plan))
+    capsys.readouterr()
+    assert main(args) == 2
+    assert "before pretrain recorded the files its config names" in capsys.readouterr().err
+
+
+def test_decontaminate_terminal_says_what_leaked_and_where_the_report_is(tmp_path, capsys):
+    docs = _prose(8, seed=47)
+    corpus = _corpus(tmp_path / "corpus", docs)
+    _bench_file(tmp_path / "evals" / "quiz.jsonl", [docs[0].split(".")[0] + ".", docs[5].split(".")[0] + ".",
+                                                    "an item of eight words nobody ever wrote anywhere"])
+    out = tmp_path / "out"
+    assert main(["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+                 "--benchmarks", str(tmp_path / "evals")]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "decontam_report.json").read_text())
+    quiz = report["benchmarks"]["quiz"]
+    assert (quiz["items_indexed"], quiz["items_leaked"]) == (3, 2)
+    assert "quiz: 2 of 3 items leaked into 2 documents" in printed
+    assert str(out / "decontam_report.json") in printed
+
+
+def test_one_file_named_twice_is_read_once(tmp_path, capsys, monkeypatch):
+    # `pretrain curate corpus/ /abs/path/corpus/part0.jsonl`: the file is one shard, not two (its
+    # documents would be read twice and, without dedup, written twice).
+    corpus = _corpus(tmp_path / "corpus", _prose(6, seed=53))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    args = ["curate", "corpus", str(corpus / "part0.jsonl"), "./corpus/part1.jsonl", "-o", str(out),
+            "--workers", "1", "--quiet", "--set", 'steps=["rules"]']
+    assert main(args) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert [Path(i["path"]).name for i in plan["inputs"]] == ["part0.jsonl", "part1.jsonl"]
+    assert json.loads((out / "stats.json").read_text())["documents"]["read"] == 6
+
+
+def test_classifier_scores_written_inside_the_scored_folder_are_not_scored_on_rerun(tmp_path, capsys):
+    docs = _prose(8, seed=59)
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
+    good.write_text("\n".join(docs[:4]) + "\n")
+    bad.write_text("buy cheap watches now click here best deals\n" * 5)
+    model = tmp_path / "q.json"
+    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    corpus = _corpus(tmp_path / "corpus", docs[4:])
+    scores = corpus / "scores.jsonl"
+    argv = ["classifier", "score", "--model", str(model), str(corpus), "-o", str(scores)]
+    assert main(argv) == 0
+    first = scores.read_bytes()
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert scores.read_bytes() == first
+    err = capsys.readouterr().err
+    assert "scored 4 documents" in err and "0 bad records skipped" in err, err

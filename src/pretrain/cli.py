@@ -143,6 +143,11 @@ def _keys(cfg, prefix: str = "") -> list[str]:
     return out
 
 
+# Commands whose rerun into the same output skips the finished work (markers, checkpoints).
+RESUMABLE = frozenset({"curate", "dedup", "decontaminate", "tokenize", "train", "ablate"})
+RESUME_HINT = "; rerun the same command to resume (finished work is kept)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -158,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         code = int(args._run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows up here for output still in the buffer
         return code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # workers ignore SIGINT (pretrain.lifeline): this is the only line
+        print(f"pretrain {args.command}: interrupted{RESUME_HINT if args.command in RESUMABLE else ''}",
+              file=sys.stderr)
         return 130
     except (UserError, DataError) as e:
         print(f"pretrain {args.command}: error: {e}", file=sys.stderr)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pretrain.errors import UserError
+from pretrain.lifeline import init_worker, sigint_held
 
 
 def default_workers() -> int:
@@ -50,7 +51,11 @@ class LocalExecutor:
                     on_result(out[-1])
             return out
         ctx = mp.get_context("spawn")
-        with ctx.Pool(min(self.workers, len(items)), maxtasksperchild=None) as pool:
+        # init_worker: a killed parent's workers exit instead of writing the rest of their shard
+        # into OUT; Ctrl-C is the parent's to handle (leaving `with` terminates the pool).
+        with sigint_held():
+            pool = ctx.Pool(min(self.workers, len(items)), init_worker, (os.getpid(),), maxtasksperchild=None)
+        with pool:
             out = []
             for res in pool.imap(fn, items, chunksize=1):
                 out.append(res)

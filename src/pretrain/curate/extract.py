@@ -188,7 +188,8 @@ class _Worker:
 
     def _start(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+            self.proc = subprocess.Popen([*self.args, str(os.getpid())], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, bufsize=0)
         return self.proc
 
     def close(self) -> None:
@@ -428,4 +429,8 @@ def build_extract_step(cfg: ExtractConfig) -> Step:
 
 
 if __name__ == "__main__":
+    from pretrain.lifeline import init_worker
+
+    # A page can run for minutes (the reason for this child): it must not outlive its parent.
+    init_worker(int(sys.argv[5]))
     _serve(sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4] == "1")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -25,6 +24,7 @@ import numpy as np
 
 from pretrain.curate.io import done_marker, is_done, mark_done, write_bytes_atomic
 from pretrain.errors import UserError
+from pretrain.lifeline import init_worker, sigint_held, stop_pool
 from pretrain.tokens import shards
 from pretrain.tokens.tokenizer import eot_id, load_tokenizer
 
@@ -163,23 +163,22 @@ def _run_units(tok_path, files, out, todo, hashes, workers) -> Iterator[tuple[in
     threads = max(1, cores // workers)
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
                              initargs=(threads, os.getpid())) as pool:
-        futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i])
-                   for i in todo}
-        for i in todo:
-            yield i, futures[i].result()
+        try:
+            with sigint_held():  # the workers start at the first submit
+                futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i])
+                           for i in todo}
+            for i in todo:
+                yield i, futures[i].result()
+        except BaseException:  # Ctrl-C, a failed unit: stop now, not after every queued file
+            stop_pool(pool)
+            raise
 
 
 def _init_worker(threads: int, parent: int) -> None:
     os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
     # A parent killed by SIGKILL (or the OOM killer) cannot stop its pool: without this watch the
     # workers went on tokenizing queued files into the directory a rerun writes, then idled forever.
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
-
-
-def _exit_with_parent(parent: int, every_s: float = 0.5) -> None:
-    while os.getppid() == parent:
-        time.sleep(every_s)
-    os._exit(1)
+    init_worker(parent)
 
 
 def _check_existing_manifest(out: Path, sha: str) -> None:

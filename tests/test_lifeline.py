@@ -161,3 +161,37 @@ def test_ctrl_c_of_tokenize_stops_now_in_one_line_and_a_rerun_finishes(token_job
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in ref.iterdir())
     for f in ref.glob("shard_*.bin"):
         assert (out / f.name).read_bytes() == f.read_bytes()
+
+
+# `pretrain demo` runs each stage as the real command, through demo._run.
+DEMO_STAGE = """
+import sys
+from rich.console import Console
+from pretrain.demo import _run
+_run(Console(file=sys.stderr), "stage", sys.argv[1:])
+"""
+
+
+def test_killed_demo_leaves_no_stage_running(token_job, tmp_path):
+    # Before: kill -9 of `pretrain demo` left its running stage (and that stage's workers) going
+    # to the end, writing into the demo's output.
+    out = tmp_path / "out"
+    argv = ["tokenize", str(token_job["in"]), "--tokenizer", str(token_job["tok"]), "-o", str(out),
+            "--workers", "2"]
+    demo = subprocess.Popen([sys.executable, "-c", DEMO_STAGE, *argv], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stage, workers = None, set()
+    deadline = time.monotonic() + 60
+    while len(workers) < 2 and demo.poll() is None and time.monotonic() < deadline:
+        kids = Path(f"/proc/{demo.pid}/task/{demo.pid}/children").read_text().split()
+        stage = int(kids[0]) if kids else None
+        workers = _spawned_children(stage) if stage else set()
+        time.sleep(0.02)
+    try:
+        assert len(workers) == 2, "the stage's workers did not start in 60 s"
+        os.kill(demo.pid, signal.SIGKILL)
+        demo.wait()
+        assert not _wait_gone({stage, *workers}, within_s=1.5), "the stage outlived the demo by 1.5 s"
+        assert not (out / "manifest.json").exists()
+    finally:
+        _kill_all({stage, *workers})

@@ -17,6 +17,7 @@ import re
 import sys
 
 from pretrain.errors import DataError, UserError
+from pretrain.lifeline import exit_with_env_parent
 
 # name -> module under pretrain.commands (order is the order `pretrain --help` lists them).
 COMMANDS: dict[str, str] = {
@@ -149,6 +150,7 @@ RESUME_HINT = "; rerun the same command to resume (finished work is kept)"
 
 
 def main(argv: list[str] | None = None) -> int:
+    exit_with_env_parent()  # a stage of `pretrain demo` ends with the demo, even a kill -9'd one
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # report from the subcommand, whose usage and options are the ones that matter

@@ -25,6 +25,7 @@ import xxhash
 
 from pretrain.curate import io as cio
 from pretrain.errors import UserError
+from pretrain.lifeline import child_env
 from pretrain.report import headline_text, plan_headline, tokens_per_s
 
 CRAWL = Path(__file__).resolve().parent / "data" / "demo" / "crawl.warc.gz"
@@ -46,7 +47,8 @@ def _run(console, title: str, argv: list[str], capture: bool = False, watch=None
     console.print(f"[dim]$ {shlex.join(cmd)}", highlight=False)
     t0 = time.time()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pretrain", *argv], text=True, stdout=subprocess.PIPE if capture else None
+        [sys.executable, "-m", "pretrain", *argv], text=True, stdout=subprocess.PIPE if capture else None,
+        env=child_env(),
     )
     if watch is not None:
         _watch(console, proc, watch)

@@ -80,3 +80,21 @@ def stop_pool(pool) -> None:
     for proc in procs:
         if proc.is_alive():
             proc.terminate()
+
+
+# A `pretrain` command run as a stage of another (`pretrain demo`) is not a pool worker: it learns
+# its parent from the environment and watches it like one.
+PARENT_ENV = "PRETRAIN_PARENT_PID"
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a `pretrain` command this process starts: the command exits with us."""
+    return {**os.environ, PARENT_ENV: str(os.getpid())}
+
+
+def exit_with_env_parent() -> None:
+    """In a command started with `child_env()`: exit with that parent. The variable is consumed, so a
+    process this command starts in turn watches this command, not its grandparent."""
+    pid = os.environ.pop(PARENT_ENV, "")
+    if pid.isdigit():
+        exit_with_parent(int(pid))

@@ -47,13 +47,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(fn_path: str, rank: int, world_size: int, port: int, result_dir: str, args: tuple) -> None:
+def _worker(fn_path: str, rank: int, world_size: int, port: int, result_dir: str, args: tuple,
+            parent: int) -> None:
     import importlib
     import json
     import os
 
     import torch
     import torch.distributed as dist
+
+    from pretrain.lifeline import exit_with_parent
+
+    exit_with_parent(parent)  # a killed test run must not leave ranks waiting in a collective for good
 
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
                        "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
@@ -74,13 +79,14 @@ def run_distributed(fn_path: str, world_size: int, *args, timeout: float = 120.0
     rank's JSON-able result. A worker that fails or a job past `timeout` raises, no process left."""
     import json
     import multiprocessing as mp
+    import os
     import tempfile
     import time
 
     ctx = mp.get_context("spawn")
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        procs = [ctx.Process(target=_worker, args=(fn_path, r, world_size, port, tmp, args))
+        procs = [ctx.Process(target=_worker, args=(fn_path, r, world_size, port, tmp, args, os.getpid()))
                  for r in range(world_size)]
         for p in procs:
             p.start()

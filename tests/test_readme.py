@@ -109,3 +109,40 @@ def test_make_demo_lines_run_the_demo_with_their_out_and_data(clone):
         want = (["-o", given["OUT"]] if "OUT" in given else []) + [
             x for d in given.get("DATA", "").split() for x in ("--data", d)]
         assert cmd[4:] == want
+
+
+def doc_commands() -> list[tuple[str, str]]:
+    """(page:line, command) of every `pretrain` line in a code block of docs/*.md that needs no
+    input file: the planner (but --calibrate, which reads runs), numerics and `dedup --explain`."""
+    found = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = page.read_text()
+        for block in re.finditer(r"```[a-z]*\n(.*?)```", text, re.S):
+            first = text.count("\n", 0, block.start(1)) + 1
+            lines, i = block.group(1).split("\n"), 0
+            while i < len(lines):
+                at, line = i, lines[i]
+                while line.endswith("\\") and i + 1 < len(lines):  # a continued command
+                    i += 1
+                    line = line[:-1] + lines[i].strip()
+                i += 1
+                cmd = re.split(r"\s{2,}|\s#", line.strip())[0]
+                selfcontained = re.match(r"pretrain (plan|numerics|dedup --explain)\b", cmd)
+                if selfcontained and not re.search(r"\.\.\.|\[|--calibrate", cmd):
+                    found.append((f"docs/{page.name}:{first + at}", cmd))
+    return found
+
+
+def test_the_docs_have_input_free_examples():
+    pages = {where.split(":")[0] for where, _ in doc_commands()}
+    assert {"docs/planner.md", "docs/numerics.md", "docs/dedup.md"} <= pages
+
+
+@pytest.mark.slow
+def test_every_input_free_docs_command_runs_in_a_fresh_clone(clone):
+    """The docs' examples that need no data run as written (each ~1-3 s: the planner, numerics,
+    the S-curve); the others use the user's own files and are covered by their modules' tests."""
+    for where, line in doc_commands():
+        out = _pretrain(clone, line)
+        assert out.returncode == 0, f"{where}: {line}\n{out.stderr[-2000:]}"
+        assert out.stdout.strip(), f"{where}: {line} printed nothing"

@@ -10,6 +10,7 @@ as a script; `make demo ...` lines are checked with `make -n` (the demo itself: 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -79,6 +80,18 @@ def test_every_readme_command_runs_in_a_fresh_clone(clone):
         assert out.returncode == 0, f"{line}\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
     assert (clone / "out" / "report.html").stat().st_size > 50_000
     assert "ROMEO:" in _pretrain(clone, bash_lines("pretrain sample")[0]).stdout
+    # run twice: the same command into the same output resumes (nothing redone, nothing changed)
+    def outputs():  # wall_seconds sums every attempt's time, a rerun's included (docs/curation.md)
+        stats = json.loads((clone / "out/corpus/stats.json").read_text())
+        return {k: v for k, v in stats.items() if k != "wall_seconds"}, (
+            clone / "out/tokens/web/manifest.json").read_bytes()
+
+    before = outputs()
+    for prefix in ("pretrain curate", "pretrain tokenize", "pretrain train"):
+        out = _pretrain(clone, bash_lines(prefix)[0])
+        assert out.returncode == 0, f"{prefix} rerun\n{out.stderr[-2000:]}"
+    assert outputs() == before
+    assert "nothing to do: the run is already at step 20" in out.stdout
 
 
 def test_readme_python_example_runs_in_a_fresh_clone(clone):

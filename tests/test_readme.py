@@ -95,9 +95,11 @@ def test_every_readme_command_runs_in_a_fresh_clone(clone):
 
 
 def test_readme_python_example_runs_in_a_fresh_clone(clone):
-    code = "\n".join(blocks("python"))
-    out = subprocess.run([sys.executable, "-c", code], cwd=clone, env=_env(clone), capture_output=True,
-                         text=True, timeout=600)
+    """Saved as a file and run, as a newcomer does (`python -c` would hide a missing __main__
+    guard: spawned workers cannot re-import a -c script, but they do re-run a file)."""
+    (clone / "readme_example.py").write_text("\n".join(blocks("python")))
+    out = subprocess.run([sys.executable, "readme_example.py"], cwd=clone, env=_env(clone),
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "'kept'" in out.stdout
 

@@ -1,6 +1,9 @@
 """The CLI: every subcommand has a --help that parses and teaches."""
 
+import argparse
 import json
+import re
+import shlex
 import subprocess
 import sys
 
@@ -146,3 +149,45 @@ def test_dry_run_prints_the_config_before_anything_can_fail():
     m = cfg["model"]
     assert (m["n_layers"], m["d_model"], m["n_heads"]) == (12, 768, 12)  # GPT-2 small (Radford et al. 2019)
     assert cfg["train"]["steps"] == 19073
+
+
+def _leaves(parser, path=()):
+    """Every command's parser, nested actions (`tokens inspect`) included, with its words."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+    if not subs:
+        yield path, parser
+    for sub in subs:
+        for name, child in sub.choices.items():
+            yield from _leaves(child, (*path, name))
+
+
+def test_every_command_help_teaches_an_example_and_each_option():
+    """A newcomer's `pretrain X --help`: what it does, a runnable example line, a word on every
+    option and argument (what it is, its default), not just its name."""
+    gaps = []
+    for path, p in _leaves(cli.build_parser()):
+        if not path:
+            continue
+        if f"pretrain {' '.join(path)} " not in (p.description or "") + (p.epilog or ""):
+            gaps.append(f"{' '.join(path)}: no example")
+        gaps += [f"{' '.join(path)}: {a.dest} has no help" for a in p._actions  # noqa: SLF001
+                 if a.help is None and not isinstance(a, argparse._HelpAction)]  # noqa: SLF001
+    assert not gaps, "\n".join(gaps)
+
+
+def test_every_help_example_parses():
+    """The example lines of every --help use options the parser knows (a renamed option would
+    otherwise leave a newcomer's first copy-paste failing)."""
+    parser, names = cli.build_parser(), set(cli.COMMANDS)
+    examples = []
+    for path, p in _leaves(parser):
+        text = ((p.description or "") + "\n" + (p.epilog or "")).replace("\\\n", " ")
+        for m in re.finditer(r"^ {2,}(pretrain (\S+).*)$", text, re.M):
+            if m.group(2) in names:  # not prose that starts with the word
+                examples.append((path, re.split(r"\s{2,}|\s#", m.group(1))[0]))
+    assert len(examples) >= 30
+    for path, line in examples:
+        try:
+            parser.parse_args(shlex.split(line)[1:])
+        except SystemExit:
+            pytest.fail(f"{' '.join(path)} --help: {line}")

@@ -255,3 +255,16 @@ def test_scored_positions_only_equal_the_full_forward(tiny_run):
     torch.testing.assert_close(model.logits(ids, keep), full[:, keep], atol=1e-4, rtol=0)
     torch.testing.assert_close(tree, full[:, keep], atol=1e-4, rtol=0)
     assert full[:, keep].abs().max() > 0.1  # not a comparison of zeros
+
+
+@pytest.mark.parametrize("spec, said", [("copa", "--benchmarks"), ("ppl:missing.txt", "missing.txt"),
+                                        ("mem:missing.txt", "missing.txt"), ("no_such_task", "unknown task")])
+def test_a_task_that_cannot_run_fails_before_the_model_loads(tmp_path, capsys, spec, said):
+    """`pretrain eval RUN --tasks ppl:valid.txt,arc_easy` without benchmarks: one line at once, not
+    after loading the model and scoring the tasks before it (their results would be lost)."""
+    from pretrain.cli import main
+
+    rc = main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__},{spec}", "--quiet",
+               "--benchmarks", str(tmp_path / "none")])
+    err = capsys.readouterr().err
+    assert rc == 2 and said in err and "no-run" not in err, err

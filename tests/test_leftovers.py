@@ -111,6 +111,12 @@ def test_train_quiet_still_says_it_resumes(tmp_path, text, capsys):
     resumed = [line for line in said if "resuming from step 2" in line]
     assert len(resumed) == 1, said  # one line, even when quiet
     assert (tmp_path / "run" / "checkpoints").is_dir()
+    assert main(["train", str(cfg), "--quiet"]) == 0  # a finished run, rerun: says so, trains nothing
+    out = capsys.readouterr().out
+    assert "nothing to do: the run is already at step 4 (train.steps=4)" in out, out
+    assert "done:" not in out
+    assert main(["train", str(cfg), "--quiet", "--set", "train.stop_at=2"]) == 0
+    assert "nothing to do: the run is already at step 4 (train.stop_at=2)" in capsys.readouterr().out
 
 
 def _plain_warc_with_a_lie(shared_data: Path, tmp_path: Path, liar_type: str) -> tuple[Path, Path, dict]:

@@ -379,3 +379,12 @@ def test_classifier_scores_written_inside_the_scored_folder_are_not_scored_on_re
     assert scores.read_bytes() == first
     err = capsys.readouterr().err
     assert "scored 4 documents" in err and "0 bad records skipped" in err, err
+
+
+@pytest.mark.parametrize("workers", ["0", "-3"])
+def test_workers_below_one_is_a_usage_error(tmp_path, capsys, workers):
+    src = _corpus(tmp_path / "src", _prose(2, seed=61))
+    assert main(["dedup", str(src), "-o", str(tmp_path / "out"), "--workers", workers, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--workers" in err
+    assert not (tmp_path / "out").exists()

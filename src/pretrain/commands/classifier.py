@@ -25,18 +25,36 @@ Examples:
   pretrain classifier score --model quality.json corpus/data/ -o scores.jsonl
   pretrain curate crawl/ -o corpus/ --set classifier.model=quality.json --set classifier.threshold=0.1
 """
+TRAIN = """\
+Count the words of the --good and the --bad text and write them as a JSON model (never pickle):
+a word's vote is log P(w|good)/P(w|bad) with add-one smoothing, so the model is just the counts.
+Prints N_good, N_bad (words) and V (distinct words kept) and the bad records skipped.
+
+Example:
+  pretrain classifier train --good wiki.jsonl.zst --bad crawl.jsonl.zst -o quality.json --min-count 2
+"""
+SCORE = """\
+Score every document of INPUT with a model from `pretrain classifier train`: one JSONL line per
+document, its id and metadata plus quality_score (the sum of its words' votes; above 0 leans good)
+and quality_score_per_word, to -o or stdout; the count that leans good goes to stderr.
+
+Example:
+  pretrain classifier score --model quality.json corpus/data/ -o scores.jsonl
+"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    t = sub.add_parser("train", help="train a model from good and bad text files")
+    t = sub.add_parser("train", help="train a model from good and bad text files", description=TRAIN,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("--good", nargs="+", required=True, metavar="FILE", help="reference text (files/folders)")
     t.add_argument("--bad", nargs="+", required=True, metavar="FILE", help="text to score against")
     t.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write (JSON)")
     t.add_argument("--min-count", type=int, default=1,
                    help="drop words seen fewer times in all (default 1)")
     t.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text")
-    s = sub.add_parser("score", help="score documents with a model")
+    s = sub.add_parser("score", help="score documents with a model", description=SCORE,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("inputs", nargs="+", metavar="INPUT", help="files or folders to score")
     s.add_argument("--model", required=True, help="model file from `pretrain classifier train`")
     s.add_argument("-o", "--output", default="-", help="JSONL of scores (default: stdout)")

@@ -44,7 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="evaluation files or folders, optionally FILE:field.path[,field]")
     p.add_argument("--n", type=int, default=13, help="n-gram length in words (default 13)")
     p.add_argument("--min-words", type=int, default=8, help="shorter items are not checked (default 8)")
-    p.add_argument("--mode", choices=["remove", "tag"], default="remove")
+    p.add_argument("--mode", choices=["remove", "tag"], default="remove",
+                   help="remove: drop contaminated documents to OUT/rejects (default); "
+                   "tag: keep them all, with metadata.contamination")
     p.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text")
     p.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id")
     p.add_argument("--config", metavar="TOML", help="belt config file (any section of pretrain curate's)")

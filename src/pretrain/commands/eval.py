@@ -59,8 +59,11 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.eval.lm import load_model
     from pretrain.eval.report import assemble, merge_previous, table, write_json
     from pretrain.eval.suite import benchmarks_dir, rank_world, run_tasks, split_specs
+    from pretrain.eval.tasks import check_spec
 
     specs = split_specs(args.tasks)
+    for spec in specs:  # before the model loads: a typo costs a second, not a model load
+        check_spec(spec, benchmarks_dir(args.benchmarks))
     if args.shots < 0:
         raise UserError("--shots must be >= 0")
     _init_distributed(args.device)

@@ -31,7 +31,7 @@ Example:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("mixture", metavar="MIXTURE.toml")
+    p.add_argument("mixture", metavar="MIXTURE.toml", help="the mixture file (layout above)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--warn-epochs", type=float, default=4.0, help="flag sources read more often (default 4)")
 

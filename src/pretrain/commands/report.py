@@ -15,14 +15,15 @@ Build one HTML page (no network needed to view it; plots embedded) from any of:
                                 throughput and MFU, samples
 
 Example:
-  pretrain report demo-out/corpus demo-out/tokens demo-out/plan.json demo-out/run -o report.html
+  pretrain report demo-out/corpus demo-out/tokens/web demo-out/mixture.json demo-out/plan.json \\
+      demo-out/run -o report.html
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="curate outputs, token dirs, plan JSON, runs")
     p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default report.html)")
-    p.add_argument("--title", default="pretrain report")
+    p.add_argument("--title", default="pretrain report", help="the page's title (default: pretrain report)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="0 is greedy; higher flattens the distribution (default 0.8)")
     parser.add_argument("--top-k", type=int, default=50,
                         help="sample among the k likeliest tokens; 0 = all (default 50)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="random seed of the sampling: the same seed, the same text (default 0)")
     parser.add_argument("--tokenizer", default=None,
                         help="tokenizer.json (default: the run's data.tokenizer; bytes when it has none)")
     parser.add_argument("--step", type=int, default=None,

@@ -27,8 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t = sub.add_parser("train", help="train a byte-level BPE", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("inputs", nargs="+", metavar="CORPUS", help="files, folders or globs")
-    t.add_argument("-o", "--output", required=True, metavar="TOKENIZER.json")
-    t.add_argument("--vocab-size", type=int, required=True, metavar="N")
+    t.add_argument("-o", "--output", required=True, metavar="TOKENIZER.json",
+                   help="tokenizer file to write (replaced if it exists)")
+    t.add_argument("--vocab-size", type=int, required=True, metavar="N",
+                   help="entries in the vocabulary, the 256 bytes and special tokens included")
     t.add_argument("--special", action="append", default=[], metavar="TOKEN",
                    help="extra special token (repeatable); <|endoftext|> is always added")
     t.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")

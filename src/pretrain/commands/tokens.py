@@ -6,14 +6,16 @@ import argparse
 
 HELP = "inspect token shards (manifest, counts, a decoded sample) or export them to Megatron-LM"
 DESCRIPTION = """\
-Open a token directory written by `pretrain tokenize`, check every shard against the manifest
+inspect: open a token directory written by `pretrain tokenize`, check every shard against the manifest
 (file sizes, document offsets), and print the counts and the first tokens of a document decoded
 back to text with the tokenizer the directory was made with (its saved copy, or --tokenizer,
-which must match the manifest's fingerprint).
+which must match the manifest's fingerprint). export-megatron: write it as Megatron-LM's
+indexed dataset, byte-identical to datatrove's.
 
 Example:
   pretrain tokens inspect tokens/web
   pretrain tokens inspect tokens/web --doc 10 --tokens 200
+  pretrain tokens export-megatron tokens/web -o megatron/web_text_document   (PREFIX.bin + .idx)
 """
 
 
@@ -21,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     i = sub.add_parser("inspect", help="manifest, counts, a decoded sample", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    i.add_argument("directory", metavar="TOKENS")
+    i.add_argument("directory", metavar="TOKENS", help="a directory written by `pretrain tokenize`")
     i.add_argument("--tokenizer", default=None, help="tokenizer.json (default: TOKENS/tokenizer.json)")
     i.add_argument("--doc", type=int, default=0, help="document to decode (default 0)")
     i.add_argument("--tokens", type=int, default=100, help="tokens of it to show (default 100)")
@@ -30,8 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        "(one sequence per document, end-of-text included).\n\nExample:\n"
                        "  pretrain tokens export-megatron tokens/web -o megatron/web_text_document",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    e.add_argument("directory", metavar="TOKENS")
-    e.add_argument("-o", "--output", required=True, metavar="PREFIX")
+    e.add_argument("directory", metavar="TOKENS", help="a directory written by `pretrain tokenize`")
+    e.add_argument("-o", "--output", required=True, metavar="PREFIX",
+                   help="writes PREFIX.bin and PREFIX.idx (Megatron's --data-path PREFIX)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,8 +28,9 @@ What comes out, in the run directory (train.out):
   checkpoints/step_NNNNNNN/   DCP checkpoints with everything needed to continue bit for bit
   tensorboard/       TensorBoard event files
 
-Running the same command again resumes from the newest complete checkpoint ("resuming from step N");
-the record keeps one value per step (later lines of metrics.jsonl and TensorBoard points are dropped).
+Running the same command again resumes from the newest complete checkpoint ("resuming from step N";
+a finished run says "nothing to do"); the record keeps one value per step (later lines of
+metrics.jsonl and TensorBoard points are dropped).
 Where there is none ("no checkpoint: starting fresh"), an earlier record in the run directory is moved
 to RUN/previous-N/. Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is saved, exit
 status 130. Step lines show step/total, elapsed time and ETA. A persistent loss spike
@@ -73,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
     if records and trainer.rank == 0:
         last = records[-1]
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
+    elif trainer.rank == 0:  # a rerun of a finished run: say why nothing happened, in one line
+        end = f"train.stop_at={cfg.train.stop_at}" if cfg.train.stop_at else f"train.steps={cfg.train.steps}"
+        print(f"nothing to do: the run is already at step {trainer.step} ({end}); raise it to go on; "
+              f"run directory {trainer.run_dir}")
     return 0
 
 

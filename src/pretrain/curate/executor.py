@@ -140,6 +140,8 @@ def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
 
 
 def build_executor(kind: str = "local", workers: int | None = None, address: str | None = None):
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers {workers}: give 1 or more processes (leave it out for all cores)")
     if kind == "local":
         return LocalExecutor(workers)
     if kind == "ray":

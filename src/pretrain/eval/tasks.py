@@ -151,6 +151,22 @@ def load_file(path: str | Path, name: str | None = None, kind: str | None = None
     return Task(name or path.name.split(".")[0], kind, str(path), docs, skipped=skipped)
 
 
+def check_spec(spec: str, benchmarks: str | Path | None) -> None:
+    """A task that cannot run says so before a model is loaded (a missing file is one line, not a
+    traceback after the tasks before it were scored)."""
+    kind, _, path = spec.partition(":") if spec[:4] in ("ppl:", "mem:") else ("", "", spec)
+    if kind or Path(spec).suffix in (".jsonl", ".gz"):
+        if not Path(path).exists():
+            raise UserError(f"task {spec!r}: {path}: no such file or directory")
+    elif spec not in KNOWN:
+        raise UserError(f"unknown task {spec!r}: one of {', '.join(sorted(KNOWN))}, or a .jsonl path")
+    elif benchmarks is None or not Path(benchmarks).is_dir():
+        raise UserError(f"task {spec!r} needs the benchmarks folder: pass --benchmarks DIR "
+                        f"(laid out like ../shared/data/benchmarks)")
+    elif not (Path(benchmarks) / KNOWN[spec]).is_file():
+        raise UserError(f"task {spec!r}: {Path(benchmarks) / KNOWN[spec]}: no such file")
+
+
 def load_task(spec: str, benchmarks: str | Path | None) -> Task:
     """A task by name (under `benchmarks`) or by path to a .jsonl file."""
     if spec in KNOWN:

@@ -75,6 +75,9 @@ def stop_pool(pool) -> None:
     """Stop a `concurrent.futures.ProcessPoolExecutor` now: queued units are cancelled, running
     workers terminated. Its `with` block waits for every queued unit instead, so a Ctrl-C of
     `pretrain tokenize` took as long as the rest of the job while the workers kept writing shards."""
+    if hasattr(pool, "terminate_workers"):  # Python 3.14+
+        pool.terminate_workers()
+        return
     procs = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before 3.14
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs:

@@ -271,14 +271,30 @@ class Trainer:
             raise UserError(f"{path} holds another model shape ({what}); "
                             "use another train.out or set train.resume=false")
         st = self.ckpt.load(path, self.model, self.optimizer)
-        self.step, self.tokens_seen = int(st["step"]), int(st["tokens_seen"])
-        self.loader.load_state_dict(st["loader"])
-        self.scaler.load_state_dict(st["scaler"])
-        self.spikes.load_state_dict(st["spikes"])
-        if self.cfg.checkpoint.every == 0:  # Young's interval, as measured by the run that saved
-            self.save_interval = int(st.get("save_interval", 0))
+        part = "step"
+        try:  # the JSON state of a run directory from elsewhere is as hostile as its pickles
+            step = st["step"]
+            if type(step) is not int or step != ck.dir_step(path):
+                raise ValueError(f"{step!r} is not the step its directory is named for")
+            self.step, part = step, "tokens_seen"
+            self.tokens_seen, part = int(st["tokens_seen"]), "loader"
+            self.loader.load_state_dict(st["loader"])
+            part = "scaler"
+            self.scaler.load_state_dict(st["scaler"])
+            part = "spikes"
+            self.spikes.load_state_dict(st["spikes"])
+            part = "save_interval"
+            if self.cfg.checkpoint.every == 0:  # Young's interval, as measured by the run that saved
+                self.save_interval = int(st.get("save_interval", 0))
+            part = "rng"
+            set_rng_state(st["rng"])
+        except UserError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError,
+                OverflowError) as e:
+            raise UserError(f"{path}/{ck.state_name(path, self.rank)}: its {part} does not read "
+                            f"({type(e).__name__}: {e}); the file was edited or damaged") from None
         self.next_save = self._save_after(self.step)
-        set_rng_state(st["rng"])
 
     def save(self) -> None:
         blocked = self.ckpt.save(self.step, self.model, self.optimizer, self.state())

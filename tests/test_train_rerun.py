@@ -1,0 +1,76 @@
+"""Run it twice: a second `pretrain train` / `sample` / `export` over a run directory that someone
+edited, damaged or handed over. Each case must end in one line naming the file and the reason,
+never a traceback, and never cost memory the checkpoint on disk does not account for.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pretrain.errors import UserError
+from pretrain.train.testing import tiny_config
+from pretrain.train.trainer import Trainer
+
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, text):
+    """A 10-step run with one checkpoint (step 10)."""
+    run = tmp_path_factory.mktemp("finished") / "run"
+    Trainer(tiny_config(run, text, "train.steps=10", "checkpoint.every=10"), quiet=True).fit()
+    return run
+
+
+def _copy(finished: Path, tmp_path: Path) -> tuple[Path, Path]:
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    return run, run / "checkpoints" / "step_0000010"
+
+
+def _edit_state(ckpt: Path, edit) -> None:
+    """Change state_rank0.json and keep COMPLETE.json's size record true (a careful tamperer)."""
+    path = ckpt / "state_rank0.json"
+    state = json.loads(path.read_text())
+    edit(state)
+    text = json.dumps(state)
+    path.write_text(text)
+    marker = json.loads((ckpt / "COMPLETE.json").read_text())
+    marker["files"]["state_rank0.json"] = len(text.encode())
+    (ckpt / "COMPLETE.json").write_text(json.dumps(marker))
+
+
+def _set(keys: str, value):
+    def edit(state):
+        *path, last = keys.split(".")
+        for k in path:
+            state = state[k]
+        if value is KeyError:
+            del state[last]
+        else:
+            state[last] = value
+    return edit
+
+
+@pytest.mark.parametrize("keys,value,why", [
+    ("step", "abc", "step"),
+    ("step", -5, "step"),
+    ("step", 7, "step"),  # not the step its directory is named for
+    ("loader", KeyError, "loader"),
+    ("loader.index", "x", "loader"),
+    ("rng", KeyError, "rng"),
+    ("rng.torch", "AAAA", "rng"),
+    ("scaler", {"scale": "x"}, "scaler"),
+    ("spikes", {"history": "abc"}, "spikes"),
+])
+def test_a_tampered_state_file_is_one_line_on_resume(finished, tmp_path, text, keys, value, why):
+    run, ckpt = _copy(finished, tmp_path)
+    _edit_state(ckpt, _set(keys, value))
+    with pytest.raises(UserError) as e:
+        Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10"), quiet=True)
+    msg = str(e.value)
+    assert "\n" not in msg and "state_rank0.json" in msg and why in msg

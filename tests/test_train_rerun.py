@@ -6,7 +6,11 @@ never a traceback, and never cost memory the checkpoint on disk does not account
 from __future__ import annotations
 
 import json
+import os
+import resource
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,7 @@ from pretrain.errors import UserError
 from pretrain.train.testing import tiny_config
 from pretrain.train.trainer import Trainer
 
+ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
@@ -74,3 +79,39 @@ def test_a_tampered_state_file_is_one_line_on_resume(finished, tmp_path, text, k
         Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10"), quiet=True)
     msg = str(e.value)
     assert "\n" not in msg and "state_rank0.json" in msg and why in msg
+
+
+def _run_cli(*args: str, limit_bytes: int = 3 * 1024**3) -> subprocess.CompletedProcess:
+    """`python -m pretrain ARGS` in a child whose address space is capped (a hostile config must not
+    reach for memory the checkpoint does not hold)."""
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-m", "pretrain", *args], capture_output=True, text=True,
+                          timeout=120, preexec_fn=cap, env=env)
+
+
+@pytest.mark.parametrize("command,old,new", [
+    ("sample", "n_layers = 2", "n_layers = 200000"),  # 9.2 B parameters: 37 GB before the load failed
+    ("export", "d_model = 64", "d_model = 6400000"),  # 6.6 GB for the embedding alone
+])
+def test_an_edited_config_toml_is_refused_before_allocating(finished, tmp_path, command, old, new):
+    run, _ = _copy(finished, tmp_path)
+    cfg = run / "config.toml"
+    assert old in cfg.read_text()
+    cfg.write_text(cfg.read_text().replace(old, new))
+    args = ["--prompt", "x", "--tokens", "2"] if command == "sample" else ["-o", str(tmp_path / "m.st")]
+    r = _run_cli(command, str(run), *args)
+    assert r.returncode == 2, r.stderr[-2000:]
+    last = r.stderr.strip().splitlines()
+    assert len(last) == 1 and "config.toml" in last[0] and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_a_config_toml_from_another_run_names_the_tensor(finished, tmp_path):
+    from pretrain.train.runs import load_run_model
+
+    run, _ = _copy(finished, tmp_path)
+    cfg = run / "config.toml"
+    cfg.write_text(cfg.read_text().replace("d_ff = 176", "d_ff = 180"))  # small: passes the size bound
+    with pytest.raises(UserError, match=r"config.toml: describes layers.0.mlp.\w+.weight as \(\d+, \d+\)"):
+        load_run_model(run)

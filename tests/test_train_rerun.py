@@ -115,3 +115,32 @@ def test_a_config_toml_from_another_run_names_the_tensor(finished, tmp_path):
     cfg.write_text(cfg.read_text().replace("d_ff = 176", "d_ff = 180"))  # small: passes the size bound
     with pytest.raises(UserError, match=r"config.toml: describes layers.0.mlp.\w+.weight as \(\d+, \d+\)"):
         load_run_model(run)
+
+
+def test_a_resume_under_another_recipe_is_refused_or_said(finished, tmp_path, text, capsys):
+    """The same command resumes; another learning rate or global batch is refused in one line; with
+    train.allow_changes it continues and the record says what changed, where; a longer run is said."""
+    from pretrain.train.metrics import read_metrics
+
+    run, _ = _copy(finished, tmp_path)
+    same = ("train.steps=10", "checkpoint.every=10")
+    assert Trainer(tiny_config(run, text, *same), quiet=True).step == 10
+    for change, key in (("optim.lr=1e-2", "optim.lr 0.003 -> 0.01"),
+                        ("data.batch_size=8", "global_batch 4 -> 8"),
+                        ("schedule.kind=wsd", "schedule.kind 'cosine' -> 'wsd'")):
+        with pytest.raises(UserError) as e:
+            Trainer(tiny_config(run, text, *same, change), quiet=True)
+        assert "\n" not in str(e.value) and key in str(e.value) and "train.allow_changes" in str(e.value)
+    # a layout with the same global batch is a reshard, not a change (tests/test_parallel_restart.py)
+    t = Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10", "optim.lr=1e-2",
+                            "train.allow_changes=true"), quiet=True)
+    t.fit()
+    assert "changed since step 10: train.steps 10 -> 12, optim.lr 0.003 -> 0.01" in capsys.readouterr().err
+    _, events = read_metrics(run / "metrics.jsonl")
+    change = [e for e in events if e["event"] == "config_change"]
+    assert change == [{"event": "config_change", "step": 10,
+                       "changes": {"train.steps": [10, 12], "optim.lr": [0.003, 0.01]}}]
+    # the checkpoint now carries the new recipe: the old one is the change
+    with pytest.raises(UserError, match="optim.lr 0.01 -> 0.003"):
+        Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10"), quiet=True)
+

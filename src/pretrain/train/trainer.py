@@ -48,9 +48,13 @@ from pretrain.train.parallel import (
 from pretrain.train.precision import DynamicLossScaler, apply_fp8, autocast, check_precision
 from pretrain.train.restarts import (
     COURSE_EVENTS,
+    SAID,
     Interrupted,
     catch_signals,
+    describe,
     hms,
+    recipe,
+    recipe_changes,
     restore_signals,
     set_aside_history,
 )
@@ -213,7 +217,7 @@ class Trainer:
         self.step, self.tokens_seen, self.rollbacks = 0, 0, 0
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
         self.next_save = self._save_after(0)
-        self.resumed = False
+        self.resumed, self.changes = False, {}
         self._interrupt: str | None = None  # the name of a caught SIGINT/SIGTERM
         self._spike_first: tuple[int, int] | None = None  # (step, micro-batch index) of a spike's start
         self._step_times: list[float] = []
@@ -258,13 +262,29 @@ class Trainer:
         return {"step": self.step, "tokens_seen": self.tokens_seen, "loader": self.loader.state_dict(),
                 "scaler": self.scaler.state_dict(), "spikes": self.spikes.state_dict(), "rng": rng_state(),
                 "save_interval": self.save_interval, "config_hash": cfgmod.config_hash(self.cfg),
+                "recipe": self._recipe(),
                 "shape": self._shape_dict()}
 
     def _shape_dict(self) -> dict:
         return {k: getattr(self.shape, k) for k in SHAPE_FIELDS}
 
+    def _recipe(self) -> dict:
+        return recipe(self.cfg, self.dims, SHAPE_FIELDS)
+
+    def _check_recipe(self, path: Path, saved: dict) -> None:
+        """A resume under another recipe is refused in one line, unless train.allow_changes (then said)."""
+        changes = recipe_changes(saved, self._recipe())
+        refused = {k: v for k, v in changes.items() if k not in SAID}
+        if refused and not self.cfg.train.allow_changes:
+            raise UserError(f"{path} was trained with another recipe ({describe(refused)}): resume with the "
+                            "same one, use another train.out, or --set train.allow_changes=true to continue "
+                            "with the change (logged as a config_change event)")
+        self.changes = changes
+
     def restore(self, path: Path) -> None:
-        saved = ck.read_state(path).get("shape", {})
+        state = ck.read_state(path)
+        self._check_recipe(path, state.get("recipe"))
+        saved = state.get("shape", {})
         diff = {k: (v, saved[k]) for k, v in self._shape_dict().items() if k in saved and saved[k] != v}
         if diff:
             what = ", ".join(f"{k}: {b} there, {a} here" for k, (a, b) in diff.items())
@@ -488,6 +508,10 @@ class Trainer:
                                    rewind_to=self.step if self.resumed else None)
             if self.resumed:
                 self.metrics.event("resume", self.step)
+                if self.changes:  # even with --quiet: the run continues under another recipe
+                    self.metrics.event("config_change", self.step, changes=self.changes)
+                    print(f"changed since step {self.step}: {describe(self.changes)}", file=sys.stderr,
+                          flush=True)
         stop = self.cfg.train.stop_at or self.cfg.train.steps
         records = []
         t_start = time.perf_counter()

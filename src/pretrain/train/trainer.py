@@ -613,10 +613,13 @@ class Trainer:
             print(msg, file=sys.stderr, flush=True)
 
     def summary(self) -> str:
-        n = sum(p.numel() for p in self.params)
-        c, b = self.cfg, self.cfg.data.batch_size * self.cfg.train.grad_accum
+        # The whole model and the global batch: under pp a rank holds one stage's parameters, under
+        # data parallelism data.batch_size is one rank's share.
+        n, c, dp = self.shape.params(), self.cfg, self.dims.dp
+        mine = c.data.batch_size * c.train.grad_accum
+        b, per_rank = mine * dp, f" ({mine} per data-parallel rank x {dp})" if dp > 1 else ""
         return (f"model {self.shape.name}: {n:,} parameters, {self.fpt:.3g} FLOPs/token\n"
-                f"batch {b} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
+                f"batch {b}{per_rank} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
                 f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens\n"
                 f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")
 

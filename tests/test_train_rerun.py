@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pretrain import config as cfgmod
 from pretrain.errors import UserError
+from pretrain.train.config import RunConfig
 from pretrain.train.testing import tiny_config
 from pretrain.train.trainer import Trainer
 
@@ -144,3 +146,21 @@ def test_a_resume_under_another_recipe_is_refused_or_said(finished, tmp_path, te
     with pytest.raises(UserError, match="optim.lr 0.01 -> 0.003"):
         Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10"), quiet=True)
 
+
+def test_a_hf_config_json_larger_than_its_weights_is_refused_at_once(finished, tmp_path, text):
+    """A downloaded folder's config.json is as hostile as a run's config.toml: 200,000 layers beside
+    a 0.5 MB model.safetensors ran for minutes building modules (killed at 120 s) before reading any."""
+    import time
+
+    from pretrain.train.hf_io import export_hf
+
+    folder = tmp_path / "hf"
+    export_hf(finished, folder)
+    cfg = folder / "config.json"
+    cfg.write_text(cfg.read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": 200000'))
+    t0 = time.perf_counter()
+    with pytest.raises(UserError, match=r"config.json: .*200000.* more than .*safetensors"):
+        Trainer(cfgmod.load(RunConfig, None, [f"model.init_from={folder}", f"train.out={tmp_path / 'run'}",
+                                              f"data.path={text}", "train.steps=0", "precision.dtype=fp32"]),
+                quiet=True)
+    assert time.perf_counter() - t0 < 10

@@ -159,7 +159,7 @@ def test_a_hf_config_json_larger_than_its_weights_is_refused_at_once(finished, t
     cfg = folder / "config.json"
     cfg.write_text(cfg.read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": 200000'))
     t0 = time.perf_counter()
-    with pytest.raises(UserError, match=r"config.json: .*200000.* more than .*safetensors"):
+    with pytest.raises(UserError, match=r"config.json describes [\d,]+ parameters, but the weight files"):
         Trainer(cfgmod.load(RunConfig, None, [f"model.init_from={folder}", f"train.out={tmp_path / 'run'}",
                                               f"data.path={text}", "train.steps=0", "precision.dtype=fp32"]),
                 quiet=True)

@@ -217,16 +217,16 @@ def _import_ours(path: Path, device: str):
     """Our Transformer filled from a transformers folder, or None for an architecture we lack."""
     from pretrain.plan.shapes import ModelShape
     from pretrain.train.config import ModelConfig
-    from pretrain.train.hf import check_weights_hold, read_hf_config
-    from pretrain.train.hf_io import load_hf_weights
+    from pretrain.train.hf import read_hf_config
+    from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
     from pretrain.train.model import build_model
 
     try:
         fields, theta, eps = read_hf_config(path)
     except UserError:
         return None
-    check_weights_hold(path, fields)
     shape = ModelShape(name=path.name, **fields)
+    HFCheckpoint(path).check_holds(shape)  # before building it: a config.json may claim anything
     model = build_model(shape, ModelConfig(preset="", rope_theta=theta, norm_eps=eps), "meta")
     load_hf_weights(model, path, device)
     return model.eval()

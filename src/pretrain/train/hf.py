@@ -311,7 +311,6 @@ def apply_init_from(cfg):
         return cfg
     folder = Path(m.init_from)
     fields, theta, eps, scaling = read_hf_model_config(folder)
-    check_weights_hold(folder, fields)
     for k, v in fields.items():
         mine = getattr(m, k)
         if mine is None or mine == v:
@@ -330,20 +329,6 @@ def apply_init_from(cfg):
     if data.kind == "tokens" and tok.is_file():
         _check_token_dirs(data, tok)
     return dataclasses.replace(cfg, model=model, data=data)
-
-
-def check_weights_hold(folder: str | Path, fields: dict) -> None:
-    """A downloaded folder's config.json is input like any other: 200,000 layers in it would be built
-    (minutes, then the memory) before a weight is read. The parameters it describes, at 2 bytes each
-    (bf16, the smallest dtype imported), must fit in the folder's safetensors files."""
-    from pretrain.plan.shapes import ModelShape
-
-    folder = Path(folder)
-    have = sum(f.stat().st_size for f in folder.glob("*.safetensors") if f.is_file())
-    n = ModelShape(name="hf", **fields).params()
-    if 2 * n > have:
-        raise UserError(f"{folder / 'config.json'}: describes {n:,} parameters ({fields.get('n_layers')} "
-                        f"layers), more than {folder}'s safetensors files hold ({have:,} bytes)")
 
 
 def _check_token_dirs(data, tok_path: Path) -> None:

@@ -146,6 +146,11 @@ class HFCheckpoint:
             raise UserError(f"{self.folder}: config.json describes {numel:,} parameters, but the weight "
                             f"files hold {have:,} bytes")
 
+    def check_holds(self, shape) -> None:
+        """`check_size` before the model exists: config.json is input like any other, and 200,000
+        layers in it ran for minutes building modules on the meta device before a weight was read."""
+        self.check_size(shape.params())
+
     def _file(self, key: str) -> tuple[str, str]:
         stored = key.removeprefix(self.strip) if self.strip else key
         name = self.where.get(stored)

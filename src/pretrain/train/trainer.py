@@ -29,7 +29,7 @@ from pretrain.train.config import RunConfig, validate
 from pretrain.train.cpu import keep_freed_memory
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
 from pretrain.train.hf import apply_init_from
-from pretrain.train.hf_io import load_hf_weights
+from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
 from pretrain.train.parallel import (
@@ -168,6 +168,8 @@ class Trainer:
         dims.validate(world)  # before anything is built
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.shape = resolve_shape(cfg.model)
+        if cfg.model.init_from and not self._resumes():  # before building: config.json may claim anything
+            HFCheckpoint(cfg.model.init_from).check_holds(self.shape)
         dims.check_shape(self.shape, cfg.parallel)
         eval_callback.check_layout(cfg, dims)
         self._check_pp(cfg, dims, loader)
@@ -239,8 +241,10 @@ class Trainer:
     def _init_from_hf(self) -> None:
         """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py); a run
         that will resume from its own checkpoint skips reading them."""
-        resuming = self.cfg.train.resume and ck.latest_complete(self.run_dir / "checkpoints") is not None
-        load_hf_weights(self.model, self.cfg.model.init_from, self.device, weights=not resuming)
+        load_hf_weights(self.model, self.cfg.model.init_from, self.device, weights=not self._resumes())
+
+    def _resumes(self) -> bool:
+        return self.cfg.train.resume and ck.latest_complete(self.run_dir / "checkpoints") is not None
 
     @staticmethod
     def _check_pp(cfg: RunConfig, dims, loader) -> None:

@@ -164,3 +164,20 @@ def test_a_hf_config_json_larger_than_its_weights_is_refused_at_once(finished, t
                                               f"data.path={text}", "train.steps=0", "precision.dtype=fp32"]),
                 quiet=True)
     assert time.perf_counter() - t0 < 10
+
+
+def test_an_export_over_a_folder_removes_only_its_own_stale_shards(finished, tmp_path):
+    """A rerun of `export --format hf` with fewer shards drops the earlier export's shards and index,
+    and nothing else: a user's model_best.safetensors beside it was deleted (glob model*.safetensors*)."""
+    from pretrain.train.hf_io import export_hf
+
+    out = tmp_path / "hf"
+    export_hf(finished, out, max_shard_bytes=100_000)  # the 0.5 MB model in several shards
+    shards = sorted(p.name for p in out.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 1 and (out / "model.safetensors.index.json").is_file()
+    theirs = ["model_best.safetensors", "model-v1.safetensors", "model.safetensors.bak"]
+    for name in theirs:
+        (out / name).write_text("not ours")
+    export_hf(finished, out)  # one file now
+    left = sorted(p.name for p in out.iterdir() if "safetensors" in p.name)
+    assert left == sorted(["model.safetensors", *theirs])

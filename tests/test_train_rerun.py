@@ -181,3 +181,17 @@ def test_an_export_over_a_folder_removes_only_its_own_stale_shards(finished, tmp
     export_hf(finished, out)  # one file now
     left = sorted(p.name for p in out.iterdir() if "safetensors" in p.name)
     assert left == sorted(["model.safetensors", *theirs])
+
+
+@pytest.mark.parametrize("fmt,make", [("safetensors", "dir"), ("hf", "file")])
+def test_export_to_the_wrong_kind_of_path_is_one_line(finished, tmp_path, capsys, fmt, make):
+    """-o an existing folder for the one-file format, or an existing file for the folder format: one
+    line naming the path, before the model is read (it was IsADirectoryError / NotADirectoryError)."""
+    from pretrain.cli import main
+
+    target = tmp_path / "target"
+    target.mkdir() if make == "dir" else target.write_text("mine")
+    assert main(["export", str(finished), "--format", fmt, "-o", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(target) in err[0] and "Error:" not in err[0], err
+    assert (target.is_dir() and not any(target.iterdir())) if make == "dir" else target.read_text() == "mine"

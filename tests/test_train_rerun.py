@@ -195,3 +195,26 @@ def test_export_to_the_wrong_kind_of_path_is_one_line(finished, tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(target) in err[0] and "Error:" not in err[0], err
     assert (target.is_dir() and not any(target.iterdir())) if make == "dir" else target.read_text() == "mine"
+
+
+def test_eval_output_a_folder_or_a_damaged_earlier_result(finished, tmp_path, capsys):
+    """`eval --output` an existing folder: one line before the model loads (it was IsADirectoryError
+    after scoring, with a stray temporary file in the working directory). An earlier result file that
+    is damaged (its results a list) is replaced, not merged with a traceback."""
+    from pretrain.cli import main
+
+    text = tmp_path / "valid.txt"
+    text.write_text("To be, or not to be, that is the question.\n" * 4)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert main(["eval", str(finished), "--tasks", f"ppl:{text}", "--output", str(folder), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(folder) in err[0], err
+    assert not list(folder.iterdir()) and not list(tmp_path.glob(".*.tmp"))
+    out = tmp_path / "res.json"
+    args = ["eval", str(finished), "--tasks", f"ppl:{text}", "--output", str(out), "--quiet"]
+    assert main(args) == 0
+    first = json.loads(out.read_text())
+    out.write_text(json.dumps({**first, "results": [1], "tasks": "x"}))  # same model and settings
+    assert main(args) == 0
+    assert json.loads(out.read_text())["results"] == first["results"]

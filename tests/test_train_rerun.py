@@ -218,3 +218,18 @@ def test_eval_output_a_folder_or_a_damaged_earlier_result(finished, tmp_path, ca
     out.write_text(json.dumps({**first, "results": [1], "tasks": "x"}))  # same model and settings
     assert main(args) == 0
     assert json.loads(out.read_text())["results"] == first["results"]
+
+
+def test_rerunning_a_finished_run_says_there_is_nothing_to_train(finished, tmp_path, text, capsys):
+    """The same command after the run ended: it resumed at the last step and printed nothing more, so
+    a user could not tell a finished run from one that failed to start."""
+    from pretrain import config as cfgmod
+    from pretrain.cli import main
+
+    run, _ = _copy(finished, tmp_path)
+    recipe = tmp_path / "run.toml"
+    recipe.write_text(cfgmod.dumps(tiny_config(run, text, "train.steps=10", "checkpoint.every=10")))
+    assert main(["train", str(recipe), "--quiet"]) == 0
+    out = capsys.readouterr()
+    assert "resuming from step 10" in out.err
+    assert f"nothing to train: the run is at step 10 of 10; run directory {run}" in out.out

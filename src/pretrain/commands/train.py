@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
     elif trainer.rank == 0 and trainer.resumed:  # a finished run again: say so, or it looks like a no-op
         target = cfg.train.stop_at or cfg.train.steps
-        print(f"nothing to train: the run is at step {trainer.step} of {target}; run directory {trainer.run_dir}")
+        print(f"nothing to train: the run is at step {trainer.step} of {target}; "
+              f"run directory {trainer.run_dir}")
     return 0
 
 

@@ -88,9 +88,10 @@ OPERATIONAL = ("train.out", "train.resume", "train.stop_at", "train.threads", "t
                "train.keep_freed_memory", "train.deterministic", "train.allow_changes", "log.", "checkpoint.",
                "parallel.", "model.init_from", "model.preset", "data.skip", "data.batch_size",
                "train.grad_accum",
-               # paths: the loaders check what they point at (the text's fingerprint, each source's
-               # token count), so the same data reached from another directory is not a change
-               "data.path", "data.sources", "data.eval_sources")
+               # paths: the loaders check what they point at (the fingerprint of the text's tokens, so
+               # of the tokenizer too; each source's token count), so the same data reached from
+               # another directory (model.init_from's tokenizer.json, say) is not a change
+               "data.path", "data.tokenizer", "data.sources", "data.eval_sources")
 SAID = ("train.steps",)  # allowed, and said: the schedule is recomputed over the new length
 
 

@@ -233,3 +233,22 @@ def test_rerunning_a_finished_run_says_there_is_nothing_to_train(finished, tmp_p
     out = capsys.readouterr()
     assert "resuming from step 10" in out.err
     assert f"nothing to train: the run is at step 10 of 10; run directory {run}" in out.out
+
+
+@pytest.mark.parametrize("bad", ["[" * 100_000 + "]" * 100_000, "[1, 2]", "7"])
+def test_a_hostile_metrics_line_is_skipped_on_resume_and_in_the_report(finished, tmp_path, text, bad):
+    """metrics.jsonl travels with a run directory: a line nested 100,000 deep raised RecursionError on
+    resume (its rewind) and in `pretrain report`; a line that is JSON but not an object, KeyError or
+    AttributeError. Such a line is skipped like a torn one; the good lines stay."""
+    from pretrain.report_run import read_metrics as report_metrics
+    from pretrain.train.metrics import read_metrics
+
+    run, _ = _copy(finished, tmp_path)
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(bad + "\n")
+    steps, _ = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in steps] == list(range(1, 11))
+    assert [r["step"] for r in report_metrics(run)[0]] == list(range(1, 11))
+    t = Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10"), quiet=True)
+    t.fit()  # rewinds metrics.jsonl to step 10, then appends 11 and 12
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")[0]] == list(range(1, 13))

@@ -1,6 +1,7 @@
 """Restart hygiene pieces the trainer uses: an old record moved aside on a fresh start, SIGINT and
-SIGTERM caught as a flag, the Interrupted exit, the step line's clock, and the recipe a checkpoint was
-trained with (a resume under another one is refused or said, never silent).
+SIGTERM caught as a flag, the Interrupted exit, the step line's clock, the recipe a checkpoint was
+trained with (a resume under another one is refused or said, never silent), and the RNG states a
+checkpoint keeps as JSON.
 
 At scale interruptions are the weather (Llama 3: 419 in 54 days, Dubey et al. 2024 sec. 3.3.4): after
 any of them the run directory's record must show one value per step, and the operator must be told
@@ -9,8 +10,10 @@ whether the run resumed or started fresh.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
+import random
 import shutil
 import signal
 import sys
@@ -18,6 +21,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import torch
 import torch.distributed as dist
 
 RECORD = ("metrics.jsonl", "tensorboard", "checkpoints")  # what a run writes that a fresh start moves
@@ -118,3 +123,33 @@ def recipe_changes(saved: dict | None, now: dict) -> dict[str, tuple]:
 
 def describe(changes: dict[str, tuple]) -> str:
     return ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items())
+
+
+# --- random number generators: what a checkpoint restores so a resumed step draws the same numbers ---
+
+def rng_state() -> dict:
+    st = {"torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
+          "python": _jsonable(random.getstate())}
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    st["numpy"] = [kind, keys.tolist(), pos, has_gauss, gauss]
+    if torch.cuda.is_available():
+        st["cuda"] = [base64.b64encode(s.numpy().tobytes()).decode() for s in torch.cuda.get_rng_state_all()]
+    return st
+
+
+def set_rng_state(st: dict) -> None:
+    torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(st["torch"])), dtype=torch.uint8))
+    random.setstate(_tuplify(st["python"]))
+    kind, keys, pos, has_gauss, gauss = st["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    if "cuda" in st and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.frombuffer(bytearray(base64.b64decode(s)), dtype=torch.uint8)
+                                      for s in st["cuda"]])
+
+
+def _jsonable(x):
+    return [_jsonable(v) for v in x] if isinstance(x, (tuple, list)) else x
+
+
+def _tuplify(x):
+    return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x

@@ -8,10 +8,8 @@ checkpoint. fit() stays short: evaluation and checkpointing run after each step 
 
 from __future__ import annotations
 
-import base64
 import math
 import os
-import random
 import sys
 import time
 from pathlib import Path
@@ -56,7 +54,9 @@ from pretrain.train.restarts import (
     recipe,
     recipe_changes,
     restore_signals,
+    rng_state,
     set_aside_history,
+    set_rng_state,
 )
 from pretrain.train.stability import SpikeDetector, clip_grad_norm_
 
@@ -114,34 +114,6 @@ def lr_at(step: int, total: int, peak: float, scfg) -> float:
             return peak
         return peak - (peak - floor) * min(1.0, (step - start + 1) / max(1, total - start))
     raise UserError(f"schedule.kind must be cosine, wsd or constant; got {scfg.kind!r}")
-
-
-def rng_state() -> dict:
-    st = {"torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
-          "python": _jsonable(random.getstate())}
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    st["numpy"] = [kind, keys.tolist(), pos, has_gauss, gauss]
-    if torch.cuda.is_available():
-        st["cuda"] = [base64.b64encode(s.numpy().tobytes()).decode() for s in torch.cuda.get_rng_state_all()]
-    return st
-
-
-def set_rng_state(st: dict) -> None:
-    torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(st["torch"])), dtype=torch.uint8))
-    random.setstate(_tuplify(st["python"]))
-    kind, keys, pos, has_gauss, gauss = st["numpy"]
-    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
-    if "cuda" in st and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([torch.frombuffer(bytearray(base64.b64decode(s)), dtype=torch.uint8)
-                                      for s in st["cuda"]])
-
-
-def _jsonable(x):
-    return [_jsonable(v) for v in x] if isinstance(x, (tuple, list)) else x
-
-
-def _tuplify(x):
-    return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x
 
 
 class Trainer:

@@ -50,3 +50,12 @@ dedup = true
     assert main(["ablate", str(cfg)]) == 0
     assert read_metrics(out / "raw" / "run" / "metrics.jsonl")[0] == steps  # no step trained again
     assert json.loads((out / "results.json").read_text())["variants"] == doc["variants"]
+    # run it again with other steps: each twin is trained anew, exactly as a fresh ablation would (it
+    # used to continue the finished twins, on a schedule no fresh run has: the cosine over 8 steps
+    # for steps 7-8, then over 10)
+    for steps in (8, 10):
+        assert main(["ablate", str(cfg), "--set", f"steps={steps}"]) == 0
+    assert main(["ablate", str(cfg), "--set", "steps=10", "-o", str(tmp_path / "fresh")]) == 0
+    again = json.loads((out / "results.json").read_text())["variants"]
+    fresh = json.loads((tmp_path / "fresh" / "results.json").read_text())["variants"]
+    assert again == fresh and again["raw"]["tokens_trained"] == 10 * 2 * 32

@@ -22,6 +22,7 @@ from pretrain.report import (
     table,
     tokens_per_s,
 )
+from pretrain.train.metrics import parse_line
 
 MARKED = ("spike", "rollback", "skip", "rollback_unavailable")  # events drawn on the loss curve
 # the metrics `pretrain eval` prints (lm-evaluation-harness's names); nll, tokens, bytes stay in the JSON
@@ -140,11 +141,8 @@ def read_metrics(run: Path) -> tuple[list[dict], list[dict], list[dict]]:
     """(per-step records, eval records, other events) of RUN/metrics.jsonl."""
     steps, events = [], []
     for line in (run / "metrics.jsonl").read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill
-        (events if "event" in rec else steps).append(rec)
+        if (rec := parse_line(line)) is not None:  # not a line cut by a kill, nor a hostile one
+            (events if "event" in rec else steps).append(rec)
     train = [r for r in steps if "loss" in r and r.get("split", "train") == "train"]
     # "eval": held-out loss; "eval_tasks": {"TASK/METRIC": value} from log.eval_tasks (docs/evaluation.md)
     evals = [r for r in steps + events if "eval_loss" in r or r.get("event") in ("eval", "eval_tasks")]

@@ -18,7 +18,8 @@ The shipped experiment plants real sentences many times into a real book and mea
 and the deduplicated corpus, the share of planted sentences whose next 32 tokens the model
 reproduces greedily from their first 32 (Carlini et al. 2022). Writes OUT/results.json
 (schema pretrain.ablate/1), OUT/ablation.png, and each twin's corpus and run under OUT/NAME/.
-Rerunning resumes: finished twins are not trained again.
+Rerunning resumes: finished twins are not trained again; a twin whose corpus or settings (steps,
+set) changed is trained anew, so the numbers are those of a fresh ablation.
 """
 
 

@@ -66,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
         check_spec(spec, benchmarks_dir(args.benchmarks))
     if args.shots < 0:
         raise UserError("--shots must be >= 0")
+    if args.output and Path(args.output).is_dir():  # said before the model loads, not after scoring
+        raise UserError(f"--output {args.output}: a folder; give the result file's path "
+                        f"(e.g. {Path(args.output) / 'eval.json'})")
     _init_distributed(args.device)
     try:
         model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device))

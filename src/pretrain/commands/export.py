@@ -55,7 +55,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hf: split model.safetensors into shards of at most SIZE (default 5GB)")
 
 
+def _check_output(args: argparse.Namespace) -> None:
+    """The path must be of the kind the format writes, said before the checkpoint is read."""
+    from pathlib import Path
+
+    from pretrain.errors import UserError
+
+    out = Path(args.output)
+    if args.format == "hf" and out.exists() and not out.is_dir():
+        raise UserError(f"-o {out}: a file exists there; --format hf writes a folder")
+    if args.format == "safetensors" and out.is_dir():
+        raise UserError(f"-o {out}: a folder; --format safetensors writes one file "
+                        f"(e.g. {out / 'model.safetensors'}), --format hf a folder")
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_output(args)
     if args.format == "hf":
         from pretrain.train.hf_io import export_hf
 

@@ -31,6 +31,8 @@ What comes out, in the run directory (train.out):
 Running the same command again resumes from the newest complete checkpoint ("resuming from step N";
 a finished run says "nothing to do"); the record keeps one value per step (later lines of
 metrics.jsonl and TensorBoard points are dropped).
+A resume under another recipe (learning rate, schedule, global batch, data, precision) is refused in one
+line; --set train.allow_changes=true continues with the change and logs it. More train.steps is allowed.
 Where there is none ("no checkpoint: starting fresh"), an earlier record in the run directory is moved
 to RUN/previous-N/. Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is saved, exit
 status 130. Step lines show step/total, elapsed time and ETA. A persistent loss spike

@@ -140,6 +140,22 @@ def twin_config(cfg: AblationConfig, text_path: Path, run: Path):
     return cfgmod.load(RunConfig, None, over)
 
 
+def _new_twin_if_changed(vdir: Path, twin) -> None:
+    """A twin trained under other settings (steps, `set`) is trained anew, as for a new corpus: continuing
+    it would give numbers no fresh ablation gives (another schedule), and twins must be comparable."""
+    import shutil
+
+    from pretrain import config as cfgmod
+
+    mark, want = vdir / "twin.hash", cfgmod.config_hash(twin)
+    if mark.is_file() and mark.read_text().strip() == want:
+        return
+    shutil.rmtree(vdir / "run", ignore_errors=True)
+    tmp = mark.with_name("twin.hash.tmp")
+    tmp.write_text(want + "\n")
+    tmp.replace(mark)
+
+
 def evaluate_twin(cfg: AblationConfig, run: Path, text: str, lines: list[str], heldout: str) -> dict:
     """Memorization of the planted lines and of random windows; bits per byte on held-out text."""
     from pretrain.eval.lm import from_run
@@ -190,8 +206,10 @@ def run_ablation(cfg: AblationConfig, base: Path, say=print) -> dict:
             tmp = text_path.with_name("corpus.txt.tmp")
             tmp.write_text(text)
             tmp.replace(text_path)
+        twin = twin_config(cfg, text_path, vdir / "run")
+        _new_twin_if_changed(vdir, twin)
         say(f"[{v.name}] {len(vparas)} paragraphs, {len(text):,} characters; training {cfg.steps} steps")
-        trainer = Trainer(twin_config(cfg, text_path, vdir / "run"), quiet=True)
+        trainer = Trainer(twin, quiet=True)
         trainer.fit()
         res = evaluate_twin(cfg, vdir / "run", text, lines if not v.data else [], heldout)
         res.update(paragraphs=len(vparas), dedup=v.dedup,

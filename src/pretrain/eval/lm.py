@@ -218,7 +218,7 @@ def _import_ours(path: Path, device: str):
     from pretrain.plan.shapes import ModelShape
     from pretrain.train.config import ModelConfig
     from pretrain.train.hf import read_hf_config
-    from pretrain.train.hf_io import load_hf_weights
+    from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
     from pretrain.train.model import build_model
 
     try:
@@ -226,6 +226,7 @@ def _import_ours(path: Path, device: str):
     except UserError:
         return None
     shape = ModelShape(name=path.name, **fields)
+    HFCheckpoint(path).check_holds(shape)  # before building it: a config.json may claim anything
     model = build_model(shape, ModelConfig(preset="", rope_theta=theta, norm_eps=eps), "meta")
     load_hf_weights(model, path, device)
     return model.eval()

@@ -41,11 +41,13 @@ def merge_previous(doc: dict, path: str | Path) -> dict:
         return doc
     if not isinstance(old, dict) or old.get("schema") != SCHEMA:
         return doc
-    def same(a: dict) -> dict:  # the world size does not change a result (sharding is exact)
-        return {k: v for k, v in (a or {}).items() if k != "world_size"}
+    def same(a) -> dict:  # the world size does not change a result (sharding is exact)
+        return {k: v for k, v in a.items() if k != "world_size"} if isinstance(a, dict) else {}
 
     if old.get("model") != doc["model"] or same(old.get("settings")) != same(doc["settings"]):
         return doc
+    if not all(isinstance(old.get(part, {}), dict) for part in ("results", "tasks", "examples")):
+        return doc  # a damaged earlier file is replaced, not merged
     merged = dict(doc)
     for part in ("results", "tasks", "examples"):
         kept = {k: v for k, v in (old.get(part) or {}).items() if k not in doc["results"]}

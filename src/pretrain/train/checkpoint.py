@@ -172,6 +172,18 @@ def step_dir(root: Path, step: int) -> Path:
     return root / f"step_{step:07d}"
 
 
+def dir_step(path) -> int | None:
+    """The step a checkpoint directory is named for (step_NNNNNNN), None for another name."""
+    m = STEP_DIR.match(path.name)
+    return int(m.group(1)) if m else None
+
+
+def state_name(path, rank: int = 0) -> str:
+    """The state file `read_state(path, rank)` reads: this rank's, else rank 0's."""
+    name = f"state_rank{rank}.json"
+    return name if rank == 0 or _read_text(path / name) is not None else "state_rank0.json"
+
+
 def _rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 

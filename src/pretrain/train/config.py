@@ -148,6 +148,9 @@ class TrainSection:
     resume: bool = True
     stop_at: int = 0  # stop (with a checkpoint) at this step without changing the schedule; 0 = steps
     deterministic: bool = False
+    # Resume even though the recipe changed since the checkpoint (optim.lr, schedule, data, precision...):
+    # the changes are said and logged as a config_change event. False: such a resume is refused.
+    allow_changes: bool = False
 
 
 @dataclass

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from pretrain.train.hf import Source, hf_names, to_pairs
 ST_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
+SHARD_NAME = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
 
 
 # --- writing ---------------------------------------------------------------------------------------
@@ -99,8 +101,8 @@ def publish(staging: Path, out: Path, written: list[str]) -> None:
     that this one does not have (a rerun with fewer shards must not leave stale ones indexed)."""
     out.mkdir(parents=True, exist_ok=True)
     ours = set(written)
-    for old in out.glob("model*.safetensors*"):
-        if old.name not in ours:
+    for old in out.iterdir():  # only names this writer gives: a user's model_best.safetensors stays
+        if old.name not in ours and (old.name in (SINGLE, INDEX) or SHARD_NAME.fullmatch(old.name)):
             old.unlink()
     for name in sorted(written, key=lambda n: n == "config.json"):
         os.replace(staging / name, out / name)
@@ -145,6 +147,11 @@ class HFCheckpoint:
         if numel > have:
             raise UserError(f"{self.folder}: config.json describes {numel:,} parameters, but the weight "
                             f"files hold {have:,} bytes")
+
+    def check_holds(self, shape) -> None:
+        """`check_size` before the model exists: config.json is input like any other, and 200,000
+        layers in it ran for minutes building modules on the meta device before a weight was read."""
+        self.check_size(shape.params())
 
     def _file(self, key: str) -> tuple[str, str]:
         stored = key.removeprefix(self.strip) if self.strip else key

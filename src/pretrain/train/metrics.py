@@ -110,15 +110,22 @@ class Metrics:
                 self.tb.close()
 
 
+def parse_line(line: str) -> dict | None:
+    """One metrics.jsonl record, or None for a line that is not one: torn by a kill, or hostile (the
+    file travels with a run directory: nested 100,000 deep, or JSON that is not an object)."""
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
 def read_metrics(path: str | Path) -> tuple[list[dict], list[dict]]:
     """(step records, events) from a metrics.jsonl; a torn last line (killed writer) is ignored."""
     steps, events = [], []
     for line in Path(path).read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        (events if "event" in rec else steps).append(rec)
+        if (rec := parse_line(line)) is not None:
+            (events if "event" in rec else steps).append(rec)
     return steps, events
 
 
@@ -129,9 +136,7 @@ def _drop_after(path: Path, step: int, keep_events: tuple) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(path) as src, open(tmp, "w") as dst:
         for line in src:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
+            if (rec := parse_line(line)) is None:
                 continue
             if rec.get("step", 0) <= step or rec.get("event") in keep_events:
                 dst.write(line if line.endswith("\n") else line + "\n")

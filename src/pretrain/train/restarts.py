@@ -1,5 +1,7 @@
 """Restart hygiene pieces the trainer uses: an old record moved aside on a fresh start, SIGINT and
-SIGTERM caught as a flag, the Interrupted exit, and the step line's clock.
+SIGTERM caught as a flag, the Interrupted exit, the step line's clock, the recipe a checkpoint was
+trained with (a resume under another one is refused or said, never silent), and the RNG states a
+checkpoint keeps as JSON.
 
 At scale interruptions are the weather (Llama 3: 419 in 54 days, Dubey et al. 2024 sec. 3.3.4): after
 any of them the run directory's record must show one value per step, and the operator must be told
@@ -8,6 +10,10 @@ whether the run resumed or started fresh.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import json
+import random
 import shutil
 import signal
 import sys
@@ -15,6 +21,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import torch
 import torch.distributed as dist
 
 RECORD = ("metrics.jsonl", "tensorboard", "checkpoints")  # what a run writes that a fresh start moves
@@ -75,3 +83,73 @@ def restore_signals(old: dict) -> None:
 def hms(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+# --- the recipe a checkpoint was trained with --------------------------------------------------------
+
+# Keys a resume may change freely: where and how the run executes, what it logs, how it saves. A
+# layout change (parallel.*) reshards; what it does to the data is kept in the global batch below.
+OPERATIONAL = ("train.out", "train.resume", "train.stop_at", "train.threads", "train.device",
+               "train.keep_freed_memory", "train.deterministic", "train.allow_changes", "log.", "checkpoint.",
+               "parallel.", "model.init_from", "model.preset", "data.skip", "data.batch_size",
+               "train.grad_accum",
+               # paths: the loaders check what they point at (the fingerprint of the text's tokens, so
+               # of the tokenizer too; each source's token count), so the same data reached from
+               # another directory (model.init_from's tokenizer.json, say) is not a change
+               "data.path", "data.tokenizer", "data.sources", "data.eval_sources")
+SAID = ("train.steps",)  # allowed, and said: the schedule is recomputed over the new length
+
+
+def recipe(cfg, dims, shape_fields: tuple[str, ...]) -> dict:
+    """The keys that define what a run computes, flattened ("optim.lr": 0.003), as JSON holds them;
+    the model's shape is left to the shape check, the batch is the global one (tokens per step)."""
+    flat = {}
+    for section, values in dataclasses.asdict(cfg).items():
+        for key, value in values.items():
+            name = f"{section}.{key}"
+            if not name.startswith(OPERATIONAL) and not (section == "model" and key in shape_fields):
+                flat[name] = value
+    flat["global_batch"] = cfg.data.batch_size * cfg.train.grad_accum * dims.dp_replicate * dims.dp_shard
+    return json.loads(json.dumps(flat))
+
+
+def recipe_changes(saved: dict | None, now: dict) -> dict[str, tuple]:
+    """{key: (then, now)} where a resume's recipe differs from the checkpoint's (none for a checkpoint
+    written before checkpoints kept their recipe)."""
+    if not isinstance(saved, dict):
+        return {}
+    return {k: (saved.get(k), v) for k, v in now.items() if k in saved and saved[k] != v}
+
+
+def describe(changes: dict[str, tuple]) -> str:
+    return ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items())
+
+
+# --- random number generators: what a checkpoint restores so a resumed step draws the same numbers ---
+
+def rng_state() -> dict:
+    st = {"torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
+          "python": _jsonable(random.getstate())}
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    st["numpy"] = [kind, keys.tolist(), pos, has_gauss, gauss]
+    if torch.cuda.is_available():
+        st["cuda"] = [base64.b64encode(s.numpy().tobytes()).decode() for s in torch.cuda.get_rng_state_all()]
+    return st
+
+
+def set_rng_state(st: dict) -> None:
+    torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(st["torch"])), dtype=torch.uint8))
+    random.setstate(_tuplify(st["python"]))
+    kind, keys, pos, has_gauss, gauss = st["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    if "cuda" in st and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.frombuffer(bytearray(base64.b64decode(s)), dtype=torch.uint8)
+                                      for s in st["cuda"]])
+
+
+def _jsonable(x):
+    return [_jsonable(v) for v in x] if isinstance(x, (tuple, list)) else x
+
+
+def _tuplify(x):
+    return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x

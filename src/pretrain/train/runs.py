@@ -28,16 +28,39 @@ def load_run_model(run: str | Path, step: int | None = None):
         path = ck.step_dir(root, step)
         if not ck.is_complete(path):
             raise UserError(f"{path}: not a complete checkpoint")
-    model = _allocated(cfg)
+    model = _allocated(cfg, path, run / "config.toml")
     ck.load_model_only(path, model)
     return model.eval(), cfg, step
 
 
-def _allocated(cfg: RunConfig) -> torch.nn.Module:
+def _check_held(cfg: RunConfig, path, where: Path) -> torch.nn.Module:
+    """The config's model on the meta device, once it is known to be the model the checkpoint holds.
+    config.toml travels with a run directory and can be edited: 200,000 layers in it would otherwise
+    be allocated (50 GB) before the load noticed. First a bound that costs nothing (the parameters in
+    fp32 cannot outweigh the checkpoint's files), then every tensor's shape against DCP's metadata."""
+    from pretrain.train.safe_dcp import checkpoint_bytes, read_metadata
+
+    shape = resolve_shape(cfg.model)
+    need, have = 4 * shape.params(), checkpoint_bytes(path)
+    if need > have:
+        raise UserError(f"{where}: describes a model of {shape.params():,} parameters ({need:,} bytes in "
+                        f"fp32), more than {path}'s files hold ({have:,} bytes); it is not this run's config")
+    held = read_metadata(ck.as_root(path) / ".metadata").state_dict_metadata
+    model = build_model(shape, cfg.model, "meta")
+    for key, t in model.state_dict().items():
+        there = getattr(held.get(f"model.{key}"), "size", None)
+        if there is None or tuple(there) != tuple(t.shape):
+            saved = "no such tensor" if there is None else f"shape {tuple(there)}"
+            raise UserError(f"{where}: describes {key} as {tuple(t.shape)}, {path} holds {saved}; "
+                            "it is not this run's config")
+    return model
+
+
+def _allocated(cfg: RunConfig, path, where: Path) -> torch.nn.Module:
     """The run's model with storage and rotary tables but no random init: the checkpoint overwrites
     every parameter, and initializing 1.2 B of them first took a third of an export's time."""
     shape = resolve_shape(cfg.model)
-    model = build_model(shape, cfg.model, "meta").to_empty(device="cpu")
+    model = _check_held(cfg, path, where).to_empty(device="cpu")
     if not shape.learned_pos:
         model.rope_cos, model.rope_sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len,
                                                      cfg.model.rope_theta, scaling=model.rope_scaling)

@@ -93,6 +93,11 @@ def _sizes(root) -> dict[str, int]:
     return {f.name: f.stat().st_size for f in root.iterdir() if f.is_file()} if root.is_dir() else {}
 
 
+def checkpoint_bytes(root) -> int:
+    """Bytes of the files in a checkpoint directory: what any tensor read from it can add up to."""
+    return sum(_sizes(root).values())
+
+
 def _read_bytes(path, size: int) -> bytes:
     if _is_url(path):
         from fsspec.core import url_to_fs

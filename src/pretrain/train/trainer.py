@@ -8,10 +8,8 @@ checkpoint. fit() stays short: evaluation and checkpointing run after each step 
 
 from __future__ import annotations
 
-import base64
 import math
 import os
-import random
 import sys
 import time
 from pathlib import Path
@@ -29,7 +27,7 @@ from pretrain.train.config import RunConfig, validate
 from pretrain.train.cpu import keep_freed_memory
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
 from pretrain.train.hf import apply_init_from
-from pretrain.train.hf_io import load_hf_weights
+from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
 from pretrain.train.parallel import (
@@ -48,11 +46,17 @@ from pretrain.train.parallel import (
 from pretrain.train.precision import DynamicLossScaler, apply_fp8, autocast, check_precision
 from pretrain.train.restarts import (
     COURSE_EVENTS,
+    SAID,
     Interrupted,
     catch_signals,
+    describe,
     hms,
+    recipe,
+    recipe_changes,
     restore_signals,
+    rng_state,
     set_aside_history,
+    set_rng_state,
 )
 from pretrain.train.stability import SpikeDetector, clip_grad_norm_
 
@@ -112,34 +116,6 @@ def lr_at(step: int, total: int, peak: float, scfg) -> float:
     raise UserError(f"schedule.kind must be cosine, wsd or constant; got {scfg.kind!r}")
 
 
-def rng_state() -> dict:
-    st = {"torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
-          "python": _jsonable(random.getstate())}
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    st["numpy"] = [kind, keys.tolist(), pos, has_gauss, gauss]
-    if torch.cuda.is_available():
-        st["cuda"] = [base64.b64encode(s.numpy().tobytes()).decode() for s in torch.cuda.get_rng_state_all()]
-    return st
-
-
-def set_rng_state(st: dict) -> None:
-    torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(st["torch"])), dtype=torch.uint8))
-    random.setstate(_tuplify(st["python"]))
-    kind, keys, pos, has_gauss, gauss = st["numpy"]
-    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
-    if "cuda" in st and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([torch.frombuffer(bytearray(base64.b64decode(s)), dtype=torch.uint8)
-                                      for s in st["cuda"]])
-
-
-def _jsonable(x):
-    return [_jsonable(v) for v in x] if isinstance(x, (tuple, list)) else x
-
-
-def _tuplify(x):
-    return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x
-
-
 class Trainer:
     """One run: owns the model, optimizer, data, scaler, spike detector, checkpoints and metrics."""
 
@@ -164,6 +140,8 @@ class Trainer:
         dims.validate(world)  # before anything is built
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.shape = resolve_shape(cfg.model)
+        if cfg.model.init_from and not self._resumes():  # before building: config.json may claim anything
+            HFCheckpoint(cfg.model.init_from).check_holds(self.shape)
         dims.check_shape(self.shape, cfg.parallel)
         eval_callback.check_layout(cfg, dims)
         self._check_pp(cfg, dims, loader)
@@ -213,7 +191,7 @@ class Trainer:
         self.step, self.tokens_seen, self.rollbacks = 0, 0, 0
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
         self.next_save = self._save_after(0)
-        self.resumed = False
+        self.resumed, self.changes = False, {}
         self._interrupt: str | None = None  # the name of a caught SIGINT/SIGTERM
         self._spike_first: tuple[int, int] | None = None  # (step, micro-batch index) of a spike's start
         self._step_times: list[float] = []
@@ -235,8 +213,10 @@ class Trainer:
     def _init_from_hf(self) -> None:
         """Weights from model.init_from, each rank reading only its pieces (train/hf_io.py); a run
         that will resume from its own checkpoint skips reading them."""
-        resuming = self.cfg.train.resume and ck.latest_complete(self.run_dir / "checkpoints") is not None
-        load_hf_weights(self.model, self.cfg.model.init_from, self.device, weights=not resuming)
+        load_hf_weights(self.model, self.cfg.model.init_from, self.device, weights=not self._resumes())
+
+    def _resumes(self) -> bool:
+        return self.cfg.train.resume and ck.latest_complete(self.run_dir / "checkpoints") is not None
 
     @staticmethod
     def _check_pp(cfg: RunConfig, dims, loader) -> None:
@@ -258,27 +238,59 @@ class Trainer:
         return {"step": self.step, "tokens_seen": self.tokens_seen, "loader": self.loader.state_dict(),
                 "scaler": self.scaler.state_dict(), "spikes": self.spikes.state_dict(), "rng": rng_state(),
                 "save_interval": self.save_interval, "config_hash": cfgmod.config_hash(self.cfg),
+                "recipe": self._recipe(),
                 "shape": self._shape_dict()}
 
     def _shape_dict(self) -> dict:
         return {k: getattr(self.shape, k) for k in SHAPE_FIELDS}
 
+    def _recipe(self) -> dict:
+        return recipe(self.cfg, self.dims, SHAPE_FIELDS)
+
+    def _check_recipe(self, path: Path, saved: dict) -> None:
+        """A resume under another recipe is refused in one line, unless train.allow_changes (then said)."""
+        changes = recipe_changes(saved, self._recipe())
+        refused = {k: v for k, v in changes.items() if k not in SAID}
+        if refused and not self.cfg.train.allow_changes:
+            raise UserError(f"{path} was trained with another recipe ({describe(refused)}): resume with the "
+                            "same one, use another train.out, or --set train.allow_changes=true to continue "
+                            "with the change (logged as a config_change event)")
+        self.changes = changes
+
     def restore(self, path: Path) -> None:
-        saved = ck.read_state(path).get("shape", {})
+        state = ck.read_state(path)
+        self._check_recipe(path, state.get("recipe"))
+        saved = state.get("shape", {})
         diff = {k: (v, saved[k]) for k, v in self._shape_dict().items() if k in saved and saved[k] != v}
         if diff:
             what = ", ".join(f"{k}: {b} there, {a} here" for k, (a, b) in diff.items())
             raise UserError(f"{path} holds another model shape ({what}); "
                             "use another train.out or set train.resume=false")
         st = self.ckpt.load(path, self.model, self.optimizer)
-        self.step, self.tokens_seen = int(st["step"]), int(st["tokens_seen"])
-        self.loader.load_state_dict(st["loader"])
-        self.scaler.load_state_dict(st["scaler"])
-        self.spikes.load_state_dict(st["spikes"])
-        if self.cfg.checkpoint.every == 0:  # Young's interval, as measured by the run that saved
-            self.save_interval = int(st.get("save_interval", 0))
+        part = "step"
+        try:  # the JSON state of a run directory from elsewhere is as hostile as its pickles
+            step = st["step"]
+            if type(step) is not int or step != ck.dir_step(path):
+                raise ValueError(f"{step!r} is not the step its directory is named for")
+            self.step, part = step, "tokens_seen"
+            self.tokens_seen, part = int(st["tokens_seen"]), "loader"
+            self.loader.load_state_dict(st["loader"])
+            part = "scaler"
+            self.scaler.load_state_dict(st["scaler"])
+            part = "spikes"
+            self.spikes.load_state_dict(st["spikes"])
+            part = "save_interval"
+            if self.cfg.checkpoint.every == 0:  # Young's interval, as measured by the run that saved
+                self.save_interval = int(st.get("save_interval", 0))
+            part = "rng"
+            set_rng_state(st["rng"])
+        except UserError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError,
+                OverflowError) as e:
+            raise UserError(f"{path}/{ck.state_name(path, self.rank)}: its {part} does not read "
+                            f"({type(e).__name__}: {e}); the file was edited or damaged") from None
         self.next_save = self._save_after(self.step)
-        set_rng_state(st["rng"])
 
     def save(self) -> None:
         blocked = self.ckpt.save(self.step, self.model, self.optimizer, self.state())
@@ -472,6 +484,10 @@ class Trainer:
                                    rewind_to=self.step if self.resumed else None)
             if self.resumed:
                 self.metrics.event("resume", self.step)
+                if self.changes:  # even with --quiet: the run continues under another recipe
+                    self.metrics.event("config_change", self.step, changes=self.changes)
+                    print(f"changed since step {self.step}: {describe(self.changes)}", file=sys.stderr,
+                          flush=True)
         stop = self.cfg.train.stop_at or self.cfg.train.steps
         records = []
         t_start = time.perf_counter()
@@ -573,10 +589,13 @@ class Trainer:
             print(msg, file=sys.stderr, flush=True)
 
     def summary(self) -> str:
-        n = sum(p.numel() for p in self.params)
-        c, b = self.cfg, self.cfg.data.batch_size * self.cfg.train.grad_accum
+        # The whole model and the global batch: under pp a rank holds one stage's parameters, under
+        # data parallelism data.batch_size is one rank's share.
+        n, c, dp = self.shape.params(), self.cfg, self.dims.dp
+        mine = c.data.batch_size * c.train.grad_accum
+        b, per_rank = mine * dp, f" ({mine} per data-parallel rank x {dp})" if dp > 1 else ""
         return (f"model {self.shape.name}: {n:,} parameters, {self.fpt:.3g} FLOPs/token\n"
-                f"batch {b} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
+                f"batch {b}{per_rank} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
                 f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens\n"
                 f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")
 

@@ -1,0 +1,255 @@
+"""Run it twice: a second `pretrain train` / `sample` / `export` over a run directory that someone
+edited, damaged or handed over. Each case must end in one line naming the file and the reason,
+never a traceback, and never cost memory the checkpoint on disk does not account for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pretrain import config as cfgmod
+from pretrain.errors import UserError
+from pretrain.train.config import RunConfig
+from pretrain.train.testing import tiny_config
+from pretrain.train.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, text):
+    """A 10-step run with one checkpoint (step 10)."""
+    run = tmp_path_factory.mktemp("finished") / "run"
+    Trainer(tiny_config(run, text, "train.steps=10", "checkpoint.every=10"), quiet=True).fit()
+    return run
+
+
+def _copy(finished: Path, tmp_path: Path) -> tuple[Path, Path]:
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    return run, run / "checkpoints" / "step_0000010"
+
+
+def _edit_state(ckpt: Path, edit) -> None:
+    """Change state_rank0.json and keep COMPLETE.json's size record true (a careful tamperer)."""
+    path = ckpt / "state_rank0.json"
+    state = json.loads(path.read_text())
+    edit(state)
+    text = json.dumps(state)
+    path.write_text(text)
+    marker = json.loads((ckpt / "COMPLETE.json").read_text())
+    marker["files"]["state_rank0.json"] = len(text.encode())
+    (ckpt / "COMPLETE.json").write_text(json.dumps(marker))
+
+
+def _set(keys: str, value):
+    def edit(state):
+        *path, last = keys.split(".")
+        for k in path:
+            state = state[k]
+        if value is KeyError:
+            del state[last]
+        else:
+            state[last] = value
+    return edit
+
+
+@pytest.mark.parametrize("keys,value,why", [
+    ("step", "abc", "step"),
+    ("step", -5, "step"),
+    ("step", 7, "step"),  # not the step its directory is named for
+    ("loader", KeyError, "loader"),
+    ("loader.index", "x", "loader"),
+    ("rng", KeyError, "rng"),
+    ("rng.torch", "AAAA", "rng"),
+    ("scaler", {"scale": "x"}, "scaler"),
+    ("spikes", {"history": "abc"}, "spikes"),
+])
+def test_a_tampered_state_file_is_one_line_on_resume(finished, tmp_path, text, keys, value, why):
+    run, ckpt = _copy(finished, tmp_path)
+    _edit_state(ckpt, _set(keys, value))
+    with pytest.raises(UserError) as e:
+        Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10"), quiet=True)
+    msg = str(e.value)
+    assert "\n" not in msg and "state_rank0.json" in msg and why in msg
+
+
+def _run_cli(*args: str, limit_bytes: int = 3 * 1024**3) -> subprocess.CompletedProcess:
+    """`python -m pretrain ARGS` in a child whose address space is capped (a hostile config must not
+    reach for memory the checkpoint does not hold)."""
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-m", "pretrain", *args], capture_output=True, text=True,
+                          timeout=120, preexec_fn=cap, env=env)
+
+
+@pytest.mark.parametrize("command,old,new", [
+    ("sample", "n_layers = 2", "n_layers = 200000"),  # 9.2 B parameters: 37 GB before the load failed
+    ("export", "d_model = 64", "d_model = 6400000"),  # 6.6 GB for the embedding alone
+])
+def test_an_edited_config_toml_is_refused_before_allocating(finished, tmp_path, command, old, new):
+    run, _ = _copy(finished, tmp_path)
+    cfg = run / "config.toml"
+    assert old in cfg.read_text()
+    cfg.write_text(cfg.read_text().replace(old, new))
+    args = ["--prompt", "x", "--tokens", "2"] if command == "sample" else ["-o", str(tmp_path / "m.st")]
+    r = _run_cli(command, str(run), *args)
+    assert r.returncode == 2, r.stderr[-2000:]
+    last = r.stderr.strip().splitlines()
+    assert len(last) == 1 and "config.toml" in last[0] and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_a_config_toml_from_another_run_names_the_tensor(finished, tmp_path):
+    from pretrain.train.runs import load_run_model
+
+    run, _ = _copy(finished, tmp_path)
+    cfg = run / "config.toml"
+    cfg.write_text(cfg.read_text().replace("d_ff = 176", "d_ff = 180"))  # small: passes the size bound
+    with pytest.raises(UserError, match=r"config.toml: describes layers.0.mlp.\w+.weight as \(\d+, \d+\)"):
+        load_run_model(run)
+
+
+def test_a_resume_under_another_recipe_is_refused_or_said(finished, tmp_path, text, capsys):
+    """The same command resumes; another learning rate or global batch is refused in one line; with
+    train.allow_changes it continues and the record says what changed, where; a longer run is said."""
+    from pretrain.train.metrics import read_metrics
+
+    run, _ = _copy(finished, tmp_path)
+    same = ("train.steps=10", "checkpoint.every=10")
+    assert Trainer(tiny_config(run, text, *same), quiet=True).step == 10
+    for change, key in (("optim.lr=1e-2", "optim.lr 0.003 -> 0.01"),
+                        ("data.batch_size=8", "global_batch 4 -> 8"),
+                        ("schedule.kind=wsd", "schedule.kind 'cosine' -> 'wsd'")):
+        with pytest.raises(UserError) as e:
+            Trainer(tiny_config(run, text, *same, change), quiet=True)
+        assert "\n" not in str(e.value) and key in str(e.value) and "train.allow_changes" in str(e.value)
+    # a layout with the same global batch is a reshard, not a change (tests/test_parallel_restart.py)
+    t = Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10", "optim.lr=1e-2",
+                            "train.allow_changes=true"), quiet=True)
+    t.fit()
+    assert "changed since step 10: train.steps 10 -> 12, optim.lr 0.003 -> 0.01" in capsys.readouterr().err
+    _, events = read_metrics(run / "metrics.jsonl")
+    change = [e for e in events if e["event"] == "config_change"]
+    assert change == [{"event": "config_change", "step": 10,
+                       "changes": {"train.steps": [10, 12], "optim.lr": [0.003, 0.01]}}]
+    # the checkpoint now carries the new recipe: the old one is the change
+    with pytest.raises(UserError, match="optim.lr 0.01 -> 0.003"):
+        Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10"), quiet=True)
+
+
+def test_a_hf_config_json_larger_than_its_weights_is_refused_at_once(finished, tmp_path, text):
+    """A downloaded folder's config.json is as hostile as a run's config.toml: 200,000 layers beside
+    a 0.5 MB model.safetensors ran for minutes building modules (killed at 120 s) before reading any."""
+    import time
+
+    from pretrain.train.hf_io import export_hf
+
+    folder = tmp_path / "hf"
+    export_hf(finished, folder)
+    cfg = folder / "config.json"
+    cfg.write_text(cfg.read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": 200000'))
+    t0 = time.perf_counter()
+    with pytest.raises(UserError, match=r"config.json describes [\d,]+ parameters, but the weight files"):
+        Trainer(cfgmod.load(RunConfig, None, [f"model.init_from={folder}", f"train.out={tmp_path / 'run'}",
+                                              f"data.path={text}", "train.steps=0", "precision.dtype=fp32"]),
+                quiet=True)
+    assert time.perf_counter() - t0 < 10
+
+
+def test_an_export_over_a_folder_removes_only_its_own_stale_shards(finished, tmp_path):
+    """A rerun of `export --format hf` with fewer shards drops the earlier export's shards and index,
+    and nothing else: a user's model_best.safetensors beside it was deleted (glob model*.safetensors*)."""
+    from pretrain.train.hf_io import export_hf
+
+    out = tmp_path / "hf"
+    export_hf(finished, out, max_shard_bytes=100_000)  # the 0.5 MB model in several shards
+    shards = sorted(p.name for p in out.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 1 and (out / "model.safetensors.index.json").is_file()
+    theirs = ["model_best.safetensors", "model-v1.safetensors", "model.safetensors.bak"]
+    for name in theirs:
+        (out / name).write_text("not ours")
+    export_hf(finished, out)  # one file now
+    left = sorted(p.name for p in out.iterdir() if "safetensors" in p.name)
+    assert left == sorted(["model.safetensors", *theirs])
+
+
+@pytest.mark.parametrize("fmt,make", [("safetensors", "dir"), ("hf", "file")])
+def test_export_to_the_wrong_kind_of_path_is_one_line(finished, tmp_path, capsys, fmt, make):
+    """-o an existing folder for the one-file format, or an existing file for the folder format: one
+    line naming the path, before the model is read (it was IsADirectoryError / NotADirectoryError)."""
+    from pretrain.cli import main
+
+    target = tmp_path / "target"
+    target.mkdir() if make == "dir" else target.write_text("mine")
+    assert main(["export", str(finished), "--format", fmt, "-o", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(target) in err[0] and "Error:" not in err[0], err
+    assert (target.is_dir() and not any(target.iterdir())) if make == "dir" else target.read_text() == "mine"
+
+
+def test_eval_output_a_folder_or_a_damaged_earlier_result(finished, tmp_path, capsys):
+    """`eval --output` an existing folder: one line before the model loads (it was IsADirectoryError
+    after scoring, with a stray temporary file in the working directory). An earlier result file that
+    is damaged (its results a list) is replaced, not merged with a traceback."""
+    from pretrain.cli import main
+
+    text = tmp_path / "valid.txt"
+    text.write_text("To be, or not to be, that is the question.\n" * 4)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert main(["eval", str(finished), "--tasks", f"ppl:{text}", "--output", str(folder), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(folder) in err[0], err
+    assert not list(folder.iterdir()) and not list(tmp_path.glob(".*.tmp"))
+    out = tmp_path / "res.json"
+    args = ["eval", str(finished), "--tasks", f"ppl:{text}", "--output", str(out), "--quiet"]
+    assert main(args) == 0
+    first = json.loads(out.read_text())
+    out.write_text(json.dumps({**first, "results": [1], "tasks": "x"}))  # same model and settings
+    assert main(args) == 0
+    assert json.loads(out.read_text())["results"] == first["results"]
+
+
+def test_rerunning_a_finished_run_says_there_is_nothing_to_train(finished, tmp_path, text, capsys):
+    """The same command after the run ended: it resumed at the last step and printed nothing more, so
+    a user could not tell a finished run from one that failed to start."""
+    from pretrain import config as cfgmod
+    from pretrain.cli import main
+
+    run, _ = _copy(finished, tmp_path)
+    recipe = tmp_path / "run.toml"
+    recipe.write_text(cfgmod.dumps(tiny_config(run, text, "train.steps=10", "checkpoint.every=10")))
+    assert main(["train", str(recipe), "--quiet"]) == 0
+    out = capsys.readouterr()
+    assert "resuming from step 10" in out.err
+    said = "nothing to do: the run is already at step 10 (train.steps=10); raise it to go on"
+    assert f"{said}; run directory {run}" in out.out
+
+
+@pytest.mark.parametrize("bad", ["[" * 100_000 + "]" * 100_000, "[1, 2]", "7"])
+def test_a_hostile_metrics_line_is_skipped_on_resume_and_in_the_report(finished, tmp_path, text, bad):
+    """metrics.jsonl travels with a run directory: a line nested 100,000 deep raised RecursionError on
+    resume (its rewind) and in `pretrain report`; a line that is JSON but not an object, KeyError or
+    AttributeError. Such a line is skipped like a torn one; the good lines stay."""
+    from pretrain.report_run import read_metrics as report_metrics
+    from pretrain.train.metrics import read_metrics
+
+    run, _ = _copy(finished, tmp_path)
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(bad + "\n")
+    steps, _ = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in steps] == list(range(1, 11))
+    assert [r["step"] for r in report_metrics(run)[0]] == list(range(1, 11))
+    t = Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10"), quiet=True)
+    t.fit()  # rewinds metrics.jsonl to step 10, then appends 11 and 12
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")[0]] == list(range(1, 13))

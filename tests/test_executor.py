@@ -101,3 +101,20 @@ def test_ray_cluster_node_killed_mid_job_same_bytes_as_local(tmp_path, monkeypat
            for p in sorted(fs.find(f"{bucket}/corpus/{sub}"))}
     assert got == _snapshot(tmp_path / "local") and got
     assert result["documents"] == local["documents"]
+
+
+def _die_on_two(x: int) -> int:
+    if x == 2:  # a worker killed mid-unit: the OOM killer, a segfault in a C library
+        os.kill(os.getpid(), 9)
+    time.sleep(0.2)
+    return x
+
+
+@pytest.mark.timeout(120)
+def test_local_map_raises_when_a_worker_dies():
+    """multiprocessing.Pool waited forever for a dead worker's unit; the executor now says so."""
+    from pretrain.errors import UserError
+
+    with pytest.raises(UserError, match="a worker process died"):
+        LocalExecutor(2).map(_die_on_two, range(6))
+    assert LocalExecutor(2).map(_square, range(5)) == [x * x for x in range(5)]  # a fresh pool works

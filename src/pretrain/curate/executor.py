@@ -12,6 +12,8 @@ import multiprocessing as mp
 import os
 import socket
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from pretrain.errors import UserError
@@ -52,16 +54,35 @@ class LocalExecutor:
             return out
         ctx = mp.get_context("spawn")
         # init_worker: a killed parent's workers exit instead of writing the rest of their shard
-        # into OUT; Ctrl-C is the parent's to handle (leaving `with` terminates the pool).
-        with sigint_held():
-            pool = ctx.Pool(min(self.workers, len(items)), init_worker, (os.getpid(),), maxtasksperchild=None)
-        with pool:
-            out = []
-            for res in pool.imap(fn, items, chunksize=1):
+        # into OUT; Ctrl-C is the parent's to handle. concurrent.futures rather than
+        # multiprocessing.Pool: a worker that dies mid-unit (OOM killer, a crash in a C library on a
+        # hostile page, a script without the __main__ guard) breaks the pool and raises here, where
+        # Pool would wait for its lost task forever.
+        pool = ProcessPoolExecutor(
+            min(self.workers, len(items)), mp_context=ctx, initializer=init_worker, initargs=(os.getpid(),)
+        )
+        out: list[Any] = []
+        finished = False
+        try:
+            with sigint_held():  # the workers are spawned as the units are submitted
+                results = pool.map(fn, items, chunksize=1)
+            for res in results:
                 out.append(res)
                 if on_result:
                     on_result(res)
+            finished = True
             return out
+        except BrokenProcessPool as e:
+            raise UserError(
+                f"a worker process died after {len(out)} of {len(items)} units (killed by the system,"
+                " out of memory, or a crash in a C library); finished units are kept: rerun the same"
+                " command to resume, or use --workers 1 to see the failing unit"
+            ) from e
+        finally:
+            if not finished:  # an error or Ctrl-C: stop the running units as Pool.terminate() did
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.terminate()  # (3.14 has terminate_workers(); 3.11 does not)
+            pool.shutdown(wait=True, cancel_futures=not finished)
 
     def __repr__(self) -> str:
         return f"LocalExecutor(workers={self.workers})"

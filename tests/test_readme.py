@@ -81,16 +81,16 @@ def test_every_readme_command_runs_in_a_fresh_clone(clone):
     assert (clone / "out" / "report.html").stat().st_size > 50_000
     assert "ROMEO:" in _pretrain(clone, bash_lines("pretrain sample")[0]).stdout
     # run twice: the same command into the same output resumes (nothing redone, nothing changed)
-    def outputs():  # wall_seconds sums every attempt's time, a rerun's included (docs/curation.md)
+    def outputs():  # wall_seconds and attempts count every attempt, a rerun's included (docs/curation.md)
         stats = json.loads((clone / "out/corpus/stats.json").read_text())
-        return {k: v for k, v in stats.items() if k != "wall_seconds"}, (
-            clone / "out/tokens/web/manifest.json").read_bytes()
+        return {k: v for k, v in stats.items() if k not in ("wall_seconds", "attempts")}, (
+            clone / "out/tokens/web/manifest.json").read_bytes(), stats["attempts"]
 
-    before = outputs()
+    *before, attempts = outputs()
     for prefix in ("pretrain curate", "pretrain tokenize", "pretrain train"):
         out = _pretrain(clone, bash_lines(prefix)[0])
         assert out.returncode == 0, f"{prefix} rerun\n{out.stderr[-2000:]}"
-    assert outputs() == before
+    assert outputs() == (*before, attempts + 1)
     assert "nothing to do: the run is already at step 20" in out.stdout
 
 

@@ -79,19 +79,52 @@ def test_mistyped_command_gets_a_did_you_mean():
     assert out.returncode == 2 and out.stderr.strip().endswith("did you mean 'curate'?")
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [["plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T", "--json"],
-     ["numerics", "0.1", "--formats", "bf16"]],  # a rich table
-)
-def test_closed_pipe_ends_quietly(argv):
-    """The reader leaves before the first byte (`pretrain ... | head -0`): no traceback, nothing on stderr."""
-    cmd = [sys.executable, "-m", "pretrain", *argv]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def _pipe_to_head(argv: list[str], lines: int) -> tuple[int, str]:
+    """`pretrain ARGV | head -LINES` with a real pipe: read LINES lines, close, return (status, stderr).
+
+    The pipe holds one page (F_SETPIPE_SZ) and lines are read a byte at a time, so a command that
+    prints more than a page is still writing when the reader leaves: the close is never too late."""
+    import fcntl
+
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, bufsize=0)
+    fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, 4096)
+    for _ in range(lines):
+        assert proc.stdout.readline()
     proc.stdout.close()
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) in (1, 141), err  # rich's consoles exit 1 on a closed pipe, ours 141
-    assert err == ""
+    return proc.wait(timeout=120), err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["tour"],  # rich tables, ~15 kB (rich's own handler would exit 1); then plain print(), ~11 kB
+     ["plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T", "--json"]],
+)
+def test_closed_pipe_ends_like_a_unix_tool(argv):
+    """`pretrain ... | head -1`: status 141 (128 + SIGPIPE, what `yes | head -1` gives), nothing on stderr."""
+    status, err = _pipe_to_head(argv, 1)
+    assert (status, err) == (141, "")
+
+
+def test_curate_whose_reader_left_still_finishes_its_corpus(tmp_path):
+    """`pretrain curate ... | head -0`: the funnel on stdout comes after the outputs are committed, so
+    the run ends with 141 and a corpus identical to one whose stdout stayed open."""
+    from test_pipeline import _prose
+
+    corpus = tmp_path / "in.jsonl"
+    corpus.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(_prose(6))))
+    args = ["curate", str(corpus), "--workers", "1", "--quiet", "--set", 'steps=["rules"]']
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain", *args, "-o", str(tmp_path / "piped")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert (proc.wait(timeout=120), err) == (141, "")
+    assert cli.main([*args, "-o", str(tmp_path / "open")]) == 0
+    for name in ("data", "rejects"):
+        piped = sorted((tmp_path / "piped" / name).rglob("*"))
+        assert piped and [p.read_bytes() for p in piped if p.is_file()] == [
+            p.read_bytes() for p in sorted((tmp_path / "open" / name).rglob("*")) if p.is_file()]
 
 
 def test_mix_refuses_sources_of_different_tokenizers_as_train_does(tmp_path, capsys):

@@ -164,6 +164,29 @@ def test_batched_greedy_generation_equals_one_prompt_at_a_time(tiny_run):
         assert g == ref
 
 
+def test_sample_past_the_context_sees_only_the_last_seq_len_tokens():
+    """What `pretrain sample --help` says: past model.seq_len (16 here) the window slides. Prompts
+    that differ only before their last 16 tokens continue alike for 30 greedy tokens; differing
+    within the window (the last 8 shared), they do not. A fresh model: 10 training steps leave one
+    that prints the same letter whatever it is given."""
+    from pretrain.train.model import build_model, generate, materialize, resolve_shape
+    from pretrain.train.testing import tiny_config
+
+    cfg = tiny_config("unused", "unused", "model.seq_len=16")
+    model = materialize(build_model(resolve_shape(cfg.model), cfg.model), "cpu", seed=0).eval()
+    shared = torch.randint(0, 256, (1, 40), generator=torch.Generator().manual_seed(1))
+
+    def continuations(last: int) -> list[list[int]]:
+        heads = ([1, 2, 3], [200, 100])
+        prompts = [torch.cat([torch.tensor([h]), shared[:, -last:]], 1) for h in heads]
+        return [generate(model, p, 30, temperature=0)[0, p.shape[1]:].tolist() for p in prompts]
+
+    a, b = continuations(16)
+    assert a == b
+    a, b = continuations(8)
+    assert a != b
+
+
 def test_an_empty_continuation_is_skipped_and_counted(tiny_run, tmp_path):
     """A real BPE tokenizer (tokenizers, no pre-tokenizer) learns "ab cd" as one token, so the
     request ("ab", " cd") tokenizes to a continuation of nothing (lm-evaluation-harness asserts and

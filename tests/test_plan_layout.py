@@ -83,6 +83,28 @@ def test_emitted_recipe_passes_the_trainers_validation(tmp_path, args, world):
         assert cfg.data.batch_size % cfg.parallel.pp_microbatches == 0
 
 
+def test_emitted_recipe_is_planned_for_this_trainers_activations(tmp_path):
+    """The default (fused) plan's choice does not fit `pretrain train`'s saved tensors (checked by
+    planning that layout with --activations pretrain); the recipe holds what a plan with
+    --activations pretrain picks, and its header says so."""
+    import json
+
+    base = ("--model", "llama-3-8b", "--gpus", "16", "--gpu", "h100")
+    r, path = _plan(tmp_path, *base)
+    assert r.returncode == 0, r.stderr
+    fused = json.loads(r.stdout)["layout"]["label"]
+    ours = subprocess.run([sys.executable, "-m", "pretrain", "plan", *base, "--activations", "pretrain",
+                           "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    ours = json.loads(ours.stdout)["layout"]["label"]
+    header = [line for line in path.read_text().splitlines() if line.startswith("#")]
+    assert header[0].endswith(f"{ours} on 16 h100") and "--activations pretrain" in header[1]
+    assert fused != ours and any(fused in line for line in header)
+    path.unlink()
+    r, path = _plan(tmp_path, *base, "--layout", fused.replace(",dp=16", ""))  # the fused choice, given
+    assert r.returncode == 1 and not path.exists()
+    assert r.stderr.strip().splitlines()[-1].startswith(f"--emit-recipe: {fused} needs ")
+
+
 def test_emit_recipe_refuses_what_the_trainer_cannot_run(tmp_path):
     r, path = _plan(tmp_path, "--model", "gpt2-124m", "--gpus", "8", "--layout", "tp=1,pp=2,zero=0")
     assert r.returncode == 2 and "untied embeddings" in r.stderr and not path.exists()

@@ -159,6 +159,7 @@ def test_step_line_shows_total_elapsed_and_eta(tmp_path, text, capsys):
     (["train", "{cfg}", "--set", "train.stop_at=50", "--dry-run"], "train.stop_at=50 is past train.steps=40"),
     (["sample", "{run}", "--temperature", "-1"], "--temperature must be >= 0, got -1.0"),
     (["sample", "{run}", "--tokens", "-3"], "--tokens must be >= 0, got -3"),
+    (["sample", "{run}", "--tokens", "1000001"], "--tokens must be <= 1,000,000, got 1,000,001"),
 ])
 def test_numbers_out_of_range_are_one_line_errors(tmp_path, text, capsys, argv, says):
     cfg = tmp_path / "r.toml"

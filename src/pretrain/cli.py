@@ -173,8 +173,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pretrain {args.command}: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `pretrain ... | head` closed the pipe: stop quietly, as `cat` would
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no 2nd error at exit's flush
-        return 141  # 128 + SIGPIPE, what a shell reports for a process the pipe ended
+        return _closed_pipe()
+    except SystemExit as e:  # rich's Console.on_broken_pipe exits 1 (curate's "nothing read" code)
+        if isinstance(e.__context__, BrokenPipeError):
+            return _closed_pipe()
+        raise
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout left (`| head`): no traceback, no 'Exception ignored' at exit's flush
+    (stdout now points at devnull), and the status a shell gives a process SIGPIPE ended.
+
+    Every command writes its files before its summary on stdout, so the work is done and kept."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141  # 128 + SIGPIPE
 
 
 def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:

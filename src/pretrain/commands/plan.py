@@ -44,7 +44,9 @@ What it computes (formulas and sources in docs/planner.md):
   search           every TP x CP x PP x DP x ZeRO x micro-batch x recompute x SP (x interleave):
                    drops what breaks a rule (named) or does not fit in 90% of HBM, ranks the rest
                    by predicted tokens/s, and explains the winner by changing one knob at a time.
-  recipe           --emit-recipe FILE writes the layout as a pretrain train config.
+  recipe           --emit-recipe FILE writes a pretrain train config, its layout planned with
+                   --activations pretrain (this trainer's saved tensors) whatever the table used;
+                   nothing is written when none fits (exit 1).
   calibrate        --calibrate RUN... fits the GPU's efficiencies to the tokens/s your own runs
                    measured (their metrics.jsonl); --save-hardware keeps them for the next plan.
 
@@ -111,7 +113,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--save-hardware", default=None, metavar="FILE",
                    help="with --calibrate: write the calibrated GPU as a --hardware TOML file")
     p.add_argument("--emit-recipe", default=None, metavar="FILE",
-                   help="write the chosen layout as a training config (TOML) for pretrain train")
+                   help="write a training config (TOML) for pretrain train: the best layout under this "
+                   "trainer's activations (--activations pretrain), which may differ from the table's")
     p.add_argument("--list-models", action="store_true", help="list the presets and exit")
 
 
@@ -194,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"cannot write {e.filename or args.figures}: {e.strerror or e}") from e
     fits = bool(plan["layout"] and plan["layout"]["fits"])
     if args.emit_recipe and fits:
-        _emit(args, plan, job)
+        return 0 if _emit(args, plan, job, budget, layout) else 1
     elif args.emit_recipe:
         print(f"no layout fits: nothing written to {args.emit_recipe}", file=sys.stderr)
     return 0 if fits else 1
@@ -215,34 +218,60 @@ def _check_budget_flags(args: argparse.Namespace) -> None:
         raise UserError(f"--top must be >= 1, got {args.top}")
 
 
-def _emit(args: argparse.Namespace, plan: dict, job) -> None:
+def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
+    """Write the recipe; False (nothing written, one line why) when this trainer cannot hold it."""
     import sys
 
+    from pretrain.errors import UserError
     from pretrain.plan import recipe
     from pretrain.plan.layout import Layout
 
+    first, profile = plan["layout"]["label"], job.activations
+    plan, job, notes = _trainer_plan(plan, job, budget, layout)
+    if plan is None:
+        print(f"--emit-recipe: {notes[0]}: nothing written to {args.emit_recipe}", file=sys.stderr)
+        return False
     lay = Layout(**{k: v for k, v in plan["layout"]["layout"].items() if k != "dp"})
-    config, notes = recipe.recipe(job.shape, lay, job.batch_seqs)
-    if job.activations != "pretrain":  # the trainer as written saves more than fused kernels
-        import dataclasses
-
-        from pretrain.plan.search import evaluate
-
-        ours = evaluate(dataclasses.replace(job, activations="pretrain"), recipe.trainer_layout(lay)[0])
-        if ours.memory is not None and not ours.fits:
-            notes.append(f"with this trainer's saved tensors the layout needs {ours.memory.total / 1e9:.1f} "
-                         f"of {job.usable_bytes / 1e9:.1f} GB: re-plan with --activations pretrain")
+    config, mapped = recipe.recipe(job.shape, lay, job.batch_seqs)
+    notes += mapped
+    if plan["layout"]["label"] != first:
+        notes.append(f"the plan printed above ({profile} activations) chose {first}; this is the best "
+                     "layout for this trainer's saved tensors")
     t = plan["time"]
     header = [f"pretrain plan: {lay.label()} on {job.n_gpus} {job.gpu.name}",
+              f"planned with --activations pretrain (this trainer's saved tensors), "
+              f"{'fused' if job.kernels == 'fused' else 'eager'} kernels",
               f"predicted {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, step {t['step_s']:.2f} s",
               "set data.path (or data.kind/sources) and train.steps before running", *notes]
-    from pretrain.errors import UserError
-
     try:
         path = recipe.write_recipe(args.emit_recipe, config, header)
     except OSError as e:
         raise UserError(f"cannot write {e.filename or args.emit_recipe}: {e.strerror or e}") from e
     print(f"wrote {path}" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
+    return True
+
+
+def _trainer_plan(plan: dict, job, budget, layout) -> tuple[dict | None, object, list[str]]:
+    """The plan under the `pretrain` activation profile, the one `pretrain train` runs (eager PyTorch
+    saves ~1.9x what fused kernels do on a Llama block): the recipe is for this trainer, whatever
+    profile the printed plan used. (None, job, [why]) when no layout (or not the given one) fits it."""
+    import dataclasses
+
+    from pretrain.plan import report
+
+    if job.activations == "pretrain":
+        return plan, job, []
+    ours = dataclasses.replace(job, activations="pretrain")  # kernels "" now means eager, as in the trainer
+    theirs = report.build_plan(ours, budget, layout, top=1)
+    if theirs["layout"] and theirs["layout"]["fits"]:
+        return theirs, ours, []
+    if layout is not None:
+        need = theirs["layout"]["memory_gb"]["total"] if theirs["layout"] else float("nan")
+        why = (f"{layout.label()} needs {need:.1f} of {ours.usable_bytes / 1e9:.1f} GB with this trainer's "
+               "saved tensors (--activations pretrain)")
+    else:
+        why = "no layout fits this trainer's saved tensors (--activations pretrain)"
+    return None, job, [why]
 
 
 def _calibrate(args: argparse.Namespace):

@@ -13,14 +13,23 @@ prompt token by token (temperature and top-k sampling; --temperature 0 is greedy
   pretrain sample runs/tiny --prompt "ROMEO:" --tokens 200
 
 Prints the prompt followed by the generated continuation.
+
+Past the model's context (model.seq_len tokens) the window slides: each new token is predicted
+from the last seq_len tokens only (a longer prompt is cut the same way), so text can go on past
+the context but forgets what slid out. There is no KV cache: each token costs one forward pass
+over up to seq_len tokens. --tokens is at most 1,000,000.
 """
+
+# Beyond this, sampling is a job (hours on a GPU without a KV cache), not a command to wait for.
+MAX_TOKENS = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="run directory written by `pretrain train`")
     parser.add_argument("--prompt", default="\n", help="text to continue")
     parser.add_argument("--tokens", type=int, default=200,
-                        help="tokens to generate (default 200)")
+                        help=f"tokens to generate, at most {MAX_TOKENS:,}; past the model's context the "
+                        "window slides (default 200)")
     parser.add_argument("--temperature", type=float, default=0.8,
                         help="0 is greedy; higher flattens the distribution (default 0.8)")
     parser.add_argument("--top-k", type=int, default=50,
@@ -45,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in numbers:
         if not value >= 0:  # also NaN
             raise UserError(f"{flag} must be >= 0, got {value}")
+    if args.tokens > MAX_TOKENS:
+        raise UserError(f"--tokens must be <= {MAX_TOKENS:,}, got {args.tokens:,} (one forward pass per "
+                        "token; the window slides past the context, see --help)")
     model, cfg, step = load_run_model(args.run, args.step)
     tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tokenizer:

@@ -83,3 +83,16 @@ def test_eval_greedy_generation_with_cache_equals_without(name):
         ref = greedy_generate(dataclasses.replace(ev, start_decoding=None), prompts, 9, batch_size=4, **kw)
         assert got == ref
         assert len({tuple(g) for g in got}) > 2  # not a degenerate model that repeats one token
+
+
+def test_inference_threads_follow_the_run_unless_told(tmp_path, restore_torch_threads):
+    from pretrain.errors import UserError
+    from pretrain.eval.lm import use_threads
+
+    (tmp_path / "config.toml").write_text("[train]\nthreads = 1\n")
+    torch.set_num_threads(2)
+    assert use_threads(tmp_path, None) == 1  # the run's train.threads
+    assert use_threads(tmp_path, 2) == 2  # --threads wins
+    assert use_threads(tmp_path / "hf", None) == 2  # not a run: left as it is
+    with pytest.raises(UserError, match="--threads"):
+        use_threads(tmp_path, 0)

@@ -31,12 +31,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tokenizer.json (default: the run's data.tokenizer; bytes when it has none)")
     parser.add_argument("--step", type=int, default=None,
                         help="checkpoint step (default: newest)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (default: the run's train.threads, else torch's default; "
+                             "1 is fastest for a tiny model on a busy machine)")
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from pretrain.errors import UserError
+    from pretrain.eval.lm import use_threads
     from pretrain.train.data import decode_tokens, encode_text
     from pretrain.train.model import generate
     from pretrain.train.runs import load_run_model
@@ -45,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in numbers:
         if not value >= 0:  # also NaN
             raise UserError(f"{flag} must be >= 0, got {value}")
+    use_threads(args.run, args.threads)
     model, cfg, step = load_run_model(args.run, args.step)
     tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tokenizer:

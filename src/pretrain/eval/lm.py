@@ -252,6 +252,25 @@ def from_transformers_tokenizer(tokenizer) -> tuple:
     return encode, decode, int(eot if eot is not None else 0)
 
 
+def use_threads(target: str | Path, threads: int | None) -> int:
+    """Set torch's CPU threads for inference: `threads` when given, else the run's train.threads
+    (the tiny-cpu recipe sets 1: on a busy CPU a second thread's barrier waits cost a tiny model
+    5-30x, docs/decisions.md), else torch's default. Returns the count in force."""
+    if threads is None and (Path(target) / "config.toml").is_file():
+        from pretrain.config import load
+        from pretrain.train.config import RunConfig
+
+        try:
+            threads = load(RunConfig, Path(target) / "config.toml").train.threads or None
+        except UserError:
+            threads = None  # the model load says what is wrong with the config, in its own words
+    if threads is not None:
+        if threads < 1:
+            raise UserError(f"--threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
 def load_model(target: str | Path, step: int | None = None, tokenizer: str = "",
                device: str = "cpu") -> tuple[EvalModel, int | None]:
     """A run directory (has config.toml) or a Hugging Face folder (has config.json)."""

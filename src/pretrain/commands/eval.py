@@ -50,13 +50,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ppl-tokens", type=int, default=200_000,
                         help="ppl: tasks read at most this many tokens (default 200000)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (default: the run's train.threads, else torch's default; "
+                             "1 is fastest for a tiny model on a busy machine)")
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from pretrain.errors import UserError
-    from pretrain.eval.lm import load_model
+    from pretrain.eval.lm import load_model, use_threads
     from pretrain.eval.report import assemble, merge_previous, table, write_json
     from pretrain.eval.suite import benchmarks_dir, rank_world, run_tasks, split_specs
     from pretrain.eval.tasks import check_spec
@@ -69,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output and Path(args.output).is_dir():  # said before the model loads, not after scoring
         raise UserError(f"--output {args.output}: a folder; give the result file's path "
                         f"(e.g. {Path(args.output) / 'eval.json'})")
+    use_threads(args.model, args.threads)
     _init_distributed(args.device)
     try:
         model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device))

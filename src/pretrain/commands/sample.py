@@ -16,11 +16,12 @@ Prints the prompt followed by the generated continuation.
 
 Past the model's context (model.seq_len tokens) the window slides: each new token is predicted
 from the last seq_len tokens only (a longer prompt is cut the same way), so text can go on past
-the context but forgets what slid out. There is no KV cache: each token costs one forward pass
-over up to seq_len tokens. --tokens is at most 1,000,000.
+the context but forgets what slid out. Within the context a KV cache makes each new token one
+small step; past it each token costs one forward pass over seq_len tokens (identical output either
+way). --tokens is at most 1,000,000.
 """
 
-# Beyond this, sampling is a job (hours on a GPU without a KV cache), not a command to wait for.
+# Beyond this, sampling is a job (past the context each token is a full forward pass), not a command.
 MAX_TOKENS = 1_000_000
 
 
@@ -40,12 +41,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tokenizer.json (default: the run's data.tokenizer; bytes when it has none)")
     parser.add_argument("--step", type=int, default=None,
                         help="checkpoint step (default: newest)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (default: the run's train.threads, else torch's default; "
+                             "1 is fastest for a tiny model on a busy machine)")
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from pretrain.errors import UserError
+    from pretrain.eval.lm import use_threads
     from pretrain.train.data import decode_tokens, encode_text
     from pretrain.train.model import generate
     from pretrain.train.runs import load_run_model
@@ -57,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tokens > MAX_TOKENS:
         raise UserError(f"--tokens must be <= {MAX_TOKENS:,}, got {args.tokens:,} (one forward pass per "
                         "token; the window slides past the context, see --help)")
+    use_threads(args.run, args.threads)
     model, cfg, step = load_run_model(args.run, args.step)
     tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tokenizer:

@@ -34,6 +34,9 @@ class EvalModel:
     # Optional packed forward: tree_logits(ids (B, T), positions (B, T), mask (B, T, T) bool, True =
     # may attend, keep) -> logits (B, len(keep), V). With it, a context runs once for all its choices.
     tree_logits: Callable[..., torch.Tensor] | None = None
+    # Optional incremental decoding: start_decoding(rows) -> a train.decode.Decoder over those token
+    # rows (each at most max_length long); greedy generation then runs each prompt once.
+    start_decoding: Callable[..., object] | None = None
 
 
 def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
@@ -83,7 +86,12 @@ def from_module(model: torch.nn.Module, encode, decode, max_length: int, eot_id:
             return tree_forward(model, ids.to(device), pos.to(device), mask.to(device),
                                 None if keep is None else keep.to(device)).float()
 
-    return EvalModel(encode, decode, logits, max_length, eot_id, device, name, tree)
+    def start_decoding(rows):
+        from pretrain.train.decode import Decoder
+
+        return Decoder(model, rows, device, amp)
+
+    return EvalModel(encode, decode, logits, max_length, eot_id, device, name, tree, start_decoding)
 
 
 def tree_forward(model, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None,
@@ -141,9 +149,9 @@ def _block(block, x: torch.Tensor, rope, mask: torch.Tensor | None,
 
 
 def _rope_at(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """model.apply_rope with per-token angles (B, 1, T, D/2) instead of the first T rows."""
-    x0, x1 = x.float()[..., 0::2], x.float()[..., 1::2]
-    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2).type_as(x)
+    from pretrain.train.decode import rope_at
+
+    return rope_at(x, cos, sin)
 
 
 def _tokenizer_functions(path: str):
@@ -242,6 +250,25 @@ def from_transformers_tokenizer(tokenizer) -> tuple:
 
     eot = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     return encode, decode, int(eot if eot is not None else 0)
+
+
+def use_threads(target: str | Path, threads: int | None) -> int:
+    """Set torch's CPU threads for inference: `threads` when given, else the run's train.threads
+    (the tiny-cpu recipe sets 1: on a busy CPU a second thread's barrier waits cost a tiny model
+    5-30x, docs/decisions.md), else torch's default. Returns the count in force."""
+    if threads is None and (Path(target) / "config.toml").is_file():
+        from pretrain.config import load
+        from pretrain.train.config import RunConfig
+
+        try:
+            threads = load(RunConfig, Path(target) / "config.toml").train.threads or None
+        except UserError:
+            threads = None  # the model load says what is wrong with the config, in its own words
+    if threads is not None:
+        if threads < 1:
+            raise UserError(f"--threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
 
 
 def load_model(target: str | Path, step: int | None = None, tokenizer: str = "",

@@ -171,7 +171,9 @@ def greedy_generate(model: EvalModel, prompts: Sequence[list[int]], max_new_toke
                     tick: Callable[[int], None] | None = None) -> list[list[int]]:
     """Greedy continuation ids of each prompt (at most max_new_tokens, ending early when `stop`
     says so). Rows of different lengths share a batch: each reads its own last position, right
-    padding is never seen by a causal model, and each row keeps its last max_length tokens."""
+    padding is never seen by a causal model, and each row keeps its last max_length tokens.
+    With `model.start_decoding` the prompts run once and each step feeds one token per row against
+    a key/value cache (train/decode.py), until a row outgrows max_length: then the full forward."""
     outs: list[list[int]] = [[] for _ in prompts]
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
     L = model.max_length
@@ -179,22 +181,38 @@ def greedy_generate(model: EvalModel, prompts: Sequence[list[int]], max_new_toke
         idx = order[s:s + batch_size]
         rows = [list(prompts[i]) or [model.eot_id] for i in idx]
         live = list(range(len(rows)))
+        dec = None
+        if model.start_decoding is not None and max(len(r) for r in rows) <= L:
+            dec = model.start_decoding(rows)
         for _ in range(max_new_tokens):
             if not live:
                 break
-            windows = [rows[b][-L:] for b in live]
-            ids = torch.zeros((len(live), max(len(w) for w in windows)), dtype=torch.long)
-            for j, w in enumerate(windows):
-                ids[j, :len(w)] = torch.tensor(w)
-            last = [len(w) - 1 for w in windows]
-            keep = sorted(set(last))
-            col = torch.tensor([keep.index(p) for p in last])
-            logits = model.logits(ids.to(model.device), torch.tensor(keep))  # (B, len(keep), V)
-            nxt = logits[torch.arange(len(live)), col.to(logits.device)].argmax(-1).tolist()
+            if dec is not None and any(len(rows[b]) > L for b in live):
+                dec = None  # the window slides from here: every position shifts, the cache is void
+            nxt = (dec.logits() if dec is not None else _window_logits(model, [rows[b] for b in live]))
+            nxt = nxt.argmax(-1).tolist()
             for b, t in zip(live, nxt):
                 rows[b].append(int(t))
                 outs[idx[b]].append(int(t))
-            live = [b for b in live if not (stop and stop(outs[idx[b]]))]
+            going = [j for j, b in enumerate(live) if not (stop and stop(outs[idx[b]]))]
+            if dec is not None:
+                dec.push(nxt)
+                if len(going) < len(live):
+                    dec.retain(going)
+            live = [live[j] for j in going]
         if tick is not None:
             tick(len(idx))
     return outs
+
+
+def _window_logits(model: EvalModel, rows: list[list[int]]) -> torch.Tensor:
+    """Logits (B, V) at each row's last token, over its last max_length tokens (the full forward)."""
+    windows = [r[-model.max_length:] for r in rows]
+    ids = torch.zeros((len(windows), max(len(w) for w in windows)), dtype=torch.long)
+    for j, w in enumerate(windows):
+        ids[j, :len(w)] = torch.tensor(w)
+    last = [len(w) - 1 for w in windows]
+    keep = sorted(set(last))
+    col = torch.tensor([keep.index(p) for p in last])
+    logits = model.logits(ids.to(model.device), torch.tensor(keep))  # (B, len(keep), V)
+    return logits[torch.arange(len(rows)), col.to(logits.device)]

@@ -252,11 +252,19 @@ def materialize(model: Transformer, device: torch.device | str, seed: int) -> Tr
 
 @torch.no_grad()
 def generate(model: Transformer, idx: torch.Tensor, new_tokens: int, temperature: float = 1.0,
-             top_k: int = 0, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Append `new_tokens` sampled tokens to idx (1, T); the context is cropped to the model's seq_len."""
+             top_k: int = 0, generator: torch.Generator | None = None, cache: bool = True) -> torch.Tensor:
+    """Append `new_tokens` sampled tokens to idx (1, T); the context is cropped to the model's seq_len.
+
+    With `cache` (train/decode.py) the prompt runs once and each new token attends to cached keys and
+    values; once the text outgrows seq_len every step re-runs the cropped window, as without it."""
+    from pretrain.train.decode import Decoder
+
+    S = model.shape.seq_len
+    dec = Decoder(model, idx.tolist(), idx.device) if cache and 0 < idx.shape[1] <= S else None
     for _ in range(new_tokens):
-        ctx = idx[:, -model.shape.seq_len:]
-        logits = model(ctx)[:, -1, :].float()
+        if dec is not None and idx.shape[1] > S:
+            dec = None  # past the context: positions shift every step, the cache no longer applies
+        logits = dec.logits() if dec is not None else model(idx[:, -S:])[:, -1, :].float()
         if temperature <= 0:
             nxt = logits.argmax(-1, keepdim=True)
         else:
@@ -266,4 +274,6 @@ def generate(model: Transformer, idx: torch.Tensor, new_tokens: int, temperature
                 logits = logits.masked_fill(logits < kth, float("-inf"))
             nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
         idx = torch.cat([idx, nxt], dim=1)
+        if dec is not None:
+            dec.push(nxt[:, 0])
     return idx

@@ -75,9 +75,7 @@ def _block(block, x: torch.Tensor, rope, mask: torch.Tensor, cache: KVCache, n: 
     a = block.attn
     h = block.attn_norm(x)
     B, T, _ = h.shape
-    q = a.wq(h).view(B, T, -1, a.head_dim).transpose(1, 2)  # (B, H, T, D)
-    k = a.wk(h).view(B, T, -1, a.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
-    v = a.wv(h).view(B, T, -1, a.head_dim).transpose(1, 2)
+    q, k, v = a.heads(h)
     if rope is not None:
         q, k = rope_at(q, *rope), rope_at(k, *rope)
     k, v = cache.extend(n, k, v)

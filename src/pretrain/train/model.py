@@ -144,11 +144,16 @@ class Attention(nn.Module):
         self.wo = nn.Linear(d, d, bias=shape.bias)
         self.cp = None  # a train.context.ContextParallel when the sequence is split over ranks
 
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q (B, H, T, D), k and v (B, Hkv, T, D) of x (B, T, d); training and cached decoding share it."""
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, -1, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(B, T, -1, self.head_dim).transpose(1, 2)
+        return q, k, self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)
+
     def forward(self, x: torch.Tensor, rope: tuple | None) -> torch.Tensor:
         B, T, _ = x.shape
-        q = self.wq(x).view(B, T, -1, self.head_dim).transpose(1, 2)  # (B, H, T, D)
-        k = self.wk(x).view(B, T, -1, self.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
-        v = self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)
+        q, k, v = self.heads(x)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if self.cp is not None:  # the keys and values of the whole sequence, before GQA repeats them

@@ -65,11 +65,14 @@ class LocalExecutor:
         finished = False
         try:
             with sigint_held():  # the workers are spawned as the units are submitted
-                results = pool.map(fn, items, chunksize=1)
-            for res in results:
-                out.append(res)
+                # submit, not pool.map: map's iterator cancels the futures it has not reached when it
+                # is closed, and Python 3.11's pool then fails setting BrokenProcessPool on them
+                # (InvalidStateError from its manager thread) once we terminate the workers
+                futures = [pool.submit(fn, item) for item in items]
+            for fut in futures:
+                out.append(fut.result())
                 if on_result:
-                    on_result(res)
+                    on_result(out[-1])
             finished = True
             return out
         except BrokenProcessPool as e:
@@ -82,7 +85,7 @@ class LocalExecutor:
             if not finished:  # an error or Ctrl-C: stop the running units as Pool.terminate() did
                 for proc in list((getattr(pool, "_processes", None) or {}).values()):
                     proc.terminate()  # (3.14 has terminate_workers(); 3.11 does not)
-            pool.shutdown(wait=True, cancel_futures=not finished)
+            pool.shutdown(wait=True)
 
     def __repr__(self) -> str:
         return f"LocalExecutor(workers={self.workers})"

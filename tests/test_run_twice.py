@@ -83,14 +83,20 @@ def test_decontaminate_rerun_after_benchmark_changed_is_refused_not_mixed(tmp_pa
     assert set(_ids(tmp_path / "fresh", "rejects")) == {"f0-0", "f1-1"}
 
 
+def _train_classifier(tmp_path: Path, good_docs: list[str], name: str, bad_lines: int) -> Path:
+    """`pretrain classifier train` on good prose and spam lines; the model's path."""
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
+    good.write_text("\n".join(good_docs) + "\n")
+    bad.write_text("buy cheap watches now click here best deals\n" * bad_lines)
+    model = tmp_path / name
+    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    return model
+
+
 def test_classifier_model_retrained_in_place_is_refused(tmp_path, capsys):
     docs = _prose(12, seed=9)
-    good = tmp_path / "good.txt"
-    bad = tmp_path / "bad.txt"
-    good.write_text("\n".join(docs[:6]) + "\n")
-    bad.write_text("buy cheap watches now click here best deals\n" * 20)
-    model = tmp_path / "quality.json"
-    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    model = _train_classifier(tmp_path, docs[:6], "quality.json", bad_lines=20)
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"  # the helper's training files
     corpus = _corpus(tmp_path / "corpus", docs[6:])
     out = tmp_path / "out"
     args = ["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
@@ -364,11 +370,7 @@ def test_one_file_named_twice_is_read_once(tmp_path, capsys, monkeypatch):
 
 def test_classifier_scores_written_inside_the_scored_folder_are_not_scored_on_rerun(tmp_path, capsys):
     docs = _prose(8, seed=59)
-    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
-    good.write_text("\n".join(docs[:4]) + "\n")
-    bad.write_text("buy cheap watches now click here best deals\n" * 5)
-    model = tmp_path / "q.json"
-    assert main(["classifier", "train", "--good", str(good), "--bad", str(bad), "-o", str(model)]) == 0
+    model = _train_classifier(tmp_path, docs[:4], "q.json", bad_lines=5)
     corpus = _corpus(tmp_path / "corpus", docs[4:])
     scores = corpus / "scores.jsonl"
     argv = ["classifier", "score", "--model", str(model), str(corpus), "-o", str(scores)]

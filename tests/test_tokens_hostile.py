@@ -124,15 +124,9 @@ def test_megatron_reads_our_export(good, tmp_path):
         assert np.array_equal(ds[i].astype(np.int64), d.document(i))
     assert np.array_equal(ds.get(3, offset=2, length=5).astype(np.int64), d.document(3)[2:7])
     # A vocabulary past 65,536 ids: uint32 shards, exported as Megatron's int32 (dtype code 4).
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from test_tokens_shards import tokenize_with_big_vocab
 
-    vocab = {f"w{i}": i for i in range(70_000)} | {"<unk>": 70_000, "<|endoftext|>": 70_001}
-    big = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    big.pre_tokenizer = pre_tokenizers.Whitespace()
-    big.add_special_tokens(["<|endoftext|>"])
-    big.save(str(tmp_path / "big.json"))
-    (tmp_path / "in.txt").write_text("w1 w65535 w65536 w69999")
-    tokenize_corpus([str(tmp_path / "in.txt")], tmp_path / "big.json", tmp_path / "big", workers=1)
+    tokenize_with_big_vocab(tmp_path, tmp_path / "big")
     export_megatron(tmp_path / "big", tmp_path / "big_text_document")
     ds = indexed.IndexedDataset(str(tmp_path / "big_text_document"), mmap=True)
     assert ds.index.dtype == np.int32 and ds[0].tolist() == [1, 65535, 65536, 69999, 70_001]

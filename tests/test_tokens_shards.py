@@ -90,7 +90,8 @@ def test_dtype_for_vocab():
     assert dtype_for_vocab(65537) == np.uint32
 
 
-def test_large_vocab_uses_uint32(tmp_path):
+def tokenize_with_big_vocab(tmp_path: Path, out: Path) -> None:
+    """Tokenize 4 words with a 70,002-id word-level tokenizer (ids past 65,535: uint32 shards)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     vocab = {f"w{i}": i for i in range(70_000)} | {"<unk>": 70_000, "<|endoftext|>": 70_001}
@@ -99,7 +100,11 @@ def test_large_vocab_uses_uint32(tmp_path):
     t.add_special_tokens(["<|endoftext|>"])
     t.save(str(tmp_path / "big.json"))
     (tmp_path / "in.txt").write_text("w1 w65535 w65536 w69999")
-    tokenize_corpus([str(tmp_path / "in.txt")], tmp_path / "big.json", tmp_path / "out", workers=1)
+    tokenize_corpus([str(tmp_path / "in.txt")], tmp_path / "big.json", out, workers=1)
+
+
+def test_large_vocab_uses_uint32(tmp_path):
+    tokenize_with_big_vocab(tmp_path, tmp_path / "out")
     d = TokenDir(tmp_path / "out")
     assert d.dtype == np.uint32
     assert d.document(0).tolist() == [1, 65535, 65536, 69999, 70_001]

@@ -11,9 +11,13 @@ seconds without retraining. Prints:
    (d: not in our render), AEB's false-positive tokens the same way, and how concentrated they are
    by page (share held by the top 3% / 10% of pages).
 2. Decoders: thresholds; `region_flags` (the maximum-sum contiguous run of logit(p) - bias, keep
-   at t_in inside, t_out outside) on a grid; a 2-state Viterbi. Then the region decoder with its
+   at t_in inside, t_out outside) on a grid; a 2-state Viterbi; `core_flags` (the span from the
+   first to the last block with p >= conf and >= N characters, +margin; t_in inside, t_out outside,
+   t_in on a page without such a block; `core-0.5`: 0.5 there). Then the region decoder with its
    three parameters chosen for each test fold on the *other* pages only (nested), by three rules.
 3. Cost of the decoder, ms per AEB page (process time, best of 3 over the 181 pages).
+3b. What the best core decoder (p >= 0.98, >= 80 characters, in 0.4, out 0.7) does on the real
+   crawl pages of ../shared/data/warc (no labels: pages without a core block, characters kept).
 4. With --cascade: routing the pages a cheap page score flags (2.5 / 5 / 10%) to trafilatura
    (uncertain = kept at p in [0.5, 0.8); expected errors = 1 - p of kept, p of dropped blocks),
    against an oracle that routes the pages where trafilatura does best (trafilatura runs on all
@@ -39,6 +43,7 @@ from pretrain.curate.extract_blocks import (
     MIN_MAIN_CHARS,
     Block,
     blocks,
+    core_flags,
     features,
     model_for,
     region_flags,
@@ -70,6 +75,7 @@ def oof_page(bench: str, key: str, html: str, url: str) -> dict:
         "fold": site_fold(url),
         "text": [b.text for b in bs],
         "p": p,
+        "chars": np.array([len(b.text) for b in bs], int),
         "html": html,
     }
     if sum(len(b.text) for b in bs) < MIN_MAIN_CHARS:
@@ -108,7 +114,7 @@ def per_page(pages: list[dict], decode) -> dict:
     """{page key: (P, R, F1) on AEB, (kept, of, dropped, of) on trafilatura-eval} of a decoder."""
     out = {}
     for d in pages:
-        f = np.asarray(decode(d["p"]), bool) if len(d["p"]) else np.zeros(0, bool)
+        f = np.asarray(decode(d["p"], d["chars"]), bool) if len(d["p"]) else np.zeros(0, bool)
         memo = (d["bench"], d["key"], f.tobytes())
         if memo not in _MEMO:
             _MEMO[memo] = page_score(d, text_of(d, f))
@@ -254,6 +260,22 @@ def error_classes(pages: list[dict]) -> None:
                     if share[i] >= 0.6
                     else _where([i], article)
                 ] += fp
+    inside, at, n_blocks, covered = [], 0.5, 0, 0
+    for d in tra:
+        if "rescue" in d or not len(d["p"]):
+            continue
+        run = region_flags(d["p"], 0.0, 0.0, 1.1)  # True exactly inside the maximum-sum run
+        n_blocks, covered = n_blocks + len(run), covered + int(run.sum())
+        kept = [i for i in range(len(d["p"])) if d["p"][i] >= at]
+        for s in d["drop"]:
+            w = _locate(s, [d["text"][i] for i in kept])
+            if w is not None:
+                inside.append((all(run[kept[i]] for i in w), max(d["p"][kept[i]] for i in w)))
+    print(
+        f"\nsurviving must-drop snippets on pages without a rescue: {len(inside)}, inside the maximum-sum "
+        f"run of logit(p) (bias 0; the run covers {covered / max(n_blocks, 1):.0%} of blocks): "
+        f"{sum(i for i, _ in inside)}; median keep probability {np.median([p for _, p in inside]):.2f}"
+    )
     for title, c, by_page, n in (
         ("trafilatura-eval: must-drop snippets that survive", drop_c, drop_p, len(tra)),
         ("trafilatura-eval: must-keep snippets lost", keep_c, keep_p, len(tra)),
@@ -268,30 +290,52 @@ def error_classes(pages: list[dict]) -> None:
 # ---------------------------------------------------------------- 2. decoders
 
 
-def at_least(p: np.ndarray, t: float) -> np.ndarray:
+def at_least(p: np.ndarray, chars: np.ndarray, t: float) -> np.ndarray:
     return p >= t
 
 
+def region(p: np.ndarray, chars: np.ndarray, **kw) -> np.ndarray:
+    return region_flags(p, **kw)
+
+
+def viterbi(p: np.ndarray, chars: np.ndarray, **kw) -> np.ndarray:
+    return viterbi_flags(p, **kw)
+
+
 def grids(size: str) -> dict:
-    biases = (-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0) if size == "full" else (-0.25, 0.0, 0.25, 0.5, 1.0)
-    t_ins = (0.35, 0.4, 0.45, 0.5, 0.55) if size == "full" else (0.45, 0.5)
-    t_outs = (0.5, 0.6, 0.7, 0.8, 0.95) if size == "full" else (0.6, 0.8, 0.95)
+    """Every decoder of the grid: `small` (≈100, the default) or `full` (≈320, ≈3x longer)."""
+    full = size == "full"
     g = {f"threshold {t}": partial(at_least, t=t) for t in (0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75)}
+    biases = (-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0) if full else (-0.25, 0.0, 0.25, 0.5, 1.0)
+    t_ins = (0.35, 0.4, 0.45, 0.5, 0.55) if full else (0.45, 0.5)
+    t_outs = (0.5, 0.6, 0.7, 0.8, 0.95) if full else (0.6, 0.8, 0.95)
     for b, ti, to in itertools.product(biases, t_ins, t_outs):
         if to >= ti:
-            g[f"region b={b} in={ti} out={to}"] = partial(region_flags, bias=b, t_in=ti, t_out=to)
+            g[f"region b={b} in={ti} out={to}"] = partial(region, bias=b, t_in=ti, t_out=to)
     for c, ti in itertools.product((1.0, 2.0, 4.0), (0.45, 0.5, 0.6)):
-        g[f"viterbi switch={c} in={ti} out=0.9"] = partial(viterbi_flags, switch=c, t_in=ti, t_out=0.9)
+        g[f"viterbi switch={c} in={ti} out=0.9"] = partial(viterbi, switch=c, t_in=ti, t_out=0.9)
+    margins = (0, 1, 2, 3) if full else (0, 1)
+    t_ins = (0.2, 0.25, 0.3, 0.4, 0.5) if full else (0.25, 0.3, 0.4)
+    for conf, n, m, ti, to in itertools.product(
+        (0.9, 0.95, 0.98), (80, 200), margins, t_ins, (0.6, 0.7, 0.8)
+    ):
+        if full or conf != 0.9:
+            name = f"core p>={conf} chars>={n} +{m} in={ti} out={to}"
+            g[name] = partial(core_flags, conf=conf, min_chars=n, margin=m, t_in=ti, t_out=to)
+            # the same with the threshold left at 0.5 on a page without a core ("core-0.5" family)
+            g["core-0.5 " + name[5:]] = partial(
+                core_flags, conf=conf, min_chars=n, margin=m, t_in=ti, t_out=to, t_none=0.5
+            )
     return g
 
 
 def nested(pages: list[dict], results: dict) -> None:
-    """Region parameters chosen per test fold (benchmark, site fold) on all other pages."""
+    """Decoder parameters (of one family) chosen per test fold (benchmark, site fold) on all other pages."""
     folds = {(d["bench"], d["key"]): (d["bench"], d["fold"]) for d in pages}
     base_name = "threshold 0.5"
     print("\nnested: parameters chosen for each of the 10 test folds on the other pages only")
     print("(under the floors on those pages, the one with the most drop + F1; or the most F1 + keep + drop)")
-    for family in ("region", "threshold"):
+    for family in ("core ", "core-0.5", "region", "threshold"):
         for rule in (
             "keep >= base, F1 >= base; max drop + F1",
             "keep >= 0.93, F1 >= base; max drop + F1",
@@ -314,23 +358,55 @@ def nested(pages: list[dict], results: dict) -> None:
                         best, value = name, v
                 chosen[best] += 1
                 out.update({k: results[best][k] for k, f in folds.items() if f == test})
-            print(row(f"{family}, {rule.split(';')[0]}", aggregate(out)), " chosen:", dict(chosen))
+            print(row(f"{family.strip()}, {rule.split(';')[0]}", aggregate(out)), " chosen:", dict(chosen))
 
 
 def decoder_ms(pages: list[dict]) -> None:
-    aeb = [d["p"] for d in pages if d["bench"] == "aeb" and len(d["p"])]
+    """(the block lengths core_flags reads are counted inside its timing, from the texts)"""
+    aeb = [(d["p"], d["text"]) for d in pages if d["bench"] == "aeb" and len(d["p"])]
     for name, f in (
-        ("region_flags", lambda p: region_flags(p, 0.0, 0.45, 0.6)),
-        ("threshold", lambda p: p >= 0.5),
-        ("viterbi (numpy per block)", lambda p: viterbi_flags(p, 2.0, 0.5, 0.9)),
+        (
+            "core_flags",
+            lambda p, t: core_flags(p, np.fromiter(map(len, t), int, len(t)), 0.95, 80, 0, 0.3, 0.6),
+        ),
+        ("region_flags", lambda p, t: region_flags(p, 0.0, 0.45, 0.6)),
+        ("threshold", lambda p, t: p >= 0.5),
+        ("viterbi (numpy per block)", lambda p, t: viterbi_flags(p, 2.0, 0.5, 0.9)),
     ):
         best = float("inf")
         for _ in range(3):
             t = time.process_time()
-            for p in aeb:
-                f(p)
+            for p, texts in aeb:
+                f(p, texts)
             best = min(best, time.process_time() - t)
         print(f"  {name:<26} {best / len(aeb) * 1e3:.4f} ms per AEB page")
+
+
+def crawl_effect() -> None:
+    """The core decoder on unlabelled real crawl pages: how many have no core, how much more is kept."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_extract import crawl_pages
+
+    from pretrain.curate.extract_blocks import load_model
+
+    m, n, no_core, kept = load_model(), 0, 0, np.zeros((2, 2))
+    for html in crawl_pages():
+        bs = blocks(render(html))
+        if not bs:
+            continue
+        p = m.keep_probability(features(bs, m.words.score(bs) if m.words else None))
+        chars = np.array([len(b.text) for b in bs])
+        has_core = bool(((p >= 0.98) & (chars >= 80)).any())
+        n, no_core = n + 1, no_core + (not has_core)
+        for j, f in enumerate((p >= 0.5, core_flags(p, chars, 0.98, 80, 0, 0.4, 0.7))):
+            kept[j, 0] += chars[f].sum()
+            kept[j, 1] += 0 if has_core else chars[f].sum()
+    print(f"\nreal crawl pages (shipped model): {n} with blocks, {no_core} without a core block")
+    print(
+        f"  characters kept, threshold 0.5 -> core decoder: all pages {kept[0, 0]:.0f} -> {kept[1, 0]:.0f} "
+        f"({kept[1, 0] / kept[0, 0] - 1:+.1%}), pages without a core {kept[0, 1]:.0f} -> {kept[1, 1]:.0f} "
+        f"({kept[1, 1] / max(kept[0, 1], 1) - 1:+.1%})"
+    )
 
 
 # ---------------------------------------------------------------- 4. cascade
@@ -372,7 +448,7 @@ def cascade(pages: list[dict], base: dict) -> None:
                 out.update(
                     {(ds[i]["bench"], ds[i]["key"]): traf[(ds[i]["bench"], ds[i]["key"])] for i in order}
                 )
-            print(row(f"{name[:27]} {share:.1%}", aggregate(out)))
+            print(row(f"{name} {share:.1%}", aggregate(out)))
 
 
 def main() -> int:
@@ -402,6 +478,7 @@ def main() -> int:
     nested(pages, results)
     print("\ndecoder cost (process time, best of 3 over the AEB pages):")
     decoder_ms(pages)
+    crawl_effect()
     if args.cascade:
         cascade(pages, results["threshold 0.5"])
     return 0

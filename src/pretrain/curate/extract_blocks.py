@@ -566,6 +566,28 @@ def region_flags(p: np.ndarray, bias: float, t_in: float, t_out: float) -> np.nd
     return np.where(inside, q >= t_in, q >= t_out)
 
 
+def core_flags(
+    p: np.ndarray,
+    chars: np.ndarray,
+    conf: float,
+    min_chars: int,
+    margin: int,
+    t_in: float,
+    t_out: float,
+    t_none: float | None = None,
+) -> np.ndarray:
+    """Keep flags by the article's core: the span from the first to the last block that is both
+    confident (p >= conf) and long (>= min_chars characters), widened by `margin` blocks; inside it
+    a block is kept at p >= t_in, outside only at p >= t_out. A page with no such block keeps at
+    t_none (default: t_in). Tried for issue 19 (session 6): not shipped, see docs/extraction.md."""
+    core = np.flatnonzero((p >= conf) & (chars >= min_chars))
+    if not len(core):
+        return p >= (t_in if t_none is None else t_none)
+    at = np.arange(len(p))
+    inside = (at >= core[0] - margin) & (at <= core[-1] + margin)
+    return np.where(inside, p >= t_in, p >= t_out)
+
+
 def kept_texts(pages: list[list[Block]], model: BlockModel | None = None) -> list[str]:
     """Main text of each page of a batch: the blocks the model keeps, one paragraph per line (no rescue)."""
     return ["\n".join(b.text for b, k in zip(bs, f) if k) for bs, f in zip(pages, keep_flags(pages, model))]

@@ -546,48 +546,6 @@ def keep_flags(pages: list[list[Block]], model: BlockModel | None = None) -> lis
     return out
 
 
-def region_flags(p: np.ndarray, bias: float, t_in: float, t_out: float) -> np.ndarray:
-    """Keep flags from a page's block probabilities by structure: the article is mostly one
-    contiguous run of blocks. The run is the maximum-sum contiguous stretch of logit(p) - bias
-    (Kadane's problem, here by prefix sums: the best end minus the lowest prefix before it);
-    inside it a block is kept at p >= t_in, outside only at p >= t_out. An empty run (every
-    score <= 0) keeps by t_out alone. Tried for issue 19 (session 6): not shipped, see
-    docs/extraction.md."""
-    n = len(p)
-    q = np.clip(np.asarray(p, float), 1e-6, 1 - 1e-6)
-    c = np.concatenate(([0.0], np.cumsum(np.log(q / (1 - q)) - bias)))
-    low = np.minimum.accumulate(c[:-1])  # lowest prefix sum before each end
-    gain = c[1:] - low
-    inside = np.zeros(n, bool)
-    if n and gain.max() > 0:
-        hi = int(gain.argmax())
-        lo = int(np.argmin(c[: hi + 1]))
-        inside[lo : hi + 1] = True
-    return np.where(inside, q >= t_in, q >= t_out)
-
-
-def core_flags(
-    p: np.ndarray,
-    chars: np.ndarray,
-    conf: float,
-    min_chars: int,
-    margin: int,
-    t_in: float,
-    t_out: float,
-    t_none: float | None = None,
-) -> np.ndarray:
-    """Keep flags by the article's core: the span from the first to the last block that is both
-    confident (p >= conf) and long (>= min_chars characters), widened by `margin` blocks; inside it
-    a block is kept at p >= t_in, outside only at p >= t_out. A page with no such block keeps at
-    t_none (default: t_in). Tried for issue 19 (session 6): not shipped, see docs/extraction.md."""
-    core = np.flatnonzero((p >= conf) & (chars >= min_chars))
-    if not len(core):
-        return p >= (t_in if t_none is None else t_none)
-    at = np.arange(len(p))
-    inside = (at >= core[0] - margin) & (at <= core[-1] + margin)
-    return np.where(inside, p >= t_in, p >= t_out)
-
-
 def kept_texts(pages: list[list[Block]], model: BlockModel | None = None) -> list[str]:
     """Main text of each page of a batch: the blocks the model keeps, one paragraph per line (no rescue)."""
     return ["\n".join(b.text for b, k in zip(bs, f) if k) for bs, f in zip(pages, keep_flags(pages, model))]

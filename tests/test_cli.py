@@ -127,6 +127,27 @@ def test_curate_whose_reader_left_still_finishes_its_corpus(tmp_path):
             p.read_bytes() for p in sorted((tmp_path / "open" / name).rglob("*")) if p.is_file()]
 
 
+def test_train_whose_reader_left_still_trains(tmp_path):
+    """`pretrain train ... | head -3`: the echo and summary are logs (stderr), so a reader that leaves
+    at once does not stop the run: every step is in metrics.jsonl; only the final 'done' line, the
+    result, meets the closed pipe (exit 141). Before, the echo on stdout met it and nothing trained."""
+    from pathlib import Path
+
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "tiny-cpu.toml"
+    run = tmp_path / "run"
+    argv = ["train", str(recipe), "--set", "train.steps=3", "--set", f"train.out={run}",
+            "--set", "checkpoint.every=0", "--set", "log.eval_every=0"]
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=recipe.parents[1])
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err[-2000:]
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()
+             if "event" not in json.loads(x)]
+    assert steps == [1, 2, 3]
+    assert "tokens/step" in err and "train.steps = 3" in err  # the summary and echo, on stderr
+
+
 def test_mix_refuses_sources_of_different_tokenizers_as_train_does(tmp_path, capsys):
     from test_tokens_mixture import make_token_dir
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 HELP = "train a model from a recipe: mixed precision, clipping, spike rollback, exact-resume checkpoints"
 
@@ -60,13 +61,15 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.train.trainer import Interrupted, Trainer
 
     cfg = cfgmod.load(RunConfig, args.config, args.overrides)
+    # Logs (the echo, the summary, step lines) on stderr, results on stdout: `train ... | head`
+    # must not stop the training when the reader leaves before the run ends.
     if args.dry_run:  # the config first: a run that cannot be built still shows what it would be
         print(cfgmod.dumps(_spelled_out(cfg)), flush=True)
     elif not args.quiet:
-        print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), flush=True)
+        print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), file=sys.stderr, flush=True)
     trainer = Trainer(cfg, quiet=args.quiet)
     if trainer.rank == 0:  # under torchrun: once, not once per rank
-        print(trainer.summary(), flush=True)
+        print(trainer.summary(), file=sys.stderr, flush=True)
     if args.dry_run:
         return 0
     try:

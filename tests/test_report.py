@@ -188,3 +188,22 @@ def test_a_plan_that_does_not_fit_says_why(tmp_path):
     sec = section_for(tmp_path / "plan.json", 0)
     assert sec.problems == ["no layout fits: " + "; ".join(f"{k} ({v:,})" for k, v in rejected.items())]
     assert "<b>none fits</b>" in sec.body and "Why no layout" in sec.body
+
+
+def test_eval_table_shows_each_tasks_kind_examples_and_shots(spiked_run, tmp_path):
+    """The eval file keeps kind, n and shots under `tasks`, the metrics under `results`: the table
+    must read both (it showed '—' for all three, where `pretrain eval` printed ppl / 16 / 0)."""
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(spiked_run, run, ignore=shutil.ignore_patterns("tensorboard"))
+    text = tmp_path / "held.txt"
+    text.write_text((spiked_run.parent / "topics.txt").read_text()[:2000])
+    assert main(["eval", str(run), "--tasks", f"ppl:{text}", "--quiet"]) == 0
+    doc = json.loads(next((run / "eval").glob("step_*.json")).read_text())
+    task = doc["tasks"]["ppl:held.txt"]
+    for body in (section_for(run, 0).body, section_for(next((run / "eval").glob("*.json")), 0).body):
+        row = re.search(r"<tr><td>ppl:held\.txt</td>(.*?)</tr>", body).group(1)
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>.*?</td>", row)]
+        assert cells[:3] == [task["kind"], str(task["n"]), str(task["shots"])], cells
+        assert f"bits_per_byte {doc['results']['ppl:held.txt']['bits_per_byte']:.4f}" in cells[3]

@@ -281,12 +281,14 @@ def _number(v: Any) -> bool:
 
 def eval_table(result: dict) -> str:
     """One row per task: kind, examples, shots, and its metrics with standard errors (lm-eval's names)."""
-    rows = []
+    rows, tasks = [], result.get("tasks") if isinstance(result.get("tasks"), dict) else {}
     for task, r in sorted((result.get("results") or {}).items()):
         metrics = r.get("metrics", r) if isinstance(r, dict) else {}
         cells = [f"{k} {v:.4f}" + _stderr(metrics.get(k + "_stderr"))
                  for k, v in metrics.items() if _number(v) and k in HEADLINE_METRICS]
-        rows.append([task, r.get("kind"), r.get("n"), r.get("shots"), "; ".join(cells)])
+        # pretrain.eval/1 keeps a task's kind, examples and shots under "tasks", its metrics under "results"
+        about = tasks.get(task) if isinstance(tasks.get(task), dict) else {}
+        rows.append([task, about.get("kind"), about.get("n"), about.get("shots"), "; ".join(cells)])
     model = result.get("model") or {}
     where = note(f"model {model.get('path')} at step {model.get('step')}") if model else ""
     return where + (table(["task", "kind", "examples", "shots", "metrics"], rows, {2, 3})

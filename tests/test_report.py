@@ -207,3 +207,31 @@ def test_eval_table_shows_each_tasks_kind_examples_and_shots(spiked_run, tmp_pat
         cells = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>.*?</td>", row)]
         assert cells[:3] == [task["kind"], str(task["n"]), str(task["shots"])], cells
         assert f"bits_per_byte {doc['results']['ppl:held.txt']['bits_per_byte']:.4f}" in cells[3]
+
+
+def test_a_killed_run_and_its_resume_say_what_went_wrong(tmp_path):
+    """A run killed after step 7 of 12 (the trainer's own fault injection, os._exit as a SIGKILL
+    would) is not 'nothing went wrong': the page says where it stopped, of how many, and the newest
+    checkpoint a rerun resumes from; after that rerun, the restart is stated and the stop is gone."""
+    import os
+
+    from pretrain.train.testing import fallback_text
+
+    text = fallback_text(tmp_path / "topics.txt")
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "pretrain", "train", str(ROOT / "recipes" / "tiny-cpu.toml"), "--quiet",
+            *[x for kv in (f"train.out={run}", f"data.path={text}", "train.steps=12", "checkpoint.every=5",
+                           "checkpoint.async_save=false", "log.eval_every=0", "log.tensorboard=false")
+              for x in ("--set", kv)]]
+    env = {**os.environ, "PRETRAIN_FAIL_AT": "0:7"}
+    env.pop("TORCHELASTIC_RESTART_COUNT", None)
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=300).returncode == 17
+    sec = section_for(run, 0)
+    assert sec.problems == ["stopped at step 7 of 12 (killed, interrupted or still running); newest "
+                            "checkpoint: step 5, the same command resumes from it"]
+    assert "<b>7 of 12</b>" in sec.body
+    env.pop("PRETRAIN_FAIL_AT")
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=300).returncode == 0
+    sec = section_for(run, 0)
+    assert sec.problems == ["resumed once: at step 5"]
+    assert "<b>12 of 12</b>" in sec.body

@@ -157,10 +157,13 @@ def run_section(run: Path, sid: str) -> Section:
     mfu_text = f"{sorted(mfu)[len(mfu) // 2]:.1%}" if mfu else "n/a"
     last = train[-1] if train else {}
     evl = [r for r in evals if r.get("eval_loss") is not None]
-    parts = [kpis([("steps", last.get("step")), ("final loss", last.get("loss")),
+    target = _target_steps(run)
+    steps = f"{last.get('step')} of {target}" if target and last else last.get("step")
+    problems = _stopped_early(last.get("step", 0), target, events) + _resumes(events)
+    parts = [kpis([("steps", steps), ("final loss", last.get("loss")),
                    ("final eval loss", evl[-1]["eval_loss"] if evl else None),
                    ("tokens/s", tps), ("MFU", mfu_text), ("spikes / rollbacks", len(marked))],
-                  bad={"spikes / rollbacks"} if marked else set())]
+                  bad=({"spikes / rollbacks"} if marked else set()) | ({"steps"} if problems else set()))]
     parts.append(note("tokens/s: the median over logged steps of tokens in the step / the step's wall "
                       "time (the demo summary uses the same). "
                       + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
@@ -178,9 +181,41 @@ def run_section(run: Path, sid: str) -> Section:
     samples = run / "samples.txt"
     if samples.exists():
         parts.append(f"<h3>Samples</h3><pre>{esc(samples.read_text()[:4000])}</pre>")
-    problems = [_what(e) for e in marked][:10]
-    facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", last.get("step"))]
+    problems = (problems + [_what(e) for e in marked])[:10]
+    facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", steps)]
     return Section(sid, "Training run", "train", str(run), "".join(parts), facts, problems)
+
+
+def _target_steps(run: Path) -> int | None:
+    """Where the run was told to stop (train.stop_at, else train.steps), as the trainer reads it."""
+    try:
+        from pretrain import config
+        from pretrain.train.config import RunConfig
+
+        cfg = config.load(RunConfig, run / "config.toml")
+    except Exception:  # noqa: BLE001 - no config, or one of another version: say nothing about it
+        return None
+    return cfg.train.stop_at or cfg.train.steps
+
+
+def _stopped_early(step: int, target: int | None, events: list[dict]) -> list[str]:
+    """A run short of its target was killed, interrupted or is still running: say so, and what a
+    rerun of the same command would resume from (the newest checkpoint event)."""
+    if not target or step >= target:
+        return []
+    saved = [e["step"] for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)]
+    then = (f"newest checkpoint: step {max(saved)}, the same command resumes from it" if saved
+            else "no checkpoint yet: the same command starts it over")
+    return [f"stopped at step {step} of {target} (killed, interrupted or still running); {then}"]
+
+
+def _resumes(events: list[dict]) -> list[str]:
+    """Restarts ('resume' events): each one replayed the steps after its checkpoint."""
+    at = [str(e.get("step")) for e in events if e.get("event") == "resume"]
+    if not at:
+        return []
+    times = "once" if len(at) == 1 else f"{len(at)} times"
+    return [f"resumed {times}: at step{'s' if len(at) > 1 else ''} {', '.join(at)}"]
 
 
 def _settings(run: Path) -> str:

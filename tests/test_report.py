@@ -232,6 +232,9 @@ def test_a_killed_run_and_its_resume_say_what_went_wrong(tmp_path):
     assert "<b>7 of 12</b>" in sec.body
     env.pop("PRETRAIN_FAIL_AT")
     assert subprocess.run(argv, env=env, capture_output=True, timeout=300).returncode == 0
+    assert section_for(run, 0).problems == ["resumed once: at step 5"]
+    # run it twice: the finished run's rerun logs a resume at step 12 and trains nothing
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=300).returncode == 0
     sec = section_for(run, 0)
     assert sec.problems == ["resumed once: at step 5"]
     assert "<b>12 of 12</b>" in sec.body

@@ -159,7 +159,7 @@ def run_section(run: Path, sid: str) -> Section:
     evl = [r for r in evals if r.get("eval_loss") is not None]
     target = _target_steps(run)
     steps = f"{last.get('step')} of {target}" if target and last else last.get("step")
-    problems = _stopped_early(last.get("step", 0), target, events) + _resumes(events)
+    problems = _stopped_early(last.get("step", 0), target, events) + _resumes(events, target)
     parts = [kpis([("steps", steps), ("final loss", last.get("loss")),
                    ("final eval loss", evl[-1]["eval_loss"] if evl else None),
                    ("tokens/s", tps), ("MFU", mfu_text), ("spikes / rollbacks", len(marked))],
@@ -209,9 +209,11 @@ def _stopped_early(step: int, target: int | None, events: list[dict]) -> list[st
     return [f"stopped at step {step} of {target} (killed, interrupted or still running); {then}"]
 
 
-def _resumes(events: list[dict]) -> list[str]:
-    """Restarts ('resume' events): each one replayed the steps after its checkpoint."""
-    at = [str(e.get("step")) for e in events if e.get("event") == "resume"]
+def _resumes(events: list[dict], target: int | None) -> list[str]:
+    """Restarts ('resume' events): each one replayed the steps after its checkpoint. A rerun of a
+    finished run also logs one, at the target, and trains nothing ("nothing to do"): not a restart."""
+    at = [str(e.get("step")) for e in events if e.get("event") == "resume"
+          and not (target and isinstance(e.get("step"), int) and e["step"] >= target)]
     if not at:
         return []
     times = "once" if len(at) == 1 else f"{len(at)} times"

@@ -392,6 +392,16 @@ def summarize(out: Path, report: Path, console) -> dict:
     }
     console.rule("[bold]demo summary")
     for k, v in summary.items():
-        console.print(f"{k:>18}: {v if not isinstance(v, float) else f'{v:,.3f}'}")
+        console.print(f"{k:>18}: {_shown(k, v)}", highlight=False)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _shown(key: str, v) -> str:
+    """A summary value as the report shows it: counts with thousands separators, tokens/s whole
+    (a median of noisy per-step figures), losses to 3 decimals."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int) or key == "tokens_per_s":
+        return f"{v:,.0f}"
+    return f"{v:.3f}"

@@ -245,3 +245,26 @@ def test_every_help_example_parses():
             parser.parse_args(shlex.split(line)[1:])
         except SystemExit:
             pytest.fail(f"{' '.join(path)} --help: {line}")
+
+
+def test_tokenize_whose_reader_left_still_writes_its_manifest(tmp_path):
+    """`pretrain tokenize MANY_FILES | head -1`: one line per finished file is a log (stderr), so
+    the pipe's buffer never fills with them and the job ends with its manifest; before, ~80 files of
+    such lines on stdout met the closed pipe and the job stopped before writing manifest.json."""
+    from pretrain.curate.io import write_jsonl_zst
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    texts = [f"document {i} about rivers and deltas, line {i}" for i in range(120)]
+    train_tokenizer(texts, vocab_size=300).save(str(tmp_path / "tok.json"))
+    corpus = tmp_path / "corpus-with-a-long-folder-name-so-each-line-is-long"
+    for i in range(120):
+        write_jsonl_zst(corpus / f"part_{i:05d}.jsonl.zst", [{"text": texts[i]}])
+    out = tmp_path / "tokens"
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain", "tokenize", str(corpus), "--tokenizer",
+                             str(tmp_path / "tok.json"), "-o", str(out), "--workers", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err[-2000:]
+    assert json.loads((out / "manifest.json").read_text())["documents"] == 120
+    assert err.count("tokens, 1 documents <- ") == 120  # the per-file lines, on stderr

@@ -230,6 +230,7 @@ def test_a_killed_run_and_its_resume_say_what_went_wrong(tmp_path):
     assert sec.problems == ["stopped at step 7 of 12 (killed, interrupted or still running); newest "
                             "checkpoint: step 5, the same command resumes from it"]
     assert "<b>7 of 12</b>" in sec.body
+    assert "checkpoints: every 5 steps; saved at step 5; the longest pause" in sec.body
     env.pop("PRETRAIN_FAIL_AT")
     assert subprocess.run(argv, env=env, capture_output=True, timeout=300).returncode == 0
     assert section_for(run, 0).problems == ["resumed once: at step 5"]
@@ -237,4 +238,4 @@ def test_a_killed_run_and_its_resume_say_what_went_wrong(tmp_path):
     assert subprocess.run(argv, env=env, capture_output=True, timeout=300).returncode == 0
     sec = section_for(run, 0)
     assert sec.problems == ["resumed once: at step 5"]
-    assert "<b>12 of 12</b>" in sec.body
+    assert "<b>12 of 12</b>" in sec.body and "saved at steps 5, 10, 12;" in sec.body

@@ -168,6 +168,7 @@ def run_section(run: Path, sid: str) -> Section:
                       "time (the demo summary uses the same). "
                       + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
                                         "has and a CPU does not.")))
+    parts.append(_checkpoints(run, events))
     parts.append(_settings(run))
     if train:
         parts.append(_curves(train, evl, marked))
@@ -186,16 +187,35 @@ def run_section(run: Path, sid: str) -> Section:
     return Section(sid, "Training run", "train", str(run), "".join(parts), facts, problems)
 
 
-def _target_steps(run: Path) -> int | None:
-    """Where the run was told to stop (train.stop_at, else train.steps), as the trainer reads it."""
+def _run_config(run: Path):
+    """RUN/config.toml as the trainer reads it, or None (no config, or one of another version)."""
     try:
         from pretrain import config
         from pretrain.train.config import RunConfig
 
-        cfg = config.load(RunConfig, run / "config.toml")
-    except Exception:  # noqa: BLE001 - no config, or one of another version: say nothing about it
+        return config.load(RunConfig, run / "config.toml")
+    except Exception:  # noqa: BLE001 - an older run: the curves still stand
         return None
-    return cfg.train.stop_at or cfg.train.steps
+
+
+def _target_steps(run: Path) -> int | None:
+    """Where the run was told to stop (train.stop_at, else train.steps), as the trainer reads it."""
+    cfg = _run_config(run)
+    return None if cfg is None else cfg.train.stop_at or cfg.train.steps
+
+
+def _checkpoints(run: Path, events: list[dict]) -> str:
+    """When the run saved (checkpoint events), at what interval, and the longest pause a save caused."""
+    cfg = _run_config(run)
+    every = ("" if cfg is None else f"every {cfg.checkpoint.every} steps; " if cfg.checkpoint.every
+             else "interval by Young's rule sqrt(2 x save time x MTBF); ")
+    saved = [e for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)]
+    if not saved:
+        return note(f"checkpoints: {every}none saved")
+    steps = ", ".join(str(e["step"]) for e in saved[-12:])
+    pause = max((e.get("blocking_s") or 0 for e in saved), default=0)
+    return note(f"checkpoints: {every}saved at step{'s' if len(saved) > 1 else ''} "
+                f"{'..., ' if len(saved) > 12 else ''}{steps}; the longest pause for a save {pause:.2f} s")
 
 
 def _stopped_early(step: int, target: int | None, events: list[dict]) -> list[str]:

@@ -239,3 +239,20 @@ def test_a_killed_run_and_its_resume_say_what_went_wrong(tmp_path):
     sec = section_for(run, 0)
     assert sec.problems == ["resumed once: at step 5"]
     assert "<b>12 of 12</b>" in sec.body and "saved at steps 5, 10, 12;" in sec.body
+
+
+def test_a_damaged_input_is_one_line_naming_it(tmp_path, capsys):
+    """A JSON argument cut short, or a corpus OUT whose stats.json is: the line names the argument
+    (it said only "Expecting value: line 2 column 1 (char 6)")."""
+    from pretrain.cli import main
+
+    cut = tmp_path / "plan.json"
+    cut.write_text('{"layout":')
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "stats.json").write_text('{"documents": {"read": 3')
+    for arg in (cut, corpus):
+        assert main(["report", str(arg), "-o", str(tmp_path / "r.html")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"pretrain report: error: {arg}"), err
+        assert "not valid JSON" in err[0], err

@@ -256,3 +256,15 @@ def test_a_damaged_input_is_one_line_naming_it(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"pretrain report: error: {arg}"), err
         assert "not valid JSON" in err[0], err
+
+
+def test_tokens_per_document_says_mean_beside_the_median_card(tmp_path):
+    """The card shows the median tokens per document, the per-source table the mean: each labelled,
+    so 597 (median) and 614 (mean) on the demo's page do not read as a contradiction."""
+    from test_tokens_mixture import make_token_dir
+
+    d = make_token_dir(tmp_path / "web", 50, 0)
+    m = json.loads((d / "manifest.json").read_text())
+    body = section_for(d, 0).body
+    assert "median tokens/document" in body and "mean tokens/document" in body
+    assert f'<td class="n">{fmt(m["tokens"] / m["documents"])}</td>' in body

@@ -36,8 +36,11 @@ A resume under another recipe (learning rate, schedule, global batch, data, prec
 line; --set train.allow_changes=true continues with the change and logs it. More train.steps is allowed.
 Where there is none ("no checkpoint: starting fresh"), an earlier record in the run directory is moved
 to RUN/previous-N/. Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is saved, exit
-status 130. Step lines show step/total, elapsed time and ETA. A persistent loss spike
-(loss > f x median of the last w steps) rolls the run back and skips the batches around it.
+status 130. Step lines show step/total, elapsed time and ETA. The echo of changed settings, the
+summary and the step lines go to stderr; stdout gets only the last line ("done: ..."), so
+`pretrain train ... | head` does not cut the run short (`2>&1 | tee train.log` keeps it all).
+A persistent loss spike (loss > f x median of the last w steps) rolls the run back and skips the
+batches around it.
 Continued pretraining from a Hugging Face folder (Llama family or GPT-2; shape, weights and
 tokenizer from it): --set model.init_from=DIR, or recipes/continue-hf.toml (docs/training.md).
 Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN --format hf -o DIR` (transformers).

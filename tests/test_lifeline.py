@@ -195,3 +195,38 @@ def test_killed_demo_leaves_no_stage_running(token_job, tmp_path):
         assert not (out / "manifest.json").exists()
     finally:
         _kill_all({stage, *workers})
+
+
+DEMO_TRAIN_STAGE = """
+import sys
+from rich.console import Console
+from pretrain.demo import _run
+try:
+    _run(Console(file=sys.stderr), "train", sys.argv[1:])
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_of_the_demo_lets_its_training_stage_save(tmp_path):
+    # Before: Ctrl-C reached the demo and its train stage together; the demo exited at once and the
+    # stage, which ends with its parent, died before the checkpoint its own Ctrl-C handler saves.
+    from pretrain.train.testing import fallback_text
+
+    text, run = fallback_text(tmp_path / "topics.txt"), tmp_path / "run"
+    argv = ["train", str(ROOT / "recipes" / "tiny-cpu.toml"), "--quiet",
+            *[x for kv in (f"train.out={run}", f"data.path={text}", "train.steps=100000",
+                           "log.eval_every=0", "log.tensorboard=false") for x in ("--set", kv)]]
+    demo = subprocess.Popen([sys.executable, "-c", DEMO_TRAIN_STAGE, *argv], start_new_session=True,
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not ((run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text().strip()):
+        assert demo.poll() is None and time.monotonic() < deadline, demo.stderr.read()
+        time.sleep(0.05)
+    os.killpg(demo.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
+    err = demo.stderr.read()
+    assert demo.wait(timeout=120) == 130, err
+    steps = [line for line in (run / "metrics.jsonl").read_text().splitlines() if '"event"' not in line]
+    last = len(steps)
+    assert f"interrupted by SIGINT at step {last}" in err, err
+    assert (run / "checkpoints" / f"step_{last:07d}").is_dir()

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pretrain.errors import UserError
     from pretrain.eval.lm import load_model, use_threads
-    from pretrain.eval.report import assemble, merge_previous, table, write_json
+    from pretrain.eval.report import assemble, folder_fingerprint, merge_previous, table, write_json
     from pretrain.eval.suite import benchmarks_dir, rank_world, run_tasks, split_specs
     from pretrain.eval.tasks import check_spec
 
@@ -88,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     is_run = step is not None
     info = {"path": str(args.model), "kind": "run" if is_run else "hf", "step": step}
+    if not is_run:  # a folder exported again is another model at the same path
+        info["files"] = folder_fingerprint(args.model)
+    if args.tokenizer:  # another tokenizer scores other ids
+        info["tokenizer"] = args.tokenizer
     settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit, "world_size": world}
     doc = assemble(info, settings, results, seconds)
     if args.output:

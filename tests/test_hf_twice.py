@@ -1,0 +1,63 @@
+"""Run it twice, Hugging Face side: `pretrain eval` of a folder that was exported again, and an
+export interrupted while it replaces an earlier one.
+
+The folders are written by transformers' own `save_pretrained`; the numbers compared are computed
+by `pretrain eval` on each model alone, in a file of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+SHAPE = dict(vocab_size=257, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+
+
+def _save(folder: Path, seed: int) -> Path:
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+    torch.manual_seed(seed)
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**SHAPE)).save_pretrained(folder)
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
+    tok.save_pretrained(folder)
+    return folder
+
+
+def _eval(model: Path, task: Path, out: Path) -> dict:
+    from pretrain.cli import main
+
+    assert main(["eval", str(model), "--tasks", f"ppl:{task}", "--quiet", "--threads", "1",
+                 "-o", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_eval_after_a_new_export_into_the_same_folder_keeps_no_result_of_the_old_model(tmp_path, capsys):
+    """eval FOLDER --tasks a; export another model into FOLDER; eval FOLDER --tasks b: the file
+    (and the table) must not show task a's score of the first model beside task b's of the second."""
+    (tmp_path / "a.txt").write_text("To be, or not to be, that is the question. " * 4)
+    (tmp_path / "b.txt").write_text("Whether 'tis nobler in the mind to suffer the slings. " * 4)
+    first, second = _save(tmp_path / "first", 1), _save(tmp_path / "second", 2)
+    truth_a = _eval(second, tmp_path / "a.txt", tmp_path / "alone.json")["results"]["ppl:a.txt"]
+
+    folder, out = tmp_path / "hf", tmp_path / "eval.json"
+    shutil.copytree(first, folder)
+    old_a = _eval(folder, tmp_path / "a.txt", out)["results"]["ppl:a.txt"]
+    assert old_a != truth_a  # two different models
+    shutil.rmtree(folder)
+    shutil.copytree(second, folder)  # the folder now holds another model (a re-export)
+    capsys.readouterr()
+    doc = _eval(folder, tmp_path / "b.txt", out)
+    assert set(doc["results"]) == {"ppl:b.txt"}, "a result of the earlier model was kept"
+    assert "ppl:a.txt" not in capsys.readouterr().out
+    # the same model again: its tasks do add up in one file, as documented
+    doc = _eval(folder, tmp_path / "a.txt", out)
+    assert set(doc["results"]) == {"ppl:a.txt", "ppl:b.txt"}
+    assert doc["results"]["ppl:a.txt"] == truth_a

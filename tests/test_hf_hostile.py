@@ -185,3 +185,15 @@ def test_an_architecture_read_by_transformers_never_unpickles_and_never_guesses(
     (pickled / "model.safetensors").unlink()
     with pytest.raises(UserError, match="safetensors"):
         load_model(pickled)
+
+
+def test_eval_refuses_a_tokenizer_larger_than_the_model(folder, tmp_path, text):
+    """A tokenizer.json from elsewhere whose ids reach past the model's embedding: one line naming it,
+    not an IndexError from the embedding after the first batch (init_from already refused it)."""
+    from pretrain.eval.lm import load_model
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    bad = _copy(folder, tmp_path)
+    train_tokenizer([Path(text).read_text()[:20_000]], 300).save(str(bad / "tokenizer.json"))
+    with pytest.raises(UserError, match="tokenizer.*300.*257"):
+        load_model(bad)

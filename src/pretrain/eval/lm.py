@@ -54,6 +54,10 @@ def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
         if not tok_path:
             raise UserError(f"{run}: trained on token shards; pass --tokenizer TOKENIZER.json")
     encode, decode, eot = _tokenizer_functions(tok_path)
+    if tok_path:
+        from pretrain.tokens.tokenizer import load_tokenizer
+
+        _check_vocab(tok_path, load_tokenizer(tok_path).get_vocab_size(), model.shape.vocab_size)
     return from_module(model, encode, decode, model.shape.seq_len, eot, f"{Path(run).name}@{step}"), step
 
 
@@ -223,11 +227,21 @@ def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> Eva
             read = None  # a valid config of another architecture: transformers computes it
     tok = _transformers_load(path, "tokenizer")
     if read is not None:
+        _check_vocab(path, len(tok), read[0]["vocab_size"])
         net = _import_ours(path, read, device)
         wrapped = from_transformers_tokenizer(tok)
         return from_module(net, wrapped[0], wrapped[1], net.shape.seq_len, wrapped[2], path.name)
     model = _transformers_load(path, "model")
+    _check_vocab(path, len(tok), model.get_input_embeddings().num_embeddings)
     return from_transformers(model.to(device), tok, name=path.name)
+
+
+def _check_vocab(where: str | Path, tokens: int, rows: int) -> None:
+    """A tokenizer (from elsewhere) whose ids reach past the embedding would fail on the first batch
+    that uses one, or worse score with another model's ids: refuse it before anything is scored."""
+    if tokens > rows:
+        raise UserError(f"{where}: its tokenizer has {tokens:,} tokens, more than the model's {rows:,} "
+                        "embedding rows: it is not this model's tokenizer")
 
 
 def _transformers_load(path: Path, what: str):

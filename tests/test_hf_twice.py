@@ -61,3 +61,29 @@ def test_eval_after_a_new_export_into_the_same_folder_keeps_no_result_of_the_old
     doc = _eval(folder, tmp_path / "a.txt", out)
     assert set(doc["results"]) == {"ppl:a.txt", "ppl:b.txt"}
     assert doc["results"]["ppl:a.txt"] == truth_a
+
+
+def test_a_llama31_folder_is_scored_by_our_model_with_its_cache(tmp_path):
+    """`pretrain eval HF_DIR` on a Llama 3.1 folder (rotary scaling "llama3") goes through our import,
+    as `model.init_from` does, so greedy generation runs on the KV cache; before, such folders fell
+    back to transformers without one. Logits and greedy tokens equal transformers' on the folder."""
+    from pretrain.eval.lm import from_hf_dir, from_transformers
+    from pretrain.eval.scoring import greedy_generate
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+    rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+    torch.manual_seed(3)
+    hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SHAPE, rope_parameters=rope,
+                                                                initializer_range=0.2)).eval()
+    folder = tmp_path / "llama31"
+    hf.save_pretrained(folder)
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
+    tok.save_pretrained(folder)
+    ours = from_hf_dir(folder)
+    assert ours.start_decoding is not None  # our Transformer, not the transformers fallback
+    theirs = from_transformers(hf, tok)
+    ids = torch.randint(0, 257, (2, 32), generator=torch.Generator().manual_seed(0))
+    assert (ours.logits(ids) - theirs.logits(ids)).abs().max().item() < 1e-5
+    prompts = [[72, 101, 108], list(range(40, 60))]
+    assert greedy_generate(ours, prompts, 10) == greedy_generate(theirs, prompts, 10)

@@ -87,3 +87,49 @@ def test_a_llama31_folder_is_scored_by_our_model_with_its_cache(tmp_path):
     assert (ours.logits(ids) - theirs.logits(ids)).abs().max().item() < 1e-5
     prompts = [[72, 101, 108], list(range(40, 60))]
     assert greedy_generate(ours, prompts, 10) == greedy_generate(theirs, prompts, 10)
+
+
+KILL_AFTER_FIRST_WEIGHTS = """
+import os, signal, sys
+real = os.replace
+def replace(src, dst, *a, **k):
+    real(src, dst, *a, **k)
+    if str(dst).endswith(".safetensors"):  # the first new weight file is in place: die here
+        os.kill(os.getpid(), signal.SIGKILL)
+os.replace = replace
+from pretrain.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_export_killed_while_replacing_an_earlier_one_leaves_no_mixed_folder(tmp_path, text):
+    """Export run B over run A's export, SIGKILLed after B's weights replaced A's: the folder must not
+    offer A's config.json beside B's weights (transformers would load the mix, or fail on it); a
+    rerun then writes B whole."""
+    import os
+    import subprocess
+    import sys
+
+    from pretrain.train.hf_io import export_hf
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    runs = {}
+    for name, layers in (("a", 2), ("b", 1)):
+        cfg = tiny_config(tmp_path / name, text, "train.steps=1", f"model.n_layers={layers}")
+        Trainer(cfg, quiet=True).fit()
+        runs[name] = tmp_path / name
+    out = tmp_path / "hf"
+    export_hf(runs["a"], out)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    cmd = [sys.executable, "-c", KILL_AFTER_FIRST_WEIGHTS, "export", str(runs["b"]), "--format", "hf",
+           "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    if (out / "config.json").exists():  # whatever is offered as a model must be one model
+        _, info = transformers.AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
+        assert not info["missing_keys"], "A's config.json beside B's weights (loaded half random)"
+    export_hf(runs["b"], out)  # the rerun
+    model = transformers.AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.num_hidden_layers == 1
+    assert not (out / ".export-partial").exists()

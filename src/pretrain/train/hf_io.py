@@ -99,8 +99,14 @@ def write_weights(folder: Path, items: list, dtype: torch.dtype, max_shard_bytes
 
 def publish(staging: Path, out: Path, written: list[str]) -> None:
     """Move the staged files into `out`, config.json last, and drop weight files of an earlier export
-    that this one does not have (a rerun with fewer shards must not leave stale ones indexed)."""
+    that this one does not have (a rerun with fewer shards must not leave stale ones indexed).
+
+    An earlier export's config.json goes first: the files are replaced one by one, and a kill
+    between two moves must not leave the old config.json beside the new weights (transformers loads
+    such a mix, the missing layers at random). Until the new config.json lands the folder is not a
+    model, which every loader says."""
     out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").unlink(missing_ok=True)
     ours = set(written)
     for old in out.iterdir():  # only names this writer gives: a user's model_best.safetensors stays
         if old.name not in ours and (old.name in (SINGLE, INDEX) or SHARD_NAME.fullmatch(old.name)):

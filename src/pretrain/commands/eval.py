@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated task names, .jsonl paths or ppl:PATH (repeatable)")
     parser.add_argument("--shots", type=int, default=0, help="few-shot examples per prompt (default 0)")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the few-shot draw (default 1234)")
-    parser.add_argument("--limit", type=int, default=None, help="first N examples of each task")
+    parser.add_argument("--limit", type=int, default=None, help="first N examples of each task (0 = all)")
     parser.add_argument("--benchmarks", default=None,
                         help="benchmarks folder (default $PRETRAIN_BENCHMARKS or ../shared/data/benchmarks)")
     parser.add_argument("-o", "--output", default=None, help="result JSON (default RUN/eval/step_N.json)")
@@ -69,6 +69,12 @@ def run(args: argparse.Namespace) -> int:
         check_spec(spec, benchmarks_dir(args.benchmarks))
     if args.shots < 0:
         raise UserError("--shots must be >= 0")
+    # said before the model loads: a negative --ppl-tokens cut texts short through Python's slicing,
+    # a negative --limit printed a task with no example and exit 0
+    for flag, value, least in (("--limit", args.limit, 0), ("--batch-tokens", args.batch_tokens, 1),
+                               ("--ppl-tokens", args.ppl_tokens, 1)):
+        if value is not None and value < least:
+            raise UserError(f"{flag} must be >= {least}, got {value}")
     if args.output and Path(args.output).is_dir():  # said before the model loads, not after scoring
         raise UserError(f"--output {args.output}: a folder; give the result file's path "
                         f"(e.g. {Path(args.output) / 'eval.json'})")

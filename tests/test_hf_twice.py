@@ -31,11 +31,11 @@ def _save(folder: Path, seed: int) -> Path:
     return folder
 
 
-def _eval(model: Path, task: Path, out: Path) -> dict:
+def _eval(model: Path, task: Path, out: Path, *extra: str) -> dict:
     from pretrain.cli import main
 
     assert main(["eval", str(model), "--tasks", f"ppl:{task}", "--quiet", "--threads", "1",
-                 "-o", str(out)]) == 0
+                 "-o", str(out), *extra]) == 0
     return json.loads(out.read_text())
 
 
@@ -56,11 +56,18 @@ def test_eval_after_a_new_export_into_the_same_folder_keeps_no_result_of_the_old
     capsys.readouterr()
     doc = _eval(folder, tmp_path / "b.txt", out)
     assert set(doc["results"]) == {"ppl:b.txt"}, "a result of the earlier model was kept"
-    assert "ppl:a.txt" not in capsys.readouterr().out
+    shown = capsys.readouterr()
+    assert "ppl:a.txt" not in shown.out
+    assert "replaced" in shown.err and "ppl:a.txt" in shown.err  # said, not silent
     # the same model again: its tasks do add up in one file, as documented
     doc = _eval(folder, tmp_path / "a.txt", out)
     assert set(doc["results"]) == {"ppl:a.txt", "ppl:b.txt"}
     assert doc["results"]["ppl:a.txt"] == truth_a
+    assert "replaced" not in capsys.readouterr().err
+    # other settings (as `pretrain eval RUN` over the in-loop file, whose limit is 200): replaced, said
+    doc = _eval(folder, tmp_path / "a.txt", out, "--limit", "5")
+    assert set(doc["results"]) == {"ppl:a.txt"}
+    assert "ppl:b.txt" in capsys.readouterr().err
 
 
 def test_a_llama31_folder_is_scored_by_our_model_with_its_cache(tmp_path):

@@ -28,7 +28,8 @@ k-shot prompts draw their examples with --seed, so a rerun builds the same promp
 
 Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for
 a run, or --output PATH. Per-example log-likelihoods are kept under "examples". Evaluating the same
-model with the same settings again adds its tasks to that file (a task run again is replaced).
+model with the same settings again adds its tasks to that file (a task run again is replaced);
+another model or other settings replace the file, and the tasks it loses are named on stderr.
 """
 
 
@@ -106,11 +107,29 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.model) / "eval" / f"step_{step:07d}.json"
     else:
         out = Path("eval") / f"{Path(args.model).name}.json"
+    before = _earlier_tasks(out)
     doc = merge_previous(doc, out)
+    lost = [t for t in before if t not in doc["results"]]
     write_json(doc, out)
+    if lost:  # not silently: in-loop results (limit 200) are replaced by a default-settings eval
+        import sys
+
+        print(f"replaced {out}: its earlier results ({', '.join(lost)}) were for another model or other "
+              "settings; -o PATH keeps both", file=sys.stderr)
     print(table(doc))
     print(f"wrote {out} ({seconds:.1f} s)")
     return 0
+
+
+def _earlier_tasks(path) -> list[str]:
+    """Task names in an earlier result file at `path` (none when absent or unreadable)."""
+    import json
+
+    try:
+        old = json.loads(path.read_text())
+        return [str(t) for t in old["results"]] if isinstance(old.get("results"), dict) else []
+    except (OSError, ValueError, AttributeError, KeyError, RecursionError):
+        return []
 
 
 def _device(name: str) -> str:

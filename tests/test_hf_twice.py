@@ -140,3 +140,23 @@ def test_export_killed_while_replacing_an_earlier_one_leaves_no_mixed_folder(tmp
     model = transformers.AutoModelForCausalLM.from_pretrained(out)
     assert model.config.num_hidden_layers == 1
     assert not (out / ".export-partial").exists()
+
+
+def test_eval_of_a_folder_prints_no_tokenizer_length_warning(tmp_path):
+    """A ppl: text longer than the context is scored in windows, so transformers' "Token indices
+    sequence length is longer than the specified maximum ... will result in indexing errors" on
+    stderr was a false alarm for every long text (tokenizer_config's model_max_length is seq_len)."""
+    folder = _save(tmp_path / "hf", 1)
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {**json.loads((folder / "tokenizer_config.json").read_text()), "model_max_length": 32}))
+    (tmp_path / "long.txt").write_text("A text longer than the context of the model. " * 8)
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-m", "pretrain", "eval", str(folder), "--tasks",
+                           f"ppl:{tmp_path / 'long.txt'}", "--quiet", "--threads", "1", "-o",
+                           str(tmp_path / "out.json")], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and "ppl:long.txt" in proc.stdout, proc.stderr[-2000:]
+    assert "indexing errors" not in proc.stderr

@@ -287,7 +287,9 @@ def _import_ours(path: Path, read: tuple, device: str):
 def from_transformers_tokenizer(tokenizer) -> tuple:
     """(encode, decode, prefix id) of a transformers tokenizer, as lm-eval's HFLM uses it."""
     def encode(text: str) -> list[int]:
-        return tokenizer.encode(text, add_special_tokens=False)
+        # verbose=False: a text longer than model_max_length is scored in windows, so transformers'
+        # "will result in indexing errors" warning is a false alarm on every long text
+        return tokenizer.encode(text, add_special_tokens=False, verbose=False)
 
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids)

@@ -160,3 +160,16 @@ def test_eval_of_a_folder_prints_no_tokenizer_length_warning(tmp_path):
                            str(tmp_path / "out.json")], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0 and "ppl:long.txt" in proc.stdout, proc.stderr[-2000:]
     assert "indexing errors" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", [["sample", "--tokens", "3"], ["export", "--format", "hf", "-o", "OUT"]])
+def test_a_hf_folder_given_where_a_run_is_read_says_so(tmp_path, capsys, command):
+    """`pretrain sample hf/x` (or export) said "config file not found: hf/x/config.toml"; a newcomer
+    holding an export learns nothing from it."""
+    from pretrain.cli import main
+
+    folder = _save(tmp_path / "hf", 1)
+    args = [a.replace("OUT", str(tmp_path / "out")) for a in command]
+    assert main([args[0], str(folder), *args[1:]]) == 2
+    err = capsys.readouterr().err
+    assert "Hugging Face folder" in err and "pretrain eval" in err, err

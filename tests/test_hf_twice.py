@@ -173,3 +173,17 @@ def test_a_hf_folder_given_where_a_run_is_read_says_so(tmp_path, capsys, command
     assert main([args[0], str(folder), *args[1:]]) == 2
     err = capsys.readouterr().err
     assert "Hugging Face folder" in err and "pretrain eval" in err, err
+
+
+@pytest.mark.parametrize("flag, value", [("--step", "5"), ("--tokenizer", "other.json")])
+def test_run_only_flags_on_a_folder_are_refused_not_ignored(tmp_path, capsys, flag, value):
+    """`--step` and `--tokenizer` pick a run's checkpoint and tokenizer; on a folder they were
+    silently ignored (and the result file then named a tokenizer that was never used)."""
+    from pretrain.cli import main
+
+    folder = _save(tmp_path / "hf", 1)
+    (tmp_path / "t.txt").write_text("some text to score")
+    rc = main(["eval", str(folder), "--tasks", f"ppl:{tmp_path / 't.txt'}", "--quiet", flag, value,
+               "-o", str(tmp_path / "out.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and flag in err and not (tmp_path / "out.json").exists(), err

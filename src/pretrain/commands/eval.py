@@ -79,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
     if args.output and Path(args.output).is_dir():  # said before the model loads, not after scoring
         raise UserError(f"--output {args.output}: a folder; give the result file's path "
                         f"(e.g. {Path(args.output) / 'eval.json'})")
+    if not (Path(args.model) / "config.toml").is_file() and (Path(args.model) / "config.json").is_file():
+        for flag, value in (("--step", args.step), ("--tokenizer", args.tokenizer)):
+            if value not in (None, ""):  # a folder has one model and its own tokenizer: ignored otherwise
+                raise UserError(f"{flag} picks a run's checkpoint or tokenizer; {args.model} is a "
+                                "Hugging Face folder, scored with its own")
     use_threads(args.model, args.threads)
     _init_distributed(args.device)
     try:

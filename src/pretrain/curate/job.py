@@ -41,7 +41,7 @@ from pretrain import config as cfgmod
 from pretrain.curate import io
 from pretrain.curate.outputs import is_own_output, url_job_data_only
 from pretrain.curate.readers import list_inputs, source_name
-from pretrain.errors import UserError
+from pretrain.errors import UserError, storage_error
 
 if TYPE_CHECKING:
     from pretrain.curate.pipeline import CurateConfig, ShardTask
@@ -120,21 +120,34 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple
         for f in list_inputs(local, None if own_out is None or io.is_url(own_out) else own_out):
             found[str(f)] = source_name(f, _root_of(f, local))
     for url in (p for p in inputs if io.is_url(p)):
-        fs, path = io.url_fs(url)
-        if any(ch in path for ch in "*?["):
-            hits = [h for h in fs.glob(path) if fs.isfile(h)]
-            root = path.split("*")[0].rsplit("/", 1)[0]
-        elif fs.isdir(path):
-            every = fs.find(path)
-            hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))], every)
-            root = path.rstrip("/")
-        elif fs.isfile(path):
-            hits, root = [path], path.rsplit("/", 1)[0]
-        else:
-            raise UserError(f"input not found: {url}")
-        for h in hits:
-            found[fs.unstrip_protocol(h)] = h[len(root):].lstrip("/") if h.startswith(root + "/") else h
+        try:
+            found.update(_list_url(url, is_supported))
+        except Exception as e:  # the store refused: say which input, not only what the client said
+            line = storage_error(e)
+            if line is None:
+                raise
+            raise UserError(f"cannot list {url}: {line}") from e
     return sorted(found.items())
+
+
+def _list_url(url: str, is_supported) -> dict[str, str]:
+    """{file URL: source name} under one input URL (a prefix is a folder, a glob is matched)."""
+    found: dict[str, str] = {}
+    fs, path = io.url_fs(url)
+    if any(ch in path for ch in "*?["):
+        hits = [h for h in fs.glob(path) if fs.isfile(h)]
+        root = path.split("*")[0].rsplit("/", 1)[0]
+    elif fs.isdir(path):
+        every = fs.find(path)
+        hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))], every)
+        root = path.rstrip("/")
+    elif fs.isfile(path):
+        hits, root = [path], path.rsplit("/", 1)[0]
+    else:
+        raise UserError(f"input not found: {url}")
+    for h in hits:
+        found[fs.unstrip_protocol(h)] = h[len(root):].lstrip("/") if h.startswith(root + "/") else h
+    return found
 
 
 def _size(path: str) -> int:
@@ -252,7 +265,8 @@ def _check_writable(lay: Layout) -> None:
         Path(probe).write_text("")
         Path(probe).unlink()
     except Exception as e:  # OSError locally; the object store's client raises its own kinds
-        why = getattr(e, "strerror", None) or str(e).splitlines()[0] if str(e) else type(e).__name__
+        why = storage_error(e) or (getattr(e, "strerror", None) or str(e).splitlines()[0] if str(e)
+                                   else type(e).__name__)
         raise UserError(f"cannot write to output directory {lay.out}: {why}") from e
 
 

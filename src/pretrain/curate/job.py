@@ -109,9 +109,11 @@ class Layout:
 # ----------------------------------------------------------------------------- identity
 
 
-def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple[str, str]]:
+def list_any_inputs(inputs: list[str], own_out: str | None = None,
+                    sizes: dict[str, int] | None = None) -> list[tuple[str, str]]:
     """(file, source name) for local paths, folders and globs and for URLs (a prefix is a folder),
-    sorted; the source name is the file's path relative to the input it came from."""
+    sorted; the source name is the file's path relative to the input it came from. `sizes`, when
+    given, receives each URL's size from the listing (no request per object)."""
     from pretrain.curate.readers import is_supported
 
     found: dict[str, str] = {}
@@ -121,33 +123,38 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple
             found[str(f)] = source_name(f, _root_of(f, local))
     for url in (p for p in inputs if io.is_url(p)):
         try:
-            found.update(_list_url(url, is_supported))
+            listed = _list_url(url, is_supported)
         except Exception as e:  # the store refused: say which input, not only what the client said
             line = storage_error(e)
             if line is None:
                 raise
             raise UserError(f"cannot list {url}: {line}") from e
+        for f, (src, size) in listed.items():
+            found[f] = src
+            if sizes is not None:
+                sizes[f] = size
     return sorted(found.items())
 
 
-def _list_url(url: str, is_supported) -> dict[str, str]:
-    """{file URL: source name} under one input URL (a prefix is a folder, a glob is matched)."""
-    found: dict[str, str] = {}
+def _list_url(url: str, is_supported) -> dict[str, tuple[str, int]]:
+    """{file URL: (source name, size)} under one input URL: a glob is matched, else one listing
+    of the prefix (`find` gives the object itself when the URL names one). One listing, not
+    isdir() then find(): each lists the prefix, a page per 1,000 keys; sizes come with it."""
     fs, path = io.url_fs(url)
     if any(ch in path for ch in "*?["):
-        hits = [h for h in fs.glob(path) if fs.isfile(h)]
-        root = path.split("*")[0].rsplit("/", 1)[0]
-    elif fs.isdir(path):
-        every = fs.find(path)
-        hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))], every)
-        root = path.rstrip("/")
-    elif fs.isfile(path):
-        hits, root = [path], path.rsplit("/", 1)[0]
+        every = {h: d for h, d in fs.glob(path, detail=True).items() if d.get("type") == "file"}
+        hits, root = sorted(every), path.split("*")[0].rsplit("/", 1)[0]
     else:
-        raise UserError(f"input not found: {url}")
-    for h in hits:
-        found[fs.unstrip_protocol(h)] = h[len(root):].lstrip("/") if h.startswith(root + "/") else h
-    return found
+        every = fs.find(path, detail=True)
+        if not every:
+            raise UserError(f"input not found: {url}")
+        if list(every) == [path.rstrip("/")] and every[path.rstrip("/")].get("type") == "file":
+            hits, root = [path.rstrip("/")], path.rstrip("/").rsplit("/", 1)[0]
+        else:
+            hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))], list(every))
+            root = path.rstrip("/")
+    return {fs.unstrip_protocol(h): (h[len(root):].lstrip("/") if h.startswith(root + "/") else h,
+                                     int(every[h]["size"])) for h in hits}
 
 
 def _size(path: str) -> int:
@@ -157,10 +164,13 @@ def _size(path: str) -> int:
     return Path(path).stat().st_size
 
 
-def identity(job: str, files: list[str], cfg: CurateConfig) -> dict:
-    """What the job is: its inputs (resolved path or URL, and size), its resolved config, the
-    files that config names (with a hash of their bytes), and a hash of all of it."""
-    inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()), "size": _size(f)} for f in files]
+def identity(job: str, files: list[str], cfg: CurateConfig, sizes: dict[str, int] | None = None) -> dict:
+    """What the job is: its inputs (resolved path or URL, and size: from `sizes` when the listing
+    gave it), its resolved config, the files that config names (with a hash of their bytes), and
+    a hash of all of it."""
+    sizes = sizes or {}
+    inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()), "size": sizes.get(f) or _size(f)}
+              for f in files]
     resolved = json.loads(json.dumps(cfgmod.to_dict(cfg), default=str))  # as plan.json will read back
     what = {"inputs": inputs, "config": resolved}
     refs = referenced_files(cfg)
@@ -308,11 +318,12 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     attempt lock (held until `stack` closes), and an earlier attempt's debris is swept."""
     from pretrain.curate.pipeline import ShardTask
 
-    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out)
+    sizes: dict[str, int] = {}
+    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out, sizes)
              if not is_own_output(f, lay.out, lay.work)]  # an OUT inside an input folder
     if not files:
         raise UserError(f"no input files found in {inputs}")
-    ident = identity(job, [f for f, _ in files], cfg)
+    ident = identity(job, [f for f, _ in files], cfg, sizes)
     _check_writable(lay)
     alone = stack.enter_context(attempt_lock(lay))
     if alone is None:

@@ -1,0 +1,95 @@
+"""Inputs listed from a bucket: what the listing costs, odd keys, objects that change under a job.
+
+A bucket of many small objects (a crawl split per page, a corpus per document) is listed by pages
+of 1,000 keys; each request more per object is one round trip more per object on a remote bucket
+(30 ms each: 5 minutes for 10,000 objects). The S3 API server is moto's (tests/s3server.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from s3server import s3  # noqa: F401  (the fixture)
+from test_job_s3 import s3_here  # noqa: F401  (the fixture)
+
+from pretrain.cli import main
+from pretrain.curate import io
+
+KEYS = ["plain.jsonl", "sp ace/a b.jsonl", "uni/é日本.jsonl", "dots/../escape.jsonl", "q/what?.jsonl"]
+
+
+class _AllRequests(logging.Handler):
+    """Every request the S3 server answered: (method, path, query)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = re.search(r'"(GET|PUT|HEAD|DELETE|POST) (/[^ ?]*)\??([^ ]*) HTTP', record.getMessage())
+        if m:
+            self.seen.append(m.groups())
+
+    def __enter__(self) -> _AllRequests:
+        log = logging.getLogger("werkzeug")
+        self._level = log.level
+        log.setLevel(logging.INFO)
+        log.addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logging.getLogger("werkzeug").removeHandler(self)
+        logging.getLogger("werkzeug").setLevel(self._level)
+
+
+def _rows(key: str, n: int = 4) -> bytes:
+    return "".join(json.dumps({"id": f"{key}-{i}", "text": f"{key} line {i % 2} " * 30}) + "\n"
+                   for i in range(n)).encode()
+
+
+def _kept_ids(out) -> list[str]:
+    return sorted(r["id"] for p in sorted((out / "data").glob("*.jsonl.zst")) for r in io.read_jsonl_zst(p))
+
+
+def test_a_prefix_is_listed_once_and_no_object_is_asked_its_size(s3_here, tmp_path, capsys):  # noqa: F811
+    bucket = s3_here.new_bucket("list")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/{k}": _rows(k) for k in KEYS})
+    with _AllRequests() as log:
+        rc = main(["dedup", f"s3://{bucket}/in", "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"])
+    assert rc == 0, capsys.readouterr().err
+    listings = [r for r in log.seen if r[0] == "GET" and "list-type=2" in r[2]]
+    heads = [r for r in log.seen if r[0] == "HEAD"]
+    assert len(listings) == 1, listings  # isdir then find listed the prefix twice: 20 pages for 10k keys
+    assert heads == [], heads  # the listing gives each size; a HEAD per object cost 13 s for 10k on moto
+    gets = sorted(r[1] for r in log.seen if r[0] == "GET" and "list-type" not in r[2])
+    assert len(gets) == len(KEYS)  # each object read once, odd keys included
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert sorted(i["size"] for i in plan["inputs"]) == sorted(len(_rows(k)) for k in KEYS)
+    # same documents kept as the same files read from local disk (a `../` in a key is just a name)
+    for k in KEYS:
+        (tmp_path / "in" / k.replace("../", "up/")).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "in" / k.replace("../", "up/")).write_bytes(_rows(k))
+    ref = ["dedup", str(tmp_path / "in"), "-o", str(tmp_path / "ref"), "--workers", "1", "--quiet"]
+    assert main(ref) == 0
+    assert _kept_ids(tmp_path / "out") == _kept_ids(tmp_path / "ref") != []
+    assert not list((tmp_path / "out").glob("**/*escape*")) and not list(tmp_path.glob("escape*"))
+
+
+def test_each_kind_of_input_url_lists_what_it_names(s3_here, tmp_path):  # noqa: F811
+    from pretrain.curate.job import list_any_inputs
+
+    bucket = s3_here.new_bucket("kinds")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/{k}": _rows(k) for k in ["a.jsonl", "b.jsonl", "sub/c.jsonl", "skip.png"]})
+    fs.pipe(f"{bucket}/input.jsonl", _rows("x"))  # shares the prefix "in" but is not under in/
+    for url, want in [(f"s3://{bucket}/in", ["a.jsonl", "b.jsonl", "sub/c.jsonl"]),
+                      (f"s3://{bucket}/in/", ["a.jsonl", "b.jsonl", "sub/c.jsonl"]),
+                      (f"s3://{bucket}/in/sub/c.jsonl", ["c.jsonl"]),
+                      (f"s3://{bucket}/in/*.jsonl", ["a.jsonl", "b.jsonl"])]:
+        sizes: dict[str, int] = {}
+        got = list_any_inputs([url], sizes=sizes)
+        assert [src for _, src in got] == want, url
+        assert sizes == {f: fs.size(f) for f, _ in got}

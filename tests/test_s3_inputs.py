@@ -93,3 +93,43 @@ def test_each_kind_of_input_url_lists_what_it_names(s3_here, tmp_path):  # noqa:
         got = list_any_inputs([url], sizes=sizes)
         assert [src for _, src in got] == want, url
         assert sizes == {f: fs.size(f) for f, _ in got}
+
+
+def test_an_object_rewritten_between_listing_and_reading_is_refused_naming_it(s3_here, tmp_path,  # noqa: F811
+                                                                               monkeypatch, capsys):
+    import pretrain.curate.job as job
+
+    bucket = s3_here.new_bucket("change")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/{k}": _rows(k) for k in ["a.jsonl", "b.jsonl"]})
+    real = job.identity
+
+    def listed_then_rewritten(*args, **kw):  # another writer replaces b.jsonl once the job has listed it
+        ident = real(*args, **kw)
+        fs.pipe(f"{bucket}/in/b.jsonl", _rows("b.jsonl", n=9))
+        return ident
+
+    monkeypatch.setattr(job, "identity", listed_then_rewritten)
+    rc = main(["curate", f"s3://{bucket}/in", "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert f"s3://{bucket}/in/b.jsonl" in err and "changed since" in err, err
+    assert not (tmp_path / "out" / "stats.json").exists()  # no corpus of two versions
+
+
+def test_a_local_input_rewritten_between_the_stages_of_a_dedup_job_is_refused(tmp_path, monkeypatch, capsys):
+    import pretrain.curate.job as job
+
+    (tmp_path / "in").mkdir()
+    for k in ["a.jsonl", "b.jsonl"]:
+        (tmp_path / "in" / k).write_bytes(_rows(k, n=6))
+    real = job._global_dedup
+
+    def signed_then_rewritten(*args, **kw):  # stage C reads a dedup job's local input again
+        (tmp_path / "in" / "b.jsonl").write_bytes(_rows("b2", n=6))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(job, "_global_dedup", signed_then_rewritten)
+    rc = main(["dedup", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "b.jsonl" in err and "changed since" in err, err

@@ -333,7 +333,8 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     if alone:  # OUT holds this job: what its killed attempts left is ours to remove
         sweep_debris(lay)
     work = str(lay.work)
-    return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work) for i, (f, src) in enumerate(files)]
+    return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work, size=ident["inputs"][i]["size"])
+            for i, (f, src) in enumerate(files)]
 
 
 def _root_of(f: Path, inputs: list[str]) -> Path:

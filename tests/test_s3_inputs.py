@@ -11,6 +11,7 @@ import json
 import logging
 import re
 
+import pytest
 from s3server import s3  # noqa: F401  (the fixture)
 from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 
@@ -133,3 +134,21 @@ def test_a_local_input_rewritten_between_the_stages_of_a_dedup_job_is_refused(tm
     rc = main(["dedup", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "b.jsonl" in err and "changed since" in err, err
+
+
+def test_two_hosts_claiming_one_bucket_output_at_once_one_is_refused(s3_here, tmp_path, monkeypatch):  # noqa: F811
+    """Each host's attempt lock is in its own work folder; OUT/plan.json in the bucket is the one
+    thing both see. Host B checks for it before host A's claim lands (the race), then writes."""
+    from pretrain.curate import job
+    from pretrain.curate.pipeline import CurateConfig
+    from pretrain.errors import UserError
+
+    bucket = s3_here.new_bucket("race")
+    out = f"s3://{bucket}/out"
+    a = job.identity("curate", ["s3://x/a.jsonl"], CurateConfig(), {"s3://x/a.jsonl": 10})
+    b = job.identity("curate", ["s3://x/b.jsonl"], CurateConfig(), {"s3://x/b.jsonl": 10})
+    job.claim(job.Layout(out, tmp_path / "host-a"), a)
+    monkeypatch.setattr(io, "exists", lambda path: False)  # what host B saw a moment before
+    with pytest.raises(UserError, match="holds another job"):
+        job.claim(job.Layout(out, tmp_path / "host-b"), b)
+    assert json.loads(s3_here.filesystem().cat_file(f"{bucket}/out/plan.json"))["hash"] == a["hash"]

@@ -211,9 +211,8 @@ def _fingerprint(path: Path) -> dict:
 def claim(lay: Layout, ident: dict) -> None:
     """Write OUT/plan.json, or check that the one there is this job; refuse anything else."""
     plan, out = lay.file("plan.json"), lay.out
-    if not io.exists(plan):
-        io.write_json_atomic(plan, ident, lay.tmp)
-        return
+    if not io.exists(plan) and io.create_json(plan, ident, lay.tmp):
+        return  # (two hosts may both find none: only one creates it, see io.create_json)
     try:
         old = json.loads(io.read_bytes(plan))
     except (OSError, json.JSONDecodeError) as e:

@@ -39,7 +39,7 @@ import xxhash
 
 from pretrain import config as cfgmod
 from pretrain.curate import io
-from pretrain.curate.outputs import is_own_output, url_job_data_only
+from pretrain.curate.outputs import abort_open_uploads, is_own_output, url_job_data_only
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.errors import UserError, storage_error
 
@@ -331,6 +331,8 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     claim(lay, ident)
     if alone:  # OUT holds this job: what its killed attempts left is ours to remove
         sweep_debris(lay)
+        if io.is_url(lay.out):
+            abort_open_uploads(lay.out)
     work = str(lay.work)
     return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work, size=ident["inputs"][i]["size"])
             for i, (f, src) in enumerate(files)]

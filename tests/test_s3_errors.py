@@ -79,3 +79,12 @@ def test_a_key_the_server_does_not_know_is_one_line(bucket, tmp_path, monkeypatc
     rc = main(["curate", f"s3://{bucket}/in", "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"])
     err = _one_line(capsys, rc)
     assert f"s3://{bucket}/in" in err and "Access Key Id" in err, err
+
+
+@pytest.mark.parametrize("spec", ["s3://bench/gsm8k/test.jsonl", "s3://bench/gsm8k/test.jsonl:question"])
+def test_a_benchmark_url_is_refused_naming_it_not_cut_at_its_colon(tmp_path, capsys, spec):
+    (tmp_path / "in.jsonl").write_text(json.dumps({"id": "1", "text": "a b c d e f g h i j k l m n"}) + "\n")
+    rc = main(["decontaminate", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out"),
+               "--benchmarks", spec, "--quiet"])
+    err = _one_line(capsys, rc)
+    assert spec.split(":question")[0] in err and "local" in err, err  # was "benchmark not found: s3"

@@ -41,7 +41,10 @@ def storage_error(e: BaseException) -> str | None:
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
         if type(cur).__module__.startswith(_STORAGE_CLIENTS):
-            text = str(e).strip().splitlines()[0] if str(e).strip() else type(cur).__name__
+            shown = e
+            while getattr(shown, "cause", None) is not None:  # a Ray task's error: its text is a traceback
+                shown = shown.cause
+            text = str(shown).strip().splitlines()[0] if str(shown).strip() else type(cur).__name__
             text = re.sub(r'\?[^"\s]*', "", text)  # the request's query string says nothing to a user
             hint = _STORAGE_HINTS.get(type(cur).__name__)
             if hint is None and isinstance(e, PermissionError):

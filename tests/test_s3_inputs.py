@@ -96,8 +96,9 @@ def test_each_kind_of_input_url_lists_what_it_names(s3_here, tmp_path):  # noqa:
         assert sizes == {f: fs.size(f) for f, _ in got}
 
 
+@pytest.mark.parametrize("change", ["rewritten", "removed"])
 def test_an_object_rewritten_between_listing_and_reading_is_refused_naming_it(s3_here, tmp_path,  # noqa: F811
-                                                                               monkeypatch, capsys):
+                                                                               monkeypatch, capsys, change):
     import pretrain.curate.job as job
 
     bucket = s3_here.new_bucket("change")
@@ -107,14 +108,17 @@ def test_an_object_rewritten_between_listing_and_reading_is_refused_naming_it(s3
 
     def listed_then_rewritten(*args, **kw):  # another writer replaces b.jsonl once the job has listed it
         ident = real(*args, **kw)
-        fs.pipe(f"{bucket}/in/b.jsonl", _rows("b.jsonl", n=9))
+        if change == "removed":
+            fs.rm(f"{bucket}/in/b.jsonl")
+        else:
+            fs.pipe(f"{bucket}/in/b.jsonl", _rows("b.jsonl", n=9))
         return ident
 
     monkeypatch.setattr(job, "identity", listed_then_rewritten)
     rc = main(["curate", f"s3://{bucket}/in", "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1, err
-    assert f"s3://{bucket}/in/b.jsonl" in err and "changed since" in err, err
+    assert f"s3://{bucket}/in/b.jsonl" in err and ("changed since" in err or "gone since" in err), err
     assert not (tmp_path / "out" / "stats.json").exists()  # no corpus of two versions
 
 

@@ -271,7 +271,12 @@ def _download(shard: int, url: str, lay: Layout) -> Path:
     fs, path = io.url_fs(url)
     local = _input_path(shard, url, lay)
     local.parent.mkdir(parents=True, exist_ok=True)
-    fs.get_file(path, str(local))
+    try:
+        fs.get_file(path, str(local))
+    except FileNotFoundError as e:  # listed by this job, deleted since: name it (the client does not)
+        local.unlink(missing_ok=True)
+        raise UserError(f"{url}: gone since this job listed it; restore it, or run without it "
+                        "into a new --output") from e
     return local
 
 

@@ -156,3 +156,62 @@ def test_two_hosts_claiming_one_bucket_output_at_once_one_is_refused(s3_here, tm
     with pytest.raises(UserError, match="holds another job"):
         job.claim(job.Layout(out, tmp_path / "host-b"), b)
     assert json.loads(s3_here.filesystem().cat_file(f"{bucket}/out/plan.json"))["hash"] == a["hash"]
+
+
+def _without_conditional_writes():
+    """moto's server answering a PUT with `If-None-Match` as a store without conditional writes
+    does (501 NotImplemented, the S3 error document), everything else as moto."""
+    from moto.server import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        ThreadedMotoServer,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
+            b"<Message>A header you provided implies functionality that is not implemented</Message></Error>")
+
+    class Old(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            app = DomainDispatcherApplication(create_backend_app)
+
+            def old(environ, start_response):
+                if environ["REQUEST_METHOD"] == "PUT" and "HTTP_IF_NONE_MATCH" in environ:
+                    start_response("501 Not Implemented", [("Content-Type", "application/xml")])
+                    return [body]
+                return app(environ, start_response)
+
+            self._server = make_server(self._ip_address, self._port, old, True,
+                                       request_handler=MotoRequestHandler)
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return Old
+
+
+def test_a_store_without_conditional_writes_still_claims_and_refuses(tmp_path, monkeypatch):
+    import s3server
+
+    from pretrain.curate import job
+    from pretrain.curate.pipeline import CurateConfig
+    from pretrain.errors import UserError
+
+    srv = s3server.S3Server()
+    srv.start()
+    srv._server.stop()  # the same port, served by the old-store variant
+    srv._server = _without_conditional_writes()(ip_address="127.0.0.1", port=srv.port, verbose=False)
+    srv._server.start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", srv.endpoint)
+        s3server._forget_cached_filesystems()
+        bucket = srv.new_bucket("old")
+        out = f"s3://{bucket}/out"
+        a = job.identity("curate", ["s3://x/a.jsonl"], CurateConfig(), {"s3://x/a.jsonl": 10})
+        b = job.identity("curate", ["s3://x/b.jsonl"], CurateConfig(), {"s3://x/b.jsonl": 10})
+        job.claim(job.Layout(out, tmp_path / "a"), a)  # the conditional PUT refused: written plainly
+        job.claim(job.Layout(out, tmp_path / "a"), a)  # the same job resumes
+        with pytest.raises(UserError, match="holds another job"):
+            job.claim(job.Layout(out, tmp_path / "b"), b)
+    finally:
+        srv.stop()

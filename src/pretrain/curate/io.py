@@ -225,6 +225,12 @@ def create_json(path: str | Path, obj: Any, tmp_dir: str | Path | None = None) -
         return False
     except (TypeError, NotImplementedError, ValueError):  # no exclusive write in this client
         write_bytes_atomic(path, data, tmp_dir)
+    except OSError:
+        # A store without conditional writes answers 501 or 400 (s3fs: OSError), or a 412 that
+        # does not name the condition (OSError too): decide by looking, as before this existed.
+        if fs.exists(p):
+            return False
+        write_bytes_atomic(path, data, tmp_dir)
     return True
 
 

@@ -223,11 +223,11 @@ def create_json(path: str | Path, obj: Any, tmp_dir: str | Path | None = None) -
         fs.pipe_file(p, data, mode="create")
     except FileExistsError:
         return False
-    except (TypeError, NotImplementedError, ValueError):  # no exclusive write in this client
-        write_bytes_atomic(path, data, tmp_dir)
-    except OSError:
-        # A store without conditional writes answers 501 or 400 (s3fs: OSError), or a 412 that
-        # does not name the condition (OSError too): decide by looking, as before this existed.
+    except Exception:
+        # No conditional write here: a client without `mode` (TypeError) or too old a botocore
+        # for the header (its ParamValidationError), a store answering 501 or 400 (s3fs: OSError)
+        # or a 412 that does not name the condition. Decide by looking, as before this existed
+        # (a store that is down fails the look too, and that error is the one the user sees).
         if fs.exists(p):
             return False
         write_bytes_atomic(path, data, tmp_dir)

@@ -88,3 +88,9 @@ def test_a_benchmark_url_is_refused_naming_it_not_cut_at_its_colon(tmp_path, cap
                "--benchmarks", spec, "--quiet"])
     err = _one_line(capsys, rc)
     assert spec.split(":question")[0] in err and "local" in err, err  # was "benchmark not found: s3"
+
+
+def test_report_of_a_bucket_output_says_it_reads_local_folders(tmp_path, capsys):
+    rc = main(["report", "s3://corpora/web-en", "-o", str(tmp_path / "r.html")])
+    err = _one_line(capsys, rc)
+    assert "s3://corpora/web-en" in err and "local" in err and "not found" not in err, err

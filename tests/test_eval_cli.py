@@ -231,8 +231,6 @@ def test_torchrun_two_ranks_equal_one_process(tiny_run, sample_text, tmp_path):
     import subprocess
     import sys
 
-    from pretrain.train.testing import free_port
-
     lines = [x.split() for x in sample_text.read_text().splitlines() if len(x.split()) >= 6]
     items = [{"query": " ".join(w[:-2]), "gold": 0,
               "choices": [" ".join(v[-2:]) for v in lines[j:j + 3]]}  # gold: the line's own end
@@ -243,8 +241,10 @@ def test_torchrun_two_ranks_equal_one_process(tiny_run, sample_text, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": src}
     args = ["-m", "pretrain", "eval", str(tiny_run), "--tasks", f"{task},ppl:{sample_text}", "--quiet"]
     one, two = tmp_path / "one.json", tmp_path / "two.json"
+    # Port 0: torchrun's agent binds a port the OS picks (a port found free here, then closed,
+    # could be taken by another process before torchrun binds it).
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0"]
     for cmd, out in (([sys.executable], one), (torchrun, two)):
         proc = subprocess.run([*cmd, *args, "-o", str(out)], env=env, capture_output=True, text=True,
                               timeout=120)

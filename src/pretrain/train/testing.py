@@ -60,9 +60,11 @@ def _worker(fn_path: str, rank: int, world_size: int, port: int, result_dir: str
 
     exit_with_parent(parent)  # a killed test run must not leave ranks waiting in a collective for good
 
+    # TORCHELASTIC_USE_AGENT_STORE: every rank is a client of the store the parent hosts, as under
+    # torchrun, whose agent holds it (env:// rendezvous, torch/distributed/rendezvous.py).
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
                        "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": str(port)})
+                       "MASTER_PORT": str(port), "TORCHELASTIC_USE_AGENT_STORE": "True"})
     torch.set_num_threads(1)
     mod, _, name = fn_path.rpartition(".")
     try:
@@ -76,15 +78,23 @@ def _worker(fn_path: str, rank: int, world_size: int, port: int, result_dir: str
 def run_distributed(fn_path: str, world_size: int, *args, timeout: float = 120.0) -> list:
     """Run `fn(rank, *args)` (a dotted path to an importable function) in `world_size` spawned
     processes wired for torch.distributed (env:// rendezvous on a free local port); returns each
-    rank's JSON-able result. A worker that fails or a job past `timeout` raises, no process left."""
+    rank's JSON-able result. A worker that fails or a job past `timeout` raises, no process left.
+
+    The rendezvous store is this process's, bound to a port the OS picks (port 0) and held until the
+    ranks are done, as torchrun's agent holds its own: a port found free and closed, for rank 0 to
+    bind seconds later (after spawn and `import torch`), could be taken meanwhile by any other
+    process (the other test worker's Ray or S3 server)."""
     import json
     import multiprocessing as mp
     import os
     import tempfile
     import time
 
+    from torch.distributed import TCPStore
+
     ctx = mp.get_context("spawn")
-    port = free_port()
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    port = store.port
     with tempfile.TemporaryDirectory() as tmp:
         procs = [ctx.Process(target=_worker, args=(fn_path, r, world_size, port, tmp, args, os.getpid()))
                  for r in range(world_size)]

@@ -130,3 +130,27 @@ def test_a_hostile_run_directory_is_one_line(tmp_path, capsys):
         assert main(["plan", "--calibrate", str(run), "--gpu", "h100"]) == 2, cfg[:30]
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(run) in err[0], err
+
+
+def test_a_run_resumed_under_another_layout_is_measured_since_the_resume(tmp_path):
+    """Run-it-twice review: checkpoints reshard, so a run directory can hold steps trained under
+    several layouts (FSDP x 2, then one process, then FSDP 2 x TP 2), while config.toml holds the
+    last one. The calibration reads only the steps since the last resume, its first step being
+    warm-up again: before, the median over the whole file credited the last layout with 3x its
+    speed (2,156 tokens/s measured, 6,279 read)."""
+    other = [json.loads(x) for x in (RECORDED / "b16" / "metrics.jsonl").read_text().splitlines()]
+    ours = [json.loads(x) for x in (RECORDED / "b4" / "metrics.jsonl").read_text().splitlines()]
+    ours = [r for r in ours if "event" not in r]
+    cut = len(other) // 2
+    head = [r for r in other if "event" not in r][:cut]
+    lines = head + [{"event": "resume", "step": cut}]
+    lines += [dict(r, step=cut + i + 1) for i, r in enumerate(ours)]
+    run = tmp_path / "resumed"
+    run.mkdir()
+    (run / "config.toml").write_text((RECORDED / "b4" / "config.toml").read_text())
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    loaded = calibrate.load_run(run)
+    import statistics
+
+    assert loaded.tokens_per_s == statistics.median(r["tokens_per_s"] for r in ours[1:])
+    assert loaded.steps == len(ours) - 1

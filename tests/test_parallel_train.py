@@ -159,6 +159,22 @@ def test_resume_fsdp4_checkpoint_as_fsdp2_x_tp2_continues_the_run(tmp_path, text
     _assert_matches(first + second, reference)
 
 
+def test_resume_under_a_pipeline_continues_the_run(tmp_path, text, reference):
+    """Run-it-twice review: a run saved under PP 2 and resumed under PP 2 (a restart, or a rollback
+    after a spike) died in the first step with KeyError 'betas'. Each stage's optimizer has its own
+    parameter groups, which DCP stored under the same keys (`param_groups.0.params`, ...) on every
+    rank, keeping one stage's; the other stage's groups came back without lr and betas. Now saved
+    flattened (keyed by parameter name, as torchtitan does): steps 3 and 4 equal the run that never
+    stopped."""
+    stop = [*COMMON[:-1], "train.resume=true", "checkpoint.async_save=false", "parallel.pp_microbatches=2"]
+    pp = ["parallel.pp=2", f"data.batch_size={GLOBAL_BATCH}"]
+    runs = [(str(tmp_path), str(text), [*pp, "train.stop_at=2", *stop]),
+            (str(tmp_path), str(text), [*pp, *stop])]
+    first, second = run_distributed("pretrain.train.testing.train_many", 2, runs, timeout=240)[0]
+    assert len(first) == 2 and len(second) == 2  # the second run resumed at step 2
+    _assert_matches(first + second, reference)
+
+
 def test_a_spike_on_one_rank_rolls_every_rank_back_together(tmp_path, text):
     """Micro-batch 22 is garbage on rank 1 only (DDP x 2). The spike is decided on the loss averaged
     over the ranks, so both roll back to step 20 and skip it together (no rank left waiting in a

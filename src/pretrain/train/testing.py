@@ -267,3 +267,23 @@ def cp_suite(rank: int, runs: list) -> list:
         fn = train_records if kind == "train" else grads_against_one_process
         out.append(fn(rank, o, text, over))
     return out
+
+
+def peer_gone(rank: int, ckpt_root: str) -> str | None:
+    """Worker: rank 1 leaves at once; rank 0's all-reduce fails as a killed peer makes it fail, and
+    the line `pretrain train` prints for that error is returned."""
+
+    import torch
+    import torch.distributed as dist
+
+    from pretrain.commands.train import peer_lost_line
+
+    dist.init_process_group("gloo")
+    if rank == 1:  # gone without a word: its connections close under rank 0's collective
+        dist.destroy_process_group()
+        return None
+    try:
+        dist.all_reduce(torch.ones(1))
+    except RuntimeError as e:
+        return peer_lost_line(e, rank, Path(ckpt_root))
+    return "the all-reduce did not fail"

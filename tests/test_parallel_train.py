@@ -204,6 +204,24 @@ def test_a_spike_on_one_rank_rolls_every_rank_back_together(tmp_path, text):
     assert hit[0]["losses"] == clean[0]["losses"]
 
 
+@SLOW
+def test_a_spike_under_a_pipeline_rolls_both_stages_back_together(tmp_path, text):
+    """Run-it-twice review: under PP 2 a rollback died in its first step (the checkpoint's optimizer
+    groups, see test_resume_under_a_pipeline_continues_the_run). Micro-batch 22 is garbage on the
+    last stage (its targets): both stages flag the spike on the loss the last stage reports, roll
+    back to step 20 together, and the curve afterwards is that of a PP run that skipped the batch
+    (~60 s: four 30-step runs on 2 ranks)."""
+    over = ["parallel.pp=2", "parallel.pp_microbatches=2", "stability.spike_factor=1.5", "optim.lr=1e-2",
+            "model.n_layers=2", "train.steps=30"]
+    worker = "pretrain.train.testing.spike_run"
+    hit = run_distributed(worker, 2, str(tmp_path / "hit"), str(text), over, 22, 1, timeout=400)
+    clean = run_distributed(worker, 2, str(tmp_path / "clean"), str(text), [*over, "data.skip=[[22, 22]]"],
+                            22, -1, timeout=400)
+    assert [r["rollbacks"] for r in hit] == [1, 1]
+    assert hit[0]["events"] == hit[1]["events"] == [["spike", 23], ["rollback", 20]]
+    assert hit[0]["losses"] == clean[0]["losses"]
+
+
 @pytest.mark.slow
 @SLOW
 def test_fsdp_with_compile_and_eval_equals_one_process(tmp_path, text):

@@ -146,7 +146,6 @@ class CorruptOnRank:
 def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_rank: int) -> dict:
     """Worker: train with micro-batch `bad` corrupted on `bad_rank` only (-1: nowhere); the losses by
     step (the surviving timeline) and the spike/rollback events this rank logged or saw."""
-    import os
 
     import torch.distributed as dist
 
@@ -156,8 +155,10 @@ def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_ran
 
     cfg = tiny_config(out, text, *overrides)
     ids, _ = encode_text(read_text(text))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    inner = TextLoader(ids, cfg.model.seq_len, cfg.data.seed, rank, world)
+    par = cfg.parallel  # this rank's data-parallel rank: ranks are ordered tp, cp, dp_shard, dp_replicate, pp
+    dp = par.dp_replicate * par.dp_shard
+    dp_rank = (rank // (par.tp * par.cp)) % dp
+    inner = TextLoader(ids, cfg.model.seq_len, cfg.data.seed, dp_rank, dp)
     loader = CorruptOnRank(inner, bad, rank == bad_rank)
     t = Trainer(cfg, loader=loader, quiet=True)
     t.fit()

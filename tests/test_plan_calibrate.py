@@ -76,18 +76,22 @@ def test_calibrated_model_predicts_a_run_it_did_not_see(cpu):
 
 
 def test_cli_writes_a_hardware_file_the_next_plan_reads(runs, cpu, tmp_path):
+    # The fit's accuracy is checked on the runs recorded on a quiet machine: the runs made here share
+    # two cores with the other test worker (run-it-twice review: at load 13 the batch of 16 came
+    # out 1.6x off its fit and failed the 1.5x bound; a verdict must not depend on load). The runs
+    # made here check that the CLI reads what our trainer writes today.
+    for b in (4, 16):
+        fresh = calibrate.load_run(runs[b])
+        assert fresh.steps == 4 and fresh.tokens_per_s > 0 and fresh.batch_seqs == b
     out = tmp_path / "calibrated.toml"
-    args = ["--calibrate", str(runs[4]), str(runs[16]), "--gpu", "cpu", "--hardware", str(cpu),
-            "--save-hardware", str(out), "--json"]
+    args = ["--calibrate", str(RECORDED / "b4"), str(RECORDED / "b16"), "--gpu", "cpu",
+            "--hardware", str(cpu), "--save-hardware", str(out), "--json"]
     r = subprocess.run([sys.executable, "-m", "pretrain", "plan", *args], capture_output=True, text=True,
                        timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     cal = json.loads(r.stdout)
     for row in cal["runs"]:
-        # Two parameters, two runs, but 4 timed steps of a tiny model: their speed moves by up to ~30%
-        # between runs on a 2-core machine (CI measured the batch of 16 at 22,090 and 27,800 tokens/s
-        # on two days), more than the model's form can follow, so only within 1.5x here; how well a
-        # calibration predicts is the held-out test above.
+        # two parameters, two runs of 29 timed steps each: the model's form follows both closely
         assert abs(math.log(row["predicted_after"] / row["measured_tokens_per_s"])) <= math.log(1.5), row
     table = hardware.load_table(out)
     assert table["cpu"].gemm_efficiency == pytest.approx(cal["gemm_efficiency"])

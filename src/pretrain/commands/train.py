@@ -79,6 +79,12 @@ def run(args: argparse.Namespace) -> int:
         records = trainer.fit()
     except Interrupted:  # already said, with the checkpoint it saved
         return Interrupted.exit_code
+    except RuntimeError as e:
+        line = peer_lost_line(e, trainer.rank, trainer.ckpt.root)
+        if line is None:
+            raise
+        print(line, file=sys.stderr, flush=True)
+        return 1
     if records and trainer.rank == 0:
         last = records[-1]
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
@@ -87,6 +93,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"nothing to do: the run is already at step {trainer.step} ({end}); raise it to go on; "
               f"run directory {trainer.run_dir}")
     return 0
+
+
+def peer_lost_line(e: BaseException, rank: int, ckpt_root) -> str | None:
+    """One line for a collective that failed because another rank is gone (killed, out of memory):
+    what the surviving ranks see, instead of a gloo traceback each; None for any other error.
+    gloo raises a plain RuntimeError ("Connection reset by peer", "Connection closed by peer"),
+    NCCL and the c10d store a DistError."""
+    import torch.distributed as dist
+
+    text = str(e)
+    if not (isinstance(e, dist.DistError) or "reset by peer" in text or "closed by peer" in text):
+        return None
+    from pretrain.train import checkpoint as ck
+
+    found = ck.latest_complete(ckpt_root)
+    where = f"the newest complete checkpoint is step {found[0]}" if found else "no complete checkpoint yet"
+    reason = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+    reason = reason.split("] ", 1)[-1].split(". ", 1)[0][:120]  # gloo prefixes its source file
+    return (f"pretrain train: rank {rank}: another rank stopped mid-step ({reason}); {where}; "
+            "rerun the same command to resume (torchrun --max-restarts N does it by itself)")
 
 
 def _spelled_out(cfg):

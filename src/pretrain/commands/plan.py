@@ -230,7 +230,10 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     mapped: list[str] = []
     if layout is not None:  # the trainer's nearest layout, refused in one line before any memory check
         layout, mapped = recipe.trainer_layout(layout)
-        recipe.check(job.shape, layout, job.batch_seqs)
+        try:
+            recipe.check(job.shape, layout, job.batch_seqs)
+        except UserError as e:
+            raise UserError(f"{e}; {_nothing_written(args.emit_recipe)}") from e
     plan, job, notes = _trainer_plan(plan, job, budget, layout)
     if plan is None:
         print(f"--emit-recipe: {notes[0]}: {_nothing_written(args.emit_recipe)}", file=sys.stderr)

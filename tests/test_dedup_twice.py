@@ -1,0 +1,43 @@
+"""`pretrain dedup` on inputs a second run meets: repeated ids, odd documents, files split apart.
+
+The truth each test checks against is a plain Python set of normalized texts (exact duplicates).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pretrain.cli import main
+from pretrain.curate import io
+
+
+def _read_all(folder: Path) -> list[dict]:
+    return [r for f in sorted(folder.glob("*.jsonl.zst")) for r in io.read_jsonl_zst(f)]
+
+
+def _dedup(inp: Path, out: Path, *extra: str) -> tuple[list[dict], list[dict], dict]:
+    assert main(["dedup", str(inp), "-o", str(out), "--workers", "1", "--quiet", *extra]) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    return _read_all(out / "data"), _read_all(out / "rejects"), stats
+
+
+def _distinct(texts: list[str]) -> int:
+    return len({" ".join(t.lower().split()) for t in texts})
+
+
+def test_a_repeated_id_never_removes_a_unique_document(tmp_path):
+    # ids are not always unique (two dumps concatenated, per-file counters): a removal meant for
+    # one "b" must not take the other, unique, "b" with it
+    docs = [("a", "the quick brown fox jumps over the lazy dog again and again"),
+            ("b", "the quick brown fox jumps over the lazy dog again and again"),
+            ("b", "something completely different about rivers and mountains in the north"),
+            ("c", "a third text about the sea and its ships sailing home at dusk")]
+    (tmp_path / "in").mkdir()
+    lines = [json.dumps({"id": i, "text": t}) + "\n" for i, t in docs]
+    (tmp_path / "in" / "x.jsonl").write_text("".join(lines))
+    kept, rejects, stats = _dedup(tmp_path / "in", tmp_path / "out")
+    assert sorted(r["text"] for r in kept) == sorted({t for _, t in docs})
+    assert len(kept) == _distinct([t for _, t in docs])
+    assert stats["documents"]["read"] == len(kept) + len(rejects) == len(docs)
+    assert stats["dedup"]["removed"] == stats["documents"]["dropped"] == len(rejects) == 1

@@ -41,3 +41,14 @@ def test_a_repeated_id_never_removes_a_unique_document(tmp_path):
     assert len(kept) == _distinct([t for _, t in docs])
     assert stats["documents"]["read"] == len(kept) + len(rejects) == len(docs)
     assert stats["dedup"]["removed"] == stats["documents"]["dropped"] == len(rejects) == 1
+
+
+def test_a_threshold_given_as_a_percent_is_refused_not_a_silent_no_op(tmp_path, capsys):
+    # the check compares a share of slots (0..1) with it: 70 never passes, so nothing was removed
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x.jsonl").write_text('{"text": "one two three four five six"}\n')
+    args = ["dedup", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--quiet"]
+    assert main(args + ["--set", "dedup.threshold=70"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "dedup.threshold" in err and "70" in err
+    assert main(args + ["--set", "dedup.threshold=1"]) == 0

@@ -55,6 +55,7 @@ from pretrain.curate import io
 from pretrain.curate.document import Document
 from pretrain.curate.exact import NO_KEY, text_key, url_key
 from pretrain.curate.minhash import MinHasher, ngram_hashes_many, word_bytes, word_hashes
+from pretrain.config import bounded
 from pretrain.errors import DataError, UserError
 
 FORMAT = 1  # bump when the files change meaning
@@ -80,7 +81,8 @@ class DedupConfig:
     # Candidate check: "signature" keeps a candidate pair when the fraction of agreeing signature
     # slots is >= threshold; "none" keeps every pair that shares a band (datatrove's behaviour).
     verify: str = "signature"
-    threshold: float = 0.7
+    # a share of slots: 0..1 (70, meant as percent, made near dedup remove nothing, silently)
+    threshold: float = bounded(0.7, lo=0.0, hi=1.0)
     memory_mb: int = 1024  # per-process budget for the global stages
     parts: int = 0  # key ranges per column in stage 2; 0: from memory_mb (more parts, less memory)
     # Documents per signed part of a shard: one part (~0.6 KB/doc at 14 x 8) is what signing holds.

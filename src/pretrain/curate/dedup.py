@@ -51,11 +51,11 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from pretrain.config import bounded
 from pretrain.curate import io
 from pretrain.curate.document import Document
 from pretrain.curate.exact import NO_KEY, text_key, url_key
 from pretrain.curate.minhash import MinHasher, ngram_hashes_many, word_bytes, word_hashes
-from pretrain.config import bounded
 from pretrain.errors import DataError, UserError
 
 FORMAT = 1  # bump when the files change meaning

@@ -146,3 +146,17 @@ def test_a_training_set_of_one_class_is_one_line_naming_the_empty_class(tmp_path
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "the bad training text has no words" in err
     assert not (tmp_path / "m.json").exists()
+
+
+def test_a_model_written_into_the_training_folder_is_not_trained_on_when_rerun(tmp_path, capsys):
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "g.txt").write_text("good words about rivers\n")
+    (tmp_path / "b.txt").write_text("click here buy now\n")
+    model = tmp_path / "good" / "model.jsonl"  # a name the readers take for a corpus file
+    args = ["classifier", "train", "--good", str(tmp_path / "good"), "--bad", str(tmp_path / "b.txt"),
+            "-o", str(model)]
+    assert main(args) == 0
+    first = model.read_bytes()
+    assert main(args) == 0
+    assert model.read_bytes() == first
+    assert capsys.readouterr().out.count("; 0 bad records skipped") == 2  # not read as a bad record

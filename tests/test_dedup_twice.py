@@ -52,3 +52,33 @@ def test_a_threshold_given_as_a_percent_is_refused_not_a_silent_no_op(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "dedup.threshold" in err and "70" in err
     assert main(args + ["--set", "dedup.threshold=1"]) == 0
+
+
+def test_exact_dedup_on_real_multilingual_text_equals_a_python_set(tmp_path):
+    # 7,500 real sentences in 75 languages, plus copies re-cased and re-spaced (Unicode spaces
+    # included), split over 3 files, 2 workers: the removed documents are exactly those a set of
+    # normalized texts (the documented rule: lowercase, whitespace collapsed) calls repeats, and
+    # each group keeps its smallest id
+    from conftest import data_file
+
+    rows = data_file("langid/lingua/lingua-sentences-75lang-100each.tsv").read_text().splitlines()
+    texts = [r.split("\t", 1)[1] for r in rows if "\t" in r]
+    copies = [t.upper() if i % 2 else "\u3000" + t.replace(" ", " \u00a0\n ")
+              for i, t in enumerate(texts[::7])]
+    docs = [(f"d{i:05d}", t) for i, t in enumerate(texts + copies)]
+    docs = docs[1::2] + docs[::2]  # input order is not id order
+    (tmp_path / "in").mkdir()
+    for part in range(3):
+        lines = [json.dumps({"id": i, "text": t}) + "\n" for i, t in docs[part::3]]
+        (tmp_path / "in" / f"p{part}.jsonl").write_text("".join(lines))
+    out = tmp_path / "out"
+    assert main(["dedup", str(tmp_path / "in"), "-o", str(out), "--workers", "2", "--quiet",
+                 "--set", "dedup.near=false"]) == 0
+    groups: dict[str, list[str]] = {}
+    for i, t in docs:
+        groups.setdefault(" ".join(t.lower().split()), []).append(i)
+    want_kept = {min(ids) for ids in groups.values()}
+    kept, rejects = _read_all(out / "data"), _read_all(out / "rejects")
+    assert {r["id"] for r in kept} == want_kept and len(kept) == len(want_kept)
+    assert len(rejects) == len(docs) - len(want_kept) > len(copies) * 0.9
+    assert {r["step"] for r in rejects} == {"exact_dedup"}

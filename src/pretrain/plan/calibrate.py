@@ -17,7 +17,6 @@ import dataclasses
 import json
 import math
 import statistics
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from pretrain.plan.layout import Layout
 from pretrain.plan.recipe import SHAPE_FIELDS
 from pretrain.plan.search import Job, evaluate, time_layout
 from pretrain.plan.shapes import ModelShape, get_shape
+from pretrain.untrusted import load_toml
 
 EFFICIENCIES = ("gemm_efficiency", "attention_efficiency", "hbm_efficiency")
 MAX_METRIC_LINES = 1_000_000  # bounded work per run directory
@@ -106,12 +106,7 @@ def load_run(run_dir: str | Path) -> MeasuredRun:
     for p in (cfg_path, metrics):
         if not p.is_file():
             raise UserError(f"--calibrate {d}: no {p.name} (a run directory of pretrain train)")
-    try:
-        cfg = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{cfg_path}: cannot parse: {e}") from None
-    except RecursionError:
-        raise UserError(f"{cfg_path}: cannot parse: nested too deep") from None
+    cfg = load_toml(cfg_path)
     for section in ("model", "parallel", "data", "train"):
         if not isinstance(cfg.get(section, {}), dict):
             raise UserError(f"{cfg_path}: [{section}] must be a table, got {cfg[section]!r}")

@@ -9,6 +9,7 @@ test instead of the machine.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -85,3 +86,93 @@ def test_config_files_share_the_bounds(tmp_path):
     gpus.write_text('{"x": ' + DEEP_ARRAY + "}")
     with pytest.raises(UserError, match=r"gpus\.json: not valid hardware table: nested too deeply"):
         load_table(gpus)
+
+
+# ----------------------------------------------------------------------------- pretrain report
+
+
+def _zst(path: Path, pieces) -> None:
+    import zstandard
+
+    c = zstandard.ZstdCompressor().compressobj()
+    with open(path, "wb") as f:
+        for p in pieces:
+            f.write(c.compress(p))
+        f.write(c.flush())
+
+
+def _reject(reason: str) -> bytes:
+    rec = {"id": reason, "step": "filters", "reason": reason, "text": f"text of {reason}"}
+    return json.dumps(rec).encode() + b"\n"
+
+
+def _corpus(root: Path, hostile) -> Path:
+    """A minimal curate output whose rejects file holds a good record, `hostile` pieces, another good one."""
+    out = root / "corpus"
+    (out / "rejects").mkdir(parents=True)
+    (out / "data").mkdir()
+    stats = {"job": "curate", "documents": {"read": 2, "kept": 0}, "steps": {"filters": {"in": 2, "kept": 0}},
+             "errors": {"count": 0, "by_reason": {}, "examples": []}}
+    (out / "stats.json").write_text(json.dumps(stats))
+    _zst(out / "rejects" / "filters_00000.jsonl.zst",
+         [_reject("before_attack"), *hostile, _reject("after_attack")])
+    return out
+
+
+REJECT_ATTACKS = {
+    # 41 KB of zstd that inflates to one 512 MiB line: held whole it took 4.3 GB for a 2 GiB line
+    "one_huge_line": [b'{"text": "'] + [b"a" * (1 << 24)] * 32 + [b'"}\n'],
+    "nested": [DEEP_ARRAY.encode() + b"\n"],  # RecursionError traceback
+    "bad_utf8": [b'{"text": "\xff"}\n'],  # UnicodeDecodeError, the file not named
+    "null_reason": [b'{"step": "filters", "reason": null}\n'],  # TypeError sorting None against str
+}
+
+
+@pytest.mark.parametrize("case", sorted(REJECT_ATTACKS))
+def test_report_reads_a_hostile_rejects_file_in_bounded_memory(tmp_path, case):
+    out = _corpus(tmp_path, REJECT_ATTACKS[case])
+    r = pretrain("report", out, "-o", "page.html", cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr[-1500:]
+    page = (tmp_path / "page.html").read_text()
+    assert "text of before_attack" in page and "text of after_attack" in page
+
+
+def test_report_does_not_copy_what_a_run_directory_links_to(tmp_path):
+    """samples.txt -> a private file: its content went into the page (which users share)."""
+    secret = tmp_path / "id_rsa"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY----- s3cr3t")
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [b'{"step": 1, "loss": 5.0}', b'{"step": "\xff"}', DEEP_ARRAY.encode(),
+             b'{"step": 1, "loss": "' + b"x" * (9 << 20) + b'"}', b'{"step": 2, "loss": 4.25}']
+    (run / "metrics.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (run / "samples.txt").symlink_to(secret)
+    r = pretrain("report", run, "-o", "page.html", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-1500:]
+    page = (tmp_path / "page.html").read_text()
+    assert "s3cr3t" not in page and "links outside" in page
+    assert "4.25" in page  # step 2's loss: the good line after the hostile ones
+
+
+@pytest.mark.parametrize("what", ["stats", "plan"])
+def test_report_on_a_hostile_json_is_one_line(tmp_path, what):
+    if what == "stats":
+        out = _corpus(tmp_path, [])
+        (out / "stats.json").write_text('{"documents": [1, 2]}')  # a list where an object belongs
+        one_line(pretrain("report", out, cwd=tmp_path), "corpus", "not a well-formed pretrain output")
+    else:
+        (tmp_path / "plan.json").write_text('{"layout": ' + DEEP_ARRAY + "}")
+        one_line(pretrain("report", "plan.json", cwd=tmp_path), "plan.json", "nested too deeply")
+
+
+def test_a_resume_drops_hostile_metrics_lines_instead_of_failing(tmp_path):
+    """A resume rewrites metrics.jsonl up to its step: invalid UTF-8 was a UnicodeDecodeError and a
+    step of "x" a TypeError, both stopping the resume of a run directory received from elsewhere."""
+    from pretrain.train.metrics import Metrics, read_metrics
+
+    lines = [b'{"step": 1, "loss": 5.0}', b'{"step": "\xff"}', b'{"step": "x", "loss": 1}',
+             b'{"step": 2, "loss": 4.0}', b'{"step": 3, "loss": 3.0}']
+    (tmp_path / "metrics.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    Metrics(tmp_path, tensorboard=False, rewind_to=2).close()
+    steps, _ = read_metrics(tmp_path / "metrics.jsonl")
+    assert [s["step"] for s in steps] == [1, 2]

@@ -176,3 +176,35 @@ def test_a_resume_drops_hostile_metrics_lines_instead_of_failing(tmp_path):
     Metrics(tmp_path, tensorboard=False, rewind_to=2).close()
     steps, _ = read_metrics(tmp_path / "metrics.jsonl")
     assert [s["step"] for s in steps] == [1, 2]
+
+
+# ----------------------------------------------------------------------------- eval and HF folders
+
+
+def test_eval_task_file_skips_hostile_lines_and_keeps_the_rest(tmp_path):
+    """`pretrain eval --tasks ppl:FILE` / a custom task file: one line nested 100,000 deep was a
+    RecursionError traceback, and a line without a newline was held whole, however long."""
+    import gzip
+
+    from pretrain.eval.tasks import load_file
+
+    good = [json.dumps({"context": f"q{i}", "continuation": f" a{i}"}).encode() for i in range(3)]
+    body = b"\n".join([good[0], DEEP_ARRAY.encode(), good[1], b'{"context": "' + b"x" * (9 << 20) + b'"}',
+                       b'{"context": "\xff", "continuation": " b"}', good[2]]) + b"\n"
+    (tmp_path / "task.jsonl").write_bytes(body)
+    task = load_file(tmp_path / "task.jsonl", "t", "lm")
+    assert [d["context"] for d in task.docs] == ["q0", "q1", "\ufffd", "q2"]
+    (tmp_path / "task.jsonl.gz").write_bytes(gzip.compress(body)[:-40])  # cut: its end is lost
+    assert [d["context"] for d in load_file(tmp_path / "task.jsonl.gz", "t", "lm").docs][:2] == ["q0", "q1"]
+
+
+def test_hf_config_json_nested_deep_is_one_line(tmp_path):
+    from pretrain.errors import UserError
+    from pretrain.train.hf import read_hf_model_config
+
+    (tmp_path / "config.json").write_text('{"model_type": ' + DEEP_ARRAY + "}")
+    with pytest.raises(UserError, match=r"config\.json: not valid config\.json: nested too deeply"):
+        read_hf_model_config(tmp_path)
+    (tmp_path / "config.json").write_text("[1]")
+    with pytest.raises(UserError, match=r"expected an object, found list"):
+        read_hf_model_config(tmp_path)

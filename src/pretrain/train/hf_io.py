@@ -123,8 +123,10 @@ class HFCheckpoint:
     def _weight_map(self) -> dict[str, str]:
         index = self.folder / INDEX
         if index.is_file():
+            from pretrain.untrusted import load_json
+
             try:
-                wm = json.loads(index.read_text())["weight_map"]
+                wm = load_json(index)["weight_map"]  # BadFile is a ValueError
             except (ValueError, KeyError, TypeError) as e:
                 raise UserError(f"{index}: not a safetensors index ({e})") from e
             for name in set(wm.values()):  # a hostile index must not point outside the folder

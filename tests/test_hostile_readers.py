@@ -42,6 +42,29 @@ def test_jsonl_nested_or_huge_number_skips_one_line(tmp_path, attack, reason):
     assert [e[0] for e in _errors_mentioning(r, reason)] == ["line 2"]
 
 
+def test_jsonl_lone_surrogate_skips_one_line_and_the_job_finishes(tmp_path):
+    """`"\\ud800"` parses to a str no UTF-8 writer can encode: it stopped `pretrain dedup` (and
+    tokenizer train, tokenize) with UnicodeEncodeError. An escaped emoji (a pair) is text and stays."""
+    import subprocess
+    import sys
+
+    from hostile import SRC
+
+    emoji = b'{"id": "emoji", "text": "a pair \\ud83d\\ude00 is one character"}\n'
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_bytes(
+        GOOD_BEFORE + b'{"id": "lone", "text": "half \\ud800 of a pair"}\n' + emoji + GOOD_AFTER)
+    r = subprocess.run([sys.executable, "-m", "pretrain", "dedup", "in", "-o", "out", "--workers", "1"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": SRC})
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert "line 2: lone surrogate \\ud800" in r.stdout + r.stderr
+    kept = [json.loads(x) for f in sorted((tmp_path / "out" / "data").glob("*.jsonl.zst"))
+            for x in zstandard.ZstdDecompressor().decompressobj().decompress(f.read_bytes()).splitlines()]
+    assert sorted(d["id"] for d in kept) == ["after", "before", "emoji"]
+    assert "\U0001f600" in next(d["text"] for d in kept if d["id"] == "emoji")
+
+
 def test_classifier_model_nested_deep_is_a_user_error(tmp_path):
     p = tmp_path / "model.json"
     p.write_text('{"format": ' + "[" * 100_000 + "]" * 100_000 + "}")

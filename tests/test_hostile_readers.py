@@ -141,6 +141,27 @@ def test_parquet_huge_cell_is_measured_before_it_becomes_a_str(tmp_path):
     assert r["peak_mb"] < 150 + 3.5 * CELL_MB  # the interpreter, the compressed and decoded page, the array
 
 
+@pytest.mark.parametrize("column", ["text", "id"])
+def test_parquet_cell_of_invalid_utf8_skips_its_row_not_its_row_group(tmp_path, column):
+    """Parquet writers need not check UTF-8 (pyarrow's from_buffers does not): one such cell made
+    `to_pylist` raise and the whole row group (here four rows, in practice up to a million) was lost."""
+    cells = {"id": [b"before", b"cesu", b"byte", b"after"],
+             "text": [b"a good record", b"a surrogate \xed\xa0\x80 as CESU-8", b"a \xff byte", b"another"]}
+    cells[column][1:3] = [b"\xed\xa0\x80", b"\xff"] if column == "id" else cells[column][1:3]
+    arrays = {}
+    for name, values in cells.items():
+        b = pa.array(values, pa.binary())
+        arrays[name] = pa.Array.from_buffers(pa.string(), len(b), b.buffers())  # no UTF-8 check
+    p = tmp_path / "bad.parquet"
+    pq.write_table(pa.table(arrays), p)
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    errors = []
+    docs = read_documents(p, ReaderConfig(), lambda path, where, why: errors.append((where, why)))
+    assert [d.id for d in docs] == ["before", "after"]  # in-process: nothing here is big
+    assert [w for w, why in errors if "invalid UTF-8" in why] == ["row 1", "row 2"]
+
+
 def test_parquet_row_group_over_the_footer_bound_is_not_decoded(tmp_path):
     p = tmp_path / "huge.parquet"
     _huge_parquet(p, row_group_size=1)  # before | huge | after, one row group each

@@ -487,11 +487,14 @@ def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, 
 PARQUET_BATCH_ROWS = 64
 
 
-def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | None]]:
-    """(index in batch, row as a dict) for each row; None for a row whose strings exceed max_bytes."""
+def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | None]]:
+    """(index in batch, row as a dict) for each row; None for a row whose strings exceed max_bytes,
+    the reason (a str) for a row that is not UTF-8."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
+
+    from pretrain.curate.parquet_pages import pylist
 
     total = np.zeros(batch.num_rows, dtype=np.int64)
     for col in batch.columns:
@@ -500,9 +503,9 @@ def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | None]]:
             total += pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
     too_big = total > max_bytes
     if not too_big.any():
-        yield from enumerate(batch.to_pylist())
+        yield from enumerate(pylist(batch))
         return
-    kept = batch.filter(pa.array(~too_big)).to_pylist()
+    kept = pylist(batch.filter(pa.array(~too_big)))
     it = iter(kept)
     for i, big in enumerate(too_big):
         yield i, None if big else next(it)

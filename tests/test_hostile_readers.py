@@ -65,6 +65,30 @@ def test_jsonl_lone_surrogate_skips_one_line_and_the_job_finishes(tmp_path):
     assert "\U0001f600" in next(d["text"] for d in kept if d["id"] == "emoji")
 
 
+PUNY = ("a\u00fc" * 2000).encode("punycode")  # valid punycode: decoding it is quadratic in its length
+
+
+@pytest.mark.parametrize("charset,body", [("uu", b"\\ud800 end"), ("zlib", b"\\ud800 end"),
+                                          ("raw_unicode_escape", b"\\ud800 end"), ("punycode", PUNY)])
+def test_a_page_naming_a_codec_no_browser_has_is_decoded_as_text(tmp_path, charset, body):
+    """`<meta charset>` is the page's word: "uu" or "zlib" raised LookupError out of the reader (one
+    page stopped `pretrain curate`), "raw_unicode_escape" made a lone surrogate that no writer can
+    encode, and "punycode" decodes in quadratic time (a 5 MB page: about half an hour). Only web
+    encodings are honoured; the page's bytes are decoded as detected instead."""
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    page = tmp_path / "page.html"
+    head = f'<html><head><meta charset="{charset}"></head><body><p>'.encode()
+    page.write_bytes(head + body + b"</p></body></html>")
+    errors = []
+    docs = list(read_documents(page, ReaderConfig(), lambda *e: errors.append(e)))
+    assert len(docs) == 1 and not errors
+    assert body.decode("ascii") in docs[0].text  # the bytes as they are, not run through the codec
+    docs[0].text.encode("utf-8")  # no lone surrogate
+    page.write_bytes(b'<meta charset="windows-1252"><p>caf\xe9</p>')  # a web encoding still counts
+    assert "caf\u00e9" in next(read_documents(page, ReaderConfig())).text
+
+
 def test_classifier_model_nested_deep_is_a_user_error(tmp_path):
     p = tmp_path / "model.json"
     p.write_text('{"format": ' + "[" * 100_000 + "]" * 100_000 + "}")

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from s3server import s3  # noqa: F401  (the fixture)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
@@ -208,3 +209,26 @@ def test_hf_config_json_nested_deep_is_one_line(tmp_path):
     (tmp_path / "config.json").write_text("[1]")
     with pytest.raises(UserError, match=r"expected an object, found list"):
         read_hf_model_config(tmp_path)
+
+
+# ----------------------------------------------------------------------------- object storage keys
+
+
+def test_an_object_key_with_dotdot_is_not_copied_outside_the_work_folder(tmp_path, s3):  # noqa: F811
+    """An S3 key is any string: `data/sub/../../../../escape/pwned.jsonl` is an object under `data/`.
+    `pretrain tokenize s3://bkt/data` copied it to WORK/inputs/<key below the prefix>, which climbed
+    out of the work folder to a path the bucket's owner chose."""
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    train_tokenizer(["hello world, a tiny corpus"] * 4, vocab_size=300).save(str(tmp_path / "tok.json"))
+    fs, bucket = s3.filesystem(), s3.new_bucket()
+    good = json.dumps({"text": "hello world"}).encode() + b"\n"
+    fs.pipe(f"{bucket}/data/a.jsonl", good)
+    fs.pipe(f"{bucket}/data/sub/../../../../../escape/pwned.jsonl", good)
+    (tmp_path / "run").mkdir()
+    r = subprocess.run([sys.executable, "-m", "pretrain", "tokenize", f"s3://{bucket}/data", "--tokenizer",
+                        "../tok.json", "-o", "out", "--work-dir", "w/x"], cwd=tmp_path / "run",
+                       env={**s3.env(), "PYTHONPATH": SRC}, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert not list(tmp_path.rglob("pwned.jsonl")) and not (tmp_path / "escape").exists()
+    assert "skipped 1 object(s)" in r.stderr and "1 documents" in r.stdout

@@ -132,9 +132,27 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple
             hits, root = [path], path.rsplit("/", 1)[0]
         else:
             raise UserError(f"input not found: {url}")
+        climbing = []
         for h in hits:
-            found[fs.unstrip_protocol(h)] = h[len(root):].lstrip("/") if h.startswith(root + "/") else h
+            name = h[len(root):].lstrip("/") if h.startswith(root + "/") else h
+            if _climbs(name):
+                climbing.append(h)
+            else:
+                found[fs.unstrip_protocol(h)] = name
+        if climbing:
+            import sys
+
+            print(f"pretrain: skipped {len(climbing)} object(s) under {url} whose key climbs out of it, "
+                  f"e.g. {climbing[0]!r}", file=sys.stderr)
     return sorted(found.items())
+
+
+def _climbs(name: str) -> bool:
+    """An object key is any string: `data/../../../home/u/.bashrc` is one key under `data/`, and
+    its name below the prefix becomes a local path where `pretrain tokenize` copies the object
+    (it wrote outside its work folder). Such a name, an absolute one or one with NUL, is refused."""
+    parts = name.split("/")
+    return not name or name.startswith("/") or "\0" in name or any(p in ("..", ".") for p in parts)
 
 
 def _size(path: str) -> int:

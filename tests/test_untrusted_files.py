@@ -232,3 +232,20 @@ def test_an_object_key_with_dotdot_is_not_copied_outside_the_work_folder(tmp_pat
     assert r.returncode == 0, r.stderr[-1500:]
     assert not list(tmp_path.rglob("pwned.jsonl")) and not (tmp_path / "escape").exists()
     assert "skipped 1 object(s)" in r.stderr and "1 documents" in r.stdout
+
+
+def test_report_of_a_token_folder_whose_tokenizer_copy_is_not_one(tmp_path):
+    """The copy beside the shards was opened with `Tokenizer.from_file` directly: its plain
+    Exception ("data did not match any variant...") was a traceback out of `pretrain report`."""
+    from pretrain.report import build_report
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    train_tokenizer(["hello world, a tiny corpus"] * 4, vocab_size=300).save(str(tmp_path / "tok.json"))
+    (tmp_path / "c.jsonl").write_text(json.dumps({"text": "hello world"}) + "\n")
+    r = subprocess.run([sys.executable, "-m", "pretrain", "tokenize", "c.jsonl", "--tokenizer", "tok.json",
+                        "-o", "t"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": SRC},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert "<b>—</b><span>bytes per token" not in build_report([tmp_path / "t"])  # measured
+    (tmp_path / "t" / "tokenizer.json").write_text('{"model": 5}')
+    assert "<b>—</b><span>bytes per token" in build_report([tmp_path / "t"])  # the section stands

@@ -247,9 +247,13 @@ def bytes_per_token(tdir, sample: int = 200) -> float | None:
     tok_file = tdir.path / (tdir.manifest.get("tokenizer", {}).get("copy") or "tokenizer.json")
     if not tok_file.is_file() or tdir.num_documents == 0:
         return None
-    from tokenizers import Tokenizer
+    from pretrain.errors import UserError
+    from pretrain.tokens.tokenizer import load_tokenizer
 
-    tok = Tokenizer.from_file(str(tok_file))
+    try:  # the shared loader: a copy that is not a tokenizer is one line there, a "—" here
+        tok = load_tokenizer(tok_file)
+    except UserError:
+        return None
     n_bytes = n_tokens = 0
     for i in range(min(sample, tdir.num_documents)):
         ids = [int(t) for t in tdir.document(i) if int(t) != tdir.eot_id]

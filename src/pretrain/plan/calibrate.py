@@ -14,7 +14,6 @@ Pure Python: the config is read with tomllib, the shape resolved from plan prese
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from pretrain.plan.layout import Layout
 from pretrain.plan.recipe import SHAPE_FIELDS
 from pretrain.plan.search import Job, evaluate, time_layout
 from pretrain.plan.shapes import ModelShape, get_shape
-from pretrain.untrusted import load_toml
+from pretrain.untrusted import check_file, json_line, lines, load_toml
 
 EFFICIENCIES = ("gemm_efficiency", "attention_efficiency", "hbm_efficiency")
 MAX_METRIC_LINES = 1_000_000  # bounded work per run directory
@@ -78,13 +77,19 @@ def _tokens_per_s(path: Path) -> tuple[float, int, int]:
     """Median tokens/s over the step lines after the first (compilation and warm-up), bad lines
     skipped and counted."""
     values, skipped = [], 0
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for i, line in enumerate(f):
+
+    def bad(lineno: int, reason: str) -> None:
+        nonlocal skipped
+        skipped += 1
+
+    check_file(path)  # not a FIFO or a device
+    with path.open("rb") as f:  # lines over 8 MiB are read through, never held
+        for i, (_, line) in enumerate(lines(f, on_bad=bad)):
             if i >= MAX_METRIC_LINES:
                 break
-            try:
-                rec = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):  # a line nested thousands deep is bad too
+            try:  # any way a line is bad (nested deep, 5,000 digits, invalid UTF-8) is a ValueError
+                rec = json_line(line)
+            except ValueError:
                 skipped += 1
                 continue
             if not isinstance(rec, dict) or "event" in rec:

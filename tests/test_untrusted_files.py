@@ -249,3 +249,12 @@ def test_report_of_a_token_folder_whose_tokenizer_copy_is_not_one(tmp_path):
     assert "<b>—</b><span>bytes per token" not in build_report([tmp_path / "t"])  # measured
     (tmp_path / "t" / "tokenizer.json").write_text('{"model": 5}')
     assert "<b>—</b><span>bytes per token" in build_report([tmp_path / "t"])  # the section stands
+
+
+def test_an_earlier_eval_file_nested_deep_is_replaced_not_a_traceback(tmp_path):
+    from pretrain.eval.report import SCHEMA, merge_previous
+
+    doc = {"schema": SCHEMA, "model": {"path": "m"}, "settings": {}, "results": {"copa": {"acc": 0.5}},
+           "tasks": {}, "examples": {}}
+    (tmp_path / "step_0000010.json").write_text('{"schema": ' + DEEP_ARRAY + "}")
+    assert merge_previous(doc, tmp_path / "step_0000010.json") == doc

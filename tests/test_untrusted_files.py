@@ -184,14 +184,16 @@ def test_a_resume_drops_hostile_metrics_lines_instead_of_failing(tmp_path):
 
 def test_eval_task_file_skips_hostile_lines_and_keeps_the_rest(tmp_path):
     """`pretrain eval --tasks ppl:FILE` / a custom task file: one line nested 100,000 deep was a
-    RecursionError traceback, and a line without a newline was held whole, however long."""
+    RecursionError traceback, a lone surrogate a TypeError from the tokenizer, and a line without a
+    newline was held whole, however long."""
     import gzip
 
     from pretrain.eval.tasks import load_file
 
     good = [json.dumps({"context": f"q{i}", "continuation": f" a{i}"}).encode() for i in range(3)]
     body = b"\n".join([good[0], DEEP_ARRAY.encode(), good[1], b'{"context": "' + b"x" * (9 << 20) + b'"}',
-                       b'{"context": "\xff", "continuation": " b"}', good[2]]) + b"\n"
+                       b'{"context": "\xff", "continuation": " b"}',
+                       b'{"context": "\\ud800", "continuation": " c"}', good[2]]) + b"\n"
     (tmp_path / "task.jsonl").write_bytes(body)
     task = load_file(tmp_path / "task.jsonl", "t", "lm")
     assert [d["context"] for d in task.docs] == ["q0", "q1", "\ufffd", "q2"]

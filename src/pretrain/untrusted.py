@@ -120,11 +120,30 @@ def load_toml(path: str | Path, limit: int = MAX_SMALL_FILE, what: str = "TOML")
 
 
 def json_line(line: str | bytes) -> Any:
-    """One JSON value from one line; every way it is bad (nesting included) is a `ValueError`."""
+    """One JSON value from one line; every way it is bad (nesting, a lone surrogate included) is a
+    `ValueError`."""
     try:
-        return json.loads(line)
+        obj = json.loads(line)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+    if (why := lone_surrogate(line, obj)) is not None:
+        raise ValueError(why)
+    return obj
+
+
+def lone_surrogate(line: str | bytes, obj: Any) -> str | None:
+    """Why `obj`, parsed from `line`, is not Unicode text, or None. JSON's `\\ud800` escape parses
+    to a lone surrogate, which no UTF-8 writer can encode and the tokenizer refuses (TypeError): one
+    such record stopped `dedup`, `tokenize`, `tokenizer train` and `eval`. Checked only when the
+    line holds such an escape (an escaped emoji is a pair and passes): one `find` otherwise."""
+    esc = ("\\ud", "\\uD") if isinstance(line, str) else (b"\\ud", b"\\uD")
+    if esc[0] not in line and esc[1] not in line:
+        return None
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"lone surrogate \\u{ord(e.object[e.start]):04x} in a string: not Unicode text"
+    return None
 
 
 OnBadLine = Callable[[int, str], None]

@@ -36,6 +36,7 @@ import zstandard
 from pretrain.config import bounded, choice
 from pretrain.curate.document import Document, stable_id
 from pretrain.errors import UserError
+from pretrain.untrusted import lone_surrogate
 
 OnError = Callable[[str, object, str], None]
 
@@ -365,22 +366,10 @@ def _jsonl_record(
     if not isinstance(obj, dict):
         on_error(str(path), where, f"expected a JSON object, got {type(obj).__name__}")
         return None
-    if (b"\\ud" in line or b"\\uD" in line) and (why := _lone_surrogate(obj)):
+    if (why := lone_surrogate(line, obj)) is not None:  # parses, then no UTF-8 writer can encode it
         on_error(str(path), where, why)
         return None
     return _make_doc(obj, cfg, src, lineno, lambda reason: on_error(str(path), where, reason))
-
-
-def _lone_surrogate(obj: dict) -> str | None:
-    """JSON's `\\ud800` escape parses to a lone surrogate, which no UTF-8 writer (our shards, the
-    tokenizer, zstd JSONL) can encode: one such record stopped `dedup` and `tokenizer train` with
-    UnicodeEncodeError. Checked only when the line holds such an escape (an escaped emoji is a
-    pair and passes), so ordinary lines pay one `bytes.find`."""
-    try:
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as e:
-        return f"lone surrogate \\u{ord(e.object[e.start]):04x} in a string: not Unicode text"
-    return None
 
 
 def _make_doc(

@@ -155,9 +155,15 @@ def test_report_does_not_copy_what_a_run_directory_links_to(tmp_path):
     assert "4.25" in page  # step 2's loss: the good line after the hostile ones
 
 
-@pytest.mark.parametrize("what", ["stats", "plan"])
+@pytest.mark.parametrize("what", ["stats", "plan", "metrics"])
 def test_report_on_a_hostile_json_is_one_line(tmp_path, what):
-    if what == "stats":
+    if what == "metrics":  # an MFU of "x": "Unknown format code '%'", without the file's name, before
+        (tmp_path / "run").mkdir()
+        (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1, "loss": 2.0, "mfu": "x"}\n'
+                                                        '{"event": "spike", "step": {"a": 1}}\n')
+        r = pretrain("report", "run", cwd=tmp_path)
+        assert r.returncode == 0 and "MFU" in (tmp_path / "report.html").read_text(), r.stderr[-1500:]
+    elif what == "stats":
         out = _corpus(tmp_path, [])
         (out / "stats.json").write_text('{"documents": [1, 2]}')  # a list where an object belongs
         one_line(pretrain("report", out, cwd=tmp_path), "corpus", "not a well-formed pretrain output")

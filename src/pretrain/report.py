@@ -234,7 +234,9 @@ def _section(path: Path, index: int) -> Section:
     naming the argument, never a traceback."""
     try:
         return section_for(path, index)
-    except (KeyError, TypeError, AttributeError, IndexError) as e:
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, ArithmeticError) as e:
+        if isinstance(e, ValueError) and str(e).startswith(str(path)):  # names the file already
+            raise
         raise ValueError(f"{path}: not a well-formed pretrain output ({type(e).__name__}: "
                          f"{str(e)[:120]})") from None
     except RecursionError:

@@ -151,7 +151,7 @@ def run_section(run: Path, sid: str) -> Section:
     train, evals, events = read_metrics(run)
     marked = [e for e in events if e.get("event") in MARKED]
     tps = tokens_per_s(train)
-    mfu = [r["mfu"] for r in train if r.get("mfu") is not None]
+    mfu = [r["mfu"] for r in train if _number(r.get("mfu"))]  # a hostile "x" is not an MFU
     mfu_text = f"{sorted(mfu)[len(mfu) // 2]:.1%}" if mfu else "n/a"
     last = train[-1] if train else {}
     evl = [r for r in evals if r.get("eval_loss") is not None]

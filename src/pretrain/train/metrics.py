@@ -117,7 +117,10 @@ def parse_line(line: str | bytes) -> dict | None:
         rec = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    return rec if isinstance(rec, dict) else None
+    if not isinstance(rec, dict):
+        return None
+    step = rec.get("step", 0)  # every line we write has a numeric step (or none): "x" or {} is not ours
+    return rec if isinstance(step, int | float) and not isinstance(step, bool) else None
 
 
 def read_metrics(path: str | Path, within: str | Path | None = None) -> tuple[list[dict], list[dict]]:
@@ -144,8 +147,8 @@ def _drop_after(path: Path, step: int, keep_events: tuple) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(path, "rb") as src, open(tmp, "wb") as dst:  # bytes: a line of bad UTF-8 is dropped, not fatal
         for _, line in untrusted.lines(src):
-            if (rec := parse_line(line)) is None or not isinstance(rec.get("step", 0), int | float):
-                continue  # a step of "x" or null: not a line this run wrote
+            if (rec := parse_line(line)) is None:
+                continue
             if rec.get("step", 0) <= step or rec.get("event") in keep_events:
                 dst.write(line if line.endswith(b"\n") else line + b"\n")
     tmp.replace(path)

@@ -513,7 +513,12 @@ def _read_file_bytes(path: Path, cfg: ReaderConfig, on_error: OnError) -> bytes 
             str(path), None, f"file of {size} bytes is larger than max_record_bytes={cfg.max_record_bytes}"
         )
         return None
-    return path.read_bytes()
+    with open(path, "rb") as f:  # at most the bound, even from a file that grows after stat()
+        data = f.read(cfg.max_record_bytes + 1)
+    if len(data) > cfg.max_record_bytes:
+        on_error(str(path), None, f"file grew past max_record_bytes={cfg.max_record_bytes} while read")
+        return None
+    return data
 
 
 def _looks_binary(data: bytes) -> bool:

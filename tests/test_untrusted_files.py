@@ -120,18 +120,18 @@ def _corpus(root: Path, hostile) -> Path:
     return out
 
 
-REJECT_ATTACKS = {
-    # 41 KB of zstd that inflates to one 512 MiB line: held whole it took 4.3 GB for a 2 GiB line
-    "one_huge_line": [b'{"text": "'] + [b"a" * (1 << 24)] * 32 + [b'"}\n'],
-    "nested": [DEEP_ARRAY.encode() + b"\n"],  # RecursionError traceback
-    "bad_utf8": [b'{"text": "\xff"}\n'],  # UnicodeDecodeError, the file not named
-    "null_reason": [b'{"step": "filters", "reason": null}\n'],  # TypeError sorting None against str
-}
+REJECT_ATTACKS = [
+    # 41 KB of zstd that inflates to one 512 MiB line: held whole (a 2 GiB one took 4.3 GB and 38 s)
+    [b'{"text": "'] + [b"a" * (1 << 24)] * 32 + [b'"}\n'],
+    [DEEP_ARRAY.encode() + b"\n"],  # RecursionError traceback
+    [b'{"text": "\xff"}\n'],  # UnicodeDecodeError, the file not named
+    [b'{"step": "filters", "reason": null}\n'],  # TypeError sorting None against str
+]
 
 
-@pytest.mark.parametrize("case", sorted(REJECT_ATTACKS))
-def test_report_reads_a_hostile_rejects_file_in_bounded_memory(tmp_path, case):
-    out = _corpus(tmp_path, REJECT_ATTACKS[case])
+def test_report_reads_a_hostile_rejects_file_in_bounded_memory(tmp_path):
+    """Every attack between two good rejects, in a child limited to 1 GiB of address space."""
+    out = _corpus(tmp_path, [piece for attack in REJECT_ATTACKS for piece in attack])
     r = pretrain("report", out, "-o", "page.html", cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr[-1500:]
     page = (tmp_path / "page.html").read_text()

@@ -118,8 +118,8 @@ def _check(value: Any, f: dataclasses.Field, key: str) -> None:
         raise UserError(f"{key} must be one of {allowed}, got {value!r}")
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
-    if isinstance(value, float) and math.isnan(value):
-        raise UserError(f"{key} must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):  # TOML's inf, nan, or 1e400
+        raise UserError(f"{key} must be a number, got {value!r} (a finite one; 0 where 'no bound' is meant)")
     lo = meta.get("lo")
     if lo is None and meta.get("gt") is None and not meta.get("signed"):
         lo = 0

@@ -181,6 +181,8 @@ def test_an_id_past_the_vocabulary_stops_training_in_one_line(good, tmp_path):
     with pytest.raises(DataError, match=r"shard_00000\.bin: record token 17: id 65000 is outside the "
                                         r"300-token vocabulary"):
         sampler.next_batch(1)
+    with pytest.raises(DataError, match="record token 17: id 65000"):
+        TokenDir(d).read(10, 20)  # what perplexity on a token folder reads
     ids[17] = 5
     ids.flush()
     assert MixtureSampler({"a": str(d)}, {"a": 1.0}, seq_len=ids.size - 1, seed=0).next_batch(1).max() < 300

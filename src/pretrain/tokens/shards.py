@@ -221,6 +221,7 @@ class TokenDir:
             out[filled:filled + take] = self.bins[k][lo:lo + take]
             filled += take
             k += 1
+        self._check_ids(out[None, :], np.array([start]))  # `pretrain eval --tasks ppl:TOKENS` reads here
         return out
 
     def gather(self, starts: np.ndarray, length: int) -> np.ndarray:

@@ -266,3 +266,26 @@ def test_an_earlier_eval_file_nested_deep_is_replaced_not_a_traceback(tmp_path):
            "tasks": {}, "examples": {}}
     (tmp_path / "step_0000010.json").write_text('{"schema": ' + DEEP_ARRAY + "}")
     assert merge_previous(doc, tmp_path / "step_0000010.json") == doc
+
+
+def test_a_hugging_face_folder_with_damaged_files_is_one_line(tmp_path):
+    """`pretrain eval HF_DIR`: a safetensors header that is not the JSON it should be was a
+    SafetensorError traceback, a folder without tokenizer files a ValueError from transformers."""
+    import struct
+
+    from pretrain.errors import UserError
+    from pretrain.eval.lm import from_hf_dir
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    cfg = {"model_type": "llama", "vocab_size": 300, "hidden_size": 8, "intermediate_size": 16,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+           "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "tie_word_embeddings": True}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(UserError, match="transformers cannot load its tokenizer"):
+        from_hf_dir(tmp_path)
+    train_tokenizer(["hello world, a tiny corpus"] * 4, vocab_size=300).save(str(tmp_path / "tokenizer.json"))
+    header = b'{"model.embed_tokens.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}, ' \
+             b'"__metadata__": [1]}'
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(16))
+    with pytest.raises(UserError, match=r"model\.safetensors: not a readable safetensors file"):
+        from_hf_dir(tmp_path)

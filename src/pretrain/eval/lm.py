@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,14 +212,31 @@ def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> Eva
         raise UserError(f"{path}: not a Hugging Face model folder (no config.json)")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    from pretrain.untrusted import load_json_object
+
+    load_json_object(path / "config.json", what="config.json")  # nested deep: one line, before transformers
+    with _hf_errors(path, "tokenizer"):
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     if ours:
         net = _import_ours(path, device)
         if net is not None:
             wrapped = from_transformers_tokenizer(tok)
             return from_module(net, wrapped[0], wrapped[1], net.shape.seq_len, wrapped[2], path.name)
-    model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
+    with _hf_errors(path, "model"):
+        model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
     return from_transformers(model.to(device), tok, name=path.name)
+
+
+@contextlib.contextmanager
+def _hf_errors(path: Path, what: str):
+    """transformers' loaders on a folder from elsewhere raise ValueError, OSError, KeyError... for
+    a missing or damaged file (a folder without tokenizer files: "Couldn't instantiate the backend
+    tokenizer", a traceback): one line naming the folder instead."""
+    try:
+        yield
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+        raise UserError(f"{path}: transformers cannot load its {what} ({type(e).__name__}: "
+                        f"{' '.join(str(e).split())[:200]})") from None
 
 
 def _import_ours(path: Path, device: str):

@@ -13,6 +13,7 @@ rows or columns it holds of each tensor, never the whole model.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -111,6 +112,20 @@ def publish(staging: Path, out: Path, written: list[str]) -> None:
 
 # --- reading ---------------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def _safe_open(path: Path):
+    """safetensors' `safe_open`, whose errors on a file from elsewhere (a header that is not the
+    JSON it expects, offsets past the file) are one line naming it instead of a SafetensorError
+    traceback out of `pretrain eval` and `model.init_from`."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            yield f
+    except SafetensorError as e:
+        raise UserError(f"{path}: not a readable safetensors file ({str(e)[:200]})") from None
+
+
 class HFCheckpoint:
     """The safetensors files of a transformers folder; tensors read by slices."""
 
@@ -137,9 +152,7 @@ class HFCheckpoint:
         if not single.is_file():
             raise UserError(f"{self.folder}: no {SINGLE} or {INDEX} (only safetensors weights are read: "
                             "pickled .bin checkpoints are refused)")
-        from safetensors import safe_open
-
-        with safe_open(str(single), framework="pt") as f:
+        with _safe_open(single) as f:
             return {k: SINGLE for k in f.keys()}
 
     def check_size(self, numel: int) -> None:
@@ -169,10 +182,8 @@ class HFCheckpoint:
         count as this process's memory until it is unmapped, so a handle kept open would grow the
         import's footprint to the model plus the whole file.
         """
-        from safetensors import safe_open
-
         stored, name = self._file(src.key)
-        with safe_open(str(self.folder / name), framework="pt") as f:
+        with _safe_open(self.folder / name) as f:
             return self._read(f.get_slice(stored), name, src, gshape, box)  # copies: safe to close
 
     def _read(self, sl, fname: str, src: Source, gshape: tuple, box: list | None) -> torch.Tensor:

@@ -289,3 +289,15 @@ def test_a_hugging_face_folder_with_damaged_files_is_one_line(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(16))
     with pytest.raises(UserError, match=r"model\.safetensors: not a readable safetensors file"):
         from_hf_dir(tmp_path)
+
+
+def test_a_file_name_cannot_send_terminal_escapes(tmp_path):
+    """A name from someone else's folder went to the terminal as is: ESC ]0;...BEL sets the window
+    title, other sequences recolour or clear it (OSC 52 writes the clipboard on some terminals)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a\x1b]0;pwned\x07\u202egpj.jsonl").write_text('{"text": "not closed\n')
+    r = pretrain("curate", "in", "-o", "out", "--workers", "1", cwd=tmp_path, timeout=60)
+    assert r.returncode == 1, r.stderr[-1500:]
+    said = r.stdout + r.stderr
+    assert "\x1b]0;" not in said and "\u202e" not in said
+    assert "a\\x1b]0;pwned\\x07\\u202egpj.jsonl: record line 1: malformed JSON" in said

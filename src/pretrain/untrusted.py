@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import stat
 import tomllib
 from collections.abc import Callable, Iterator
@@ -195,3 +196,15 @@ def jsonl_objects(stream: IO[bytes], max_line: int = MAX_LINE, on_bad: OnBadLine
 def buffered(raw: IO[bytes]) -> IO[bytes]:
     """A stream with a fast `readline(size)` (a decompressor's own reads a byte at a time)."""
     return io.BufferedReader(raw, 1 << 16)  # type: ignore[arg-type]
+
+
+# C0 and C1 controls (ESC starts a terminal escape sequence: colours, the window title, OSC 52
+# clipboard writes) and the bidirectional overrides and isolates (Trojan Source, CVE-2021-42574),
+# which make a name read differently on screen than it is.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` safe to print on a terminal: a file name, record id or URL from someone else, with
+    every control character and bidi override written as its escape (`\\x1b`, `\\u202e`)."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

@@ -52,8 +52,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--workers must be >= 1 (default: all cores), got {args.workers}")
     t0 = time.perf_counter()
 
-    def report(e: dict) -> None:
-        print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {e['input']}")
+    from pretrain.untrusted import printable
+
+    def report(e: dict) -> None:  # an input's name is someone else's: no terminal escapes through it
+        name = printable(e["input"])
+        print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {name}")
 
     inputs, out, work = _stage(args)
     source = args.source or (args.output.rstrip("/").rsplit("/", 1)[-1] if out != args.output else None)

@@ -143,7 +143,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple
             import sys
 
             print(f"pretrain: skipped {len(climbing)} object(s) under {url} whose key climbs out of it, "
-                  f"e.g. {climbing[0]!r}", file=sys.stderr)
+                  f"e.g. {climbing[0]!r}", file=sys.stderr)  # !r: escapes what a key may hold
     return sorted(found.items())
 
 

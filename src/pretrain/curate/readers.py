@@ -36,7 +36,7 @@ import zstandard
 from pretrain.config import bounded, choice
 from pretrain.curate.document import Document, stable_id
 from pretrain.errors import UserError
-from pretrain.untrusted import lone_surrogate
+from pretrain.untrusted import lone_surrogate, printable
 
 OnError = Callable[[str, object, str], None]
 
@@ -146,8 +146,8 @@ def _inside(root: Path, files: list[Path]) -> list[Path]:
             seen.add(real)
             kept.append(f)
     if outside:
-        print(f"pretrain: skipped {len(outside)} file(s) in {root} that link outside it, e.g. "
-              f"{outside[0]} -> {outside[0].resolve()}; name a file to read it", file=sys.stderr)
+        print(printable(f"pretrain: skipped {len(outside)} file(s) in {root} that link outside it, e.g. "
+                        f"{outside[0]} -> {outside[0].resolve()}; name a file to read it"), file=sys.stderr)
     return kept
 
 

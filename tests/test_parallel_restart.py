@@ -81,7 +81,7 @@ def test_max_restarts_resumes_from_newest_complete_checkpoint(tmp_path, text, re
     proc = _torchrun(tmp_path, text, restarts=1, fail_at="1:3", extra=("checkpoint.async_save=false",))
     assert proc.returncode == 0, proc.stderr[-2000:]
     # the summary states the global batch, the one-process reference's 8 sequences of 32 (it said 4)
-    assert "batch 8 (4 per data-parallel rank x 2) x 32 = 256 tokens/step" in proc.stdout, proc.stdout
+    assert "batch 8 (4 per data-parallel rank x 2) x 32 = 256 tokens/step" in proc.stderr, proc.stderr[-2000:]
     _check_continuation(tmp_path / "run", reference, replayed=3)
 
 

@@ -124,3 +124,18 @@ def test_emit_recipe_with_context_parallelism(tmp_path):
         assert config.load(RunConfig, path).parallel.cp == 2
     else:
         assert r.returncode == 2 and "no parallel.cp yet" in r.stderr and not path.exists()
+
+
+@pytest.mark.parametrize("args,status", [
+    (("--model", "llama-3-70b", "--gpus", "1", "--gpu", "h100"), 1),  # no layout fits
+    (("--model", "gpt2-124m", "--gpus", "8", "--layout", "tp=1,pp=2,zero=0"), 2),  # trainer cannot run it
+])
+def test_a_refused_recipe_says_an_earlier_file_is_still_there(tmp_path, args, status):
+    """Run it twice: a second `--emit-recipe FILE` that is refused leaves the first one's FILE as it
+    was; the line must say so, or `pretrain train FILE` runs an earlier plan believing it the new one."""
+    out = tmp_path / "recipe.toml"
+    out.write_text("# pretrain plan: an earlier recipe\n")
+    r, path = _plan(tmp_path, *args)
+    assert r.returncode == status
+    assert f"{path} still holds an earlier file, left as it was" in r.stderr.strip().splitlines()[-1]
+    assert path.read_text() == "# pretrain plan: an earlier recipe\n"

@@ -146,7 +146,7 @@ def _keys(cfg, prefix: str = "") -> list[str]:
 
 
 # Commands whose rerun into the same output skips the finished work (markers, checkpoints).
-RESUMABLE = frozenset({"curate", "dedup", "decontaminate", "tokenize", "train", "ablate"})
+RESUMABLE = frozenset({"curate", "dedup", "decontaminate", "tokenize", "train", "ablate", "demo"})
 RESUME_HINT = "; rerun the same command to resume (finished work is kept)"
 
 

@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     if args.emit_recipe and fits:
         return 0 if _emit(args, plan, job, budget, layout) else 1
     elif args.emit_recipe:
-        print(f"no layout fits: nothing written to {args.emit_recipe}", file=sys.stderr)
+        print(f"no layout fits: {_nothing_written(args.emit_recipe)}", file=sys.stderr)
     return 0 if fits else 1
 
 
@@ -229,10 +229,13 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     first, profile = plan["layout"]["label"], job.activations
     plan, job, notes = _trainer_plan(plan, job, budget, layout)
     if plan is None:
-        print(f"--emit-recipe: {notes[0]}: nothing written to {args.emit_recipe}", file=sys.stderr)
+        print(f"--emit-recipe: {notes[0]}: {_nothing_written(args.emit_recipe)}", file=sys.stderr)
         return False
     lay = Layout(**{k: v for k, v in plan["layout"]["layout"].items() if k != "dp"})
-    config, mapped = recipe.recipe(job.shape, lay, job.batch_seqs)
+    try:
+        config, mapped = recipe.recipe(job.shape, lay, job.batch_seqs)
+    except UserError as e:
+        raise UserError(f"{e}; {_nothing_written(args.emit_recipe)}") from e
     notes += mapped
     if plan["layout"]["label"] != first:
         notes.append(f"the plan printed above ({profile} activations) chose {first}; this is the best "
@@ -249,6 +252,15 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
         raise UserError(f"cannot write {e.filename or args.emit_recipe}: {e.strerror or e}") from e
     print(f"wrote {path}" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
     return True
+
+
+def _nothing_written(path: str) -> str:
+    """What a refused --emit-recipe did: nothing; and an earlier run's FILE, when there is one, is
+    still there (a user running `pretrain train FILE` next must not take it for the new plan)."""
+    import os
+
+    left = f"; {path} still holds an earlier file, left as it was" if os.path.exists(path) else ""
+    return f"nothing written to {path}{left}"
 
 
 def _trainer_plan(plan: dict, job, budget, layout) -> tuple[dict | None, object, list[str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 HELP = "train a model from a recipe: mixed precision, clipping, spike rollback, exact-resume checkpoints"
 
@@ -35,8 +36,11 @@ A resume under another recipe (learning rate, schedule, global batch, data, prec
 line; --set train.allow_changes=true continues with the change and logs it. More train.steps is allowed.
 Where there is none ("no checkpoint: starting fresh"), an earlier record in the run directory is moved
 to RUN/previous-N/. Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is saved, exit
-status 130. Step lines show step/total, elapsed time and ETA. A persistent loss spike
-(loss > f x median of the last w steps) rolls the run back and skips the batches around it.
+status 130. Step lines show step/total, elapsed time and ETA. The echo of changed settings, the
+summary and the step lines go to stderr; stdout gets only the last line ("done: ..."), so
+`pretrain train ... | head` does not cut the run short (`2>&1 | tee train.log` keeps it all).
+A persistent loss spike (loss > f x median of the last w steps) rolls the run back and skips the
+batches around it.
 Continued pretraining from a Hugging Face folder (Llama family or GPT-2; shape, weights and
 tokenizer from it): --set model.init_from=DIR, or recipes/continue-hf.toml (docs/training.md).
 Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN --format hf -o DIR` (transformers).
@@ -60,13 +64,15 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.train.trainer import Interrupted, Trainer
 
     cfg = cfgmod.load(RunConfig, args.config, args.overrides)
+    # Logs (the echo, the summary, step lines) on stderr, results on stdout: `train ... | head`
+    # must not stop the training when the reader leaves before the run ends.
     if args.dry_run:  # the config first: a run that cannot be built still shows what it would be
         print(cfgmod.dumps(_spelled_out(cfg)), flush=True)
     elif not args.quiet:
-        print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), flush=True)
+        print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), file=sys.stderr, flush=True)
     trainer = Trainer(cfg, quiet=args.quiet)
     if trainer.rank == 0:  # under torchrun: once, not once per rank
-        print(trainer.summary(), flush=True)
+        print(trainer.summary(), file=sys.stderr, flush=True)
     if args.dry_run:
         return 0
     try:

@@ -137,10 +137,11 @@ def test_a_hostile_run_directory_is_one_line(tmp_path, capsys):
     good_cfg = '[model]\npreset = "tiny-cpu"\n[data]\nbatch_size = 8\n'
     deep_line = "[" * 100_000 + "]" * 100_000
     (run / "config.toml").write_text(good_cfg)
-    (run / "metrics.jsonl").write_text("\n".join([deep_line, '{"step": 1, "tokens_per_s": 100}',
-                                                  '{"step": 2, "tokens_per_s": 300}']) + "\n")
-    loaded = calibrate.load_run(run)  # the deep line is one bad line, skipped and counted
-    assert (loaded.tokens_per_s, loaded.skipped) == (300.0, 1)
+    digits = '{"step": ' + "9" * 5000 + "}"  # past Python's 4300-digit int limit: ValueError, uncaught
+    (run / "metrics.jsonl").write_bytes("\n".join([deep_line, '{"step": 1, "tokens_per_s": 100}', digits,
+                                                   '{"step": 2, "tokens_per_s": 300}']).encode() + b"\n")
+    loaded = calibrate.load_run(run)  # the deep line and the digits are bad lines, skipped and counted
+    assert (loaded.tokens_per_s, loaded.skipped) == (300.0, 2)
     for cfg in ("model = 3\n", "parallel = 5\n", good_cfg + "[parallel]\ntp = 0\n",
                 "a = " + "[" * 100_000 + "]" * 100_000 + "\n"):
         (run / "config.toml").write_text(cfg)

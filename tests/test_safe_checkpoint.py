@@ -209,6 +209,20 @@ def test_hostile_json_and_toml_in_a_run_directory_are_one_line_errors(run, tmp_p
         load_run_model(bad)
 
 
+def test_invalid_utf8_in_a_checkpoints_json_is_one_line(run, tmp_path):
+    """COMPLETE.json or state_rank0.json of bad UTF-8 raised UnicodeDecodeError (a traceback out of
+    sample, export and a resume): the marker now makes the checkpoint incomplete, the state one line."""
+    from pretrain.errors import UserError
+
+    _, ckpt = _copy(run, tmp_path / "bad")
+    (ckpt / "state_rank0.json").write_bytes(b'{"step": 5\xff}')
+    _reseal(ckpt)
+    with pytest.raises(UserError, match=r"state_rank0\.json: not a checkpoint state file"):
+        ck.read_state(ckpt)
+    (ckpt / ck.MARKER).write_bytes(b'{"files": "\xff"}')
+    assert not ck.is_complete(ckpt)
+
+
 def test_checkpoint_in_object_storage_is_read_through_the_same_checks(run, tmp_path, s3, monkeypatch):  # noqa: F811
     """s3:// checkpoints (DCP's FsspecReader): a normal one loads equal to the local copy; one with
     a payload in .metadata runs it under stock DCP and is refused by ours, naming the object."""

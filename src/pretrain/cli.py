@@ -18,6 +18,7 @@ import sys
 
 from pretrain.errors import DataError, UserError, storage_error
 from pretrain.lifeline import exit_with_env_parent
+from pretrain.untrusted import printable
 
 # name -> module under pretrain.commands (order is the order `pretrain --help` lists them).
 COMMANDS: dict[str, str] = {
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     except (UserError, DataError) as e:
-        print(f"pretrain {args.command}: error: {e}", file=sys.stderr)
+        print(f"pretrain {args.command}: error: {printable(str(e))}", file=sys.stderr)  # names a file: theirs
         return 2
     except BrokenPipeError:  # `pretrain ... | head` closed the pipe: stop quietly, as `cat` would
         return _closed_pipe()

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pretrain import untrusted
 from pretrain.report import (
     Section,
     esc,
@@ -22,7 +23,7 @@ from pretrain.report import (
     table,
     tokens_per_s,
 )
-from pretrain.train.metrics import parse_line
+from pretrain.train.metrics import read_metrics as read_run_metrics
 
 MARKED = ("spike", "rollback", "skip", "rollback_unavailable")  # events drawn on the loss curve
 # the metrics `pretrain eval` prints (lm-evaluation-harness's names); nll, tokens, bytes stay in the JSON
@@ -139,10 +140,7 @@ def _job_of(plan: dict):
 
 def read_metrics(run: Path) -> tuple[list[dict], list[dict], list[dict]]:
     """(per-step records, eval records, other events) of RUN/metrics.jsonl."""
-    steps, events = [], []
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        if (rec := parse_line(line)) is not None:  # not a line cut by a kill, nor a hostile one
-            (events if "event" in rec else steps).append(rec)
+    steps, events = read_run_metrics(run / "metrics.jsonl", within=run)  # torn or hostile lines skipped
     train = [r for r in steps if "loss" in r and r.get("split", "train") == "train"]
     # "eval": held-out loss; "eval_tasks": {"TASK/METRIC": value} from log.eval_tasks (docs/evaluation.md)
     evals = [r for r in steps + events if "eval_loss" in r or r.get("event") in ("eval", "eval_tasks")]
@@ -153,7 +151,7 @@ def run_section(run: Path, sid: str) -> Section:
     train, evals, events = read_metrics(run)
     marked = [e for e in events if e.get("event") in MARKED]
     tps = tokens_per_s(train)
-    mfu = [r["mfu"] for r in train if r.get("mfu") is not None]
+    mfu = [r["mfu"] for r in train if _number(r.get("mfu"))]  # a hostile "x" is not an MFU
     mfu_text = f"{sorted(mfu)[len(mfu) // 2]:.1%}" if mfu else "n/a"
     last = train[-1] if train else {}
     evl = [r for r in evals if r.get("eval_loss") is not None]
@@ -181,7 +179,11 @@ def run_section(run: Path, sid: str) -> Section:
         parts.append("<h3>Events</h3>" + table(["step", "event", "detail"], rows))
     samples = run / "samples.txt"
     if samples.exists():
-        parts.append(f"<h3>Samples</h3><pre>{esc(samples.read_text()[:4000])}</pre>")
+        try:  # a link to ~/.ssh/id_rsa would put the key into a page the user shares: refused
+            text = untrusted.read_head(samples, 16_384, within=run)[:4000]
+            parts.append(f"<h3>Samples</h3><pre>{esc(text)}</pre>")
+        except ValueError as e:
+            parts.append("<h3>Samples</h3>" + note(str(e)))
     problems = (problems + [_what(e) for e in marked])[:10]
     facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", steps)]
     return Section(sid, "Training run", "train", str(run), "".join(parts), facts, problems)
@@ -302,7 +304,7 @@ def _evaluations(run: Path, evals: list[dict]) -> str:
     if files:
         try:
             parts.append(note(f"{files[-1].name} (newest of {len(files)} result file(s))")
-                         + eval_table(json.loads(files[-1].read_text())))
+                         + eval_table(untrusted.load_json(files[-1], within=run)))
         except (ValueError, OSError, AttributeError, TypeError) as e:
             parts.append(note(f"{files[-1].name}: unreadable ({e})"))
     if not parts:

@@ -53,8 +53,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--workers must be >= 1 (default: all cores), got {args.workers}")
     t0 = time.perf_counter()
 
+    from pretrain.untrusted import printable
+
     def report(e: dict) -> None:  # progress, a log line (stderr): `tokenize ... | head` still finishes
-        print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {e['input']}",
+        name = printable(e["input"])  # an input's name is someone else's: no terminal escapes through it
+        print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {name}",
               file=sys.stderr, flush=True)
 
     inputs, out, work = _stage(args)

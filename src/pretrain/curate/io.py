@@ -293,8 +293,21 @@ def _open_rb(path: str | Path):
     return open(path, "rb")
 
 
-def read_jsonl_zst(path: str | Path) -> Iterator[dict]:
-    """Read a zstd JSONL file written by `write_jsonl_zst` (a local path or a URL)."""
+def read_jsonl_zst(path: str | Path, max_line: int | None = None, on_bad=None,
+                   max_bytes: int | None = None) -> Iterator[dict]:
+    """Read a zstd JSONL file written by `write_jsonl_zst` (a local path or a URL).
+
+    With `max_line` (a file someone else wrote: a corpus folder handed to `pretrain report`), lines
+    are read one bounded line at a time and a bad one (over `max_line`, not JSON, nested too deep,
+    not an object) goes to `on_bad(line number, reason)` and is skipped; reading stops after
+    `max_bytes` decompressed bytes. Without it, our own file: any bad line raises."""
+    if max_line is not None:
+        from pretrain import untrusted
+
+        with _open_rb(path) as raw, zstandard.ZstdDecompressor().stream_reader(raw) as r:
+            yield from untrusted.jsonl_objects(untrusted.buffered(r), max_line,
+                                               on_bad or untrusted.ignore_bad_line, max_bytes)
+        return
     with _open_rb(path) as raw:
         dctx = zstandard.ZstdDecompressor()
         with dctx.stream_reader(raw) as r:

@@ -129,10 +129,19 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None,
             if line is None:
                 raise
             raise UserError(f"cannot list {url}: {line}") from e
+        climbing = []
         for f, (src, size) in listed.items():
+            if _climbs(src):
+                climbing.append(f)
+                continue
             found[f] = src
             if sizes is not None:
                 sizes[f] = size
+        if climbing:
+            import sys
+
+            print(f"pretrain: skipped {len(climbing)} object(s) under {url} whose key climbs out of it, "
+                  f"e.g. {climbing[0]!r}", file=sys.stderr)  # !r: escapes what a key may hold
     return sorted(found.items())
 
 
@@ -155,6 +164,14 @@ def _list_url(url: str, is_supported) -> dict[str, tuple[str, int]]:
             root = path.rstrip("/")
     return {fs.unstrip_protocol(h): (h[len(root):].lstrip("/") if h.startswith(root + "/") else h,
                                      int(every[h]["size"])) for h in hits}
+
+
+def _climbs(name: str) -> bool:
+    """An object key is any string: `data/../../../home/u/.bashrc` is one key under `data/`, and
+    its name below the prefix becomes a local path where `pretrain tokenize` copies the object
+    (it wrote outside its work folder). Such a name, an absolute one or one with NUL, is refused."""
+    parts = name.split("/")
+    return not name or name.startswith("/") or "\0" in name or any(p in ("..", ".") for p in parts)
 
 
 def _size(path: str) -> int:

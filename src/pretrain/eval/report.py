@@ -51,10 +51,14 @@ def folder_fingerprint(folder: str | Path) -> str:
 def merge_previous(doc: dict, path: str | Path) -> dict:
     """Keep the tasks an earlier evaluation of the same model and settings wrote to `path`
     (`--tasks copa` then `--tasks arc_easy` leaves both); a task run again is replaced."""
+    from pretrain.untrusted import load_json
+
     path = Path(path)
-    try:
-        old = json.loads(path.read_text())
-    except (OSError, ValueError):
+    if not path.exists():
+        return doc
+    try:  # RUN/eval/ travels with a run directory: nested 100,000 deep was a RecursionError
+        old = load_json(path)
+    except ValueError:
         return doc
     if not isinstance(old, dict) or old.get("schema") != SCHEMA:
         return doc

@@ -88,10 +88,16 @@ def _files(path) -> dict[str, int]:
 
 
 def _read_text(path) -> str | None:
+    """A small JSON file of a checkpoint (the marker, a state), None when absent. A checkpoint
+    travels with its run directory: invalid UTF-8 (a UnicodeDecodeError traceback out of `sample`,
+    `export` and a resume) becomes U+FFFD, which no JSON reader below accepts; a FIFO or a 10 GB
+    file there is refused in one line (untrusted.read_bytes)."""
+    from pretrain.untrusted import read_bytes
+
     if isinstance(path, RemotePath):
         fs = _fs(path)
-        return fs.cat_file(path).decode() if fs.isfile(path) else None
-    return path.read_text() if path.is_file() else None
+        return fs.cat_file(path).decode("utf-8", errors="replace") if fs.isfile(path) else None
+    return read_bytes(path).decode("utf-8", errors="replace") if path.exists() else None
 
 
 def _rmtree(path) -> None:

@@ -19,7 +19,6 @@ how to convert it (`Source`); export and import (train/hf_io.py) both read that 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -373,12 +372,13 @@ def _check_token_dirs(data, tok_path: Path) -> None:
     """Token shards made with another tokenizer than the checkpoint's would train on wrong ids
     without any error: refuse them (the fingerprint is the one `pretrain tokenize` records)."""
     from pretrain.tokens.tokenizer import load_tokenizer, tokenizer_sha256
+    from pretrain.untrusted import load_json
 
     want = tokenizer_sha256(load_tokenizer(tok_path))
     for name, d in {**data.sources, **data.eval_sources}.items():
         man = Path(d) / "manifest.json"
         try:
-            got = json.loads(man.read_text())["tokenizer"]["sha256"]
+            got = load_json(man)["tokenizer"]["sha256"]  # BadFile (nested too deep...) is a ValueError
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a missing or unreadable manifest is reported by the data loader itself
         if got != want:

@@ -120,6 +120,13 @@ def test_score_command_writes_jsonl(tmp_path):
     ('{"format": "pretrain.naive_bayes", "version": 1, "good": {"a": -1}, "bad": {"b": 1}}', "positive"),
     ('{"format": "pretrain.naive_bayes", "version": 1, "n_good": 5, "n_bad": 1, "vocab_size": 2,'
      ' "good": {"a": 1}, "bad": {"b": 1}}', "damaged"),
+    # JSON true is no version 1 nor a count, 2.0 words no total (Python: True == 1 == 1.0)
+    ('{"format": "pretrain.naive_bayes", "version": true, "n_good": 1, "n_bad": 1, "vocab_size": 2,'
+     ' "good": {"a": 1}, "bad": {"b": 1}}', "version true"),
+    ('{"format": "pretrain.naive_bayes", "version": 1, "n_good": 1, "n_bad": 1, "vocab_size": 2,'
+     ' "good": {"a": true}, "bad": {"b": 1}}', "positive"),
+    ('{"format": "pretrain.naive_bayes", "version": 1, "n_good": 1.0, "n_bad": 1, "vocab_size": 2,'
+     ' "good": {"a": 1}, "bad": {"b": 1}}', "damaged"),
 ])
 def test_bad_model_files_are_clear_errors(tmp_path, content, match):
     path = tmp_path / "bad.json"
@@ -128,3 +135,28 @@ def test_bad_model_files_are_clear_errors(tmp_path, content, match):
         NaiveBayes.load(path)
     with pytest.raises(UserError, match="not found"):
         NaiveBayes.load(tmp_path / "missing.json")
+
+
+def test_a_training_set_of_one_class_is_one_line_naming_the_empty_class(tmp_path, capsys):
+    (tmp_path / "g.txt").write_text("good words about rivers\n")
+    (tmp_path / "empty.txt").write_text("... !!! ---\n")  # a document, but not one word
+    args = ["classifier", "train", "--good", str(tmp_path / "g.txt"), "--bad", str(tmp_path / "empty.txt"),
+            "-o", str(tmp_path / "m.json")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "the bad training text has no words" in err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_a_model_written_into_the_training_folder_is_not_trained_on_when_rerun(tmp_path, capsys):
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "g.txt").write_text("good words about rivers\n")
+    (tmp_path / "b.txt").write_text("click here buy now\n")
+    model = tmp_path / "good" / "model.jsonl"  # a name the readers take for a corpus file
+    args = ["classifier", "train", "--good", str(tmp_path / "good"), "--bad", str(tmp_path / "b.txt"),
+            "-o", str(model)]
+    assert main(args) == 0
+    first = model.read_bytes()
+    assert main(args) == 0
+    assert model.read_bytes() == first
+    assert capsys.readouterr().out.count("; 0 bad records skipped") == 2  # not read as a bad record

@@ -291,3 +291,15 @@ def test_a_task_that_cannot_run_fails_before_the_model_loads(tmp_path, capsys, s
                "--benchmarks", str(tmp_path / "none")])
     err = capsys.readouterr().err
     assert rc == 2 and said in err and "no-run" not in err, err
+
+
+@pytest.mark.parametrize("flag, value", [("--limit", "-3"), ("--batch-tokens", "0"), ("--batch-tokens", "-1"),
+                                         ("--ppl-tokens", "-5"), ("--ppl-tokens", "0")])
+def test_a_number_out_of_range_is_one_line_before_the_model_loads(tmp_path, capsys, flag, value):
+    """`--limit -3` printed a task row with n 0 and no metric (exit 0); `--ppl-tokens -5` scored a
+    text cut 5 tokens short of its end (Python's negative slice) as if it were the limit."""
+    from pretrain.cli import main
+
+    rc = main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__}", "--quiet", flag, value])
+    err = capsys.readouterr().err
+    assert rc == 2 and flag in err and "no-run" not in err, err

@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-from pretrain.errors import DataError, UserError
+from pretrain.errors import DataError, UserError, storage_error
 from pretrain.lifeline import exit_with_env_parent
 
 # name -> module under pretrain.commands (order is the order `pretrain --help` lists them).
@@ -145,7 +145,7 @@ def _keys(cfg, prefix: str = "") -> list[str]:
 
 
 # Commands whose rerun into the same output skips the finished work (markers, checkpoints).
-RESUMABLE = frozenset({"curate", "dedup", "decontaminate", "tokenize", "train", "ablate"})
+RESUMABLE = frozenset({"curate", "dedup", "decontaminate", "tokenize", "train", "ablate", "demo"})
 RESUME_HINT = "; rerun the same command to resume (finished work is kept)"
 
 
@@ -178,6 +178,13 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e.__context__, BrokenPipeError):
             return _closed_pipe()
         raise
+    except Exception as e:  # an object store's client refused (endpoint, credentials): one line
+        line = storage_error(e)
+        if line is None:
+            raise
+        hint = RESUME_HINT if args.command in RESUMABLE else ""
+        print(f"pretrain {args.command}: error: {line}{hint}", file=sys.stderr)
+        return 2
 
 
 def _closed_pipe() -> int:

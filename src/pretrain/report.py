@@ -177,7 +177,18 @@ def snippet(text: str | None, n: int = 160) -> str:
 
 
 def section_for(path: Path, index: int) -> Section:
-    """The section for one argument, recognised by what it holds."""
+    """The section for one argument, recognised by what it holds; a file of it that does not parse
+    is a ValueError naming the argument (the command turns it into one line)."""
+    try:
+        return _section_for(path, index)
+    except json.JSONDecodeError as e:
+        where = "" if path.suffix == ".json" else " (a JSON file in it)"
+        raise ValueError(f"{path}{where}: not valid JSON: {e}") from e
+    except RecursionError as e:  # JSON nested deeper than Python's stack: hostile or damaged
+        raise ValueError(f"{path}: not valid JSON: nested too deep") from e
+
+
+def _section_for(path: Path, index: int) -> Section:
     from pretrain import report_corpus as rc
     from pretrain import report_run as rr
 

@@ -223,7 +223,8 @@ def tokens_section(path: Path, sid: str) -> Section:
     rows = [[k, v.get("tokens"), v.get("documents"), v.get("tokens", 0) / max(v.get("documents", 0), 1),
              f"{v.get('tokens', 0) / max(int(m['tokens']), 1):.1%}"] for k, v in sorted(srcs.items())]
     parts.append("<h3>Tokens per source</h3>"
-                 + table(["source", "tokens", "documents", "tokens/document", "share"], rows, {1, 2, 3, 4}))
+                 + table(["source", "tokens", "documents", "mean tokens/document", "share"], rows,
+                         {1, 2, 3, 4}))
     if lengths.size:
         parts.append(_length_histogram(lengths))
     return Section(sid, f"Tokens: {path.name}", "tokens", str(path), "".join(parts),

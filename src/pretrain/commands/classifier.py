@@ -84,8 +84,9 @@ def _train(args: argparse.Namespace) -> int:
     from pretrain.curate.classifier import NaiveBayes
 
     errors: list[str] = []
-    good = (d.text for d in _texts(args.good, args.text_field, errors))
-    bad = (d.text for d in _texts(args.bad, args.text_field, errors))
+    # the model being written is never training text (a rerun into the --good folder met it)
+    good = (d.text for d in _texts(args.good, args.text_field, errors, skip=args.output))
+    bad = (d.text for d in _texts(args.bad, args.text_field, errors, skip=args.output))
     model = NaiveBayes.train(good, bad, min_count=args.min_count)
     model.save(args.output)
     print(f"wrote {args.output}: N_good={model.n_good:,} words, N_bad={model.n_bad:,} words, "

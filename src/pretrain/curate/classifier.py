@@ -61,8 +61,10 @@ class NaiveBayes:
         self.n_good = sum(self.good.values())
         self.n_bad = sum(self.bad.values())
         self.vocab_size = len(self.good.keys() | self.bad.keys())
-        if self.n_good == 0 or self.n_bad == 0:
-            raise UserError("classifier: both the good and the bad training text need at least one word")
+        empty = [c for c, n in (("good", self.n_good), ("bad", self.n_bad)) if n == 0]
+        if empty:
+            raise UserError(f"classifier: the {' and the '.join(empty)} training text has no words "
+                            "(a model needs words of both classes)")
         self.votes = {w: self.vote(w) for w in self.good.keys() | self.bad.keys()}
 
     def vote(self, word: str) -> float:
@@ -136,18 +138,24 @@ class NaiveBayes:
             raise UserError(f"{p}: not a classifier model (invalid JSON: {why})") from None
         if not isinstance(obj, dict) or obj.get("format") != FORMAT:
             raise UserError(f"{p}: not a classifier model (format is not {FORMAT!r})")
-        if obj.get("version") != VERSION:
-            raise UserError(f"{p}: classifier model version {obj.get('version')!r}; we read {VERSION}")
+        version = obj.get("version")
+        if not _is_int(version) or version != VERSION:  # JSON true would pass as 1
+            raise UserError(f"{p}: classifier model version {json.dumps(version)}; we read {VERSION}")
         counts = [_counts(p, obj.get(key), key) for key in ("good", "bad")]
         model = cls(*counts)
-        if (model.n_good, model.n_bad, model.vocab_size) != (obj.get("n_good"), obj.get("n_bad"),
-                                                             obj.get("vocab_size")):
+        totals = [obj.get(k) for k in ("n_good", "n_bad", "vocab_size")]
+        if not all(map(_is_int, totals)) or totals != [model.n_good, model.n_bad, model.vocab_size]:
             raise UserError(f"{p}: damaged classifier model (totals do not match the counts)")
         return model
 
 
+def _is_int(x: object) -> bool:
+    """A JSON integer: Python's bool is an int (true == 1) and 2.0 == 2, neither is a count."""
+    return type(x) is int
+
+
 def _counts(path: Path, obj: object, key: str) -> Counter[str]:
-    if not isinstance(obj, dict) or not all(isinstance(c, int) and c > 0 for c in obj.values()):
+    if not isinstance(obj, dict) or not all(_is_int(c) and c > 0 for c in obj.values()):
         raise UserError(f"{path}: damaged classifier model ({key!r} must map words to positive counts)")
     return Counter(obj)
 

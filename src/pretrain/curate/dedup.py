@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from pretrain.config import bounded
 from pretrain.curate import io
 from pretrain.curate.document import Document
 from pretrain.curate.exact import NO_KEY, text_key, url_key
@@ -80,7 +81,8 @@ class DedupConfig:
     # Candidate check: "signature" keeps a candidate pair when the fraction of agreeing signature
     # slots is >= threshold; "none" keeps every pair that shares a band (datatrove's behaviour).
     verify: str = "signature"
-    threshold: float = 0.7
+    # a share of slots: 0..1 (70, meant as percent, made near dedup remove nothing, silently)
+    threshold: float = bounded(0.7, lo=0.0, hi=1.0)
     memory_mb: int = 1024  # per-process budget for the global stages
     parts: int = 0  # key ranges per column in stage 2; 0: from memory_mb (more parts, less memory)
     # Documents per signed part of a shard: one part (~0.6 KB/doc at 14 x 8) is what signing holds.
@@ -499,8 +501,14 @@ def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
         return
     ids, prio, tkey, ukey = _member_columns(work_dir, pieces, offsets, members)
     shard_of_piece = np.array([shard for shard, _ in pieces])
-    # lets a job split the list by shard
-    shard_of = shard_of_piece[np.searchsorted(np.asarray(offsets), members, side="right") - 1]
+    # the shard's first dense index, per piece: a document's row in its shard is what stage C
+    # matches on (ids need not be unique: a removal keyed by id took every document of that id)
+    first_of_shard = {}
+    for i, (shard, _) in enumerate(pieces):
+        first_of_shard.setdefault(shard, offsets[i])
+    start_of_piece = np.array([first_of_shard[shard] for shard, _ in pieces], dtype=np.int64)
+    piece_of = np.searchsorted(np.asarray(offsets), members, side="right") - 1
+    shard_of, row_of = shard_of_piece[piece_of], members - start_of_piece[piece_of]
     lab = labels[members]
     # keeper of a component: lowest priority, then smallest id, then input position
     order = sorted(range(len(members)), key=lambda j: (lab[j], prio[j], ids[j], members[j]))
@@ -517,7 +525,8 @@ def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
             step, reason = "exact_dedup", "duplicate_url"
         else:
             step, reason = "near_dedup", "near_duplicate"
-        yield {"id": ids[j], "step": step, "reason": reason, "kept": ids[k], "shard": int(shard_of[j])}
+        yield {"id": ids[j], "step": step, "reason": reason, "kept": ids[k], "shard": int(shard_of[j]),
+               "row": int(row_of[j])}
 
 
 def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
@@ -535,6 +544,7 @@ def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
     offsets = [0] + np.cumsum([n for info in shards for n in info["parts"]], dtype=np.int64).tolist()
     digest = xxhash.xxh3_64_hexdigest(json.dumps(
         {"cfg": asdict(cfg) | {"memory_mb": None, "parts": None, "chunk_docs": None},
+         "records": 2,  # 2: records carry the row in their shard (a list without it is redone)
          "shards": [s["files"] for s in shards]},
         sort_keys=True).encode())
     out = work_dir / "removals.jsonl.zst"
@@ -569,6 +579,18 @@ def load_removals(path: Path) -> dict[str, tuple[str, str, str]]:
     out: dict[str, tuple[str, str, str]] = {}
     for rec in io.read_jsonl_zst(path):
         out[rec["id"]] = (rec["step"], rec["reason"], rec["kept"])
+    return out
+
+
+def load_shard_removals(path: Path) -> dict[int, tuple[str, str, str]]:
+    """One shard's removals (`job.split_removals`): row of the document in its shard's stage-A
+    survivors -> (step, reason, id of the kept twin)."""
+    out: dict[int, tuple[str, str, str]] = {}
+    for rec in io.read_jsonl_zst(Path(path)):
+        if "row" not in rec:
+            raise DataError(str(path), f"id {rec.get('id')!r}", "removal list of an older version: "
+                            "remove OUT/work/dedup/removals* and OUT/work/done/removals.done, then run again")
+        out[int(rec["row"])] = (rec["step"], rec["reason"], rec["kept"])
     return out
 
 

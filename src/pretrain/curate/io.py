@@ -208,6 +208,32 @@ def write_json_atomic(path: str | Path, obj: Any, tmp_dir: str | Path | None = N
     write_bytes_atomic(path, data, tmp_dir)
 
 
+def create_json(path: str | Path, obj: Any, tmp_dir: str | Path | None = None) -> bool:
+    """Write `obj` at `path` only if nothing is there; False when something is. On an object store
+    the PUT carries `If-None-Match: *` (S3's conditional write), so of two hosts that both saw no
+    object, one wins and the other is told, where a check then a write would let the second
+    replace the first. A store whose client cannot do it, or a local path, is written as before
+    (locally, the attempt lock in the work folder already orders the writers of one host)."""
+    if not is_url(path):
+        write_json_atomic(path, obj, tmp_dir)
+        return True
+    data = (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    fs, p = url_fs(str(path))
+    try:
+        fs.pipe_file(p, data, mode="create")
+    except FileExistsError:
+        return False
+    except Exception:
+        # No conditional write here: a client without `mode` (TypeError) or too old a botocore
+        # for the header (its ParamValidationError), a store answering 501 or 400 (s3fs: OSError)
+        # or a 412 that does not name the condition. Decide by looking, as before this existed
+        # (a store that is down fails the look too, and that error is the one the user sees).
+        if fs.exists(p):
+            return False
+        write_bytes_atomic(path, data, tmp_dir)
+    return True
+
+
 def dumps_line(obj: Any) -> bytes:
     """One JSONL line: compact separators, UTF-8 unescaped. orjson writes it ~4x faster than the
     stdlib, byte for byte the same except some floats' spelling (1e-7 for 1e-07: the same value) and

@@ -75,8 +75,9 @@ def _layout(cfg: dict) -> tuple[Layout, int]:
 
 
 def _tokens_per_s(path: Path) -> tuple[float, int, int]:
-    """Median tokens/s over the step lines after the first (compilation and warm-up), bad lines
-    skipped and counted."""
+    """Median tokens/s over the step lines since the last resume, after the first (compilation and
+    warm-up), bad lines skipped and counted. Checkpoints reshard: the steps before a resume may have
+    run under another layout than config.toml's, which the last start wrote."""
     values, skipped = [], 0
     with path.open(encoding="utf-8", errors="replace") as f:
         for i, line in enumerate(f):
@@ -86,6 +87,9 @@ def _tokens_per_s(path: Path) -> tuple[float, int, int]:
                 rec = json.loads(line)
             except (json.JSONDecodeError, RecursionError):  # a line nested thousands deep is bad too
                 skipped += 1
+                continue
+            if isinstance(rec, dict) and rec.get("event") == "resume":
+                values = []  # the trainer dropped the lines past the restored step: all earlier
                 continue
             if not isinstance(rec, dict) or "event" in rec:
                 continue

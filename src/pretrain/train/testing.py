@@ -156,7 +156,6 @@ class CorruptOnRank:
 def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_rank: int) -> dict:
     """Worker: train with micro-batch `bad` corrupted on `bad_rank` only (-1: nowhere); the losses by
     step (the surviving timeline) and the spike/rollback events this rank logged or saw."""
-    import os
 
     import torch.distributed as dist
 
@@ -166,8 +165,10 @@ def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_ran
 
     cfg = tiny_config(out, text, *overrides)
     ids, _ = encode_text(read_text(text))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    inner = TextLoader(ids, cfg.model.seq_len, cfg.data.seed, rank, world)
+    par = cfg.parallel  # this rank's data-parallel rank: ranks are ordered tp, cp, dp_shard, dp_replicate, pp
+    dp = par.dp_replicate * par.dp_shard
+    dp_rank = (rank // (par.tp * par.cp)) % dp
+    inner = TextLoader(ids, cfg.model.seq_len, cfg.data.seed, dp_rank, dp)
     loader = CorruptOnRank(inner, bad, rank == bad_rank)
     t = Trainer(cfg, loader=loader, quiet=True)
     t.fit()
@@ -277,3 +278,23 @@ def cp_suite(rank: int, runs: list) -> list:
         fn = train_records if kind == "train" else grads_against_one_process
         out.append(fn(rank, o, text, over))
     return out
+
+
+def peer_gone(rank: int, ckpt_root: str) -> str | None:
+    """Worker: rank 1 leaves at once; rank 0's all-reduce fails as a killed peer makes it fail, and
+    the line `pretrain train` prints for that error is returned."""
+
+    import torch
+    import torch.distributed as dist
+
+    from pretrain.commands.train import peer_lost_line
+
+    dist.init_process_group("gloo")
+    if rank == 1:  # gone without a word: its connections close under rank 0's collective
+        dist.destroy_process_group()
+        return None
+    try:
+        dist.all_reduce(torch.ones(1))
+    except RuntimeError as e:
+        return peer_lost_line(e, rank, Path(ckpt_root))
+    return "the all-reduce did not fail"

@@ -1,0 +1,45 @@
+"""Decontamination against lm-eval's Janitor (the 13-gram overlap of lm-evaluation-harness, after
+GPT-3's appendix C) on real text with real GSM8K questions planted whole, edited and halved."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import random
+
+import pytest
+from conftest import data_file
+from test_decontam import light_edit, plant, wiki_paragraphs
+
+from pretrain.curate.decontam import NgramIndex
+
+
+def test_every_document_lm_evals_janitor_flags_is_flagged():
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        janitor = pytest.importorskip("lm_eval.decontamination.janitor")  # warns: no C++ module
+    spec = data_file("benchmarks/gsm8k/test.jsonl")
+    questions = [json.loads(line)["question"] for line in spec.read_text().splitlines()]
+    jan = janitor.Janitor(ngram_n=13)
+    for q in questions:
+        jan.register_contaminant_python(q)
+    ours = NgramIndex([f"{spec}:question"], n=13, min_words=13)  # plain 13-grams, as the Janitor's
+    rng = random.Random(5)
+    docs = wiki_paragraphs()[:240]
+    for k in range(0, len(docs), 3):
+        q = rng.choice(questions)
+        q = [q, light_edit(q, rng), " ".join(q.split()[: len(q.split()) // 2])][k % 3]
+        docs[k] = plant(docs[k], q, rng)
+
+    def janitor_flags(doc: str) -> bool:
+        grams = janitor.word_ngrams(jan.normalize_string(doc), 13)
+        return any(g in jan.dirt_ngrams for g in grams)
+
+    theirs = {i for i, d in enumerate(docs) if janitor_flags(d)}
+    mine = {i for i, d in enumerate(docs) if ours.lookup(d)}
+    # The Janitor deletes ASCII punctuation ("$1,000" -> one word "1000") where we split on it,
+    # so each of its words is one or more of ours: whatever it finds, we find.
+    assert len(theirs) >= 40 and theirs <= mine
+    # and nothing more here: whole, re-cased, re-punctuated and halved copies are found by both,
+    # and no clean WikiText paragraph by either
+    assert mine == theirs and mine <= set(range(0, len(docs), 3))

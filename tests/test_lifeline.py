@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import sigint_as_in_a_terminal  # (the pool job imports this module too)
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
 
@@ -64,7 +66,8 @@ def _kill_all(pids) -> None:
 def _start_pool_job(folder: Path) -> tuple[subprocess.Popen, set[int]]:
     """The job with its two workers each inside a unit (their pids, from the `started` files)."""
     proc = subprocess.Popen([sys.executable, "-c", POOL_JOB, str(folder)], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_in_a_terminal)
     deadline = time.monotonic() + 60
     while len(started := list(folder.glob("started-*"))) < 2:
         assert proc.poll() is None, proc.stderr.read()
@@ -141,7 +144,7 @@ def test_ctrl_c_of_tokenize_stops_now_in_one_line_and_a_rerun_finishes(token_job
     cmd = [sys.executable, "-m", "pretrain", "tokenize", str(token_job["in"]), "--tokenizer",
            str(token_job["tok"]), "-o", str(out), "--workers", "2"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=sigint_as_in_a_terminal)
     workers: set[int] = set()
     deadline = time.monotonic() + 60
     while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:

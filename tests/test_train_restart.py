@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import sigint_as_in_a_terminal
 
 from pretrain import config as cfgmod
 from pretrain.cli import main
@@ -129,7 +130,8 @@ def test_ctrl_c_on_the_command_saves_and_exits_130(tmp_path, text):
                                             "log.tensorboard=false")))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen([sys.executable, "-m", "pretrain", "train", str(cfg), "--quiet"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_in_a_terminal)
     try:
         # After a step line, not 0.3 s after the file appears: metrics.jsonl is opened before step 1
         # (0.05-0.09 s before its line at load 11 on 2 cores); a machine a few times slower got the

@@ -106,6 +106,8 @@ CASES = {  # name: (edit(bad, folder, tmp_path), what the message must say)
     "2.7 layers": (lambda b, f, t: _config(b, num_hidden_layers=2.7), "num_hidden_layers"),
     "true as layers": (lambda b, f, t: _config(b, num_hidden_layers=True), "num_hidden_layers"),
     "hidden size a word": (lambda b, f, t: _config(b, hidden_size="abc"), "hidden_size"),
+    "tied head as the string false": (lambda b, f, t: _config(b, tie_word_embeddings="false"),
+                                      "tie_word_embeddings"),
     "width not a multiple of heads": (lambda b, f, t: _config(b, hidden_size=33), "hidden_size"),
     "rope theta NaN": (lambda b, f, t: _config(b, rope_parameters={"rope_theta": float("nan")}),
                        "rope_theta"),

@@ -98,6 +98,17 @@ def _count(cfg: dict, path: Path, *keys: str, default: int | None = None) -> int
     return v
 
 
+def _flag(cfg: dict, path: Path, key: str, default: bool) -> bool:
+    """A switch: true, false or absent/null. The string "false" is not true (a tied head built
+    from `"tie_word_embeddings": "false"` would ignore the checkpoint's lm_head without a word)."""
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise UserError(f"{path}: {key} {v!r} is not true or false")
+    return v
+
+
 def _positive(path: Path, key: str, value) -> float:
     """A finite positive number (rotary base, norm epsilon); "nan" would score NaN without a word."""
     import math
@@ -154,7 +165,7 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
                           f"({d // h})")
     if cfg.get("hidden_act", "silu") != "silu":
         raise Unsupported(f"{path}: hidden_act {cfg['hidden_act']!r}; only 'silu' (SwiGLU) is supported")
-    if bool(cfg.get("attention_bias")) != bool(cfg.get("mlp_bias")):
+    if _flag(cfg, path, "attention_bias", False) != _flag(cfg, path, "mlp_bias", False):
         raise Unsupported(f"{path}: attention_bias and mlp_bias differ; the model has one `bias` switch")
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
     if not isinstance(rope, dict):
@@ -174,8 +185,8 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
               "n_kv_heads": kv, "d_ff": _count(cfg, path, "intermediate_size"),
               "vocab_size": _count(cfg, path, "vocab_size"),
               "seq_len": _count(cfg, path, "max_position_embeddings"), "mlp": "swiglu", "norm": "rmsnorm",
-              "tied_embeddings": bool(cfg.get("tie_word_embeddings", False)),
-              "bias": bool(cfg.get("attention_bias", False)), "learned_pos": False}
+              "tied_embeddings": _flag(cfg, path, "tie_word_embeddings", False),
+              "bias": _flag(cfg, path, "attention_bias", False), "learned_pos": False}
     return fields, theta, _positive(path, "rms_norm_eps", cfg.get("rms_norm_eps", 1e-6)), scaling
 
 
@@ -209,7 +220,7 @@ def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
               "d_ff": _count(cfg, path, "n_inner", default=4 * d),
               "vocab_size": _count(cfg, path, "vocab_size"),
               "seq_len": _count(cfg, path, "n_positions", "max_position_embeddings"), "mlp": "gelu",
-              "norm": "layernorm", "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
+              "norm": "layernorm", "tied_embeddings": _flag(cfg, path, "tie_word_embeddings", True),
               "bias": True, "learned_pos": True}
     fields["n_kv_heads"] = fields["n_heads"]
     _heads(path, d, fields["n_heads"], fields["n_heads"], ("n_embd", "n_head", "n_head"))

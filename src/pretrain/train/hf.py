@@ -109,6 +109,11 @@ def _flag(cfg: dict, path: Path, key: str, default: bool) -> bool:
     return v
 
 
+def _first(*values):
+    """The first value that is not None (a key written as null takes its default, as in transformers)."""
+    return next(v for v in values if v is not None)
+
+
 def _positive(path: Path, key: str, value) -> float:
     """A finite positive number (rotary base, norm epsilon); "nan" would score NaN without a word."""
     import math
@@ -180,14 +185,14 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
         if missing:
             raise UserError(f"{path}: rope_type 'llama3' without {', '.join(missing)}")
         scaling = {k: _positive(path, f"rope_parameters.{k}", rope[k]) for k in LLAMA3_KEYS}
-    theta = _positive(path, "rope_theta", rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    theta = _positive(path, "rope_theta", _first(rope.get("rope_theta"), cfg.get("rope_theta"), 10000.0))
     fields = {"n_layers": _count(cfg, path, "num_hidden_layers"), "d_model": d, "n_heads": h,
               "n_kv_heads": kv, "d_ff": _count(cfg, path, "intermediate_size"),
               "vocab_size": _count(cfg, path, "vocab_size"),
               "seq_len": _count(cfg, path, "max_position_embeddings"), "mlp": "swiglu", "norm": "rmsnorm",
               "tied_embeddings": _flag(cfg, path, "tie_word_embeddings", False),
               "bias": _flag(cfg, path, "attention_bias", False), "learned_pos": False}
-    return fields, theta, _positive(path, "rms_norm_eps", cfg.get("rms_norm_eps", 1e-6)), scaling
+    return fields, theta, _positive(path, "rms_norm_eps", _first(cfg.get("rms_norm_eps"), 1e-6)), scaling
 
 
 def _mistral_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
@@ -224,7 +229,7 @@ def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
               "bias": True, "learned_pos": True}
     fields["n_kv_heads"] = fields["n_heads"]
     _heads(path, d, fields["n_heads"], fields["n_heads"], ("n_embd", "n_head", "n_head"))
-    eps = _positive(path, "layer_norm_epsilon", cfg.get("layer_norm_epsilon", 1e-5))
+    eps = _positive(path, "layer_norm_epsilon", _first(cfg.get("layer_norm_epsilon"), 1e-5))
     return fields, 10000.0, eps, {}
 
 

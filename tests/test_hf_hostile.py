@@ -104,6 +104,8 @@ CASES = {  # name: (edit(bad, folder, tmp_path), what the message must say)
                                 "config.json"),
     "zero heads": (lambda b, f, t: _config(b, num_attention_heads=0), "num_attention_heads"),
     "2.7 layers": (lambda b, f, t: _config(b, num_hidden_layers=2.7), "num_hidden_layers"),
+    "ten million positions": (lambda b, f, t: _config(b, max_position_embeddings=10**7),
+                              "10,000,000 positions"),
     "true as layers": (lambda b, f, t: _config(b, num_hidden_layers=True), "num_hidden_layers"),
     "hidden size a word": (lambda b, f, t: _config(b, hidden_size="abc"), "hidden_size"),
     "tied head as the string false": (lambda b, f, t: _config(b, tie_word_embeddings="false"),

@@ -187,3 +187,30 @@ def test_run_only_flags_on_a_folder_are_refused_not_ignored(tmp_path, capsys, fl
                "-o", str(tmp_path / "out.json")])
     err = capsys.readouterr().err
     assert rc == 2 and flag in err and not (tmp_path / "out.json").exists(), err
+
+
+def test_export_beside_a_training_run_survives_checkpoint_rotation(tmp_path, text, monkeypatch):
+    """`export` while `pretrain train` writes the same run: the trainer's checkpoint.keep rotation can
+    delete the newest checkpoint between export choosing and reading it. That read as "config.toml
+    ... more than step_N's files hold (0 bytes); it is not this run's config"; the export now takes
+    the newest complete checkpoint again. The deletion is made at that moment, on the real files."""
+    from pretrain.train import checkpoint as ck
+    from pretrain.train.hf_io import export_hf
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    run = tmp_path / "run"
+    Trainer(tiny_config(run, text, "train.steps=4", "checkpoint.every=2"), quiet=True).fit()
+    choose, chosen = ck.latest_complete, []
+
+    def rotated_right_after(root, before=None):
+        found = choose(root, before)
+        if not chosen:
+            shutil.rmtree(found[1])  # what the trainer's rotation does, at the worst moment
+        chosen.append(found[0])
+        return found
+
+    monkeypatch.setattr(ck, "latest_complete", rotated_right_after)
+    res = export_hf(run, tmp_path / "hf")
+    assert chosen == [4, 2] and res["step"] == 2
+    transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf")

@@ -97,6 +97,22 @@ def _count(cfg: dict, path: Path, *keys: str, default: int | None = None) -> int
     return v
 
 
+def _flag(cfg: dict, path: Path, key: str, default: bool) -> bool:
+    """A switch: true, false or absent/null. The string "false" is not true (a tied head built
+    from `"tie_word_embeddings": "false"` would ignore the checkpoint's lm_head without a word)."""
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise UserError(f"{path}: {key} {v!r} is not true or false")
+    return v
+
+
+def _first(*values):
+    """The first value that is not None (a key written as null takes its default, as in transformers)."""
+    return next(v for v in values if v is not None)
+
+
 def _positive(path: Path, key: str, value) -> float:
     """A finite positive number (rotary base, norm epsilon); "nan" would score NaN without a word."""
     import math
@@ -153,7 +169,7 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
                           f"({d // h})")
     if cfg.get("hidden_act", "silu") != "silu":
         raise Unsupported(f"{path}: hidden_act {cfg['hidden_act']!r}; only 'silu' (SwiGLU) is supported")
-    if bool(cfg.get("attention_bias")) != bool(cfg.get("mlp_bias")):
+    if _flag(cfg, path, "attention_bias", False) != _flag(cfg, path, "mlp_bias", False):
         raise Unsupported(f"{path}: attention_bias and mlp_bias differ; the model has one `bias` switch")
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
     if not isinstance(rope, dict):
@@ -168,14 +184,14 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
         if missing:
             raise UserError(f"{path}: rope_type 'llama3' without {', '.join(missing)}")
         scaling = {k: _positive(path, f"rope_parameters.{k}", rope[k]) for k in LLAMA3_KEYS}
-    theta = _positive(path, "rope_theta", rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    theta = _positive(path, "rope_theta", _first(rope.get("rope_theta"), cfg.get("rope_theta"), 10000.0))
     fields = {"n_layers": _count(cfg, path, "num_hidden_layers"), "d_model": d, "n_heads": h,
               "n_kv_heads": kv, "d_ff": _count(cfg, path, "intermediate_size"),
               "vocab_size": _count(cfg, path, "vocab_size"),
               "seq_len": _count(cfg, path, "max_position_embeddings"), "mlp": "swiglu", "norm": "rmsnorm",
-              "tied_embeddings": bool(cfg.get("tie_word_embeddings", False)),
-              "bias": bool(cfg.get("attention_bias", False)), "learned_pos": False}
-    return fields, theta, _positive(path, "rms_norm_eps", cfg.get("rms_norm_eps", 1e-6)), scaling
+              "tied_embeddings": _flag(cfg, path, "tie_word_embeddings", False),
+              "bias": _flag(cfg, path, "attention_bias", False), "learned_pos": False}
+    return fields, theta, _positive(path, "rms_norm_eps", _first(cfg.get("rms_norm_eps"), 1e-6)), scaling
 
 
 def _mistral_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
@@ -208,11 +224,11 @@ def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
               "d_ff": _count(cfg, path, "n_inner", default=4 * d),
               "vocab_size": _count(cfg, path, "vocab_size"),
               "seq_len": _count(cfg, path, "n_positions", "max_position_embeddings"), "mlp": "gelu",
-              "norm": "layernorm", "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
+              "norm": "layernorm", "tied_embeddings": _flag(cfg, path, "tie_word_embeddings", True),
               "bias": True, "learned_pos": True}
     fields["n_kv_heads"] = fields["n_heads"]
     _heads(path, d, fields["n_heads"], fields["n_heads"], ("n_embd", "n_head", "n_head"))
-    eps = _positive(path, "layer_norm_epsilon", cfg.get("layer_norm_epsilon", 1e-5))
+    eps = _positive(path, "layer_norm_epsilon", _first(cfg.get("layer_norm_epsilon"), 1e-5))
     return fields, 10000.0, eps, {}
 
 

@@ -145,10 +145,13 @@ class HFCheckpoint:
         with open_safetensors(single) as f:
             return {k: SINGLE for k in f.keys()}
 
+    def _bytes(self) -> int:
+        return sum((self.folder / name).stat().st_size for name in set(self.where.values()))
+
     def check_size(self, numel: int) -> None:
         """Refuse a config.json that describes more parameters than the weight files can hold (at
         one byte each), before any memory is allocated for them: a hostile or mismatched config."""
-        have = sum((self.folder / name).stat().st_size for name in set(self.where.values()))
+        have = self._bytes()
         if numel > have:
             raise UserError(f"{self.folder}: config.json describes {numel:,} parameters, but the weight "
                             f"files hold {have:,} bytes")
@@ -157,6 +160,15 @@ class HFCheckpoint:
         """`check_size` before the model exists: config.json is input like any other, and 200,000
         layers in it ran for minutes building modules on the meta device before a weight was read."""
         self.check_size(shape.params())
+        # The rotary tables are not weights but are allocated from config.json's context: a
+        # max_position_embeddings of 10^9 asked for 32 GB of cos/sin before anything else failed.
+        # Counted like the weights, one byte per number (Llama 3.1 8B: 16.8M numbers, 16 GB files).
+        numbers = 0 if shape.learned_pos else shape.seq_len * (shape.d_model // shape.n_heads)
+        if numbers > self._bytes():
+            raise UserError(f"{self.folder}: a context of {shape.seq_len:,} positions (config.json's "
+                            f"max_position_embeddings) needs rotary tables of {numbers:,} numbers, more "
+                            f"than the weight files hold in bytes ({self._bytes():,}); "
+                            "set a shorter model.seq_len")
 
     def _file(self, key: str) -> tuple[str, str]:
         stored = key.removeprefix(self.strip) if self.strip else key

@@ -22,18 +22,30 @@ def load_run_model(run: str | Path, step: int | None = None):
                         f"`pretrain eval {run}` scores it; `--set model.init_from={run}` trains on from it")
     cfg = cfgmod.load(RunConfig, run / "config.toml")
     root = ck.as_root(cfg.checkpoint.storage or run / "checkpoints")
-    if step is None:
+    if step is not None:
+        path = ck.step_dir(root, step)
+        if not ck.is_complete(path):
+            raise UserError(f"{path}: not a complete checkpoint")
+        return _load(cfg, path, run), cfg, step
+    for attempt in range(3):
         found = ck.latest_complete(root)
         if found is None:
             raise UserError(f"{root}: no complete checkpoint")
         step, path = found
-    else:
-        path = ck.step_dir(root, step)
-        if not ck.is_complete(path):
-            raise UserError(f"{path}: not a complete checkpoint")
+        try:
+            return _load(cfg, path, run), cfg, step
+        except (UserError, OSError, RuntimeError):
+            # A training run still writing this directory rotates old checkpoints out
+            # (checkpoint.keep): the newest one may be deleted between choosing and reading it.
+            if attempt == 2 or ck.is_complete(path):
+                raise  # still there: the error is about the checkpoint itself
+    raise AssertionError("unreachable")
+
+
+def _load(cfg: RunConfig, path, run: Path) -> torch.nn.Module:
     model = _allocated(cfg, path, run / "config.toml")
     ck.load_model_only(path, model)
-    return model.eval(), cfg, step
+    return model.eval()
 
 
 def _check_held(cfg: RunConfig, path, where: Path) -> torch.nn.Module:

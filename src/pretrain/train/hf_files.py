@@ -10,7 +10,6 @@ tensors only (int32 weights have the size of float32 ones and would be read as n
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -44,19 +43,11 @@ def check_links(folder: str | Path) -> None:
 
 
 def read_json_object(path: Path) -> dict:
-    """A JSON file that must be one object (config.json, an index), bounded in size and depth."""
-    try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            raise UserError(f"{path}: {path.stat().st_size:,} bytes, more than a model's JSON file holds "
-                            f"({MAX_JSON_BYTES:,})")
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError) as e:  # RecursionError: JSON nested thousands deep
-        raise UserError(f"{path}: not JSON ({type(e).__name__}: {str(e)[:120]})") from None
-    except OSError as e:
-        raise UserError(f"{path}: cannot read it ({e.strerror or e})") from None
-    if not isinstance(obj, dict):
-        raise UserError(f"{path}: not a JSON object (a {type(obj).__name__})")
-    return obj
+    """A JSON file that must be one object (config.json, an index): the project's reader of small
+    files from elsewhere (a regular file, bounded in size and depth, one line on any fault)."""
+    from pretrain.untrusted import load_json_object
+
+    return load_json_object(path, MAX_JSON_BYTES, what=path.name)
 
 
 @contextmanager

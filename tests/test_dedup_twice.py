@@ -82,3 +82,25 @@ def test_exact_dedup_on_real_multilingual_text_equals_a_python_set(tmp_path):
     assert {r["id"] for r in kept} == want_kept and len(kept) == len(want_kept)
     assert len(rejects) == len(docs) - len(want_kept) > len(copies) * 0.9
     assert {r["step"] for r in rejects} == {"exact_dedup"}
+
+
+def test_an_input_changed_between_signing_and_writing_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    # a dedup job reads a local input twice (signing, then writing); rows are matched by
+    # position, so a file rewritten in between must stop the job, not remove the wrong documents
+    from pretrain.curate import job
+
+    fox = "the quick brown fox jumps over the lazy dog again"
+    docs = [("a", fox), ("b", fox), ("c", "rivers and mountains of the far north in winter")]
+    src = tmp_path / "in" / "x.jsonl"
+    src.parent.mkdir()
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs))
+    split = job.split_removals
+
+    def split_then_rewrite(*args, **kwargs):
+        split(*args, **kwargs)
+        src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs[1:] + docs[:1]))
+
+    monkeypatch.setattr(job, "split_removals", split_then_rewrite)
+    assert main(["dedup", str(src.parent), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "x.jsonl: document 2 is 'c', signed as 'b'" in err and "the input changed during the job" in err

@@ -582,15 +582,15 @@ def load_removals(path: Path) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def load_shard_removals(path: Path) -> dict[int, tuple[str, str, str]]:
+def load_shard_removals(path: Path) -> dict[int, tuple[str, str, str, str]]:
     """One shard's removals (`job.split_removals`): row of the document in its shard's stage-A
-    survivors -> (step, reason, id of the kept twin)."""
-    out: dict[int, tuple[str, str, str]] = {}
+    survivors -> (step, reason, id of the kept twin, id of the removed document)."""
+    out: dict[int, tuple[str, str, str, str]] = {}
     for rec in io.read_jsonl_zst(Path(path)):
         if "row" not in rec:
             raise DataError(str(path), f"id {rec.get('id')!r}", "removal list of an older version: "
                             "remove OUT/work/dedup/removals* and OUT/work/done/removals.done, then run again")
-        out[int(rec["row"])] = (rec["step"], rec["reason"], rec["kept"])
+        out[int(rec["row"])] = (rec["step"], rec["reason"], rec["kept"], rec["id"])
     return out
 
 

@@ -104,3 +104,20 @@ def test_an_input_changed_between_signing_and_writing_is_a_clear_error(tmp_path,
     assert main(["dedup", str(src.parent), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "x.jsonl: document 2 is 'c', signed as 'b'" in err and "the input changed during the job" in err
+
+
+def test_a_lone_surrogate_escape_is_a_bad_record_not_a_crash(tmp_path):
+    # "\ud800" is valid JSON (a split emoji in a crawl) but no UTF-8 string: the job skips and
+    # counts the record (text or id), keeps a proper pair (an emoji), and dedups the rest
+    lines = ['{"id": "s1", "text": "a split \\ud83d emoji in a crawled page"}',
+             '{"id": "s2\\udc80", "text": "another page of words"}',
+             '{"id": "e1", "text": "a whole \\ud83d\\ude00 emoji in a crawled page"}',
+             '{"id": "e2", "text": "A WHOLE \\ud83d\\ude00 EMOJI in a crawled page"}']
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x.jsonl").write_text("\n".join(lines) + "\n")
+    kept, rejects, stats = _dedup(tmp_path / "in", tmp_path / "out")
+    assert [r["id"] for r in kept] == ["e1"] and [r["id"] for r in rejects] == ["e2"]
+    assert kept[0]["text"] == "a whole \U0001F600 emoji in a crawled page"
+    assert stats["errors"]["count"] == 2 and stats["documents"]["read"] == 2
+    assert [e["record"] for e in stats["errors"]["examples"]] == ["line 1", "line 2"]
+    assert "surrogate" in stats["errors"]["examples"][0]["reason"]

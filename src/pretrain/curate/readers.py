@@ -365,7 +365,21 @@ def _jsonl_record(
     if not isinstance(obj, dict):
         on_error(str(path), where, f"expected a JSON object, got {type(obj).__name__}")
         return None
-    return _make_doc(obj, cfg, src, lineno, lambda reason: on_error(str(path), where, reason))
+    doc = _make_doc(obj, cfg, src, lineno, lambda reason: on_error(str(path), where, reason))
+    # JSON may escape a lone UTF-16 surrogate ("\ud800", a split emoji); UTF-8 cannot hold one, so
+    # every output write of the document failed (a traceback, the job stopped)
+    if doc is not None and (b"\\ud" in line or b"\\uD" in line) and _lone_surrogate(doc):
+        on_error(str(path), where, "lone UTF-16 surrogate escape (\\ud800-\\udfff): not encodable as UTF-8")
+        return None
+    return doc
+
+
+def _lone_surrogate(doc: Document) -> bool:
+    try:
+        json.dumps([doc.id, doc.text, doc.url, doc.metadata], ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _make_doc(

@@ -121,3 +121,33 @@ def test_a_lone_surrogate_escape_is_a_bad_record_not_a_crash(tmp_path):
     assert stats["errors"]["count"] == 2 and stats["documents"]["read"] == 2
     assert [e["record"] for e in stats["errors"]["examples"]] == ["line 1", "line 2"]
     assert "surrogate" in stats["errors"]["examples"][0]["reason"]
+
+
+def test_one_file_or_seven_and_one_worker_or_two_remove_the_same_documents(tmp_path):
+    # real bill titles, full of natural near duplicates ("X Act" / "X Act of 2015"), in shuffled
+    # id order; for keep = id and keep = first the same documents go, for the same reasons
+    import random
+
+    from conftest import data_file
+
+    titles = data_file("lm/misc/senate-bills.txt").read_text().splitlines()[:1200]
+    docs = [{"id": f"b{i:04d}", "text": f"{t} {titles[(i * 7) % len(titles)]}"} for i, t in enumerate(titles)]
+    docs += [{"id": f"c{i:03d}", "text": d["text"].upper()} for i, d in enumerate(docs[::40])]
+    random.Random(1).shuffle(docs)
+    lines = [json.dumps(d) + "\n" for d in docs]
+    for keep in ("id", "first"):
+        seen = []
+        for files, workers in ((1, 1), (7, 2)):
+            inp = tmp_path / f"{keep}{files}"
+            inp.mkdir()
+            size = -(-len(lines) // files)
+            for f in range(files):
+                (inp / f"p{f}.jsonl").write_text("".join(lines[f * size:(f + 1) * size]))
+            out = tmp_path / f"out-{keep}{files}"
+            assert main(["dedup", str(inp), "-o", str(out), "--workers", str(workers), "--quiet",
+                         "--set", f"keep={keep}"]) == 0
+            kept, rejects = _read_all(out / "data"), _read_all(out / "rejects")
+            assert len(kept) + len(rejects) == len(docs)
+            seen.append((sorted(r["id"] for r in kept),
+                         sorted((r["id"], r["step"], r["reason"], r["kept_id"]) for r in rejects)))
+        assert seen[0] == seen[1] and len(seen[0][1]) > 30

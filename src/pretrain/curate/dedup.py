@@ -588,8 +588,9 @@ def load_shard_removals(path: Path) -> dict[int, tuple[str, str, str, str]]:
     out: dict[int, tuple[str, str, str, str]] = {}
     for rec in io.read_jsonl_zst(Path(path)):
         if "row" not in rec:
-            raise DataError(str(path), f"id {rec.get('id')!r}", "removal list of an older version: "
-                            "remove OUT/work/dedup/removals* and OUT/work/done/removals.done, then run again")
+            # a UserError: this runs in stage C's workers, and a DataError does not unpickle
+            raise UserError(f"{path}: removal list of an older version: remove OUT/work/dedup/removals* "
+                            "and OUT/work/done/removals.done, then run again")
         out[int(rec["row"])] = (rec["step"], rec["reason"], rec["kept"], rec["id"])
     return out
 

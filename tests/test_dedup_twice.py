@@ -151,3 +151,28 @@ def test_one_file_or_seven_and_one_worker_or_two_remove_the_same_documents(tmp_p
             seen.append((sorted(r["id"] for r in kept),
                          sorted((r["id"], r["step"], r["reason"], r["kept_id"]) for r in rejects)))
         assert seen[0] == seen[1] and len(seen[0][1]) > 30
+
+
+def test_the_candidate_check_holds_one_chunk_of_signatures_not_two(tmp_path):
+    # an all-duplicate shard: every band key equal, so every document is a candidate of the first;
+    # checking a chunk of c edges needs its 2c signature rows (2c x 112 x 4 bytes), and gathering
+    # them from the stored signatures must not add a second copy (it did: RSS 2x the budget)
+    import tracemalloc
+
+    import numpy as np
+
+    from pretrain.curate import dedup
+    from pretrain.curate.document import Document
+
+    cfg = dedup.DedupConfig()
+    docs = (Document(f"d{i}", "the very same words in every one of these documents") for i in range(6000))
+    dedup.sign_shard(((d, 0) for d in docs), 0, tmp_path, cfg)
+    edges = np.stack([np.zeros(5999, np.int64), np.arange(1, 6000, dtype=np.int64)])
+    chunk = 6000
+    rows_bytes = 2 * chunk * cfg.bands * cfg.rows * 4
+    tracemalloc.start()
+    kept = dedup._verified(tmp_path, [(0, 0)], [0, 6000], edges, cfg.threshold, chunk)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert kept.shape == (2, 5999)
+    assert peak < 1.4 * rows_bytes, (peak, rows_bytes)

@@ -73,12 +73,13 @@ def main() -> None:
 
     from pretrain.eval.lm import _import_ours, from_module
     from pretrain.eval.scoring import greedy_generate
+    from pretrain.train.hf import read_hf_model_config
     from pretrain.train.model import generate
 
     hf = hf_model()
     with tempfile.TemporaryDirectory() as d:  # our importer, as `pretrain eval HF_DIR` uses it
         hf.save_pretrained(d)
-        net = _import_ours(Path(d), "cpu")
+        net = _import_ours(Path(d), read_hf_model_config(d), "cpu")
     ev = from_module(net, list, list, net.shape.seq_len, 0)
     g = torch.Generator().manual_seed(1)
     mem = torch.randint(0, 257, (args.windows, 32), generator=g).tolist()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,15 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data not found at {SHARED_DATA} (a fresh clone has none)")
     return SHARED_DATA
+
+
+def sigint_as_in_a_terminal() -> None:
+    """`preexec_fn` of a child a test will Ctrl-C: SIGINT at its default action and unblocked, as in
+    a terminal's foreground job. A suite started as a background job (`make test &`, nohup, a CI
+    runner's script) runs with SIGINT ignored, which every child inherits across exec: it never
+    saw the test's Ctrl-C, ran to its end, and the test failed on how it was started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def data_file(rel: str) -> Path:

@@ -20,7 +20,6 @@ returns: botocore honours `AWS_ENDPOINT_URL_S3`, and s3fs passes it on.
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,12 +34,6 @@ CREDENTIALS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class S3Server:
     """One moto S3 server on 127.0.0.1; `filesystem()` gives an s3fs client aimed at it.
 
@@ -49,7 +42,9 @@ class S3Server:
     overlapping round trips buys. moto on localhost otherwise answers in a few milliseconds."""
 
     def __init__(self, port: int | None = None, latency_s: float = 0.0) -> None:
-        self.port = port or _free_port()
+        # Port 0 by default: the server binds one the OS picks and reports it (`start`). A port found
+        # free and closed could be taken by another process (the other test worker) before moto binds it.
+        self.port = port or 0
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.latency_s = latency_s
         self._server = None
@@ -66,6 +61,8 @@ class S3Server:
         cls = _delayed_server(self.latency_s) if self.latency_s else ThreadedMotoServer
         self._server = cls(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
+        self.port = self._server.get_host_and_port()[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
         return self
 
     def stop(self) -> None:

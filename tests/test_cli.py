@@ -127,6 +127,27 @@ def test_curate_whose_reader_left_still_finishes_its_corpus(tmp_path):
             p.read_bytes() for p in sorted((tmp_path / "open" / name).rglob("*")) if p.is_file()]
 
 
+def test_train_whose_reader_left_still_trains(tmp_path):
+    """`pretrain train ... | head -3`: the echo and summary are logs (stderr), so a reader that leaves
+    at once does not stop the run: every step is in metrics.jsonl; only the final 'done' line, the
+    result, meets the closed pipe (exit 141). Before, the echo on stdout met it and nothing trained."""
+    from pathlib import Path
+
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "tiny-cpu.toml"
+    run = tmp_path / "run"
+    argv = ["train", str(recipe), "--set", "train.steps=3", "--set", f"train.out={run}",
+            "--set", "checkpoint.every=0", "--set", "log.eval_every=0"]
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=recipe.parents[1])
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err[-2000:]
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()
+             if "event" not in json.loads(x)]
+    assert steps == [1, 2, 3]
+    assert "tokens/step" in err and "train.steps = 3" in err  # the summary and echo, on stderr
+
+
 def test_mix_refuses_sources_of_different_tokenizers_as_train_does(tmp_path, capsys):
     from test_tokens_mixture import make_token_dir
 
@@ -224,3 +245,26 @@ def test_every_help_example_parses():
             parser.parse_args(shlex.split(line)[1:])
         except SystemExit:
             pytest.fail(f"{' '.join(path)} --help: {line}")
+
+
+def test_tokenize_whose_reader_left_still_writes_its_manifest(tmp_path):
+    """`pretrain tokenize MANY_FILES | head -1`: one line per finished file is a log (stderr), so
+    the pipe's buffer never fills with them and the job ends with its manifest; before, ~80 files of
+    such lines on stdout met the closed pipe and the job stopped before writing manifest.json."""
+    from pretrain.curate.io import write_jsonl_zst
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    texts = [f"document {i} about rivers and deltas, line {i}" for i in range(120)]
+    train_tokenizer(texts, vocab_size=300).save(str(tmp_path / "tok.json"))
+    corpus = tmp_path / "corpus-with-a-long-folder-name-so-each-line-is-long"
+    for i in range(120):
+        write_jsonl_zst(corpus / f"part_{i:05d}.jsonl.zst", [{"text": texts[i]}])
+    out = tmp_path / "tokens"
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain", "tokenize", str(corpus), "--tokenizer",
+                             str(tmp_path / "tok.json"), "-o", str(out), "--workers", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err[-2000:]
+    assert json.loads((out / "manifest.json").read_text())["documents"] == 120
+    assert err.count("tokens, 1 documents <- ") == 120  # the per-file lines, on stderr

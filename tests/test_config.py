@@ -58,6 +58,8 @@ def test_round_trip(tmp_path):
     ("extract.timeout_s=-5", "extract.timeout_s must be > 0, got -5.0"),
     ("reader.warc_check_gaps=sometimes", "must be one of off, uncompressed, all, got 'sometimes'"),
     ("reader.max_ratio=nan", "reader.max_ratio must be a number, got nan"),
+    ("extract.timeout_s=inf", "extract.timeout_s must be a number, got inf"),  # 31 keys took inf
+    ("dedup.threshold=1e400", "dedup.threshold must be a number, got inf"),
     ("extract.max_depth=true", "config key 'extract.max_depth' wants int, got True"),
     ("rules.min_doc_words=-3", "rules.min_doc_words must be >= 0, got -3"),
     ("url_filter.domains=3", "config key 'url_filter.domains' wants a list, got 3"),

@@ -17,6 +17,13 @@ SHAPES = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _one_thread(restore_torch_threads):
+    """One torch thread: these models are 32 wide, and two threads on a busy 2-core machine spend
+    their time in barrier waits (the file took 110 s at load 11). The equalities hold at any count."""
+    torch.set_num_threads(1)
+
+
 def _model(name: str) -> Transformer:
     with torch.device("meta"):
         m = Transformer(SHAPES[name])

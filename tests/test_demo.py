@@ -39,6 +39,12 @@ def test_the_terminal_shows_the_plan_headline_and_training_progress(demo):
     lines = (demo / "run" / "metrics.jsonl").read_text().splitlines()
     train = [json.loads(x) for x in lines if '"event"' not in x]
     assert f"step 30/30  loss {train[-1]['loss']:.3f}" in said
+    # the summary's numbers as the report shows them: 92,716 tokens (it said 92716), 9,369 tokens/s
+    # (it said 9,369.300)
+    from pretrain.report import tokens_per_s
+
+    tokens = json.loads((demo / "tokens" / "web" / "manifest.json").read_text())["tokens"]
+    assert f"tokens: {tokens:,}\n" in said and f"tokens_per_s: {tokens_per_s(train):,.0f}\n" in said
 
 
 def test_every_stage_left_its_output(demo):

@@ -231,8 +231,6 @@ def test_torchrun_two_ranks_equal_one_process(tiny_run, sample_text, tmp_path):
     import subprocess
     import sys
 
-    from pretrain.train.testing import free_port
-
     lines = [x.split() for x in sample_text.read_text().splitlines() if len(x.split()) >= 6]
     items = [{"query": " ".join(w[:-2]), "gold": 0,
               "choices": [" ".join(v[-2:]) for v in lines[j:j + 3]]}  # gold: the line's own end
@@ -243,8 +241,10 @@ def test_torchrun_two_ranks_equal_one_process(tiny_run, sample_text, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": src}
     args = ["-m", "pretrain", "eval", str(tiny_run), "--tasks", f"{task},ppl:{sample_text}", "--quiet"]
     one, two = tmp_path / "one.json", tmp_path / "two.json"
+    # Port 0: torchrun's agent binds a port the OS picks (a port found free here, then closed,
+    # could be taken by another process before torchrun binds it).
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0"]
     for cmd, out in (([sys.executable], one), (torchrun, two)):
         proc = subprocess.run([*cmd, *args, "-o", str(out)], env=env, capture_output=True, text=True,
                               timeout=120)
@@ -291,3 +291,15 @@ def test_a_task_that_cannot_run_fails_before_the_model_loads(tmp_path, capsys, s
                "--benchmarks", str(tmp_path / "none")])
     err = capsys.readouterr().err
     assert rc == 2 and said in err and "no-run" not in err, err
+
+
+@pytest.mark.parametrize("flag, value", [("--limit", "-3"), ("--batch-tokens", "0"), ("--batch-tokens", "-1"),
+                                         ("--ppl-tokens", "-5"), ("--ppl-tokens", "0")])
+def test_a_number_out_of_range_is_one_line_before_the_model_loads(tmp_path, capsys, flag, value):
+    """`--limit -3` printed a task row with n 0 and no metric (exit 0); `--ppl-tokens -5` scored a
+    text cut 5 tokens short of its end (Python's negative slice) as if it were the limit."""
+    from pretrain.cli import main
+
+    rc = main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__}", "--quiet", flag, value])
+    err = capsys.readouterr().err
+    assert rc == 2 and flag in err and "no-run" not in err, err

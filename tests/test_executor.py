@@ -28,8 +28,10 @@ def test_local_map_keeps_order():
 
 
 class Slow(Step):
-    """Keeps each shard busy long enough for a node to die under it (imported by Ray workers);
-    notes in $SLOW_LOG which Ray node started which shard."""
+    """Keeps each shard busy (imported by Ray workers); notes in $SLOW_LOG which Ray node started
+    which shard. On the node named in $SLOW_LOG/../doomed, the shard waits there until the node is
+    removed: the node dies mid-shard whatever the machine's load (with a fixed 0.6 s shard, a test
+    process slow to notice the start let the node finish it, and the finished shard was not redone)."""
 
     name = "slow"
 
@@ -38,7 +40,11 @@ class Slow(Step):
             import ray
 
             node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
-            Path(os.environ["SLOW_LOG"], f"{doc.source}.{node}").touch()
+            log = Path(os.environ["SLOW_LOG"])
+            (log / f"{doc.source}.{node}").touch()
+            doomed = log.parent / "doomed"
+            if doomed.is_file() and doomed.read_text() == node:
+                time.sleep(600)  # ended by the node's removal; the test fails long before this
         time.sleep(0.05)
         return doc
 
@@ -75,6 +81,7 @@ def test_ray_cluster_node_killed_mid_job_same_bytes_as_local(tmp_path, monkeypat
     try:
         doomed = cluster.add_node(num_cpus=1)
         cluster.add_node(num_cpus=1)
+        (tmp_path / "doomed").write_text(doomed.node_id)  # its shard waits for the removal (Slow)
         ex = RayExecutor(address=cluster.address)
         assert ex.workers == 2
         result: dict = {}
@@ -87,7 +94,7 @@ def test_ray_cluster_node_killed_mid_job_same_bytes_as_local(tmp_path, monkeypat
         while not list(log.glob(f"*.{doomed.node_id}")) and time.time() < deadline:
             time.sleep(0.05)
         lost = [p.name.split(".")[0] for p in log.glob(f"*.{doomed.node_id}")]
-        cluster.remove_node(doomed)  # in the middle of a shard (each takes >= 0.6 s)
+        cluster.remove_node(doomed)  # in the middle of a shard: Slow holds it there
         job.join(timeout=240)
         assert not job.is_alive()
     finally:

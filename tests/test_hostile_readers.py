@@ -42,6 +42,53 @@ def test_jsonl_nested_or_huge_number_skips_one_line(tmp_path, attack, reason):
     assert [e[0] for e in _errors_mentioning(r, reason)] == ["line 2"]
 
 
+def test_jsonl_lone_surrogate_skips_one_line_and_the_job_finishes(tmp_path):
+    """`"\\ud800"` parses to a str no UTF-8 writer can encode: it stopped `pretrain dedup` (and
+    tokenizer train, tokenize) with UnicodeEncodeError. An escaped emoji (a pair) is text and stays."""
+    import subprocess
+    import sys
+
+    from hostile import SRC
+
+    emoji = b'{"id": "emoji", "text": "a pair \\ud83d\\ude00 is one character"}\n'
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_bytes(
+        GOOD_BEFORE + b'{"id": "lone", "text": "half \\ud800 of a pair"}\n' + emoji + GOOD_AFTER)
+    r = subprocess.run([sys.executable, "-m", "pretrain", "dedup", "in", "-o", "out", "--workers", "1"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": SRC})
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert "line 2: lone surrogate \\ud800" in r.stdout + r.stderr
+    kept = [json.loads(x) for f in sorted((tmp_path / "out" / "data").glob("*.jsonl.zst"))
+            for x in zstandard.ZstdDecompressor().decompressobj().decompress(f.read_bytes()).splitlines()]
+    assert sorted(d["id"] for d in kept) == ["after", "before", "emoji"]
+    assert "\U0001f600" in next(d["text"] for d in kept if d["id"] == "emoji")
+
+
+PUNY = ("a\u00fc" * 2000).encode("punycode")  # valid punycode: decoding it is quadratic in its length
+
+
+@pytest.mark.parametrize("charset,body", [("uu", b"\\ud800 end"), ("zlib", b"\\ud800 end"),
+                                          ("raw_unicode_escape", b"\\ud800 end"), ("punycode", PUNY)])
+def test_a_page_naming_a_codec_no_browser_has_is_decoded_as_text(tmp_path, charset, body):
+    """`<meta charset>` is the page's word: "uu" or "zlib" raised LookupError out of the reader (one
+    page stopped `pretrain curate`), "raw_unicode_escape" made a lone surrogate that no writer can
+    encode, and "punycode" decodes in quadratic time (a 5 MB page: about half an hour). Only web
+    encodings are honoured; the page's bytes are decoded as detected instead."""
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    page = tmp_path / "page.html"
+    head = f'<html><head><meta charset="{charset}"></head><body><p>'.encode()
+    page.write_bytes(head + body + b"</p></body></html>")
+    errors = []
+    docs = list(read_documents(page, ReaderConfig(), lambda *e: errors.append(e)))
+    assert len(docs) == 1 and not errors
+    assert body.decode("ascii") in docs[0].text  # the bytes as they are, not run through the codec
+    docs[0].text.encode("utf-8")  # no lone surrogate
+    page.write_bytes(b'<meta charset="windows-1252"><p>caf\xe9</p>')  # a web encoding still counts
+    assert "caf\u00e9" in next(read_documents(page, ReaderConfig())).text
+
+
 def test_classifier_model_nested_deep_is_a_user_error(tmp_path):
     p = tmp_path / "model.json"
     p.write_text('{"format": ' + "[" * 100_000 + "]" * 100_000 + "}")
@@ -116,6 +163,27 @@ def test_parquet_huge_cell_is_measured_before_it_becomes_a_str(tmp_path):
     assert r["ids"] == ["before", "after"]
     assert [e[0] for e in _errors_mentioning(r, "max_record_bytes")] == ["row 1"]
     assert r["peak_mb"] < 150 + 3.5 * CELL_MB  # the interpreter, the compressed and decoded page, the array
+
+
+@pytest.mark.parametrize("column", ["text", "id"])
+def test_parquet_cell_of_invalid_utf8_skips_its_row_not_its_row_group(tmp_path, column):
+    """Parquet writers need not check UTF-8 (pyarrow's from_buffers does not): one such cell made
+    `to_pylist` raise and the whole row group (here four rows, in practice up to a million) was lost."""
+    cells = {"id": [b"before", b"cesu", b"byte", b"after"],
+             "text": [b"a good record", b"a surrogate \xed\xa0\x80 as CESU-8", b"a \xff byte", b"another"]}
+    cells[column][1:3] = [b"\xed\xa0\x80", b"\xff"] if column == "id" else cells[column][1:3]
+    arrays = {}
+    for name, values in cells.items():
+        b = pa.array(values, pa.binary())
+        arrays[name] = pa.Array.from_buffers(pa.string(), len(b), b.buffers())  # no UTF-8 check
+    p = tmp_path / "bad.parquet"
+    pq.write_table(pa.table(arrays), p)
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    errors = []
+    docs = read_documents(p, ReaderConfig(), lambda path, where, why: errors.append((where, why)))
+    assert [d.id for d in docs] == ["before", "after"]  # in-process: nothing here is big
+    assert [w for w, why in errors if "invalid UTF-8" in why] == ["row 1", "row 2"]
 
 
 def test_parquet_row_group_over_the_footer_bound_is_not_decoded(tmp_path):

@@ -205,3 +205,33 @@ def test_uploads_together_appear_at_the_end_whole_or_not_at_all(tmp_path, s3_her
         raise RuntimeError("the unit failed after writing")
     assert not fs.exists(f"{bucket}/u/0.bin")
     assert not list((tmp_path / "tmp").iterdir())  # temporary files removed either way
+
+
+def test_a_rerun_aborts_the_multipart_uploads_a_killed_attempt_left_in_out(tmp_path, s3_here):
+    """s3fs uploads a file over 100 MB (two 50 MiB chunks) in parts; a SIGKILL between its parts
+    leaves the upload open, its parts billed until someone aborts it. Made here with the client's
+    own calls (a 100 MB shard would make the test slow), as the killed put_file left them."""
+    _write_jsonl_corpus(tmp_path / "in", files=2, per_file=5)
+    bucket = s3_here.new_bucket()
+    fs = s3_here.filesystem()
+    job = ([str(tmp_path / "in")], f"s3://{bucket}/out", CurateConfig())
+    curate(*job, executor=LocalExecutor(1), work_dir=tmp_path / "work")
+
+    def open_upload(key: str) -> None:
+        up = fs.call_s3("create_multipart_upload", Bucket=bucket, Key=key)
+        fs.call_s3("upload_part", Bucket=bucket, Key=key, UploadId=up["UploadId"], PartNumber=1,
+                   Body=b"x" * 64)
+
+    for key in ("out/data/shard_00001.jsonl.zst", "out/rejects/filters_00000.jsonl.zst",
+                "out/notes/theirs.bin", "outside/data/shard_00001.jsonl.zst"):
+        open_upload(key)
+    (tmp_path / "work" / "done" / "write_00001.done").unlink()
+    curate(*job, executor=LocalExecutor(1), work_dir=tmp_path / "work")
+    left = sorted(u["Key"] for u in fs.call_s3("list_multipart_uploads", Bucket=bucket).get("Uploads", []))
+    assert left == ["out/notes/theirs.bin", "outside/data/shard_00001.jsonl.zst"]  # only the job's own
+    assert _objects(fs, f"{bucket}/out") == _snapshot(_local_run(tmp_path, job[2]))
+
+
+def _local_run(tmp_path: Path, cfg: CurateConfig) -> Path:
+    curate([str(tmp_path / "in")], tmp_path / "ref", cfg, executor=LocalExecutor(1))
+    return tmp_path / "ref"

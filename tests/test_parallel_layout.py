@@ -42,6 +42,14 @@ def test_cp_needs_the_sequence_in_two_chunks_per_rank():
         ParallelDims(cp=32).check_shape(SHAPE, ParallelConfig(cp=32))
 
 
+def test_cp_refusals_name_the_config_keys():
+    """The refusals now live in plan/layout.py's trainer rules (the planner's recipe obeys them too)."""
+    with pytest.raises(UserError, match=r"^parallel.cp=2 with parallel.pp=2: the trainer"):
+        ParallelDims(cp=2, pp=2).check_shape(SHAPE, ParallelConfig(cp=2, pp=2))
+    with pytest.raises(UserError, match=r"^parallel.cp=2 with sequence parallelism"):
+        ParallelDims(cp=2, tp=2).check_shape(SHAPE, ParallelConfig(cp=2, tp=2, sequence_parallel=True))
+
+
 def test_pipeline_needs_a_layer_per_stage_and_untied_embeddings():
     interleaved = ParallelConfig(pp=4, pp_schedule="interleaved1f1b")
     with pytest.raises(UserError, match="model.n_layers=4 < pp x v = 8 pipeline stages"):

@@ -159,6 +159,22 @@ def test_resume_fsdp4_checkpoint_as_fsdp2_x_tp2_continues_the_run(tmp_path, text
     _assert_matches(first + second, reference)
 
 
+def test_resume_under_a_pipeline_continues_the_run(tmp_path, text, reference):
+    """Run-it-twice review: a run saved under PP 2 and resumed under PP 2 (a restart, or a rollback
+    after a spike) died in the first step with KeyError 'betas'. Each stage's optimizer has its own
+    parameter groups, which DCP stored under the same keys (`param_groups.0.params`, ...) on every
+    rank, keeping one stage's; the other stage's groups came back without lr and betas. Now saved
+    flattened (keyed by parameter name, as torchtitan does): steps 3 and 4 equal the run that never
+    stopped."""
+    stop = [*COMMON[:-1], "train.resume=true", "checkpoint.async_save=false", "parallel.pp_microbatches=2"]
+    pp = ["parallel.pp=2", f"data.batch_size={GLOBAL_BATCH}"]
+    runs = [(str(tmp_path), str(text), [*pp, "train.stop_at=2", *stop]),
+            (str(tmp_path), str(text), [*pp, *stop])]
+    first, second = run_distributed("pretrain.train.testing.train_many", 2, runs, timeout=240)[0]
+    assert len(first) == 2 and len(second) == 2  # the second run resumed at step 2
+    _assert_matches(first + second, reference)
+
+
 def test_a_spike_on_one_rank_rolls_every_rank_back_together(tmp_path, text):
     """Micro-batch 22 is garbage on rank 1 only (DDP x 2). The spike is decided on the loss averaged
     over the ranks, so both roll back to step 20 and skip it together (no rank left waiting in a
@@ -185,6 +201,24 @@ def test_a_spike_on_one_rank_rolls_every_rank_back_together(tmp_path, text):
     )
     assert [r["rollbacks"] for r in hit] == [1, 1]
     assert hit[0]["events"] == [["spike", 23], ["rollback", 20]]
+    assert hit[0]["losses"] == clean[0]["losses"]
+
+
+@SLOW
+def test_a_spike_under_a_pipeline_rolls_both_stages_back_together(tmp_path, text):
+    """Run-it-twice review: under PP 2 a rollback died in its first step (the checkpoint's optimizer
+    groups, see test_resume_under_a_pipeline_continues_the_run). Micro-batch 22 is garbage on the
+    last stage (its targets): both stages flag the spike on the loss the last stage reports, roll
+    back to step 20 together, and the curve afterwards is that of a PP run that skipped the batch
+    (~60 s: four 30-step runs on 2 ranks)."""
+    over = ["parallel.pp=2", "parallel.pp_microbatches=2", "stability.spike_factor=1.5", "optim.lr=1e-2",
+            "model.n_layers=2", "train.steps=30"]
+    worker = "pretrain.train.testing.spike_run"
+    hit = run_distributed(worker, 2, str(tmp_path / "hit"), str(text), over, 22, 1, timeout=400)
+    clean = run_distributed(worker, 2, str(tmp_path / "clean"), str(text), [*over, "data.skip=[[22, 22]]"],
+                            22, -1, timeout=400)
+    assert [r["rollbacks"] for r in hit] == [1, 1]
+    assert hit[0]["events"] == hit[1]["events"] == [["spike", 23], ["rollback", 20]]
     assert hit[0]["losses"] == clean[0]["losses"]
 
 

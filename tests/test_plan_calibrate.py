@@ -75,20 +75,37 @@ def test_calibrated_model_predicts_a_run_it_did_not_see(cpu):
     assert before < -0.5 and abs(after_slow) <= 0.25, (before, after_slow)
 
 
-def test_cli_writes_a_hardware_file_the_next_plan_reads(runs, cpu, tmp_path):
+def test_runs_our_trainer_writes_today_are_what_calibration_reads(runs, cpu):
+    """The contract between the trainer and calibration, on runs made now: every timed step is read
+    (5 steps, the first is warm-up), the batch comes from config.toml, and a fit on them gives a
+    finite machine. Their speed is not judged: it is this machine's, beside the other test worker."""
+    gpu = hardware.load_table(cpu)["cpu"]
+    loaded = {b: calibrate.load_run(r) for b, r in runs.items()}
+    for b, run in loaded.items():
+        assert (run.batch_seqs, run.steps, run.skipped) == (b, 4, 0)
+        assert run.tokens_per_s > 0
+    fitted, _ = calibrate.fit([loaded[4], loaded[16]], gpu)
+    assert math.isfinite(calibrate.predict(loaded[8], fitted)) and calibrate.predict(loaded[8], fitted) > 0
+
+
+def test_cli_writes_a_hardware_file_the_next_plan_reads(cpu, tmp_path):
+    """`plan --calibrate` on the recorded runs: both runs it fitted are predicted better than by the
+    uncalibrated description, within 15% (the fit is capped at efficiency 1.0 and has two parameters
+    for a model form that cannot follow a tiny CPU run exactly: 2.7% and 9.3% off), and the
+    --save-hardware file holds what it printed. Recorded runs, not runs made in the suite: a run
+    measured beside the other test worker moved by ~30% (22,090 and 27,800 tokens/s on two days)."""
     out = tmp_path / "calibrated.toml"
-    args = ["--calibrate", str(runs[4]), str(runs[16]), "--gpu", "cpu", "--hardware", str(cpu),
-            "--save-hardware", str(out), "--json"]
+    args = ["--calibrate", str(RECORDED / "b4"), str(RECORDED / "b16"), "--gpu", "cpu", "--hardware",
+            str(cpu), "--save-hardware", str(out), "--json"]
     r = subprocess.run([sys.executable, "-m", "pretrain", "plan", *args], capture_output=True, text=True,
                        timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     cal = json.loads(r.stdout)
+    assert [row["batch_seqs"] for row in cal["runs"]] == [4, 16]
     for row in cal["runs"]:
-        # Two parameters, two runs, but 4 timed steps of a tiny model: their speed moves by up to ~30%
-        # between runs on a 2-core machine (CI measured the batch of 16 at 22,090 and 27,800 tokens/s
-        # on two days), more than the model's form can follow, so only within 1.5x here; how well a
-        # calibration predicts is the held-out test above.
-        assert abs(math.log(row["predicted_after"] / row["measured_tokens_per_s"])) <= math.log(1.5), row
+        after = abs(math.log(row["predicted_after"] / row["measured_tokens_per_s"]))
+        before = abs(math.log(row["predicted_before"] / row["measured_tokens_per_s"]))
+        assert after < before and after <= math.log(1.15), row
     table = hardware.load_table(out)
     assert table["cpu"].gemm_efficiency == pytest.approx(cal["gemm_efficiency"])
     assert table["cpu"].launch_us == pytest.approx(cal["launch_us"])
@@ -120,10 +137,11 @@ def test_a_hostile_run_directory_is_one_line(tmp_path, capsys):
     good_cfg = '[model]\npreset = "tiny-cpu"\n[data]\nbatch_size = 8\n'
     deep_line = "[" * 100_000 + "]" * 100_000
     (run / "config.toml").write_text(good_cfg)
-    (run / "metrics.jsonl").write_text("\n".join([deep_line, '{"step": 1, "tokens_per_s": 100}',
-                                                  '{"step": 2, "tokens_per_s": 300}']) + "\n")
-    loaded = calibrate.load_run(run)  # the deep line is one bad line, skipped and counted
-    assert (loaded.tokens_per_s, loaded.skipped) == (300.0, 1)
+    digits = '{"step": ' + "9" * 5000 + "}"  # past Python's 4300-digit int limit: ValueError, uncaught
+    (run / "metrics.jsonl").write_bytes("\n".join([deep_line, '{"step": 1, "tokens_per_s": 100}', digits,
+                                                   '{"step": 2, "tokens_per_s": 300}']).encode() + b"\n")
+    loaded = calibrate.load_run(run)  # the deep line and the digits are bad lines, skipped and counted
+    assert (loaded.tokens_per_s, loaded.skipped) == (300.0, 2)
     for cfg in ("model = 3\n", "parallel = 5\n", good_cfg + "[parallel]\ntp = 0\n",
                 "a = " + "[" * 100_000 + "]" * 100_000 + "\n"):
         (run / "config.toml").write_text(cfg)

@@ -63,6 +63,8 @@ def _plan(tmp_path, *args):
     (("--model", "llama-2-7b", "--gpus", "8", "--gpu", "a100-80gb", "--layout",
       "tp=2,pp=2,zero=1,recompute=selective,sp=1"), 8),
     (("--model", "llama-2-13b", "--gpus", "32", "--layout", "tp=4,pp=4,v=2,zero=0"), 32),
+    # run-it-twice review: the search picked tp=4,cp=8 with sequence parallelism, which the trainer refuses
+    (("--model", "llama-3-8b", "--seq-len", "131072", "--gpus", "64", "--batch-tokens", "4M"), 64),
 ])
 def test_emitted_recipe_passes_the_trainers_validation(tmp_path, args, world):
     from pretrain import config
@@ -110,17 +112,59 @@ def test_emit_recipe_refuses_what_the_trainer_cannot_run(tmp_path):
     assert r.returncode == 2 and "untied embeddings" in r.stderr and not path.exists()
 
 
+def _trainer_accepts(path, world):
+    from pretrain import config
+    from pretrain.train.config import RunConfig
+    from pretrain.train.model import resolve_shape
+    from pretrain.train.parallel import dims_from_config
+
+    cfg = config.load(RunConfig, path)
+    dims = dims_from_config(cfg.parallel)
+    dims.validate(world)
+    dims.check_shape(resolve_shape(cfg.model), cfg.parallel)
+    return cfg
+
+
 def test_emit_recipe_with_context_parallelism(tmp_path):
-    from pretrain.train.config import ParallelConfig
-
     args = ("--model", "llama-3-8b", "--seq-len", "32768", "--gpus", "16", "--batch-tokens", "1M",
-            "--layout", "tp=8,cp=2,zero=3,sp=1,recompute=full")
+            "--layout", "tp=8,cp=2,zero=3,recompute=full")
     r, path = _plan(tmp_path, *args)
-    if "cp" in ParallelConfig.__dataclass_fields__:  # the trainer has context parallelism
-        assert r.returncode == 0, r.stderr
-        from pretrain import config
-        from pretrain.train.config import RunConfig
+    assert r.returncode == 0, r.stderr
+    assert _trainer_accepts(path, 16).parallel.cp == 2  # the trainer's own validation, not only the loader
 
-        assert config.load(RunConfig, path).parallel.cp == 2
-    else:
-        assert r.returncode == 2 and "no parallel.cp yet" in r.stderr and not path.exists()
+
+@pytest.mark.parametrize("args,status", [
+    (("--model", "llama-3-70b", "--gpus", "1", "--gpu", "h100"), 1),  # no layout fits
+    (("--model", "gpt2-124m", "--gpus", "8", "--layout", "tp=1,pp=2,zero=0"), 2),  # trainer cannot run it
+])
+def test_a_refused_recipe_says_an_earlier_file_is_still_there(tmp_path, args, status):
+    """Run it twice: a second `--emit-recipe FILE` that is refused leaves the first one's FILE as it
+    was; the line must say so, or `pretrain train FILE` runs an earlier plan believing it the new one."""
+    out = tmp_path / "recipe.toml"
+    out.write_text("# pretrain plan: an earlier recipe\n")
+    r, path = _plan(tmp_path, *args)
+    assert r.returncode == status
+    assert f"{path} still holds an earlier file, left as it was" in r.stderr.strip().splitlines()[-1]
+    assert path.read_text() == "# pretrain plan: an earlier recipe\n"
+
+@pytest.mark.parametrize("layout,refusal", [
+    ("tp=2,cp=2,pp=2,sp=1", "cp=2 with pp=2"),  # run-it-twice review: it was written, the trainer refused it
+    ("tp=2,cp=2,pp=2", "cp=2 with pp=2"),
+    ("tp=4,cp=2,sp=1", "cp=2 with sequence parallelism"),
+])
+def test_emit_recipe_refuses_context_parallel_layouts_the_trainer_refuses(tmp_path, layout, refusal):
+    """CP with PP, SP or HSDP is a known refusal of the trainer: the planner's trainer rules hold it
+    too, so --emit-recipe writes nothing and says why in one line (it used to write a recipe that
+    `pretrain train` then refused)."""
+    r, path = _plan(tmp_path, "--model", "llama-3-8b", "--gpus", "8", "--batch-tokens", "1M",
+                    "--layout", layout)
+    assert r.returncode == 2 and not path.exists(), (r.returncode, r.stderr)
+    last = r.stderr.strip().splitlines()[-1]
+    assert "--emit-recipe" in last and refusal in last, last
+
+
+def test_trainer_rules_hold_the_context_parallel_refusals():
+    lay = Layout(cp=2, dp_shard=2, dp_replicate=2, zero=3)
+    assert problems(lay) == []  # the planner models HSDP x CP
+    assert any("HSDP" in p for p in problems(lay, trainer=True))
+    assert any("rotary" in p for p in problems(Layout(cp=2), learned_pos=True, trainer=True))

@@ -188,3 +188,84 @@ def test_a_plan_that_does_not_fit_says_why(tmp_path):
     sec = section_for(tmp_path / "plan.json", 0)
     assert sec.problems == ["no layout fits: " + "; ".join(f"{k} ({v:,})" for k, v in rejected.items())]
     assert "<b>none fits</b>" in sec.body and "Why no layout" in sec.body
+
+
+def test_eval_table_shows_each_tasks_kind_examples_and_shots(spiked_run, tmp_path):
+    """The eval file keeps kind, n and shots under `tasks`, the metrics under `results`: the table
+    must read both (it showed '—' for all three, where `pretrain eval` printed ppl / 16 / 0)."""
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(spiked_run, run, ignore=shutil.ignore_patterns("tensorboard"))
+    text = tmp_path / "held.txt"
+    text.write_text((spiked_run.parent / "topics.txt").read_text()[:2000])
+    assert main(["eval", str(run), "--tasks", f"ppl:{text}", "--quiet"]) == 0
+    doc = json.loads(next((run / "eval").glob("step_*.json")).read_text())
+    task = doc["tasks"]["ppl:held.txt"]
+    for body in (section_for(run, 0).body, section_for(next((run / "eval").glob("*.json")), 0).body):
+        row = re.search(r"<tr><td>ppl:held\.txt</td>(.*?)</tr>", body).group(1)
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>.*?</td>", row)]
+        assert cells[:3] == [task["kind"], str(task["n"]), str(task["shots"])], cells
+        assert f"bits_per_byte {doc['results']['ppl:held.txt']['bits_per_byte']:.4f}" in cells[3]
+
+
+def test_a_killed_run_and_its_resume_say_what_went_wrong(tmp_path, restore_torch_threads):
+    """A run killed after step 7 of 12 (the trainer's own fault injection, os._exit as a SIGKILL
+    would) is not 'nothing went wrong': the page says where it stopped, of how many, and the newest
+    checkpoint a rerun resumes from; after that rerun, the restart is stated and the stop is gone."""
+    import os
+
+    from pretrain.train.testing import fallback_text
+
+    text = fallback_text(tmp_path / "topics.txt")
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "pretrain", "train", str(ROOT / "recipes" / "tiny-cpu.toml"), "--quiet",
+            *[x for kv in (f"train.out={run}", f"data.path={text}", "train.steps=12", "checkpoint.every=5",
+                           "checkpoint.async_save=false", "log.eval_every=0", "log.tensorboard=false")
+              for x in ("--set", kv)]]
+    env = {**os.environ, "PRETRAIN_FAIL_AT": "0:7"}
+    env.pop("TORCHELASTIC_RESTART_COUNT", None)
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=300).returncode == 17
+    sec = section_for(run, 0)
+    assert sec.problems == ["stopped at step 7 of 12 (killed, interrupted or still running); newest "
+                            "checkpoint: step 5, the same command resumes from it"]
+    assert "<b>7 of 12</b>" in sec.body
+    assert "checkpoints: every 5 steps; saved at step 5; the longest pause" in sec.body
+    from pretrain.cli import main  # the resume and its rerun in this process: no kill to inject
+
+    assert main(argv[3:]) == 0
+    assert section_for(run, 0).problems == ["resumed once: at step 5"]
+    # run it twice: the finished run's rerun logs a resume at step 12 and trains nothing
+    assert main(argv[3:]) == 0
+    sec = section_for(run, 0)
+    assert sec.problems == ["resumed once: at step 5"]
+    assert "<b>12 of 12</b>" in sec.body and "saved at steps 5, 10, 12;" in sec.body
+
+
+def test_a_damaged_input_is_one_line_naming_it(tmp_path, capsys):
+    """A JSON argument cut short, or a corpus OUT whose stats.json is: the line names the argument
+    (it said only "Expecting value: line 2 column 1 (char 6)")."""
+    from pretrain.cli import main
+
+    cut = tmp_path / "plan.json"
+    cut.write_text('{"layout":')
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "stats.json").write_text('{"documents": {"read": 3')
+    for arg in (cut, corpus):
+        assert main(["report", str(arg), "-o", str(tmp_path / "r.html")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"pretrain report: error: {arg}"), err
+        assert "not valid JSON" in err[0], err
+
+
+def test_tokens_per_document_says_mean_beside_the_median_card(tmp_path):
+    """The card shows the median tokens per document, the per-source table the mean: each labelled,
+    so 597 (median) and 614 (mean) on the demo's page do not read as a contradiction."""
+    from test_tokens_mixture import make_token_dir
+
+    d = make_token_dir(tmp_path / "web", 50, 0)
+    m = json.loads((d / "manifest.json").read_text())
+    body = section_for(d, 0).body
+    assert "median tokens/document" in body and "mean tokens/document" in body
+    assert f'<td class="n">{fmt(m["tokens"] / m["documents"])}</td>' in body

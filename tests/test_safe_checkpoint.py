@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import pickle
+import re
 import resource
 import subprocess
 import sys
@@ -82,10 +83,12 @@ def _metadata_payload(ckpt: Path, marker: Path) -> None:
     _reseal(ckpt)
 
 
-def _bytes_payload(ckpt: Path, marker: Path) -> None:
-    """The optimizer's lr value now points at a torch.save'd payload appended to the data file."""
+def _bytes_payload(ckpt: Path, marker: Path) -> str:
+    """The optimizer's lr value now points at a torch.save'd payload appended to the data file; its
+    key (optim.param_groups.<parameter name>.lr: the optimizer state is saved flattened)."""
     md = pickle.loads((ckpt / ".metadata").read_bytes())
-    key = next(k for k in md.storage_data if k.fqn.endswith("param_groups.0.lr"))
+    key = next(k for k in md.storage_data
+               if k.fqn.startswith("optim.param_groups.") and k.fqn.endswith(".lr"))
     buf = io.BytesIO()
     torch.save(_Payload(marker), buf)
     info = md.storage_data[key]
@@ -96,6 +99,7 @@ def _bytes_payload(ckpt: Path, marker: Path) -> None:
     md.storage_data[key] = _StorageInfo(info.relative_path, offset, len(buf.getvalue()), None)
     (ckpt / ".metadata").write_bytes(pickle.dumps(md))
     _reseal(ckpt)
+    return key.fqn
 
 
 def _model_and_optim(run: Path):
@@ -133,9 +137,9 @@ def test_metadata_payload_runs_under_stock_dcp_and_is_refused_by_sample_and_expo
 def test_optimizer_value_payload_is_refused_on_resume(run, tmp_path):
     marker = tmp_path / "pwned"
     bad, ckpt = _copy(run, tmp_path / "bad")
-    _bytes_payload(ckpt, marker)
+    key = _bytes_payload(ckpt, marker)
     model, opt = _model_and_optim(bad)
-    msd, osd = get_state_dict(model, opt)
+    msd, osd = get_state_dict(model, opt, options=ck.FLAT)
     from torch.distributed.checkpoint.api import CheckpointException
 
     with contextlib.suppress(CheckpointException):  # it loads None for lr without a word
@@ -144,14 +148,14 @@ def test_optimizer_value_payload_is_refused_on_resume(run, tmp_path):
     marker.unlink()
 
     manager = ck.CheckpointManager(bad / "checkpoints", async_save=False)
-    with pytest.raises(UnsafeCheckpoint, match=r"param_groups\.0\.lr is not plain data"):
+    with pytest.raises(UnsafeCheckpoint, match=f"{re.escape(key)} is not plain data"):
         manager.load(ckpt, model, opt)
     assert not marker.exists()
     cfg = cfgmod.load(RunConfig, bad / "config.toml", ["train.steps=6", f"train.out={bad}"])
     with pytest.raises(UnsafeCheckpoint) as e:  # a training resume, as `pretrain train` runs it
         Trainer(cfg, quiet=True)
     assert not marker.exists() and "\n" not in str(e.value)
-    said = f"{ckpt}: refused, value optim.param_groups.0.lr is not plain data (it calls "
+    said = f"{ckpt}: refused, value {key} is not plain data (it calls "
     assert str(e.value).startswith(said)
 
 
@@ -174,11 +178,11 @@ def test_normal_checkpoint_loads_bit_exact_through_the_safe_reader(run):
     a_model, a_opt = _model_and_optim(run)
     b_model, b_opt = _model_and_optim(run)
     ck.CheckpointManager(run / "checkpoints", async_save=False).load(ckpt, a_model, a_opt)
-    msd, osd = get_state_dict(b_model, b_opt)
+    msd, osd = get_state_dict(b_model, b_opt, options=ck.FLAT)  # the optimizer is saved flattened
     dcp.load({"model": msd, "optim": osd}, checkpoint_id=str(ckpt), no_dist=True)
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
-    set_state_dict(b_model, b_opt, model_state_dict=msd, optim_state_dict=osd)
+    set_state_dict(b_model, b_opt, model_state_dict=msd, optim_state_dict=osd, options=ck.FLAT)
     for (ka, va), (kb, vb) in zip(a_model.state_dict().items(), b_model.state_dict().items()):
         assert ka == kb and torch.equal(va, vb)
     sa, sb = a_opt.state_dict(), b_opt.state_dict()
@@ -203,6 +207,20 @@ def test_hostile_json_and_toml_in_a_run_directory_are_one_line_errors(run, tmp_p
     (bad / "config.toml").write_text("a = " + "[" * 100_000 + "]" * 100_000)
     with pytest.raises(UserError, match=r"config\.toml: invalid TOML: nested too deeply"):
         load_run_model(bad)
+
+
+def test_invalid_utf8_in_a_checkpoints_json_is_one_line(run, tmp_path):
+    """COMPLETE.json or state_rank0.json of bad UTF-8 raised UnicodeDecodeError (a traceback out of
+    sample, export and a resume): the marker now makes the checkpoint incomplete, the state one line."""
+    from pretrain.errors import UserError
+
+    _, ckpt = _copy(run, tmp_path / "bad")
+    (ckpt / "state_rank0.json").write_bytes(b'{"step": 5\xff}')
+    _reseal(ckpt)
+    with pytest.raises(UserError, match=r"state_rank0\.json: not a checkpoint state file"):
+        ck.read_state(ckpt)
+    (ckpt / ck.MARKER).write_bytes(b'{"files": "\xff"}')
+    assert not ck.is_complete(ckpt)
 
 
 def test_checkpoint_in_object_storage_is_read_through_the_same_checks(run, tmp_path, s3, monkeypatch):  # noqa: F811

@@ -165,3 +165,24 @@ def test_export_never_overwrites_the_shards_it_reads(good, tmp_path, capsys):
     assert (d / "shard_00000.bin").read_bytes() == before
     TokenDir(d)  # still whole
     assert main(["tokens", "export-megatron", str(d), "-o", str(d / "web_text_document")]) == 0
+
+
+def test_an_id_past_the_vocabulary_stops_training_in_one_line(good, tmp_path):
+    """Sizes and offsets agree, one id does not fit the vocabulary: the trainer's embedding raised
+    IndexError mid-run (a device-side assert on a GPU). The sampler's windows are checked as read."""
+    from pretrain.tokens.mixture import MixtureSampler
+
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    ids = np.memmap(d / "shard_00000.bin", dtype="<u2", mode="r+")
+    ids[17] = 65_000  # the manifest's vocabulary is 300
+    ids.flush()
+    sampler = MixtureSampler({"a": str(d)}, {"a": 1.0}, seq_len=ids.size - 1, seed=0)
+    with pytest.raises(DataError, match=r"shard_00000\.bin: record token 17: id 65000 is outside the "
+                                        r"300-token vocabulary"):
+        sampler.next_batch(1)
+    with pytest.raises(DataError, match="record token 17: id 65000"):
+        TokenDir(d).read(10, 20)  # what perplexity on a token folder reads
+    ids[17] = 5
+    ids.flush()
+    assert MixtureSampler({"a": str(d)}, {"a": 1.0}, seq_len=ids.size - 1, seed=0).next_batch(1).max() < 300

@@ -32,6 +32,15 @@ def gb1(v):
 CASES = [
     ("1a stop words: 7 of 10 words, English, share 0.7", "1", "stopword_example", None, ("en", 0.7)),
     ("1a product codes match no list: unknown", "1", "stopword_product_codes", None, "unknown"),
+    # 1b: the Gopher rules on the lesson's navigation bar (its table: 12, 3.3, 0, 8 of 12, none)
+    ("1b navigation bar: 12 words, each '|' counted", "1", "gopher_nav_bar", lambda d: d["tokens"], 12),
+    ("1b mean word length 3.3", "1", "gopher_nav_bar", lambda d: round(d["mean_word_length"], 1), 3.3),
+    ("1b symbols per word 0", "1", "gopher_nav_bar", lambda d: d["symbols_per_word"], 0),
+    ("1b words containing a letter: 8 of 12 = 67%", "1", "gopher_nav_bar",
+     lambda d: (d["letter_words"], d["tokens"], f"{d['letter_words'] / d['tokens']:.0%}"), (8, 12, "67%")),
+    ("1b common English words: none", "1", "gopher_nav_bar", lambda d: d["stop_words"], 0),
+    ("1b verdicts: fail, pass, pass, fail, fail", "1", "gopher_nav_bar",
+     lambda d: list(d["verdicts"].values()), ["fail", "pass", "pass", "fail", "fail"]),
     ("1c N_good=77, N_bad=45, V=80", "1", "nb_counts", None, (77, 45, 80)),
     ("1c vote for 'river' +1.158", "1", "nb_vote_river", r(3), 1.158),
     ("1c vote for 'click' -1.837", "1", "nb_vote_click", r(3), -1.837),
@@ -252,6 +261,8 @@ def test_cli_tables_print(capsys) -> None:
     assert main(["tour", "--section", "3"]) == 0
     text = capsys.readouterr().out
     assert "27.97 GB" in text and "24 of 88 cells idle" in text
+    # 3c was computed but printed only by --json
+    assert "[11, 14] next to [17, 20]" in text and "[1, 2, 3, 4] + [10, 12, 14, 16]" in text
 
 
 def test_figures_are_png_files(tmp_path) -> None:

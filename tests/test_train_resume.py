@@ -51,6 +51,23 @@ def test_stop_at_20_then_resume_to_40_is_bitwise(tmp_path, text, reference):
     assert all(torch.equal(a, b) for a, b in zip(t.params, ref_params))
 
 
+def test_a_checkpoint_with_the_optimizer_keyed_by_group_index_still_resumes(tmp_path, text, reference,
+                                                                          monkeypatch):
+    """Checkpoints are saved with the optimizer state flattened (keyed by parameter name: a pipeline
+    stage's param_groups were overwritten by another's, tests/test_parallel_train.py). Those written
+    before, param_groups keyed by index, still resume bit for bit."""
+    ref_losses, _, ref_params = reference
+    monkeypatch.setattr(ck, "FLAT", None)  # save as the code before session 6 did
+    first = Trainer(tiny_config(tmp_path, text, "train.stop_at=20"), quiet=True).fit()
+    monkeypatch.undo()
+    assert not ck.flat_optimizer(ck.step_dir(tmp_path / "checkpoints", 20))
+    t = Trainer(tiny_config(tmp_path, text), quiet=True)
+    second = t.fit()
+    assert {r["step"]: r["loss"] for r in first + second} == ref_losses
+    assert all(torch.equal(a, b) for a, b in zip(t.params, ref_params))
+    assert ck.flat_optimizer(ck.step_dir(tmp_path / "checkpoints", 40))
+
+
 def test_sigkill_at_a_random_moment_then_resume(tmp_path, text, reference):
     ref_losses, ref_pos, _ = reference
     run = tmp_path / "run"

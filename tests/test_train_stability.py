@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-import socket
 
 import pytest
 import torch
@@ -78,19 +76,13 @@ def test_young_interval_lesson_numbers():
     assert young_interval_s(10.0, 180 * 60.0) / 60 == pytest.approx(7.7, abs=0.05)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _sharded_worker(rank: int, world: int, port: int, out) -> None:
+def _sharded_worker(rank: int, world: int, store: str, out) -> None:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A file store in the test's own folder: no port to find free and lose to another process.
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     try:
         mesh = init_device_mesh("cpu", (world,))
         full = torch.tensor([1.0, 2.0, 2.0, 4.0])  # GPU 1 holds (1, 2), GPU 2 holds (2, 4)
@@ -105,14 +97,14 @@ def _sharded_worker(rank: int, world: int, port: int, out) -> None:
 
 
 @pytest.mark.slow
-def test_clip_sharded_dtensor_over_two_processes():
+def test_clip_sharded_dtensor_over_two_processes(tmp_path):
     # The same lesson example with the gradient really split over two gloo ranks, plus a plain tensor.
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_sharded_worker, args=(r, 2, port, q)) for r in range(2)]
+    store = tmp_path / "store"
+    procs = [ctx.Process(target=_sharded_worker, args=(r, 2, str(store), q)) for r in range(2)]
     for p in procs:
         p.start()
     results = sorted(q.get(timeout=120) for _ in procs)

@@ -16,8 +16,9 @@ import os
 import re
 import sys
 
-from pretrain.errors import DataError, UserError
+from pretrain.errors import DataError, UserError, storage_error
 from pretrain.lifeline import exit_with_env_parent
+from pretrain.untrusted import printable
 
 # name -> module under pretrain.commands (order is the order `pretrain --help` lists them).
 COMMANDS: dict[str, str] = {
@@ -145,7 +146,7 @@ def _keys(cfg, prefix: str = "") -> list[str]:
 
 
 # Commands whose rerun into the same output skips the finished work (markers, checkpoints).
-RESUMABLE = frozenset({"curate", "dedup", "decontaminate", "tokenize", "train", "ablate"})
+RESUMABLE = frozenset({"curate", "dedup", "decontaminate", "tokenize", "train", "ablate", "demo"})
 RESUME_HINT = "; rerun the same command to resume (finished work is kept)"
 
 
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     except (UserError, DataError) as e:
-        print(f"pretrain {args.command}: error: {e}", file=sys.stderr)
+        print(f"pretrain {args.command}: error: {printable(str(e))}", file=sys.stderr)  # names a file: theirs
         return 2
     except BrokenPipeError:  # `pretrain ... | head` closed the pipe: stop quietly, as `cat` would
         return _closed_pipe()
@@ -178,6 +179,13 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e.__context__, BrokenPipeError):
             return _closed_pipe()
         raise
+    except Exception as e:  # an object store's client refused (endpoint, credentials): one line
+        line = storage_error(e)
+        if line is None:
+            raise
+        hint = RESUME_HINT if args.command in RESUMABLE else ""
+        print(f"pretrain {args.command}: error: {line}{hint}", file=sys.stderr)
+        return 2
 
 
 def _closed_pipe() -> int:

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import tomli_w
 
 from pretrain.errors import UserError
+from pretrain.untrusted import load_toml
 
 T = TypeVar("T")
 
@@ -117,8 +118,8 @@ def _check(value: Any, f: dataclasses.Field, key: str) -> None:
         raise UserError(f"{key} must be one of {allowed}, got {value!r}")
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
-    if isinstance(value, float) and math.isnan(value):
-        raise UserError(f"{key} must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):  # TOML's inf, nan, or 1e400
+        raise UserError(f"{key} must be a number, got {value!r} (a finite one; 0 where 'no bound' is meant)")
     lo = meta.get("lo")
     if lo is None and meta.get("gt") is None and not meta.get("signed"):
         lo = 0
@@ -161,12 +162,8 @@ def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | No
         p = Path(path)
         if not p.is_file():
             raise UserError(f"config file not found: {p}")
-        try:
-            _deep_update(data, tomllib.loads(p.read_text()))
-        except tomllib.TOMLDecodeError as e:
-            raise UserError(f"{p}: invalid TOML: {e}") from e
-        except RecursionError:  # arrays or tables nested thousands deep (a run directory from elsewhere)
-            raise UserError(f"{p}: invalid TOML: nested too deeply") from None
+        # a run directory from elsewhere: bad UTF-8, nesting thousands deep, a FIFO: one line each
+        _deep_update(data, load_toml(p))
     for text in overrides or []:
         merge(data, *parse_override(text))
     return from_dict(cls, data)

@@ -50,13 +50,33 @@ def _run(console, title: str, argv: list[str], capture: bool = False, watch=None
         [sys.executable, "-m", "pretrain", *argv], text=True, stdout=subprocess.PIPE if capture else None,
         env=child_env(),
     )
-    if watch is not None:
-        _watch(console, proc, watch)
-    stdout, _ = proc.communicate()
+    try:
+        if watch is not None:
+            _watch(console, proc, watch)
+        stdout, _ = proc.communicate()
+    except KeyboardInterrupt:
+        _let_stage_stop(console, proc)
+        raise
+    if proc.returncode == 130:  # the stage alone was interrupted (its own SIGINT/SIGTERM), and said so
+        raise KeyboardInterrupt
     if proc.returncode != 0:
         raise UserError(f"demo stage '{title}' failed (exit {proc.returncode}): {shlex.join(cmd)}")
     console.print(f"[green]done[/] in {time.time() - t0:.1f} s")
     return stdout or ""
+
+
+def _let_stage_stop(console, proc: subprocess.Popen, grace_s: float = 120) -> None:
+    """Ctrl-C reaches the demo and its stage together (one process group). The stage stops on its
+    own (train finishes its step and saves a checkpoint); leaving at once would end it mid-save,
+    since a stage exits with the demo (lifeline.exit_with_env_parent). A second Ctrl-C leaves now."""
+    if proc.poll() is None:
+        console.print("[yellow]interrupted: waiting for the stage to stop (train saves a checkpoint); "
+                      "Ctrl-C again to leave now[/]")
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:  # a stage that did not get the signal (kill -INT of the demo)
+        proc.terminate()  # SIGTERM: train saves and exits as on SIGINT
+        proc.wait(timeout=grace_s)
 
 
 def _watch(console, proc: subprocess.Popen, line, every: float = 0.5) -> None:
@@ -372,6 +392,16 @@ def summarize(out: Path, report: Path, console) -> dict:
     }
     console.rule("[bold]demo summary")
     for k, v in summary.items():
-        console.print(f"{k:>18}: {v if not isinstance(v, float) else f'{v:,.3f}'}")
+        console.print(f"{k:>18}: {_shown(k, v)}", highlight=False)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _shown(key: str, v) -> str:
+    """A summary value as the report shows it: counts with thousands separators, tokens/s whole
+    (a median of noisy per-step figures), losses to 3 decimals."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int) or key == "tokens_per_s":
+        return f"{v:,.0f}"
+    return f"{v:.3f}"

@@ -14,12 +14,16 @@ started after its parent already died never gets it. A parent that is gone is se
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 EVERY_S = 0.2
 
@@ -83,6 +87,86 @@ def stop_pool(pool) -> None:
     for proc in procs:
         if proc.is_alive():
             proc.terminate()
+
+
+# Set in the environment of the Ray processes a driver starts (they inherit it from ray.init's
+# children down to the raylet's agents and workers): how the watcher finds them after the driver,
+# their common ancestor, is gone and they have been reparented.
+RAY_OWNER_ENV = "PRETRAIN_RAY_OWNER"
+
+
+@contextmanager
+def ray_reaped_when_gone() -> Iterator[None]:
+    """Start the local Ray instance inside this block: its processes are marked, and a small
+    watcher process ends the marked ones still running once this process is gone. A SIGKILLed
+    driver takes its raylet and workers with it, but Ray 2.60's DashboardAgent and
+    RuntimeEnvAgent log "Raylet is dead! Exiting" and stay (~100 MB each, two more per killed
+    run). The watcher is its own session (a Ctrl-C to the terminal does not stop it first) and
+    needs psutil, which Ray installs. The mark is set only inside the block."""
+    token = f"{os.getpid()}-{time.time_ns()}"
+    code = f"from pretrain.lifeline import _reap_marked; _reap_marked({os.getpid()}, {token!r})"
+    try:
+        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True,
+                         env={**os.environ, "PYTHONPATH": _import_path()})
+    except OSError:  # no watcher: the run itself is unaffected
+        yield
+        return
+    old = os.environ.get(RAY_OWNER_ENV)
+    os.environ[RAY_OWNER_ENV] = token
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(RAY_OWNER_ENV, None)
+        else:
+            os.environ[RAY_OWNER_ENV] = old
+
+
+def _import_path() -> str:
+    """PYTHONPATH for a child that imports this very package (a checkout run without install)."""
+    here = str(Path(__file__).resolve().parents[1])
+    return os.pathsep.join([here, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+
+
+def _reap_marked(owner: int, token: str, every_s: float = EVERY_S, grace_s: float = 2.0) -> None:
+    """The watcher: wait for `owner` to end, give Ray's own teardown `grace_s`, then terminate
+    its Ray processes still running, and kill what ignores that. Those are the ones whose
+    environment carries `token` (gcs, raylet, workers) and the raylet's agents, which rewrite
+    their environment with their title: any `ray::` process started after the owner, in its
+    session, whose parent is no Ray process (orphaned when the raylet died)."""
+    import psutil
+
+    try:
+        me = psutil.Process(owner)
+        born, session = me.create_time(), os.getsid(owner)
+        while me.is_running() and me.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(every_s)
+    except (psutil.Error, OSError):
+        return
+    time.sleep(grace_s)
+    doomed = [p for p in psutil.process_iter() if p.pid != os.getpid() and _ours(p, token, born, session)]
+    for p in doomed:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(doomed, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
+def _ours(p, token: str, born: float, session: int) -> bool:
+    import psutil
+
+    try:
+        if p.environ().get(RAY_OWNER_ENV) == token:
+            return True
+        if not p.name().startswith("ray::") or p.create_time() < born or os.getsid(p.pid) != session:
+            return False
+        parent = p.parent()
+        return parent is None or not (parent.name() == "raylet" or parent.name().startswith("ray::"))
+    except (psutil.Error, OSError):  # another user's process, or gone meanwhile
+        return False
 
 
 # A `pretrain` command run as a stage of another (`pretrain demo`) is not a pool worker: it learns

@@ -177,7 +177,18 @@ def snippet(text: str | None, n: int = 160) -> str:
 
 
 def section_for(path: Path, index: int) -> Section:
-    """The section for one argument, recognised by what it holds."""
+    """The section for one argument, recognised by what it holds; a file of it that does not parse
+    is a ValueError naming the argument (the command turns it into one line)."""
+    try:
+        return _section_for(path, index)
+    except json.JSONDecodeError as e:
+        where = "" if path.suffix == ".json" else " (a JSON file in it)"
+        raise ValueError(f"{path}{where}: not valid JSON: {e}") from e
+    except RecursionError as e:  # JSON nested deeper than Python's stack: hostile or damaged
+        raise ValueError(f"{path}: not valid JSON: nested too deep") from e
+
+
+def _section_for(path: Path, index: int) -> Section:
     from pretrain import report_corpus as rc
     from pretrain import report_run as rr
 
@@ -189,7 +200,9 @@ def section_for(path: Path, index: int) -> Section:
     if path.is_dir() and (path / "manifest.json").exists():
         return rc.tokens_section(path, sid)
     if path.suffix == ".json":
-        data = json.loads(path.read_text())
+        from pretrain.untrusted import load_json
+
+        data = load_json(path)
         if isinstance(data, dict) and "sources" in data and "budget" in data:
             return rc.mixture_section(path, data, sid)
         if isinstance(data, dict) and ("layout" in data or "headline" in data):
@@ -226,8 +239,23 @@ def summary(sections: list[Section]) -> str:
     return f"<section id='summary'><h2>Summary</h2>{body}</section>"
 
 
+def _section(path: Path, index: int) -> Section:
+    """`section_for`, with any shape the section did not expect (a list where stats.json holds an
+    object, a string where a count belongs: folders travel between people) as one ValueError
+    naming the argument, never a traceback."""
+    try:
+        return section_for(path, index)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, ArithmeticError) as e:
+        if isinstance(e, ValueError) and str(e).startswith(str(path)):  # names the file already
+            raise
+        raise ValueError(f"{path}: not a well-formed pretrain output ({type(e).__name__}: "
+                         f"{str(e)[:120]})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a well-formed pretrain output (nested too deeply)") from None
+
+
 def build_report(paths: list[Path], title: str = "pretrain report") -> str:
-    sections = [section_for(Path(p), i) for i, p in enumerate(paths)]
+    sections = [_section(Path(p), i) for i, p in enumerate(paths)]
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     page = summary(sections) + "".join(s.html() for s in sections)
     return (

@@ -14,11 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
+from pretrain import untrusted
 from pretrain.curate import io as cio
 from pretrain.report import Section, fig_to_img, fmt, kpis, note, plt, snippet, table
 
 MAX_SCANNED = 200_000  # reject records read for examples and clusters
 MAX_DUP_KEPT = 20_000  # duplicate records held to group into clusters
+MAX_LINE = 8 * 1024 * 1024  # a reject or kept record read whole at most (curate's max_record_bytes)
+MAX_READ = 1 << 30  # decompressed bytes read from one file for the page, at most
 EPOCHS_WARN = 4.0  # Muennighoff et al. 2023 (Scaling Data-Constrained LMs): past ~4 epochs repeats lose value
 
 
@@ -34,7 +37,7 @@ def _seconds_label(stats: dict) -> str:
 def curate_section(out: Path, sid: str) -> Section:
     from pretrain.curate.report import funnel_rows
 
-    stats = json.loads((out / "stats.json").read_text())
+    stats = untrusted.load_json_object(out / "stats.json", within=out)
     rows = funnel_rows(stats)
     d, errors = stats["documents"], stats.get("errors", {"count": 0, "by_reason": {}, "examples": []})
     job = stats.get("job", "curate")
@@ -51,7 +54,8 @@ def curate_section(out: Path, sid: str) -> Section:
     parts.append("<h3>Errors: bad records skipped</h3>" + _errors(errors))
     leaks = out / "decontam_report.json"
     if leaks.exists():
-        parts.append("<h3>Contamination</h3>" + _contamination(json.loads(leaks.read_text())))
+        report = untrusted.load_json_object(leaks, 1 << 30, within=out)  # every leak: can be big
+        parts.append("<h3>Contamination</h3>" + _contamination(report))
     examples, clusters = scan_rejects(out, stats)
     parts.append("<h3>Examples of rejects</h3>" + _reject_examples(examples))
     parts.append("<h3>Duplicate clusters</h3>" + _clusters(clusters, out))
@@ -69,13 +73,13 @@ def _what_ran(out: Path, job: str) -> str:
     """The inputs (OUT/plan.json) and the settings that differ from the job's defaults (config.toml)."""
     lines = []
     try:
-        ident = json.loads((out / "plan.json").read_text())
+        ident = untrusted.load_json_object(out / "plan.json", within=out)
         files = ident.get("inputs") or []
         size = sum(int(f.get("size") or 0) for f in files if isinstance(f, dict))
         names = ", ".join(str(f.get("path") if isinstance(f, dict) else f) for f in files[:3])
         more = f" and {len(files) - 3} more" if len(files) > 3 else ""
         lines.append(f"inputs: {len(files)} file(s), {size / 1e6:,.1f} MB: {names}{more}")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, TypeError):  # a plan.json of another shape: no line
         pass
     try:
         from pretrain import config
@@ -135,11 +139,12 @@ def scan_rejects(out: Path, stats: dict) -> tuple[list[dict], dict[str, list[dic
     clusters: dict[str, list[dict]] = {}
     held = scanned = 0
     for path in sorted((out / "rejects").glob("*.jsonl.zst")):
-        for r in cio.read_jsonl_zst(path):
+        for r in _records(path, out):
             scanned += 1
-            key = (r.get("step", "?"), r.get("reason", "?"))
+            key = (str(r.get("step") or "?"), str(r.get("reason") or "?"))
             if key not in firsts:
-                firsts[key] = {k: r.get(k) for k in ("step", "reason", "value", "threshold", "url", "id")}
+                firsts[key] = {k: r.get(k) for k in ("value", "threshold", "url", "id")}
+                firsts[key]["step"], firsts[key]["reason"] = key
                 firsts[key]["text"] = snippet(r.get("text"))
                 firsts[key]["metadata"] = r.get("metadata") or {}
             if r.get("kept_id") and held < MAX_DUP_KEPT:
@@ -151,6 +156,13 @@ def scan_rejects(out: Path, stats: dict) -> tuple[list[dict], dict[str, list[dic
             break
     examples = sorted(firsts.values(), key=lambda r: (order.get(r["step"], len(order)), r["reason"]))
     return examples, clusters
+
+
+def _records(path: Path, out: Path):
+    """The records of one rejects/data file of a corpus folder someone may have handed us: bounded
+    per line and per file, bad lines skipped (the page shows examples, not every record)."""
+    untrusted.check_file(path, within=out)
+    return cio.read_jsonl_zst(path, max_line=MAX_LINE, max_bytes=MAX_READ)
 
 
 def _measured(r: dict) -> tuple[object, object]:
@@ -192,7 +204,7 @@ def _kept_texts(out: Path, ids: set[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     scanned = 0
     for p in sorted((out / "data").glob("*.jsonl.zst")):
-        for r in cio.read_jsonl_zst(p):
+        for r in _records(p, out):
             scanned += 1
             if r.get("id") in ids:
                 found[r["id"]] = (r.get("text") or "")[:1000]  # an excerpt: the page shows 100 chars
@@ -223,7 +235,8 @@ def tokens_section(path: Path, sid: str) -> Section:
     rows = [[k, v.get("tokens"), v.get("documents"), v.get("tokens", 0) / max(v.get("documents", 0), 1),
              f"{v.get('tokens', 0) / max(int(m['tokens']), 1):.1%}"] for k, v in sorted(srcs.items())]
     parts.append("<h3>Tokens per source</h3>"
-                 + table(["source", "tokens", "documents", "tokens/document", "share"], rows, {1, 2, 3, 4}))
+                 + table(["source", "tokens", "documents", "mean tokens/document", "share"], rows,
+                         {1, 2, 3, 4}))
     if lengths.size:
         parts.append(_length_histogram(lengths))
     return Section(sid, f"Tokens: {path.name}", "tokens", str(path), "".join(parts),
@@ -236,9 +249,13 @@ def bytes_per_token(tdir, sample: int = 200) -> float | None:
     tok_file = tdir.path / (tdir.manifest.get("tokenizer", {}).get("copy") or "tokenizer.json")
     if not tok_file.is_file() or tdir.num_documents == 0:
         return None
-    from tokenizers import Tokenizer
+    from pretrain.errors import UserError
+    from pretrain.tokens.tokenizer import load_tokenizer
 
-    tok = Tokenizer.from_file(str(tok_file))
+    try:  # the shared loader: a copy that is not a tokenizer is one line there, a "—" here
+        tok = load_tokenizer(tok_file)
+    except UserError:
+        return None
     n_bytes = n_tokens = 0
     for i in range(min(sample, tdir.num_documents)):
         ids = [int(t) for t in tdir.document(i) if int(t) != tdir.eot_id]

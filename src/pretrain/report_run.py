@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pretrain import untrusted
 from pretrain.report import (
     Section,
     esc,
@@ -22,7 +23,7 @@ from pretrain.report import (
     table,
     tokens_per_s,
 )
-from pretrain.train.metrics import parse_line
+from pretrain.train.metrics import read_metrics as read_run_metrics
 
 MARKED = ("spike", "rollback", "skip", "rollback_unavailable")  # events drawn on the loss curve
 # the metrics `pretrain eval` prints (lm-evaluation-harness's names); nll, tokens, bytes stay in the JSON
@@ -139,10 +140,7 @@ def _job_of(plan: dict):
 
 def read_metrics(run: Path) -> tuple[list[dict], list[dict], list[dict]]:
     """(per-step records, eval records, other events) of RUN/metrics.jsonl."""
-    steps, events = [], []
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        if (rec := parse_line(line)) is not None:  # not a line cut by a kill, nor a hostile one
-            (events if "event" in rec else steps).append(rec)
+    steps, events = read_run_metrics(run / "metrics.jsonl", within=run)  # torn or hostile lines skipped
     train = [r for r in steps if "loss" in r and r.get("split", "train") == "train"]
     # "eval": held-out loss; "eval_tasks": {"TASK/METRIC": value} from log.eval_tasks (docs/evaluation.md)
     evals = [r for r in steps + events if "eval_loss" in r or r.get("event") in ("eval", "eval_tasks")]
@@ -153,18 +151,22 @@ def run_section(run: Path, sid: str) -> Section:
     train, evals, events = read_metrics(run)
     marked = [e for e in events if e.get("event") in MARKED]
     tps = tokens_per_s(train)
-    mfu = [r["mfu"] for r in train if r.get("mfu") is not None]
+    mfu = [r["mfu"] for r in train if _number(r.get("mfu"))]  # a hostile "x" is not an MFU
     mfu_text = f"{sorted(mfu)[len(mfu) // 2]:.1%}" if mfu else "n/a"
     last = train[-1] if train else {}
     evl = [r for r in evals if r.get("eval_loss") is not None]
-    parts = [kpis([("steps", last.get("step")), ("final loss", last.get("loss")),
+    target = _target_steps(run)
+    steps = f"{last.get('step')} of {target}" if target and last else last.get("step")
+    problems = _stopped_early(last.get("step", 0), target, events) + _resumes(events, target)
+    parts = [kpis([("steps", steps), ("final loss", last.get("loss")),
                    ("final eval loss", evl[-1]["eval_loss"] if evl else None),
                    ("tokens/s", tps), ("MFU", mfu_text), ("spikes / rollbacks", len(marked))],
-                  bad={"spikes / rollbacks"} if marked else set())]
+                  bad=({"spikes / rollbacks"} if marked else set()) | ({"steps"} if problems else set()))]
     parts.append(note("tokens/s: the median over logged steps of tokens in the step / the step's wall "
                       "time (the demo summary uses the same). "
                       + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
                                         "has and a CPU does not.")))
+    parts.append(_checkpoints(run, events))
     parts.append(_settings(run))
     if train:
         parts.append(_curves(train, evl, marked))
@@ -177,10 +179,67 @@ def run_section(run: Path, sid: str) -> Section:
         parts.append("<h3>Events</h3>" + table(["step", "event", "detail"], rows))
     samples = run / "samples.txt"
     if samples.exists():
-        parts.append(f"<h3>Samples</h3><pre>{esc(samples.read_text()[:4000])}</pre>")
-    problems = [_what(e) for e in marked][:10]
-    facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", last.get("step"))]
+        try:  # a link to ~/.ssh/id_rsa would put the key into a page the user shares: refused
+            text = untrusted.read_head(samples, 16_384, within=run)[:4000]
+            parts.append(f"<h3>Samples</h3><pre>{esc(text)}</pre>")
+        except ValueError as e:
+            parts.append("<h3>Samples</h3>" + note(str(e)))
+    problems = (problems + [_what(e) for e in marked])[:10]
+    facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", steps)]
     return Section(sid, "Training run", "train", str(run), "".join(parts), facts, problems)
+
+
+def _run_config(run: Path):
+    """RUN/config.toml as the trainer reads it, or None (no config, or one of another version)."""
+    try:
+        from pretrain import config
+        from pretrain.train.config import RunConfig
+
+        return config.load(RunConfig, run / "config.toml")
+    except Exception:  # noqa: BLE001 - an older run: the curves still stand
+        return None
+
+
+def _target_steps(run: Path) -> int | None:
+    """Where the run was told to stop (train.stop_at, else train.steps), as the trainer reads it."""
+    cfg = _run_config(run)
+    return None if cfg is None else cfg.train.stop_at or cfg.train.steps
+
+
+def _checkpoints(run: Path, events: list[dict]) -> str:
+    """When the run saved (checkpoint events), at what interval, and the longest pause a save caused."""
+    cfg = _run_config(run)
+    every = ("" if cfg is None else f"every {cfg.checkpoint.every} steps; " if cfg.checkpoint.every
+             else "interval by Young's rule sqrt(2 x save time x MTBF); ")
+    saved = [e for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)]
+    if not saved:
+        return note(f"checkpoints: {every}none saved")
+    steps = ", ".join(str(e["step"]) for e in saved[-12:])
+    pause = max((e.get("blocking_s") or 0 for e in saved), default=0)
+    return note(f"checkpoints: {every}saved at step{'s' if len(saved) > 1 else ''} "
+                f"{'..., ' if len(saved) > 12 else ''}{steps}; the longest pause for a save {pause:.2f} s")
+
+
+def _stopped_early(step: int, target: int | None, events: list[dict]) -> list[str]:
+    """A run short of its target was killed, interrupted or is still running: say so, and what a
+    rerun of the same command would resume from (the newest checkpoint event)."""
+    if not target or step >= target:
+        return []
+    saved = [e["step"] for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)]
+    then = (f"newest checkpoint: step {max(saved)}, the same command resumes from it" if saved
+            else "no checkpoint yet: the same command starts it over")
+    return [f"stopped at step {step} of {target} (killed, interrupted or still running); {then}"]
+
+
+def _resumes(events: list[dict], target: int | None) -> list[str]:
+    """Restarts ('resume' events): each one replayed the steps after its checkpoint. A rerun of a
+    finished run also logs one, at the target, and trains nothing ("nothing to do"): not a restart."""
+    at = [str(e.get("step")) for e in events if e.get("event") == "resume"
+          and not (target and isinstance(e.get("step"), int) and e["step"] >= target)]
+    if not at:
+        return []
+    times = "once" if len(at) == 1 else f"{len(at)} times"
+    return [f"resumed {times}: at step{'s' if len(at) > 1 else ''} {', '.join(at)}"]
 
 
 def _settings(run: Path) -> str:
@@ -245,7 +304,7 @@ def _evaluations(run: Path, evals: list[dict]) -> str:
     if files:
         try:
             parts.append(note(f"{files[-1].name} (newest of {len(files)} result file(s))")
-                         + eval_table(json.loads(files[-1].read_text())))
+                         + eval_table(untrusted.load_json(files[-1], within=run)))
         except (ValueError, OSError, AttributeError, TypeError) as e:
             parts.append(note(f"{files[-1].name}: unreadable ({e})"))
     if not parts:
@@ -281,12 +340,14 @@ def _number(v: Any) -> bool:
 
 def eval_table(result: dict) -> str:
     """One row per task: kind, examples, shots, and its metrics with standard errors (lm-eval's names)."""
-    rows = []
+    rows, tasks = [], result.get("tasks") if isinstance(result.get("tasks"), dict) else {}
     for task, r in sorted((result.get("results") or {}).items()):
         metrics = r.get("metrics", r) if isinstance(r, dict) else {}
         cells = [f"{k} {v:.4f}" + _stderr(metrics.get(k + "_stderr"))
                  for k, v in metrics.items() if _number(v) and k in HEADLINE_METRICS]
-        rows.append([task, r.get("kind"), r.get("n"), r.get("shots"), "; ".join(cells)])
+        # pretrain.eval/1 keeps a task's kind, examples and shots under "tasks", its metrics under "results"
+        about = tasks.get(task) if isinstance(tasks.get(task), dict) else {}
+        rows.append([task, about.get("kind"), about.get("n"), about.get("shots"), "; ".join(cells)])
     model = result.get("model") or {}
     where = note(f"model {model.get('path')} at step {model.get('step')}") if model else ""
     return where + (table(["task", "kind", "examples", "shots", "metrics"], rows, {2, 3})

@@ -188,6 +188,62 @@ def _belt(sec: Section) -> None:
     sec.notes.append(f"{len(sec.values['kept_pages'])} of {len(CRAWL)} pages survive the belt.")
 
 
+NAV_BAR = "Home | About us | Contact | Privacy policy | Log in"  # the lesson's 1b example
+
+
+def gopher_on_nav_bar() -> dict[str, Any]:
+    """1b: the Gopher quality rules on the navigation bar, measured by our rules' own tokenizer and
+    thresholds (curate/rules.py; the values as curate/rule_values.py records them on rejects).
+
+    The lesson counts each "|" as a word (12 words, mean length 3.3); datatrove's rules, which ours
+    follow, leave symbol-only tokens out of the length and the mean (8 words, 4.5): same verdicts."""
+    from pretrain.curate.document import Document
+    from pretrain.curate.rule_values import measure
+    from pretrain.curate.rules import GopherQualityFilter, RulesConfig, words_of
+
+    step = GopherQualityFilter(RulesConfig())
+    doc, cfg = Document(id="nav", text=NAV_BAR), step.cfg
+    w = words_of(doc, cfg.profile)
+    value = {r: measure(step, doc, r)["value"] for r in (
+        "gopher_short_doc", "gopher_below_avg_threshold", "gopher_too_many_hashes",
+        "gopher_below_alpha_threshold", "gopher_enough_stop_words")}
+    letters = round(value["gopher_below_alpha_threshold"] * len(w.words))
+    ok = {
+        "length": cfg.min_doc_words <= value["gopher_short_doc"] <= cfg.max_doc_words,
+        "mean word length": cfg.min_avg_word_length <= value["gopher_below_avg_threshold"]
+        <= cfg.max_avg_word_length,
+        "symbols per word": value["gopher_too_many_hashes"] <= cfg.max_symbol_word_ratio,
+        "words containing a letter": value["gopher_below_alpha_threshold"] >= cfg.max_non_alpha_words_ratio,
+        "common English words": value["gopher_enough_stop_words"] >= cfg.min_stop_words,
+    }
+    return {"tokens": len(w.words), "words": int(value["gopher_short_doc"]),
+            "mean_word_length": float(w.lens.sum()) / len(w.words),
+            "mean_word_length_rule": value["gopher_below_avg_threshold"],
+            "symbols_per_word": value["gopher_too_many_hashes"], "letter_words": letters,
+            "stop_words": int(value["gopher_enough_stop_words"]),
+            "verdicts": {k: "pass" if v else "fail" for k, v in ok.items()}}
+
+
+def _gopher_nav_bar(sec: Section) -> None:
+    from pretrain.curate.rules import RulesConfig
+
+    d, cfg = gopher_on_nav_bar(), RulesConfig()
+    sec.values["gopher_nav_bar"] = d
+    shown = [
+        f"{d['tokens']} ({d['words']} without the '|')",
+        f"{d['mean_word_length']:.1f} ({d['mean_word_length_rule']:.1f} without the '|')",
+        f"{d['symbols_per_word']:g}",
+        f"{d['letter_words']} of {d['tokens']} = {d['letter_words'] / d['tokens']:.0%}",
+        "none" if not d["stop_words"] else str(d["stop_words"])]
+    limits = [f"{cfg.min_doc_words} to {cfg.max_doc_words:,} words",
+              f"{cfg.min_avg_word_length:g} to {cfg.max_avg_word_length:g} characters",
+              f"at most {cfg.max_symbol_word_ratio:g}", f"at least {cfg.max_non_alpha_words_ratio:.0%}",
+              f"at least {cfg.min_stop_words}"]
+    rows = [[r, lim, v, ok] for (r, ok), lim, v in zip(d["verdicts"].items(), limits, shown)]
+    sec.tables.append(Table(f"1b. Gopher quality rules on '{NAV_BAR}'",
+                            ["rule", "keep only if", "the navigation bar", "verdict"], rows))
+
+
 def _stop_words(sec: Section) -> None:
     from pretrain.curate.language import stopword_language
 
@@ -406,6 +462,7 @@ def _collapse(sec: Section) -> None:
 def section_1() -> Section:
     sec = Section("1", TITLES["1"])
     _part(sec, ("pretrain.curate.pipeline", "pretrain.curate.rules", "pretrain.curate.dedup"), _belt)
+    _part(sec, ("pretrain.curate.rules", "pretrain.curate.rule_values"), _gopher_nav_bar)
     _part(sec, ("pretrain.curate.language",), _stop_words)
     _part(sec, ("pretrain.curate.classifier",), _naive_bayes)
     _part(sec, ("pretrain.curate.minhash",), _jaccard_and_minhash)
@@ -535,6 +592,9 @@ def _tensor_parallel(sec: Section) -> None:
     sec.values["tp_full"] = (X @ W)[0].tolist()
     sec.values["tp_by_columns"] = by_cols[0].tolist()
     sec.values["tp_by_rows"] = by_rows[0].tolist()
+    cols, rows = (X @ W[:, :2])[0].tolist(), (X @ W[:, 2:])[0].tolist()
+    sec.notes.append(f"3c. X.W = {sec.values['tp_full']}: by columns {cols} next to {rows}; by rows "
+                     f"{(X[:, :1] @ W[:1])[0].tolist()} + {(X[:, 1:] @ W[1:])[0].tolist()}: the same.")
 
 
 def _pipeline(sec: Section) -> None:

@@ -71,7 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--work-dir", metavar="DIR", default=None,
                    help="markers and intermediate shards (default OUT/work; for an s3:// or other URL OUT, "
-                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount)")
+                   "a folder under ~/.cache/pretrain/work; with Ray on several nodes, a folder all mount). "
+                   "It holds the attempt lock: one attempt of a job at a time per work folder, so do not "
+                   "run one job from two hosts or two work folders (docs/curation.md)")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray)")
     p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
     p.add_argument(

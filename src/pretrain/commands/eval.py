@@ -28,7 +28,8 @@ k-shot prompts draw their examples with --seed, so a rerun builds the same promp
 
 Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for
 a run, or --output PATH. Per-example log-likelihoods are kept under "examples". Evaluating the same
-model with the same settings again adds its tasks to that file (a task run again is replaced).
+model with the same settings again adds its tasks to that file (a task run again is replaced);
+another model or other settings replace the file, and the tasks it loses are named on stderr.
 """
 
 
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated task names, .jsonl paths or ppl:PATH (repeatable)")
     parser.add_argument("--shots", type=int, default=0, help="few-shot examples per prompt (default 0)")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the few-shot draw (default 1234)")
-    parser.add_argument("--limit", type=int, default=None, help="first N examples of each task")
+    parser.add_argument("--limit", type=int, default=None, help="first N examples of each task (0 = all)")
     parser.add_argument("--benchmarks", default=None,
                         help="benchmarks folder (default $PRETRAIN_BENCHMARKS or ../shared/data/benchmarks)")
     parser.add_argument("-o", "--output", default=None, help="result JSON (default RUN/eval/step_N.json)")
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pretrain.errors import UserError
     from pretrain.eval.lm import load_model, use_threads
-    from pretrain.eval.report import assemble, merge_previous, table, write_json
+    from pretrain.eval.report import assemble, folder_fingerprint, merge_previous, table, write_json
     from pretrain.eval.suite import benchmarks_dir, rank_world, run_tasks, split_specs
     from pretrain.eval.tasks import check_spec
 
@@ -69,9 +70,20 @@ def run(args: argparse.Namespace) -> int:
         check_spec(spec, benchmarks_dir(args.benchmarks))
     if args.shots < 0:
         raise UserError("--shots must be >= 0")
+    # said before the model loads: a negative --ppl-tokens cut texts short through Python's slicing,
+    # a negative --limit printed a task with no example and exit 0
+    for flag, value, least in (("--limit", args.limit, 0), ("--batch-tokens", args.batch_tokens, 1),
+                               ("--ppl-tokens", args.ppl_tokens, 1)):
+        if value is not None and value < least:
+            raise UserError(f"{flag} must be >= {least}, got {value}")
     if args.output and Path(args.output).is_dir():  # said before the model loads, not after scoring
         raise UserError(f"--output {args.output}: a folder; give the result file's path "
                         f"(e.g. {Path(args.output) / 'eval.json'})")
+    if not (Path(args.model) / "config.toml").is_file() and (Path(args.model) / "config.json").is_file():
+        for flag, value in (("--step", args.step), ("--tokenizer", args.tokenizer)):
+            if value not in (None, ""):  # a folder has one model and its own tokenizer: ignored otherwise
+                raise UserError(f"{flag} picks a run's checkpoint or tokenizer; {args.model} is a "
+                                "Hugging Face folder, scored with its own")
     use_threads(args.model, args.threads)
     _init_distributed(args.device)
     try:
@@ -88,6 +100,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     is_run = step is not None
     info = {"path": str(args.model), "kind": "run" if is_run else "hf", "step": step}
+    if not is_run:  # a folder exported again is another model at the same path
+        info["files"] = folder_fingerprint(args.model)
+    if args.tokenizer:  # another tokenizer scores other ids
+        info["tokenizer"] = args.tokenizer
     settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit, "world_size": world}
     doc = assemble(info, settings, results, seconds)
     if args.output:
@@ -96,11 +112,29 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.model) / "eval" / f"step_{step:07d}.json"
     else:
         out = Path("eval") / f"{Path(args.model).name}.json"
+    before = _earlier_tasks(out)
     doc = merge_previous(doc, out)
+    lost = [t for t in before if t not in doc["results"]]
     write_json(doc, out)
+    if lost:  # not silently: in-loop results (limit 200) are replaced by a default-settings eval
+        import sys
+
+        print(f"replaced {out}: its earlier results ({', '.join(lost)}) were for another model or other "
+              "settings; -o PATH keeps both", file=sys.stderr)
     print(table(doc))
     print(f"wrote {out} ({seconds:.1f} s)")
     return 0
+
+
+def _earlier_tasks(path) -> list[str]:
+    """Task names in an earlier result file at `path` (none when absent or unreadable)."""
+    import json
+
+    try:
+        old = json.loads(path.read_text())
+        return [str(t) for t in old["results"]] if isinstance(old.get("results"), dict) else []
+    except (OSError, ValueError, AttributeError, KeyError, RecursionError):
+        return []
 
 
 def _device(name: str) -> str:

@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     if args.emit_recipe and fits:
         return 0 if _emit(args, plan, job, budget, layout) else 1
     elif args.emit_recipe:
-        print(f"no layout fits: nothing written to {args.emit_recipe}", file=sys.stderr)
+        print(f"no layout fits: {_nothing_written(args.emit_recipe)}", file=sys.stderr)
     return 0 if fits else 1
 
 
@@ -227,14 +227,24 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     from pretrain.plan.layout import Layout
 
     first, profile = plan["layout"]["label"], job.activations
+    mapped: list[str] = []
+    if layout is not None:  # the trainer's nearest layout, refused in one line before any memory check
+        layout, mapped = recipe.trainer_layout(layout)
+        try:
+            recipe.check(job.shape, layout, job.batch_seqs)
+        except UserError as e:
+            raise UserError(f"{e}; {_nothing_written(args.emit_recipe)}") from e
     plan, job, notes = _trainer_plan(plan, job, budget, layout)
     if plan is None:
-        print(f"--emit-recipe: {notes[0]}: nothing written to {args.emit_recipe}", file=sys.stderr)
+        print(f"--emit-recipe: {notes[0]}: {_nothing_written(args.emit_recipe)}", file=sys.stderr)
         return False
     lay = Layout(**{k: v for k, v in plan["layout"]["layout"].items() if k != "dp"})
-    config, mapped = recipe.recipe(job.shape, lay, job.batch_seqs)
-    notes += mapped
-    if plan["layout"]["label"] != first:
+    try:
+        config, more = recipe.recipe(job.shape, lay, job.batch_seqs)
+    except UserError as e:
+        raise UserError(f"{e}; {_nothing_written(args.emit_recipe)}") from e
+    notes = mapped + [m for m in more if m not in mapped] + notes
+    if layout is None and plan["layout"]["label"] != first:
         notes.append(f"the plan printed above ({profile} activations) chose {first}; this is the best "
                      "layout for this trainer's saved tensors")
     t = plan["time"]
@@ -251,6 +261,15 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     return True
 
 
+def _nothing_written(path: str) -> str:
+    """What a refused --emit-recipe did: nothing; and an earlier run's FILE, when there is one, is
+    still there (a user running `pretrain train FILE` next must not take it for the new plan)."""
+    import os
+
+    left = f"; {path} still holds an earlier file, left as it was" if os.path.exists(path) else ""
+    return f"nothing written to {path}{left}"
+
+
 def _trainer_plan(plan: dict, job, budget, layout) -> tuple[dict | None, object, list[str]]:
     """The plan under the `pretrain` activation profile, the one `pretrain train` runs (eager PyTorch
     saves ~1.9x what fused kernels do on a Llama block): the recipe is for this trainer, whatever
@@ -259,16 +278,20 @@ def _trainer_plan(plan: dict, job, budget, layout) -> tuple[dict | None, object,
 
     from pretrain.plan import report
 
-    if job.activations == "pretrain":
+    if job.activations == "pretrain" and job.trainer:
         return plan, job, []
-    ours = dataclasses.replace(job, activations="pretrain")  # kernels "" now means eager, as in the trainer
+    # the search keeps only what the trainer runs (no ZeRO-1, no CP with PP/SP/HSDP, ...): the plan
+    # printed above may have chosen a layout `pretrain train` refuses
+    ours = dataclasses.replace(job, activations="pretrain", trainer=True)  # kernels "": eager, as trained
     theirs = report.build_plan(ours, budget, layout, top=1)
     if theirs["layout"] and theirs["layout"]["fits"]:
         return theirs, ours, []
-    if layout is not None:
-        need = theirs["layout"]["memory_gb"]["total"] if theirs["layout"] else float("nan")
-        why = (f"{layout.label()} needs {need:.1f} of {ours.usable_bytes / 1e9:.1f} GB with this trainer's "
-               "saved tensors (--activations pretrain)")
+    est = theirs["layout"]
+    if layout is not None and est and est.get("memory_gb"):
+        why = (f"{layout.label()} needs {est['memory_gb']['total']:.1f} of {ours.usable_bytes / 1e9:.1f} GB "
+               "with this trainer's saved tensors (--activations pretrain)")
+    elif layout is not None:
+        why = f"{layout.label()}: {est['reason'] if est else 'cannot be planned'}"
     else:
         why = "no layout fits this trainer's saved tensors (--activations pretrain)"
     return None, job, [why]

@@ -29,11 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pretrain.curate.io import write_bytes_atomic
+    from pretrain.curate.io import is_url, write_bytes_atomic
     from pretrain.errors import UserError
     from pretrain.report import build_report
 
     for p in args.paths:
+        if is_url(p):  # a job's OUT in a bucket exists, but the report reads folders on this disk
+            raise UserError(f"{p}: report reads local folders; copy the job's output here first "
+                            "(its data/ is not needed: stats.json, plan.json, config.toml, rejects/)")
         if not Path(p).exists():
             raise UserError(f"not found: {p}")
     out = Path(args.output)

@@ -82,12 +82,15 @@ def _tokenizer_of_shards(sources: dict) -> str:
     """The tokenizer.json copy that `pretrain tokenize` keeps beside its shards, if present."""
     from pathlib import Path
 
-    for directory in sources.values():
-        manifest = Path(directory) / "manifest.json"
-        if manifest.exists():
-            import json
+    from pretrain.errors import DataError, UserError
+    from pretrain.tokens.shards import read_manifest
 
-            copy = json.loads(manifest.read_text()).get("tokenizer", {}).get("copy")
-            if copy and (Path(directory) / copy).is_file():
+    for directory in sources.values():
+        if (Path(directory) / "manifest.json").exists():
+            try:  # validated: its copy is a plain file name, not "../../x" or "/dev/zero"
+                copy = read_manifest(directory)["tokenizer"].get("copy", "tokenizer.json")
+            except (DataError, UserError):
+                continue
+            if (Path(directory) / copy).is_file():
                 return str(Path(directory) / copy)
     return ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 HELP = "tokenize a corpus into token shards (.bin + .idx + manifest.json)"
@@ -52,8 +53,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--workers must be >= 1 (default: all cores), got {args.workers}")
     t0 = time.perf_counter()
 
-    def report(e: dict) -> None:
-        print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {e['input']}")
+    from pretrain.untrusted import printable
+
+    def report(e: dict) -> None:  # progress, a log line (stderr): `tokenize ... | head` still finishes
+        name = printable(e["input"])  # an input's name is someone else's: no terminal escapes through it
+        print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {name}",
+              file=sys.stderr, flush=True)
 
     inputs, out, work = _stage(args)
     source = args.source or (args.output.rstrip("/").rsplit("/", 1)[-1] if out != args.output else None)

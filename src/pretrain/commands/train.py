@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 HELP = "train a model from a recipe: mixed precision, clipping, spike rollback, exact-resume checkpoints"
 
@@ -35,8 +36,11 @@ A resume under another recipe (learning rate, schedule, global batch, data, prec
 line; --set train.allow_changes=true continues with the change and logs it. More train.steps is allowed.
 Where there is none ("no checkpoint: starting fresh"), an earlier record in the run directory is moved
 to RUN/previous-N/. Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is saved, exit
-status 130. Step lines show step/total, elapsed time and ETA. A persistent loss spike
-(loss > f x median of the last w steps) rolls the run back and skips the batches around it.
+status 130. Step lines show step/total, elapsed time and ETA. The echo of changed settings, the
+summary and the step lines go to stderr; stdout gets only the last line ("done: ..."), so
+`pretrain train ... | head` does not cut the run short (`2>&1 | tee train.log` keeps it all).
+A persistent loss spike (loss > f x median of the last w steps) rolls the run back and skips the
+batches around it.
 Continued pretraining from a Hugging Face folder (Llama family or GPT-2; shape, weights and
 tokenizer from it): --set model.init_from=DIR, or recipes/continue-hf.toml (docs/training.md).
 Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN --format hf -o DIR` (transformers).
@@ -60,19 +64,27 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.train.trainer import Interrupted, Trainer
 
     cfg = cfgmod.load(RunConfig, args.config, args.overrides)
+    # Logs (the echo, the summary, step lines) on stderr, results on stdout: `train ... | head`
+    # must not stop the training when the reader leaves before the run ends.
     if args.dry_run:  # the config first: a run that cannot be built still shows what it would be
         print(cfgmod.dumps(_spelled_out(cfg)), flush=True)
     elif not args.quiet:
-        print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), flush=True)
+        print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), file=sys.stderr, flush=True)
     trainer = Trainer(cfg, quiet=args.quiet)
     if trainer.rank == 0:  # under torchrun: once, not once per rank
-        print(trainer.summary(), flush=True)
+        print(trainer.summary(), file=sys.stderr, flush=True)
     if args.dry_run:
         return 0
     try:
         records = trainer.fit()
     except Interrupted:  # already said, with the checkpoint it saved
         return Interrupted.exit_code
+    except RuntimeError as e:
+        line = peer_lost_line(e, trainer.rank, trainer.ckpt.root)
+        if line is None:
+            raise
+        print(line, file=sys.stderr, flush=True)
+        return 1
     if records and trainer.rank == 0:
         last = records[-1]
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
@@ -81,6 +93,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"nothing to do: the run is already at step {trainer.step} ({end}); raise it to go on; "
               f"run directory {trainer.run_dir}")
     return 0
+
+
+def peer_lost_line(e: BaseException, rank: int, ckpt_root) -> str | None:
+    """One line for a collective that failed because another rank is gone (killed, out of memory):
+    what the surviving ranks see, instead of a gloo traceback each; None for any other error.
+    gloo raises a plain RuntimeError ("Connection reset by peer", "Connection closed by peer"),
+    NCCL and the c10d store a DistError."""
+    import torch.distributed as dist
+
+    text = str(e)
+    if not (isinstance(e, dist.DistError) or "reset by peer" in text or "closed by peer" in text):
+        return None
+    from pretrain.train import checkpoint as ck
+
+    found = ck.latest_complete(ckpt_root)
+    where = f"the newest complete checkpoint is step {found[0]}" if found else "no complete checkpoint yet"
+    reason = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+    reason = reason.split("] ", 1)[-1].split(". ", 1)[0][:120]  # gloo prefixes its source file
+    return (f"pretrain train: rank {rank}: another rank stopped mid-step ({reason}); {where}; "
+            "rerun the same command to resume (torchrun --max-restarts N does it by itself)")
 
 
 def _spelled_out(cfg):

@@ -136,6 +136,9 @@ class Benchmark:
 
 def parse_spec(spec: str) -> tuple[Path, tuple[str, ...]]:
     """`path` or `path:field.path[,field.path]` -> (path, fields); fields empty means TEXT_FIELDS."""
+    if re.match(r"[a-z][a-z0-9+.-]*://", spec):  # the colon after the scheme is no field list
+        raise UserError(f"--benchmarks {spec}: benchmarks are read from local files (every worker "
+                        "builds the index from them); copy it to a local folder and name that")
     if Path(spec).exists() or ":" not in spec:
         path, fields = Path(spec), ()
     else:

@@ -8,6 +8,7 @@ the result never depends on the executor or the number of workers.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import socket
@@ -17,7 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from pretrain.errors import UserError
-from pretrain.lifeline import init_worker, sigint_held
+from pretrain.lifeline import init_worker, ray_reaped_when_gone, sigint_held
 
 
 def default_workers() -> int:
@@ -113,8 +114,11 @@ class RayExecutor:
             else:
                 kwargs["num_cpus"] = workers or default_workers()
                 kwargs["include_dashboard"] = False
+            # a local instance is ours: a SIGKILLed driver must not leave part of it running
+            owned = contextlib.nullcontext() if address else ray_reaped_when_gone()
             try:
-                ray.init(**kwargs)
+                with owned:
+                    ray.init(**kwargs)
             except ConnectionError as e:  # "auto" with no cluster running, a cluster that went away
                 first = str(e).split(". ")[0]
                 raise UserError(f"--address {address}: {first} (start one with `ray start --head`)") from e

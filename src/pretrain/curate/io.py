@@ -208,6 +208,32 @@ def write_json_atomic(path: str | Path, obj: Any, tmp_dir: str | Path | None = N
     write_bytes_atomic(path, data, tmp_dir)
 
 
+def create_json(path: str | Path, obj: Any, tmp_dir: str | Path | None = None) -> bool:
+    """Write `obj` at `path` only if nothing is there; False when something is. On an object store
+    the PUT carries `If-None-Match: *` (S3's conditional write), so of two hosts that both saw no
+    object, one wins and the other is told, where a check then a write would let the second
+    replace the first. A store whose client cannot do it, or a local path, is written as before
+    (locally, the attempt lock in the work folder already orders the writers of one host)."""
+    if not is_url(path):
+        write_json_atomic(path, obj, tmp_dir)
+        return True
+    data = (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    fs, p = url_fs(str(path))
+    try:
+        fs.pipe_file(p, data, mode="create")
+    except FileExistsError:
+        return False
+    except Exception:
+        # No conditional write here: a client without `mode` (TypeError) or too old a botocore
+        # for the header (its ParamValidationError), a store answering 501 or 400 (s3fs: OSError)
+        # or a 412 that does not name the condition. Decide by looking, as before this existed
+        # (a store that is down fails the look too, and that error is the one the user sees).
+        if fs.exists(p):
+            return False
+        write_bytes_atomic(path, data, tmp_dir)
+    return True
+
+
 def dumps_line(obj: Any) -> bytes:
     """One JSONL line: compact separators, UTF-8 unescaped. orjson writes it ~4x faster than the
     stdlib, byte for byte the same except some floats' spelling (1e-7 for 1e-07: the same value) and
@@ -267,8 +293,21 @@ def _open_rb(path: str | Path):
     return open(path, "rb")
 
 
-def read_jsonl_zst(path: str | Path) -> Iterator[dict]:
-    """Read a zstd JSONL file written by `write_jsonl_zst` (a local path or a URL)."""
+def read_jsonl_zst(path: str | Path, max_line: int | None = None, on_bad=None,
+                   max_bytes: int | None = None) -> Iterator[dict]:
+    """Read a zstd JSONL file written by `write_jsonl_zst` (a local path or a URL).
+
+    With `max_line` (a file someone else wrote: a corpus folder handed to `pretrain report`), lines
+    are read one bounded line at a time and a bad one (over `max_line`, not JSON, nested too deep,
+    not an object) goes to `on_bad(line number, reason)` and is skipped; reading stops after
+    `max_bytes` decompressed bytes. Without it, our own file: any bad line raises."""
+    if max_line is not None:
+        from pretrain import untrusted
+
+        with _open_rb(path) as raw, zstandard.ZstdDecompressor().stream_reader(raw) as r:
+            yield from untrusted.jsonl_objects(untrusted.buffered(r), max_line,
+                                               on_bad or untrusted.ignore_bad_line, max_bytes)
+        return
     with _open_rb(path) as raw:
         dctx = zstandard.ZstdDecompressor()
         with dctx.stream_reader(raw) as r:

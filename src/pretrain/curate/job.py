@@ -39,9 +39,9 @@ import xxhash
 
 from pretrain import config as cfgmod
 from pretrain.curate import io
-from pretrain.curate.outputs import is_own_output, url_job_data_only
+from pretrain.curate.outputs import abort_open_uploads, is_own_output, url_job_data_only
 from pretrain.curate.readers import list_inputs, source_name
-from pretrain.errors import UserError
+from pretrain.errors import UserError, storage_error
 
 if TYPE_CHECKING:
     from pretrain.curate.pipeline import CurateConfig, ShardTask
@@ -109,9 +109,11 @@ class Layout:
 # ----------------------------------------------------------------------------- identity
 
 
-def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple[str, str]]:
+def list_any_inputs(inputs: list[str], own_out: str | None = None,
+                    sizes: dict[str, int] | None = None) -> list[tuple[str, str]]:
     """(file, source name) for local paths, folders and globs and for URLs (a prefix is a folder),
-    sorted; the source name is the file's path relative to the input it came from."""
+    sorted; the source name is the file's path relative to the input it came from. `sizes`, when
+    given, receives each URL's size from the listing (no request per object)."""
     from pretrain.curate.readers import is_supported
 
     found: dict[str, str] = {}
@@ -120,21 +122,56 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None) -> list[tuple
         for f in list_inputs(local, None if own_out is None or io.is_url(own_out) else own_out):
             found[str(f)] = source_name(f, _root_of(f, local))
     for url in (p for p in inputs if io.is_url(p)):
-        fs, path = io.url_fs(url)
-        if any(ch in path for ch in "*?["):
-            hits = [h for h in fs.glob(path) if fs.isfile(h)]
-            root = path.split("*")[0].rsplit("/", 1)[0]
-        elif fs.isdir(path):
-            every = fs.find(path)
-            hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))], every)
-            root = path.rstrip("/")
-        elif fs.isfile(path):
-            hits, root = [path], path.rsplit("/", 1)[0]
-        else:
-            raise UserError(f"input not found: {url}")
-        for h in hits:
-            found[fs.unstrip_protocol(h)] = h[len(root):].lstrip("/") if h.startswith(root + "/") else h
+        try:
+            listed = _list_url(url, is_supported)
+        except Exception as e:  # the store refused: say which input, not only what the client said
+            line = storage_error(e)
+            if line is None:
+                raise
+            raise UserError(f"cannot list {url}: {line}") from e
+        climbing = []
+        for f, (src, size) in listed.items():
+            if _climbs(src):
+                climbing.append(f)
+                continue
+            found[f] = src
+            if sizes is not None:
+                sizes[f] = size
+        if climbing:
+            import sys
+
+            print(f"pretrain: skipped {len(climbing)} object(s) under {url} whose key climbs out of it, "
+                  f"e.g. {climbing[0]!r}", file=sys.stderr)  # !r: escapes what a key may hold
     return sorted(found.items())
+
+
+def _list_url(url: str, is_supported) -> dict[str, tuple[str, int]]:
+    """{file URL: (source name, size)} under one input URL: a glob is matched, else one listing
+    of the prefix (`find` gives the object itself when the URL names one). One listing, not
+    isdir() then find(): each lists the prefix, a page per 1,000 keys; sizes come with it."""
+    fs, path = io.url_fs(url)
+    if any(ch in path for ch in "*?["):
+        every = {h: d for h, d in fs.glob(path, detail=True).items() if d.get("type") == "file"}
+        hits, root = sorted(every), path.split("*")[0].rsplit("/", 1)[0]
+    else:
+        every = fs.find(path, detail=True)
+        if not every:
+            raise UserError(f"input not found: {url}")
+        if list(every) == [path.rstrip("/")] and every[path.rstrip("/")].get("type") == "file":
+            hits, root = [path.rstrip("/")], path.rstrip("/").rsplit("/", 1)[0]
+        else:
+            hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))], list(every))
+            root = path.rstrip("/")
+    return {fs.unstrip_protocol(h): (h[len(root):].lstrip("/") if h.startswith(root + "/") else h,
+                                     int(every[h]["size"])) for h in hits}
+
+
+def _climbs(name: str) -> bool:
+    """An object key is any string: `data/../../../home/u/.bashrc` is one key under `data/`, and
+    its name below the prefix becomes a local path where `pretrain tokenize` copies the object
+    (it wrote outside its work folder). Such a name, an absolute one or one with NUL, is refused."""
+    parts = name.split("/")
+    return not name or name.startswith("/") or "\0" in name or any(p in ("..", ".") for p in parts)
 
 
 def _size(path: str) -> int:
@@ -144,10 +181,13 @@ def _size(path: str) -> int:
     return Path(path).stat().st_size
 
 
-def identity(job: str, files: list[str], cfg: CurateConfig) -> dict:
-    """What the job is: its inputs (resolved path or URL, and size), its resolved config, the
-    files that config names (with a hash of their bytes), and a hash of all of it."""
-    inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()), "size": _size(f)} for f in files]
+def identity(job: str, files: list[str], cfg: CurateConfig, sizes: dict[str, int] | None = None) -> dict:
+    """What the job is: its inputs (resolved path or URL, and size: from `sizes` when the listing
+    gave it), its resolved config, the files that config names (with a hash of their bytes), and
+    a hash of all of it."""
+    sizes = sizes or {}
+    inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()), "size": sizes.get(f) or _size(f)}
+              for f in files]
     resolved = json.loads(json.dumps(cfgmod.to_dict(cfg), default=str))  # as plan.json will read back
     what = {"inputs": inputs, "config": resolved}
     refs = referenced_files(cfg)
@@ -188,9 +228,8 @@ def _fingerprint(path: Path) -> dict:
 def claim(lay: Layout, ident: dict) -> None:
     """Write OUT/plan.json, or check that the one there is this job; refuse anything else."""
     plan, out = lay.file("plan.json"), lay.out
-    if not io.exists(plan):
-        io.write_json_atomic(plan, ident, lay.tmp)
-        return
+    if not io.exists(plan) and io.create_json(plan, ident, lay.tmp):
+        return  # (two hosts may both find none: only one creates it, see io.create_json)
     try:
         old = json.loads(io.read_bytes(plan))
     except (OSError, json.JSONDecodeError) as e:
@@ -252,7 +291,8 @@ def _check_writable(lay: Layout) -> None:
         Path(probe).write_text("")
         Path(probe).unlink()
     except Exception as e:  # OSError locally; the object store's client raises its own kinds
-        why = getattr(e, "strerror", None) or str(e).splitlines()[0] if str(e) else type(e).__name__
+        why = storage_error(e) or (getattr(e, "strerror", None) or str(e).splitlines()[0] if str(e)
+                                   else type(e).__name__)
         raise UserError(f"cannot write to output directory {lay.out}: {why}") from e
 
 
@@ -294,11 +334,12 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     attempt lock (held until `stack` closes), and an earlier attempt's debris is swept."""
     from pretrain.curate.pipeline import ShardTask
 
-    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out)
+    sizes: dict[str, int] = {}
+    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out, sizes)
              if not is_own_output(f, lay.out, lay.work)]  # an OUT inside an input folder
     if not files:
         raise UserError(f"no input files found in {inputs}")
-    ident = identity(job, [f for f, _ in files], cfg)
+    ident = identity(job, [f for f, _ in files], cfg, sizes)
     _check_writable(lay)
     alone = stack.enter_context(attempt_lock(lay))
     if alone is None:
@@ -307,8 +348,11 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     claim(lay, ident)
     if alone:  # OUT holds this job: what its killed attempts left is ours to remove
         sweep_debris(lay)
+        if io.is_url(lay.out):
+            abort_open_uploads(lay.out)
     work = str(lay.work)
-    return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work) for i, (f, src) in enumerate(files)]
+    return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work, size=ident["inputs"][i]["size"])
+            for i, (f, src) in enumerate(files)]
 
 
 def _root_of(f: Path, inputs: list[str]) -> Path:

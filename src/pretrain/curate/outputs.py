@@ -8,6 +8,8 @@ listed, two kinds of file must not be read as corpus:
 - **another job's rejects and work files**, when its OUT is named as an input folder (`pretrain
   dedup corpus/` after `pretrain curate -o corpus/`): the dropped documents would come back in.
   Only its `data/` is corpus, as if the user had named `corpus/data`.
+The same names tell which open multipart uploads under an s3:// OUT a killed attempt left
+(`abort_open_uploads`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,33 @@ from pretrain.curate import io
 
 MAX_PLAN_BYTES = 1 << 26  # an identity is small (a path and a size per input): a huge file is not one
 _OWN_OUTPUT = re.compile(r"(data/shard|rejects/(filters|dedup))_\d{5,}\.jsonl\.zst")  # f"{shard:05d}"
+
+
+def abort_open_uploads(out: str) -> int:
+    """Abort the multipart uploads left open under an s3:// OUT to this job's own output names
+    (a SIGKILL between the parts of a file over s3fs's 2 x 50 MiB leaves one, billed until
+    aborted); returns how many. Other stores and other keys are left alone. Called by the next
+    attempt of the same job under its attempt lock, before it uploads anything; best effort: a
+    policy without ListBucketMultipartUploads skips it."""
+    fs, path = io.url_fs(out)
+    if not hasattr(fs, "call_s3"):
+        return 0
+    bucket, _, prefix = path.rstrip("/").partition("/")
+    prefix = f"{prefix}/" if prefix else ""
+    aborted, marker = 0, {}
+    try:
+        while True:
+            page = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix, **marker)
+            for up in page.get("Uploads", []):
+                if _OWN_OUTPUT.fullmatch(up["Key"][len(prefix):]):
+                    fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=up["Key"],
+                               UploadId=up["UploadId"])
+                    aborted += 1
+            if not page.get("IsTruncated"):
+                return aborted
+            marker = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
+    except Exception:  # cleanup only: the job's own uploads do not depend on it
+        return aborted
 
 
 def is_job_identity(raw: bytes) -> bool:

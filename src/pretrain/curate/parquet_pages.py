@@ -390,13 +390,31 @@ def _rows(f, pf, g: int, others: list[str], text_field: str, first: list, pages:
         n, total = 0, pf.metadata.row_group(g).num_rows
         while n < total:
             batch = next(rows, None)
-            objs = batch.to_pylist() if batch is not None else [{} for _ in range(min(64, total - n))]
+            objs = pylist(batch) if batch is not None else [{} for _ in range(min(64, total - n))]
             for obj in objs:
                 yield n, _with_text(obj, text_field, next(texts, None), max_bytes)
                 n += 1
 
 
-def _with_text(obj: dict, text_field: str, cell, max_bytes: int) -> dict | str:
+def pylist(batch) -> list[dict | str]:
+    """The rows of a record batch as dicts; a row whose string cell is not UTF-8 (Parquet does not
+    check: one bad cell made `to_pylist` raise and cost its whole row group, a million rows) is
+    the reason instead, and the other rows still come out."""
+    try:
+        return batch.to_pylist()
+    except UnicodeDecodeError:
+        out: list[dict | str] = []
+        for i in range(batch.num_rows):
+            try:
+                out.append(batch.slice(i, 1).to_pylist()[0])
+            except UnicodeDecodeError as e:
+                out.append(f"invalid UTF-8 in a string column at byte {e.start}")
+        return out
+
+
+def _with_text(obj: dict | str, text_field: str, cell, max_bytes: int) -> dict | str:
+    if isinstance(obj, str):  # the row's other columns were already bad
+        return obj
     if isinstance(cell, TooBig):
         return f"record larger than max_record_bytes={max_bytes} ({cell.size:,} bytes, skipped unread)"
     if cell is None:

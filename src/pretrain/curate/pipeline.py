@@ -150,6 +150,9 @@ class ShardTask:
     # Units run one after another in this process into a URL OUT: a unit's uploads and marker are
     # committed in a thread while the next unit runs (one commit in flight; see `_commit`).
     overlap: bool = False
+    # The input's size when the job listed it (OUT/plan.json): a file or object rewritten since
+    # is refused, not read (see `_check_unchanged`).
+    size: int | None = None
 
 
 # ----------------------------------------------------------------------------- stage A
@@ -215,6 +218,7 @@ def run_shard(task: ShardTask) -> dict:
         _start_prefetch(*task.prefetch, lay)
     with io.collect_uploads() as pending:
         try:
+            _check_unchanged(task, local)
             docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
             n_read, n_kept = _filter(task, lay, steps, docs, local)
         finally:
@@ -267,7 +271,12 @@ def _download(shard: int, url: str, lay: Layout) -> Path:
     fs, path = io.url_fs(url)
     local = _input_path(shard, url, lay)
     local.parent.mkdir(parents=True, exist_ok=True)
-    fs.get_file(path, str(local))
+    try:
+        fs.get_file(path, str(local))
+    except FileNotFoundError as e:  # listed by this job, deleted since: name it (the client does not)
+        local.unlink(missing_ok=True)
+        raise UserError(f"{url}: gone since this job listed it; restore it, or run without it "
+                        "into a new --output") from e
     return local
 
 
@@ -456,8 +465,22 @@ def _survivors(task: ShardTask, lay: Layout) -> Iterator[dict]:
     if not _rereads_input(task):
         yield from io.read_jsonl_zst(lay.kept(task.shard))
         return
+    _check_unchanged(task, Path(task.path))  # stage A's removals are positions in this file
     for doc in read_documents(Path(task.path), task.cfg.reader, source=task.source):
         yield doc.to_json()
+
+
+def _check_unchanged(task: ShardTask, local: Path) -> None:
+    """Refuse an input whose size differs from the one the job listed: another writer replaced
+    it, and reading it would mix two versions in one corpus (or, in stage C, apply the removals
+    found in one version to the other). The size is what plan.json records; a rewrite of the
+    same size is not seen (as for a rerun)."""
+    if task.size is None:
+        return
+    now = local.stat().st_size
+    if now != task.size:
+        raise UserError(f"{task.path}: changed since this job listed it ({task.size:,} bytes then, "
+                        f"{now:,} now); restore it, or run the new version into a new --output")
 
 
 # ----------------------------------------------------------------------------- the job

@@ -36,6 +36,7 @@ import zstandard
 from pretrain.config import bounded, choice
 from pretrain.curate.document import Document, stable_id
 from pretrain.errors import UserError
+from pretrain.untrusted import lone_surrogate, printable
 
 OnError = Callable[[str, object, str], None]
 
@@ -145,8 +146,8 @@ def _inside(root: Path, files: list[Path]) -> list[Path]:
             seen.add(real)
             kept.append(f)
     if outside:
-        print(f"pretrain: skipped {len(outside)} file(s) in {root} that link outside it, e.g. "
-              f"{outside[0]} -> {outside[0].resolve()}; name a file to read it", file=sys.stderr)
+        print(printable(f"pretrain: skipped {len(outside)} file(s) in {root} that link outside it, e.g. "
+                        f"{outside[0]} -> {outside[0].resolve()}; name a file to read it"), file=sys.stderr)
     return kept
 
 
@@ -365,21 +366,10 @@ def _jsonl_record(
     if not isinstance(obj, dict):
         on_error(str(path), where, f"expected a JSON object, got {type(obj).__name__}")
         return None
-    doc = _make_doc(obj, cfg, src, lineno, lambda reason: on_error(str(path), where, reason))
-    # JSON may escape a lone UTF-16 surrogate ("\ud800", a split emoji); UTF-8 cannot hold one, so
-    # every output write of the document failed (a traceback, the job stopped)
-    if doc is not None and (b"\\ud" in line or b"\\uD" in line) and _lone_surrogate(doc):
-        on_error(str(path), where, "lone UTF-16 surrogate escape (\\ud800-\\udfff): not encodable as UTF-8")
+    if (why := lone_surrogate(line, obj)) is not None:  # parses, then no UTF-8 writer can encode it
+        on_error(str(path), where, why)
         return None
-    return doc
-
-
-def _lone_surrogate(doc: Document) -> bool:
-    try:
-        json.dumps([doc.id, doc.text, doc.url, doc.metadata], ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    return _make_doc(obj, cfg, src, lineno, lambda reason: on_error(str(path), where, reason))
 
 
 def _make_doc(
@@ -486,11 +476,14 @@ def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, 
 PARQUET_BATCH_ROWS = 64
 
 
-def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | None]]:
-    """(index in batch, row as a dict) for each row; None for a row whose strings exceed max_bytes."""
+def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | None]]:
+    """(index in batch, row as a dict) for each row; None for a row whose strings exceed max_bytes,
+    the reason (a str) for a row that is not UTF-8."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
+
+    from pretrain.curate.parquet_pages import pylist
 
     total = np.zeros(batch.num_rows, dtype=np.int64)
     for col in batch.columns:
@@ -499,9 +492,9 @@ def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | None]]:
             total += pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
     too_big = total > max_bytes
     if not too_big.any():
-        yield from enumerate(batch.to_pylist())
+        yield from enumerate(pylist(batch))
         return
-    kept = batch.filter(pa.array(~too_big)).to_pylist()
+    kept = pylist(batch.filter(pa.array(~too_big)))
     it = iter(kept)
     for i, big in enumerate(too_big):
         yield i, None if big else next(it)
@@ -520,7 +513,12 @@ def _read_file_bytes(path: Path, cfg: ReaderConfig, on_error: OnError) -> bytes 
             str(path), None, f"file of {size} bytes is larger than max_record_bytes={cfg.max_record_bytes}"
         )
         return None
-    return path.read_bytes()
+    with open(path, "rb") as f:  # at most the bound, even from a file that grows after stat()
+        data = f.read(cfg.max_record_bytes + 1)
+    if len(data) > cfg.max_record_bytes:
+        on_error(str(path), None, f"file grew past max_record_bytes={cfg.max_record_bytes} while read")
+        return None
+    return data
 
 
 def _looks_binary(data: bytes) -> bool:
@@ -571,17 +569,46 @@ def decode_html(body: bytes, http_charset: str | None = None) -> str:
     return bytes_to_str(body, enc)
 
 
+# The encodings a browser decodes a page with (WHATWG Encoding Standard), as Python codec labels.
+# A page names its own charset, and Python knows codecs no page may use: "uu" and "zlib" raised
+# LookupError out of the reader (one page stopped `curate`), "raw_unicode_escape" and "utf-7" turn
+# `\ud800` into a lone surrogate that no writer can encode, and "punycode" decodes in quadratic time
+# (80 KB: 0.44 s; a 5 MB page: about half an hour). Anything else is detected from the bytes.
+_WEB_CODEC_LABELS = (
+    "utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "ascii", "latin-1", "cp866", "koi8-r",
+    "koi8-u", "mac-roman", "mac-cyrillic", "cp874", "gbk", "gb2312", "gb18030", "big5", "big5hkscs",
+    "euc-jp", "iso2022-jp", "shift-jis", "cp932", "euc-kr", "cp949",
+    *(f"iso8859-{i}" for i in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 14, 15, 16)),
+    *(f"cp125{i}" for i in range(9)),
+)
+
+
+def _web_codecs() -> frozenset[str]:
+    import codecs
+
+    names = set()
+    for label in _WEB_CODEC_LABELS:
+        try:
+            names.add(codecs.lookup(label).name)
+        except LookupError:  # a Python built without one: pages naming it are detected instead
+            pass
+    return frozenset(names)
+
+
+_WEB_CODECS = _web_codecs()
+
+
 def _known_codec(name: str | None) -> str | None:
+    """`name` when it is a web page encoding Python has, else None (detect from the bytes)."""
     import codecs
 
     if not name:
         return None
     name = name.strip().strip("\"'").lower()
     try:
-        codecs.lookup(name)
+        return name if codecs.lookup(name).name in _WEB_CODECS else None
     except LookupError:
         return None
-    return name
 
 
 def _read_html(

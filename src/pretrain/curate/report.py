@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from pretrain.untrusted import printable
+
 ERRORS_SHOWN = 5  # first bad-record examples printed under the funnel
 
 
@@ -29,7 +31,7 @@ def error_lines(stats: dict, shown: int = ERRORS_SHOWN) -> list[str]:
     seen: set[str] = set()
     firsts = [e for e in examples if not (e["file"] in seen or seen.add(e["file"]))]
     picked = (firsts + [e for e in examples if e not in firsts])[:shown]
-    return [f"{e['file']}: record {e['record']}: {e['reason']}" for e in picked]
+    return [printable(f"{e['file']}: record {e['record']}: {e['reason']}") for e in picked]  # names: theirs
 
 
 def print_funnel(stats: dict, out: str | Path) -> None:

@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import re
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from pretrain.errors import UserError
+from pretrain.untrusted import load_toml
 
 
 @dataclass
@@ -63,10 +63,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> AblationConf
     p = Path(path)
     if not p.is_file():
         raise UserError(f"ablation config not found: {p}")
-    try:
-        raw = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{p}: {e}") from e
+    raw = load_toml(p, what="ablation config")
     raw.update(overrides or {})
     try:
         planted = Planted(**raw.pop("planted", {}))

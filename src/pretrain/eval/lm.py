@@ -54,6 +54,10 @@ def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
         if not tok_path:
             raise UserError(f"{run}: trained on token shards; pass --tokenizer TOKENIZER.json")
     encode, decode, eot = _tokenizer_functions(tok_path)
+    if tok_path:
+        from pretrain.tokens.tokenizer import load_tokenizer
+
+        _check_vocab(tok_path, load_tokenizer(tok_path).get_vocab_size(), model.shape.vocab_size)
     return from_module(model, encode, decode, model.shape.seq_len, eot, f"{Path(run).name}@{step}"), step
 
 
@@ -201,41 +205,81 @@ def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:
 def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> EvalModel:
     """A folder written by save_pretrained (or `pretrain export --format hf`), loaded offline.
 
-    Llama and GPT-2 folders are imported into our Transformer (train/hf.py, the same import as
-    `model.init_from`), so they are scored by the same code as a run; other architectures, or
-    `ours=False`, go through transformers' AutoModelForCausalLM. The tokenizer is always
-    transformers' AutoTokenizer (what lm-evaluation-harness uses), without special tokens added.
+    Llama, Mistral and GPT-2 folders are imported into our Transformer (train/hf.py, the same import
+    as `model.init_from`), so they are scored by the same code as a run; other architectures, or
+    `ours=False`, go through transformers' AutoModelForCausalLM (safetensors only: pickled weights
+    are never loaded; a checkpoint missing tensors is refused, not scored half random). The tokenizer
+    is always transformers' AutoTokenizer (what lm-evaluation-harness uses), without special tokens.
+    The folder is someone else's: its config.json is checked before transformers reads it.
     """
+    from pretrain.train.hf import Unsupported, read_hf_model_config
+    from pretrain.train.hf_files import check_links
+
     path = Path(path)
     if not (path / "config.json").is_file():
         raise UserError(f"{path}: not a Hugging Face model folder (no config.json)")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    check_links(path)
+    read = None
     if ours:
-        net = _import_ours(path, device)
-        if net is not None:
-            wrapped = from_transformers_tokenizer(tok)
-            return from_module(net, wrapped[0], wrapped[1], net.shape.seq_len, wrapped[2], path.name)
-    model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
+        try:
+            read = read_hf_model_config(path)  # a broken config.json is refused here, in one line
+        except Unsupported:
+            read = None  # a valid config of another architecture: transformers computes it
+    tok = _transformers_load(path, "tokenizer")
+    if read is not None:
+        _check_vocab(path, len(tok), read[0]["vocab_size"])
+        net = _import_ours(path, read, device)
+        wrapped = from_transformers_tokenizer(tok)
+        return from_module(net, wrapped[0], wrapped[1], net.shape.seq_len, wrapped[2], path.name)
+    model = _transformers_load(path, "model")
+    _check_vocab(path, len(tok), model.get_input_embeddings().num_embeddings)
     return from_transformers(model.to(device), tok, name=path.name)
 
 
-def _import_ours(path: Path, device: str):
-    """Our Transformer filled from a transformers folder, or None for an architecture we lack."""
+def _check_vocab(where: str | Path, tokens: int, rows: int) -> None:
+    """A tokenizer (from elsewhere) whose ids reach past the embedding would fail on the first batch
+    that uses one, or worse score with another model's ids: refuse it before anything is scored."""
+    if tokens > rows:
+        raise UserError(f"{where}: its tokenizer has {tokens:,} tokens, more than the model's {rows:,} "
+                        "embedding rows: it is not this model's tokenizer")
+
+
+def _transformers_load(path: Path, what: str):
+    """AutoTokenizer or AutoModelForCausalLM (fp32, safetensors only) on `path`; whatever transformers
+    raises on a broken folder becomes one line naming it, and so do tensors the checkpoint lacks."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        if what == "tokenizer":
+            return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            str(path), local_files_only=True, dtype=torch.float32, use_safetensors=True,
+            output_loading_info=True)
+    except Exception as e:  # a peer library's many error types on input we do not control
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise UserError(f"{path}: transformers cannot load its {what} ({type(e).__name__}: {first[:200]})"
+                        + (" (only safetensors weights are read)" if what == "model" else "")) from None
+    bad = sorted(info.get("missing_keys") or []) + sorted(str(k) for k in info.get("mismatched_keys") or [])
+    if bad:
+        more = ", ..." if len(bad) > 3 else ""
+        raise UserError(f"{path}: the checkpoint is missing or mis-shapes {len(bad)} tensor(s) "
+                        f"{type(model).__name__} needs ({', '.join(bad[:3])}{more}); "
+                        "transformers would fill them at random")
+    return model
+
+
+def _import_ours(path: Path, read: tuple, device: str):
+    """Our Transformer filled from a transformers folder whose config `read_hf_model_config` read."""
     from pretrain.plan.shapes import ModelShape
     from pretrain.train.config import ModelConfig
-    from pretrain.train.hf import read_hf_config
     from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
     from pretrain.train.model import build_model
 
-    try:
-        fields, theta, eps = read_hf_config(path)
-    except UserError:
-        return None
+    fields, theta, eps, scaling = read
     shape = ModelShape(name=path.name, **fields)
     HFCheckpoint(path).check_holds(shape)  # before building it: a config.json may claim anything
-    model = build_model(shape, ModelConfig(preset="", rope_theta=theta, norm_eps=eps), "meta")
+    mcfg = ModelConfig(preset="", rope_theta=theta, norm_eps=eps, rope_scaling=scaling)
+    model = build_model(shape, mcfg, "meta")
     load_hf_weights(model, path, device)
     return model.eval()
 
@@ -243,7 +287,9 @@ def _import_ours(path: Path, device: str):
 def from_transformers_tokenizer(tokenizer) -> tuple:
     """(encode, decode, prefix id) of a transformers tokenizer, as lm-eval's HFLM uses it."""
     def encode(text: str) -> list[int]:
-        return tokenizer.encode(text, add_special_tokens=False)
+        # verbose=False: a text longer than model_max_length is scored in windows, so transformers'
+        # "will result in indexing errors" warning is a false alarm on every long text
+        return tokenizer.encode(text, add_special_tokens=False, verbose=False)
 
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids)

@@ -1,13 +1,15 @@
 """The eval result file and its table.
 
 Schema `pretrain.eval/1` (one JSON object; RUN/eval/step_NNNNNNN.json for a run):
-    {"schema": "pretrain.eval/1", "model": {"path", "kind": "run" | "hf", "step"},
+    {"schema": "pretrain.eval/1", "model": {"path", "kind": "run" | "hf", "step", "files"?, "tokenizer"?},
      "settings": {"shots", "seed", "limit", "world_size"}, "seconds": float,
      "results": {TASK: {METRIC: number}},          # acc, acc_stderr, acc_norm, ..., perplexity, bits_per_byte
      "tasks": {TASK: {"kind", "n", "shots", "seed", "path", "skipped": {reason: count}}},
      "examples": {TASK: [{"i", "lls" | "generation", "acc", ...}, ...]}}
-Metric names are lm-evaluation-harness's; a task has only the metrics its kind defines. `results`
-holds numbers only, so a reader can tabulate it without knowing the kinds (pretrain report does).
+`model.files` (a Hugging Face folder) fingerprints its files (`folder_fingerprint`): a folder exported
+again holds another model under the same path; `model.tokenizer` is a --tokenizer given. Metric names
+are lm-evaluation-harness's; a task has only the metrics its kind defines. `results` holds numbers
+only, so a reader can tabulate it without knowing the kinds (pretrain report does).
 """
 
 from __future__ import annotations
@@ -31,13 +33,32 @@ def assemble(model: dict, settings: dict, task_results: list[dict], seconds: flo
             "results": results, "tasks": tasks, "examples": examples}
 
 
+def folder_fingerprint(folder: str | Path) -> str:
+    """Name, size, modification time and inode of each file in `folder`, hashed: `export --format hf`
+    (or save_pretrained) into the same folder again changes it, so an earlier evaluation of the old
+    model is not merged with one of the new. Not a content hash (reading a 5 GB model to decide
+    whether to keep a small file is not worth it); a copy of the same model counts as another."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(Path(folder).iterdir()):
+        if f.is_file():
+            st = f.stat()
+            h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+    return h.hexdigest()[:16]
+
+
 def merge_previous(doc: dict, path: str | Path) -> dict:
     """Keep the tasks an earlier evaluation of the same model and settings wrote to `path`
     (`--tasks copa` then `--tasks arc_easy` leaves both); a task run again is replaced."""
+    from pretrain.untrusted import load_json
+
     path = Path(path)
-    try:
-        old = json.loads(path.read_text())
-    except (OSError, ValueError):
+    if not path.exists():
+        return doc
+    try:  # RUN/eval/ travels with a run directory: nested 100,000 deep was a RecursionError
+        old = load_json(path)
+    except ValueError:
         return doc
     if not isinstance(old, dict) or old.get("schema") != SCHEMA:
         return doc

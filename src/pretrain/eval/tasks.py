@@ -22,9 +22,9 @@ and counted, never fatal.
 from __future__ import annotations
 
 import gzip
-import json
 import random
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,21 +114,35 @@ def _normalize(rec: dict, kind: str) -> dict:
     raise ValueError(kind)
 
 
+MAX_TASK_LINE = 8 * 1024 * 1024  # one example; the largest lm-eval ones are kilobytes
+MAX_TASK_BYTES = 1 << 30  # decompressed bytes of one task file (a .gz bomb stops here)
+
+
 def read_jsonl(path: Path) -> tuple[list[dict], dict[str, int]]:
-    """Records of a .jsonl(.gz) file; bad lines are skipped and counted by reason."""
-    opener = gzip.open if path.suffix == ".gz" else open
+    """Records of a .jsonl(.gz) file; bad lines (not JSON, nested too deep, not an object, over
+    MAX_TASK_LINE: read through, never held) are skipped and counted by reason."""
+    from pretrain import untrusted
+
     recs, skipped = [], {}
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                if not isinstance(rec, dict):
-                    raise ValueError("not an object")
-                recs.append(rec)
-            except ValueError:
-                skipped["bad_json"] = skipped.get("bad_json", 0) + 1
+
+    def bad(lineno: int, reason: str) -> None:
+        key = "too_large" if reason.startswith(("line over", "stopped")) else "bad_json"
+        skipped[key] = skipped.get(key, 0) + 1
+
+    untrusted.check_file(path)  # not a FIFO or a device
+    try:
+        with open(path, "rb") as raw, (gzip.open(raw) if path.suffix == ".gz" else raw) as f:
+            for lineno, line in untrusted.lines(f, MAX_TASK_LINE, bad, MAX_TASK_BYTES):
+                try:  # invalid UTF-8 becomes U+FFFD, as before: one odd byte does not cost the example
+                    rec = untrusted.json_line(line.decode("utf-8", errors="replace"))
+                except ValueError:
+                    rec = None
+                if isinstance(rec, dict):
+                    recs.append(rec)
+                else:
+                    bad(lineno, "not a JSON object")
+    except (OSError, EOFError, zlib.error) as e:  # a truncated or corrupt .gz: keep what was read
+        skipped[f"unreadable: {str(e)[:60]}"] = 1
     return recs, skipped
 
 

@@ -14,10 +14,8 @@ Pure Python: the config is read with tomllib, the shape resolved from plan prese
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import statistics
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from pretrain.plan.layout import Layout
 from pretrain.plan.recipe import SHAPE_FIELDS
 from pretrain.plan.search import Job, evaluate, time_layout
 from pretrain.plan.shapes import ModelShape, get_shape
+from pretrain.untrusted import check_file, json_line, lines, load_toml
 
 EFFICIENCIES = ("gemm_efficiency", "attention_efficiency", "hbm_efficiency")
 MAX_METRIC_LINES = 1_000_000  # bounded work per run directory
@@ -75,17 +74,27 @@ def _layout(cfg: dict) -> tuple[Layout, int]:
 
 
 def _tokens_per_s(path: Path) -> tuple[float, int, int]:
-    """Median tokens/s over the step lines after the first (compilation and warm-up), bad lines
-    skipped and counted."""
+    """Median tokens/s over the step lines since the last resume, after the first (compilation and
+    warm-up), bad lines skipped and counted. Checkpoints reshard: the steps before a resume may have
+    run under another layout than config.toml's, which the last start wrote."""
     values, skipped = [], 0
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for i, line in enumerate(f):
+
+    def bad(lineno: int, reason: str) -> None:
+        nonlocal skipped
+        skipped += 1
+
+    check_file(path)  # not a FIFO or a device
+    with path.open("rb") as f:  # lines over 8 MiB are read through, never held
+        for i, (_, line) in enumerate(lines(f, on_bad=bad)):
             if i >= MAX_METRIC_LINES:
                 break
-            try:
-                rec = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):  # a line nested thousands deep is bad too
+            try:  # any way a line is bad (nested deep, 5,000 digits, invalid UTF-8) is a ValueError
+                rec = json_line(line)
+            except ValueError:
                 skipped += 1
+                continue
+            if isinstance(rec, dict) and rec.get("event") == "resume":
+                values = []  # the trainer dropped the lines past the restored step: all earlier
                 continue
             if not isinstance(rec, dict) or "event" in rec:
                 continue
@@ -106,12 +115,7 @@ def load_run(run_dir: str | Path) -> MeasuredRun:
     for p in (cfg_path, metrics):
         if not p.is_file():
             raise UserError(f"--calibrate {d}: no {p.name} (a run directory of pretrain train)")
-    try:
-        cfg = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{cfg_path}: cannot parse: {e}") from None
-    except RecursionError:
-        raise UserError(f"{cfg_path}: cannot parse: nested too deep") from None
+    cfg = load_toml(cfg_path)
     for section in ("model", "parallel", "data", "train"):
         if not isinstance(cfg.get(section, {}), dict):
             raise UserError(f"{cfg_path}: [{section}] must be a table, got {cfg[section]!r}")

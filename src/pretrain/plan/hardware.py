@@ -18,12 +18,11 @@ Override file (TOML or JSON), one table per GPU; unknown keys are errors:
 from __future__ import annotations
 
 import dataclasses
-import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from pretrain.errors import UserError
+from pretrain.untrusted import load_json, load_toml
 
 
 @dataclass(frozen=True)
@@ -129,11 +128,7 @@ def load_table(path: str | Path) -> dict[str, GPU]:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"hardware file not found: {p}")
-    try:
-        text = p.read_text()
-        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{p}: cannot parse hardware table: {e}") from e
+    data = load_json(p, what="hardware table") if p.suffix == ".json" else load_toml(p, what="hardware table")
     if not isinstance(data, dict):
         raise UserError(f"{p}: expected a table of GPUs")
     table = dict(GPUS)

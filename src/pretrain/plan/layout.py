@@ -23,7 +23,8 @@ naming the numbers. Rules:
   pp when interleaving (Megatron-LM 2021 sec. 2.2).
 `trainer=True` adds what this project's trainer (train/) implements: recompute none or full,
 v in {1, 2} (1F1B or interleaved 1F1B with 2 stages per rank), untied embeddings under pp, no
-DDP replicas under pp, and the ZeRO stages FSDP2 offers.
+DDP replicas under pp, the ZeRO stages FSDP2 offers, and context parallelism only with rotary
+positions and without pp, sequence parallelism or HSDP (train/context.py).
 
 Pure Python: no torch import.
 """
@@ -90,7 +91,7 @@ def data_parallel(dp: int, zero: int, **kwargs) -> Layout:
 def problems(lay: Layout, *, world_size: int | None = None, n_layers: int | None = None,
              n_heads: int | None = None, n_kv_heads: int | None = None, seq_len: int | None = None,
              batch_seqs: int | None = None, tied_embeddings: bool = False, d_ff: int | None = None,
-             trainer: bool = False) -> list[str]:
+             learned_pos: bool = False, trainer: bool = False) -> list[str]:
     """Every rule `lay` breaks for this model and cluster (see the module docstring); [] if none.
     Arguments left None skip the rules that need them."""
     out = [f"{k} must be >= 1, got {getattr(lay, k)}" for k in (*DEGREES, "mbs", "v") if getattr(lay, k) < 1]
@@ -123,7 +124,7 @@ def problems(lay: Layout, *, world_size: int | None = None, n_layers: int | None
     if batch_seqs is not None:
         out += _batch_problems(lay, batch_seqs)
     if trainer:
-        out += _trainer_problems(lay, tied_embeddings)
+        out += _trainer_problems(lay, tied_embeddings) + _trainer_cp_problems(lay, learned_pos)
     return out
 
 
@@ -155,4 +156,23 @@ def _trainer_problems(lay: Layout, tied_embeddings: bool) -> list[str]:
         out.append("dp_shard > 1 shards the state (FSDP): zero must be 2 or 3")
     if lay.zero == 1:
         out.append("the trainer has no ZeRO-1: FSDP2 shards gradients too (zero=2) or weights (zero=3)")
+    return out
+
+
+def _trainer_cp_problems(lay: Layout, learned_pos: bool) -> list[str]:
+    """What train/context.py does not compose with yet. Here, not only in the trainer, so that a plan
+    (`--emit-recipe`) never writes a context-parallel layout `pretrain train` then refuses."""
+    if lay.cp == 1:
+        return []
+    out = []
+    if lay.pp > 1:
+        out.append(f"cp={lay.cp} with pp={lay.pp}: the trainer's context parallelism does not run under a "
+                   "pipeline yet")
+    if lay.dp_replicate > 1 and lay.dp_shard > 1:
+        out.append(f"cp={lay.cp} with dp_replicate={lay.dp_replicate} x dp_shard={lay.dp_shard} (HSDP): "
+                   "not supported by the trainer yet")
+    if lay.sp:
+        out.append(f"cp={lay.cp} with sequence parallelism: not supported by the trainer yet")
+    if learned_pos:
+        out.append(f"cp={lay.cp} needs rotary positions: the trainer does not split learned positions")
     return out

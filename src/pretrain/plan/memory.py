@@ -150,7 +150,8 @@ PROFILES = ("fused", "pretrain")
 
 
 def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recompute: str = "none",
-                          flash: bool = True, profile: str = "fused", selective: str = "attention") -> float:
+                          flash: bool = True, profile: str = "fused", selective: str = "attention",
+                          cp: int = 1) -> float:
     """Bytes one block keeps for backward per token on one TP rank, summed tensor by tensor.
 
     profile "fused": Megatron-Core / Transformer Engine kernels (what the Megatron papers and Llama 3
@@ -167,7 +168,9 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     once per linear layer (3 copies for Q, K, V; 2 for SwiGLU's w1, w3), always whole (an all-
     gathered input stays saved); K and V are expanded to all heads before attention; SwiGLU keeps
     w1·x, w3·x, silu(w1·x) and the product. Without flash the softmax output (a·s per token)
-    replaces the log-sum-exp and the attention output.
+    replaces the log-sum-exp and the attention output. Under context parallelism (cp ranks, per token
+    this rank holds) the trainer all-gathers K and V and expands them: it saves the whole sequence's,
+    cp times a token's share (train/context.py; its one (T/cp, T) mask is `cp_mask_bytes`).
 
     selective "op" (torchtitan's per-op checkpointing, with recompute="selective"): whatever the
     kernels, only the block's input (at the residual stream's width) and the outputs of the 1st,
@@ -193,7 +196,7 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
         # input, mean and 1/std
         norm = 2 * ((8 * h + 4) if shape.norm == "rmsnorm" else (4 * h + 8)) / rep
         inputs = (3 + (2 if gated else 1)) * 2 * h
-        qkv = 3 * 2 * h / t  # K, V expanded to n_heads
+        qkv = (2 * h + 2 * 2 * h * cp) / t  # K, V expanded to n_heads, of the whole (gathered) sequence
         attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
         proj = 2 * h / t
         mlp = (8 if gated else 4) * f / t
@@ -227,6 +230,12 @@ def split_layers(n_layers: int, p: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def cp_mask_bytes(seq_len: int, cp: int, dtype_bytes: int = 2) -> float:
+    """The trainer's context-parallel attention mask, (T/cp) x T in the activations' dtype: one per
+    GPU, shared by every layer and micro-batch (train/context.py; SDPA saves it for backward)."""
+    return 0.0 if cp == 1 else seq_len / cp * seq_len * dtype_bytes
+
+
 def stage_activation_bytes(shape: ModelShape, b: int = 1, t: int = 1, sp: bool = False,
                            recompute: str = "none", flash: bool = True, p: int = 1, v: int = 1,
                            m: int | None = None, cp: int = 1, profile: str = "fused",
@@ -235,7 +244,7 @@ def stage_activation_bytes(shape: ModelShape, b: int = 1, t: int = 1, sp: bool =
     of its layers. Interleaved (v chunks per GPU), the first GPU runs 2(p−1) + (v−1)·p warm-up chunk
     forwards before its first backward (Megatron-LM's interleaved schedule), at most all m·v."""
     tokens = b * shape.seq_len / cp
-    per_layer = tokens * saved_bytes_per_token(shape, t, sp, recompute, flash, profile, selective)
+    per_layer = tokens * saved_bytes_per_token(shape, t, sp, recompute, flash, profile, selective, cp)
     m = p if m is None else m
     if v > 1:
         chunks = min(m * v, 2 * (p - 1) + (v - 1) * p + 1)
@@ -267,15 +276,16 @@ def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zer
     tokens = mbs * shape.seq_len / cp
     working = 0.0
     if recompute == "full":  # a checkpointed layer re-run for its backward: its full set, briefly
-        working = tokens * saved_bytes_per_token(shape, tp, sp, "none", flash, profile)
+        working = tokens * saved_bytes_per_token(shape, tp, sp, "none", flash, profile, cp=cp)
     acts = stage_activation_bytes(shape, mbs, tp, sp, recompute, flash, pp, v, m, cp, profile, selective)
+    working += cp_mask_bytes(shape.seq_len, cp) if profile == "pretrain" else 0.0  # on every stage
     acts += working
     logits = logits_bytes(shape.seq_len // cp, mbs, shape.d_model, shape.vocab_size, tp)
     if pp == 1:
         return MemoryBreakdown(state, acts, logits, state + acts + logits)
     # 1F1B: the last stage runs each micro-batch's backward right after its forward (one in flight)
     last_layers = split_layers(shape.n_layers, pp)[-1] * (v if v > 1 else 1)
-    per_layer = tokens * saved_bytes_per_token(shape, tp, sp, recompute, flash, profile, selective)
+    per_layer = tokens * saved_bytes_per_token(shape, tp, sp, recompute, flash, profile, selective, cp)
     last_acts = per_layer * last_layers + working
     first = MemoryBreakdown(state, acts, 0.0, state + acts)
     last = MemoryBreakdown(state, last_acts, logits, state + last_acts + logits)

@@ -39,14 +39,19 @@ def trainer_layout(lay: Layout) -> tuple[Layout, list[str]]:
     return new, notes
 
 
+def check(shape: ModelShape, run: Layout, batch_seqs: int) -> None:
+    """Refuse, in one line naming every broken rule, a layout the trainer cannot run."""
+    broken = problems(run, n_layers=shape.n_layers, n_heads=shape.n_heads, n_kv_heads=shape.n_kv_heads,
+                      d_ff=shape.d_ff, seq_len=shape.seq_len, batch_seqs=batch_seqs,
+                      tied_embeddings=shape.tied_embeddings, learned_pos=shape.learned_pos, trainer=True)
+    if broken:
+        raise UserError(f"--emit-recipe: the trainer cannot run {run.label()}: " + "; ".join(broken))
+
+
 def recipe(shape: ModelShape, lay: Layout, batch_seqs: int) -> tuple[dict, list[str]]:
     """The config dict (RunConfig's sections) that trains `shape` with `lay`, and the notes."""
     run, notes = trainer_layout(lay)
-    broken = problems(run, n_layers=shape.n_layers, n_heads=shape.n_heads, n_kv_heads=shape.n_kv_heads,
-                      d_ff=shape.d_ff, seq_len=shape.seq_len, batch_seqs=batch_seqs,
-                      tied_embeddings=shape.tied_embeddings, trainer=True)
-    if broken:
-        raise UserError(f"--emit-recipe: the trainer cannot run {run.label()}: " + "; ".join(broken))
+    check(shape, run, batch_seqs)
     m = micro_batches(run, batch_seqs)
     model = {"preset": shape.name} if PRESETS.get(shape.name) == shape else \
         {"preset": "", **{k: getattr(shape, k) for k in SHAPE_FIELDS}}

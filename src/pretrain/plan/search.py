@@ -41,6 +41,7 @@ class Job:
     kernels: str = ""  # element-wise kernels: fused | eager ("": eager iff activations == "pretrain")
     selective: str = "attention"  # what recompute=selective re-runs: attention (Megatron) | op (torchtitan)
     reduce_dtype: str = ""  # gradient reduction: bf16 | fp32 ("": fp32 iff the accounting keeps fp32 grads)
+    trainer: bool = False  # only layouts our trainer runs (layout.py trainer rules): --emit-recipe
 
     def __post_init__(self) -> None:
         if self.efficiency is not None:
@@ -97,12 +98,18 @@ def structural_reason(job: Job, lay: Layout) -> str | None:
     if job.batch_seqs % (lay.dp * lay.mbs):  # the commonest reason, checked first (search speed)
         return f"a batch of {job.batch_seqs} sequences does not divide into dp x mbs = {lay.dp * lay.mbs}"
     broken = problems(lay, world_size=job.n_gpus, n_layers=shape.n_layers, n_heads=shape.n_heads,
-                      n_kv_heads=shape.n_kv_heads, seq_len=shape.seq_len, batch_seqs=job.batch_seqs)
+                      n_kv_heads=shape.n_kv_heads, seq_len=shape.seq_len, batch_seqs=job.batch_seqs,
+                      **(_trainer_kwargs(shape) if job.trainer else {}))
     if broken:
         return broken[0]
     if lay.tp > job.gpu.gpus_per_node:
         return "tp spans nodes"
     return None
+
+
+def _trainer_kwargs(shape) -> dict:
+    return {"trainer": True, "d_ff": shape.d_ff, "tied_embeddings": shape.tied_embeddings,
+            "learned_pos": shape.learned_pos}
 
 
 def shard_group(lay: Layout) -> int:

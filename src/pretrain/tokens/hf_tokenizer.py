@@ -66,9 +66,11 @@ def _names_beside(path: Path) -> dict:
     side = path.parent / "tokenizer_config.json"
     if not side.is_file():
         return {}
+    from pretrain.untrusted import load_json_object
+
     try:
-        cfg = json.loads(side.read_text())
-    except ValueError:
+        cfg = load_json_object(side)
+    except ValueError:  # BadFile too (nested too deep, a FIFO): the names are optional
         return {}
     out = {}
     for k in ("bos_token", "eos_token"):

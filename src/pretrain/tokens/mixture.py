@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ import xxhash
 
 from pretrain.errors import UserError
 from pretrain.tokens.shards import TokenDir
+from pretrain.untrusted import load_toml
 
 BLOCK = 1 << 16  # sequences per source-choice block: share error <= 1/65,536 per block
 STATE_VERSION = 1
@@ -267,10 +267,7 @@ class Mixture:
 
 def load_mixture(path: str | Path) -> Mixture:
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise UserError(f"{path}: cannot read mixture: {e}") from e
+    data = load_toml(path, what="mixture TOML")
     srcs = data.get("sources")
     if not isinstance(srcs, dict) or not srcs:
         raise UserError(f"{path}: needs [sources.NAME] tables with `path` and `weight`")

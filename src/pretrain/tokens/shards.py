@@ -158,6 +158,7 @@ class TokenDir:
         self.manifest = read_manifest(self.path)
         self.dtype = np.dtype(self.manifest["dtype"]).newbyteorder("<")
         self.eot_id = int(self.manifest["eot_id"])
+        self.vocab_size = int(self.manifest["vocab_size"])
         self.tokenizer_sha256 = self.manifest["tokenizer"]["sha256"]
         self.bins: list[np.ndarray] = []
         self.idxs: list[np.ndarray] = []
@@ -220,6 +221,7 @@ class TokenDir:
             out[filled:filled + take] = self.bins[k][lo:lo + take]
             filled += take
             k += 1
+        self._check_ids(out[None, :], np.array([start]))  # `pretrain eval --tasks ppl:TOKENS` reads here
         return out
 
     def gather(self, starts: np.ndarray, length: int) -> np.ndarray:
@@ -240,7 +242,23 @@ class TokenDir:
             out[rows] = self.bins[k][local[:, None] + cols]
         for r in np.nonzero(~inside)[0]:
             out[r] = self.read(int(starts[r]), length)
+        self._check_ids(out, starts)
         return out
+
+    def _check_ids(self, windows: np.ndarray, starts: np.ndarray) -> None:
+        """Every id of a window read for training is inside the manifest's vocabulary. Sizes and
+        offsets are checked on open; the ids themselves would cost a read of every shard, so they are
+        checked as they are read (a max over the batch): one id past the vocabulary in a shard from
+        elsewhere was an IndexError traceback deep in the embedding mid-run (a device-side assert on
+        a GPU)."""
+        if not windows.size or int(windows.max()) < self.vocab_size:
+            return
+        r, c = (int(x[0]) for x in np.nonzero(windows >= self.vocab_size))
+        pos = int(starts[r]) + c
+        k = int(np.searchsorted(self.starts, pos, side="right")) - 1
+        shard = self.path / self.manifest["shards"][k]["bin"]
+        raise DataError(str(shard), f"token {pos - int(self.starts[k])}", f"id {int(windows[r, c])} is "
+                        f"outside the {self.vocab_size}-token vocabulary of {self.path / MANIFEST}")
 
     def document(self, i: int) -> np.ndarray:
         """Document i's tokens (its trailing end-of-text included)."""

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from pretrain.errors import UserError
 
@@ -88,10 +88,16 @@ def _files(path) -> dict[str, int]:
 
 
 def _read_text(path) -> str | None:
+    """A small JSON file of a checkpoint (the marker, a state), None when absent. A checkpoint
+    travels with its run directory: invalid UTF-8 (a UnicodeDecodeError traceback out of `sample`,
+    `export` and a resume) becomes U+FFFD, which no JSON reader below accepts; a FIFO or a 10 GB
+    file there is refused in one line (untrusted.read_bytes)."""
+    from pretrain.untrusted import read_bytes
+
     if isinstance(path, RemotePath):
         fs = _fs(path)
-        return fs.cat_file(path).decode() if fs.isfile(path) else None
-    return path.read_text() if path.is_file() else None
+        return fs.cat_file(path).decode("utf-8", errors="replace") if fs.isfile(path) else None
+    return read_bytes(path).decode("utf-8", errors="replace") if path.exists() else None
 
 
 def _rmtree(path) -> None:
@@ -296,7 +302,7 @@ class CheckpointManager:
         if not isinstance(path, RemotePath):  # object storage has no directories to make
             path.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(path / f"state_rank{_rank()}.json", extra)
-        msd, osd = get_state_dict(model, optimizer)
+        msd, osd = get_state_dict(model, optimizer, options=FLAT)
         state = {"model": msd, "optim": osd}
         if self.async_save:
             self._staged = threading.Event()
@@ -390,11 +396,31 @@ class CheckpointManager:
     def load(self, path: Path, model: torch.nn.Module, optimizer) -> dict:
         """Load model and optimizer in place; return this rank's JSON state."""
         self.wait()
-        msd, osd = get_state_dict(model, optimizer)
+        options = FLAT if flat_optimizer(path) else None
+        msd, osd = get_state_dict(model, optimizer, options=options)
         state = {"model": msd, "optim": osd}
         _load(state, path)
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                       options=options)
         return read_state(path, _rank())
+
+
+# The optimizer state keyed by parameter name throughout, its param_groups' settings too
+# ("param_groups.<name>.lr"), as torchtitan saves it. Unflattened, the groups are keyed by index
+# ("param_groups.0.params": a list of names) on every rank, and DCP keeps one rank's value of a key:
+# under a pipeline each stage has other parameters in its groups, and a resumed stage got another's
+# (its groups came back without lr or betas: KeyError in the first step).
+FLAT = StateDictOptions(flatten_optimizer_state_dict=True)
+_INDEXED_GROUPS = re.compile(r"optim\.param_groups\.\d+\.params")
+
+
+def flat_optimizer(path) -> bool:
+    """Whether the checkpoint at `path` holds the flattened optimizer state (False: written before
+    session 6, its param_groups keyed by index; still loaded as it was written)."""
+    from pretrain.train.safe_dcp import METADATA, read_metadata
+
+    keys = read_metadata(path / METADATA).state_dict_metadata
+    return not any(_INDEXED_GROUPS.fullmatch(k) for k in keys)
 
 
 def read_state(path, rank: int = 0) -> dict:

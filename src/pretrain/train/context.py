@@ -14,7 +14,7 @@ reduce_scatter; gloo has none, so an all-reduce and a slice there).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -60,6 +60,7 @@ class ContextParallel:
     group: object
     q_pos: torch.Tensor  # (T/cp,) global positions of this rank's tokens
     k_pos: torch.Tensor  # (T,) global positions of the gathered keys, in rank order
+    _masks: dict = field(default_factory=dict, repr=False)  # (dtype, device) -> the mask
 
     def gather(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, H, T/cp, D) keys and values -> the whole sequence's, one collective for both."""
@@ -67,9 +68,16 @@ class ContextParallel:
         return kv[0], kv[1]
 
     def mask(self, dtype: torch.dtype, device) -> torch.Tensor:
-        """(T/cp, T) additive causal mask: -inf where the key comes after the query."""
-        later = self.k_pos.to(device)[None, :] > self.q_pos.to(device)[:, None]
-        return torch.zeros(later.shape, dtype=dtype, device=device).masked_fill(later, float("-inf"))
+        """(T/cp, T) additive causal mask: -inf where the key comes after the query. Built once and
+        shared by every layer and step: SDPA saves its mask for backward, so a mask per layer kept
+        L copies of T²/cp values (at 128k tokens and cp 16, 2.1 GB in bf16 each)."""
+        key = (dtype, torch.device(device))
+        cached = self._masks.get(key)
+        if cached is None:
+            later = self.k_pos.to(device)[None, :] > self.q_pos.to(device)[:, None]
+            cached = torch.zeros(later.shape, dtype=dtype, device=device).masked_fill(later, float("-inf"))
+            self._masks[key] = cached
+        return cached
 
 
 def apply_cp(model, layout) -> None:

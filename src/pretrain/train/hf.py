@@ -19,7 +19,6 @@ how to convert it (`Source`); export and import (train/hf_io.py) both read that 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +28,11 @@ from pretrain.errors import UserError
 from pretrain.plan.shapes import ModelShape
 
 ARCHS = ("llama", "mistral", "gpt2")  # what import reads; export writes llama or gpt2
+
+
+class Unsupported(UserError):
+    """A valid transformers config this import does not compute (another architecture, activation or
+    rotary type): `pretrain eval` hands such a folder to transformers; a broken config it refuses."""
 
 
 def arch_of(shape: ModelShape) -> str:
@@ -85,6 +89,31 @@ def _get(cfg: dict, path: Path, *keys: str):
     raise UserError(f"{path}: no {' or '.join(keys)}")
 
 
+def _count(cfg: dict, path: Path, *keys: str, default: int | None = None) -> int:
+    """A size (layers, heads, widths): an integer >= 1 as written, never 2.7 read as 2 or true as 1."""
+    v = _get(cfg, path, *keys) if default is None or any(cfg.get(k) is not None for k in keys) else default
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise UserError(f"{path}: {keys[0]} {v!r} is not a positive integer")
+    return v
+
+
+def _positive(path: Path, key: str, value) -> float:
+    """A finite positive number (rotary base, norm epsilon); "nan" would score NaN without a word."""
+    import math
+
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
+        raise UserError(f"{path}: {key} {value!r} is not a finite positive number")
+    return float(value)
+
+
+def _heads(path: Path, d: int, h: int, kv: int, names: tuple[str, str, str]) -> None:
+    if d % h:
+        raise UserError(f"{path}: {names[0]} {d} is not a multiple of {names[1]} {h}")
+    if h % kv:
+        raise UserError(f"{path}: {names[1]} {h} is not a multiple of {names[2]} {kv}")
+
+
 def read_hf_config(folder: str | Path) -> tuple[dict, float, float]:
     """(our shape fields, rope_theta, norm_eps) of a plain-rotary (or GPT-2) transformers folder; a
     folder with rotary scaling is refused here, since these three values alone would build a model
@@ -98,13 +127,13 @@ def read_hf_config(folder: str | Path) -> tuple[dict, float, float]:
 
 def read_hf_model_config(folder: str | Path) -> tuple[dict, float, float, dict]:
     """(our shape fields, rope_theta, norm_eps, rope_scaling) from a transformers folder's config.json."""
+    from pretrain.train.hf_files import check_links, read_json_object
+
     path = Path(folder) / "config.json"
     if not path.is_file():
         raise UserError(f"{folder}: no config.json (not a Hugging Face model folder)")
-    try:
-        cfg = json.loads(path.read_text())
-    except ValueError as e:
-        raise UserError(f"{path}: not JSON: {e}") from e
+    check_links(folder)  # before any file of it is read
+    cfg = read_json_object(path)
     mtype = cfg.get("model_type")
     if mtype == "llama":
         return _llama_fields(cfg, path)
@@ -112,37 +141,41 @@ def read_hf_model_config(folder: str | Path) -> tuple[dict, float, float, dict]:
         return _mistral_fields(cfg, path)
     if mtype == "gpt2":
         return _gpt2_fields(cfg, path)
-    raise UserError(f"{path}: model_type {mtype!r} is not supported (supported: {', '.join(ARCHS)})")
+    raise Unsupported(f"{path}: model_type {mtype!r} is not supported (supported: {', '.join(ARCHS)})")
 
 
 def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
-    d, h = int(_get(cfg, path, "hidden_size")), int(_get(cfg, path, "num_attention_heads"))
+    d, h = _count(cfg, path, "hidden_size"), _count(cfg, path, "num_attention_heads")
+    kv = _count(cfg, path, "num_key_value_heads", default=h)
+    _heads(path, d, h, kv, ("hidden_size", "num_attention_heads", "num_key_value_heads"))
     if cfg.get("head_dim") not in (None, d // h):
-        raise UserError(f"{path}: head_dim {cfg['head_dim']} != hidden_size / num_attention_heads ({d // h})")
+        raise Unsupported(f"{path}: head_dim {cfg['head_dim']} != hidden_size / num_attention_heads "
+                          f"({d // h})")
     if cfg.get("hidden_act", "silu") != "silu":
-        raise UserError(f"{path}: hidden_act {cfg['hidden_act']!r}; only 'silu' (SwiGLU) is supported")
+        raise Unsupported(f"{path}: hidden_act {cfg['hidden_act']!r}; only 'silu' (SwiGLU) is supported")
     if bool(cfg.get("attention_bias")) != bool(cfg.get("mlp_bias")):
-        raise UserError(f"{path}: attention_bias and mlp_bias differ; the model has one `bias` switch")
+        raise Unsupported(f"{path}: attention_bias and mlp_bias differ; the model has one `bias` switch")
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    if not isinstance(rope, dict):
+        raise UserError(f"{path}: rope_parameters {rope!r} is not an object")
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind not in ("default", "llama3"):
-        raise UserError(f"{path}: rope_type {kind!r} is not supported yet (only 'default' and 'llama3' "
+        raise Unsupported(f"{path}: rope_type {kind!r} is not supported yet (only 'default' and 'llama3' "
                         "rotary frequencies); the model would compute other positions than transformers")
     scaling = {}
     if kind == "llama3":
         missing = [k for k in LLAMA3_KEYS if rope.get(k) is None]
         if missing:
             raise UserError(f"{path}: rope_type 'llama3' without {', '.join(missing)}")
-        scaling = {k: float(rope[k]) for k in LLAMA3_KEYS}
-    theta = float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
-    fields = {"n_layers": int(_get(cfg, path, "num_hidden_layers")), "d_model": d, "n_heads": h,
-              "n_kv_heads": int(cfg.get("num_key_value_heads") or h),
-              "d_ff": int(_get(cfg, path, "intermediate_size")),
-              "vocab_size": int(_get(cfg, path, "vocab_size")),
-              "seq_len": int(_get(cfg, path, "max_position_embeddings")), "mlp": "swiglu", "norm": "rmsnorm",
+        scaling = {k: _positive(path, f"rope_parameters.{k}", rope[k]) for k in LLAMA3_KEYS}
+    theta = _positive(path, "rope_theta", rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    fields = {"n_layers": _count(cfg, path, "num_hidden_layers"), "d_model": d, "n_heads": h,
+              "n_kv_heads": kv, "d_ff": _count(cfg, path, "intermediate_size"),
+              "vocab_size": _count(cfg, path, "vocab_size"),
+              "seq_len": _count(cfg, path, "max_position_embeddings"), "mlp": "swiglu", "norm": "rmsnorm",
               "tied_embeddings": bool(cfg.get("tie_word_embeddings", False)),
               "bias": bool(cfg.get("attention_bias", False)), "learned_pos": False}
-    return fields, theta, float(cfg.get("rms_norm_eps", 1e-6)), scaling
+    return fields, theta, _positive(path, "rms_norm_eps", cfg.get("rms_norm_eps", 1e-6)), scaling
 
 
 def _mistral_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
@@ -165,18 +198,22 @@ def _mistral_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
 def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
     act = cfg.get("activation_function", "gelu_new")
     if act not in ("gelu_new", "gelu_pytorch_tanh"):
-        raise UserError(f"{path}: activation_function {act!r}; only the tanh GELU ('gelu_new') is supported")
+        raise Unsupported(f"{path}: activation_function {act!r}; only the tanh GELU ('gelu_new') "
+                          "is supported")
     if cfg.get("scale_attn_by_inverse_layer_idx") or cfg.get("scale_attn_weights") is False:
-        raise UserError(f"{path}: non-standard attention scaling is not supported")
-    d = int(_get(cfg, path, "n_embd", "hidden_size"))
-    fields = {"n_layers": int(_get(cfg, path, "n_layer", "num_hidden_layers")), "d_model": d,
-              "n_heads": int(_get(cfg, path, "n_head", "num_attention_heads")),
-              "d_ff": int(cfg.get("n_inner") or 4 * d), "vocab_size": int(_get(cfg, path, "vocab_size")),
-              "seq_len": int(_get(cfg, path, "n_positions", "max_position_embeddings")), "mlp": "gelu",
+        raise Unsupported(f"{path}: non-standard attention scaling is not supported")
+    d = _count(cfg, path, "n_embd", "hidden_size")
+    fields = {"n_layers": _count(cfg, path, "n_layer", "num_hidden_layers"), "d_model": d,
+              "n_heads": _count(cfg, path, "n_head", "num_attention_heads"),
+              "d_ff": _count(cfg, path, "n_inner", default=4 * d),
+              "vocab_size": _count(cfg, path, "vocab_size"),
+              "seq_len": _count(cfg, path, "n_positions", "max_position_embeddings"), "mlp": "gelu",
               "norm": "layernorm", "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
               "bias": True, "learned_pos": True}
     fields["n_kv_heads"] = fields["n_heads"]
-    return fields, 10000.0, float(cfg.get("layer_norm_epsilon", 1e-5)), {}
+    _heads(path, d, fields["n_heads"], fields["n_heads"], ("n_embd", "n_head", "n_head"))
+    eps = _positive(path, "layer_norm_epsilon", cfg.get("layer_norm_epsilon", 1e-5))
+    return fields, 10000.0, eps, {}
 
 
 # --- the rotary permutation ------------------------------------------------------------------------
@@ -335,12 +372,13 @@ def _check_token_dirs(data, tok_path: Path) -> None:
     """Token shards made with another tokenizer than the checkpoint's would train on wrong ids
     without any error: refuse them (the fingerprint is the one `pretrain tokenize` records)."""
     from pretrain.tokens.tokenizer import load_tokenizer, tokenizer_sha256
+    from pretrain.untrusted import load_json
 
     want = tokenizer_sha256(load_tokenizer(tok_path))
     for name, d in {**data.sources, **data.eval_sources}.items():
         man = Path(d) / "manifest.json"
         try:
-            got = json.loads(man.read_text())["tokenizer"]["sha256"]
+            got = load_json(man)["tokenizer"]["sha256"]  # BadFile (nested too deep...) is a ValueError
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a missing or unreadable manifest is reported by the data loader itself
         if got != want:

@@ -23,6 +23,7 @@ import torch
 
 from pretrain.errors import UserError
 from pretrain.train.hf import Source, hf_names, to_pairs
+from pretrain.train.hf_files import check_float, check_links, open_safetensors, read_json_object
 
 ST_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
 INDEX = "model.safetensors.index.json"
@@ -98,8 +99,14 @@ def write_weights(folder: Path, items: list, dtype: torch.dtype, max_shard_bytes
 
 def publish(staging: Path, out: Path, written: list[str]) -> None:
     """Move the staged files into `out`, config.json last, and drop weight files of an earlier export
-    that this one does not have (a rerun with fewer shards must not leave stale ones indexed)."""
+    that this one does not have (a rerun with fewer shards must not leave stale ones indexed).
+
+    An earlier export's config.json goes first: the files are replaced one by one, and a kill
+    between two moves must not leave the old config.json beside the new weights (transformers loads
+    such a mix, the missing layers at random). Until the new config.json lands the folder is not a
+    model, which every loader says."""
     out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").unlink(missing_ok=True)
     ours = set(written)
     for old in out.iterdir():  # only names this writer gives: a user's model_best.safetensors stays
         if old.name not in ours and (old.name in (SINGLE, INDEX) or SHARD_NAME.fullmatch(old.name)):
@@ -121,12 +128,12 @@ class HFCheckpoint:
         self.strip = "transformer." if not any(k.startswith("transformer.") for k in self.where) else ""
 
     def _weight_map(self) -> dict[str, str]:
+        check_links(self.folder)  # a shard linked out of the folder is another file on this machine
         index = self.folder / INDEX
         if index.is_file():
-            try:
-                wm = json.loads(index.read_text())["weight_map"]
-            except (ValueError, KeyError, TypeError) as e:
-                raise UserError(f"{index}: not a safetensors index ({e})") from e
+            wm = read_json_object(index).get("weight_map")
+            if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
+                raise UserError(f"{index}: not a safetensors index (no weight_map of tensor names to files)")
             for name in set(wm.values()):  # a hostile index must not point outside the folder
                 if Path(name).name != name or not (self.folder / name).is_file():
                     raise UserError(f"{index}: shard {name!r} is missing or outside the folder")
@@ -135,9 +142,7 @@ class HFCheckpoint:
         if not single.is_file():
             raise UserError(f"{self.folder}: no {SINGLE} or {INDEX} (only safetensors weights are read: "
                             "pickled .bin checkpoints are refused)")
-        from safetensors import safe_open
-
-        with safe_open(str(single), framework="pt") as f:
+        with open_safetensors(single) as f:
             return {k: SINGLE for k in f.keys()}
 
     def check_size(self, numel: int) -> None:
@@ -167,11 +172,11 @@ class HFCheckpoint:
         count as this process's memory until it is unmapped, so a handle kept open would grow the
         import's footprint to the model plus the whole file.
         """
-        from safetensors import safe_open
-
         stored, name = self._file(src.key)
-        with safe_open(str(self.folder / name), framework="pt") as f:
-            return self._read(f.get_slice(stored), name, src, gshape, box)  # copies: safe to close
+        with open_safetensors(self.folder / name) as f:
+            sl = f.get_slice(stored)
+            check_float(self.folder / name, stored, sl.get_dtype())
+            return self._read(sl, name, src, gshape, box)  # copies: safe to close
 
     def _read(self, sl, fname: str, src: Source, gshape: tuple, box: list | None) -> torch.Tensor:
         box = box or [(0, s) for s in gshape]

@@ -110,22 +110,31 @@ class Metrics:
                 self.tb.close()
 
 
-def parse_line(line: str) -> dict | None:
+def parse_line(line: str | bytes) -> dict | None:
     """One metrics.jsonl record, or None for a line that is not one: torn by a kill, or hostile (the
     file travels with a run directory: nested 100,000 deep, or JSON that is not an object)."""
     try:
         rec = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    return rec if isinstance(rec, dict) else None
+    if not isinstance(rec, dict):
+        return None
+    step = rec.get("step", 0)  # every line we write has a numeric step (or none): "x" or {} is not ours
+    return rec if isinstance(step, int | float) and not isinstance(step, bool) else None
 
 
-def read_metrics(path: str | Path) -> tuple[list[dict], list[dict]]:
-    """(step records, events) from a metrics.jsonl; a torn last line (killed writer) is ignored."""
+def read_metrics(path: str | Path, within: str | Path | None = None) -> tuple[list[dict], list[dict]]:
+    """(step records, events) from a metrics.jsonl; a torn last line (killed writer) is ignored,
+    and so is a hostile one: invalid UTF-8, over 8 MiB (read through, never held), not an object.
+    `within`: the run directory the file must stay inside (a symlink to /dev/zero is refused)."""
+    from pretrain import untrusted
+
+    untrusted.check_file(path, within)
     steps, events = [], []
-    for line in Path(path).read_text().splitlines():
-        if (rec := parse_line(line)) is not None:
-            (events if "event" in rec else steps).append(rec)
+    with open(path, "rb") as f:
+        for _, line in untrusted.lines(f):
+            if (rec := parse_line(line)) is not None:
+                (events if "event" in rec else steps).append(rec)
     return steps, events
 
 
@@ -133,13 +142,15 @@ def _drop_after(path: Path, step: int, keep_events: tuple) -> None:
     """Rewrite metrics.jsonl without the lines of steps after `step` (and a torn last line), atomically."""
     if not path.is_file():
         return
+    from pretrain import untrusted
+
     tmp = path.with_name(path.name + ".tmp")
-    with open(path) as src, open(tmp, "w") as dst:
-        for line in src:
+    with open(path, "rb") as src, open(tmp, "wb") as dst:  # bytes: a line of bad UTF-8 is dropped, not fatal
+        for _, line in untrusted.lines(src):
             if (rec := parse_line(line)) is None:
                 continue
             if rec.get("step", 0) <= step or rec.get("event") in keep_events:
-                dst.write(line if line.endswith("\n") else line + "\n")
+                dst.write(line if line.endswith(b"\n") else line + b"\n")
     tmp.replace(path)
 
 

@@ -73,20 +73,12 @@ class ParallelDims:
 
         broken = problems(self.plan_layout(pcfg), world_size=self.world_size, n_layers=shape.n_layers,
                           n_heads=shape.n_heads, n_kv_heads=shape.n_kv_heads, d_ff=shape.d_ff,
-                          seq_len=shape.seq_len, tied_embeddings=shape.tied_embeddings, trainer=True)
+                          seq_len=shape.seq_len, tied_embeddings=shape.tied_embeddings,
+                          learned_pos=shape.learned_pos, trainer=True)
         if broken:  # plan/layout.py names the numbers; here they are config keys
             msg = _KEY.sub(lambda m: ("parallel." if m.group(1) in MESH_ORDER else "model.") + m.group(0),
                            broken[0])
             raise UserError(msg + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
-        if self.cp > 1 and self.pp > 1:
-            raise UserError("parallel.cp > 1 with parallel.pp > 1 is not supported yet")
-        if self.cp > 1 and self.dp_replicate > 1 and self.dp_shard > 1:
-            raise UserError("parallel.cp > 1 with both dp_replicate and dp_shard > 1 (HSDP) "
-                            "is not supported yet")
-        if self.cp > 1 and pcfg.sequence_parallel:
-            raise UserError("parallel.cp > 1 with parallel.sequence_parallel is not supported yet")
-        if self.cp > 1 and shape.learned_pos:
-            raise UserError("parallel.cp > 1 supports rotary positions only (model.learned_pos=false)")
         if self.tp > 1:
             for k in ("n_heads", "n_kv_heads", "d_ff"):
                 if getattr(shape, k) % self.tp:

@@ -17,6 +17,9 @@ from pretrain.train.precision import DTYPES
 def load_run_model(run: str | Path, step: int | None = None):
     """(model in eval mode on CPU, resolved config, checkpoint step) from a run directory."""
     run = Path(run)
+    if not (run / "config.toml").is_file() and (run / "config.json").is_file():
+        raise UserError(f"{run}: a Hugging Face folder (config.json), not a run directory (config.toml): "
+                        f"`pretrain eval {run}` scores it; `--set model.init_from={run}` trains on from it")
     cfg = cfgmod.load(RunConfig, run / "config.toml")
     root = ck.as_root(cfg.checkpoint.storage or run / "checkpoints")
     if step is None:

@@ -60,9 +60,11 @@ def _worker(fn_path: str, rank: int, world_size: int, port: int, result_dir: str
 
     exit_with_parent(parent)  # a killed test run must not leave ranks waiting in a collective for good
 
+    # TORCHELASTIC_USE_AGENT_STORE: every rank is a client of the store the parent hosts, as under
+    # torchrun, whose agent holds it (env:// rendezvous, torch/distributed/rendezvous.py).
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
                        "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": str(port)})
+                       "MASTER_PORT": str(port), "TORCHELASTIC_USE_AGENT_STORE": "True"})
     torch.set_num_threads(1)
     mod, _, name = fn_path.rpartition(".")
     try:
@@ -76,15 +78,23 @@ def _worker(fn_path: str, rank: int, world_size: int, port: int, result_dir: str
 def run_distributed(fn_path: str, world_size: int, *args, timeout: float = 120.0) -> list:
     """Run `fn(rank, *args)` (a dotted path to an importable function) in `world_size` spawned
     processes wired for torch.distributed (env:// rendezvous on a free local port); returns each
-    rank's JSON-able result. A worker that fails or a job past `timeout` raises, no process left."""
+    rank's JSON-able result. A worker that fails or a job past `timeout` raises, no process left.
+
+    The rendezvous store is this process's, bound to a port the OS picks (port 0) and held until the
+    ranks are done, as torchrun's agent holds its own: a port found free and closed, for rank 0 to
+    bind seconds later (after spawn and `import torch`), could be taken meanwhile by any other
+    process (the other test worker's Ray or S3 server)."""
     import json
     import multiprocessing as mp
     import os
     import tempfile
     import time
 
+    from torch.distributed import TCPStore
+
     ctx = mp.get_context("spawn")
-    port = free_port()
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    port = store.port
     with tempfile.TemporaryDirectory() as tmp:
         procs = [ctx.Process(target=_worker, args=(fn_path, r, world_size, port, tmp, args, os.getpid()))
                  for r in range(world_size)]
@@ -146,7 +156,6 @@ class CorruptOnRank:
 def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_rank: int) -> dict:
     """Worker: train with micro-batch `bad` corrupted on `bad_rank` only (-1: nowhere); the losses by
     step (the surviving timeline) and the spike/rollback events this rank logged or saw."""
-    import os
 
     import torch.distributed as dist
 
@@ -156,8 +165,10 @@ def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_ran
 
     cfg = tiny_config(out, text, *overrides)
     ids, _ = encode_text(read_text(text))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    inner = TextLoader(ids, cfg.model.seq_len, cfg.data.seed, rank, world)
+    par = cfg.parallel  # this rank's data-parallel rank: ranks are ordered tp, cp, dp_shard, dp_replicate, pp
+    dp = par.dp_replicate * par.dp_shard
+    dp_rank = (rank // (par.tp * par.cp)) % dp
+    inner = TextLoader(ids, cfg.model.seq_len, cfg.data.seed, dp_rank, dp)
     loader = CorruptOnRank(inner, bad, rank == bad_rank)
     t = Trainer(cfg, loader=loader, quiet=True)
     t.fit()
@@ -267,3 +278,23 @@ def cp_suite(rank: int, runs: list) -> list:
         fn = train_records if kind == "train" else grads_against_one_process
         out.append(fn(rank, o, text, over))
     return out
+
+
+def peer_gone(rank: int, ckpt_root: str) -> str | None:
+    """Worker: rank 1 leaves at once; rank 0's all-reduce fails as a killed peer makes it fail, and
+    the line `pretrain train` prints for that error is returned."""
+
+    import torch
+    import torch.distributed as dist
+
+    from pretrain.commands.train import peer_lost_line
+
+    dist.init_process_group("gloo")
+    if rank == 1:  # gone without a word: its connections close under rank 0's collective
+        dist.destroy_process_group()
+        return None
+    try:
+        dist.all_reduce(torch.ones(1))
+    except RuntimeError as e:
+        return peer_lost_line(e, rank, Path(ckpt_root))
+    return "the all-reduce did not fail"

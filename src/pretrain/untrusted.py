@@ -1,0 +1,210 @@
+"""Reading the small structured files other people hand us: TOML configs and JSON sidecars.
+
+Owns one promise for every config.toml, mixture.toml, hardware table, stats.json, plan.json,
+manifest, HF config.json or index a user did not write themselves (a run directory from a
+colleague, a corpus folder downloaded): reading it ends within a bounded time and memory, and
+any way it can be wrong is one `BadFile` line naming the file and the reason, never a traceback.
+
+- Only a regular file is read: a FIFO (blocks forever), `/dev/zero` (grows without end) or a
+  folder named where a file belongs is refused before it is opened.
+- At most `limit` bytes (default 64 MiB; these files are kilobytes) are read, counted while
+  reading, so a file that grows while it is read cannot run past the bound either.
+- Invalid UTF-8 names the byte offset; a parse error names the line; nesting thousands deep
+  (Python's `json` and `tomllib` parsers recurse, RecursionError) is one line too.
+- `within=FOLDER`: the file must resolve inside FOLDER, so a run directory's `samples.txt ->
+  ~/.ssh/id_rsa` is not copied into a report the user then shares.
+- JSONL read line by line (`jsonl_objects`, `lines`): a line over `max_line` bytes is skipped
+  without being held (a 65 KB zstd file inflating to one 2 GiB line took 4.3 GB in `pretrain
+  report`), and bad lines are skipped and reported, not fatal.
+
+`BadFile` is a `UserError` (the CLI prints one line) and a `ValueError` (callers that already
+treat a malformed file as `ValueError`, e.g. to fall back to a default, keep doing so).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import stat
+import tomllib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from pretrain.errors import UserError
+
+MAX_SMALL_FILE = 64 * 1024 * 1024
+MAX_LINE = 8 * 1024 * 1024  # one JSONL record we only summarise (a metrics line, a reject)
+
+
+class BadFile(UserError, ValueError):
+    """A small structured file that cannot be read as what it should be (one line, names the file)."""
+
+
+def check_file(path: str | Path, within: str | Path | None = None) -> int:
+    """The size of `path`, a regular file (inside `within` once links are followed), else `BadFile`."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise BadFile(f"{p}: cannot read: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise BadFile(f"{p}: not a regular file (a folder, pipe or device); refusing to read it")
+    if within is not None and not p.resolve().is_relative_to(Path(within).resolve()):
+        raise BadFile(f"{p}: links outside {within} (to {p.resolve()}); refusing to read it")
+    return st.st_size
+
+
+def read_bytes(path: str | Path, limit: int = MAX_SMALL_FILE, within: str | Path | None = None) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, else `BadFile`."""
+    p = Path(path)
+    size = check_file(p, within)
+    if size > limit:
+        raise BadFile(f"{p}: {size:,} bytes, over the {limit:,} bytes such a file may hold")
+    try:
+        with open(p, "rb") as f:
+            data = f.read(limit + 1)  # a file that grew since stat() stops here, not at the disk's end
+    except OSError as e:
+        raise BadFile(f"{p}: cannot read: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise BadFile(f"{p}: grew past the {limit:,} bytes such a file may hold while it was read")
+    return data
+
+
+def read_head(path: str | Path, n: int, within: str | Path | None = None) -> str:
+    """The first `n` bytes of a regular file as text (invalid UTF-8 replaced): what a page shows."""
+    check_file(path, within)
+    with open(path, "rb") as f:
+        return f.read(n).decode("utf-8", errors="replace")
+
+
+def read_text(path: str | Path, limit: int = MAX_SMALL_FILE, within: str | Path | None = None) -> str:
+    """`read_bytes` decoded as UTF-8; invalid bytes are `BadFile` naming their offset."""
+    data = read_bytes(path, limit, within)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadFile(f"{path}: invalid UTF-8 at byte {e.start}") from None
+
+
+def load_json(path: str | Path, limit: int = MAX_SMALL_FILE, what: str = "JSON",
+              within: str | Path | None = None) -> Any:
+    """The JSON value in `path` (any type: callers check the shape they need)."""
+    text = read_text(path, limit, within)
+    try:
+        return json.loads(text)
+    except RecursionError:  # `[[[[...` 100,000 deep: json's C scanner recurses per level
+        raise BadFile(f"{path}: not valid {what}: nested too deeply") from None
+    except ValueError as e:
+        raise BadFile(f"{path}: not valid {what}: {e}") from None
+
+
+def load_json_object(path: str | Path, limit: int = MAX_SMALL_FILE, what: str = "JSON",
+                     within: str | Path | None = None) -> dict:
+    """`load_json` that must hold an object."""
+    data = load_json(path, limit, what, within)
+    if not isinstance(data, dict):
+        raise BadFile(f"{path}: not valid {what}: expected an object, found {type(data).__name__}")
+    return data
+
+
+def load_toml(path: str | Path, limit: int = MAX_SMALL_FILE, what: str = "TOML") -> dict:
+    """The table in a TOML file."""
+    text = read_text(path, limit)
+    try:
+        return tomllib.loads(text)
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise BadFile(f"{path}: invalid {what}: nested too deeply") from None
+    except tomllib.TOMLDecodeError as e:
+        raise BadFile(f"{path}: invalid {what}: {e}") from None
+
+
+def json_line(line: str | bytes) -> Any:
+    """One JSON value from one line; every way it is bad (nesting, a lone surrogate included) is a
+    `ValueError`."""
+    try:
+        obj = json.loads(line)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if (why := lone_surrogate(line, obj)) is not None:
+        raise ValueError(why)
+    return obj
+
+
+def lone_surrogate(line: str | bytes, obj: Any) -> str | None:
+    """Why `obj`, parsed from `line`, is not Unicode text, or None. JSON's `\\ud800` escape parses
+    to a lone surrogate, which no UTF-8 writer can encode and the tokenizer refuses (TypeError): one
+    such record stopped `dedup`, `tokenize`, `tokenizer train` and `eval`. Checked only when the
+    line holds such an escape (an escaped emoji is a pair and passes): one `find` otherwise."""
+    esc = ("\\ud", "\\uD") if isinstance(line, str) else (b"\\ud", b"\\uD")
+    if esc[0] not in line and esc[1] not in line:
+        return None
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"lone surrogate \\u{ord(e.object[e.start]):04x} in a string: not Unicode text"
+    return None
+
+
+OnBadLine = Callable[[int, str], None]
+
+
+def ignore_bad_line(lineno: int, reason: str) -> None:
+    pass
+
+
+def lines(stream: IO[bytes], max_line: int = MAX_LINE, on_bad: OnBadLine = ignore_bad_line,
+          max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) for the non-blank lines of a binary stream, each at most `max_line`
+    bytes: a longer one is read through in `max_line` pieces and dropped (reported), so memory
+    holds one line at a time. Past `max_bytes` read (a bomb of blank lines), reading stops, said."""
+    lineno = total = 0
+    while True:
+        line = stream.readline(max_line + 1)
+        if not line:
+            return
+        lineno, total = lineno + 1, total + len(line)
+        if len(line) > max_line and not line.endswith(b"\n"):
+            while (part := stream.readline(max_line)) and not part.endswith(b"\n"):
+                total += len(part)
+            total += len(part)
+            on_bad(lineno, f"line over {max_line:,} bytes, skipped")
+        elif line.strip():
+            yield lineno, line
+        if max_bytes is not None and total > max_bytes:
+            on_bad(lineno, f"stopped after {max_bytes:,} bytes")
+            return
+
+
+def jsonl_objects(stream: IO[bytes], max_line: int = MAX_LINE, on_bad: OnBadLine = ignore_bad_line,
+                  max_bytes: int | None = None) -> Iterator[dict]:
+    """The JSON objects of a JSONL stream; a line that is not one (bad UTF-8, bad JSON, nested too
+    deep, a list, over `max_line`) is reported to `on_bad(line number, reason)` and skipped."""
+    for lineno, line in lines(stream, max_line, on_bad, max_bytes):
+        try:
+            obj = json_line(line)
+        except ValueError as e:  # UnicodeDecodeError included
+            on_bad(lineno, f"not JSON ({str(e)[:80]})")
+            continue
+        if isinstance(obj, dict):
+            yield obj
+        else:
+            on_bad(lineno, f"not a JSON object ({type(obj).__name__})")
+
+
+def buffered(raw: IO[bytes]) -> IO[bytes]:
+    """A stream with a fast `readline(size)` (a decompressor's own reads a byte at a time)."""
+    return io.BufferedReader(raw, 1 << 16)  # type: ignore[arg-type]
+
+
+# C0 and C1 controls (ESC starts a terminal escape sequence: colours, the window title, OSC 52
+# clipboard writes) and the bidirectional overrides and isolates (Trojan Source, CVE-2021-42574),
+# which make a name read differently on screen than it is.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` safe to print on a terminal: a file name, record id or URL from someone else, with
+    every control character and bidi override written as its escape (`\\x1b`, `\\u202e`)."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

@@ -1,0 +1,199 @@
+"""A Hugging Face folder from someone else: every lie in it is one line naming the file and the reason.
+
+The folder under attack is written by transformers itself (`save_pretrained` of a random tiny Llama,
+and `PreTrainedTokenizerFast.save_pretrained` of the byte tokenizer), then edited one way at a time.
+Both readers are tried: `pretrain eval HF_DIR` (`load_model`) and `model.init_from` (the trainer).
+Before these checks, most of the cases below ended in a traceback (ZeroDivisionError, RecursionError,
+SafetensorError, AttributeError) or, worse, were read on: 2.7 layers as 2, `rope_theta: "nan"`
+scored NaN, int32 weights taken as numbers, a symlink out of the folder followed, pickled
+`pytorch_model.bin` unpickled by transformers for an architecture we do not import, and a checkpoint
+missing tensors scored with transformers' random initialisation of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+
+from pretrain.errors import UserError
+
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+SHAPE = dict(vocab_size=257, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+    out = tmp_path_factory.mktemp("hf_good") / "model"
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**SHAPE)).save_pretrained(out)
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
+    tok.save_pretrained(out)
+    return out
+
+
+def _copy(folder: Path, tmp_path: Path) -> Path:
+    bad = tmp_path / "bad"
+    shutil.copytree(folder, bad)
+    return bad
+
+
+def _config(bad: Path, **changes) -> None:
+    cfg = json.loads((bad / "config.json").read_text())
+    cfg.update(changes)
+    (bad / "config.json").write_text(json.dumps(cfg))
+
+
+def _header(path: Path) -> tuple[dict, bytes]:
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def _write(path: Path, header: dict, data: bytes, declared: int | None = None) -> None:
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    path.write_bytes(struct.pack("<Q", len(h) if declared is None else declared) + h + data)
+
+
+def _retype(bad: Path, dtype: str) -> None:
+    header, data = _header(bad / "model.safetensors")
+    for k, v in header.items():
+        if k != "__metadata__":
+            v["dtype"] = dtype
+    _write(bad / "model.safetensors", header, data)
+
+
+def _offset_past_end(bad: Path) -> None:
+    header, data = _header(bad / "model.safetensors")
+    key = next(k for k in header if k != "__metadata__")
+    header[key]["data_offsets"][1] += 10**9
+    _write(bad / "model.safetensors", header, data)
+
+
+def _huge_header(bad: Path) -> None:
+    header, data = _header(bad / "model.safetensors")
+    _write(bad / "model.safetensors", header, data, declared=100 * 2**20)
+
+
+def _link(bad: Path, name: str, target: Path) -> None:
+    (bad / name).unlink()
+    (bad / name).symlink_to(target)
+
+
+def _outside(tmp_path: Path, folder: Path, name: str) -> Path:
+    out = tmp_path / "elsewhere"
+    out.mkdir(exist_ok=True)
+    shutil.copy(folder / name, out / name)
+    return out / name
+
+
+CASES = {  # name: (edit(bad, folder, tmp_path), what the message must say)
+    "config a list": (lambda b, f, t: (b / "config.json").write_text("[1, 2]"), "config.json.*JSON object"),
+    "config nested 100k deep": (lambda b, f, t: (b / "config.json").write_text("[" * 100_000 + "]" * 100_000),
+                                "config.json"),
+    "zero heads": (lambda b, f, t: _config(b, num_attention_heads=0), "num_attention_heads"),
+    "2.7 layers": (lambda b, f, t: _config(b, num_hidden_layers=2.7), "num_hidden_layers"),
+    "true as layers": (lambda b, f, t: _config(b, num_hidden_layers=True), "num_hidden_layers"),
+    "hidden size a word": (lambda b, f, t: _config(b, hidden_size="abc"), "hidden_size"),
+    "width not a multiple of heads": (lambda b, f, t: _config(b, hidden_size=33), "hidden_size"),
+    "rope theta NaN": (lambda b, f, t: _config(b, rope_parameters={"rope_theta": float("nan")}),
+                       "rope_theta"),
+    "rope parameters a list": (lambda b, f, t: _config(b, rope_parameters=[1]), "rope_parameters"),
+    "weights int32": (lambda b, f, t: _retype(b, "I32"), "model.safetensors.*I32"),
+    "offset past the end": (lambda b, f, t: _offset_past_end(b), "model.safetensors"),
+    "100 MB header": (lambda b, f, t: _huge_header(b), "model.safetensors"),
+    "index a list": (lambda b, f, t: (b / "model.safetensors.index.json").write_text('{"weight_map": [1]}'),
+                     "index.json"),
+    "weights linked outside": (lambda b, f, t: _link(b, "model.safetensors",
+                                                     _outside(t, f, "model.safetensors")),
+                               "model.safetensors.*outside the folder"),
+    "config linked outside": (lambda b, f, t: _link(b, "config.json", _outside(t, f, "config.json")),
+                              "config.json.*outside the folder"),
+    "tokenizer linked to /etc/passwd": (lambda b, f, t: _link(b, "tokenizer.json", Path("/etc/passwd")),
+                                        "tokenizer.json.*outside the folder"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_eval_refuses_a_hostile_folder_in_one_line(folder, tmp_path, case):
+    from pretrain.eval.lm import load_model
+
+    bad = _copy(folder, tmp_path)
+    edit, says = CASES[case]
+    edit(bad, folder, tmp_path)
+    with pytest.raises(UserError, match=says):
+        load_model(bad)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_init_from_refuses_a_hostile_folder_in_one_line(folder, tmp_path, case, text):
+    from pretrain import config as cfgmod
+    from pretrain.train.config import RunConfig
+    from pretrain.train.trainer import Trainer
+
+    bad = _copy(folder, tmp_path)
+    edit, says = CASES[case]
+    edit(bad, folder, tmp_path)
+    cfg = cfgmod.load(RunConfig, None, [f"model.init_from={bad}", f"train.out={tmp_path / 'run'}",
+                                        f"data.path={text}", "train.steps=0", "precision.dtype=fp32",
+                                        "log.tensorboard=false", "train.threads=1"])
+    with pytest.raises(UserError, match=says):
+        Trainer(cfg, quiet=True)
+
+
+def test_the_hub_cache_layout_is_not_an_escape(folder, tmp_path):
+    """huggingface_hub's cache keeps files in `blobs/` and links them from `snapshots/REV/`: a folder
+    there is read as usual (only a link out of the folder and out of its repository is refused)."""
+    from pretrain.eval.lm import load_model
+
+    repo = tmp_path / "models--someone--tiny"
+    snap = repo / "snapshots" / "0123abc"
+    (repo / "blobs").mkdir(parents=True)
+    snap.mkdir(parents=True)
+    for f in folder.iterdir():
+        shutil.copy(f, repo / "blobs" / f.name)
+        (snap / f.name).symlink_to(os.path.relpath(repo / "blobs" / f.name, snap))
+    model, _ = load_model(snap)
+    assert model.encode("hi") == [104, 105]
+
+
+def test_an_architecture_read_by_transformers_never_unpickles_and_never_guesses(folder, tmp_path):
+    """A model type we do not import goes to transformers: pickled weights are refused (not loaded
+    with torch.load), and weights the checkpoint lacks are an error, not a random initialisation."""
+    from pretrain.eval.lm import load_model
+
+    qwen = _copy(folder, tmp_path)  # Qwen2 is Llama with q/k/v biases, which this checkpoint lacks
+    _config(qwen, model_type="qwen2", architectures=["Qwen2ForCausalLM"])
+    with pytest.raises(UserError, match="missing.*q_proj.bias"):
+        load_model(qwen)
+    pickled = tmp_path / "pickled"
+    shutil.copytree(qwen, pickled)
+    from safetensors.torch import load_file
+
+    torch.save(load_file(str(pickled / "model.safetensors")), pickled / "pytorch_model.bin")  # loadable
+    (pickled / "model.safetensors").unlink()
+    with pytest.raises(UserError, match="safetensors"):
+        load_model(pickled)
+
+
+def test_eval_refuses_a_tokenizer_larger_than_the_model(folder, tmp_path, text):
+    """A tokenizer.json from elsewhere whose ids reach past the model's embedding: one line naming it,
+    not an IndexError from the embedding after the first batch (init_from already refused it)."""
+    from pretrain.eval.lm import load_model
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    bad = _copy(folder, tmp_path)
+    train_tokenizer([Path(text).read_text()[:20_000]], 300).save(str(bad / "tokenizer.json"))
+    with pytest.raises(UserError, match="tokenizer.*300.*257"):
+        load_model(bad)

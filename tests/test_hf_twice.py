@@ -1,0 +1,189 @@
+"""Run it twice, Hugging Face side: `pretrain eval` of a folder that was exported again, and an
+export interrupted while it replaces an earlier one.
+
+The folders are written by transformers' own `save_pretrained`; the numbers compared are computed
+by `pretrain eval` on each model alone, in a file of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+SHAPE = dict(vocab_size=257, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+
+
+def _save(folder: Path, seed: int) -> Path:
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+    torch.manual_seed(seed)
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**SHAPE)).save_pretrained(folder)
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
+    tok.save_pretrained(folder)
+    return folder
+
+
+def _eval(model: Path, task: Path, out: Path, *extra: str) -> dict:
+    from pretrain.cli import main
+
+    assert main(["eval", str(model), "--tasks", f"ppl:{task}", "--quiet", "--threads", "1",
+                 "-o", str(out), *extra]) == 0
+    return json.loads(out.read_text())
+
+
+def test_eval_after_a_new_export_into_the_same_folder_keeps_no_result_of_the_old_model(tmp_path, capsys):
+    """eval FOLDER --tasks a; export another model into FOLDER; eval FOLDER --tasks b: the file
+    (and the table) must not show task a's score of the first model beside task b's of the second."""
+    (tmp_path / "a.txt").write_text("To be, or not to be, that is the question. " * 4)
+    (tmp_path / "b.txt").write_text("Whether 'tis nobler in the mind to suffer the slings. " * 4)
+    first, second = _save(tmp_path / "first", 1), _save(tmp_path / "second", 2)
+    truth_a = _eval(second, tmp_path / "a.txt", tmp_path / "alone.json")["results"]["ppl:a.txt"]
+
+    folder, out = tmp_path / "hf", tmp_path / "eval.json"
+    shutil.copytree(first, folder)
+    old_a = _eval(folder, tmp_path / "a.txt", out)["results"]["ppl:a.txt"]
+    assert old_a != truth_a  # two different models
+    shutil.rmtree(folder)
+    shutil.copytree(second, folder)  # the folder now holds another model (a re-export)
+    capsys.readouterr()
+    doc = _eval(folder, tmp_path / "b.txt", out)
+    assert set(doc["results"]) == {"ppl:b.txt"}, "a result of the earlier model was kept"
+    shown = capsys.readouterr()
+    assert "ppl:a.txt" not in shown.out
+    assert "replaced" in shown.err and "ppl:a.txt" in shown.err  # said, not silent
+    # the same model again: its tasks do add up in one file, as documented
+    doc = _eval(folder, tmp_path / "a.txt", out)
+    assert set(doc["results"]) == {"ppl:a.txt", "ppl:b.txt"}
+    assert doc["results"]["ppl:a.txt"] == truth_a
+    assert "replaced" not in capsys.readouterr().err
+    # other settings (as `pretrain eval RUN` over the in-loop file, whose limit is 200): replaced, said
+    doc = _eval(folder, tmp_path / "a.txt", out, "--limit", "5")
+    assert set(doc["results"]) == {"ppl:a.txt"}
+    assert "ppl:b.txt" in capsys.readouterr().err
+
+
+def test_a_llama31_folder_is_scored_by_our_model_with_its_cache(tmp_path):
+    """`pretrain eval HF_DIR` on a Llama 3.1 folder (rotary scaling "llama3") goes through our import,
+    as `model.init_from` does, so greedy generation runs on the KV cache; before, such folders fell
+    back to transformers without one. Logits and greedy tokens equal transformers' on the folder."""
+    from pretrain.eval.lm import from_hf_dir, from_transformers
+    from pretrain.eval.scoring import greedy_generate
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+    rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+    torch.manual_seed(3)
+    hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SHAPE, rope_parameters=rope,
+                                                                initializer_range=0.2)).eval()
+    folder = tmp_path / "llama31"
+    hf.save_pretrained(folder)
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
+    tok.save_pretrained(folder)
+    ours = from_hf_dir(folder)
+    assert ours.start_decoding is not None  # our Transformer, not the transformers fallback
+    theirs = from_transformers(hf, tok)
+    ids = torch.randint(0, 257, (2, 32), generator=torch.Generator().manual_seed(0))
+    assert (ours.logits(ids) - theirs.logits(ids)).abs().max().item() < 1e-5
+    prompts = [[72, 101, 108], list(range(40, 60))]
+    assert greedy_generate(ours, prompts, 10) == greedy_generate(theirs, prompts, 10)
+
+
+KILL_AFTER_FIRST_WEIGHTS = """
+import os, signal, sys
+real = os.replace
+def replace(src, dst, *a, **k):
+    real(src, dst, *a, **k)
+    if str(dst).endswith(".safetensors"):  # the first new weight file is in place: die here
+        os.kill(os.getpid(), signal.SIGKILL)
+os.replace = replace
+from pretrain.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_export_killed_while_replacing_an_earlier_one_leaves_no_mixed_folder(tmp_path, text):
+    """Export run B over run A's export, SIGKILLed after B's weights replaced A's: the folder must not
+    offer A's config.json beside B's weights (transformers would load the mix, or fail on it); a
+    rerun then writes B whole."""
+    import os
+    import subprocess
+    import sys
+
+    from pretrain.train.hf_io import export_hf
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    runs = {}
+    for name, layers in (("a", 2), ("b", 1)):
+        cfg = tiny_config(tmp_path / name, text, "train.steps=1", f"model.n_layers={layers}")
+        Trainer(cfg, quiet=True).fit()
+        runs[name] = tmp_path / name
+    out = tmp_path / "hf"
+    export_hf(runs["a"], out)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    cmd = [sys.executable, "-c", KILL_AFTER_FIRST_WEIGHTS, "export", str(runs["b"]), "--format", "hf",
+           "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    if (out / "config.json").exists():  # whatever is offered as a model must be one model
+        _, info = transformers.AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
+        assert not info["missing_keys"], "A's config.json beside B's weights (loaded half random)"
+    export_hf(runs["b"], out)  # the rerun
+    model = transformers.AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.num_hidden_layers == 1
+    assert not (out / ".export-partial").exists()
+
+
+def test_eval_of_a_folder_prints_no_tokenizer_length_warning(tmp_path):
+    """A ppl: text longer than the context is scored in windows, so transformers' "Token indices
+    sequence length is longer than the specified maximum ... will result in indexing errors" on
+    stderr was a false alarm for every long text (tokenizer_config's model_max_length is seq_len)."""
+    folder = _save(tmp_path / "hf", 1)
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {**json.loads((folder / "tokenizer_config.json").read_text()), "model_max_length": 32}))
+    (tmp_path / "long.txt").write_text("A text longer than the context of the model. " * 8)
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-m", "pretrain", "eval", str(folder), "--tasks",
+                           f"ppl:{tmp_path / 'long.txt'}", "--quiet", "--threads", "1", "-o",
+                           str(tmp_path / "out.json")], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and "ppl:long.txt" in proc.stdout, proc.stderr[-2000:]
+    assert "indexing errors" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", [["sample", "--tokens", "3"], ["export", "--format", "hf", "-o", "OUT"]])
+def test_a_hf_folder_given_where_a_run_is_read_says_so(tmp_path, capsys, command):
+    """`pretrain sample hf/x` (or export) said "config file not found: hf/x/config.toml"; a newcomer
+    holding an export learns nothing from it."""
+    from pretrain.cli import main
+
+    folder = _save(tmp_path / "hf", 1)
+    args = [a.replace("OUT", str(tmp_path / "out")) for a in command]
+    assert main([args[0], str(folder), *args[1:]]) == 2
+    err = capsys.readouterr().err
+    assert "Hugging Face folder" in err and "pretrain eval" in err, err
+
+
+@pytest.mark.parametrize("flag, value", [("--step", "5"), ("--tokenizer", "other.json")])
+def test_run_only_flags_on_a_folder_are_refused_not_ignored(tmp_path, capsys, flag, value):
+    """`--step` and `--tokenizer` pick a run's checkpoint and tokenizer; on a folder they were
+    silently ignored (and the result file then named a tokenizer that was never used)."""
+    from pretrain.cli import main
+
+    folder = _save(tmp_path / "hf", 1)
+    (tmp_path / "t.txt").write_text("some text to score")
+    rc = main(["eval", str(folder), "--tasks", f"ppl:{tmp_path / 't.txt'}", "--quiet", flag, value,
+               "-o", str(tmp_path / "out.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and flag in err and not (tmp_path / "out.json").exists(), err

@@ -1,0 +1,92 @@
+"""A killed driver takes the local Ray instance it started with it.
+
+`--executor ray` without `--address` starts a Ray instance owned by the `pretrain` process. When
+that process is SIGKILLed, Ray's raylet and workers go, but two of the raylet's children, the
+DashboardAgent and the RuntimeEnvAgent (~100 MB each), log "Raylet is dead! Exiting" and stay
+(Ray 2.60, seen here). Every later killed run added two more.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+DRIVER = """
+import sys, time
+from pretrain.curate.executor import RayExecutor
+RayExecutor(workers=1)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def _ray_descendants(pid: int) -> list:
+    import psutil
+
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for p in kids:
+        try:
+            if "ray" in " ".join(p.cmdline()):
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+def _alive(p) -> bool:
+    """Running and not a zombie (a container's init may never reap an orphan's exit status)."""
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray not installed")
+def test_a_sigkilled_driver_leaves_no_ray_process_behind():
+    short = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
+    env = dict(os.environ, PYTHONPATH=SRC, RAY_TMPDIR=short, RAY_AUTH_MODE="disabled")
+    p = subprocess.Popen([sys.executable, "-c", DRIVER], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == b"ready"
+        seen: dict[int, object] = {}
+        deadline = time.time() + 60
+        while time.time() < deadline:  # the agents start a moment after ray.init returns
+            seen.update({q.pid: q for q in _ray_descendants(p.pid)})
+            names = " ".join(q.name() for q in seen.values() if q.is_running())
+            if "DashboardAgent" in names and "RuntimeEnvAgent" in names:
+                break
+            time.sleep(0.3)
+        assert any("Agent" in q.name() for q in seen.values()), [q.name() for q in seen.values()]
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        deadline = time.time() + 30
+        while time.time() < deadline and any(map(_alive, seen.values())):
+            time.sleep(0.5)
+        left = [f"{q.pid} {q.name()}" for q in seen.values() if _alive(q)]
+        assert left == [], left
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+        for q in [*_ray_descendants(p.pid), *locals().get("seen", {}).values()]:
+            if _alive(q):
+                q.kill()
+        shutil.rmtree(short, ignore_errors=True)

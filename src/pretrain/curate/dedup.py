@@ -59,6 +59,7 @@ from pretrain.curate.minhash import MinHasher, ngram_hashes_many, word_bytes, wo
 from pretrain.errors import DataError, UserError
 
 FORMAT = 1  # bump when the files change meaning
+MAX_HASHES = 10_000  # bands x rows: signing holds two (256, k) uint64 buffers, 41 MB at this bound
 _BATCH = 512  # documents per signature batch
 _ROW_BYTES = 48  # stage-2 bytes per key row: keys, refs, sort order, edges
 # A stage-2 unit's rows cost at most min(memory_mb, this): more, smaller key ranges cost little
@@ -94,6 +95,9 @@ class DedupConfig:
             raise UserError(f"dedup.verify must be 'signature' or 'none', got {self.verify!r}")
         if min(self.ngram, self.bands, self.rows) < 1:
             raise UserError("dedup.ngram, dedup.bands and dedup.rows must be >= 1")
+        if self.bands * self.rows > MAX_HASHES:  # 10^7 hashes: killed for memory (buffers of 256 x k)
+            raise UserError(f"dedup.bands x dedup.rows = {self.bands * self.rows:,} hashes; at most "
+                            f"{MAX_HASHES:,} (RefinedWeb's 9,000 is the largest published; default 112)")
         if self.chunk_docs < 1:
             raise UserError(f"dedup.chunk_docs must be >= 1, got {self.chunk_docs}")
 

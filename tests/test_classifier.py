@@ -160,3 +160,25 @@ def test_a_model_written_into_the_training_folder_is_not_trained_on_when_rerun(t
     assert main(args) == 0
     assert model.read_bytes() == first
     assert capsys.readouterr().out.count("; 0 bad records skipped") == 2  # not read as a bad record
+
+
+def test_a_min_count_that_empties_a_class_says_so(tmp_path, capsys):
+    (tmp_path / "g.txt").write_text("good good words\n")
+    (tmp_path / "b.txt").write_text("click here\n")
+    args = ["classifier", "train", "--good", str(tmp_path / "g.txt"), "--bad", str(tmp_path / "b.txt"),
+            "-o", str(tmp_path / "m.json"), "--min-count", "3"]
+    assert main(args) == 2
+    assert "min_count=3 drops every word of a class (the most frequent word is seen 2 times)" in \
+        capsys.readouterr().err
+
+
+def test_scores_carry_the_document_id_even_when_its_metadata_has_an_id(tmp_path):
+    good, bad = lesson_texts()
+    NaiveBayes.train([good], [bad]).save(tmp_path / "m.json")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "doc1", "text": "river", "metadata": {"id": "other", "lang": "en"}}\n')
+    out = tmp_path / "scores.jsonl"
+    model = str(tmp_path / "m.json")
+    assert main(["classifier", "score", "--model", model, str(corpus), "-o", str(out)]) == 0
+    row = json.loads(out.read_text())
+    assert row["id"] == "doc1" and row["lang"] == "en" and row["quality_score"] > 0

@@ -52,6 +52,9 @@ def test_a_threshold_given_as_a_percent_is_refused_not_a_silent_no_op(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "dedup.threshold" in err and "70" in err
     assert main(args + ["--set", "dedup.threshold=1"]) == 0
+    # 10^7 hashes per document was not refused: the signing buffers alone took the memory
+    assert main(args + ["--set", "dedup.bands=100000", "--set", "dedup.rows=100"]) == 2
+    assert "10,000,000 hashes; at most 10,000" in capsys.readouterr().err
 
 
 def test_exact_dedup_on_real_multilingual_text_equals_a_python_set(tmp_path):
@@ -82,3 +85,97 @@ def test_exact_dedup_on_real_multilingual_text_equals_a_python_set(tmp_path):
     assert {r["id"] for r in kept} == want_kept and len(kept) == len(want_kept)
     assert len(rejects) == len(docs) - len(want_kept) > len(copies) * 0.9
     assert {r["step"] for r in rejects} == {"exact_dedup"}
+
+
+def test_an_input_changed_between_signing_and_writing_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    # a dedup job reads a local input twice (signing, then writing); rows are matched by
+    # position, so a file rewritten in between must stop the job, not remove the wrong documents
+    from pretrain.curate import job
+
+    fox = "the quick brown fox jumps over the lazy dog again"
+    docs = [("a", fox), ("b", fox), ("c", "rivers and mountains of the far north in winter")]
+    src = tmp_path / "in" / "x.jsonl"
+    src.parent.mkdir()
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs))
+    split = job.split_removals
+
+    def split_then_rewrite(*args, **kwargs):
+        split(*args, **kwargs)
+        src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs[1:] + docs[:1]))
+
+    monkeypatch.setattr(job, "split_removals", split_then_rewrite)
+    assert main(["dedup", str(src.parent), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "x.jsonl: document 2 is 'c', signed as 'b'" in err and "the input changed during the job" in err
+
+
+def test_a_lone_surrogate_escape_is_a_bad_record_not_a_crash(tmp_path):
+    # "\ud800" is valid JSON (a split emoji in a crawl) but no UTF-8 string: the job skips and
+    # counts the record (text or id), keeps a proper pair (an emoji), and dedups the rest
+    lines = ['{"id": "s1", "text": "a split \\ud83d emoji in a crawled page"}',
+             '{"id": "s2\\udc80", "text": "another page of words"}',
+             '{"id": "e1", "text": "a whole \\ud83d\\ude00 emoji in a crawled page"}',
+             '{"id": "e2", "text": "A WHOLE \\ud83d\\ude00 EMOJI in a crawled page"}']
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x.jsonl").write_text("\n".join(lines) + "\n")
+    kept, rejects, stats = _dedup(tmp_path / "in", tmp_path / "out")
+    assert [r["id"] for r in kept] == ["e1"] and [r["id"] for r in rejects] == ["e2"]
+    assert kept[0]["text"] == "a whole \U0001F600 emoji in a crawled page"
+    assert stats["errors"]["count"] == 2 and stats["documents"]["read"] == 2
+    assert [e["record"] for e in stats["errors"]["examples"]] == ["line 1", "line 2"]
+    assert "surrogate" in stats["errors"]["examples"][0]["reason"]
+
+
+def test_one_file_or_seven_and_one_worker_or_two_remove_the_same_documents(tmp_path):
+    # real bill titles, full of natural near duplicates ("X Act" / "X Act of 2015"), in shuffled
+    # id order; for keep = id and keep = first the same documents go, for the same reasons
+    import random
+
+    from conftest import data_file
+
+    titles = data_file("lm/misc/senate-bills.txt").read_text().splitlines()[:1200]
+    docs = [{"id": f"b{i:04d}", "text": f"{t} {titles[(i * 7) % len(titles)]}"} for i, t in enumerate(titles)]
+    docs += [{"id": f"c{i:03d}", "text": d["text"].upper()} for i, d in enumerate(docs[::40])]
+    random.Random(1).shuffle(docs)
+    lines = [json.dumps(d) + "\n" for d in docs]
+    for keep in ("id", "first"):
+        seen = []
+        for files, workers in ((1, 1), (7, 2)):
+            inp = tmp_path / f"{keep}{files}"
+            inp.mkdir()
+            size = -(-len(lines) // files)
+            for f in range(files):
+                (inp / f"p{f}.jsonl").write_text("".join(lines[f * size:(f + 1) * size]))
+            out = tmp_path / f"out-{keep}{files}"
+            assert main(["dedup", str(inp), "-o", str(out), "--workers", str(workers), "--quiet",
+                         "--set", f"keep={keep}"]) == 0
+            kept, rejects = _read_all(out / "data"), _read_all(out / "rejects")
+            assert len(kept) + len(rejects) == len(docs)
+            seen.append((sorted(r["id"] for r in kept),
+                         sorted((r["id"], r["step"], r["reason"], r["kept_id"]) for r in rejects)))
+        assert seen[0] == seen[1] and len(seen[0][1]) > 30
+
+
+def test_the_candidate_check_holds_one_chunk_of_signatures_not_two(tmp_path):
+    # an all-duplicate shard: every band key equal, so every document is a candidate of the first;
+    # checking a chunk of c edges needs its 2c signature rows (2c x 112 x 4 bytes), and gathering
+    # them from the stored signatures must not add a second copy (it did: RSS 2x the budget)
+    import tracemalloc
+
+    import numpy as np
+
+    from pretrain.curate import dedup
+    from pretrain.curate.document import Document
+
+    cfg = dedup.DedupConfig()
+    docs = (Document(f"d{i}", "the very same words in every one of these documents") for i in range(6000))
+    dedup.sign_shard(((d, 0) for d in docs), 0, tmp_path, cfg)
+    edges = np.stack([np.zeros(5999, np.int64), np.arange(1, 6000, dtype=np.int64)])
+    chunk = 6000
+    rows_bytes = 2 * chunk * cfg.bands * cfg.rows * 4
+    tracemalloc.start()
+    kept = dedup._verified(tmp_path, [(0, 0)], [0, 6000], edges, cfg.threshold, chunk)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert kept.shape == (2, 5999)
+    assert peak < 1.4 * rows_bytes, (peak, rows_bytes)

@@ -108,7 +108,8 @@ def _score(args: argparse.Namespace) -> int:
         for doc in tagger(_texts(args.inputs, args.text_field, errors, args.id_field, args.output)):
             n += 1
             good += doc.metadata["quality_score"] > 0
-            yield dumps_line({"id": doc.id, **doc.metadata})
+            # the document's id last wins: an input's metadata may carry an "id" of its own
+            yield dumps_line({"id": doc.id, **doc.metadata} | {"id": doc.id})
 
     if args.output == "-":
         for line in lines():

@@ -100,8 +100,12 @@ class NaiveBayes:
         if min_count > 1:
             total = g + b
             rare = {w for w, c in total.items() if c < min_count}
-            g = Counter({w: c for w, c in g.items() if w not in rare})
-            b = Counter({w: c for w, c in b.items() if w not in rare})
+            kept_g = Counter({w: c for w, c in g.items() if w not in rare})
+            kept_b = Counter({w: c for w, c in b.items() if w not in rare})
+            if (g and not kept_g) or (b and not kept_b):  # say why, not "no words"
+                raise UserError(f"classifier: min_count={min_count} drops every word of a class "
+                                f"(the most frequent word is seen {max(total.values())} times)")
+            g, b = kept_g, kept_b
         return cls(g, b)
 
     def to_json(self) -> dict:

@@ -59,6 +59,7 @@ from pretrain.curate.minhash import MinHasher, ngram_hashes_many, word_bytes, wo
 from pretrain.errors import DataError, UserError
 
 FORMAT = 1  # bump when the files change meaning
+MAX_HASHES = 10_000  # bands x rows: signing holds two (256, k) uint64 buffers, 41 MB at this bound
 _BATCH = 512  # documents per signature batch
 _ROW_BYTES = 48  # stage-2 bytes per key row: keys, refs, sort order, edges
 # A stage-2 unit's rows cost at most min(memory_mb, this): more, smaller key ranges cost little
@@ -94,6 +95,9 @@ class DedupConfig:
             raise UserError(f"dedup.verify must be 'signature' or 'none', got {self.verify!r}")
         if min(self.ngram, self.bands, self.rows) < 1:
             raise UserError("dedup.ngram, dedup.bands and dedup.rows must be >= 1")
+        if self.bands * self.rows > MAX_HASHES:  # 10^7 hashes: killed for memory (buffers of 256 x k)
+            raise UserError(f"dedup.bands x dedup.rows = {self.bands * self.rows:,} hashes; at most "
+                            f"{MAX_HASHES:,} (RefinedWeb's 9,000 is the largest published; default 112)")
         if self.chunk_docs < 1:
             raise UserError(f"dedup.chunk_docs must be >= 1, got {self.chunk_docs}")
 
@@ -362,6 +366,9 @@ def _edge_unit(args: tuple) -> int:
     return int(edges.shape[1])
 
 
+_GATHER = 1024  # signature rows copied or compared per numpy call (0.45 MB at k = 112)
+
+
 class _Signatures:
     """Random access to the stored signatures of any document, by dense index. One piece's file
     is mapped at a time and unmapped after its rows are copied: a map kept open keeps every page
@@ -389,9 +396,10 @@ class _Signatures:
             near_rows = self._near_rows(int(i))
             if out is None:
                 out = np.empty((len(refs), sig.shape[1]), np.uint32)
-            mask = piece_of == i
-            local = (refs[mask] - self.offsets[i]).astype(np.uint64)
-            out[mask] = sig[np.searchsorted(near_rows, local)]
+            where = np.flatnonzero(piece_of == i)
+            at = np.searchsorted(near_rows, (refs[where] - self.offsets[i]).astype(np.uint64))
+            for s in range(0, len(where), _GATHER):  # a whole gather was a second copy of `out`
+                out[where[s : s + _GATHER]] = sig[at[s : s + _GATHER]]
             del sig  # unmapped here, not at the end of the unit
         return out if out is not None else np.empty((0, 0), np.uint32)
 
@@ -404,7 +412,11 @@ def _verified(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
     for s in range(0, edges.shape[1], chunk):
         u, v = edges[0, s : s + chunk], edges[1, s : s + chunk]
         both = sigs.rows(np.concatenate([u, v]))  # one pass over the pieces for both ends
-        keep[s : s + chunk] = (both[: len(u)] == both[len(u) :]).mean(axis=1) >= threshold
+        for b in range(0, len(u), _GATHER):  # the (rows, k) comparison in blocks, not whole
+            same = both[b : min(b + _GATHER, len(u))] == both[len(u) + b : len(u) + min(b + _GATHER, len(u))]
+            # count / k is the mean's value, without its float64 copy of the block
+            keep[s + b : s + b + len(same)] = np.count_nonzero(same, axis=1) / same.shape[1] >= threshold
+        del both
     return edges[:, keep]
 
 
@@ -582,15 +594,16 @@ def load_removals(path: Path) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def load_shard_removals(path: Path) -> dict[int, tuple[str, str, str]]:
+def load_shard_removals(path: Path) -> dict[int, tuple[str, str, str, str]]:
     """One shard's removals (`job.split_removals`): row of the document in its shard's stage-A
-    survivors -> (step, reason, id of the kept twin)."""
-    out: dict[int, tuple[str, str, str]] = {}
+    survivors -> (step, reason, id of the kept twin, id of the removed document)."""
+    out: dict[int, tuple[str, str, str, str]] = {}
     for rec in io.read_jsonl_zst(Path(path)):
         if "row" not in rec:
-            raise DataError(str(path), f"id {rec.get('id')!r}", "removal list of an older version: "
-                            "remove OUT/work/dedup/removals* and OUT/work/done/removals.done, then run again")
-        out[int(rec["row"])] = (rec["step"], rec["reason"], rec["kept"])
+            # a UserError: this runs in stage C's workers, and a DataError does not unpickle
+            raise UserError(f"{path}: removal list of an older version: remove OUT/work/dedup/removals* "
+                            "and OUT/work/done/removals.done, then run again")
+        out[int(rec["row"])] = (rec["step"], rec["reason"], rec["kept"], rec["id"])
     return out
 
 

@@ -99,7 +99,7 @@ def _outside(tmp_path: Path, folder: Path, name: str) -> Path:
 
 
 CASES = {  # name: (edit(bad, folder, tmp_path), what the message must say)
-    "config a list": (lambda b, f, t: (b / "config.json").write_text("[1, 2]"), 
+    "config a list": (lambda b, f, t: (b / "config.json").write_text("[1, 2]"),
                       "config.json.*expected an object"),
     "config nested 100k deep": (lambda b, f, t: (b / "config.json").write_text("[" * 100_000 + "]" * 100_000),
                                 "config.json"),

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pretrain.errors import UserError
     from pretrain.eval.lm import load_model, use_threads
-    from pretrain.eval.report import assemble, folder_fingerprint, merge_previous, table, write_json
+    from pretrain.eval.report import table
     from pretrain.eval.suite import benchmarks_dir, rank_world, run_tasks, split_specs
     from pretrain.eval.tasks import check_spec
 
@@ -88,9 +88,12 @@ def run(args: argparse.Namespace) -> int:
     _init_distributed(args.device)
     try:
         model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device))
-        results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
-                                     args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet)
         rank, world = rank_world()
+        out, writer = _result_file(args, step, world, specs) if rank == 0 else (None, None)
+        skip = _broadcast(sorted(writer.done) if writer else [])
+        results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
+                                     args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet,
+                                     skip=set(skip), on_result=writer.add if writer else None)
     finally:
         import torch.distributed as dist
 
@@ -98,6 +101,21 @@ def run(args: argparse.Namespace) -> int:
             dist.destroy_process_group()
     if rank != 0:
         return 0
+    doc = writer.finish(seconds)
+    print(table(doc))
+    print(f"wrote {out} ({doc['seconds']:.1f} s)")
+    return 0
+
+
+def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: list[str]):
+    """(the result path, rank 0's writer): resumes an interrupted run of this command, saying so."""
+    import sys
+    from pathlib import Path
+
+    from pretrain.eval.report import folder_fingerprint, read_previous
+    from pretrain.eval.resume import ResultFile, scored_before, task_inputs
+    from pretrain.eval.suite import benchmarks_dir
+
     is_run = step is not None
     info = {"path": str(args.model), "kind": "run" if is_run else "hf", "step": step}
     if not is_run:  # a folder exported again is another model at the same path
@@ -105,36 +123,34 @@ def run(args: argparse.Namespace) -> int:
     if args.tokenizer:  # another tokenizer scores other ids
         info["tokenizer"] = args.tokenizer
     settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit, "world_size": world}
-    doc = assemble(info, settings, results, seconds)
     if args.output:
         out = Path(args.output)
     elif is_run:
         out = Path(args.model) / "eval" / f"step_{step:07d}.json"
     else:
         out = Path("eval") / f"{Path(args.model).name}.json"
-    before = _earlier_tasks(out)
-    doc = merge_previous(doc, out)
-    lost = [t for t in before if t not in doc["results"]]
-    write_json(doc, out)
-    if lost:  # not silently: in-loop results (limit 200) are replaced by a default-settings eval
-        import sys
+    bench = benchmarks_dir(args.benchmarks)
+    command = {"specs": specs, "benchmarks": str(Path(bench).resolve()) if bench else None,
+               "ppl_tokens": args.ppl_tokens, "batch_tokens": args.batch_tokens,
+               "inputs": task_inputs(specs, bench)}
+    old = read_previous(out)
+    done = scored_before(old, {"model": info, "settings": settings}, command)
+    if done:
+        print(f"{len(done)} of {len(specs)} tasks already scored in {out}; scoring {len(specs) - len(done)}",
+              file=sys.stderr)
+    before = float(old.get("seconds") or 0) if done and isinstance(old.get("seconds"), (int, float)) else 0.0
+    return out, ResultFile(out, info, settings, command, old, done, before)
 
-        print(f"replaced {out}: its earlier results ({', '.join(lost)}) were for another model or other "
-              "settings; -o PATH keeps both", file=sys.stderr)
-    print(table(doc))
-    print(f"wrote {out} ({seconds:.1f} s)")
-    return 0
 
+def _broadcast(specs: list[str]) -> list[str]:
+    """Rank 0's list of tasks to skip, on every rank (only rank 0 reads the result file)."""
+    import torch.distributed as dist
 
-def _earlier_tasks(path) -> list[str]:
-    """Task names in an earlier result file at `path` (none when absent or unreadable)."""
-    import json
-
-    try:
-        old = json.loads(path.read_text())
-        return [str(t) for t in old["results"]] if isinstance(old.get("results"), dict) else []
-    except (OSError, ValueError, AttributeError, KeyError, RecursionError):
-        return []
+    if not (dist.is_available() and dist.is_initialized()):
+        return specs
+    box = [specs]
+    dist.broadcast_object_list(box, src=0)  # our own ranks' strings, not a file from elsewhere
+    return box[0]
 
 
 def _device(name: str) -> str:

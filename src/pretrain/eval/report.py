@@ -15,7 +15,6 @@ only, so a reader can tabulate it without knowing the kinds (pretrain report doe
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 SCHEMA = "pretrain.eval/1"
@@ -48,27 +47,38 @@ def folder_fingerprint(folder: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
-def merge_previous(doc: dict, path: str | Path) -> dict:
-    """Keep the tasks an earlier evaluation of the same model and settings wrote to `path`
-    (`--tasks copa` then `--tasks arc_easy` leaves both); a task run again is replaced."""
+def read_previous(path: str | Path) -> dict | None:
+    """The earlier result file at `path` when it is one (None when absent, damaged or another schema)."""
     from pretrain.untrusted import load_json
 
     path = Path(path)
     if not path.exists():
-        return doc
+        return None
     try:  # RUN/eval/ travels with a run directory: nested 100,000 deep was a RecursionError
         old = load_json(path)
     except ValueError:
-        return doc
+        return None
     if not isinstance(old, dict) or old.get("schema") != SCHEMA:
-        return doc
+        return None
+    if not all(isinstance(old.get(part, {}), dict) for part in ("results", "tasks", "examples")):
+        return None  # a damaged earlier file is replaced, not merged
+    return old
+
+
+def same_model_and_settings(old: dict, doc: dict) -> bool:
     def same(a) -> dict:  # the world size does not change a result (sharding is exact)
         return {k: v for k, v in a.items() if k != "world_size"} if isinstance(a, dict) else {}
 
-    if old.get("model") != doc["model"] or same(old.get("settings")) != same(doc["settings"]):
+    return old.get("model") == doc["model"] and same(old.get("settings")) == same(doc["settings"])
+
+
+def merge_previous(doc: dict, previous: str | Path | dict | None) -> dict:
+    """Keep the tasks an earlier evaluation of the same model and settings wrote (`previous`: its
+    path, or the file as `read_previous` returned it): `--tasks copa` then `--tasks arc_easy` leaves
+    both; a task run again is replaced."""
+    old = previous if isinstance(previous, dict) or previous is None else read_previous(previous)
+    if old is None or not same_model_and_settings(old, doc):
         return doc
-    if not all(isinstance(old.get(part, {}), dict) for part in ("results", "tasks", "examples")):
-        return doc  # a damaged earlier file is replaced, not merged
     merged = dict(doc)
     for part in ("results", "tasks", "examples"):
         kept = {k: v for k, v in (old.get(part) or {}).items() if k not in doc["results"]}
@@ -77,12 +87,12 @@ def merge_previous(doc: dict, path: str | Path) -> dict:
 
 
 def write_json(doc: dict, path: str | Path) -> Path:
-    """Atomic write (temporary name, then rename)."""
+    """Atomic and durable (temporary file, fsync, rename): a kill leaves the old file or the new."""
+    from pretrain.curate.io import write_bytes_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
+    write_bytes_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
     return path
 
 

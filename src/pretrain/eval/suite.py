@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from pretrain.errors import UserError
@@ -111,24 +111,35 @@ def memorization_task(model: EvalModel, path: str, max_tokens: int, n: int, seed
 
 def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None, shots: int = 0,
               seed: int = 1234, limit: int | None = None, batch_tokens: int = 4096,
-              ppl_tokens: int = 200_000, progress: bool = False) -> tuple[list[dict], float]:
-    """(one result per task, seconds). Every rank returns the same results."""
+              ppl_tokens: int = 200_000, progress: bool = False, skip: Collection[str] = (),
+              on_result: Callable[[str, dict, float], None] | None = None) -> tuple[list[dict], float]:
+    """(one result per task not in `skip`, seconds). Every rank returns the same results.
+    `on_result(spec, result, seconds so far)` is called as each task finishes (a resumable caller
+    writes it down there: `pretrain eval` killed after 5 of 6 tasks keeps 5)."""
     rank, world = rank_world()
     t0 = time.perf_counter()
     out = []
     for spec in specs:
+        if spec in skip:
+            continue
         with _bar(spec, progress and rank == 0) as tick:
-            if spec.startswith("mem:"):
-                out.append(memorization_task(model, spec[4:], ppl_tokens, limit or 200, seed))
-                continue
-            if spec.startswith("ppl:"):
-                out.append(perplexity_task(model, spec[4:], ppl_tokens, batch_tokens, tick(None)))
-                continue
-            task = load_task(spec, benchmarks)
-            n = min(len(task.docs), limit) if limit else len(task.docs)
-            out.append(harness.evaluate(model, task, shots, seed, limit, rank, world, batch_tokens,
-                                        tick(len(range(rank, n, world)))))
+            out.append(_one_task(model, spec, benchmarks, shots, seed, limit, batch_tokens, ppl_tokens,
+                                 rank, world, tick))
+        if on_result is not None:
+            on_result(spec, out[-1], time.perf_counter() - t0)
     return out, time.perf_counter() - t0
+
+
+def _one_task(model: EvalModel, spec: str, benchmarks: str | None, shots: int, seed: int, limit: int | None,
+              batch_tokens: int, ppl_tokens: int, rank: int, world: int, tick) -> dict:
+    if spec.startswith("mem:"):
+        return memorization_task(model, spec[4:], ppl_tokens, limit or 200, seed)
+    if spec.startswith("ppl:"):
+        return perplexity_task(model, spec[4:], ppl_tokens, batch_tokens, tick(None))
+    task = load_task(spec, benchmarks)
+    n = min(len(task.docs), limit) if limit else len(task.docs)
+    return harness.evaluate(model, task, shots, seed, limit, rank, world, batch_tokens,
+                            tick(len(range(rank, n, world))))
 
 
 class _bar:

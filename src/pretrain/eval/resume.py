@@ -1,0 +1,92 @@
+"""Resuming `pretrain eval` after a kill: the result file is rewritten as each task finishes, with a
+`resume` block naming the command's tasks and inputs; a rerun of the same command on the same model
+with the same settings takes the tasks already scored from it and scores the rest.
+
+The block is dropped by the final write, so a resumed run's file equals an uninterrupted run's,
+except `seconds`: the scoring time summed over the attempts (the killed attempt's unfinished task
+is not counted). A file from another model, other settings or another task list is not resumed; the
+merge rule of `report.merge_previous` applies to it as before.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pretrain.eval.report import assemble, merge_previous, same_model_and_settings, write_json
+
+
+def task_inputs(specs: list[str], benchmarks: str | None) -> dict[str, str]:
+    """Size and modification time of each task's file (a folder: of its files): a task file edited
+    between the kill and the rerun is scored again, not taken from the earlier attempt."""
+    from pretrain.eval.report import folder_fingerprint
+    from pretrain.eval.tasks import KNOWN
+
+    out = {}
+    for spec in specs:
+        if spec in KNOWN:
+            p = Path(benchmarks or "") / KNOWN[spec]
+        else:
+            p = Path(spec[4:] if spec[:4] in ("ppl:", "mem:") else spec)
+        try:
+            st = p.stat()
+            out[spec] = folder_fingerprint(p) if p.is_dir() else f"{st.st_size}:{st.st_mtime_ns}"
+        except OSError:
+            out[spec] = ""
+    return out
+
+
+def scored_before(old: dict | None, doc: dict, command: dict) -> dict[str, dict]:
+    """{spec: result} for the tasks an interrupted run of the same `command` finished, as
+    `run_tasks` returned them; empty unless `old` is that run's partial file for this model and
+    these settings (`doc` holds the model and settings)."""
+    block = old.get("resume") if isinstance(old, dict) else None
+    if not isinstance(block, dict) or not same_model_and_settings(old, doc):
+        return {}
+    if {k: v for k, v in block.items() if k != "done"} != command or not isinstance(block.get("done"), dict):
+        return {}
+    out = {}
+    for spec, name in block["done"].items():
+        if spec not in command["specs"] or not isinstance(name, str):
+            continue
+        metrics, info, examples = (old[part].get(name) for part in ("results", "tasks", "examples"))
+        if isinstance(metrics, dict) and isinstance(info, dict) and isinstance(examples, list):
+            out[spec] = {"task": name, "metrics": metrics, "examples": examples,
+                         **{k: v for k, v in info.items() if k not in ("task", "metrics", "examples")}}
+    return out
+
+
+class ResultFile:
+    """Rank 0's writer: the merged file after every finished task (with the `resume` block), then
+    the final one without it. Says once, at the first write, which earlier tasks it replaced."""
+
+    def __init__(self, path: Path, info: dict, settings: dict, command: dict, old: dict | None,
+                 done: dict[str, dict], seconds_before: float):
+        self.path, self.info, self.settings, self.command = path, info, settings, command
+        self.old, self.done, self.seconds_before = old, dict(done), seconds_before
+        self.before = list((old or {}).get("results") or {})
+        self.said = False
+
+    def add(self, spec: str, result: dict, seconds: float) -> None:
+        self.done[spec] = result
+        doc = self.document(seconds)
+        doc["resume"] = {**self.command, "done": {s: r["task"] for s, r in self.done.items()}}
+        self._write(doc)
+
+    def finish(self, seconds: float) -> dict:
+        doc = self.document(seconds)
+        self._write(doc)
+        return doc
+
+    def document(self, seconds: float) -> dict:
+        results = [self.done[s] for s in self.command["specs"] if s in self.done]
+        doc = assemble(self.info, self.settings, results, self.seconds_before + seconds)
+        return merge_previous(doc, self.old)
+
+    def _write(self, doc: dict) -> None:
+        lost = [t for t in self.before if t not in doc["results"]]
+        write_json(doc, self.path)
+        if lost and not self.said:  # not silently: in-loop results (limit 200) replaced by another eval
+            print(f"replaced {self.path}: its earlier results ({', '.join(lost)}) were for another model "
+                  "or other settings; -o PATH keeps both", file=sys.stderr)
+        self.said = True

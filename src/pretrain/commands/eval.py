@@ -30,6 +30,8 @@ Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_
 a run, or --output PATH. Per-example log-likelihoods are kept under "examples". Evaluating the same
 model with the same settings again adds its tasks to that file (a task run again is replaced);
 another model or other settings replace the file, and the tasks it loses are named on stderr.
+The file is rewritten as each task finishes: killed (or pre-empted) after 5 of 6 tasks, the same
+command again scores only the sixth ("5 of 6 tasks already scored in FILE; scoring 1").
 """
 
 

@@ -407,3 +407,35 @@ def test_resumed_run_reads_its_checkpoint_not_the_folder(hf_folders, text, tmp_p
     again = Trainer(tiny_config(tmp_path / "run", text, *over), quiet=True)
     assert again.step == 2
     assert again.fit()[-1]["loss"] == ref[-1]["loss"]
+
+
+def _swap_ids(tok: Path, a: str, b: str, indent: int | None = None) -> None:
+    d = json.loads(tok.read_text())
+    vocab = d["model"]["vocab"]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    tok.write_text(json.dumps(d, indent=indent))
+
+
+@pytest.mark.parametrize("how,said", [("missing", "tokenizer.json is missing (the text is now read as UTF-8"),
+                                      ("size", "tokenizer.json changed size ("),
+                                      ("content", "tokenizer.json changed content (same size")])
+def test_a_resume_whose_init_from_tokenizer_changed_names_it(hf_folders, text, tmp_path, how, said):
+    """A run started from a folder, then its tokenizer.json removed or edited: the data's token ids
+    differ, and the resume was refused as "loader state was saved for {... 'fingerprint': ...}",
+    which does not say the tokenizer is why. The folder's tokenizer here maps "e" and "t" to each
+    other's ids, so plain bytes (the file removed) or the original ids (edited back) differ."""
+    import shutil
+
+    folder = tmp_path / "base"
+    shutil.copytree(hf_folders["llama"], folder)
+    tok = folder / "tokenizer.json"
+    _swap_ids(tok, "e", "t")
+    over = [f"model.init_from={folder}", "checkpoint.every=2", "train.resume=true", "train.steps=4"]
+    Trainer(tiny_config(tmp_path / "run", text, "train.stop_at=2", *over), quiet=True).fit()
+    if how == "missing":
+        tok.unlink()
+    else:  # the ids back as they were: same length of JSON, or a longer one
+        _swap_ids(tok, "e", "t", indent=1 if how == "size" else None)
+    with pytest.raises(UserError) as e:
+        Trainer(tiny_config(tmp_path / "run", text, *over), quiet=True)
+    assert said in str(e.value) and str(tok.resolve()) in str(e.value) and "\n" not in str(e.value), e.value

@@ -45,12 +45,12 @@ class TextLoader:
     """
 
     def __init__(self, tokens: np.ndarray, seq_len: int, seed: int = 0, rank: int = 0, world_size: int = 1,
-                 name: str = "text"):
+                 name: str = "text", tokenizer: dict | None = None):
         if tokens.size < seq_len + 2:
             raise UserError(f"{name}: {tokens.size} tokens, fewer than one sequence of {seq_len + 1}")
         self.tokens, self.seq_len, self.seed = tokens, seq_len, seed
         self.rank, self.world_size, self.name = rank, world_size, name
-        self.batches = 0
+        self.batches, self.tokenizer = 0, tokenizer  # tokenizer_identity: says why a fingerprint moved
         self.fingerprint = hashlib.sha256(tokens[:65536].tobytes()).hexdigest()[:16] + f"/{tokens.size}"
 
     def batch_at(self, i: int, batch_size: int) -> np.ndarray:
@@ -65,15 +65,52 @@ class TextLoader:
         return out
 
     def state_dict(self) -> dict:
-        return {"kind": "text", "batches": self.batches, "seed": self.seed, "seq_len": self.seq_len,
-                "fingerprint": self.fingerprint}
+        state = {"kind": "text", "batches": self.batches, "seed": self.seed, "seq_len": self.seq_len,
+                 "fingerprint": self.fingerprint}
+        return state if self.tokenizer is None else {**state, "tokenizer": self.tokenizer}
 
     def load_state_dict(self, state: dict) -> None:
         mine = {"seed": self.seed, "seq_len": self.seq_len, "fingerprint": self.fingerprint}
         theirs = {k: state.get(k) for k in mine}
         if theirs != mine:
+            how = tokenizer_change(state.get("tokenizer"), self.tokenizer)
+            if how and theirs["fingerprint"] != mine["fingerprint"]:
+                raise UserError(f"{self.name}: cannot resume: the tokenizer of the checkpoint's token ids "
+                                f"changed: {how}; restore it, or start a new run in another train.out")
             raise UserError(f"{self.name}: loader state was saved for {theirs}, this loader is {mine}")
         self.batches = int(state["batches"])
+
+
+def tokenizer_identity(path: str | Path = "") -> dict:
+    """The tokenizer a text loader's ids come from, kept in its state: the file's absolute path,
+    size and SHA-256 (path "" for UTF-8 bytes). A resume whose ids differ can then say the
+    tokenizer changed and how, instead of only that the token fingerprint moved."""
+    if not path:
+        return {"path": ""}
+    p = Path(path).resolve()
+    data = p.read_bytes()  # already read whole by load_tokenizer: a second read of a small file
+    return {"path": str(p), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def tokenizer_change(saved, now: dict | None) -> str:
+    """How the tokenizer at `saved` (a tokenizer_identity from a checkpoint) differs from `now`, in
+    words ("" when it does not, or when the checkpoint did not record it)."""
+    if not isinstance(saved, dict) or not isinstance(now, dict) or not isinstance(saved.get("path"), str):
+        return ""
+    was = saved["path"]
+    if not was:
+        return f"it was UTF-8 bytes, it is now {now.get('path')}" if now.get("path") else ""
+    p = Path(was)
+    if not p.is_file():
+        return f"{p} is missing" + ("" if now.get("path") else " (the text is now read as UTF-8 bytes)")
+    size = p.stat().st_size
+    if size != saved.get("bytes"):
+        return f"{p} changed size ({saved.get('bytes')} -> {size} bytes)"
+    if hashlib.sha256(p.read_bytes()).hexdigest() != saved.get("sha256"):
+        return f"{p} changed content (same size, another SHA-256)"
+    if now.get("path") != was:
+        return f"it was {p}, it is now {now.get('path') or 'UTF-8 bytes'}"
+    return ""
 
 
 class SkippingLoader:
@@ -129,10 +166,12 @@ def build_loaders(dcfg, seq_len: int, rank: int = 0, world_size: int = 1) -> tup
         ids, vocab = encode_text(read_text(dcfg.path), dcfg.tokenizer)
         n_eval = int(ids.size * dcfg.eval_fraction)
         train_ids, eval_ids = ids[:ids.size - n_eval], ids[ids.size - n_eval:]
-        train = TextLoader(train_ids, seq_len, dcfg.seed, rank, world_size, name=str(dcfg.path))
+        tok = tokenizer_identity(dcfg.tokenizer)
+        train = TextLoader(train_ids, seq_len, dcfg.seed, rank, world_size, str(dcfg.path), tok)
         ev = None
         if eval_ids.size >= seq_len + 2:
-            ev = TextLoader(eval_ids, seq_len, dcfg.seed + 1, rank, world_size, name=f"{dcfg.path} (eval)")
+            ev = TextLoader(eval_ids, seq_len, dcfg.seed + 1, rank, world_size, name=f"{dcfg.path} (eval)",
+                            tokenizer=tok)
         return SkippingLoader(train, dcfg.skip), ev, vocab
     if dcfg.kind == "tokens":
         from pretrain.tokens.mixture import MixtureSampler

@@ -103,9 +103,10 @@ def tokenizer_change(saved, now: dict | None) -> str:
     p = Path(was)
     if not p.is_file():
         return f"{p} is missing" + ("" if now.get("path") else " (the text is now read as UTF-8 bytes)")
-    size = p.stat().st_size
-    if size != saved.get("bytes"):
-        return f"{p} changed size ({saved.get('bytes')} -> {size} bytes)"
+    size, before = p.stat().st_size, saved.get("bytes")
+    if size != before:
+        return f"{p} changed size ({before:,} -> {size:,} bytes)" if isinstance(before, int) else \
+            f"{p} changed size (now {size:,} bytes)"
     if hashlib.sha256(p.read_bytes()).hexdigest() != saved.get("sha256"):
         return f"{p} changed content (same size, another SHA-256)"
     if now.get("path") != was:

@@ -96,6 +96,37 @@ def test_a_llama31_folder_is_scored_by_our_model_with_its_cache(tmp_path):
     assert greedy_generate(ours, prompts, 10) == greedy_generate(theirs, prompts, 10)
 
 
+def test_a_folder_only_transformers_computes_decodes_with_its_cache(tmp_path):
+    """A Qwen2 folder (biases on q/k/v: scored by transformers, not imported) decodes one token per
+    step against transformers' own cache (was: every row's whole window again, 10x slower in
+    bench/bench_generate_hf.py). Greedy tokens equal transformers' `generate` run on each prompt
+    alone (no padding), and the full-forward path, also with rows stopping at different steps."""
+    import dataclasses
+
+    from pretrain.eval.lm import from_hf_dir
+    from pretrain.eval.scoring import greedy_generate
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+    torch.manual_seed(4)
+    hf = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**SHAPE, initializer_range=0.2)).eval()
+    folder = tmp_path / "qwen2"
+    hf.save_pretrained(folder)
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
+    tok.save_pretrained(folder)
+    ours = from_hf_dir(folder)
+    assert ours.start_decoding is not None
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (3, 20, 9, 1, 14)]
+    with torch.no_grad():
+        truth = [hf.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                             max_new_tokens=10, min_new_tokens=10, do_sample=False,
+                             pad_token_id=0)[0, len(p):].tolist() for p in prompts]
+    assert greedy_generate(ours, prompts, 10) == truth
+    plain = dataclasses.replace(ours, start_decoding=None)
+    stop = lambda out: len(out) >= 2 and out[-1] % 3 == 0  # noqa: E731 - rows end at different steps
+    assert greedy_generate(ours, prompts, 10, stop=stop) == greedy_generate(plain, prompts, 10, stop=stop)
+
+
 KILL_AFTER_FIRST_WEIGHTS = """
 import os, signal, sys
 real = os.replace

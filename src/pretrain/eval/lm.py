@@ -197,9 +197,60 @@ def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:
 
     cfg = model.config
     max_length = int(getattr(cfg, "max_position_embeddings", 0) or getattr(cfg, "n_positions", 0) or 2048)
-    # Only Llama-family models are known to honour a custom 4D mask; others take the plain path.
-    packed = tree if getattr(cfg, "model_type", "") in ("llama", "mistral", "qwen2", "qwen3") else None
-    return EvalModel(encode, decode, logits, max_length, eot, device, name, packed)
+    # Only Llama-family models are known to honour a custom 4D mask and left-padded cached decoding
+    # (tests/test_hf_twice.py on Qwen2); others take the plain path (a full forward per new token).
+    family = getattr(cfg, "model_type", "") in ("llama", "mistral", "qwen2", "qwen3")
+    decoding = (lambda rows: HFDecoder(model, rows, device)) if family else None
+    packed = tree if family else None
+    return EvalModel(encode, decode, logits, max_length, eot, device, name, packed, decoding)
+
+
+def _cache_name() -> str:
+    """transformers 5 names the cache `cache` (`past_key_values` warns, and goes in 5.40); 4.x
+    knows only `past_key_values`, as pyproject's eval extra allows."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    return "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+class HFDecoder:
+    """train/decode.py's Decoder interface over a transformers model's own key/value cache: rows are
+    left-padded with an attention mask and explicit positions, so a step runs one token per row
+    (what transformers' `generate` does) instead of every row's whole window again."""
+
+    def __init__(self, model, rows, device):
+        width = max(len(r) for r in rows)
+        ids = torch.zeros((len(rows), width), dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, r in enumerate(rows):
+            ids[b, width - len(r):] = torch.as_tensor(list(r), dtype=torch.long)
+            mask[b, width - len(r):] = 1
+        self.model, self.mask, self.pending = model, mask.to(device), ids.to(device)
+        self.lens = torch.tensor([len(r) for r in rows], device=device)  # position of the next token
+        self.past, self.name = None, _cache_name()
+
+    @torch.no_grad()
+    def logits(self) -> torch.Tensor:
+        ids, self.pending = self.pending, None
+        if self.past is None:
+            pos = (self.mask.cumsum(-1) - 1).clamp(min=0)
+        else:
+            self.mask = torch.cat([self.mask, torch.ones_like(ids)], 1)
+            pos, self.lens = self.lens[:, None], self.lens + 1
+        out = self.model(ids, attention_mask=self.mask, position_ids=pos, use_cache=True, logits_to_keep=1,
+                         **{self.name: self.past})
+        self.past = getattr(out, self.name)
+        return out.logits[:, -1].float()
+
+    def push(self, tokens) -> None:
+        self.pending = torch.as_tensor(tokens, dtype=torch.long, device=self.mask.device).reshape(-1, 1)
+
+    def retain(self, rows) -> None:
+        sel = torch.as_tensor(list(rows), dtype=torch.long, device=self.mask.device)
+        self.past.batch_select_indices(sel)
+        self.mask, self.lens = self.mask[sel], self.lens[sel]
+        if self.pending is not None:
+            self.pending = self.pending[sel]
 
 
 def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> EvalModel:

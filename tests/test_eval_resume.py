@@ -108,11 +108,22 @@ def test_a_partial_file_of_other_settings_or_inputs_is_not_resumed(setup, killed
     assert doc["settings"]["limit"] == 4 and doc["tasks"]["mc"]["n"] == 4 and len(doc["results"]) == 3
 
     out.write_bytes(killed)  # the same command after a.txt was edited: a.txt is scored again
-    saved = (d / "a.txt").read_bytes()
+    saved = {p: (p.read_bytes(), p.stat()) for p in (d / "a.txt", d / "b.txt")}
     try:
         (d / "a.txt").write_text("Something else entirely, said twice. " * 4)
         assert main(_args(d, tasks, out)) == 0
         assert "already scored" not in capsys.readouterr().err
         assert json.loads(out.read_text())["results"]["ppl:a.txt"] != first
+        _restore(saved)
+        out.write_bytes(killed)  # another task's file edited: ppl:a.txt, unchanged, is still taken
+        (d / "b.txt").write_text((d / "b.txt").read_text() + "More.")
+        assert main(_args(d, tasks, out)) == 0
+        assert "1 of 3 tasks already scored" in capsys.readouterr().err
     finally:
-        (d / "a.txt").write_bytes(saved)
+        _restore(saved)  # content and modification time: the other test resumes the same partial file
+
+
+def _restore(saved: dict) -> None:
+    for p, (data, st) in saved.items():
+        p.write_bytes(data)
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))

@@ -1,6 +1,7 @@
 """Resuming `pretrain eval` after a kill: the result file is rewritten as each task finishes, with a
 `resume` block naming the command's tasks and inputs; a rerun of the same command on the same model
-with the same settings takes the tasks already scored from it and scores the rest.
+with the same settings takes the tasks already scored from it (those whose file is unchanged) and
+scores the rest.
 
 The block is dropped by the final write, so a resumed run's file equals an uninterrupted run's,
 except `seconds`: the scoring time summed over the attempts (the killed attempt's unfinished task
@@ -43,11 +44,17 @@ def scored_before(old: dict | None, doc: dict, command: dict) -> dict[str, dict]
     block = old.get("resume") if isinstance(old, dict) else None
     if not isinstance(block, dict) or not same_model_and_settings(old, doc):
         return {}
-    if {k: v for k, v in block.items() if k != "done"} != command or not isinstance(block.get("done"), dict):
+    def rest(c: dict) -> dict:
+        return {k: v for k, v in c.items() if k not in ("done", "inputs")}
+
+    if rest(block) != rest(command) or not isinstance(block.get("done"), dict):
         return {}
+    inputs = block.get("inputs") if isinstance(block.get("inputs"), dict) else {}
     out = {}
-    for spec, name in block["done"].items():
+    for spec, name in block["done"].items():  # a task whose file was edited since is scored again
         if spec not in command["specs"] or not isinstance(name, str):
+            continue
+        if inputs.get(spec) != command["inputs"][spec]:
             continue
         metrics, info, examples = (old[part].get(name) for part in ("results", "tasks", "examples"))
         if isinstance(metrics, dict) and isinstance(info, dict) and isinstance(examples, list):

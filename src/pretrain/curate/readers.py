@@ -400,7 +400,9 @@ def make_doc(
 # --------------------------------------------------------------------------- text and HTML files
 
 
-def _read_file_bytes(path: Path, cfg: ReaderConfig, on_error: OnError) -> bytes | None:
+def _read_file_bytes(path: Path, cfg: ReaderConfig, on_error: OnError, kind: str) -> bytes | None:
+    """The whole file, or None after `on_error` when it is empty, over `max_record_bytes` or binary
+    (not `kind`: "text", "HTML")."""
     size = path.stat().st_size
     if size == 0:
         on_error(str(path), None, "empty file")
@@ -414,6 +416,9 @@ def _read_file_bytes(path: Path, cfg: ReaderConfig, on_error: OnError) -> bytes 
         data = f.read(cfg.max_record_bytes + 1)
     if len(data) > cfg.max_record_bytes:
         on_error(str(path), None, f"file grew past max_record_bytes={cfg.max_record_bytes} while read")
+        return None
+    if _looks_binary(data):
+        on_error(str(path), None, f"binary content, not {kind}")
         return None
     return data
 
@@ -432,11 +437,8 @@ def _looks_binary(data: bytes) -> bool:
 def _read_text(
     path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
 ) -> Iterator[Document]:
-    data = _read_file_bytes(path, cfg, on_error)
+    data = _read_file_bytes(path, cfg, on_error, "text")
     if data is None:
-        return
-    if _looks_binary(data):
-        on_error(str(path), None, "binary content, not text")
         return
     try:
         text = data.decode("utf-8")
@@ -511,11 +513,8 @@ def _known_codec(name: str | None) -> str | None:
 def _read_html(
     path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
 ) -> Iterator[Document]:
-    data = _read_file_bytes(path, cfg, on_error)
+    data = _read_file_bytes(path, cfg, on_error, "HTML")
     if data is None:
-        return
-    if _looks_binary(data):
-        on_error(str(path), None, "binary content, not HTML")
         return
     doc = Document(id=stable_id(src, 0), text=decode_html(data), source=src)
     doc.cache["html"] = True

@@ -12,7 +12,7 @@ Owns the global dedup stages and their files under `work_dir`:
    sorted; documents sharing a key become edges (first member -> each other member), written as
    one edge file. The number of ranges P is chosen from the memory budget, never from the number
    of workers.
-3. Connected components by min-label propagation over the edge files, streamed in chunks: only
+3. Connected components (`components.py`) by min-label propagation over the edge files, streamed: only
    the label array (8 bytes per document) stays in memory, never every edge (hook roots to the
    smaller label, then pointer jumping; Shiloach-Vishkin style).
 4. Removal list: every member of a component but one, the one with the lowest priority (ties:
@@ -53,6 +53,7 @@ import xxhash
 
 from pretrain.config import bounded
 from pretrain.curate import io
+from pretrain.curate.components import components
 from pretrain.curate.document import Document
 from pretrain.curate.exact import NO_KEY, text_key, url_key
 from pretrain.curate.minhash import MinHasher, ngram_hashes_many, word_bytes, word_hashes
@@ -428,40 +429,6 @@ def _group_edges(keys: np.ndarray, refs: np.ndarray) -> np.ndarray:
     start[1:] = keys[1:] != keys[:-1]
     first = np.maximum.accumulate(np.where(start, np.arange(len(keys)), 0))
     return np.stack([refs[first[~start]], refs[~start]])
-
-
-# ----------------------------------------------------------------------------- stage 3: components
-
-
-def _hook_and_jump(labels: np.ndarray, u: np.ndarray, v: np.ndarray) -> bool:
-    """One round over a chunk of edges; True when some edge joined two different labels."""
-    lu, lv = labels[u], labels[v]
-    diff = lu != lv
-    if not diff.any():
-        return False
-    lu, lv = lu[diff], lv[diff]
-    m = np.minimum(lu, lv)
-    np.minimum.at(labels, lu, m)  # labels are roots here (fully jumped): hook each to the smaller
-    np.minimum.at(labels, lv, m)
-    while True:  # pointer jumping until every node points at a root
-        nxt = labels[labels]
-        if np.array_equal(nxt, labels):
-            return True
-        labels[:] = nxt
-
-
-def components(edge_files: list[Path], n: int, chunk: int) -> np.ndarray:
-    """labels[i] = the smallest node index in i's component, streaming the edge files."""
-    labels = np.arange(n, dtype=np.int64)
-    changed = True
-    while changed:
-        changed = False
-        for path in edge_files:
-            edges = np.load(path, mmap_mode="r")
-            for s in range(0, edges.shape[1], chunk):
-                part = np.asarray(edges[:, s : s + chunk])
-                changed |= _hook_and_jump(labels, part[0], part[1])
-    return labels
 
 
 # ----------------------------------------------------------------------------- stage 4: removals

@@ -5,7 +5,7 @@ Owns the input side of the belt: `list_inputs` (files, folders, globs -> sorted 
 
 - `.jsonl`, `.jsonl.gz`, `.jsonl.zst`: one JSON object per line; `ReaderConfig.text_field`,
   `id_field`, `url_field` name the fields.
-- `.parquet`: streamed one row group at a time (pyarrow), same field names.
+- `.parquet`: streamed one row group at a time (pyarrow), same field names: see `parquet.py`.
 - `.txt`: one document per file. `.html` / `.htm`: one page per file, raw HTML in `doc.text` and
   `doc.cache["html"] = True` so that the extract step turns it into text.
 - WARC / WET / ARC (`.warc`, `.warc.gz`, `.wet`, `.wet.gz`, `.arc`, `.arc.gz`): see `warc.py`.
@@ -194,11 +194,11 @@ def read_documents(
 
 
 # Suffixes -> reader, in order; a reader is (path, cfg, on_error, source, stats) -> Documents.
-# Named as "module:function" and imported on first use: warc.py builds on this module's helpers,
-# so importing it from here at load time would make the two modules import each other.
+# Named as "module:function" and imported on first use: warc.py and parquet.py build on this module's
+# helpers, so importing them from here at load time would make the modules import each other.
 FORMATS: list[tuple[tuple[str, ...], str]] = [
     (JSONL_SUFFIXES, "pretrain.curate.readers:_read_jsonl"),
-    ((".parquet",), "pretrain.curate.readers:_read_parquet"),
+    ((".parquet",), "pretrain.curate.parquet:read_parquet"),
     ((".txt",), "pretrain.curate.readers:_read_text"),
     (HTML_SUFFIXES, "pretrain.curate.readers:_read_html"),
     (WARC_SUFFIXES, "pretrain.curate.warc:read_warc"),
@@ -369,12 +369,14 @@ def _jsonl_record(
     if (why := lone_surrogate(line, obj)) is not None:  # parses, then no UTF-8 writer can encode it
         on_error(str(path), where, why)
         return None
-    return _make_doc(obj, cfg, src, lineno, lambda reason: on_error(str(path), where, reason))
+    return make_doc(obj, cfg, src, lineno, lambda reason: on_error(str(path), where, reason))
 
 
-def _make_doc(
+def make_doc(
     obj: dict[str, Any], cfg: ReaderConfig, src: str, position: int, err: Callable
 ) -> Document | None:
+    """A JSON line's object or a Parquet row -> `Document` (its id, else a stable one from `src` and
+    `position`); None, after `err(reason)`, when the text field is missing or not a string."""
     text = obj.get(cfg.text_field)
     if text is None:
         err(f"missing text field {cfg.text_field!r}")
@@ -395,115 +397,12 @@ def _make_doc(
     )
 
 
-# --------------------------------------------------------------------------- Parquet
-
-
-def _read_parquet(
-    path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
-) -> Iterator[Document]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from pretrain.curate.parquet_pages import PAGE_ERRORS, group_rows
-
-    try:
-        pf = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as e:
-        on_error(str(path), None, f"not a readable Parquet file: {e}")
-        return
-    names = set(pf.schema_arrow.names)
-    if cfg.text_field not in names:
-        on_error(str(path), None, f"missing text column {cfg.text_field!r} (columns: {sorted(names)})")
-        return
-    cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field) if c in names]
-    row = 0
-    for g in range(pf.num_row_groups):
-        start = row
-        size, rows = _row_group_bytes(pf, g, cols), pf.metadata.row_group(g).num_rows
-        # Skipped unread only when it is both big and certain to hold an oversized row (more bytes
-        # than max_record_bytes per row): a legit group of a million rows is read, in batches.
-        if cfg.max_row_group_bytes and size > cfg.max_row_group_bytes and size > cfg.max_record_bytes * rows:
-            on_error(str(path), f"row group {g}", f"{size:,} bytes uncompressed (footer) in {rows} rows: "
-                     f"over max_row_group_bytes={cfg.max_row_group_bytes}, with an oversized row: "
-                     "skipped unread")
-            row += rows
-            continue
-        try:
-            by_pages = group_rows(path, pf, g, cols, cfg.text_field, cfg.max_record_bytes)
-            if by_pages is not None:  # a page can hold an oversized cell: measured before it is read
-                for i, obj in by_pages:
-                    doc = _parquet_doc(obj, row + i, cfg, src, path, on_error)
-                    if doc is not None:
-                        yield doc
-                row = start + rows
-                continue
-            for batch in pf.iter_batches(PARQUET_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):
-                for i, obj in _parquet_rows(batch, cfg.max_record_bytes):
-                    doc = _parquet_doc(obj, row + i, cfg, src, path, on_error)
-                    if doc is not None:
-                        yield doc
-                row += batch.num_rows
-        except (pa.ArrowException, OSError, MemoryError, *PAGE_ERRORS) as e:
-            on_error(str(path), f"row group {g}", f"unreadable row group: {type(e).__name__}: {e}")
-            row = start + pf.metadata.row_group(g).num_rows
-    if row == 0:
-        on_error(str(path), None, "empty file")
-
-
-def _row_group_bytes(pf, g: int, cols: list[str]) -> int:
-    """Uncompressed bytes of the columns we read in row group `g`, from the footer (nothing decoded)."""
-    rg = pf.metadata.row_group(g)
-    return sum(rg.column(i).total_uncompressed_size for i in range(rg.num_columns)
-               if rg.column(i).path_in_schema in cols)
-
-
-def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, path: Path,
-                 on_error: OnError) -> Document | None:
-    def err(reason: str) -> None:
-        on_error(str(path), f"row {row}", reason)
-
-    if obj is None:
-        err(f"record larger than max_record_bytes={cfg.max_record_bytes}")
-        return None
-    if isinstance(obj, str):  # the reason a row read by pages is bad
-        err(obj)
-        return None
-    return _make_doc(obj, cfg, src, row, err)
-
-
-# Rows converted to Python at a time: a row group of 3M rows costs 64 rows of Python objects, and a
-# huge cell is measured in Arrow (its length) before anything copies it into a str.
-PARQUET_BATCH_ROWS = 64
-
-
-def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | None]]:
-    """(index in batch, row as a dict) for each row; None for a row whose strings exceed max_bytes,
-    the reason (a str) for a row that is not UTF-8."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from pretrain.curate.parquet_pages import pylist
-
-    total = np.zeros(batch.num_rows, dtype=np.int64)
-    for col in batch.columns:
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(
-                col.type) or pa.types.is_large_binary(col.type):
-            total += pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
-    too_big = total > max_bytes
-    if not too_big.any():
-        yield from enumerate(pylist(batch))
-        return
-    kept = pylist(batch.filter(pa.array(~too_big)))
-    it = iter(kept)
-    for i, big in enumerate(too_big):
-        yield i, None if big else next(it)
-
-
 # --------------------------------------------------------------------------- text and HTML files
 
 
-def _read_file_bytes(path: Path, cfg: ReaderConfig, on_error: OnError) -> bytes | None:
+def _read_file_bytes(path: Path, cfg: ReaderConfig, on_error: OnError, kind: str) -> bytes | None:
+    """The whole file, or None after `on_error` when it is empty, over `max_record_bytes` or binary
+    (not `kind`: "text", "HTML")."""
     size = path.stat().st_size
     if size == 0:
         on_error(str(path), None, "empty file")
@@ -517,6 +416,9 @@ def _read_file_bytes(path: Path, cfg: ReaderConfig, on_error: OnError) -> bytes 
         data = f.read(cfg.max_record_bytes + 1)
     if len(data) > cfg.max_record_bytes:
         on_error(str(path), None, f"file grew past max_record_bytes={cfg.max_record_bytes} while read")
+        return None
+    if _looks_binary(data):
+        on_error(str(path), None, f"binary content, not {kind}")
         return None
     return data
 
@@ -535,11 +437,8 @@ def _looks_binary(data: bytes) -> bool:
 def _read_text(
     path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
 ) -> Iterator[Document]:
-    data = _read_file_bytes(path, cfg, on_error)
+    data = _read_file_bytes(path, cfg, on_error, "text")
     if data is None:
-        return
-    if _looks_binary(data):
-        on_error(str(path), None, "binary content, not text")
         return
     try:
         text = data.decode("utf-8")
@@ -614,11 +513,8 @@ def _known_codec(name: str | None) -> str | None:
 def _read_html(
     path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
 ) -> Iterator[Document]:
-    data = _read_file_bytes(path, cfg, on_error)
+    data = _read_file_bytes(path, cfg, on_error, "HTML")
     if data is None:
-        return
-    if _looks_binary(data):
-        on_error(str(path), None, "binary content, not HTML")
         return
     doc = Document(id=stable_id(src, 0), text=decode_html(data), source=src)
     doc.cache["html"] = True

@@ -1,0 +1,118 @@
+"""The Parquet reader (`read_parquet`, the `.parquet` entry of `readers.FORMATS`): one row group at
+a time, in batches of `PARQUET_BATCH_ROWS` rows, with the text, id and url columns named by
+`ReaderConfig`. A row whose strings exceed `max_record_bytes` is reported and skipped before it is
+copied into Python; a row group the footer shows to be huge and to hold an oversized row is
+skipped unread; an unreadable row group is reported and reading goes on with the next one.
+Page-level reading of a row group with an oversized cell is `parquet_pages.py`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+from pretrain.curate.document import Document
+from pretrain.curate.readers import OnError, ReaderConfig, make_doc
+
+
+def read_parquet(
+    path: Path, cfg: ReaderConfig, on_error: OnError, src: str, _stats: Counter | None = None
+) -> Iterator[Document]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pretrain.curate.parquet_pages import PAGE_ERRORS, group_rows
+
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as e:
+        on_error(str(path), None, f"not a readable Parquet file: {e}")
+        return
+    names = set(pf.schema_arrow.names)
+    if cfg.text_field not in names:
+        on_error(str(path), None, f"missing text column {cfg.text_field!r} (columns: {sorted(names)})")
+        return
+    cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field) if c in names]
+    row = 0
+    for g in range(pf.num_row_groups):
+        start = row
+        size, rows = _row_group_bytes(pf, g, cols), pf.metadata.row_group(g).num_rows
+        # Skipped unread only when it is both big and certain to hold an oversized row (more bytes
+        # than max_record_bytes per row): a legit group of a million rows is read, in batches.
+        if cfg.max_row_group_bytes and size > cfg.max_row_group_bytes and size > cfg.max_record_bytes * rows:
+            on_error(str(path), f"row group {g}", f"{size:,} bytes uncompressed (footer) in {rows} rows: "
+                     f"over max_row_group_bytes={cfg.max_row_group_bytes}, with an oversized row: "
+                     "skipped unread")
+            row += rows
+            continue
+        try:
+            by_pages = group_rows(path, pf, g, cols, cfg.text_field, cfg.max_record_bytes)
+            if by_pages is not None:  # a page can hold an oversized cell: measured before it is read
+                for i, obj in by_pages:
+                    doc = _parquet_doc(obj, row + i, cfg, src, path, on_error)
+                    if doc is not None:
+                        yield doc
+                row = start + rows
+                continue
+            for batch in pf.iter_batches(PARQUET_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):
+                for i, obj in _parquet_rows(batch, cfg.max_record_bytes):
+                    doc = _parquet_doc(obj, row + i, cfg, src, path, on_error)
+                    if doc is not None:
+                        yield doc
+                row += batch.num_rows
+        except (pa.ArrowException, OSError, MemoryError, *PAGE_ERRORS) as e:
+            on_error(str(path), f"row group {g}", f"unreadable row group: {type(e).__name__}: {e}")
+            row = start + pf.metadata.row_group(g).num_rows
+    if row == 0:
+        on_error(str(path), None, "empty file")
+
+
+def _row_group_bytes(pf, g: int, cols: list[str]) -> int:
+    """Uncompressed bytes of the columns we read in row group `g`, from the footer (nothing decoded)."""
+    rg = pf.metadata.row_group(g)
+    return sum(rg.column(i).total_uncompressed_size for i in range(rg.num_columns)
+               if rg.column(i).path_in_schema in cols)
+
+
+def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, path: Path,
+                 on_error: OnError) -> Document | None:
+    def err(reason: str) -> None:
+        on_error(str(path), f"row {row}", reason)
+
+    if obj is None:
+        err(f"record larger than max_record_bytes={cfg.max_record_bytes}")
+        return None
+    if isinstance(obj, str):  # the reason a row read by pages is bad
+        err(obj)
+        return None
+    return make_doc(obj, cfg, src, row, err)
+
+
+# Rows converted to Python at a time: a row group of 3M rows costs 64 rows of Python objects, and a
+# huge cell is measured in Arrow (its length) before anything copies it into a str.
+PARQUET_BATCH_ROWS = 64
+
+
+def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | None]]:
+    """(index in batch, row as a dict) for each row; None for a row whose strings exceed max_bytes,
+    the reason (a str) for a row that is not UTF-8."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pretrain.curate.parquet_pages import pylist
+
+    total = np.zeros(batch.num_rows, dtype=np.int64)
+    for col in batch.columns:
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(
+                col.type) or pa.types.is_large_binary(col.type):
+            total += pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
+    too_big = total > max_bytes
+    if not too_big.any():
+        yield from enumerate(pylist(batch))
+        return
+    kept = pylist(batch.filter(pa.array(~too_big)))
+    it = iter(kept)
+    for i, big in enumerate(too_big):
+        yield i, None if big else next(it)

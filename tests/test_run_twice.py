@@ -390,3 +390,18 @@ def test_workers_below_one_is_a_usage_error(tmp_path, capsys, workers):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--workers" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_rerun_into_another_jobs_out_is_refused_in_one_line_with_both_counts(tmp_path, capsys):
+    # The echo "config: all defaults (full config: OUT/config.toml)" came first and pointed at the
+    # other job's config; the refusal said "curate of 3 other input files" for a run of 1 file.
+    three = _corpus(tmp_path / "three", _prose(6, seed=11), files=3)
+    one = _corpus(tmp_path / "one", _prose(2, seed=12), files=1)
+    out = tmp_path / "out"
+    assert main(["curate", str(three), "-o", str(out), "--workers", "1"]) == 0
+    capsys.readouterr()
+    assert main(["curate", str(one), "-o", str(out), "--workers", "1"]) == 2
+    said = capsys.readouterr()
+    lines = (said.out + said.err).splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pretrain curate: error:"), lines
+    assert "of 3 input files" in lines[0] and "this run has 1 other input file" in lines[0], lines[0]

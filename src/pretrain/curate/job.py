@@ -29,6 +29,7 @@ import fcntl
 import json
 import os
 import re
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -278,9 +279,22 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+PROBE = ".write-probe"
+_PROBE_NAME = re.compile(r"\.write-probe(\.[A-Za-z0-9_]+)?")
+
+
+def _sweep_probes(out: Path) -> None:
+    """Remove the write probes a SIGKILLed attempt left in OUT (0-byte files); regular files only."""
+    for p in out.glob(PROBE + "*"):
+        if _PROBE_NAME.fullmatch(p.name) and p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)  # missing: an attempt starting alongside removed it first
+
+
 def _check_writable(lay: Layout) -> None:
-    """Fail in one line before any work when OUT (or the work folder) cannot be written."""
-    probe = io.join(lay.out, ".write-probe")
+    """Fail in one line before any work when OUT (or the work folder) cannot be written. On an
+    object store the probe is one fixed key (no links there): a killed attempt's is overwritten and
+    removed by the next one."""
+    probe = io.join(lay.out, PROBE)
     try:
         lay.work.mkdir(parents=True, exist_ok=True)
         if io.is_url(lay.out):
@@ -289,8 +303,13 @@ def _check_writable(lay: Layout) -> None:
             fs.rm_file(path)
             return
         Path(lay.out).mkdir(parents=True, exist_ok=True)
-        Path(probe).write_text("")
-        Path(probe).unlink()
+        _sweep_probes(Path(lay.out))
+        # mkstemp opens with O_EXCL: never through a link someone named .write-probe (a run
+        # directory handed over with `.write-probe -> ~/.bashrc` had that file emptied), and a
+        # name of its own, so two attempts starting together do not remove each other's probe
+        fd, tmp = tempfile.mkstemp(dir=lay.out, prefix=PROBE + ".")
+        os.close(fd)
+        os.unlink(tmp)
     except Exception as e:  # OSError locally; the object store's client raises its own kinds
         why = storage_error(e) or (getattr(e, "strerror", None) or str(e).splitlines()[0] if str(e)
                                    else type(e).__name__)

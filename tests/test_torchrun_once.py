@@ -52,3 +52,15 @@ def test_a_resume_under_another_global_batch_is_refused_once(tmp_path, text):
     errors = _said(proc, "pretrain train: error:")
     assert len(errors) == 1 and "another recipe" in errors[0], proc.stderr[-3000:]
     assert "exitcode: 2" in proc.stderr
+
+
+def test_under_another_launcher_every_rank_says_its_line_at_once():
+    # Only torchrun's agent is known to stop the other ranks when one fails: elsewhere a rank other
+    # than the first says the error itself, naming its rank, rather than waiting in silence.
+    env = {k: v for k, v in os.environ.items() if k != "TORCHELASTIC_RUN_ID"}
+    env.update({"LOCAL_RANK": "1", "RANK": "3", "PYTHONPATH": str(ROOT / "src")})
+    cmd = [sys.executable, "-m", "pretrain", "plan", "--model", "gpt2-124m", "--gpus", "0"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    said = proc.stderr.splitlines()
+    assert said == ["pretrain plan: error: rank 3: --gpus must be >= 1, got 0"], proc.stderr

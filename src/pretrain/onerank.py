@@ -4,7 +4,8 @@ Every rank of `torchrun --nproc_per_node N -m pretrain ...` reads the same comma
 files, so a config error or a refused resume is raised by all N ranks together and was printed N times
 (8 identical lines on a node). The first local rank (LOCAL_RANK=0: one per node, so each node's log
 says why it stopped) prints it; the others wait for the launcher, which stops the other workers of a
-job as soon as one fails, and so end non-zero without a word.
+job as soon as one fails, and so end non-zero without a word. Only under torchrun (its agent sets
+TORCHELASTIC_RUN_ID): under another launcher each rank says its line at once, naming its rank.
 
 An error only one rank hits (its own checkpoint state file, a shard only it reads) must not be lost:
 a rank still alive after WAIT_S prints the line itself, naming its rank, and exits. WAIT_S stays
@@ -40,5 +41,7 @@ def error_line(line: str) -> str | None:
     On a rank other than the first local one this waits up to WAIT_S for the launcher to end it."""
     if local_rank() == 0:
         return line
+    if "TORCHELASTIC_RUN_ID" not in os.environ:  # another launcher: it may not stop the others
+        return f"rank {global_rank()}: {line}"
     time.sleep(WAIT_S)  # the common case ends here: rank 0 said the same line, torchrun stops us
     return f"rank {global_rank()}: {line}"

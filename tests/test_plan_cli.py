@@ -201,8 +201,9 @@ def test_a_model_that_cannot_fit_says_by_how_much():
 
 def _trainer_line(table: str) -> str:
     flat = " ".join(table.split())
-    start = flat.index("this project's trainer")
-    return flat[start:flat.index("--activations pretrain", start)]
+    start = flat.index("this project's trainer (")
+    ends = [i for i in (flat.find(end, start) for end in ("Step time", "Top layouts")) if i > 0]
+    return flat[start:min(ends, default=len(flat))]
 
 
 def test_the_trainer_line_does_not_say_fits_for_a_layout_the_trainer_refuses(tmp_path):
@@ -231,3 +232,14 @@ def test_the_trainer_line_names_the_layout_emit_recipe_writes(tmp_path):
     assert f"--emit-recipe writes {written} " in line, line
     sw = plan["software"]
     assert sw["pretrain_trainer_fits"] is False and sw["pretrain_trainer_nearest"]["label"] == written
+
+
+def test_planned_with_our_activations_a_layout_the_trainer_refuses_is_said_too(tmp_path):
+    # --activations pretrain for 8B on 8 H100s chooses ZeRO-1: "activations as this project's
+    # trainer saves them" alone read as if `pretrain train` would run it.
+    base = ("--model", "llama-3-8b", "--gpus", "8", "--activations", "pretrain")
+    assert json.loads(_run(*base, "--json").stdout)["layout"]["layout"]["zero"] == 1
+    line = _trainer_line(_run(*base).stdout)
+    assert _run(*base, "--emit-recipe", str(tmp_path / "r.toml")).returncode == 0
+    written = (tmp_path / "r.toml").read_text().splitlines()[0].split(": ")[1].split(" on ")[0]
+    assert "cannot run" in line and "no ZeRO-1" in line and f"--emit-recipe writes {written} " in line, line

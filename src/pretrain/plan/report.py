@@ -147,6 +147,11 @@ def _software(job: Job, chosen: Estimate | None, given: Layout | None = None) ->
             out["pretrain_trainer_refuses"] = refuses
             if refuses:
                 out["pretrain_trainer_nearest"] = _trainer_nearest(job, given)
+    elif chosen is not None and not job.trainer:  # planned with our saved tensors: may it run?
+        refuses = _trainer_refuses(job, chosen.layout)
+        out["pretrain_trainer_refuses"] = refuses
+        if refuses:
+            out["pretrain_trainer_nearest"] = _trainer_nearest(job, given)
     return out
 
 

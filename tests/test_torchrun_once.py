@@ -64,3 +64,18 @@ def test_under_another_launcher_every_rank_says_its_line_at_once():
     assert proc.returncode == 2
     said = proc.stderr.splitlines()
     assert said == ["pretrain plan: error: rank 3: --gpus must be >= 1, got 0"], proc.stderr
+
+
+def test_an_error_only_one_rank_hits_is_still_said_after_the_wait(monkeypatch):
+    # Under torchrun a rank other than the first waits for the agent to stop it; when nobody does
+    # (rank 0 did not fail: the error was this rank's own), it says the line itself, naming its rank.
+    from pretrain import onerank
+
+    monkeypatch.setattr(onerank, "WAIT_S", 0.0)
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("RANK", "5")
+    assert onerank.error_line("run/step_0000002/state_rank5.json: damaged") == \
+        "rank 5: run/step_0000002/state_rank5.json: damaged"
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert onerank.error_line("x") == "x"

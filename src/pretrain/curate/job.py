@@ -29,7 +29,6 @@ import fcntl
 import json
 import os
 import re
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -40,7 +39,7 @@ import xxhash
 
 from pretrain import config as cfgmod
 from pretrain.curate import io
-from pretrain.curate.outputs import abort_open_uploads, is_own_output, url_job_data_only
+from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, url_job_data_only
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.errors import UserError, storage_error
 
@@ -279,43 +278,6 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-PROBE = ".write-probe"
-_PROBE_NAME = re.compile(r"\.write-probe(\.[A-Za-z0-9_]+)?")
-
-
-def _sweep_probes(out: Path) -> None:
-    """Remove the write probes a SIGKILLed attempt left in OUT (0-byte files); regular files only."""
-    for p in out.glob(PROBE + "*"):
-        if _PROBE_NAME.fullmatch(p.name) and p.is_file() and not p.is_symlink():
-            p.unlink(missing_ok=True)  # missing: an attempt starting alongside removed it first
-
-
-def _check_writable(lay: Layout) -> None:
-    """Fail in one line before any work when OUT (or the work folder) cannot be written. On an
-    object store the probe is one fixed key (no links there): a killed attempt's is overwritten and
-    removed by the next one."""
-    probe = io.join(lay.out, PROBE)
-    try:
-        lay.work.mkdir(parents=True, exist_ok=True)
-        if io.is_url(lay.out):
-            fs, path = io.url_fs(probe)
-            fs.pipe_file(path, b"")
-            fs.rm_file(path)
-            return
-        Path(lay.out).mkdir(parents=True, exist_ok=True)
-        _sweep_probes(Path(lay.out))
-        # mkstemp opens with O_EXCL: never through a link someone named .write-probe (a run
-        # directory handed over with `.write-probe -> ~/.bashrc` had that file emptied), and a
-        # name of its own, so two attempts starting together do not remove each other's probe
-        fd, tmp = tempfile.mkstemp(dir=lay.out, prefix=PROBE + ".")
-        os.close(fd)
-        os.unlink(tmp)
-    except Exception as e:  # OSError locally; the object store's client raises its own kinds
-        why = storage_error(e) or (getattr(e, "strerror", None) or str(e).splitlines()[0] if str(e)
-                                   else type(e).__name__)
-        raise UserError(f"cannot write to output directory {lay.out}: {why}") from e
-
-
 # ----------------------------------------------------------------------------- attempts
 
 
@@ -362,7 +324,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     if not files:
         raise UserError(f"no input files found in {inputs}")
     ident = identity(job, [f for f, _ in files], cfg, sizes)
-    _check_writable(lay)
+    check_writable(lay.out, lay.work)
     alone = stack.enter_context(attempt_lock(lay))
     if alone is None:
         raise UserError(f"{lay.out} is being written by another attempt right now ({lay.work}/attempt.lock "

@@ -170,7 +170,7 @@ def test_software_flags_reproduce_torchtitans_8b_on_64_a100():
 def test_the_plan_says_which_activations_it_counted_and_what_our_trainer_needs():
     # The default profile is fused kernels (Megatron-Core/TE); `pretrain train` saves ~1.9x those
     # activations on a Llama block. A newcomer planning our trainer must see that, with the number.
-    lay = "tp=1,pp=1,zero=1,mbs=1,recompute=none"
+    lay = "tp=1,pp=1,zero=2,mbs=1,recompute=none"  # one the trainer runs (it has no ZeRO-1)
     base = ("--model", "llama-3-8b", "--gpus", "64", "--layout", lay)
     fused = json.loads(_run(*base, "--json").stdout)
     ours = json.loads(_run(*base, "--activations", "pretrain", "--json").stdout)
@@ -197,3 +197,49 @@ def test_a_model_that_cannot_fit_says_by_how_much():
     # No sharding on one GPU: at least the 16 B/param training state (the lesson's accounting).
     assert need >= 16 * plan["model"]["params"] / 1e9
     assert f"of {plan['cluster']['usable_gb_per_gpu']:.1f} GB usable" in lean[0]
+
+
+def _trainer_line(table: str) -> str:
+    flat = " ".join(table.split())
+    start = flat.index("this project's trainer (")
+    ends = [i for i in (flat.find(end, start) for end in ("Step time", "Top layouts")) if i > 0]
+    return flat[start:min(ends, default=len(flat))]
+
+
+def test_the_trainer_line_does_not_say_fits_for_a_layout_the_trainer_refuses(tmp_path):
+    # tp=2,cp=2,pp=2,sp=1 fits in memory, but train/ refuses CP under a pipeline or with SP; the
+    # table said "would need 41.1 GB (fits)". The truth is what --emit-recipe does with that layout.
+    base = ("--model", "llama-3-8b", "--gpus", "8", "--layout", "tp=2,cp=2,pp=2,sp=1")
+    line = _trainer_line(_run(*base).stdout)
+    emit = _run(*base, "--emit-recipe", str(tmp_path / "r.toml"))
+    assert emit.returncode != 0 and not (tmp_path / "r.toml").exists()
+    assert "(fits)" not in line and "cannot run" in line, line
+    assert "pipeline" in line and "sequence parallelism" in line, line
+    assert "--emit-recipe writes nothing" in line, line
+
+
+def test_the_trainer_line_names_the_layout_emit_recipe_writes(tmp_path):
+    # The search's choice for 70B on 64 H100s is ZeRO-1, which the trainer does not have: the line
+    # must say so and name the layout --emit-recipe then writes (read back from the recipe's header).
+    base = ("--model", "llama-3-70b", "--gpus", "64")
+    plan = json.loads(_run(*base, "--json").stdout)
+    assert plan["layout"]["layout"]["zero"] == 1
+    line = _trainer_line(_run(*base).stdout)
+    emit = _run(*base, "--emit-recipe", str(tmp_path / "r.toml"))
+    assert emit.returncode == 0, emit.stderr
+    written = (tmp_path / "r.toml").read_text().splitlines()[0].split(": ")[1].split(" on ")[0]
+    assert "(fits)" not in line and "cannot run" in line and "no ZeRO-1" in line, line
+    assert f"--emit-recipe writes {written} " in line, line
+    sw = plan["software"]
+    assert sw["pretrain_trainer_fits"] is False and sw["pretrain_trainer_nearest"]["label"] == written
+
+
+def test_planned_with_our_activations_a_layout_the_trainer_refuses_is_said_too(tmp_path):
+    # --activations pretrain for 8B on 8 H100s chooses ZeRO-1: "activations as this project's
+    # trainer saves them" alone read as if `pretrain train` would run it.
+    base = ("--model", "llama-3-8b", "--gpus", "8", "--activations", "pretrain")
+    assert json.loads(_run(*base, "--json").stdout)["layout"]["layout"]["zero"] == 1
+    line = _trainer_line(_run(*base).stdout)
+    assert _run(*base, "--emit-recipe", str(tmp_path / "r.toml")).returncode == 0
+    written = (tmp_path / "r.toml").read_text().splitlines()[0].split(": ")[1].split(" on ")[0]
+    assert "cannot run" in line and "no ZeRO-1" in line and f"--emit-recipe writes {written} " in line, line

@@ -390,3 +390,53 @@ def test_workers_below_one_is_a_usage_error(tmp_path, capsys, workers):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--workers" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_rerun_into_another_jobs_out_is_refused_in_one_line_with_both_counts(tmp_path, capsys):
+    # The echo "config: all defaults (full config: OUT/config.toml)" came first and pointed at the
+    # other job's config; the refusal said "curate of 3 other input files" for a run of 1 file.
+    three = _corpus(tmp_path / "three", _prose(6, seed=11), files=3)
+    one = _corpus(tmp_path / "one", _prose(2, seed=12), files=1)
+    out = tmp_path / "out"
+    assert main(["curate", str(three), "-o", str(out), "--workers", "1"]) == 0
+    capsys.readouterr()
+    assert main(["curate", str(one), "-o", str(out), "--workers", "1"]) == 2
+    said = capsys.readouterr()
+    lines = (said.out + said.err).splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pretrain curate: error:"), lines
+    assert "of 3 input files" in lines[0] and "this run has 1 other input file" in lines[0], lines[0]
+
+
+def test_a_write_probe_left_by_a_killed_attempt_is_gone_after_the_rerun(tmp_path, capsys):
+    # SIGKILL between writing OUT's write probe and removing it leaves a 0-byte file. The rerun
+    # must remove it, and never write through a probe name someone made a link: a run directory
+    # handed over with `.write-probe -> ~/.bashrc` emptied that file on the rerun.
+    corpus = _corpus(tmp_path / "in", _prose(4, seed=13), files=2)
+    out = tmp_path / "out"
+    assert main(["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet"]) == 0
+    theirs = tmp_path / "bashrc"
+    theirs.write_text("export PATH=/opt/bin:$PATH\n")
+    (out / ".write-probe").write_bytes(b"")  # the probe of a killed attempt
+    assert main(["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet"]) == 0
+    assert not (out / ".write-probe").exists()
+    (out / ".write-probe").symlink_to(theirs)
+    capsys.readouterr()
+    assert main(["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet"]) == 0
+    assert theirs.read_text() == "export PATH=/opt/bin:$PATH\n"
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".write-probe") and not p.is_symlink()]
+
+
+def test_a_write_probe_object_left_by_a_killed_attempt_is_gone_after_the_rerun(tmp_path, s3_here):  # noqa: F811
+    from pretrain.curate.executor import LocalExecutor
+    from pretrain.curate.pipeline import CurateConfig, curate
+
+    corpus = _corpus(tmp_path / "in", _prose(4, seed=13), files=2)
+    bucket = s3_here.new_bucket()
+    fs = s3_here.filesystem()
+    out = f"s3://{bucket}/out"
+    cfg = CurateConfig()
+    curate([str(corpus)], out, cfg, executor=LocalExecutor(1), work_dir=tmp_path / "work")
+    fs.pipe_file(f"{bucket}/out/.write-probe", b"")  # the probe object of a killed attempt
+    curate([str(corpus)], out, cfg, executor=LocalExecutor(1), work_dir=tmp_path / "work")
+    fs.invalidate_cache()
+    assert not fs.exists(f"{bucket}/out/.write-probe")

@@ -170,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pretrain {args.command}: interrupted{RESUME_HINT if args.command in RESUMABLE else ''}",
               file=sys.stderr)
         return 130
-    except (UserError, DataError) as e:
-        print(f"pretrain {args.command}: error: {printable(str(e))}", file=sys.stderr)  # names a file: theirs
+    except (UserError, DataError) as e:  # under torchrun every rank raises it: said once (onerank)
+        _say(printable(str(e)), args.command)  # names a file: theirs
         return 2
     except BrokenPipeError:  # `pretrain ... | head` closed the pipe: stop quietly, as `cat` would
         return _closed_pipe()
@@ -183,9 +183,17 @@ def main(argv: list[str] | None = None) -> int:
         line = storage_error(e)
         if line is None:
             raise
-        hint = RESUME_HINT if args.command in RESUMABLE else ""
-        print(f"pretrain {args.command}: error: {line}{hint}", file=sys.stderr)
+        _say(line + (RESUME_HINT if args.command in RESUMABLE else ""), args.command)
         return 2
+
+
+def _say(line: str, command: str) -> None:
+    """The one error line, from the first local rank only when torchrun started this process."""
+    from pretrain.onerank import error_line
+
+    said = error_line(line)
+    if said is not None:
+        print(f"pretrain {command}: error: {said}", file=sys.stderr, flush=True)
 
 
 def _closed_pipe() -> int:

@@ -110,15 +110,18 @@ def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
     from pretrain.progress import Progress
 
     progress = Progress(getattr(args, "progress", None))
-    if not args.quiet:
-        progress.console.print(echo_config(job, cfg, args.output), markup=False, highlight=False)
-    for warning in (english_rules_warning(cfg), work_dir_warning(args)):
-        if warning:
-            progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+
+    def claimed() -> None:  # after OUT is this job's: a refusal is then the first and only line
+        if not args.quiet:
+            progress.console.print(echo_config(job, cfg, args.output), markup=False, highlight=False)
+        for warning in (english_rules_warning(cfg), work_dir_warning(args)):
+            if warning:
+                progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+
     executor = build_executor(args.executor, args.workers, args.address)
     try:
         stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress, job=job,
-                       work_dir=args.work_dir)
+                       work_dir=args.work_dir, claimed=claimed)
     finally:
         progress.close()
     print_funnel(stats, args.output)

@@ -60,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pretrain import config as cfgmod
+    from pretrain.onerank import global_rank
     from pretrain.train.config import RunConfig
     from pretrain.train.trainer import Interrupted, Trainer
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     # must not stop the training when the reader leaves before the run ends.
     if args.dry_run:  # the config first: a run that cannot be built still shows what it would be
         print(cfgmod.dumps(_spelled_out(cfg)), flush=True)
-    elif not args.quiet:
+    elif not args.quiet and global_rank() == 0:  # under torchrun: once, as the summary below
         print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), file=sys.stderr, flush=True)
     trainer = Trainer(cfg, quiet=args.quiet)
     if trainer.rank == 0:  # under torchrun: once, not once per rank

@@ -39,7 +39,7 @@ import xxhash
 
 from pretrain import config as cfgmod
 from pretrain.curate import io
-from pretrain.curate.outputs import abort_open_uploads, is_own_output, url_job_data_only
+from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, url_job_data_only
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.errors import UserError, storage_error
 
@@ -245,8 +245,9 @@ def _difference(old: dict, new: dict) -> str:
     if not isinstance(inputs, list) or "hash" not in old or not all(isinstance(i, dict) for i in inputs):
         return "a job written by an older pretrain, without an identity"
     if [i["path"] for i in old.get("inputs", [])] != [i["path"] for i in new["inputs"]]:
-        n = len(old.get("inputs", []))
-        return f"{old.get('job', 'a job')} of {n} other input file{'s' * (n != 1)}"
+        n, m = len(old.get("inputs", [])), len(new["inputs"])
+        return (f"{old.get('job', 'a job')} of {n} input file{'s' * (n != 1)}; this run has {m} other "
+                f"input file{'s' * (m != 1)}")
     if old.get("inputs") != new["inputs"]:
         return "the same input files with other sizes: they changed since"
     refs_old, refs_new = old.get("references", []), new.get("references", [])
@@ -275,25 +276,6 @@ def _changes(old: object, new: object, key: str = "") -> list[tuple[str, str, st
 def _short(value: object) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _check_writable(lay: Layout) -> None:
-    """Fail in one line before any work when OUT (or the work folder) cannot be written."""
-    probe = io.join(lay.out, ".write-probe")
-    try:
-        lay.work.mkdir(parents=True, exist_ok=True)
-        if io.is_url(lay.out):
-            fs, path = io.url_fs(probe)
-            fs.pipe_file(path, b"")
-            fs.rm_file(path)
-            return
-        Path(lay.out).mkdir(parents=True, exist_ok=True)
-        Path(probe).write_text("")
-        Path(probe).unlink()
-    except Exception as e:  # OSError locally; the object store's client raises its own kinds
-        why = storage_error(e) or (getattr(e, "strerror", None) or str(e).splitlines()[0] if str(e)
-                                   else type(e).__name__)
-        raise UserError(f"cannot write to output directory {lay.out}: {why}") from e
 
 
 # ----------------------------------------------------------------------------- attempts
@@ -329,9 +311,11 @@ class Attempts:
 
 
 def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
-                stack: contextlib.ExitStack) -> list[ShardTask]:
+                stack: contextlib.ExitStack, claimed=None) -> list[ShardTask]:
     """One shard per input file, in sorted order; the job's identity is claimed in OUT, under the
-    attempt lock (held until `stack` closes), and an earlier attempt's debris is swept."""
+    attempt lock (held until `stack` closes), and an earlier attempt's debris is swept. `claimed()`
+    runs once OUT is this job's: what the command says first (its settings echo, which names
+    OUT/config.toml) must not come before a refusal, when OUT holds another job's config."""
     from pretrain.curate.pipeline import ShardTask
 
     sizes: dict[str, int] = {}
@@ -340,12 +324,14 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     if not files:
         raise UserError(f"no input files found in {inputs}")
     ident = identity(job, [f for f, _ in files], cfg, sizes)
-    _check_writable(lay)
+    check_writable(lay.out, lay.work)
     alone = stack.enter_context(attempt_lock(lay))
     if alone is None:
         raise UserError(f"{lay.out} is being written by another attempt right now ({lay.work}/attempt.lock "
                         "is held); let it finish or stop it, then rerun")
     claim(lay, ident)
+    if claimed is not None:
+        claimed()
     if alone:  # OUT holds this job: what its killed attempts left is ours to remove
         sweep_debris(lay)
         if io.is_url(lay.out):
@@ -376,9 +362,10 @@ def _preflight(cfg: CurateConfig) -> None:
 
 
 def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None, progress=None,
-            job: str = "curate", work_dir: str | Path | None = None) -> dict:
+            job: str = "curate", work_dir: str | Path | None = None, claimed=None) -> dict:
     """Run the belt `cfg` over `inputs` into `out` (a path or URL); returns the stats also written
-    to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`)."""
+    to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`);
+    `claimed()`: called once OUT is known to be this job's (see `plan_shards`)."""
     from pretrain.curate.executor import LocalExecutor
 
     executor = executor or LocalExecutor()
@@ -386,7 +373,7 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     _preflight(cfg)
     lay = Layout(out, Path(work_dir) if work_dir else default_work_dir(out))
     with contextlib.ExitStack() as stack:
-        tasks = plan_shards(inputs, lay, cfg, job, stack)
+        tasks = plan_shards(inputs, lay, cfg, job, stack, claimed)
         return _run_claimed(tasks, lay, cfg, executor, progress, job)
 
 

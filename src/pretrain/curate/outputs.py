@@ -9,17 +9,21 @@ listed, two kinds of file must not be read as corpus:
   dedup corpus/` after `pretrain curate -o corpus/`): the dropped documents would come back in.
   Only its `data/` is corpus, as if the user had named `corpus/data`.
 The same names tell which open multipart uploads under an s3:// OUT a killed attempt left
-(`abort_open_uploads`).
+(`abort_open_uploads`). `check_writable` probes OUT before any work, and removes the probe a
+killed attempt left.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 from pretrain.curate import io
+from pretrain.errors import UserError, storage_error
 
 MAX_PLAN_BYTES = 1 << 26  # an identity is small (a path and a size per input): a huge file is not one
 _OWN_OUTPUT = re.compile(r"(data/shard|rejects/(filters|dedup))_\d{5,}\.jsonl\.zst")  # f"{shard:05d}"
@@ -102,3 +106,40 @@ def url_job_data_only(fs, hits: list[str], every: list[str]) -> list[str]:
             and fs.size(f"{o}/plan.json") < MAX_PLAN_BYTES and is_job_identity(fs.cat_file(f"{o}/plan.json"))]
     return [h for h in hits
             if not any(h.startswith(f"{o}/") and not h.startswith(f"{o}/data/") for o in outs)]
+
+
+PROBE = ".write-probe"
+_PROBE_NAME = re.compile(r"\.write-probe(\.[A-Za-z0-9_]+)?")
+
+
+def _sweep_probes(out: Path) -> None:
+    """Remove the write probes a SIGKILLed attempt left in OUT (0-byte files); regular files only."""
+    for p in out.glob(PROBE + "*"):
+        if _PROBE_NAME.fullmatch(p.name) and p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)  # missing: an attempt starting alongside removed it first
+
+
+def check_writable(out: str, work: Path) -> None:
+    """Fail in one line before any work when OUT (or the work folder) cannot be written. On an
+    object store the probe is one fixed key (no links there): a killed attempt's is overwritten and
+    removed by the next one."""
+    probe = io.join(out, PROBE)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        if io.is_url(out):
+            fs, path = io.url_fs(probe)
+            fs.pipe_file(path, b"")
+            fs.rm_file(path)
+            return
+        Path(out).mkdir(parents=True, exist_ok=True)
+        _sweep_probes(Path(out))
+        # mkstemp opens with O_EXCL: never through a link someone named .write-probe (a run
+        # directory handed over with `.write-probe -> ~/.bashrc` had that file emptied), and a
+        # name of its own, so two attempts starting together do not remove each other's probe
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=PROBE + ".")
+        os.close(fd)
+        os.unlink(tmp)
+    except Exception as e:  # OSError locally; the object store's client raises its own kinds
+        why = storage_error(e) or (getattr(e, "strerror", None) or str(e).splitlines()[0] if str(e)
+                                   else type(e).__name__)
+        raise UserError(f"cannot write to output directory {out}: {why}") from e

@@ -115,7 +115,7 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
                    "training_flops_6nd": compute.training_flops(shape.params(), budget.tokens),
                    "training_flops": fpt * budget.tokens},
         "memory_single_replica": _state_table(job),
-        "software": _software(job, chosen),
+        "software": _software(job, chosen, layout),
         "layout": chosen.as_dict() if chosen else None,
         "search": _search_summary(result, top, chosen),
     }
@@ -128,9 +128,10 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
 SCHEMA = "pretrain.plan/2"  # docs/planner.md describes every key
 
 
-def _software(job: Job, chosen: Estimate | None) -> dict:
+def _software(job: Job, chosen: Estimate | None, given: Layout | None = None) -> dict:
     """What the training code is assumed to run; with fused kernels (the default), also what this
-    project's trainer, which saves ~1.9x those activations on a Llama block, would need."""
+    project's trainer, which saves ~1.9x those activations on a Llama block, would need, whether it
+    runs the chosen layout at all, and if not the layout `--emit-recipe` writes instead."""
     sw = job.software
     out: dict = {"activations": job.activations, "kernels": "eager" if sw.eager else "fused",
                  "selective": job.selective, "reduce_dtype": "fp32" if sw.grad_bytes == 4 else "bf16",
@@ -140,9 +141,48 @@ def _software(job: Job, chosen: Estimate | None) -> dict:
 
         ours = evaluate(replace(job, activations="pretrain"), chosen.layout)
         if ours.memory is not None:
+            refuses = _trainer_refuses(job, chosen.layout)
             out["pretrain_trainer_gb"] = ours.memory.total / 1e9
-            out["pretrain_trainer_fits"] = ours.fits
+            out["pretrain_trainer_fits"] = ours.fits and not refuses
+            out["pretrain_trainer_refuses"] = refuses
+            if refuses:
+                out["pretrain_trainer_nearest"] = _trainer_nearest(job, given)
+    elif chosen is not None and not job.trainer:  # planned with our saved tensors: may it run?
+        refuses = _trainer_refuses(job, chosen.layout)
+        out["pretrain_trainer_refuses"] = refuses
+        if refuses:
+            out["pretrain_trainer_nearest"] = _trainer_nearest(job, given)
     return out
+
+
+def _trainer_refuses(job: Job, lay: Layout) -> list[str]:
+    """The trainer's rules (plan/layout.py, trainer=True) this layout breaks, [] when it runs it."""
+    from pretrain.plan.search import _trainer_kwargs
+
+    shape = job.shape
+    return problems(lay, n_layers=shape.n_layers, n_heads=shape.n_heads, n_kv_heads=shape.n_kv_heads,
+                    seq_len=shape.seq_len, batch_seqs=job.batch_seqs, **_trainer_kwargs(shape))
+
+
+def _trainer_nearest(job: Job, given: Layout | None) -> dict | None:
+    """What `pretrain plan ... --emit-recipe` writes (commands/plan.py `_emit`): a given --layout
+    mapped to the trainer's nearest one, else the best layout of a search with the trainer's rules,
+    both planned with its saved tensors. None when it writes nothing."""
+    from dataclasses import replace
+
+    from pretrain.plan import recipe
+
+    ours = replace(job, activations="pretrain", trainer=True)
+    if given is not None:
+        mapped, _ = recipe.trainer_layout(given)
+        if _trainer_refuses(job, mapped):
+            return None
+        est = evaluate(ours, mapped)
+    else:
+        est = search(ours).best
+    if est is None or not est.fits:
+        return None
+    return {"label": est.layout.label(), "gb": est.memory.total / 1e9}
 
 
 def _headline(plan: dict) -> dict:

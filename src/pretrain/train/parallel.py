@@ -257,6 +257,8 @@ def apply_fsdp(model: nn.Module, dp_mesh, dtype: str, reshard_after_forward: boo
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    if root:
+        _quiet_logits_view_warning()
     mp = MixedPrecisionPolicy()
     if dtype == "bf16":
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
@@ -269,6 +271,19 @@ def apply_fsdp(model: nn.Module, dp_mesh, dtype: str, reshard_after_forward: boo
     for name in ("tok_emb", "pos_emb", "norm", "output"):
         if getattr(model, name, None) is not None:
             fully_shard(getattr(model, name), **kw)
+
+
+def _quiet_logits_view_warning() -> None:
+    """FSDP2 warns, once per rank, when a wrapped module returns a view (pytorch/pytorch#181850, for
+    #181832): an in-place op on that view would skip the all-gather. Under TP our root returns the
+    logits through the output head's `to_local()`, a view; the loss reads them out of place only
+    (`logits.float().flatten(0, 1)`, trainer.py), the safe use PyTorch's own follow-up
+    (pytorch/pytorch#197154) says this warning fires on needlessly. Exactly that module's message is
+    filtered: a view returned by any other module (a block) still warns."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module \(FSDPTransformer\) returned a view "
+                            r"tensor\.", category=UserWarning)
 
 
 def apply_ddp(model: nn.Module, dp_mesh) -> nn.Module:

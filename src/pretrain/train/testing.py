@@ -298,3 +298,37 @@ def peer_gone(rank: int, ckpt_root: str) -> str | None:
     except RuntimeError as e:
         return peer_lost_line(e, rank, Path(ckpt_root))
     return "the all-reduce did not fail"
+
+
+def fsdp_tp_warnings(rank: int, sequence_parallel: bool) -> dict:
+    """Worker: one forward and backward of the tiny model under TP 2 with FSDP2 over the data-parallel
+    mesh (here of size 1: two processes), every warning recorded. Whether the logits are a view
+    (what FSDP2's warning checks) and the warnings' texts."""
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from pretrain.train.config import RunConfig
+    from pretrain.train.model import build_model, resolve_shape, rope_tables
+    from pretrain.train.parallel import apply_fsdp, apply_tp
+
+    dist.init_process_group("gloo")
+    cfg = cfgmod.load(RunConfig, None, TINY + ["train.out=unused", "data.path=unused"])
+    shape = resolve_shape(cfg.model)
+    mesh = init_device_mesh("cpu", (1, 2), mesh_dim_names=("dp_shard", "tp"))
+    model = build_model(shape, cfg.model, "cpu")
+    model.rope_cos, model.rope_sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len,
+                                                 cfg.model.rope_theta)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")  # before apply_*: a filter they add must win over it
+        apply_tp(model, mesh["tp"], sequence_parallel)
+        apply_fsdp(model, mesh["dp_shard"], "fp32")
+        torch.manual_seed(0)
+        logits = model(torch.randint(0, shape.vocab_size, (2, shape.seq_len)))
+        logits.float().flatten(0, 1).sum().backward()
+        # the same warning about another module must still be shown: the filter names our root only
+        warnings.warn("FSDP2-wrapped module (FSDPBlock) returned a view tensor. (probe)", UserWarning,
+                      stacklevel=1)
+    return {"view": logits._base is not None, "warnings": [str(w.message) for w in seen]}

@@ -1,0 +1,81 @@
+"""Under torchrun, a refusal every rank hits (a config error, a resume under another global batch) is
+said once, not once per rank, and the job still fails: torchrun's own report names exit code 2.
+Two processes, a tiny model; each torchrun start costs ~10 s on the shared 2-core machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pretrain import config as cfgmod
+from pretrain.train.testing import tiny_config
+from pretrain.train.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+
+def _torchrun(cfg, tmp_path: Path) -> subprocess.CompletedProcess:
+    path = tmp_path / "run.toml"
+    path.write_text(cfgmod.dumps(cfg))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+           "--rdzv-endpoint", "127.0.0.1:0", "-m", "pretrain", "train", str(path)]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
+
+
+def _said(proc: subprocess.CompletedProcess, what: str) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.startswith(what)]
+
+
+def test_a_config_error_is_said_once_and_fails_the_job(tmp_path, text):
+    cfg = tiny_config(tmp_path / "run", text, "parallel.dp_shard=3", "train.steps=2")
+    proc = _torchrun(cfg, tmp_path)
+    assert proc.returncode != 0
+    errors = _said(proc, "pretrain train: error:")
+    assert len(errors) == 1 and "the world size is 2" in errors[0], proc.stderr[-3000:]
+    assert len(_said(proc, "config: ")) == 1, proc.stderr[-3000:]  # the echo of the settings, too
+    assert "exitcode: 2" in proc.stderr
+
+
+def test_a_resume_under_another_global_batch_is_refused_once(tmp_path, text):
+    # one process saved step 2 with a global batch of 4; two data-parallel ranks of 4 make it 8
+    common = ("data.batch_size=4", "train.steps=2", "checkpoint.every=2", "schedule.warmup_steps=1")
+    Trainer(tiny_config(tmp_path / "run", text, *common), quiet=True).fit()
+    proc = _torchrun(tiny_config(tmp_path / "run", text, *common, "parallel.dp_shard=2",
+                                 "train.steps=4"), tmp_path)
+    assert proc.returncode != 0
+    errors = _said(proc, "pretrain train: error:")
+    assert len(errors) == 1 and "another recipe" in errors[0], proc.stderr[-3000:]
+    assert "exitcode: 2" in proc.stderr
+
+
+def test_under_another_launcher_every_rank_says_its_line_at_once():
+    # Only torchrun's agent is known to stop the other ranks when one fails: elsewhere a rank other
+    # than the first says the error itself, naming its rank, rather than waiting in silence.
+    env = {k: v for k, v in os.environ.items() if k != "TORCHELASTIC_RUN_ID"}
+    env.update({"LOCAL_RANK": "1", "RANK": "3", "PYTHONPATH": str(ROOT / "src")})
+    cmd = [sys.executable, "-m", "pretrain", "plan", "--model", "gpt2-124m", "--gpus", "0"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    said = proc.stderr.splitlines()
+    assert said == ["pretrain plan: error: rank 3: --gpus must be >= 1, got 0"], proc.stderr
+
+
+def test_an_error_only_one_rank_hits_is_still_said_after_the_wait(monkeypatch):
+    # Under torchrun a rank other than the first waits for the agent to stop it; when nobody does
+    # (rank 0 did not fail: the error was this rank's own), it says the line itself, naming its rank.
+    from pretrain import onerank
+
+    monkeypatch.setattr(onerank, "WAIT_S", 0.0)
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("RANK", "5")
+    assert onerank.error_line("run/step_0000002/state_rank5.json: damaged") == \
+        "rank 5: run/step_0000002/state_rank5.json: damaged"
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert onerank.error_line("x") == "x"

@@ -117,6 +117,7 @@ def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: 
     from pretrain.eval.report import folder_fingerprint, read_previous
     from pretrain.eval.resume import ResultFile, scored_before, task_inputs
     from pretrain.eval.suite import benchmarks_dir
+    from pretrain.eval.tasks import KNOWN
 
     is_run = step is not None
     info = {"path": str(args.model), "kind": "run" if is_run else "hf", "step": step}
@@ -132,7 +133,10 @@ def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: 
     else:
         out = Path("eval") / f"{Path(args.model).name}.json"
     bench = benchmarks_dir(args.benchmarks)
-    command = {"specs": specs, "benchmarks": str(Path(bench).resolve()) if bench else None,
+    # the benchmarks folder matters only to tasks read from it: a run of ppl: tasks resumes from
+    # any working directory (the default folder is relative to it)
+    uses_bench = bench and any(s in KNOWN for s in specs)
+    command = {"specs": specs, "benchmarks": str(Path(bench).resolve()) if uses_bench else None,
                "ppl_tokens": args.ppl_tokens, "batch_tokens": args.batch_tokens,
                "inputs": task_inputs(specs, bench)}
     old = read_previous(out)

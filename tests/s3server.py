@@ -19,7 +19,9 @@ returns: botocore honours `AWS_ENDPOINT_URL_S3`, and s3fs passes it on.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -164,3 +166,33 @@ def s3() -> Iterator[S3Server]:
     pytest.importorskip("s3fs")
     with s3_server() as srv:
         yield srv
+
+
+class Requests(logging.Handler):
+    """Every request the S3 server of this process answered, from its log: `seen` holds
+    (method, path, query); `lines` "METHOD key" for those that name an object."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str, str]] = []
+
+    @property
+    def lines(self) -> list[str]:
+        return [f"{m} {path.split('/', 2)[2]}" for m, path, _ in self.seen if path.count("/") >= 2]
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = re.search(r'"(GET|PUT|HEAD|DELETE|POST) (/[^ ?]*)\??([^ ]*) HTTP', record.getMessage())
+        if m:
+            self.seen.append(m.groups())
+
+    def __enter__(self) -> Requests:
+        log = logging.getLogger("werkzeug")
+        self._level = log.level
+        log.setLevel(logging.INFO)
+        log.addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        log = logging.getLogger("werkzeug")
+        log.removeHandler(self)
+        log.setLevel(self._level)

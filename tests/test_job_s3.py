@@ -7,10 +7,8 @@ rerun, and the objects are byte-identical to the local run's files.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -19,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from s3server import s3  # noqa: F401  (the fixture)
+from s3server import Requests, s3  # noqa: F401  (s3: the fixture)
 from test_pipeline import DEMO, _ids, _snapshot, _write_jsonl_corpus
 
 from pretrain.curate import io
@@ -129,31 +127,6 @@ def test_tokenize_from_and_to_memory_urls_same_shards_as_local(tmp_path):
     fs.rm("/tok-in-i13", recursive=True)
 
 
-class _Requests(logging.Handler):
-    """The S3 server's request log (werkzeug's access lines): what the client really sent, in order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        m = re.search(r'"(GET|PUT|HEAD|DELETE|POST) /[^/ ]+/([^ ?]*)', record.getMessage())
-        if m:
-            self.lines.append(f"{m.group(1)} {m.group(2)}")
-
-    def __enter__(self) -> _Requests:
-        log = logging.getLogger("werkzeug")
-        self._level = log.level
-        log.setLevel(logging.INFO)
-        log.addHandler(self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        log = logging.getLogger("werkzeug")
-        log.removeHandler(self)
-        log.setLevel(self._level)
-
-
 @pytest.fixture
 def s3_here(s3, monkeypatch):  # noqa: F811
     """The S3 server for s3:// URLs opened in this process (fsspec caches filesystems: cleared)."""
@@ -175,7 +148,7 @@ def test_in_process_units_prefetch_next_input_same_bytes_and_resume(tmp_path, s3
     names = sorted(p.name for p in (tmp_path / "in").iterdir())
     work = tmp_path / "work"
     job = ([f"s3://{bucket}/in"], f"s3://{bucket}/out", cfg)
-    with _Requests() as log:
+    with Requests() as log:
         curate(*job, executor=LocalExecutor(1), work_dir=work)
     assert _objects(fs, f"{bucket}/out") == _snapshot(tmp_path / "ref")
     # the next shard's input is fetched while this shard runs: before this shard's rejects go up
@@ -194,7 +167,7 @@ def test_uploads_together_appear_at_the_end_whole_or_not_at_all(tmp_path, s3_her
     bucket = s3_here.new_bucket()
     fs = s3_here.filesystem()
     blobs = {f"{bucket}/t/{i}.bin": os.urandom(200_000 + i) for i in range(3)}
-    with _Requests() as log, io.uploads_together():
+    with Requests() as log, io.uploads_together():
         for key, data in blobs.items():
             io.write_bytes_atomic(f"s3://{key}", data, tmp_path / "tmp")
         assert not fs.exists(f"{bucket}/t/0.bin")  # nothing is visible before the block ends

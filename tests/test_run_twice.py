@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import xxhash
-from s3server import s3  # noqa: F401  (the fixture)
+from s3server import Requests, s3  # noqa: F401  (s3: the fixture)
 from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 from test_pipeline import _ids, _prose
 
@@ -136,7 +136,7 @@ def test_process_isolation_counts_rescued_pages_as_in_process_runs_do():
 def test_dedup_job_from_s3_reads_each_input_object_once(tmp_path, s3_here):  # noqa: F811
     # A dedup-only belt keeps no copy of its survivors and reads the input again in stage C; for
     # an input in a bucket that was a second GET of the whole corpus. Counted by the S3 server.
-    from test_job_s3 import _objects, _Requests
+    from test_job_s3 import _objects
     from test_pipeline import _snapshot, _write_jsonl_corpus
 
     from pretrain.curate.executor import LocalExecutor
@@ -149,7 +149,7 @@ def test_dedup_job_from_s3_reads_each_input_object_once(tmp_path, s3_here):  # n
     fs = s3_here.filesystem()
     fs.put(str(tmp_path / "in"), f"{bucket}/in", recursive=True)
     names = sorted(p.name for p in (tmp_path / "in").iterdir())
-    with _Requests() as log:  # in-process units: the server's log is seen here
+    with Requests() as log:  # in-process units: the server's log is seen here
         curate([f"s3://{bucket}/in"], f"s3://{bucket}/out", cfg, executor=LocalExecutor(1),
                work_dir=tmp_path / "work")
     assert _objects(fs, f"{bucket}/out") == _snapshot(tmp_path / "ref")

@@ -8,41 +8,15 @@ of 1,000 keys; each request more per object is one round trip more per object on
 from __future__ import annotations
 
 import json
-import logging
-import re
 
 import pytest
-from s3server import s3  # noqa: F401  (the fixture)
+from s3server import Requests, s3  # noqa: F401  (s3: the fixture)
 from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 
 from pretrain.cli import main
 from pretrain.curate import io
 
 KEYS = ["plain.jsonl", "sp ace/a b.jsonl", "uni/é日本.jsonl", "dots/../escape.jsonl", "q/what?.jsonl"]
-
-
-class _AllRequests(logging.Handler):
-    """Every request the S3 server answered: (method, path, query)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[tuple[str, str, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        m = re.search(r'"(GET|PUT|HEAD|DELETE|POST) (/[^ ?]*)\??([^ ]*) HTTP', record.getMessage())
-        if m:
-            self.seen.append(m.groups())
-
-    def __enter__(self) -> _AllRequests:
-        log = logging.getLogger("werkzeug")
-        self._level = log.level
-        log.setLevel(logging.INFO)
-        log.addHandler(self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        logging.getLogger("werkzeug").removeHandler(self)
-        logging.getLogger("werkzeug").setLevel(self._level)
 
 
 def _rows(key: str, n: int = 4) -> bytes:
@@ -58,7 +32,7 @@ def test_a_prefix_is_listed_once_and_no_object_is_asked_its_size(s3_here, tmp_pa
     bucket = s3_here.new_bucket("list")
     fs = s3_here.filesystem()
     fs.pipe({f"{bucket}/in/{k}": _rows(k) for k in KEYS})
-    with _AllRequests() as log:
+    with Requests() as log:
         rc = main(["dedup", f"s3://{bucket}/in", "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"])
     assert rc == 0, capsys.readouterr().err
     listings = [r for r in log.seen if r[0] == "GET" and "list-type=2" in r[2]]

@@ -121,10 +121,9 @@ def _forget_cached_filesystems() -> None:
     s3fs.S3FileSystem.clear_instance_cache()
 
 
-def _delayed_server(seconds: float):
-    """moto's threaded server with its WSGI app behind a fixed delay per request."""
-    import time
-
+def wrapped_server(wrap):
+    """moto's threaded server with its WSGI app replaced by `wrap(app)`: a store that answers some
+    requests otherwise (a delay, an error moto does not give)."""
     from moto.server import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -133,20 +132,28 @@ def _delayed_server(seconds: float):
     )
     from werkzeug.serving import make_server
 
-    class Delayed(ThreadedMotoServer):
+    class Wrapped(ThreadedMotoServer):
         def _server_entry(self) -> None:  # moto's own, with the app wrapped
-            app = DomainDispatcherApplication(create_backend_app)
-
-            def delayed(environ, start_response):
-                time.sleep(seconds)
-                return app(environ, start_response)
-
-            self._server = make_server(self._ip_address, self._port, delayed, True,
+            app = wrap(DomainDispatcherApplication(create_backend_app))
+            self._server = make_server(self._ip_address, self._port, app, True,
                                        request_handler=MotoRequestHandler)
             self._server_ready_event.set()
             self._server.serve_forever()
 
-    return Delayed
+    return Wrapped
+
+
+def _delayed_server(seconds: float):
+    """moto's threaded server with its WSGI app behind a fixed delay per request."""
+    import time
+
+    def delay(app):
+        def delayed(environ, start_response):
+            time.sleep(seconds)
+            return app(environ, start_response)
+        return delayed
+
+    return wrapped_server(delay)
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from s3server import Requests, s3  # noqa: F401  (s3: the fixture)
+from s3server import Requests, s3, wrapped_server  # noqa: F401  (s3: the fixture)
 from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 
 from pretrain.cli import main
@@ -139,33 +139,18 @@ def test_two_hosts_claiming_one_bucket_output_at_once_one_is_refused(s3_here, tm
 def _without_conditional_writes():
     """moto's server answering a PUT with `If-None-Match` as a store without conditional writes
     does (501 NotImplemented, the S3 error document), everything else as moto."""
-    from moto.server import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        ThreadedMotoServer,
-        create_backend_app,
-    )
-    from werkzeug.serving import make_server
-
     body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
             b"<Message>A header you provided implies functionality that is not implemented</Message></Error>")
 
-    class Old(ThreadedMotoServer):
-        def _server_entry(self) -> None:
-            app = DomainDispatcherApplication(create_backend_app)
+    def old_store(app):
+        def old(environ, start_response):
+            if environ["REQUEST_METHOD"] == "PUT" and "HTTP_IF_NONE_MATCH" in environ:
+                start_response("501 Not Implemented", [("Content-Type", "application/xml")])
+                return [body]
+            return app(environ, start_response)
+        return old
 
-            def old(environ, start_response):
-                if environ["REQUEST_METHOD"] == "PUT" and "HTTP_IF_NONE_MATCH" in environ:
-                    start_response("501 Not Implemented", [("Content-Type", "application/xml")])
-                    return [body]
-                return app(environ, start_response)
-
-            self._server = make_server(self._ip_address, self._port, old, True,
-                                       request_handler=MotoRequestHandler)
-            self._server_ready_event.set()
-            self._server.serve_forever()
-
-    return Old
+    return wrapped_server(old_store)
 
 
 def test_a_store_without_conditional_writes_still_claims_and_refuses(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ as a script; `make demo ...` lines are checked with `make -n` (the demo itself: 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -161,3 +162,181 @@ def test_every_input_free_docs_command_runs_in_a_fresh_clone(clone):
         out = _pretrain(clone, line)
         assert out.returncode == 0, f"{where}: {line}\n{out.stderr[-2000:]}"
         assert out.stdout.strip(), f"{where}: {line} printed nothing"
+
+
+# --- every command, option, config key, link and path the docs state exists (parsed, not run) ---
+
+PAGES = [ROOT / "README.md"] + [p for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "decisions.md"]
+MESSAGE = re.compile(r"^pretrain [a-z-]+:")  # a quoted error or progress line, not a command
+
+
+def _documented_lines(page: Path) -> list[tuple[str, str]]:
+    """(page:line, text) of every `pretrain ...` (or `torchrun ... -m pretrain ...`) in a code block,
+    continued lines joined and comments cut, and of every one quoted in the page's text."""
+    text, found = page.read_text(), []
+    for block in re.finditer(r"```[a-z]*\n(.*?)```", text, re.S):
+        first = text.count("\n", 0, block.start(1)) + 1
+        lines, i = block.group(1).split("\n"), 0
+        while i < len(lines):
+            at, line = i, lines[i]
+            while line.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                line = line.rstrip()[:-1] + " " + lines[i].strip()
+            i += 1
+            cmd = re.split(r"\s{2,}|\s#", line.strip())[0]
+            cmd = re.sub(r"^torchrun .*?-m (pretrain )", r"\1", cmd)
+            if cmd.startswith("pretrain "):
+                found.append((f"{page.relative_to(ROOT)}:{first + at}", cmd))
+    for span in re.finditer(r"`(pretrain [^`]+)`", text):
+        found.append((f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, span.start()) + 1}",
+                      " ".join(span.group(1).split())))
+    return [(w, c) for w, c in found if not MESSAGE.match(c)]
+
+
+def _argv(cmd: str) -> list[str]:
+    """A synopsis as words: `[--min-count 2]` -> `--min-count 2`, `RUN\\|HF_DIR` and `...` dropped."""
+    cmd = cmd.replace("\\|", "|").replace("[", " ").replace("]", " ").replace("...", " ")
+    return shlex.split(cmd.split(" | ")[0])[1:]
+
+
+@functools.cache
+def _parser():
+    from pretrain import cli
+
+    return cli.build_parser()
+
+
+def _subcommand(argv: list[str]):
+    import argparse
+
+    parser, names = _parser(), []
+    while argv and not argv[0].startswith("-"):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+        if not subs or argv[0] not in subs[0].choices:
+            break
+        parser = subs[0].choices[argv[0]]
+        names.append(argv.pop(0))
+    return parser, names
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    return [x for page in PAGES for x in _documented_lines(page)]
+
+
+def test_every_documented_option_and_set_key_exists_with_a_valid_value():
+    """Each documented command names a real subcommand; its options are the parser's (a choice's
+    value among its choices); each `--set key=value` loads into the command's config (key known,
+    value of the right type and in bounds), with the recipe the command names."""
+    from pretrain import cli
+    from pretrain.config import load
+
+    commands = documented_commands()
+    assert len(commands) > 100
+    for where, cmd in commands:
+        argv = _argv(cmd)
+        parser, names = _subcommand(argv)
+        if not names:
+            assert not argv or argv[0] == "|", f"{where}: `{cmd}`: no such command"
+            continue
+        options = parser._option_string_actions  # noqa: SLF001
+        sets = []
+        for i, word in enumerate(argv):
+            flag = word.split("=", 1)[0]
+            if not flag.startswith("-") or re.fullmatch(r"-[\d.]+(e-?\d+)?", flag):
+                continue  # a value or a negative number
+            assert flag in set(options), f"{where}: `{cmd}`: {' '.join(names)} has no option {flag}"
+            action, value = options[flag], argv[i + 1] if i + 1 < len(argv) else None
+            if action.choices and value is not None and not value.isupper():
+                assert value in action.choices, f"{where}: `{cmd}`: {flag} {value} not in {action.choices}"
+            if flag == "--set" and value and not value.split("=")[0].isupper():
+                sets.append(value)
+        if sets and names[0] in cli.CONFIGS:
+            mod, _, cls = cli.CONFIGS[names[0]].partition(":")
+            recipe = next((a for a in argv[1:] if a.endswith(".toml") and (ROOT / a).is_file()), None)
+            if names[0] != "train":
+                recipe = None  # a curate --config example names the user's own file
+            config = getattr(__import__(mod, fromlist=[cls]), cls)
+            load(config, ROOT / recipe if recipe else None, sets)
+
+
+def _toml_blocks() -> list[tuple[str, str]]:
+    out = []
+    for page in PAGES:
+        text = page.read_text()
+        for block in re.finditer(r"```toml\n(.*?)```", text, re.S):
+            out.append((f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, block.start(1)) + 1}",
+                        block.group(1)))
+    return out
+
+
+def test_every_documented_toml_block_loads(tmp_path):
+    """A documented config section loads into the belt's or the trainer's config (unknown keys and
+    bad values refused, as for the user); the hardware table and the mixture file load with the
+    planner's and the mixture's own readers."""
+    import tomllib
+    from dataclasses import fields
+
+    from pretrain.config import from_dict
+    from pretrain.curate.pipeline import CurateConfig
+    from pretrain.plan.hardware import load_table
+    from pretrain.tokens.mixture import load_mixture
+    from pretrain.train.config import RunConfig
+
+    blocks_ = _toml_blocks()
+    assert len(blocks_) >= 8
+    for where, body in blocks_:
+        data, path = tomllib.loads(body), tmp_path / "block.toml"
+        path.write_text(body)
+        for config in (CurateConfig, RunConfig):
+            if set(data) <= {f.name for f in fields(config)}:
+                from_dict(config, data)
+                break
+        else:
+            if "sources" in data:
+                load_mixture(path)
+            elif where.startswith("docs/planner.md"):
+                load_table(path)
+            else:
+                raise AssertionError(f"{where}: a TOML block no reader takes: {sorted(data)}")
+
+
+def test_the_parallel_defaults_table_is_the_configs():
+    """docs/parallelism.md's table of `[parallel]` keys and defaults against ParallelConfig."""
+    from dataclasses import fields
+
+    from pretrain.train.config import ParallelConfig
+
+    text = (ROOT / "docs" / "parallelism.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| `?([^|`]+?)`? \|", text, re.M))
+    defaults = {f.name: f.default for f in fields(ParallelConfig)}
+    assert set(rows) == set(defaults), set(rows) ^ set(defaults)
+    for key, shown in rows.items():
+        value = shown.split(" ")[0]
+        code = str(defaults[key]).lower()
+        assert code in (value, value + ".0"), f"{key}: docs {shown}, code {code}"
+
+
+def test_every_docs_link_and_named_repository_file_exists():
+    """Relative links resolve (to a heading when they name one); a path under src/, tests/, bench/,
+    recipes/ or docs/, or a module path (`curate/x.py`), names a file of this checkout, except in a
+    section about code that was tried and not shipped (it lives at a git tag)."""
+    def slug(heading: str) -> str:
+        return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+    package = "|".join(p.name for p in (ROOT / "src/pretrain").iterdir() if p.is_dir())
+    for page in PAGES:
+        text = page.read_text()
+        for link in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", link):
+                continue
+            file, _, anchor = link.partition("#")
+            target = (page.parent / file) if file else page
+            assert target.exists(), f"{page.name}: link {link}"
+            if anchor:
+                assert anchor in map(slug, re.findall(r"^#+ (.*)$", target.read_text(), re.M)), link
+        for section in re.split(r"^#+ ", text, flags=re.M):
+            if "not shipped" in section.split("\n", 1)[0]:
+                continue
+            named = rf"`((?:src|tests|bench|recipes|docs)/[\w/.-]+|(?:{package})/\w+\.py)`"
+            for rel in re.findall(named, section):
+                assert (ROOT / rel).exists() or (ROOT / "src/pretrain" / rel).exists(), f"{page.name}: {rel}"

@@ -195,8 +195,16 @@ def _documented_lines(page: Path) -> list[tuple[str, str]]:
 
 def _argv(cmd: str) -> list[str]:
     """A synopsis as words: `[--min-count 2]` -> `--min-count 2`, `RUN\\|HF_DIR` and `...` dropped."""
-    cmd = cmd.replace("\\|", "|").replace("[", " ").replace("]", " ").replace("...", " ")
-    return shlex.split(cmd.split(" | ")[0])[1:]
+    cmd = cmd.replace("\\|", "|").replace("[", " ").replace("]", " ").replace("...", " ").split(" | ")[0]
+    try:
+        return shlex.split(cmd)[1:]
+    except ValueError:  # a quote the prose leaves open
+        return cmd.split()[1:]
+
+
+def _placeholder(value: str) -> bool:
+    """`N`, `HF_DIR`, `<path>`, `{a,b}`, `a|b`: a synopsis' stand-in, not a value to check."""
+    return bool(re.fullmatch(r"[A-Z][A-Z0-9_]*", value) or re.search(r"[<>{}|]", value))
 
 
 @functools.cache
@@ -246,9 +254,9 @@ def test_every_documented_option_and_set_key_exists_with_a_valid_value():
                 continue  # a value or a negative number
             assert flag in set(options), f"{where}: `{cmd}`: {' '.join(names)} has no option {flag}"
             action, value = options[flag], argv[i + 1] if i + 1 < len(argv) else None
-            if action.choices and value is not None and not value.isupper():
+            if action.choices and value is not None and not _placeholder(value):
                 assert value in action.choices, f"{where}: `{cmd}`: {flag} {value} not in {action.choices}"
-            if flag == "--set" and value and not value.split("=")[0].isupper():
+            if flag == "--set" and value and not any(map(_placeholder, value.split("=", 1))):
                 sets.append(value)
         if sets and names[0] in cli.CONFIGS:
             mod, _, cls = cli.CONFIGS[names[0]].partition(":")

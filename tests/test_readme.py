@@ -181,7 +181,7 @@ def _documented_lines(page: Path) -> list[tuple[str, str]]:
             at, line = i, lines[i]
             while line.rstrip().endswith("\\") and i + 1 < len(lines):
                 i += 1
-                line = line.rstrip()[:-1] + " " + lines[i].strip()
+                line = line.rstrip()[:-1].rstrip() + " " + lines[i].strip()
             i += 1
             cmd = re.split(r"\s{2,}|\s#", line.strip())[0]
             cmd = re.sub(r"^torchrun .*?-m (pretrain )", r"\1", cmd)
@@ -237,6 +237,7 @@ def test_every_documented_option_and_set_key_exists_with_a_valid_value():
     value of the right type and in bounds), with the recipe the command names."""
     from pretrain import cli
     from pretrain.config import load
+    from pretrain.errors import UserError
 
     commands = documented_commands()
     assert len(commands) > 100
@@ -264,7 +265,10 @@ def test_every_documented_option_and_set_key_exists_with_a_valid_value():
             if names[0] != "train":
                 recipe = None  # a curate --config example names the user's own file
             config = getattr(__import__(mod, fromlist=[cls]), cls)
-            load(config, ROOT / recipe if recipe else None, sets)
+            try:
+                load(config, ROOT / recipe if recipe else None, sets)
+            except UserError as e:
+                pytest.fail(f"{where}: `{cmd}`: {e}")
 
 
 def _toml_blocks() -> list[tuple[str, str]]:
@@ -282,30 +286,39 @@ def test_every_documented_toml_block_loads(tmp_path):
     bad values refused, as for the user); the hardware table and the mixture file load with the
     planner's and the mixture's own readers."""
     import tomllib
-    from dataclasses import fields
 
     from pretrain.config import from_dict
-    from pretrain.curate.pipeline import CurateConfig
+    from pretrain.errors import UserError
     from pretrain.plan.hardware import load_table
     from pretrain.tokens.mixture import load_mixture
-    from pretrain.train.config import RunConfig
 
     blocks_ = _toml_blocks()
     assert len(blocks_) >= 8
     for where, body in blocks_:
         data, path = tomllib.loads(body), tmp_path / "block.toml"
         path.write_text(body)
-        for config in (CurateConfig, RunConfig):
-            if set(data) <= {f.name for f in fields(config)}:
-                from_dict(config, data)
-                break
-        else:
-            if "sources" in data:
-                load_mixture(path)
-            elif where.startswith("docs/planner.md"):
-                load_table(path)
-            else:
-                raise AssertionError(f"{where}: a TOML block no reader takes: {sorted(data)}")
+        try:
+            _load_block(data, path, where, from_dict, load_mixture, load_table)
+        except UserError as e:
+            pytest.fail(f"{where}: {e}")
+
+
+def _load_block(data: dict, path: Path, where: str, from_dict, load_mixture, load_table) -> None:
+    from dataclasses import fields
+
+    from pretrain.curate.pipeline import CurateConfig
+    from pretrain.train.config import RunConfig
+
+    for config in (CurateConfig, RunConfig):
+        if set(data) <= {f.name for f in fields(config)}:
+            from_dict(config, data)
+            return
+    if "sources" in data:
+        load_mixture(path)
+    elif where.startswith("docs/planner.md"):
+        load_table(path)
+    else:
+        raise AssertionError(f"{where}: a TOML block no reader takes: {sorted(data)}")
 
 
 def test_the_parallel_defaults_table_is_the_configs():

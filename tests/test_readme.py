@@ -173,29 +173,59 @@ MESSAGE = re.compile(r"^pretrain [a-z-]+:")  # a quoted error or progress line, 
 def _documented_lines(page: Path) -> list[tuple[str, str]]:
     """(page:line, text) of every `pretrain ...` (or `torchrun ... -m pretrain ...`) in a code block,
     continued lines joined and comments cut, and of every one quoted in the page's text."""
-    text, found = page.read_text(), []
-    for block in re.finditer(r"```[a-z]*\n(.*?)```", text, re.S):
-        first = text.count("\n", 0, block.start(1)) + 1
-        lines, i = block.group(1).split("\n"), 0
-        while i < len(lines):
-            at, line = i, lines[i]
-            while line.rstrip().endswith("\\") and i + 1 < len(lines):
-                i += 1
-                line = line.rstrip()[:-1].rstrip() + " " + lines[i].strip()
-            i += 1
-            cmd = re.split(r"\s{2,}|\s#", line.strip())[0]
-            cmd = re.sub(r"^torchrun .*?-m (pretrain )", r"\1", cmd)
-            if cmd.startswith("pretrain "):
-                found.append((f"{page.relative_to(ROOT)}:{first + at}", cmd))
+    text = page.read_text()
+    found = [(f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, block.start(1)) + 1 + at}", cmd)
+             for block in re.finditer(r"```[a-z]*\n(.*?)```", text, re.S)
+             for at, cmd in _command_lines(block.group(1))]
     for span in re.finditer(r"`(pretrain [^`]+)`", text):
         found.append((f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, span.start()) + 1}",
                       " ".join(span.group(1).split())))
     return [(w, c) for w, c in found if not MESSAGE.match(c)]
 
 
+def _command_lines(text: str) -> list[tuple[int, str]]:
+    """(line index, command) of each line that starts a `pretrain` command, continuations joined."""
+    lines, i, out = text.split("\n"), 0, []
+    while i < len(lines):
+        at, line = i, lines[i]
+        while line.rstrip().endswith("\\") and i + 1 < len(lines):
+            i += 1
+            line = line.rstrip()[:-1].rstrip() + " " + lines[i].strip()
+        i += 1
+        cmd = re.split(r"\s{2,}|\s#", line.strip())[0]
+        cmd = re.sub(r"^torchrun .*?-m (pretrain )", r"\1", cmd)
+        if cmd.startswith("pretrain "):
+            out.append((at, cmd))
+    return out
+
+
+def _help_examples() -> list[tuple[str, str]]:
+    """The examples each command's --help gives (its description and epilog), as (where, command)."""
+    import argparse
+
+    found, todo = [], [("pretrain", _parser())]
+    while todo:
+        name, parser = todo.pop()
+        for text in (parser.description or "", parser.epilog or ""):
+            found += [(f"`{name} --help`", cmd) for _, cmd in _command_lines(text)]
+        for action in parser._actions:  # noqa: SLF001
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                todo += [(f"{name} {sub}", p) for sub, p in action.choices.items()]
+    # a wrapped line of prose may start with the word pretrain (`--activations pretrain`)
+    return [(w, c) for w, c in found if not MESSAGE.match(c) and c.split()[1] in _command_names()]
+
+
+def _command_names() -> list[str]:
+    import argparse
+
+    return [n for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)  # noqa: SLF001
+            for n in a.choices]
+
+
 def _argv(cmd: str) -> list[str]:
     """A synopsis as words: `[--min-count 2]` -> `--min-count 2`, `RUN\\|HF_DIR` and `...` dropped."""
-    cmd = cmd.replace("\\|", "|").replace("[", " ").replace("]", " ").replace("...", " ").split(" | ")[0]
+    cmd = cmd.replace("\\|", "|").replace("...", " ").split(" | ")[0]
+    cmd = re.sub(r"\](?=\s|$)", " ", re.sub(r"(^|\s)\[(?=[-\w])", r"\1", cmd))  # not a TOML list
     try:
         return shlex.split(cmd)[1:]
     except ValueError:  # a quote the prose leaves open
@@ -228,13 +258,14 @@ def _subcommand(argv: list[str]):
 
 
 def documented_commands() -> list[tuple[str, str]]:
-    return [x for page in PAGES for x in _documented_lines(page)]
+    return [x for page in PAGES for x in _documented_lines(page)] + _help_examples()
 
 
 def test_every_documented_option_and_set_key_exists_with_a_valid_value():
-    """Each documented command names a real subcommand; its options are the parser's (a choice's
-    value among its choices); each `--set key=value` loads into the command's config (key known,
-    value of the right type and in bounds), with the recipe the command names."""
+    """Each documented command (in the docs and in each command's --help) names a real subcommand;
+    its options are the parser's (a choice's value among its choices); each `--set key=value` loads
+    into the command's config (key known, value of the right type and in bounds) with the recipe
+    the command names, and a training recipe passes the checks the trainer makes before it builds."""
     from pretrain import cli
     from pretrain.config import load
     from pretrain.errors import UserError
@@ -261,14 +292,32 @@ def test_every_documented_option_and_set_key_exists_with_a_valid_value():
                 sets.append(value)
         if sets and names[0] in cli.CONFIGS:
             mod, _, cls = cli.CONFIGS[names[0]].partition(":")
-            recipe = next((a for a in argv[1:] if a.endswith(".toml") and (ROOT / a).is_file()), None)
+            recipe = next((a for a in argv if a.endswith(".toml") and (ROOT / a).is_file()), None)
             if names[0] != "train":
                 recipe = None  # a curate --config example names the user's own file
             config = getattr(__import__(mod, fromlist=[cls]), cls)
             try:
-                load(config, ROOT / recipe if recipe else None, sets)
+                cfg = load(config, ROOT / recipe if recipe else None, sets)
+                if names[0] == "train" and recipe:
+                    _trainer_checks(cfg)
             except UserError as e:
                 pytest.fail(f"{where}: `{cmd}`: {e}")
+
+
+def _trainer_checks(cfg) -> None:
+    """What `pretrain train` refuses before it starts a process group or builds the model, given
+    the processes the layout asks for: numbers, the shape's split, in-loop evaluation, the pipeline."""
+    from pretrain.eval.callback import check_layout
+    from pretrain.train.config import validate
+    from pretrain.train.model import resolve_shape
+    from pretrain.train.parallel import dims_from_config
+    from pretrain.train.trainer import Trainer
+
+    validate(cfg)
+    dims = dims_from_config(cfg.parallel)
+    dims.check_shape(resolve_shape(cfg.model), cfg.parallel)
+    check_layout(cfg, dims)
+    Trainer._check_pp(cfg, dims, None)  # noqa: SLF001
 
 
 def _toml_blocks() -> list[tuple[str, str]]:

@@ -18,7 +18,7 @@ multiply to the world size (checked before anything is built):
   torchrun --nproc-per-node 4 -m pretrain train recipes/tiny-cpu.toml --set parallel.dp_shard=2 \\
       --set parallel.tp=2                          # FSDP2 x tensor parallel
   torchrun --nproc-per-node 2 -m pretrain train recipes/tiny-cpu.toml --set parallel.pp=2 \\
-      --set parallel.pp_schedule=1f1b              # pipeline parallel
+      --set parallel.pp_schedule=1f1b --set log.eval_every=0   # pipeline parallel (no eval yet)
   torchrun --nproc-per-node 2 --max-restarts 3 -m pretrain train ...   # restarts resume exactly
 Checkpoints reshard: resume a run saved with one layout under another. See docs/parallelism.md.
 

@@ -10,6 +10,7 @@ as a script; `make demo ...` lines are checked with `make -n` (the demo itself: 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import os
@@ -358,7 +359,9 @@ def _load_block(data: dict, path: Path, where: str, from_dict, load_mixture, loa
     from pretrain.curate.pipeline import CurateConfig
     from pretrain.train.config import RunConfig
 
+    known = []
     for config in (CurateConfig, RunConfig):
+        known += [f.name for f in fields(config)]
         if set(data) <= {f.name for f in fields(config)}:
             from_dict(config, data)
             return
@@ -366,8 +369,9 @@ def _load_block(data: dict, path: Path, where: str, from_dict, load_mixture, loa
         load_mixture(path)
     elif where.startswith("docs/planner.md"):
         load_table(path)
-    else:
-        raise AssertionError(f"{where}: a TOML block no reader takes: {sorted(data)}")
+    else:  # another tool's file (pyproject, ...) passes; a misspelt config section does not
+        close = {k: difflib.get_close_matches(k, known, n=1, cutoff=0.75) for k in data if k not in known}
+        assert not any(close.values()), f"{where}: unknown config sections {close}"
 
 
 def test_the_parallel_defaults_table_is_the_configs():

@@ -107,3 +107,23 @@ def test_killed_corpus_job_in_the_bucket_is_named_unfinished(bucket, tmp_path):
         fs.put_file(str(local["corpus"] / f), f"{name}/killed/{f}")
     with pytest.raises(ValueError, match=rf"s3://{name}/killed: a pretrain curate job that has not finished"):
         build_report([f"s3://{name}/killed"])
+
+
+def test_run_still_writing_its_metrics_is_reported_to_its_last_whole_line(bucket):
+    """A run directory synced to the bucket while the run writes: metrics.jsonl ends in half a
+    line. The page stops at the last whole step and says the run is short of its target."""
+    import s3fs
+
+    name, local = bucket
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    lines = (local["run"] / "metrics.jsonl").read_bytes().splitlines(keepends=True)
+    steps = [json.loads(x) for x in lines if b'"loss"' in x and b'"event"' not in x]
+    cut = lines.index(next(x for x in lines if json.loads(x).get("step") == steps[3]["step"]
+                           and b'"loss"' in x))
+    torn = b"".join(lines[:cut]) + lines[cut][: len(lines[cut]) // 2]
+    fs.pipe_file(f"{name}/live/metrics.jsonl", torn)
+    fs.put_file(str(local["run"] / "config.toml"), f"{name}/live/config.toml")
+    page = build_report([f"s3://{name}/live"])
+    target = 6
+    assert f"<b>{steps[2]['step']} of {target}</b>" in page  # the torn step 4 is not counted
+    assert f"stopped at step {steps[2]['step']} of {target}" in page

@@ -3,7 +3,9 @@
 Every corpus command (curate, dedup, decontaminate) runs through `run_job`:
 - **Identity.** OUT/plan.json holds the inputs (path and size), the resolved config and a hash of
   both. A rerun with the same identity resumes (finished units are skipped); any other inputs or
-  config into the same OUT is refused with one line, before anything is written.
+  config into the same OUT is refused with one line, before anything is written. Beside the
+  hash, not in it: each input's version (ETag, mtime), checked by a rerun and by each shard's
+  read (versions.py).
 - **Layout.** OUT/data/ and OUT/rejects/ hold only `*.jsonl.zst` (what `datasets` and datatrove
   read as a folder); done markers, temporary files and intermediate shards live under OUT/work/.
 - **Time.** Each attempt records its wall time in OUT/work/attempts.json as units finish, so the

@@ -89,18 +89,25 @@ def download(fs, path: str, local: Path, url: str, stamp: dict | None) -> None:
         return
     from fsspec.asyn import sync
 
-    for attempt in range(3):  # s3fs's get_file retries a dropped body; so does this
+    for attempt in range(3):  # s3fs's get_file retries a body cut mid-way; so does this
         try:
             got = sync(fs.loop, _get_if_same, fs, path, local, stamp["etag"])
             break
-        except (FileNotFoundError, PermissionError):
-            raise
-        except Exception:
+        except _transient():
             if attempt == 2:
                 raise
     if got != stamp["etag"]:
         local.unlink(missing_ok=True)
         raise changed(url, stamp, {"etag": got})
+
+
+def _transient() -> tuple[type[BaseException], ...]:
+    """A connection dropped while the body streamed (the client's own retries cover the request)."""
+    try:
+        from aiohttp import ClientConnectionError, ClientPayloadError
+    except ImportError:
+        return (TimeoutError, ConnectionResetError)
+    return (TimeoutError, ConnectionResetError, ClientPayloadError, ClientConnectionError)
 
 
 def _is_s3(fs) -> bool:

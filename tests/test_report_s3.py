@@ -87,7 +87,9 @@ def test_missing_and_unknown_urls_are_one_line_naming_them(bucket, tmp_path, cap
     name, _ = bucket
     fs = s3fs.S3FileSystem(skip_instance_cache=True)
     fs.pipe_file(f"{name}/other/readme.txt", b"not a pretrain output")
-    cases = ((f"s3://{name}/nothing-here", "not found"), (f"s3://{name}/other", "not a curate output"))
+    fs.pipe_file(f"{name}/cut.json", b'{"sources": [')  # one object, a JSON cut short
+    cases = ((f"s3://{name}/nothing-here", "not found"), (f"s3://{name}/other", "not a curate output"),
+             (f"s3://{name}/cut.json", "not valid JSON"))
     for url, why in cases:
         capsys.readouterr()
         assert main(["report", url, "-o", str(tmp_path / "r.html")]) == 2

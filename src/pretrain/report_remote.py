@@ -60,10 +60,12 @@ class Remote:
             raise UserError(f"cannot read {self.url}: {line}") from e
 
     def _stage(self) -> Path:
-        top = {Path(e["name"]).name: e for e in self.fs.ls(self.root, detail=True)} \
-            if self.fs.isdir(self.root) else {}
+        listed = self.fs.ls(self.root, detail=True)  # one listing; FileNotFoundError: nothing there
+        if [e["name"].rstrip("/") for e in listed] == [self.root] and listed[0].get("type") == "file":
+            return self._stage_object(listed[0])  # the URL names one object
+        top = {Path(e["name"]).name: e for e in listed}
         if not top:
-            return self._stage_object()
+            raise UserError(f"not found: {self.url} (an empty folder)")
         name = self.root.rsplit("/", 1)[-1] if _PLAIN.fullmatch(self.root.rsplit("/", 1)[-1]) else "remote"
         local = self.into / name
         local.mkdir(parents=True, exist_ok=True)
@@ -82,11 +84,8 @@ class Remote:
                             "manifest.json)")
         return local
 
-    def _stage_object(self) -> Path:
-        """The URL names one object (a mixture, plan or eval JSON), or nothing."""
-        info = self.fs.info(self.root)  # FileNotFoundError: nothing there
-        if info.get("type") != "file":
-            raise UserError(f"not found: {self.url} (an empty folder)")
+    def _stage_object(self, info: dict) -> Path:
+        """The URL names one object: a mixture, plan or eval JSON."""
         name = self.root.rsplit("/", 1)[-1]
         local = self.into / (name if _PLAIN.fullmatch(name) else "remote.json")
         self.into.mkdir(parents=True, exist_ok=True)

@@ -167,4 +167,8 @@ def _offsets(path: Path):
 
 def stage(url: str, into: Path) -> Path:
     """The local copy of what the report reads of `url` (see the module's docstring)."""
-    return Remote(url, into).stage()
+    try:
+        remote = Remote(url, into)
+    except (ImportError, ValueError) as e:  # a protocol fsspec does not know, or its package missing
+        raise UserError(f"{url}: cannot open: {e}") from None
+    return remote.stage()

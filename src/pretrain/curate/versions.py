@@ -47,8 +47,7 @@ def of_local(st: os.stat_result) -> dict:
 def describe(stamp: dict | None) -> str:
     if not stamp:
         return "none"
-    (name, value), = stamp.items()
-    return f"{name} {value}"
+    return ", ".join(f"{name} {value}" for name, value in stamp.items())
 
 
 def changed(path: str, then: dict, now: dict | None) -> UserError:
@@ -66,8 +65,10 @@ def check_rerun(old_plan: dict, versions: dict[str, dict]) -> dict[str, dict]:
               file=sys.stderr)
         return versions
     for path, now in versions.items():
+        # compared only when both are of one kind: a client that lists ETags now and listed
+        # last-modified times before has not seen a change
         then = recorded.get(path)
-        if isinstance(then, dict) and then and now != then:
+        if isinstance(then, dict) and then and now and then.keys() == now.keys() and now != then:
             raise changed(path, then, now)
     return {**versions, **{p: v for p, v in recorded.items() if isinstance(v, dict)}}
 

@@ -159,7 +159,8 @@ def held_out_side_by_side(peer: str | None) -> None:
     peer_lat, _ = _peer_latencies(peer, runs)
     groups: dict[str, tuple[list, list]] = {}
     for r, lat in zip(runs, peer_lat):
-        key = " ".join(r.source.split()[:2]) if r.source.startswith("llm-foundry") else "MT-NLG 530B"
+        key = " ".join(r.source.split()[:2]) if r.source.startswith("llm-foundry") else \
+            "MT-NLG 530B" if r.source.startswith("MT-NLG") else "torchtitan Llama 2"
         if r.source.startswith("llm-foundry") and r.job.shape.seq_len >= 16_384:
             key += " seq>=16k"
         for k in (key, "all held-out"):

@@ -36,10 +36,11 @@ MPT_VOCAB = 50_368
 # (the a100 entries' 25 GB/s per GPU); the H100 interconnect is not printed (the h100 entry's 400 Gb/s).
 FOUNDRY_GPU = {"h100-2024": "h100", "h100": "h100", "a100-80": "a100-80gb", "a100-40": "a100-40gb"}
 
-# What the benchmark ran (submit_benchmarks.py and setup.py at the commits that wrote each table):
-# - attention: the H100, A100 80GB and A100 40GB tables (commit b2a43a1, 2023-10) ran attn_impl
-#   "triton", the Triton port of FlashAttention-1 (setup.py's gpu extra: flash-attn 1.0.9); the
-#   large-scale H100 table (5e85bd6, 2024-01) installed the gpu-flash2 extra (flash-attn 2.4.2).
+# What the benchmark ran (sweep.sh and submit_benchmarks.py at the commits that wrote each table):
+# - attention: the H100, A100 80GB and A100 40GB tables (commit b2a43a1, 2023-10: sweep.sh runs
+#   llm-foundry v0.0.4 on the mosaicml/pytorch:2.1.0_cu121 image) set attn_impl "triton", the
+#   Triton port of FlashAttention-1; the large-scale H100 table (5e85bd6, 2024-01) installed the
+#   gpu-flash2 extra (flash-attn 2.4.2).
 # - element-wise kernels: eager PyTorch (no torch.compile), but MPT's block is one F.layer_norm
 #   kernel per norm, one GELU kernel, biases inside the matmul and two residual adds: the bytes the
 #   planner's fused GPT-block profile counts, not its eager profile (our trainer's RMSNorm in fp32

@@ -145,9 +145,9 @@ def test_hfu_counts_the_matmuls_the_op_policy_reruns():
 
 # --- held-out runs (session 7): published runs added after the time model was built ---------------
 # pretrain.plan.heldout: llm-foundry's MPT throughput tables (209 bf16 rows), MT-NLG 530B (3 rows),
-# torchtitan's Llama 2 table (4 rows). Measured on 2026-12-02 with nothing of the model changed but
-# the attention kernel each run used: held-out median |error| 15.4%, all 242 rows 13.5% (the 26 rows
-# above: 6.4%). The bounds below are
+# torchtitan's Llama 2 table (4 rows) and its torch.compile rows (2). Measured on 2026-12-02 with
+# nothing of the model changed but the attention kernel each run used: held-out median |error|
+# 15.5%, all 244 rows 13.6% (the 26 rows above: 6.4%). The bounds below are
 # those figures, rounded up; rows off by more than 25% carry the reason they are (docs/planner.md).
 
 from pretrain.plan.heldout import FLASH1_TABLES, foundry_rows, held_out, mpt_shape  # noqa: E402
@@ -176,6 +176,10 @@ def expected_error(run) -> str | None:
     if run.source.startswith("MT-NLG"):
         return ("MT-NLG: predicted ~40% fast where the same model on Megatron-LM (Table 1, 2,520 GPUs) "
                 "is within 10%; the cause (DeepSpeed's pipeline engine?) is not found")
+    if "torch.compile" in run.source:
+        return ("torchtitan with torch.compile: measured 16% faster than without, the fused-kernel "
+                "profile predicts ~50% (the eager profile's element-wise bytes, or what compile leaves "
+                "unfused); not resolved")
     if " h100" in run.source and run.job.shape.seq_len < 16_384:
         return ("H100 at sequences <= 8k: predicted 23-54% fast with either attention kernel (the "
                 "long-sequence H100 rows are within 5%); the cause is not found")

@@ -32,8 +32,8 @@ What it computes (formulas and sources in docs/planner.md):
                    inside and across nodes, what overlaps with what, pipeline bubble and p2p,
                    optimizer. Every constant is in the GPU table with its source; held against
                    published runs: median 6% on the 26 it was built beside (Megatron-LM,
-                   Korthikanti, Llama 3, torchtitan), 15% on 216 held out (llm-foundry, MT-NLG,
-                   torchtitan's Llama 2).
+                   Korthikanti, Llama 3, torchtitan), 15% on 218 held out (llm-foundry, MT-NLG,
+                   more torchtitan).
   software         what the training code runs, which moves the step time as much as the chip:
                    --kernels eager (PyTorch without fusion or torch.compile: norms, rotary, SwiGLU
                    as separate memory-bound passes, 4-5x the bytes of fused kernels), --selective op

@@ -11,12 +11,17 @@ figures stay separate.
 - Megatron-Turing NLG 530B (Smith et al. 2022, sec. 2.4, as quoted with its setup by llm-analysis'
   examples/megatron-turing-nlg): 280, 350 and 420 DGX A100 nodes, iteration time as printed.
 - torchtitan docs/performance.md, its Llama 2 table (the Llama 3 table's rows are in published.py):
-  13B and 70B with FSDP2 on 64 A100 80GB, tokens/s per GPU as printed.
+  13B and 70B with FSDP2 on 64 A100 80GB, tokens/s per GPU as printed; and the "FSDP +
+  torch.compile" rows of its elastic-scaling Tables 1 and 3 (Llama 3.1 8B on 8 and 128 Grand Teton
+  H100s; the rows without compile are in published.py, the Float8 rows are left out: no fp8 GEMMs
+  in the time model).
 
 `measured_step_s` is the printed iteration time, or the global batch over the printed tokens/s.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from pretrain.plan.hardware import get_gpu
 from pretrain.plan.layout import Layout, data_parallel
@@ -319,6 +324,18 @@ def _torchtitan_llama2() -> list[Run]:
             run("70B, full AC", "llama-2-70b", 2, "full", 353)]
 
 
+def _torchtitan_compiled() -> list[Run]:
+    # torch.compile fuses each block's element-wise ops (norms, rotary, SwiGLU): kernels="fused";
+    # everything else as the rows without compile (published._torchtitan_runs).
+    out = []
+    for gpus, wps in ((8, 6667), (128, 6514)):
+        lay = Layout(dp_shard=gpus, zero=3, mbs=2, recompute="selective")
+        r = _torchtitan(f"Llama 3.1 8B on {gpus} H100 (500 W), FSDP + torch.compile", "llama-3-8b",
+                        "h100-hbm2e", gpus, lay, wps)
+        out.append(Run(r.source, replace(r.job, kernels="fused"), lay, r.measured_step_s))
+    return out
+
+
 def held_out() -> list[Run]:
     mt_nlg = [_mt_nlg(n, s) for n, s in ((280, 60.1), (350, 50.2), (420, 44.4))]
-    return [_foundry(r) for r in foundry_rows()] + mt_nlg + _torchtitan_llama2()
+    return [_foundry(r) for r in foundry_rows()] + mt_nlg + _torchtitan_llama2() + _torchtitan_compiled()

@@ -4,10 +4,11 @@ while it was written (tests/test_plan_published.py, docs/planner.md "Held-out ru
 model was built beside are pretrain.plan.published.runs(); these are kept apart so the two error
 figures stay separate.
 
-- MosaicML llm-foundry, scripts/train/benchmarking/README.md (commit 5e85bd6, 2024-01): every bf16
-  row of its MPT throughput tables, 209 runs of 125M-70B on 8-512 A100 40GB / 80GB and H100, FSDP
-  (Composer), sequence 512 to 65,536, with and without activation checkpointing; tokens/s as
-  printed. The FP8 table is left out (TransformerEngine fp8 layers: not a bf16 prediction).
+- MosaicML llm-foundry, scripts/train/benchmarking/README.md (rows unchanged since commit 5e85bd6,
+  2024-01, to the 2025 head): every bf16 row of its MPT throughput tables, 209 runs of 125M-70B on
+  8-512 A100 40GB / 80GB and H100, FSDP (Composer), sequence 512 to 65,536, with and without
+  activation checkpointing; tokens/s as printed. The FP8 table is left out (TransformerEngine fp8
+  layers: not a bf16 prediction).
 - Megatron-Turing NLG 530B (Smith et al. 2022, sec. 2.4, as quoted with its setup by llm-analysis'
   examples/megatron-turing-nlg): 280, 350 and 420 DGX A100 nodes, iteration time as printed.
 - torchtitan docs/performance.md, its Llama 2 table (the Llama 3 table's rows are in published.py):
@@ -301,8 +302,9 @@ def _mt_nlg(nodes: int, step_s: float) -> Run:
     # 530B (105 x 20,480, 128 heads, s = 2,048) on DGX A100 80GB (Selene: HDR InfiniBand, 8 x 200 Gb/s
     # per node), TP 8 x PP 35 and the rest data parallel, global batch 1,920, micro-batch 1, full
     # recompute, Megatron kernels (no fused attention), fp32 gradients, 1F1B. Data parallelism is
-    # "ZeRO-powered" (the paper's sec. 2.3); its stage is not printed: ZeRO-1, the one DeepSpeed's
-    # pipeline engine runs (ZeRO-0 predicts the same step within 0.1% at 8-12 data-parallel ranks).
+    # ZeRO's (the paper's 3D parallelism: ZeRO data, Megatron tensor, 1F1B pipeline); its stage is
+    # not printed: ZeRO-1, the one DeepSpeed's pipeline engine runs (ZeRO-0 predicts the same step
+    # within 0.1% at 8-12 data-parallel ranks).
     shape = get_shape("megatron-530b")
     gpus = nodes * 8
     job = Job(shape, get_gpu("a100-80gb"), gpus, 1920 * shape.seq_len, accounting="18B", flash=False)

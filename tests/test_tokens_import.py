@@ -81,6 +81,14 @@ def test_split_sentences_make_one_document(tok, tmp_path):
     assert [d.document(i).tolist() for i in range(d.num_documents)] == eod
 
 
+def test_empty_documents_are_dropped_and_counted(tok, tmp_path):
+    eod = [d + [tok["eot"]] for d in tok["docs"][:4]]
+    prefix = megatron_write(tmp_path / "web", [[], *eod[:2], [], *eod[2:]], np.uint16)
+    d = _imported(tok, tmp_path / "t", prefix)
+    assert [d.document(i).tolist() for i in range(d.num_documents)] == eod
+    assert d.manifest["skipped"] == {"empty document": 2} and d.manifest["imported"]["eot"] == "present"
+
+
 def test_round_trip_is_byte_identical(tok, tmp_path):
     prefix = megatron_write(tmp_path / "web", [d + [tok["eot"]] for d in tok["docs"]], np.uint16)
     _imported(tok, tmp_path / "t", prefix)

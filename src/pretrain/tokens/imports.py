@@ -94,21 +94,12 @@ def read_megatron(prefix: str | Path) -> Source:
     pointers = np.memmap(idx_path, "<i8", "r", HEADER + 4 * n_seq, (n_seq,)) if n_seq else np.zeros(0, "<i8")
     doc_idx = np.memmap(idx_path, "<i8", "r", HEADER + 12 * n_seq, (n_doc,)) if n_doc else np.zeros(0, "<i8")
     bin_tokens = _bin_tokens(bin_path, dtype)
-    starts = _sequence_starts(idx_path, lengths, bin_tokens)
-    if starts[-1] != bin_tokens:
+    _check_document_indices(idx_path, doc_idx, n_seq)
+    ends, total = _document_ends(idx_path, lengths, pointers, doc_idx[1:], bin_tokens, dtype.itemsize)
+    if total != bin_tokens:
         raise DataError(str(bin_path), "size", f"{bin_tokens} {dtype.name} tokens, the index's sequences "
-                        f"hold {int(starts[-1])}: truncated or not this index's .bin")
-    if n_seq and not np.array_equal(np.asarray(pointers), starts[:-1] * dtype.itemsize):
-        bad = int(np.nonzero(np.asarray(pointers) != starts[:-1] * dtype.itemsize)[0][0])
-        raise DataError(str(idx_path), f"pointers[{bad}]", f"byte {int(pointers[bad])}, expected "
-                        f"{int(starts[bad]) * dtype.itemsize} (sequences must lie back to back, in order)")
-    docs = np.asarray(doc_idx, dtype=np.int64)
-    if docs.size < 1 or docs[0] != 0 or docs[-1] != n_seq:
-        raise DataError(str(idx_path), "document_indices", f"must run from 0 to the sequence count {n_seq}")
-    if np.any(np.diff(docs) < 0):
-        bad = int(np.nonzero(np.diff(docs) < 0)[0][0]) + 1
-        raise DataError(str(idx_path), f"document_indices[{bad}]", "decreasing: documents would overlap")
-    return Source(bin_path, dtype, bin_tokens, starts[docs[1:]], [bin_path, idx_path], "megatron")
+                        f"hold {total}: truncated or not this index's .bin")
+    return Source(bin_path, dtype, bin_tokens, ends, [bin_path, idx_path], "megatron")
 
 
 def _bin_tokens(bin_path: Path, dtype: np.dtype) -> int:
@@ -118,22 +109,45 @@ def _bin_tokens(bin_path: Path, dtype: np.dtype) -> int:
     return size // dtype.itemsize
 
 
-def _sequence_starts(idx_path: Path, lengths: np.ndarray, bin_tokens: int) -> np.ndarray:
-    """[0, l0, l0+l1, ...] in int64, checked in chunks: no negative length, never past the .bin."""
-    starts = np.empty(lengths.size + 1, dtype=np.int64)
-    starts[0] = 0
+def _check_document_indices(idx_path: Path, doc_idx: np.ndarray, n_seq: int) -> None:
+    """Sequence numbers from 0 to the sequence count, never decreasing (checked in chunks)."""
+    if doc_idx.size < 1 or int(doc_idx[0]) != 0 or int(doc_idx[-1]) != n_seq:
+        raise DataError(str(idx_path), "document_indices", f"must run from 0 to the sequence count {n_seq}")
+    for lo in range(0, doc_idx.size - 1, CHUNK):
+        step = np.diff(np.asarray(doc_idx[lo:lo + CHUNK + 1], dtype=np.int64))
+        if np.any(step < 0):
+            bad = lo + int(np.nonzero(step < 0)[0][0]) + 1
+            raise DataError(str(idx_path), f"document_indices[{bad}]", "decreasing: documents would overlap")
+
+
+def _document_ends(idx_path: Path, lengths: np.ndarray, pointers: np.ndarray, doc_ends: np.ndarray,
+                   bin_tokens: int, itemsize: int) -> tuple[np.ndarray, int]:
+    """One pass over the sequences, CHUNK at a time: lengths non-negative, never past the .bin,
+    pointers back to back in order. Returns each document's end in tokens and the total tokens;
+    memory: 8 bytes per document (like our .idx) plus one chunk."""
+    ends = np.zeros(doc_ends.size, dtype=np.int64)  # documents before any sequence end at token 0
+    total = 0
     for lo in range(0, lengths.size, CHUNK):
         part = np.asarray(lengths[lo:lo + CHUNK], dtype=np.int64)
-        if part.size and int(part.min()) < 0:
+        if int(part.min()) < 0:
             bad = lo + int(np.argmin(part))
             raise DataError(str(idx_path), f"lengths[{bad}]", f"negative sequence length {int(part.min())}")
         # Each length is < 2**31 and the running total stays <= the .bin: no int64 overflow.
-        np.cumsum(part, out=starts[lo + 1:lo + 1 + part.size])
-        starts[lo + 1:lo + 1 + part.size] += starts[lo]
-        if starts[lo + part.size] > bin_tokens:
+        cum = total + np.cumsum(part)  # cum[j]: where sequence lo + j ends
+        if int(cum[-1]) > bin_tokens:
             raise DataError(str(idx_path.with_suffix(".bin")), "size",
                             f"{bin_tokens} tokens, the index's sequences need more: truncated .bin")
-    return starts
+        expect = (cum - part) * itemsize
+        got = np.asarray(pointers[lo:lo + CHUNK], dtype=np.int64)
+        if not np.array_equal(got, expect):
+            j = int(np.nonzero(got != expect)[0][0])
+            raise DataError(str(idx_path), f"pointers[{lo + j}]", f"byte {int(got[j])}, expected "
+                            f"{int(expect[j])} (sequences must lie back to back, in order)")
+        # Documents whose last sequence is in this chunk: doc_ends holds sequence numbers, sorted.
+        a, b = (int(np.searchsorted(doc_ends, v, side="right")) for v in (lo, lo + part.size))
+        ends[a:b] = cum[np.asarray(doc_ends[a:b], dtype=np.int64) - lo - 1]
+        total = int(cum[-1])
+    return ends, total
 
 
 def read_datatrove(ds: str | Path, token_size: int | None) -> Source:

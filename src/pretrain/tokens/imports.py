@@ -187,7 +187,9 @@ def _metadata_token_size(ds: Path) -> int:
     if not meta.is_file():
         raise UserError(f"{ds}: no {meta.name} to give the token size; pass --token-size 2 or 4")
     try:
-        return int(meta.read_text(errors="replace")[:4096].splitlines()[0].rsplit("|", 1)[-1])
+        with open(meta, "rb") as f:  # a few bytes of the first line, whatever the file's size
+            first = f.read(4096).decode("utf-8", errors="replace").splitlines()[0]
+        return int(first.rsplit("|", 1)[-1])
     except (ValueError, IndexError) as e:
         raise DataError(str(meta), "token_size", "first line is not `tokenizer|token_size`") from e
 

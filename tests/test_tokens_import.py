@@ -97,6 +97,20 @@ def test_round_trip_is_byte_identical(tok, tmp_path):
     assert (tmp_path / "back.idx").read_bytes() == (tmp_path / "web.idx").read_bytes()
 
 
+def test_round_trip_of_a_vocabulary_past_65536_ids(tmp_path):
+    # int32 (what preprocess_data.py writes for such a vocabulary) -> uint32 shards -> int32 again.
+    from test_tokens_shards import tokenize_with_big_vocab
+
+    tokenize_with_big_vocab(tmp_path, tmp_path / "ours")
+    docs = [[1, 65535, 65536, 69999, 70_001], [70_000, 3, 70_001]]
+    prefix = megatron_write(tmp_path / "big", docs, np.int32)
+    d = _imported({"path": tmp_path / "big.json"}, tmp_path / "t", prefix)
+    assert d.dtype == np.uint32 and [d.document(i).tolist() for i in range(2)] == docs
+    export_megatron(tmp_path / "t", tmp_path / "back")
+    assert (tmp_path / "back.bin").read_bytes() == (tmp_path / "big.bin").read_bytes()
+    assert (tmp_path / "back.idx").read_bytes() == (tmp_path / "big.idx").read_bytes()
+
+
 def test_train_two_steps_on_imported_tokens(tok, tmp_path):
     from pretrain.train.metrics import read_metrics
     from pretrain.train.testing import tiny_config

@@ -231,8 +231,9 @@ def copy_shard(src: Source, out_dir: Path, name: str, dtype: np.dtype, eot: int,
 
 
 def unit_hash(tok_sha: str, src: Source) -> str:
-    """An import's identity: tokenizer + every input file (path, size); another one is refused, not mixed."""
-    key = {"tokenizer": tok_sha, "kind": src.kind, "format": shards.VERSION,
+    """An import's identity: tokenizer + every input file (path, size) + how its tokens are read (a
+    `--token-size` changed on a rerun reads other ids); another one is refused, not mixed."""
+    key = {"tokenizer": tok_sha, "kind": src.kind, "format": shards.VERSION, "dtype": src.dtype.str,
            "inputs": [[str(p.resolve()), p.stat().st_size] for p in src.files]}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -129,6 +129,24 @@ def test_train_two_steps_on_imported_tokens(tok, tmp_path):
         Trainer(tiny_config(tmp_path / "run2", tmp_path / "none.txt", *small), quiet=True).fit()
 
 
+def test_held_out_tokens_of_a_larger_vocabulary_are_refused(tok, tmp_path):
+    """data.eval_sources are read by the same model: their vocabulary must fit it too (only the
+    training sources' was compared; the held-out batch then failed in the embedding)."""
+    from test_tokens_shards import tokenize_with_big_vocab
+
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    prefix = megatron_write(tmp_path / "web", [d + [tok["eot"]] for d in tok["docs"]] * 4, np.uint16)
+    _imported(tok, tmp_path / "t", prefix)
+    tokenize_with_big_vocab(tmp_path, tmp_path / "big")
+    over = ["data.kind=tokens", f"data.sources.web={tmp_path / 't'}",
+            f"data.eval_sources.big={tmp_path / 'big'}", "train.steps=2", "train.resume=false",
+            "model.vocab_size=300", "log.eval_every=1", "model.seq_len=4"]
+    with pytest.raises(UserError, match=r"vocabulary \(70002\) is larger than model.vocab_size \(300\)"):
+        Trainer(tiny_config(tmp_path / "run", tmp_path / "none.txt", *over), quiet=True).fit()
+
+
 DT_WRITER = """
 import sys
 from datatrove.data import Document

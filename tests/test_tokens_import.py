@@ -153,7 +153,9 @@ from datatrove.data import Document
 from datatrove.pipeline.tokens.tokenizer import DocumentTokenizer
 out, tok, texts, eos = sys.argv[1], sys.argv[2], sys.argv[3].split("\\x1e"), sys.argv[4] or None
 docs = [Document(text=t, id=str(i)) for i, t in enumerate(texts)]
-DocumentTokenizer(out, tok, eos_token=eos, shuffle_documents=False, save_filename="web").run(iter(docs))
+docs[0].metadata["no_loss_ranges"] = [(0, 10)]  # a prompt-like span, masked in .ds.loss when saved
+DocumentTokenizer(out, tok, eos_token=eos, shuffle_documents=False, save_filename="web",
+                  save_loss_metadata=eos is None).run(iter(docs))
 """
 
 
@@ -180,6 +182,9 @@ def test_datatrove_documents_arrive_whole(tok, datatrove_out, tmp_path, eos):
     d = _imported(tok, tmp_path / "t", folder, kind="datatrove")
     assert d.manifest["imported"] == {"from": "datatrove", "eot": "present" if eos else "appended"}
     assert [d.document(i).tolist() for i in range(d.num_documents)] == [x + [tok["eot"]] for x in tok["docs"]]
+    # Without eos_token the peer also wrote .ds.loss, masking doc 0's first 10 characters: counted.
+    masked = load_tokenizer(tok["path"]).encode(TEXTS[0]).char_to_token(10) if not eos else 0
+    assert d.manifest["shards"][0].get("loss_masked", 0) == masked and (masked > 0 or eos)
 
 
 def _idx_edit(offset: int, fmt: str, value) -> callable:
@@ -253,6 +258,7 @@ DATATROVE_LIES = {
     "past end": (lambda p: _poke_u64(p, -1, 10**9), r"\.ds: record size: .*truncated \.ds"),
     "short ds": (_truncate(".ds", 2), r"\.ds: record size: .*truncated"),
     "token size": (lambda p: Path(f"{p}.ds.metadata").write_text("x|3\n1\n"), r"record token_size: 3 bytes"),
+    "short loss": (lambda p: Path(f"{p}.ds.loss").write_bytes(b"\x01" * 3), r"\.ds\.loss: record size: 3 "),
 }
 
 

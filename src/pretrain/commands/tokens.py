@@ -124,6 +124,10 @@ def _import(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}: {man['tokens']:,} tokens, {man['documents']:,} documents, "
           f"{len(man['shards'])} shards; end-of-text id {man['eot_id']} "
           f"{'already ended every document' if eot == 'present' else 'appended to documents'}")
+    masked = sum(sh.get("loss_masked", 0) for sh in man["shards"])
+    if masked:
+        print(f"note: {masked:,} tokens that datatrove's .ds.loss masks from the loss are trained on "
+              "(pretraining has no loss mask)")
     return 0
 
 

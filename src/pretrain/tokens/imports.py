@@ -56,6 +56,7 @@ class Source:
     ends: np.ndarray  # int64, non-decreasing, ends[-1] == tokens (empty documents: equal ends)
     files: list[Path] = field(default_factory=list)  # every file it was read from (its identity)
     kind: str = ""
+    loss_masked: int = 0  # datatrove tokens its .ds.loss excludes from the loss (we train on them)
 
 
 def _u64(buf: bytes, at: int) -> int:
@@ -178,7 +179,20 @@ def read_datatrove(ds: str | Path, token_size: int | None) -> Source:
     if (int(ends[-1]) if ends.size else 0) != tokens:
         raise DataError(str(ds), "size", f"{tokens} tokens, the index's documents end at "
                         f"{int(ends[-1]) if ends.size else 0}: not this index's .ds")
-    return Source(ds, dtype, tokens, ends, [p for p in (ds, index) if p.exists()], "datatrove")
+    return Source(ds, dtype, tokens, ends, [ds, index], "datatrove", _loss_masked(ds, tokens))
+
+
+def _loss_masked(ds: Path, tokens: int) -> int:
+    """Tokens a `.ds.loss` (one 0/1 byte per token, datatrove's no_loss_ranges) masks out. Pretraining
+    has no loss mask: they are trained on, and counted so the user sees it."""
+    loss = Path(f"{ds}.loss")
+    if not loss.is_file():
+        return 0
+    if loss.stat().st_size != tokens:
+        raise DataError(str(loss), "size", f"{loss.stat().st_size} bytes, one per token of {ds.name} "
+                        f"({tokens}): truncated or another file's")
+    mm = np.memmap(loss, np.uint8, "r") if tokens else np.zeros(0, np.uint8)
+    return sum(int(np.count_nonzero(mm[lo:lo + CHUNK] == 0)) for lo in range(0, tokens, CHUNK))
 
 
 def _metadata_token_size(ds: Path) -> int:
@@ -227,7 +241,8 @@ def copy_shard(src: Source, out_dir: Path, name: str, dtype: np.dtype, eot: int,
     empty = int(src.ends.size - ends.size)
     return {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": int(offsets[-1]),
             "documents": int(ends.size), "input": str(src.bin), "eot": "present" if has_eot else "appended",
-            "skipped": {"empty document": empty} if empty else {}}
+            "skipped": {"empty document": empty} if empty else {},
+            **({"loss_masked": src.loss_masked} if src.loss_masked else {})}
 
 
 def unit_hash(tok_sha: str, src: Source) -> str:
@@ -304,8 +319,8 @@ def _finish(out: Path, entries: list[dict[str, Any]], kind: str, source: str, sh
         "tokens": tokens, "documents": docs, "sources": {source: {"tokens": tokens, "documents": docs}},
         "inputs": [e["input"] for e in entries], "skipped": skipped,
         "imported": {"from": kind, "eot": eots[0] if len(eots) == 1 else "mixed"},
-        "shards": [{k: e[k] for k in ("bin", "idx", "tokens", "documents", "input", "skipped", "eot")}
-                   for e in entries],
+        "shards": [{k: e[k] for k in ("bin", "idx", "tokens", "documents", "input", "skipped", "eot",
+                                      "loss_masked") if k in e} for e in entries],
     }
     shards.write_manifest(out, manifest)
     return {"format": shards.FORMAT, "version": shards.VERSION, **manifest}

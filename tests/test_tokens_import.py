@@ -254,6 +254,14 @@ def test_hostile_megatron_files_are_named(tok, tmp_path, lie, capsys):
     assert len(err.splitlines()) == 1 and "web." in err and "Traceback" not in err
 
 
+def test_a_link_to_a_device_is_refused(tok, tmp_path):
+    prefix = megatron_write(tmp_path / "web", [d + [tok["eot"]] for d in tok["docs"]], np.uint16)
+    Path(f"{prefix}.bin").unlink()
+    Path(f"{prefix}.bin").symlink_to("/dev/zero")  # read without end, were it read
+    with pytest.raises(UserError, match=r"web\.bin: not a regular file"):
+        import_tokens("megatron", [str(prefix)], tok["path"], tmp_path / "t")
+
+
 DATATROVE_LIES = {
     "ragged index": (_append(".ds.index", b"\x01"), r"\.ds\.index: record size: .*uint64"),
     "decreasing": (lambda p: _poke_u64(p, 3, 1), r"\.ds\.index: record end\[3\]: decreasing"),
@@ -297,7 +305,7 @@ def test_rerun_resumes_and_other_inputs_are_refused(tok, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "different job" in err and "other inputs" in err and "another tokenizer" in err
     assert TokenDir(tmp_path / "t").num_tokens == d.num_tokens  # untouched by the refused runs
-    # An input inside the output directory, named like a file the import writes: refused, not replaced.
+    # An input inside the output directory (here named like a shard it writes): refused, not replaced.
     megatron_write(tmp_path / "t" / "shard_00009", eod, np.uint16)
     assert main(["tokens", "import-megatron", str(tmp_path / "t" / "shard_00009"), "-o", str(tmp_path / "t"),
                  "--tokenizer", str(tok["path"])]) == 2

@@ -67,8 +67,7 @@ def read_megatron(prefix: str | Path) -> Source:
     """Validate `PREFIX.idx` against `PREFIX.bin`; returns the documents' token ends."""
     idx_path, bin_path = Path(f"{prefix}.idx"), Path(f"{prefix}.bin")
     for p in (idx_path, bin_path):
-        if not p.is_file():
-            raise UserError(f"{p}: not found (Megatron's PREFIX.bin and PREFIX.idx are both needed)")
+        _regular(p, "Megatron's PREFIX.bin and PREFIX.idx are both needed")
     size = idx_path.stat().st_size
     with open(idx_path, "rb") as f:
         head = f.read(HEADER)
@@ -101,6 +100,14 @@ def read_megatron(prefix: str | Path) -> Source:
         raise DataError(str(bin_path), "size", f"{bin_tokens} {dtype.name} tokens, the index's sequences "
                         f"hold {total}: truncated or not this index's .bin")
     return Source(bin_path, dtype, bin_tokens, ends, [bin_path, idx_path], "megatron")
+
+
+def _regular(p: Path, why: str) -> None:
+    """A regular file (a link to /dev/zero or a FIFO would be read without end)."""
+    if not p.exists():
+        raise UserError(f"{p}: not found ({why})")
+    if not p.is_file():
+        raise UserError(f"{p}: not a regular file")
 
 
 def _bin_tokens(bin_path: Path, dtype: np.dtype) -> int:
@@ -155,11 +162,9 @@ def read_datatrove(ds: str | Path, token_size: int | None) -> Source:
     """Validate `NAME.ds` against `NAME.ds.index` (uint64 document ends, in tokens)."""
     ds = Path(ds)
     index = Path(f"{ds}.index")
-    if not ds.is_file():
-        raise UserError(f"{ds}: not found")
-    if not index.is_file():
-        raise UserError(f"{index}: not found; documents' boundaries are unknown without it "
-                        f"(DocumentTokenizer writes it unless save_index=False)")
+    _regular(ds, "a datatrove NAME.ds")
+    _regular(index, "documents' boundaries are unknown without it (DocumentTokenizer writes it "
+             "unless save_index=False)")
     size = token_size or _metadata_token_size(ds)
     if size not in (2, 4):
         raise DataError(str(ds), "token_size", f"{size} bytes per token (datatrove writes 2 or 4)")
@@ -288,11 +293,11 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
 
 
 def _check_not_inside(out: Path, srcs: list[Source]) -> None:
-    """An input among the files this import writes would be replaced while it is read."""
-    ours = {shards.MANIFEST, "tokenizer.json"}
+    """No input lives in the output directory: one named like a shard would be replaced while it is
+    read, one named like a killed run's temporary file would be swept away."""
     for p in (p for s in srcs for p in s.files):
-        if p.resolve().parent == out.resolve() and (p.name in ours or p.name.startswith("shard_")):
-            raise UserError(f"{p} is inside {out} and would be overwritten: choose another output directory")
+        if p.resolve().parent == out.resolve():
+            raise UserError(f"{p} is inside the output directory {out}: choose another output directory")
 
 
 def resolve_tokenizer(path: str | Path) -> Path:

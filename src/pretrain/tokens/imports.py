@@ -267,7 +267,12 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
     canonical = tok.to_str()
     sha, eot = hashlib.sha256(canonical.encode()).hexdigest(), eot_id(tok)
     vocab = tok.get_vocab_size(with_added_tokens=True)
-    srcs = [read_megatron(p) if kind == "megatron" else read_datatrove(p, token_size) for p in inputs]
+    def read(p: str) -> Source:
+        return read_megatron(p) if kind == "megatron" else read_datatrove(p, token_size)
+
+    # Every input is validated before anything is written; only its identity is kept (its document
+    # offsets are read again when its shard is copied: memory is one input's, not the corpus's).
+    srcs = [_identity(read(p)) for p in inputs]
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -286,10 +291,15 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
         name, h = shards.shard_name(i), unit_hash(sha, src)
         entry = _done_entry(out, i, h)
         if entry is None:
-            entry = copy_shard(src, out, name, dtype, eot, vocab)
+            entry = copy_shard(read(inputs[i]), out, name, dtype, eot, vocab)
             mark_done(out / name, {"config_hash": h, **entry})
         entries.append(entry)
     return _finish(out, entries, kind, source or out.resolve().name, sha, eot, vocab, str(tok_path))
+
+
+def _identity(src: Source) -> Source:
+    """The source without its offsets: what names it (files, dtype, kind)."""
+    return Source(src.bin, src.dtype, src.tokens, np.zeros(0, np.int64), src.files, src.kind)
 
 
 def _check_not_inside(out: Path, srcs: list[Source]) -> None:

@@ -254,6 +254,15 @@ def test_hostile_megatron_files_are_named(tok, tmp_path, lie, capsys):
     assert len(err.splitlines()) == 1 and "web." in err and "Traceback" not in err
 
 
+def test_a_bad_later_input_leaves_nothing_written(tok, tmp_path):
+    eod = [d + [tok["eot"]] for d in tok["docs"]]
+    good, bad = megatron_write(tmp_path / "a", eod, np.uint16), megatron_write(tmp_path / "b", eod, np.uint16)
+    _truncate(".bin", 2)(bad)
+    with pytest.raises(DataError, match=r"b\.bin: record size"):
+        import_tokens("megatron", [str(good), str(bad)], tok["path"], tmp_path / "t")
+    assert not (tmp_path / "t").exists()
+
+
 def test_a_link_to_a_device_is_refused(tok, tmp_path):
     prefix = megatron_write(tmp_path / "web", [d + [tok["eot"]] for d in tok["docs"]], np.uint16)
     Path(f"{prefix}.bin").unlink()

@@ -71,6 +71,13 @@ def test_megatron_documents_arrive_whole(tok, tmp_path, dtype):
     assert d.dtype == np.dtype("<u2") and d.vocab_size == tok["vocab"]
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_megatron_one_byte_codes(tok, tmp_path, dtype):
+    docs = [[5, 17, 120, tok["eot"]], [3, tok["eot"]], [99, 100, 101, tok["eot"]]]  # ids a byte holds
+    d = _imported(tok, tmp_path / "t", megatron_write(tmp_path / "web", docs, dtype))
+    assert [d.document(i).tolist() for i in range(d.num_documents)] == docs
+
+
 def test_megatron_without_eod_gets_one_appended(tok, tmp_path):
     d = _imported(tok, tmp_path / "t", megatron_write(tmp_path / "web", tok["docs"], np.int32))
     assert d.manifest["imported"]["eot"] == "appended"

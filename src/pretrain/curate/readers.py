@@ -318,6 +318,11 @@ def _read_jsonl(
                 if not line:
                     break
                 lineno += 1
+                if lineno == 1:
+                    line, why = _first_line(line)
+                    if why is not None:
+                        on_error(str(path), None, why)
+                        return
                 if len(line) > cfg.max_record_bytes and not line.endswith(b"\n"):
                     _skip_to_newline(stream, cfg.max_record_bytes)
                     on_error(
@@ -336,6 +341,24 @@ def _read_jsonl(
         return
     if lineno == 0:
         on_error(str(path), None, "empty file")
+
+
+# Byte order marks, and how UTF-16/32 JSON starts without one ('{' then NUL, or NUL then '{').
+_WIDE_STARTS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+                (b"\xfe\xff", "UTF-16"), (b"{\x00", "UTF-16"), (b"\x00{", "UTF-16"), (b"[\x00", "UTF-16"),
+                (b"\x00[", "UTF-16"))
+
+
+def _first_line(line: bytes) -> tuple[bytes, str | None]:
+    """A file's first line less a UTF-8 BOM (Notepad, PowerShell and Python's utf-8-sig write one;
+    json.loads refuses it, so the first record was lost), or the reason a UTF-16/32 file (Windows
+    tools' "Unicode") is refused whole: every line of it would fail, one error each."""
+    if line.startswith(b"\xef\xbb\xbf"):
+        return line[3:], None
+    for start, codec in _WIDE_STARTS:
+        if line.startswith(start):
+            return line, f"{codec} text, not UTF-8: convert it first (iconv -f {codec} -t UTF-8)"
+    return line, None
 
 
 def _skip_to_newline(stream: _Bounded, chunk: int) -> None:

@@ -52,3 +52,104 @@ def test_utf16_file_is_refused_in_one_line(tmp_path, codec):
     assert docs == [] and len(errors) == 1
     path, where, why = errors[0]
     assert path == str(p) and where is None and codec[:6].upper() in why and "UTF-8" in why
+
+
+# --------------------------------------------------------------------------- HF datasets, pandas: JSON
+
+
+def _dataset():
+    datasets = pytest.importorskip("datasets")
+    rows = [{**r, "meta": {"n": i, "tags": ["a", "b"]}} for i, r in enumerate(RECORDS)]
+    return datasets.Dataset.from_list(rows)
+
+
+@pytest.mark.parametrize("name, kw", [("part.jsonl", {}), ("part.json", {}),
+                                      ("array.json", {"lines": False})])
+def test_datasets_to_json_reads_back(tmp_path, name, kw):
+    _dataset().to_json(tmp_path / name, **kw)
+    docs, errors = _read(tmp_path / name)
+    assert errors == [] and _texts_ids(docs) == TRUTH
+    assert [d.url for d in docs] == [r["url"] for r in RECORDS]
+
+
+def test_pandas_records_array_and_pretty_printed_object(tmp_path):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(RECORDS)
+    df.to_json(tmp_path / "records.json", orient="records")  # one line: [{...},{...}]
+    df.to_json(tmp_path / "indented.json", orient="records", indent=2)
+    for name in ("records.json", "indented.json"):
+        docs, errors = _read(tmp_path / name)
+        assert errors == [] and _texts_ids(docs) == TRUTH, name
+    # A whole-file object (pandas' default orient, a config) is refused in one line, not per line.
+    (tmp_path / "info.json").write_text(json.dumps({"features": {"text": "string"}}, indent=2))
+    docs, errors = _read(tmp_path / "info.json")
+    assert docs == [] and len(errors) == 1 and "pretty-printed" in errors[0][2]
+
+
+def test_json_array_bounded_truncated_and_malformed(tmp_path):
+    big = [{"id": f"b{i}", "text": "w " * 40_000} for i in range(40)]  # 3.2 MB on one line
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(big))
+    docs, errors = _read(p, ReaderConfig(max_record_bytes=100_000))
+    assert errors == [] and [d.id for d in docs] == [r["id"] for r in big]
+    docs, errors = _read(p, ReaderConfig(max_record_bytes=50_000))  # each element is 80 KB: all skipped
+    assert docs == [] and errors == [(str(p), f"element {i}", "record larger than max_record_bytes=50000")
+                                     for i in range(40)]
+    huge = tmp_path / "huge.json"  # longer than the lookahead and the bound: stepped over unparsed
+    tricky = 'w "quoted" {braces} [brackets] \\ back\\slash ' * 100_000
+    huge.write_text(json.dumps([{"id": "h", "text": tricky, "x": [{"y": "]}"}]}, *big[:3]]))
+    docs, errors = _read(huge, ReaderConfig(max_record_bytes=1_500_000))
+    assert [d.id for d in docs] == ["b0", "b1", "b2"]
+    assert errors == [(str(huge), "element 0", "record larger than max_record_bytes=1500000")]
+    p.write_text(json.dumps(big)[:2_000_000])  # cut inside element 24
+    docs, errors = _read(p)
+    assert len(docs) == 24 and len(errors) == 1 and errors[0][:2] == (str(p), "element 24")
+    p.write_text('[{"id": "a", "text": "x"}, 3, {"id": "b", "text": "y"} {"id": "c", "text": "z"}]')
+    docs, errors = _read(p)
+    assert [d.id for d in docs] == ["a", "b"] and [e[1] for e in errors] == ["element 1", "element 3"]
+    assert "expected a JSON object" in errors[0][2] and "expected ','" in errors[1][2]
+
+
+# --------------------------------------------------------------------------- compressions
+
+
+@pytest.mark.parametrize("suffix", [".jsonl.gz", ".json.gz", ".jsonl.bz2", ".json.bz2", ".jsonl.xz",
+                                    ".json.xz", ".jsonl.zst"])
+def test_every_compression_and_its_truncation(tmp_path, suffix):
+    import bz2
+    import gzip
+    import lzma
+
+    import zstandard
+
+    raw = "".join(json.dumps({"id": f"t{i}", "text": " ".join(str(i * j) for j in range(600))}) + "\n"
+                  for i in range(120))
+    codec = {".gz": gzip.compress, ".bz2": lambda b: bz2.compress(b, 1),  # 100 KB blocks
+             ".xz": lzma.compress, ".zst": zstandard.compress}
+    data = codec[suffix[suffix.rindex("."):]](raw.encode())
+    p = tmp_path / f"part{suffix}"
+    p.write_bytes(data)
+    docs, errors = _read(p)
+    assert errors == [] and [d.id for d in docs] == [f"t{i}" for i in range(120)]
+    p.write_bytes(data[: len(data) * 2 // 3])  # cut mid-stream: the records before it, one error
+    docs, errors = _read(p)
+    assert 0 < len(docs) < 120 and [d.id for d in docs] == [f"t{i}" for i in range(len(docs))]
+    assert len(errors) == 1 and errors[0][0] == str(p) and "truncated" in errors[0][2]
+
+
+def test_json_array_in_tiny_chunks_matches_json_loads(tmp_path, monkeypatch):
+    # Chunk edges fall inside strings, escapes, \\u sequences and multi-byte UTF-8: the stdlib's
+    # json.loads of the whole file is the truth, for parsed and for stepped-over elements.
+    from pretrain.curate import json_array
+
+    records = [{"id": f"e{i}", "text": f"é\\\"{{[ \\u00e9 \u4e2d {i} " + "\\\\" * i, "n": [i, {"k": "]"}]}
+               for i in range(30)]
+    p = tmp_path / "a.json"
+    p.write_text(json.dumps(records, ensure_ascii=False))
+    truth = json.loads(p.read_text())
+    for chunk in (1, 2, 3, 5, 7, 64):
+        monkeypatch.setattr(json_array, "CHUNK", chunk)
+        docs, errors = _read(p, ReaderConfig(max_record_bytes=60))
+        kept = [r for r in truth if len(json.dumps(r, ensure_ascii=False)) <= 60]
+        assert [(d.id, d.text) for d in docs] == [(r["id"], r["text"]) for r in kept], chunk
+        assert len(errors) == len(truth) - len(kept) > 5 and all("larger" in e[2] for e in errors)

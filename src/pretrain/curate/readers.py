@@ -3,7 +3,8 @@
 Owns the input side of the belt: `list_inputs` (files, folders, globs -> sorted files) and
 `read_documents`, which dispatches on the file's extension through the `FORMATS` table:
 
-- `.jsonl`, `.jsonl.gz`, `.jsonl.zst`: one JSON object per line; `ReaderConfig.text_field`,
+- `.jsonl`, `.json`, `.ndjson`, plain or `.gz`, `.zst`, `.bz2`, `.xz`: one JSON object per line, or
+  one JSON array of objects (`json_array.py`); `ReaderConfig.text_field`,
   `id_field`, `url_field` name the fields.
 - `.parquet`: streamed one row group at a time (pyarrow), same field names: see `parquet.py`.
 - `.txt`: one document per file. `.html` / `.htm`: one page per file, raw HTML in `doc.text` and
@@ -19,10 +20,12 @@ A missing input path is a `UserError`.
 
 from __future__ import annotations
 
+import bz2
 import glob
 import gzip
 import io
 import json
+import lzma
 import re
 import zlib
 from collections import Counter
@@ -40,7 +43,10 @@ from pretrain.untrusted import lone_surrogate, printable
 
 OnError = Callable[[str, object, str], None]
 
-JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
+# JSON Lines, or one JSON array (sniffed), plain or compressed: `.json` is what HF `datasets` and
+# pandas name either; Dolma ships `.json.gz`; bz2 and xz come with the stdlib.
+JSONL_SUFFIXES = tuple(base + codec for base in (".jsonl", ".json", ".ndjson")
+                       for codec in ("", ".gz", ".zst", ".bz2", ".xz"))
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc", ".arc.gz")
 HTML_SUFFIXES = (".html", ".htm")
 SUFFIXES = JSONL_SUFFIXES + (".parquet", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
@@ -293,6 +299,8 @@ def _compressed_pos(stream) -> Callable[[], int] | None:
     """How many compressed bytes the stream consumed so far (None for an uncompressed file)."""
     if isinstance(stream, gzip.GzipFile):
         return stream.fileobj.tell
+    if isinstance(stream, (bz2.BZ2File, lzma.LZMAFile)):
+        return stream._fp.tell  # the compressed file (private since Python 3.3, never renamed)
     raw = getattr(stream, "raw", None)
     return raw.compressed_pos if isinstance(raw, _ZstdRaw) else None
 
@@ -301,6 +309,10 @@ def _open_binary(path: Path) -> IO[bytes]:
     name = path.name.lower()
     if name.endswith(".gz"):
         return gzip.open(path, "rb")
+    if name.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    if name.endswith(".xz"):
+        return lzma.open(path, "rb")
     if name.endswith(".zst"):
         return io.BufferedReader(_ZstdRaw(path), 1 << 16)
     return open(path, "rb")
@@ -323,6 +335,13 @@ def _read_jsonl(
                     if why is not None:
                         on_error(str(path), None, why)
                         return
+                    if line.lstrip()[:1] == b"[":  # one JSON array, not lines (to_json(lines=False))
+                        yield from _read_array(line, stream, path, cfg, on_error, src)
+                        return
+                    if line.strip() == b"{":  # json.dump(indent=...): metadata, a config, not records
+                        on_error(str(path), None, "one pretty-printed JSON object, not JSON Lines nor an "
+                                 "array of records")
+                        return
                 if len(line) > cfg.max_record_bytes and not line.endswith(b"\n"):
                     _skip_to_newline(stream, cfg.max_record_bytes)
                     on_error(
@@ -336,7 +355,7 @@ def _read_jsonl(
                 doc = _jsonl_record(line, lineno, cfg, src, path, on_error)
                 if doc is not None:
                     yield doc
-    except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
+    except (OSError, EOFError, zlib.error, zstandard.ZstdError, lzma.LZMAError) as e:
         on_error(str(path), f"line {lineno + 1}", f"unreadable or truncated compressed stream: {e}")
         return
     if lineno == 0:
@@ -359,6 +378,14 @@ def _first_line(line: bytes) -> tuple[bytes, str | None]:
         if line.startswith(start):
             return line, f"{codec} text, not UTF-8: convert it first (iconv -f {codec} -t UTF-8)"
     return line, None
+
+
+def _read_array(head: bytes, stream: _Bounded, path: Path, cfg: ReaderConfig, on_error: OnError,
+                src: str) -> Iterator[Document]:
+    from pretrain.curate.json_array import read_json_array
+
+    yield from read_json_array(head, stream, path, cfg.max_record_bytes, on_error,
+                               lambda obj, i, err: make_doc(obj, cfg, src, i, err))
 
 
 def _skip_to_newline(stream: _Bounded, chunk: int) -> None:

@@ -10,8 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
+from s3server import s3  # noqa: F401  (the fixture)
+from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 
-from pretrain.curate.readers import ReaderConfig, read_documents, source_name
+from pretrain.curate.readers import ReaderConfig, list_inputs, read_documents, source_name
 
 RECORDS = [{"id": f"r{i}", "text": f"document {i}: some words", "url": f"http://ex.org/{i}"}
            for i in range(5)]
@@ -153,3 +155,50 @@ def test_json_array_in_tiny_chunks_matches_json_loads(tmp_path, monkeypatch):
         kept = [r for r in truth if len(json.dumps(r, ensure_ascii=False)) <= 60]
         assert [(d.id, d.text) for d in docs] == [(r["id"], r["text"]) for r in kept], chunk
         assert len(errors) == len(truth) - len(kept) > 5 and all("larger" in e[2] for e in errors)
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def test_mixed_folder_skips_hidden_and_bookkeeping_files(tmp_path):
+    # A Spark/Hadoop output (part files, _SUCCESS, .crc checksums, a _temporary/ left by a killed
+    # task), macOS litter (.DS_Store, ._ AppleDouble files), a README, a symlink to a file inside.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "corpus"
+    (root / "_temporary" / "0").mkdir(parents=True)
+    part = root / "part-00000-5f1c.snappy.parquet"
+    pq.write_table(pa.Table.from_pylist(RECORDS[:3]), part, compression="snappy")
+    (root / ".part-00000-5f1c.snappy.parquet.crc").write_bytes(b"crc\x00\x01\x02\x03")
+    (root / "_SUCCESS").write_bytes(b"")
+    (root / "_temporary" / "0" / "part-00001-5f1c.snappy.parquet").write_bytes(b"PAR1 half written")
+    (root / "notes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS[3:]))
+    (root / "._notes.jsonl").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ")
+    (root / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    (root / ".cache").mkdir()
+    (root / ".cache" / "old.jsonl").write_text(json.dumps({"id": "stale", "text": "stale"}) + "\n")
+    (root / "README.md").write_text("# my corpus\n")
+    (root / "alias.jsonl").symlink_to(root / "notes.jsonl")
+    files = list_inputs([str(root)])
+    assert [f.name for f in files] == ["notes.jsonl", "part-00000-5f1c.snappy.parquet"]
+    docs, errors = [], []
+    for f in files:
+        d, e = _read(f, root=root)
+        docs += d
+        errors += e
+    assert errors == [] and sorted(_texts_ids(docs)) == sorted(TRUTH)
+    # A hidden file named on the command line is read: only a folder walk leaves them out.
+    assert list_inputs([str(root / "_temporary" / "0" / "part-00001-5f1c.snappy.parquet")])
+
+
+def test_bucket_prefix_skips_the_same_hidden_objects(s3_here):  # noqa: F811
+    from pretrain.curate.job import list_any_inputs
+
+    bucket = s3_here.new_bucket("hidden")
+    line = json.dumps(RECORDS[0]) + "\n"
+    keys = ["part-00000.jsonl", "_SUCCESS", "_temporary/0/part-00001.jsonl", ".part-00000.jsonl.crc",
+            "._part-00000.jsonl", "sub/.cache/old.jsonl", "sub/_delta_log/00000.json", "sub/b.jsonl"]
+    s3_here.filesystem().pipe({f"{bucket}/in/{k}": line.encode() for k in keys})
+    listed = list_any_inputs([f"s3://{bucket}/in"])
+    assert [src for _, src in listed] == ["part-00000.jsonl", "sub/b.jsonl"]

@@ -117,7 +117,8 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
         path = Path(p)
         if path.is_dir():
             every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
-            files = [f for f in every if is_supported(f) and f.is_file()]
+            files = [f for f in every
+                     if is_supported(f) and not is_hidden(f.relative_to(path)) and f.is_file()]
             plans = [f for f in every if f.name == "plan.json"]
             found.update(_inside(path, job_data_only(plans, files, own_out)))
         elif path.is_file():
@@ -159,6 +160,15 @@ def _inside(root: Path, files: list[Path]) -> list[Path]:
 
 def is_supported(path: Path) -> bool:
     return path.name.lower().endswith(SUFFIXES)
+
+
+def is_hidden(rel: str | Path) -> bool:
+    """True when a part of a path below the folder being walked starts with "." or "_": hidden
+    files and folders (.DS_Store, macOS `._x.jsonl` AppleDouble files, .cache/), and the
+    bookkeeping of Hadoop, Spark and Delta Lake (_SUCCESS, `.part-0.parquet.crc`, _temporary/ with
+    a killed task's half-written parts, _delta_log/). pyarrow.dataset skips the same prefixes
+    (`ignore_prefixes`). A file named on the command line, or matched by a glob, is read."""
+    return any(part.startswith((".", "_")) and part not in (".", "..") for part in Path(rel).parts)
 
 
 def source_name(path: Path, root: str | Path | None = None) -> str:

@@ -7,6 +7,7 @@ Every input here is made in tmp_path by the real writer; the truth is what that 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ def _texts_ids(docs) -> list[tuple[str, str]]:
 
 
 TRUTH = [(r["id"], r["text"]) for r in RECORDS]
+PEERS_PY = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python"
 
 
 # --------------------------------------------------------------------------- text encodings
@@ -202,3 +204,84 @@ def test_bucket_prefix_skips_the_same_hidden_objects(s3_here):  # noqa: F811
     s3_here.filesystem().pipe({f"{bucket}/in/{k}": line.encode() for k in keys})
     listed = list_any_inputs([f"s3://{bucket}/in"])
     assert [src for _, src in listed] == ["part-00000.jsonl", "sub/b.jsonl"]
+
+
+# --------------------------------------------------------------------------- datatrove
+
+DATATROVE_WRITE = """
+import json, sys
+from datatrove.data import Document
+from datatrove.pipeline.writers import JsonlWriter, ParquetWriter
+docs = [Document(text=r["text"], id=r["id"], metadata={"url": r["url"], "dump": "CC-MAIN-2024-10",
+                 "language_score": 0.5 + i / 10}) for i, r in enumerate(json.loads(sys.argv[2]))]
+for writer in (JsonlWriter(sys.argv[1] + "/jsonl"), ParquetWriter(sys.argv[1] + "/parquet")):
+    for _ in writer.run(iter(docs), rank=0, world_size=1):
+        pass
+"""
+
+
+def _peer(code: str, *args: str) -> subprocess.CompletedProcess:
+    if not PEERS_PY.exists():
+        pytest.skip("datatrove's side needs .venv-peers (make peers)")
+    res = subprocess.run([str(PEERS_PY), "-c", code, *args], capture_output=True, text=True, timeout=120)
+    if "No module named" in res.stderr:
+        pytest.skip(f"peer venv lacks a module: {res.stderr.strip().splitlines()[-1]}")
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res
+
+
+def test_datatrove_writers_output_reads_as_the_same_documents(tmp_path):
+    _peer(DATATROVE_WRITE, str(tmp_path), json.dumps(RECORDS))
+    files = list_inputs([str(tmp_path)])
+    assert [f.relative_to(tmp_path).as_posix() for f in files] == ["jsonl/00000.jsonl.gz",
+                                                                   "parquet/000_00000.parquet"]
+    for f in files:
+        docs, errors = _read(f)
+        assert errors == [] and _texts_ids(docs) == TRUTH, f
+        # datatrove keeps the url in metadata (its readers move every non-text field there)
+        assert [d.url for d in docs] == [r["url"] for r in RECORDS], f
+        assert [d.metadata["dump"] for d in docs] == ["CC-MAIN-2024-10"] * 5, f
+        assert [d.metadata["language_score"] for d in docs] == [0.5 + i / 10 for i in range(5)], f
+
+
+# --------------------------------------------------------------------------- HF datasets: Parquet
+
+
+def test_datasets_parquet_nested_large_and_dictionary_columns(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ds = _dataset()
+    p = tmp_path / "nested.parquet"
+    ds.to_parquet(p, batch_size=2)  # row groups of 2 rows; `meta` a struct holding a list
+    assert pq.ParquetFile(p).metadata.num_row_groups == 3
+    docs, errors = _read(p, ReaderConfig(metadata_field="meta"))
+    assert errors == [] and _texts_ids(docs) == TRUTH
+    assert [d.metadata for d in docs] == [{"n": i, "tags": ["a", "b"]} for i in range(5)]
+    # large_string text, dictionary-encoded ids (pyarrow keeps the dictionary in the file), an id
+    # column of integers, a struct metadata whose strings count against max_record_bytes
+    table = pa.table({"text": pa.array([r["text"] for r in RECORDS], pa.large_string()),
+                      "id": pa.array([r["id"] for r in RECORDS]).dictionary_encode(),
+                      "metadata": pa.array([{"note": "n" * (10 if i != 3 else 5000)} for i in range(5)])})
+    pq.write_table(table, tmp_path / "arrow.parquet", row_group_size=2)
+    docs, errors = _read(tmp_path / "arrow.parquet", ReaderConfig(max_record_bytes=1000))
+    assert [(d.id, d.text) for d in docs] == [t for i, t in enumerate(TRUTH) if i != 3]
+    assert errors == [(str(tmp_path / "arrow.parquet"), "row 3", "record larger than max_record_bytes=1000")]
+    pq.write_table(pa.table({"text": table["text"], "id": pa.array(range(5))}), tmp_path / "ints.parquet")
+    docs, errors = _read(tmp_path / "ints.parquet")
+    assert errors == [] and [d.id for d in docs] == ["0", "1", "2", "3", "4"]
+
+
+def test_datasets_hub_layout(tmp_path):
+    ds = _dataset()
+    data = tmp_path / "repo" / "data"
+    data.mkdir(parents=True)
+    ds.select(range(3)).to_parquet(data / "train-00000-of-00002.parquet")
+    ds.select(range(3, 5)).to_parquet(data / "train-00001-of-00002.parquet")
+    (tmp_path / "repo" / "README.md").write_text("---\nconfigs: [...]\n---\n")
+    (tmp_path / "repo" / ".gitattributes").write_text("*.parquet filter=lfs\n")
+    root = tmp_path / "repo"
+    files = list_inputs([str(root)])
+    docs = [d for f in files for d in _read(f, root=root)[0]]
+    assert _texts_ids(docs) == TRUTH
+    assert {d.source for d in docs} == {f"data/train-0000{i}-of-00002.parquet" for i in (0, 1)}

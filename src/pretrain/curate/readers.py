@@ -448,6 +448,8 @@ def make_doc(
     doc_id = str(rid) if isinstance(rid, (str, int)) and not isinstance(rid, bool) and rid != "" else None
     url = obj.get(cfg.url_field)
     meta = obj.get(cfg.metadata_field) if cfg.metadata_field else None
+    if url is None and isinstance(meta, dict):  # datatrove writes the url into metadata
+        url = meta.get(cfg.url_field)
     return Document(
         id=doc_id or stable_id(src, position),
         text=text,

@@ -285,3 +285,28 @@ def test_datasets_hub_layout(tmp_path):
     docs = [d for f in files for d in _read(f, root=root)[0]]
     assert _texts_ids(docs) == TRUTH
     assert {d.source for d in docs} == {f"data/train-0000{i}-of-00002.parquet" for i in (0, 1)}
+
+
+def test_datasets_save_to_disk_folder(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    ds = _dataset()
+    ds.save_to_disk(str(tmp_path / "saved"), num_shards=2)
+    datasets.DatasetDict({"train": ds, "test": ds.select(range(2))}).save_to_disk(str(tmp_path / "dd"))
+    files = list_inputs([str(tmp_path / "saved")])  # its state.json and dataset_info.json are not data
+    assert [f.name for f in files] == ["data-00000-of-00002.arrow", "data-00001-of-00002.arrow"]
+    docs, errors = [], []
+    for f in files:
+        d, e = _read(f, ReaderConfig(metadata_field="meta"))
+        docs += d
+        errors += e
+    assert errors == [] and _texts_ids(docs) == TRUTH
+    assert [d.url for d in docs] == [r["url"] for r in RECORDS]
+    assert docs[4].metadata == {"n": 4, "tags": ["a", "b"]}
+    files = list_inputs([str(tmp_path / "dd")])
+    assert [f.relative_to(tmp_path / "dd").as_posix() for f in files] == ["test/data-00000-of-00001.arrow",
+                                                                          "train/data-00000-of-00001.arrow"]
+    # Not an Arrow file (or a broken one): one line, naming the file, with the way out.
+    bad = tmp_path / "saved" / "data-00000-of-00002.arrow"
+    bad.write_bytes(bad.read_bytes()[:300])
+    docs, errors = _read(bad)
+    assert docs == [] and len(errors) == 1 and errors[0][0] == str(bad) and "to_parquet" in errors[0][2]

@@ -40,7 +40,7 @@ import xxhash
 from pretrain import config as cfgmod
 from pretrain.curate import io
 from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, url_job_data_only
-from pretrain.curate.readers import list_inputs, source_name
+from pretrain.curate.readers import TOOL_METADATA, list_inputs, source_name
 from pretrain.errors import UserError, storage_error
 
 if TYPE_CHECKING:
@@ -162,7 +162,8 @@ def _list_url(url: str, is_supported, is_hidden=lambda rel: False) -> dict[str, 
         else:
             root = path.rstrip("/")
             hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))
-                                          and not is_hidden(h[len(root):].lstrip("/"))], list(every))
+                                          and not is_hidden(h[len(root):].lstrip("/"))
+                                          and Path(h).name not in TOOL_METADATA], list(every))
     return {fs.unstrip_protocol(h): (h[len(root):].lstrip("/") if h.startswith(root + "/") else h,
                                      int(every[h]["size"])) for h in hits}
 

@@ -7,6 +7,7 @@ Owns the input side of the belt: `list_inputs` (files, folders, globs -> sorted 
   one JSON array of objects (`json_array.py`); `ReaderConfig.text_field`,
   `id_field`, `url_field` name the fields.
 - `.parquet`: streamed one row group at a time (pyarrow), same field names: see `parquet.py`.
+- `.arrow`: Arrow IPC, as HF `datasets`' `save_to_disk` writes it: see `arrow_ipc.py`.
 - `.txt`: one document per file. `.html` / `.htm`: one page per file, raw HTML in `doc.text` and
   `doc.cache["html"] = True` so that the extract step turns it into text.
 - WARC / WET / ARC (`.warc`, `.warc.gz`, `.wet`, `.wet.gz`, `.arc`, `.arc.gz`): see `warc.py`.
@@ -49,7 +50,10 @@ JSONL_SUFFIXES = tuple(base + codec for base in (".jsonl", ".json", ".ndjson")
                        for codec in ("", ".gz", ".zst", ".bz2", ".xz"))
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc", ".arc.gz")
 HTML_SUFFIXES = (".html", ".htm")
-SUFFIXES = JSONL_SUFFIXES + (".parquet", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
+SUFFIXES = JSONL_SUFFIXES + (".parquet", ".arrow", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
+# The bookkeeping HF `datasets` writes beside its data (save_to_disk, the Hub's old layout):
+# `.json` by name, never records; a folder walk leaves them out.
+TOOL_METADATA = frozenset({"dataset_info.json", "dataset_infos.json", "dataset_dict.json", "state.json"})
 WARC_CHECK_GAPS = ("off", "uncompressed", "all")
 
 
@@ -117,8 +121,8 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
         path = Path(p)
         if path.is_dir():
             every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
-            files = [f for f in every
-                     if is_supported(f) and not is_hidden(f.relative_to(path)) and f.is_file()]
+            files = [f for f in every if is_supported(f) and not is_hidden(f.relative_to(path))
+                     and f.name not in TOOL_METADATA and f.is_file()]
             plans = [f for f in every if f.name == "plan.json"]
             found.update(_inside(path, job_data_only(plans, files, own_out)))
         elif path.is_file():
@@ -215,6 +219,7 @@ def read_documents(
 FORMATS: list[tuple[tuple[str, ...], str]] = [
     (JSONL_SUFFIXES, "pretrain.curate.readers:_read_jsonl"),
     ((".parquet",), "pretrain.curate.parquet:read_parquet"),
+    ((".arrow",), "pretrain.curate.arrow_ipc:read_arrow"),
     ((".txt",), "pretrain.curate.readers:_read_text"),
     (HTML_SUFFIXES, "pretrain.curate.readers:_read_html"),
     (WARC_SUFFIXES, "pretrain.curate.warc:read_warc"),

@@ -6,6 +6,7 @@ Every input here is made in tmp_path by the real writer; the truth is what that 
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 from pathlib import Path
@@ -121,7 +122,6 @@ def test_json_array_bounded_truncated_and_malformed(tmp_path):
                                     ".json.xz", ".jsonl.zst"])
 def test_every_compression_and_its_truncation(tmp_path, suffix):
     import bz2
-    import gzip
     import lzma
 
     import zstandard
@@ -192,6 +192,19 @@ def test_mixed_folder_skips_hidden_and_bookkeeping_files(tmp_path):
     assert errors == [] and sorted(_texts_ids(docs)) == sorted(TRUTH)
     # A hidden file named on the command line is read: only a folder walk leaves them out.
     assert list_inputs([str(root / "_temporary" / "0" / "part-00001-5f1c.snappy.parquet")])
+
+
+def test_folder_walk_leaves_plain_json_to_globs(tmp_path, capsys):
+    # tokenizer.json, config.json, datasets' state.json share the extension with JSON records:
+    # a folder walk leaves plain .json out (and says how to read them), a glob or a name reads them.
+    _dataset().to_json(tmp_path / "train.json")
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {}}, indent=2))
+    assert list_inputs([str(tmp_path)]) == []
+    assert "2 .json file(s)" in capsys.readouterr().err
+    _dataset().to_json(tmp_path / "train.json.gz", compression="gzip")  # compressed: data, walked
+    assert [f.name for f in list_inputs([str(tmp_path)])] == ["train.json.gz"]
+    assert _texts_ids(_read(tmp_path / "train.json.gz")[0]) == TRUTH
+    assert [f.name for f in list_inputs([str(tmp_path / "*.json")])] == ["tokenizer.json", "train.json"]
 
 
 def test_bucket_prefix_skips_the_same_hidden_objects(s3_here):  # noqa: F811
@@ -310,3 +323,37 @@ def test_datasets_save_to_disk_folder(tmp_path):
     bad.write_bytes(bad.read_bytes()[:300])
     docs, errors = _read(bad)
     assert docs == [] and len(errors) == 1 and errors[0][0] == str(bad) and "to_parquet" in errors[0][2]
+
+
+# --------------------------------------------------------------------------- the text field
+
+
+def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
+    # The Stack keeps the text under "content", RedPajama-V2 under "raw_content" (its id under
+    # "doc_id" in "meta"): every command that reads documents takes --text-field.
+    from pretrain.cli import main
+    from pretrain.tokens.shards import read_manifest
+
+    stack = tmp_path / "stack.jsonl"
+    letters = str.maketrans("0123456789", "abcdefghij")  # dedup's shingles fold digits: words differ
+    stack.write_text("".join(json.dumps({"content": " ".join(str(i * 1000 + 7 * j).translate(letters)
+                                                             for j in range(40)), "id": r["id"]}) + "\n"
+                             for i, r in enumerate(RECORDS)))
+    rp = tmp_path / "rp.json.gz"
+    rp.write_bytes(gzip.compress("".join(json.dumps({"raw_content": r["text"], "meta": {"url": r["url"]}})
+                                         + "\n" for r in RECORDS).encode()))
+    assert main(["dedup", str(stack), "-o", str(tmp_path / "d"), "--text-field", "content", "--workers", "1",
+                 "--quiet"]) == 0
+    from pretrain.curate.io import read_jsonl_zst
+
+    kept = [r for f in sorted((tmp_path / "d" / "data").iterdir()) for r in read_jsonl_zst(f)]
+    assert sorted(r["id"] for r in kept) == [r["id"] for r in RECORDS]
+    assert main(["dedup", str(stack), "-o", str(tmp_path / "e"), "--workers", "1", "--quiet"]) == 1
+    seen = capsys.readouterr()
+    assert "missing text field 'text'" in seen.out + seen.err
+    tok = tmp_path / "tok.json"
+    assert main(["tokenizer", "train", str(rp), "-o", str(tok), "--vocab-size", "300",
+                 "--text-field", "raw_content"]) == 0
+    assert main(["tokenize", str(rp), "--tokenizer", str(tok), "-o", str(tmp_path / "t"), "--workers", "1",
+                 "--text-field", "raw_content"]) == 0
+    assert read_manifest(tmp_path / "t")["documents"] == 5

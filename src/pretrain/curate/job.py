@@ -40,7 +40,7 @@ import xxhash
 from pretrain import config as cfgmod
 from pretrain.curate import io
 from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, url_job_data_only
-from pretrain.curate.readers import TOOL_METADATA, list_inputs, source_name
+from pretrain.curate.readers import list_inputs, source_name
 from pretrain.errors import UserError, storage_error
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None,
     """(file, source name) for local paths, folders and globs and for URLs (a prefix is a folder),
     sorted; the source name is the file's path relative to the input it came from. `sizes`, when
     given, receives each URL's size from the listing (no request per object)."""
-    from pretrain.curate.readers import is_hidden, is_supported
+    from pretrain.curate.readers import is_supported, walked
 
     found: dict[str, str] = {}
     local = [p for p in inputs if not io.is_url(p)]
@@ -123,7 +123,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None,
             found[str(f)] = source_name(f, _root_of(f, local))
     for url in (p for p in inputs if io.is_url(p)):
         try:
-            listed = _list_url(url, is_supported, is_hidden)
+            listed = _list_url(url, is_supported, walked)
         except Exception as e:  # the store refused: say which input, not only what the client said
             line = storage_error(e)
             if line is None:
@@ -145,7 +145,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None,
     return sorted(found.items())
 
 
-def _list_url(url: str, is_supported, is_hidden=lambda rel: False) -> dict[str, tuple[str, int]]:
+def _list_url(url: str, is_supported, walked=None) -> dict[str, tuple[str, int]]:
     """{file URL: (source name, size)} under one input URL: a glob is matched, else one listing
     of the prefix (`find` gives the object itself when the URL names one). One listing, not
     isdir() then find(): each lists the prefix, a page per 1,000 keys; sizes come with it."""
@@ -161,9 +161,8 @@ def _list_url(url: str, is_supported, is_hidden=lambda rel: False) -> dict[str, 
             hits, root = [path.rstrip("/")], path.rstrip("/").rsplit("/", 1)[0]
         else:
             root = path.rstrip("/")
-            hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))
-                                          and not is_hidden(h[len(root):].lstrip("/"))
-                                          and Path(h).name not in TOOL_METADATA], list(every))
+            walked = walked or (lambda rel: is_supported(Path(rel)))
+            hits = url_job_data_only(fs, [h for h in every if walked(h[len(root):].lstrip("/"))], list(every))
     return {fs.unstrip_protocol(h): (h[len(root):].lstrip("/") if h.startswith(root + "/") else h,
                                      int(every[h]["size"])) for h in hits}
 

@@ -51,9 +51,7 @@ JSONL_SUFFIXES = tuple(base + codec for base in (".jsonl", ".json", ".ndjson")
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc", ".arc.gz")
 HTML_SUFFIXES = (".html", ".htm")
 SUFFIXES = JSONL_SUFFIXES + (".parquet", ".arrow", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
-# The bookkeeping HF `datasets` writes beside its data (save_to_disk, the Hub's old layout):
-# `.json` by name, never records; a folder walk leaves them out.
-TOOL_METADATA = frozenset({"dataset_info.json", "dataset_infos.json", "dataset_dict.json", "state.json"})
+
 WARC_CHECK_GAPS = ("off", "uncompressed", "all")
 
 
@@ -121,8 +119,9 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
         path = Path(p)
         if path.is_dir():
             every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
-            files = [f for f in every if is_supported(f) and not is_hidden(f.relative_to(path))
-                     and f.name not in TOOL_METADATA and f.is_file()]
+            files = [f for f in every if walked(f.relative_to(path)) and f.is_file()]
+            if not files:
+                _say_json_left_out(path, [f for f in every if f.name.lower().endswith(".json")])
             plans = [f for f in every if f.name == "plan.json"]
             found.update(_inside(path, job_data_only(plans, files, own_out)))
         elif path.is_file():
@@ -164,6 +163,26 @@ def _inside(root: Path, files: list[Path]) -> list[Path]:
 
 def is_supported(path: Path) -> bool:
     return path.name.lower().endswith(SUFFIXES)
+
+
+def walked(rel: str | Path) -> bool:
+    """True for a file that a folder walk or a bucket prefix's listing reads, `rel` its path below
+    the folder: a known extension, not hidden (`is_hidden`), and not a plain `.json`: configs and
+    metadata share that extension (tokenizer.json, config.json, datasets' state.json and
+    dataset_info.json, a job's plan.json), so `.json` records are read when named or globbed
+    (`DIR/**/*.json`); compressed ones (Dolma's `.json.gz`) are walked."""
+    name = Path(rel).name.lower()
+    return is_supported(Path(name)) and not name.endswith(".json") and not is_hidden(rel)
+
+
+def _say_json_left_out(root: Path | str, jsons: list) -> None:
+    """One line on stderr when a folder held nothing to read but `.json` files: how to read them."""
+    import sys
+
+    if jsons:
+        print(printable(f"pretrain: {root} holds {len(jsons)} .json file(s) and nothing else to read: "
+                        f"a folder's .json files are not read (configs share the extension); name them "
+                        f"or use a glob such as '{str(root).rstrip('/')}/**/*.json'"), file=sys.stderr)
 
 
 def is_hidden(rel: str | Path) -> bool:

@@ -357,3 +357,36 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     assert main(["tokenize", str(rp), "--tokenizer", str(tok), "-o", str(tmp_path / "t"), "--workers", "1",
                  "--text-field", "raw_content"]) == 0
     assert read_manifest(tmp_path / "t")["documents"] == 5
+
+
+# --------------------------------------------------------------------------- ids and text values
+
+
+def test_ids_from_pandas_float_columns_missing_and_repeated(tmp_path):
+    # pandas turns an integer column with a gap into float64: to_json writes 1.0, to_parquet a
+    # double. The ids are still 1 and 2 (not a derived id that changes with the row's position).
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"id": [1, 2, None, 2], "text": ["one", "two", "three", "two again"]})
+    df.to_json(tmp_path / "f.jsonl", orient="records", lines=True)
+    df.to_parquet(tmp_path / "f.parquet")
+    for name in ("f.jsonl", "f.parquet"):
+        docs, errors = _read(tmp_path / name)
+        assert errors == [] and [d.text for d in docs] == list(df["text"]), name
+        ids = [d.id for d in docs]
+        # the missing id is derived from the file and position (stable across reruns); a repeated
+        # id is kept as written, as datatrove keeps it (dedup works by position, not by id)
+        assert ids[:2] == ["1", "2"] and ids[3] == "2" and len(ids[2]) == 16, (name, ids)
+        assert [d.id for d in _read(tmp_path / name)[0]] == ids
+
+
+def test_text_values_that_are_not_strings_and_nul_bytes(tmp_path):
+    p = tmp_path / "t.jsonl"
+    rows = [{"id": "a", "text": None}, {"id": "b", "text": 3}, {"id": "c", "text": ["x"]},
+            {"id": "d", "text": "nul\u0000inside"}, {"id": "e"}]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    docs, errors = _read(p)
+    assert [(d.id, d.text) for d in docs] == [("d", "nul\x00inside")]  # NUL is a character: kept as is
+    assert [(e[1], e[2]) for e in errors] == [("line 1", "missing text field 'text'"),
+                                              ("line 2", "text field 'text' is int, not a string"),
+                                              ("line 3", "text field 'text' is list, not a string"),
+                                              ("line 5", "missing text field 'text'")]

@@ -1,13 +1,16 @@
-"""A JSON file that is one array of records (`[{...}, {...}]`), read one element at a time.
+"""JSON records as other tools frame them: a file that is one array of records (`[{...}, {...}]`),
+read one element at a time (`read_json_array`); a first line's UTF-8 BOM or UTF-16/32 encoding
+(`first_line`); ids that are not strings (`record_id`). Used by `readers._read_jsonl`.
 
 HF `datasets`' `Dataset.to_json(..., lines=False)` and pandas' `to_json(orient="records")` write
 the whole array on one line, often far larger than `max_record_bytes`: read as JSON Lines, such a
 file was one oversized "line" and no document came out. `read_json_array` parses the stream
 element by element with the stdlib's `raw_decode`, holding at most one element (bounded by
 `max_record_bytes`) and 1 MiB of lookahead, so a 10 GB array costs what a 10 GB JSONL file does.
-A malformed element cannot be stepped over (where the next one starts is unknown once the syntax
-is broken): it is reported with its index and the rest of the file is skipped, as for a truncated
-stream. Called by `readers._read_jsonl` when a file's first character is `[`.
+An element over the bound is stepped over unparsed (quotes, escapes and brackets only) and reading
+goes on. A malformed element cannot be stepped over (where the next one starts is unknown once the
+syntax is broken): it is reported with its index and the rest of the file is skipped, as for a
+truncated stream. `readers._read_jsonl` calls it when a file's first character is `[`.
 """
 
 from __future__ import annotations
@@ -179,3 +182,36 @@ def _element(buf: _Buffer, path: Path, index: int, max_bytes: int, on_error: Cal
         on_error(str(path), where, why)
         return False
     return obj
+
+
+# Byte order marks, and how UTF-16/32 JSON starts without one ('{' then NUL, or NUL then '{').
+_WIDE_STARTS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+                (b"\xfe\xff", "UTF-16"), (b"{\x00", "UTF-16"), (b"\x00{", "UTF-16"), (b"[\x00", "UTF-16"),
+                (b"\x00[", "UTF-16"))
+
+
+def first_line(line: bytes) -> tuple[bytes, str | None]:
+    """A file's first line less a UTF-8 BOM (Notepad, PowerShell and Python's utf-8-sig write one;
+    json.loads refuses it, so the first record was lost), or the reason a UTF-16/32 file (Windows
+    tools' "Unicode") is refused whole: every line of it would fail, one error each."""
+    if line.startswith(b"\xef\xbb\xbf"):
+        return line[3:], None
+    for start, codec in _WIDE_STARTS:
+        if line.startswith(start):
+            return line, f"{codec} text, not UTF-8: convert it first (iconv -f {codec} -t UTF-8)"
+    return line, None
+
+
+def record_id(rid: object) -> str | None:
+    """A record's own id as a string, or None (derive one): strings and integers as written; a
+    float that holds an integer as that integer (pandas stores an integer column with a gap as
+    float64: to_json writes 7.0, to_parquet a double), another finite float as Python spells it."""
+    import math
+
+    if isinstance(rid, bool) or rid is None or rid == "":
+        return None
+    if isinstance(rid, (str, int)):
+        return str(rid)
+    if isinstance(rid, float) and math.isfinite(rid):
+        return str(int(rid)) if rid.is_integer() else repr(rid)
+    return None

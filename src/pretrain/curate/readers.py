@@ -39,6 +39,7 @@ import zstandard
 
 from pretrain.config import bounded, choice
 from pretrain.curate.document import Document, stable_id
+from pretrain.curate.json_array import first_line, read_json_array, record_id
 from pretrain.errors import UserError
 from pretrain.untrusted import lone_surrogate, printable
 
@@ -365,12 +366,13 @@ def _read_jsonl(
                     break
                 lineno += 1
                 if lineno == 1:
-                    line, why = _first_line(line)
+                    line, why = first_line(line)
                     if why is not None:
                         on_error(str(path), None, why)
                         return
                     if line.lstrip()[:1] == b"[":  # one JSON array, not lines (to_json(lines=False))
-                        yield from _read_array(line, stream, path, cfg, on_error, src)
+                        yield from read_json_array(line, stream, path, cfg.max_record_bytes, on_error,
+                                                   lambda obj, i, err: make_doc(obj, cfg, src, i, err))
                         return
                     if line.strip() == b"{":  # json.dump(indent=...): metadata, a config, not records
                         on_error(str(path), None, "one pretty-printed JSON object, not JSON Lines nor an "
@@ -394,32 +396,6 @@ def _read_jsonl(
         return
     if lineno == 0:
         on_error(str(path), None, "empty file")
-
-
-# Byte order marks, and how UTF-16/32 JSON starts without one ('{' then NUL, or NUL then '{').
-_WIDE_STARTS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
-                (b"\xfe\xff", "UTF-16"), (b"{\x00", "UTF-16"), (b"\x00{", "UTF-16"), (b"[\x00", "UTF-16"),
-                (b"\x00[", "UTF-16"))
-
-
-def _first_line(line: bytes) -> tuple[bytes, str | None]:
-    """A file's first line less a UTF-8 BOM (Notepad, PowerShell and Python's utf-8-sig write one;
-    json.loads refuses it, so the first record was lost), or the reason a UTF-16/32 file (Windows
-    tools' "Unicode") is refused whole: every line of it would fail, one error each."""
-    if line.startswith(b"\xef\xbb\xbf"):
-        return line[3:], None
-    for start, codec in _WIDE_STARTS:
-        if line.startswith(start):
-            return line, f"{codec} text, not UTF-8: convert it first (iconv -f {codec} -t UTF-8)"
-    return line, None
-
-
-def _read_array(head: bytes, stream: _Bounded, path: Path, cfg: ReaderConfig, on_error: OnError,
-                src: str) -> Iterator[Document]:
-    from pretrain.curate.json_array import read_json_array
-
-    yield from read_json_array(head, stream, path, cfg.max_record_bytes, on_error,
-                               lambda obj, i, err: make_doc(obj, cfg, src, i, err))
 
 
 def _skip_to_newline(stream: _Bounded, chunk: int) -> None:
@@ -468,8 +444,7 @@ def make_doc(
     if not isinstance(text, str):
         err(f"text field {cfg.text_field!r} is {type(text).__name__}, not a string")
         return None
-    rid = obj.get(cfg.id_field)
-    doc_id = str(rid) if isinstance(rid, (str, int)) and not isinstance(rid, bool) and rid != "" else None
+    doc_id = record_id(obj.get(cfg.id_field))
     url = obj.get(cfg.url_field)
     meta = obj.get(cfg.metadata_field) if cfg.metadata_field else None
     if url is None and isinstance(meta, dict):  # datatrove writes the url into metadata

@@ -390,3 +390,25 @@ def test_text_values_that_are_not_strings_and_nul_bytes(tmp_path):
                                               ("line 2", "text field 'text' is int, not a string"),
                                               ("line 3", "text field 'text' is list, not a string"),
                                               ("line 5", "missing text field 'text'")]
+
+
+DATATROVE_READ = """
+import json, sys
+from datatrove.pipeline.readers import JsonlReader
+print(json.dumps([[d.id, d.text, d.metadata.get("url"), d.metadata.get("dump")]
+                  for d in JsonlReader(sys.argv[1])()]))
+"""
+
+
+def test_datatrove_round_trip_through_dedup(tmp_path):
+    # datatrove's Parquet -> `pretrain dedup` -> our .jsonl.zst -> datatrove's JsonlReader: the same
+    # documents, ids, urls and metadata (datatrove merges our metadata and top-level url into its own).
+    from pretrain.cli import main
+
+    _peer(DATATROVE_WRITE, str(tmp_path / "dt"), json.dumps(RECORDS))
+    if subprocess.run([str(PEERS_PY), "-c", "import zstandard"], capture_output=True).returncode:
+        pytest.skip("datatrove reads .jsonl.zst through fsspec, which needs zstandard in .venv-peers")
+    assert main(["dedup", str(tmp_path / "dt" / "parquet"), "-o", str(tmp_path / "out"), "--workers", "1",
+                 "--quiet", "--set", "dedup.near=false"]) == 0
+    back = json.loads(_peer(DATATROVE_READ, str(tmp_path / "out" / "data")).stdout)
+    assert sorted(back) == sorted([r["id"], r["text"], r["url"], "CC-MAIN-2024-10"] for r in RECORDS)

@@ -412,3 +412,14 @@ def test_datatrove_round_trip_through_dedup(tmp_path):
                  "--quiet", "--set", "dedup.near=false"]) == 0
     back = json.loads(_peer(DATATROVE_READ, str(tmp_path / "out" / "data")).stdout)
     assert sorted(back) == sorted([r["id"], r["text"], r["url"], "CC-MAIN-2024-10"] for r in RECORDS)
+
+
+def test_empty_outputs_of_datasets_are_one_error_each(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    empty = datasets.Dataset.from_dict({"text": [], "id": []})
+    empty.to_json(tmp_path / "e.jsonl")
+    empty.to_parquet(tmp_path / "e.parquet")
+    empty.save_to_disk(str(tmp_path / "saved"))
+    for f in [tmp_path / "e.jsonl", tmp_path / "e.parquet", *sorted((tmp_path / "saved").glob("*.arrow"))]:
+        docs, errors = _read(f)
+        assert docs == [] and errors == [(str(f), None, "empty file")], f

@@ -113,6 +113,10 @@ def test_json_array_bounded_truncated_and_malformed(tmp_path):
     docs, errors = _read(p)
     assert [d.id for d in docs] == ["a", "b"] and [e[1] for e in errors] == ["element 1", "element 3"]
     assert "expected a JSON object" in errors[0][2] and "expected ','" in errors[1][2]
+    p.write_text('[{"id": "a", "text": "x"}]\n[{"id": "b", "text": "y"}]\n')  # lines of arrays
+    docs, errors = _read(p)
+    assert [d.id for d in docs] == ["a"] and errors == [(str(p), "element 1", "data after the JSON "
+                                                         "array's closing ']': skipped")]
 
 
 # --------------------------------------------------------------------------- compressions

@@ -119,6 +119,10 @@ def read_json_array(head: bytes, stream, path: Path, max_bytes: int, on_error: C
         while True:
             c = buf.skip_ws()
             if c == "]":
+                buf.pos += 1
+                if buf.skip_ws():  # JSON Lines of arrays, or two arrays: nothing after the first is read
+                    on_error(str(path), f"element {index}",
+                             "data after the JSON array's closing ']': skipped")
                 return
             if index and c == ",":
                 buf.pos += 1

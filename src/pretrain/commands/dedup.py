@@ -8,8 +8,10 @@ from pretrain.commands import TEXT_FIELD_HELP, add_runner_arguments, text_field_
 
 HELP = "remove exact and near duplicates (MinHash + LSH) from a corpus, with bounded memory"
 DESCRIPTION = """\
-Remove duplicate documents from CORPUS (JSONL, .jsonl.gz, .jsonl.zst, Parquet, text; folders are
-searched recursively; each file is one shard) and write the rest to OUT.
+Remove duplicate documents from CORPUS (JSON Lines or a JSON array, plain, .gz, .zst, .bz2 or .xz;
+Parquet; Arrow from datasets' save_to_disk; text; folders are searched recursively, hidden and
+_-prefixed names left out; each file is one shard; --text-field content for The Stack's layout)
+and write the rest to OUT.
 
 Exact duplicates: equal text after lowercasing and collapsing whitespace (and, with
 --set dedup.url=true, equal URLs). Near duplicates: MinHash over word 5-grams of the normalized

@@ -427,3 +427,18 @@ def test_empty_outputs_of_datasets_are_one_error_each(tmp_path):
     for f in [tmp_path / "e.jsonl", tmp_path / "e.parquet", *sorted((tmp_path / "saved").glob("*.arrow"))]:
         docs, errors = _read(f)
         assert docs == [] and errors == [(str(f), None, "empty file")], f
+
+
+@pytest.mark.parametrize("framing", ["file", "stream"])
+def test_arrow_ipc_file_and_stream_with_compressed_buffers(tmp_path, framing):
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist(RECORDS)
+    p = tmp_path / f"{framing}.arrow"
+    opts = pa.ipc.IpcWriteOptions(compression="zstd")
+    new = pa.ipc.new_file if framing == "file" else pa.ipc.new_stream
+    with pa.OSFile(str(p), "wb") as sink, new(sink, table.schema, options=opts) as w:
+        for batch in table.to_batches(max_chunksize=2):
+            w.write_batch(batch)
+    docs, errors = _read(p)
+    assert errors == [] and _texts_ids(docs) == TRUTH and [d.url for d in docs] == [r["url"] for r in RECORDS]

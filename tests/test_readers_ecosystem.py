@@ -442,3 +442,21 @@ def test_arrow_ipc_file_and_stream_with_compressed_buffers(tmp_path, framing):
             w.write_batch(batch)
     docs, errors = _read(p)
     assert errors == [] and _texts_ids(docs) == TRUTH and [d.url for d in docs] == [r["url"] for r in RECORDS]
+
+
+def test_arrow_columns_not_read_are_not_decoded(tmp_path):
+    # A column we do not read (images, embeddings, a broken one) is neither decompressed nor
+    # validated: here a string column holding invalid UTF-8 that full validation would refuse.
+    import numpy as np
+    import pyarrow as pa
+
+    bad = pa.Array.from_buffers(pa.string(), 5, [None, pa.py_buffer(np.arange(6, dtype=np.int32) * 2),
+                                                 pa.py_buffer(b"\xff\xfe" * 5)])
+    with pytest.raises(pa.ArrowInvalid):
+        bad.validate(full=True)
+    table = pa.Table.from_pylist(RECORDS).append_column("blob", bad)
+    p = tmp_path / "wide.arrow"
+    with pa.OSFile(str(p), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    docs, errors = _read(p)
+    assert errors == [] and _texts_ids(docs) == TRUTH

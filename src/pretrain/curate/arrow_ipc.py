@@ -23,17 +23,25 @@ from pretrain.curate.readers import OnError, ReaderConfig
 HINT = "save it with Dataset.to_parquet(...) or to_json(...) instead"
 
 
-def _batches(source):
-    """The record batches of an IPC file (random access) or stream (what save_to_disk writes)."""
+def _batches(source, wanted):
+    """(schema, record batches) of an IPC file (random access) or stream (what save_to_disk writes),
+    the batches holding only the columns `wanted(schema)` names: other columns (images,
+    embeddings) are neither decompressed nor validated."""
     import pyarrow as pa
 
+    def options(schema):
+        names = wanted(schema)
+        return pa.ipc.IpcReadOptions(included_fields=[i for i, n in enumerate(schema.names) if n in names])
+
     try:
-        reader = pa.ipc.open_file(source)
-        return reader.schema, (reader.get_batch(i) for i in range(reader.num_record_batches))
+        schema = pa.ipc.open_file(source).schema
+        reader = pa.ipc.open_file(source, options=options(schema))
+        return schema, (reader.get_batch(i) for i in range(reader.num_record_batches))
     except pa.ArrowInvalid:
         source.seek(0)
-        reader = pa.ipc.open_stream(source)
-        return reader.schema, iter(reader)
+        schema = pa.ipc.open_stream(source).schema
+        source.seek(0)
+        return schema, iter(pa.ipc.open_stream(source, options=options(schema)))
 
 
 def read_arrow(path: Path, cfg: ReaderConfig, on_error: OnError, src: str,
@@ -42,9 +50,13 @@ def read_arrow(path: Path, cfg: ReaderConfig, on_error: OnError, src: str,
 
     from pretrain.curate.parquet import PARQUET_BATCH_ROWS, _parquet_doc, _parquet_rows
 
+    def wanted(schema) -> list[str]:
+        return [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field)
+                if c and c in schema.names]
+
     try:
         source = pa.memory_map(str(path), "r")
-        schema, batches = _batches(source)
+        schema, batches = _batches(source, wanted)
     except (pa.ArrowException, OSError, ValueError) as e:
         on_error(str(path), None, f"not a readable Arrow IPC file ({type(e).__name__}: {e}); {HINT}")
         return
@@ -53,8 +65,7 @@ def read_arrow(path: Path, cfg: ReaderConfig, on_error: OnError, src: str,
             on_error(str(path), None,
                      f"missing text column {cfg.text_field!r} (columns: {sorted(schema.names)})")
             return
-        cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field)
-                if c and c in schema.names]
+        cols = wanted(schema)
         row, b = 0, 0
         while True:
             try:

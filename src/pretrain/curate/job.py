@@ -117,7 +117,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[s
     sorted; the source name is the file's path relative to the input it came from. `sizes` and
     `stamps`, when given, receive each URL's size and version (versions.of_listing) from the
     listing (no request per object)."""
-    from pretrain.curate.readers import is_supported
+    from pretrain.curate.readers import is_supported, walked
 
     found: dict[str, str] = {}
     local = [p for p in inputs if not io.is_url(p)]
@@ -126,7 +126,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[s
             found[str(f)] = source_name(f, _root_of(f, local))
     for url in (p for p in inputs if io.is_url(p)):
         try:
-            listed = _list_url(url, is_supported)
+            listed = _list_url(url, is_supported, walked)
         except Exception as e:  # the store refused: say which input, not only what the client said
             line = storage_error(e)
             if line is None:
@@ -150,7 +150,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[s
     return sorted(found.items())
 
 
-def _list_url(url: str, is_supported) -> dict[str, tuple[str, int, dict | None]]:
+def _list_url(url: str, is_supported, walked=None) -> dict[str, tuple[str, int, dict | None]]:
     """{file URL: (source name, size, version)} under one input URL: a glob is matched, else one listing
     of the prefix (`find` gives the object itself when the URL names one). One listing, not
     isdir() then find(): each lists the prefix, a page per 1,000 keys; sizes come with it."""
@@ -165,8 +165,9 @@ def _list_url(url: str, is_supported) -> dict[str, tuple[str, int, dict | None]]
         if list(every) == [path.rstrip("/")] and every[path.rstrip("/")].get("type") == "file":
             hits, root = [path.rstrip("/")], path.rstrip("/").rsplit("/", 1)[0]
         else:
-            hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))], list(every))
             root = path.rstrip("/")
+            walked = walked or (lambda rel: is_supported(Path(rel)))
+            hits = url_job_data_only(fs, [h for h in every if walked(h[len(root):].lstrip("/"))], list(every))
     return {fs.unstrip_protocol(h): (h[len(root):].lstrip("/") if h.startswith(root + "/") else h,
                                      int(every[h]["size"]), versions.of_listing(every[h])) for h in hits}
 

@@ -151,7 +151,7 @@ PROFILES = ("fused", "pretrain")
 
 def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recompute: str = "none",
                           flash: bool = True, profile: str = "fused", selective: str = "attention",
-                          cp: int = 1) -> float:
+                          cp: int = 1, dropout: bool = True) -> float:
     """Bytes one block keeps for backward per token on one TP rank, summed tensor by tensor.
 
     profile "fused": Megatron-Core / Transformer Engine kernels (what the Megatron papers and Llama 3
@@ -160,7 +160,10 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     Korthikanti 2022 sec. 4.2.2); Q, K, V at their own widths (GQA not expanded); flash attention
     saves its output (also the projection's input) and fp32 log-sum-exp per head; a fused SwiGLU
     saves its two inputs. For a GPT block (LayerNorm, GELU, dropout, unfused attention) this is
-    Korthikanti's 34·h + 5·a·s per token exactly.
+    Korthikanti's 34·h + 5·a·s per token exactly. `dropout=False` is a GPT block trained with
+    dropout probability 0 (MPT's default, llm-foundry configuration_mpt.py: resid_pdrop = emb_pdrop
+    = attn_pdrop = 0.0): PyTorch's dropout returns its input unchanged when p == 0
+    (ATen Dropout.cpp), so the two 1-byte residual masks are not saved (32·h + 4·a with flash).
 
     profile "pretrain": this project's trainer (train/model.py) under bf16 autocast, as counted by
     saved-tensor hooks (tests/test_plan_activations.py): an fp32 residual stream; each RMSNorm
@@ -209,12 +212,13 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     if flash:
         attn = 4 * a / t  # log-sum-exp; the output is the projection's input, counted below
     else:
-        attn = 0.0 if recompute == "selective" else 5 * a * s / t  # softmax out, dropout mask and out
+        # softmax out, dropout mask and out; without dropout the softmax output only
+        attn = 0.0 if recompute == "selective" else (5 if dropout else 2) * a * s / t
     proj = 2 * h / t
     mlp = (6 * f if gated else 4 * f) / t
-    dropout = 0.0 if gated else 2 * h / rep  # GPT's two residual dropout masks (1 byte each)
+    masks = 2 * h / rep if (dropout and not gated) else 0.0  # GPT's two residual dropout masks (1 B each)
     norm = norm if gated else 2 * 2 * h / rep  # Korthikanti counts the LayerNorm inputs only
-    return norm + inputs + qkv + attn + proj + mlp + dropout
+    return norm + inputs + qkv + attn + proj + mlp + masks
 
 
 @functools.lru_cache(maxsize=4096)
@@ -239,12 +243,13 @@ def cp_mask_bytes(seq_len: int, cp: int, dtype_bytes: int = 2) -> float:
 def stage_activation_bytes(shape: ModelShape, b: int = 1, t: int = 1, sp: bool = False,
                            recompute: str = "none", flash: bool = True, p: int = 1, v: int = 1,
                            m: int | None = None, cp: int = 1, profile: str = "fused",
-                           selective: str = "attention") -> float:
+                           selective: str = "attention", dropout: bool = True) -> float:
     """Activations on the fullest pipeline stage under 1F1B: stage i holds min(p − i, m) micro-batches
     of its layers. Interleaved (v chunks per GPU), the first GPU runs 2(p−1) + (v−1)·p warm-up chunk
     forwards before its first backward (Megatron-LM's interleaved schedule), at most all m·v."""
     tokens = b * shape.seq_len / cp
-    per_layer = tokens * saved_bytes_per_token(shape, t, sp, recompute, flash, profile, selective, cp)
+    per_layer = tokens * saved_bytes_per_token(shape, t, sp, recompute, flash, profile, selective, cp,
+                                               dropout)
     m = p if m is None else m
     if v > 1:
         chunks = min(m * v, 2 * (p - 1) + (v - 1) * p + 1)
@@ -268,7 +273,8 @@ class MemoryBreakdown:
 def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zero: int = 0, mbs: int = 1,
                    recompute: str = "none", sp: bool = False, flash: bool = True, v: int = 1,
                    m: int | None = None, accounting: str = "16B", cp: int = 1,
-                   profile: str = "fused", selective: str = "attention") -> MemoryBreakdown:
+                   profile: str = "fused", selective: str = "attention",
+                   dropout: bool = True) -> MemoryBreakdown:
     """The whole bill for the busiest GPU: sharded state + activations in flight + logits. With a
     pipeline the first stages hold the most micro-batches and the last the logits: take the larger.
     `dp` is the group the ZeRO stage shards over (data × context ranks)."""
@@ -276,8 +282,10 @@ def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zer
     tokens = mbs * shape.seq_len / cp
     working = 0.0
     if recompute == "full":  # a checkpointed layer re-run for its backward: its full set, briefly
-        working = tokens * saved_bytes_per_token(shape, tp, sp, "none", flash, profile, cp=cp)
-    acts = stage_activation_bytes(shape, mbs, tp, sp, recompute, flash, pp, v, m, cp, profile, selective)
+        working = tokens * saved_bytes_per_token(shape, tp, sp, "none", flash, profile, cp=cp,
+                                                 dropout=dropout)
+    acts = stage_activation_bytes(shape, mbs, tp, sp, recompute, flash, pp, v, m, cp, profile, selective,
+                                  dropout)
     working += cp_mask_bytes(shape.seq_len, cp) if profile == "pretrain" else 0.0  # on every stage
     acts += working
     logits = logits_bytes(shape.seq_len // cp, mbs, shape.d_model, shape.vocab_size, tp)
@@ -285,7 +293,8 @@ def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zer
         return MemoryBreakdown(state, acts, logits, state + acts + logits)
     # 1F1B: the last stage runs each micro-batch's backward right after its forward (one in flight)
     last_layers = split_layers(shape.n_layers, pp)[-1] * (v if v > 1 else 1)
-    per_layer = tokens * saved_bytes_per_token(shape, tp, sp, recompute, flash, profile, selective, cp)
+    per_layer = tokens * saved_bytes_per_token(shape, tp, sp, recompute, flash, profile, selective, cp,
+                                               dropout)
     last_acts = per_layer * last_layers + working
     first = MemoryBreakdown(state, acts, 0.0, state + acts)
     last = MemoryBreakdown(state, last_acts, logits, state + last_acts + logits)

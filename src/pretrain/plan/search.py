@@ -42,6 +42,7 @@ class Job:
     selective: str = "attention"  # what recompute=selective re-runs: attention (Megatron) | op (torchtitan)
     reduce_dtype: str = ""  # gradient reduction: bf16 | fp32 ("": fp32 iff the accounting keeps fp32 grads)
     attention: str = "flash2"  # fused attention kernel (timing.FLASH_SPEED): flash2 | flash1
+    dropout: bool = True  # GPT blocks save dropout masks; False when trained with p = 0 (MPT)
     trainer: bool = False  # only layouts our trainer runs (layout.py trainer rules): --emit-recipe
 
     def __post_init__(self) -> None:
@@ -129,7 +130,7 @@ def evaluate(job: Job, lay: Layout) -> Estimate:
     m = n_micro(lay, job.batch_seqs)
     mem = memory.memory_per_gpu(job.shape, lay.tp, lay.pp, shard_group(lay), lay.zero, lay.mbs, lay.recompute,
                                 lay.sp, job.flash, lay.v, m, job.accounting, lay.cp, job.activations,
-                                job.selective)
+                                job.selective, job.dropout)
     if mem.total > job.usable_bytes:
         return Estimate(lay, "does not fit in memory", m, mem)
     est = Estimate(lay, None, m, mem)

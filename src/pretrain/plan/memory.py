@@ -146,7 +146,7 @@ def stage_params(shape: ModelShape, tp: int = 1, pp: int = 1, v: int = 1) -> flo
 
 # --- The activation model the planner uses: saved tensors of the blocks we train, one by one ----------
 
-PROFILES = ("fused", "pretrain")
+PROFILES = ("fused", "pretrain", "torchtitan")
 
 
 def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recompute: str = "none",
@@ -175,6 +175,16 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     this rank holds) the trainer all-gathers K and V and expands them: it saves the whole sequence's,
     cp times a token's share (train/context.py; its one (T/cp, T) mask is `cp_mask_bytes`).
 
+    profile "torchtitan": eager PyTorch with bf16 weights and no autocast (torchtitan's FSDP2
+    MixedPrecisionPolicy(param_dtype=bf16), its models/llama/model.py and norms.py), counted by
+    saved-tensor hooks on a copy of that block (tests/test_plan_activations_peers.py): a bf16 residual
+    stream; each RMSNorm keeps the fp32 upcast of its input (pow and mul), the fp32 1/rms and the
+    bf16 normalized output (the weight's mul), and its bf16 output is saved once, shared by the
+    linears it feeds; Q and the expanded K, V (repeat_kv) as SDPA's inputs; SDPA's output (also
+    wo's input: .contiguous() of a flash output is a view) and log-sum-exp; SwiGLU's four f-wide
+    tensors. The complex rotary multiply saves only the constant frequencies. 24·h + 8·f + 4·a + 8
+    per token without TP, to the byte. (Context parallelism is not modelled for this profile.)
+
     selective "op" (torchtitan's per-op checkpointing, with recompute="selective"): whatever the
     kernels, only the block's input (at the residual stream's width) and the outputs of the 1st,
     3rd, 5th and 7th matmuls (Q, V, gate, down) and of fused attention (output and log-sum-exp)
@@ -191,6 +201,8 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
         resid = 4.0 if profile == "pretrain" else 2.0
         attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
         return resid * h / rep + 2 * (h + kv + (f if gated else 0)) / t + 2 * h / rep + attn
+    if profile == "torchtitan" and recompute != "full":
+        return _bf16_eager_bytes(shape, t, rep, flash)  # selective is not offered: as none
     if profile == "pretrain":
         resid = 4.0  # the residual stream stays fp32 (embedding output is fp32 under autocast)
         if recompute == "full":
@@ -219,6 +231,18 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     masks = 2 * h / rep if (dropout and not gated) else 0.0  # GPT's two residual dropout masks (1 B each)
     norm = norm if gated else 2 * 2 * h / rep  # Korthikanti counts the LayerNorm inputs only
     return norm + inputs + qkv + attn + proj + mlp + masks
+
+
+def _bf16_eager_bytes(shape: ModelShape, t: int, rep: int, flash: bool) -> float:
+    """Profile "torchtitan" per token (see saved_bytes_per_token): norms on this rank's tokens, their
+    outputs saved whole (an all-gathered input stays saved), the rest split over TP."""
+    h, f, a, s = shape.d_model, shape.d_ff, shape.n_heads, shape.seq_len
+    norm = 2 * (4 * h + 4 + 2 * h) / rep  # fp32 upcast, fp32 1/rms, bf16 normalized
+    inputs = 2 * 2 * h  # one bf16 norm output per sub-block, shared by Q/K/V and by gate/up
+    qkv = 3 * 2 * h / t  # K and V expanded to every head before SDPA
+    attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
+    mlp = (8 * f if shape.mlp == "swiglu" else 4 * f) / t
+    return norm + inputs + qkv + attn + mlp
 
 
 @functools.lru_cache(maxsize=4096)

@@ -35,10 +35,10 @@ class Job:
     accounting: str = "16B"
     flash: bool = True
     efficiency: float | None = None  # overrides the GPU's gemm_efficiency (share of dense peak)
-    activations: str = "fused"  # saved-tensor profile (memory.saved_bytes_per_token): fused | pretrain
+    activations: str = "fused"  # saved tensors (memory.saved_bytes_per_token): fused | pretrain | torchtitan
     tp_overlap: float = 0.0  # share of TP collectives hidden behind compute (timing.Software)
     dp_overlap: bool = True
-    kernels: str = ""  # element-wise kernels: fused | eager ("": eager iff activations == "pretrain")
+    kernels: str = ""  # element-wise kernels: fused | eager ("": eager with the pretrain/torchtitan profiles)
     selective: str = "attention"  # what recompute=selective re-runs: attention (Megatron) | op (torchtitan)
     reduce_dtype: str = ""  # gradient reduction: bf16 | fp32 ("": fp32 iff the accounting keeps fp32 grads)
     attention: str = "flash2"  # fused attention kernel (timing.FLASH_SPEED): flash2 | flash1
@@ -56,7 +56,8 @@ class Job:
     def software(self) -> timing.Software:
         fp32 = self.reduce_dtype == "fp32" or (
             not self.reduce_dtype and self.accounting in ("18B", "megatron-distopt"))
-        eager = self.kernels == "eager" or (not self.kernels and self.activations == "pretrain")
+        unfused = self.activations in ("pretrain", "torchtitan")
+        eager = self.kernels == "eager" or (not self.kernels and unfused)
         return timing.Software(self.tp_overlap, self.dp_overlap, self.flash, 4 if fp32 else 2,
                                eager=eager, selective=self.selective, attention=self.attention)
 

@@ -274,3 +274,4 @@ def test_no_dropout_drops_the_two_masks_per_token_and_layer():
     with_masks, without = (p["layout"]["memory_gb"]["activations"] * 1e9 for p in plans)
     assert with_masks - without == pytest.approx(24 * 8 * 1024 * 2 * 1024, rel=1e-9)  # L·tokens·2h
     assert plans[0]["layout"]["times_s"] == plans[1]["layout"]["times_s"]
+    assert "no dropout masks counted" in _run(*base[:-1], "--no-dropout").stdout

@@ -262,3 +262,16 @@ def test_planned_with_our_activations_a_layout_the_trainer_refuses_is_said_too(t
     assert _run(*base, "--emit-recipe", str(tmp_path / "r.toml")).returncode == 0
     written = (tmp_path / "r.toml").read_text().splitlines()[0].split(": ")[1].split(" on ")[0]
     assert "cannot run" in line and "no ZeRO-1" in line and f"--emit-recipe writes {written} " in line, line
+
+
+def test_no_dropout_drops_the_two_masks_per_token_and_layer():
+    # a GPT block trained at dropout 0 saves no masks (tests/test_plan_activations_peers.py measures
+    # it on an MPT block): exactly 2 bytes x h per token and layer fewer, nothing else changes
+    base = ("--model", "gpt2-350m", "--gpus", "8", "--gpu", "a100-80gb", "--batch-tokens", "64K",
+            "--layout", "tp=1,pp=1,zero=3,mbs=8,recompute=none", "--json")
+    plans = [json.loads(_run(*base, *extra).stdout) for extra in ((), ("--no-dropout",))]
+    assert [p["software"]["dropout_masks"] for p in plans] == [True, False]
+    with_masks, without = (p["layout"]["memory_gb"]["activations"] * 1e9 for p in plans)
+    assert with_masks - without == pytest.approx(24 * 8 * 1024 * 2 * 1024, rel=1e-9)  # L·tokens·2h
+    assert plans[0]["layout"]["times_s"] == plans[1]["layout"]["times_s"]
+    assert "no dropout masks counted" in _run(*base[:-1], "--no-dropout").stdout

@@ -93,8 +93,10 @@ def _llama3(gpus: int, cp: int, dp: int, seq: int, mfu: float, v: int) -> Run:
 # torchtitan runs eager PyTorch kernels (no torch.compile in these rows: norms, rotary, SwiGLU as
 # separate memory-bound passes, as our trainer's "pretrain" profile), FSDP2 with bf16 weights and
 # fp32 gradient reduction (its default mixed_precision_reduce), and its "selective" checkpointing is
-# the per-op policy (every second matmul and all element-wise ops re-run, attention saved).
-TORCHTITAN = dict(activations="pretrain", kernels="eager", selective="op", reduce_dtype="fp32")
+# the per-op policy (every second matmul and all element-wise ops re-run, attention saved). Its
+# saved tensors are bf16 without autocast (memory profile "torchtitan"), not our trainer's fp32
+# residual stream and per-linear autocast copies ("pretrain").
+TORCHTITAN = dict(activations="torchtitan", kernels="eager", selective="op", reduce_dtype="fp32")
 
 
 def _torchtitan(label: str, name: str, gpu: str, gpus: int, lay: Layout, wps_per_gpu: float) -> Run:

@@ -1,6 +1,7 @@
 """The Parquet reader (`read_parquet`, the `.parquet` entry of `readers.FORMATS`): one row group at
-a time, in batches of `PARQUET_BATCH_ROWS` rows, with the text, id and url columns named by
-`ReaderConfig`. A row whose strings exceed `max_record_bytes` is reported and skipped before it is
+a time, in batches of `PARQUET_BATCH_ROWS` rows, with the text, id, url and metadata columns named
+by `ReaderConfig` (datatrove's ParquetWriter keeps url and scores in a `metadata` struct). A row
+whose strings (nested ones too) exceed `max_record_bytes` is reported and skipped before it is
 copied into Python; a row group the footer shows to be huge and to hold an oversized row is
 skipped unread; an unreadable row group is reported and reading goes on with the next one.
 Page-level reading of a row group with an oversized cell is `parquet_pages.py`.
@@ -33,7 +34,7 @@ def read_parquet(
     if cfg.text_field not in names:
         on_error(str(path), None, f"missing text column {cfg.text_field!r} (columns: {sorted(names)})")
         return
-    cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field) if c in names]
+    cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field) if c and c in names]
     row = 0
     for g in range(pf.num_row_groups):
         start = row
@@ -72,7 +73,7 @@ def _row_group_bytes(pf, g: int, cols: list[str]) -> int:
     """Uncompressed bytes of the columns we read in row group `g`, from the footer (nothing decoded)."""
     rg = pf.metadata.row_group(g)
     return sum(rg.column(i).total_uncompressed_size for i in range(rg.num_columns)
-               if rg.column(i).path_in_schema in cols)
+               if rg.column(i).path_in_schema.split(".")[0] in cols)  # a struct's leaves: metadata.url
 
 
 def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, path: Path,
@@ -99,15 +100,12 @@ def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | Non
     the reason (a str) for a row that is not UTF-8."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from pretrain.curate.parquet_pages import pylist
 
     total = np.zeros(batch.num_rows, dtype=np.int64)
     for col in batch.columns:
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(
-                col.type) or pa.types.is_large_binary(col.type):
-            total += pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
+        total += _row_bytes(col)
     too_big = total > max_bytes
     if not too_big.any():
         yield from enumerate(pylist(batch))
@@ -116,3 +114,37 @@ def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | Non
     it = iter(kept)
     for i, big in enumerate(too_big):
         yield i, None if big else next(it)
+
+
+def _row_bytes(col):
+    """Bytes of the strings in each row of an Arrow column (numpy int64, one per row), measured in
+    Arrow before any str is made: strings and binaries, and those inside structs (datatrove's
+    metadata), lists and dictionaries (a `datasets` column can be any of them). Fixed-width values
+    count nothing: a row of them is small whatever it holds."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t, n = col.type, len(col)
+    if any(is_(t) for is_ in (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
+                              pa.types.is_large_binary)):
+        return pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    if pa.types.is_dictionary(t):
+        sizes = _row_bytes(col.dictionary)
+        idx = col.indices.fill_null(0).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
+        return sizes[idx] if len(sizes) else np.zeros(n, np.int64)
+    if pa.types.is_struct(t):
+        total = np.zeros(n, np.int64)
+        for child in col.flatten():
+            total += _row_bytes(child)
+        return total
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        # offsets index the whole child array (a slice keeps its parent's): sums between them
+        if pa.types.is_map(t):
+            child = _row_bytes(col.keys) + _row_bytes(col.items)
+        else:
+            child = _row_bytes(col.values)
+        ends = np.concatenate([[0], np.cumsum(child)])
+        offsets = col.offsets.to_numpy(zero_copy_only=False)
+        return (ends[offsets[1:]] - ends[offsets[:-1]]).astype(np.int64)
+    return np.zeros(n, np.int64)

@@ -134,6 +134,7 @@ def _block(block, x: torch.Tensor, rope, mask: torch.Tensor | None,
     q = a.wq(hq).view(B, hq.shape[1], -1, a.head_dim).transpose(1, 2)  # (B, H, Tq, D)
     k = a.wk(h).view(B, T, -1, a.head_dim).transpose(1, 2)
     v = a.wv(h).view(B, T, -1, a.head_dim).transpose(1, 2)
+    q, k = a.normed(q, k)
     if rope is not None:
         cos, sin = rope
         q = _rope_at(q, *((cos, sin) if keep is None else (cos[:, :, keep], sin[:, :, keep])))

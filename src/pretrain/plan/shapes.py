@@ -42,6 +42,8 @@ class ModelShape:
     norm: str = "rmsnorm"  # "rmsnorm" (scale only) | "layernorm" (scale and bias)
     bias: bool = False  # biases on the linear layers
     learned_pos: bool = False  # learned absolute positions (GPT-2) instead of rotary (no params)
+    qkv_bias: bool = False  # biases on the Q, K and V projections only (Qwen2; `bias` covers all maps)
+    qk_norm: bool = False  # RMSNorm over each head's queries and keys before rotary (Qwen3)
 
     def __post_init__(self) -> None:
         for f in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len"):
@@ -75,8 +77,9 @@ class ModelShape:
         """Q, K, V and output projections of one layer."""
         h, kv = self.d_model, self.kv_dim
         weights = h * h + 2 * h * kv + h * h
-        biases = (h + 2 * kv + h) if self.bias else 0
-        return weights + biases
+        biases = (h + 2 * kv + h) if self.bias else (h + 2 * kv) if self.qkv_bias else 0
+        qk_norms = 2 * self.head_dim if self.qk_norm else 0  # one gain per head dim, shared by heads
+        return weights + biases + qk_norms
 
     def mlp_params(self) -> int:
         """One layer's MLP: SwiGLU has gate, up and down matrices; GELU has up and down."""

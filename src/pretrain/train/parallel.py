@@ -79,6 +79,9 @@ class ParallelDims:
             msg = _KEY.sub(lambda m: ("parallel." if m.group(1) in MESH_ORDER else "model.") + m.group(0),
                            broken[0])
             raise UserError(msg + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
+        if self.tp > 1 and shape.qk_norm:  # each rank's heads would give its own part of the gains' grads
+            raise UserError("parallel.tp > 1 with model.qk_norm (Qwen3's per-head q/k norms) is not "
+                            "supported yet; use parallel.dp_shard")
         if self.tp > 1:
             for k in ("n_heads", "n_kv_heads", "d_ff"):
                 if getattr(shape, k) % self.tp:

@@ -1,0 +1,175 @@
+"""The bases users continue training: Qwen2 / Qwen2.5, Qwen3 and SmolLM-style tied Llama, made by
+transformers' own classes, imported, trained, exported and loaded back by transformers.
+
+The independent truth is transformers: its logits and greedy generation on the same ids, its class
+for the exported folder (`AutoModelForCausalLM`), its parameter count for the planner's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from pretrain import config as cfgmod
+from pretrain.errors import UserError
+from pretrain.train.config import RunConfig
+from pretrain.train.testing import TINY
+
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")
+
+# The tiny training shape (so tiny_config's distributed workers apply), as each family writes it.
+SHAPE = dict(vocab_size=257, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+             rms_norm_eps=1e-6, initializer_range=0.1)
+ROPE = {"rope_type": "default", "rope_theta": 1_000_000.0}  # Qwen2.5's and Qwen3's base
+FAMILIES = {
+    "qwen2": ("Qwen2", dict(SHAPE, rope_parameters=ROPE)),  # Qwen2.5-7B: untied
+    "qwen2-tied": ("Qwen2", dict(SHAPE, rope_parameters=ROPE, tie_word_embeddings=True)),  # 0.5B-3B
+    "qwen3": ("Qwen3", dict(SHAPE, rope_parameters=ROPE, head_dim=16, tie_word_embeddings=True)),
+    # SmolLM-135M: a Llama with a tied head and 3 query heads per KV head (9/3), theta 1e4
+    "smollm": ("Llama", dict(SHAPE, num_attention_heads=6, num_key_value_heads=2, hidden_size=48,
+                             intermediate_size=128, tie_word_embeddings=True)),
+}
+NOT_SHAPE = [o for o in TINY if not o.startswith("model.")]
+
+
+def save_family(kind: str, folder: Path) -> Path:
+    """transformers' own model of `kind`, random, every 1-D tensor (norm gains, biases) moved off its
+    initial 1 or 0 so that a mix-up of them shows; `save_pretrained` sharded as on the Hub."""
+    arch, cfg = FAMILIES[kind]
+    torch.manual_seed(3)
+    model = getattr(transformers, f"{arch}ForCausalLM")(getattr(transformers, f"{arch}Config")(**cfg))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(torch.randn_like(p) * 0.2)
+    model.save_pretrained(folder, max_shard_size="100KB")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("families")
+    return {k: save_family(k, root / k) for k in FAMILIES}
+
+
+def _config(folder: Path, out: Path, text, *extra: str) -> RunConfig:
+    return cfgmod.load(RunConfig, None, [*NOT_SHAPE, f"model.init_from={folder}", f"train.out={out}",
+                                         f"data.path={text}", *extra])
+
+
+@pytest.mark.parametrize("kind", FAMILIES)
+def test_import_train_export_and_transformers_agrees_at_both_ends(folders, kind, text, tmp_path):
+    """Import: logits equal transformers' on the folder (fp32, < 1e-4). Train 4 steps, export: the
+    folder is the family's own class, every tensor moved, logits and greedy tokens equal ours."""
+    from pretrain.train.hf_io import export_hf
+    from pretrain.train.model import generate
+    from pretrain.train.runs import load_run_model
+    from pretrain.train.trainer import Trainer
+
+    folder = folders[kind]
+    base = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    ids = torch.randint(0, 257, (2, 32), generator=torch.Generator().manual_seed(0))
+    t = Trainer(_config(folder, tmp_path / "run", text, "train.steps=4", "schedule.warmup_steps=1"),
+                quiet=True)
+    assert sum(p.numel() for p in t.model.parameters()) == base.num_parameters() == t.shape.params()
+    with torch.no_grad():
+        assert (t.model(ids) - base(ids).logits).abs().max().item() < 1e-4
+    t.fit()
+    export_hf(tmp_path / "run", tmp_path / "hf")
+    back = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(back).__name__ == type(base).__name__
+    moved = [n for n, p in back.named_parameters() if not torch.equal(p, base.get_parameter(n))]
+    assert len(moved) == len(list(base.parameters()))  # biases and q/k norms trained and written too
+    ours, _, _ = load_run_model(tmp_path / "run")
+    with torch.no_grad():
+        diff = (ours(ids) - back(ids).logits).abs().max().item()
+    assert diff < 1e-4, f"{kind}: logits differ by {diff}"
+    prompt = ids[:1, :8]
+    theirs = back.generate(prompt, max_new_tokens=20, do_sample=False, eos_token_id=None, pad_token_id=0)
+    assert theirs.tolist() == generate(ours, prompt, 20, temperature=0).tolist()
+
+
+@pytest.mark.slow  # 2 spawned gloo processes: ~20 s on 2 shared cores
+def test_qwen2_under_tensor_parallel_equals_one_process(folders, text, tmp_path):
+    """tp=2 on gloo: the q/k/v biases are column-sharded with their rows (each rank reads its rows of
+    the checkpoint's biases); losses and gradient norms match one process."""
+    from pretrain.train.testing import run_distributed, tiny_config
+    from pretrain.train.trainer import Trainer
+
+    common = [f"model.init_from={folders['qwen2']}", "train.steps=3", "schedule.warmup_steps=1",
+              "checkpoint.every=0", "checkpoint.first_at=1000", "train.resume=false"]
+    ref = Trainer(tiny_config(tmp_path / "one", text, *common), quiet=True).fit()
+    got = run_distributed("pretrain.train.testing.train_records", 2, str(tmp_path / "two"), str(text),
+                          ["parallel.tp=2", *common], timeout=300)
+    assert got[0] == got[1]
+    for step, ((loss, norm), r) in enumerate(zip(got[0], ref, strict=True), 1):
+        assert loss == pytest.approx(r["loss"], rel=1e-5), step
+        assert norm == pytest.approx(r["grad_norm"], rel=1e-4), step
+
+
+def test_qwen3_under_tensor_parallel_is_refused_in_one_line(folders, text, tmp_path):
+    """Each TP rank normalizes its own heads: the shared q/k gains' gradients would be partial sums."""
+    from pretrain.train.hf import apply_init_from
+    from pretrain.train.model import resolve_shape
+    from pretrain.train.parallel import dims_from_config
+
+    cfg = apply_init_from(_config(folders["qwen3"], tmp_path / "run", text, "parallel.tp=2"))
+    with pytest.raises(UserError, match="parallel.tp > 1 with model.qk_norm") as e:
+        dims_from_config(cfg.parallel).check_shape(resolve_shape(cfg.model), cfg.parallel)
+    assert "\n" not in str(e.value)
+    dims_from_config(cfg.parallel).check_shape(resolve_shape(apply_init_from(  # Qwen2 is fine
+        _config(folders["qwen2"], tmp_path / "run", text, "parallel.tp=2")).model), cfg.parallel)
+
+
+# --- what is refused -------------------------------------------------------------------------------
+
+def _write(folder: Path, cfg) -> Path:
+    folder.mkdir()
+    (folder / "config.json").write_text(cfg.to_json_string())
+    return folder
+
+
+OTHERS = {  # families a user may try, as transformers' own config classes write them
+    "gemma": lambda: transformers.GemmaConfig(num_hidden_layers=1),
+    "phi3": lambda: transformers.Phi3Config(num_hidden_layers=1),
+    "olmo2": lambda: transformers.Olmo2Config(num_hidden_layers=1),
+    "gpt_neox": lambda: transformers.GPTNeoXConfig(num_hidden_layers=1),
+}
+
+
+@pytest.mark.parametrize("mtype", OTHERS)
+def test_other_families_are_refused_naming_the_type_and_what_is_supported(mtype, tmp_path):
+    from pretrain.train.hf import Unsupported, read_hf_model_config
+
+    folder = _write(tmp_path / mtype, OTHERS[mtype]())
+    with pytest.raises(Unsupported) as e:
+        read_hf_model_config(folder)
+    msg = str(e.value)
+    assert f"model_type {mtype!r}" in msg and "llama, mistral, qwen2, qwen3, gpt2" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("change,said", [
+    ({"use_sliding_window": True, "sliding_window": 16}, "use_sliding_window"),
+    ({"layer_types": ["full_attention", "sliding_attention"]}, "layer_types"),
+])
+def test_qwen2_with_sliding_window_layers_is_refused(folders, tmp_path, change, said):
+    from pretrain.train.hf import Unsupported, read_hf_model_config
+
+    cfg = json.loads((folders["qwen2"] / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, **change}))
+    with pytest.raises(Unsupported, match=said):
+        read_hf_model_config(tmp_path)
+
+
+def test_qwen3_whose_head_dim_is_not_hidden_over_heads_is_refused_naming_it(tmp_path):
+    """Qwen3-0.6B: hidden 1024, 16 heads of 128 (not 64): our heads are hidden/heads wide."""
+    from pretrain.train.hf import Unsupported, read_hf_model_config
+
+    folder = _write(tmp_path / "q", transformers.Qwen3Config(**{**SHAPE, "head_dim": 32}))
+    with pytest.raises(Unsupported, match="head_dim 32 != hidden_size / num_attention_heads"):
+        read_hf_model_config(folder)

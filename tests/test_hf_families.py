@@ -94,6 +94,29 @@ def test_import_train_export_and_transformers_agrees_at_both_ends(folders, kind,
     assert theirs.tolist() == generate(ours, prompt, 20, temperature=0).tolist()
 
 
+@pytest.mark.parametrize("kind", ["qwen2", "qwen3"])
+def test_eval_of_a_qwen_folder_runs_our_import_with_transformers_numbers(folders, kind, tmp_path):
+    """`pretrain eval HF_DIR` imports Qwen2/Qwen3 as `model.init_from` does (before: transformers
+    computed them): logits and greedy tokens equal transformers' on the same folder."""
+    import shutil
+
+    from pretrain.eval.lm import from_hf_dir, from_transformers
+    from pretrain.eval.scoring import greedy_generate
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+    folder = tmp_path / kind
+    shutil.copytree(folders[kind], folder)
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
+    tok.save_pretrained(folder)
+    ours = from_hf_dir(folder)
+    assert type(ours.start_decoding([[1, 2]])).__name__ == "Decoder"  # train/decode.py: our model
+    theirs = from_transformers(transformers.AutoModelForCausalLM.from_pretrained(folder).eval(), tok)
+    ids = torch.randint(0, 257, (2, 32), generator=torch.Generator().manual_seed(0))
+    assert (ours.logits(ids) - theirs.logits(ids)).abs().max().item() < 1e-4
+    prompts = [[72, 101, 108], list(range(40, 52))]
+    assert greedy_generate(ours, prompts, 12) == greedy_generate(theirs, prompts, 12)
+
+
 @pytest.mark.slow  # 2 spawned gloo processes: ~20 s on 2 shared cores
 def test_qwen2_under_tensor_parallel_equals_one_process(folders, text, tmp_path):
     """tp=2 on gloo: the q/k/v biases are column-sharded with their rows (each rank reads its rows of

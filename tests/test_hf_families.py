@@ -196,3 +196,34 @@ def test_qwen3_whose_head_dim_is_not_hidden_over_heads_is_refused_naming_it(tmp_
     folder = _write(tmp_path / "q", transformers.Qwen3Config(**{**SHAPE, "head_dim": 32}))
     with pytest.raises(Unsupported, match="head_dim 32 != hidden_size / num_attention_heads"):
         read_hf_model_config(folder)
+
+
+# --- the planner reads the same folders ------------------------------------------------------------
+
+BASES = {  # the published shapes (config.json on the Hub), written by transformers' config classes
+    "qwen2.5-0.5b": lambda: transformers.Qwen2Config(
+        vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+        num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
+        tie_word_embeddings=True),
+    "qwen3-1.7b": lambda: transformers.Qwen3Config(
+        vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+        max_position_embeddings=40960, tie_word_embeddings=True),
+}
+
+
+@pytest.mark.parametrize("name", BASES)
+def test_plan_of_a_hf_folder_counts_what_transformers_builds(name, tmp_path, capsys):
+    """`pretrain plan --model DIR`: the parameter count (Qwen2's q/k/v biases, Qwen3's q/k norms)
+    equals transformers' own model built from the same config.json (on the meta device)."""
+    from pretrain.cli import main
+
+    cfg = BASES[name]()
+    folder = _write(tmp_path / name, cfg)
+    with torch.device("meta"):
+        truth = transformers.AutoModelForCausalLM.from_config(cfg).num_parameters()
+    capsys.readouterr()
+    assert main(["plan", "--model", str(folder), "--gpus", "8", "--tokens", "10B", "--seq-len", "4096",
+                 "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)["model"]
+    assert (model["name"], model["params"], model["seq_len"]) == (name, truth, 4096)

@@ -65,13 +65,32 @@ Output: a table (model, budget, chosen layout, memory per GPU, step time by part
 GPU-hours, communication, bubble, failures, the top layouts and why the winner wins), or with
 --json one JSON object with the same numbers (schema in docs/planner.md; "headline" first).
 --figures DIR writes memory.png, zero.png, pipeline.png and checkpoint.png for this configuration.
-Models: --model NAME (see --list-models) or --params 7B.
+Models: --model NAME (see --list-models), --model DIR (a Hugging Face folder's config.json: Llama,
+Mistral, Qwen2, Qwen3 or GPT-2, counted exactly as transformers builds it; its context is
+max_position_embeddings, often 32K-128K: plan continued training at yours with --seq-len), or
+--params 7B.
 Exit code 1 when no layout fits (or the --layout given does not).
 """
 
 
+def _model_shape(model: str):
+    """A preset by name, or the shape of a Hugging Face folder (a directory with config.json), read
+    by the same code as `model.init_from` (train/hf.py), hostile-input checks included."""
+    from pathlib import Path
+
+    from pretrain.plan import shapes
+
+    if model in shapes.PRESETS or not Path(model).is_dir():
+        return shapes.get_shape(model)
+    from pretrain.train.hf import read_hf_model_config
+
+    fields = read_hf_model_config(model)[0]
+    return shapes.ModelShape(name=Path(model).resolve().name, **fields)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models)")
+    p.add_argument("--model", default=None,
+                   help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models), or a Hugging Face folder")
     p.add_argument("--params", default=None, help="a parameter count instead of a preset, e.g. 7B, 1.5T")
     p.add_argument("--seq-len", type=int, default=None, help="sequence length (default: the model's)")
     p.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8)")
@@ -141,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seq_len is not None and args.seq_len < 1:
         raise UserError(f"--seq-len must be >= 1, got {args.seq_len}")
     if args.model:
-        shape = shapes.get_shape(args.model)
+        shape = _model_shape(args.model)
     else:
         wanted = shapes.parse_count(args.params)
         shape = shapes.shape_for_params(wanted, seq_len=args.seq_len or 4096)

@@ -30,6 +30,8 @@ FAMILIES = {
     "qwen2": ("Qwen2", dict(SHAPE, rope_parameters=ROPE)),  # Qwen2.5-7B: untied
     "qwen2-tied": ("Qwen2", dict(SHAPE, rope_parameters=ROPE, tie_word_embeddings=True)),  # 0.5B-3B
     "qwen3": ("Qwen3", dict(SHAPE, rope_parameters=ROPE, head_dim=16, tie_word_embeddings=True)),
+    # Qwen3-0.6B / 4B: heads wider than hidden/heads (128 vs 64 / 80), so Q is wider than hidden
+    "qwen3-wide": ("Qwen3", dict(SHAPE, rope_parameters=ROPE, head_dim=32, tie_word_embeddings=True)),
     # SmolLM-135M: a Llama with a tied head and 3 query heads per KV head (9/3), theta 1e4
     "smollm": ("Llama", dict(SHAPE, num_attention_heads=6, num_key_value_heads=2, hidden_size=48,
                              intermediate_size=128, tie_word_embeddings=True)),
@@ -94,7 +96,7 @@ def test_import_train_export_and_transformers_agrees_at_both_ends(folders, kind,
     assert theirs.tolist() == generate(ours, prompt, 20, temperature=0).tolist()
 
 
-@pytest.mark.parametrize("kind", ["qwen2", "qwen3"])
+@pytest.mark.parametrize("kind", ["qwen2", "qwen3-wide"])
 def test_eval_of_a_qwen_folder_runs_our_import_with_transformers_numbers(folders, kind, tmp_path):
     """`pretrain eval HF_DIR` imports Qwen2/Qwen3 as `model.init_from` does (before: transformers
     computed them): logits and greedy tokens equal transformers' on the same folder."""
@@ -189,13 +191,14 @@ def test_qwen2_with_sliding_window_layers_is_refused(folders, tmp_path, change, 
         read_hf_model_config(tmp_path)
 
 
-def test_qwen3_whose_head_dim_is_not_hidden_over_heads_is_refused_naming_it(tmp_path):
-    """Qwen3-0.6B: hidden 1024, 16 heads of 128 (not 64): our heads are hidden/heads wide."""
-    from pretrain.train.hf import Unsupported, read_hf_model_config
+def test_an_odd_head_dim_is_refused_naming_it(tmp_path):
+    """Rotary turns pairs of dimensions: an odd head_dim is a broken config, not a shape."""
+    from pretrain.train.hf import read_hf_model_config
 
-    folder = _write(tmp_path / "q", transformers.Qwen3Config(**{**SHAPE, "head_dim": 32}))
-    with pytest.raises(Unsupported, match="head_dim 32 != hidden_size / num_attention_heads"):
-        read_hf_model_config(folder)
+    cfg = transformers.Qwen3Config(**SHAPE, head_dim=16).to_dict()
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "head_dim": 15}))  # transformers refuses it too
+    with pytest.raises(UserError, match="head_dim 15 is odd"):
+        read_hf_model_config(tmp_path)
 
 
 # --- the planner reads the same folders ------------------------------------------------------------
@@ -205,6 +208,10 @@ BASES = {  # the published shapes (config.json on the Hub), written by transform
         vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
         num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
         tie_word_embeddings=True),
+    "qwen3-0.6b": lambda: transformers.Qwen3Config(  # 16 heads of 128 over hidden 1024
+        vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+        max_position_embeddings=40960, tie_word_embeddings=True),
     "qwen3-1.7b": lambda: transformers.Qwen3Config(
         vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
         num_attention_heads=16, num_key_value_heads=8, head_dim=128,

@@ -32,6 +32,7 @@ class ModelConfig:
     learned_pos: bool | None = None
     qkv_bias: bool | None = None  # biases on Q, K and V only (Qwen2), when `bias` is off
     qk_norm: bool | None = None  # per-head RMSNorm on queries and keys before rotary (Qwen3)
+    attn_head_dim: int | None = None  # one head's width when not d_model / n_heads (Qwen3-0.6B: 128)
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02

@@ -80,7 +80,7 @@ def hf_config(shape: ModelShape, rope_theta: float, norm_eps: float, dtype: str,
         return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **common,
                 "hidden_size": shape.d_model, "intermediate_size": shape.d_ff,
                 "num_hidden_layers": shape.n_layers, "num_attention_heads": shape.n_heads,
-                "num_key_value_heads": shape.n_kv_heads, "head_dim": shape.d_model // shape.n_heads,
+                "num_key_value_heads": shape.n_kv_heads, "head_dim": shape.head_dim,
                 "max_position_embeddings": shape.seq_len, "rms_norm_eps": norm_eps,
                 "rope_parameters": rope,
                 "hidden_act": "silu", "attention_bias": bool(shape.bias), "mlp_bias": bool(shape.bias),
@@ -106,7 +106,7 @@ def _qwen_config(arch: str, shape: ModelShape, rope: dict, norm_eps: float, comm
            "layer_types": ["full_attention"] * shape.n_layers,
            "attention_dropout": 0.0, "initializer_range": 0.02}
     if arch == "qwen3":
-        out.update(head_dim=shape.d_model // shape.n_heads, attention_bias=False)
+        out.update(head_dim=shape.head_dim, attention_bias=False)
     return out
 
 
@@ -194,9 +194,12 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
     d, h = _count(cfg, path, "hidden_size"), _count(cfg, path, "num_attention_heads")
     kv = _count(cfg, path, "num_key_value_heads", default=h)
     _heads(path, d, h, kv, ("hidden_size", "num_attention_heads", "num_key_value_heads"))
-    if cfg.get("head_dim") not in (None, d // h):
-        raise Unsupported(f"{path}: head_dim {cfg['head_dim']} != hidden_size / num_attention_heads "
-                          f"({d // h})")
+    # head_dim, when written, sets each head's width (Q is heads x head_dim wide, W_o maps it back
+    # to hidden_size), as LlamaAttention and Qwen3Attention read it: Qwen3-0.6B's 128, not 1024/16.
+    head_dim = _count(cfg, path, "head_dim") if cfg.get("head_dim") is not None else 0
+    if head_dim % 2:
+        raise UserError(f"{path}: head_dim {head_dim} is odd (rotary turns pairs of dimensions)")
+    head_dim = 0 if head_dim == d // h else head_dim  # 0: the default width, the same shape
     if cfg.get("hidden_act", "silu") != "silu":
         raise Unsupported(f"{path}: hidden_act {cfg['hidden_act']!r}; only 'silu' (SwiGLU) is supported")
     if _flag(cfg, path, "attention_bias", False) != _flag(cfg, path, "mlp_bias", False):
@@ -221,7 +224,7 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
               "seq_len": _count(cfg, path, "max_position_embeddings"), "mlp": "swiglu", "norm": "rmsnorm",
               "tied_embeddings": _flag(cfg, path, "tie_word_embeddings", False),
               "bias": _flag(cfg, path, "attention_bias", False), "learned_pos": False,
-              "qkv_bias": False, "qk_norm": False}
+              "qkv_bias": False, "qk_norm": False, "attn_head_dim": head_dim}
     return fields, theta, _positive(path, "rms_norm_eps", _first(cfg.get("rms_norm_eps"), 1e-6)), scaling
 
 

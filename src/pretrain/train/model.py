@@ -20,7 +20,8 @@ from pretrain.errors import UserError
 from pretrain.plan.shapes import ModelShape, get_shape
 
 SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len",
-                "mlp", "norm", "tied_embeddings", "bias", "learned_pos", "qkv_bias", "qk_norm")
+                "mlp", "norm", "tied_embeddings", "bias", "learned_pos", "qkv_bias", "qk_norm",
+                "attn_head_dim")
 
 
 def resolve_shape(mcfg) -> ModelShape:
@@ -136,13 +137,13 @@ class Attention(nn.Module):
     def __init__(self, shape, eps: float = 1e-5):
         super().__init__()
         self.n_heads, self.n_kv = shape.n_heads, shape.n_kv_heads
-        self.head_dim = shape.d_model // shape.n_heads
-        d, kv = shape.d_model, shape.n_kv_heads * (shape.d_model // shape.n_heads)
+        self.head_dim = shape.head_dim  # d_model / n_heads unless attn_head_dim (Qwen3-0.6B, 4B)
+        d, q, kv = shape.d_model, shape.q_dim, shape.kv_dim
         qkv_bias = shape.bias or shape.qkv_bias  # Qwen2: biases on q, k, v only
-        self.wq = nn.Linear(d, d, bias=qkv_bias)
+        self.wq = nn.Linear(d, q, bias=qkv_bias)
         self.wk = nn.Linear(d, kv, bias=qkv_bias)
         self.wv = nn.Linear(d, kv, bias=qkv_bias)
-        self.wo = nn.Linear(d, d, bias=shape.bias)
+        self.wo = nn.Linear(q, d, bias=shape.bias)
         # Qwen3 (and OLMo 2 / Gemma 3 in other forms): RMSNorm over each head's dims, one gain vector
         # shared by all heads, on q and k before rotary; bounds the attention logits.
         qk_norm = shape.qk_norm
@@ -217,7 +218,7 @@ class Transformer(nn.Module):
                  rope_scaling: dict | None = None):
         super().__init__()
         self.rope_scaling = dict(rope_scaling or {})
-        if shape.d_model % shape.n_heads or shape.n_heads % shape.n_kv_heads:
+        if (shape.d_model % shape.n_heads and not shape.attn_head_dim) or shape.n_heads % shape.n_kv_heads:
             raise UserError(f"model: d_model {shape.d_model} / n_heads {shape.n_heads} / n_kv_heads "
                             f"{shape.n_kv_heads} must divide evenly")
         self.shape, self.rope_theta, self.init_std = shape, rope_theta, init_std

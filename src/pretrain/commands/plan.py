@@ -78,9 +78,13 @@ def _model_shape(model: str):
     by the same code as `model.init_from` (train/hf.py), hostile-input checks included."""
     from pathlib import Path
 
+    from pretrain.errors import UserError
     from pretrain.plan import shapes
 
     if model in shapes.PRESETS or not Path(model).is_dir():
+        if "/" in model or (Path(model).exists() and not Path(model).is_dir()):
+            raise UserError(f"--model {model}: not a folder (give a Hugging Face model folder with "
+                            "config.json, or a preset: see --list-models)")
         return shapes.get_shape(model)
     from pretrain.train.hf import read_hf_model_config
 

@@ -153,6 +153,22 @@ def test_qwen3_under_tensor_parallel_is_refused_in_one_line(folders, text, tmp_p
 
 # --- what is refused -------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("over", [
+    ["model.qkv_bias=true", "model.qk_norm=true"],  # Qwen2's biases and Qwen3's norms: no such class
+    ["model.mlp=gelu", "model.norm=layernorm", "model.learned_pos=true", "model.bias=true",
+     "model.n_kv_heads=4", "model.qk_norm=true"],  # GPT-2 has no q/k norms: they would be dropped
+])
+def test_export_refuses_a_mix_no_transformers_class_computes(text, tmp_path, over):
+    from pretrain.train.hf_io import export_hf
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    Trainer(tiny_config(tmp_path / "run", text, "train.steps=1", *over), quiet=True).fit()
+    with pytest.raises(UserError, match="qk_norm=True.*matches no transformers architecture"):
+        export_hf(tmp_path / "run", tmp_path / "hf")
+    assert not (tmp_path / "hf" / "config.json").exists()
+
+
 def _write(folder: Path, cfg) -> Path:
     folder.mkdir()
     (folder / "config.json").write_text(cfg.to_json_string())

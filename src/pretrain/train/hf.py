@@ -48,15 +48,16 @@ def arch_of(shape: ModelShape) -> str:
             return "qwen2"
         if extra == (False, True) and not shape.bias:
             return "qwen3"
-    mha = shape.n_kv_heads == shape.n_heads
-    if shape.mlp == "gelu" and shape.norm == "layernorm" and shape.learned_pos and mha:
+    plain_heads = shape.n_kv_heads == shape.n_heads and not shape.qk_norm and not shape.attn_head_dim
+    if shape.mlp == "gelu" and shape.norm == "layernorm" and shape.learned_pos and plain_heads:
         return "gpt2"
     raise UserError(f"model {shape.name!r} (mlp={shape.mlp}, norm={shape.norm}, "
                     f"learned_pos={shape.learned_pos}, n_kv_heads={shape.n_kv_heads}/{shape.n_heads}, "
-                    f"qkv_bias={shape.qkv_bias}, qk_norm={shape.qk_norm}) matches no transformers "
-                    "architecture: export supports Llama-style (swiglu, rmsnorm, rotary; Qwen2 with "
-                    "qkv_bias, Qwen3 with qk_norm, not both) and GPT-2-style "
-                    "(gelu, layernorm, learned positions, no GQA) models")
+                    f"qkv_bias={shape.qkv_bias}, qk_norm={shape.qk_norm}, "
+                    f"attn_head_dim={shape.attn_head_dim}) matches no transformers architecture: "
+                    "export supports Llama-style (swiglu, rmsnorm, rotary; Qwen2 with qkv_bias, Qwen3 "
+                    "with qk_norm, not both) and GPT-2-style (gelu, layernorm, learned positions, no "
+                    "GQA, no qk_norm or attn_head_dim) models")
 
 
 # --- config.json -----------------------------------------------------------------------------------

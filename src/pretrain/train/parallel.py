@@ -79,9 +79,6 @@ class ParallelDims:
             msg = _KEY.sub(lambda m: ("parallel." if m.group(1) in MESH_ORDER else "model.") + m.group(0),
                            broken[0])
             raise UserError(msg + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
-        if self.tp > 1 and shape.qk_norm:  # each rank's heads would give its own part of the gains' grads
-            raise UserError("parallel.tp > 1 with model.qk_norm (Qwen3's per-head q/k norms) is not "
-                            "supported yet; use parallel.dp_shard")
         if self.tp > 1:
             for k in ("n_heads", "n_kv_heads", "d_ff"):
                 if getattr(shape, k) % self.tp:
@@ -222,6 +219,12 @@ def apply_tp(model: nn.Module, tp_mesh, sequence_parallel: bool = False) -> None
                 "mlp.w1": ColwiseParallel(), "mlp.w2": RowwiseParallel(output_layouts=seq)}
         if block.mlp.w3 is not None:
             plan["mlp.w3"] = ColwiseParallel()
+        if block.attn.q_norm is not None:
+            # Qwen3's per-head q/k norms see this rank's heads: run them as norms over a tensor split
+            # on the heads dim (B, H, T, D), their gains replicated, so each gain's gradient is a
+            # Partial sum over the ranks' heads that reduce_partial_grads completes.
+            plan["attn.q_norm"] = SequenceParallel(sequence_dim=1, use_local_output=True)
+            plan["attn.k_norm"] = SequenceParallel(sequence_dim=1, use_local_output=True)
         if sequence_parallel:
             plan.update({
                 "attn_norm": SequenceParallel(), "mlp_norm": SequenceParallel(),

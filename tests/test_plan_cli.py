@@ -167,6 +167,25 @@ def test_software_flags_reproduce_torchtitans_8b_on_64_a100():
     assert bad.returncode != 0 and "--selective" in bad.stderr
 
 
+def test_attention_flash1_doubles_the_attention_part_and_says_so():
+    # --attention flash1 (FlashAttention-1 or its Triton port, llm-foundry's 2023 benchmarks): the
+    # attention core at half FlashAttention-2's speed; nothing else of the step changes
+    base = ("--model", "llama-3-8b", "--gpus", "8", "--gpu", "a100-80gb", "--seq-len", "8192",
+            "--layout", "tp=1,pp=1,zero=3,mbs=1,recompute=none", "--json")
+    plans = {}
+    for kernel in ("flash2", "flash1"):
+        r = _run(*base, "--attention", kernel)
+        assert r.returncode == 0, r.stderr
+        plans[kernel] = json.loads(r.stdout)
+        assert plans[kernel]["software"]["attention_kernel"] == kernel
+    fa2, fa1 = (plans[k]["layout"]["times_s"] for k in ("flash2", "flash1"))
+    assert fa1["attention"] == pytest.approx(2 * fa2["attention"])
+    assert {k: v for k, v in fa1.items() if k != "attention"} == pytest.approx(
+        {k: v for k, v in fa2.items() if k != "attention"})
+    table = _run(*base[:-1], "--attention", "flash1")
+    assert "FlashAttention-1" in table.stdout
+
+
 def test_the_plan_says_which_activations_it_counted_and_what_our_trainer_needs():
     # The default profile is fused kernels (Megatron-Core/TE); `pretrain train` saves ~1.9x those
     # activations on a Llama block. A newcomer planning our trainer must see that, with the number.

@@ -1,7 +1,8 @@
 """Published training runs with their exact model, layout and measured speed: the planner's time model
 is held against them (tests/test_plan_published.py, bench/bench_plan_search.py). Numbers as printed
 in ../shared/reference/planner_vectors.md, plus runs outside it (torchtitan's FSDP runs on A100
-and H100); each row names its source.
+and H100); each row names its source. Runs added after the model was built, and kept apart from
+these, are in plan/heldout.py.
 
 `measured_step_s` is the published iteration time, or the one implied by the published TFLOP/s per
 GPU under that paper's own FLOPs formula (so the comparison does not depend on FLOPs conventions).

@@ -81,6 +81,8 @@ def _activations_note(console: Console, sw: dict) -> None:
                       f"in all ({verdict}): plan its runs with --activations pretrain")
     elif sw.get("activations") == "pretrain":
         console.print("activations as this project's trainer saves them (--activations pretrain)")
+    if sw.get("attention_kernel") == "flash1":
+        console.print("attention at FlashAttention-1's speed, half FlashAttention-2's (--attention flash1)")
 
 
 def _print_search(console: Console, s: dict) -> None:

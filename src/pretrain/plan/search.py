@@ -41,9 +41,13 @@ class Job:
     kernels: str = ""  # element-wise kernels: fused | eager ("": eager iff activations == "pretrain")
     selective: str = "attention"  # what recompute=selective re-runs: attention (Megatron) | op (torchtitan)
     reduce_dtype: str = ""  # gradient reduction: bf16 | fp32 ("": fp32 iff the accounting keeps fp32 grads)
+    attention: str = "flash2"  # fused attention kernel (timing.FLASH_SPEED): flash2 | flash1
     trainer: bool = False  # only layouts our trainer runs (layout.py trainer rules): --emit-recipe
 
     def __post_init__(self) -> None:
+        if self.attention not in timing.FLASH_SPEED:
+            raise UserError(f"attention kernel must be one of {', '.join(timing.FLASH_SPEED)}, "
+                            f"got {self.attention!r}")
         if self.efficiency is not None:
             object.__setattr__(self, "gpu", replace(self.gpu, gemm_efficiency=self.efficiency))
 
@@ -53,7 +57,7 @@ class Job:
             not self.reduce_dtype and self.accounting in ("18B", "megatron-distopt"))
         eager = self.kernels == "eager" or (not self.kernels and self.activations == "pretrain")
         return timing.Software(self.tp_overlap, self.dp_overlap, self.flash, 4 if fp32 else 2,
-                               eager=eager, selective=self.selective)
+                               eager=eager, selective=self.selective, attention=self.attention)
 
     @property
     def batch_seqs(self) -> int:

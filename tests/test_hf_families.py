@@ -119,7 +119,7 @@ def test_eval_of_a_qwen_folder_runs_our_import_with_transformers_numbers(folders
     assert greedy_generate(ours, prompts, 12) == greedy_generate(theirs, prompts, 12)
 
 
-@pytest.mark.slow  # 2 spawned gloo processes, two runs each: ~45 s on 2 shared cores
+@pytest.mark.slow  # 2 spawned gloo processes, two runs each: 15 s idle, ~50 s on loaded shared cores
 def test_qwen2_and_qwen3_under_tensor_parallel_equal_one_process(folders, text, tmp_path):
     """tp=2 on gloo: Qwen2's q/k/v biases are column-sharded with their rows (each rank reads its rows
     of the checkpoint's biases); Qwen3's q/k norm gains, replicated, see each rank's heads and get

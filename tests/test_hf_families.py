@@ -240,3 +240,18 @@ def test_plan_of_a_hf_folder_counts_what_transformers_builds(name, tmp_path, cap
                  "--json"]) == 0
     model = json.loads(capsys.readouterr().out)["model"]
     assert (model["name"], model["params"], model["seq_len"]) == (name, truth, 4096)
+
+
+def test_a_recipe_planned_from_a_folder_continues_training_it(tmp_path, capsys):
+    """`plan --model DIR --emit-recipe`: the recipe starts from the folder (model.init_from), its shape
+    agrees with it at the planned context, and the rotary base is the folder's (Qwen's 1e6)."""
+    from pretrain.cli import main
+    from pretrain.train.hf import apply_init_from
+
+    cfg = BASES["qwen2.5-0.5b"]()
+    cfg.rope_parameters = ROPE
+    folder = _write(tmp_path / "qwen2.5-0.5b", cfg)
+    assert main(["plan", "--model", str(folder), "--gpus", "8", "--tokens", "10B", "--seq-len", "4096",
+                 "--emit-recipe", str(tmp_path / "run.toml")]) == 0
+    m = apply_init_from(cfgmod.load(RunConfig, str(tmp_path / "run.toml"), [])).model
+    assert (Path(m.init_from), m.seq_len, m.rope_theta, m.qkv_bias) == (folder.resolve(), 4096, 1e6, True)

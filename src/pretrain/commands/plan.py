@@ -250,9 +250,10 @@ def _check_budget_flags(args: argparse.Namespace) -> None:
 def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     """Write the recipe; False (nothing written, one line why) when this trainer cannot hold it."""
     import sys
+    from pathlib import Path
 
     from pretrain.errors import UserError
-    from pretrain.plan import recipe
+    from pretrain.plan import recipe, shapes
     from pretrain.plan.layout import Layout
 
     first, profile = plan["layout"]["label"], job.activations
@@ -273,6 +274,11 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     except UserError as e:
         raise UserError(f"{e}; {_nothing_written(args.emit_recipe)}") from e
     notes = mapped + [m for m in more if m not in mapped] + notes
+    if args.model and args.model not in shapes.PRESETS and Path(args.model).is_dir():
+        # planned from a Hugging Face folder: the recipe continues training it (weights, rotary base,
+        # norm epsilon and tokenizer from the folder, which checks the shape written here)
+        config["model"]["init_from"] = str(Path(args.model).resolve())
+        notes.append("model.init_from is the folder: continued pretraining from its weights")
     if layout is None and plan["layout"]["label"] != first:
         notes.append(f"the plan printed above ({profile} activations) chose {first}; this is the best "
                      "layout for this trainer's saved tensors")

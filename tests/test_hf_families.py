@@ -187,13 +187,15 @@ def test_other_families_are_refused_naming_the_type_and_what_is_supported(mtype,
 @pytest.mark.parametrize("change,said", [
     ({"use_sliding_window": True, "sliding_window": 16}, "use_sliding_window"),
     ({"layer_types": ["full_attention", "sliding_attention"]}, "layer_types"),
+    ({"layer_types": "full_attention"}, "layer_types 'full_attention' is not a list"),
+    ({"head_dim": "16"}, "head_dim '16' is not a positive integer"),
 ])
-def test_qwen2_with_sliding_window_layers_is_refused(folders, tmp_path, change, said):
-    from pretrain.train.hf import Unsupported, read_hf_model_config
+def test_qwen2_with_sliding_window_layers_or_a_broken_field_is_refused(folders, tmp_path, change, said):
+    from pretrain.train.hf import read_hf_model_config
 
     cfg = json.loads((folders["qwen2"] / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**cfg, **change}))
-    with pytest.raises(Unsupported, match=said):
+    with pytest.raises(UserError, match=said):
         read_hf_model_config(tmp_path)
 
 

@@ -257,7 +257,9 @@ def _qwen_fields(cfg: dict, path: Path, mtype: str) -> tuple[dict, float, float,
         raise Unsupported(f"{path}: use_sliding_window true is not supported ({mtype} with full "
                           "attention in every layer is)")
     kinds = cfg.get("layer_types") or []
-    if not isinstance(kinds, list) or any(k != "full_attention" for k in kinds):
+    if not isinstance(kinds, list):
+        raise UserError(f"{path}: layer_types {kinds!r} is not a list (one attention type per layer)")
+    if any(k != "full_attention" for k in kinds):
         raise Unsupported(f"{path}: layer_types {kinds!r} is not supported (only 'full_attention')")
     if mtype == "qwen3" and _flag(cfg, path, "attention_bias", False):
         raise Unsupported(f"{path}: attention_bias true is not supported for qwen3 (no released "

@@ -115,6 +115,14 @@ def test_eval_of_a_qwen_folder_runs_our_import_with_transformers_numbers(folders
     theirs = from_transformers(transformers.AutoModelForCausalLM.from_pretrained(folder).eval(), tok)
     ids = torch.randint(0, 257, (2, 32), generator=torch.Generator().manual_seed(0))
     assert (ours.logits(ids) - theirs.logits(ids)).abs().max().item() < 1e-4
+    # the packed scorer (eval/lm.py tree_forward: its own attention code); row 2 packs two texts
+    pos = torch.stack([torch.arange(32), torch.arange(32) % 16])
+    causal = torch.ones(32, 32, dtype=torch.bool).tril()
+    same_text = (torch.arange(32)[:, None] // 16) == (torch.arange(32)[None, :] // 16)
+    mask = torch.stack([causal, causal & same_text])
+    keep = torch.tensor([5, 20, 31])
+    diff = (ours.tree_logits(ids, pos, mask, keep) - theirs.tree_logits(ids, pos, mask, keep)).abs().max()
+    assert diff.item() < 1e-4
     prompts = [[72, 101, 108], list(range(40, 52))]
     assert greedy_generate(ours, prompts, 12) == greedy_generate(theirs, prompts, 12)
 

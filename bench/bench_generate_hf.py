@@ -1,5 +1,5 @@
-"""Greedy generation of a model only transformers computes (Qwen2: biases on q/k/v, which our model
-does not have), as `pretrain eval HF_DIR --tasks mem:...,gsm8k` runs it: through `from_transformers`
+"""Greedy generation of a model computed by transformers (a Qwen2ForCausalLM, as for a folder we do
+not import), as `pretrain eval HF_DIR --tasks mem:...,gsm8k` runs one: through `from_transformers`
 with and without its key/value cache (`eval/lm.py` HFDecoder), next to transformers' own
 `generate` with and without its cache on the same weights (the peer).
 

@@ -178,12 +178,12 @@ def test_an_architecture_read_by_transformers_never_unpickles_and_never_guesses(
     with torch.load), and weights the checkpoint lacks are an error, not a random initialisation."""
     from pretrain.eval.lm import load_model
 
-    qwen = _copy(folder, tmp_path)  # Qwen2 is Llama with q/k/v biases, which this checkpoint lacks
-    _config(qwen, model_type="qwen2", architectures=["Qwen2ForCausalLM"])
-    with pytest.raises(UserError, match="missing.*q_proj.bias"):
-        load_model(qwen)
+    olmo = _copy(folder, tmp_path)  # OLMo 2 is Llama with q/k norms and post-norms, which it lacks
+    _config(olmo, model_type="olmo2", architectures=["Olmo2ForCausalLM"])
+    with pytest.raises(UserError, match="missing.*(q_norm|k_norm|post_feedforward)"):
+        load_model(olmo)
     pickled = tmp_path / "pickled"
-    shutil.copytree(qwen, pickled)
+    shutil.copytree(olmo, pickled)
     from safetensors.torch import load_file
 
     torch.save(load_file(str(pickled / "model.safetensors")), pickled / "pytorch_model.bin")  # loadable

@@ -97,7 +97,8 @@ def test_a_llama31_folder_is_scored_by_our_model_with_its_cache(tmp_path):
 
 
 def test_a_folder_only_transformers_computes_decodes_with_its_cache(tmp_path):
-    """A Qwen2 folder (biases on q/k/v: scored by transformers, not imported) decodes one token per
+    """A Llama folder with "linear" rotary scaling (refused by our import: scored by transformers)
+    decodes one token per
     step against transformers' own cache (was: every row's whole window again, 10x slower in
     bench/bench_generate_hf.py). Greedy tokens equal transformers' `generate` run on each prompt
     alone (no padding), and the full-forward path, also with rows stopping at different steps."""
@@ -108,8 +109,10 @@ def test_a_folder_only_transformers_computes_decodes_with_its_cache(tmp_path):
     from pretrain.tokens.hf_tokenizer import byte_tokenizer
 
     torch.manual_seed(4)
-    hf = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**SHAPE, initializer_range=0.2)).eval()
-    folder = tmp_path / "qwen2"
+    rope = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
+    cfg = transformers.LlamaConfig(**SHAPE, rope_parameters=rope, initializer_range=0.2)
+    hf = transformers.LlamaForCausalLM(cfg).eval()
+    folder = tmp_path / "llama-linear"
     hf.save_pretrained(folder)
     tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
     tok.save_pretrained(folder)

@@ -162,6 +162,11 @@ def _save_random(kind: str, folder: Path) -> Path:
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
         cfg = {k: v for k, v in TINY_LLAMA.items() if k != "rope_theta"}
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, rope_parameters=rope))
+    elif kind.startswith("qwen2"):  # q/k/v biases; "qwen2-tied": the small Qwen2.5 bases' tied head
+        cfg = {**TINY_LLAMA, "tie_word_embeddings": kind == "qwen2-tied"}
+        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**cfg))
+    elif kind == "qwen3":  # per-head q/k norms; head_dim written out (Qwen3Config's default is 128)
+        model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**TINY_LLAMA, head_dim=16))
     elif kind.startswith("mistral"):  # "mistral": window wider than the context; "mistral16": 16 tokens
         window = 16 if kind == "mistral16" else 4096
         cfg = transformers.MistralConfig(**TINY_LLAMA, sliding_window=window)
@@ -183,7 +188,8 @@ def _save_random(kind: str, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def hf_folders(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("hf_in")
-    return {k: _save_random(k, root / k) for k in ("llama", "llama3", "mistral", "mistral16", "gpt2")}
+    kinds = ("llama", "llama3", "mistral", "mistral16", "gpt2", "qwen2", "qwen2-tied", "qwen3")
+    return {k: _save_random(k, root / k) for k in kinds}
 
 
 def _tensors(folder: Path) -> dict:
@@ -192,7 +198,7 @@ def _tensors(folder: Path) -> dict:
     return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
 
 
-@pytest.mark.parametrize("kind", ["llama", "llama3", "mistral", "gpt2"])
+@pytest.mark.parametrize("kind", ["llama", "llama3", "mistral", "gpt2", "qwen2", "qwen2-tied", "qwen3"])
 def test_import_computes_transformers_loss_and_exports_back_bit_identical(hf_folders, kind, tmp_path):
     import torch.nn.functional as F
 

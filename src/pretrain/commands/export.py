@@ -10,7 +10,8 @@ DESCRIPTION = """\
 Read the newest complete checkpoint of a run (or --step N) and write its model.
 
 --format hf: a folder that transformers loads as is, no conversion code:
-  config.json             LlamaConfig (rmsnorm, swiglu, rotary presets) or GPT2Config (layernorm,
+  config.json             LlamaConfig (rmsnorm, swiglu, rotary presets), Qwen2Config (+ q/k/v
+                          biases), Qwen3Config (+ per-head q/k norms) or GPT2Config (layernorm,
                           gelu, learned positions); tied or untied head, grouped-query attention
   model.safetensors       transformers' key names and rotary layout; past --max-shard-size, numbered
                           shards + model.safetensors.index.json (written one tensor at a time)

@@ -69,13 +69,36 @@ Output: a table (model, budget, chosen layout, memory per GPU, step time by part
 GPU-hours, communication, bubble, failures, the top layouts and why the winner wins), or with
 --json one JSON object with the same numbers (schema in docs/planner.md; "headline" first).
 --figures DIR writes memory.png, zero.png, pipeline.png and checkpoint.png for this configuration.
-Models: --model NAME (see --list-models) or --params 7B.
+Models: --model NAME (see --list-models), --model DIR (a Hugging Face folder's config.json: Llama,
+Mistral, Qwen2, Qwen3 or GPT-2, counted exactly as transformers builds it; its context is
+max_position_embeddings, often 32K-128K: plan continued training at yours with --seq-len), or
+--params 7B.
 Exit code 1 when no layout fits (or the --layout given does not).
 """
 
 
+def _model_shape(model: str):
+    """A preset by name, or the shape of a Hugging Face folder (a directory with config.json), read
+    by the same code as `model.init_from` (train/hf.py), hostile-input checks included."""
+    from pathlib import Path
+
+    from pretrain.errors import UserError
+    from pretrain.plan import shapes
+
+    if model in shapes.PRESETS or not Path(model).is_dir():
+        if "/" in model or (Path(model).exists() and not Path(model).is_dir()):
+            raise UserError(f"--model {model}: not a folder (give a Hugging Face model folder with "
+                            "config.json, or a preset: see --list-models)")
+        return shapes.get_shape(model)
+    from pretrain.train.hf import read_hf_model_config
+
+    fields = read_hf_model_config(model)[0]
+    return shapes.ModelShape(name=Path(model).resolve().name, **fields)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models)")
+    p.add_argument("--model", default=None,
+                   help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models), or a Hugging Face folder")
     p.add_argument("--params", default=None, help="a parameter count instead of a preset, e.g. 7B, 1.5T")
     p.add_argument("--seq-len", type=int, default=None, help="sequence length (default: the model's)")
     p.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8)")
@@ -152,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seq_len is not None and args.seq_len < 1:
         raise UserError(f"--seq-len must be >= 1, got {args.seq_len}")
     if args.model:
-        shape = shapes.get_shape(args.model)
+        shape = _model_shape(args.model)
     else:
         wanted = shapes.parse_count(args.params)
         shape = shapes.shape_for_params(wanted, seq_len=args.seq_len or 4096)
@@ -232,9 +255,10 @@ def _check_budget_flags(args: argparse.Namespace) -> None:
 def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     """Write the recipe; False (nothing written, one line why) when this trainer cannot hold it."""
     import sys
+    from pathlib import Path
 
     from pretrain.errors import UserError
-    from pretrain.plan import recipe
+    from pretrain.plan import recipe, shapes
     from pretrain.plan.layout import Layout
 
     first, profile = plan["layout"]["label"], job.activations
@@ -255,6 +279,11 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     except UserError as e:
         raise UserError(f"{e}; {_nothing_written(args.emit_recipe)}") from e
     notes = mapped + [m for m in more if m not in mapped] + notes
+    if args.model and args.model not in shapes.PRESETS and Path(args.model).is_dir():
+        # planned from a Hugging Face folder: the recipe continues training it (weights, rotary base,
+        # norm epsilon and tokenizer from the folder, which checks the shape written here)
+        config["model"]["init_from"] = str(Path(args.model).resolve())
+        notes.append("model.init_from is the folder: continued pretraining from its weights")
     if layout is None and plan["layout"]["label"] != first:
         notes.append(f"the plan printed above ({profile} activations) chose {first}; this is the best "
                      "layout for this trainer's saved tensors")

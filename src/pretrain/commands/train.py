@@ -41,8 +41,9 @@ summary and the step lines go to stderr; stdout gets only the last line ("done: 
 `pretrain train ... | head` does not cut the run short (`2>&1 | tee train.log` keeps it all).
 A persistent loss spike (loss > f x median of the last w steps) rolls the run back and skips the
 batches around it.
-Continued pretraining from a Hugging Face folder (Llama family or GPT-2; shape, weights and
-tokenizer from it): --set model.init_from=DIR, or recipes/continue-hf.toml (docs/training.md).
+Continued pretraining from a Hugging Face folder (Llama/SmolLM, Mistral, Qwen2/2.5, Qwen3 or GPT-2;
+shape, weights and tokenizer from it): --set model.init_from=DIR, or recipes/continue-hf.toml
+(docs/training.md).
 Then: `pretrain sample RUN --prompt "..."`, `pretrain export RUN --format hf -o DIR` (transformers).
 """
 

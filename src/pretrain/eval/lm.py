@@ -134,6 +134,7 @@ def _block(block, x: torch.Tensor, rope, mask: torch.Tensor | None,
     q = a.wq(hq).view(B, hq.shape[1], -1, a.head_dim).transpose(1, 2)  # (B, H, Tq, D)
     k = a.wk(h).view(B, T, -1, a.head_dim).transpose(1, 2)
     v = a.wv(h).view(B, T, -1, a.head_dim).transpose(1, 2)
+    q, k = a.normed(q, k)
     if rope is not None:
         cos, sin = rope
         q = _rope_at(q, *((cos, sin) if keep is None else (cos[:, :, keep], sin[:, :, keep])))
@@ -256,8 +257,8 @@ class HFDecoder:
 def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> EvalModel:
     """A folder written by save_pretrained (or `pretrain export --format hf`), loaded offline.
 
-    Llama, Mistral and GPT-2 folders are imported into our Transformer (train/hf.py, the same import
-    as `model.init_from`), so they are scored by the same code as a run; other architectures, or
+    Llama, Mistral, Qwen2, Qwen3 and GPT-2 folders are imported into our Transformer (train/hf.py,
+    the same import as `model.init_from`), so they are scored by the same code as a run; others, or
     `ours=False`, go through transformers' AutoModelForCausalLM (safetensors only: pickled weights
     are never loaded; a checkpoint missing tensors is refused, not scored half random). The tokenizer
     is always transformers' AutoTokenizer (what lm-evaluation-harness uses), without special tokens.

@@ -26,7 +26,7 @@ def flops_per_token(shape: ModelShape, seq_len: int | None = None, attention: bo
     s = seq_len or shape.seq_len
     flops = 6.0 * shape.params()
     if attention:
-        flops += 12.0 * shape.n_layers * shape.d_model * s
+        flops += 12.0 * shape.n_layers * shape.q_dim * s  # q_dim: d_model unless heads are wider
     return flops
 
 
@@ -37,12 +37,12 @@ def recompute_flops_per_token(shape: ModelShape, recompute: str, seq_len: int | 
     Korthikanti 2022 sec. 5), or under torchtitan's per-op policy (`selective="op"`) the K, O and up
     projections, 2·L·h·(kv + h + f); none adds nothing."""
     s = seq_len or shape.seq_len
-    attn_fwd = 4.0 * shape.n_layers * shape.d_model * s
+    attn_fwd = 4.0 * shape.n_layers * shape.q_dim * s
     if recompute == "full":
         return 2.0 * shape.params() + attn_fwd
     if recompute == "selective" and selective == "op":
         up = shape.d_ff if shape.mlp == "swiglu" else 0
-        return 2.0 * shape.n_layers * shape.d_model * (shape.kv_dim + shape.d_model + up)
+        return 2.0 * shape.n_layers * shape.d_model * (shape.kv_dim + shape.q_dim + up)
     if recompute == "selective":
         return attn_fwd
     if recompute == "none":

@@ -22,7 +22,8 @@ from pretrain.plan.layout import Layout, micro_batches, problems
 from pretrain.plan.shapes import PRESETS, ModelShape
 
 SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len",
-                "mlp", "norm", "tied_embeddings", "bias", "learned_pos")
+                "mlp", "norm", "tied_embeddings", "bias", "learned_pos", "qkv_bias", "qk_norm",
+                "attn_head_dim")
 
 
 def trainer_layout(lay: Layout) -> tuple[Layout, list[str]]:

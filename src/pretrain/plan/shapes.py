@@ -42,12 +42,20 @@ class ModelShape:
     norm: str = "rmsnorm"  # "rmsnorm" (scale only) | "layernorm" (scale and bias)
     bias: bool = False  # biases on the linear layers
     learned_pos: bool = False  # learned absolute positions (GPT-2) instead of rotary (no params)
+    qkv_bias: bool = False  # biases on the Q, K and V projections only (Qwen2; `bias` covers all maps)
+    qk_norm: bool = False  # RMSNorm over each head's queries and keys before rotary (Qwen3)
+    # Width of one attention head when it is not d_model / n_heads (0: it is). Qwen3-0.6B: 16 heads
+    # of 128 over d_model 1024, so Q is 2048 wide and W_o maps 2048 back to 1024.
+    attn_head_dim: int = 0
 
     def __post_init__(self) -> None:
         for f in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len"):
             if getattr(self, f) <= 0:
                 raise UserError(f"model shape {self.name!r}: {f} must be positive, got {getattr(self, f)}")
-        if self.d_model % self.n_heads:
+        if self.attn_head_dim < 0:
+            raise UserError(f"model shape {self.name!r}: attn_head_dim must be >= 0, "
+                            f"got {self.attn_head_dim}")
+        if self.d_model % self.n_heads and not self.attn_head_dim:
             raise UserError(f"model shape {self.name!r}: d_model {self.d_model} not divisible by "
                             f"n_heads {self.n_heads}")
         if self.n_heads % self.n_kv_heads:
@@ -61,7 +69,13 @@ class ModelShape:
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.attn_head_dim or self.d_model // self.n_heads
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the Q projection (and of W_o's input): n_heads · head_dim, d_model unless
+        `attn_head_dim` says otherwise."""
+        return self.n_heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -73,10 +87,11 @@ class ModelShape:
 
     def attention_params(self) -> int:
         """Q, K, V and output projections of one layer."""
-        h, kv = self.d_model, self.kv_dim
-        weights = h * h + 2 * h * kv + h * h
-        biases = (h + 2 * kv + h) if self.bias else 0
-        return weights + biases
+        h, q, kv = self.d_model, self.q_dim, self.kv_dim
+        weights = h * q + 2 * h * kv + q * h
+        biases = (q + 2 * kv + h) if self.bias else (q + 2 * kv) if self.qkv_bias else 0
+        qk_norms = 2 * self.head_dim if self.qk_norm else 0  # one gain per head dim, shared by heads
+        return weights + biases + qk_norms
 
     def mlp_params(self) -> int:
         """One layer's MLP: SwiGLU has gate, up and down matrices; GELU has up and down."""

@@ -92,9 +92,9 @@ def linear_seconds(gpu: GPU, tokens: float, k: float, n: float) -> tuple[float, 
 
 def layer_gemms(gpu: GPU, shape: ModelShape, tokens: float, t: int) -> tuple[float, float]:
     """Forward and backward seconds of one block's weight GEMMs on one TP rank."""
-    h, kv, f = shape.d_model, shape.kv_dim, shape.d_ff
+    h, q, kv, f = shape.d_model, shape.q_dim, shape.kv_dim, shape.d_ff  # q = h unless wider heads
     inner = 2 * f if shape.mlp == "swiglu" else f
-    parts = [(h, (h + 2 * kv) / t), (h / t, h), (h, inner / t), (f / t, h)]
+    parts = [(h, (q + 2 * kv) / t), (q / t, h), (h, inner / t), (f / t, h)]
     fwd = bwd = 0.0
     for k, n in parts:
         a, b = linear_seconds(gpu, tokens, k, n)
@@ -106,13 +106,13 @@ def every_second_gemm_fwd(gpu: GPU, shape: ModelShape, tokens: float, t: int) ->
     """Forward seconds of the block's 2nd, 4th and 6th weight matmuls in call order (q, k, v, o,
     gate, up, down): the ones torchtitan's per-op checkpointing policy re-runs."""
     h, kv, f = shape.d_model, shape.kv_dim, shape.d_ff
-    parts = [(h, kv / t), (h / t, h)] + ([(h, f / t)] if shape.mlp == "swiglu" else [])
+    parts = [(h, kv / t), (shape.q_dim / t, h)] + ([(h, f / t)] if shape.mlp == "swiglu" else [])
     return sum(gemm_seconds(gpu, tokens, n, k) for k, n in parts)
 
 
 def attention_seconds(gpu: GPU, shape: ModelShape, lay: Layout, sw: Software) -> tuple[float, float]:
     """Forward and backward seconds of one layer's attention core (scores and values) on one rank."""
-    s, h, t = shape.seq_len, shape.d_model, lay.tp
+    s, h, t = shape.seq_len, shape.q_dim, lay.tp  # all heads' width: d_model unless wider heads
     q_tokens = lay.mbs * s / lay.cp
     flops = 4 * q_tokens * s * h / t  # QKᵀ and AV over all keys
     if sw.flash:

@@ -30,14 +30,18 @@ class ModelConfig:
     tied_embeddings: bool | None = None
     bias: bool | None = None
     learned_pos: bool | None = None
+    qkv_bias: bool | None = None  # biases on Q, K and V only (Qwen2), when `bias` is off
+    qk_norm: bool | None = None  # per-head RMSNorm on queries and keys before rotary (Qwen3)
+    attn_head_dim: int | None = None  # one head's width when not d_model / n_heads (Qwen3-0.6B: 128)
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
     # Llama 3.1+ rotary frequency scaling, set by model.init_from from a "llama3" config.json: factor,
     # low_freq_factor, high_freq_factor, original_max_position_embeddings. Empty: plain RoPE.
     rope_scaling: dict[str, float] = field(default_factory=dict)
-    # A Hugging Face folder (config.json + safetensors, Llama or GPT-2) to start from: the shape, the
-    # weights and (for text data) the tokenizer come from it; see docs/training.md.
+    # A Hugging Face folder (config.json + safetensors: Llama, Mistral, Qwen2, Qwen3 or GPT-2) to
+    # start from: the shape, the weights and (for text data) the tokenizer come from it; see
+    # docs/training.md.
     init_from: str = ""
 
 

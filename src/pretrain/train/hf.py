@@ -1,10 +1,12 @@
 """Hugging Face transformers <-> our Transformer: config translation, key names, rotary layout.
 
-Two transformers architectures match the model exactly:
+Four transformers architectures match the model exactly:
 - Llama (`LlamaForCausalLM`): RMSNorm, SwiGLU, rotary positions, optional GQA and tied head;
+- Qwen2 (`Qwen2ForCausalLM`): Llama plus biases on the q, k and v projections only (`qkv_bias`);
+- Qwen3 (`Qwen3ForCausalLM`): Llama plus an RMSNorm over each head's q and k before rotary (`qk_norm`);
 - GPT-2 (`GPT2LMHeadModel`): LayerNorm, tanh-GELU ("gelu_new"), learned positions, biases.
 Mistral (`MistralForCausalLM`) is read as Llama with its context capped at the attention window (same
-tensor names; see `_mistral_fields`).
+tensor names; see `_mistral_fields`). Qwen2 and Qwen3 use Llama's tensor names plus their own.
 
 Rotary layout: our `apply_rope` rotates consecutive pairs (x[2i], x[2i+1]) as Meta's original Llama
 code does; transformers' Llama rotates the halves (x[i], x[i + d/2]). The two are the same model up to
@@ -27,7 +29,8 @@ import torch
 from pretrain.errors import UserError
 from pretrain.plan.shapes import ModelShape
 
-ARCHS = ("llama", "mistral", "gpt2")  # what import reads; export writes llama or gpt2
+ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gpt2")  # what import reads; export writes all but mistral
+ROTARY_ARCHS = ("llama", "qwen2", "qwen3")  # Llama's tensor names and rotary layout
 
 
 class Unsupported(UserError):
@@ -38,15 +41,23 @@ class Unsupported(UserError):
 def arch_of(shape: ModelShape) -> str:
     """The transformers architecture that computes exactly what our model with `shape` computes."""
     if shape.mlp == "swiglu" and shape.norm == "rmsnorm" and not shape.learned_pos:
-        return "llama"
-    mha = shape.n_kv_heads == shape.n_heads
-    if shape.mlp == "gelu" and shape.norm == "layernorm" and shape.learned_pos and mha:
+        extra = shape.qkv_bias and not shape.bias, shape.qk_norm
+        if extra == (False, False):
+            return "llama"
+        if extra == (True, False):
+            return "qwen2"
+        if extra == (False, True) and not shape.bias:
+            return "qwen3"
+    plain_heads = shape.n_kv_heads == shape.n_heads and not shape.qk_norm and not shape.attn_head_dim
+    if shape.mlp == "gelu" and shape.norm == "layernorm" and shape.learned_pos and plain_heads:
         return "gpt2"
     raise UserError(f"model {shape.name!r} (mlp={shape.mlp}, norm={shape.norm}, "
-                    f"learned_pos={shape.learned_pos}, n_kv_heads={shape.n_kv_heads}/{shape.n_heads}) "
-                    "matches no transformers architecture: "
-                    "export supports Llama-style (swiglu, rmsnorm, rotary) and GPT-2-style "
-                    "(gelu, layernorm, learned positions, no GQA) models")
+                    f"learned_pos={shape.learned_pos}, n_kv_heads={shape.n_kv_heads}/{shape.n_heads}, "
+                    f"qkv_bias={shape.qkv_bias}, qk_norm={shape.qk_norm}, "
+                    f"attn_head_dim={shape.attn_head_dim}) matches no transformers architecture: "
+                    "export supports Llama-style (swiglu, rmsnorm, rotary; Qwen2 with qkv_bias, Qwen3 "
+                    "with qk_norm, not both) and GPT-2-style (gelu, layernorm, learned positions, no "
+                    "GQA, no qk_norm or attn_head_dim) models")
 
 
 # --- config.json -----------------------------------------------------------------------------------
@@ -64,11 +75,13 @@ def hf_config(shape: ModelShape, rope_theta: float, norm_eps: float, dtype: str,
         rope["original_max_position_embeddings"] = int(rope["original_max_position_embeddings"])
     common = {"vocab_size": shape.vocab_size, "tie_word_embeddings": bool(shape.tied_embeddings),
               "bos_token_id": bos_id, "eos_token_id": eos_id, "dtype": dtype, "use_cache": True}
+    if arch in ("qwen2", "qwen3"):
+        return _qwen_config(arch, shape, rope, norm_eps, common)
     if arch == "llama":
         return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **common,
                 "hidden_size": shape.d_model, "intermediate_size": shape.d_ff,
                 "num_hidden_layers": shape.n_layers, "num_attention_heads": shape.n_heads,
-                "num_key_value_heads": shape.n_kv_heads, "head_dim": shape.d_model // shape.n_heads,
+                "num_key_value_heads": shape.n_kv_heads, "head_dim": shape.head_dim,
                 "max_position_embeddings": shape.seq_len, "rms_norm_eps": norm_eps,
                 "rope_parameters": rope,
                 "hidden_act": "silu", "attention_bias": bool(shape.bias), "mlp_bias": bool(shape.bias),
@@ -80,6 +93,22 @@ def hf_config(shape: ModelShape, rope_theta: float, norm_eps: float, dtype: str,
             "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "scale_attn_weights": True,
             "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
             "initializer_range": 0.02}
+
+
+def _qwen_config(arch: str, shape: ModelShape, rope: dict, norm_eps: float, common: dict) -> dict:
+    """Qwen2Config / Qwen3Config fields: Llama's, full attention in every layer (no sliding window,
+    as in every released base), Qwen3's head_dim written out (its default, 128, is not d/h)."""
+    out = {"architectures": [f"{arch.capitalize()}ForCausalLM"], "model_type": arch, **common,
+           "hidden_size": shape.d_model, "intermediate_size": shape.d_ff,
+           "num_hidden_layers": shape.n_layers, "num_attention_heads": shape.n_heads,
+           "num_key_value_heads": shape.n_kv_heads, "max_position_embeddings": shape.seq_len,
+           "rms_norm_eps": norm_eps, "rope_parameters": rope, "hidden_act": "silu",
+           "use_sliding_window": False, "sliding_window": None, "max_window_layers": shape.n_layers,
+           "layer_types": ["full_attention"] * shape.n_layers,
+           "attention_dropout": 0.0, "initializer_range": 0.02}
+    if arch == "qwen3":
+        out.update(head_dim=shape.head_dim, attention_bias=False)
+    return out
 
 
 def _get(cfg: dict, path: Path, *keys: str):
@@ -157,6 +186,8 @@ def read_hf_model_config(folder: str | Path) -> tuple[dict, float, float, dict]:
         return _mistral_fields(cfg, path)
     if mtype == "gpt2":
         return _gpt2_fields(cfg, path)
+    if mtype in ("qwen2", "qwen3"):
+        return _qwen_fields(cfg, path, mtype)
     raise Unsupported(f"{path}: model_type {mtype!r} is not supported (supported: {', '.join(ARCHS)})")
 
 
@@ -164,9 +195,12 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
     d, h = _count(cfg, path, "hidden_size"), _count(cfg, path, "num_attention_heads")
     kv = _count(cfg, path, "num_key_value_heads", default=h)
     _heads(path, d, h, kv, ("hidden_size", "num_attention_heads", "num_key_value_heads"))
-    if cfg.get("head_dim") not in (None, d // h):
-        raise Unsupported(f"{path}: head_dim {cfg['head_dim']} != hidden_size / num_attention_heads "
-                          f"({d // h})")
+    # head_dim, when written, sets each head's width (Q is heads x head_dim wide, W_o maps it back
+    # to hidden_size), as LlamaAttention and Qwen3Attention read it: Qwen3-0.6B's 128, not 1024/16.
+    head_dim = _count(cfg, path, "head_dim") if cfg.get("head_dim") is not None else 0
+    if head_dim % 2:
+        raise UserError(f"{path}: head_dim {head_dim} is odd (rotary turns pairs of dimensions)")
+    head_dim = 0 if head_dim == d // h else head_dim  # 0: the default width, the same shape
     if cfg.get("hidden_act", "silu") != "silu":
         raise Unsupported(f"{path}: hidden_act {cfg['hidden_act']!r}; only 'silu' (SwiGLU) is supported")
     if _flag(cfg, path, "attention_bias", False) != _flag(cfg, path, "mlp_bias", False):
@@ -190,7 +224,8 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
               "vocab_size": _count(cfg, path, "vocab_size"),
               "seq_len": _count(cfg, path, "max_position_embeddings"), "mlp": "swiglu", "norm": "rmsnorm",
               "tied_embeddings": _flag(cfg, path, "tie_word_embeddings", False),
-              "bias": _flag(cfg, path, "attention_bias", False), "learned_pos": False}
+              "bias": _flag(cfg, path, "attention_bias", False), "learned_pos": False,
+              "qkv_bias": False, "qk_norm": False, "attn_head_dim": head_dim}
     return fields, theta, _positive(path, "rms_norm_eps", _first(cfg.get("rms_norm_eps"), 1e-6)), scaling
 
 
@@ -211,6 +246,30 @@ def _mistral_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
     return fields, theta, eps, scaling
 
 
+def _qwen_fields(cfg: dict, path: Path, mtype: str) -> tuple[dict, float, float, dict]:
+    """Qwen2 (Yang et al. 2024, "Qwen2 Technical Report"; Qwen2.5 the same architecture) is Llama
+    with biases on the q, k and v projections, none on o or the MLP, whatever `attention_bias` says
+    (transformers' Qwen2Attention hard-codes them). Qwen3 (Qwen3 Technical Report, 2025) drops the
+    biases and adds an RMSNorm over each head's q and k (`q_norm`, `k_norm`) before rotary. Both may
+    use sliding-window attention in some layers; no released base does, and such a config is
+    refused rather than computed with full attention."""
+    if _flag(cfg, path, "use_sliding_window", False):
+        raise Unsupported(f"{path}: use_sliding_window true is not supported ({mtype} with full "
+                          "attention in every layer is)")
+    kinds = cfg.get("layer_types") or []
+    if not isinstance(kinds, list):
+        raise UserError(f"{path}: layer_types {kinds!r} is not a list (one attention type per layer)")
+    if any(k != "full_attention" for k in kinds):
+        raise Unsupported(f"{path}: layer_types {kinds!r} is not supported (only 'full_attention')")
+    if mtype == "qwen3" and _flag(cfg, path, "attention_bias", False):
+        raise Unsupported(f"{path}: attention_bias true is not supported for qwen3 (no released "
+                          "base has it)")
+    plain = {k: v for k, v in cfg.items() if k not in ("attention_bias", "mlp_bias")}
+    fields, theta, eps, scaling = _llama_fields(plain, path)
+    fields["qkv_bias"], fields["qk_norm"] = mtype == "qwen2", mtype == "qwen3"
+    return fields, theta, eps, scaling
+
+
 def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
     act = cfg.get("activation_function", "gelu_new")
     if act not in ("gelu_new", "gelu_pytorch_tanh"):
@@ -225,7 +284,7 @@ def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
               "vocab_size": _count(cfg, path, "vocab_size"),
               "seq_len": _count(cfg, path, "n_positions", "max_position_embeddings"), "mlp": "gelu",
               "norm": "layernorm", "tied_embeddings": _flag(cfg, path, "tie_word_embeddings", True),
-              "bias": True, "learned_pos": True}
+              "bias": True, "learned_pos": True, "qkv_bias": False, "qk_norm": False}
     fields["n_kv_heads"] = fields["n_heads"]
     _heads(path, d, fields["n_heads"], fields["n_heads"], ("n_embd", "n_head", "n_head"))
     eps = _positive(path, "layer_norm_epsilon", _first(cfg.get("layer_norm_epsilon"), 1e-5))
@@ -274,11 +333,12 @@ def hf_names(shape: ModelShape) -> dict[str, Source]:
     norm_keys = ("weight", "bias") if shape.norm == "layernorm" else ("weight",)
     for i in range(shape.n_layers):
         ours = f"layers.{i}."
-        if arch == "llama":
+        if arch in ROTARY_ARCHS:
             hf = f"model.layers.{i}."
             for n in norm_keys:
                 out[ours + f"attn_norm.{n}"] = Source(hf + f"input_layernorm.{n}")
                 out[ours + f"mlp_norm.{n}"] = Source(hf + f"post_attention_layernorm.{n}")
+            out.update(_qwen_names(shape, ours, hf))
             for w in weights:
                 out[ours + f"attn.wq.{w}"] = Source(hf + f"self_attn.q_proj.{w}", "rope", shape.n_heads)
                 out[ours + f"attn.wk.{w}"] = Source(hf + f"self_attn.k_proj.{w}", "rope", shape.n_kv_heads)
@@ -298,7 +358,7 @@ def hf_names(shape: ModelShape) -> dict[str, Source]:
                 out[ours + f"attn.wo.{w}"] = Source(hf + f"attn.c_proj.{w}", kind)
                 out[ours + f"mlp.w1.{w}"] = Source(hf + f"mlp.c_fc.{w}", kind)
                 out[ours + f"mlp.w2.{w}"] = Source(hf + f"mlp.c_proj.{w}", kind)
-    if arch == "llama":
+    if arch in ROTARY_ARCHS:
         out["tok_emb.weight"] = Source("model.embed_tokens.weight")
         out["norm.weight"] = Source("model.norm.weight")
     else:
@@ -308,6 +368,20 @@ def hf_names(shape: ModelShape) -> dict[str, Source]:
             out[f"norm.{n}"] = Source(f"transformer.ln_f.{n}")
     if not shape.tied_embeddings:
         out["output.weight"] = Source("lm_head.weight")
+    return out
+
+
+def _qwen_names(shape: ModelShape, ours: str, hf: str) -> dict[str, Source]:
+    """Qwen2's q/k/v biases (rows permuted per head like their weights'), Qwen3's per-head norm gains
+    (one head's dims: the same pair/half permutation, so normalizing then rotating commutes)."""
+    out = {}
+    if shape.qkv_bias and not shape.bias:
+        out[ours + "attn.wq.bias"] = Source(hf + "self_attn.q_proj.bias", "rope", shape.n_heads)
+        out[ours + "attn.wk.bias"] = Source(hf + "self_attn.k_proj.bias", "rope", shape.n_kv_heads)
+        out[ours + "attn.wv.bias"] = Source(hf + "self_attn.v_proj.bias")
+    if shape.qk_norm:
+        out[ours + "attn.q_norm.weight"] = Source(hf + "self_attn.q_norm.weight", "rope", 1)
+        out[ours + "attn.k_norm.weight"] = Source(hf + "self_attn.k_norm.weight", "rope", 1)
     return out
 
 

@@ -163,7 +163,7 @@ class HFCheckpoint:
         # The rotary tables are not weights but are allocated from config.json's context: a
         # max_position_embeddings of 10^9 asked for 32 GB of cos/sin before anything else failed.
         # Counted like the weights, one byte per number (Llama 3.1 8B: 16.8M numbers, 16 GB files).
-        numbers = 0 if shape.learned_pos else shape.seq_len * (shape.d_model // shape.n_heads)
+        numbers = 0 if shape.learned_pos else shape.seq_len * shape.head_dim
         if numbers > self._bytes():
             raise UserError(f"{self.folder}: a context of {shape.seq_len:,} positions (config.json's "
                             f"max_position_embeddings) needs rotary tables of {numbers:,} numbers, more "
@@ -279,7 +279,7 @@ def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.de
         else:
             p.copy_(ckpt.read(src, tuple(p.shape)))
     if not shape.learned_pos:
-        cos, sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len, model.rope_theta, device=device,
+        cos, sin = rope_tables(shape.head_dim, shape.seq_len, model.rope_theta, device=device,
                                scaling=model.rope_scaling)
         _set_buffer(model, "rope_cos", cos)
         _set_buffer(model, "rope_sin", sin)

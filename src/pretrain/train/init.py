@@ -107,7 +107,7 @@ def init_model(model: nn.Module, device: torch.device | str, seed: int) -> nn.Mo
         else:
             _local(p).fill_(1.0)  # norm gains
     if not shape.learned_pos:
-        cos, sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len, model.rope_theta,
+        cos, sin = rope_tables(shape.head_dim, shape.seq_len, model.rope_theta,
                                device=device, scaling=model.rope_scaling)
         model.rope_cos, model.rope_sin = cos, sin
     return model

@@ -23,7 +23,7 @@ def flops_per_token(shape, seq_len: int | None = None) -> float:
     except ImportError:
         s = seq_len or shape.seq_len
         n = shape.params() if hasattr(shape, "params") else 0
-        return 6.0 * n + 12.0 * shape.n_layers * shape.d_model * s
+        return 6.0 * n + 12.0 * shape.n_layers * getattr(shape, "q_dim", shape.d_model) * s
 
 
 def mfu(tokens_per_s: float, fpt: float, peak_flops: float) -> float | None:

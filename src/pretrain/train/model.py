@@ -20,7 +20,8 @@ from pretrain.errors import UserError
 from pretrain.plan.shapes import ModelShape, get_shape
 
 SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len",
-                "mlp", "norm", "tied_embeddings", "bias", "learned_pos")
+                "mlp", "norm", "tied_embeddings", "bias", "learned_pos", "qkv_bias", "qk_norm",
+                "attn_head_dim")
 
 
 def resolve_shape(mcfg) -> ModelShape:
@@ -133,15 +134,21 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
 
 
 class Attention(nn.Module):
-    def __init__(self, shape):
+    def __init__(self, shape, eps: float = 1e-5):
         super().__init__()
         self.n_heads, self.n_kv = shape.n_heads, shape.n_kv_heads
-        self.head_dim = shape.d_model // shape.n_heads
-        d, kv = shape.d_model, shape.n_kv_heads * (shape.d_model // shape.n_heads)
-        self.wq = nn.Linear(d, d, bias=shape.bias)
-        self.wk = nn.Linear(d, kv, bias=shape.bias)
-        self.wv = nn.Linear(d, kv, bias=shape.bias)
-        self.wo = nn.Linear(d, d, bias=shape.bias)
+        self.head_dim = shape.head_dim  # d_model / n_heads unless attn_head_dim (Qwen3-0.6B, 4B)
+        d, q, kv = shape.d_model, shape.q_dim, shape.kv_dim
+        qkv_bias = shape.bias or shape.qkv_bias  # Qwen2: biases on q, k, v only
+        self.wq = nn.Linear(d, q, bias=qkv_bias)
+        self.wk = nn.Linear(d, kv, bias=qkv_bias)
+        self.wv = nn.Linear(d, kv, bias=qkv_bias)
+        self.wo = nn.Linear(q, d, bias=shape.bias)
+        # Qwen3 (and OLMo 2 / Gemma 3 in other forms): RMSNorm over each head's dims, one gain vector
+        # shared by all heads, on q and k before rotary; bounds the attention logits.
+        qk_norm = shape.qk_norm
+        self.q_norm = RMSNorm(self.head_dim, eps) if qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, eps) if qk_norm else None
         self.cp = None  # a train.context.ContextParallel when the sequence is split over ranks
 
     def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -149,7 +156,14 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         q = self.wq(x).view(B, T, -1, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(B, T, -1, self.head_dim).transpose(1, 2)
+        q, k = self.normed(q, k)
         return q, k, self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)
+
+    def normed(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q and k (B, H, T, D) through the per-head norms, when the model has them (Qwen3)."""
+        if self.q_norm is None:
+            return q, k
+        return self.q_norm(q), self.k_norm(k)
 
     def forward(self, x: torch.Tensor, rope: tuple | None) -> torch.Tensor:
         B, T, _ = x.shape
@@ -191,7 +205,7 @@ class MLP(nn.Module):
 class Block(nn.Module):
     def __init__(self, shape, eps: float):
         super().__init__()
-        self.attn_norm, self.attn = make_norm(shape, eps), Attention(shape)
+        self.attn_norm, self.attn = make_norm(shape, eps), Attention(shape, eps)
         self.mlp_norm, self.mlp = make_norm(shape, eps), MLP(shape)
 
     def forward(self, x: torch.Tensor, rope: tuple | None) -> torch.Tensor:
@@ -204,7 +218,7 @@ class Transformer(nn.Module):
                  rope_scaling: dict | None = None):
         super().__init__()
         self.rope_scaling = dict(rope_scaling or {})
-        if shape.d_model % shape.n_heads or shape.n_heads % shape.n_kv_heads:
+        if (shape.d_model % shape.n_heads and not shape.attn_head_dim) or shape.n_heads % shape.n_kv_heads:
             raise UserError(f"model: d_model {shape.d_model} / n_heads {shape.n_heads} / n_kv_heads "
                             f"{shape.n_kv_heads} must divide evenly")
         self.shape, self.rope_theta, self.init_std = shape, rope_theta, init_std

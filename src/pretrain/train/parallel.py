@@ -219,6 +219,12 @@ def apply_tp(model: nn.Module, tp_mesh, sequence_parallel: bool = False) -> None
                 "mlp.w1": ColwiseParallel(), "mlp.w2": RowwiseParallel(output_layouts=seq)}
         if block.mlp.w3 is not None:
             plan["mlp.w3"] = ColwiseParallel()
+        if block.attn.q_norm is not None:
+            # Qwen3's per-head q/k norms see this rank's heads: run them as norms over a tensor split
+            # on the heads dim (B, H, T, D), their gains replicated, so each gain's gradient is a
+            # Partial sum over the ranks' heads that reduce_partial_grads completes.
+            plan["attn.q_norm"] = SequenceParallel(sequence_dim=1, use_local_output=True)
+            plan["attn.k_norm"] = SequenceParallel(sequence_dim=1, use_local_output=True)
         if sequence_parallel:
             plan.update({
                 "attn_norm": SequenceParallel(), "mlp_norm": SequenceParallel(),

@@ -77,7 +77,7 @@ def _allocated(cfg: RunConfig, path, where: Path) -> torch.nn.Module:
     shape = resolve_shape(cfg.model)
     model = _check_held(cfg, path, where).to_empty(device="cpu")
     if not shape.learned_pos:
-        model.rope_cos, model.rope_sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len,
+        model.rope_cos, model.rope_sin = rope_tables(shape.head_dim, shape.seq_len,
                                                      cfg.model.rope_theta, scaling=model.rope_scaling)
     return model
 

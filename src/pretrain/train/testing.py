@@ -319,7 +319,7 @@ def fsdp_tp_warnings(rank: int, sequence_parallel: bool) -> dict:
     shape = resolve_shape(cfg.model)
     mesh = init_device_mesh("cpu", (1, 2), mesh_dim_names=("dp_shard", "tp"))
     model = build_model(shape, cfg.model, "cpu")
-    model.rope_cos, model.rope_sin = rope_tables(shape.d_model // shape.n_heads, shape.seq_len,
+    model.rope_cos, model.rope_sin = rope_tables(shape.head_dim, shape.seq_len,
                                                  cfg.model.rope_theta)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")  # before apply_*: a filter they add must win over it

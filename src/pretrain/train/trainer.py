@@ -355,8 +355,8 @@ class Trainer:
         # averaged over the data-parallel ranks, the norm all-reduced over every shard.
         loss = self.layout.mean_over_dp(self._forward_backward(self.cfg.train.grad_accum)).item()
         last_batch = self.loader.index - 1
-        if self.cfg.parallel.sequence_parallel:
-            reduce_partial_grads(self.params)
+        if self.cfg.parallel.sequence_parallel or (self.dims.tp > 1 and self.shape.qk_norm):
+            reduce_partial_grads(self.params)  # SP's norms; under TP, Qwen3's q/k norm gains too
         if self.dims.cp > 1 and self.dims.dp_shard == 1:  # FSDP, when present, averages over cp too
             average_over_cp(self.params, self.layout)
         self.scaler.unscale_(self.params)

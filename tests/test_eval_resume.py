@@ -127,3 +127,26 @@ def _restore(saved: dict) -> None:
     for p, (data, st) in saved.items():
         p.write_bytes(data)
         os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+# --- the settings that change a number are part of the merge rule (session-7 leftovers) ------------
+
+
+def test_another_ppl_tokens_replaces_the_file_and_says_so(setup, tmp_path, capsys):
+    """--ppl-tokens cuts a ppl: text: a file must not hold a perplexity over 50 tokens beside one
+    over 100 under one `settings` block. Rerun with another value: the earlier task is named as
+    replaced, and the file's settings say which value its numbers were computed with."""
+    from pretrain.cli import main
+
+    d, _ = setup
+    out = tmp_path / "eval.json"
+    assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "50"], out)) == 0
+    capsys.readouterr()
+    assert main(_args(d, [f"ppl:{d / 'b.txt'}", "--ppl-tokens", "100"], out)) == 0
+    err = capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert list(doc["results"]) == ["ppl:b.txt"] and doc["settings"]["ppl_tokens"] == 100
+    assert "its earlier results (ppl:a.txt) were for another model or other settings" in err
+    assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "100"], out)) == 0  # same value: merged
+    assert sorted(json.loads(out.read_text())["results"]) == ["ppl:a.txt", "ppl:b.txt"]
+

@@ -125,7 +125,9 @@ def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: 
         info["files"] = folder_fingerprint(args.model)
     if args.tokenizer:  # another tokenizer scores other ids
         info["tokenizer"] = args.tokenizer
-    settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit, "world_size": world}
+    # ppl_tokens cuts ppl: and mem: texts, so it changes their numbers: part of the merge rule
+    settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit, "ppl_tokens": args.ppl_tokens,
+                "world_size": world}
     if args.output:
         out = Path(args.output)
     elif is_run:

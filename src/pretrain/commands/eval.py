@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
     specs = split_specs(args.tasks)
     for spec in specs:  # before the model loads: a typo costs a second, not a model load
-        check_spec(spec, benchmarks_dir(args.benchmarks))
+        check_spec(spec, benchmarks_dir(args.benchmarks), args.shots)
     if args.shots < 0:
         raise UserError("--shots must be >= 0")
     # said before the model loads: a negative --ppl-tokens cut texts short through Python's slicing,

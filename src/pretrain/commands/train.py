@@ -91,7 +91,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
     elif trainer.rank == 0:  # a rerun of a finished run: say why nothing happened, in one line
         end = f"train.stop_at={cfg.train.stop_at}" if cfg.train.stop_at else f"train.steps={cfg.train.steps}"
-        print(f"nothing to do: the run is already at step {trainer.step} ({end}); raise it to go on; "
+        past = ""
+        if trainer.step > (cfg.train.stop_at or cfg.train.steps):  # fewer steps than the checkpoint's
+            past = ("; it is past that and a run is not rewound (its directory is left as it was): for "
+                    "the shorter run, train into another train.out")
+        print(f"nothing to do: the run is already at step {trainer.step} ({end}){past}; raise it to go on; "
               f"run directory {trainer.run_dir}")
     return 0
 

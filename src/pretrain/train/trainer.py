@@ -428,6 +428,9 @@ class Trainer:
         SIGINT/SIGTERM end the run after the current step with a checkpoint of it (Interrupted, exit
         status 130); the record (metrics.jsonl, TensorBoard) keeps one value per step across resumes.
         """
+        stop = self.cfg.train.stop_at or self.cfg.train.steps
+        if self.resumed and self.step > stop:  # not rewound: nothing to train, nothing to write
+            return []  # (config.toml said the shorter run, metrics a config_change, for a longer model)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not self.resumed:
             set_aside_history(self.run_dir, self.rank)
@@ -442,7 +445,6 @@ class Trainer:
                     self.metrics.event("config_change", self.step, changes=self.changes)
                     print(f"changed since step {self.step}: {describe(self.changes)}", file=sys.stderr,
                           flush=True)
-        stop = self.cfg.train.stop_at or self.cfg.train.steps
         records = []
         t_start = time.perf_counter()
         handlers = catch_signals(self._note_signal)

@@ -26,17 +26,17 @@ from pretrain.train import checkpoint as ck
 from pretrain.train.config import RunConfig, validate
 from pretrain.train.cpu import keep_freed_memory
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
+from pretrain.train.fits import preflight
 from pretrain.train.hf import apply_init_from
 from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
-from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
+from pretrain.train.model import SHAPE_FIELDS, build_model, materialize
 from pretrain.train.optim import build_optimizer, lr_at
 from pretrain.train.parallel import (
     Layout,
     apply_ddp,
     average_over_cp,
     build_schedule,
-    dims_from_config,
     init_distributed,
     parallelize,
     rank_stages,
@@ -88,15 +88,13 @@ class Trainer:
         if cfg.train.deterministic:
             torch.use_deterministic_algorithms(True)
         torch.manual_seed(cfg.train.seed)
-        self.dims = dims = dims_from_config(cfg.parallel)
         init_distributed(self.device, cfg.parallel.timeout_s)  # torchrun's environment, if any
         world = dist.get_world_size() if dist.is_initialized() else 1
-        dims.validate(world)  # before anything is built
+        dims, self.shape = preflight(cfg, world, self.device)  # layout, shape, memory: before building
+        self.dims = dims
         self.rank = dist.get_rank() if dist.is_initialized() else 0
-        self.shape = resolve_shape(cfg.model)
         if cfg.model.init_from and not self._resumes():  # before building: config.json may claim anything
             HFCheckpoint(cfg.model.init_from).check_holds(self.shape)
-        dims.check_shape(self.shape, cfg.parallel)
         eval_callback.check_layout(cfg, dims)
         self._check_pp(cfg, dims, loader)
         self.layout = Layout(dims, self.device)

@@ -1,0 +1,119 @@
+"""Degenerate numbers (session 7): every numeric key of the configs of `pretrain train` and `pretrain
+curate`, swept over 0, -1, 1, NaN, inf and a huge value (1e30; 2**62 and 10**30 for integers). Each is
+either accepted by every check made before anything is built (then the run fits in memory: no
+allocation of gigabytes) or refused in one line naming the key and the value, never a traceback.
+The keys come from the config classes, so a key added later is swept too. ~10 s."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+
+import pytest
+import torch
+
+from pretrain import config as cfgmod
+from pretrain.errors import UserError
+
+INT_VALUES = (0, -1, 1, 2**62, 10**30)
+FLOAT_VALUES = (0.0, -1.0, 1.0, math.nan, math.inf, 1e30)
+
+
+def numeric_keys(cls: type, prefix: str = "") -> list[tuple[str, type]]:
+    """(dotted key, int or float) of every numeric field, `X | None` included."""
+    out = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        typ = hints[f.name]
+        if dataclasses.is_dataclass(typ):
+            out += numeric_keys(typ, f"{prefix}{f.name}.")
+            continue
+        args = [a for a in typing.get_args(typ) or (typ,) if a is not type(None)]
+        if len(args) == 1 and args[0] in (int, float):
+            out.append((prefix + f.name, args[0]))
+    return out
+
+
+def _literal(v) -> str:
+    """`--set key=VALUE` text TOML reads back as v."""
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf"
+    return repr(v)
+
+
+def _sweep(key: str, typ: type, check) -> list[str]:
+    """The values the checks accept (a refusal must be one line naming the key and the value)."""
+    accepted = []
+    for v in INT_VALUES if typ is int else FLOAT_VALUES:
+        try:
+            check(f"{key}={_literal(v)}")
+        except UserError as e:
+            said = str(e)
+            assert "\n" not in said, said
+            assert key.rsplit(".", 1)[-1] in said, f"{key}={v}: {said}"  # names the key
+            shown = {f"{v}", f"{v:,}" if typ is int else f"{v}", repr(v), f"{float(v)}"}
+            assert any(s in said for s in shown), f"{key}={v}: {said}"  # and the value
+        else:
+            accepted.append(_literal(v))
+    return accepted
+
+
+def _train(override: str) -> None:
+    from pretrain.train.config import RunConfig
+    from pretrain.train.fits import preflight
+    from pretrain.train.testing import TINY
+
+    cfg = cfgmod.load(RunConfig, None, [*TINY, "data.path=unused.txt", override])
+    preflight(cfg, 1, torch.device("cpu"))
+
+
+def _curate(override: str) -> None:
+    from pretrain.curate.pipeline import CurateConfig, build_steps
+
+    build_steps(cfgmod.load(CurateConfig, None, [override]))
+
+
+def _train_keys():
+    from pretrain.train.config import RunConfig
+
+    return numeric_keys(RunConfig)
+
+
+def _curate_keys():
+    from pretrain.curate.pipeline import CurateConfig
+
+    return numeric_keys(CurateConfig)
+
+
+@pytest.mark.parametrize("key,typ", _train_keys(), ids=lambda x: x if isinstance(x, str) else "")
+def test_train_key(key, typ):
+    accepted = _sweep(key, typ, _train)
+    assert "nan" not in accepted and "inf" not in accepted and str(10**30) not in accepted
+
+
+@pytest.mark.parametrize("key,typ", _curate_keys(), ids=lambda x: x if isinstance(x, str) else "")
+def test_curate_key(key, typ):
+    accepted = _sweep(key, typ, _curate)
+    assert "nan" not in accepted and "inf" not in accepted and str(10**30) not in accepted
+
+
+def test_train_runs_with_the_huge_values_it_accepts(tmp_path, text):
+    """The integer keys that take 2**62 (a seed, a step count, an interval, a count of rollbacks)
+    mean it: the first step of a tiny run trains with each, no allocation, no overflow."""
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    huge = [key for key, typ in _train_keys() if typ is int and str(2**62) in _sweep(key, typ, _train)]
+    assert "train.seed" in huge and "model.seq_len" not in huge and "data.batch_size" not in huge
+    for i, key in enumerate(k for k in huge if k != "train.stop_at"):  # stop_at: as train.steps
+        cfg = tiny_config(tmp_path / str(i), text, "log.tensorboard=false", "checkpoint.every=0",
+                          "model.n_layers=1", "model.d_model=32", "model.d_ff=64", "data.batch_size=2",
+                          f"train.steps={2**62}", f"{key}={2**62}")
+        t = Trainer(cfg, quiet=True)
+        rec = t.train_step()  # fit's loop body, without the final save (a DCP save is ~0.5 s)
+        t.maybe_eval()
+        t.maybe_save()
+        assert rec is not None and math.isfinite(rec["loss"]), key

@@ -2,13 +2,15 @@
 curate`, swept over 0, -1, 1, NaN, inf and a huge value (1e30; 2**62 and 10**30 for integers). Each is
 either accepted by every check made before anything is built (then the run fits in memory: no
 allocation of gigabytes) or refused in one line naming the key and the value, never a traceback.
-The keys come from the config classes, so a key added later is swept too. ~10 s."""
+The keys come from the config classes, and the options of `pretrain eval` and `pretrain plan` from
+their parsers, so a key or an option added later is swept too. ~30 s on the shared 2-core machine."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import typing
+from pathlib import Path
 
 import pytest
 import torch
@@ -117,3 +119,53 @@ def test_train_runs_with_the_huge_values_it_accepts(tmp_path, text):
         t.maybe_eval()
         t.maybe_save()
         assert rec is not None and math.isfinite(rec["loss"]), key
+
+
+# --- the numeric options of `pretrain eval` and `pretrain plan`, taken from their parsers -----------
+
+def numeric_options(command: str) -> list[tuple[str, type]]:
+    from pretrain.cli import _subparser, build_parser
+
+    sub = _subparser(build_parser(), command)
+    return [(a.option_strings[-1], a.type) for a in sub._actions  # noqa: SLF001
+            if a.option_strings and a.type in (int, float)]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, text) -> Path:
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    d = tmp_path_factory.mktemp("sweep")
+    Trainer(tiny_config(d / "run", text, "train.steps=1", "model.n_layers=1", "model.d_model=32",
+                        "model.d_ff=64", "log.tensorboard=false"), quiet=True).fit()
+    (d / "v.txt").write_text("To be, or not to be, that is the question. " * 3)
+    return d
+
+
+def _flag_sweep(argv: list[str], flag: str, typ: type, capsys) -> None:
+    from pretrain.cli import main
+
+    values = ["0", "-1", "1", str(10**30)] + (["nan", "inf"] if typ is float else [])
+    for v in values:
+        capsys.readouterr()
+        rc = main([*argv, flag, v])  # an exception (a traceback) fails the test
+        err = capsys.readouterr().err
+        assert rc in (0, 1, 2), (flag, v, rc)
+        if rc == 2:  # one line, naming the option and the value as it reads it (1e+30, 1,000,...)
+            line = err.strip().splitlines()[-1]
+            shown = {v, repr(float(v)), f"{int(v):,}" if v.lstrip("-").isdigit() else v}
+            assert err.count("error:") == 1 and any(s in line for s in shown), (flag, v, err)
+            assert flag in line or flag == "--seq-len", (flag, v, err)  # seq-len: "no sequence of N"
+
+
+@pytest.mark.parametrize("flag,typ", numeric_options("eval"), ids=lambda x: x if isinstance(x, str) else "")
+def test_eval_option(flag, typ, tiny_run, capsys):
+    run = tiny_run / "run"
+    _flag_sweep(["eval", str(run), "--tasks", f"ppl:{tiny_run / 'v.txt'}", "--quiet",
+                 "-o", str(tiny_run / "e.json")], flag, typ, capsys)
+
+
+@pytest.mark.parametrize("flag,typ", numeric_options("plan"), ids=lambda x: x if isinstance(x, str) else "")
+def test_plan_option(flag, typ, capsys):
+    _flag_sweep(["plan", "--model", "gpt2-124m", "--gpus", "8", "--json"], flag, typ, capsys)

@@ -71,11 +71,11 @@ def run(args: argparse.Namespace) -> int:
     for spec in specs:  # before the model loads: a typo costs a second, not a model load
         check_spec(spec, benchmarks_dir(args.benchmarks), args.shots)
     if args.shots < 0:
-        raise UserError("--shots must be >= 0")
+        raise UserError(f"--shots must be >= 0, got {args.shots}")
     # said before the model loads: a negative --ppl-tokens cut texts short through Python's slicing,
     # a negative --limit printed a task with no example and exit 0
     for flag, value, least in (("--limit", args.limit, 0), ("--batch-tokens", args.batch_tokens, 1),
-                               ("--ppl-tokens", args.ppl_tokens, 1)):
+                               ("--ppl-tokens", args.ppl_tokens, 1), ("--step", args.step, 0)):
         if value is not None and value < least:
             raise UserError(f"{flag} must be >= {least}, got {value}")
     if args.output and Path(args.output).is_dir():  # said before the model loads, not after scoring

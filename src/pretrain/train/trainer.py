@@ -30,7 +30,7 @@ from pretrain.train.fits import preflight
 from pretrain.train.hf import apply_init_from
 from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
-from pretrain.train.model import SHAPE_FIELDS, build_model, materialize
+from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
 from pretrain.train.optim import build_optimizer, lr_at
 from pretrain.train.parallel import (
     Layout,
@@ -90,11 +90,11 @@ class Trainer:
         torch.manual_seed(cfg.train.seed)
         init_distributed(self.device, cfg.parallel.timeout_s)  # torchrun's environment, if any
         world = dist.get_world_size() if dist.is_initialized() else 1
-        dims, self.shape = preflight(cfg, world, self.device)  # layout, shape, memory: before building
-        self.dims = dims
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         if cfg.model.init_from and not self._resumes():  # before building: config.json may claim anything
-            HFCheckpoint(cfg.model.init_from).check_holds(self.shape)
+            HFCheckpoint(cfg.model.init_from).check_holds(resolve_shape(cfg.model))  # its own words first
+        dims, self.shape = preflight(cfg, world, self.device)  # layout, shape, memory: before building
+        self.dims = dims
         eval_callback.check_layout(cfg, dims)
         self._check_pp(cfg, dims, loader)
         self.layout = Layout(dims, self.device)

@@ -20,6 +20,8 @@ multiply to the world size (checked before anything is built):
   torchrun --nproc-per-node 2 -m pretrain train recipes/tiny-cpu.toml --set parallel.pp=2 \\
       --set parallel.pp_schedule=1f1b              # pipeline parallel
   torchrun --nproc-per-node 2 --max-restarts 3 -m pretrain train ...   # restarts resume exactly
+torchrun restarts a failed job whatever its exit code, a config error too: it is said once (later
+attempts stay silent); drop --max-restarts while fixing one.
 Checkpoints reshard: resume a run saved with one layout under another. See docs/parallelism.md.
 
 What comes out, in the run directory (train.out):

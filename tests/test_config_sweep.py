@@ -18,6 +18,8 @@ import torch
 from pretrain import config as cfgmod
 from pretrain.errors import UserError
 
+pytestmark = pytest.mark.usefixtures("restore_torch_threads")  # runs and evals set torch's threads
+
 INT_VALUES = (0, -1, 1, 2**62, 10**30)
 FLOAT_VALUES = (0.0, -1.0, 1.0, math.nan, math.inf, 1e30)
 

@@ -2,7 +2,7 @@
 curate`, swept over 0, -1, 1, NaN, inf and a huge value (1e30; 2**62 and 10**30 for integers). Each is
 either accepted by every check made before anything is built (then the run fits in memory: no
 allocation of gigabytes) or refused in one line naming the key and the value, never a traceback.
-The keys come from the config classes, and the options of `pretrain eval` and `pretrain plan` from
+The keys come from the config classes, and the options of `eval`, `plan` and `tokens inspect` from
 their parsers, so a key or an option added later is swept too. ~30 s on the shared 2-core machine."""
 
 from __future__ import annotations
@@ -123,12 +123,14 @@ def test_train_runs_with_the_huge_values_it_accepts(tmp_path, text):
         assert rec is not None and math.isfinite(rec["loss"]), key
 
 
-# --- the numeric options of `pretrain eval` and `pretrain plan`, taken from their parsers -----------
+# --- the numeric options of `eval`, `plan` and `tokens inspect`, taken from their parsers ------------
 
-def numeric_options(command: str) -> list[tuple[str, type]]:
+def numeric_options(command: str, action: str | None = None) -> list[tuple[str, type]]:
     from pretrain.cli import _subparser, build_parser
 
     sub = _subparser(build_parser(), command)
+    if action is not None:  # `pretrain tokens inspect`: a parser under the command's
+        sub = _subparser(sub, action)
     return [(a.option_strings[-1], a.type) for a in sub._actions  # noqa: SLF001
             if a.option_strings and a.type in (int, float)]
 
@@ -171,3 +173,23 @@ def test_eval_option(flag, typ, tiny_run, capsys):
 @pytest.mark.parametrize("flag,typ", numeric_options("plan"), ids=lambda x: x if isinstance(x, str) else "")
 def test_plan_option(flag, typ, capsys):
     _flag_sweep(["plan", "--model", "gpt2-124m", "--gpus", "8", "--json"], flag, typ, capsys)
+
+
+@pytest.fixture(scope="module")
+def token_dir(tmp_path_factory) -> Path:
+    from pretrain.curate.io import write_jsonl_zst
+    from pretrain.tokens.pipeline import tokenize_corpus
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    root = tmp_path_factory.mktemp("tokens")
+    texts = [f"document {i}: the river carries sand to the delta." * (1 + i % 3) for i in range(20)]
+    write_jsonl_zst(root / "a.jsonl.zst", [{"text": t} for t in texts])
+    train_tokenizer(texts, vocab_size=300).save(str(root / "tok.json"))
+    tokenize_corpus([str(root / "a.jsonl.zst")], root / "tok.json", root / "tokens", workers=1)
+    return root / "tokens"
+
+
+@pytest.mark.parametrize("flag,typ", numeric_options("tokens", "inspect"),
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_tokens_inspect_option(flag, typ, token_dir, capsys):
+    _flag_sweep(["tokens", "inspect", str(token_dir)], flag, typ, capsys)

@@ -127,3 +127,55 @@ def _restore(saved: dict) -> None:
     for p, (data, st) in saved.items():
         p.write_bytes(data)
         os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+# --- the settings that change a number are part of the merge rule (session-7 leftovers) ------------
+
+
+def test_another_ppl_tokens_replaces_the_file_and_says_so(setup, tmp_path, capsys):
+    """--ppl-tokens cuts a ppl: text: a file must not hold a perplexity over 50 tokens beside one
+    over 100 under one `settings` block. Rerun with another value: the earlier task is named as
+    replaced, and the file's settings say which value its numbers were computed with."""
+    from pretrain.cli import main
+
+    d, _ = setup
+    out = tmp_path / "eval.json"
+    assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "50"], out)) == 0
+    capsys.readouterr()
+    assert main(_args(d, [f"ppl:{d / 'b.txt'}", "--ppl-tokens", "100"], out)) == 0
+    err = capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert list(doc["results"]) == ["ppl:b.txt"] and doc["settings"]["ppl_tokens"] == 100
+    assert "its earlier results (ppl:a.txt) were for another model or other settings" in err
+    assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "100"], out)) == 0  # same value: merged
+    assert sorted(json.loads(out.read_text())["results"]) == ["ppl:a.txt", "ppl:b.txt"]
+
+
+def _mmlu_folder(root: Path) -> Path:
+    bench = root / "bench"
+    (bench / "mmlu").mkdir(parents=True)
+    row = {"subject": "astronomy", "question": "Which planet is red?",
+           "choices": ["Mars", "Venus", "Io", "Sun"], "answer": "A"}
+    for name in ("mmlu-val.jsonl", "mmlu-dev.jsonl"):
+        (bench / "mmlu" / name).write_text(json.dumps(row) + "\n")
+    return bench
+
+
+def test_mmlu_dev_split_is_part_of_the_task_files(tmp_path):
+    """MMLU's few-shot examples come from its dev split: an edited dev file makes the task's inputs
+    differ (a resumed run scores it again), and a missing one is refused before the model loads when
+    shots are asked for (it fell back to examples of the scored split, not the harness's prompt)."""
+    from pretrain.errors import UserError
+    from pretrain.eval.resume import task_inputs
+    from pretrain.eval.tasks import check_spec
+
+    bench = _mmlu_folder(tmp_path)
+    dev = bench / "mmlu" / "mmlu-dev.jsonl"
+    before = task_inputs(["mmlu"], str(bench))["mmlu"]
+    dev.write_text(dev.read_text() * 2)
+    assert task_inputs(["mmlu"], str(bench))["mmlu"] != before
+    check_spec("mmlu", bench, shots=5)
+    dev.unlink()
+    check_spec("mmlu", bench, shots=0)  # zero-shot never reads it
+    with pytest.raises(UserError, match=r"task 'mmlu' with 5 shots: .*mmlu-dev.jsonl: no such file"):
+        check_spec("mmlu", bench, shots=5)

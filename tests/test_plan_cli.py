@@ -118,7 +118,7 @@ def test_params_builds_the_count_asked_for():
 
 @pytest.mark.parametrize("args,message", [
     (("--params", "1e30"), "--params must be between"),
-    (("--model", "llama-3-8b", "--seq-len", "0"), "--seq-len must be >= 1"),
+    (("--model", "llama-3-8b", "--seq-len", "0"), "--seq-len must be >= 2"),
     (("--model", "llama-3-8b", "--tokens", "0"), "--tokens must be positive"),
     (("--model", "llama-3-8b", "--batch-tokens", "100"), "holds no sequence"),
     (("--model", "llama-3-8b", "--gpus", "16", "--layout", "tp=16"), "n_kv_heads=8 is not divisible"),

@@ -1,5 +1,6 @@
 """Under torchrun, a refusal every rank hits (a config error, a resume under another global batch) is
-said once, not once per rank, and the job still fails: torchrun's own report names exit code 2.
+said once, not once per rank nor once per restart (--max-restarts), and the job still fails:
+torchrun's own report names exit code 2.
 Two processes, a tiny model; each torchrun start costs ~10 s on the shared 2-core machine."""
 
 from __future__ import annotations
@@ -19,27 +20,17 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
 
-def _torchrun(cfg, tmp_path: Path) -> subprocess.CompletedProcess:
+def _torchrun(cfg, tmp_path: Path, *launcher: str) -> subprocess.CompletedProcess:
     path = tmp_path / "run.toml"
     path.write_text(cfgmod.dumps(cfg))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
-           "--rdzv-endpoint", "127.0.0.1:0", "-m", "pretrain", "train", str(path)]
+           "--rdzv-endpoint", "127.0.0.1:0", *launcher, "-m", "pretrain", "train", str(path)]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
 
 
 def _said(proc: subprocess.CompletedProcess, what: str) -> list[str]:
     return [line for line in proc.stderr.splitlines() if line.startswith(what)]
-
-
-def test_a_config_error_is_said_once_and_fails_the_job(tmp_path, text):
-    cfg = tiny_config(tmp_path / "run", text, "parallel.dp_shard=3", "train.steps=2")
-    proc = _torchrun(cfg, tmp_path)
-    assert proc.returncode != 0
-    errors = _said(proc, "pretrain train: error:")
-    assert len(errors) == 1 and "the world size is 2" in errors[0], proc.stderr[-3000:]
-    assert len(_said(proc, "config: ")) == 1, proc.stderr[-3000:]  # the echo of the settings, too
-    assert "exitcode: 2" in proc.stderr
 
 
 def test_a_resume_under_another_global_batch_is_refused_once(tmp_path, text):
@@ -79,3 +70,34 @@ def test_an_error_only_one_rank_hits_is_still_said_after_the_wait(monkeypatch):
         "rank 5: run/step_0000002/state_rank5.json: damaged"
     monkeypatch.setenv("LOCAL_RANK", "0")
     assert onerank.error_line("x") == "x"
+
+
+def test_a_config_error_is_said_once_and_fails_the_job_even_with_restarts(tmp_path, text):
+    # torchelastic restarts a failed worker group whatever its exit code: the same config error came
+    # back once per attempt (--max-restarts 1: twice). Said once, with a line on why it repeats.
+    cfg = tiny_config(tmp_path / "run", text, "parallel.dp_shard=3", "train.steps=2")
+    proc = _torchrun(cfg, tmp_path, "--max-restarts", "1")
+    assert proc.returncode != 0
+    errors = _said(proc, "pretrain train: error:")
+    assert len(errors) == 1 and "the world size is 2" in errors[0], proc.stderr[-3000:]
+    hints = _said(proc, "pretrain train: torchrun restarts")
+    assert len(hints) == 1 and "drop --max-restarts" in hints[0], proc.stderr[-3000:]
+    assert len(_said(proc, "config: ")) == 2, proc.stderr[-3000:]  # the echo: once per attempt, not per rank
+    assert "exitcode: 2" in proc.stderr
+
+
+def test_without_restarts_there_is_no_hint_nor_marker(monkeypatch, tmp_path):
+    from pretrain import onerank
+
+    monkeypatch.setattr(onerank.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "0")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
+    assert onerank.restart_hint() is None and not onerank.said_in_this_job("x")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "2")  # attempts 0, 1, 2: said on the first only
+    said = []
+    for count in range(3):
+        monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", str(count))
+        said.append(not onerank.said_in_this_job("x"))
+    assert said == [True, False, False] and list(tmp_path.iterdir()) == []  # the last one cleans up

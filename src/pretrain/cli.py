@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pretrain {args.command}: interrupted{RESUME_HINT if resumable else ''}", file=sys.stderr)
         return 130
     except (UserError, DataError) as e:  # under torchrun every rank raises it: said once (onerank)
-        _say(printable(str(e)), args.command)  # names a file: theirs
+        _say(printable(str(e)), args.command, lasting=True)  # names a file: theirs
         return 2
     except BrokenPipeError:  # `pretrain ... | head` closed the pipe: stop quietly, as `cat` would
         return _closed_pipe()
@@ -187,13 +187,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _say(line: str, command: str) -> None:
-    """The one error line, from the first local rank only when torchrun started this process."""
-    from pretrain.onerank import error_line
+def _say(line: str, command: str, lasting: bool = False) -> None:
+    """The one error line, from the first local rank only when torchrun started this process.
+    `lasting`: an error no restart cures (config, input): under `torchrun --max-restarts N`, said
+    on the first attempt only, with a line on why it repeats (pretrain.onerank)."""
+    from pretrain.onerank import error_line, restart_hint, said_in_this_job
 
     said = error_line(line)
-    if said is not None:
-        print(f"pretrain {command}: error: {said}", file=sys.stderr, flush=True)
+    if said is None or (lasting and said_in_this_job(said)):
+        return
+    print(f"pretrain {command}: error: {said}", file=sys.stderr, flush=True)
+    hint = restart_hint() if lasting else None
+    if hint:
+        print(f"pretrain {command}: {hint}", file=sys.stderr, flush=True)
 
 
 def _closed_pipe() -> int:

@@ -9,6 +9,7 @@ different configs.
 Validation, one mechanism for every config class, applied when a config is loaded (a wrong value
 stops with one line naming the key, the value and what is allowed):
 - types: a section given a scalar, `int` given a bool or a float, `X | None`, lists, tables;
+- integers fit in 64 bits (10**30 was an OverflowError deep in torch);
 - numbers are >= 0 unless the field says otherwise (every count, size, time and rate in the
   project is; a field that may be negative declares it with `signed()`), and never NaN;
 - field metadata from `choice(default, allowed)` and `bounded(default, lo=, hi=, gt=)`;
@@ -33,6 +34,7 @@ from pretrain.errors import UserError
 from pretrain.untrusted import load_toml
 
 T = TypeVar("T")
+INT64 = 2**63
 
 
 def to_dict(cfg: Any) -> dict:
@@ -120,6 +122,8 @@ def _check(value: Any, f: dataclasses.Field, key: str) -> None:
         return
     if isinstance(value, float) and not math.isfinite(value):  # TOML's inf, nan, or 1e400
         raise UserError(f"{key} must be a number, got {value!r} (a finite one; 0 where 'no bound' is meant)")
+    if isinstance(value, int) and not -INT64 <= value < INT64:  # torch, numpy and TOML stop at 64 bits
+        raise UserError(f"{key} must be a 64-bit integer (below 2**63), got {value}")
     lo = meta.get("lo")
     if lo is None and meta.get("gt") is None and not meta.get("signed"):
         lo = 0

@@ -69,13 +69,13 @@ def run(args: argparse.Namespace) -> int:
 
     specs = split_specs(args.tasks)
     for spec in specs:  # before the model loads: a typo costs a second, not a model load
-        check_spec(spec, benchmarks_dir(args.benchmarks))
+        check_spec(spec, benchmarks_dir(args.benchmarks), args.shots)
     if args.shots < 0:
-        raise UserError("--shots must be >= 0")
+        raise UserError(f"--shots must be >= 0, got {args.shots}")
     # said before the model loads: a negative --ppl-tokens cut texts short through Python's slicing,
     # a negative --limit printed a task with no example and exit 0
     for flag, value, least in (("--limit", args.limit, 0), ("--batch-tokens", args.batch_tokens, 1),
-                               ("--ppl-tokens", args.ppl_tokens, 1)):
+                               ("--ppl-tokens", args.ppl_tokens, 1), ("--step", args.step, 0)):
         if value is not None and value < least:
             raise UserError(f"{flag} must be >= {least}, got {value}")
     if args.output and Path(args.output).is_dir():  # said before the model loads, not after scoring
@@ -125,7 +125,9 @@ def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: 
         info["files"] = folder_fingerprint(args.model)
     if args.tokenizer:  # another tokenizer scores other ids
         info["tokenizer"] = args.tokenizer
-    settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit, "world_size": world}
+    # ppl_tokens cuts ppl: and mem: texts, so it changes their numbers: part of the merge rule
+    settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit, "ppl_tokens": args.ppl_tokens,
+                "world_size": world}
     if args.output:
         out = Path(args.output)
     elif is_run:

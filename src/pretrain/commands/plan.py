@@ -172,8 +172,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
     if (args.model is None) == (args.params is None):
         raise UserError("give exactly one of --model NAME or --params COUNT (e.g. --params 7B)")
-    if args.seq_len is not None and args.seq_len < 1:
-        raise UserError(f"--seq-len must be >= 1, got {args.seq_len}")
+    if args.seq_len is not None and args.seq_len < 2:  # one position attends to nothing
+        raise UserError(f"--seq-len must be >= 2, got {args.seq_len}")
     if args.model:
         shape = _model_shape(args.model)
     else:

@@ -20,6 +20,8 @@ multiply to the world size (checked before anything is built):
   torchrun --nproc-per-node 2 -m pretrain train recipes/tiny-cpu.toml --set parallel.pp=2 \\
       --set parallel.pp_schedule=1f1b --set log.eval_every=0   # pipeline parallel (no eval yet)
   torchrun --nproc-per-node 2 --max-restarts 3 -m pretrain train ...   # restarts resume exactly
+torchrun restarts a failed job whatever its exit code, a config error too: it is said once (later
+attempts stay silent); drop --max-restarts while fixing one.
 Checkpoints reshard: resume a run saved with one layout under another. See docs/parallelism.md.
 
 What comes out, in the run directory (train.out):
@@ -92,7 +94,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
     elif trainer.rank == 0:  # a rerun of a finished run: say why nothing happened, in one line
         end = f"train.stop_at={cfg.train.stop_at}" if cfg.train.stop_at else f"train.steps={cfg.train.steps}"
-        print(f"nothing to do: the run is already at step {trainer.step} ({end}); raise it to go on; "
+        past = ""
+        if trainer.step > (cfg.train.stop_at or cfg.train.steps):  # fewer steps than the checkpoint's
+            past = ("; it is past that and a run is not rewound (its directory is left as it was): for "
+                    "the shorter run, train into another train.out")
+        print(f"nothing to do: the run is already at step {trainer.step} ({end}){past}; raise it to go on; "
               f"run directory {trainer.run_dir}")
     return 0
 

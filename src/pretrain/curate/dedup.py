@@ -86,7 +86,9 @@ class DedupConfig:
     # a share of slots: 0..1 (70, meant as percent, made near dedup remove nothing, silently)
     threshold: float = bounded(0.7, lo=0.0, hi=1.0)
     memory_mb: int = 1024  # per-process budget for the global stages
-    parts: int = 0  # key ranges per column in stage 2; 0: from memory_mb (more parts, less memory)
+    # key ranges per column in stage 2; 0: from memory_mb (more parts, less memory). Each is a unit of
+    # work and a file (named with 4 digits): 2**62 of them was a loop that never ended
+    parts: int = bounded(0, lo=0, hi=9999)
     # Documents per signed part of a shard: one part (~0.6 KB/doc at 14 x 8) is what signing holds.
     chunk_docs: int = 50_000
 
@@ -94,10 +96,12 @@ class DedupConfig:
     def __post_init__(self) -> None:
         if self.verify not in ("signature", "none"):
             raise UserError(f"dedup.verify must be 'signature' or 'none', got {self.verify!r}")
-        if min(self.ngram, self.bands, self.rows) < 1:
-            raise UserError("dedup.ngram, dedup.bands and dedup.rows must be >= 1")
+        for key in ("ngram", "bands", "rows"):
+            if getattr(self, key) < 1:
+                raise UserError(f"dedup.{key} must be >= 1, got {getattr(self, key)}")
         if self.bands * self.rows > MAX_HASHES:  # 10^7 hashes: killed for memory (buffers of 256 x k)
-            raise UserError(f"dedup.bands x dedup.rows = {self.bands * self.rows:,} hashes; at most "
+            raise UserError(f"dedup.bands x dedup.rows = {self.bands} x {self.rows} = "
+                            f"{self.bands * self.rows:,} hashes; at most "
                             f"{MAX_HASHES:,} (RefinedWeb's 9,000 is the largest published; default 112)")
         if self.chunk_docs < 1:
             raise UserError(f"dedup.chunk_docs must be >= 1, got {self.chunk_docs}")

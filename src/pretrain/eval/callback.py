@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pretrain.errors import UserError
 
+PPL_TOKENS = 200_000  # `pretrain eval --ppl-tokens`'s default: the same numbers from either
 HEADLINE = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte", "memorized")
 
 
@@ -56,14 +57,14 @@ def eval_tasks_event(trainer) -> dict:
     try:
         results, seconds = run_tasks(eval_model(trainer), split_specs(log.eval_tasks),
                                      benchmarks_dir(log.eval_benchmarks or None), log.eval_tasks_shots,
-                                     1234, log.eval_tasks_limit or None)
+                                     1234, log.eval_tasks_limit or None, ppl_tokens=PPL_TOKENS)
     finally:
         trainer.model.train(was_training)
     fields = {f"{r['task']}/{k}": v for r in results for k, v in r["metrics"].items() if k in HEADLINE}
     if trainer.rank == 0:
         info = {"path": str(trainer.run_dir), "kind": "run", "step": trainer.step}
         settings = {"shots": log.eval_tasks_shots, "seed": 1234, "limit": log.eval_tasks_limit,
-                    "world_size": rank_world()[1]}
+                    "ppl_tokens": PPL_TOKENS, "world_size": rank_world()[1]}
         write_json(assemble(info, settings, results, seconds),
                    trainer.run_dir / "eval" / f"step_{trainer.step:07d}.json")
     return fields

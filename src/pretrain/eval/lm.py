@@ -363,8 +363,8 @@ def use_threads(target: str | Path, threads: int | None) -> int:
         except UserError:
             threads = None  # the model load says what is wrong with the config, in its own words
     if threads is not None:
-        if threads < 1:
-            raise UserError(f"--threads must be >= 1, got {threads}")
+        if not 1 <= threads <= 1024:  # torch takes a C int: 10**30 was an OverflowError
+            raise UserError(f"--threads must be in 1..1024, got {threads}")
         torch.set_num_threads(threads)
     return torch.get_num_threads()
 

@@ -2,7 +2,7 @@
 
 Schema `pretrain.eval/1` (one JSON object; RUN/eval/step_NNNNNNN.json for a run):
     {"schema": "pretrain.eval/1", "model": {"path", "kind": "run" | "hf", "step", "files"?, "tokenizer"?},
-     "settings": {"shots", "seed", "limit", "world_size"}, "seconds": float,
+     "settings": {"shots", "seed", "limit", "ppl_tokens", "world_size"}, "seconds": float,
      "results": {TASK: {METRIC: number}},          # acc, acc_stderr, acc_norm, ..., perplexity, bits_per_byte
      "tasks": {TASK: {"kind", "n", "shots", "seed", "path", "skipped": {reason: count}}},
      "examples": {TASK: [{"i", "lls" | "generation", "acc", ...}, ...]}}

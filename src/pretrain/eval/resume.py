@@ -18,23 +18,31 @@ from pretrain.eval.report import assemble, merge_previous, same_model_and_settin
 
 
 def task_inputs(specs: list[str], benchmarks: str | None) -> dict[str, str]:
-    """Size and modification time of each task's file (a folder: of its files): a task file edited
+    """Size and modification time of each task's files (a folder: of its files; MMLU: the scored
+    split and the dev split its few-shot examples come from): a task file edited, added or removed
     between the kill and the rerun is scored again, not taken from the earlier attempt."""
-    from pretrain.eval.report import folder_fingerprint
-    from pretrain.eval.tasks import KNOWN
+    from pretrain.eval.tasks import KNOWN, MMLU_DEV
 
     out = {}
     for spec in specs:
         if spec in KNOWN:
-            p = Path(benchmarks or "") / KNOWN[spec]
+            files = [Path(benchmarks or "") / KNOWN[spec]]
+            if spec.startswith("mmlu"):
+                files.append(Path(benchmarks or "") / MMLU_DEV)
         else:
-            p = Path(spec[4:] if spec[:4] in ("ppl:", "mem:") else spec)
-        try:
-            st = p.stat()
-            out[spec] = folder_fingerprint(p) if p.is_dir() else f"{st.st_size}:{st.st_mtime_ns}"
-        except OSError:
-            out[spec] = ""
+            files = [Path(spec[4:] if spec[:4] in ("ppl:", "mem:") else spec)]
+        out[spec] = "+".join(_fingerprint(p) for p in files)
     return out
+
+
+def _fingerprint(p: Path) -> str:
+    from pretrain.eval.report import folder_fingerprint
+
+    try:
+        st = p.stat()
+        return folder_fingerprint(p) if p.is_dir() else f"{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        return ""
 
 
 def scored_before(old: dict | None, doc: dict, command: dict) -> dict[str, dict]:

@@ -165,9 +165,10 @@ def load_file(path: str | Path, name: str | None = None, kind: str | None = None
     return Task(name or path.name.split(".")[0], kind, str(path), docs, skipped=skipped)
 
 
-def check_spec(spec: str, benchmarks: str | Path | None) -> None:
+def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None:
     """A task that cannot run says so before a model is loaded (a missing file is one line, not a
-    traceback after the tasks before it were scored)."""
+    traceback after the tasks before it were scored). MMLU with shots needs its dev split: without
+    it the examples came from the scored split itself, which is not the harness's task."""
     kind, _, path = spec.partition(":") if spec[:4] in ("ppl:", "mem:") else ("", "", spec)
     if kind or Path(spec).suffix in (".jsonl", ".gz"):
         if not Path(path).exists():
@@ -179,6 +180,9 @@ def check_spec(spec: str, benchmarks: str | Path | None) -> None:
                         f"(laid out like ../shared/data/benchmarks)")
     elif not (Path(benchmarks) / KNOWN[spec]).is_file():
         raise UserError(f"task {spec!r}: {Path(benchmarks) / KNOWN[spec]}: no such file")
+    elif shots > 0 and spec.startswith("mmlu") and not (Path(benchmarks) / MMLU_DEV).is_file():
+        raise UserError(f"task {spec!r} with {shots} shots: {Path(benchmarks) / MMLU_DEV}: no such file "
+                        "(MMLU draws its few-shot examples from the dev split)")
 
 
 def load_task(spec: str, benchmarks: str | Path | None) -> Task:
@@ -188,7 +192,7 @@ def load_task(spec: str, benchmarks: str | Path | None) -> Task:
             raise UserError(f"task {spec!r} needs the benchmarks folder: pass --benchmarks DIR "
                             f"(laid out like ../shared/data/benchmarks)")
         task = load_file(Path(benchmarks) / KNOWN[spec], spec)
-        if task.kind == "mmlu" and (Path(benchmarks) / MMLU_DEV).is_file():
+        if task.kind == "mmlu" and (Path(benchmarks) / MMLU_DEV).is_file():  # check_spec: needed with shots
             task.shots_pool = load_file(Path(benchmarks) / MMLU_DEV, "mmlu_dev").docs
         return task
     if Path(spec).suffix in (".jsonl", ".gz"):

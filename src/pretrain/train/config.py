@@ -137,7 +137,8 @@ class ParallelConfig:
     reshard_after_forward: bool = True  # FSDP2: False keeps gathered parameters until backward (ZeRO-2-like)
     pp_schedule: str = choice("1f1b", ("gpipe", "1f1b", "interleaved1f1b"))
     pp_microbatches: int = 0  # micro-batches per step through the pipeline; 0 = 2 * pp
-    timeout_s: float = 300.0  # collective timeout: a dead rank fails the job after at most this
+    # collective timeout: a dead rank fails the job after at most this (a timedelta: at most ~116 days)
+    timeout_s: float = bounded(300.0, gt=0, hi=10_000_000)
 
 
 @dataclass
@@ -146,7 +147,7 @@ class TrainSection:
     grad_accum: int = bounded(1, lo=1)
     seed: int = 0
     device: str = choice("auto", ("auto", "cpu", "cuda"))
-    threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default
+    threads: int = bounded(0, lo=0, hi=1024)  # torch intra-op threads on CPU; 0 = torch's default (a C int)
     keep_freed_memory: bool = True  # CPU: reuse freed activations instead of new pages (train/cpu.py)
     out: str = "runs/tiny"
     resume: bool = True
@@ -192,8 +193,13 @@ BOUNDS: dict[str, tuple[float, bool]] = {
     "parallel.timeout_s": (0, False), "model.rope_theta": (0, False), "model.norm_eps": (0, False),
     "model.init_std": (0, False),
 }
-AT_MOST_ONE = ("data.eval_fraction", "optim.beta1", "optim.beta2", "schedule.min_lr_ratio",
-               "schedule.decay_fraction", "precision.backoff_factor")
+# optim.lr: Adam moves each weight by about lr per step, so lr > 1 only diverges (1e30: NaN at step
+# 1); model.norm_eps and model.init_std are small by what they are (1e30: a model whose every
+# output is the same, the loss ln V)
+AT_MOST_ONE = ("data.eval_fraction", "schedule.min_lr_ratio", "schedule.decay_fraction",
+               "precision.backoff_factor", "optim.lr", "optim.eps", "model.norm_eps", "model.init_std")
+MAX_SEQUENCES_PER_STEP = 2**24
+BELOW_ONE = ("optim.beta1", "optim.beta2")  # torch's AdamW raises at beta = 1 (no average at all)
 
 
 def validate(cfg: RunConfig) -> None:
@@ -209,9 +215,20 @@ def validate(cfg: RunConfig) -> None:
             raise UserError(f"{key} must be {'>=' if inclusive else '>'} {low}, got {v}")
         if key in AT_MOST_ONE and v > 1:
             raise UserError(f"{key} must be <= 1, got {v}")
+        if key in BELOW_ONE and v >= 1:
+            raise UserError(f"{key} must be < 1, got {v}")
     for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len"):
         v = getattr(cfg.model, name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise UserError(f"model.{name} must be an integer >= 1, got {v!r}")
+        least = 2 if name == "seq_len" else 1  # one position: nothing to attend to, a bigram table
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+            raise UserError(f"model.{name} must be an integer >= {least}, got {v!r}")
+    per_step = cfg.data.batch_size * cfg.train.grad_accum  # sequences one process runs per step
+    if per_step > MAX_SEQUENCES_PER_STEP:  # 2**62 micro-batches: a first step that never ends
+        raise UserError(f"data.batch_size x train.grad_accum = {cfg.data.batch_size} x "
+                        f"{cfg.train.grad_accum} sequences per step and process; at most "
+                        f"{MAX_SEQUENCES_PER_STEP:,} (Llama 3 405B's whole global batch was 16,384)")
+    if cfg.optim.lr * cfg.optim.weight_decay >= 1:  # AdamW scales each weight by 1 - lr x wd per step
+        raise UserError(f"optim.weight_decay x optim.lr must be < 1 (each step scales the weights by "
+                        f"1 - lr x wd), got {cfg.optim.weight_decay} x {cfg.optim.lr}")
     if cfg.train.stop_at > cfg.train.steps:
         raise UserError(f"train.stop_at={cfg.train.stop_at} is past train.steps={cfg.train.steps}")

@@ -25,7 +25,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-RECORD = ("metrics.jsonl", "tensorboard", "checkpoints")  # what a run writes that a fresh start moves
+# what a run writes that a fresh start moves; eval/ too: RUN/eval/step_N.json scored the old model,
+# and `pretrain eval RUN` of the new one at the same step merged its tasks with the old one's
+RECORD = ("metrics.jsonl", "tensorboard", "checkpoints", "eval")
 COURSE_EVENTS = ("spike", "rollback", "rollback_unavailable", "skip")  # kept in the record by a rollback
 
 

@@ -24,8 +24,10 @@ def load_run_model(run: str | Path, step: int | None = None):
     root = ck.as_root(cfg.checkpoint.storage or run / "checkpoints")
     if step is not None:
         path = ck.step_dir(root, step)
-        if not ck.is_complete(path):
-            raise UserError(f"{path}: not a complete checkpoint")
+        if not ck.is_complete(path):  # which steps there are: the user picks one, not a path
+            found = ck.latest_complete(root)
+            newest = f"the newest complete one is step {found[0]}" if found else "there is none"
+            raise UserError(f"--step {step}: {path} is not a complete checkpoint; {newest}")
         return _load(cfg, path, run), cfg, step
     for attempt in range(3):
         found = ck.latest_complete(root)

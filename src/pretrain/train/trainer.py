@@ -26,16 +26,17 @@ from pretrain.train import checkpoint as ck
 from pretrain.train.config import RunConfig, validate
 from pretrain.train.cpu import keep_freed_memory
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
+from pretrain.train.fits import preflight
 from pretrain.train.hf import apply_init_from
 from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
+from pretrain.train.optim import build_optimizer, lr_at
 from pretrain.train.parallel import (
     Layout,
     apply_ddp,
     average_over_cp,
     build_schedule,
-    dims_from_config,
     init_distributed,
     parallelize,
     rank_stages,
@@ -69,53 +70,6 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def build_optimizer(model: torch.nn.Module, ocfg) -> torch.optim.AdamW:
-    """AdamW (Loshchilov & Hutter 2019). Weight decay only on matrices of the blocks and the output head.
-
-    Norm gains and biases are not decayed (decaying a gain toward 0 fights the normalization), and
-    neither are embeddings: a row is only updated when its token appears, so decay would shrink rare
-    tokens every step they are absent (as in nanoGPT's and OLMo's default groups).
-    """
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        is_emb = "tok_emb" in name or "pos_emb" in name
-        (decay if p.ndim >= 2 and not is_emb else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": ocfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    params = decay + no_decay
-    impl = ocfg.implementation
-    if impl not in ("auto", "fused", "foreach"):
-        raise UserError(f"optim.implementation must be 'auto', 'fused' or 'foreach', got {impl!r}")
-    if impl == "auto":  # one kernel per step on a GPU; a CPU keeps torch's default (its update is <1%)
-        # fused/foreach kernels reject a list mixing DTensors and plain tensors (TP's replicated norms)
-        same_kind = len({hasattr(p, "device_mesh") for p in params}) <= 1
-        on_gpu = all(p.device.type == "cuda" for p in params)
-        impl = "fused" if on_gpu and same_kind else None
-    return torch.optim.AdamW(groups, lr=ocfg.lr, betas=(ocfg.beta1, ocfg.beta2), eps=ocfg.eps,
-                             fused=True if impl == "fused" else None,
-                             foreach=True if impl == "foreach" else None)
-
-
-def lr_at(step: int, total: int, peak: float, scfg) -> float:
-    """Learning rate for the step with 0-based index `step`."""
-    warm = scfg.warmup_steps
-    if step < warm:  # linear warmup from ~0 (lesson section 5c)
-        return peak * (step + 1) / warm
-    floor = peak * scfg.min_lr_ratio
-    if scfg.kind == "constant":
-        return peak
-    if scfg.kind == "cosine":  # half a cosine from the peak to the floor (Loshchilov & Hutter 2017)
-        progress = min(1.0, (step - warm) / max(1, total - warm))
-        return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
-    if scfg.kind == "wsd":  # warmup-stable-decay: flat, then a linear decay at the end (Hu et al. 2024)
-        start = total - int(scfg.decay_fraction * total)
-        if step < start:
-            return peak
-        return peak - (peak - floor) * min(1.0, (step - start + 1) / max(1, total - start))
-    raise UserError(f"schedule.kind must be cosine, wsd or constant; got {scfg.kind!r}")
-
-
 class Trainer:
     """One run: owns the model, optimizer, data, scaler, spike detector, checkpoints and metrics."""
 
@@ -134,15 +88,13 @@ class Trainer:
         if cfg.train.deterministic:
             torch.use_deterministic_algorithms(True)
         torch.manual_seed(cfg.train.seed)
-        self.dims = dims = dims_from_config(cfg.parallel)
         init_distributed(self.device, cfg.parallel.timeout_s)  # torchrun's environment, if any
         world = dist.get_world_size() if dist.is_initialized() else 1
-        dims.validate(world)  # before anything is built
         self.rank = dist.get_rank() if dist.is_initialized() else 0
-        self.shape = resolve_shape(cfg.model)
         if cfg.model.init_from and not self._resumes():  # before building: config.json may claim anything
-            HFCheckpoint(cfg.model.init_from).check_holds(self.shape)
-        dims.check_shape(self.shape, cfg.parallel)
+            HFCheckpoint(cfg.model.init_from).check_holds(resolve_shape(cfg.model))  # its own words first
+        dims, self.shape = preflight(cfg, world, self.device)  # layout, shape, memory: before building
+        self.dims = dims
         eval_callback.check_layout(cfg, dims)
         self._check_pp(cfg, dims, loader)
         self.layout = Layout(dims, self.device)
@@ -474,6 +426,9 @@ class Trainer:
         SIGINT/SIGTERM end the run after the current step with a checkpoint of it (Interrupted, exit
         status 130); the record (metrics.jsonl, TensorBoard) keeps one value per step across resumes.
         """
+        stop = self.cfg.train.stop_at or self.cfg.train.steps
+        if self.resumed and self.step > stop:  # not rewound: nothing to train, nothing to write
+            return []  # (config.toml said the shorter run, metrics a config_change, for a longer model)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not self.resumed:
             set_aside_history(self.run_dir, self.rank)
@@ -488,7 +443,6 @@ class Trainer:
                     self.metrics.event("config_change", self.step, changes=self.changes)
                     print(f"changed since step {self.step}: {describe(self.changes)}", file=sys.stderr,
                           flush=True)
-        stop = self.cfg.train.stop_at or self.cfg.train.steps
         records = []
         t_start = time.perf_counter()
         handlers = catch_signals(self._note_signal)

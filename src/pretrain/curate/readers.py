@@ -70,6 +70,11 @@ class ReaderConfig:
     # oversized), is skipped whole: a page holding a 1 GiB cell would be decoded whole to reach
     # its neighbours. 0 = no bound.
     max_row_group_bytes: int = 1024**3
+    # WARC in one gzip stream (not gzip per record): the records after one over max_record_bytes
+    # can only be reached by inflating it; past this many claimed bytes the rest of the file is
+    # skipped with one line instead (a 4 GiB record in 4 MB took 42 s). Gzip-per-record files
+    # resume at the next member without inflating the big one, whatever its size.
+    warc_max_skip_bytes: int = bounded(256 * 1024**2, lo=1)
     # WARC: keep only HTML responses (non-HTML payloads are skipped and counted).
     html_only: bool = True
     # WARC: re-read the framing between records to report records the parser skipped:

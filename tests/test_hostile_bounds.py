@@ -1,0 +1,85 @@
+"""Hostile sizes that were measured but unbounded (run-it-twice review, session 7): each bounded or
+refused in one line, measured here by what is kept, what is said and the memory it costs.
+
+Files are generated at a size that still shows the defect: a gzip member of N MiB of spaces is
+built from one compressed MiB repeated (a full flush makes the pieces identical), so a 1 GiB record
+costs a 1 MB file and no 1 GiB buffer.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+
+from hostile import read_in_child
+from test_warc_bad import page, record
+
+MiB = 1 << 20
+
+
+def _deflate_of_spaces(before: bytes, mib: int, after: bytes) -> bytes:
+    """A gzip member: `before`, `mib` MiB of spaces, `after` (CRC and size true)."""
+    block = b" " * MiB
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = c.compress(before) + c.flush(zlib.Z_FULL_FLUSH)
+    rep = c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
+    assert rep == c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)  # steady state: the same bytes
+    last = c.compress(after) + c.flush()
+    crc = zlib.crc32(before)
+    for _ in range(mib):
+        crc = zlib.crc32(block, crc)
+    size = len(before) + mib * MiB + len(after)
+    trailer = struct.pack("<II", zlib.crc32(after, crc), size & 0xFFFFFFFF)
+    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + first + rep * mib + last + trailer
+
+
+def _big_record_head(n: int, mib: int) -> bytes:
+    http = f"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {mib * MiB}\r\n\r\n".encode()
+    return (f"WARC/1.0\r\nWARC-Type: response\r\n"
+            f"WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-{n:012d}>\r\n"
+            f"WARC-Target-URI: http://example.org/{n}\r\nContent-Type: application/http; msgtype=response\r\n"
+            f"Content-Length: {len(http) + mib * MiB}\r\n\r\n").encode() + http
+
+
+def _ids(r: dict) -> list[int]:
+    return [int(i.strip("<>")[-12:]) for i in r["ids"]]
+
+
+def test_warc_member_of_one_huge_record_is_not_inflated_to_reach_the_next(tmp_path):
+    """A 1 GiB record alone in its gzip member (1 MB on disk) between two good ones: the parser
+    inflated all of it to find the next record (4 GiB: 42 s), and the overrun check once more before
+    it. Now at most max_record_bytes + 1 MiB of it is inflated and reading resumes at the next
+    member, found in the compressed bytes: milliseconds, so the bound below has a wide margin."""
+    good = [gzip.compress(record(i, page(str(i))), mtime=0) for i in (0, 2)]
+    p = tmp_path / "big.warc.gz"
+    p.write_bytes(good[0] + _deflate_of_spaces(_big_record_head(1, 1024), 1024, b"\r\n\r\n") + good[1])
+    assert p.stat().st_size < 1_200_000
+    for gaps in ("uncompressed", "all"):
+        r = read_in_child(p, timeout=120, mem_mb=1024, warc_check_gaps=gaps)
+        assert _ids(r) == [0, 2]
+        (err,) = r["errors"]  # one line for the record, no second one for the bytes passed over
+        assert err[1].endswith("bytes is larger than max_record_bytes=8388608")
+        assert r["seconds"] < 3  # inflating 1 GiB once takes 4 s here; what is left takes ~0.05 s
+        assert r["peak_mb"] < 120
+
+
+def _whole(mib: int) -> bytes:
+    """good 0, a record of `mib` MiB, good 2: one gzip stream for the whole file."""
+    return _deflate_of_spaces(record(0, page("0")) + _big_record_head(1, mib), mib,
+                              b"\r\n\r\n" + record(2, page("2")))
+
+
+def test_warc_in_one_gzip_stream_stops_at_a_record_over_warc_max_skip_bytes(tmp_path):
+    """In one gzip stream the records after a big one are reached only by inflating it: up to
+    warc_max_skip_bytes that is done (the record skipped, the next read); past it the rest of the
+    file is skipped in one line, after inflating at most max_record_bytes + 1 MiB of it."""
+    p = tmp_path / "whole.warc.gz"
+    p.write_bytes(_whole(64))
+    r = read_in_child(p, timeout=60, mem_mb=1024)  # 64 MiB < the default 256 MiB: read through
+    assert _ids(r) == [0, 2] and len(r["errors"]) == 1
+    r = read_in_child(p, timeout=60, mem_mb=1024, warc_max_skip_bytes=32 * MiB)
+    assert _ids(r) == [0]
+    (stop,) = [e for e in r["errors"] if "warc_max_skip_bytes" in e[1]]
+    assert stop[0] == "record <urn:uuid:00000000-0000-0000-0000-000000000001>"
+    assert "the records after it are not read" in stop[1] and "warc_max_skip_bytes=33554432" in stop[1]

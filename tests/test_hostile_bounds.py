@@ -83,3 +83,43 @@ def test_warc_in_one_gzip_stream_stops_at_a_record_over_warc_max_skip_bytes(tmp_
     (stop,) = [e for e in r["errors"] if "warc_max_skip_bytes" in e[1]]
     assert stop[0] == "record <urn:uuid:00000000-0000-0000-0000-000000000001>"
     assert "the records after it are not read" in stop[1] and "warc_max_skip_bytes=33554432" in stop[1]
+
+
+def _wide_parquet(path, n_cols: int, row_groups: int = 1) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = {"id": [f"r{i}" for i in range(row_groups)], "text": [f"text {i}" for i in range(row_groups)]}
+    cols.update({f"c{i}": pa.array([1] * row_groups, pa.int8()) for i in range(n_cols)})
+    pq.write_table(pa.table(cols), path, row_group_size=1)
+
+
+def test_parquet_footer_over_max_footer_bytes_is_refused_unread(tmp_path):
+    """pyarrow parses a footer whole (every column of every row group) at ~16x its size: 20,000
+    columns in a 3.7 MB footer took 60 MB before a row was read. Past max_footer_bytes, one line."""
+    import struct
+
+    p = tmp_path / "wide.parquet"
+    _wide_parquet(p, 2000)
+    raw = p.read_bytes()
+    footer = struct.unpack("<I", raw[-8:-4])[0]  # the format's own framing: length, "PAR1"
+    assert raw[-4:] == b"PAR1" and footer > 300_000
+    r = read_in_child(p, timeout=60, mem_mb=2048, max_footer_bytes=footer - 1)
+    assert r["ids"] == [] and len(r["errors"]) == 1
+    assert f"Parquet footer of {footer:,} bytes is over max_footer_bytes={footer - 1}" in r["errors"][0][1]
+    r = read_in_child(p, timeout=60, mem_mb=2048, max_footer_bytes=footer)
+    assert r["ids"] == ["r0"] and not r["errors"]
+
+
+def test_parquet_of_many_columns_and_row_groups_reads_only_its_own_columns(tmp_path):
+    """2,000 columns x 10 row groups: each row group's metadata is asked only for the columns read
+    (it built 2,000 column objects per row group, twice); the rows are those pyarrow reads."""
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "wide.parquet"
+    _wide_parquet(p, 2000, row_groups=10)
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    docs = list(read_documents(p, ReaderConfig()))
+    truth = pq.read_table(p, columns=["id", "text"]).to_pylist()
+    assert [(d.id, d.text) for d in docs] == [(t["id"], t["text"]) for t in truth]

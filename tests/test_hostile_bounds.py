@@ -123,3 +123,28 @@ def test_parquet_of_many_columns_and_row_groups_reads_only_its_own_columns(tmp_p
     docs = list(read_documents(p, ReaderConfig()))
     truth = pq.read_table(p, columns=["id", "text"]).to_pylist()
     assert [(d.id, d.text) for d in docs] == [(t["id"], t["text"]) for t in truth]
+
+
+def test_classifier_model_over_its_limit_or_not_a_file_is_refused_unread(tmp_path):
+    """A model was parsed whole up to 2 GiB (~40 GB of Python objects at ~16x). Now a documented
+    limit (classifier.max_model_bytes, 32 MiB) is checked before reading, and only a regular file
+    is read: a FIFO named as the model blocked `pretrain curate` forever."""
+    import os
+    from collections import Counter
+
+    import pytest
+
+    from pretrain.curate.classifier import MAX_MODEL_BYTES, NaiveBayes
+    from pretrain.errors import UserError
+
+    assert MAX_MODEL_BYTES == 32 << 20
+    p = tmp_path / "model.json"
+    NaiveBayes(Counter({"good": 3, "words": 2}), Counter({"bad": 4})).save(p)
+    size = p.stat().st_size
+    assert NaiveBayes.load(p, limit=size).votes.keys() == {"good", "words", "bad"}
+    with pytest.raises(UserError, match=f"{size:,} bytes is over the {size - 1:,} a classifier model"):
+        NaiveBayes.load(p, limit=size - 1)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError, match="not a regular file"):
+        NaiveBayes.load(fifo)  # returns at once: nothing opens the pipe

@@ -148,3 +148,40 @@ def test_classifier_model_over_its_limit_or_not_a_file_is_refused_unread(tmp_pat
     os.mkfifo(fifo)
     with pytest.raises(UserError, match="not a regular file"):
         NaiveBayes.load(fifo)  # returns at once: nothing opens the pipe
+
+
+def _jsonl_with_long_line(path, mib: int, end: bytes) -> None:
+    """good 0, a line of `mib` MiB of "a" inside a JSON string, then `end` (compressed, ~1000x)."""
+    good = b'{"id": "g0", "text": "good"}\n'
+    with gzip.open(path, "wb", compresslevel=9) if path.suffix == ".gz" else open(path, "wb") as f:
+        f.write(good + b'{"id": "big", "text": "')
+        for _ in range(mib):
+            f.write(b"a" * MiB)
+        f.write(end)
+
+
+def test_jsonl_line_of_100_mib_without_a_newline_is_skipped_in_pieces(tmp_path):
+    """Checked, already bounded: the line is read through max_record_bytes at a time and skipped."""
+    p = tmp_path / "long.jsonl.gz"
+    _jsonl_with_long_line(p, 100, b"")  # the file ends inside the line: no newline ever comes
+    r = read_in_child(p, timeout=60, mem_mb=1024, max_ratio=0)
+    assert r["ids"] == ["g0"]
+    assert r["errors"] == [["line 2", "record larger than max_record_bytes=8388608"]]
+    assert r["peak_mb"] - r["base_mb"] < 60  # a few 8 MiB pieces, never the line
+
+
+def test_jsonl_bomb_inside_a_long_line_names_that_line(tmp_path):
+    """A 1 GiB JSON string in a 1 MB .jsonl.zst: the ratio bound stops the file while the line is
+    skipped; the error named the line after it ("line 3")."""
+    import zstandard
+
+    c = zstandard.ZstdCompressor(level=3).compressobj()
+    parts = [c.compress(b'{"id": "g0", "text": "good"}\n{"id": "big", "text": "')]
+    parts += [c.compress(b"a" * MiB) for _ in range(1024)]
+    parts += [c.compress(b'"}\n{"id": "g2", "text": "good"}\n'), c.flush()]
+    p = tmp_path / "bomb.jsonl.zst"
+    p.write_bytes(b"".join(parts))
+    r = read_in_child(p, timeout=60, mem_mb=1024)
+    assert r["ids"] == ["g0"]
+    (err,) = r["errors"]
+    assert err[0] == "line 2" and "max_ratio=1000" in err[1]

@@ -329,7 +329,9 @@ def _read_jsonl(
                     break
                 lineno += 1
                 if len(line) > cfg.max_record_bytes and not line.endswith(b"\n"):
+                    lineno -= 1  # a bomb met while skipping it is this line's, not the next one's
                     _skip_to_newline(stream, cfg.max_record_bytes)
+                    lineno += 1
                     on_error(
                         str(path),
                         f"line {lineno}",

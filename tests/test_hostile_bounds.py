@@ -185,3 +185,40 @@ def test_jsonl_bomb_inside_a_long_line_names_that_line(tmp_path):
     assert r["ids"] == ["g0"]
     (err,) = r["errors"]
     assert err[0] == "line 2" and "max_ratio=1000" in err[1]
+
+
+def _pages(*pairs: tuple[int, str]) -> bytes:
+    return b"".join(gzip.compress(record(n, page(title, f"The page about {title} and nothing else.")),
+                                  mtime=0) for n, title in pairs)
+
+
+def test_a_repeated_warc_record_id_stays_once_in_the_output_for_any_workers(tmp_path):
+    """Two documents with one WARC-Record-ID (a record id repeated inside a file, and across files)
+    were both written under that id: a join by id (scores, rejects) then met two documents. Now
+    every copy after the first that stays is renamed ID#2, ID#3 in input order (none is dropped:
+    another text under a reused id is another document); an exact copy is still a duplicate_text.
+    Same bytes with 1 and 3 workers."""
+    from pretrain.cli import main
+    from pretrain.curate import io
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "a.warc.gz").write_bytes(_pages((1, "rivers"), (2, "mountains"), (1, "forests")))
+    (inp / "b.warc.gz").write_bytes(_pages((1, "deserts"), (3, "rivers")))  # 3 is 1's exact copy
+    outs = []
+    for workers in ("1", "3"):
+        out = tmp_path / f"out{workers}"
+        assert main(["dedup", str(inp), "-o", str(out), "--workers", workers, "--quiet"]) == 0
+        outs.append(out)
+    data = [[f.read_bytes() for f in sorted((o / "data").glob("*.jsonl.zst"))] for o in outs]
+    assert data[0] == data[1]
+    kept = [r for f in sorted((outs[0] / "data").glob("*.jsonl.zst")) for r in io.read_jsonl_zst(f)]
+    uid = "<urn:uuid:00000000-0000-0000-0000-{:012d}>".format
+    got = {r["id"]: next(t for t in ("rivers", "mountains", "forests", "deserts") if t in r["text"])
+           for r in kept}
+    assert len(got) == len(kept) == 4  # unique ids, every distinct text kept once
+    assert got == {uid(1): "rivers", uid(2): "mountains", uid(1) + "#2": "forests", uid(1) + "#3": "deserts"}
+    rejects = [r for f in sorted((outs[0] / "rejects").glob("*.jsonl.zst")) for r in io.read_jsonl_zst(f)]
+    assert [(r["id"], r["reason"], r["kept_id"]) for r in rejects] == [(uid(3), "duplicate_text", uid(1))]
+    stats = __import__("json").loads((outs[0] / "stats.json").read_text())
+    assert stats["dedup"]["renamed"] == 2 and stats["dedup"]["removed"] == 1

@@ -59,7 +59,7 @@ from pretrain.curate.exact import NO_KEY, text_key, url_key
 from pretrain.curate.minhash import MinHasher, ngram_hashes_many, word_bytes, word_hashes
 from pretrain.errors import DataError, UserError
 
-FORMAT = 1  # bump when the files change meaning
+FORMAT = 2  # bump when the files change meaning (2: the id column)
 MAX_HASHES = 10_000  # bands x rows: signing holds two (256, k) uint64 buffers, 41 MB at this bound
 _BATCH = 512  # documents per signature batch
 _ROW_BYTES = 48  # stage-2 bytes per key row: keys, refs, sort order, edges
@@ -110,7 +110,10 @@ def _sign_hash(cfg: DedupConfig) -> str:
 
 
 def _columns(cfg: DedupConfig) -> list[str]:
-    cols = ["exact"] if cfg.exact else []
+    """Key columns signed and grouped. "id" is always there: its groups are documents that share an
+    id, whatever their text; they are not duplicates (no edge joins them), but every surviving
+    copy after the first is renamed, so ids are unique in the output."""
+    cols = ["id", "exact"] if cfg.exact else ["id"]
     cols += ["url"] if cfg.url else []
     cols += [f"b{i:02d}" for i in range(cfg.bands)] if cfg.near else []
     return cols
@@ -194,6 +197,7 @@ class _Part:
         self.ids = bytearray()
         self.offsets = array("q", [0])
         self.prio, self.tkeys, self.ukeys, self.near_rows = array("q"), array("Q"), array("Q"), array("Q")
+        self.ikeys = array("Q")
         self.bands: list[np.ndarray] = []
         self.sigs: list[np.ndarray] = []
         self.batch: list[np.ndarray] = []
@@ -206,8 +210,10 @@ class _Part:
         if words is not None and len(words) >= self.cfg.ngram:  # at least one shingle
             self.batch.append(words)
             self.near_rows.append(self.n)
-        self.ids += doc_id.encode("utf-8", "surrogatepass")
+        raw_id = doc_id.encode("utf-8", "surrogatepass")
+        self.ids += raw_id
         self.offsets.append(len(self.ids))
+        self.ikeys.append(xxhash.xxh3_64_intdigest(raw_id))
         self.prio.append(prio)
         self.tkeys.append(tkey)
         self.ukeys.append(ukey)
@@ -240,7 +246,8 @@ class _Part:
         del buf
         all_rows = np.arange(self.n, dtype=np.uint64)
         has_url = ukeys != NO_KEY
-        columns = {"exact": (tkeys, all_rows), "url": (ukeys[has_url], all_rows[has_url])}
+        columns = {"exact": (tkeys, all_rows), "url": (ukeys[has_url], all_rows[has_url]),
+                   "id": (np.frombuffer(self.ikeys, np.uint64), all_rows)}
         for b in range(cfg.bands):
             columns[f"b{b:02d}"] = (bands[:, b], near_rows)
         for col in _columns(cfg):
@@ -473,9 +480,11 @@ def _clustered(labels: np.ndarray) -> np.ndarray:
 
 
 def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
-              labels: np.ndarray) -> Iterator[dict]:
-    """One record per removed document, ordered by input position."""
-    members = _clustered(labels)
+              labels: np.ndarray, same_id: np.ndarray) -> Iterator[dict]:
+    """One record per removed document, and one per renamed one (`"step": "rename"`, the new id
+    in "kept"), ordered by input position. `same_id`: star edges of the id column (the first
+    copy of an id in input order -> each later one)."""
+    members = np.union1d(_clustered(labels), same_id.ravel())
     if members.size == 0:
         return
     ids, prio, tkey, ukey = _member_columns(work_dir, pieces, offsets, members)
@@ -494,9 +503,14 @@ def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
     keeper: dict[int, int] = {}
     for j in order:
         keeper.setdefault(int(lab[j]), j)
+    removed = {j for j in range(len(members)) if keeper[int(lab[j])] != j}
+    new_id = _renames(members, same_id, removed, ids)
     for j in range(len(members)):
         k = keeper[int(lab[j])]
         if k == j:
+            if j in new_id:
+                yield {"id": ids[j], "step": "rename", "reason": "duplicate_id", "kept": new_id[j],
+                       "shard": int(shard_of[j]), "row": int(row_of[j])}
             continue
         if tkey[j] == tkey[k]:
             step, reason = "exact_dedup", "duplicate_text"
@@ -504,8 +518,24 @@ def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
             step, reason = "exact_dedup", "duplicate_url"
         else:
             step, reason = "near_dedup", "near_duplicate"
-        yield {"id": ids[j], "step": step, "reason": reason, "kept": ids[k], "shard": int(shard_of[j]),
-               "row": int(row_of[j])}
+        yield {"id": ids[j], "step": step, "reason": reason, "kept": new_id.get(k, ids[k]),
+               "shard": int(shard_of[j]), "row": int(row_of[j])}
+
+
+def _renames(members: np.ndarray, same_id: np.ndarray, removed: set[int], ids: list[str]) -> dict[int, str]:
+    """Position in `members` -> new id, for every copy of an id that stays after its first staying
+    copy (input order): `ID#2`, `ID#3`, ... Any number of workers gives the same names: they
+    follow the dense index (shard, then row), never the order units finished."""
+    pos = np.searchsorted(members, same_id)
+    copies: dict[int, list[int]] = {}
+    for first, other in zip(pos[0].tolist(), pos[1].tolist()):
+        copies.setdefault(first, [first]).append(other)
+    out: dict[int, str] = {}
+    for group in copies.values():
+        staying = sorted(j for j in group if j not in removed)  # members are sorted: input order
+        for n, j in enumerate(staying[1:], start=2):
+            out[j] = f"{ids[j]}#{n}"
+    return out
 
 
 def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
@@ -523,7 +553,7 @@ def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
     offsets = [0] + np.cumsum([n for info in shards for n in info["parts"]], dtype=np.int64).tolist()
     digest = xxhash.xxh3_64_hexdigest(json.dumps(
         {"cfg": asdict(cfg) | {"memory_mb": None, "parts": None, "chunk_docs": None},
-         "records": 2,  # 2: records carry the row in their shard (a list without it is redone)
+         "records": 3,  # 2: records carry the row in their shard; 3: renames of repeated ids
          "shards": [s["files"] for s in shards]},
         sort_keys=True).encode())
     out = work_dir / "removals.jsonl.zst"
@@ -536,12 +566,15 @@ def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
     units = [(str(work_dir), col, p, parts, pieces, offsets, digest, cfg)
              for col in _columns(cfg) for p in range(parts)]
     counts = list(map_fn(_edge_unit, units))
-    edge_files = [_edge_path(work_dir, u[1], u[2], parts) for u in units]
+    edge_files = [_edge_path(work_dir, u[1], u[2], parts) for u in units if u[1] != "id"]
     labels = components(edge_files, n, chunk=max(1024, budget // 64))
-    records = list(_removals(work_dir, pieces, offsets, labels))
+    same_id = [np.load(_edge_path(work_dir, "id", p, parts)) for p in range(parts)]
+    records = list(_removals(work_dir, pieces, offsets, labels, np.concatenate(same_id, axis=1)))
     files = {out.name: _write_checked_records(out, records)}
     io.write_json_atomic(io.done_marker(out), {
-        "digest": digest, "files": files, "documents": n, "removed": len(records),
+        "digest": digest, "files": files, "documents": n,
+        "removed": sum(r["step"] != "rename" for r in records),
+        "renamed": sum(r["step"] == "rename" for r in records),
         "edges": int(sum(counts)), "parts": parts, "seconds": round(time.time() - t0, 3)})
     return out
 
@@ -577,4 +610,5 @@ def load_shard_removals(path: Path) -> dict[int, tuple[str, str, str, str]]:
 def removal_summary(path: Path) -> dict[str, Any]:
     """The numbers `find_duplicates` recorded in the removal list's done marker."""
     info = json.loads(io.done_marker(Path(path)).read_text())
-    return {k: info[k] for k in ("documents", "removed", "edges", "parts", "seconds") if k in info}
+    return {k: info[k] for k in ("documents", "removed", "renamed", "edges", "parts", "seconds")
+            if k in info}

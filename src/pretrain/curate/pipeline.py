@@ -402,6 +402,9 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
             if rec["id"] != signed_id:  # the input re-read is not what stage A signed
                 raise UserError(f"{task.path}: document {row + 1} is {rec['id']!r}, signed as "
                                 f"{signed_id!r}: the input changed during the job; rerun into a new --output")
+            if step == "rename":  # a later copy of an id that stays: ids are unique in data/
+                data.write({**rec, "id": twin})
+                continue
             by_reason[f"{step}.{reason}"] += 1
             doc = Document(rec["id"], rec["text"], rec.get("url"), rec.get("source", ""),
                            rec.get("metadata", {}))

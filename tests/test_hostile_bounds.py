@@ -222,3 +222,31 @@ def test_a_repeated_warc_record_id_stays_once_in_the_output_for_any_workers(tmp_
     assert [(r["id"], r["reason"], r["kept_id"]) for r in rejects] == [(uid(3), "duplicate_text", uid(1))]
     stats = __import__("json").loads((outs[0] / "stats.json").read_text())
     assert stats["dedup"]["renamed"] == 2 and stats["dedup"]["removed"] == 1
+
+
+def test_dedup_of_one_text_repeated_holds_no_python_record_per_removal(tmp_path):
+    """200k copies of one text took `pretrain dedup` to 305 MB: at the default dedup.memory_mb the
+    peak is the candidate check's chunk of signatures (numpy, bounded by the budget); after it,
+    the removal list was a Python dict per removed document, sorted through a tuple per member,
+    then held whole (182 MB at 200k), and stage C loaded its shard's removals into a dict (+67 MB).
+    Now keepers take one entry per cluster and records stream. Traced, exact keys only (the
+    near-duplicate check's numpy chunk is the budget's)."""
+    import tracemalloc
+
+    from pretrain.curate.dedup import DedupConfig, find_duplicates, sign_shard
+    from pretrain.curate.document import Document
+
+    n = 20_000
+    cfg = DedupConfig(near=False)
+    sign_shard(((Document(id=f"d{i:05d}", text="one text, repeated"), 0) for i in range(n)), 0, tmp_path, cfg)
+    tracemalloc.start()
+    try:
+        path = find_duplicates(tmp_path, 1, cfg)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    from pretrain.curate import io
+
+    records = list(io.read_jsonl_zst(path))
+    assert len(records) == n - 1 and {r["kept"] for r in records} == {"d00000"}
+    assert peak < 400 * n, f"{peak / n:.0f} bytes per document"  # 548 before, 248 now

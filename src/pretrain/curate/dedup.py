@@ -47,7 +47,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import xxhash
@@ -58,6 +57,7 @@ from pretrain.curate.components import components
 from pretrain.curate.document import Document
 from pretrain.curate.exact import NO_KEY, text_key, url_key
 from pretrain.curate.minhash import MinHasher, ngram_hashes_many, word_bytes, word_hashes
+from pretrain.curate.removals import keepers, load_removals, removal_summary, renames  # noqa: F401
 from pretrain.errors import DataError, UserError
 
 FORMAT = 2  # bump when the files change meaning (2: the id column)
@@ -499,9 +499,9 @@ def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
     piece_of = np.searchsorted(np.asarray(offsets), members, side="right") - 1
     shard_of, row_of = shard_of_piece[piece_of], members - start_of_piece[piece_of]
     lab = labels[members].tolist()
-    keeper = _keepers(lab, prio.tolist(), ids)
+    keeper = keepers(lab, prio.tolist(), ids)
     kept_at = np.fromiter((keeper[x] for x in lab), np.int64, len(lab))
-    new_id = _renames(members, same_id, kept_at != np.arange(len(lab)), ids)
+    new_id = renames(members, same_id, kept_at != np.arange(len(lab)), ids)
     for j in range(len(members)):
         k = keeper[lab[j]]
         if k == j:
@@ -517,34 +517,6 @@ def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
             step, reason = "near_dedup", "near_duplicate"
         yield {"id": ids[j], "step": step, "reason": reason, "kept": new_id.get(k, ids[k]),
                "shard": int(shard_of[j]), "row": int(row_of[j])}
-
-
-def _keepers(lab: list[int], prio: list[int], ids: list[str]) -> dict[int, int]:
-    """Component label -> position of its keeper: lowest priority, then smallest id, then input
-    position (members are in input order). One pass, one entry per component: sorting a tuple per
-    member held ~150 bytes each (200k copies of one text: 80 MB)."""
-    keeper: dict[int, int] = {}
-    for j, label in enumerate(lab):
-        k = keeper.get(label)
-        if k is None or (prio[j], ids[j]) < (prio[k], ids[k]):
-            keeper[label] = j
-    return keeper
-
-
-def _renames(members: np.ndarray, same_id: np.ndarray, removed: np.ndarray, ids: list[str]) -> dict[int, str]:
-    """Position in `members` -> new id, for every copy of an id that stays after its first staying
-    copy (input order): `ID#2`, `ID#3`, ... Any number of workers gives the same names: they
-    follow the dense index (shard, then row), never the order units finished."""
-    pos = np.searchsorted(members, same_id)
-    copies: dict[int, list[int]] = {}
-    for first, other in zip(pos[0].tolist(), pos[1].tolist()):
-        copies.setdefault(first, [first]).append(other)
-    out: dict[int, str] = {}
-    for group in copies.values():
-        staying = sorted(j for j in group if not removed[j])  # members are sorted: input order
-        for n, j in enumerate(staying[1:], start=2):
-            out[j] = f"{ids[j]}#{n}"
-    return out
 
 
 def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
@@ -592,36 +564,3 @@ def _write_checked_records(path: Path, records: Iterable[dict]) -> dict:
     io.write_jsonl_zst(path, records)
     data = path.read_bytes()
     return {"size": len(data), "xxh3": xxhash.xxh3_64_hexdigest(data)}
-
-
-def load_removals(path: Path) -> dict[str, tuple[str, str, str]]:
-    """removed document id -> (step, reason, id of the kept twin)."""
-    path = Path(path)
-    out: dict[str, tuple[str, str, str]] = {}
-    for rec in io.read_jsonl_zst(path):
-        out[rec["id"]] = (rec["step"], rec["reason"], rec["kept"])
-    return out
-
-
-def shard_removals(path: Path) -> Iterator[tuple[int, tuple[str, str, str, str]]]:
-    """One shard's removals (`job.split_removals`), streamed in row order: (row of the document in
-    its shard's stage-A survivors, (step, reason, id of the kept twin, id of the removed
-    document)). Streamed, not a dict: 200k removals of one shard held 67 MB in stage C."""
-    last = -1
-    for rec in io.read_jsonl_zst(Path(path)):
-        if "row" not in rec:
-            # a UserError: this runs in stage C's workers, and a DataError does not unpickle
-            raise UserError(f"{path}: removal list of an older version: remove OUT/work/dedup/removals* "
-                            "and OUT/work/done/removals.done, then run again")
-        if int(rec["row"]) <= last:
-            raise UserError(f"{path}: removals out of row order at row {rec['row']}: remove "
-                            "OUT/work/dedup/removals* and OUT/work/done/removals.done, then run again")
-        last = int(rec["row"])
-        yield last, (rec["step"], rec["reason"], rec["kept"], rec["id"])
-
-
-def removal_summary(path: Path) -> dict[str, Any]:
-    """The numbers `find_duplicates` recorded in the removal list's done marker."""
-    info = json.loads(io.done_marker(Path(path)).read_text())
-    return {k: info[k] for k in ("documents", "removed", "renamed", "edges", "parts", "seconds")
-            if k in info}

@@ -30,7 +30,7 @@ from typing import Any
 from pretrain.curate import io
 from pretrain.curate.classifier import ClassifierConfig, ClassifierFilter, build_classifier_steps
 from pretrain.curate.decontam import DecontamConfig, build_decontam_step
-from pretrain.curate.dedup import DedupConfig, shard_ok, shard_removals, sign_shard
+from pretrain.curate.dedup import DedupConfig, shard_ok, sign_shard
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step
 from pretrain.curate.job import Layout
@@ -38,6 +38,7 @@ from pretrain.curate.language import REASON_SCORE as LANGUAGE_SCORE
 from pretrain.curate.language import LanguageConfig, LanguageFilter, build_language_step
 from pretrain.curate.pii import PIIConfig, build_pii_step
 from pretrain.curate.readers import ReaderConfig, read_documents
+from pretrain.curate.removals import shard_removals
 from pretrain.curate.rules import RulesConfig, build_rule_steps
 from pretrain.curate.step import Step, run_steps
 from pretrain.curate.urlfilter import URLFilterConfig, build_url_filter

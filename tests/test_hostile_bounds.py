@@ -250,3 +250,19 @@ def test_dedup_of_one_text_repeated_holds_no_python_record_per_removal(tmp_path)
     records = list(io.read_jsonl_zst(path))
     assert len(records) == n - 1 and {r["kept"] for r in records} == {"d00000"}
     assert peak < 400 * n, f"{peak / n:.0f} bytes per document"  # 548 before, 248 now
+
+
+def test_warc_check_all_reports_junk_past_the_bound_inside_a_small_records_member(tmp_path):
+    """With gaps="all", a small record whose member holds 20 MiB more (spaces) was reported as
+    skipped bytes; once members stop inflating at max_record_bytes + 1 MiB it still is, in one
+    line naming the bound, and the next member's record is read."""
+    rec = record(1, page("1"))
+    junk = _deflate_of_spaces(rec, 20, b"")
+    good = [gzip.compress(record(i, page(str(i))), mtime=0) for i in (0, 2)]
+    p = tmp_path / "junk.warc.gz"
+    p.write_bytes(good[0] + junk + good[1])
+    r = read_in_child(p, timeout=60, mem_mb=1024, warc_check_gaps="all", max_record_bytes=4 * MiB)
+    assert _ids(r) == [0, 1, 2]
+    (err,) = r["errors"]
+    assert err[0] == f"gzip member at offset {len(good[0])}"
+    assert err[1].startswith(f"more than {5 * MiB} bytes in the gzip member of a record of ")

@@ -339,6 +339,11 @@ class GapChecker:
             start, length = prev
         if end <= start:
             return
+        if self._junk_over_cap(start, length):
+            on_error(str(self.path), f"gzip member at offset {start}", f"more than {self.cap} bytes in the "
+                     f"gzip member of a record of {length} bytes: the rest is not a valid record; skipped")
+            stats["errors.skipped_bytes"] += 1
+            return
         at, junk = self._junk(start, end, length)
         if junk:
             first_line = junk.split(b"\n", 1)[0][:80].decode("utf-8", "replace").strip()
@@ -350,6 +355,13 @@ class GapChecker:
                 f"(no WARC version line, or a wrong Content-Length); first line: {first_line!r}",
             )
             stats["errors.skipped_bytes"] += 1
+
+    def _junk_over_cap(self, start: int, length: int | None) -> bool:
+        """A record small enough to read whose gzip member inflates past `cap`: junk after it (a
+        record too large was reported as such; its member is not inflated further)."""
+        if self.mode != "members" or self.cap is None or length is None or length > self.cap - (1 << 20):
+            return False
+        return _member(self.path, start, self.cap) is TOO_BIG
 
     def _region(self, start: int, end: int, limit: int) -> bytes:
         with open(self.path, "rb") as f:

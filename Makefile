@@ -34,7 +34,7 @@ install: $(STAMP)
 # (datatrove needs spaCy and its own fastText build) never change ours. Tests skip without it.
 $(PEERS): $(STAMP)
 	test -d $(PEERS_VENV) || $(PYTHON) -m venv $(PEERS_VENV)
-	$(PEERS_VENV)/bin/pip install -q 'datatrove[processing]' spacy nltk lxml_html_clean warcio fire faust-cchardet python-magic orjson zstandard \
+	$(PEERS_VENV)/bin/pip install -q 'datatrove[processing]' spacy nltk lxml_html_clean warcio fire faust-cchardet python-magic orjson zstandard pyarrow \
 	  && $(PEERS_VENV)/bin/pip install -q --no-deps llm-analysis==0.2.2 \
 	  && touch $@ || echo "peers: datatrove could not be installed; parity tests will skip"
 

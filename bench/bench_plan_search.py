@@ -81,7 +81,8 @@ def peer_rows(runs, folder: Path) -> list[dict]:
                  "ffn_embed_dim": s.d_ff, "model_type": "llama" if s.mlp == "swiglu" else "gpt"}
         f = folder / f"row{i}.json"
         f.write_text(json.dumps(model))
-        gpu = "h100-sxm-80gb" if "h100" in r.job.gpu.name else "a100-sxm-80gb"
+        gpu = ("h100-sxm-80gb" if "h100" in r.job.gpu.name else
+               "a100-sxm-40gb" if "40gb" in r.job.gpu.name else "a100-sxm-80gb")
         rows.append({"model_file": str(f), "gpu": gpu,
                      "gpus": r.job.n_gpus, "tp": lay.tp, "pp": lay.pp, "zero": lay.zero, "mbs": lay.mbs,
                      "recompute": {"none": 0, "selective": 1, "full": 2}[lay.recompute], "seq": s.seq_len,
@@ -90,34 +91,52 @@ def peer_rows(runs, folder: Path) -> list[dict]:
     return rows
 
 
+def _predict(r):
+    """Our estimate of a run, timed also when the memory model says it does not fit (9 held-out
+    llm-foundry runs ran that it rejects; docs/planner.md)."""
+    from pretrain.plan.search import Estimate, evaluate, time_layout
+
+    est = evaluate(r.job, r.layout)
+    if not est.fits:
+        est = Estimate(r.layout, None, est.m, est.memory)
+        time_layout(r.job, r.layout, est)
+    return est
+
+
+def _peer_latencies(peer: str | None, runs) -> tuple[list, float | None]:
+    if not peer:
+        return [None] * len(runs), None
+    with tempfile.TemporaryDirectory() as d:
+        rows = peer_rows(runs, Path(d))
+        (Path(d) / "rows.json").write_text(json.dumps(rows))
+        out = subprocess.run([peer, "-c", PEER_SCRIPT, str(Path(d) / "rows.json")],
+                             capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        print(f"peer llm-analysis failed: {out.stderr.strip().splitlines()[-1:]}")
+        return [None] * len(runs), None
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    return res["latency"], res["seconds"] / len(runs)
+
+
+def _peer_error(r, lat) -> float | None:
+    return r.measured_step_s / lat - 1 if isinstance(lat, int | float) and lat > 0 else None
+
+
 def side_by_side(peer: str | None) -> None:
     from pretrain.plan.published import runs as published
-    from pretrain.plan.search import evaluate
 
     runs = published()
     t = time.perf_counter()
-    ours = [evaluate(r.job, r.layout) for r in runs]
+    ours = [_predict(r) for r in runs]
     ours_s = (time.perf_counter() - t) / len(runs)
-    peer_lat: list = [None] * len(runs)
-    peer_s = None
-    if peer:
-        with tempfile.TemporaryDirectory() as d:
-            rows = peer_rows(runs, Path(d))
-            (Path(d) / "rows.json").write_text(json.dumps(rows))
-            out = subprocess.run([peer, "-c", PEER_SCRIPT, str(Path(d) / "rows.json")],
-                                 capture_output=True, text=True, timeout=600)
-        if out.returncode == 0:
-            res = json.loads(out.stdout.strip().splitlines()[-1])
-            peer_lat, peer_s = res["latency"], res["seconds"] / len(runs)
-        else:
-            print(f"peer llm-analysis failed: {out.stderr.strip().splitlines()[-1:]}")
+    peer_lat, peer_s = _peer_latencies(peer, runs)
     print(f"\n{'published run':58s} {'measured':>9s} {'ours':>8s} {'llm-analysis':>13s}")
     errs_ours, errs_peer = [], []
     for r, est, lat in zip(runs, ours, peer_lat):
         e_ours = r.measured_step_s / est.step_s - 1
         errs_ours.append(abs(e_ours))
-        if isinstance(lat, int | float) and lat > 0:
-            e_peer = r.measured_step_s / lat - 1
+        e_peer = _peer_error(r, lat)
+        if e_peer is not None:
             errs_peer.append(abs(e_peer))
             peer_txt = f"{e_peer:+12.1%}" + (" (no cp)" if r.layout.cp > 1 else "")
         else:
@@ -129,6 +148,33 @@ def side_by_side(peer: str | None) -> None:
     if peer_s:
         print(f"per-layout evaluation: ours {ours_s * 1e6:.0f} us, llm-analysis {peer_s * 1e6:.0f} us "
               f"({peer_s / ours_s:.0f}x)")
+
+
+def held_out_side_by_side(peer: str | None) -> None:
+    """The held-out runs (pretrain.plan.heldout) by group: median and worst |error|, ours and the
+    peer's (fed the same shapes and layouts; it has no FlashAttention-1 setting)."""
+    from pretrain.plan.heldout import held_out
+
+    runs = held_out()
+    peer_lat, _ = _peer_latencies(peer, runs)
+    groups: dict[str, tuple[list, list]] = {}
+    for r, lat in zip(runs, peer_lat):
+        key = " ".join(r.source.split()[:2]) if r.source.startswith("llm-foundry") else \
+            "MT-NLG 530B" if r.source.startswith("MT-NLG") else \
+            "torchtitan + torch.compile" if "compile" in r.source else "torchtitan Llama 2"
+        if r.source.startswith("llm-foundry") and r.job.shape.seq_len >= 16_384:
+            key += " seq>=16k"
+        for k in (key, "all held-out"):
+            ours, theirs = groups.setdefault(k, ([], []))
+            ours.append(abs(r.measured_step_s / _predict(r).step_s - 1))
+            if (e := _peer_error(r, lat)) is not None:
+                theirs.append(abs(e))
+    print(f"\n{'held-out runs (session 7)':34s} {'rows':>4s} {'ours median (worst)':>20s} "
+          f"{'llm-analysis median (worst)':>28s}")
+    for k, (ours, theirs) in groups.items():
+        peer_txt = (f"{statistics.median(theirs):10.1%} ({max(theirs):.0%}) over {len(theirs)}"
+                    if theirs else "n/a")
+        print(f"{k:34s} {len(ours):4d} {statistics.median(ours):12.1%} ({max(ours):4.0%}) {peer_txt:>28s}")
 
 
 def main() -> int:
@@ -145,6 +191,7 @@ def main() -> int:
     if peer is None:
         print("peer llm-analysis: not installed (set PLAN_PEER_PYTHON or add llm-analysis to .venv-peers)")
     side_by_side(peer)
+    held_out_side_by_side(peer)
     return 0
 
 

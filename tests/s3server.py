@@ -188,7 +188,9 @@ class Requests(logging.Handler):
         return [f"{m} {path.split('/', 2)[2]}" for m, path, _ in self.seen if path.count("/") >= 2]
 
     def emit(self, record: logging.LogRecord) -> None:
-        m = re.search(r'"(GET|PUT|HEAD|DELETE|POST) (/[^ ?]*)\??([^ ]*) HTTP', record.getMessage())
+        # werkzeug colours some lines (a 206 answer to a ranged GET): ANSI codes before the method
+        m = re.search(r'"(?:\x1b\[[0-9;]*m)*(GET|PUT|HEAD|DELETE|POST) (/[^ ?]*)\??([^ ]*) HTTP',
+                      record.getMessage())
         if m:
             self.seen.append(m.groups())
 

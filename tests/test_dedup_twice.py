@@ -6,7 +6,10 @@ The truth each test checks against is a plain Python set of normalized texts (ex
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import pytest
 
 from pretrain.cli import main
 from pretrain.curate import io
@@ -87,7 +90,9 @@ def test_exact_dedup_on_real_multilingual_text_equals_a_python_set(tmp_path):
     assert {r["step"] for r in rejects} == {"exact_dedup"}
 
 
-def test_an_input_changed_between_signing_and_writing_is_a_clear_error(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("keep_mtime", [False, True])
+def test_an_input_changed_between_signing_and_writing_is_a_clear_error(tmp_path, monkeypatch, capsys,
+                                                                       keep_mtime):
     # a dedup job reads a local input twice (signing, then writing); rows are matched by
     # position, so a file rewritten in between must stop the job, not remove the wrong documents
     from pretrain.curate import job
@@ -101,12 +106,19 @@ def test_an_input_changed_between_signing_and_writing_is_a_clear_error(tmp_path,
 
     def split_then_rewrite(*args, **kwargs):
         split(*args, **kwargs)
+        before = src.stat()
         src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs[1:] + docs[:1]))
+        if keep_mtime:  # same size, and its mtime put back (`rsync -t`, `cp -p`): only the ids tell
+            os.utime(src, ns=(before.st_atime_ns, before.st_mtime_ns))
 
     monkeypatch.setattr(job, "split_removals", split_then_rewrite)
     assert main(["dedup", str(src.parent), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "x.jsonl: document 2 is 'c', signed as 'b'" in err and "the input changed during the job" in err
+    if keep_mtime:
+        assert "x.jsonl: document 2 is 'c', signed as 'b'" in err
+        assert "the input changed during the job" in err
+    else:  # the file's mtime (plan.json's versions) stops it before stage C reads a row
+        assert "x.jsonl: changed since this job listed it (mtime_ns" in err, err
 
 
 def test_a_lone_surrogate_escape_is_a_bad_record_not_a_crash(tmp_path):

@@ -266,3 +266,21 @@ def test_warc_check_all_reports_junk_past_the_bound_inside_a_small_records_membe
     (err,) = r["errors"]
     assert err[0] == f"gzip member at offset {len(good[0])}"
     assert err[1].startswith(f"more than {5 * MiB} bytes in the gzip member of a record of ")
+
+
+def test_parquet_text_column_is_found_by_path_not_by_a_nested_leaf_of_the_same_name(tmp_path):
+    """Leaf columns are looked up by path (`metadata.text`), never by leaf name (`text`): a
+    struct with a field named like the text column must not stand in for it, on the page reader
+    (a page over max_record_bytes) or through pyarrow."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    p = tmp_path / "nested.parquet"
+    pq.write_table(pa.table({"id": ["a", "b"], "text": ["the real text", "the second text"],
+                             "metadata": [{"text": "z" * 5000}, {"text": "nested two"}]}), p)
+    for limit, want in ((1000, [("b", "the second text")]),  # row 0's metadata is over the limit
+                        (8 * MiB, [("a", "the real text"), ("b", "the second text")])):
+        docs = list(read_documents(p, ReaderConfig(max_record_bytes=limit)))
+        assert [(d.id, d.text) for d in docs] == want  # by leaf name: ("b", "nested two")

@@ -167,6 +167,25 @@ def test_software_flags_reproduce_torchtitans_8b_on_64_a100():
     assert bad.returncode != 0 and "--selective" in bad.stderr
 
 
+def test_attention_flash1_doubles_the_attention_part_and_says_so():
+    # --attention flash1 (FlashAttention-1 or its Triton port, llm-foundry's 2023 benchmarks): the
+    # attention core at half FlashAttention-2's speed; nothing else of the step changes
+    base = ("--model", "llama-3-8b", "--gpus", "8", "--gpu", "a100-80gb", "--seq-len", "8192",
+            "--layout", "tp=1,pp=1,zero=3,mbs=1,recompute=none", "--json")
+    plans = {}
+    for kernel in ("flash2", "flash1"):
+        r = _run(*base, "--attention", kernel)
+        assert r.returncode == 0, r.stderr
+        plans[kernel] = json.loads(r.stdout)
+        assert plans[kernel]["software"]["attention_kernel"] == kernel
+    fa2, fa1 = (plans[k]["layout"]["times_s"] for k in ("flash2", "flash1"))
+    assert fa1["attention"] == pytest.approx(2 * fa2["attention"])
+    assert {k: v for k, v in fa1.items() if k != "attention"} == pytest.approx(
+        {k: v for k, v in fa2.items() if k != "attention"})
+    table = _run(*base[:-1], "--attention", "flash1")
+    assert "FlashAttention-1" in table.stdout
+
+
 def test_the_plan_says_which_activations_it_counted_and_what_our_trainer_needs():
     # The default profile is fused kernels (Megatron-Core/TE); `pretrain train` saves ~1.9x those
     # activations on a Llama block. A newcomer planning our trainer must see that, with the number.
@@ -243,3 +262,16 @@ def test_planned_with_our_activations_a_layout_the_trainer_refuses_is_said_too(t
     assert _run(*base, "--emit-recipe", str(tmp_path / "r.toml")).returncode == 0
     written = (tmp_path / "r.toml").read_text().splitlines()[0].split(": ")[1].split(" on ")[0]
     assert "cannot run" in line and "no ZeRO-1" in line and f"--emit-recipe writes {written} " in line, line
+
+
+def test_no_dropout_drops_the_two_masks_per_token_and_layer():
+    # a GPT block trained at dropout 0 saves no masks (tests/test_plan_activations_peers.py measures
+    # it on an MPT block): exactly 2 bytes x h per token and layer fewer, nothing else changes
+    base = ("--model", "gpt2-350m", "--gpus", "8", "--gpu", "a100-80gb", "--batch-tokens", "64K",
+            "--layout", "tp=1,pp=1,zero=3,mbs=8,recompute=none", "--json")
+    plans = [json.loads(_run(*base, *extra).stdout) for extra in ((), ("--no-dropout",))]
+    assert [p["software"]["dropout_masks"] for p in plans] == [True, False]
+    with_masks, without = (p["layout"]["memory_gb"]["activations"] * 1e9 for p in plans)
+    assert with_masks - without == pytest.approx(24 * 8 * 1024 * 2 * 1024, rel=1e-9)  # L·tokens·2h
+    assert plans[0]["layout"]["times_s"] == plans[1]["layout"]["times_s"]
+    assert "no dropout masks counted" in _run(*base[:-1], "--no-dropout").stdout

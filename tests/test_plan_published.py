@@ -141,3 +141,93 @@ def test_hfu_counts_the_matmuls_the_op_policy_reruns():
 
     per_token = compute.flops_per_token(shape)
     assert est.hfu / est.mfu == pytest.approx(1 + extra / per_token)
+
+
+# --- held-out runs (session 7): published runs added after the time model was built ---------------
+# pretrain.plan.heldout: llm-foundry's MPT throughput tables (209 bf16 rows), MT-NLG 530B (3 rows),
+# torchtitan's Llama 2 table (4 rows) and its torch.compile rows (2). Measured on 2026-12-02 with
+# nothing of the model changed but the attention kernel each run used: held-out median |error|
+# 15.5%, all 244 rows 13.6% (the 26 rows above: 6.4%). The bounds below are
+# those figures, rounded up; rows off by more than 25% carry the reason they are (docs/planner.md).
+
+from pretrain.plan.heldout import FLASH1_TABLES, foundry_rows, held_out, mpt_shape  # noqa: E402
+
+HELD_OUT = held_out()
+
+# llm-foundry rows slower than their own table's neighbours (same model and table, one knob away),
+# so no smooth model predicts both: MFU printed beside the neighbour's.
+OUTLIERS = {
+    "llm-foundry a100-80 MPT-30b seq 8192 on 8, mbs 1, AC": "MFU 39.4 vs 51.4 at seq 4096",
+    "llm-foundry a100-80 MPT-760m seq 1024 on 8, mbs 48": "MFU 47.8 vs 56.9 at seq 2048",
+    "llm-foundry a100-80 MPT-760m seq 512 on 8, mbs 96": "MFU 45.1 vs 56.9 at seq 2048",
+    "llm-foundry a100-40 MPT-70b seq 2048 on 64, mbs 2, AC": "MFU 35.9 vs 48.9 on 128 GPUs",
+    "llm-foundry a100-40 MPT-1b seq 2048 on 32, mbs 10": "MFU 45.4 vs 55.4 on 64 GPUs",
+    "llm-foundry a100-40 MPT-13b seq 2048 on 8, mbs 4, AC": "MFU 43.9 vs 52.5 on 16 GPUs",
+    "llm-foundry a100-40 MPT-13b seq 1024 on 8, mbs 8, AC": "MFU 44.1 vs 52.5 on 16 GPUs at 2048",
+    "llm-foundry a100-40 MPT-13b seq 512 on 8, mbs 16, AC": "MFU 44.3 vs 52.5 on 16 GPUs at 2048",
+    "llm-foundry a100-40 MPT-125m seq 2048 on 128, mbs 26": "MFU 38.9 vs 42.8 on 8 GPUs",
+    "llm-foundry a100-40 MPT-125m seq 2048 on 64, mbs 26": "MFU 39.3 vs 42.8 on 8 GPUs",
+    "llm-foundry a100-40 MPT-125m seq 2048 on 32, mbs 26": "MFU 39.9 vs 42.8 on 8 GPUs",
+}
+
+
+def expected_error(run) -> str | None:
+    """Why a held-out row is known to miss by more than 25%, or None (it must not)."""
+    if run.source.startswith("MT-NLG"):
+        return ("MT-NLG: predicted ~40% fast where the same model on Megatron-LM (Table 1, 2,520 GPUs) "
+                "is within 10%; the cause (DeepSpeed's pipeline engine?) is not found")
+    if "torch.compile" in run.source:
+        return ("torchtitan with torch.compile: measured 16% faster than without, the fused-kernel "
+                "profile predicts ~50% (the eager profile's element-wise bytes, or what compile leaves "
+                "unfused); not resolved")
+    if " h100" in run.source and run.job.shape.seq_len < 16_384:
+        return ("H100 at sequences <= 8k: predicted 23-54% fast with either attention kernel (the "
+                "long-sequence H100 rows are within 5%); the cause is not found")
+    return OUTLIERS.get(run.source)
+
+
+def _held_out_error(run) -> float:
+    return run.measured_step_s / _step_s(run.job, run.layout) - 1
+
+
+def test_mpt_shapes_count_the_parameters_the_benchmark_printed():
+    # the independent check that the shapes are MPT's: NumParams as printed, for every row
+    for t, model, seq, *_, params in foundry_rows():
+        assert mpt_shape(model, seq).params() == params, (t, model, seq)
+
+
+@pytest.mark.parametrize("run", HELD_OUT, ids=[r.source for r in HELD_OUT])
+def test_held_out_run_within_25_percent_or_its_known_reason(run):
+    error = _held_out_error(run)
+    if expected_error(run) is None:
+        assert abs(error) <= 0.25, (run.source, error)
+    else:  # still off the way the docs say: optimistic, by less than 60%
+        assert 0.0 < error < 0.60, (run.source, error, expected_error(run))
+
+
+def test_held_out_medians():
+    held = [abs(_held_out_error(r)) for r in HELD_OUT]
+    everything = held + [abs(_error(r)) for r in RUNS]
+    assert statistics.median(held) <= 0.16, statistics.median(held)
+    assert statistics.median(everything) <= 0.14, statistics.median(everything)
+    # the 10% median claim holds for the rows the model was built beside, not for all of them
+    assert statistics.median(everything) > 0.10
+    explained = [abs(_held_out_error(r)) for r in HELD_OUT if expected_error(r) is None]
+    assert statistics.median(explained) <= 0.11, statistics.median(explained)  # measured 10.65%
+
+
+def test_flash_attention_1_is_the_cause_of_the_long_sequence_misses():
+    # llm-foundry's 2023 tables ran the Triton FlashAttention-1 kernel (attn_impl "triton"): at
+    # FlashAttention-2's speed every such row is predicted too fast, worst at long sequences where
+    # attention dominates; at half that speed (Dao 2023) every row comes closer
+    from dataclasses import replace
+
+    rows = [r for r in HELD_OUT if r.source.split()[1] in FLASH1_TABLES]
+    assert rows and all(r.job.attention == "flash1" for r in rows)
+    fa2 = {r.source: r.measured_step_s / _step_s(replace(r.job, attention="flash2"), r.layout) - 1
+           for r in rows}
+    fa1 = {r.source: _held_out_error(r) for r in rows}
+    assert all(abs(fa1[k]) <= abs(fa2[k]) for k in fa1)
+    long = [r.source for r in rows if r.job.shape.seq_len >= 16_384]
+    assert min(fa2[k] for k in long) > 0.2  # +23% to +88% before (median +63%)
+    assert max(abs(fa1[k]) for k in long) < 0.12  # within 11% after

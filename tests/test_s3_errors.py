@@ -90,7 +90,13 @@ def test_a_benchmark_url_is_refused_naming_it_not_cut_at_its_colon(tmp_path, cap
     assert spec.split(":question")[0] in err and "local" in err, err  # was "benchmark not found: s3"
 
 
-def test_report_of_a_bucket_output_says_it_reads_local_folders(tmp_path, capsys):
-    rc = main(["report", "s3://corpora/web-en", "-o", str(tmp_path / "r.html")])
+def test_report_of_a_bucket_nobody_answers_for_is_one_line_naming_it(bucket, tmp_path, monkeypatch, capsys):
+    """The report reads a bucket (tests/test_report_s3.py); an endpoint down is the store's line
+    naming the URL (it said "not found" before the report read buckets at all)."""
+    url = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+    rc = main(["report", f"s3://{bucket}/corpus", "-o", str(tmp_path / "r.html")])
     err = _one_line(capsys, rc)
-    assert "s3://corpora/web-en" in err and "local" in err and "not found" not in err, err
+    assert f"cannot read s3://{bucket}/corpus" in err and url in err and "not found" not in err, err
+    assert not (tmp_path / "r.html").exists()

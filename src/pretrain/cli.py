@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows up here for output still in the buffer
         return code
     except KeyboardInterrupt:  # workers ignore SIGINT (pretrain.lifeline): this is the only line
-        print(f"pretrain {args.command}: interrupted{RESUME_HINT if args.command in RESUMABLE else ''}",
-              file=sys.stderr)
+        resumable = args.command in RESUMABLE or str(getattr(args, "action", "")).startswith("import-")
+        print(f"pretrain {args.command}: interrupted{RESUME_HINT if resumable else ''}", file=sys.stderr)
         return 130
     except (UserError, DataError) as e:  # under torchrun every rank raises it: said once (onerank)
         _say(printable(str(e)), args.command)  # names a file: theirs

@@ -13,6 +13,8 @@ import base64
 import html
 import io
 import json
+import re
+import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -176,11 +178,12 @@ def snippet(text: str | None, n: int = 160) -> str:
 # ----------------------------------------------------------------------------- the page
 
 
-def section_for(path: Path, index: int) -> Section:
+def section_for(path: Path, index: int, remote: str | None = None) -> Section:
     """The section for one argument, recognised by what it holds; a file of it that does not parse
-    is a ValueError naming the argument (the command turns it into one line)."""
+    is a ValueError naming the argument (the command turns it into one line). `remote`: the URL
+    `path` was staged from (report_remote), where a corpus job's rejects and data are streamed."""
     try:
-        return _section_for(path, index)
+        return _section_for(path, index, remote)
     except json.JSONDecodeError as e:
         where = "" if path.suffix == ".json" else " (a JSON file in it)"
         raise ValueError(f"{path}{where}: not valid JSON: {e}") from e
@@ -188,13 +191,13 @@ def section_for(path: Path, index: int) -> Section:
         raise ValueError(f"{path}: not valid JSON: nested too deep") from e
 
 
-def _section_for(path: Path, index: int) -> Section:
+def _section_for(path: Path, index: int, remote: str | None = None) -> Section:
     from pretrain import report_corpus as rc
     from pretrain import report_run as rr
 
     sid = f"s{index}"
     if path.is_dir() and (path / "stats.json").exists():
-        return rc.curate_section(path, sid)
+        return rc.curate_section(path, sid, remote)
     if path.is_dir() and (path / "metrics.jsonl").exists():
         return rr.run_section(path, sid)
     if path.is_dir() and (path / "manifest.json").exists():
@@ -239,12 +242,15 @@ def summary(sections: list[Section]) -> str:
     return f"<section id='summary'><h2>Summary</h2>{body}</section>"
 
 
-def _section(path: Path, index: int) -> Section:
+def _section(path: Path | str, index: int, remote: str | None = None) -> Section:
     """`section_for`, with any shape the section did not expect (a list where stats.json holds an
     object, a string where a count belongs: folders travel between people) as one ValueError
-    naming the argument, never a traceback."""
+    naming the argument, never a traceback. A URL is staged first (report_remote)."""
+    if cio.is_url(path):
+        return _remote_section(str(path), index)
+    path = Path(path)
     try:
-        return section_for(path, index)
+        return section_for(path, index, remote)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError, ArithmeticError) as e:
         if isinstance(e, ValueError) and str(e).startswith(str(path)):  # names the file already
             raise
@@ -254,8 +260,30 @@ def _section(path: Path, index: int) -> Section:
         raise ValueError(f"{path}: not a well-formed pretrain output (nested too deeply)") from None
 
 
-def build_report(paths: list[Path], title: str = "pretrain report") -> str:
-    sections = [_section(Path(p), i) for i, p in enumerate(paths)]
+def _remote_section(url: str, index: int) -> Section:
+    """The section of a URL: its small files staged in a temporary folder, drawn as a local one,
+    every mention of that folder (source, messages) replaced by the URL."""
+    from pretrain import report_remote
+    from pretrain.errors import UserError
+
+    with tempfile.TemporaryDirectory(prefix="pretrain-report-") as tmp:
+        staged = re.compile(re.escape(tmp) + r"/[^/\s:]+")  # the staged copy, in any message
+
+        def named(text: str) -> str:
+            return staged.sub(lambda _: url.rstrip("/"), text)
+
+        try:
+            local = report_remote.stage(url, Path(tmp))
+            s = _section(local, index, None if local.is_file() else url)
+        except (ValueError, UserError) as e:
+            raise ValueError(named(str(e))) from None
+        s.body = staged.sub(lambda _: esc(url.rstrip("/")), s.body)
+    s.source, s.problems = url, [named(p) for p in s.problems]
+    return s
+
+
+def build_report(paths: list[Path | str], title: str = "pretrain report") -> str:
+    sections = [_section(p, i) for i, p in enumerate(paths)]
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     page = summary(sections) + "".join(s.html() for s in sections)
     return (
@@ -266,6 +294,6 @@ def build_report(paths: list[Path], title: str = "pretrain report") -> str:
     )
 
 
-def write_report(paths: list[Path], out: Path, title: str = "pretrain report") -> Path:
+def write_report(paths: list[Path | str], out: Path, title: str = "pretrain report") -> Path:
     cio.write_bytes_atomic(out, build_report(paths, title).encode("utf-8"))
     return out

@@ -34,7 +34,8 @@ def _seconds_label(stats: dict) -> str:
     return f"seconds ({n} attempts)" if n > 1 else "seconds"
 
 
-def curate_section(out: Path, sid: str) -> Section:
+def curate_section(out: Path, sid: str, remote: str | None = None) -> Section:
+    """`remote`: the URL `out` was staged from; rejects/ and data/ are streamed from there."""
     from pretrain.curate.report import funnel_rows
 
     stats = untrusted.load_json_object(out / "stats.json", within=out)
@@ -56,9 +57,9 @@ def curate_section(out: Path, sid: str) -> Section:
     if leaks.exists():
         report = untrusted.load_json_object(leaks, 1 << 30, within=out)  # every leak: can be big
         parts.append("<h3>Contamination</h3>" + _contamination(report))
-    examples, clusters = scan_rejects(out, stats)
+    examples, clusters = scan_rejects(out, stats, remote)
     parts.append("<h3>Examples of rejects</h3>" + _reject_examples(examples))
-    parts.append("<h3>Duplicate clusters</h3>" + _clusters(clusters, out))
+    parts.append("<h3>Duplicate clusters</h3>" + _clusters(clusters, out, remote))
     problems = []
     if errors["count"]:
         problems.append(f"{errors['count']:,} bad records skipped ({_top(errors['by_reason'])})")
@@ -132,13 +133,14 @@ def _contamination(rep: dict) -> str:
     return head + table(heads, rows, {1, 2, 3})
 
 
-def scan_rejects(out: Path, stats: dict) -> tuple[list[dict], dict[str, list[dict]]]:
+def scan_rejects(out: Path, stats: dict,
+                 remote: str | None = None) -> tuple[list[dict], dict[str, list[dict]]]:
     """First reject of each (step, reason), in belt order; duplicate rejects grouped by kept twin."""
     order = {n: i for i, n in enumerate(stats.get("step_order", list(stats.get("steps", {}))))}
     firsts: dict[tuple[str, str], dict] = {}
     clusters: dict[str, list[dict]] = {}
     held = scanned = 0
-    for path in sorted((out / "rejects").glob("*.jsonl.zst")):
+    for path in _shard_files(out, "rejects", remote):
         for r in _records(path, out):
             scanned += 1
             key = (str(r.get("step") or "?"), str(r.get("reason") or "?"))
@@ -158,10 +160,24 @@ def scan_rejects(out: Path, stats: dict) -> tuple[list[dict], dict[str, list[dic
     return examples, clusters
 
 
-def _records(path: Path, out: Path):
+def _shard_files(out: Path, sub: str, remote: str | None) -> list[Path | str]:
+    """The `*.jsonl.zst` of OUT/sub, sorted: local files, or the URLs under `remote`/sub (one
+    listing; nothing is downloaded: `_records` streams them)."""
+    if remote is None:
+        return sorted((out / sub).glob("*.jsonl.zst"))
+    fs, root = cio.url_fs(f"{remote.rstrip('/')}/{sub}")
+    try:
+        names = fs.ls(root, detail=False)
+    except FileNotFoundError:
+        return []
+    return sorted(fs.unstrip_protocol(n) for n in names if n.endswith(".jsonl.zst"))
+
+
+def _records(path: Path | str, out: Path):
     """The records of one rejects/data file of a corpus folder someone may have handed us: bounded
     per line and per file, bad lines skipped (the page shows examples, not every record)."""
-    untrusted.check_file(path, within=out)
+    if not cio.is_url(path):
+        untrusted.check_file(path, within=out)
     return cio.read_jsonl_zst(path, max_line=MAX_LINE, max_bytes=MAX_READ)
 
 
@@ -186,12 +202,12 @@ def _reject_examples(examples: list[dict]) -> str:
                     wrap={4}))
 
 
-def _clusters(clusters: dict[str, list[dict]], out: Path, shown: int = 8) -> str:
+def _clusters(clusters: dict[str, list[dict]], out: Path, remote: str | None = None, shown: int = 8) -> str:
     if not clusters:
         return note("no duplicates found")
     sizes = sorted((len(v) + 1 for v in clusters.values()), reverse=True)
     top = sorted(clusters.items(), key=lambda kv: -len(kv[1]))[:shown]
-    kept_text = _kept_texts(out, {k for k, _ in top})
+    kept_text = _kept_texts(out, {k for k, _ in top}, remote)
     rows = [[kid, len(m) + 1, snippet(kept_text.get(kid), 100),
              "; ".join(f"{x['step']}: {x.get('url') or x['id']}" for x in m[:4])] for kid, m in top]
     heads = ["kept id", "size", "kept text", "removed"]
@@ -199,11 +215,11 @@ def _clusters(clusters: dict[str, list[dict]], out: Path, shown: int = 8) -> str
             f"largest {sizes[0]}</p>" + table(heads, rows, {1}, wrap={0, 3}))
 
 
-def _kept_texts(out: Path, ids: set[str]) -> dict[str, str]:
+def _kept_texts(out: Path, ids: set[str], remote: str | None = None) -> dict[str, str]:
     """Excerpts of the kept twins, looked up in data/ (at most MAX_SCANNED documents read)."""
     found: dict[str, str] = {}
     scanned = 0
-    for p in sorted((out / "data").glob("*.jsonl.zst")):
+    for p in _shard_files(out, "data", remote):
         for r in _records(p, out):
             scanned += 1
             if r.get("id") in ids:

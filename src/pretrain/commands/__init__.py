@@ -19,3 +19,14 @@ def add_runner_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="do not echo the changed settings")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
+
+
+TEXT_FIELD_HELP = ("the JSON/Parquet field holding the text (default text; The Stack and starcoder data: "
+                   "content, RedPajama-V2: raw_content); the same as --set reader.text_field=NAME")
+
+
+def text_field_override(args: argparse.Namespace) -> list[str]:
+    """`--text-field NAME` as the config override it stands for (before the user's own --set)."""
+    import json
+
+    return [f"reader.text_field={json.dumps(args.text_field)}"] if args.text_field else []

@@ -17,8 +17,8 @@ spots included (dialects, forums, whole topics).
   train   count words in --good and --bad files -> a JSON model (counts; never pickle)
   score   score documents with a model -> JSONL lines {id, quality_score, quality_score_per_word}
 
-Inputs: plain text (.txt), JSONL (.jsonl, .jsonl.gz, .jsonl.zst; --text-field), Parquet. Bad
-records are skipped and counted.
+Inputs: plain text (.txt), JSON Lines or a JSON array (.jsonl, .json; .gz, .zst, .bz2, .xz;
+--text-field), Parquet, Arrow (datasets' save_to_disk). Bad records are skipped and counted.
 
 Examples:
   pretrain classifier train --good wiki.jsonl.zst --bad crawl.jsonl.zst -o quality.json

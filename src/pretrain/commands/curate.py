@@ -8,8 +8,10 @@ HELP = "the curation belt: inputs -> clean corpus, rejects with reasons, stats"
 DESCRIPTION = """\
 Run the curation belt over INPUT files or folders and write a clean corpus.
 
-Inputs: WARC/WET/ARC (.warc, .warc.gz, .wet.gz, .arc.gz), HTML files, JSONL (.jsonl, .jsonl.gz,
-.jsonl.zst), Parquet, plain text. Folders are searched recursively; each file is one shard.
+Inputs: WARC/WET/ARC (.warc, .warc.gz, .wet.gz, .arc.gz), HTML files, JSON Lines or a JSON array
+(.jsonl, .json, .ndjson; plain, .gz, .zst, .bz2, .xz), Parquet, Arrow (datasets' save_to_disk),
+plain text. Folders are searched recursively (hidden and _-prefixed files and folders, such as
+Spark's _SUCCESS, are left out); each file is one shard. docs/readers.md lists what reads how.
 
 The belt, in FineWeb's order (each step can be turned off or re-tuned with --set):
   url_filter -> extract (HTML -> main text; extract.backend = resiliparse, blocks or trafilatura)
@@ -36,7 +38,7 @@ refused. Exit status 1 when no document could be read (the first bad records are
 
 Examples:
   pretrain curate crawl/*.warc.gz -o corpus/
-  pretrain curate docs.jsonl.zst -o corpus/ --set reader.text_field=content \\
+  pretrain curate docs.jsonl.zst -o corpus/ --text-field content \\
       --set language.languages='["en","fr"]'
   pretrain curate data/ -o corpus/ --config belt.toml --workers 8
   pretrain curate data/ -o corpus/ --executor ray --address auto
@@ -44,6 +46,8 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from pretrain.commands import TEXT_FIELD_HELP
+
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="files, folders, globs or URLs (s3://bucket/prefix, ...)")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
@@ -62,6 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a config key, e.g. --set rules.profile=fineweb-2024 (repeatable)",
     )
+    p.add_argument("--text-field", default=None, metavar="NAME", help=TEXT_FIELD_HELP)
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     p.add_argument(
         "--executor",
@@ -85,9 +90,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pretrain.commands import text_field_override
     from pretrain.curate.dedup_job import job_config
 
-    cfg = job_config("curate", args.config, args.overrides)
+    cfg = job_config("curate", args.config, text_field_override(args) + args.overrides)
     return run_belt("curate", args, cfg)
 
 

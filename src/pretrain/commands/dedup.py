@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from pretrain.commands import add_runner_arguments
+from pretrain.commands import TEXT_FIELD_HELP, add_runner_arguments, text_field_override
 
 HELP = "remove exact and near duplicates (MinHash + LSH) from a corpus, with bounded memory"
 DESCRIPTION = """\
-Remove duplicate documents from CORPUS (JSONL, .jsonl.gz, .jsonl.zst, Parquet, text; folders are
-searched recursively; each file is one shard) and write the rest to OUT.
+Remove duplicate documents from CORPUS (JSON Lines or a JSON array, plain, .gz, .zst, .bz2 or .xz;
+Parquet; Arrow from datasets' save_to_disk; text; folders are searched recursively, hidden and
+_-prefixed names left out; each file is one shard; --text-field content for The Stack's layout)
+and write the rest to OUT.
 
 Exact duplicates: equal text after lowercasing and collapsing whitespace (and, with
 --set dedup.url=true, equal URLs). Near duplicates: MinHash over word 5-grams of the normalized
@@ -54,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="belt config file (sections: reader, dedup; keys: keep, steps)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set dedup.bands=20 (repeatable)")
+    p.add_argument("--text-field", default=None, metavar="NAME", help=TEXT_FIELD_HELP)
     p.add_argument("--explain", action="store_true",
                    help="print the S-curve 1-(1-s^r)^b of the chosen bands and rows, and exit")
     add_runner_arguments(p)
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.curate.dedup_job import job_config
     from pretrain.errors import UserError
 
-    cfg = job_config("dedup", args.config, args.overrides)
+    cfg = job_config("dedup", args.config, text_field_override(args) + args.overrides)
     if args.explain:
         print(explain(cfg.dedup.bands, cfg.dedup.rows))
         return 0

@@ -31,14 +31,18 @@ What it computes (formulas and sources in docs/planner.md):
                    traffic, recompute, collectives as latency + bytes/(bandwidth x efficiency)
                    inside and across nodes, what overlaps with what, pipeline bubble and p2p,
                    optimizer. Every constant is in the GPU table with its source; held against
-                   published runs (Megatron-LM, Korthikanti, Llama 3, torchtitan): median ~6%.
+                   published runs: median 6% on the 26 it was built beside (Megatron-LM,
+                   Korthikanti, Llama 3, torchtitan), 15% on 218 held out (llm-foundry, MT-NLG,
+                   more torchtitan).
   software         what the training code runs, which moves the step time as much as the chip:
                    --kernels eager (PyTorch without fusion or torch.compile: norms, rotary, SwiGLU
                    as separate memory-bound passes, 4-5x the bytes of fused kernels), --selective op
                    (torchtitan's selective checkpointing: every second matmul and all element-wise
                    ops re-run; default: attention only, as Megatron), --reduce-dtype fp32 (FSDP2 as
-                   torchtitan configures it). A torchtitan run without compile: --activations
-                   pretrain --kernels eager --selective op --reduce-dtype fp32.
+                   torchtitan configures it), --attention flash1 (FlashAttention-1 or its Triton
+                   port: half FlashAttention-2's speed). A torchtitan run without compile:
+                   --activations torchtitan --kernels eager --selective op --reduce-dtype fp32
+                   (torchtitan saves bf16 activations, no autocast: 24h + 8f per token and layer).
   failures         cluster MTBF = per-GPU MTBF / GPUs; checkpoint every sqrt(2*C*M) (Young), or
                    Daly's refinement; waste = C/T + T/(2M); goodput = 1 - waste.
   search           every TP x CP x PP x DP x ZeRO x micro-batch x recompute x SP (x interleave):
@@ -84,18 +88,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accounting", default="16B", choices=["16B", "18B", "20B", "megatron-distopt"],
                    help="bytes of training state per parameter (default 16B)")
     p.add_argument("--no-flash", action="store_true", help="attention stores s x s scores")
+    p.add_argument("--no-dropout", action="store_true",
+                   help="GPT blocks trained with dropout 0 (MPT, most LLM pretraining) save no dropout "
+                   "masks: 2 bytes per token per layer fewer than Korthikanti's 34h")
     p.add_argument("--efficiency", type=float, default=None,
                    help="share of peak large GEMMs sustain (default: the GPU table's, e.g. 0.80 on H100)")
-    p.add_argument("--activations", default="fused", choices=["fused", "pretrain"],
-                   help="saved-tensor accounting: fused kernels (Megatron/TE, default) or this project's "
+    p.add_argument("--activations", default="fused", choices=["fused", "pretrain", "torchtitan"],
+                   help="saved-tensor accounting: fused kernels (Megatron/TE, default), this project's "
                    "trainer as written (fp32 residual, unfused norms and SwiGLU; ~1.9x the activations "
-                   "on a Llama block): pick pretrain to plan a `pretrain train` run")
+                   "on a Llama block): pick pretrain to plan a `pretrain train` run; or torchtitan "
+                   "(eager, bf16 weights, no autocast)")
     p.add_argument("--kernels", default=None, choices=["fused", "eager"],
                    help="element-wise kernels: fused (Megatron-Core/TE, torch.compile) or eager PyTorch, "
                    "one pass per op (default: eager with --activations pretrain, else fused)")
     p.add_argument("--selective", default="attention", choices=["attention", "op"],
                    help="what recompute=selective re-runs: the attention core (Megatron, default) or "
                    "torchtitan's per-op policy (every second matmul and the element-wise ops)")
+    p.add_argument("--attention", default="flash2", choices=["flash2", "flash1"],
+                   help="fused attention kernel: FlashAttention-2 (default, the GPU table's speed) or "
+                   "FlashAttention-1 / its Triton port, half as fast (Dao 2023): MPT/llm-foundry in 2023")
     p.add_argument("--reduce-dtype", default=None, choices=["bf16", "fp32"],
                    help="dtype gradients are reduced in (default: fp32 with --accounting 18B or "
                    "megatron-distopt, else bf16; torchtitan's FSDP2 reduces in fp32)")
@@ -171,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
                         f"({whole:,} tokens, --batch-tokens {args.batch_tokens}): not a training run")
     job = Job(shape, gpu, args.gpus, batch, args.accounting, not args.no_flash, args.efficiency,
               args.activations, kernels=args.kernels or "", selective=args.selective,
-              reduce_dtype=args.reduce_dtype or "")
+              reduce_dtype=args.reduce_dtype or "", attention=args.attention, dropout=not args.no_dropout)
     budget = report.Budget(tokens, args.mtbf_gpu_hours, args.checkpoint_seconds, args.restart_seconds)
     layout = report.parse_layout(args.layout, args.gpus) if args.layout else None
     if layout is not None:

@@ -13,10 +13,13 @@ Build one HTML page (no network needed to view it; plots embedded) from any of:
   a plan JSON                   `pretrain plan ... --json > plan.json`
   a training run directory      loss / learning-rate / grad-norm curves, spike and rollback events,
                                 throughput and MFU, samples
+Each may be a URL (s3://bucket/corpus, gs://..., any fsspec URL): only the small files the page
+needs are read (stats, metrics.jsonl, manifests; rejects streamed up to what the page shows).
 
 Example:
   pretrain report demo-out/corpus demo-out/tokens/web demo-out/mixture.json demo-out/plan.json \\
       demo-out/run -o report.html
+  pretrain report s3://corpora/web-en s3://runs/tiny -o report.html
 """
 
 
@@ -34,16 +37,13 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.report import build_report
 
     for p in args.paths:
-        if is_url(p):  # a job's OUT in a bucket exists, but the report reads folders on this disk
-            raise UserError(f"{p}: report reads local folders; copy the job's output here first "
-                            "(its data/ is not needed: stats.json, plan.json, config.toml, rejects/)")
-        if not Path(p).exists():
+        if not is_url(p) and not Path(p).exists():  # a URL is looked up when its section is built
             raise UserError(f"not found: {p}")
     out = Path(args.output)
     if out.is_dir():
         raise UserError(f"{out} is a folder: give the HTML file to write, e.g. -o {out / 'report.html'}")
     try:
-        page = build_report([Path(p) for p in args.paths], args.title)
+        page = build_report([p if is_url(p) else Path(p) for p in args.paths], args.title)
     except ValueError as e:
         raise UserError(str(e)) from e
     try:

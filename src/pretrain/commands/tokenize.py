@@ -41,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="local staging for URL inputs or output (default ~/.cache/pretrain/work/<hash>)")
     p.add_argument("--source", default=None, help="source name in the manifest (default: directory name)")
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--text-field", default="text", metavar="NAME",
+                   help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     inputs, out, work = _stage(args)
     source = args.source or (args.output.rstrip("/").rsplit("/", 1)[-1] if out != args.output else None)
     try:
-        man = tokenize_corpus(inputs, args.tokenizer, out, source, args.workers, report)
+        man = tokenize_corpus(inputs, args.tokenizer, out, source, args.workers, report, args.text_field)
     except DataError as e:
         raise UserError(str(e)) from e
     if out != args.output:

@@ -35,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="extra special token (repeatable); <|endoftext|> is always added")
     t.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
     t.add_argument("--max-mb", type=float, default=None, help="train on at most this many MB of text")
+    t.add_argument("--text-field", default="text", metavar="NAME",
+                   help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     def texts():
         for f in files:
-            for text in iter_texts(f, errors):
+            for text in iter_texts(f, errors, args.text_field):
                 if limit is not None and seen["bytes"] >= limit:
                     return
                 seen["bytes"] += len(text.encode("utf-8"))

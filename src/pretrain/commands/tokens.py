@@ -4,18 +4,36 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "inspect token shards (manifest, counts, a decoded sample) or export them to Megatron-LM"
+HELP = ("inspect token shards (manifest, counts, a decoded sample), export them to Megatron-LM, "
+        "or import Megatron-LM / datatrove token files")
 DESCRIPTION = """\
 inspect: open a token directory written by `pretrain tokenize`, check every shard against the manifest
 (file sizes, document offsets), and print the counts and the first tokens of a document decoded
 back to text with the tokenizer the directory was made with (its saved copy, or --tokenizer,
 which must match the manifest's fingerprint). export-megatron: write it as Megatron-LM's
-indexed dataset, byte-identical to datatrove's.
+indexed dataset, byte-identical to datatrove's. import-megatron / import-datatrove: turn token
+files another tool wrote into a token directory `pretrain train` reads (no re-tokenizing).
 
 Example:
   pretrain tokens inspect tokens/web
   pretrain tokens inspect tokens/web --doc 10 --tokens 200
   pretrain tokens export-megatron tokens/web -o megatron/web_text_document   (PREFIX.bin + .idx)
+  pretrain tokens import-megatron megatron/web_text_document -o tokens/web --tokenizer tokenizer.json
+  pretrain tokens import-datatrove dt_out/ -o tokens/fw --tokenizer hf_model_dir/
+"""
+
+IMPORT_HELP = """\
+Import token files another tool wrote, without re-tokenizing: each input becomes one shard of a
+token directory (`pretrain train` data.kind="tokens", `pretrain mix`, `pretrain tokens inspect`).
+
+Every header field, count, pointer and document boundary is checked against the file sizes before
+a token is copied; a bad or truncated file is refused in one line naming the file and the field.
+Each token id must be an id of --tokenizer's vocabulary (the tokenizer that made the files: a
+tokenizer.json, or a Hugging Face model folder holding one). Documents keep their boundaries: when
+every document already ends with the end-of-text id (Megatron's --append-eod, datatrove's
+eos_token) the tokens are copied unchanged, else that id is appended to each document (the
+manifest's "imported.eot" says which). Rerunning the same command resumes (finished shards are
+kept); other inputs or another tokenizer into the same directory are refused.
 """
 
 
@@ -37,9 +55,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="writes PREFIX.bin and PREFIX.idx (Megatron's --data-path PREFIX)")
 
 
+    m = sub.add_parser("import-megatron", help="Megatron-LM PREFIX.bin + PREFIX.idx -> a token directory",
+                       description=IMPORT_HELP + "\nExample (from Megatron's tools/preprocess_data.py):\n"
+                       "  pretrain tokens import-megatron data/web_text_document -o tokens/web "
+                       "--tokenizer tokenizer.json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    m.add_argument("prefixes", nargs="+", metavar="PREFIX", help="Megatron --data-path prefix (PREFIX.bin, "
+                   "PREFIX.idx); several make several shards, in the order given")
+    d = sub.add_parser("import-datatrove", help="datatrove NAME.ds + NAME.ds.index -> a token directory",
+                       description=IMPORT_HELP + "\nExample (files from datatrove's DocumentTokenizer):\n"
+                       "  pretrain tokens import-datatrove dt_tokens/ -o tokens/fw "
+                       "--tokenizer tokenizer.json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("paths", nargs="+", metavar="DS", help="NAME.ds files, or folders of them (sorted)")
+    d.add_argument("--token-size", type=int, choices=(2, 4), default=None,
+                   help="bytes per token (default: from NAME.ds.metadata, as datatrove writes it)")
+    for q in (m, d):
+        q.add_argument("-o", "--output", required=True, metavar="TOKENS", help="token directory to write")
+        q.add_argument("--tokenizer", required=True, metavar="TOKENIZER",
+                       help="tokenizer.json (or a folder holding one) that made these tokens")
+        q.add_argument("--source", default=None, help="source name in the manifest (default: TOKENS's name)")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.action == "export-megatron":
         return _export(args)
+    if args.action in ("import-megatron", "import-datatrove"):
+        return _import(args)
     return _inspect(args)
 
 
@@ -54,6 +96,38 @@ def _export(args: argparse.Namespace) -> int:
     except OSError as e:  # an output folder that cannot be made or written
         raise UserError(f"cannot write {e.filename or args.output}: {e.strerror or e}") from e
     print(f"wrote {b} and {i}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pretrain.errors import DataError, UserError
+    from pretrain.tokens.imports import import_tokens
+
+    if args.action == "import-megatron":
+        kind, inputs = "megatron", [p[:-4] if p.endswith((".bin", ".idx")) else p for p in args.prefixes]
+    else:
+        kind, inputs = "datatrove", []
+        for p in map(Path, args.paths):
+            inputs += sorted(str(f) for f in p.glob("*.ds")) if p.is_dir() else [str(p)]
+        if not inputs:
+            raise UserError(f"no .ds files in {', '.join(args.paths)}")
+    try:
+        man = import_tokens(kind, inputs, args.tokenizer, args.output, args.source,
+                            getattr(args, "token_size", None))
+    except DataError as e:
+        raise UserError(str(e)) from e
+    except OSError as e:
+        raise UserError(f"cannot read or write {e.filename or args.output}: {e.strerror or e}") from e
+    eot = man["imported"]["eot"]
+    print(f"wrote {args.output}: {man['tokens']:,} tokens, {man['documents']:,} documents, "
+          f"{len(man['shards'])} shards; end-of-text id {man['eot_id']} "
+          f"{'already ended every document' if eot == 'present' else 'appended to documents'}")
+    masked = sum(sh.get("loss_masked", 0) for sh in man["shards"])
+    if masked:
+        print(f"note: {masked:,} tokens that datatrove's .ds.loss masks from the loss are trained on "
+              "(pretraining has no loss mask)")
     return 0
 
 

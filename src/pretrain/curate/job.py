@@ -3,7 +3,9 @@
 Every corpus command (curate, dedup, decontaminate) runs through `run_job`:
 - **Identity.** OUT/plan.json holds the inputs (path and size), the resolved config and a hash of
   both. A rerun with the same identity resumes (finished units are skipped); any other inputs or
-  config into the same OUT is refused with one line, before anything is written.
+  config into the same OUT is refused with one line, before anything is written. Beside the
+  hash, not in it: each input's version (ETag, mtime), checked by a rerun and by each shard's
+  read (versions.py).
 - **Layout.** OUT/data/ and OUT/rejects/ hold only `*.jsonl.zst` (what `datasets` and datatrove
   read as a folder); done markers, temporary files and intermediate shards live under OUT/work/.
 - **Time.** Each attempt records its wall time in OUT/work/attempts.json as units finish, so the
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING
 import xxhash
 
 from pretrain import config as cfgmod
-from pretrain.curate import io
+from pretrain.curate import io, versions
 from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, url_job_data_only
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.errors import UserError, storage_error
@@ -109,12 +111,13 @@ class Layout:
 # ----------------------------------------------------------------------------- identity
 
 
-def list_any_inputs(inputs: list[str], own_out: str | None = None,
-                    sizes: dict[str, int] | None = None) -> list[tuple[str, str]]:
+def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[str, int] | None = None,
+                    stamps: dict[str, dict] | None = None) -> list[tuple[str, str]]:
     """(file, source name) for local paths, folders and globs and for URLs (a prefix is a folder),
-    sorted; the source name is the file's path relative to the input it came from. `sizes`, when
-    given, receives each URL's size from the listing (no request per object)."""
-    from pretrain.curate.readers import is_supported
+    sorted; the source name is the file's path relative to the input it came from. `sizes` and
+    `stamps`, when given, receive each URL's size and version (versions.of_listing) from the
+    listing (no request per object)."""
+    from pretrain.curate.readers import is_supported, walked
 
     found: dict[str, str] = {}
     local = [p for p in inputs if not io.is_url(p)]
@@ -123,20 +126,22 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None,
             found[str(f)] = source_name(f, _root_of(f, local))
     for url in (p for p in inputs if io.is_url(p)):
         try:
-            listed = _list_url(url, is_supported)
+            listed = _list_url(url, is_supported, walked)
         except Exception as e:  # the store refused: say which input, not only what the client said
             line = storage_error(e)
             if line is None:
                 raise
             raise UserError(f"cannot list {url}: {line}") from e
         climbing = []
-        for f, (src, size) in listed.items():
+        for f, (src, size, stamp) in listed.items():
             if _climbs(src):
                 climbing.append(f)
                 continue
             found[f] = src
             if sizes is not None:
                 sizes[f] = size
+            if stamps is not None and stamp is not None:
+                stamps[f] = stamp
         if climbing:
             import sys
 
@@ -145,8 +150,8 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None,
     return sorted(found.items())
 
 
-def _list_url(url: str, is_supported) -> dict[str, tuple[str, int]]:
-    """{file URL: (source name, size)} under one input URL: a glob is matched, else one listing
+def _list_url(url: str, is_supported, walked=None) -> dict[str, tuple[str, int, dict | None]]:
+    """{file URL: (source name, size, version)} under one input URL: a glob is matched, else one listing
     of the prefix (`find` gives the object itself when the URL names one). One listing, not
     isdir() then find(): each lists the prefix, a page per 1,000 keys; sizes come with it."""
     fs, path = io.url_fs(url)
@@ -160,10 +165,11 @@ def _list_url(url: str, is_supported) -> dict[str, tuple[str, int]]:
         if list(every) == [path.rstrip("/")] and every[path.rstrip("/")].get("type") == "file":
             hits, root = [path.rstrip("/")], path.rstrip("/").rsplit("/", 1)[0]
         else:
-            hits = url_job_data_only(fs, [h for h in every if is_supported(Path(h))], list(every))
             root = path.rstrip("/")
+            walked = walked or (lambda rel: is_supported(Path(rel)))
+            hits = url_job_data_only(fs, [h for h in every if walked(h[len(root):].lstrip("/"))], list(every))
     return {fs.unstrip_protocol(h): (h[len(root):].lstrip("/") if h.startswith(root + "/") else h,
-                                     int(every[h]["size"])) for h in hits}
+                                     int(every[h]["size"]), versions.of_listing(every[h])) for h in hits}
 
 
 def _climbs(name: str) -> bool:
@@ -174,27 +180,32 @@ def _climbs(name: str) -> bool:
     return not name or name.startswith("/") or "\0" in name or any(p in ("..", ".") for p in parts)
 
 
-def _size(path: str) -> int:
+def _size(path: str, stamps: dict[str, dict]) -> int:
     if io.is_url(path):
         fs, p = io.url_fs(path)
         return int(fs.size(p))
-    return Path(path).stat().st_size
+    st = Path(path).stat()
+    stamps[str(Path(path).resolve())] = versions.of_local(st)
+    return st.st_size
 
 
-def identity(job: str, files: list[str], cfg: CurateConfig, sizes: dict[str, int] | None = None) -> dict:
+def identity(job: str, files: list[str], cfg: CurateConfig, sizes: dict[str, int] | None = None,
+             stamps: dict[str, dict] | None = None) -> dict:
     """What the job is: its inputs (resolved path or URL, and size: from `sizes` when the listing
     gave it), its resolved config, the files that config names (with a hash of their bytes), and
-    a hash of all of it."""
-    sizes = sizes or {}
-    inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()), "size": sizes.get(f) or _size(f)}
-              for f in files]
+    a hash of all of it. Beside the hash, not in it: `versions`, each input's stamp (an URL's from
+    `stamps`, a local file's mtime; see versions.py)."""
+    sizes, found = sizes or {}, dict(stamps or {})
+    inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()),
+               "size": sizes.get(f) if io.is_url(f) and sizes.get(f) else _size(f, found)} for f in files]
     resolved = json.loads(json.dumps(cfgmod.to_dict(cfg), default=str))  # as plan.json will read back
     what = {"inputs": inputs, "config": resolved}
     refs = referenced_files(cfg)
     if refs:  # only then: the identity of a job that names no file stays what it was
         what["references"] = refs
     blob = json.dumps(what, sort_keys=True, default=str).encode()
-    return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), **what}
+    stamped = {i["path"]: found[i["path"]] for i in inputs if i["path"] in found}
+    return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), **what, "versions": stamped}
 
 
 def referenced_files(cfg: CurateConfig) -> list[dict]:
@@ -225,17 +236,18 @@ def _fingerprint(path: Path) -> dict:
     return {"path": str(path), "size": path.stat().st_size, "xxh3": h.hexdigest()}
 
 
-def claim(lay: Layout, ident: dict) -> None:
-    """Write OUT/plan.json, or check that the one there is this job; refuse anything else."""
+def claim(lay: Layout, ident: dict) -> dict[str, dict]:
+    """Write OUT/plan.json, or check that the one there is this job; refuse anything else. Returns
+    the inputs' stamps the shards check (versions.check_rerun)."""
     plan, out = lay.file("plan.json"), lay.out
     if not io.exists(plan) and io.create_json(plan, ident, lay.tmp):
-        return  # (two hosts may both find none: only one creates it, see io.create_json)
+        return ident["versions"]  # (two hosts may both find none: only one creates it, see io.create_json)
     try:
         old = json.loads(io.read_bytes(plan))
     except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"{plan}: unreadable job plan ({e}); use a new --output") from e
     if old.get("hash") == ident["hash"]:
-        return
+        return versions.check_rerun(old, ident["versions"])
     raise UserError(f"{out} holds another job ({_difference(old, ident)}); use a new --output or remove it")
 
 
@@ -319,17 +331,18 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     from pretrain.curate.pipeline import ShardTask
 
     sizes: dict[str, int] = {}
-    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out, sizes)
+    stamps: dict[str, dict] = {}
+    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out, sizes, stamps)
              if not is_own_output(f, lay.out, lay.work)]  # an OUT inside an input folder
     if not files:
         raise UserError(f"no input files found in {inputs}")
-    ident = identity(job, [f for f, _ in files], cfg, sizes)
+    ident = identity(job, [f for f, _ in files], cfg, sizes, stamps)
     check_writable(lay.out, lay.work)
     alone = stack.enter_context(attempt_lock(lay))
     if alone is None:
         raise UserError(f"{lay.out} is being written by another attempt right now ({lay.work}/attempt.lock "
                         "is held); let it finish or stop it, then rerun")
-    claim(lay, ident)
+    seen = claim(lay, ident)
     if claimed is not None:
         claimed()
     if alone:  # OUT holds this job: what its killed attempts left is ours to remove
@@ -337,8 +350,8 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
         if io.is_url(lay.out):
             abort_open_uploads(lay.out)
     work = str(lay.work)
-    return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work, size=ident["inputs"][i]["size"])
-            for i, (f, src) in enumerate(files)]
+    return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work, size=ident["inputs"][i]["size"],
+                      version=seen.get(ident["inputs"][i]["path"])) for i, (f, src) in enumerate(files)]
 
 
 def _root_of(f: Path, inputs: list[str]) -> Path:
@@ -447,7 +460,7 @@ def with_prefetch(tasks: list[ShardTask]) -> list[ShardTask]:
     """Units that run one after another in this process download the next shard's input URL
     while the current shard runs, and upload their outputs while the next one runs (the waits
     for GETs and PUTs overlap the belt instead of adding to it)."""
-    nexts = [(n.shard, n.path) if io.is_url(n.path) else None for n in tasks[1:]] + [None]
+    nexts = [(n.shard, n.path, n.version) if io.is_url(n.path) else None for n in tasks[1:]] + [None]
     return [replace(t, prefetch=n, overlap=io.is_url(t.out)) for t, n in zip(tasks, nexts, strict=True)]
 
 

@@ -1,6 +1,7 @@
 """The Parquet reader (`read_parquet`, the `.parquet` entry of `readers.FORMATS`): one row group at
-a time, in batches of `PARQUET_BATCH_ROWS` rows, with the text, id and url columns named by
-`ReaderConfig`. A row whose strings exceed `max_record_bytes` is reported and skipped before it is
+a time, in batches of `PARQUET_BATCH_ROWS` rows, with the text, id, url and metadata columns named
+by `ReaderConfig` (datatrove's ParquetWriter keeps url and scores in a `metadata` struct). A row
+whose strings (nested ones too) exceed `max_record_bytes` is reported and skipped before it is
 copied into Python; a row group the footer shows to be huge and to hold an oversized row is
 skipped unread; an unreadable row group is reported and reading goes on with the next one.
 Page-level reading of a row group with an oversized cell is `parquet_pages.py`.
@@ -34,18 +35,24 @@ def read_parquet(
     except (pa.ArrowException, OSError) as e:
         on_error(str(path), None, f"not a readable Parquet file: {e}")
         return
-    # Leaf columns by name, once: each row group then touches only the chunks we read (20,000
-    # columns cost 20,000 metadata objects per row group before).
-    leaves = {name: i for i, name in enumerate(pf.schema.names)}
-    if cfg.text_field not in leaves:
-        shown = sorted(leaves)[:20] + (["..."] if len(leaves) > 20 else [])
+    # Leaf columns by path, once: each row group then touches only the chunks we read (20,000
+    # columns cost 20,000 metadata objects per row group before). A struct's leaves are
+    # `metadata.url`; `ParquetSchema.names` would give `url`, which a top-level column may also be.
+    paths = [pf.schema.column(i).path for i in range(len(pf.schema))]
+    tops: dict[str, list[int]] = {}
+    for i, leaf in enumerate(paths):
+        tops.setdefault(leaf.split(".")[0], []).append(i)
+    if cfg.text_field not in tops:
+        shown = sorted(tops)[:20] + (["..."] if len(tops) > 20 else [])
         on_error(str(path), None, f"missing text column {cfg.text_field!r} (columns: {shown})")
         return
-    cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field) if c in leaves]
+    cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field) if c and c in tops]
+    chunks = [i for c in cols for i in tops[c]]
+    leaves = {leaf: i for i, leaf in enumerate(paths)}
     row = 0
     for g in range(pf.num_row_groups):
         start = row
-        size, rows = _row_group_bytes(pf, g, [leaves[c] for c in cols]), pf.metadata.row_group(g).num_rows
+        size, rows = _row_group_bytes(pf, g, chunks), pf.metadata.row_group(g).num_rows
         # Skipped unread only when it is both big and certain to hold an oversized row (more bytes
         # than max_record_bytes per row): a legit group of a million rows is read, in batches.
         if cfg.max_row_group_bytes and size > cfg.max_row_group_bytes and size > cfg.max_record_bytes * rows:
@@ -96,7 +103,7 @@ def _footer_bytes(path: Path) -> int:
 def _row_group_bytes(pf, g: int, cols: list[int]) -> int:
     """Uncompressed bytes of the columns we read in row group `g`, from the footer (nothing decoded)."""
     rg = pf.metadata.row_group(g)
-    return sum(rg.column(i).total_uncompressed_size for i in cols)
+    return sum(rg.column(i).total_uncompressed_size for i in cols)  # a struct's leaves included
 
 
 def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, path: Path,
@@ -123,15 +130,12 @@ def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | Non
     the reason (a str) for a row that is not UTF-8."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from pretrain.curate.parquet_pages import pylist
 
     total = np.zeros(batch.num_rows, dtype=np.int64)
     for col in batch.columns:
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(
-                col.type) or pa.types.is_large_binary(col.type):
-            total += pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
+        total += _row_bytes(col)
     too_big = total > max_bytes
     if not too_big.any():
         yield from enumerate(pylist(batch))
@@ -140,3 +144,37 @@ def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | Non
     it = iter(kept)
     for i, big in enumerate(too_big):
         yield i, None if big else next(it)
+
+
+def _row_bytes(col):
+    """Bytes of the strings in each row of an Arrow column (numpy int64, one per row), measured in
+    Arrow before any str is made: strings and binaries, and those inside structs (datatrove's
+    metadata), lists and dictionaries (a `datasets` column can be any of them). Fixed-width values
+    count nothing: a row of them is small whatever it holds."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t, n = col.type, len(col)
+    if any(is_(t) for is_ in (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
+                              pa.types.is_large_binary)):
+        return pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    if pa.types.is_dictionary(t):
+        sizes = _row_bytes(col.dictionary)
+        idx = col.indices.fill_null(0).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
+        return sizes[idx] if len(sizes) else np.zeros(n, np.int64)
+    if pa.types.is_struct(t):
+        total = np.zeros(n, np.int64)
+        for child in col.flatten():
+            total += _row_bytes(child)
+        return total
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        # offsets index the whole child array (a slice keeps its parent's): sums between them
+        if pa.types.is_map(t):
+            child = _row_bytes(col.keys) + _row_bytes(col.items)
+        else:
+            child = _row_bytes(col.values)
+        ends = np.concatenate([[0], np.cumsum(child)])
+        offsets = col.offsets.to_numpy(zero_copy_only=False)
+        return (ends[offsets[1:]] - ends[offsets[:-1]]).astype(np.int64)
+    return np.zeros(n, np.int64)

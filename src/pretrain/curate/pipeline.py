@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pretrain.curate import io
+from pretrain.curate import io, versions
 from pretrain.curate.classifier import ClassifierConfig, ClassifierFilter, build_classifier_steps
 from pretrain.curate.decontam import DecontamConfig, build_decontam_step
 from pretrain.curate.dedup import DedupConfig, shard_ok, sign_shard
@@ -147,13 +147,14 @@ class ShardTask:
     work: str
     # The input URL of the shard that runs next in this same process (units run one after
     # another), downloaded in a thread while this one runs; None in a pool or on Ray.
-    prefetch: tuple[int, str] | None = None
+    prefetch: tuple[int, str, dict | None] | None = None  # (shard, URL, its version)
     # Units run one after another in this process into a URL OUT: a unit's uploads and marker are
     # committed in a thread while the next unit runs (one commit in flight; see `_commit`).
     overlap: bool = False
     # The input's size when the job listed it (OUT/plan.json): a file or object rewritten since
-    # is refused, not read (see `_check_unchanged`).
+    # is refused, not read (see `_check_unchanged`); its version likewise (curate/versions.py).
     size: int | None = None
+    version: dict | None = None
 
 
 # ----------------------------------------------------------------------------- stage A
@@ -216,7 +217,7 @@ def run_shard(task: ShardTask) -> dict:
     read_stats: Counter[str] = Counter()
     local = _input_copy(task, lay) if io.is_url(task.path) else Path(task.path)
     if task.prefetch:
-        _start_prefetch(*task.prefetch, lay)
+        _start_prefetch(task.prefetch, lay)
     with io.collect_uploads() as pending:
         try:
             _check_unchanged(task, local)
@@ -261,19 +262,19 @@ def _kept_there(task: ShardTask, lay: Layout) -> bool:
 
 def _local_copy(task: ShardTask, lay: Layout) -> Path:
     """An input URL copied to the work folder for the time its shard runs (readers open files)."""
-    return _download(task.shard, task.path, lay)
+    return _download(task.shard, task.path, lay, task.version)
 
 
 def _input_path(shard: int, url: str, lay: Layout) -> Path:
     return lay.tmp / f"input_{shard:05d}_{url.rstrip('/').rsplit('/', 1)[-1]}"
 
 
-def _download(shard: int, url: str, lay: Layout) -> Path:
+def _download(shard: int, url: str, lay: Layout, stamp: dict | None = None) -> Path:
     fs, path = io.url_fs(url)
     local = _input_path(shard, url, lay)
     local.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fs.get_file(path, str(local))
+        versions.download(fs, path, local, url, stamp)  # refused when its ETag is not the job's
     except FileNotFoundError as e:  # listed by this job, deleted since: name it (the client does not)
         local.unlink(missing_ok=True)
         raise UserError(f"{url}: gone since this job listed it; restore it, or run without it "
@@ -288,13 +289,14 @@ _prefetched: dict[tuple[str, str], tuple[int, Future]] = {}
 _prefetcher: ThreadPoolExecutor | None = None
 
 
-def _start_prefetch(shard: int, url: str, lay: Layout) -> None:
+def _start_prefetch(prefetch: tuple[int, str, dict | None], lay: Layout) -> None:
     global _prefetcher
+    shard, url, stamp = prefetch
     if (str(lay.tmp), url) in _prefetched:
         return
     if _prefetcher is None:
         _prefetcher = ThreadPoolExecutor(1, thread_name_prefix="pretrain-prefetch")
-    _prefetched[str(lay.tmp), url] = shard, _prefetcher.submit(_download, shard, url, lay)
+    _prefetched[str(lay.tmp), url] = shard, _prefetcher.submit(_download, shard, url, lay, stamp)
 
 
 def _input_copy(task: ShardTask, lay: Layout) -> Path:
@@ -477,14 +479,16 @@ def _survivors(task: ShardTask, lay: Layout) -> Iterator[dict]:
 def _check_unchanged(task: ShardTask, local: Path) -> None:
     """Refuse an input whose size differs from the one the job listed: another writer replaced
     it, and reading it would mix two versions in one corpus (or, in stage C, apply the removals
-    found in one version to the other). The size is what plan.json records; a rewrite of the
-    same size is not seen (as for a rerun)."""
+    found in one version to the other). Size and, for a local file, mtime (plan.json's
+    `versions`): a same-size rewrite of an object is caught by the ETag of its download."""
     if task.size is None:
         return
     now = local.stat().st_size
     if now != task.size:
         raise UserError(f"{task.path}: changed since this job listed it ({task.size:,} bytes then, "
                         f"{now:,} now); restore it, or run the new version into a new --output")
+    if local == Path(task.path):  # a local input (a URL's copy was checked by its GET's ETag)
+        versions.check_local(local, task.version)
 
 
 # ----------------------------------------------------------------------------- the job

@@ -3,9 +3,11 @@
 Owns the input side of the belt: `list_inputs` (files, folders, globs -> sorted files) and
 `read_documents`, which dispatches on the file's extension through the `FORMATS` table:
 
-- `.jsonl`, `.jsonl.gz`, `.jsonl.zst`: one JSON object per line; `ReaderConfig.text_field`,
+- `.jsonl`, `.json`, `.ndjson`, plain or `.gz`, `.zst`, `.bz2`, `.xz`: one JSON object per line, or
+  one JSON array of objects (`json_array.py`); `ReaderConfig.text_field`,
   `id_field`, `url_field` name the fields.
 - `.parquet`: streamed one row group at a time (pyarrow), same field names: see `parquet.py`.
+- `.arrow`: Arrow IPC, as HF `datasets`' `save_to_disk` writes it: see `arrow_ipc.py`.
 - `.txt`: one document per file. `.html` / `.htm`: one page per file, raw HTML in `doc.text` and
   `doc.cache["html"] = True` so that the extract step turns it into text.
 - WARC / WET / ARC (`.warc`, `.warc.gz`, `.wet`, `.wet.gz`, `.arc`, `.arc.gz`): see `warc.py`.
@@ -19,10 +21,12 @@ A missing input path is a `UserError`.
 
 from __future__ import annotations
 
+import bz2
 import glob
 import gzip
 import io
 import json
+import lzma
 import re
 import zlib
 from collections import Counter
@@ -35,15 +39,20 @@ import zstandard
 
 from pretrain.config import bounded, choice
 from pretrain.curate.document import Document, stable_id
+from pretrain.curate.json_array import first_line, read_json_array, record_id
 from pretrain.errors import UserError
 from pretrain.untrusted import lone_surrogate, printable
 
 OnError = Callable[[str, object, str], None]
 
-JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
+# JSON Lines, or one JSON array (sniffed), plain or compressed: `.json` is what HF `datasets` and
+# pandas name either; Dolma ships `.json.gz`; bz2 and xz come with the stdlib.
+JSONL_SUFFIXES = tuple(base + codec for base in (".jsonl", ".json", ".ndjson")
+                       for codec in ("", ".gz", ".zst", ".bz2", ".xz"))
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc", ".arc.gz")
 HTML_SUFFIXES = (".html", ".htm")
-SUFFIXES = JSONL_SUFFIXES + (".parquet", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
+SUFFIXES = JSONL_SUFFIXES + (".parquet", ".arrow", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
+
 WARC_CHECK_GAPS = ("off", "uncompressed", "all")
 
 
@@ -121,7 +130,9 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
         path = Path(p)
         if path.is_dir():
             every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
-            files = [f for f in every if is_supported(f) and f.is_file()]
+            files = [f for f in every if walked(f.relative_to(path)) and f.is_file()]
+            if not files:
+                _say_json_left_out(path, [f for f in every if f.name.lower().endswith(".json")])
             plans = [f for f in every if f.name == "plan.json"]
             found.update(_inside(path, job_data_only(plans, files, own_out)))
         elif path.is_file():
@@ -163,6 +174,35 @@ def _inside(root: Path, files: list[Path]) -> list[Path]:
 
 def is_supported(path: Path) -> bool:
     return path.name.lower().endswith(SUFFIXES)
+
+
+def walked(rel: str | Path) -> bool:
+    """True for a file that a folder walk or a bucket prefix's listing reads, `rel` its path below
+    the folder: a known extension, not hidden (`is_hidden`), and not a plain `.json`: configs and
+    metadata share that extension (tokenizer.json, config.json, datasets' state.json and
+    dataset_info.json, a job's plan.json), so `.json` records are read when named or globbed
+    (`DIR/**/*.json`); compressed ones (Dolma's `.json.gz`) are walked."""
+    name = Path(rel).name.lower()
+    return is_supported(Path(name)) and not name.endswith(".json") and not is_hidden(rel)
+
+
+def _say_json_left_out(root: Path | str, jsons: list) -> None:
+    """One line on stderr when a folder held nothing to read but `.json` files: how to read them."""
+    import sys
+
+    if jsons:
+        print(printable(f"pretrain: {root} holds {len(jsons)} .json file(s) and nothing else to read: "
+                        f"a folder's .json files are not read (configs share the extension); name them "
+                        f"or use a glob such as '{str(root).rstrip('/')}/**/*.json'"), file=sys.stderr)
+
+
+def is_hidden(rel: str | Path) -> bool:
+    """True when a part of a path below the folder being walked starts with "." or "_": hidden
+    files and folders (.DS_Store, macOS `._x.jsonl` AppleDouble files, .cache/), and the
+    bookkeeping of Hadoop, Spark and Delta Lake (_SUCCESS, `.part-0.parquet.crc`, _temporary/ with
+    a killed task's half-written parts, _delta_log/). pyarrow.dataset skips the same prefixes
+    (`ignore_prefixes`). A file named on the command line, or matched by a glob, is read."""
+    return any(part.startswith((".", "_")) and part not in (".", "..") for part in Path(rel).parts)
 
 
 def source_name(path: Path, root: str | Path | None = None) -> str:
@@ -209,6 +249,7 @@ def read_documents(
 FORMATS: list[tuple[tuple[str, ...], str]] = [
     (JSONL_SUFFIXES, "pretrain.curate.readers:_read_jsonl"),
     ((".parquet",), "pretrain.curate.parquet:read_parquet"),
+    ((".arrow",), "pretrain.curate.arrow_ipc:read_arrow"),
     ((".txt",), "pretrain.curate.readers:_read_text"),
     (HTML_SUFFIXES, "pretrain.curate.readers:_read_html"),
     (WARC_SUFFIXES, "pretrain.curate.warc:read_warc"),
@@ -303,6 +344,8 @@ def _compressed_pos(stream) -> Callable[[], int] | None:
     """How many compressed bytes the stream consumed so far (None for an uncompressed file)."""
     if isinstance(stream, gzip.GzipFile):
         return stream.fileobj.tell
+    if isinstance(stream, (bz2.BZ2File, lzma.LZMAFile)):
+        return stream._fp.tell  # the compressed file (private since Python 3.3, never renamed)
     raw = getattr(stream, "raw", None)
     return raw.compressed_pos if isinstance(raw, _ZstdRaw) else None
 
@@ -311,6 +354,10 @@ def _open_binary(path: Path) -> IO[bytes]:
     name = path.name.lower()
     if name.endswith(".gz"):
         return gzip.open(path, "rb")
+    if name.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    if name.endswith(".xz"):
+        return lzma.open(path, "rb")
     if name.endswith(".zst"):
         return io.BufferedReader(_ZstdRaw(path), 1 << 16)
     return open(path, "rb")
@@ -328,6 +375,19 @@ def _read_jsonl(
                 if not line:
                     break
                 lineno += 1
+                if lineno == 1:
+                    line, why = first_line(line)
+                    if why is not None:
+                        on_error(str(path), None, why)
+                        return
+                    if line.lstrip()[:1] == b"[":  # one JSON array, not lines (to_json(lines=False))
+                        yield from read_json_array(line, stream, path, cfg.max_record_bytes, on_error,
+                                                   lambda obj, i, err: make_doc(obj, cfg, src, i, err))
+                        return
+                    if line.strip() == b"{":  # json.dump(indent=...): metadata, a config, not records
+                        on_error(str(path), None, "one pretty-printed JSON object, not JSON Lines nor an "
+                                 "array of records")
+                        return
                 if len(line) > cfg.max_record_bytes and not line.endswith(b"\n"):
                     lineno -= 1  # a bomb met while skipping it is this line's, not the next one's
                     _skip_to_newline(stream, cfg.max_record_bytes)
@@ -343,7 +403,7 @@ def _read_jsonl(
                 doc = _jsonl_record(line, lineno, cfg, src, path, on_error)
                 if doc is not None:
                     yield doc
-    except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
+    except (OSError, EOFError, zlib.error, zstandard.ZstdError, lzma.LZMAError) as e:
         on_error(str(path), f"line {lineno + 1}", f"unreadable or truncated compressed stream: {e}")
         return
     if lineno == 0:
@@ -396,10 +456,11 @@ def make_doc(
     if not isinstance(text, str):
         err(f"text field {cfg.text_field!r} is {type(text).__name__}, not a string")
         return None
-    rid = obj.get(cfg.id_field)
-    doc_id = str(rid) if isinstance(rid, (str, int)) and not isinstance(rid, bool) and rid != "" else None
+    doc_id = record_id(obj.get(cfg.id_field))
     url = obj.get(cfg.url_field)
     meta = obj.get(cfg.metadata_field) if cfg.metadata_field else None
+    if url is None and isinstance(meta, dict):  # datatrove writes the url into metadata
+        url = meta.get(cfg.url_field)
     return Document(
         id=doc_id or stable_id(src, position),
         text=text,

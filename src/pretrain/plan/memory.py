@@ -146,12 +146,12 @@ def stage_params(shape: ModelShape, tp: int = 1, pp: int = 1, v: int = 1) -> flo
 
 # --- The activation model the planner uses: saved tensors of the blocks we train, one by one ----------
 
-PROFILES = ("fused", "pretrain")
+PROFILES = ("fused", "pretrain", "torchtitan")
 
 
 def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recompute: str = "none",
                           flash: bool = True, profile: str = "fused", selective: str = "attention",
-                          cp: int = 1) -> float:
+                          cp: int = 1, dropout: bool = True) -> float:
     """Bytes one block keeps for backward per token on one TP rank, summed tensor by tensor.
 
     profile "fused": Megatron-Core / Transformer Engine kernels (what the Megatron papers and Llama 3
@@ -160,7 +160,10 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     Korthikanti 2022 sec. 4.2.2); Q, K, V at their own widths (GQA not expanded); flash attention
     saves its output (also the projection's input) and fp32 log-sum-exp per head; a fused SwiGLU
     saves its two inputs. For a GPT block (LayerNorm, GELU, dropout, unfused attention) this is
-    Korthikanti's 34·h + 5·a·s per token exactly.
+    Korthikanti's 34·h + 5·a·s per token exactly. `dropout=False` is a GPT block trained with
+    dropout probability 0 (MPT's default, llm-foundry configuration_mpt.py: resid_pdrop = emb_pdrop
+    = attn_pdrop = 0.0): PyTorch's dropout returns its input unchanged when p == 0
+    (ATen Dropout.cpp), so the two 1-byte residual masks are not saved (32·h + 4·a with flash).
 
     profile "pretrain": this project's trainer (train/model.py) under bf16 autocast, as counted by
     saved-tensor hooks (tests/test_plan_activations.py): an fp32 residual stream; each RMSNorm
@@ -171,6 +174,16 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     replaces the log-sum-exp and the attention output. Under context parallelism (cp ranks, per token
     this rank holds) the trainer all-gathers K and V and expands them: it saves the whole sequence's,
     cp times a token's share (train/context.py; its one (T/cp, T) mask is `cp_mask_bytes`).
+
+    profile "torchtitan": eager PyTorch with bf16 weights and no autocast (torchtitan's FSDP2
+    MixedPrecisionPolicy(param_dtype=bf16), its models/llama/model.py and norms.py), counted by
+    saved-tensor hooks on a copy of that block (tests/test_plan_activations_peers.py): a bf16 residual
+    stream; each RMSNorm keeps the fp32 upcast of its input (pow and mul), the fp32 1/rms and the
+    bf16 normalized output (the weight's mul), and its bf16 output is saved once, shared by the
+    linears it feeds; Q and the expanded K, V (repeat_kv) as SDPA's inputs; SDPA's output (also
+    wo's input: .contiguous() of a flash output is a view) and log-sum-exp; SwiGLU's four f-wide
+    tensors. The complex rotary multiply saves only the constant frequencies. 24·h + 8·f + 4·a + 8
+    per token without TP, to the byte. (Context parallelism is not modelled for this profile.)
 
     selective "op" (torchtitan's per-op checkpointing, with recompute="selective"): whatever the
     kernels, only the block's input (at the residual stream's width) and the outputs of the 1st,
@@ -188,6 +201,8 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
         resid = 4.0 if profile == "pretrain" else 2.0
         attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
         return resid * h / rep + 2 * (h + kv + (f if gated else 0)) / t + 2 * h / rep + attn
+    if profile == "torchtitan" and recompute != "full":
+        return _bf16_eager_bytes(shape, t, rep, flash)  # selective is not offered: as none
     if profile == "pretrain":
         resid = 4.0  # the residual stream stays fp32 (embedding output is fp32 under autocast)
         if recompute == "full":
@@ -209,12 +224,25 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     if flash:
         attn = 4 * a / t  # log-sum-exp; the output is the projection's input, counted below
     else:
-        attn = 0.0 if recompute == "selective" else 5 * a * s / t  # softmax out, dropout mask and out
+        # softmax out, dropout mask and out; without dropout the softmax output only
+        attn = 0.0 if recompute == "selective" else (5 if dropout else 2) * a * s / t
     proj = 2 * h / t
     mlp = (6 * f if gated else 4 * f) / t
-    dropout = 0.0 if gated else 2 * h / rep  # GPT's two residual dropout masks (1 byte each)
+    masks = 2 * h / rep if (dropout and not gated) else 0.0  # GPT's two residual dropout masks (1 B each)
     norm = norm if gated else 2 * 2 * h / rep  # Korthikanti counts the LayerNorm inputs only
-    return norm + inputs + qkv + attn + proj + mlp + dropout
+    return norm + inputs + qkv + attn + proj + mlp + masks
+
+
+def _bf16_eager_bytes(shape: ModelShape, t: int, rep: int, flash: bool) -> float:
+    """Profile "torchtitan" per token (see saved_bytes_per_token): norms on this rank's tokens, their
+    outputs saved whole (an all-gathered input stays saved), the rest split over TP."""
+    h, f, a, s = shape.d_model, shape.d_ff, shape.n_heads, shape.seq_len
+    norm = 2 * (4 * h + 4 + 2 * h) / rep  # fp32 upcast, fp32 1/rms, bf16 normalized
+    inputs = 2 * 2 * h  # one bf16 norm output per sub-block, shared by Q/K/V and by gate/up
+    qkv = 3 * 2 * h / t  # K and V expanded to every head before SDPA
+    attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
+    mlp = (8 * f if shape.mlp == "swiglu" else 4 * f) / t
+    return norm + inputs + qkv + attn + mlp
 
 
 @functools.lru_cache(maxsize=4096)
@@ -239,12 +267,13 @@ def cp_mask_bytes(seq_len: int, cp: int, dtype_bytes: int = 2) -> float:
 def stage_activation_bytes(shape: ModelShape, b: int = 1, t: int = 1, sp: bool = False,
                            recompute: str = "none", flash: bool = True, p: int = 1, v: int = 1,
                            m: int | None = None, cp: int = 1, profile: str = "fused",
-                           selective: str = "attention") -> float:
+                           selective: str = "attention", dropout: bool = True) -> float:
     """Activations on the fullest pipeline stage under 1F1B: stage i holds min(p − i, m) micro-batches
     of its layers. Interleaved (v chunks per GPU), the first GPU runs 2(p−1) + (v−1)·p warm-up chunk
     forwards before its first backward (Megatron-LM's interleaved schedule), at most all m·v."""
     tokens = b * shape.seq_len / cp
-    per_layer = tokens * saved_bytes_per_token(shape, t, sp, recompute, flash, profile, selective, cp)
+    per_layer = tokens * saved_bytes_per_token(shape, t, sp, recompute, flash, profile, selective, cp,
+                                               dropout)
     m = p if m is None else m
     if v > 1:
         chunks = min(m * v, 2 * (p - 1) + (v - 1) * p + 1)
@@ -268,7 +297,8 @@ class MemoryBreakdown:
 def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zero: int = 0, mbs: int = 1,
                    recompute: str = "none", sp: bool = False, flash: bool = True, v: int = 1,
                    m: int | None = None, accounting: str = "16B", cp: int = 1,
-                   profile: str = "fused", selective: str = "attention") -> MemoryBreakdown:
+                   profile: str = "fused", selective: str = "attention",
+                   dropout: bool = True) -> MemoryBreakdown:
     """The whole bill for the busiest GPU: sharded state + activations in flight + logits. With a
     pipeline the first stages hold the most micro-batches and the last the logits: take the larger.
     `dp` is the group the ZeRO stage shards over (data × context ranks)."""
@@ -276,8 +306,10 @@ def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zer
     tokens = mbs * shape.seq_len / cp
     working = 0.0
     if recompute == "full":  # a checkpointed layer re-run for its backward: its full set, briefly
-        working = tokens * saved_bytes_per_token(shape, tp, sp, "none", flash, profile, cp=cp)
-    acts = stage_activation_bytes(shape, mbs, tp, sp, recompute, flash, pp, v, m, cp, profile, selective)
+        working = tokens * saved_bytes_per_token(shape, tp, sp, "none", flash, profile, cp=cp,
+                                                 dropout=dropout)
+    acts = stage_activation_bytes(shape, mbs, tp, sp, recompute, flash, pp, v, m, cp, profile, selective,
+                                  dropout)
     working += cp_mask_bytes(shape.seq_len, cp) if profile == "pretrain" else 0.0  # on every stage
     acts += working
     logits = logits_bytes(shape.seq_len // cp, mbs, shape.d_model, shape.vocab_size, tp)
@@ -285,7 +317,8 @@ def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zer
         return MemoryBreakdown(state, acts, logits, state + acts + logits)
     # 1F1B: the last stage runs each micro-batch's backward right after its forward (one in flight)
     last_layers = split_layers(shape.n_layers, pp)[-1] * (v if v > 1 else 1)
-    per_layer = tokens * saved_bytes_per_token(shape, tp, sp, recompute, flash, profile, selective, cp)
+    per_layer = tokens * saved_bytes_per_token(shape, tp, sp, recompute, flash, profile, selective, cp,
+                                               dropout)
     last_acts = per_layer * last_layers + working
     first = MemoryBreakdown(state, acts, 0.0, state + acts)
     last = MemoryBreakdown(state, last_acts, logits, state + last_acts + logits)

@@ -1,7 +1,8 @@
 """Published training runs with their exact model, layout and measured speed: the planner's time model
 is held against them (tests/test_plan_published.py, bench/bench_plan_search.py). Numbers as printed
 in ../shared/reference/planner_vectors.md, plus runs outside it (torchtitan's FSDP runs on A100
-and H100); each row names its source.
+and H100); each row names its source. Runs added after the model was built, and kept apart from
+these, are in plan/heldout.py.
 
 `measured_step_s` is the published iteration time, or the one implied by the published TFLOP/s per
 GPU under that paper's own FLOPs formula (so the comparison does not depend on FLOPs conventions).
@@ -92,8 +93,10 @@ def _llama3(gpus: int, cp: int, dp: int, seq: int, mfu: float, v: int) -> Run:
 # torchtitan runs eager PyTorch kernels (no torch.compile in these rows: norms, rotary, SwiGLU as
 # separate memory-bound passes, as our trainer's "pretrain" profile), FSDP2 with bf16 weights and
 # fp32 gradient reduction (its default mixed_precision_reduce), and its "selective" checkpointing is
-# the per-op policy (every second matmul and all element-wise ops re-run, attention saved).
-TORCHTITAN = dict(activations="pretrain", kernels="eager", selective="op", reduce_dtype="fp32")
+# the per-op policy (every second matmul and all element-wise ops re-run, attention saved). Its
+# saved tensors are bf16 without autocast (memory profile "torchtitan"), not our trainer's fp32
+# residual stream and per-linear autocast copies ("pretrain").
+TORCHTITAN = dict(activations="torchtitan", kernels="eager", selective="op", reduce_dtype="fp32")
 
 
 def _torchtitan(label: str, name: str, gpu: str, gpus: int, lay: Layout, wps_per_gpu: float) -> Run:

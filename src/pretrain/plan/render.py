@@ -64,23 +64,31 @@ def print_plan(plan: dict, console: Console | None = None) -> None:
     _print_search(console, plan["search"])
 
 
+COUNTED = {"pretrain": "this project's trainer saves them (--activations pretrain)",
+           "torchtitan": "torchtitan saves them (bf16, no autocast; --activations torchtitan)",
+           "fused": "fused kernels save them (Megatron-Core/TE)"}
+
+
 def _activations_note(console: Console, sw: dict) -> None:
     # The default counts fused kernels (Megatron-Core/TE): say so, and what `pretrain train` needs.
+    counted = COUNTED.get(sw.get("activations"), COUNTED["fused"])
     if sw.get("pretrain_trainer_refuses"):
         near = sw.get("pretrain_trainer_nearest")
         instead = (f"--emit-recipe writes {near['label']} ({near['gb']:.1f} GB with its saved tensors)"
                    if near else "--emit-recipe writes nothing for it")
-        counted = ("this project's trainer saves them (--activations pretrain)"
-                   if sw.get("activations") == "pretrain" else "fused kernels save them (Megatron-Core/TE)")
         console.print(f"activations as {counted}; this project's trainer (`pretrain train`) [red]cannot "
                       f"run this layout[/red] ({'; '.join(sw['pretrain_trainer_refuses'])}): {instead}")
     elif "pretrain_trainer_gb" in sw:
         verdict = "fits" if sw["pretrain_trainer_fits"] else "[red]does not fit[/red]"
-        console.print(f"activations as fused kernels save them (Megatron-Core/TE); this project's "
+        console.print(f"activations as {counted}; this project's "
                       f"trainer (`pretrain train`) would need {sw['pretrain_trainer_gb']:.1f} GB "
                       f"in all ({verdict}): plan its runs with --activations pretrain")
     elif sw.get("activations") == "pretrain":
         console.print("activations as this project's trainer saves them (--activations pretrain)")
+    if sw.get("dropout_masks") is False:
+        console.print("no dropout masks counted: blocks trained at dropout 0 (--no-dropout)")
+    if sw.get("attention_kernel") == "flash1":
+        console.print("attention at FlashAttention-1's speed, half FlashAttention-2's (--attention flash1)")
 
 
 def _print_search(console: Console, s: dict) -> None:

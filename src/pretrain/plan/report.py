@@ -135,7 +135,8 @@ def _software(job: Job, chosen: Estimate | None, given: Layout | None = None) ->
     sw = job.software
     out: dict = {"activations": job.activations, "kernels": "eager" if sw.eager else "fused",
                  "selective": job.selective, "reduce_dtype": "fp32" if sw.grad_bytes == 4 else "bf16",
-                 "accounting": job.accounting, "flash_attention": job.flash}
+                 "accounting": job.accounting, "flash_attention": job.flash,
+                 "attention_kernel": job.attention, "dropout_masks": job.dropout}
     if job.activations != "pretrain" and chosen is not None:
         from dataclasses import replace
 

@@ -35,15 +35,20 @@ class Job:
     accounting: str = "16B"
     flash: bool = True
     efficiency: float | None = None  # overrides the GPU's gemm_efficiency (share of dense peak)
-    activations: str = "fused"  # saved-tensor profile (memory.saved_bytes_per_token): fused | pretrain
+    activations: str = "fused"  # saved tensors (memory.saved_bytes_per_token): fused | pretrain | torchtitan
     tp_overlap: float = 0.0  # share of TP collectives hidden behind compute (timing.Software)
     dp_overlap: bool = True
-    kernels: str = ""  # element-wise kernels: fused | eager ("": eager iff activations == "pretrain")
+    kernels: str = ""  # element-wise kernels: fused | eager ("": eager with the pretrain/torchtitan profiles)
     selective: str = "attention"  # what recompute=selective re-runs: attention (Megatron) | op (torchtitan)
     reduce_dtype: str = ""  # gradient reduction: bf16 | fp32 ("": fp32 iff the accounting keeps fp32 grads)
+    attention: str = "flash2"  # fused attention kernel (timing.FLASH_SPEED): flash2 | flash1
+    dropout: bool = True  # GPT blocks save dropout masks; False when trained with p = 0 (MPT)
     trainer: bool = False  # only layouts our trainer runs (layout.py trainer rules): --emit-recipe
 
     def __post_init__(self) -> None:
+        if self.attention not in timing.FLASH_SPEED:
+            raise UserError(f"attention kernel must be one of {', '.join(timing.FLASH_SPEED)}, "
+                            f"got {self.attention!r}")
         if self.efficiency is not None:
             object.__setattr__(self, "gpu", replace(self.gpu, gemm_efficiency=self.efficiency))
 
@@ -51,9 +56,10 @@ class Job:
     def software(self) -> timing.Software:
         fp32 = self.reduce_dtype == "fp32" or (
             not self.reduce_dtype and self.accounting in ("18B", "megatron-distopt"))
-        eager = self.kernels == "eager" or (not self.kernels and self.activations == "pretrain")
+        unfused = self.activations in ("pretrain", "torchtitan")
+        eager = self.kernels == "eager" or (not self.kernels and unfused)
         return timing.Software(self.tp_overlap, self.dp_overlap, self.flash, 4 if fp32 else 2,
-                               eager=eager, selective=self.selective)
+                               eager=eager, selective=self.selective, attention=self.attention)
 
     @property
     def batch_seqs(self) -> int:
@@ -125,7 +131,7 @@ def evaluate(job: Job, lay: Layout) -> Estimate:
     m = n_micro(lay, job.batch_seqs)
     mem = memory.memory_per_gpu(job.shape, lay.tp, lay.pp, shard_group(lay), lay.zero, lay.mbs, lay.recompute,
                                 lay.sp, job.flash, lay.v, m, job.accounting, lay.cp, job.activations,
-                                job.selective)
+                                job.selective, job.dropout)
     if mem.total > job.usable_bytes:
         return Estimate(lay, "does not fit in memory", m, mem)
     est = Estimate(lay, None, m, mem)

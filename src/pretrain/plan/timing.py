@@ -52,6 +52,11 @@ from pretrain.plan.shapes import ModelShape
 TILE_M, TILE_N = 128, 256  # the largest bf16 tensor-core tile cuBLAS/CUTLASS pick on A100/H100
 KERNELS_PER_LAYER = 60  # kernels one block launches per micro-batch, forward + backward (eager)
 ACT = 2  # bytes per activation value (bf16)
+# Speed of a fused attention kernel relative to FlashAttention-2, whose figures the GPU table holds.
+# Dao 2023 (FlashAttention-2, abstract and sec. 4.1): FlashAttention(-1) reaches 25-40% of A100
+# peak, FlashAttention-2 ~2x that (50-73%); the Triton port of FlashAttention-1 is "overall slightly
+# slower" forward + backward than its CUDA kernels (flash_attn_triton.py's docstring), taken as equal.
+FLASH_SPEED = {"flash2": 1.0, "flash1": 0.5}
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class Software:
     grad_bytes: int = 2  # bytes per gradient value communicated (4: fp32 all-reduce)
     eager: bool = False  # unfused element-wise kernels (our trainer as written), not fused ones
     selective: str = "attention"  # what recompute=selective re-runs: "attention" or "op" (torchtitan)
+    attention: str = "flash2"  # fused attention kernel: flash2 (FlashAttention-2, the GPU table's) | flash1
 
 
 def gemm_seconds(gpu: GPU, m: float, n: float, k: float) -> float:
@@ -110,7 +116,8 @@ def attention_seconds(gpu: GPU, shape: ModelShape, lay: Layout, sw: Software) ->
     q_tokens = lay.mbs * s / lay.cp
     flops = 4 * q_tokens * s * h / t  # QKᵀ and AV over all keys
     if sw.flash:
-        fwd = flops / 2 / (gpu.peak_flops * gpu.attention_efficiency)  # causal: masked blocks skipped
+        eff = gpu.attention_efficiency * FLASH_SPEED[sw.attention]
+        fwd = flops / 2 / (gpu.peak_flops * eff)  # causal: masked blocks skipped
         return fwd, 2.5 * fwd
     gemm = flops / (gpu.peak_flops * gpu.gemm_efficiency)
     scores = lay.mbs * shape.n_heads / t * (s / lay.cp) * s

@@ -34,10 +34,11 @@ BATCH_DOCS = 4096
 BATCH_BYTES = 16 * 2**20
 
 
-def unit_hash(tok_sha: str, path: Path) -> str:
-    """Identity of one unit: tokenizer + input file (path, size); a changed unit is refused, not mixed."""
+def unit_hash(tok_sha: str, path: Path, text_field: str = "text") -> str:
+    """Identity of one unit: tokenizer + input file (path, size) + the field read (when not "text":
+    the hashes of earlier runs stay valid); a changed unit is refused, not mixed."""
     key = {"tokenizer": tok_sha, "input": str(path.resolve()), "size": path.stat().st_size,
-           "format": shards.VERSION}
+           "format": shards.VERSION, **({"text_field": text_field} if text_field != "text" else {})}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -51,14 +52,15 @@ def _tokenizer(path: str):
     return _TOKENIZERS[path]
 
 
-def iter_texts(path: Path, errors: dict[str, int]) -> Iterator[str]:
-    """Document texts of one corpus file; bad records and empty texts are counted in `errors`."""
+def iter_texts(path: Path, errors: dict[str, int], text_field: str = "text") -> Iterator[str]:
+    """Document texts of one corpus file (`text_field` of JSON and Parquet records); bad records and
+    empty texts are counted in `errors`."""
     from pretrain.curate.readers import ReaderConfig, read_documents
 
     def on_error(p: str, record: object, reason: str) -> None:
         errors[reason] = errors.get(reason, 0) + 1
 
-    for text in (d.text for d in read_documents(path, ReaderConfig(), on_error)):
+    for text in (d.text for d in read_documents(path, ReaderConfig(text_field=text_field), on_error)):
         if text:
             yield text
         else:
@@ -79,15 +81,16 @@ def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
         yield from (np.asarray(e.ids, dtype=np.int64) for e in encode(batch, add_special_tokens=False))
 
 
-def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str) -> dict[str, Any]:
+def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str,
+                  text_field: str = "text") -> dict[str, Any]:
     """Tokenize one input file into shard `index`; returns its manifest entry. Runs in a worker."""
     tok = _tokenizer(tok_path)
     dtype = shards.dtype_for_vocab(tok.get_vocab_size(with_added_tokens=True))
     name = shards.shard_name(index)
     errors: dict[str, int] = {}
     t0 = time.perf_counter()
-    n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, iter_texts(Path(path), errors)),
-                                          dtype, eot_id(tok))
+    texts = iter_texts(Path(path), errors, text_field)
+    n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
     entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
              "input": path, "skipped": errors, "seconds": round(time.perf_counter() - t0, 3)}
     mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry})
@@ -110,6 +113,7 @@ def tokenize_corpus(
     source: str | None = None,
     workers: int | None = None,
     on_unit: Callable[[dict[str, Any]], None] | None = None,
+    text_field: str = "text",
 ) -> dict[str, Any]:
     """Tokenize every input file into `out_dir`; returns the manifest (also written to disk)."""
     from pretrain.curate.readers import list_inputs
@@ -137,13 +141,13 @@ def tokenize_corpus(
     write_bytes_atomic(tok_copy, canonical.encode())  # the exact tokenizer, beside its tokens
     _TOKENIZERS[str(tok_copy)] = tok  # the in-process path reuses it instead of loading it again
 
-    hashes = [unit_hash(sha, f) for f in files]
+    hashes = [unit_hash(sha, f, text_field) for f in files]
     entries: dict[int, dict[str, Any]] = {}
     for i, h in enumerate(hashes):
         if (e := _done_entry(out, i, h)) is not None:
             entries[i] = e
     todo = [i for i in range(len(files)) if i not in entries]
-    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers):
+    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field):
         entries[i] = e
         if on_unit:
             on_unit(e)
@@ -151,12 +155,13 @@ def tokenize_corpus(
                    sha, eot, vocab, str(tokenizer))
 
 
-def _run_units(tok_path, files, out, todo, hashes, workers) -> Iterator[tuple[int, dict[str, Any]]]:
+def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text"
+               ) -> Iterator[tuple[int, dict[str, Any]]]:
     cores = os.cpu_count() or 1
     workers = max(1, min(workers or cores, len(todo) or 1))
     if workers == 1:
         for i in todo:
-            yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i])
+            yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i], text_field)
         return
     # spawn: HF tokenizers' thread pool does not survive fork; each worker gets an equal share of
     # the cores for its own Rust threads (RAYON_NUM_THREADS is read when the pool starts).
@@ -165,8 +170,8 @@ def _run_units(tok_path, files, out, todo, hashes, workers) -> Iterator[tuple[in
                              initargs=(threads, os.getpid())) as pool:
         try:
             with sigint_held():  # the workers start at the first submit
-                futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i])
-                           for i in todo}
+                futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i],
+                                          text_field) for i in todo}
             for i in todo:
                 yield i, futures[i].result()
         except BaseException:  # Ctrl-C, a failed unit: stop now, not after every queued file

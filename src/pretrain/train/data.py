@@ -183,8 +183,10 @@ def build_loaders(dcfg, seq_len: int, rank: int = 0, world_size: int = 1) -> tup
         if dcfg.eval_sources:
             ew = {k: 1.0 for k in dcfg.eval_sources}
             ev = MixtureSampler(dcfg.eval_sources, ew, seq_len, dcfg.seed + 1, rank, world_size)
-        man = train.dirs[0].manifest
-        vocab = int(man.get("vocab_size") or man.get("tokenizer", {}).get("vocab_size") or 0)
+        # The model reads the held-out sources too: the largest vocabulary of any source is what
+        # model.vocab_size must hold (only the training sources' was compared; an eval source of a
+        # larger vocabulary then failed in the embedding at the first evaluation).
+        vocab = max(d.vocab_size for s in (train, ev) if s is not None for d in s.dirs)
         return SkippingLoader(train, dcfg.skip), ev, vocab
     raise UserError(f"data.kind must be 'text' or 'tokens', got {dcfg.kind!r}")
 

@@ -1,0 +1,105 @@
+"""An input rewritten with the same size under a corpus job (curate/versions.py), against a real S3
+API server (moto, tests/s3server.py) and local files: between two attempts the rerun refuses it
+naming the object, its ETag then and now; between the listing and the read, the shard's GET does;
+a plan.json written before versions were recorded resumes as before, said once."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from s3server import s3  # noqa: F401  (the fixture)
+from test_job_s3 import s3_here  # noqa: F401  (the fixture)
+from test_s3_inputs import _kept_ids, _rows
+
+from pretrain.cli import main
+
+
+def _same_size_other_bytes(data: bytes) -> bytes:
+    other = data.replace(b"line 0", b"line 7")
+    assert other != data and len(other) == len(data)
+    return other
+
+
+def _job(src: str, out, work) -> list[str]:
+    return ["dedup", src, "-o", str(out), "--workers", "1", "--quiet", "--work-dir", str(work)]
+
+
+def test_object_rewritten_same_size_between_attempts_is_refused(s3_here, tmp_path, capsys):  # noqa: F811
+    bucket = s3_here.new_bucket("etag")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/{k}": _rows(k, n=6) for k in ["a.jsonl", "b.jsonl"]})
+    out = f"s3://{bucket}/out"
+    assert main(_job(f"s3://{bucket}/in", out, tmp_path / "work")) == 0
+    plan = json.loads(fs.cat_file(f"{bucket}/out/plan.json"))
+    old = plan["versions"][f"s3://{bucket}/in/b.jsonl"]["etag"]
+    assert old == fs.info(f"{bucket}/in/b.jsonl")["ETag"]  # the store's own ETag, from the listing
+    fs.pipe(f"{bucket}/in/b.jsonl", _same_size_other_bytes(_rows("b.jsonl", n=6)))
+    new = fs.info(f"{bucket}/in/b.jsonl")["ETag"]
+    capsys.readouterr()
+    assert main(_job(f"s3://{bucket}/in", out, tmp_path / "work")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"s3://{bucket}/in/b.jsonl: changed since" in err and old in err and new in err, err
+    # the identity is unchanged (same paths, same sizes): only the version says it changed
+    assert json.loads(fs.cat_file(f"{bucket}/out/plan.json"))["hash"] == plan["hash"]
+
+
+def test_object_rewritten_same_size_after_the_listing_is_refused_by_its_get(s3_here, tmp_path,  # noqa: F811
+                                                                            monkeypatch, capsys):
+    import pretrain.curate.job as job
+
+    bucket = s3_here.new_bucket("etag-get")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/{k}": _rows(k, n=6) for k in ["a.jsonl", "b.jsonl"]})
+    real = job.identity
+
+    def listed_then_rewritten(*args, **kw):  # another writer replaces b.jsonl once the job listed it
+        ident = real(*args, **kw)
+        fs.pipe(f"{bucket}/in/b.jsonl", _same_size_other_bytes(_rows("b.jsonl", n=6)))
+        return ident
+
+    monkeypatch.setattr(job, "identity", listed_then_rewritten)
+    assert main(_job(f"s3://{bucket}/in", tmp_path / "out", tmp_path / "work")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"s3://{bucket}/in/b.jsonl: changed since" in err, err
+    assert not (tmp_path / "out" / "stats.json").exists()  # no corpus of two versions
+
+
+def test_plan_without_versions_resumes_as_before_and_says_so_once(s3_here, tmp_path, capsys):  # noqa: F811
+    """plan.json as a pretrain before versions wrote it (the same object without `versions`): its
+    hash is this one's, so the job resumes; the rerun says once that it cannot see such rewrites."""
+    bucket = s3_here.new_bucket("old-plan")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/{k}": _rows(k, n=6) for k in ["a.jsonl", "b.jsonl"]})
+    local = tmp_path / "out"
+    job = _job(f"s3://{bucket}/in", local, local / "work")
+    assert main(job) == 0
+    kept = _kept_ids(local)
+    plan = json.loads((local / "plan.json").read_text())
+    del plan["versions"]
+    (local / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=True))
+    for stage in ("filter", "write"):  # the second shard is redone: a resume, not a no-op
+        (local / "work" / "done" / f"{stage}_00001.done").unlink()
+    capsys.readouterr()
+    assert main(job) == 0
+    err = capsys.readouterr().err
+    assert err.count("records no input versions") == 1, err
+    assert _kept_ids(local) == kept != []
+
+
+def test_local_file_rewritten_same_size_between_attempts_is_refused(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    for k in ["a.jsonl", "b.jsonl"]:
+        (tmp_path / "in" / k).write_bytes(_rows(k, n=6))
+    job = _job(str(tmp_path / "in"), tmp_path / "out", tmp_path / "out" / "work")
+    assert main(job) == 0
+    assert main(job) == 0  # untouched: the rerun resumes (nothing to do)
+    b = tmp_path / "in" / "b.jsonl"
+    before = b.stat().st_mtime_ns
+    b.write_bytes(_same_size_other_bytes(b.read_bytes()))
+    os.utime(b, ns=(before + 10**9, before + 10**9))  # a coarse clock could give the same mtime
+    capsys.readouterr()
+    assert main(job) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{b}: changed since" in err and f"mtime_ns {before}" in err, err

@@ -284,3 +284,20 @@ def test_parquet_text_column_is_found_by_path_not_by_a_nested_leaf_of_the_same_n
                         (8 * MiB, [("a", "the real text"), ("b", "the second text")])):
         docs = list(read_documents(p, ReaderConfig(max_record_bytes=limit)))
         assert [(d.id, d.text) for d in docs] == want  # by leaf name: ("b", "nested two")
+
+
+def test_warc_search_for_the_next_member_gives_up_on_a_file_of_fake_gzip_headers(tmp_path):
+    """The next member after a too-large record is found by gzip headers in the compressed bytes:
+    each candidate costs an inflate attempt, and a file made of nothing but `1f 8b 08` took 2.5 s
+    per MB. Past 4,096 candidates that are not a WARC member, the rest of the file goes, said."""
+    from pretrain.curate.warc_framing import MAX_CANDIDATES
+
+    big = _deflate_of_spaces(_big_record_head(1, 64), 64, b"\r\n\r\n")
+    good = [gzip.compress(record(i, page(str(i))), mtime=0) for i in (0, 2)]
+    for fakes, want in ((100, [0, 2]), (MAX_CANDIDATES + 1, [0])):
+        p = tmp_path / f"fakes{fakes}.warc.gz"
+        p.write_bytes(good[0] + big + b"\x1f\x8b\x08\x00" * fakes + good[1])
+        r = read_in_child(p, timeout=60, mem_mb=1024, max_record_bytes=MiB)
+        assert _ids(r) == want
+        gave_up = [e for e in r["errors"] if "gzip headers that were not one" in e[1]]
+        assert len(gave_up) == (want == [0])

@@ -81,7 +81,7 @@ def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnErro
         if member is None:
             return None
         if member is TOO_BIG:
-            return _past_big_member(path, pos)
+            return _past_big_member(path, pos, on_error)
         end, size, header, _ = member
         if header is None or header + length <= size or end >= path.stat().st_size:
             return None
@@ -252,17 +252,26 @@ def _member_cached(path: str, start: int, _size: int, _mtime: int, cap: int | No
     return at - len(d.unused_data), size, m.end() if m else None, tail
 
 
-def _past_big_member(path: Path, pos: int) -> int:
+def _past_big_member(path: Path, pos: int, on_error: OnError) -> int:
     """Offset of the gzip member after the one at `pos`, which inflates past `cap` (the file's end
     when there is none): the parser would inflate all of it (a 4 GiB record in 4 MB: 42 s)."""
     end = next_member(path, pos + 1)  # not reported again: the record was, as too large
-    return path.stat().st_size if end is None else end
+    if end == GAVE_UP:
+        on_error(str(path), f"offset {pos}", f"no WARC gzip member found after the too large record in "
+                 f"{MAX_CANDIDATES} gzip headers that were not one: the rest of the file is skipped")
+    return path.stat().st_size if end is None or end == GAVE_UP else end
+
+
+MAX_CANDIDATES = 4096  # gzip-looking headers tried per search (~5 us each): honest files have none
+GAVE_UP = -2
 
 
 def next_member(path: Path, start: int) -> int | None:
     """Offset of the first gzip member at or after `start` that holds a WARC record, found in the
-    compressed bytes (a member header, then a version line when inflated), read 1 MiB at a time.
-    A member crafted inside another's stored block is found too: it is a record like any other."""
+    compressed bytes (a member header, then a version line when inflated), read 1 MiB at a time;
+    `GAVE_UP` after `MAX_CANDIDATES` headers that were not one (a file made of them took 2.5 s per
+    MB). A member crafted inside another's stored block is found too: a record like any other."""
+    tried = 0
     with open(path, "rb") as f:
         at, tail = start, b""
         while True:
@@ -273,16 +282,22 @@ def next_member(path: Path, start: int) -> int | None:
             buf, base = tail + data, at - len(tail)
             i = buf.find(b"\x1f\x8b\x08")
             while i >= 0:
-                if _starts_warc_member(f, base + i):
+                head = buf[i : i + 4096]
+                if len(head) < 4096:  # near the end of this piece: the member's start from the file
+                    f.seek(base + i)
+                    head = f.read(4096)
+                if _starts_warc_member(head):
                     return base + i
+                tried += 1
+                if tried >= MAX_CANDIDATES:
+                    return GAVE_UP
                 i = buf.find(b"\x1f\x8b\x08", i + 1)
             tail, at = buf[-2:], at + len(data)
 
 
-def _starts_warc_member(f, offset: int) -> bool:
-    f.seek(offset)
+def _starts_warc_member(head: bytes) -> bool:
     try:
-        return zlib.decompressobj(31).decompress(f.read(1 << 16), 16).startswith(b"WARC/")
+        return zlib.decompressobj(31).decompress(head, 16).startswith(b"WARC/")
     except zlib.error:
         return False
 

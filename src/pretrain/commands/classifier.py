@@ -60,6 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("-o", "--output", default="-", help="JSONL of scores (default: stdout)")
     s.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text")
     s.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id")
+    s.add_argument("--max-model-bytes", type=int, default=32 * 1024**2, metavar="N",
+                   help="refuse a model file larger than this, unread (a model holds ~16x its size "
+                        "in memory; default 32 MiB, ~2.4 M words; classifier.max_model_bytes in curate)")
 
 
 def _texts(paths: list[str], text_field: str, errors: list[str], id_field: str = "id", skip: str = "-"):
@@ -99,7 +102,7 @@ def _score(args: argparse.Namespace) -> int:
     from pretrain.curate.classifier import ClassifierTagger, NaiveBayes
     from pretrain.curate.io import atomic_path, dumps_line
 
-    tagger = ClassifierTagger(NaiveBayes.load(args.model))
+    tagger = ClassifierTagger(NaiveBayes.load(args.model, args.max_model_bytes))
     errors: list[str] = []
     n = good = 0
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pretrain.config import signed
+from pretrain.config import bounded, signed
 from pretrain.curate.document import Document
 from pretrain.curate.language import words
 from pretrain.curate.step import Filter, Step, Tagger
@@ -35,7 +35,10 @@ from pretrain.errors import UserError
 FORMAT = "pretrain.naive_bayes"
 VERSION = 1
 REASON = "low_quality_score"
-MAX_MODEL_BYTES = 2 * 1024**3  # refuse to parse a "model" larger than this
+# A model file larger than this is refused before it is read: loaded, a model holds ~16x its
+# JSON bytes in Python objects (13.7 MB, a million words: 224 MB above the imports), so 32 MiB
+# (~2.4 M distinct words) is ~550 MB. It was 2 GiB (~40 GB). `classifier.max_model_bytes` raises it.
+MAX_MODEL_BYTES = 32 * 1024**2
 
 
 @dataclass
@@ -51,13 +54,14 @@ class ClassifierConfig:
     threshold: float = signed(0.0)  # a vote: below 0 leans towards the bad set
     per_word: bool = True
     filter: bool = True  # False: only tag the score (annotate now, filter later)
+    max_model_bytes: int = bounded(MAX_MODEL_BYTES, lo=1)  # a larger model file is refused unread
 
 
 class NaiveBayes:
     """Word counts of the two classes and the per-word votes derived from them."""
 
-    def __init__(self, good: Counter[str], bad: Counter[str]):
-        self.good, self.bad = Counter(good), Counter(bad)
+    def __init__(self, good: Counter[str], bad: Counter[str], copy: bool = True):
+        self.good, self.bad = (Counter(good), Counter(bad)) if copy else (good, bad)
         self.n_good = sum(self.good.values())
         self.n_bad = sum(self.bad.values())
         self.vocab_size = len(self.good.keys() | self.bad.keys())
@@ -126,16 +130,24 @@ class NaiveBayes:
         write_bytes_atomic(path, blob.encode())
 
     @classmethod
-    def load(cls, path: str | Path) -> NaiveBayes:
-        """Read a model written by `save`; a wrong or damaged file is a UserError naming it."""
+    def load(cls, path: str | Path, limit: int = MAX_MODEL_BYTES) -> NaiveBayes:
+        """Read a model written by `save`; a wrong or damaged file is a UserError naming it. A file
+        over `limit` bytes is refused before it is read, and only a regular file is read (a FIFO
+        would block, `/dev/zero` grow), counted as it is read (`untrusted.read_text`)."""
+        from pretrain.untrusted import check_file, read_text
+
         p = Path(path)
-        if not p.is_file():
+        if not p.exists():
             raise UserError(f"classifier model not found: {p}")
-        if p.stat().st_size > MAX_MODEL_BYTES:
-            raise UserError(f"{p}: {p.stat().st_size} bytes is too large for a classifier model")
+        size = check_file(p)
+        if size > limit:
+            raise UserError(f"{p}: {size:,} bytes is over the {limit:,} a classifier model may hold "
+                            "(classifier.max_model_bytes, --max-model-bytes: loaded, a model takes ~16x)")
+        text = read_text(p, limit)
         try:
-            obj = json.loads(p.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            obj = json.loads(text)
+            del text
+        except (ValueError, RecursionError) as e:
             # ValueError: JSONDecodeError and integers past Python's 4300-digit limit; RecursionError:
             # arrays nested thousands deep. Either is a damaged (or hostile) file, not a crash.
             why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
@@ -145,8 +157,8 @@ class NaiveBayes:
         version = obj.get("version")
         if not _is_int(version) or version != VERSION:  # JSON true would pass as 1
             raise UserError(f"{p}: classifier model version {json.dumps(version)}; we read {VERSION}")
-        counts = [_counts(p, obj.get(key), key) for key in ("good", "bad")]
-        model = cls(*counts)
+        counts = [_counts(p, obj.pop(key, None), key) for key in ("good", "bad")]
+        model = cls(*counts, copy=False)  # one dict per class: the parsed ones
         totals = [obj.get(k) for k in ("n_good", "n_bad", "vocab_size")]
         if not all(map(_is_int, totals)) or totals != [model.n_good, model.n_bad, model.vocab_size]:
             raise UserError(f"{p}: damaged classifier model (totals do not match the counts)")
@@ -161,7 +173,9 @@ def _is_int(x: object) -> bool:
 def _counts(path: Path, obj: object, key: str) -> Counter[str]:
     if not isinstance(obj, dict) or not all(_is_int(c) and c > 0 for c in obj.values()):
         raise UserError(f"{path}: damaged classifier model ({key!r} must map words to positive counts)")
-    return Counter(obj)
+    counts: Counter[str] = Counter()
+    dict.update(counts, obj)  # a Counter without a second dict alive beside the parsed one
+    return counts
 
 
 # ----------------------------------------------------------------------------- the belt's steps
@@ -196,7 +210,7 @@ def build_classifier_steps(cfg: ClassifierConfig) -> list[Step]:
     """[] when no model is configured; else the tagger, then (unless `filter` is off) the filter."""
     if not cfg.model:
         return []
-    steps: list[Step] = [ClassifierTagger(NaiveBayes.load(cfg.model))]
+    steps: list[Step] = [ClassifierTagger(NaiveBayes.load(cfg.model, cfg.max_model_bytes))]
     if cfg.filter:
         steps.append(ClassifierFilter(cfg.threshold, cfg.per_word))
     return steps

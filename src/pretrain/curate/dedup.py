@@ -43,10 +43,10 @@ import math
 import os
 import time
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import xxhash
@@ -57,9 +57,10 @@ from pretrain.curate.components import components
 from pretrain.curate.document import Document
 from pretrain.curate.exact import NO_KEY, text_key, url_key
 from pretrain.curate.minhash import MinHasher, ngram_hashes_many, word_bytes, word_hashes
+from pretrain.curate.removals import keepers, load_removals, removal_summary, renames  # noqa: F401
 from pretrain.errors import DataError, UserError
 
-FORMAT = 1  # bump when the files change meaning
+FORMAT = 2  # bump when the files change meaning (2: the id column)
 MAX_HASHES = 10_000  # bands x rows: signing holds two (256, k) uint64 buffers, 41 MB at this bound
 _BATCH = 512  # documents per signature batch
 _ROW_BYTES = 48  # stage-2 bytes per key row: keys, refs, sort order, edges
@@ -114,7 +115,10 @@ def _sign_hash(cfg: DedupConfig) -> str:
 
 
 def _columns(cfg: DedupConfig) -> list[str]:
-    cols = ["exact"] if cfg.exact else []
+    """Key columns signed and grouped. "id" is always there: its groups are documents that share an
+    id, whatever their text; they are not duplicates (no edge joins them), but every surviving
+    copy after the first is renamed, so ids are unique in the output."""
+    cols = ["id", "exact"] if cfg.exact else ["id"]
     cols += ["url"] if cfg.url else []
     cols += [f"b{i:02d}" for i in range(cfg.bands)] if cfg.near else []
     return cols
@@ -198,6 +202,7 @@ class _Part:
         self.ids = bytearray()
         self.offsets = array("q", [0])
         self.prio, self.tkeys, self.ukeys, self.near_rows = array("q"), array("Q"), array("Q"), array("Q")
+        self.ikeys = array("Q")
         self.bands: list[np.ndarray] = []
         self.sigs: list[np.ndarray] = []
         self.batch: list[np.ndarray] = []
@@ -210,8 +215,10 @@ class _Part:
         if words is not None and len(words) >= self.cfg.ngram:  # at least one shingle
             self.batch.append(words)
             self.near_rows.append(self.n)
-        self.ids += doc_id.encode("utf-8", "surrogatepass")
+        raw_id = doc_id.encode("utf-8", "surrogatepass")
+        self.ids += raw_id
         self.offsets.append(len(self.ids))
+        self.ikeys.append(xxhash.xxh3_64_intdigest(raw_id))
         self.prio.append(prio)
         self.tkeys.append(tkey)
         self.ukeys.append(ukey)
@@ -244,7 +251,8 @@ class _Part:
         del buf
         all_rows = np.arange(self.n, dtype=np.uint64)
         has_url = ukeys != NO_KEY
-        columns = {"exact": (tkeys, all_rows), "url": (ukeys[has_url], all_rows[has_url])}
+        columns = {"exact": (tkeys, all_rows), "url": (ukeys[has_url], all_rows[has_url]),
+                   "id": (np.frombuffer(self.ikeys, np.uint64), all_rows)}
         for b in range(cfg.bands):
             columns[f"b{b:02d}"] = (bands[:, b], near_rows)
         for col in _columns(cfg):
@@ -477,9 +485,11 @@ def _clustered(labels: np.ndarray) -> np.ndarray:
 
 
 def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
-              labels: np.ndarray) -> Iterator[dict]:
-    """One record per removed document, ordered by input position."""
-    members = _clustered(labels)
+              labels: np.ndarray, same_id: np.ndarray) -> Iterator[dict]:
+    """One record per removed document, and one per renamed one (`"step": "rename"`, the new id
+    in "kept"), ordered by input position. `same_id`: star edges of the id column (the first
+    copy of an id in input order -> each later one)."""
+    members = np.union1d(_clustered(labels), same_id.ravel())
     if members.size == 0:
         return
     ids, prio, tkey, ukey = _member_columns(work_dir, pieces, offsets, members)
@@ -492,15 +502,16 @@ def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
     start_of_piece = np.array([first_of_shard[shard] for shard, _ in pieces], dtype=np.int64)
     piece_of = np.searchsorted(np.asarray(offsets), members, side="right") - 1
     shard_of, row_of = shard_of_piece[piece_of], members - start_of_piece[piece_of]
-    lab = labels[members]
-    # keeper of a component: lowest priority, then smallest id, then input position
-    order = sorted(range(len(members)), key=lambda j: (lab[j], prio[j], ids[j], members[j]))
-    keeper: dict[int, int] = {}
-    for j in order:
-        keeper.setdefault(int(lab[j]), j)
+    lab = labels[members].tolist()
+    keeper = keepers(lab, prio.tolist(), ids)
+    kept_at = np.fromiter((keeper[x] for x in lab), np.int64, len(lab))
+    new_id = renames(members, same_id, kept_at != np.arange(len(lab)), ids)
     for j in range(len(members)):
-        k = keeper[int(lab[j])]
+        k = keeper[lab[j]]
         if k == j:
+            if j in new_id:
+                yield {"id": ids[j], "step": "rename", "reason": "duplicate_id", "kept": new_id[j],
+                       "shard": int(shard_of[j]), "row": int(row_of[j])}
             continue
         if tkey[j] == tkey[k]:
             step, reason = "exact_dedup", "duplicate_text"
@@ -508,8 +519,8 @@ def _removals(work_dir: Path, pieces: list[tuple[int, int]], offsets: list[int],
             step, reason = "exact_dedup", "duplicate_url"
         else:
             step, reason = "near_dedup", "near_duplicate"
-        yield {"id": ids[j], "step": step, "reason": reason, "kept": ids[k], "shard": int(shard_of[j]),
-               "row": int(row_of[j])}
+        yield {"id": ids[j], "step": step, "reason": reason, "kept": new_id.get(k, ids[k]),
+               "shard": int(shard_of[j]), "row": int(row_of[j])}
 
 
 def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
@@ -527,7 +538,7 @@ def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
     offsets = [0] + np.cumsum([n for info in shards for n in info["parts"]], dtype=np.int64).tolist()
     digest = xxhash.xxh3_64_hexdigest(json.dumps(
         {"cfg": asdict(cfg) | {"memory_mb": None, "parts": None, "chunk_docs": None},
-         "records": 2,  # 2: records carry the row in their shard (a list without it is redone)
+         "records": 3,  # 2: records carry the row in their shard; 3: renames of repeated ids
          "shards": [s["files"] for s in shards]},
         sort_keys=True).encode())
     out = work_dir / "removals.jsonl.zst"
@@ -540,45 +551,20 @@ def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
     units = [(str(work_dir), col, p, parts, pieces, offsets, digest, cfg)
              for col in _columns(cfg) for p in range(parts)]
     counts = list(map_fn(_edge_unit, units))
-    edge_files = [_edge_path(work_dir, u[1], u[2], parts) for u in units]
+    edge_files = [_edge_path(work_dir, u[1], u[2], parts) for u in units if u[1] != "id"]
     labels = components(edge_files, n, chunk=max(1024, budget // 64))
-    records = list(_removals(work_dir, pieces, offsets, labels))
+    same_id = [np.load(_edge_path(work_dir, "id", p, parts)) for p in range(parts)]
+    steps: Counter[str] = Counter()  # the records go to the file as they come: one at a time
+    records = (steps.update([r["step"] == "rename"]) or r
+               for r in _removals(work_dir, pieces, offsets, labels, np.concatenate(same_id, axis=1)))
     files = {out.name: _write_checked_records(out, records)}
     io.write_json_atomic(io.done_marker(out), {
-        "digest": digest, "files": files, "documents": n, "removed": len(records),
+        "digest": digest, "files": files, "documents": n, "removed": steps[False], "renamed": steps[True],
         "edges": int(sum(counts)), "parts": parts, "seconds": round(time.time() - t0, 3)})
     return out
 
 
-def _write_checked_records(path: Path, records: list[dict]) -> dict:
+def _write_checked_records(path: Path, records: Iterable[dict]) -> dict:
     io.write_jsonl_zst(path, records)
     data = path.read_bytes()
     return {"size": len(data), "xxh3": xxhash.xxh3_64_hexdigest(data)}
-
-
-def load_removals(path: Path) -> dict[str, tuple[str, str, str]]:
-    """removed document id -> (step, reason, id of the kept twin)."""
-    path = Path(path)
-    out: dict[str, tuple[str, str, str]] = {}
-    for rec in io.read_jsonl_zst(path):
-        out[rec["id"]] = (rec["step"], rec["reason"], rec["kept"])
-    return out
-
-
-def load_shard_removals(path: Path) -> dict[int, tuple[str, str, str, str]]:
-    """One shard's removals (`job.split_removals`): row of the document in its shard's stage-A
-    survivors -> (step, reason, id of the kept twin, id of the removed document)."""
-    out: dict[int, tuple[str, str, str, str]] = {}
-    for rec in io.read_jsonl_zst(Path(path)):
-        if "row" not in rec:
-            # a UserError: this runs in stage C's workers, and a DataError does not unpickle
-            raise UserError(f"{path}: removal list of an older version: remove OUT/work/dedup/removals* "
-                            "and OUT/work/done/removals.done, then run again")
-        out[int(rec["row"])] = (rec["step"], rec["reason"], rec["kept"], rec["id"])
-    return out
-
-
-def removal_summary(path: Path) -> dict[str, Any]:
-    """The numbers `find_duplicates` recorded in the removal list's done marker."""
-    info = json.loads(io.done_marker(Path(path)).read_text())
-    return {k: info[k] for k in ("documents", "removed", "edges", "parts", "seconds") if k in info}

@@ -25,20 +25,34 @@ def read_parquet(
 
     from pretrain.curate.parquet_pages import PAGE_ERRORS, group_rows
 
+    footer = _footer_bytes(path)
+    if cfg.max_footer_bytes and footer > cfg.max_footer_bytes:
+        on_error(str(path), None, f"Parquet footer of {footer:,} bytes is over max_footer_bytes="
+                 f"{cfg.max_footer_bytes} (every column of every row group): file skipped unread")
+        return
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as e:
         on_error(str(path), None, f"not a readable Parquet file: {e}")
         return
-    names = set(pf.schema_arrow.names)
-    if cfg.text_field not in names:
-        on_error(str(path), None, f"missing text column {cfg.text_field!r} (columns: {sorted(names)})")
+    # Leaf columns by path, once: each row group then touches only the chunks we read (20,000
+    # columns cost 20,000 metadata objects per row group before). A struct's leaves are
+    # `metadata.url`; `ParquetSchema.names` would give `url`, which a top-level column may also be.
+    paths = [pf.schema.column(i).path for i in range(len(pf.schema))]
+    tops: dict[str, list[int]] = {}
+    for i, leaf in enumerate(paths):
+        tops.setdefault(leaf.split(".")[0], []).append(i)
+    if cfg.text_field not in tops:
+        shown = sorted(tops)[:20] + (["..."] if len(tops) > 20 else [])
+        on_error(str(path), None, f"missing text column {cfg.text_field!r} (columns: {shown})")
         return
-    cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field) if c and c in names]
+    cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field) if c and c in tops]
+    chunks = [i for c in cols for i in tops[c]]
+    leaves = {leaf: i for i, leaf in enumerate(paths)}
     row = 0
     for g in range(pf.num_row_groups):
         start = row
-        size, rows = _row_group_bytes(pf, g, cols), pf.metadata.row_group(g).num_rows
+        size, rows = _row_group_bytes(pf, g, chunks), pf.metadata.row_group(g).num_rows
         # Skipped unread only when it is both big and certain to hold an oversized row (more bytes
         # than max_record_bytes per row): a legit group of a million rows is read, in batches.
         if cfg.max_row_group_bytes and size > cfg.max_row_group_bytes and size > cfg.max_record_bytes * rows:
@@ -48,7 +62,7 @@ def read_parquet(
             row += rows
             continue
         try:
-            by_pages = group_rows(path, pf, g, cols, cfg.text_field, cfg.max_record_bytes)
+            by_pages = group_rows(path, pf, g, cols, cfg.text_field, cfg.max_record_bytes, leaves)
             if by_pages is not None:  # a page can hold an oversized cell: measured before it is read
                 for i, obj in by_pages:
                     doc = _parquet_doc(obj, row + i, cfg, src, path, on_error)
@@ -69,11 +83,27 @@ def read_parquet(
         on_error(str(path), None, "empty file")
 
 
-def _row_group_bytes(pf, g: int, cols: list[str]) -> int:
+def _footer_bytes(path: Path) -> int:
+    """The footer's length from the file's last 8 bytes (length, "PAR1"); 0 when they are not that
+    (pyarrow then says what is wrong). pyarrow parses a footer whole, every column of every row
+    group, holding ~16x its bytes: a 3.7 MB footer of 20,000 columns took 60 MB."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            if f.seek(0, 2) < 12:
+                return 0
+            f.seek(-8, 2)
+            tail = f.read(8)
+    except OSError:
+        return 0
+    return struct.unpack("<I", tail[:4])[0] if tail[4:] == b"PAR1" else 0
+
+
+def _row_group_bytes(pf, g: int, cols: list[int]) -> int:
     """Uncompressed bytes of the columns we read in row group `g`, from the footer (nothing decoded)."""
     rg = pf.metadata.row_group(g)
-    return sum(rg.column(i).total_uncompressed_size for i in range(rg.num_columns)
-               if rg.column(i).path_in_schema.split(".")[0] in cols)  # a struct's leaves: metadata.url
+    return sum(rg.column(i).total_uncompressed_size for i in cols)  # a struct's leaves included
 
 
 def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, path: Path,

@@ -348,18 +348,18 @@ def _cells(s: _Inflated, encoding: int, present: np.ndarray, dictionary: list, m
 # --------------------------------------------------------------------------- rows of a row group
 
 
-def group_rows(path, pf, g: int, cols: list[str], text_field: str, max_bytes: int
-               ) -> Iterator[tuple[int, dict | str]] | None:
+def group_rows(path, pf, g: int, cols: list[str], text_field: str, max_bytes: int,
+               leaves: dict[str, int]) -> Iterator[tuple[int, dict | str]] | None:
     """Rows of row group `g` as (index in the group, {column: value}) or (index, why it is bad),
     the text column read by pages; None when no page can hold a cell over `max_bytes` or the
-    column is one this reader does not decode (the caller reads the group with pyarrow)."""
+    column is one this reader does not decode (the caller reads the group with pyarrow).
+    `leaves`: the file's leaf columns by path, with their index."""
     import pyarrow as pa
 
-    names = [pf.schema.column(i).path for i in range(len(pf.schema))]
-    if text_field not in names or not (pa.types.is_string(pf.schema_arrow.field(text_field).type)
-                                       or pa.types.is_large_string(pf.schema_arrow.field(text_field).type)):
+    if text_field not in leaves or not (pa.types.is_string(pf.schema_arrow.field(text_field).type)
+                                        or pa.types.is_large_string(pf.schema_arrow.field(text_field).type)):
         return None
-    col = names.index(text_field)
+    col = leaves[text_field]
     desc = pf.schema.column(col)
     chunk = pf.metadata.row_group(g).column(col)
     if desc.max_repetition_level or desc.physical_type != "BYTE_ARRAY":

@@ -30,7 +30,7 @@ from typing import Any
 from pretrain.curate import io, versions
 from pretrain.curate.classifier import ClassifierConfig, ClassifierFilter, build_classifier_steps
 from pretrain.curate.decontam import DecontamConfig, build_decontam_step
-from pretrain.curate.dedup import DedupConfig, load_shard_removals, shard_ok, sign_shard
+from pretrain.curate.dedup import DedupConfig, shard_ok, sign_shard
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step
 from pretrain.curate.job import Layout
@@ -38,6 +38,7 @@ from pretrain.curate.language import REASON_SCORE as LANGUAGE_SCORE
 from pretrain.curate.language import LanguageConfig, LanguageFilter, build_language_step
 from pretrain.curate.pii import PIIConfig, build_pii_step
 from pretrain.curate.readers import ReaderConfig, read_documents
+from pretrain.curate.removals import shard_removals
 from pretrain.curate.rules import RulesConfig, build_rule_steps
 from pretrain.curate.step import Step, run_steps
 from pretrain.curate.urlfilter import URLFilterConfig, build_url_filter
@@ -390,20 +391,23 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     t0 = time.time()
     # this shard's removals only (job.split_removals): memory is the shard's, not the corpus's
     mine = Path(removals_path) / f"shard_{task.shard:05d}.jsonl.zst" if removals_path else None
-    removals = load_shard_removals(mine) if mine else {}
+    removals = shard_removals(mine) if mine else iter(())
+    hit = next(removals, None)  # both streams are in row order: a merge, nothing held
     by_reason: Counter[str] = Counter()
     # on object storage, data and dedup rejects go up together: one round trip's wait, not two
     with io.collect_uploads() as pending, io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
             io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:
         for row, rec in enumerate(_survivors(task, lay)):
-            hit = removals.get(row)  # by row, as signed in stage A: ids may repeat
-            if hit is None:
+            if hit is None or hit[0] != row:  # by row, as signed in stage A: ids may repeat
                 data.write(rec)
                 continue
-            step, reason, twin, signed_id = hit
+            (_, (step, reason, twin, signed_id)), hit = hit, next(removals, None)
             if rec["id"] != signed_id:  # the input re-read is not what stage A signed
                 raise UserError(f"{task.path}: document {row + 1} is {rec['id']!r}, signed as "
                                 f"{signed_id!r}: the input changed during the job; rerun into a new --output")
+            if step == "rename":  # a later copy of an id that stays: ids are unique in data/
+                data.write({**rec, "id": twin})
+                continue
             by_reason[f"{step}.{reason}"] += 1
             doc = Document(rec["id"], rec["text"], rec.get("url"), rec.get("source", ""),
                            rec.get("metadata", {}))

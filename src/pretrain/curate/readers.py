@@ -79,6 +79,16 @@ class ReaderConfig:
     # oversized), is skipped whole: a page holding a 1 GiB cell would be decoded whole to reach
     # its neighbours. 0 = no bound.
     max_row_group_bytes: int = 1024**3
+    # Parquet: a footer (schema and every row group's column metadata) larger than this is refused
+    # unread: pyarrow parses it whole, at ~16x its size in memory (8 MiB: ~130 MB), whichever
+    # columns we read. ~190 bytes per column per row group: 8 MiB is 40,000 column chunks (a
+    # 4-column file of 10,000 row groups). 0 = no bound.
+    max_footer_bytes: int = 8 * 1024**2
+    # WARC in one gzip stream (not gzip per record): the records after one over max_record_bytes
+    # can only be reached by inflating it; past this many claimed bytes the rest of the file is
+    # skipped with one line instead (a 4 GiB record in 4 MB took 42 s). Gzip-per-record files
+    # resume at the next member without inflating the big one, whatever its size.
+    warc_max_skip_bytes: int = bounded(256 * 1024**2, lo=1)
     # WARC: keep only HTML responses (non-HTML payloads are skipped and counted).
     html_only: bool = True
     # WARC: re-read the framing between records to report records the parser skipped:
@@ -379,7 +389,9 @@ def _read_jsonl(
                                  "array of records")
                         return
                 if len(line) > cfg.max_record_bytes and not line.endswith(b"\n"):
+                    lineno -= 1  # a bomb met while skipping it is this line's, not the next one's
                     _skip_to_newline(stream, cfg.max_record_bytes)
+                    lineno += 1
                     on_error(
                         str(path),
                         f"line {lineno}",

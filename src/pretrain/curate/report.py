@@ -58,6 +58,9 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
         + (f" over {stats['attempts']} attempts" if stats.get("attempts", 1) > 1 else "")
     )
+    if renamed := stats.get("dedup", {}).get("renamed", 0):
+        console.print(f"{renamed:,} documents kept under a repeated id were renamed ID#2, ID#3, ... "
+                      "(ids are unique in data/)", soft_wrap=True)
     lines = error_lines(stats)
     if lines:
         console.print(f"first {len(lines)} of {stats['errors']['count']:,} bad records:")

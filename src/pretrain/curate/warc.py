@@ -39,9 +39,10 @@ from pathlib import Path
 
 from pretrain.curate.document import Document, stable_id
 from pretrain.curate.readers import OnError, ReaderConfig, _looks_binary, decode_html
-from pretrain.curate.warc_framing import GapChecker, layout, resync
+from pretrain.curate.warc_framing import STOP, GapChecker, layout, resync
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+SKIP_TAIL = 1 << 20  # inflated past max_record_bytes to see a too-large record's member end
 
 
 def read_warc(
@@ -94,10 +95,13 @@ class _Scan:
 
     def __init__(self, path: Path, cfg: ReaderConfig, on_error: OnError, stats: Counter[str]):
         self.path, self.layout = path, layout(path)
-        self.gaps = GapChecker(path, cfg.warc_check_gaps == "all") if cfg.warc_check_gaps != "off" else None
+        cap = cfg.max_record_bytes + SKIP_TAIL
+        gaps = cfg.warc_check_gaps
+        self.gaps = GapChecker(path, gaps == "all", cap) if gaps != "off" else None
         self.check_members = cfg.warc_check_gaps == "all" and self.layout == "members"
         self.prev: tuple[int, int] | None = None  # (stream_pos, content_length) of the previous record
         self.first, self.stop, self.resumed = True, False, False
+        self.cap = cap  # how much of a record over max_record_bytes is inflated to find its end
 
 
 def _read_from(
@@ -123,15 +127,21 @@ def _read_from(
                 scan.prev, scan.first, scan.resumed = (pos, length), False, False
                 stats[f"records.{rtype}"] += 1
                 suspect = stats["errors.truncated"] + stats["skipped.too_large"]
+                skipped = stats["skipped.too_large"]
                 doc = _fastwarc_doc(rec, rtype, cfg, on_error, src, stats, str(path))
                 resume = None
+                too_large = stats["skipped.too_large"] > skipped
                 if (stats["errors.truncated"] + stats["skipped.too_large"] > suspect or scan.check_members
                         or scan.layout == "plain"):  # plain: a small read at the claimed end per record
                     rid = rec.headers.get("WARC-Record-ID")
-                    resume = resync(path, scan.layout, pos, length, on_error, stats, rid)
+                    bound = (scan.cap, cfg.warc_max_skip_bytes) if too_large else (None, None)
+                    resume = resync(path, scan.layout, pos, length, on_error, stats, rid, *bound)
                 if doc is not None and resume is None:  # an overrunning record's payload ends in junk
                     stats["documents"] += 1
                     yield doc
+                if resume == STOP:
+                    scan.stop = True
+                    return None
                 if resume is not None:
                     scan.resumed = True
                     return resume

@@ -217,7 +217,8 @@ def validate(cfg: RunConfig) -> None:
             raise UserError(f"{key} must be <= 1, got {v}")
         if key in BELOW_ONE and v >= 1:
             raise UserError(f"{key} must be < 1, got {v}")
-    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len"):
+    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len",
+                 "attn_head_dim"):
         v = getattr(cfg.model, name)
         least = 2 if name == "seq_len" else 1  # one position: nothing to attend to, a bigram table
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):

@@ -16,7 +16,8 @@ All sizes are bytes. Sources:
   The constants count a GPT-3 block (MHA, 4h MLP, dropout); we apply them to every shape.
 - Pipeline (Korthikanti sec. 4.2.3): with 1F1B the first stage holds L/p layers for p micro-batches,
   i.e. per-layer × L; interleaving with v chunks multiplies by (1 + (p−1)/(p·v)).
-- Logits (Korthikanti sec. 4.3): the output layer and fp32 cross-entropy keep 4·s·b·h/t·(1 + V/h).
+- Logits (Korthikanti sec. 4.3): the output layer and fp32 cross-entropy keep 4·s·b·h/t·(1 + V/h);
+  torchtitan's unfused fp32 loss peaks at 12 bytes per vocabulary entry, not 4 (LOSS_BYTES_PER_VOCAB).
 """
 
 from __future__ import annotations
@@ -126,9 +127,20 @@ def layers_per_gpu(n_layers: int, p: int = 1, v: int = 1) -> int:
     return -(-n_layers // (p * v)) * v
 
 
-def logits_bytes(s: int, b: int, h: int, vocab: int, t: int = 1) -> float:
-    """Output layer + fp32 cross-entropy on the last stage: 4·s·b·h/t·(1 + V/h) (Korthikanti sec. 4.3)."""
-    return 4 * s * b * h / t * (1 + vocab / h)
+# Bytes per vocabulary entry per token that the loss holds at its peak, by activation profile.
+# Korthikanti sec. 4.3 counts 4 (fp32 logits, as Megatron's fused vocab-parallel cross-entropy keeps).
+# torchtitan (components/loss.py) runs F.cross_entropy(pred.flatten(0, 1).float(), labels) on the
+# bf16 logits and its train step deletes `pred` before backward: log_softmax saves its fp32 output
+# (4) and, in backward, nll_loss's dense fp32 gradient (4) and log_softmax's fp32 input gradient (4)
+# exist beside it: 12 (the forward's bf16 logits + fp32 copy + output is 10). Measured with a live-
+# tensor count on the CPU (tests/test_plan_activations_peers.py).
+LOSS_BYTES_PER_VOCAB = {"fused": 4, "pretrain": 4, "torchtitan": 12}
+
+
+def logits_bytes(s: int, b: int, h: int, vocab: int, t: int = 1, per_vocab: float = 4) -> float:
+    """Output layer + cross-entropy on the last stage: 4·s·b·h/t + per_vocab·s·b·V/t; with the fp32
+    loss of Korthikanti sec. 4.3 (per_vocab = 4) that is 4·s·b·h/t·(1 + V/h)."""
+    return s * b * (4 * h + per_vocab * vocab) / t
 
 
 def stage_params(shape: ModelShape, tp: int = 1, pp: int = 1, v: int = 1) -> float:
@@ -323,7 +335,8 @@ def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zer
                                   dropout)
     working += cp_mask_bytes(shape.seq_len, cp) if profile == "pretrain" else 0.0  # on every stage
     acts += working
-    logits = logits_bytes(shape.seq_len // cp, mbs, shape.d_model, shape.vocab_size, tp)
+    logits = logits_bytes(shape.seq_len // cp, mbs, shape.d_model, shape.vocab_size, tp,
+                          LOSS_BYTES_PER_VOCAB[profile])
     if pp == 1:
         return MemoryBreakdown(state, acts, logits, state + acts + logits)
     # 1F1B: the last stage runs each micro-batch's backward right after its forward (one in flight)

@@ -106,3 +106,43 @@ def test_405b_on_16384_gpus_finds_a_layout():
     r = search(Job(get_shape("llama-3-405b"), get_gpu("h100"), 16384, 16 * 2**20))
     assert r.best is not None and r.best.layout.tp * r.best.layout.pp * r.best.layout.dp == 16384
     assert r.evaluated > 1000
+
+
+# torchtitan's elastic-scaling tables (docs/performance.md), Memory(GiB) per GPU as printed, on
+# Grand Teton H100s of 96 GB HBM2e: Tables 1-4 (Llama 3.1 8B and 70B; FSDP, CP, TP; compile, Float8).
+TORCHTITAN_PRINTED_GIB = (82.4, 77.0, 76.8, 83.9, 84.2, 84.0, 84.5, 67.0, 62.0, 61.8, 71.9, 67.6)
+
+
+def test_default_headroom_refuses_none_of_the_peaks_torchtitan_ran_at():
+    # an upper bound on the headroom from runs that ran: their peaks (allocator reserve included)
+    # reach 88% of the GPU, so keeping 10% free refuses none of them, 15% would
+    from pretrain.plan.search import HEADROOM
+
+    gpu = get_gpu("h100-hbm2e")
+    assert gpu.memory_gb == 96
+    job = Job(get_shape("llama-3-8b"), gpu, 8)
+    assert job.headroom == HEADROOM == 0.10
+    assert max(TORCHTITAN_PRINTED_GIB) * 2**30 <= job.usable_bytes
+    wider = Job(get_shape("llama-3-8b"), gpu, 8, headroom=0.15)
+    assert max(TORCHTITAN_PRINTED_GIB) * 2**30 > wider.usable_bytes
+
+
+def test_a_layout_refused_only_by_the_headroom_is_named_so():
+    # torchtitan ran Llama 2 13B without checkpointing at local batch 2 on 80 GB A100s (2,162
+    # tokens/s): its counted 77.4 GiB exceed the 72 GiB usable, not the 80 GiB of HBM
+    from dataclasses import replace
+
+    from pretrain.errors import UserError
+    from pretrain.plan.heldout import held_out
+    from pretrain.plan.search import headroom_note
+
+    run = next(r for r in held_out() if r.source.startswith("torchtitan Llama 2 13B, no AC"))
+    est = evaluate(run.job, run.layout)
+    assert est.reason == "does not fit in memory" and run.job.refused_by_headroom(est.memory)
+    assert "only the 10% headroom" in headroom_note(run.job)
+    assert evaluate(replace(run.job, headroom=0.0), run.layout).fits
+    too_big = evaluate(replace(run.job, shape=get_shape("llama-2-70b")), run.layout)
+    assert not run.job.refused_by_headroom(too_big.memory)  # over the HBM itself: no such note
+    for bad in (1.0, -0.1, float("nan")):
+        with pytest.raises(UserError, match="--headroom"):
+            replace(run.job, headroom=bad)

@@ -52,6 +52,8 @@ def print_plan(plan: dict, console: Console | None = None) -> None:
         status = "fits" if lay["fits"] else f"[red]dropped: {lay['reason']}[/red]"
         m = lay["micro_batches"]
         console.print(f"\n[bold]Layout[/bold] {lay['label']}  ({status}, {m} micro-batches)")
+        if lay.get("headroom_note"):
+            console.print(lay["headroom_note"])
         if "memory_gb" in lay:
             _section(console, "Memory per GPU (GB), busiest GPU", lay["memory_gb"])
             _activations_note(console, plan.get("software", {}))

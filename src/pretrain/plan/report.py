@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pretrain.errors import UserError
 from pretrain.plan import compute, memory, parallel, reliability
 from pretrain.plan.layout import Layout, data_parallel, problems
-from pretrain.plan.search import Estimate, Job, SearchResult, evaluate, explain, search
+from pretrain.plan.search import Estimate, Job, SearchResult, evaluate, explain, headroom_note, search
 
 # Llama 3 (Dubey et al. 2024, sec. 3.3.4): 419 unexpected interruptions in 54 days on 16,384 GPUs,
 # one every 11,135 s, i.e. about 50,700 hours per GPU.
@@ -109,7 +109,8 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
                   "flops_per_token_6n": compute.flops_per_token(shape, attention=False)},
         "cluster": {"gpu": gpu.name, "n_gpus": job.n_gpus, "nodes": -(-job.n_gpus // gpu.gpus_per_node),
                     "peak_tflops_per_gpu": gpu.bf16_tflops, "memory_gb_per_gpu": gpu.memory_gb,
-                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "efficiency": job.gpu.gemm_efficiency},
+                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "headroom": job.headroom,
+                    "efficiency": job.gpu.gemm_efficiency},
         "budget": {"tokens": budget.tokens, "batch_tokens": job.batch_seqs * shape.seq_len,
                    "chinchilla_tokens": compute.chinchilla_tokens(shape.params()),
                    "training_flops_6nd": compute.training_flops(shape.params(), budget.tokens),
@@ -121,6 +122,8 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
     }
     if chosen is not None and chosen.fits:
         plan.update(_timing(job, budget, chosen, fpt))
+    elif chosen is not None and job.refused_by_headroom(chosen.memory):
+        plan["layout"]["headroom_note"] = headroom_note(job)
     plan = {"schema": SCHEMA, "headline": _headline(plan), **plan}
     return plan
 

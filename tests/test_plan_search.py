@@ -146,3 +146,43 @@ def test_a_layout_refused_only_by_the_headroom_is_named_so():
     for bad in (1.0, -0.1, float("nan")):
         with pytest.raises(UserError, match="--headroom"):
             replace(run.job, headroom=bad)
+
+
+def test_causal_execution_halves_the_counted_attention():
+    # a causal mask keeps s(s+1)/2 of the s² (query, key) pairs: the flash kernel skips the rest, so
+    # what runs is the PaLM count with the attention core (and its re-run under recompute) halved
+    torch = pytest.importorskip("torch")
+    shape = get_shape("llama-3-8b").with_(seq_len=512)
+    s, L, q = shape.seq_len, shape.n_layers, shape.q_dim
+    kept = float(torch.ones(s, s).tril().sum()) / s**2
+    for rc, attn_rerun in (("none", 0), ("selective", 4), ("full", 4)):
+        counted = compute.flops_per_token(shape) + compute.recompute_flops_per_token(shape, rc)
+        executed = compute.executed_flops_per_token(shape, rc)
+        attention = (12 + attn_rerun) * L * q * s
+        assert counted - executed == pytest.approx(attention * (1 - kept), rel=2 / s), rc
+        assert compute.executed_flops_per_token(shape, rc, causal_kernel=False) == counted
+
+
+def test_an_hfu_above_one_is_explained_and_the_executed_share_is_not():
+    # Llama 3 8B at 128K tokens with full recompute on a GPU described at its peak (every efficiency
+    # 1, as a --hardware file may say): attention dominates, counted twice what runs, so HFU > 1
+    import io
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from pretrain.plan import report
+    from pretrain.plan.render import print_plan
+
+    gpu = replace(get_gpu("h100"), gemm_efficiency=1.0, attention_efficiency=1.0, hbm_efficiency=1.0)
+    job = Job(get_shape("llama-3-8b").with_(seq_len=131072), gpu, 64, 2**23)
+    lay = data_parallel(32, cp=2, zero=3, recompute="full")
+    plan = report.build_plan(job, report.Budget(1e12), lay, top=1)
+    t = plan["time"]
+    assert t["hfu"] > 1 >= t["hfu_causal"] and t["mfu"] < t["hfu"]
+    assert "no causal halving" in t["flops_convention"] and "Above 100%" in t["flops_convention"]
+    out = io.StringIO()
+    print_plan(plan, Console(file=out, width=200))
+    flat = " ".join(out.getvalue().split())
+    assert "Above 100% because the counted attention FLOPs are twice those executed" in flat
+    assert f"{t['hfu_causal']:.1%} of peak is what runs" in flat

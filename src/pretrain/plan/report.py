@@ -207,6 +207,7 @@ def _timing(job: Job, budget: Budget, est: Estimate, fpt: float) -> dict:
     stage = memory.stage_params(shape, lay.tp, lay.pp, lay.v)
     return {
         "time": {"step_s": est.step_s, "tokens_per_s": est.tokens_per_s, "mfu": est.mfu, "hfu": est.hfu,
+                 "hfu_causal": est.hfu_causal, "flops_convention": flops_convention(est, job.flash),
                  "steps": budget.tokens / (job.batch_seqs * shape.seq_len), "compute_days": run_s / 86400,
                  "calendar_days": days, "gpu_hours": days * 24 * job.n_gpus},
         "communication_gb_per_step": {
@@ -219,6 +220,18 @@ def _timing(job: Job, budget: Budget, est: Estimate, fpt: float) -> dict:
                    "ideal": parallel.pipeline_bubble(lay.pp, est.m, lay.v, "ideal")},
         "reliability": rel,
     }
+
+
+def flops_convention(est: Estimate, flash: bool) -> str:
+    """Which FLOPs each utilization counts; why a figure is above 100% when one is."""
+    text = ("mfu and hfu count attention as 12·L·h·s FLOPs per token, no causal halving (PaLM, "
+            "Chowdhery et al. 2022, app. B; hfu adds the recomputed forward); hfu causal counts what "
+            + ("what the causal flash kernel executes, half the attention, as the step time does"
+               if flash else "what runs (explicit attention computes the masked scores too: the same FLOPs)"))
+    if max(est.mfu, est.hfu) > 1:
+        text += (f". Above 100% because the counted attention FLOPs are twice those executed: "
+                 f"{est.hfu_causal:.1%} of peak is what runs")
+    return text
 
 
 def _search_summary(result: SearchResult, top: int, chosen: Estimate | None) -> dict:

@@ -101,6 +101,7 @@ class Estimate:
     tokens_per_s: float = 0.0
     mfu: float = 0.0
     hfu: float = 0.0
+    hfu_causal: float = 0.0  # executed FLOPs (causal attention halved) over peak: at most 1
 
     @property
     def fits(self) -> bool:
@@ -113,7 +114,7 @@ class Estimate:
             d["memory_gb"] = {k: v / 1e9 for k, v in self.memory.as_dict().items()}
         if self.times:
             d.update(times_s=self.times, step_s=self.step_s, tokens_per_s=self.tokens_per_s, mfu=self.mfu,
-                     hfu=self.hfu)
+                     hfu=self.hfu, hfu_causal=self.hfu_causal)
         return d
 
 
@@ -199,6 +200,9 @@ def time_layout(job: Job, lay: Layout, est: Estimate) -> None:
     peak = job.n_gpus * gpu.peak_flops
     est.mfu = compute.mfu(est.tokens_per_s, model_fpt, peak)
     est.hfu = compute.mfu(est.tokens_per_s, hw_fpt, peak)
+    run_fpt = compute.executed_flops_per_token(shape, lay.recompute, selective=job.selective,
+                                               causal_kernel=job.flash)
+    est.hfu_causal = compute.mfu(est.tokens_per_s, run_fpt, peak)
 
 
 def _dp_local(job: Job, lay: Layout) -> int:

@@ -212,8 +212,8 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     gated = shape.mlp == "swiglu"
     if recompute == "selective" and selective == "op":
         resid = 4.0 if profile == "pretrain" else 2.0
-        attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
-        return resid * h / rep + 2 * (h + kv + (f if gated else 0)) / t + 2 * h / rep + attn
+        attn = (2 * q + 4 * a) / t if flash else 2 * a * s / t  # Q and the attention output: q wide
+        return resid * h / rep + 2 * (q + kv + (f if gated else 0)) / t + 2 * h / rep + attn
     if profile == "torchtitan" and recompute != "full":
         return _bf16_eager_bytes(shape, t, rep, flash)  # selective is not offered: as none
     if profile == "pretrain":

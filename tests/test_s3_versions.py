@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 from s3server import s3  # noqa: F401  (the fixture)
 from test_job_s3 import s3_here  # noqa: F401  (the fixture)
@@ -103,3 +104,71 @@ def test_local_file_rewritten_same_size_between_attempts_is_refused(tmp_path, ca
     assert main(job) == 2
     err = capsys.readouterr().err.strip()
     assert f"{b}: changed since" in err and f"mtime_ns {before}" in err, err
+
+
+# ----------------------------------------------------------------------------- pretrain tokenize
+
+
+def _tokenizer(tmp_path):
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    path = tmp_path / "tok.json"
+    train_tokenizer([_rows(k, n=6).decode() for k in "ab"], vocab_size=300).save(str(path))
+    return path
+
+
+def _tokenize(src: str, out, tok, work) -> list[str]:
+    return ["tokenize", src, "--tokenizer", str(tok), "-o", str(out), "--workers", "1",
+            "--work-dir", str(work)]
+
+
+def test_tokenize_object_rewritten_same_size_between_attempts_is_refused(s3_here, tmp_path, capsys):  # noqa: F811
+    """The staged copy records the ETag its GET answered, the shard's marker the listing's: a rerun
+    whose listing gives another ETag is refused (by the copy's record; without it, by the finished
+    shard's marker once the new version is fetched), naming the object and both ETags."""
+    bucket = s3_here.new_bucket("tok-etag")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/{k}": _rows(k, n=6) for k in ["a.jsonl", "b.jsonl"]})
+    tok, out = _tokenizer(tmp_path), tmp_path / "tokens"
+    job = _tokenize(f"s3://{bucket}/in", out, tok, tmp_path / "work")
+    assert main(job) == 0
+    assert main(job) == 0  # untouched: resumes, nothing to redo
+    old = fs.info(f"{bucket}/in/b.jsonl")["ETag"]
+    marker = json.loads((out / "shard_00001.done").read_text())
+    assert marker["versions"] == {f"s3://{bucket}/in/b.jsonl": {"etag": old}}
+    fs.pipe(f"{bucket}/in/b.jsonl", _same_size_other_bytes(_rows("b.jsonl", n=6)))
+    new = fs.info(f"{bucket}/in/b.jsonl")["ETag"]
+    for attempt in ("the copy's record", "the shard's marker"):
+        capsys.readouterr()
+        assert main(job) == 2, attempt
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert f"s3://{bucket}/in/b.jsonl: changed since" in err and old in err and new in err, err
+        shutil.rmtree(tmp_path / "work" / "versions")  # next: a copy without record, fetched again
+
+
+def test_tokenize_local_file_rewritten_same_size_is_refused_and_old_markers_resume(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    for k in ["a.jsonl", "b.jsonl"]:
+        (tmp_path / "in" / k).write_bytes(_rows(k, n=6))
+    tok, out = _tokenizer(tmp_path), tmp_path / "tokens"
+    job = _tokenize(str(tmp_path / "in"), out, tok, tmp_path / "work")
+    assert main(job) == 0
+    first = (out / "shard_00001.bin").read_bytes()
+    b = tmp_path / "in" / "b.jsonl"
+    before = b.stat().st_mtime_ns
+    b.write_bytes(_same_size_other_bytes(b.read_bytes()))
+    os.utime(b, ns=(before + 10**9, before + 10**9))  # a coarse clock could give the same mtime
+    capsys.readouterr()
+    assert main(job) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{b.resolve()}: changed since" in err and f"mtime_ns {before}" in err, err
+    assert (out / "shard_00001.bin").read_bytes() == first  # the old shard stays, refused, not mixed
+    # markers as a pretrain before versions wrote them: the rerun resumes, said once
+    for m in out.glob("shard_*.done"):
+        info = json.loads(m.read_text())
+        del info["versions"]
+        m.write_text(json.dumps(info))
+    capsys.readouterr()
+    assert main(job) == 0
+    assert capsys.readouterr().err.count("record no input versions") == 1

@@ -129,3 +129,42 @@ def test_run_still_writing_its_metrics_is_reported_to_its_last_whole_line(bucket
     target = 6
     assert f"<b>{steps[2]['step']} of {target}</b>" in page  # the torn step 4 is not counted
     assert f"stopped at step {steps[2]['step']} of {target}" in page
+
+
+def test_rejects_are_read_in_small_ranges_not_a_first_50_mib_block(bucket, monkeypatch):
+    """s3fs reads ahead 50 MiB by default: the page's first few rejects cost the first 50 MiB of
+    each rejects object. Counted at the client's ranged GETs (s3fs's S3File._fetch_range) and in
+    the server's log: an 8 MiB rejects object of which the report reads its first records is
+    fetched in about 1 MiB (the whole object before)."""
+    import os
+
+    import s3fs
+    import zstandard
+
+    import pretrain.report_corpus as rc
+
+    name, local = bucket
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    for f in ("stats.json", "plan.json", "config.toml"):
+        fs.put_file(str(local["corpus"] / f), f"{name}/big/{f}")
+    rows = b"".join(json.dumps({"id": f"r{i}", "step": "filters", "reason": "too_short",
+                                "text": os.urandom(3000).hex()}).encode() + b"\n" for i in range(2800))
+    blob = zstandard.ZstdCompressor(level=1).compress(rows)
+    assert len(blob) > 8 << 20  # random hex: zstd keeps about half of it
+    fs.pipe_file(f"{name}/big/rejects/filters_00000.jsonl.zst", blob)
+    monkeypatch.setattr(rc, "MAX_SCANNED", 5)  # the page reads the first records only
+    fetched: dict[str, int] = {}
+    real = s3fs.core.S3File._fetch_range
+
+    def counted(self, start, end):
+        data = real(self, start, end)
+        fetched[self.path] = fetched.get(self.path, 0) + len(data)
+        return data
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
+    with Requests() as log:
+        page = build_report([f"s3://{name}/big"])
+    assert "r0" in page  # the first reject is shown
+    key = f"{name}/big/rejects/filters_00000.jsonl.zst"
+    assert 0 < fetched[key] <= (1 << 20) + (256 << 10), fetched
+    assert 1 <= log.lines.count("GET big/rejects/filters_00000.jsonl.zst") <= 2, log.lines

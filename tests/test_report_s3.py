@@ -168,3 +168,34 @@ def test_rejects_are_read_in_small_ranges_not_a_first_50_mib_block(bucket, monke
     key = f"{name}/big/rejects/filters_00000.jsonl.zst"
     assert 0 < fetched[key] <= (1 << 20) + (256 << 10), fetched
     assert 1 <= log.lines.count("GET big/rejects/filters_00000.jsonl.zst") <= 2, log.lines
+
+
+def test_metrics_over_the_limit_are_refused_alike_here_and_in_the_bucket(bucket, tmp_path, monkeypatch,
+                                                                         capsys):
+    """One bound for metrics.jsonl wherever the run lies: the local report holds every record
+    (~830 bytes of Python objects per 146-byte line), so it refuses what the bucket's refuses, in
+    the same line. With the bound set just under this run's file: both refuse; a sparse file of
+    1 GiB + 1 byte (nothing read) is refused here under the real bound."""
+    import shutil
+
+    import pretrain.report_remote as rr
+    from pretrain.cli import main
+
+    name, local = bucket
+    size = (local["run"] / "metrics.jsonl").stat().st_size
+    monkeypatch.setattr(rr, "MAX_LARGE", size - 1)
+    lines = []
+    for arg in (str(local["run"]), f"s3://{name}/run"):
+        capsys.readouterr()
+        assert main(["report", arg, "-o", str(tmp_path / "r.html")]) == 2, arg
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{size:,} bytes, over the {size - 1:,} bytes" in err, err
+        lines.append(err.replace(str(local["run"]), "RUN").replace(f"s3://{name}/run", "RUN"))
+    assert lines[0] == lines[1]
+    monkeypatch.undo()
+    big = tmp_path / "big-run"
+    shutil.copytree(local["run"], big, ignore=shutil.ignore_patterns("checkpoints", "*tfevents*"))
+    with open(big / "metrics.jsonl", "r+b") as f:
+        f.truncate((1 << 30) + 1)
+    assert main(["report", str(big), "-o", str(tmp_path / "r.html")]) == 2
+    assert f"{big / 'metrics.jsonl'}: {(1 << 30) + 1:,} bytes, over the" in capsys.readouterr().err

@@ -30,7 +30,8 @@ from pretrain import untrusted
 from pretrain.curate import io as cio
 from pretrain.errors import UserError, storage_error
 
-MAX_LARGE = 1 << 30  # metrics.jsonl, decontam_report.json, .idx: the local report reads these whole
+MAX_LARGE = 1 << 30  # metrics.jsonl, decontam_report.json, .idx: the local report reads these whole,
+# under the same bound (report_run.read_metrics, report_corpus: decontam_report.json)
 SAMPLES_HEAD = 16_384  # what the run section shows of samples.txt (report_run.run_section)
 BPT_DOCUMENTS = 200  # documents decoded for bytes per token (report_corpus.bytes_per_token)
 CORPUS = ("stats.json", "plan.json", "config.toml")
@@ -103,7 +104,7 @@ class Remote:
         `head` (only the first `limit` bytes are wanted)."""
         url = self.fs.unstrip_protocol(key)
         if size is not None and size > limit and not head:
-            raise untrusted.BadFile(f"{url}: {size:,} bytes, over the {limit:,} bytes such a file may hold")
+            raise untrusted.BadFile(too_big(url, size, limit))
         got = 0
         with self.fs.open(key, "rb") as src, open(dest, "wb") as dst:
             while got <= limit and (block := src.read(min(1 << 20, limit + 1 - got))):
@@ -154,6 +155,11 @@ class Remote:
             with open(bin_path, "ab") as f:  # the rest: a hole, the size the listing gives
                 f.truncate(int(entry.get("size") or 0))
             wanted -= take
+
+
+def too_big(name: str, size: int, limit: int) -> str:
+    """The one line for a file over its bound, the same for a local folder and a bucket."""
+    return f"{name}: {size:,} bytes, over the {limit:,} bytes such a file may hold"
 
 
 def _offsets(path: Path):

@@ -78,7 +78,9 @@ def _what_ran(out: Path, job: str) -> str:
     """The inputs (OUT/plan.json) and the settings that differ from the job's defaults (config.toml)."""
     lines = []
     try:
-        ident = untrusted.load_json_object(out / "plan.json", within=out)
+        from pretrain.curate.outputs import MAX_PLAN_BYTES
+
+        ident = untrusted.load_json_object(out / "plan.json", MAX_PLAN_BYTES, within=out)
         files = ident.get("inputs") or []
         size = sum(int(f.get("size") or 0) for f in files if isinstance(f, dict))
         names = ", ".join(str(f.get("path") if isinstance(f, dict) else f) for f in files[:3])

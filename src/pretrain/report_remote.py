@@ -28,13 +28,13 @@ from pathlib import Path
 
 from pretrain import untrusted
 from pretrain.curate import io as cio
+from pretrain.curate.outputs import MAX_PLAN_BYTES
 from pretrain.errors import UserError, storage_error
 
 MAX_LARGE = 1 << 30  # metrics.jsonl, decontam_report.json, .idx: the local report reads these whole,
 # under the same bound (report_run.read_metrics, report_corpus: decontam_report.json)
 SAMPLES_HEAD = 16_384  # what the run section shows of samples.txt (report_run.run_section)
 BPT_DOCUMENTS = 200  # documents decoded for bytes per token (report_corpus.bytes_per_token)
-CORPUS = ("stats.json", "plan.json", "config.toml")
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")  # a key's last part we write locally
 
 
@@ -72,13 +72,14 @@ class Remote:
         local.mkdir(parents=True, exist_ok=True)
         if "stats.json" in top:
             self._copy(top, local, ["decontam_report.json"], limit=MAX_LARGE)
-            self._copy(top, local, list(CORPUS))
+            self._copy(top, local, ["stats.json", "config.toml"])
+            self._copy(top, local, ["plan.json"], limit=MAX_PLAN_BYTES)
         elif "metrics.jsonl" in top:
             self._stage_run(top, local)
         elif "manifest.json" in top:
             self._stage_tokens(top, local)
         elif "plan.json" in top:  # an unfinished corpus job: the section says so, naming the URL
-            self._copy(top, local, ["plan.json"])
+            self._copy(top, local, ["plan.json"], limit=MAX_PLAN_BYTES)
         else:
             raise UserError(f"{self.url}: not a curate output, token directory, mixture or plan JSON, "
                             "eval result or training run (it holds none of stats.json, metrics.jsonl, "

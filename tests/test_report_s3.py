@@ -199,3 +199,26 @@ def test_metrics_over_the_limit_are_refused_alike_here_and_in_the_bucket(bucket,
         f.truncate((1 << 30) + 1)
     assert main(["report", str(big), "-o", str(tmp_path / "r.html")]) == 2
     assert f"{big / 'metrics.jsonl'}: {(1 << 30) + 1:,} bytes, over the" in capsys.readouterr().err
+
+
+def test_heads_are_fetched_as_read_not_a_first_50_mib_block(bucket, monkeypatch):
+    """The report shows the first 16 KiB of samples.txt: a 4 MiB one costs about that, not the
+    min(size, 50 MiB) of s3fs's read-ahead (counted at s3fs's ranged GETs, as above)."""
+    import s3fs
+
+    name, local = bucket
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    for f in ("metrics.jsonl", "config.toml"):
+        fs.put_file(str(local["run"] / f), f"{name}/wordy/{f}")
+    fs.pipe_file(f"{name}/wordy/samples.txt", b"Once upon a time.\n" * (4 << 16))
+    fetched: dict[str, int] = {}
+    real = s3fs.core.S3File._fetch_range
+
+    def counted(self, start, end):
+        data = real(self, start, end)
+        fetched[self.path] = fetched.get(self.path, 0) + len(data)
+        return data
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
+    assert "Once upon a time." in build_report([f"s3://{name}/wordy"])
+    assert 16_384 <= fetched[f"{name}/wordy/samples.txt"] <= 16_385, fetched

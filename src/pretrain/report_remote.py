@@ -107,7 +107,10 @@ class Remote:
         if size is not None and size > limit and not head:
             raise untrusted.BadFile(too_big(url, size, limit))
         got = 0
-        with self.fs.open(key, "rb") as src, open(dest, "wb") as dst:
+        # a head is fetched as it is read (s3fs reads ahead 50 MiB by default: the first read of
+        # samples.txt or a .bin shard fetched that much for the 16 KiB or the few documents used)
+        kw = {"cache_type": "none"} if head else {}
+        with self.fs.open(key, "rb", **kw) as src, open(dest, "wb") as dst:
             while got <= limit and (block := src.read(min(1 << 20, limit + 1 - got))):
                 dst.write(block)
                 got += len(block)

@@ -17,7 +17,9 @@ dtype, token and document counts and the inputs. See docs/tokens.md for the form
 
 Files are encoded in parallel (one process per file, all cores by default). The output is the
 same for any number of workers. A killed run resumes: rerun the same command and finished shards
-are skipped. An output directory made with another tokenizer is refused.
+are skipped. An output directory made with another tokenizer is refused, and so is a rerun after
+an input of a finished shard was rewritten, even with the same size (each shard's done marker
+records its input's mtime, or an object's ETag).
 
 Example:
   pretrain tokenize corpus/data --tokenizer tokenizer.json -o tokens/web --source web

@@ -48,11 +48,10 @@ def read_arrow(path: Path, cfg: ReaderConfig, on_error: OnError, src: str,
                _stats: Counter | None = None) -> Iterator[Document]:
     import pyarrow as pa
 
-    from pretrain.curate.parquet import PARQUET_BATCH_ROWS, _parquet_doc, _parquet_rows
+    from pretrain.curate.parquet import PARQUET_BATCH_ROWS, _parquet_doc, _parquet_rows, read_columns
 
     def wanted(schema) -> list[str]:
-        return [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field)
-                if c and c in schema.names]
+        return read_columns(schema, cfg)[0]
 
     try:
         source = pa.memory_map(str(path), "r")
@@ -65,24 +64,44 @@ def read_arrow(path: Path, cfg: ReaderConfig, on_error: OnError, src: str,
             on_error(str(path), None,
                      f"missing text column {cfg.text_field!r} (columns: {sorted(schema.names)})")
             return
-        cols = wanted(schema)
+        cols, dated = read_columns(schema, cfg)
+        core = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field) if c in cols]
         row, b = 0, 0
         while True:
             try:
                 batch = next(batches, None)
                 if batch is None:
                     break
-                batch.validate(full=True)
+                batch.select(core).validate(full=True)
             except (pa.ArrowException, OSError, ValueError) as e:
                 on_error(str(path), f"record batch {b}", f"unreadable ({type(e).__name__}: {e}); the rest of "
                          f"the file is skipped; {HINT}")
                 return
-            batch = batch.select(cols)
+            batch = batch.select(core + _valid_extras(batch, core, cols, path, b, on_error))
             for start in range(0, batch.num_rows, PARQUET_BATCH_ROWS):
                 for i, obj in _parquet_rows(batch.slice(start, PARQUET_BATCH_ROWS), cfg.max_record_bytes):
-                    doc = _parquet_doc(obj, row + start + i, cfg, src, path, on_error)
+                    doc = _parquet_doc(obj, row + start + i, cfg, src, path, on_error, dated)
                     if doc is not None:
                         yield doc
             row, b = row + batch.num_rows, b + 1
     if row == 0:
         on_error(str(path), None, "empty file")
+
+
+def _valid_extras(batch, core: list[str], cols: list[str], path: Path, b: int,
+                  on_error: OnError) -> list[str]:
+    """The columns beside text, id, url and metadata (they go to the metadata) that validate in
+    full; one that does not is left out of this batch, in one line: the text still comes."""
+    import pyarrow as pa
+
+    kept = []
+    for name in cols:
+        if name in core:
+            continue
+        try:
+            batch.column(name).validate(full=True)
+            kept.append(name)
+        except (pa.ArrowException, ValueError) as e:
+            on_error(str(path), f"record batch {b}", f"column {name!r} unreadable ({type(e).__name__}: {e}): "
+                     "left out of the metadata")
+    return kept

@@ -466,8 +466,25 @@ def make_doc(
         text=text,
         url=url if isinstance(url, str) else None,
         source=src,
-        metadata=dict(meta) if isinstance(meta, dict) else {},
+        metadata=record_metadata(obj, cfg, meta),
     )
+
+
+def record_metadata(obj: dict[str, Any], cfg: ReaderConfig, meta: object) -> dict[str, Any]:
+    """Every top-level field but text, id and url (a FineWeb row's `dump`, `date`, `language_score`,
+    Dolma's `source`, `added`), then the record's metadata object: what datatrove's readers keep,
+    so nothing is lost on the way. On a clash the metadata object wins (datatrove: the top-level
+    field): our own outputs carry the file name as top-level `source`, and a re-read must not
+    overwrite the `source` that Dolma's record put in the metadata on the first read."""
+    taken = {cfg.text_field, cfg.id_field}
+    if isinstance(meta, dict):
+        taken.add(cfg.metadata_field)
+    if obj.get(cfg.url_field) is None or isinstance(obj.get(cfg.url_field), str):
+        taken.add(cfg.url_field)  # it is Document.url (or absent)
+    out = {k: v for k, v in obj.items() if k not in taken}
+    if isinstance(meta, dict):
+        out.update(meta)
+    return out
 
 
 # --------------------------------------------------------------------------- text and HTML files

@@ -196,6 +196,11 @@ def test_mixed_folder_skips_hidden_and_bookkeeping_files(tmp_path):
     assert errors == [] and sorted(_texts_ids(docs)) == sorted(TRUTH)
     # A hidden file named on the command line is read: only a folder walk leaves them out.
     assert list_inputs([str(root / "_temporary" / "0" / "part-00001-5f1c.snappy.parquet")])
+    # A glob follows the same rule below its fixed part (`_temporary/` is still a killed task's),
+    # and matches only known extensions; a hidden folder it names is its root, so it is read.
+    assert [f.name for f in list_inputs([str(root / "**" / "*")])] == [f.name for f in files]
+    assert [f.name for f in list_inputs([str(root / "_temporary" / "*" / "*.parquet")])] == [
+        "part-00001-5f1c.snappy.parquet"]
 
 
 def test_folder_walk_leaves_plain_json_to_globs(tmp_path, capsys):
@@ -220,6 +225,9 @@ def test_bucket_prefix_skips_the_same_hidden_objects(s3_here):  # noqa: F811
             "._part-00000.jsonl", "sub/.cache/old.jsonl", "sub/_delta_log/00000.json", "sub/b.jsonl"]
     s3_here.filesystem().pipe({f"{bucket}/in/{k}": line.encode() for k in keys})
     listed = list_any_inputs([f"s3://{bucket}/in"])
+    assert [src for _, src in listed] == ["part-00000.jsonl", "sub/b.jsonl"]
+    # a bucket glob: the same rule as a local one (known extensions, nothing hidden below its root)
+    listed = list_any_inputs([f"s3://{bucket}/in/**"])
     assert [src for _, src in listed] == ["part-00000.jsonl", "sub/b.jsonl"]
 
 

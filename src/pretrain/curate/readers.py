@@ -125,7 +125,12 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
             matches = [Path(m) for m in glob.glob(p, recursive=True)]
             if not matches:
                 raise UserError(f"no input matches {p!r}")
-            found.update(_inside(_glob_root(p), [m for m in matches if m.is_file()]))
+            root = _glob_root(p)
+            kept = [m for m in matches if globbed(_below(m, root)) and m.is_file()]
+            if not kept:
+                raise UserError(f"{p!r} matches {len(matches)} path(s), none a file of a known type "
+                                f"({', '.join(SUFFIXES)}) outside hidden folders")
+            found.update(_inside(root, kept))
             continue
         path = Path(p)
         if path.is_dir():
@@ -176,14 +181,37 @@ def is_supported(path: Path) -> bool:
     return path.name.lower().endswith(SUFFIXES)
 
 
-def walked(rel: str | Path) -> bool:
+def walked(rel: str | Path, suffixes: tuple[str, ...] = SUFFIXES) -> bool:
     """True for a file that a folder walk or a bucket prefix's listing reads, `rel` its path below
     the folder: a known extension, not hidden (`is_hidden`), and not a plain `.json`: configs and
     metadata share that extension (tokenizer.json, config.json, datasets' state.json and
     dataset_info.json, a job's plan.json), so `.json` records are read when named or globbed
-    (`DIR/**/*.json`); compressed ones (Dolma's `.json.gz`) are walked."""
+    (`DIR/**/*.json`); compressed ones (Dolma's `.json.gz`) are walked. `suffixes`: the
+    extensions a caller reads (decontam's benchmarks: JSON Lines only)."""
     name = Path(rel).name.lower()
-    return is_supported(Path(name)) and not name.endswith(".json") and not is_hidden(rel)
+    return name.endswith(suffixes) and not name.endswith(".json") and not is_hidden(rel)
+
+
+def globbed(rel: str | Path) -> bool:
+    """True for a glob's match that is read, `rel` its path below the glob's fixed part (a local
+    glob and a bucket's alike): a known extension (`.json` too: the pattern asked for it), and
+    nothing hidden below the fixed part, as in a folder walk (`'out/**/*.parquet'` on a Spark
+    output must not read a killed task's `_temporary/`; `'out/_temporary/*/*.parquet'` does)."""
+    return is_supported(Path(rel)) and not is_hidden(rel)
+
+
+def _below(path: Path, root: Path) -> Path:
+    try:
+        return path.relative_to(root)
+    except ValueError:  # a glob of `..` parts: judge the name alone
+        return Path(path.name)
+
+
+def walk_folder(folder: Path, suffixes: tuple[str, ...] = SUFFIXES) -> list[Path]:
+    """The files a folder holds, sorted, by the one rule (`walked`) and without links out of it
+    (`_inside`): what a corpus folder and a benchmark folder (decontam) both read."""
+    files = [f for f in folder.rglob("*") if walked(f.relative_to(folder), suffixes) and f.is_file()]
+    return sorted(_inside(folder, files))
 
 
 def _say_json_left_out(root: Path | str, jsons: list) -> None:

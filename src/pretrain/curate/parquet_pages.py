@@ -390,10 +390,34 @@ def _rows(f, pf, g: int, others: list[str], text_field: str, first: list, pages:
         n, total = 0, pf.metadata.row_group(g).num_rows
         while n < total:
             batch = next(rows, None)
-            objs = pylist(batch) if batch is not None else [{} for _ in range(min(64, total - n))]
-            for obj in objs:
-                yield n, _with_text(obj, text_field, next(texts, None), max_bytes)
+            k = batch.num_rows if batch is not None else min(64, total - n)
+            page = [next(texts, None) for _ in range(k)]
+            for obj, cell in zip(_others(batch, page, max_bytes), page):
+                yield n, _with_text(obj, text_field, cell, max_bytes)
                 n += 1
+
+
+def _others(batch, page: list, max_bytes: int) -> list[dict | str]:
+    """The rows of the other columns' batch as dicts, a row whose cells and text together exceed
+    `max_bytes` as the reason instead, measured in Arrow before any str is made (as the pyarrow
+    path measures them: `parquet._row_bytes`)."""
+    import pyarrow as pa
+
+    from pretrain.curate.parquet import _row_bytes
+
+    if batch is None:
+        return [{} for _ in page]
+    total = np.array([c.size if isinstance(c, TooBig) else len(c) if c is not None else 0 for c in page],
+                     dtype=np.int64)
+    for col in batch.columns:
+        total += _row_bytes(col)
+    too_big = total > max_bytes
+    if not too_big.any():
+        return pylist(batch)
+    kept = iter(pylist(batch.filter(pa.array(~too_big))))
+    why = f"record larger than max_record_bytes={max_bytes}"
+    return [why if big and not isinstance(c, TooBig) else {} if big else next(kept)
+            for big, c in zip(too_big, page)]
 
 
 def pylist(batch) -> list[dict | str]:

@@ -521,3 +521,26 @@ def test_arrow_binary_columns_left_out_and_a_bad_one_named(tmp_path):
     docs, errors = _read(p)
     assert _texts_ids(docs) == TRUTH and all("blob" not in d.metadata for d in docs)
     assert [(e[1], e[2].split(" (")[0]) for e in errors] == [("record batch 0", "column 'blob' unreadable")]
+
+
+@pytest.mark.parametrize("framing", ["file", "stream"])
+def test_arrow_compressed_batch_over_the_bound_is_not_decompressed(tmp_path, framing):
+    # A zstd batch inflating to 4 MB (from a few KB) against max_row_group_bytes=1 MiB: its size is
+    # read from the buffers' own length prefixes, before anything is inflated. A file steps over it
+    # (random access); a stream cannot reach the batches after it without inflating it.
+    import pyarrow as pa
+
+    rows = [RECORDS[0], {"id": "bomb", "text": "a" * (4 << 20), "url": "u"}, RECORDS[1]]
+    p = tmp_path / f"{framing}.arrow"
+    new = pa.ipc.new_file if framing == "file" else pa.ipc.new_stream
+    table = pa.Table.from_pylist(rows)
+    with pa.OSFile(str(p), "wb") as sink, new(sink, table.schema,
+                                              options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        for batch in table.to_batches(max_chunksize=1):
+            w.write_batch(batch)
+    assert p.stat().st_size < 100_000
+    docs, errors = _read(p, ReaderConfig(max_row_group_bytes=1 << 20))
+    assert [d.id for d in docs] == (["r0", "r1"] if framing == "file" else ["r0"])
+    assert [(e[1], "over max_row_group_bytes" in e[2]) for e in errors] == [("record batch 1", True)]
+    docs, errors = _read(p)  # the default bound (1 GiB) reads it
+    assert errors == [] and [d.id for d in docs] == ["r0", "bomb", "r1"]

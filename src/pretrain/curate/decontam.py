@@ -159,7 +159,7 @@ def benchmark_files(path: Path) -> list[tuple[str, Path]]:
     A file named only by its split takes its folder's name too: gsm8k/test.jsonl is "gsm8k/test"."""
     if path.is_file():
         return [(_named(_strip_suffix(path.name), path), path)]
-    from pretrain.curate.readers import walk_folder
+    from pretrain.curate.inputs import walk_folder
 
     found = walk_folder(path, SUFFIXES)  # the corpus folders' rule: hidden names and links out skipped
     if not found:

@@ -117,7 +117,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[s
     sorted; the source name is the file's path relative to the input it came from. `sizes` and
     `stamps`, when given, receive each URL's size and version (versions.of_listing) from the
     listing (no request per object)."""
-    from pretrain.curate.readers import globbed, is_supported, walked
+    from pretrain.curate.inputs import globbed, is_supported, walked
 
     found: dict[str, str] = {}
     local = [p for p in inputs if not io.is_url(p)]

@@ -205,7 +205,14 @@ def _row_bytes(col):
     t, n = col.type, len(col)
     if any(is_(t) for is_ in (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
                               pa.types.is_large_binary)):
-        return pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        # from the offsets buffer (a null's slot spans nothing in what writers make; if a file's
+        # does, it counts): two compute calls per column per 64 rows were a third of reading
+        offsets = col.buffers()[1]
+        if offsets is None or n == 0:
+            return pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        wide = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        ends = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32, count=col.offset + n + 1)
+        return np.diff(ends[col.offset:]).astype(np.int64)
     if pa.types.is_dictionary(t):
         sizes = _row_bytes(col.dictionary)
         idx = col.indices.fill_null(0).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)

@@ -370,14 +370,15 @@ def record_metadata(obj: dict[str, Any], cfg: ReaderConfig, meta: object) -> dic
     so nothing is lost on the way. On a clash the metadata object wins (datatrove: the top-level
     field): our own outputs carry the file name as top-level `source`, and a re-read must not
     overwrite the `source` that Dolma's record put in the metadata on the first read."""
-    taken = {cfg.text_field, cfg.id_field}
-    if isinstance(meta, dict):
-        taken.add(cfg.metadata_field)
-    if obj.get(cfg.url_field) is None or isinstance(obj.get(cfg.url_field), str):
-        taken.add(cfg.url_field)  # it is Document.url (or absent)
+    taken = (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field)
     out = {k: v for k, v in obj.items() if k not in taken}
+    url = obj.get(cfg.url_field)
+    if url is not None and not isinstance(url, str):  # not Document.url: kept as it is
+        out[cfg.url_field] = url
     if isinstance(meta, dict):
         out.update(meta)
+    elif cfg.metadata_field in obj:  # a metadata that is not an object: kept under its name
+        out[cfg.metadata_field] = obj[cfg.metadata_field]
     return out
 
 

@@ -186,6 +186,24 @@ def test_parquet_cell_of_invalid_utf8_skips_its_row_not_its_row_group(tmp_path, 
     assert [w for w, why in errors if "invalid UTF-8" in why] == ["row 1", "row 2"]
 
 
+def test_parquet_bad_utf8_in_a_metadata_column_costs_that_field_not_the_row(tmp_path):
+    """A column read only into the metadata (FineWeb's `dump`) with an invalid UTF-8 cell: the row
+    keeps its text and loses that field; the same cell in the id column costs the row."""
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    def column(values):
+        b = pa.array(values, pa.binary())
+        return pa.Array.from_buffers(pa.string(), len(b), b.buffers())  # no UTF-8 check
+
+    p = tmp_path / "bad_extra.parquet"
+    pq.write_table(pa.table({"id": column([b"a", b"b", b"c"]), "text": column([b"x", b"y", b"z"]),
+                             "dump": column([b"CC", b"\xff", b"CC"])}), p)
+    errors = []
+    docs = list(read_documents(p, ReaderConfig(), lambda path, where, why: errors.append((where, why))))
+    assert errors == [] and [(d.id, d.text, d.metadata) for d in docs] == [
+        ("a", "x", {"dump": "CC"}), ("b", "y", {}), ("c", "z", {"dump": "CC"})]
+
+
 def test_parquet_read_by_pages_measures_the_other_columns_too(tmp_path):
     """A row group whose text column is read page by page (a page over max_record_bytes): the id,
     url and metadata cells and the other columns (read into the metadata) count against the bound

@@ -47,6 +47,7 @@ def read_parquet(
         on_error(str(path), None, f"missing text column {cfg.text_field!r} (columns: {shown})")
         return
     cols, dated = read_columns(pf.schema_arrow, cfg)
+    extra = frozenset(cols) - {cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field}
     chunks = [i for c in cols for i in tops[c]]
     leaves = {leaf: i for i, leaf in enumerate(paths)}
     row = 0
@@ -62,7 +63,7 @@ def read_parquet(
             row += rows
             continue
         try:
-            by_pages = group_rows(path, pf, g, cols, cfg.text_field, cfg.max_record_bytes, leaves)
+            by_pages = group_rows(path, pf, g, cols, cfg.text_field, cfg.max_record_bytes, leaves, extra)
             if by_pages is not None:  # a page can hold an oversized cell: measured before it is read
                 for i, obj in by_pages:
                     doc = _parquet_doc(obj, row + i, cfg, src, path, on_error, dated)
@@ -71,7 +72,7 @@ def read_parquet(
                 row = start + rows
                 continue
             for batch in pf.iter_batches(PARQUET_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):
-                for i, obj in _parquet_rows(batch, cfg.max_record_bytes):
+                for i, obj in _parquet_rows(batch, cfg.max_record_bytes, extra):
                     doc = _parquet_doc(obj, row + i, cfg, src, path, on_error, dated)
                     if doc is not None:
                         yield doc
@@ -172,7 +173,8 @@ def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, 
 PARQUET_BATCH_ROWS = 64
 
 
-def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | None]]:
+def _parquet_rows(batch, max_bytes: int, extra: frozenset[str] = frozenset()
+                  ) -> Iterator[tuple[int, dict | str | None]]:
     """(index in batch, row as a dict) for each row; None for a row whose strings exceed max_bytes,
     the reason (a str) for a row that is not UTF-8."""
     import numpy as np
@@ -185,9 +187,9 @@ def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | Non
         total += _row_bytes(col)
     too_big = total > max_bytes
     if not too_big.any():
-        yield from enumerate(pylist(batch))
+        yield from enumerate(pylist(batch, extra))
         return
-    kept = pylist(batch.filter(pa.array(~too_big)))
+    kept = pylist(batch.filter(pa.array(~too_big)), extra)
     it = iter(kept)
     for i, big in enumerate(too_big):
         yield i, None if big else next(it)

@@ -210,7 +210,8 @@ def _crawl_plan(n: int) -> bytes:
 
 
 def test_a_crawl_sized_plan_is_still_a_job_identity(tmp_path):
-    """A crawl prefix of 200k files (1M measured once, not in the suite: ~10 s, 1.7 GB) (Common Crawl: 90k WARCs a dump; FineWeb: 25k+ Parquet files)
+    """A crawl prefix of 200k files (1M measured once, not in the suite: ~10 s, 1.7 GB)
+    (Common Crawl: 90k WARCs a dump; FineWeb: 25k+ Parquet files)
     gives a plan.json of ~380 bytes per input, over the 64 MiB that made a larger plan.json "not
     a job": its rejects/ were then read as input by a job over the folder (the report, which
     reads it under the same bound, could not say what ran; not rechecked here: each read of the

@@ -221,6 +221,7 @@ def validate(cfg: RunConfig) -> None:
                  "attn_head_dim"):
         v = getattr(cfg.model, name)
         least = 2 if name == "seq_len" else 1  # one position: nothing to attend to, a bigram table
+        least = 0 if name == "attn_head_dim" else least  # 0 (an import) or unset: d_model / n_heads
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
             raise UserError(f"model.{name} must be an integer >= {least}, got {v!r}")
     per_step = cfg.data.batch_size * cfg.train.grad_accum  # sequences one process runs per step

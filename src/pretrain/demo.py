@@ -133,9 +133,20 @@ def split_heldout(corpus: Path, out: Path, every: int = 20) -> tuple[Path, Path,
     if not train or not held:
         raise UserError(f"{corpus}: too few documents survived curation to split off a held-out set")
     tp, hp = out / "split" / "train.jsonl.zst", out / "split" / "heldout.jsonl.zst"
-    cio.write_jsonl_zst(tp, train)
-    cio.write_jsonl_zst(hp, held)
+    for path, recs in ((tp, train), (hp, held)):
+        tmp = path.with_name(path.name + ".new")
+        cio.write_jsonl_zst(tmp, recs)
+        _keep_if_same(tmp, path)
     return tp, hp, len(train), len(held)
+
+
+def _keep_if_same(new: Path, path: Path) -> None:
+    """`new` replaces `path` only when its bytes differ: a rerun leaves the inputs of the stages
+    after it untouched (their jobs resume instead of noting a file modified since they listed it)."""
+    if path.is_file() and path.read_bytes() == new.read_bytes():
+        new.unlink()
+    else:
+        new.replace(path)
 
 
 SMOKE_NOTE = ("a smoke test built from the demo's own held-out documents, not a benchmark: "

@@ -118,7 +118,7 @@ def _fetch(url: str, local: Path, size: int, stamp: dict | None, record: Path) -
     except (OSError, ValueError):
         then = None
     if local.is_file() and local.stat().st_size == size:
-        if versions.differs(then, stamp):
+        if versions.differs(then, stamp, url):
             raise versions.changed(url, then, stamp)
         if then == stamp or stamp is None:
             return  # resume: fetched already

@@ -7,8 +7,11 @@ never inside its hash (the hash of every job already in a bucket stays what it w
 
 - an object: its ETag, from the listing the job makes anyway (no request per object); where a
   store lists none, its version id (GCS generation), else its last-modified time;
-- a local file: `mtime_ns` from the `stat` that gives its size (no file is hashed: a touch of the
-  same bytes is taken for a rewrite; the refusal says how to go on).
+- a local file: `mtime_ns` from the `stat` that gives its size. No file is hashed, so a new mtime
+  with the same size cannot tell a rewrite from a touch or a regenerated copy of the same bytes
+  (`make`, `cp`, a pipeline that writes its inputs anew: `pretrain demo` run twice did). It is
+  said in one line per file, not refused: refusing would stop every such rerun, and a different
+  size is still refused (job.identity).
 
 A rerun compares this attempt's listing with plan.json's stamps before it runs anything; each
 shard compares again when it reads its input: a local file by `stat`, an S3 object by the ETag
@@ -55,10 +58,27 @@ def changed(path: str, then: dict, now: dict | None) -> UserError:
                      "now); restore it, or run the new version into a new --output")
 
 
-def differs(then: object, now: dict | None) -> bool:
+_TOUCHED: set[str] = set()
+
+
+def differs(then: object, now: dict | None, path: str = "") -> bool:
     """A recorded stamp and this attempt's disagree. Compared only when both are of one kind: a
-    client that lists ETags now and listed last-modified times before has not seen a change."""
-    return isinstance(then, dict) and bool(then) and bool(now) and then.keys() == now.keys() and now != then
+    client that lists ETags now and listed last-modified times before has not seen a change. A
+    local file's new mtime alone is a note, not a difference (see the module's docstring)."""
+    if not (isinstance(then, dict) and then and now and then.keys() == now.keys() and now != then):
+        return False
+    if set(then) == {"mtime_ns"}:
+        touched(path)
+        return False
+    return True
+
+
+def touched(path: str) -> None:
+    """Say once per file and process that a same-size local input has a new mtime."""
+    if path and path not in _TOUCHED:
+        _TOUCHED.add(path)
+        print(f"pretrain: note: {path} was modified since this job listed it (same size): taken as the "
+              "same bytes; if its content changed, run it into a new --output", file=sys.stderr)
 
 
 def check_rerun(old_plan: dict, versions: dict[str, dict]) -> dict[str, dict]:
@@ -72,18 +92,18 @@ def check_rerun(old_plan: dict, versions: dict[str, dict]) -> dict[str, dict]:
         return versions
     for path, now in versions.items():
         then = recorded.get(path)
-        if differs(then, now):
+        if differs(then, now, path):
             raise changed(path, then, now)
     return {**versions, **{p: v for p, v in recorded.items() if isinstance(v, dict)}}
 
 
 def check_local(path: str | Path, stamp: dict | None) -> None:
-    """Refuse a local input whose mtime differs from the stamp (its size is checked beside)."""
+    """Note a local input whose mtime differs from the stamp (its size is checked beside)."""
     if not stamp or "mtime_ns" not in stamp:
         return
     now = of_local(Path(path).stat())
     if now["mtime_ns"] != stamp["mtime_ns"]:
-        raise changed(str(path), stamp, now)
+        touched(str(path))
 
 
 def download(fs, path: str, local: Path, url: str, stamp: dict | None) -> None:

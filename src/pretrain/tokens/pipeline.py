@@ -189,7 +189,7 @@ def check_done_versions(entries: dict[int, dict[str, Any]], now: list[dict[str, 
               file=sys.stderr)
     for i, e in sorted(entries.items()):
         for name, then in (e.get("versions") or {}).items():
-            if versions.differs(then, now[i].get(name)):
+            if versions.differs(then, now[i].get(name), name):
                 raise versions.changed(name, then, now[i][name])
 
 

@@ -361,6 +361,13 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     assert main(["tokenize", str(rp), "--tokenizer", str(tok), "-o", str(tmp_path / "t"), "--workers", "1",
                  "--text-field", "raw_content"]) == 0
     assert read_manifest(tmp_path / "t")["documents"] == 5
+    # the same file tokenized without the flag read nothing: said, with the flag to use, not exit 0
+    capsys.readouterr()
+    assert main(["tokenize", str(rp), "--tokenizer", str(tok), "-o", str(tmp_path / "u"),
+                 "--workers", "1"]) == 1
+    said = capsys.readouterr().err
+    assert "no document could be read" in said and "missing text field 'text'" in said, said
+    assert "--text-field" in said, said
 
 
 # --------------------------------------------------------------------------- ids and text values

@@ -17,7 +17,9 @@ dtype, token and document counts and the inputs. See docs/tokens.md for the form
 
 Files are encoded in parallel (one process per file, all cores by default). The output is the
 same for any number of workers. A killed run resumes: rerun the same command and finished shards
-are skipped. An output directory made with another tokenizer is refused.
+are skipped. An output directory made with another tokenizer is refused. Records that cannot be
+read (malformed, no text under --text-field) are skipped and counted, their reasons printed; the
+exit status is 1 when no document at all could be read.
 
 Example:
   pretrain tokenize corpus/data --tokenizer tokenizer.json -o tokens/web --source web
@@ -74,7 +76,23 @@ def run(args: argparse.Namespace) -> int:
     skipped = sum(man["skipped"].values())
     print(f"{man['tokens']:,} tokens, {man['documents']:,} documents, {len(man['shards'])} shards "
           f"({man['dtype']}) in {sec:.1f} s; {skipped:,} records skipped -> {args.output}")
-    return 0
+    return _said_skips(man["skipped"], man["documents"], args.text_field)
+
+
+def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:
+    """The reasons records were skipped (they were only in manifest.json); 1 when nothing was read,
+    as `pretrain curate` (an exit 0 over an empty token directory let a script train on nothing)."""
+    if not skipped:
+        return 0
+    top = sorted(skipped.items(), key=lambda kv: -kv[1])[:3]
+    print("skipped: " + "; ".join(f"{n:,} {why}" for why, n in top), file=sys.stderr)
+    if documents:
+        return 0
+    hint = (" (the text under another field? --text-field NAME, into a new -o)"
+            if any(why.startswith("missing text field") for why in skipped) else "")
+    print(f"error: no document could be read from the inputs ({sum(skipped.values()):,} records "
+          f"skipped; first reason: {top[0][0]}){hint}", file=sys.stderr)
+    return 1
 
 
 def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None]:

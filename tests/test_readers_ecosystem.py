@@ -355,6 +355,13 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     assert main(["dedup", str(stack), "-o", str(tmp_path / "e"), "--workers", "1", "--quiet"]) == 1
     seen = capsys.readouterr()
     assert "missing text field 'text'" in seen.out + seen.err
+    # A Parquet file without the column is a whole-file error: named as the file, not "record None"
+    pq = tmp_path / "stack.parquet"
+    pa, papq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    papq.write_table(pa.Table.from_pylist([{"content": "one document", "id": "a"}]), pq)
+    assert main(["dedup", str(pq), "-o", str(tmp_path / "f"), "--workers", "1", "--quiet"]) == 1
+    seen = capsys.readouterr()
+    assert f"{pq}: missing text column 'text'" in seen.err and "record None" not in seen.err, seen.err
     tok = tmp_path / "tok.json"
     assert main(["tokenizer", "train", str(rp), "-o", str(tok), "--vocab-size", "300",
                  "--text-field", "raw_content"]) == 0

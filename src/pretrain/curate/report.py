@@ -31,7 +31,9 @@ def error_lines(stats: dict, shown: int = ERRORS_SHOWN) -> list[str]:
     seen: set[str] = set()
     firsts = [e for e in examples if not (e["file"] in seen or seen.add(e["file"]))]
     picked = (firsts + [e for e in examples if e not in firsts])[:shown]
-    return [printable(f"{e['file']}: record {e['record']}: {e['reason']}") for e in picked]  # names: theirs
+    # record None: the whole file failed (a Parquet/Arrow file without the text column), not a record
+    return [printable(f"{e['file']}: " + ("" if e["record"] is None else f"record {e['record']}: ")
+                      + e["reason"]) for e in picked]  # names: theirs
 
 
 def print_funnel(stats: dict, out: str | Path) -> None:

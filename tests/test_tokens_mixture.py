@@ -231,3 +231,19 @@ def test_sampler_from_mixture_file(dirs, tmp_path):
     a = stream(sampler_from_mixture(tmp_path / "m.toml"), 5, 4)
     b = stream(MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=9), 5, 4)
     assert np.array_equal(a, b)
+
+
+def test_a_source_without_tokens_is_refused_as_the_sampler_refuses_it(dirs, tmp_path, capsys):
+    # `pretrain mix` printed "inf" epochs and an over-4-epochs warning for a source of 0 tokens (a
+    # tokenize run that read no document), exit 0, and --json wrote "inf"; training it is refused.
+    empty = make_token_dir(tmp_path / "empty", 0, 4)
+    (tmp_path / "mixture.toml").write_text(f'budget = 1e5\nseq_len = {SEQ}\n'
+                                           f'[sources.web]\npath = "{dirs["web"]}"\nweight = 0.9\n'
+                                           f'[sources.empty]\npath = "{empty}"\nweight = 0.1\n')
+    with pytest.raises(UserError, match="'empty'"):
+        sampler_from_mixture(tmp_path / "mixture.toml")
+    for extra in ([], ["--json"]):
+        assert cli_main(["mix", str(tmp_path / "mixture.toml"), *extra]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1, (out, err)
+        assert "'empty'" in err and "no tokens" in err and str(empty) in err, err

@@ -247,3 +247,16 @@ def test_a_source_without_tokens_is_refused_as_the_sampler_refuses_it(dirs, tmp_
         out, err = capsys.readouterr()
         assert out == "" and len(err.strip().splitlines()) == 1, (out, err)
         assert "'empty'" in err and "no tokens" in err and str(empty) in err, err
+
+
+def test_report_of_a_mixture_toml_says_how_to_report_it(dirs, tmp_path, capsys):
+    # The report draws `pretrain mix --json` output; given the mixture.toml itself it said "not a
+    # curate output, token directory, mixture or plan JSON, ...", no word of how to get the JSON.
+    toml = "".join(f'[sources.{k}]\npath = "{p}"\nweight = {WEIGHTS[k]}\n' for k, p in dirs.items())
+    (tmp_path / "mixture.toml").write_text("budget = 1e6\n" + toml)
+    assert cli_main(["report", str(tmp_path / "mixture.toml"), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pretrain mix" in err and "--json" in err, err
+    assert cli_main(["mix", str(tmp_path / "mixture.toml"), "--json"]) == 0
+    (tmp_path / "mix.json").write_text(capsys.readouterr().out)
+    assert cli_main(["report", str(tmp_path / "mix.json"), "-o", str(tmp_path / "r.html")]) == 0

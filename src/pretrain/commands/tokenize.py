@@ -37,7 +37,8 @@ Rerun the same command to resume.
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="CORPUS", help="files, folders, globs or URLs")
-    p.add_argument("--tokenizer", required=True, metavar="T", help="tokenizer.json")
+    p.add_argument("--tokenizer", required=True, metavar="T",
+                   help="tokenizer.json, or a Hugging Face model folder holding one")
     p.add_argument("-o", "--output", required=True, metavar="TOKENS", help="output directory or URL")
     p.add_argument("--work-dir", metavar="DIR", default=None,
                    help="local staging for URL inputs or output (default ~/.cache/pretrain/work/<hash>)")

@@ -117,11 +117,13 @@ def tokenize_corpus(
 ) -> dict[str, Any]:
     """Tokenize every input file into `out_dir`; returns the manifest (also written to disk)."""
     from pretrain.curate.readers import list_inputs
+    from pretrain.tokens.imports import resolve_tokenizer
 
     out = Path(out_dir)
     files = list_inputs([str(p) for p in inputs])
     if not files:
         raise UserError(f"no input files in {inputs}")
+    tokenizer = resolve_tokenizer(tokenizer)  # a Hugging Face folder: its tokenizer.json (as import-*)
     tok = load_tokenizer(tokenizer)
     canonical = tok.to_str()
     sha, eot = hashlib.sha256(canonical.encode()).hexdigest(), eot_id(tok)

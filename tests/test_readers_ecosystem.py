@@ -362,6 +362,7 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     assert main(["dedup", str(pq), "-o", str(tmp_path / "f"), "--workers", "1", "--quiet"]) == 1
     seen = capsys.readouterr()
     assert f"{pq}: missing text column 'text'" in seen.err and "record None" not in seen.err, seen.err
+    assert "--text-field" in seen.err.splitlines()[-1], seen.err  # the way out, on the error line
     tok = tmp_path / "tok.json"
     assert main(["tokenizer", "train", str(rp), "-o", str(tok), "--vocab-size", "300",
                  "--text-field", "raw_content"]) == 0
@@ -375,6 +376,10 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     said = capsys.readouterr().err
     assert "no document could be read" in said and "missing text field 'text'" in said, said
     assert "--text-field" in said, said
+    assert main(["tokenizer", "train", str(rp), "-o", str(tmp_path / "tok2.json"), "--vocab-size",
+                 "300"]) == 2
+    said = capsys.readouterr().err  # the reason, not only "5 records skipped"
+    assert "missing text field 'text'" in said and "--text-field" in said, said
 
 
 # --------------------------------------------------------------------------- ids and text values

@@ -89,10 +89,10 @@ def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:
     print("skipped: " + "; ".join(f"{n:,} {why}" for why, n in top), file=sys.stderr)
     if documents:
         return 0
-    hint = (" (the text under another field? --text-field NAME, into a new -o)"
-            if any(why.startswith("missing text field") for why in skipped) else "")
+    from pretrain.curate.report import why_none_read
+
     print(f"error: no document could be read from the inputs ({sum(skipped.values()):,} records "
-          f"skipped; first reason: {top[0][0]}){hint}", file=sys.stderr)
+          f"skipped; {why_none_read(skipped)}; into a new -o)", file=sys.stderr)
     return 1
 
 

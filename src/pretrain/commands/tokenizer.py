@@ -72,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
     tok = train_tokenizer(texts(), args.vocab_size, [EOT, *args.special], args.min_frequency)
     seconds = time.perf_counter() - t0
     if seen["docs"] == 0:  # HF would return the 256 byte tokens and call it trained
-        raise UserError(f"no text to train on in {', '.join(args.inputs)} "
-                        f"({sum(errors.values()):,} records skipped); nothing written")
+        from pretrain.curate.report import why_none_read
+
+        raise UserError(f"no text to train on in {', '.join(args.inputs)} ({sum(errors.values()):,} "
+                        f"records skipped; {why_none_read(errors)}); nothing written")
     out = Path(args.output)
     from pretrain.curate.io import write_bytes_atomic
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from pretrain.untrusted import printable
 
 ERRORS_SHOWN = 5  # first bad-record examples printed under the funnel
+TEXT_FIELD_HINT = "the text under another field? --text-field NAME"
 
 
 def funnel_rows(stats: dict) -> list[tuple[str, int, int, int, str]]:
@@ -105,5 +106,17 @@ def exit_code(stats: dict) -> int:
     n = stats["errors"]["count"]
     first = error_lines(stats, 1)
     why = f"; first: {first[0]}" if first else ""
+    if any(r.startswith(("missing text field", "missing text column")) for r in stats["errors"]["by_reason"]):
+        why += f"; {TEXT_FIELD_HINT}"
     print(f"error: no document could be read from the inputs ({n} bad records{why})", file=sys.stderr)
     return 1
+
+
+def why_none_read(skipped: dict[str, int]) -> str:
+    """The most frequent reason records were skipped, with the flag that fixes a missing text field
+    (a command that read no document says this instead of a bare count)."""
+    if not skipped:
+        return "no records"
+    why = max(skipped.items(), key=lambda kv: kv[1])[0]
+    missing = why.startswith(("missing text field", "missing text column"))
+    return f"most often: {why}" + (f"; {TEXT_FIELD_HINT}" if missing else "")

@@ -132,6 +132,8 @@ def test_params_builds_the_count_asked_for():
     (("--model", "gpt2-124m", "--top", "0"), "--top"),
     (("--model", "gpt2-124m", "--tokens", "1M"), "less than one global batch"),  # printed 0.24 steps
     (("--model", "llama-3-8b", "--layout", "tp=2,tp=4"), "tp is given twice"),  # planned tp=4
+    # planned unfused attention and said "attention at FlashAttention-1's speed"
+    (("--model", "gpt2-124m", "--no-flash", "--attention", "flash1"), "--no-flash"),
 ])
 def test_bad_values_stop_with_one_line_before_any_search(args, message):
     r = _run(*args)

@@ -89,20 +89,28 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
     name = shards.shard_name(index)
     errors: dict[str, int] = {}
     t0 = time.perf_counter()
+    version = os.stat(path).st_mtime_ns  # before reading: a rewrite during the read shows on rerun
     texts = iter_texts(Path(path), errors, text_field)
     n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
     entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
              "input": path, "skipped": errors, "seconds": round(time.perf_counter() - t0, 3)}
-    mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry})
+    mark_done(Path(out_dir) / name, {"config_hash": uhash, "input_mtime_ns": version, **entry})
     return entry
 
 
-def _done_entry(out_dir: Path, index: int, uhash: str) -> dict[str, Any] | None:
+def _done_entry(out_dir: Path, index: int, uhash: str, source: Path | None = None) -> dict[str, Any] | None:
+    """A finished shard's manifest entry, or None. Its hash knows the input's path and size; a
+    same-size rewrite since (`source`'s mtime, the stamp curate/versions.py compares) is refused."""
+    from pretrain.curate.versions import changed
+
     name = shards.shard_name(index)
     if not is_done(out_dir / name, uhash):
         return None
     info = json.loads(done_marker(out_dir / name).read_text())
     info.pop("config_hash", None)
+    then = info.pop("input_mtime_ns", None)  # absent in markers written before it was recorded
+    if source is not None and then is not None and (now := source.stat().st_mtime_ns) != then:
+        raise changed(str(source), {"mtime_ns": then}, {"mtime_ns": now})
     return info
 
 
@@ -146,7 +154,7 @@ def tokenize_corpus(
     hashes = [unit_hash(sha, f, text_field) for f in files]
     entries: dict[int, dict[str, Any]] = {}
     for i, h in enumerate(hashes):
-        if (e := _done_entry(out, i, h)) is not None:
+        if (e := _done_entry(out, i, h, Path(files[i]))) is not None:
             entries[i] = e
     todo = [i for i in range(len(files)) if i not in entries]
     for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field):

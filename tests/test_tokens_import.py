@@ -279,6 +279,18 @@ def test_the_same_input_twice_is_refused(tok, tmp_path):
     assert not (tmp_path / "t").exists()
 
 
+def test_an_input_rewritten_at_the_same_size_is_refused_on_rerun(tok, tmp_path):
+    # As for `pretrain tokenize`: the shard's hash knows each file's path and size, so a .bin
+    # rewritten with other ids of the same count was "already imported"; its mtime now tells.
+    eod = [d + [tok["eot"]] for d in tok["docs"]]
+    a = megatron_write(tmp_path / "a", eod, np.uint16)
+    os.utime(f"{a}.bin", ns=(10**18, 10**18))  # written in 2001: the rewrite is later on any clock
+    import_tokens("megatron", [str(a)], tok["path"], tmp_path / "t")
+    megatron_write(tmp_path / "a", [d[::-1] for d in eod], np.uint16)  # same sizes, other order
+    with pytest.raises(UserError, match=r"a\.bin: changed since"):
+        import_tokens("megatron", [str(a)], tok["path"], tmp_path / "t")
+
+
 def test_a_link_to_a_device_is_refused(tok, tmp_path):
     prefix = megatron_write(tmp_path / "web", [d + [tok["eot"]] for d in tok["docs"]], np.uint16)
     Path(f"{prefix}.bin").unlink()

@@ -290,10 +290,11 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
     entries = []
     for i, src in enumerate(srcs):
         name, h = shards.shard_name(i), unit_hash(sha, src)
-        entry = _done_entry(out, i, h)
+        entry = _done_entry(out, i, h)  # a same-size rewrite of an input since: refused (mtimes)
         if entry is None:
+            stamps = {str(p.resolve()): p.stat().st_mtime_ns for p in src.files}  # before the read
             entry = copy_shard(read(inputs[i]), out, name, dtype, eot, vocab)
-            mark_done(out / name, {"config_hash": h, **entry})
+            mark_done(out / name, {"config_hash": h, "input_mtime_ns": stamps, **entry})
         entries.append(entry)
     return _finish(out, entries, kind, source or out.resolve().name, sha, eot, vocab, str(tok_path))
 

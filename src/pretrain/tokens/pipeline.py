@@ -99,8 +99,9 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
 
 
 def _done_entry(out_dir: Path, index: int, uhash: str, source: Path | None = None) -> dict[str, Any] | None:
-    """A finished shard's manifest entry, or None. Its hash knows the input's path and size; a
-    same-size rewrite since (`source`'s mtime, the stamp curate/versions.py compares) is refused."""
+    """A finished shard's manifest entry, or None. Its hash knows the inputs' paths and sizes; a
+    same-size rewrite since (an input's mtime, the stamp curate/versions.py compares) is refused.
+    The marker holds one mtime (`source`'s, tokenize) or {resolved path: mtime} (import-*)."""
     from pretrain.curate.versions import changed
 
     name = shards.shard_name(index)
@@ -109,8 +110,10 @@ def _done_entry(out_dir: Path, index: int, uhash: str, source: Path | None = Non
     info = json.loads(done_marker(out_dir / name).read_text())
     info.pop("config_hash", None)
     then = info.pop("input_mtime_ns", None)  # absent in markers written before it was recorded
-    if source is not None and then is not None and (now := source.stat().st_mtime_ns) != then:
-        raise changed(str(source), {"mtime_ns": then}, {"mtime_ns": now})
+    stamps = {str(source): then} if isinstance(then, int) and source is not None else then
+    for path, ns in (stamps.items() if isinstance(stamps, dict) else ()):
+        if isinstance(ns, int) and (now := Path(path).stat().st_mtime_ns) != ns:
+            raise changed(path, {"mtime_ns": ns}, {"mtime_ns": now})
     return info
 
 

@@ -274,6 +274,9 @@ def test_command_line_train_then_tokenize(corpus, tmp_path, capsys):
     assert cli_main(["tokenize", str(corpus["root"]), "--tokenizer", str(tmp_path), "-o", str(tmp_path / "v"),
                      "--workers", "1"]) == 2
     assert "no tokenizer.json" in capsys.readouterr().err
+    # Where a file is wanted (eval/sample --tokenizer, data.tokenizer) a folder is named as one
+    with pytest.raises(UserError, match=r"a folder: give the tokenizer\.json in it \(.*base/tokenizer\.json"):
+        load_tokenizer(hf)
 
 
 PEERS_PY = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python"

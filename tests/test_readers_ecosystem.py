@@ -380,6 +380,10 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
                  "300"]) == 2
     said = capsys.readouterr().err  # the reason, not only "5 records skipped"
     assert "missing text field 'text'" in said and "--text-field" in said, said
+    (tmp_path / "cfg").mkdir()  # nothing readable: said as tokenize says it, not "0 records skipped"
+    assert main(["tokenizer", "train", str(tmp_path / "cfg"), "-o", str(tmp_path / "tok3.json"),
+                 "--vocab-size", "300"]) == 2
+    assert "no input files in" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- ids and text values

@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max_mb is not None and not (math.isfinite(args.max_mb) and args.max_mb > 0):
         raise UserError(f"--max-mb must be a positive number of MB, got {args.max_mb}")
     files = list_inputs(args.inputs)
+    if not files:  # said as tokenize says it (the reason, when one is known, was printed above)
+        raise UserError(f"no input files in {', '.join(args.inputs)}; nothing written")
     limit = None if args.max_mb is None else int(args.max_mb * 1e6)
     seen = {"bytes": 0, "docs": 0}
     errors: dict[str, int] = {}

@@ -116,7 +116,7 @@ def why_none_read(skipped: dict[str, int]) -> str:
     """The most frequent reason records were skipped, with the flag that fixes a missing text field
     (a command that read no document says this instead of a bare count)."""
     if not skipped:
-        return "no records"
+        return "the inputs hold no record"
     why = max(skipped.items(), key=lambda kv: kv[1])[0]
     missing = why.startswith(("missing text field", "missing text column"))
     return f"most often: {why}" + (f"; {TEXT_FIELD_HINT}" if missing else "")

@@ -133,7 +133,7 @@ def tokenize_corpus(
     out = Path(out_dir)
     files = list_inputs([str(p) for p in inputs])
     if not files:
-        raise UserError(f"no input files in {inputs}")
+        raise UserError(f"no input files in {', '.join(map(str, inputs))}")
     tokenizer = resolve_tokenizer(tokenizer)  # a Hugging Face folder: its tokenizer.json (as import-*)
     tok = load_tokenizer(tokenizer)
     canonical = tok.to_str()

@@ -386,6 +386,8 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     assert "no input files in" in capsys.readouterr().err
     assert main(["tokenize", str(tmp_path / "cfg"), "--tokenizer", str(tok), "-o", str(tmp_path / "w")]) == 2
     assert f"no input files in {tmp_path / 'cfg'}\n" in capsys.readouterr().err  # not a Python list
+    assert main(["curate", str(tmp_path / "cfg"), "-o", str(tmp_path / "x")]) == 2
+    assert f"no input files found in {tmp_path / 'cfg'}\n" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- ids and text values

@@ -249,6 +249,10 @@ def test_the_trainer_line_names_the_layout_emit_recipe_writes(tmp_path):
     emit = _run(*base, "--emit-recipe", str(tmp_path / "r.toml"))
     assert emit.returncode == 0, emit.stderr
     written = (tmp_path / "r.toml").read_text().splitlines()[0].split(": ")[1].split(" on ")[0]
+    # the recipe is a file like any other the user writes (0600 from mkstemp: a teammate, or a job
+    # under another account, could not read it); the truth is the mode open() gives here
+    (tmp_path / "plain.txt").write_text("")
+    assert (tmp_path / "r.toml").stat().st_mode & 0o777 == (tmp_path / "plain.txt").stat().st_mode & 0o777
     assert "(fits)" not in line and "cannot run" in line and "no ZeRO-1" in line, line
     assert f"--emit-recipe writes {written} " in line, line
     sw = plan["software"]

@@ -260,3 +260,13 @@ def test_report_of_a_mixture_toml_says_how_to_report_it(dirs, tmp_path, capsys):
     assert cli_main(["mix", str(tmp_path / "mixture.toml"), "--json"]) == 0
     (tmp_path / "mix.json").write_text(capsys.readouterr().out)
     assert cli_main(["report", str(tmp_path / "mix.json"), "-o", str(tmp_path / "r.html")]) == 0
+
+
+def test_a_typo_in_a_source_path_says_not_found(dirs, tmp_path, capsys):
+    # A path that does not exist was "no manifest.json; is this a directory written by `pretrain
+    # tokenize`?", as for a folder of something else: a typo read as a format question.
+    (tmp_path / "mixture.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}x"\n'
+                                           'weight = 1\n')
+    assert cli_main(["mix", str(tmp_path / "mixture.toml")]) == 2
+    err = capsys.readouterr().err
+    assert f"{dirs['web']}x: not found" in err and len(err.strip().splitlines()) == 1, err

@@ -106,7 +106,8 @@ def exit_code(stats: dict) -> int:
     n = stats["errors"]["count"]
     first = error_lines(stats, 1)
     why = f"; first: {first[0]}" if first else ""
-    if any(r.startswith(("missing text field", "missing text column")) for r in stats["errors"].get("by_reason", {})):
+    reasons = stats["errors"].get("by_reason", {})
+    if any(r.startswith(("missing text field", "missing text column")) for r in reasons):
         why += f"; {TEXT_FIELD_HINT}"
     print(f"error: no document could be read from the inputs ({n} bad records{why})", file=sys.stderr)
     return 1

@@ -1,7 +1,8 @@
 """Degenerate numbers (session 7): every numeric key of the configs of `pretrain train` and `pretrain
 curate`, swept over 0, -1, 1, NaN, inf and a huge value (1e30; 2**62 and 10**30 for integers). Each is
 either accepted by every check made before anything is built (then the run fits in memory: no
-allocation of gigabytes) or refused in one line naming the key and the value, never a traceback.
+allocation of gigabytes) or refused in one line naming the key and the value, never a traceback;
+a probability key of the language step accepts nothing outside [0, 1].
 The keys come from the config classes, and the options of `eval`, `plan` and `tokens inspect` from
 their parsers, so a key or an option added later is swept too. ~30 s on the shared 2-core machine."""
 
@@ -102,6 +103,12 @@ def test_train_key(key, typ):
 def test_curate_key(key, typ):
     accepted = _sweep(key, typ, _curate)
     assert "nan" not in accepted and "inf" not in accepted and str(10**30) not in accepted
+    if key.startswith("language.") and typ is float:
+        # fastText's and CLD3's probabilities and the stop-word share lie in [0, 1]: a threshold
+        # of 1e30 dropped every document, silently
+        assert set(accepted) <= {"0.0", "1.0"}, accepted
+    if key == "language.sample_windows":  # 2**62 windows of a 150-character sample looped forever
+        assert accepted == ["1"], accepted
 
 
 def test_train_runs_with_the_huge_values_it_accepts(tmp_path, text):

@@ -236,3 +236,19 @@ def test_benchmarks_named_by_their_folder_when_the_file_names_a_split(tmp_path):
     assert [n for n, _ in benchmark_files(tmp_path / "gsm8k")] == ["gsm8k/test"]
     assert [n for n, _ in benchmark_files(tmp_path)] == ["gsm8k/test", "mmlu/mmlu-dev", "suite/arc_easy"]
     assert [n for n, _ in benchmark_files(tmp_path / "suite")] == ["arc_easy"]
+
+
+def test_benchmark_folders_are_walked_as_corpus_folders_are(tmp_path):
+    # The same walker as a corpus folder (readers.walk_folder): hidden and bookkeeping names below
+    # the folder (`.`, `_`), macOS AppleDouble twins and a link out of it are not benchmarks.
+    from pretrain.curate.decontam import benchmark_files
+
+    (tmp_path / "b" / "_tmp").mkdir(parents=True)
+    (tmp_path / "b" / ".cache").mkdir()
+    (tmp_path / "b" / "arc.jsonl").write_text('{"question": "q"}\n')
+    (tmp_path / "b" / "._arc.jsonl").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ")
+    (tmp_path / "b" / "_tmp" / "half.jsonl").write_text('{"question": "half')
+    (tmp_path / "b" / ".cache" / "old.jsonl").write_text('{"question": "stale"}\n')
+    (tmp_path / "secret.jsonl").write_text('{"question": "not a benchmark"}\n')
+    (tmp_path / "b" / "link.jsonl").symlink_to(tmp_path / "secret.jsonl")
+    assert [n for n, _ in benchmark_files(tmp_path / "b")] == ["arc"]

@@ -186,6 +186,45 @@ def test_parquet_cell_of_invalid_utf8_skips_its_row_not_its_row_group(tmp_path, 
     assert [w for w, why in errors if "invalid UTF-8" in why] == ["row 1", "row 2"]
 
 
+def test_parquet_bad_utf8_in_a_metadata_column_costs_that_field_not_the_row(tmp_path):
+    """A column read only into the metadata (FineWeb's `dump`) with an invalid UTF-8 cell: the row
+    keeps its text and loses that field; the same cell in the id column costs the row."""
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    def column(values):
+        b = pa.array(values, pa.binary())
+        return pa.Array.from_buffers(pa.string(), len(b), b.buffers())  # no UTF-8 check
+
+    p = tmp_path / "bad_extra.parquet"
+    pq.write_table(pa.table({"id": column([b"a", b"b", b"c"]), "text": column([b"x", b"y", b"z"]),
+                             "dump": column([b"CC", b"\xff", b"CC"])}), p)
+    errors = []
+    docs = list(read_documents(p, ReaderConfig(), lambda path, where, why: errors.append((where, why))))
+    assert errors == [] and [(d.id, d.text, d.metadata) for d in docs] == [
+        ("a", "x", {"dump": "CC"}), ("b", "y", {}), ("c", "z", {"dump": "CC"})]
+
+
+def test_parquet_read_by_pages_measures_the_other_columns_too(tmp_path):
+    """A row group whose text column is read page by page (a page over max_record_bytes): the id,
+    url and metadata cells and the other columns (read into the metadata) count against the bound
+    as they do through pyarrow; before, a 5 KB url or metadata passed a 1,000-byte bound there."""
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    rows = [{"id": "before", "text": "good", "url": "u", "metadata": {"k": "v"}, "dump": "d"},
+            {"id": "big text", "text": "t" * 5000, "url": "u", "metadata": {"k": "v"}, "dump": "d"},
+            {"id": "big url", "text": "good", "url": "u" * 5000, "metadata": {"k": "v"}, "dump": "d"},
+            {"id": "big meta", "text": "good", "url": "u", "metadata": {"k": "v" * 5000}, "dump": "d"},
+            {"id": "big dump", "text": "good", "url": "u", "metadata": {"k": "v"}, "dump": "d" * 5000},
+            {"id": "after", "text": "good", "url": "u", "metadata": {"k": "v"}, "dump": "d"}]
+    p = tmp_path / "paged.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), p)
+    errors = []
+    docs = list(read_documents(p, ReaderConfig(max_record_bytes=1000),
+                               lambda path, where, why: errors.append((where, why))))
+    assert [d.id for d in docs] == ["before", "after"], errors
+    assert [w for w, why in errors if "max_record_bytes" in why] == ["row 1", "row 2", "row 3", "row 4"]
+
+
 def test_parquet_row_group_over_the_footer_bound_is_not_decoded(tmp_path):
     p = tmp_path / "huge.parquet"
     _huge_parquet(p, row_group_size=1)  # before | huge | after, one row group each

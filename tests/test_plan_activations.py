@@ -142,6 +142,9 @@ SHAPES = [
     (ModelShape("gqa-long", 1, 128, 4, 1, 352, 257, 256), 1),
     (ModelShape("gpt-style", 1, 160, 5, 5, 640, 300, 64, mlp="gelu", tied_embeddings=True, norm="layernorm",
                 bias=True, learned_pos=True), 2),
+    # Qwen3's wider heads (8 x 32 = 256 > d_model 128, like Qwen3-0.6B's 16 x 128 > 1024) and its
+    # per-head q/k RMSNorms: Q, attention output and W_o's input are 256 wide, not 128
+    (ModelShape("wide-heads-qknorm", 1, 128, 8, 2, 352, 257, 128, attn_head_dim=32, qk_norm=True), 2),
 ]
 
 

@@ -16,9 +16,14 @@ torch.autograd.graph.saved_tensors_hooks, weights excluded, per layer = (3 layer
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_flatten  # noqa: E402
 
 from pretrain.plan import memory  # noqa: E402
 from pretrain.plan.heldout import held_out  # noqa: E402
@@ -216,3 +221,66 @@ def test_torchtitan_llama2_13b_without_checkpointing_is_no_longer_counted_at_94_
     before = evaluate(replace(run.job, activations="pretrain"), run.layout).memory.total / gib
     after = evaluate(run.job, run.layout).memory.total / gib
     assert before > 90 and after < run.job.gpu.memory_bytes / gib, (before, after)
+
+
+class _LiveBytes(TorchDispatchMode):
+    """Bytes of every storage an op creates while the mode is on (backward included), freed when its
+    last tensor dies: the CPU has no allocator statistics, so count live tensors by storage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: dict[int, int] = {}
+        self.sizes: dict[int, int] = {}
+        self.live = self.peak = 0
+
+    def _drop(self, ptr: int) -> None:
+        self.refs[ptr] -= 1
+        if not self.refs[ptr]:
+            del self.refs[ptr]
+            self.live -= self.sizes.pop(ptr)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                st = t.untyped_storage()
+                ptr = st.data_ptr()
+                if ptr not in self.refs:
+                    self.refs[ptr], self.sizes[ptr] = 0, st.nbytes()
+                    self.live += st.nbytes()
+                    self.peak = max(self.peak, self.live)
+                self.refs[ptr] += 1
+                weakref.finalize(t, self._drop, ptr)
+        return out
+
+
+def test_torchtitan_fp32_loss_peaks_at_what_the_planner_counts():
+    """torchtitan's loss (components/loss.py: F.cross_entropy(pred.flatten(0, 1).float(), labels))
+    on bf16 logits from a bf16 head, with its train step's `del pred` before backward. What autograd
+    saves is log_softmax's fp32 output (4 bytes per vocabulary entry, Korthikanti's count); what
+    the loss holds at its peak, in backward, is three fp32 copies: 12."""
+    tokens, h, vocab = 256, 64, 4096
+    torch.manual_seed(0)
+    head = torch.randn(vocab, h, dtype=torch.bfloat16, requires_grad=True)
+    x = torch.randn(1, tokens, h, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, vocab, (1, tokens))
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        if t.dtype.is_floating_point and t.untyped_storage().data_ptr() != head.untyped_storage().data_ptr():
+            saved.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        return t
+
+    live = _LiveBytes()
+    with live, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        pred = F.linear(x, head)
+        loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+        del pred
+        loss.backward()
+    entries = tokens * vocab
+    assert sum(saved.values()) == pytest.approx(4 * entries + 2 * tokens * h, rel=1e-3)
+    # the peak beside the head's weight-sized buffers (h·V·2 bytes here, not per token)
+    assert (live.peak - 2 * h * vocab) / entries == pytest.approx(
+        memory.LOSS_BYTES_PER_VOCAB["torchtitan"], rel=0.02)
+    model = memory.logits_bytes(tokens, 1, h, vocab, per_vocab=memory.LOSS_BYTES_PER_VOCAB["torchtitan"])
+    assert model == pytest.approx(live.peak, rel=0.05)

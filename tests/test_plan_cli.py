@@ -25,7 +25,7 @@ def test_help_teaches(capsys):
         cli.build_parser().parse_args(["plan", "--help"])
     out = capsys.readouterr().out
     for term in ("ZeRO", "bubble", "(p-1)/(m+p-1)", "6N + 12*L*h*s", "sqrt(2*C*M)", "Examples",
-                 "--layout", "--json", "--figures"):
+                 "--layout", "--json", "--figures", "--headroom", "NCCL"):
         assert term in out, term
 
 
@@ -281,3 +281,15 @@ def test_no_dropout_drops_the_two_masks_per_token_and_layer():
     assert with_masks - without == pytest.approx(24 * 8 * 1024 * 2 * 1024, rel=1e-9)  # L·tokens·2h
     assert plans[0]["layout"]["times_s"] == plans[1]["layout"]["times_s"]
     assert "no dropout masks counted" in _run(*base[:-1], "--no-dropout").stdout
+
+
+def test_headroom_is_an_option_and_the_table_says_when_it_alone_refuses():
+    parser = cli.build_parser()
+    assert parser.parse_args(["plan", "--model", "llama-3-8b"]).headroom == 0.10
+    r = _run("--model", "llama-2-13b", "--gpu", "a100-80gb", "--gpus", "64", "--batch-tokens", "512K",
+             "--layout", "tp=1,zero=3,mbs=2,recompute=none", "--activations", "torchtitan", "--kernels",
+             "eager", "--selective", "op", "--reduce-dtype", "fp32")
+    assert r.returncode == 1
+    flat = " ".join(r.stdout.split())
+    assert "dropped: does not fit in memory" in flat and "only the 10% headroom refuses it" in flat
+    assert "--headroom" in flat

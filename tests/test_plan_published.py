@@ -231,3 +231,22 @@ def test_flash_attention_1_is_the_cause_of_the_long_sequence_misses():
     long = [r.source for r in rows if r.job.shape.seq_len >= 16_384]
     assert min(fa2[k] for k in long) > 0.2  # +23% to +88% before (median +63%)
     assert max(abs(fa1[k]) for k in long) < 0.12  # within 11% after
+
+
+def test_torchtitan_memory_rows_approach_their_printed_peaks_and_none_passes_them():
+    # torchtitan's elastic-scaling Tables 1 and 3 print Memory(GiB) per GPU for Llama 3.1 8B, FSDP,
+    # local batch 2: 82.4 / 67.0 eager, 77.0 / 62.0 with torch.compile. With its fp32 loss counted
+    # (12 bytes per vocabulary entry at the peak, not 4: +15.7 GiB at 16,384 tokens x 128,256) the
+    # prediction is within 20% below each (it was 30-40% below); what is left (FSDP2's unsharded
+    # layers in flight, the allocator's cache) is not modelled, so none may pass the print.
+    from pretrain.plan import memory
+
+    rows = [r for r in RUNS + held_out() if r.peak_gib]
+    assert len(rows) == 4
+    for run in rows:
+        mem = evaluate(run.job, run.layout).memory
+        gib = mem.total / 2**30
+        s, b, shape = run.job.shape.seq_len, run.layout.mbs, run.job.shape
+        korthikanti = gib - (mem.logits - memory.logits_bytes(s, b, shape.d_model, shape.vocab_size)) / 2**30
+        assert 0.8 * run.peak_gib < gib <= run.peak_gib, (run.source, gib)
+        assert korthikanti < 0.8 * run.peak_gib, (run.source, korthikanti)  # 30-40% below before

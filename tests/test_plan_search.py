@@ -106,3 +106,83 @@ def test_405b_on_16384_gpus_finds_a_layout():
     r = search(Job(get_shape("llama-3-405b"), get_gpu("h100"), 16384, 16 * 2**20))
     assert r.best is not None and r.best.layout.tp * r.best.layout.pp * r.best.layout.dp == 16384
     assert r.evaluated > 1000
+
+
+# torchtitan's elastic-scaling tables (docs/performance.md), Memory(GiB) per GPU as printed, on
+# Grand Teton H100s of 96 GB HBM2e: Tables 1-4 (Llama 3.1 8B and 70B; FSDP, CP, TP; compile, Float8).
+TORCHTITAN_PRINTED_GIB = (82.4, 77.0, 76.8, 83.9, 84.2, 84.0, 84.5, 67.0, 62.0, 61.8, 71.9, 67.6)
+
+
+def test_default_headroom_refuses_none_of_the_peaks_torchtitan_ran_at():
+    # an upper bound on the headroom from runs that ran: their peaks (allocator reserve included)
+    # reach 88% of the GPU, so keeping 10% free refuses none of them, 15% would
+    from pretrain.plan.search import HEADROOM
+
+    gpu = get_gpu("h100-hbm2e")
+    assert gpu.memory_gb == 96
+    job = Job(get_shape("llama-3-8b"), gpu, 8)
+    assert job.headroom == HEADROOM == 0.10
+    assert max(TORCHTITAN_PRINTED_GIB) * 2**30 <= job.usable_bytes
+    wider = Job(get_shape("llama-3-8b"), gpu, 8, headroom=0.15)
+    assert max(TORCHTITAN_PRINTED_GIB) * 2**30 > wider.usable_bytes
+
+
+def test_a_layout_refused_only_by_the_headroom_is_named_so():
+    # torchtitan ran Llama 2 13B without checkpointing at local batch 2 on 80 GB A100s (2,162
+    # tokens/s): its counted 77.4 GiB exceed the 72 GiB usable, not the 80 GiB of HBM
+    from dataclasses import replace
+
+    from pretrain.errors import UserError
+    from pretrain.plan.heldout import held_out
+    from pretrain.plan.search import headroom_note
+
+    run = next(r for r in held_out() if r.source.startswith("torchtitan Llama 2 13B, no AC"))
+    est = evaluate(run.job, run.layout)
+    assert est.reason == "does not fit in memory" and run.job.refused_by_headroom(est.memory)
+    assert "only the 10% headroom" in headroom_note(run.job)
+    assert evaluate(replace(run.job, headroom=0.0), run.layout).fits
+    too_big = evaluate(replace(run.job, shape=get_shape("llama-2-70b")), run.layout)
+    assert not run.job.refused_by_headroom(too_big.memory)  # over the HBM itself: no such note
+    for bad in (1.0, -0.1, float("nan")):
+        with pytest.raises(UserError, match="--headroom"):
+            replace(run.job, headroom=bad)
+
+
+def test_causal_execution_halves_the_counted_attention():
+    # a causal mask keeps s(s+1)/2 of the s² (query, key) pairs: the flash kernel skips the rest, so
+    # what runs is the PaLM count with the attention core (and its re-run under recompute) halved
+    torch = pytest.importorskip("torch")
+    shape = get_shape("llama-3-8b").with_(seq_len=512)
+    s, L, q = shape.seq_len, shape.n_layers, shape.q_dim
+    kept = float(torch.ones(s, s).tril().sum()) / s**2
+    for rc, attn_rerun in (("none", 0), ("selective", 4), ("full", 4)):
+        counted = compute.flops_per_token(shape) + compute.recompute_flops_per_token(shape, rc)
+        executed = compute.executed_flops_per_token(shape, rc)
+        attention = (12 + attn_rerun) * L * q * s
+        assert counted - executed == pytest.approx(attention * (1 - kept), rel=2 / s), rc
+        assert compute.executed_flops_per_token(shape, rc, causal_kernel=False) == counted
+
+
+def test_an_hfu_above_one_is_explained_and_the_executed_share_is_not():
+    # Llama 3 8B at 128K tokens with full recompute on a GPU described at its peak (every efficiency
+    # 1, as a --hardware file may say): attention dominates, counted twice what runs, so HFU > 1
+    import io
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from pretrain.plan import report
+    from pretrain.plan.render import print_plan
+
+    gpu = replace(get_gpu("h100"), gemm_efficiency=1.0, attention_efficiency=1.0, hbm_efficiency=1.0)
+    job = Job(get_shape("llama-3-8b").with_(seq_len=131072), gpu, 64, 2**23)
+    lay = data_parallel(32, cp=2, zero=3, recompute="full")
+    plan = report.build_plan(job, report.Budget(1e12), lay, top=1)
+    t = plan["time"]
+    assert t["hfu"] > 1 >= t["hfu_causal"] and t["mfu"] < t["hfu"]
+    assert "no causal halving" in t["flops_convention"] and "Above 100%" in t["flops_convention"]
+    out = io.StringIO()
+    print_plan(plan, Console(file=out, width=200))
+    flat = " ".join(out.getvalue().split())
+    assert "Above 100% because the counted attention FLOPs are twice those executed" in flat
+    assert f"{t['hfu_causal']:.1%} of peak is what runs" in flat

@@ -196,6 +196,11 @@ def test_mixed_folder_skips_hidden_and_bookkeeping_files(tmp_path):
     assert errors == [] and sorted(_texts_ids(docs)) == sorted(TRUTH)
     # A hidden file named on the command line is read: only a folder walk leaves them out.
     assert list_inputs([str(root / "_temporary" / "0" / "part-00001-5f1c.snappy.parquet")])
+    # A glob follows the same rule below its fixed part (`_temporary/` is still a killed task's),
+    # and matches only known extensions; a hidden folder it names is its root, so it is read.
+    assert [f.name for f in list_inputs([str(root / "**" / "*")])] == [f.name for f in files]
+    assert [f.name for f in list_inputs([str(root / "_temporary" / "*" / "*.parquet")])] == [
+        "part-00001-5f1c.snappy.parquet"]
 
 
 def test_folder_walk_leaves_plain_json_to_globs(tmp_path, capsys):
@@ -220,6 +225,9 @@ def test_bucket_prefix_skips_the_same_hidden_objects(s3_here):  # noqa: F811
             "._part-00000.jsonl", "sub/.cache/old.jsonl", "sub/_delta_log/00000.json", "sub/b.jsonl"]
     s3_here.filesystem().pipe({f"{bucket}/in/{k}": line.encode() for k in keys})
     listed = list_any_inputs([f"s3://{bucket}/in"])
+    assert [src for _, src in listed] == ["part-00000.jsonl", "sub/b.jsonl"]
+    # a bucket glob: the same rule as a local one (known extensions, nothing hidden below its root)
+    listed = list_any_inputs([f"s3://{bucket}/in/**"])
     assert [src for _, src in listed] == ["part-00000.jsonl", "sub/b.jsonl"]
 
 
@@ -426,9 +434,39 @@ def test_text_values_that_are_not_strings_and_nul_bytes(tmp_path):
 DATATROVE_READ = """
 import json, sys
 from datatrove.pipeline.readers import JsonlReader
-print(json.dumps([[d.id, d.text, d.metadata.get("url"), d.metadata.get("dump")]
-                  for d in JsonlReader(sys.argv[1])()]))
+print(json.dumps([[d.id, d.text, d.metadata] for d in JsonlReader(sys.argv[1])()]))
 """
+
+# Top-level fields as FineWeb (Parquet columns), Dolma (JSON lines beside a `metadata` object) and
+# a `datasets` Arrow shard carry them: every field that is not text, id, url or metadata.
+FINEWEB = [{"text": f"fineweb page {i} about tides", "id": f"<urn:uuid:{i}>", "dump": "CC-MAIN-2024-10",
+            "url": f"http://fw.org/{i}", "date": "2024-02-21T07:13:02Z", "language": "en",
+            "language_score": 0.9 + i / 100, "token_count": 100 + i} for i in range(3)]
+DOLMA = [{"text": f"dolma doc {i} on glaciers", "id": f"d{i}", "source": "common-crawl",
+          "added": "2023-05-30", "created": "2019-01-01", "metadata": {"url": f"http://dl.org/{i}"}}
+         for i in range(2)]
+ARROWED = [{"text": f"arrow row {i} on moraines", "id": f"a{i}", "lang": "en", "n_words": [4, i],
+            "extra": {"k": i}} for i in range(2)]
+
+
+def _write_top_level_inputs(folder: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(FINEWEB), folder / "fineweb.parquet")
+    with gzip.open(folder / "dolma.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in DOLMA)
+    table = pa.Table.from_pylist(ARROWED)
+    with pa.OSFile(str(folder / "shard.arrow"), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+
+
+def _expected_metadata(rec: dict) -> dict:
+    """What datatrove's own adapter makes of a record: metadata object, then every other field
+    except text and id (url and all)."""
+    rest = {k: v for k, v in rec.items() if k not in ("text", "id", "metadata")}
+    return {**rec.get("metadata", {}), **rest}
 
 
 def test_datatrove_round_trip_through_dedup(tmp_path):
@@ -439,10 +477,26 @@ def test_datatrove_round_trip_through_dedup(tmp_path):
     _peer(DATATROVE_WRITE, str(tmp_path / "dt"), json.dumps(RECORDS))
     if subprocess.run([str(PEERS_PY), "-c", "import zstandard"], capture_output=True).returncode:
         pytest.skip("datatrove reads .jsonl.zst through fsspec, which needs zstandard in .venv-peers")
-    assert main(["dedup", str(tmp_path / "dt" / "parquet"), "-o", str(tmp_path / "out"), "--workers", "1",
-                 "--quiet", "--set", "dedup.near=false"]) == 0
-    back = json.loads(_peer(DATATROVE_READ, str(tmp_path / "out" / "data")).stdout)
-    assert sorted(back) == sorted([r["id"], r["text"], r["url"], "CC-MAIN-2024-10"] for r in RECORDS)
+    _write_top_level_inputs(tmp_path / "top")
+    assert main(["dedup", str(tmp_path / "dt" / "parquet"), str(tmp_path / "top"), "-o",
+                 str(tmp_path / "out"), "--workers", "1", "--quiet", "--set", "dedup.near=false"]) == 0
+    read_back = json.loads(_peer(DATATROVE_READ, str(tmp_path / "out" / "data")).stdout)
+    back = {i: (text, meta) for i, text, meta in read_back}
+    for i, r in enumerate(RECORDS):
+        text, meta = back[r["id"]]
+        assert text == r["text"] and (meta["url"], meta["dump"]) == (r["url"], "CC-MAIN-2024-10")
+        assert meta["language_score"] == 0.5 + i / 10
+    for name, records in (("fineweb.parquet", FINEWEB), ("dolma.jsonl.gz", DOLMA), ("shard.arrow", ARROWED)):
+        for r in records:
+            text, meta = back[r["id"]]
+            want = _expected_metadata(r)
+            # our top-level `source` is the input file, and datatrove's rule (a top-level field wins)
+            # puts it over Dolma's `source`; that one is in our metadata, read back below
+            want["source"] = name
+            assert text == r["text"] and {k: meta.get(k) for k in want} == want, (name, meta)
+    ours = [d for f in list_inputs([str(tmp_path / "out")]) for d in _read(f)[0]]
+    assert {d.id: d.metadata["source"] for d in ours if d.id in ("d0", "d1")} == {"d0": "common-crawl",
+                                                                               "d1": "common-crawl"}
 
 
 def test_empty_outputs_of_datasets_are_one_error_each(tmp_path):
@@ -472,18 +526,52 @@ def test_arrow_ipc_file_and_stream_with_compressed_buffers(tmp_path, framing):
 
 
 def test_arrow_columns_not_read_are_not_decoded(tmp_path):
-    # A column we do not read (images, embeddings, a broken one) is neither decompressed nor
-    # validated: here a string column holding invalid UTF-8 that full validation would refuse.
+    # A column JSON cannot hold (images, audio: binary) is not read into the metadata. A string
+    # column (read into it) holding invalid UTF-8 is left out of its batch and counted; the
+    # documents come whole otherwise, and are not reported as bad records.
+    from collections import Counter
+
     import numpy as np
     import pyarrow as pa
 
+    broken = pa.array([b"\x89PNG\x00" * 3] * 5, pa.binary())
     bad = pa.Array.from_buffers(pa.string(), 5, [None, pa.py_buffer(np.arange(6, dtype=np.int32) * 2),
                                                  pa.py_buffer(b"\xff\xfe" * 5)])
     with pytest.raises(pa.ArrowInvalid):
         bad.validate(full=True)
-    table = pa.Table.from_pylist(RECORDS).append_column("blob", bad)
+    table = pa.Table.from_pylist(RECORDS).append_column("image", broken)
     p = tmp_path / "wide.arrow"
     with pa.OSFile(str(p), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
     docs, errors = _read(p)
-    assert errors == [] and _texts_ids(docs) == TRUTH
+    assert errors == [] and _texts_ids(docs) == TRUTH and all("image" not in d.metadata for d in docs)
+    table = table.append_column("blob", bad)
+    with pa.OSFile(str(p), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    errors, stats = [], Counter()
+    docs = list(read_documents(p, ReaderConfig(), lambda *e: errors.append(e), stats=stats))
+    assert errors == [] and _texts_ids(docs) == TRUTH and all("blob" not in d.metadata for d in docs)
+    assert stats["skipped.unreadable_column"] == 1
+
+
+@pytest.mark.parametrize("framing", ["file", "stream"])
+def test_arrow_compressed_batch_over_the_bound_is_not_decompressed(tmp_path, framing):
+    # A zstd batch inflating to 4 MB (from a few KB) against max_row_group_bytes=1 MiB: its size is
+    # read from the buffers' own length prefixes, before anything is inflated. A file steps over it
+    # (random access); a stream cannot reach the batches after it without inflating it.
+    import pyarrow as pa
+
+    rows = [RECORDS[0], {"id": "bomb", "text": "a" * (4 << 20), "url": "u"}, RECORDS[1]]
+    p = tmp_path / f"{framing}.arrow"
+    new = pa.ipc.new_file if framing == "file" else pa.ipc.new_stream
+    table = pa.Table.from_pylist(rows)
+    with pa.OSFile(str(p), "wb") as sink, new(sink, table.schema,
+                                              options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        for batch in table.to_batches(max_chunksize=1):
+            w.write_batch(batch)
+    assert p.stat().st_size < 100_000
+    docs, errors = _read(p, ReaderConfig(max_row_group_bytes=1 << 20))
+    assert [d.id for d in docs] == (["r0", "r1"] if framing == "file" else ["r0"])
+    assert [(e[1], "over max_row_group_bytes" in e[2]) for e in errors] == [("record batch 1", True)]
+    docs, errors = _read(p)  # the default bound (1 GiB) reads it
+    assert errors == [] and [d.id for d in docs] == ["r0", "bomb", "r1"]

@@ -129,3 +129,96 @@ def test_run_still_writing_its_metrics_is_reported_to_its_last_whole_line(bucket
     target = 6
     assert f"<b>{steps[2]['step']} of {target}</b>" in page  # the torn step 4 is not counted
     assert f"stopped at step {steps[2]['step']} of {target}" in page
+
+
+def test_rejects_are_read_in_small_ranges_not_a_first_50_mib_block(bucket, monkeypatch):
+    """s3fs reads ahead 50 MiB by default: the page's first few rejects cost the first 50 MiB of
+    each rejects object. Counted at the client's ranged GETs (s3fs's S3File._fetch_range) and in
+    the server's log: an 8 MiB rejects object of which the report reads its first records is
+    fetched in about 1 MiB (the whole object before)."""
+    import os
+
+    import s3fs
+    import zstandard
+
+    import pretrain.report_corpus as rc
+
+    name, local = bucket
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    for f in ("stats.json", "plan.json", "config.toml"):
+        fs.put_file(str(local["corpus"] / f), f"{name}/big/{f}")
+    rows = b"".join(json.dumps({"id": f"r{i}", "step": "filters", "reason": "too_short",
+                                "text": os.urandom(3000).hex()}).encode() + b"\n" for i in range(2800))
+    blob = zstandard.ZstdCompressor(level=1).compress(rows)
+    assert len(blob) > 8 << 20  # random hex: zstd keeps about half of it
+    fs.pipe_file(f"{name}/big/rejects/filters_00000.jsonl.zst", blob)
+    monkeypatch.setattr(rc, "MAX_SCANNED", 5)  # the page reads the first records only
+    fetched: dict[str, int] = {}
+    real = s3fs.core.S3File._fetch_range
+
+    def counted(self, start, end):
+        data = real(self, start, end)
+        fetched[self.path] = fetched.get(self.path, 0) + len(data)
+        return data
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
+    with Requests() as log:
+        page = build_report([f"s3://{name}/big"])
+    assert "r0" in page  # the first reject is shown
+    key = f"{name}/big/rejects/filters_00000.jsonl.zst"
+    assert 0 < fetched[key] <= (1 << 20) + (256 << 10), fetched
+    assert 1 <= log.lines.count("GET big/rejects/filters_00000.jsonl.zst") <= 2, log.lines
+
+
+def test_metrics_over_the_limit_are_refused_alike_here_and_in_the_bucket(bucket, tmp_path, monkeypatch,
+                                                                         capsys):
+    """One bound for metrics.jsonl wherever the run lies: the local report holds every record
+    (~830 bytes of Python objects per 146-byte line), so it refuses what the bucket's refuses, in
+    the same line. With the bound set just under this run's file: both refuse; a sparse file of
+    1 GiB + 1 byte (nothing read) is refused here under the real bound."""
+    import shutil
+
+    import pretrain.report_remote as rr
+    from pretrain.cli import main
+
+    name, local = bucket
+    size = (local["run"] / "metrics.jsonl").stat().st_size
+    monkeypatch.setattr(rr, "MAX_LARGE", size - 1)
+    lines = []
+    for arg in (str(local["run"]), f"s3://{name}/run"):
+        capsys.readouterr()
+        assert main(["report", arg, "-o", str(tmp_path / "r.html")]) == 2, arg
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{size:,} bytes, over the {size - 1:,} bytes" in err, err
+        lines.append(err.replace(str(local["run"]), "RUN").replace(f"s3://{name}/run", "RUN"))
+    assert lines[0] == lines[1]
+    monkeypatch.undo()
+    big = tmp_path / "big-run"
+    shutil.copytree(local["run"], big, ignore=shutil.ignore_patterns("checkpoints", "*tfevents*"))
+    with open(big / "metrics.jsonl", "r+b") as f:
+        f.truncate((1 << 30) + 1)
+    assert main(["report", str(big), "-o", str(tmp_path / "r.html")]) == 2
+    assert f"{big / 'metrics.jsonl'}: {(1 << 30) + 1:,} bytes, over the" in capsys.readouterr().err
+
+
+def test_heads_are_fetched_as_read_not_a_first_50_mib_block(bucket, monkeypatch):
+    """The report shows the first 16 KiB of samples.txt: a 4 MiB one costs about that, not the
+    min(size, 50 MiB) of s3fs's read-ahead (counted at s3fs's ranged GETs, as above)."""
+    import s3fs
+
+    name, local = bucket
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    for f in ("metrics.jsonl", "config.toml"):
+        fs.put_file(str(local["run"] / f), f"{name}/wordy/{f}")
+    fs.pipe_file(f"{name}/wordy/samples.txt", b"Once upon a time.\n" * (4 << 16))
+    fetched: dict[str, int] = {}
+    real = s3fs.core.S3File._fetch_range
+
+    def counted(self, start, end):
+        data = real(self, start, end)
+        fetched[self.path] = fetched.get(self.path, 0) + len(data)
+        return data
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
+    assert "Once upon a time." in build_report([f"s3://{name}/wordy"])
+    assert 16_384 <= fetched[f"{name}/wordy/samples.txt"] <= 16_385, fetched

@@ -279,18 +279,6 @@ def test_the_same_input_twice_is_refused(tok, tmp_path):
     assert not (tmp_path / "t").exists()
 
 
-def test_an_input_rewritten_at_the_same_size_is_refused_on_rerun(tok, tmp_path):
-    # As for `pretrain tokenize`: the shard's hash knows each file's path and size, so a .bin
-    # rewritten with other ids of the same count was "already imported"; its mtime now tells.
-    eod = [d + [tok["eot"]] for d in tok["docs"]]
-    a = megatron_write(tmp_path / "a", eod, np.uint16)
-    os.utime(f"{a}.bin", ns=(10**18, 10**18))  # written in 2001: the rewrite is later on any clock
-    import_tokens("megatron", [str(a)], tok["path"], tmp_path / "t")
-    megatron_write(tmp_path / "a", [d[::-1] for d in eod], np.uint16)  # same sizes, other order
-    with pytest.raises(UserError, match=r"a\.bin: changed since"):
-        import_tokens("megatron", [str(a)], tok["path"], tmp_path / "t")
-
-
 def test_a_link_to_a_device_is_refused(tok, tmp_path):
     prefix = megatron_write(tmp_path / "web", [d + [tok["eot"]] for d in tok["docs"]], np.uint16)
     Path(f"{prefix}.bin").unlink()
@@ -375,3 +363,23 @@ def test_sigkill_mid_import_then_rerun(tok, tmp_path):
         assert (tmp_path / "killed" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()
     assert not list((tmp_path / "killed").glob(".*.tmp"))
     assert TokenDir(tmp_path / "killed").num_documents == 4500
+
+
+def test_an_input_rewritten_with_the_same_size_is_refused_on_the_rerun(tok, tmp_path, capsys):
+    """The done marker records each file's mtime_ns beside the identity (path, size): a rerun after
+    a same-size rewrite of a finished input is refused naming it; untouched, it resumes."""
+    a = megatron_write(tmp_path / "a", tok["docs"][:5], np.uint16)
+    b = megatron_write(tmp_path / "b", tok["docs"][5:10], np.uint16)
+    argv = ["tokens", "import-megatron", str(a), str(b), "-o", str(tmp_path / "out"), "--tokenizer",
+            str(tok["path"])]
+    assert main(argv) == 0
+    assert main(argv) == 0
+    bin_b = Path(f"{b}.bin")
+    before = bin_b.stat().st_mtime_ns
+    bin_b.write_bytes(bin_b.read_bytes()[::-1])  # the same size, other tokens
+    os.utime(bin_b, ns=(before + 10**9, before + 10**9))
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{bin_b.resolve()}: changed since" in err, err
+    assert f"mtime_ns {before}" in err, err

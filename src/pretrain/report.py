@@ -225,8 +225,11 @@ def _section_for(path: Path, index: int, remote: str | None = None) -> Section:
 
 
 def _job_name(plan: Path) -> str | None:
+    from pretrain.curate.outputs import MAX_PLAN_BYTES
+    from pretrain.untrusted import load_json
+
     try:
-        data = json.loads(plan.read_text())
+        data = load_json(plan, MAX_PLAN_BYTES)
     except (OSError, ValueError):
         return None
     return data.get("job") if isinstance(data, dict) and "hash" in data else None

@@ -22,6 +22,10 @@ MAX_SCANNED = 200_000  # reject records read for examples and clusters
 MAX_DUP_KEPT = 20_000  # duplicate records held to group into clusters
 MAX_LINE = 8 * 1024 * 1024  # a reject or kept record read whole at most (curate's max_record_bytes)
 MAX_READ = 1 << 30  # decompressed bytes read from one file for the page, at most
+# An object of rejects/ or data/ is read ahead this much per GET (s3fs's default: 50 MiB, fetched
+# whole for the first few records the page shows); ~1 MiB per request is a round trip per MiB
+# when a scan goes on (to MAX_SCANNED records).
+READ_BLOCK = 1 << 20
 EPOCHS_WARN = 4.0  # Muennighoff et al. 2023 (Scaling Data-Constrained LMs): past ~4 epochs repeats lose value
 
 
@@ -74,7 +78,9 @@ def _what_ran(out: Path, job: str) -> str:
     """The inputs (OUT/plan.json) and the settings that differ from the job's defaults (config.toml)."""
     lines = []
     try:
-        ident = untrusted.load_json_object(out / "plan.json", within=out)
+        from pretrain.curate.outputs import MAX_PLAN_BYTES
+
+        ident = untrusted.load_json_object(out / "plan.json", MAX_PLAN_BYTES, within=out)
         files = ident.get("inputs") or []
         size = sum(int(f.get("size") or 0) for f in files if isinstance(f, dict))
         names = ", ".join(str(f.get("path") if isinstance(f, dict) else f) for f in files[:3])
@@ -178,7 +184,7 @@ def _records(path: Path | str, out: Path):
     per line and per file, bad lines skipped (the page shows examples, not every record)."""
     if not cio.is_url(path):
         untrusted.check_file(path, within=out)
-    return cio.read_jsonl_zst(path, max_line=MAX_LINE, max_bytes=MAX_READ)
+    return cio.read_jsonl_zst(path, max_line=MAX_LINE, max_bytes=MAX_READ, block_size=READ_BLOCK)
 
 
 def _measured(r: dict) -> tuple[object, object]:

@@ -28,12 +28,13 @@ from pathlib import Path
 
 from pretrain import untrusted
 from pretrain.curate import io as cio
+from pretrain.curate.outputs import MAX_PLAN_BYTES
 from pretrain.errors import UserError, storage_error
 
-MAX_LARGE = 1 << 30  # metrics.jsonl, decontam_report.json, .idx: the local report reads these whole
+MAX_LARGE = 1 << 30  # metrics.jsonl, decontam_report.json, .idx: the local report reads these whole,
+# under the same bound (report_run.read_metrics, report_corpus: decontam_report.json)
 SAMPLES_HEAD = 16_384  # what the run section shows of samples.txt (report_run.run_section)
 BPT_DOCUMENTS = 200  # documents decoded for bytes per token (report_corpus.bytes_per_token)
-CORPUS = ("stats.json", "plan.json", "config.toml")
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")  # a key's last part we write locally
 
 
@@ -71,13 +72,14 @@ class Remote:
         local.mkdir(parents=True, exist_ok=True)
         if "stats.json" in top:
             self._copy(top, local, ["decontam_report.json"], limit=MAX_LARGE)
-            self._copy(top, local, list(CORPUS))
+            self._copy(top, local, ["stats.json", "config.toml"])
+            self._copy(top, local, ["plan.json"], limit=MAX_PLAN_BYTES)
         elif "metrics.jsonl" in top:
             self._stage_run(top, local)
         elif "manifest.json" in top:
             self._stage_tokens(top, local)
         elif "plan.json" in top:  # an unfinished corpus job: the section says so, naming the URL
-            self._copy(top, local, ["plan.json"])
+            self._copy(top, local, ["plan.json"], limit=MAX_PLAN_BYTES)
         else:
             raise UserError(f"{self.url}: not a curate output, token directory, mixture or plan JSON, "
                             "eval result or training run (it holds none of stats.json, metrics.jsonl, "
@@ -103,9 +105,12 @@ class Remote:
         `head` (only the first `limit` bytes are wanted)."""
         url = self.fs.unstrip_protocol(key)
         if size is not None and size > limit and not head:
-            raise untrusted.BadFile(f"{url}: {size:,} bytes, over the {limit:,} bytes such a file may hold")
+            raise untrusted.BadFile(too_big(url, size, limit))
         got = 0
-        with self.fs.open(key, "rb") as src, open(dest, "wb") as dst:
+        # a head is fetched as it is read (s3fs reads ahead 50 MiB by default: the first read of
+        # samples.txt or a .bin shard fetched that much for the 16 KiB or the few documents used)
+        kw = {"cache_type": "none"} if head else {}
+        with self.fs.open(key, "rb", **kw) as src, open(dest, "wb") as dst:
             while got <= limit and (block := src.read(min(1 << 20, limit + 1 - got))):
                 dst.write(block)
                 got += len(block)
@@ -154,6 +159,11 @@ class Remote:
             with open(bin_path, "ab") as f:  # the rest: a hole, the size the listing gives
                 f.truncate(int(entry.get("size") or 0))
             wanted -= take
+
+
+def too_big(name: str, size: int, limit: int) -> str:
+    """The one line for a file over its bound, the same for a local folder and a bucket."""
+    return f"{name}: {size:,} bytes, over the {limit:,} bytes such a file may hold"
 
 
 def _offsets(path: Path):

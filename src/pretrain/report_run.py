@@ -139,7 +139,16 @@ def _job_of(plan: dict):
 
 
 def read_metrics(run: Path) -> tuple[list[dict], list[dict], list[dict]]:
-    """(per-step records, eval records, other events) of RUN/metrics.jsonl."""
+    """(per-step records, eval records, other events) of RUN/metrics.jsonl. Every record is held
+    (the curves start at step 0; restarts and rollbacks are counted over the whole run), ~830
+    bytes of Python objects per 146-byte step line: a file over report_remote.MAX_LARGE (1 GiB,
+    ~7 M steps, ~6 GB held) is refused, as the same file in a bucket is."""
+    from pretrain import report_remote
+
+    path, limit = run / "metrics.jsonl", report_remote.MAX_LARGE
+    size = untrusted.check_file(path, within=run)
+    if size > limit:
+        raise untrusted.BadFile(report_remote.too_big(str(path), size, limit))
     steps, events = read_run_metrics(run / "metrics.jsonl", within=run)  # torn or hostile lines skipped
     train = [r for r in steps if "loss" in r and r.get("split", "train") == "train"]
     # "eval": held-out loss; "eval_tasks": {"TASK/METRIC": value} from log.eval_tasks (docs/evaluation.md)

@@ -110,6 +110,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "mbs=1,recompute=selective,sp=1,v=1 (dp is the rest; dp_shard/dp_replicate for HSDP)")
     p.add_argument("--accounting", default="16B", choices=["16B", "18B", "20B", "megatron-distopt"],
                    help="bytes of training state per parameter (default 16B)")
+    p.add_argument("--headroom", type=float, default=0.10,
+                   help="share of each GPU's memory left free for what the model does not count: the "
+                   "CUDA context (~0.8 GB), NCCL buffers (0.5-1.6 GB per communicator), allocator "
+                   "fragmentation (default 0.10; the plan says when it alone refuses a layout)")
     p.add_argument("--no-flash", action="store_true", help="attention stores s x s scores")
     p.add_argument("--no-dropout", action="store_true",
                    help="GPT blocks trained with dropout 0 (MPT, most LLM pretraining) save no dropout "
@@ -208,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
                         f"({whole:,} tokens, --batch-tokens {args.batch_tokens}): not a training run")
     job = Job(shape, gpu, args.gpus, batch, args.accounting, not args.no_flash, args.efficiency,
               args.activations, kernels=args.kernels or "", selective=args.selective,
-              reduce_dtype=args.reduce_dtype or "", attention=args.attention, dropout=not args.no_dropout)
+              reduce_dtype=args.reduce_dtype or "", attention=args.attention, dropout=not args.no_dropout,
+              headroom=args.headroom)
     budget = report.Budget(tokens, args.mtbf_gpu_hours, args.checkpoint_seconds, args.restart_seconds)
     layout = report.parse_layout(args.layout, args.gpus) if args.layout else None
     if layout is not None:

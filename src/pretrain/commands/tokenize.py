@@ -17,9 +17,11 @@ dtype, token and document counts and the inputs. See docs/tokens.md for the form
 
 Files are encoded in parallel (one process per file, all cores by default). The output is the
 same for any number of workers. A killed run resumes: rerun the same command and finished shards
-are skipped. An output directory made with another tokenizer is refused. Records that cannot be
-read (malformed, no text under --text-field) are skipped and counted, their reasons printed; the
-exit status is 1 when no document at all could be read.
+are skipped. An output directory made with another tokenizer is refused, and so is a rerun after
+an input of a finished shard was rewritten, even with the same size (each shard's done marker
+records its input's mtime, or an object's ETag).
+Records that cannot be read (malformed, no text under --text-field) are skipped and counted, their
+reasons printed; the exit status is 1 when no document at all could be read.
 
 Example:
   pretrain tokenize corpus/data --tokenizer tokenizer.json -o tokens/web --source web
@@ -65,10 +67,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {name}",
               file=sys.stderr, flush=True)
 
-    inputs, out, work = _stage(args)
+    inputs, out, work, origins = _stage(args)
     source = args.source or (args.output.rstrip("/").rsplit("/", 1)[-1] if out != args.output else None)
     try:
-        man = tokenize_corpus(inputs, args.tokenizer, out, source, args.workers, report, args.text_field)
+        man = tokenize_corpus(inputs, args.tokenizer, out, source, args.workers, report, args.text_field,
+                              origins)
     except DataError as e:
         raise UserError(str(e)) from e
     if out != args.output:
@@ -96,28 +99,56 @@ def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:
     return 1
 
 
-def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None]:
-    """Local stand-ins for URL inputs and a URL output: (inputs, output dir, work dir)."""
+def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None, dict[str, tuple[str, dict]]]:
+    """Local stand-ins for URL inputs and a URL output: (inputs, output dir, work dir, origins:
+    {local copy: (URL, the object's stamp from the listing)})."""
     from pretrain.curate import io
     from pretrain.curate.job import default_work_dir, list_any_inputs
 
     urls = [p for p in args.inputs if io.is_url(p)]
     if not urls and not io.is_url(args.output):
-        return args.inputs, args.output, None
+        return args.inputs, args.output, None, {}
     work = Path(args.work_dir) if args.work_dir else default_work_dir(
         args.output if io.is_url(args.output) else "tokenize:" + str(Path(args.output).resolve()))
     inputs = [p for p in args.inputs if not io.is_url(p)]
+    origins: dict[str, tuple[str, dict]] = {}
     if urls:
-        for url, name in list_any_inputs(urls):
+        sizes: dict[str, int] = {}
+        stamps: dict[str, dict] = {}
+        for url, name in list_any_inputs(urls, sizes=sizes, stamps=stamps):
             local = work / "inputs" / name
-            fs, path = io.url_fs(url)
-            if not (local.is_file() and local.stat().st_size == fs.size(path)):  # resume: fetched already
-                local.parent.mkdir(parents=True, exist_ok=True)
-                fs.get_file(path, str(local) + ".part")
-                Path(str(local) + ".part").replace(local)
+            _fetch(url, local, sizes[url], stamps.get(url), work / "versions" / f"{name}.json")
+            origins[str(local.resolve())] = (url, stamps.get(url) or {})
         inputs.append(str(work / "inputs"))
     out = str(work / "tokens") if io.is_url(args.output) else args.output
-    return inputs, out, work
+    return inputs, out, work, origins
+
+
+def _fetch(url: str, local: Path, size: int, stamp: dict | None, record: Path) -> None:
+    """Copy one object to `local`, unless the copy of an earlier attempt is there with the listed
+    size and stamp. `record` keeps the stamp of the copy (the ETag its GET answered): an object
+    rewritten since, even with the same size, is refused, as curate refuses it (versions.py)."""
+    import json
+
+    from pretrain.curate import io, versions
+
+    try:  # our own small file, written atomically; unreadable: the copy is fetched again
+        then = json.loads(record.read_text()) if record.is_file() else None
+    except (OSError, ValueError):
+        then = None
+    if local.is_file() and local.stat().st_size == size:
+        if versions.differs(then, stamp):
+            raise versions.changed(url, then, stamp)
+        if then == stamp or stamp is None:
+            return  # resume: fetched already
+    fs, path = io.url_fs(url)
+    local.parent.mkdir(parents=True, exist_ok=True)
+    part = Path(str(local) + ".part")
+    versions.download(fs, path, part, url, stamp)  # refused when its GET answers another ETag
+    part.replace(local)
+    if stamp:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        io.write_bytes_atomic(record, json.dumps(stamp).encode())
 
 
 def _upload(local: Path, url: str) -> None:

@@ -159,7 +159,9 @@ def benchmark_files(path: Path) -> list[tuple[str, Path]]:
     A file named only by its split takes its folder's name too: gsm8k/test.jsonl is "gsm8k/test"."""
     if path.is_file():
         return [(_named(_strip_suffix(path.name), path), path)]
-    found = sorted(f for f in path.rglob("*") if f.is_file() and f.name.lower().endswith(SUFFIXES))
+    from pretrain.curate.inputs import walk_folder
+
+    found = walk_folder(path, SUFFIXES)  # the corpus folders' rule: hidden names and links out skipped
     if not found:
         raise UserError(f"no benchmark files ({', '.join(SUFFIXES)}) under {path}")
     return [(_named(_strip_suffix(f.relative_to(path).as_posix()), f), f) for f in found]

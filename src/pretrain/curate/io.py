@@ -285,8 +285,13 @@ def write_jsonl_zst(path: str | Path, records: Iterable[dict], tmp_dir: str | Pa
     return w.count
 
 
-def _open_rb(path: str | Path):
+def _open_rb(path: str | Path, block_size: int | None = None):
+    """`block_size`: bytes an object's reads fetch ahead (s3fs's default, 50 MiB, is the first GET
+    of a reader that may want only the first records; None keeps the store's default)."""
     if is_url(path):
+        if block_size:
+            fs, inner = url_fs(str(path))
+            return fs.open(inner, "rb", block_size=block_size)
         import fsspec
 
         return fsspec.open(str(path), "rb").open()
@@ -294,17 +299,18 @@ def _open_rb(path: str | Path):
 
 
 def read_jsonl_zst(path: str | Path, max_line: int | None = None, on_bad=None,
-                   max_bytes: int | None = None) -> Iterator[dict]:
+                   max_bytes: int | None = None, block_size: int | None = None) -> Iterator[dict]:
     """Read a zstd JSONL file written by `write_jsonl_zst` (a local path or a URL).
 
     With `max_line` (a file someone else wrote: a corpus folder handed to `pretrain report`), lines
     are read one bounded line at a time and a bad one (over `max_line`, not JSON, nested too deep,
     not an object) goes to `on_bad(line number, reason)` and is skipped; reading stops after
-    `max_bytes` decompressed bytes. Without it, our own file: any bad line raises."""
+    `max_bytes` decompressed bytes. Without it, our own file: any bad line raises. `block_size`:
+    see `_open_rb`."""
     if max_line is not None:
         from pretrain import untrusted
 
-        with _open_rb(path) as raw, zstandard.ZstdDecompressor().stream_reader(raw) as r:
+        with _open_rb(path, block_size) as raw, zstandard.ZstdDecompressor().stream_reader(raw) as r:
             yield from untrusted.jsonl_objects(untrusted.buffered(r), max_line,
                                                on_bad or untrusted.ignore_bad_line, max_bytes)
         return

@@ -117,7 +117,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[s
     sorted; the source name is the file's path relative to the input it came from. `sizes` and
     `stamps`, when given, receive each URL's size and version (versions.of_listing) from the
     listing (no request per object)."""
-    from pretrain.curate.readers import is_supported, walked
+    from pretrain.curate.inputs import globbed, is_supported, walked
 
     found: dict[str, str] = {}
     local = [p for p in inputs if not io.is_url(p)]
@@ -126,7 +126,7 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[s
             found[str(f)] = source_name(f, _root_of(f, local))
     for url in (p for p in inputs if io.is_url(p)):
         try:
-            listed = _list_url(url, is_supported, walked)
+            listed = _list_url(url, is_supported, walked, globbed)
         except Exception as e:  # the store refused: say which input, not only what the client said
             line = storage_error(e)
             if line is None:
@@ -150,14 +150,20 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[s
     return sorted(found.items())
 
 
-def _list_url(url: str, is_supported, walked=None) -> dict[str, tuple[str, int, dict | None]]:
+def _list_url(url: str, is_supported, walked=None, globbed=None) -> dict[str, tuple[str, int, dict | None]]:
     """{file URL: (source name, size, version)} under one input URL: a glob is matched, else one listing
     of the prefix (`find` gives the object itself when the URL names one). One listing, not
     isdir() then find(): each lists the prefix, a page per 1,000 keys; sizes come with it."""
     fs, path = io.url_fs(url)
     if any(ch in path for ch in "*?["):
         every = {h: d for h, d in fs.glob(path, detail=True).items() if d.get("type") == "file"}
-        hits, root = sorted(every), path.split("*")[0].rsplit("/", 1)[0]
+        root = path.split("*")[0].rsplit("/", 1)[0]
+        globbed = globbed or (lambda rel: is_supported(Path(rel)))  # the local glob's rule
+        below = {h: h[len(root):].lstrip("/") if h.startswith(root + "/") else h for h in every}
+        hits = sorted(h for h in every if globbed(below[h]))
+        if every and not hits:
+            raise UserError(f"{url!r} matches {len(every)} object(s), none a file of a known type outside "
+                            "hidden prefixes")
     else:
         every = fs.find(path, detail=True)
         if not every:

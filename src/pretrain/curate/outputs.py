@@ -25,7 +25,11 @@ from pathlib import Path
 from pretrain.curate import io
 from pretrain.errors import UserError, storage_error
 
-MAX_PLAN_BYTES = 1 << 26  # an identity is small (a path and a size per input): a huge file is not one
+# plan.json's own bound (every other small JSON keeps untrusted.MAX_SMALL_FILE, 64 MiB): a job
+# identity holds a path, a size and a version per input, ~380 bytes each for Common Crawl's WARC
+# URLs (measured, tests/test_s3_versions.py), so 64 MiB was ~176k inputs; 1 GiB is ~2.8 M (a
+# 1M-file crawl prefix: 384 MB). Past it a file is not taken for a job's identity.
+MAX_PLAN_BYTES = 1 << 30
 _OWN_OUTPUT = re.compile(r"(data/shard|rejects/(filters|dedup))_\d{5,}\.jsonl\.zst")  # f"{shard:05d}"
 
 

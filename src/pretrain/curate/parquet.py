@@ -46,7 +46,8 @@ def read_parquet(
         shown = sorted(tops)[:20] + (["..."] if len(tops) > 20 else [])
         on_error(str(path), None, f"missing text column {cfg.text_field!r} (columns: {shown})")
         return
-    cols = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field) if c and c in tops]
+    cols, dated = read_columns(pf.schema_arrow, cfg)
+    extra = frozenset(cols) - {cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field}
     chunks = [i for c in cols for i in tops[c]]
     leaves = {leaf: i for i, leaf in enumerate(paths)}
     row = 0
@@ -62,17 +63,17 @@ def read_parquet(
             row += rows
             continue
         try:
-            by_pages = group_rows(path, pf, g, cols, cfg.text_field, cfg.max_record_bytes, leaves)
+            by_pages = group_rows(path, pf, g, cols, cfg.text_field, cfg.max_record_bytes, leaves, extra)
             if by_pages is not None:  # a page can hold an oversized cell: measured before it is read
                 for i, obj in by_pages:
-                    doc = _parquet_doc(obj, row + i, cfg, src, path, on_error)
+                    doc = _parquet_doc(obj, row + i, cfg, src, path, on_error, dated)
                     if doc is not None:
                         yield doc
                 row = start + rows
                 continue
             for batch in pf.iter_batches(PARQUET_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):
-                for i, obj in _parquet_rows(batch, cfg.max_record_bytes):
-                    doc = _parquet_doc(obj, row + i, cfg, src, path, on_error)
+                for i, obj in _parquet_rows(batch, cfg.max_record_bytes, extra):
+                    doc = _parquet_doc(obj, row + i, cfg, src, path, on_error, dated)
                     if doc is not None:
                         yield doc
                 row += batch.num_rows
@@ -106,8 +107,53 @@ def _row_group_bytes(pf, g: int, cols: list[int]) -> int:
     return sum(rg.column(i).total_uncompressed_size for i in cols)  # a struct's leaves included
 
 
+def read_columns(schema, cfg: ReaderConfig) -> tuple[list[str], frozenset[str]]:
+    """The top-level columns a row is read with: text, id, url and metadata, then every other
+    column whose values JSON can hold (FineWeb's `dump`, `date`, `language_score`...), which
+    `make_doc` puts into the metadata as datatrove's readers do; and those of them holding dates
+    or timestamps (written out as ISO 8601 strings). Binary columns (images, audio), decimals,
+    durations and views are left unread: our outputs are JSON."""
+    names = schema.names
+    core = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field) if c and c in names]
+    extra = [f for f in schema if f.name not in core and names.count(f.name) == 1 and _jsonable(f.type)]
+    dated = frozenset(f.name for f in extra if _jsonable(f.type, dated=True) == "dated")
+    return core + [f.name for f in extra], dated
+
+
+def _jsonable(t, dated: bool = False) -> bool | str:
+    """True when every value of Arrow type `t` converts to JSON ("dated" with `dated=True` when
+    some are dates or timestamps)."""
+    import pyarrow as pa
+
+    types = pa.types
+    if types.is_dictionary(t):
+        return _jsonable(t.value_type, dated)
+    if types.is_list(t) or types.is_large_list(t) or types.is_fixed_size_list(t):
+        return _jsonable(t.value_type, dated)
+    if types.is_struct(t) or types.is_map(t):
+        kids = ([t.key_type, t.item_type] if types.is_map(t)
+                else [t.field(i).type for i in range(t.num_fields)])
+        marks = [_jsonable(k, dated) for k in kids]
+        return False if not all(marks) else ("dated" if "dated" in marks else True)
+    if types.is_timestamp(t) or types.is_date(t):
+        return "dated" if dated else True
+    return (types.is_null(t) or types.is_boolean(t) or types.is_integer(t) or types.is_string(t)
+            or types.is_large_string(t) or (types.is_floating(t) and not types.is_float16(t)))
+
+
+def _iso(value):
+    """Dates and timestamps (nested ones too) as ISO 8601 strings, as orjson would write them."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _iso(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_iso(v) for v in value]
+    return value
+
+
 def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, path: Path,
-                 on_error: OnError) -> Document | None:
+                 on_error: OnError, dated: frozenset[str] = frozenset()) -> Document | None:
     def err(reason: str) -> None:
         on_error(str(path), f"row {row}", reason)
 
@@ -117,6 +163,8 @@ def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, 
     if isinstance(obj, str):  # the reason a row read by pages is bad
         err(obj)
         return None
+    for name in dated:
+        obj[name] = _iso(obj[name])
     return make_doc(obj, cfg, src, row, err)
 
 
@@ -125,7 +173,8 @@ def _parquet_doc(obj: dict | str | None, row: int, cfg: ReaderConfig, src: str, 
 PARQUET_BATCH_ROWS = 64
 
 
-def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | None]]:
+def _parquet_rows(batch, max_bytes: int, extra: frozenset[str] = frozenset()
+                  ) -> Iterator[tuple[int, dict | str | None]]:
     """(index in batch, row as a dict) for each row; None for a row whose strings exceed max_bytes,
     the reason (a str) for a row that is not UTF-8."""
     import numpy as np
@@ -138,9 +187,9 @@ def _parquet_rows(batch, max_bytes: int) -> Iterator[tuple[int, dict | str | Non
         total += _row_bytes(col)
     too_big = total > max_bytes
     if not too_big.any():
-        yield from enumerate(pylist(batch))
+        yield from enumerate(pylist(batch, extra))
         return
-    kept = pylist(batch.filter(pa.array(~too_big)))
+    kept = pylist(batch.filter(pa.array(~too_big)), extra)
     it = iter(kept)
     for i, big in enumerate(too_big):
         yield i, None if big else next(it)
@@ -150,7 +199,7 @@ def _row_bytes(col):
     """Bytes of the strings in each row of an Arrow column (numpy int64, one per row), measured in
     Arrow before any str is made: strings and binaries, and those inside structs (datatrove's
     metadata), lists and dictionaries (a `datasets` column can be any of them). Fixed-width values
-    count nothing: a row of them is small whatever it holds."""
+    count their width (a list of a million floats is 8 MB, whatever its strings)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -158,7 +207,14 @@ def _row_bytes(col):
     t, n = col.type, len(col)
     if any(is_(t) for is_ in (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
                               pa.types.is_large_binary)):
-        return pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        # from the offsets buffer (a null's slot spans nothing in what writers make; if a file's
+        # does, it counts): two compute calls per column per 64 rows were a third of reading
+        offsets = col.buffers()[1]
+        if offsets is None or n == 0:
+            return pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        wide = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        ends = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32, count=col.offset + n + 1)
+        return np.diff(ends[col.offset:]).astype(np.int64)
     if pa.types.is_dictionary(t):
         sizes = _row_bytes(col.dictionary)
         idx = col.indices.fill_null(0).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
@@ -177,4 +233,9 @@ def _row_bytes(col):
         ends = np.concatenate([[0], np.cumsum(child)])
         offsets = col.offsets.to_numpy(zero_copy_only=False)
         return (ends[offsets[1:]] - ends[offsets[:-1]]).astype(np.int64)
-    return np.zeros(n, np.int64)
+    if pa.types.is_fixed_size_list(t):  # `values` ignores a slice's offset: cut it by hand
+        k = t.list_size
+        child = _row_bytes(col.values)[col.offset * k:(col.offset + n) * k]
+        return child.reshape(n, k).sum(axis=1).astype(np.int64) if k else np.zeros(n, np.int64)
+    width = getattr(t, "bit_width", 0) if not pa.types.is_null(t) else 0  # int, float, bool, dates
+    return np.full(n, max(width // 8, 1) if width else 0, np.int64)

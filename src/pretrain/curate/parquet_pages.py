@@ -349,7 +349,8 @@ def _cells(s: _Inflated, encoding: int, present: np.ndarray, dictionary: list, m
 
 
 def group_rows(path, pf, g: int, cols: list[str], text_field: str, max_bytes: int,
-               leaves: dict[str, int]) -> Iterator[tuple[int, dict | str]] | None:
+               leaves: dict[str, int], extra: frozenset[str] = frozenset()
+               ) -> Iterator[tuple[int, dict | str]] | None:
     """Rows of row group `g` as (index in the group, {column: value}) or (index, why it is bad),
     the text column read by pages; None when no page can hold a cell over `max_bytes` or the
     column is one this reader does not decode (the caller reads the group with pyarrow).
@@ -374,11 +375,11 @@ def group_rows(path, pf, g: int, cols: list[str], text_field: str, max_bytes: in
     except (OSError, *_errors()):
         f.close()
         return None
-    return _rows(f, pf, g, [c for c in cols if c != text_field], text_field, first, pages, max_bytes)
+    return _rows(f, pf, g, [c for c in cols if c != text_field], text_field, first, pages, max_bytes, extra)
 
 
 def _rows(f, pf, g: int, others: list[str], text_field: str, first: list, pages: Iterator[list],
-          max_bytes: int) -> Iterator[tuple[int, dict | str]]:
+          max_bytes: int, extra: frozenset[str]) -> Iterator[tuple[int, dict | str]]:
     def cells() -> Iterator:
         yield from first
         for page in pages:
@@ -390,26 +391,60 @@ def _rows(f, pf, g: int, others: list[str], text_field: str, first: list, pages:
         n, total = 0, pf.metadata.row_group(g).num_rows
         while n < total:
             batch = next(rows, None)
-            objs = pylist(batch) if batch is not None else [{} for _ in range(min(64, total - n))]
-            for obj in objs:
-                yield n, _with_text(obj, text_field, next(texts, None), max_bytes)
+            k = batch.num_rows if batch is not None else min(64, total - n)
+            page = [next(texts, None) for _ in range(k)]
+            for obj, cell in zip(_others(batch, page, max_bytes, extra), page):
+                yield n, _with_text(obj, text_field, cell, max_bytes)
                 n += 1
 
 
-def pylist(batch) -> list[dict | str]:
+def _others(batch, page: list, max_bytes: int, extra: frozenset[str]) -> list[dict | str]:
+    """The rows of the other columns' batch as dicts, a row whose cells and text together exceed
+    `max_bytes` as the reason instead, measured in Arrow before any str is made (as the pyarrow
+    path measures them: `parquet._row_bytes`)."""
+    import pyarrow as pa
+
+    from pretrain.curate.parquet import _row_bytes
+
+    if batch is None:
+        return [{} for _ in page]
+    total = np.array([c.size if isinstance(c, TooBig) else len(c) if c is not None else 0 for c in page],
+                     dtype=np.int64)
+    for col in batch.columns:
+        total += _row_bytes(col)
+    too_big = total > max_bytes
+    if not too_big.any():
+        return pylist(batch, extra)
+    kept = iter(pylist(batch.filter(pa.array(~too_big)), extra))
+    why = f"record larger than max_record_bytes={max_bytes}"
+    return [why if big and not isinstance(c, TooBig) else {} if big else next(kept)
+            for big, c in zip(too_big, page)]
+
+
+def pylist(batch, extra: frozenset[str] = frozenset()) -> list[dict | str]:
     """The rows of a record batch as dicts; a row whose string cell is not UTF-8 (Parquet does not
     check: one bad cell made `to_pylist` raise and cost its whole row group, a million rows) is
-    the reason instead, and the other rows still come out."""
+    the reason instead, and the other rows still come out. A bad cell of an `extra` column (one
+    bound for the metadata, not text, id, url or metadata) is left out of its row, which is kept."""
     try:
         return batch.to_pylist()
     except UnicodeDecodeError:
-        out: list[dict | str] = []
-        for i in range(batch.num_rows):
-            try:
-                out.append(batch.slice(i, 1).to_pylist()[0])
-            except UnicodeDecodeError as e:
-                out.append(f"invalid UTF-8 in a string column at byte {e.start}")
-        return out
+        return [_row(batch.slice(i, 1), extra) for i in range(batch.num_rows)]
+
+
+def _row(one, extra: frozenset[str]) -> dict | str:
+    try:
+        return one.to_pylist()[0]
+    except UnicodeDecodeError as e:
+        why = f"invalid UTF-8 in a string column at byte {e.start}"
+    row = {}
+    for name, col in zip(one.schema.names, one.columns):
+        try:
+            row[name] = col.to_pylist()[0]
+        except UnicodeDecodeError:
+            if name not in extra:
+                return why
+    return row
 
 
 def _with_text(obj: dict | str, text_field: str, cell, max_bytes: int) -> dict | str:

@@ -1,7 +1,7 @@
 """Input readers: files in, `Document`s out, bad records reported and skipped.
 
-Owns the input side of the belt: `list_inputs` (files, folders, globs -> sorted files) and
-`read_documents`, which dispatches on the file's extension through the `FORMATS` table:
+Owns the input side of the belt: `read_documents`, which dispatches on the file's extension
+through the `FORMATS` table (the files are listed by `inputs.py`: `list_inputs`, re-exported here):
 
 - `.jsonl`, `.json`, `.ndjson`, plain or `.gz`, `.zst`, `.bz2`, `.xz`: one JSON object per line, or
   one JSON array of objects (`json_array.py`); `ReaderConfig.text_field`,
@@ -22,7 +22,6 @@ A missing input path is a `UserError`.
 from __future__ import annotations
 
 import bz2
-import glob
 import gzip
 import io
 import json
@@ -39,19 +38,24 @@ import zstandard
 
 from pretrain.config import bounded, choice
 from pretrain.curate.document import Document, stable_id
+from pretrain.curate.inputs import (  # noqa: F401  (the listing side, re-exported for callers)
+    HTML_SUFFIXES,
+    JSONL_SUFFIXES,
+    SUFFIXES,
+    WARC_SUFFIXES,
+    globbed,
+    is_hidden,
+    is_supported,
+    list_inputs,
+    source_name,
+    walk_folder,
+    walked,
+)
 from pretrain.curate.json_array import first_line, read_json_array, record_id
 from pretrain.errors import UserError
-from pretrain.untrusted import lone_surrogate, printable
+from pretrain.untrusted import lone_surrogate
 
 OnError = Callable[[str, object, str], None]
-
-# JSON Lines, or one JSON array (sniffed), plain or compressed: `.json` is what HF `datasets` and
-# pandas name either; Dolma ships `.json.gz`; bz2 and xz come with the stdlib.
-JSONL_SUFFIXES = tuple(base + codec for base in (".jsonl", ".json", ".ndjson")
-                       for codec in ("", ".gz", ".zst", ".bz2", ".xz"))
-WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc", ".arc.gz")
-HTML_SUFFIXES = (".html", ".htm")
-SUFFIXES = JSONL_SUFFIXES + (".parquet", ".arrow", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
 
 WARC_CHECK_GAPS = ("off", "uncompressed", "all")
 
@@ -105,116 +109,6 @@ class ReaderConfig:
 
 def _ignore_error(path: str, record: object, reason: str) -> None:
     pass
-
-
-# --------------------------------------------------------------------------- inputs
-
-
-def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
-    """Expand files, folders (recursively, known extensions only) and globs into sorted files.
-
-    A folder or glob from someone else may hold symlinks to files of the user running the job
-    (`notes.txt -> ~/.ssh/id_rsa`) that would end up in a corpus: inside a folder or glob, a symlink
-    whose target lies outside it is skipped, with one line on stderr. A file named itself is read.
-    """
-    from pretrain.curate.outputs import job_data_only
-
-    found: set[Path] = set()
-    for p in paths:
-        if any(ch in p for ch in "*?["):
-            matches = [Path(m) for m in glob.glob(p, recursive=True)]
-            if not matches:
-                raise UserError(f"no input matches {p!r}")
-            found.update(_inside(_glob_root(p), [m for m in matches if m.is_file()]))
-            continue
-        path = Path(p)
-        if path.is_dir():
-            every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
-            files = [f for f in every if walked(f.relative_to(path)) and f.is_file()]
-            if not files:
-                _say_json_left_out(path, [f for f in every if f.name.lower().endswith(".json")])
-            plans = [f for f in every if f.name == "plan.json"]
-            found.update(_inside(path, job_data_only(plans, files, own_out)))
-        elif path.is_file():
-            found.add(path)
-        else:
-            raise UserError(f"input not found: {p}")
-    unique: dict[Path, Path] = {}  # one file named twice (a folder and its file, ./x and /abs/x)
-    for f in sorted(found):
-        unique.setdefault(f.resolve(), f)
-    return sorted(unique.values())
-
-
-def _glob_root(pattern: str) -> Path:
-    """The folder a glob searches: its path up to the first part with a wildcard."""
-    parts = Path(pattern).parts
-    fixed = [q for q in parts[: next(i for i, q in enumerate(parts) if any(c in q for c in "*?["))]]
-    return Path(*fixed) if fixed else Path(".")
-
-
-def _inside(root: Path, files: list[Path]) -> list[Path]:
-    """`files` less those that resolve outside `root` through a symlink (reported on stderr), and
-    less repeats of one file (a glob's `**` follows symlinked folders, loops included)."""
-    import sys
-
-    base, seen = root.resolve(), set()
-    kept, outside = [], []
-    for f in sorted(files, key=lambda f: (f.resolve() != f.absolute(), len(f.parts), f)):  # real path first
-        real = f.resolve()
-        if not real.is_relative_to(base):
-            outside.append(f)
-        elif real not in seen:
-            seen.add(real)
-            kept.append(f)
-    if outside:
-        print(printable(f"pretrain: skipped {len(outside)} file(s) in {root} that link outside it, e.g. "
-                        f"{outside[0]} -> {outside[0].resolve()}; name a file to read it"), file=sys.stderr)
-    return kept
-
-
-def is_supported(path: Path) -> bool:
-    return path.name.lower().endswith(SUFFIXES)
-
-
-def walked(rel: str | Path) -> bool:
-    """True for a file that a folder walk or a bucket prefix's listing reads, `rel` its path below
-    the folder: a known extension, not hidden (`is_hidden`), and not a plain `.json`: configs and
-    metadata share that extension (tokenizer.json, config.json, datasets' state.json and
-    dataset_info.json, a job's plan.json), so `.json` records are read when named or globbed
-    (`DIR/**/*.json`); compressed ones (Dolma's `.json.gz`) are walked."""
-    name = Path(rel).name.lower()
-    return is_supported(Path(name)) and not name.endswith(".json") and not is_hidden(rel)
-
-
-def _say_json_left_out(root: Path | str, jsons: list) -> None:
-    """One line on stderr when a folder held nothing to read but `.json` files: how to read them."""
-    import sys
-
-    if jsons:
-        print(printable(f"pretrain: {root} holds {len(jsons)} .json file(s) and nothing else to read: "
-                        f"a folder's .json files are not read (configs share the extension); name them "
-                        f"or use a glob such as '{str(root).rstrip('/')}/**/*.json'"), file=sys.stderr)
-
-
-def is_hidden(rel: str | Path) -> bool:
-    """True when a part of a path below the folder being walked starts with "." or "_": hidden
-    files and folders (.DS_Store, macOS `._x.jsonl` AppleDouble files, .cache/), and the
-    bookkeeping of Hadoop, Spark and Delta Lake (_SUCCESS, `.part-0.parquet.crc`, _temporary/ with
-    a killed task's half-written parts, _delta_log/). pyarrow.dataset skips the same prefixes
-    (`ignore_prefixes`). A file named on the command line, or matched by a glob, is read."""
-    return any(part.startswith((".", "_")) and part not in (".", "..") for part in Path(rel).parts)
-
-
-def source_name(path: Path, root: str | Path | None = None) -> str:
-    """The file name relative to its input root (stable across machines), else its base name."""
-    if root is not None:
-        root = Path(root)
-        base = root if root.is_dir() else root.parent
-        try:
-            return path.resolve().relative_to(base.resolve()).as_posix()
-        except ValueError:
-            pass
-    return path.name
 
 
 def read_documents(
@@ -466,8 +360,26 @@ def make_doc(
         text=text,
         url=url if isinstance(url, str) else None,
         source=src,
-        metadata=dict(meta) if isinstance(meta, dict) else {},
+        metadata=record_metadata(obj, cfg, meta),
     )
+
+
+def record_metadata(obj: dict[str, Any], cfg: ReaderConfig, meta: object) -> dict[str, Any]:
+    """Every top-level field but text, id and url (a FineWeb row's `dump`, `date`, `language_score`,
+    Dolma's `source`, `added`), then the record's metadata object: what datatrove's readers keep,
+    so nothing is lost on the way. On a clash the metadata object wins (datatrove: the top-level
+    field): our own outputs carry the file name as top-level `source`, and a re-read must not
+    overwrite the `source` that Dolma's record put in the metadata on the first read."""
+    taken = (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field)
+    out = {k: v for k, v in obj.items() if k not in taken}
+    url = obj.get(cfg.url_field)
+    if url is not None and not isinstance(url, str):  # not Document.url: kept as it is
+        out[cfg.url_field] = url
+    if isinstance(meta, dict):
+        out.update(meta)
+    elif cfg.metadata_field in obj:  # a metadata that is not an object: kept under its name
+        out[cfg.metadata_field] = obj[cfg.metadata_field]
+    return out
 
 
 # --------------------------------------------------------------------------- text and HTML files

@@ -55,6 +55,12 @@ def changed(path: str, then: dict, now: dict | None) -> UserError:
                      "now); restore it, or run the new version into a new --output")
 
 
+def differs(then: object, now: dict | None) -> bool:
+    """A recorded stamp and this attempt's disagree. Compared only when both are of one kind: a
+    client that lists ETags now and listed last-modified times before has not seen a change."""
+    return isinstance(then, dict) and bool(then) and bool(now) and then.keys() == now.keys() and now != then
+
+
 def check_rerun(old_plan: dict, versions: dict[str, dict]) -> dict[str, dict]:
     """The stamps shards check against: plan.json's, after refusing any input whose stamp in this
     attempt's listing differs; this listing's for a plan.json that recorded none (said once)."""
@@ -65,10 +71,8 @@ def check_rerun(old_plan: dict, versions: dict[str, dict]) -> dict[str, dict]:
               file=sys.stderr)
         return versions
     for path, now in versions.items():
-        # compared only when both are of one kind: a client that lists ETags now and listed
-        # last-modified times before has not seen a change
         then = recorded.get(path)
-        if isinstance(then, dict) and then and now and then.keys() == now.keys() and now != then:
+        if differs(then, now):
             raise changed(path, then, now)
     return {**versions, **{p: v for p, v in recorded.items() if isinstance(v, dict)}}
 

@@ -117,7 +117,9 @@ def dedup_paragraphs(paras: list[str], work: Path) -> list[str]:
 
     work.mkdir(parents=True, exist_ok=True)
     src = work / "paragraphs.jsonl"
-    src.write_text("".join(json.dumps({"id": f"p{i:07d}", "text": t}) + "\n" for i, t in enumerate(paras)))
+    text = "".join(json.dumps({"id": f"p{i:07d}", "text": t}) + "\n" for i, t in enumerate(paras))
+    if not src.is_file() or src.read_text() != text:  # the same bytes keep their mtime: the dedup job
+        src.write_text(text)  # below resumes (it refuses an input rewritten since it listed it)
     out = work / "dedup"
     run_dedup([str(src)], out, job_config("dedup", overrides=['keep="first"']))
     kept = {r["id"]: r["text"] for f in sorted((out / "data").glob("*.jsonl.zst")) for r in read_jsonl_zst(f)}

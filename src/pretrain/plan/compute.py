@@ -10,7 +10,9 @@ Conventions (the reference vectors decide them):
   Kaplan's N for callers who want it.
 - Attention adds 12·L·h·s FLOPs per token for the score and value matmuls, forward and backward, with
   no causal halving (PaLM, Chowdhery et al. 2022, appendix B; MosaicML's MFU uses the same).
-- MFU counts model FLOPs only; HFU also counts the recomputed forward work (PaLM appendix B).
+- MFU counts model FLOPs only; HFU also counts the recomputed forward work (PaLM appendix B). Both
+  keep the un-halved attention, while a causal flash kernel executes half of it (and the planner
+  times it so): `executed_flops_per_token` is what runs, and its utilization never exceeds 1.
 """
 
 from __future__ import annotations
@@ -48,6 +50,23 @@ def recompute_flops_per_token(shape: ModelShape, recompute: str, seq_len: int | 
     if recompute == "none":
         return 0.0
     raise UserError(f"recompute must be none, selective or full, got {recompute!r}")
+
+
+def executed_flops_per_token(shape: ModelShape, recompute: str = "none", seq_len: int | None = None,
+                             selective: str = "attention", causal_kernel: bool = True) -> float:
+    """FLOPs per token a causal kernel really executes: the model's and the recomputed FLOPs with the
+    attention core halved, since a flash-style kernel skips the blocks the causal mask zeroes (Dao
+    2023, FlashAttention-2 sec. 3.1.1). MFU and HFU keep the PaLM convention (no halving), so at long
+    sequences they can exceed what the GPU can do; this one cannot (the time model never runs a
+    kernel above its peak). Without a causal kernel (explicit attention) nothing is skipped."""
+    s = seq_len or shape.seq_len
+    total = flops_per_token(shape, s) + recompute_flops_per_token(shape, recompute, s, selective)
+    if not causal_kernel:
+        return total
+    attn = 12.0 * shape.n_layers * shape.q_dim * s  # counted in flops_per_token
+    if recompute == "full" or (recompute == "selective" and selective == "attention"):
+        attn += 4.0 * shape.n_layers * shape.q_dim * s  # the re-run forward of the attention core
+    return total - attn / 2
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops: float) -> float:

@@ -16,7 +16,8 @@ All sizes are bytes. Sources:
   The constants count a GPT-3 block (MHA, 4h MLP, dropout); we apply them to every shape.
 - Pipeline (Korthikanti sec. 4.2.3): with 1F1B the first stage holds L/p layers for p micro-batches,
   i.e. per-layer × L; interleaving with v chunks multiplies by (1 + (p−1)/(p·v)).
-- Logits (Korthikanti sec. 4.3): the output layer and fp32 cross-entropy keep 4·s·b·h/t·(1 + V/h).
+- Logits (Korthikanti sec. 4.3): the output layer and fp32 cross-entropy keep 4·s·b·h/t·(1 + V/h);
+  torchtitan's unfused fp32 loss peaks at 12 bytes per vocabulary entry, not 4 (LOSS_BYTES_PER_VOCAB).
 """
 
 from __future__ import annotations
@@ -126,9 +127,20 @@ def layers_per_gpu(n_layers: int, p: int = 1, v: int = 1) -> int:
     return -(-n_layers // (p * v)) * v
 
 
-def logits_bytes(s: int, b: int, h: int, vocab: int, t: int = 1) -> float:
-    """Output layer + fp32 cross-entropy on the last stage: 4·s·b·h/t·(1 + V/h) (Korthikanti sec. 4.3)."""
-    return 4 * s * b * h / t * (1 + vocab / h)
+# Bytes per vocabulary entry per token that the loss holds at its peak, by activation profile.
+# Korthikanti sec. 4.3 counts 4 (fp32 logits, as Megatron's fused vocab-parallel cross-entropy keeps).
+# torchtitan (components/loss.py) runs F.cross_entropy(pred.flatten(0, 1).float(), labels) on the
+# bf16 logits and its train step deletes `pred` before backward: log_softmax saves its fp32 output
+# (4) and, in backward, nll_loss's dense fp32 gradient (4) and log_softmax's fp32 input gradient (4)
+# exist beside it: 12 (the forward's bf16 logits + fp32 copy + output is 10). Measured with a live-
+# tensor count on the CPU (tests/test_plan_activations_peers.py).
+LOSS_BYTES_PER_VOCAB = {"fused": 4, "pretrain": 4, "torchtitan": 12}
+
+
+def logits_bytes(s: int, b: int, h: int, vocab: int, t: int = 1, per_vocab: float = 4) -> float:
+    """Output layer + cross-entropy on the last stage: 4·s·b·h/t + per_vocab·s·b·V/t; with the fp32
+    loss of Korthikanti sec. 4.3 (per_vocab = 4) that is 4·s·b·h/t·(1 + V/h)."""
+    return s * b * (4 * h + per_vocab * vocab) / t
 
 
 def stage_params(shape: ModelShape, tp: int = 1, pp: int = 1, v: int = 1) -> float:
@@ -195,12 +207,13 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
     if recompute not in RECOMPUTE:
         raise UserError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
     h, kv, f, a, s = shape.d_model, shape.kv_dim, shape.d_ff, shape.n_heads, shape.seq_len
+    q = shape.q_dim  # all heads' width: d_model unless the heads are wider (Qwen3-0.6B: 2048 > 1024)
     rep = t if sp else 1  # what sequence parallelism splits; replicated over TP ranks without it
     gated = shape.mlp == "swiglu"
     if recompute == "selective" and selective == "op":
         resid = 4.0 if profile == "pretrain" else 2.0
-        attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
-        return resid * h / rep + 2 * (h + kv + (f if gated else 0)) / t + 2 * h / rep + attn
+        attn = (2 * q + 4 * a) / t if flash else 2 * a * s / t  # Q and the attention output: q wide
+        return resid * h / rep + 2 * (q + kv + (f if gated else 0)) / t + 2 * h / rep + attn
     if profile == "torchtitan" and recompute != "full":
         return _bf16_eager_bytes(shape, t, rep, flash)  # selective is not offered: as none
     if profile == "pretrain":
@@ -211,38 +224,48 @@ def saved_bytes_per_token(shape: ModelShape, t: int = 1, sp: bool = False, recom
         # input, mean and 1/std
         norm = 2 * ((8 * h + 4) if shape.norm == "rmsnorm" else (4 * h + 8)) / rep
         inputs = (3 + (2 if gated else 1)) * 2 * h
-        qkv = (2 * h + 2 * 2 * h * cp) / t  # K, V expanded to n_heads, of the whole (gathered) sequence
-        attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
-        proj = 2 * h / t
+        qkv = (2 * q + 2 * 2 * q * cp) / t  # K, V expanded to n_heads, of the whole (gathered) sequence
+        attn = (2 * q + 4 * a) / t if flash else 2 * a * s / t
+        proj = 2 * q / t
         mlp = (8 if gated else 4) * f / t
-        return norm + inputs + qkv + attn + proj + mlp  # selective is not offered: as none
+        qk = _qk_norm_bytes(shape, t, 8)  # fp32 input, fp32 normalized, fp32 1/rms (train/model.py)
+        return norm + inputs + qkv + attn + proj + mlp + qk  # selective is not offered: as none
     if recompute == "full":
         return 2 * h / rep  # the block's bf16 input (Korthikanti: 2·s·b·h, ÷t with SP)
     norm = 2 * (2 * h + (4 if shape.norm == "rmsnorm" else 8)) / rep
     inputs = 2 * (2 * h) / rep
-    qkv = (2 * h + 4 * kv) / t
+    qkv = (2 * q + 4 * kv) / t
     if flash:
         attn = 4 * a / t  # log-sum-exp; the output is the projection's input, counted below
     else:
         # softmax out, dropout mask and out; without dropout the softmax output only
         attn = 0.0 if recompute == "selective" else (5 if dropout else 2) * a * s / t
-    proj = 2 * h / t
+    proj = 2 * q / t
     mlp = (6 * f if gated else 4 * f) / t
     masks = 2 * h / rep if (dropout and not gated) else 0.0  # GPT's two residual dropout masks (1 B each)
     norm = norm if gated else 2 * 2 * h / rep  # Korthikanti counts the LayerNorm inputs only
-    return norm + inputs + qkv + attn + proj + mlp + masks
+    qk = _qk_norm_bytes(shape, t, 2)  # a fused norm: its bf16 input and fp32 1/rms per head
+    return norm + inputs + qkv + attn + proj + mlp + masks + qk
 
 
 def _bf16_eager_bytes(shape: ModelShape, t: int, rep: int, flash: bool) -> float:
     """Profile "torchtitan" per token (see saved_bytes_per_token): norms on this rank's tokens, their
     outputs saved whole (an all-gathered input stays saved), the rest split over TP."""
-    h, f, a, s = shape.d_model, shape.d_ff, shape.n_heads, shape.seq_len
+    h, q, f, a, s = shape.d_model, shape.q_dim, shape.d_ff, shape.n_heads, shape.seq_len
     norm = 2 * (4 * h + 4 + 2 * h) / rep  # fp32 upcast, fp32 1/rms, bf16 normalized
     inputs = 2 * 2 * h  # one bf16 norm output per sub-block, shared by Q/K/V and by gate/up
-    qkv = 3 * 2 * h / t  # K and V expanded to every head before SDPA
-    attn = (2 * h + 4 * a) / t if flash else 2 * a * s / t
+    qkv = 3 * 2 * q / t  # K and V expanded to every head before SDPA
+    attn = (2 * q + 4 * a) / t if flash else 2 * a * s / t
     mlp = (8 * f if shape.mlp == "swiglu" else 4 * f) / t
-    return norm + inputs + qkv + attn + mlp
+    return norm + inputs + qkv + attn + mlp + _qk_norm_bytes(shape, t, 6)  # the norms' own three
+
+
+def _qk_norm_bytes(shape: ModelShape, t: int, per_element: int) -> float:
+    """Qwen3's per-head RMSNorms on Q and K (over head_dim, before rotary), per token on one TP rank
+    (heads split over TP): `per_element` bytes per normalized element plus an fp32 1/rms per head."""
+    if not shape.qk_norm:
+        return 0.0
+    return (per_element * (shape.q_dim + shape.kv_dim) + 4 * (shape.n_heads + shape.n_kv_heads)) / t
 
 
 @functools.lru_cache(maxsize=4096)
@@ -312,7 +335,8 @@ def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zer
                                   dropout)
     working += cp_mask_bytes(shape.seq_len, cp) if profile == "pretrain" else 0.0  # on every stage
     acts += working
-    logits = logits_bytes(shape.seq_len // cp, mbs, shape.d_model, shape.vocab_size, tp)
+    logits = logits_bytes(shape.seq_len // cp, mbs, shape.d_model, shape.vocab_size, tp,
+                          LOSS_BYTES_PER_VOCAB[profile])
     if pp == 1:
         return MemoryBreakdown(state, acts, logits, state + acts + logits)
     # 1F1B: the last stage runs each micro-batch's backward right after its forward (one in flight)

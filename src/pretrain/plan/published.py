@@ -27,6 +27,7 @@ class Run:
     layout: Layout
     measured_step_s: float
     zeros: tuple[int, ...] = (0, 1, 2, 3)  # the ZeRO stages the run's software offered
+    peak_gib: float | None = None  # the memory per GPU the source printed, where it printed one
 
     @property
     def family(self) -> tuple[int, bool, bool]:
@@ -99,11 +100,12 @@ def _llama3(gpus: int, cp: int, dp: int, seq: int, mfu: float, v: int) -> Run:
 TORCHTITAN = dict(activations="torchtitan", kernels="eager", selective="op", reduce_dtype="fp32")
 
 
-def _torchtitan(label: str, name: str, gpu: str, gpus: int, lay: Layout, wps_per_gpu: float) -> Run:
+def _torchtitan(label: str, name: str, gpu: str, gpus: int, lay: Layout, wps_per_gpu: float,
+                peak_gib: float | None = None) -> Run:
     shape = get_shape(name)
     job = Job(shape, get_gpu(gpu), gpus, lay.dp * lay.mbs * shape.seq_len, **TORCHTITAN)
     step = job.batch_tokens / (gpus * wps_per_gpu)
-    return Run(f"torchtitan {label}", job, lay, step)
+    return Run(f"torchtitan {label}", job, lay, step, peak_gib=peak_gib)
 
 
 def _torchtitan_runs() -> list[Run]:
@@ -116,11 +118,12 @@ def _torchtitan_runs() -> list[Run]:
     # Elastic-scaling tables (torch and torchtitan of 2024-12): Llama 3.1 8B on Grand Teton H100s
     # (h100-hbm2e), FSDP, local batch 2, selective (op) checkpointing, no torch.compile: Table 1 (8
     # GPUs) and Table 3 (128 GPUs). docs/performance.md: Llama 3.1 405B on 128 of them, FSDP 16 x TP 8
-    # (sequence parallel), local batch 2, full checkpointing, no Float8.
+    # (sequence parallel), local batch 2, full checkpointing, no Float8. The elastic-scaling tables
+    # also print Memory(GiB) per GPU (82.4 and 67.0), stable over training, as their footnote says.
     h100 = [_torchtitan("Llama 3.1 8B on 8 H100 (500 W), FSDP", "llama-3-8b", "h100-hbm2e", 8,
-                        Layout(dp_shard=8, zero=3, mbs=2, recompute="selective"), 5762),
+                        Layout(dp_shard=8, zero=3, mbs=2, recompute="selective"), 5762, 82.4),
             _torchtitan("Llama 3.1 8B on 128 H100 (500 W), FSDP", "llama-3-8b", "h100-hbm2e", 128,
-                        Layout(dp_shard=128, zero=3, mbs=2, recompute="selective"), 5605),
+                        Layout(dp_shard=128, zero=3, mbs=2, recompute="selective"), 5605, 67.0),
             _torchtitan("Llama 3.1 405B on 128 H100 (500 W), FSDP x TP 8", "llama-3-405b", "h100-hbm2e",
                         128, Layout(tp=8, dp_shard=16, zero=3, mbs=2, sp=True, recompute="full"), 109)]
     return a100 + h100

@@ -22,7 +22,8 @@ def _fmt(v: object) -> str:
 
 # Shares of a whole: shown as percentages (the top-layouts table prints MFU so; the --json keeps
 # the fractions).
-SHARES = {"efficiency", "mfu", "hfu", "wall", "ideal", "waste_fraction", "goodput"}
+SHARES = {"efficiency", "mfu", "hfu", "hfu_causal", "wall", "ideal", "waste_fraction", "goodput"}
+NOTES = {"flops_convention"}  # long sentences: printed under their table, not in it
 
 
 def _section(console: Console, title: str, rows: dict, unit: str = "") -> None:
@@ -31,12 +32,16 @@ def _section(console: Console, title: str, rows: dict, unit: str = "") -> None:
     t.add_column("what", style="cyan")
     t.add_column("value", justify="right")
     for k, v in rows.items():
+        if k in NOTES:
+            continue
         if isinstance(v, dict):
             v = ", ".join(f"{kk} {_fmt(vv)}" for kk, vv in v.items())
         elif k in SHARES and isinstance(v, float):
             v = f"{v:.1%}"
         t.add_row(k.replace("_", " ") + (f" ({unit})" if unit and not isinstance(v, str) else ""), _fmt(v))
     console.print(t)
+    for k in NOTES & rows.keys():
+        console.print(rows[k])
 
 
 def print_plan(plan: dict, console: Console | None = None) -> None:
@@ -52,6 +57,8 @@ def print_plan(plan: dict, console: Console | None = None) -> None:
         status = "fits" if lay["fits"] else f"[red]dropped: {lay['reason']}[/red]"
         m = lay["micro_batches"]
         console.print(f"\n[bold]Layout[/bold] {lay['label']}  ({status}, {m} micro-batches)")
+        if lay.get("headroom_note"):
+            console.print(lay["headroom_note"])
         if "memory_gb" in lay:
             _section(console, "Memory per GPU (GB), busiest GPU", lay["memory_gb"])
             _activations_note(console, plan.get("software", {}))
@@ -100,6 +107,9 @@ def _print_search(console: Console, s: dict) -> None:
         t.add_row(e["label"], f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}", f"{e['step_s']:.3g}",
                   f"{e['memory_gb']['total']:.1f}")
     console.print(t)
+    if any(e["mfu"] > 1 for e in s["top"]):
+        console.print("MFU above 100%: attention counted with no causal halving (PaLM convention), timed as "
+                      "the causal kernel runs it (half); see hfu_causal")
     if s["rejected"]:
         console.print("dropped: " + "; ".join(f"{k}: {v:,}" for k, v in s["rejected"].items()))
     console.print("[bold]Why this layout[/bold]")

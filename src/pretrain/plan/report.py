@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pretrain.errors import UserError
 from pretrain.plan import compute, memory, parallel, reliability
 from pretrain.plan.layout import Layout, data_parallel, problems
-from pretrain.plan.search import Estimate, Job, SearchResult, evaluate, explain, search
+from pretrain.plan.search import Estimate, Job, SearchResult, evaluate, explain, headroom_note, search
 
 # Llama 3 (Dubey et al. 2024, sec. 3.3.4): 419 unexpected interruptions in 54 days on 16,384 GPUs,
 # one every 11,135 s, i.e. about 50,700 hours per GPU.
@@ -109,7 +109,8 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
                   "flops_per_token_6n": compute.flops_per_token(shape, attention=False)},
         "cluster": {"gpu": gpu.name, "n_gpus": job.n_gpus, "nodes": -(-job.n_gpus // gpu.gpus_per_node),
                     "peak_tflops_per_gpu": gpu.bf16_tflops, "memory_gb_per_gpu": gpu.memory_gb,
-                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "efficiency": job.gpu.gemm_efficiency},
+                    "usable_gb_per_gpu": job.usable_bytes / 1e9, "headroom": job.headroom,
+                    "efficiency": job.gpu.gemm_efficiency},
         "budget": {"tokens": budget.tokens, "batch_tokens": job.batch_seqs * shape.seq_len,
                    "chinchilla_tokens": compute.chinchilla_tokens(shape.params()),
                    "training_flops_6nd": compute.training_flops(shape.params(), budget.tokens),
@@ -121,6 +122,8 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
     }
     if chosen is not None and chosen.fits:
         plan.update(_timing(job, budget, chosen, fpt))
+    elif chosen is not None and job.refused_by_headroom(chosen.memory):
+        plan["layout"]["headroom_note"] = headroom_note(job)
     plan = {"schema": SCHEMA, "headline": _headline(plan), **plan}
     return plan
 
@@ -204,6 +207,7 @@ def _timing(job: Job, budget: Budget, est: Estimate, fpt: float) -> dict:
     stage = memory.stage_params(shape, lay.tp, lay.pp, lay.v)
     return {
         "time": {"step_s": est.step_s, "tokens_per_s": est.tokens_per_s, "mfu": est.mfu, "hfu": est.hfu,
+                 "hfu_causal": est.hfu_causal, "flops_convention": flops_convention(est, job.flash),
                  "steps": budget.tokens / (job.batch_seqs * shape.seq_len), "compute_days": run_s / 86400,
                  "calendar_days": days, "gpu_hours": days * 24 * job.n_gpus},
         "communication_gb_per_step": {
@@ -216,6 +220,18 @@ def _timing(job: Job, budget: Budget, est: Estimate, fpt: float) -> dict:
                    "ideal": parallel.pipeline_bubble(lay.pp, est.m, lay.v, "ideal")},
         "reliability": rel,
     }
+
+
+def flops_convention(est: Estimate, flash: bool) -> str:
+    """Which FLOPs each utilization counts; why a figure is above 100% when one is."""
+    text = ("mfu and hfu count attention as 12·L·h·s FLOPs per token, no causal halving (PaLM, "
+            "Chowdhery et al. 2022, app. B; hfu adds the recomputed forward); hfu causal counts what "
+            + ("what the causal flash kernel executes, half the attention, as the step time does"
+               if flash else "what runs (explicit attention computes the masked scores too: the same FLOPs)"))
+    if max(est.mfu, est.hfu) > 1:
+        text += (f". Above 100% because the counted attention FLOPs are twice those executed: "
+                 f"{est.hfu_causal:.1%} of peak is what runs")
+    return text
 
 
 def _search_summary(result: SearchResult, top: int, chosen: Estimate | None) -> dict:

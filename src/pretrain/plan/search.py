@@ -21,7 +21,19 @@ from pretrain.plan.layout import Layout, data_parallel, problems
 from pretrain.plan.layout import micro_batches as n_micro
 from pretrain.plan.shapes import ModelShape
 
-USABLE_FRACTION = 0.9  # of HBM: CUDA context, NCCL buffers and allocator fragmentation take the rest
+# Share of each GPU's HBM a plan leaves to what the memory model does not count (`--headroom`):
+# - the CUDA context and loaded kernels: 781 MB in nvidia-smi before any tensor (pytorch/pytorch
+#   issue 34323);
+# - NCCL's buffers, per communicator: 544 MB for a 2-GPU group, 688 MB for a larger one on A100s
+#   with NVLink (NVIDIA/nccl issue 964), 1.6 GB for one communicator with all-reduce, ~6 GB with
+#   three (issue 864); linear in channels, more for more communicators (the maintainer, issue 986).
+#   A TP x DP x PP layout keeps three or more;
+# - the caching allocator's fragmentation: free blocks split across segments it cannot merge
+#   (PyTorch devlog "When does fragmentation occur in the CUDA caching allocator?", 2026-06).
+# About 2-4 GB of an 80 GiB GPU are fixed costs before any fragmentation: 10% (8 GiB) is their
+# sum with room for the cache. An upper bound from runs that ran: torchtitan's printed per-GPU
+# peaks (reserved memory, its elastic-scaling tables) reach 84.5 of 96 GiB (88%): 10% refuses none.
+HEADROOM = 0.10
 
 
 @dataclass(frozen=True)
@@ -44,8 +56,12 @@ class Job:
     attention: str = "flash2"  # fused attention kernel (timing.FLASH_SPEED): flash2 | flash1
     dropout: bool = True  # GPT blocks save dropout masks; False when trained with p = 0 (MPT)
     trainer: bool = False  # only layouts our trainer runs (layout.py trainer rules): --emit-recipe
+    headroom: float = HEADROOM  # share of HBM kept free (CUDA context, NCCL buffers, fragmentation)
 
     def __post_init__(self) -> None:
+        if not 0 <= self.headroom < 1:  # also refuses NaN
+            raise UserError(f"--headroom is the share of GPU memory kept free, in [0, 1); "
+                            f"got {self.headroom}")
         if self.attention not in timing.FLASH_SPEED:
             raise UserError(f"attention kernel must be one of {', '.join(timing.FLASH_SPEED)}, "
                             f"got {self.attention!r}")
@@ -67,7 +83,11 @@ class Job:
 
     @property
     def usable_bytes(self) -> float:
-        return self.gpu.memory_bytes * USABLE_FRACTION
+        return self.gpu.memory_bytes * (1 - self.headroom)
+
+    def refused_by_headroom(self, mem: memory.MemoryBreakdown | None) -> bool:
+        """True when `mem` exceeds the usable share but would fit the whole HBM."""
+        return mem is not None and self.usable_bytes < mem.total <= self.gpu.memory_bytes
 
 
 @dataclass
@@ -81,6 +101,7 @@ class Estimate:
     tokens_per_s: float = 0.0
     mfu: float = 0.0
     hfu: float = 0.0
+    hfu_causal: float = 0.0  # executed FLOPs (causal attention halved) over peak: at most 1
 
     @property
     def fits(self) -> bool:
@@ -93,7 +114,7 @@ class Estimate:
             d["memory_gb"] = {k: v / 1e9 for k, v in self.memory.as_dict().items()}
         if self.times:
             d.update(times_s=self.times, step_s=self.step_s, tokens_per_s=self.tokens_per_s, mfu=self.mfu,
-                     hfu=self.hfu)
+                     hfu=self.hfu, hfu_causal=self.hfu_causal)
         return d
 
 
@@ -179,6 +200,9 @@ def time_layout(job: Job, lay: Layout, est: Estimate) -> None:
     peak = job.n_gpus * gpu.peak_flops
     est.mfu = compute.mfu(est.tokens_per_s, model_fpt, peak)
     est.hfu = compute.mfu(est.tokens_per_s, hw_fpt, peak)
+    run_fpt = compute.executed_flops_per_token(shape, lay.recompute, selective=job.selective,
+                                               causal_kernel=job.flash)
+    est.hfu_causal = compute.mfu(est.tokens_per_s, run_fpt, peak)
 
 
 def _dp_local(job: Job, lay: Layout) -> int:
@@ -305,6 +329,13 @@ def variant(lay: Layout, dp: int | None = None, **changes) -> Layout:
     return data_parallel(lay.dp if dp is None else dp, **fields)
 
 
+def headroom_note(job: Job) -> str:
+    """One line for a layout the headroom alone refuses."""
+    return (f"it fits the whole {job.gpu.memory_bytes / 1e9:.1f} GB of HBM: only the {job.headroom:.0%} "
+            "headroom refuses it (--headroom; kept for the CUDA context, NCCL buffers and the allocator's "
+            "fragmentation)")
+
+
 def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
     """Why `est` (the winner by default) beats its neighbours: change one knob, say what happens."""
     est = est or result.best
@@ -319,6 +350,8 @@ def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
             mem, usable = lean.memory, result.job.usable_bytes / 1e9
             lines.append(f"the leanest layout, {lean.layout.label()}, needs {mem.total / 1e9:,.1f} GB "
                          f"per GPU of {usable:.1f} GB usable (training state {mem.state / 1e9:,.1f} GB)")
+            if result.job.refused_by_headroom(mem):
+                lines.append(headroom_note(result.job))
         if "does not fit in memory" in result.rejected:
             lines.append("more GPUs, a GPU with more memory, or a shorter --seq-len reduce memory per GPU")
         return lines
@@ -342,7 +375,8 @@ def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
             if other.fits:
                 lines.append(f"{knob}={value}: {other.tokens_per_s / est.tokens_per_s:.2f}x the tokens/s")
             elif other.memory is not None:
-                lines.append(f"{knob}={value}: does not fit ({other.memory.total / 1e9:.1f} GB)")
+                only = ", only by the --headroom" if job.refused_by_headroom(other.memory) else ""
+                lines.append(f"{knob}={value}: does not fit ({other.memory.total / 1e9:.1f} GB{only})")
     for pp in sorted({e.layout.pp for e in result.ranked} - {lay.pp})[:4]:
         alt = next(e for e in result.ranked if e.layout.pp == pp)
         lines.append(f"best with pp={pp}: {alt.layout.label()} at {alt.tokens_per_s / est.tokens_per_s:.2f}x")

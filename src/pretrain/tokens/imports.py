@@ -18,7 +18,9 @@ End-of-text: our shards end every document with the end-of-text id. When every d
 already ends with it (Megatron's `--append-eod`, datatrove's `eos_token`), the tokens are copied as
 they are; otherwise the id is appended to every document, and the manifest says so (`eot`).
 Each input becomes one shard, written to temporary names and renamed, then a done marker: a rerun
-skips finished shards and a killed run leaves no half shard that a reader would take.
+skips finished shards and a killed run leaves no half shard that a reader would take. Each done
+marker records the mtime_ns of the files its shard was read from (`versions`, beside the identity,
+as `pretrain tokenize` does): a same-size rewrite of a finished input is refused on the rerun.
 """
 
 from __future__ import annotations
@@ -32,10 +34,16 @@ from typing import Any
 
 import numpy as np
 
+from pretrain.curate import versions
 from pretrain.curate.io import atomic_path, mark_done, write_bytes_atomic
 from pretrain.errors import DataError, UserError
 from pretrain.tokens import shards
-from pretrain.tokens.pipeline import _check_existing_manifest, _check_same_inputs, _done_entry
+from pretrain.tokens.pipeline import (
+    _check_existing_manifest,
+    _check_same_inputs,
+    _done_entry,
+    check_done_versions,
+)
 from pretrain.tokens.tokenizer import eot_id, load_tokenizer
 
 MAGIC = b"MMIDIDX\x00\x00"
@@ -57,6 +65,7 @@ class Source:
     files: list[Path] = field(default_factory=list)  # every file it was read from (its identity)
     kind: str = ""
     loss_masked: int = 0  # datatrove tokens its .ds.loss excludes from the loss (we train on them)
+    stamps: dict[str, dict] = field(default_factory=dict)  # {resolved file: mtime_ns} when validated
 
 
 def _u64(buf: bytes, at: int) -> int:
@@ -287,21 +296,25 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
             debris.unlink(missing_ok=True)
     write_bytes_atomic(out / "tokenizer.json", canonical.encode())
     dtype = shards.dtype_for_vocab(vocab)
+    hashes = [unit_hash(sha, src) for src in srcs]
+    done = {i: e for i, h in enumerate(hashes) if (e := _done_entry(out, i, h)) is not None}
+    check_done_versions(done, [src.stamps for src in srcs])
     entries = []
     for i, src in enumerate(srcs):
-        name, h = shards.shard_name(i), unit_hash(sha, src)
-        entry = _done_entry(out, i, h)  # a same-size rewrite of an input since: refused (mtimes)
+        name, entry = shards.shard_name(i), done.get(i)
         if entry is None:
-            stamps = {str(p.resolve()): p.stat().st_mtime_ns for p in src.files}  # before the read
+            for path, stamp in src.stamps.items():  # as validated, or refused before it is copied
+                versions.check_local(path, stamp)
             entry = copy_shard(read(inputs[i]), out, name, dtype, eot, vocab)
-            mark_done(out / name, {"config_hash": h, "input_mtime_ns": stamps, **entry})
+            mark_done(out / name, {"config_hash": hashes[i], **entry, "versions": src.stamps})
         entries.append(entry)
     return _finish(out, entries, kind, source or out.resolve().name, sha, eot, vocab, str(tok_path))
 
 
 def _identity(src: Source) -> Source:
-    """The source without its offsets: what names it (files, dtype, kind)."""
-    return Source(src.bin, src.dtype, src.tokens, np.zeros(0, np.int64), src.files, src.kind)
+    """The source without its offsets: what names it (files, dtype, kind) and their stamps now."""
+    stamps = {str(p.resolve()): versions.of_local(p.stat()) for p in src.files}
+    return Source(src.bin, src.dtype, src.tokens, np.zeros(0, np.int64), src.files, src.kind, stamps=stamps)
 
 
 def _check_distinct(srcs: list[Source]) -> None:

@@ -6,6 +6,11 @@ output is identical for any number of workers. Each shard gets a done marker (re
 tokenizer fingerprint and the input's identity) after its `.bin` and `.idx` are renamed into place;
 a rerun skips finished shards, and refuses an output directory made with another tokenizer.
 `manifest.json` is written last: its presence means the directory is complete.
+
+Beside the identity, not in it: each done marker's `versions`, the stamp of the input its shard
+was read from (curate/versions.py: a local file's mtime_ns, an object's ETag from the listing). A
+rerun refuses a finished shard whose input now has another stamp (a same-size rewrite, which the
+identity's size cannot see); a marker written before stamps were recorded resumes, said once.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -22,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pretrain.curate import versions
 from pretrain.curate.io import done_marker, is_done, mark_done, write_bytes_atomic
 from pretrain.errors import UserError
 from pretrain.lifeline import init_worker, sigint_held, stop_pool
@@ -82,38 +89,31 @@ def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
 
 
 def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str,
-                  text_field: str = "text") -> dict[str, Any]:
-    """Tokenize one input file into shard `index`; returns its manifest entry. Runs in a worker."""
+                  text_field: str = "text", stamps: dict[str, dict] | None = None) -> dict[str, Any]:
+    """Tokenize one input file into shard `index`; returns its manifest entry. Runs in a worker.
+    `stamps` ({name: stamp}) is the version of the input that the marker records; a local file
+    whose mtime is no longer the listed one is refused before it is read."""
+    for stamp in (stamps or {}).values():
+        versions.check_local(path, stamp)
     tok = _tokenizer(tok_path)
     dtype = shards.dtype_for_vocab(tok.get_vocab_size(with_added_tokens=True))
     name = shards.shard_name(index)
     errors: dict[str, int] = {}
     t0 = time.perf_counter()
-    version = os.stat(path).st_mtime_ns  # before reading: a rewrite during the read shows on rerun
     texts = iter_texts(Path(path), errors, text_field)
     n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
     entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
              "input": path, "skipped": errors, "seconds": round(time.perf_counter() - t0, 3)}
-    mark_done(Path(out_dir) / name, {"config_hash": uhash, "input_mtime_ns": version, **entry})
+    mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps or {}})
     return entry
 
 
-def _done_entry(out_dir: Path, index: int, uhash: str, source: Path | None = None) -> dict[str, Any] | None:
-    """A finished shard's manifest entry, or None. Its hash knows the inputs' paths and sizes; a
-    same-size rewrite since (an input's mtime, the stamp curate/versions.py compares) is refused.
-    The marker holds one mtime (`source`'s, tokenize) or {resolved path: mtime} (import-*)."""
-    from pretrain.curate.versions import changed
-
+def _done_entry(out_dir: Path, index: int, uhash: str) -> dict[str, Any] | None:
     name = shards.shard_name(index)
     if not is_done(out_dir / name, uhash):
         return None
     info = json.loads(done_marker(out_dir / name).read_text())
     info.pop("config_hash", None)
-    then = info.pop("input_mtime_ns", None)  # absent in markers written before it was recorded
-    stamps = {str(source): then} if isinstance(then, int) and source is not None else then
-    for path, ns in (stamps.items() if isinstance(stamps, dict) else ()):
-        if isinstance(ns, int) and (now := Path(path).stat().st_mtime_ns) != ns:
-            raise changed(path, {"mtime_ns": ns}, {"mtime_ns": now})
     return info
 
 
@@ -125,8 +125,11 @@ def tokenize_corpus(
     workers: int | None = None,
     on_unit: Callable[[dict[str, Any]], None] | None = None,
     text_field: str = "text",
+    origins: dict[str, tuple[str, dict]] | None = None,
 ) -> dict[str, Any]:
-    """Tokenize every input file into `out_dir`; returns the manifest (also written to disk)."""
+    """Tokenize every input file into `out_dir`; returns the manifest (also written to disk).
+    `origins` maps a local copy (resolved path) to (its URL, the object's stamp from the listing):
+    its shard records and is checked against that, not the copy's mtime."""
     from pretrain.curate.readers import list_inputs
     from pretrain.tokens.imports import resolve_tokenizer
 
@@ -155,12 +158,14 @@ def tokenize_corpus(
     _TOKENIZERS[str(tok_copy)] = tok  # the in-process path reuses it instead of loading it again
 
     hashes = [unit_hash(sha, f, text_field) for f in files]
+    stamps = [_stamp(f, origins or {}) for f in files]
     entries: dict[int, dict[str, Any]] = {}
     for i, h in enumerate(hashes):
-        if (e := _done_entry(out, i, h, Path(files[i]))) is not None:
+        if (e := _done_entry(out, i, h)) is not None:
             entries[i] = e
+    check_done_versions(entries, stamps)
     todo = [i for i in range(len(files)) if i not in entries]
-    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field):
+    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps):
         entries[i] = e
         if on_unit:
             on_unit(e)
@@ -168,13 +173,36 @@ def tokenize_corpus(
                    sha, eot, vocab, str(tokenizer))
 
 
-def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text"
+def _stamp(f: Path, origins: dict[str, tuple[str, dict]]) -> dict[str, dict]:
+    """{name: stamp} of one input: its URL and the listing's stamp for a staged object, else its
+    resolved path and mtime (from the stat that also gave its size)."""
+    key = str(f.resolve())
+    if key in origins and origins[key][1]:
+        return {origins[key][0]: origins[key][1]}
+    return {key: versions.of_local(f.stat())}
+
+
+def check_done_versions(entries: dict[int, dict[str, Any]], now: list[dict[str, dict]]) -> None:
+    """Refuse a finished shard whose input's stamp differs from the one its marker recorded (the
+    shard holds the old version); markers without stamps (an older pretrain) are said once."""
+    if any(not isinstance(e.get("versions"), dict) for e in entries.values()):
+        print("pretrain: this output's finished shards record no input versions (written by an older "
+              "pretrain): a same-size rewrite of an input before this attempt is not detected; resuming",
+              file=sys.stderr)
+    for i, e in sorted(entries.items()):
+        for name, then in (e.get("versions") or {}).items():
+            if versions.differs(then, now[i].get(name)):
+                raise versions.changed(name, then, now[i][name])
+
+
+def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", stamps=None
                ) -> Iterator[tuple[int, dict[str, Any]]]:
     cores = os.cpu_count() or 1
     workers = max(1, min(workers or cores, len(todo) or 1))
+    stamps = stamps or [{} for _ in files]
     if workers == 1:
         for i in todo:
-            yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i], text_field)
+            yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i], text_field, stamps[i])
         return
     # spawn: HF tokenizers' thread pool does not survive fork; each worker gets an equal share of
     # the cores for its own Rust threads (RAYON_NUM_THREADS is read when the pool starts).
@@ -184,7 +212,7 @@ def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text"
         try:
             with sigint_held():  # the workers start at the first submit
                 futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i],
-                                          text_field) for i in todo}
+                                          text_field, stamps[i]) for i in todo}
             for i in todo:
                 yield i, futures[i].result()
         except BaseException:  # Ctrl-C, a failed unit: stop now, not after every queued file

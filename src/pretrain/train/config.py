@@ -220,9 +220,8 @@ def validate(cfg: RunConfig) -> None:
     for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len",
                  "attn_head_dim"):
         v = getattr(cfg.model, name)
-        # seq_len 1: nothing to attend to, a bigram table; attn_head_dim 0 is d_model / n_heads (what
-        # an import of a Llama/Qwen2 folder writes, and a saved run's config.toml then holds)
-        least = {"seq_len": 2, "attn_head_dim": 0}.get(name, 1)
+        least = 2 if name == "seq_len" else 1  # one position: nothing to attend to, a bigram table
+        least = 0 if name == "attn_head_dim" else least  # 0 (an import) or unset: d_model / n_heads
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
             raise UserError(f"model.{name} must be an integer >= {least}"
                             f"{' (0: d_model / n_heads)' if name == 'attn_head_dim' else ''}, got {v!r}")

@@ -1,0 +1,156 @@
+"""Which files an input names: `list_inputs` (files, folders, globs -> sorted files) and the one
+rule every folder walk, bucket prefix and glob follows (`walked`, `globbed`, `walk_folder`): known
+extensions, nothing hidden below the folder (`is_hidden`), no link out of it. `readers.py` reads the
+files; `job.py` lists bucket prefixes with the same rule; decontam walks benchmark folders with it.
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+from pretrain.errors import UserError
+from pretrain.untrusted import printable
+
+# JSON Lines, or one JSON array (sniffed), plain or compressed: `.json` is what HF `datasets` and
+# pandas name either; Dolma ships `.json.gz`; bz2 and xz come with the stdlib.
+JSONL_SUFFIXES = tuple(base + codec for base in (".jsonl", ".json", ".ndjson")
+                       for codec in ("", ".gz", ".zst", ".bz2", ".xz"))
+WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc", ".arc.gz")
+HTML_SUFFIXES = (".html", ".htm")
+SUFFIXES = JSONL_SUFFIXES + (".parquet", ".arrow", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
+
+
+def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
+    """Expand files, folders (recursively, known extensions only) and globs into sorted files.
+
+    A folder or glob from someone else may hold symlinks to files of the user running the job
+    (`notes.txt -> ~/.ssh/id_rsa`) that would end up in a corpus: inside a folder or glob, a symlink
+    whose target lies outside it is skipped, with one line on stderr. A file named itself is read.
+    """
+    from pretrain.curate.outputs import job_data_only
+
+    found: set[Path] = set()
+    for p in paths:
+        if any(ch in p for ch in "*?["):
+            matches = [Path(m) for m in glob.glob(p, recursive=True)]
+            if not matches:
+                raise UserError(f"no input matches {p!r}")
+            root = _glob_root(p)
+            kept = [m for m in matches if globbed(_below(m, root)) and m.is_file()]
+            if not kept:
+                raise UserError(f"{p!r} matches {len(matches)} path(s), none a file of a known type "
+                                f"({', '.join(SUFFIXES)}) outside hidden folders")
+            found.update(_inside(root, kept))
+            continue
+        path = Path(p)
+        if path.is_dir():
+            every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
+            files = [f for f in every if walked(f.relative_to(path)) and f.is_file()]
+            if not files:
+                _say_json_left_out(path, [f for f in every if f.name.lower().endswith(".json")])
+            plans = [f for f in every if f.name == "plan.json"]
+            found.update(_inside(path, job_data_only(plans, files, own_out)))
+        elif path.is_file():
+            found.add(path)
+        else:
+            raise UserError(f"input not found: {p}")
+    unique: dict[Path, Path] = {}  # one file named twice (a folder and its file, ./x and /abs/x)
+    for f in sorted(found):
+        unique.setdefault(f.resolve(), f)
+    return sorted(unique.values())
+
+
+def _glob_root(pattern: str) -> Path:
+    """The folder a glob searches: its path up to the first part with a wildcard."""
+    parts = Path(pattern).parts
+    fixed = [q for q in parts[: next(i for i, q in enumerate(parts) if any(c in q for c in "*?["))]]
+    return Path(*fixed) if fixed else Path(".")
+
+
+def _inside(root: Path, files: list[Path]) -> list[Path]:
+    """`files` less those that resolve outside `root` through a symlink (reported on stderr), and
+    less repeats of one file (a glob's `**` follows symlinked folders, loops included)."""
+    import sys
+
+    base, seen = root.resolve(), set()
+    kept, outside = [], []
+    for f in sorted(files, key=lambda f: (f.resolve() != f.absolute(), len(f.parts), f)):  # real path first
+        real = f.resolve()
+        if not real.is_relative_to(base):
+            outside.append(f)
+        elif real not in seen:
+            seen.add(real)
+            kept.append(f)
+    if outside:
+        print(printable(f"pretrain: skipped {len(outside)} file(s) in {root} that link outside it, e.g. "
+                        f"{outside[0]} -> {outside[0].resolve()}; name a file to read it"), file=sys.stderr)
+    return kept
+
+
+def is_supported(path: Path) -> bool:
+    return path.name.lower().endswith(SUFFIXES)
+
+
+def walked(rel: str | Path, suffixes: tuple[str, ...] = SUFFIXES) -> bool:
+    """True for a file that a folder walk or a bucket prefix's listing reads, `rel` its path below
+    the folder: a known extension, not hidden (`is_hidden`), and not a plain `.json`: configs and
+    metadata share that extension (tokenizer.json, config.json, datasets' state.json and
+    dataset_info.json, a job's plan.json), so `.json` records are read when named or globbed
+    (`DIR/**/*.json`); compressed ones (Dolma's `.json.gz`) are walked. `suffixes`: the
+    extensions a caller reads (decontam's benchmarks: JSON Lines only)."""
+    name = Path(rel).name.lower()
+    return name.endswith(suffixes) and not name.endswith(".json") and not is_hidden(rel)
+
+
+def globbed(rel: str | Path) -> bool:
+    """True for a glob's match that is read, `rel` its path below the glob's fixed part (a local
+    glob and a bucket's alike): a known extension (`.json` too: the pattern asked for it), and
+    nothing hidden below the fixed part, as in a folder walk (`'out/**/*.parquet'` on a Spark
+    output must not read a killed task's `_temporary/`; `'out/_temporary/*/*.parquet'` does)."""
+    return is_supported(Path(rel)) and not is_hidden(rel)
+
+
+def _below(path: Path, root: Path) -> Path:
+    try:
+        return path.relative_to(root)
+    except ValueError:  # a glob of `..` parts: judge the name alone
+        return Path(path.name)
+
+
+def walk_folder(folder: Path, suffixes: tuple[str, ...] = SUFFIXES) -> list[Path]:
+    """The files a folder holds, sorted, by the one rule (`walked`) and without links out of it
+    (`_inside`): what a corpus folder and a benchmark folder (decontam) both read."""
+    files = [f for f in folder.rglob("*") if walked(f.relative_to(folder), suffixes) and f.is_file()]
+    return sorted(_inside(folder, files))
+
+
+def _say_json_left_out(root: Path | str, jsons: list) -> None:
+    """One line on stderr when a folder held nothing to read but `.json` files: how to read them."""
+    import sys
+
+    if jsons:
+        print(printable(f"pretrain: {root} holds {len(jsons)} .json file(s) and nothing else to read: "
+                        f"a folder's .json files are not read (configs share the extension); name them "
+                        f"or use a glob such as '{str(root).rstrip('/')}/**/*.json'"), file=sys.stderr)
+
+
+def is_hidden(rel: str | Path) -> bool:
+    """True when a part of a path below the folder being walked starts with "." or "_": hidden
+    files and folders (.DS_Store, macOS `._x.jsonl` AppleDouble files, .cache/), and the
+    bookkeeping of Hadoop, Spark and Delta Lake (_SUCCESS, `.part-0.parquet.crc`, _temporary/ with
+    a killed task's half-written parts, _delta_log/). pyarrow.dataset skips the same prefixes
+    (`ignore_prefixes`). A file named on the command line, or matched by a glob, is read."""
+    return any(part.startswith((".", "_")) and part not in (".", "..") for part in Path(rel).parts)
+
+
+def source_name(path: Path, root: str | Path | None = None) -> str:
+    """The file name relative to its input root (stable across machines), else its base name."""
+    if root is not None:
+        root = Path(root)
+        base = root if root.is_dir() else root.parent
+        try:
+            return path.resolve().relative_to(base.resolve()).as_posix()
+        except ValueError:
+            pass
+    return path.name

@@ -204,3 +204,11 @@ def test_token_directory_perplexity_reads_the_shards(run_and_export, text, tmp_p
     ref = tokens_perplexity(model, expected)
     assert got["perplexity"] == pytest.approx(ref["perplexity"], rel=1e-9)
     assert got["tokens"] == len(expected)
+    # bits per byte counts the document's bytes (the end-of-text is no text), from a run or from its
+    # export: transformers' decode kept "<|endoftext|>" (13 bytes a document, bpb ~5% low here)
+    from pretrain.eval.lm import from_hf_dir
+
+    nbytes = len(doc.read_text().encode())
+    hf = perplexity_task(from_hf_dir(hf_dir), str(tmp_path / "tokens"), 10_000, 4096)["metrics"]
+    assert got["bytes"] == hf["bytes"] == nbytes, (got["bytes"], hf["bytes"], nbytes)
+    assert hf["bits_per_byte"] == pytest.approx(got["bits_per_byte"], rel=1e-4)

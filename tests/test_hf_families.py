@@ -197,6 +197,9 @@ def test_other_families_are_refused_naming_the_type_and_what_is_supported(mtype,
     ({"layer_types": ["full_attention", "sliding_attention"]}, "layer_types"),
     ({"layer_types": "full_attention"}, "layer_types 'full_attention' is not a list"),
     ({"head_dim": "16"}, "head_dim '16' is not a positive integer"),
+    # a one-token context: plan --model planned it (its --seq-len 1 is refused) and train blamed
+    # "model.seq_len", a key the user never set
+    ({"max_position_embeddings": 1}, "max_position_embeddings 1 is below 2"),
 ])
 def test_qwen2_with_sliding_window_layers_or_a_broken_field_is_refused(folders, tmp_path, change, said):
     from pretrain.train.hf import read_hf_model_config

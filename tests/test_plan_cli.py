@@ -132,6 +132,8 @@ def test_params_builds_the_count_asked_for():
     (("--model", "gpt2-124m", "--top", "0"), "--top"),
     (("--model", "gpt2-124m", "--tokens", "1M"), "less than one global batch"),  # printed 0.24 steps
     (("--model", "llama-3-8b", "--layout", "tp=2,tp=4"), "tp is given twice"),  # planned tp=4
+    # planned unfused attention and said "attention at FlashAttention-1's speed"
+    (("--model", "gpt2-124m", "--no-flash", "--attention", "flash1"), "--no-flash"),
 ])
 def test_bad_values_stop_with_one_line_before_any_search(args, message):
     r = _run(*args)
@@ -247,6 +249,10 @@ def test_the_trainer_line_names_the_layout_emit_recipe_writes(tmp_path):
     emit = _run(*base, "--emit-recipe", str(tmp_path / "r.toml"))
     assert emit.returncode == 0, emit.stderr
     written = (tmp_path / "r.toml").read_text().splitlines()[0].split(": ")[1].split(" on ")[0]
+    # the recipe is a file like any other the user writes (0600 from mkstemp: a teammate, or a job
+    # under another account, could not read it); the truth is the mode open() gives here
+    (tmp_path / "plain.txt").write_text("")
+    assert (tmp_path / "r.toml").stat().st_mode & 0o777 == (tmp_path / "plain.txt").stat().st_mode & 0o777
     assert "(fits)" not in line and "cannot run" in line and "no ZeRO-1" in line, line
     assert f"--emit-recipe writes {written} " in line, line
     sw = plan["software"]

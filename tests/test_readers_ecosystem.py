@@ -363,12 +363,39 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     assert main(["dedup", str(stack), "-o", str(tmp_path / "e"), "--workers", "1", "--quiet"]) == 1
     seen = capsys.readouterr()
     assert "missing text field 'text'" in seen.out + seen.err
+    # A Parquet file without the column is a whole-file error: named as the file, not "record None"
+    pq = tmp_path / "stack.parquet"
+    pa, papq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    papq.write_table(pa.Table.from_pylist([{"content": "one document", "id": "a"}]), pq)
+    assert main(["dedup", str(pq), "-o", str(tmp_path / "f"), "--workers", "1", "--quiet"]) == 1
+    seen = capsys.readouterr()
+    assert f"{pq}: missing text column 'text'" in seen.err and "record None" not in seen.err, seen.err
+    assert "--text-field" in seen.err.splitlines()[-1], seen.err  # the way out, on the error line
     tok = tmp_path / "tok.json"
     assert main(["tokenizer", "train", str(rp), "-o", str(tok), "--vocab-size", "300",
                  "--text-field", "raw_content"]) == 0
     assert main(["tokenize", str(rp), "--tokenizer", str(tok), "-o", str(tmp_path / "t"), "--workers", "1",
                  "--text-field", "raw_content"]) == 0
     assert read_manifest(tmp_path / "t")["documents"] == 5
+    # the same file tokenized without the flag read nothing: said, with the flag to use, not exit 0
+    capsys.readouterr()
+    assert main(["tokenize", str(rp), "--tokenizer", str(tok), "-o", str(tmp_path / "u"),
+                 "--workers", "1"]) == 1
+    said = capsys.readouterr().err
+    assert "no document could be read" in said and "missing text field 'text'" in said, said
+    assert "--text-field" in said, said
+    assert main(["tokenizer", "train", str(rp), "-o", str(tmp_path / "tok2.json"), "--vocab-size",
+                 "300"]) == 2
+    said = capsys.readouterr().err  # the reason, not only "5 records skipped"
+    assert "missing text field 'text'" in said and "--text-field" in said, said
+    (tmp_path / "cfg").mkdir()  # nothing readable: said as tokenize says it, not "0 records skipped"
+    assert main(["tokenizer", "train", str(tmp_path / "cfg"), "-o", str(tmp_path / "tok3.json"),
+                 "--vocab-size", "300"]) == 2
+    assert "no input files in" in capsys.readouterr().err
+    assert main(["tokenize", str(tmp_path / "cfg"), "--tokenizer", str(tok), "-o", str(tmp_path / "w")]) == 2
+    assert f"no input files in {tmp_path / 'cfg'}\n" in capsys.readouterr().err  # not a Python list
+    assert main(["curate", str(tmp_path / "cfg"), "-o", str(tmp_path / "x")]) == 2
+    assert f"no input files found in {tmp_path / 'cfg'}\n" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- ids and text values

@@ -270,6 +270,15 @@ def test_a_bad_later_input_leaves_nothing_written(tok, tmp_path):
     assert not (tmp_path / "t").exists()
 
 
+def test_the_same_input_twice_is_refused(tok, tmp_path):
+    # `import-megatron data/web data/./web` wrote two shards of the same documents (a mixture then
+    # drew them at twice their weight); `pretrain tokenize` reads a repeated file once.
+    a = megatron_write(tmp_path / "a", [d + [tok["eot"]] for d in tok["docs"]], np.uint16)
+    with pytest.raises(UserError, match=r"a\.bin.*twice"):
+        import_tokens("megatron", [str(a), str(tmp_path / "." / "a")], tok["path"], tmp_path / "t")
+    assert not (tmp_path / "t").exists()
+
+
 def test_a_link_to_a_device_is_refused(tok, tmp_path):
     prefix = megatron_write(tmp_path / "web", [d + [tok["eot"]] for d in tok["docs"]], np.uint16)
     Path(f"{prefix}.bin").unlink()

@@ -231,3 +231,42 @@ def test_sampler_from_mixture_file(dirs, tmp_path):
     a = stream(sampler_from_mixture(tmp_path / "m.toml"), 5, 4)
     b = stream(MixtureSampler(dirs, WEIGHTS, seq_len=SEQ, seed=9), 5, 4)
     assert np.array_equal(a, b)
+
+
+def test_a_source_without_tokens_is_refused_as_the_sampler_refuses_it(dirs, tmp_path, capsys):
+    # `pretrain mix` printed "inf" epochs and an over-4-epochs warning for a source of 0 tokens (a
+    # tokenize run that read no document), exit 0, and --json wrote "inf"; training it is refused.
+    empty = make_token_dir(tmp_path / "empty", 0, 4)
+    (tmp_path / "mixture.toml").write_text(f'budget = 1e5\nseq_len = {SEQ}\n'
+                                           f'[sources.web]\npath = "{dirs["web"]}"\nweight = 0.9\n'
+                                           f'[sources.empty]\npath = "{empty}"\nweight = 0.1\n')
+    with pytest.raises(UserError, match="'empty'"):
+        sampler_from_mixture(tmp_path / "mixture.toml")
+    for extra in ([], ["--json"]):
+        assert cli_main(["mix", str(tmp_path / "mixture.toml"), *extra]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1, (out, err)
+        assert "'empty'" in err and "no tokens" in err and str(empty) in err, err
+
+
+def test_report_of_a_mixture_toml_says_how_to_report_it(dirs, tmp_path, capsys):
+    # The report draws `pretrain mix --json` output; given the mixture.toml itself it said "not a
+    # curate output, token directory, mixture or plan JSON, ...", no word of how to get the JSON.
+    toml = "".join(f'[sources.{k}]\npath = "{p}"\nweight = {WEIGHTS[k]}\n' for k, p in dirs.items())
+    (tmp_path / "mixture.toml").write_text("budget = 1e6\n" + toml)
+    assert cli_main(["report", str(tmp_path / "mixture.toml"), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pretrain mix" in err and "--json" in err, err
+    assert cli_main(["mix", str(tmp_path / "mixture.toml"), "--json"]) == 0
+    (tmp_path / "mix.json").write_text(capsys.readouterr().out)
+    assert cli_main(["report", str(tmp_path / "mix.json"), "-o", str(tmp_path / "r.html")]) == 0
+
+
+def test_a_typo_in_a_source_path_says_not_found(dirs, tmp_path, capsys):
+    # A path that does not exist was "no manifest.json; is this a directory written by `pretrain
+    # tokenize`?", as for a folder of something else: a typo read as a format question.
+    (tmp_path / "mixture.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}x"\n'
+                                           'weight = 1\n')
+    assert cli_main(["mix", str(tmp_path / "mixture.toml")]) == 2
+    err = capsys.readouterr().err
+    assert f"{dirs['web']}x: not found" in err and len(err.strip().splitlines()) == 1, err

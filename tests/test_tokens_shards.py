@@ -245,6 +245,22 @@ def test_command_line_train_then_tokenize(corpus, tmp_path, capsys):
     assert d.manifest["sources"] == {"books": {"tokens": d.num_tokens, "documents": 211}}
     assert tok.decode(d.document(200)[:-1].tolist()) == corpus["texts"]["c.txt"][0]
     assert f"{d.num_tokens:,} tokens" in capsys.readouterr().out
+    # A Hugging Face model folder as --tokenizer (as `tokens import-*` take it; the continued-
+    # pretraining recipe's base): its tokenizer.json. It said "tokenizer not found: DIR".
+    hf = tmp_path / "base"
+    hf.mkdir()
+    shutil.copy(tok_path, hf / "tokenizer.json")
+    assert cli_main(["tokenize", str(corpus["root"]), "--tokenizer", str(hf), "-o", str(tmp_path / "u"),
+                     "--workers", "1", "--source", "books"]) == 0
+    assert [(tmp_path / d / "shard_00000.bin").read_bytes() for d in "tu"] == [
+        (tmp_path / "t" / "shard_00000.bin").read_bytes()] * 2
+    capsys.readouterr()
+    assert cli_main(["tokenize", str(corpus["root"]), "--tokenizer", str(tmp_path), "-o", str(tmp_path / "v"),
+                     "--workers", "1"]) == 2
+    assert "no tokenizer.json" in capsys.readouterr().err
+    # Where a file is wanted (eval/sample --tokenizer, data.tokenizer) a folder is named as one
+    with pytest.raises(UserError, match=r"a folder: give the tokenizer\.json in it \(.*base/tokenizer\.json"):
+        load_tokenizer(hf)
 
 
 PEERS_PY = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python"

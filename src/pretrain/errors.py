@@ -15,7 +15,7 @@ class DataError(ValueError):
 
     def __init__(self, path: str, record: object, reason: str):
         self.path, self.record, self.reason = str(path), record, reason
-        super().__init__(f"{path}: record {record}: {reason}")
+        super().__init__(f"{path}: {'' if record is None else f'record {record}: '}{reason}")
 
 
 # The client libraries of object stores: an exception of theirs anywhere in an error's chain means

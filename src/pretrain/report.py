@@ -217,6 +217,9 @@ def _section_for(path: Path, index: int, remote: str | None = None) -> Section:
         if job:
             raise ValueError(f"{path}: a pretrain {job} job that has not finished (no stats.json yet); "
                              "rerun its command to finish it, then report it")
+    if path.suffix == ".toml":  # a mixture file or a recipe: the report reads what they produced
+        raise ValueError(f"{path}: a TOML file; for a mixture report `pretrain mix {path} --json > "
+                         "mix.json`, for a recipe the training run directory it wrote (train.out)")
     raise ValueError(f"{path}: not a curate output, token directory, mixture or plan JSON, "
                      "eval result or training run")
 

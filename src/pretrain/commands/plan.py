@@ -178,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("give exactly one of --model NAME or --params COUNT (e.g. --params 7B)")
     if args.seq_len is not None and args.seq_len < 2:  # one position attends to nothing
         raise UserError(f"--seq-len must be >= 2, got {args.seq_len}")
+    if args.no_flash and args.attention != "flash2":  # the kernel is of fused attention, which is off
+        raise UserError(f"--attention {args.attention} names a fused attention kernel and --no-flash "
+                        "plans without one: give one of them")
     if args.model:
         shape = _model_shape(args.model)
     else:

@@ -20,6 +20,8 @@ same for any number of workers. A killed run resumes: rerun the same command and
 are skipped. An output directory made with another tokenizer is refused, and so is a rerun after
 an input of a finished shard was rewritten, even with the same size (each shard's done marker
 records its input's mtime, or an object's ETag).
+Records that cannot be read (malformed, no text under --text-field) are skipped and counted, their
+reasons printed; the exit status is 1 when no document at all could be read.
 
 Example:
   pretrain tokenize corpus/data --tokenizer tokenizer.json -o tokens/web --source web
@@ -37,7 +39,8 @@ Rerun the same command to resume.
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="CORPUS", help="files, folders, globs or URLs")
-    p.add_argument("--tokenizer", required=True, metavar="T", help="tokenizer.json")
+    p.add_argument("--tokenizer", required=True, metavar="T",
+                   help="tokenizer.json, or a Hugging Face model folder holding one")
     p.add_argument("-o", "--output", required=True, metavar="TOKENS", help="output directory or URL")
     p.add_argument("--work-dir", metavar="DIR", default=None,
                    help="local staging for URL inputs or output (default ~/.cache/pretrain/work/<hash>)")
@@ -77,7 +80,23 @@ def run(args: argparse.Namespace) -> int:
     skipped = sum(man["skipped"].values())
     print(f"{man['tokens']:,} tokens, {man['documents']:,} documents, {len(man['shards'])} shards "
           f"({man['dtype']}) in {sec:.1f} s; {skipped:,} records skipped -> {args.output}")
-    return 0
+    return _said_skips(man["skipped"], man["documents"], args.text_field)
+
+
+def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:
+    """The reasons records were skipped (they were only in manifest.json); 1 when nothing was read,
+    as `pretrain curate` (an exit 0 over an empty token directory let a script train on nothing)."""
+    if not skipped:
+        return 0
+    top = sorted(skipped.items(), key=lambda kv: -kv[1])[:3]
+    print("skipped: " + "; ".join(f"{n:,} {why}" for why, n in top), file=sys.stderr)
+    if documents:
+        return 0
+    from pretrain.curate.report import why_none_read
+
+    print(f"error: no document could be read from the inputs ({sum(skipped.values()):,} records "
+          f"skipped; {why_none_read(skipped)}; into a new -o)", file=sys.stderr)
+    return 1
 
 
 def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None, dict[str, tuple[str, dict]]]:

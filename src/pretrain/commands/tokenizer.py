@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max_mb is not None and not (math.isfinite(args.max_mb) and args.max_mb > 0):
         raise UserError(f"--max-mb must be a positive number of MB, got {args.max_mb}")
     files = list_inputs(args.inputs)
+    if not files:  # said as tokenize says it (the reason, when one is known, was printed above)
+        raise UserError(f"no input files in {', '.join(args.inputs)}; nothing written")
     limit = None if args.max_mb is None else int(args.max_mb * 1e6)
     seen = {"bytes": 0, "docs": 0}
     errors: dict[str, int] = {}
@@ -72,8 +74,10 @@ def run(args: argparse.Namespace) -> int:
     tok = train_tokenizer(texts(), args.vocab_size, [EOT, *args.special], args.min_frequency)
     seconds = time.perf_counter() - t0
     if seen["docs"] == 0:  # HF would return the 256 byte tokens and call it trained
-        raise UserError(f"no text to train on in {', '.join(args.inputs)} "
-                        f"({sum(errors.values()):,} records skipped); nothing written")
+        from pretrain.curate.report import why_none_read
+
+        raise UserError(f"no text to train on in {', '.join(args.inputs)} ({sum(errors.values()):,} "
+                        f"records skipped; {why_none_read(errors)}); nothing written")
     out = Path(args.output)
     from pretrain.curate.io import write_bytes_atomic
 

@@ -341,7 +341,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     files = [(f, src) for f, src in list_any_inputs(inputs, lay.out, sizes, stamps)
              if not is_own_output(f, lay.out, lay.work)]  # an OUT inside an input folder
     if not files:
-        raise UserError(f"no input files found in {inputs}")
+        raise UserError(f"no input files found in {', '.join(map(str, inputs))}")
     ident = identity(job, [f for f, _ in files], cfg, sizes, stamps)
     check_writable(lay.out, lay.work)
     alone = stack.enter_context(attempt_lock(lay))

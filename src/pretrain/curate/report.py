@@ -8,6 +8,7 @@ from pathlib import Path
 from pretrain.untrusted import printable
 
 ERRORS_SHOWN = 5  # first bad-record examples printed under the funnel
+TEXT_FIELD_HINT = "the text under another field? --text-field NAME"
 
 
 def funnel_rows(stats: dict) -> list[tuple[str, int, int, int, str]]:
@@ -31,7 +32,9 @@ def error_lines(stats: dict, shown: int = ERRORS_SHOWN) -> list[str]:
     seen: set[str] = set()
     firsts = [e for e in examples if not (e["file"] in seen or seen.add(e["file"]))]
     picked = (firsts + [e for e in examples if e not in firsts])[:shown]
-    return [printable(f"{e['file']}: record {e['record']}: {e['reason']}") for e in picked]  # names: theirs
+    # record None: the whole file failed (a Parquet/Arrow file without the text column), not a record
+    return [printable(f"{e['file']}: " + ("" if e["record"] is None else f"record {e['record']}: ")
+                      + e["reason"]) for e in picked]  # names: theirs
 
 
 def print_funnel(stats: dict, out: str | Path) -> None:
@@ -103,5 +106,18 @@ def exit_code(stats: dict) -> int:
     n = stats["errors"]["count"]
     first = error_lines(stats, 1)
     why = f"; first: {first[0]}" if first else ""
+    reasons = stats["errors"].get("by_reason", {})
+    if any(r.startswith(("missing text field", "missing text column")) for r in reasons):
+        why += f"; {TEXT_FIELD_HINT}"
     print(f"error: no document could be read from the inputs ({n} bad records{why})", file=sys.stderr)
     return 1
+
+
+def why_none_read(skipped: dict[str, int]) -> str:
+    """The most frequent reason records were skipped, with the flag that fixes a missing text field
+    (a command that read no document says this instead of a bare count)."""
+    if not skipped:
+        return "the inputs hold no record"
+    why = max(skipped.items(), key=lambda kv: kv[1])[0]
+    missing = why.startswith(("missing text field", "missing text column"))
+    return f"most often: {why}" + (f"; {TEXT_FIELD_HINT}" if missing else "")

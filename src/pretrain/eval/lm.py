@@ -344,7 +344,9 @@ def from_transformers_tokenizer(tokenizer) -> tuple:
         return tokenizer.encode(text, add_special_tokens=False, verbose=False)
 
     def decode(ids: list[int]) -> str:
-        return tokenizer.decode(ids)
+        # as HFLM.tok_decode and our own tokenizer's decode: "<|endoftext|>" is no text (its 13
+        # bytes per document were counted by bits per byte, and kept in generated answers)
+        return tokenizer.decode(ids, skip_special_tokens=True)
 
     eot = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     return encode, decode, int(eot if eot is not None else 0)

@@ -86,6 +86,9 @@ def write_text(path: str | Path, text: str) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
     try:
+        from pretrain.curate.io import file_mode
+
+        os.fchmod(fd, file_mode())  # mkstemp creates 0600; a recipe gets the mode open() would give it
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, p)

@@ -282,6 +282,7 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
     # Every input is validated before anything is written; only its identity is kept (its document
     # offsets are read again when its shard is copied: memory is one input's, not the corpus's).
     srcs = [_identity(read(p)) for p in inputs]
+    _check_distinct(srcs)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -314,6 +315,19 @@ def _identity(src: Source) -> Source:
     """The source without its offsets: what names it (files, dtype, kind) and their stamps now."""
     stamps = {str(p.resolve()): versions.of_local(p.stat()) for p in src.files}
     return Source(src.bin, src.dtype, src.tokens, np.zeros(0, np.int64), src.files, src.kind, stamps=stamps)
+
+
+def _check_distinct(srcs: list[Source]) -> None:
+    """Each input once: a file named twice (`web` and `./web`, a folder and a file in it) would be
+    two shards of the same documents, drawn by a mixture at twice their weight."""
+    seen: dict[Path, Path] = {}
+    for src in srcs:
+        key = src.bin.resolve()
+        if key in seen:
+            also = "" if seen[key] == src.bin else f" (also as {seen[key]})"
+            raise UserError(f"{src.bin}: given twice{also}: it would be imported twice, two shards of "
+                            "the same documents; give it once")
+        seen[key] = src.bin
 
 
 def _check_not_inside(out: Path, srcs: list[Source]) -> None:

@@ -314,6 +314,10 @@ def mixture_table(mix: Mixture, warn_epochs: float = 4.0) -> list[dict[str, Any]
     total_w = sum(mix.weights.values())
     if total_w <= 0:
         raise UserError("mixture weights must have a positive sum")
+    for k, n in available.items():  # "inf epochs" is no answer: the sampler refuses such a source
+        if n == 0 and mix.weights[k] > 0:
+            raise UserError(f"source {k!r} ({mix.sources[k]}) has no tokens: nothing to draw (its "
+                            "manifest.json's `skipped` says why); tokenize it again, or drop it")
     weights = {k: w / total_w for k, w in mix.weights.items()}
     epochs = epochs_per_source(weights, available, mix.budget)
     return [

@@ -131,11 +131,13 @@ def tokenize_corpus(
     `origins` maps a local copy (resolved path) to (its URL, the object's stamp from the listing):
     its shard records and is checked against that, not the copy's mtime."""
     from pretrain.curate.readers import list_inputs
+    from pretrain.tokens.imports import resolve_tokenizer
 
     out = Path(out_dir)
     files = list_inputs([str(p) for p in inputs])
     if not files:
-        raise UserError(f"no input files in {inputs}")
+        raise UserError(f"no input files in {', '.join(map(str, inputs))}")
+    tokenizer = resolve_tokenizer(tokenizer)  # a Hugging Face folder: its tokenizer.json (as import-*)
     tok = load_tokenizer(tokenizer)
     canonical = tok.to_str()
     sha, eot = hashlib.sha256(canonical.encode()).hexdigest(), eot_id(tok)

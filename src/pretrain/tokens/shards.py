@@ -69,8 +69,12 @@ def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST
+    if not Path(directory).exists():  # a typo, not a format question
+        raise UserError(f"{directory}: not found (a token directory: `pretrain tokenize` or "
+                        "`pretrain tokens import-*` output)")
     if not path.is_file():
-        raise UserError(f"{directory}: no {MANIFEST}; is this a directory written by `pretrain tokenize`?")
+        raise UserError(f"{directory}: no {MANIFEST}; is this a directory written by `pretrain tokenize` "
+                        "or `pretrain tokens import-*` (an interrupted one: rerun its command)?")
     try:
         man = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:

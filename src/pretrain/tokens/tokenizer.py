@@ -77,6 +77,10 @@ def load_tokenizer(path: str | Path, literal_specials: bool = True):
     from tokenizers import Tokenizer
 
     path = Path(path)
+    if path.is_dir():  # a Hugging Face model folder: "not found" read as if it did not exist
+        inside = path / "tokenizer.json"
+        raise UserError(f"{path}: a folder: give the tokenizer.json in it ({inside})" if inside.is_file()
+                        else f"{path}: a folder with no tokenizer.json: give a tokenizer.json file")
     if not path.is_file():
         raise UserError(f"tokenizer not found: {path}")
     try:

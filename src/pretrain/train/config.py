@@ -223,7 +223,8 @@ def validate(cfg: RunConfig) -> None:
         least = 2 if name == "seq_len" else 1  # one position: nothing to attend to, a bigram table
         least = 0 if name == "attn_head_dim" else least  # 0 (an import) or unset: d_model / n_heads
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
-            raise UserError(f"model.{name} must be an integer >= {least}, got {v!r}")
+            raise UserError(f"model.{name} must be an integer >= {least}"
+                            f"{' (0: d_model / n_heads)' if name == 'attn_head_dim' else ''}, got {v!r}")
     per_step = cfg.data.batch_size * cfg.train.grad_accum  # sequences one process runs per step
     if per_step > MAX_SEQUENCES_PER_STEP:  # 2**62 micro-batches: a first step that never ends
         raise UserError(f"data.batch_size x train.grad_accum = {cfg.data.batch_size} x "

@@ -62,7 +62,7 @@ def check_fits(cfg, shape, dims, device) -> None:
         return
     keys = ", ".join(f"model.{k}={getattr(shape, k)}" for k in
                      ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size", "seq_len", "attn_head_dim")
-                     if getattr(shape, k, None) is not None)  # attn_head_dim: only when set (Qwen3)
+                     if k != "attn_head_dim" or getattr(shape, k, None))  # only when set (Qwen3)
     raise UserError(
         f"the run needs about {need.total / GB:,.1f} GB per process and {where} {have / GB:,.1f} GB "
         f"(the planner's estimate: {need.state / GB:,.1f} GB of weights, gradients and AdamW state for "

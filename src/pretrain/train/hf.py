@@ -126,6 +126,15 @@ def _count(cfg: dict, path: Path, *keys: str, default: int | None = None) -> int
     return v
 
 
+def _context(cfg: dict, path: Path, *keys: str) -> int:
+    """The context length: >= 2, as train's and plan's own bound (one token predicts nothing)."""
+    v = _count(cfg, path, *keys)
+    if v < 2:
+        key = next(k for k in keys if cfg.get(k) is not None)
+        raise UserError(f"{path}: {key} {v} is below 2 (a context of one token predicts nothing)")
+    return v
+
+
 def _flag(cfg: dict, path: Path, key: str, default: bool) -> bool:
     """A switch: true, false or absent/null. The string "false" is not true (a tied head built
     from `"tie_word_embeddings": "false"` would ignore the checkpoint's lm_head without a word)."""
@@ -222,7 +231,7 @@ def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
     fields = {"n_layers": _count(cfg, path, "num_hidden_layers"), "d_model": d, "n_heads": h,
               "n_kv_heads": kv, "d_ff": _count(cfg, path, "intermediate_size"),
               "vocab_size": _count(cfg, path, "vocab_size"),
-              "seq_len": _count(cfg, path, "max_position_embeddings"), "mlp": "swiglu", "norm": "rmsnorm",
+              "seq_len": _context(cfg, path, "max_position_embeddings"), "mlp": "swiglu", "norm": "rmsnorm",
               "tied_embeddings": _flag(cfg, path, "tie_word_embeddings", False),
               "bias": _flag(cfg, path, "attention_bias", False), "learned_pos": False,
               "qkv_bias": False, "qk_norm": False, "attn_head_dim": head_dim}
@@ -282,7 +291,7 @@ def _gpt2_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
               "n_heads": _count(cfg, path, "n_head", "num_attention_heads"),
               "d_ff": _count(cfg, path, "n_inner", default=4 * d),
               "vocab_size": _count(cfg, path, "vocab_size"),
-              "seq_len": _count(cfg, path, "n_positions", "max_position_embeddings"), "mlp": "gelu",
+              "seq_len": _context(cfg, path, "n_positions", "max_position_embeddings"), "mlp": "gelu",
               "norm": "layernorm", "tied_embeddings": _flag(cfg, path, "tie_word_embeddings", True),
               "bias": True, "learned_pos": True, "qkv_bias": False, "qk_norm": False}
     fields["n_kv_heads"] = fields["n_heads"]

@@ -170,5 +170,7 @@ def test_a_file_that_is_not_a_tokenizer_is_one_line(tmp_path, content):
     bad.write_bytes(content)
     with pytest.raises(UserError, match="not a readable tokenizer"):
         load_tokenizer(bad)
+    with pytest.raises(UserError, match="a folder: give the tokenizer.json in it"):
+        load_tokenizer(tmp_path)  # a directory (a Hugging Face model folder): the file it holds is named
     with pytest.raises(UserError, match="not found"):
-        load_tokenizer(tmp_path)  # a directory
+        load_tokenizer(tmp_path / "missing.json")

@@ -21,15 +21,15 @@ import argparse
 import gzip
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
-import zlib
 from pathlib import Path
 
 MiB = 1 << 20
 HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(HERE / "tests"))  # the test suite's maker of hostile inputs, shared
+from hostile import spaces_member  # noqa: E402
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -42,21 +42,6 @@ hwm = [int(x.split()[1]) // 1024 for x in open("/proc/self/status") if x.startsw
 print(json.dumps({"seconds": round(time.perf_counter() - t0, 2), "peak_mb": hwm, "ids": ids,
                   "errors": [e[:140] for e in errors]}))
 """
-
-
-def spaces_member(before: bytes, mib: int, after: bytes) -> bytes:
-    """A gzip member: `before`, `mib` MiB of spaces, `after`; CRC and size true."""
-    block = b" " * MiB
-    c = zlib.compressobj(9, zlib.DEFLATED, -15)
-    first = c.compress(before) + c.flush(zlib.Z_FULL_FLUSH)
-    rep = c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)  # after a full flush: the same bytes each MiB
-    last = c.compress(after) + c.flush()
-    crc = zlib.crc32(before)
-    for _ in range(mib):
-        crc = zlib.crc32(block, crc)
-    size = len(before) + mib * MiB + len(after)
-    trailer = struct.pack("<II", zlib.crc32(after, crc), size & 0xFFFFFFFF)
-    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + first + rep * mib + last + trailer
 
 
 def warc_record(n: int, body: bytes = b"", http_length: int | None = None) -> bytes:

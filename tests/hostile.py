@@ -1,4 +1,5 @@
-"""Run one reader (or extractor) on a hostile file in a child process bounded in time and memory.
+"""Run one reader (or extractor) on a hostile file in a child process bounded in time and memory,
+and make hostile inputs cheaply (`spaces_member`: a gzip member of gigabytes in a few kB).
 
 The child sets RLIMIT_AS before importing anything heavy, reads every document, and prints one JSON
 line: the ids kept (the first 100, their count and the last), the errors reported, its peak RSS
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -61,3 +64,23 @@ def read_in_child(path: Path, timeout: float = 60, mem_mb: int = 2048, extract: 
                        capture_output=True, text=True, timeout=timeout, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+MiB = 1 << 20
+
+
+def spaces_member(before: bytes, mib: int, after: bytes) -> bytes:
+    """A gzip member: `before`, `mib` MiB of spaces, `after` (CRC and size true), built without
+    compressing the spaces more than once: after a full flush each MiB deflates to the same bytes."""
+    block = b" " * MiB
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = c.compress(before) + c.flush(zlib.Z_FULL_FLUSH)
+    rep = c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
+    assert rep == c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)  # steady state: the same bytes
+    last = c.compress(after) + c.flush()
+    crc = zlib.crc32(before)
+    for _ in range(mib):
+        crc = zlib.crc32(block, crc)
+    size = len(before) + mib * MiB + len(after)
+    trailer = struct.pack("<II", zlib.crc32(after, crc), size & 0xFFFFFFFF)
+    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + first + rep * mib + last + trailer

@@ -10,28 +10,11 @@ from __future__ import annotations
 
 import gzip
 import struct
-import zlib
 
-from hostile import read_in_child
+from hostile import read_in_child, spaces_member
 from test_warc_bad import page, record
 
 MiB = 1 << 20
-
-
-def _deflate_of_spaces(before: bytes, mib: int, after: bytes) -> bytes:
-    """A gzip member: `before`, `mib` MiB of spaces, `after` (CRC and size true)."""
-    block = b" " * MiB
-    c = zlib.compressobj(9, zlib.DEFLATED, -15)
-    first = c.compress(before) + c.flush(zlib.Z_FULL_FLUSH)
-    rep = c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
-    assert rep == c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)  # steady state: the same bytes
-    last = c.compress(after) + c.flush()
-    crc = zlib.crc32(before)
-    for _ in range(mib):
-        crc = zlib.crc32(block, crc)
-    size = len(before) + mib * MiB + len(after)
-    trailer = struct.pack("<II", zlib.crc32(after, crc), size & 0xFFFFFFFF)
-    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + first + rep * mib + last + trailer
 
 
 def _big_record_head(n: int, mib: int) -> bytes:
@@ -53,7 +36,7 @@ def test_warc_member_of_one_huge_record_is_not_inflated_to_reach_the_next(tmp_pa
     member, found in the compressed bytes: milliseconds, so the bound below has a wide margin."""
     good = [gzip.compress(record(i, page(str(i))), mtime=0) for i in (0, 2)]
     p = tmp_path / "big.warc.gz"
-    p.write_bytes(good[0] + _deflate_of_spaces(_big_record_head(1, 1024), 1024, b"\r\n\r\n") + good[1])
+    p.write_bytes(good[0] + spaces_member(_big_record_head(1, 1024), 1024, b"\r\n\r\n") + good[1])
     assert p.stat().st_size < 1_200_000
     for gaps in ("uncompressed", "all"):
         r = read_in_child(p, timeout=120, mem_mb=1024, warc_check_gaps=gaps)
@@ -66,7 +49,7 @@ def test_warc_member_of_one_huge_record_is_not_inflated_to_reach_the_next(tmp_pa
 
 def _whole(mib: int) -> bytes:
     """good 0, a record of `mib` MiB, good 2: one gzip stream for the whole file."""
-    return _deflate_of_spaces(record(0, page("0")) + _big_record_head(1, mib), mib,
+    return spaces_member(record(0, page("0")) + _big_record_head(1, mib), mib,
                               b"\r\n\r\n" + record(2, page("2")))
 
 
@@ -97,7 +80,6 @@ def _wide_parquet(path, n_cols: int, row_groups: int = 1) -> None:
 def test_parquet_footer_over_max_footer_bytes_is_refused_unread(tmp_path):
     """pyarrow parses a footer whole (every column of every row group) at ~16x its size: 20,000
     columns in a 3.7 MB footer took 60 MB before a row was read. Past max_footer_bytes, one line."""
-    import struct
 
     p = tmp_path / "wide.parquet"
     _wide_parquet(p, 2000)
@@ -257,7 +239,7 @@ def test_warc_check_all_reports_junk_past_the_bound_inside_a_small_records_membe
     skipped bytes; once members stop inflating at max_record_bytes + 1 MiB it still is, in one
     line naming the bound, and the next member's record is read."""
     rec = record(1, page("1"))
-    junk = _deflate_of_spaces(rec, 20, b"")
+    junk = spaces_member(rec, 20, b"")
     good = [gzip.compress(record(i, page(str(i))), mtime=0) for i in (0, 2)]
     p = tmp_path / "junk.warc.gz"
     p.write_bytes(good[0] + junk + good[1])
@@ -292,7 +274,7 @@ def test_warc_search_for_the_next_member_gives_up_on_a_file_of_fake_gzip_headers
     per MB. Past 4,096 candidates that are not a WARC member, the rest of the file goes, said."""
     from pretrain.curate.warc_framing import MAX_CANDIDATES
 
-    big = _deflate_of_spaces(_big_record_head(1, 64), 64, b"\r\n\r\n")
+    big = spaces_member(_big_record_head(1, 64), 64, b"\r\n\r\n")
     good = [gzip.compress(record(i, page(str(i))), mtime=0) for i in (0, 2)]
     for fakes, want in ((100, [0, 2]), (MAX_CANDIDATES + 1, [0])):
         p = tmp_path / f"fakes{fakes}.warc.gz"

@@ -62,6 +62,22 @@ def _same_names(page: str, names: dict[str, str]) -> str:
     return re.sub(r"generated [^<]* by pretrain", "generated", page)
 
 
+def _count_fetched_bytes(monkeypatch) -> dict[str, int]:
+    """Bytes each object's ranged reads fetched (s3fs's own reads: read-ahead included)."""
+    import s3fs
+
+    fetched: dict[str, int] = {}
+    real = s3fs.core.S3File._fetch_range
+
+    def counted(self, start, end):
+        data = real(self, start, end)
+        fetched[self.path] = fetched.get(self.path, 0) + len(data)
+        return data
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
+    return fetched
+
+
 def test_report_of_urls_equals_report_of_the_same_folders_here(bucket):
     name, local = bucket
     urls = [f"s3://{name}/{k}" for k in local]
@@ -153,15 +169,7 @@ def test_rejects_are_read_in_small_ranges_not_a_first_50_mib_block(bucket, monke
     assert len(blob) > 8 << 20  # random hex: zstd keeps about half of it
     fs.pipe_file(f"{name}/big/rejects/filters_00000.jsonl.zst", blob)
     monkeypatch.setattr(rc, "MAX_SCANNED", 5)  # the page reads the first records only
-    fetched: dict[str, int] = {}
-    real = s3fs.core.S3File._fetch_range
-
-    def counted(self, start, end):
-        data = real(self, start, end)
-        fetched[self.path] = fetched.get(self.path, 0) + len(data)
-        return data
-
-    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
+    fetched = _count_fetched_bytes(monkeypatch)
     with Requests() as log:
         page = build_report([f"s3://{name}/big"])
     assert "r0" in page  # the first reject is shown
@@ -211,14 +219,6 @@ def test_heads_are_fetched_as_read_not_a_first_50_mib_block(bucket, monkeypatch)
     for f in ("metrics.jsonl", "config.toml"):
         fs.put_file(str(local["run"] / f), f"{name}/wordy/{f}")
     fs.pipe_file(f"{name}/wordy/samples.txt", b"Once upon a time.\n" * (4 << 16))
-    fetched: dict[str, int] = {}
-    real = s3fs.core.S3File._fetch_range
-
-    def counted(self, start, end):
-        data = real(self, start, end)
-        fetched[self.path] = fetched.get(self.path, 0) + len(data)
-        return data
-
-    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
+    fetched = _count_fetched_bytes(monkeypatch)
     assert "Once upon a time." in build_report([f"s3://{name}/wordy"])
     assert 16_384 <= fetched[f"{name}/wordy/samples.txt"] <= 16_385, fetched

@@ -235,15 +235,16 @@ MEGATRON_LIES = {
     "doc order": (_idx_edit(DOCS + 8 * 2, "<q", 20), r"\.idx: record document_indices\[3\]: decreasing"),
     "short bin": (_truncate(".bin", 4), r"\.bin: record size: .*truncated \.bin"),
     "odd bin": (_truncate(".bin", 1), r"\.bin: record size: .*not a whole number"),
-    "id past vocab": (lambda p: _poke(p, 7, 65_000), r"\.bin: record token 7: id 65000 is not an id"),
-    "negative id": (lambda p: _poke(p, 9, -3), r"\.bin: record token 9: id -3 is not an id"),
+    "id past vocab": (lambda p: _poke(f"{p}.bin", 7, 65000), r"\.bin: record token 7: id 65000 is not an id"),
+    "negative id": (lambda p: _poke(f"{p}.bin", 9, -3), r"\.bin: record token 9: id -3 is not an id"),
 }
 
 
-def _poke(prefix: Path, i: int, value: int) -> None:
-    ids = np.memmap(f"{prefix}.bin", dtype="<i4", mode="r+")
-    ids[i] = value
-    ids.flush()
+def _poke(path: str, i: int, value: int, dtype: str = "<i4") -> None:  # "<u8": a .ds.index
+    """Write one number of a token or index file in place (the lie a hostile file tells)."""
+    arr = np.memmap(path, dtype=dtype, mode="r+")
+    arr[i] = value
+    arr.flush()
 
 
 @pytest.mark.parametrize("lie", sorted(MEGATRON_LIES))
@@ -287,20 +288,15 @@ def test_a_link_to_a_device_is_refused(tok, tmp_path):
         import_tokens("megatron", [str(prefix)], tok["path"], tmp_path / "t")
 
 
+U8 = "<u8"  # datatrove's .ds.index: little-endian uint64 document ends
 DATATROVE_LIES = {
     "ragged index": (_append(".ds.index", b"\x01"), r"\.ds\.index: record size: .*uint64"),
-    "decreasing": (lambda p: _poke_u64(p, 3, 1), r"\.ds\.index: record end\[3\]: decreasing"),
-    "past end": (lambda p: _poke_u64(p, -1, 10**9), r"\.ds: record size: .*truncated \.ds"),
+    "decreasing": (lambda p: _poke(f"{p}.ds.index", 3, 1, U8), r"\.ds\.index: record end\[3\]: decreasing"),
+    "past end": (lambda p: _poke(f"{p}.ds.index", -1, 10**9, U8), r"\.ds: record size: .*truncated \.ds"),
     "short ds": (_truncate(".ds", 2), r"\.ds: record size: .*truncated"),
     "token size": (lambda p: Path(f"{p}.ds.metadata").write_text("x|3\n1\n"), r"record token_size: 3 bytes"),
     "short loss": (lambda p: Path(f"{p}.ds.loss").write_bytes(b"\x01" * 3), r"\.ds\.loss: record size: 3 "),
 }
-
-
-def _poke_u64(stem: Path, i: int, value: int) -> None:
-    ends = np.memmap(f"{stem}.ds.index", dtype="<u8", mode="r+")
-    ends[i] = value
-    ends.flush()
 
 
 @pytest.mark.parametrize("lie", sorted(DATATROVE_LIES))

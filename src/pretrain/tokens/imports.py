@@ -39,10 +39,10 @@ from pretrain.curate.io import atomic_path, mark_done, write_bytes_atomic
 from pretrain.errors import DataError, UserError
 from pretrain.tokens import shards
 from pretrain.tokens.pipeline import (
-    _check_existing_manifest,
-    _check_same_inputs,
-    _done_entry,
     check_done_versions,
+    check_existing_manifest,
+    check_same_inputs,
+    done_entry,
 )
 from pretrain.tokens.tokenizer import eot_id, load_tokenizer
 
@@ -289,15 +289,15 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
     except OSError as e:
         raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
     _check_not_inside(out, srcs)
-    _check_existing_manifest(out, sha)
-    _check_same_inputs(out, len(srcs))
+    check_existing_manifest(out, sha)
+    check_same_inputs(out, len(srcs))
     for pattern in (".shard_*.tmp", f".{shards.MANIFEST}.*.tmp", ".tokenizer.json.*.tmp"):
         for debris in out.glob(pattern):  # a killed run's temporary files (one run per directory)
             debris.unlink(missing_ok=True)
     write_bytes_atomic(out / "tokenizer.json", canonical.encode())
     dtype = shards.dtype_for_vocab(vocab)
     hashes = [unit_hash(sha, src) for src in srcs]
-    done = {i: e for i, h in enumerate(hashes) if (e := _done_entry(out, i, h)) is not None}
+    done = {i: e for i, h in enumerate(hashes) if (e := done_entry(out, i, h)) is not None}
     check_done_versions(done, [src.stamps for src in srcs])
     entries = []
     for i, src in enumerate(srcs):

@@ -108,7 +108,7 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
     return entry
 
 
-def _done_entry(out_dir: Path, index: int, uhash: str) -> dict[str, Any] | None:
+def done_entry(out_dir: Path, index: int, uhash: str) -> dict[str, Any] | None:
     name = shards.shard_name(index)
     if not is_done(out_dir / name, uhash):
         return None
@@ -146,8 +146,8 @@ def tokenize_corpus(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
-    _check_existing_manifest(out, sha)
-    _check_same_inputs(out, len(files))
+    check_existing_manifest(out, sha)
+    check_same_inputs(out, len(files))
     # Temporary files of a killed run's atomic writes (one run per directory at a time): shards,
     # done markers, the tokenizer copy, the manifest.
     for pattern in (".shard_*.tmp", f".{shards.MANIFEST}.*.tmp", ".tokenizer.json.*.tmp"):
@@ -161,7 +161,7 @@ def tokenize_corpus(
     stamps = [_stamp(f, origins or {}) for f in files]
     entries: dict[int, dict[str, Any]] = {}
     for i, h in enumerate(hashes):
-        if (e := _done_entry(out, i, h)) is not None:
+        if (e := done_entry(out, i, h)) is not None:
             entries[i] = e
     check_done_versions(entries, stamps)
     todo = [i for i in range(len(files)) if i not in entries]
@@ -227,7 +227,7 @@ def _init_worker(threads: int, parent: int) -> None:
     init_worker(parent)
 
 
-def _check_existing_manifest(out: Path, sha: str) -> None:
+def check_existing_manifest(out: Path, sha: str) -> None:
     if (out / shards.MANIFEST).exists():
         man = shards.read_manifest(out)
         if man["tokenizer"]["sha256"] != sha:
@@ -235,7 +235,7 @@ def _check_existing_manifest(out: Path, sha: str) -> None:
                             f"({man['tokenizer']['sha256'][:12]} != {sha[:12]}); use a new output directory")
 
 
-def _check_same_inputs(out: Path, n: int) -> None:
+def check_same_inputs(out: Path, n: int) -> None:
     """A rerun with more or fewer inputs is another job: refused, never mixed. (Each shard's done
     marker already refuses another file at its position.) Fewer inputs used to rewrite the manifest
     and leave the earlier run's later shards behind."""

@@ -167,10 +167,10 @@ def too_big(name: str, size: int, limit: int) -> str:
 
 
 def _offsets(path: Path):
-    from pretrain.tokens.shards import _load_idx
+    from pretrain.tokens.shards import load_idx
 
     try:
-        return _load_idx(path)
+        return load_idx(path)
     except (OSError, ValueError):
         return [0]
 

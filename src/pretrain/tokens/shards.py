@@ -133,7 +133,7 @@ def _check_fields(man: dict[str, Any], where: str) -> None:
                 raise DataError(where, f"shards[{i}].{key}", f"{sh.get(key)!r} is not a count")
 
 
-def _load_idx(path: Path) -> np.ndarray:
+def load_idx(path: Path) -> np.ndarray:
     try:
         idx = np.load(path, allow_pickle=False, mmap_mode="r")
     except (OSError, ValueError) as e:
@@ -194,7 +194,7 @@ class TokenDir:
             raise DataError(str(bin_path), "size",
                             f"{size} bytes, manifest expects {n} {self.dtype.name} tokens "
                             f"({n * self.dtype.itemsize} bytes): truncated or not this manifest's shard")
-        idx = _load_idx(idx_path)
+        idx = load_idx(idx_path)
         if idx.size - 1 != int(sh["documents"]) or int(idx[0]) != 0 or int(idx[-1]) != n:
             raise DataError(str(idx_path), "offsets",
                             f"{idx.size - 1} documents ending at {int(idx[-1])}, manifest says "

@@ -163,12 +163,23 @@ def crawl_scorer(backend: str):
 
 
 def evaluate_crawl(backend: str, pages: list) -> dict:
-    """crawl_scores over all pages, plus keep and drop averaged over sites (each site weighs one)."""
-    q = crawl_scores(crawl_scorer(backend), pages)
+    """crawl_scores over all pages, plus keep and drop averaged over sites (each site weighs one), from
+    one pass over the pages (trafilatura's deduplicate=True makes a second pass differ: its LRU cache
+    of seen segments is process-wide; it is emptied first)."""
+    from trafilatura.meta import reset_caches
+
+    reset_caches()
+    f = crawl_scorer(backend)
+    texts = {id(p[1]): f(p[1], p[5]) for p in pages}
+
+    def extract(html, url):
+        return texts[id(html)]
+
+    q = crawl_scores(extract, pages)
     sites: dict[str, list] = {}
     for page in pages:
         sites.setdefault(site(page[5]), []).append(page)
-    per = [crawl_scores(crawl_scorer(backend), ps) for ps in sites.values()]
+    per = [crawl_scores(extract, ps) for ps in sites.values()]
     keeps = [p["kept"] for p, ps in zip(per, sites.values()) if any(x[2] for x in ps)]
     q["kept_by_site"] = sum(keeps) / max(len(keeps), 1)
     q["dropped_by_site"] = sum(p["dropped"] for p in per) / len(per)

@@ -65,6 +65,12 @@ CRAWL = {
 
 @pytest.mark.parametrize("backend", sorted(CRAWL))
 def test_crawl_floor(pages, backend):
+    if backend == "trafilatura":
+        # deduplicate=True (as FineWeb ran it) drops a >100-character segment its process-wide LRU has
+        # seen more than twice: its output depends on the pages extracted before in this process
+        from trafilatura.meta import reset_caches
+
+        reset_caches()
     got = crawl_scores(lambda html, url: extract_text(html, backend), pages)
     keep, drop, clean = CRAWL[backend]
     assert got["kept"] >= keep - 1e-3 and got["dropped"] >= drop - 1e-3, (backend, got)

@@ -528,11 +528,17 @@ def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order
         for w in write_counts:
             dedup.update(w["dropped"])
         dd_in = sum(w["in"] for w in write_counts)
-        for name in ("exact_dedup", "near_dedup"):
+        for name in ("exact_dedup", "near_dedup", "site_lines"):
+            if name not in order:
+                continue
             by = {k.split(".", 1)[1]: v for k, v in sorted(dedup.items()) if k.startswith(name + ".")}
             dropped = sum(by.values())
             per_step[name] = {"in": dd_in, "kept": dd_in - dropped, "dropped": by}
             dd_in -= dropped
+        if "site_lines" in order:  # lines and characters removed, per site (the largest first)
+            from pretrain.curate.site_lines import summary
+
+            per_step["site_lines"].update(summary([w.get("site_lines", {}) for w in write_counts]))
     return {
         "job": job,
         "documents": {"read": read, "kept": kept, "dropped": read - kept},
@@ -582,7 +588,12 @@ def _global_dedup(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, execut
         split_removals(path, lay.removals_dir, len(tasks), lay.tmp)
         io.mark_done(marker, {"job_hash": job_hash, "path": os.path.relpath(path, lay.work)}, marker)
     path = lay.work / json.loads(marker.read_text())["path"]
-    return str(lay.removals_dir), removal_summary(path)
+    summary = removal_summary(path)
+    if cfg.dedup.site_lines > 0:
+        from pretrain.curate.site_lines import global_pass
+
+        summary["site_lines"] = global_pass(tasks, lay, cfg.dedup, executor.map)
+    return str(lay.removals_dir), summary
 
 
 def split_removals(path: Path, folder: Path, shards: int, tmp: Path) -> None:

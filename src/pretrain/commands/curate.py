@@ -21,6 +21,7 @@ The belt, in FineWeb's order (each step can be turned off or re-tuned with --set
   -> gopher_repetition -> gopher_quality -> c4_quality (rewrites lines) -> fineweb_quality
   -> classifier (optional) -> decontaminate (optional) -> pii (optional)
   -> exact_dedup -> near_dedup (MinHash 5-grams, 14 bands x 8 rows)
+  -> site_lines (off: --set dedup.site_lines=2 removes the lines 3+ pages of one site share)
 The list is yours: --set steps='["extract","language","my_pkg.steps:Boilerplate","dedup"]' runs
 those, in that order (a "module:callable" is your own Step; dedup, a global stage, comes last).
 

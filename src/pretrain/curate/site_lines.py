@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -37,7 +36,6 @@ import xxhash
 
 from pretrain.curate import io
 
-_SPACE = re.compile(r"\s+")
 _ROW_BYTES = 40  # step 2, per key row of a range: keys, counts, their sort order and the sums
 _UNIT_MB = 64
 TOP_SITES = 100  # stats.json lists the sites with the most characters removed, up to this many
@@ -64,14 +62,15 @@ def normalise(line: str) -> str:
     folds every digit to 0 and drops punctuation: on the crawl set that made a shop's
     "商品コード : 1357" and "商品コード : 1367" (product code, price) one line, and keep fell
     0.794 -> 0.632 (resiliparse, K = 2; docs/curation.md)."""
-    return _SPACE.sub(" ", line).strip()
+    return " ".join(line.split())  # str.split(): Unicode whitespace, as re's \s
 
 
 def line_keys(site_name: str, lines: Iterable[str]) -> list[int]:
     """The key of each line (0 for a line that normalises to nothing: never counted, never removed)."""
-    prefix = site_name.encode("utf-8", "surrogatepass") + b"\0"
-    return [xxhash.xxh3_64_intdigest(prefix + n.encode("utf-8", "surrogatepass"))
-            if (n := normalise(x)) else 0 for x in lines]
+    prefix, h = site_name.encode("utf-8", "surrogatepass") + b"\0", xxhash.xxh3_64_intdigest
+    # normalise() inlined: this runs once per line of the corpus, twice
+    return [h(prefix + n.encode("utf-8", "surrogatepass")) if (n := " ".join(x.split())) else 0
+            for x in lines]
 
 
 def doc_site(rec: dict) -> str:
@@ -200,7 +199,7 @@ def run(units: list, shards: list[int], count_one: Callable, dedup_dir: Path, k:
     """Steps 1 and 2 (step 3 runs in stage C); returns the boilerplate key file. `count_one(unit)`
     counts one shard (pipeline.count_site_lines); each unit is skipped when its marker is there."""
     out = folder(dedup_dir) / "boilerplate.npy"
-    if io.is_done(out, job_hash):
+    if io.is_done(out, job_hash) and out.exists():  # a marker whose file was deleted: redo
         return out
     list(map_fn(count_one, units))
     keys = boilerplate([count_path(dedup_dir, s) for s in shards], k, memory_mb)
@@ -220,7 +219,8 @@ def global_pass(tasks: list, lay, cfg, map_fn: Callable) -> dict:
 
 
 def counted(dedup_dir: Path, shard: int, job_hash: str) -> bool:
-    return io.is_done(count_path(dedup_dir, shard), job_hash)
+    path = count_path(dedup_dir, shard)
+    return io.is_done(path, job_hash) and path.exists()
 
 
 def mark_counted(dedup_dir: Path, shard: int, job_hash: str, keys: int) -> None:

@@ -94,7 +94,7 @@ class DedupConfig:
     chunk_docs: int = 50_000
     # Site boilerplate (curate/site_lines.py): after exact and near removal, remove from each
     # document the lines that >= K other surviving documents of its site also hold. 0: off.
-    site_lines: int = bounded(0, lo=0)
+    site_lines: int = bounded(0, lo=0, hi=10**9)  # K beyond any site's page count: nothing removed
 
 
     def __post_init__(self) -> None:

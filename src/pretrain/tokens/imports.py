@@ -298,15 +298,16 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
     dtype = shards.dtype_for_vocab(vocab)
     hashes = [unit_hash(sha, src) for src in srcs]
     done = {i: e for i, h in enumerate(hashes) if (e := done_entry(out, i, h)) is not None}
-    check_done_versions(done, [src.stamps for src in srcs])
+    check_done_versions(done, [src.stamps for src in srcs], out)
     entries = []
     for i, src in enumerate(srcs):
         name, entry = shards.shard_name(i), done.get(i)
         if entry is None:
-            for path, stamp in src.stamps.items():  # as validated, or refused before it is copied
-                versions.check_local(path, stamp)
+            read_now = {path: versions.of_read(path) for path in src.stamps}  # the bytes copied
             entry = copy_shard(read(inputs[i]), out, name, dtype, eot, vocab)
-            mark_done(out / name, {"config_hash": hashes[i], **entry, "versions": src.stamps})
+            for path, stamp in read_now.items():
+                versions.unchanged(path, stamp)
+            mark_done(out / name, {"config_hash": hashes[i], **entry, "versions": read_now})
         entries.append(entry)
     return _finish(out, entries, kind, source or out.resolve().name, sha, eot, vocab, str(tok_path))
 

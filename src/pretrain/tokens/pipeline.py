@@ -8,9 +8,10 @@ a rerun skips finished shards, and refuses an output directory made with another
 `manifest.json` is written last: its presence means the directory is complete.
 
 Beside the identity, not in it: each done marker's `versions`, the stamp of the input its shard
-was read from (curate/versions.py: a local file's mtime_ns, an object's ETag from the listing). A
-rerun refuses a finished shard whose input now has another stamp (a same-size rewrite, which the
-identity's size cannot see); a marker written before stamps were recorded resumes, said once.
+was read from (curate/versions.py: a local file's size, mtime and xxh3_128, an object's ETag from
+the listing). A rerun refuses a finished shard whose input now holds other bytes (a same-size
+rewrite, which the identity's size cannot see; a new mtime alone is hashed, and the same bytes are
+taken silently); a marker written before stamps were recorded resumes, said once, then upgraded.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
     """Tokenize one input file into shard `index`; returns its manifest entry. Runs in a worker.
     `stamps` ({name: stamp}) is the version of the input that the marker records; a local file
     whose mtime is no longer the listed one is refused before it is read."""
-    for stamp in (stamps or {}).values():
-        versions.check_local(path, stamp)
+    # a local input's stamp becomes the one of the bytes read (size, mtime, xxh3_128: versions.py)
+    stamps = {name: versions.of_read(path) if "mtime_ns" in s else s for name, s in (stamps or {}).items()}
     tok = _tokenizer(tok_path)
     dtype = shards.dtype_for_vocab(tok.get_vocab_size(with_added_tokens=True))
     name = shards.shard_name(index)
@@ -102,9 +103,12 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
     t0 = time.perf_counter()
     texts = iter_texts(Path(path), errors, text_field)
     n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
+    for s in stamps.values():
+        if "xxh3_128" in s:
+            versions.unchanged(path, s)
     entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
              "input": path, "skipped": errors, "seconds": round(time.perf_counter() - t0, 3)}
-    mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps or {}})
+    mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps})
     return entry
 
 
@@ -163,7 +167,7 @@ def tokenize_corpus(
     for i, h in enumerate(hashes):
         if (e := done_entry(out, i, h)) is not None:
             entries[i] = e
-    check_done_versions(entries, stamps)
+    check_done_versions(entries, stamps, out)
     todo = [i for i in range(len(files)) if i not in entries]
     for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps):
         entries[i] = e
@@ -182,17 +186,35 @@ def _stamp(f: Path, origins: dict[str, tuple[str, dict]]) -> dict[str, dict]:
     return {key: versions.of_local(f.stat())}
 
 
-def check_done_versions(entries: dict[int, dict[str, Any]], now: list[dict[str, dict]]) -> None:
-    """Refuse a finished shard whose input's stamp differs from the one its marker recorded (the
-    shard holds the old version); markers without stamps (an older pretrain) are said once."""
+def check_done_versions(entries: dict[int, dict[str, Any]], now: list[dict[str, dict]], out: Path,
+                        way: str = "run it into a new output directory") -> None:
+    """Refuse a finished shard whose input is no longer what its marker recorded (the shard holds
+    the old version): an object by its stamp, a local file by versions.settle (a new mtime is
+    hashed; the same bytes take the new mtime into the marker). A marker without stamps (an older
+    pretrain) is said once, then given this input's stamp."""
     if any(not isinstance(e.get("versions"), dict) for e in entries.values()):
         print("pretrain: this output's finished shards record no input versions (written by an older "
               "pretrain): a same-size rewrite of an input before this attempt is not detected; resuming",
               file=sys.stderr)
     for i, e in sorted(entries.items()):
-        for name, then in (e.get("versions") or {}).items():
-            if versions.differs(then, now[i].get(name), name):
+        recorded = e.get("versions") if isinstance(e.get("versions"), dict) else None
+        settled = {}
+        for name, then in (now[i] if recorded is None else recorded).items():
+            if "mtime_ns" in (then or {}):
+                settled[name] = versions.settle(name, None if recorded is None else then, way)
+            elif recorded is not None and versions.differs(then, now[i].get(name), name):
                 raise versions.changed(name, then, now[i][name])
+            else:
+                settled[name] = then
+        if settled != recorded:
+            _restamp(out, i, settled)
+            e["versions"] = settled
+
+
+def _restamp(out: Path, index: int, stamps: dict[str, dict]) -> None:
+    """Write the settled stamps into shard `index`'s done marker (the rest of it kept)."""
+    marker = done_marker(out / shards.shard_name(index))
+    mark_done(out / shards.shard_name(index), {**json.loads(marker.read_text()), "versions": stamps})
 
 
 def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", stamps=None

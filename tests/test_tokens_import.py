@@ -325,6 +325,8 @@ def test_rerun_resumes_and_other_inputs_are_refused(tok, tmp_path, capsys):
                  "--tokenizer", str(tmp_path / "other.json")]) == 2
     err = capsys.readouterr().err
     assert "different job" in err and "other inputs" in err and "another tokenizer" in err
+    assert f"(tokenizer: {tok['path']}, sha256 " in err and f" -> {tmp_path / 'other.json'}, sha256 " in err
+    assert "(inputs[0][0]: " in err and '/a.bin" -> ' in err and '/b.bin"' in err, err  # not two hashes
     assert TokenDir(tmp_path / "t").num_tokens == d.num_tokens  # untouched by the refused runs
     # An input inside the output directory (here named like a shard it writes): refused, not replaced.
     megatron_write(tmp_path / "t" / "shard_00009", eod, np.uint16)

@@ -50,6 +50,13 @@ def unit_hash(tok_sha: str, path: Path, text_field: str = "text") -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def unit_settings(tok_sha: str, path: Path, text_field: str = "text") -> dict[str, Any]:
+    """What unit_hash fingerprints, every setting spelled out: kept in the done marker, so a rerun
+    refused for another unit says which setting changed (old -> new), not two hashes."""
+    return {"tokenizer": tok_sha, "input": str(path.resolve()), "size": path.stat().st_size,
+            "format": shards.VERSION, "text_field": text_field}
+
+
 _TOKENIZERS: dict[str, Any] = {}
 
 
@@ -90,7 +97,8 @@ def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
 
 
 def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str,
-                  text_field: str = "text", stamps: dict[str, dict] | None = None) -> dict[str, Any]:
+                  text_field: str = "text", stamps: dict[str, dict] | None = None,
+                  settings: dict | None = None) -> dict[str, Any]:
     """Tokenize one input file into shard `index`; returns its manifest entry. Runs in a worker.
     `stamps` ({name: stamp}) is the version of the input that the marker records; a local file
     whose mtime is no longer the listed one is refused before it is read."""
@@ -108,16 +116,18 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
             versions.unchanged(path, s)
     entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
              "input": path, "skipped": errors, "seconds": round(time.perf_counter() - t0, 3)}
-    mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps})
+    mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps,
+                                     **({"settings": settings} if settings else {})})
     return entry
 
 
-def done_entry(out_dir: Path, index: int, uhash: str) -> dict[str, Any] | None:
+def done_entry(out_dir: Path, index: int, uhash: str, settings: dict | None = None) -> dict[str, Any] | None:
     name = shards.shard_name(index)
-    if not is_done(out_dir / name, uhash):
+    if not is_done(out_dir / name, uhash, settings=settings):
         return None
     info = json.loads(done_marker(out_dir / name).read_text())
     info.pop("config_hash", None)
+    info.pop("settings", None)
     return info
 
 
@@ -150,7 +160,7 @@ def tokenize_corpus(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
-    check_existing_manifest(out, sha)
+    check_existing_manifest(out, sha, tokenizer)
     check_same_inputs(out, len(files))
     # Temporary files of a killed run's atomic writes (one run per directory at a time): shards,
     # done markers, the tokenizer copy, the manifest.
@@ -162,14 +172,15 @@ def tokenize_corpus(
     _TOKENIZERS[str(tok_copy)] = tok  # the in-process path reuses it instead of loading it again
 
     hashes = [unit_hash(sha, f, text_field) for f in files]
+    settings = [unit_settings(sha, f, text_field) for f in files]
     stamps = [_stamp(f, origins or {}) for f in files]
     entries: dict[int, dict[str, Any]] = {}
     for i, h in enumerate(hashes):
-        if (e := done_entry(out, i, h)) is not None:
+        if (e := done_entry(out, i, h, settings[i])) is not None:
             entries[i] = e
     check_done_versions(entries, stamps, out)
     todo = [i for i in range(len(files)) if i not in entries]
-    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps):
+    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps, settings):
         entries[i] = e
         if on_unit:
             on_unit(e)
@@ -217,14 +228,16 @@ def _restamp(out: Path, index: int, stamps: dict[str, dict]) -> None:
     mark_done(out / shards.shard_name(index), {**json.loads(marker.read_text()), "versions": stamps})
 
 
-def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", stamps=None
+def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", stamps=None, settings=None
                ) -> Iterator[tuple[int, dict[str, Any]]]:
     cores = os.cpu_count() or 1
     workers = max(1, min(workers or cores, len(todo) or 1))
     stamps = stamps or [{} for _ in files]
+    settings = settings or [None for _ in files]
     if workers == 1:
         for i in todo:
-            yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i], text_field, stamps[i])
+            yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i], text_field, stamps[i],
+                                   settings[i])
         return
     # spawn: HF tokenizers' thread pool does not survive fork; each worker gets an equal share of
     # the cores for its own Rust threads (RAYON_NUM_THREADS is read when the pool starts).
@@ -234,7 +247,7 @@ def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", s
         try:
             with sigint_held():  # the workers start at the first submit
                 futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i],
-                                          text_field, stamps[i]) for i in todo}
+                                          text_field, stamps[i], settings[i]) for i in todo}
             for i in todo:
                 yield i, futures[i].result()
         except BaseException:  # Ctrl-C, a failed unit: stop now, not after every queued file
@@ -249,12 +262,15 @@ def _init_worker(threads: int, parent: int) -> None:
     init_worker(parent)
 
 
-def check_existing_manifest(out: Path, sha: str) -> None:
+def check_existing_manifest(out: Path, sha: str, path: str | Path | None = None) -> None:
+    """Refuse an output made with another tokenizer, naming both (path and sha256 prefix, old -> new)."""
     if (out / shards.MANIFEST).exists():
         man = shards.read_manifest(out)
         if man["tokenizer"]["sha256"] != sha:
-            raise UserError(f"{out} holds tokens from another tokenizer "
-                            f"({man['tokenizer']['sha256'][:12]} != {sha[:12]}); use a new output directory")
+            then = f"{man['tokenizer'].get('path', '?')}, sha256 {man['tokenizer']['sha256'][:12]}"
+            now = f"{path}, sha256 {sha[:12]}" if path else f"sha256 {sha[:12]}"
+            raise UserError(f"{out} holds tokens from another tokenizer (tokenizer: {then} -> {now}); "
+                            "use a new output directory")
 
 
 def check_same_inputs(out: Path, n: int) -> None:

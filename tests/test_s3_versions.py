@@ -192,7 +192,8 @@ def test_tokenize_local_file_rewritten_same_size_is_refused_and_old_markers_resu
         _bump(b, b.read_bytes())
         capsys.readouterr()
         assert main(job) == 0
-        assert "note" not in capsys.readouterr().err
+        said = capsys.readouterr()
+        assert "note" not in said.err and "(already tokenized, nothing to do)" in said.out, said
         stamp = json.loads((out / "shard_00001.done").read_text())["versions"][str(b.resolve())]
         assert stamp["mtime_ns"] == b.stat().st_mtime_ns
     original = b.read_bytes()
@@ -211,6 +212,9 @@ def test_tokenize_local_file_rewritten_same_size_is_refused_and_old_markers_resu
         capsys.readouterr()
         assert main(job) == 0
         assert capsys.readouterr().err.count("record no input versions") == notes
+    (out / "shard_00000.done").unlink()  # as a run killed before that marker: one shard redone
+    assert main(job) == 0
+    assert "(1 shard written now, 1 already tokenized)" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- a 1M-input plan.json

@@ -315,7 +315,11 @@ def test_rerun_resumes_and_other_inputs_are_refused(tok, tmp_path, capsys):
     b = megatron_write(tmp_path / "b", eod[:5], np.uint16)
     d = _imported(tok, tmp_path / "t", a, b)
     stamp = (tmp_path / "t" / "shard_00000.bin").stat().st_mtime_ns
+    capsys.readouterr()
     assert _imported(tok, tmp_path / "t", a, b).num_tokens == d.num_tokens  # same command: nothing redone
+    said = capsys.readouterr().out
+    assert said.startswith(f"kept {tmp_path / 't'}: ") and said.rstrip().endswith(
+        "(already imported, nothing to do)"), said  # not "wrote": nothing was
     assert (tmp_path / "t" / "shard_00000.bin").stat().st_mtime_ns == stamp
     out = ["-o", str(tmp_path / "t"), "--tokenizer", str(tok["path"])]
     assert main(["tokens", "import-megatron", str(b), str(a), *out]) == 2  # another file at a position

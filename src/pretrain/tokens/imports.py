@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -273,9 +274,11 @@ def unit_hash(tok_sha: str, src: Source) -> str:
 
 
 def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: str | Path,
-                  source: str | None = None, token_size: int | None = None) -> dict[str, Any]:
+                  source: str | None = None, token_size: int | None = None,
+                  on_unit: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Import Megatron prefixes (`kind="megatron"`) or datatrove `.ds` files (`"datatrove"`) into
-    `out_dir`, one shard each, in the order given; returns the manifest (also written)."""
+    `out_dir`, one shard each, in the order given; returns the manifest (also written).
+    `on_unit(entry)` is called for each shard written by this call (not for one already done)."""
     tok_path = resolve_tokenizer(tokenizer)
     tok = load_tokenizer(tok_path)
     canonical = tok.to_str()
@@ -314,6 +317,8 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
                 versions.unchanged(path, stamp)
             mark_done(out / name, {"config_hash": hashes[i], **entry, "versions": read_now,
                                    "settings": settings[i]})
+            if on_unit:
+                on_unit(entry)
         entries.append(entry)
     return _finish(out, entries, kind, source or out.resolve().name, sha, eot, vocab, str(tok_path))
 

@@ -318,7 +318,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     attempt lock (held until `stack` closes), and an earlier attempt's debris is swept. `claimed()`
     runs once OUT is this job's: what the command says first (its settings echo, which names
     OUT/config.toml) must not come before a refusal, when OUT holds another job's config."""
-    from pretrain.curate.pipeline import ShardTask
+    from pretrain.curate.pipeline import ShardTask, settle_inputs
 
     sizes: dict[str, int] = {}
     stamps: dict[str, dict] = {}
@@ -343,29 +343,6 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     tasks = [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work, size=ident["inputs"][i]["size"],
                        version=seen.get(ident["inputs"][i]["path"])) for i, (f, src) in enumerate(files)]
     return settle_inputs(tasks, lay)
-
-
-def settle_inputs(tasks: list[ShardTask], lay: Layout) -> list[ShardTask]:
-    """Each local input against the stamp its finished stage A recorded (versions.settle): the
-    same bytes under a new mtime are taken into the marker, other bytes refused; a shard not yet
-    done read nothing and checks nothing. Its task carries the settled stamp (stage A run again,
-    stage C reading the input again compare with it)."""
-    out = []
-    for task in tasks:
-        if io.is_url(task.path):
-            out.append(task)
-            continue
-        marker = lay.marker("filter", task.shard)
-        if not io.is_done(marker, task.job_hash, marker):
-            out.append(replace(task, version=None))
-            continue
-        info = json.loads(marker.read_text())
-        then = info.get("input") if isinstance(info.get("input"), dict) else task.version
-        now = versions.settle(task.path, then)
-        if now != info.get("input"):
-            io.write_json_atomic(marker, {**info, "input": now})
-        out.append(replace(task, version=now))
-    return out
 
 
 def _root_of(f: Path, inputs: list[str]) -> Path:

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -493,7 +493,7 @@ def _check_unchanged(task: ShardTask, local: Path) -> None:
         raise UserError(f"{task.path}: changed since this job listed it ({task.size:,} bytes then, "
                         f"{now:,} now); restore it, or run the new version into a new --output")
     if local == Path(task.path):  # a local input (a URL's copy was checked by its GET's ETag)
-        versions.check_local(local, task.version)  # a finished stage A's stamp (job.settle_inputs)
+        versions.check_local(local, task.version)  # a finished stage A's stamp (settle_inputs)
 
 
 def read_stamp(lay: Layout, shard: int) -> dict | None:
@@ -504,6 +504,29 @@ def read_stamp(lay: Layout, shard: int) -> dict | None:
     except (OSError, ValueError, AttributeError):
         return None
     return stamp if isinstance(stamp, dict) else None
+
+
+def settle_inputs(tasks: list[ShardTask], lay: Layout) -> list[ShardTask]:
+    """Each local input against the stamp its finished stage A recorded (versions.settle): the
+    same bytes under a new mtime are taken into the marker, other bytes refused; a shard not yet
+    done read nothing and checks nothing. Its task carries the settled stamp (stage A run again,
+    stage C reading the input again compare with it)."""
+    out = []
+    for task in tasks:
+        if io.is_url(task.path):
+            out.append(task)
+            continue
+        marker = lay.marker("filter", task.shard)
+        if not io.is_done(marker, task.job_hash, marker):
+            out.append(replace(task, version=None))
+            continue
+        info = json.loads(marker.read_text())
+        then = info.get("input") if isinstance(info.get("input"), dict) else task.version
+        now = versions.settle(task.path, then)
+        if now != info.get("input"):
+            io.write_json_atomic(marker, {**info, "input": now})
+        out.append(replace(task, version=now))
+    return out
 
 
 # ----------------------------------------------------------------------------- the job

@@ -212,6 +212,12 @@ def test_tokenize_local_file_rewritten_same_size_is_refused_and_old_markers_resu
         capsys.readouterr()
         assert main(job) == 0
         assert capsys.readouterr().err.count("record no input versions") == notes
+    m = out / "shard_00001.done"  # as session 7 wrote it (mtime only), then the file touched
+    m.write_text(json.dumps({**json.loads(m.read_text()), "versions": {str(b.resolve()): {"mtime_ns": 1}}}))
+    for notes in (1, 0):  # said once, then upgraded with its hash
+        capsys.readouterr()
+        assert main(job) == 0
+        assert capsys.readouterr().err.count(f"{b.resolve()} was modified since this job read it") == notes
     (out / "shard_00000.done").unlink()  # as a run killed before that marker: one shard redone
     assert main(job) == 0
     assert "(1 shard written now, 1 already tokenized)" in capsys.readouterr().out

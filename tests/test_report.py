@@ -86,6 +86,7 @@ def test_spikes_and_rollbacks_are_drawn(spiked_run, tmp_path):
     assert red_pixels(curves) > 100  # the dashed red lines at the spike and the rollback
     assert any(p.startswith("spike at step 23") for p in sec.problems)
     assert "stability.spike_factor = 1.5" in sec.body and "optim.lr = 0.01" in sec.body  # what ran
+    assert "model tiny-cpu: " in sec.body  # the model, named as the trainer named it
     calm = tmp_path / "calm"  # the same run with its event lines removed: nothing to mark
     shutil.copytree(spiked_run, calm, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
     lines = (spiked_run / "metrics.jsonl").read_text().splitlines()

@@ -4,7 +4,8 @@ Precedence: dataclass defaults < TOML file < `--set a.b=value` overrides. Values
 `--set` are parsed as TOML literals when they parse (`3`, `1e-3`, `true`, `["en","fr"]`) and kept
 as strings otherwise. Unknown keys are errors that name the key and the known ones.
 `config_hash` fingerprints a resolved config, so resumable jobs can refuse to mix outputs of two
-different configs.
+different configs; such a refusal says which settings changed, old -> new (`describe_changes`),
+never only the two hashes.
 
 Validation, one mechanism for every config class, applied when a config is loaded (a wrong value
 stops with one line naming the key, the value and what is allowed):
@@ -227,3 +228,29 @@ def config_hash(cfg: Any) -> str:
     """A short stable fingerprint of a resolved config."""
     blob = json.dumps(to_dict(cfg), sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def changes(old: object, new: object, key: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, old value, new value) of every setting that differs, values as TOML-ish text."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [c for k in sorted(set(old) | set(new))
+                for c in changes(old.get(k), new.get(k), f"{key}.{k}" if key else k)]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new) and old != new:
+        return [c for i, (a, b) in enumerate(zip(old, new)) for c in changes(a, b, f"{key}[{i}]")]
+    if old == new:
+        return []
+    return [(key, _short(old), _short(new))]
+
+
+def describe_changes(old: object, new: object, limit: int = 3) -> str:
+    """`key: old -> new; ...` for the first `limit` settings that differ ("" when none do): what a
+    refusal of a changed config says instead of two hashes."""
+    found = changes(old, new)
+    more = "; ..." if len(found) > limit else ""
+    return "; ".join(f"{k}: {a} -> {b}" for k, a, b in found[:limit]) + more
+
+
+def _short(value: object) -> str:
+    """A value on one line, at most ~60 characters: its head and its tail (a path's file name)."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:17] + "..." + text[-40:]

@@ -176,6 +176,7 @@ def run_section(run: Path, sid: str) -> Section:
                       + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
                                         "has and a CPU does not.")))
     parts.append(_checkpoints(run, events))
+    parts.append(_model(run))
     parts.append(_settings(run))
     if train:
         parts.append(_curves(train, evl, marked))
@@ -249,6 +250,20 @@ def _resumes(events: list[dict], target: int | None) -> list[str]:
         return []
     times = "once" if len(at) == 1 else f"{len(at)} times"
     return [f"resumed {times}: at step{'s' if len(at) > 1 else ''} {', '.join(at)}"]
+
+
+def _model(run: Path) -> str:
+    """The model the run trained, as the trainer printed it: a preset's name, or an imported
+    folder's family and size (`Qwen2-0.5B-like`), with its parameter count."""
+    cfg = _run_config(run)
+    try:
+        from pretrain.train.model import resolve_shape
+
+        shape = resolve_shape(cfg.model)
+    except Exception:  # noqa: BLE001 - no config, or one of another version: the curves still stand
+        return ""
+    return note(f"model {shape.name}: {shape.params():,} parameters, {shape.n_layers} layers × "
+                f"d_model {shape.d_model} (RUN/config.toml)")
 
 
 def _settings(run: Path) -> str:

@@ -121,6 +121,7 @@ def _plan_figures(plan: dict) -> str:
 def _job_of(plan: dict):
     import dataclasses
 
+    from pretrain.errors import UserError
     from pretrain.plan import hardware, shapes
     from pretrain.plan.search import Job
 
@@ -128,7 +129,7 @@ def _job_of(plan: dict):
     try:
         shape = shapes.get_shape(m["name"])
         shape = dataclasses.replace(shape, **{k: m[k] for k in ("seq_len", "vocab_size") if k in m})
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, UserError):  # not a preset (`plan --model DIR`, custom flags): its shape is in the plan
         names = {f.name for f in dataclasses.fields(shapes.ModelShape)}
         shape = shapes.ModelShape(**{k: v for k, v in m.items() if k in names})
     kw = {"batch_tokens": int(b["batch_tokens"])} if b.get("batch_tokens") else {}

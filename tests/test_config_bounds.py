@@ -1,4 +1,5 @@
-"""Every setting of `pretrain curate` checked before work starts (session 8).
+"""Every setting checked before work starts (session 8): the keys of `pretrain curate`'s config and
+the numeric options of every command.
 
 The keys come from the config dataclasses (CurateConfig and its sections), so a key added later
 without a bound and its reason fails here. For each numeric key: a value just outside its range,
@@ -6,7 +7,9 @@ a string and a bool (True is an int to Python) are refused when the TOML file is
 line that names the file, the key, the value and the allowed range; the edge values themselves
 load and build the key's step. Every string key that is not free text (a path, a field name, a
 language code) refuses a value it does not know. Values fine alone but contradicting each other
-(a minimum above its maximum) are refused too. ~5 s.
+(a minimum above its maximum) are refused too. Every int or float option of every command (from
+the parser) is a pretrain.bounds.Number with a reason; past its bounds the parsed value is refused
+in one line naming the flag, before the command runs; its edges pass. ~6 s.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from pretrain import config as cfgmod
+from pretrain.bounds import show
 from pretrain.errors import UserError
 
 # str keys that take any text: paths, record field names, replacements, user steps
@@ -140,7 +144,7 @@ def test_docs_table_says_each_range():
 @pytest.mark.parametrize("key,typ,f", _curate_fields((int, float)), ids=_ids)
 def test_numeric_key(key, typ, f, tmp_path):
     for v in _outside(f, typ):  # one line: file, key, value, and the range with its reason
-        _refused(tmp_path, key, v, f"got {v!r}", f.metadata["why"])
+        _refused(tmp_path, key, v, f"got {show(v)}", f.metadata["why"])
     for v in ("ten", True) + ((1.5,) if typ is int else ()):  # wrong types, a bool among them
         _refused(tmp_path, key, v, f"wants {typ.__name__}")
     _refused(tmp_path, key, math.inf, "got inf")  # TOML inf: "must be a number" or "wants int"
@@ -207,4 +211,79 @@ def test_cli_refuses_before_any_work(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1, err
     assert f"{bad}: rules.dup_line_frac must be <= 1, got 30.0 (a share of lines" in err
+    assert not (tmp_path / "o").exists()
+
+
+# --- the numeric options of every command, from the parser ---------------------------------------------
+
+def _commands():
+    """(argv prefix, parser) of every command and action under it (`tokens inspect`)."""
+    from pretrain.cli import build_parser
+
+    out = []
+
+    def walk(prefix, parser):
+        out.append((prefix, parser))
+        for action in parser._subparsers._group_actions if parser._subparsers else []:  # noqa: SLF001
+            for name, sub in action.choices.items():
+                walk([*prefix, name], sub)
+
+    walk([], build_parser())
+    return out[1:]
+
+
+def _options():
+    return [(prefix, a) for prefix, parser in _commands() for a in parser._actions  # noqa: SLF001
+            if a.option_strings and getattr(a.type, "typ", a.type) in (int, float)]
+
+
+def _argv(prefix: list[str], parser, flag: str, value) -> list[str]:
+    """The command with its required arguments as placeholders (nothing runs) and `flag value`."""
+    argv = list(prefix)
+    for a in parser._actions:  # noqa: SLF001
+        if not a.option_strings and a.nargs != 0 and not a.choices:
+            argv.append("x")
+        elif a.required and a.option_strings[-1] != flag:
+            argv += [a.option_strings[-1], str(getattr(a.type, "metadata", {}).get("lo") or 1)]
+    return [*argv, flag, str(value)]
+
+
+def test_every_numeric_option_has_bounds_and_their_reason():
+    from pretrain.bounds import Number
+
+    bare = [f"{' '.join(p)} {a.option_strings[-1]}" for p, a in _options()
+            if not a.choices and not (isinstance(a.type, Number) and a.type.metadata["why"])]
+    assert bare == [], f"numeric options without pretrain.bounds.Number(..., why=): {bare}"
+
+
+@pytest.mark.parametrize("prefix,action", _options(),
+                         ids=lambda x: " ".join(x) if isinstance(x, list) else x.option_strings[-1])
+def test_numeric_option(prefix, action):
+    from pretrain.cli import build_parser, check_options
+
+    if action.choices:  # `--token-size 2|4`: argparse refuses the rest
+        return
+    flag, typ, meta = action.option_strings[-1], action.type.typ, action.type.metadata
+    parser = build_parser()
+    sub = dict((" ".join(p), s) for p, s in _commands())[" ".join(prefix)]
+    for v in _outside(action.type, typ) + ([math.nan, math.inf] if typ is float else [2**63]):
+        args = parser.parse_args(_argv(prefix, sub, flag, v))
+        with pytest.raises(UserError) as e:
+            check_options(parser, args)
+        said = str(e.value)
+        assert "\n" not in said and said.startswith(f"{flag} must be") and show(v) in said, said
+        if "64-bit" not in said and "finite" not in said:
+            assert f"({meta['why']})" in said, said
+    for v in _edges(action.type, typ):
+        check_options(parser, parser.parse_args(_argv(prefix, sub, flag, v)))
+
+
+def test_a_bad_option_stops_the_command_before_any_work(tmp_path, capsys):
+    from pretrain.cli import main
+
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    rc = main(["curate", str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "o"), "--workers", "0"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == ("pretrain curate: error: --workers must be >= 1, got 0 "
+                               "(processes, one per core)")
     assert not (tmp_path / "o").exists()

@@ -138,8 +138,8 @@ def numeric_options(command: str, action: str | None = None) -> list[tuple[str, 
     sub = _subparser(build_parser(), command)
     if action is not None:  # `pretrain tokens inspect`: a parser under the command's
         sub = _subparser(sub, action)
-    return [(a.option_strings[-1], a.type) for a in sub._actions  # noqa: SLF001
-            if a.option_strings and a.type in (int, float)]
+    return [(a.option_strings[-1], getattr(a.type, "typ", a.type)) for a in sub._actions  # noqa: SLF001
+            if a.option_strings and getattr(a.type, "typ", a.type) in (int, float)]
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import tomllib
 import types
 import typing
@@ -33,11 +32,11 @@ from typing import Any, TypeVar
 
 import tomli_w
 
+from pretrain.bounds import check_number
 from pretrain.errors import UserError
 from pretrain.untrusted import load_toml
 
 T = TypeVar("T")
-INT64 = 2**63
 
 
 def to_dict(cfg: Any) -> dict:
@@ -137,20 +136,7 @@ def _check(value: Any, f: dataclasses.Field, key: str) -> None:
         raise UserError(f"{key} must be one of {allowed}, got {value!r}")
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
-    if isinstance(value, float) and not math.isfinite(value):  # TOML's inf, nan, or 1e400
-        raise UserError(f"{key} must be a number, got {value!r} (a finite one; 0 where 'no bound' is meant)")
-    if isinstance(value, int) and not -INT64 <= value < INT64:  # torch, numpy and TOML stop at 64 bits
-        raise UserError(f"{key} must be a 64-bit integer (below 2**63), got {value}")
-    lo = meta.get("lo")
-    if lo is None and meta.get("gt") is None and not meta.get("signed"):
-        lo = 0
-    why = f" ({meta['why']})" if meta.get("why") else ""
-    if lo is not None and value < lo:
-        raise UserError(f"{key} must be >= {lo}, got {value!r}{why}")
-    if meta.get("gt") is not None and not value > meta["gt"]:
-        raise UserError(f"{key} must be > {meta['gt']}, got {value!r}{why}")
-    if meta.get("hi") is not None and value > meta["hi"]:
-        raise UserError(f"{key} must be <= {meta['hi']}, got {value!r}{why}")
+    check_number(value, meta, key)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

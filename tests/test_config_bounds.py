@@ -93,7 +93,7 @@ def _outside(f: dataclasses.Field, typ: type) -> list:
     if meta.get("gt") is not None:
         out.append(typ(meta["gt"]))
     if meta.get("hi") is not None:
-        out.append(typ(meta["hi"] + step) if typ is float else meta["hi"] + 1)
+        out.append(meta["hi"] + max(step, abs(meta["hi"]) * 1e-3) if typ is float else meta["hi"] + 1)
     return out
 
 
@@ -287,3 +287,65 @@ def test_a_bad_option_stops_the_command_before_any_work(tmp_path, capsys):
     assert rc == 2 and err == ("pretrain curate: error: --workers must be >= 1, got 0 "
                                "(processes, one per core)")
     assert not (tmp_path / "o").exists()
+
+
+# --- `pretrain ablate`'s config and `pretrain mix`'s mixture file --------------------------------------
+
+def _ablation_fields():
+    from pretrain.eval.ablate import AblationConfig
+
+    return [(k, t, f) for k, t, f in fields(AblationConfig) if t in (int, float)]
+
+
+def test_ablation_and_mixture_numbers_have_bounds_and_reasons():
+    from pretrain.tokens.mixture import MIXTURE_BOUNDS
+
+    assert [k for k, _, f in _ablation_fields() if not f.metadata.get("why")] == []
+    assert all(b.get("why") for b in MIXTURE_BOUNDS.values())
+
+
+@pytest.mark.parametrize("key,typ,f", _ablation_fields(), ids=_ids)
+def test_ablation_key(key, typ, f, tmp_path):
+    from pretrain.eval.ablate import load_config
+
+    section, _, name = key.rpartition(".")
+    path = tmp_path / "ablate.toml"
+
+    def write(value):
+        body = f"[{section}]\n" * bool(section) + f"{name} = {_toml(value)}\n"
+        variant = '[[variants]]\nname = "raw"\n'
+        path.write_text(variant + body if section else body + variant)
+
+    for v in [*_outside(f, typ), "ten", True]:
+        write(v)
+        with pytest.raises(UserError) as e:
+            load_config(path)
+        assert str(e.value).startswith(f"{path}: ") and key in str(e.value) and "\n" not in str(e.value)
+    for v in _edges(f, typ):
+        write(v)
+        assert load_config(path) is not None
+
+
+@pytest.mark.parametrize("key", ["budget", "seq_len", "seed"])
+def test_mixture_key(key, tmp_path):
+    from pretrain.tokens.mixture import MIXTURE_BOUNDS, load_mixture
+
+    meta = MIXTURE_BOUNDS[key]
+    typ = float if key == "budget" else int
+    path = tmp_path / "mixture.toml"
+    sources = '[sources.web]\npath = "tokens/web"\nweight = 1.0\n'
+    base = {"budget": 1e9, "seq_len": 1024, "seed": 0}
+    field = dataclasses.field(metadata=meta)
+    for v in _outside(field, typ):
+        path.write_text("".join(f"{k} = {_toml(v if k == key else x)}\n" for k, x in base.items()) + sources)
+        with pytest.raises(UserError) as e:
+            load_mixture(path)
+        said = str(e.value)
+        assert said.startswith(f"{path}: {key} must be") and show(v) in said, said
+        assert meta["why"] in said or v <= 0 or "64-bit" in said, said  # above the top: says why
+    for v in _edges(field, typ):
+        path.write_text("".join(f"{k} = {_toml(v if k == key else x)}\n" for k, x in base.items()) + sources)
+        assert getattr(load_mixture(path), key) == v
+    path.write_text("budget = 1e9\nseq-len = 2048\n" + sources)  # a typo no longer takes the default
+    with pytest.raises(UserError, match="unknown key 'seq-len'"):
+        load_mixture(path)

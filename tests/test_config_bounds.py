@@ -256,6 +256,18 @@ def test_every_numeric_option_has_bounds_and_their_reason():
     assert bare == [], f"numeric options without pretrain.bounds.Number(..., why=): {bare}"
 
 
+def test_docs_table_says_each_option_range():
+    """docs/curation.md's table of options, row by row from the parsers' Number types."""
+    from pretrain.config import allowed_range
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "curation.md").read_text()
+    for prefix, a in _options():
+        if not a.choices:
+            rng, _, why = allowed_range(dataclasses.field(metadata=a.type.metadata)).partition("; ")
+            row = f"| `{' '.join(prefix)} {a.option_strings[-1]}` | {a.type.typ.__name__} | {rng} | {why} |"
+            assert row in doc, row
+
+
 @pytest.mark.parametrize("prefix,action", _options(),
                          ids=lambda x: " ".join(x) if isinstance(x, list) else x.option_strings[-1])
 def test_numeric_option(prefix, action):

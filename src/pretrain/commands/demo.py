@@ -46,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=300, help="training steps (default 300)")
     p.add_argument("--short", action="store_true", help="30 training steps, small tokenizer")
     p.add_argument("--vocab-size", type=Number(int, lo=257, hi=2**20,
-                               why="the 256 bytes, <|endoftext|> and merges"),
+                               why="the 256 bytes, the end-of-text token and merges"),
                    default=2048, help="tokenizer vocabulary (default 2048)")
     p.add_argument("--workers", type=Number(int, lo=1, hi=4096, why="processes, one per core"),
                    default=None, help="processes for curate/tokenize")

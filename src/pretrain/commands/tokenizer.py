@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("-o", "--output", required=True, metavar="TOKENIZER.json",
                    help="tokenizer file to write (replaced if it exists)")
     t.add_argument("--vocab-size", type=Number(int, lo=257, hi=2**31 - 1,
-                               why="the 256 bytes, <|endoftext|> and merges; token ids are 32-bit"),
+                               why="the 256 bytes, the end-of-text token and merges; token ids are 32-bit"),
                    required=True, metavar="N",
                    help="entries in the vocabulary, the 256 bytes and special tokens included")
     t.add_argument("--special", action="append", default=[], metavar="TOKEN",

@@ -122,6 +122,10 @@ def test_every_numeric_key_has_a_bound_and_its_reason():
     """A key added without `bounded(..., why=)` fails here: a share needs its 1, a count its reason."""
     bare = [k for k, _, f in _curate_fields((int, float)) if not f.metadata.get("why")]
     assert bare == [], f"numeric keys without a bound's reason: {bare}"
+    from pretrain.train.config import RunConfig  # the train sweep (test_config_sweep.py) sweeps its values
+
+    bare = [k for k, t, f in fields(RunConfig) if t in (int, float) and not f.metadata.get("why")]
+    assert bare == [], f"train keys without a bound's reason: {bare}"
     # a float without an upper bound must be a ratio or a time that has none, said so in its reason
     open_floats = sorted(k for k, t, f in _curate_fields((float,)) if f.metadata.get("hi") is None)
     assert open_floats == ["classifier.threshold", "reader.max_ratio"], open_floats

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from pretrain.bounds import Number
+
 HELP = "tokenize a corpus into token shards (.bin + .idx + manifest.json)"
 DESCRIPTION = """\
 Encode every document of CORPUS with a tokenizer.json and write token shards to TOKENS/.
@@ -45,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work-dir", metavar="DIR", default=None,
                    help="local staging for URL inputs or output (default ~/.cache/pretrain/work/<hash>)")
     p.add_argument("--source", default=None, help="source name in the manifest (default: directory name)")
-    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--workers", type=Number(int, lo=1, hi=4096, why="processes, one per core"),
+                   default=None, help="processes (default: all cores)")
     p.add_argument("--text-field", default="text", metavar="NAME",
                    help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
 

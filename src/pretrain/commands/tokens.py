@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = ("inspect token shards (manifest, counts, a decoded sample), export them to Megatron-LM, "
         "or import Megatron-LM / datatrove token files")
 DESCRIPTION = """\
@@ -43,8 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     i.add_argument("directory", metavar="TOKENS", help="a directory written by `pretrain tokenize`")
     i.add_argument("--tokenizer", default=None, help="tokenizer.json (default: TOKENS/tokenizer.json)")
-    i.add_argument("--doc", type=int, default=0, help="document to decode (default 0)")
-    i.add_argument("--tokens", type=int, default=100, help="tokens of it to show (default 100)")
+    i.add_argument("--doc", type=Number(int, why="a document's index"),
+                   default=0, help="document to decode (default 0)")
+    i.add_argument("--tokens", type=Number(int, why="tokens shown"),
+                   default=100, help="tokens of it to show (default 100)")
     e = sub.add_parser("export-megatron", help="write Megatron-LM PREFIX.bin + PREFIX.idx",
                        description="Export a token directory to Megatron-LM's indexed dataset format "
                        "(one sequence per document, end-of-text included).\n\nExample:\n"

@@ -189,8 +189,8 @@ def test_a_plan_of_a_model_folder_keeps_its_figures(tmp_path):
            "max_position_embeddings": 2048, "tie_word_embeddings": False}
     (tmp_path / "my-model").mkdir()
     (tmp_path / "my-model" / "config.json").write_text(json.dumps(cfg))
-    out = _cli("plan", "--model", str(tmp_path / "my-model"), "--gpus", "8", "--gpu", "h100", "--tokens", "10B",
-               "--json")
+    out = _cli("plan", "--model", str(tmp_path / "my-model"), "--gpus", "8", "--gpu", "h100",
+               "--tokens", "10B", "--json")
     assert out.returncode == 0, out.stderr
     (tmp_path / "plan.json").write_text(out.stdout)
     sec = section_for(tmp_path / "plan.json", 0)

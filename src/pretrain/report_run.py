@@ -129,7 +129,7 @@ def _job_of(plan: dict):
     try:
         shape = shapes.get_shape(m["name"])
         shape = dataclasses.replace(shape, **{k: m[k] for k in ("seq_len", "vocab_size") if k in m})
-    except (KeyError, ValueError, UserError):  # not a preset (`plan --model DIR`, custom flags): its shape is in the plan
+    except (KeyError, ValueError, UserError):  # no preset (`plan --model DIR`): the shape is in the plan
         names = {f.name for f in dataclasses.fields(shapes.ModelShape)}
         shape = shapes.ModelShape(**{k: v for k, v in m.items() if k in names})
     kw = {"batch_tokens": int(b["batch_tokens"])} if b.get("batch_tokens") else {}

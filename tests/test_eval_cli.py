@@ -67,6 +67,26 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
     assert "acc_norm" in eval_table(merged) and "piqa" in eval_table(merged)
 
 
+def test_one_run_named_two_ways_or_limit_0_adds_to_the_file(tiny_run, sample_text, tmp_path, capsys,
+                                                            monkeypatch):
+    """`runs/tiny/` (a shell's completion) and `/abs/runs/tiny` are one run, and `--limit 0` is no
+    limit: the second evaluation adds its task. They replaced the first one's, with a warning the demo
+    printed on its own first run (its in-loop file said limit 0, `pretrain eval` no limit)."""
+    from pretrain.cli import main
+
+    other = tmp_path / "other.txt"
+    other.write_text(sample_text.read_text()[1000:])
+    out = tmp_path / "e.json"
+    monkeypatch.chdir(tiny_run.parent)
+    assert main(["eval", f"{tiny_run.name}/", "--tasks", f"ppl:{sample_text}", "--limit", "0",
+                 "-o", str(out), "--quiet"]) == 0
+    assert main(["eval", str(tiny_run), "--tasks", f"ppl:{other}", "-o", str(out), "--quiet"]) == 0
+    assert "replaced" not in capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert set(doc["results"]) == {f"ppl:{sample_text.name}", "ppl:other.txt"}
+    assert doc["model"]["path"] == str(tiny_run.resolve())
+
+
 def test_batched_scores_equal_one_request_at_a_time(tiny_run):
     """Dedup of shared inputs, sorting and padding change nothing: each request scored alone,
     by the plain definition (sum of log_softmax over the continuation's positions)."""

@@ -120,14 +120,16 @@ def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: 
     from pretrain.eval.tasks import KNOWN
 
     is_run = step is not None
-    info = {"path": str(args.model), "kind": "run" if is_run else "hf", "step": step}
+    # the model's identity in the file: its absolute path, so `runs/tiny/`, `./runs/tiny` and the
+    # trainer's own name for it (the in-loop file) are one model, not three that replace each other
+    info = {"path": str(Path(args.model).resolve()), "kind": "run" if is_run else "hf", "step": step}
     if not is_run:  # a folder exported again is another model at the same path
         info["files"] = folder_fingerprint(args.model)
     if args.tokenizer:  # another tokenizer scores other ids
         info["tokenizer"] = args.tokenizer
     # ppl_tokens cuts ppl: and mem: texts, so it changes their numbers: part of the merge rule
-    settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit, "ppl_tokens": args.ppl_tokens,
-                "world_size": world}
+    settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit or None,
+                "ppl_tokens": args.ppl_tokens, "world_size": world}
     if args.output:
         out = Path(args.output)
     elif is_run:

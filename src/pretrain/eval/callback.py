@@ -62,8 +62,10 @@ def eval_tasks_event(trainer) -> dict:
         trainer.model.train(was_training)
     fields = {f"{r['task']}/{k}": v for r in results for k, v in r["metrics"].items() if k in HEADLINE}
     if trainer.rank == 0:
-        info = {"path": str(trainer.run_dir), "kind": "run", "step": trainer.step}
-        settings = {"shots": log.eval_tasks_shots, "seed": 1234, "limit": log.eval_tasks_limit,
+        # the identity `pretrain eval RUN` records (absolute path; limit 0 = all = None), so the final
+        # `pretrain eval` of the same step and settings adds to this file instead of replacing it
+        info = {"path": str(trainer.run_dir.resolve()), "kind": "run", "step": trainer.step}
+        settings = {"shots": log.eval_tasks_shots, "seed": 1234, "limit": log.eval_tasks_limit or None,
                     "ppl_tokens": PPL_TOKENS, "world_size": rank_world()[1]}
         write_json(assemble(info, settings, results, seconds),
                    trainer.run_dir / "eval" / f"step_{trainer.step:07d}.json")

@@ -170,6 +170,8 @@ def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None
     traceback after the tasks before it were scored). MMLU with shots needs its dev split: without
     it the examples came from the scored split itself, which is not the harness's task."""
     kind, _, path = spec.partition(":") if spec[:4] in ("ppl:", "mem:") else ("", "", spec)
+    if kind and not path.strip():  # Path("") is the working directory, read as a token folder
+        raise UserError(f"task {spec!r} names no file: write {kind}:PATH (a text file or a token directory)")
     if kind or Path(spec).suffix in (".jsonl", ".gz"):
         if not Path(path).exists():
             raise UserError(f"task {spec!r}: {path}: no such file or directory")

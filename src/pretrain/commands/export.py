@@ -27,8 +27,8 @@ Read the newest complete checkpoint of a run (or --step N) and write its model.
 metadata; load it back with pretrain.train.runs.load_exported.
 
 A rerun into the same folder replaces the export (stale shards removed); files appear only when
-complete; DIR
-inside a run directory is refused. To continue pretraining from a Hugging Face folder, see model.init_from in docs/training.md.
+complete; a folder inside a run directory is refused. To continue pretraining from a Hugging Face
+folder, see model.init_from in docs/training.md.
 """
 
 

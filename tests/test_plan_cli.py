@@ -293,3 +293,16 @@ def test_headroom_is_an_option_and_the_table_says_when_it_alone_refuses():
     flat = " ".join(r.stdout.split())
     assert "dropped: does not fit in memory" in flat and "only the 10% headroom refuses it" in flat
     assert "--headroom" in flat
+
+
+def test_list_models_with_json_prints_json(capsys):
+    """`--list-models --json` printed the text table (the flag was ignored): a script reading it
+    back failed. One object per preset, with the published totals (Llama 3 8B: 8,030,261,248)."""
+    from pretrain.cli import main
+
+    assert main(["plan", "--list-models", "--json"]) == 0
+    models = json.loads(capsys.readouterr().out)
+    by_name = {m["name"]: m for m in models}
+    assert by_name["llama-3-8b"]["params"] == 8_030_261_248
+    assert by_name["gpt2-124m"]["params"] == 124_439_808
+    assert by_name["llama-3-8b"]["n_kv_heads"] == 8 and by_name["llama-3-8b"]["seq_len"] == 8192

@@ -153,7 +153,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--emit-recipe", default=None, metavar="FILE",
                    help="write a training config (TOML) for pretrain train: the best layout under this "
                    "trainer's activations (--activations pretrain), which may differ from the table's")
-    p.add_argument("--list-models", action="store_true", help="list the presets and exit")
+    p.add_argument("--list-models", action="store_true",
+                   help="list the presets and exit (with --json: a JSON list)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,6 +166,11 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.plan.search import Job
 
     if args.list_models:
+        if args.json:  # a script reads the presets back
+            print(dumps([{"name": name, "params": s.params(), "n_layers": s.n_layers, "d_model": s.d_model,
+                          "n_heads": s.n_heads, "n_kv_heads": s.n_kv_heads, "vocab_size": s.vocab_size,
+                          "seq_len": s.seq_len} for name, s in shapes.PRESETS.items()], indent=2))
+            return 0
         for name, s in shapes.PRESETS.items():
             print(f"{name:18s} {s.params() / 1e9:9.3f}B  L={s.n_layers} h={s.d_model} a={s.n_heads} "
                   f"kv={s.n_kv_heads} V={s.vocab_size} s={s.seq_len}")

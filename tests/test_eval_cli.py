@@ -55,10 +55,12 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
                  "--benchmarks", str(_bench())]) == 0
     again = json.loads(out.read_text())
     assert again["results"] == doc["results"]
+    assert "scored again: copa, winogrande, ppl:sample.txt" in capsys.readouterr().err  # not a cache
     # other tasks into the same file: added beside the earlier ones, which are kept as they were
     assert main(["eval", str(tiny_run), "--tasks", "piqa", "--limit", "6", "--quiet",
                  "--benchmarks", str(_bench())]) == 0
     merged = json.loads(out.read_text())
+    assert "scored again" not in capsys.readouterr().err
     assert set(merged["results"]) == set(merged["tasks"]) == set(doc["results"]) | {"piqa"}
     assert merged["results"]["copa"] == doc["results"]["copa"]
     # what `pretrain report` shows: a table of the result file

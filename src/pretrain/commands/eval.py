@@ -27,8 +27,9 @@ greedy generation; ppl: perplexity and bits per byte (tokenizer-independent).
 k-shot prompts draw their examples with --seed, so a rerun builds the same prompts.
 
 Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for
-a run, or --output PATH. Per-example log-likelihoods are kept under "examples". Evaluating the same
-model with the same settings again adds its tasks to that file (a task run again is replaced);
+a run, eval/NAME.json in the working directory for a folder NAME, or --output PATH. Per-example
+log-likelihoods are kept under "examples". Evaluating the same model with the same settings again
+adds its tasks to that file (a task run again is scored again and replaced, said on stderr);
 another model or other settings replace the file, and the tasks it loses are named on stderr.
 The file is rewritten as each task finishes: killed (or pre-empted) after 5 of 6 tasks, the same
 command again scores only the sixth ("5 of 6 tasks already scored in FILE; scoring 1").
@@ -44,7 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N examples of each task (0 = all)")
     parser.add_argument("--benchmarks", default=None,
                         help="benchmarks folder (default $PRETRAIN_BENCHMARKS or ../shared/data/benchmarks)")
-    parser.add_argument("-o", "--output", default=None, help="result JSON (default RUN/eval/step_N.json)")
+    parser.add_argument("-o", "--output", default=None,
+                        help="result JSON (default RUN/eval/step_N.json; for a Hugging Face folder "
+                        "NAME: eval/NAME.json in the working directory)")
     parser.add_argument("--step", type=int, default=None, help="run checkpoint step (default: newest)")
     parser.add_argument("--tokenizer", default="", help="tokenizer.json (default: the run's own)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -306,3 +307,22 @@ def test_list_models_with_json_prints_json(capsys):
     assert by_name["llama-3-8b"]["params"] == 8_030_261_248
     assert by_name["gpt2-124m"]["params"] == 124_439_808
     assert by_name["llama-3-8b"]["n_kv_heads"] == 8 and by_name["llama-3-8b"]["seq_len"] == 8192
+
+
+@pytest.mark.parametrize("flag", ["--emit-recipe", "--save-hardware"])
+def test_a_folder_given_for_a_file_output_is_one_line_before_planning(tmp_path, capsys, flag):
+    """`--save-hardware DIR` ended in an IsADirectoryError traceback after the fit, `--emit-recipe
+    DIR` in "cannot write .DIR.tmp123: Is a directory" after the search: the folder named at once."""
+    from pretrain.cli import main
+
+    calib = str(Path(__file__).parent / "data" / "calibrate" / "b8")
+    args = ["plan", "--calibrate", calib, "--gpu", "h100"] if flag == "--save-hardware" else \
+        ["plan", "--model", "tiny-cpu", "--gpus", "1", "--batch-tokens", "2K", "--tokens", "1M"]
+    assert main([*args, flag, str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0] and str(tmp_path) in err[0] and "Error" not in err[0], err
+    assert list(tmp_path.iterdir()) == []
+    if flag == "--save-hardware":  # a place that cannot be written: one line too, not a traceback
+        (tmp_path / "a-file").write_text("")
+        assert main([*args, flag, str(tmp_path / "a-file" / "x.toml")]) == 2
+        assert "--save-hardware" in capsys.readouterr().err

@@ -159,12 +159,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import sys
+    from pathlib import Path
 
     from pretrain.errors import UserError
     from pretrain.jsonout import dumps
     from pretrain.plan import hardware, report, shapes
     from pretrain.plan.search import Job
 
+    for flag, path in (("--emit-recipe", args.emit_recipe), ("--save-hardware", args.save_hardware)):
+        if path and Path(path).is_dir():  # said now, not after the search as a temporary file's error
+            name = "run.toml" if flag == "--emit-recipe" else "hardware.toml"
+            raise UserError(f"{flag} {path}: a folder; give the file's path (e.g. {Path(path) / name})")
     if args.list_models:
         if args.json:  # a script reads the presets back
             print(dumps([{"name": name, "params": s.params(), "n_layers": s.n_layers, "d_model": s.d_model,
@@ -352,6 +357,7 @@ def _trainer_plan(plan: dict, job, budget, layout) -> tuple[dict | None, object,
 
 
 def _calibrate(args: argparse.Namespace):
+    from pretrain.errors import UserError
     from pretrain.plan import calibrate, hardware
 
     table = hardware.load_table(args.hardware) if args.hardware else None
@@ -367,7 +373,10 @@ def _calibrate(args: argparse.Namespace):
     if args.save_hardware:
         from pretrain.plan.recipe import write_text
 
-        write_text(args.save_hardware, calibrate.hardware_toml(fitted))
+        try:
+            write_text(args.save_hardware, calibrate.hardware_toml(fitted))
+        except OSError as e:  # the temporary file's name would say nothing
+            raise UserError(f"--save-hardware {args.save_hardware}: cannot write: {e.strerror or e}") from e
         out["saved"] = args.save_hardware
     return out, fitted
 

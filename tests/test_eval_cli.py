@@ -316,6 +316,18 @@ def test_a_task_that_cannot_run_fails_before_the_model_loads(tmp_path, capsys, s
     assert rc == 2 and said in err and "no-run" not in err, err
 
 
+def test_an_output_that_cannot_be_written_is_one_line_before_the_model_loads(tmp_path, capsys):
+    """`-o a-file/eval.json` (or a read-only place) failed only when the first task was written,
+    after loading the model and scoring it."""
+    from pretrain.cli import main
+
+    (tmp_path / "a-file").write_text("")
+    rc = main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__}", "--quiet",
+               "-o", str(tmp_path / "a-file" / "eval.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "a-file" in err and "no-run" not in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("flag, value", [("--limit", "-3"), ("--batch-tokens", "0"), ("--batch-tokens", "-1"),
                                          ("--ppl-tokens", "-5"), ("--ppl-tokens", "0")])
 def test_a_number_out_of_range_is_one_line_before_the_model_loads(tmp_path, capsys, flag, value):

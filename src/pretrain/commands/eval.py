@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output and Path(args.output).is_dir():  # said before the model loads, not after scoring
         raise UserError(f"--output {args.output}: a folder; give the result file's path "
                         f"(e.g. {Path(args.output) / 'eval.json'})")
+    if args.output:
+        _check_writable(Path(args.output))
     if not (Path(args.model) / "config.toml").is_file() and (Path(args.model) / "config.json").is_file():
         for flag, value in (("--step", args.step), ("--tokenizer", args.tokenizer)):
             if value not in (None, ""):  # a folder has one model and its own tokenizer: ignored otherwise
@@ -110,6 +112,19 @@ def run(args: argparse.Namespace) -> int:
     print(table(doc))
     print(f"wrote {out} ({doc['seconds']:.1f} s)")
     return 0
+
+
+def _check_writable(out) -> None:
+    """--output's folder can be made and written: said before the model loads, not after a task."""
+    import os
+
+    from pretrain.errors import UserError
+
+    here = out.parent
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    if not here.is_dir() or not os.access(here, os.W_OK | os.X_OK):
+        raise UserError(f"--output {out}: cannot write there ({here} is not a writable folder)")
 
 
 def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: list[str]):

@@ -328,6 +328,21 @@ def test_an_output_that_cannot_be_written_is_one_line_before_the_model_loads(tmp
     assert rc == 2 and "a-file" in err and "no-run" not in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_a_device_that_is_not_there_is_one_line_before_the_model_loads(tmp_path, capsys):
+    """`--device cuda` without a GPU ended in torch's "Torch not compiled with CUDA enabled"
+    traceback, `--device tpu` in a RuntimeError listing torch's device types."""
+    from pretrain.cli import main
+
+    with pytest.raises(SystemExit) as e:  # argparse: not one of cpu, cuda
+        main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__}", "--device", "tpu"])
+    assert e.value.code == 2 and "--device" in capsys.readouterr().err
+    if torch.cuda.is_available():
+        return
+    rc = main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__}", "--device", "cuda"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--device cuda" in err and "no-run" not in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("flag, value", [("--limit", "-3"), ("--batch-tokens", "0"), ("--batch-tokens", "-1"),
                                          ("--ppl-tokens", "-5"), ("--ppl-tokens", "0")])
 def test_a_number_out_of_range_is_one_line_before_the_model_loads(tmp_path, capsys, flag, value):

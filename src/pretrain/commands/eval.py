@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "NAME: eval/NAME.json in the working directory)")
     parser.add_argument("--step", type=int, default=None, help="run checkpoint step (default: newest)")
     parser.add_argument("--tokenizer", default="", help="tokenizer.json (default: the run's own)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="cpu or cuda (default cpu; under torchrun cuda is each rank's LOCAL_RANK GPU)")
     parser.add_argument("--batch-tokens", type=int, default=4096,
                         help="tokens per forward pass (padded batch width x rows; default 4096)")
     parser.add_argument("--ppl-tokens", type=int, default=200_000,
@@ -91,6 +92,12 @@ def run(args: argparse.Namespace) -> int:
             if value not in (None, ""):  # a folder has one model and its own tokenizer: ignored otherwise
                 raise UserError(f"{flag} picks a run's checkpoint or tokenizer; {args.model} is a "
                                 "Hugging Face folder, scored with its own")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():  # torch's own error is a traceback after the imports
+            raise UserError(f"--device cuda: no CUDA device is available (torch {torch.__version__}); "
+                            "use --device cpu")
     use_threads(args.model, args.threads)
     _init_distributed(args.device)
     try:

@@ -326,3 +326,23 @@ def test_a_folder_given_for_a_file_output_is_one_line_before_planning(tmp_path, 
         (tmp_path / "a-file").write_text("")
         assert main([*args, flag, str(tmp_path / "a-file" / "x.toml")]) == 2
         assert "--save-hardware" in capsys.readouterr().err
+
+
+def test_a_run_directory_is_planned_as_the_model_it_trained(tmp_path, capsys):
+    """`plan --model runs/tiny` (a run of `pretrain train`, config.toml) said "no config.json (not a
+    Hugging Face model folder)": the newcomer who just trained wants that model at scale. It plans
+    the shape the run's config.toml gives (here tiny-cpu at seq_len 128, the recipe's override)."""
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text((Path(__file__).parents[1] / "recipes" / "tiny-cpu.toml").read_text())
+    assert main(["plan", "--model", str(run), "--gpus", "1", "--batch-tokens", "2K", "--tokens", "1M",
+                 "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)["model"]
+    tiny = get_shape("tiny-cpu")
+    assert (model["n_layers"], model["d_model"], model["seq_len"], model["vocab_size"]) == \
+        (tiny.n_layers, tiny.d_model, 128, 257)
+    (run / "config.toml").write_text('[model]\npreset = "no-such"\n')
+    assert main(["plan", "--model", str(run), "--gpus", "1"]) == 2
+    assert "config.toml" in capsys.readouterr().err

@@ -71,8 +71,8 @@ GPU-hours, communication, bubble, failures, the top layouts and why the winner w
 --figures DIR writes memory.png, zero.png, pipeline.png and checkpoint.png for this configuration.
 Models: --model NAME (see --list-models), --model DIR (a Hugging Face folder's config.json: Llama,
 Mistral, Qwen2, Qwen3 or GPT-2, counted exactly as transformers builds it; its context is
-max_position_embeddings, often 32K-128K: plan continued training at yours with --seq-len), or
---params 7B.
+max_position_embeddings, often 32K-128K: plan continued training at yours with --seq-len),
+--model RUN (a run directory of pretrain train: the model it trained), or --params 7B.
 Exit code 1 when no layout fits (or the --layout given does not).
 """
 
@@ -90,15 +90,43 @@ def _model_shape(model: str):
             raise UserError(f"--model {model}: not a folder (give a Hugging Face model folder with "
                             "config.json, or a preset: see --list-models)")
         return shapes.get_shape(model)
+    if (Path(model) / "config.toml").is_file() and not (Path(model) / "config.json").is_file():
+        return _run_shape(Path(model))
     from pretrain.train.hf import read_hf_model_config
 
     fields = read_hf_model_config(model)[0]
     return shapes.ModelShape(name=Path(model).resolve().name, **fields)
 
 
+def _run_shape(run):
+    """The shape a run of `pretrain train` trained: its config.toml's [model] (a preset and the fields
+    set over it, or the model.init_from folder's, with the fields set over that), read as the
+    calibration reads it (hostile-input checks, no torch)."""
+    import dataclasses
+
+    from pretrain.errors import UserError
+    from pretrain.plan.calibrate import _shape
+    from pretrain.plan.recipe import SHAPE_FIELDS
+    from pretrain.untrusted import load_toml
+
+    where = run / "config.toml"
+    model = load_toml(where).get("model", {})
+    if not isinstance(model, dict):
+        raise UserError(f"{where}: [model] must be a table, got {model!r}")
+    if model.get("init_from"):  # continued pretraining: the folder's shape, as the trainer builds it
+        base = _model_shape(str(model["init_from"]))
+        over = {k: model[k] for k in SHAPE_FIELDS if model.get(k) not in (None, "")}
+        try:
+            return dataclasses.replace(base, **over)
+        except TypeError as e:
+            raise UserError(f"{where}: [model]: {e}") from None
+    return dataclasses.replace(_shape(model, where), name=run.resolve().name)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
-                   help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models), or a Hugging Face folder")
+                   help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models), a Hugging Face folder, "
+                   "or a run directory of pretrain train (the model it trained)")
     p.add_argument("--params", default=None, help="a parameter count instead of a preset, e.g. 7B, 1.5T")
     p.add_argument("--seq-len", type=int, default=None, help="sequence length (default: the model's)")
     p.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8)")

@@ -304,6 +304,7 @@ def test_scored_positions_only_equal_the_full_forward(tiny_run):
 
 @pytest.mark.parametrize("spec, said", [("copa", "--benchmarks"), ("ppl:missing.txt", "missing.txt"),
                                         ("mem:missing.txt", "missing.txt"), ("no_such_task", "unknown task"),
+                                        ("hellaswag", "did you mean hellaswag_small"),
                                         ("ppl:", "ppl:PATH"), ("mem:", "mem:PATH")])
 def test_a_task_that_cannot_run_fails_before_the_model_loads(tmp_path, capsys, spec, said):
     """`pretrain eval RUN --tasks ppl:valid.txt,arc_easy` without benchmarks: one line at once, not

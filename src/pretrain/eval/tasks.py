@@ -176,7 +176,7 @@ def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None
         if not Path(path).exists():
             raise UserError(f"task {spec!r}: {path}: no such file or directory")
     elif spec not in KNOWN:
-        raise UserError(f"unknown task {spec!r}: one of {', '.join(sorted(KNOWN))}, or a .jsonl path")
+        raise _unknown(spec)
     elif benchmarks is None or not Path(benchmarks).is_dir():
         raise UserError(f"task {spec!r} needs the benchmarks folder: pass --benchmarks DIR "
                         f"(laid out like ../shared/data/benchmarks)")
@@ -199,7 +199,18 @@ def load_task(spec: str, benchmarks: str | Path | None) -> Task:
         return task
     if Path(spec).suffix in (".jsonl", ".gz"):
         return load_file(spec)
-    raise UserError(f"unknown task {spec!r}: one of {', '.join(sorted(KNOWN))}, or a .jsonl path")
+    raise _unknown(spec)
+
+
+def _unknown(spec: str) -> UserError:
+    """A name outside KNOWN: the nearest one (a typo, or lm-evaluation-harness's `hellaswag` for the
+    shipped `hellaswag_small`), and that nothing is downloaded."""
+    import difflib
+
+    near = difflib.get_close_matches(spec, KNOWN, n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return UserError(f"unknown task {spec!r}{hint}: one of {', '.join(sorted(KNOWN))}, or a .jsonl path "
+                     "(nothing is downloaded: lm-evaluation-harness's other tasks do not ship)")
 
 
 # --- prompts --------------------------------------------------------------------------------------

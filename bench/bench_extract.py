@@ -3,15 +3,19 @@
 Prints, per backend, on the same pages and in the same run:
 - ScrapingHub AEB (181 pages): mean token precision / recall / F1 against the true article body;
 - trafilatura's evaluation set (679 pages): share of must-keep snippets kept, must-drop dropped;
+- "crawl" (86 hand-labelled pages of ../shared/data/warc, data/extract_crawl_labels.json): the same
+  shares, then on its 13 pages with no main content the share whose output is empty or holds none of
+  their must-drop snippets, and the keep/drop shares averaged over sites (29 pages are one shop's);
 - speed per core (CPU seconds of this process and its children): pages/s and MB/s of HTML
   (extraction only, in-process), and pages/s through the `extract` step with its child-process
   time bound (the child's start-up, about a second for trafilatura's imports, included).
 
-`blocks` is scored on each benchmark page by a cross-fitted model that never learnt from a page of
-that page's site (grouped 5-fold cross-fitting within each benchmark, `model_for`; see
+`blocks` is scored on each AEB and trafilatura-eval page by a cross-fitted model that never learnt
+from a page of that page's site (grouped 5-fold cross-fitting within each benchmark, `model_for`; see
 scripts/train_extract_blocks.py), and its rescue pass by the rescue trees of the same fold
 (`rescue_for`); its speed is the shipped models'. `blocks (no rescue)` is the same backend with
-`extract.rescue = false`.
+`extract.rescue = false`. On the crawl set it is the shipped models' (they never saw those pages: session
+5's weak labels on them were not adopted).
 
 Then the rescue's cost: CPU ms per page of the `blocks` step (batches, as the belt runs it) with
 and without the rescue, on AEB, trafilatura-eval and the real crawl pages of ../shared/data/warc
@@ -19,7 +23,7 @@ and without the rescue, on AEB, trafilatura-eval and the real crawl pages of ../
 `--repeat` alternating rounds, with the share of pages whose main content is short enough to be
 rescued. `--rescue-only` prints only that.
 
-Run: .venv/bin/python bench/bench_extract.py [--limit N] [--repeat 5] [--rescue-only]
+Run: .venv/bin/python bench/bench_extract.py [--limit N] [--repeat 5] [--rescue-only] [--crawl-only]
 """
 
 from __future__ import annotations
@@ -33,7 +37,16 @@ from pathlib import Path
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step, extract_text
 from pretrain.curate.extract_blocks import MIN_MAIN_CHARS, blocks, extract_blocks_text, model_for, render
-from pretrain.curate.extract_eval import aeb_pages, snippet_scores, token_prf, trafilatura_pages
+from pretrain.curate.extract_eval import (
+    aeb_pages,
+    crawl_pages,
+    crawl_records,
+    crawl_scores,
+    site,
+    snippet_scores,
+    token_prf,
+    trafilatura_pages,
+)
 
 # PRETRAIN_SHARED_DATA: where ../shared/data is when the checkout sits elsewhere (a git worktree).
 SHARED = os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -137,15 +150,41 @@ def blocks_parts(pages: list[str]) -> dict[str, float]:
     return out
 
 
-def crawl_pages() -> list[str]:
+def crawl_html() -> list[str]:
     """The HTML responses of the real crawl files under ../shared/data/warc (not derived/: AEB again)."""
-    from pretrain.curate.readers import ReaderConfig, read_documents
+    return [d.text for _, d in crawl_records(WARC)]
 
-    files = sorted(
-        p for p in WARC.rglob("*")
-        if p.is_file() and "derived" not in p.parts and p.name.endswith((".warc", ".warc.gz", ".arc.gz"))
-    )
-    return [d.text for f in files for d in read_documents(f, ReaderConfig()) if d.cache.get("html")]
+
+def crawl_scorer(backend: str):
+    """The extractor of a crawl page: the shipped models for `blocks` (no page of the set is in them)."""
+    if backend == "blocks (no rescue)":
+        return lambda html, url: extract_blocks_text(html, min_main_chars=0)
+    return lambda html, url: extract_text(html, backend)
+
+
+def evaluate_crawl(backend: str, pages: list) -> dict:
+    """crawl_scores over all pages, plus keep and drop averaged over sites (each site weighs one), from
+    one pass over the pages (trafilatura's deduplicate=True makes a second pass differ: its LRU cache
+    of seen segments is process-wide; it is emptied first)."""
+    from trafilatura.meta import reset_caches
+
+    reset_caches()
+    f = crawl_scorer(backend)
+    texts = {id(p[1]): f(p[1], p[5]) for p in pages}
+
+    def extract(html, url):
+        return texts[id(html)]
+
+    q = crawl_scores(extract, pages)
+    sites: dict[str, list] = {}
+    for page in pages:
+        sites.setdefault(site(page[5]), []).append(page)
+    per = [crawl_scores(extract, ps) for ps in sites.values()]
+    keeps = [p["kept"] for p, ps in zip(per, sites.values()) if any(x[2] for x in ps)]
+    q["kept_by_site"] = sum(keeps) / max(len(keeps), 1)
+    q["dropped_by_site"] = sum(p["dropped"] for p in per) / len(per)
+    q["sites"] = len(per)
+    return q
 
 
 def step_ms(pages: list[str], rescue: bool) -> float:
@@ -160,6 +199,27 @@ def step_ms(pages: list[str], rescue: bool) -> float:
     for _ in step(iter(docs)):
         pass
     return (time.process_time() - t) / len(pages) * 1e3
+
+
+def crawl_table() -> None:
+    """keep / drop / no-main-clean of each backend on the labelled crawl pages, all and by site."""
+    crawl = list(crawl_pages(WARC)) if WARC.is_dir() else []
+    if not crawl:
+        return
+    keep, drop = sum(len(p[2]) for p in crawl), sum(len(p[3]) for p in crawl)
+    print(
+        f"\ncrawl: {len(crawl)} labelled pages of warc/, {keep} keep and {drop} drop snippets, "
+        f"{sum(p[4] for p in crawl)} pages with no main content"
+    )
+    head = f"{'backend':<18} {'kept':>6} {'dropped':>8} {'no-main clean':>14}"
+    print(f"{head} {'by site: kept':>14} {'dropped':>8}")
+    for backend in ("resiliparse", "blocks (no rescue)", "blocks", "trafilatura"):
+        q = evaluate_crawl(backend, crawl)
+        print(
+            f"{backend:<18} {q['kept']:6.3f} {q['dropped']:8.3f} {q['no_main_clean']:14.3f} "
+            f"{q['kept_by_site']:14.3f} {q['dropped_by_site']:8.3f}"
+        )
+    print(f"(by site: the mean over the {q['sites']} sites of each site's shares)")
 
 
 def rescue_cost(sets: dict[str, list[str]], repeat: int) -> None:
@@ -187,9 +247,13 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0, help="use only the first N pages of each set")
     ap.add_argument("--repeat", type=int, default=5, help="alternating rounds of the rescue's cost")
     ap.add_argument("--rescue-only", action="store_true", help="only the blocks step with and without rescue")
+    ap.add_argument("--crawl-only", action="store_true", help="only the labelled crawl pages' table")
     args = ap.parse_args()
     if not DATA.is_dir():
         print(f"no data at {DATA}; nothing to measure")
+        return 0
+    if args.crawl_only:
+        crawl_table()
         return 0
     aeb = list(aeb_pages(DATA / "scrapinghub-aeb", with_url=True))
     tra = list(trafilatura_pages(DATA / "trafilatura-eval", with_url=True))
@@ -197,7 +261,7 @@ def main() -> int:
         aeb, tra = aeb[: args.limit], tra[: args.limit]
     pages = [h for _, h, _, _ in aeb]
     sets = {"AEB": pages, "trafilatura-eval": [h for _, h, _, _, _ in tra]}
-    sets["real crawl (warc/)"] = crawl_pages()
+    sets["real crawl (warc/)"] = crawl_html()
     if args.rescue_only:
         rescue_cost(sets, args.repeat)
         return 0
@@ -220,6 +284,7 @@ def main() -> int:
             f"{backend:<18} {q['precision']:6.3f} {q['recall']:6.3f} {q['f1']:6.3f} {q['kept']:6.3f} "
             f"{q['dropped']:8.3f} {ps:8.1f} {mbs:6.2f} {sps:17.1f} ({iso})"
         )
+    crawl_table()
     print(f"resiliparse / trafilatura speed: {res['resiliparse'] / res['trafilatura']:.1f}x (one core)")
     print(f"blocks / trafilatura speed: {res['blocks'] / res['trafilatura']:.1f}x (one core)")
     parts = blocks_parts(pages)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "evaluate a run or a Hugging Face model: acc/acc_norm, exact match, perplexity, bits per byte"
 
 DESCRIPTION = """\
@@ -40,24 +42,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="run directory or Hugging Face model folder")
     parser.add_argument("--tasks", required=True, action="append",
                         help="comma-separated task names, .jsonl paths or ppl:PATH (repeatable)")
-    parser.add_argument("--shots", type=int, default=0, help="few-shot examples per prompt (default 0)")
-    parser.add_argument("--seed", type=int, default=1234, help="seed of the few-shot draw (default 1234)")
-    parser.add_argument("--limit", type=int, default=None, help="first N examples of each task (0 = all)")
+    parser.add_argument("--shots", type=Number(int, hi=1000, why="few-shot examples per prompt (ARC: 25)"),
+                        default=0, help="few-shot examples per prompt (default 0)")
+    parser.add_argument("--seed", type=Number(int, hi=2**63 - 1, why="a seed: a 64-bit integer"),
+                        default=1234, help="seed of the few-shot draw (default 1234)")
+    parser.add_argument("--limit", type=Number(int, why="examples per task; 0 = all"),
+                        default=None, help="first N examples of each task (0 = all)")
     parser.add_argument("--benchmarks", default=None,
                         help="benchmarks folder (default $PRETRAIN_BENCHMARKS or ../shared/data/benchmarks)")
     parser.add_argument("-o", "--output", default=None,
                         help="result JSON (default RUN/eval/step_N.json; for a Hugging Face folder "
                         "NAME: eval/NAME.json in the working directory)")
-    parser.add_argument("--step", type=int, default=None, help="run checkpoint step (default: newest)")
+    parser.add_argument("--step", type=Number(int, hi=2**63 - 1, why="a checkpoint's step"),
+                        default=None, help="run checkpoint step (default: newest)")
     parser.add_argument("--tokenizer", default="", help="tokenizer.json (default: the run's own)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="cpu or cuda (default cpu; under torchrun cuda is each rank's LOCAL_RANK GPU)")
-    parser.add_argument("--batch-tokens", type=int, default=4096,
+    parser.add_argument("--batch-tokens", type=Number(int, lo=1, why="tokens per forward pass"), default=4096,
                         help="tokens per forward pass (padded batch width x rows; default 4096)")
-    parser.add_argument("--ppl-tokens", type=int, default=200_000,
+    parser.add_argument("--ppl-tokens", type=Number(int, lo=1, why="tokens scored per text"), default=200_000,
                         help="ppl: tasks read at most this many tokens (default 200000)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--threads", type=Number(int, lo=1, hi=1024, why="torch's CPU threads"), default=None,
                         help="CPU threads (default: the run's train.threads, else torch's default; "
                              "1 is fastest for a tiny model on a busy machine)")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "export a run's newest checkpoint for transformers (--format hf) or as one safetensors file"
 
 DESCRIPTION = """\
@@ -51,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hf: a transformers folder; safetensors: one file, our names (default)")
     parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32",
                         help="weights' dtype (hf: fp32 or bf16)")
-    parser.add_argument("--step", type=int, default=None,
+    parser.add_argument("--step", type=Number(int, hi=2**63 - 1, why="a checkpoint's step"), default=None,
                         help="checkpoint step (default: newest)")
     parser.add_argument("--max-shard-size", type=_size, default="5GB", metavar="SIZE",
                         help="hf: split model.safetensors into shards of at most SIZE (default 5GB)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "plan a run: memory per GPU, best TP/PP/DP/ZeRO layout, FLOPs, time, failures"
 DESCRIPTION = """\
 Plan a training run with arithmetic alone (no GPU, no torch): does it fit, how to split it, how
@@ -128,8 +130,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models), a Hugging Face folder, "
                    "or a run directory of pretrain train (the model it trained)")
     p.add_argument("--params", default=None, help="a parameter count instead of a preset, e.g. 7B, 1.5T")
-    p.add_argument("--seq-len", type=int, default=None, help="sequence length (default: the model's)")
-    p.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8)")
+    p.add_argument("--seq-len", type=Number(int, lo=2, hi=2**24,
+                               why="tokens of context; one position attends to nothing"),
+                   default=None, help="sequence length (default: the model's)")
+    p.add_argument("--gpus", type=Number(int, lo=1, hi=10**7,
+                               why="GPUs in the job; Llama 3 405B used 16,384"),
+                   default=8, help="number of GPUs (default 8)")
     p.add_argument("--gpu", default="h100", help="a100-40gb, a100-80gb, h100, h200, b200, mi300x (h100)")
     p.add_argument("--hardware", default=None, metavar="FILE", help="TOML/JSON file overriding the GPU table")
     p.add_argument("--tokens", default=None, help="training tokens, e.g. 1T (default: 20 per param)")
@@ -138,7 +144,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "mbs=1,recompute=selective,sp=1,v=1 (dp is the rest; dp_shard/dp_replicate for HSDP)")
     p.add_argument("--accounting", default="16B", choices=["16B", "18B", "20B", "megatron-distopt"],
                    help="bytes of training state per parameter (default 16B)")
-    p.add_argument("--headroom", type=float, default=0.10,
+    p.add_argument("--headroom", type=Number(float, hi=0.99, why="a share of each GPU's memory, below 1"),
+                   default=0.10,
                    help="share of each GPU's memory left free for what the model does not count: the "
                    "CUDA context (~0.8 GB), NCCL buffers (0.5-1.6 GB per communicator), allocator "
                    "fragmentation (default 0.10; the plan says when it alone refuses a layout)")
@@ -146,7 +153,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-dropout", action="store_true",
                    help="GPT blocks trained with dropout 0 (MPT, most LLM pretraining) save no dropout "
                    "masks: 2 bytes per token per layer fewer than Korthikanti's 34h")
-    p.add_argument("--efficiency", type=float, default=None,
+    p.add_argument("--efficiency", type=Number(float, gt=0, hi=1, why="a share of peak"), default=None,
                    help="share of peak large GEMMs sustain (default: the GPU table's, e.g. 0.80 on H100)")
     p.add_argument("--activations", default="fused", choices=["fused", "pretrain", "torchtitan"],
                    help="saved-tensor accounting: fused kernels (Megatron/TE, default), this project's "
@@ -165,11 +172,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reduce-dtype", default=None, choices=["bf16", "fp32"],
                    help="dtype gradients are reduced in (default: fp32 with --accounting 18B or "
                    "megatron-distopt, else bf16; torchtitan's FSDP2 reduces in fp32)")
-    p.add_argument("--mtbf-gpu-hours", type=float, default=50_000.0,
+    p.add_argument("--mtbf-gpu-hours", type=Number(float, gt=0, why="hours one GPU runs between failures"),
+                   default=50_000.0,
                    help="mean hours between failures of one GPU (default 50,000, from Llama 3)")
-    p.add_argument("--checkpoint-seconds", type=float, default=60.0, help="time to save a checkpoint (60)")
-    p.add_argument("--restart-seconds", type=float, default=0.0, help="time lost per failure restarting (0)")
-    p.add_argument("--top", type=int, default=5, help="how many ranked layouts to show (5)")
+    p.add_argument("--checkpoint-seconds", type=Number(float, gt=0, why="seconds"),
+                   default=60.0, help="time to save a checkpoint (60)")
+    p.add_argument("--restart-seconds", type=Number(float, why="seconds"),
+                   default=0.0, help="time lost per failure restarting (0)")
+    p.add_argument("--top", type=Number(int, lo=1, hi=10**6, why="layouts shown"),
+                   default=5, help="how many ranked layouts to show (5)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--figures", default=None, metavar="DIR", help="write PNG figures into DIR")
     p.add_argument("--calibrate", nargs="+", default=None, metavar="RUN",

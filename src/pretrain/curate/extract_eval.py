@@ -6,6 +6,10 @@
 - trafilatura's evaluation set: per page, snippets that must be kept (`with`) and must not be
   (`without`); we report the share of must-keep snippets found and of must-drop snippets absent,
   after collapsing whitespace on both sides.
+- "crawl": the HTML responses of the real crawl files under ../shared/data/warc (not derived/),
+  labelled the same way by hand (data/extract_crawl_labels.json, its protocol in the file and in
+  docs/extraction.md), many of them pages with no main content at all (`no_main`): there we also
+  report the share of pages whose extraction is empty or holds none of their must-drop snippets.
 
 Both sets are split into 5 folds by site (`site_fold`) so that a learnt extractor can be scored on
 each page by a model that never saw a page of the same site (grouped cross-fitting).
@@ -14,11 +18,12 @@ each page by a model that never saw a page of the same site (grouped cross-fitti
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -109,3 +114,68 @@ def snippet_scores(text: str, keep: list[str], drop: list[str]) -> tuple[int, in
     kept = sum(1 for s in keep if _norm(s) in t)
     dropped = sum(1 for s in drop if _norm(s) not in t)
     return kept, len(keep), dropped, len(drop)
+
+
+CRAWL_LABELS = Path(__file__).resolve().parents[1] / "data" / "extract_crawl_labels.json"
+
+
+def crawl_records(root: Path) -> Iterator[tuple[str, object]]:
+    """(file relative to `root`, Document) for each HTML response of the WARC/ARC files under `root`
+    (../shared/data/warc), file by file in sorted order; derived/ is left out (AEB's pages again)."""
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    files = sorted(
+        p for p in root.rglob("*")
+        if p.is_file() and "derived" not in p.relative_to(root).parts
+        and p.name.endswith((".warc", ".warc.gz", ".arc.gz"))
+    )
+    for f in files:
+        for d in read_documents(f, ReaderConfig()):
+            if d.cache.get("html"):
+                yield f.relative_to(root).as_posix(), d
+
+
+def crawl_pages(root: Path, labels: Path = CRAWL_LABELS) -> Iterator[tuple]:
+    """(key, html, must_keep, must_drop, no_main, url) for each labelled crawl page under `root`.
+
+    A labelled record that is missing, or whose HTML no longer hashes to the labelled SHA-256, is a
+    ValueError naming the file and the record: labels of a changed page would mis-score silently.
+    Records without a label (a file added later) are not yielded.
+    """
+    want = {(p["file"], p["record_id"]): p for p in json.loads(labels.read_text(encoding="utf-8"))["pages"]}
+    seen = set()
+    for rel, d in crawl_records(root):
+        page = want.get((rel, d.id))
+        if page is None:
+            continue
+        if hashlib.sha256(d.text.encode("utf-8")).hexdigest() != page["sha256"]:
+            raise ValueError(
+                f"{root / rel}: record {d.id} ({d.url}): HTML changed since it was labelled in {labels.name}"
+            )
+        seen.add((rel, d.id))
+        yield f"{rel}#{d.id}", d.text, page["keep"], page["drop"], page["no_main"], d.url or ""
+    if missing := sorted(set(want) - seen):
+        rel, rid = missing[0]
+        raise ValueError(
+            f"{root / rel}: record {rid} labelled in {labels.name} not found ({len(missing)} missing)"
+        )
+
+
+def crawl_scores(extract: Callable[[str, str], str], pages: list[tuple]) -> dict[str, float]:
+    """keep / drop shares over all snippets of the crawl pages, and on `no_main` pages the share whose
+    extraction is empty or holds none of their must-drop snippets (`no_main_clean`)."""
+    kept = total_keep = dropped = total_drop = clean = n_none = 0
+    for _, html, keep, drop, no_main, url in pages:
+        text = extract(html, url)
+        k, nk, d, nd = snippet_scores(text, keep, drop)
+        kept, total_keep, dropped, total_drop = kept + k, total_keep + nk, dropped + d, total_drop + nd
+        if no_main:
+            n_none += 1
+            clean += not text.strip() or d == nd
+    return {
+        "kept": kept / max(total_keep, 1),
+        "dropped": dropped / max(total_drop, 1),
+        "no_main_clean": clean / max(n_none, 1),
+        "pages": len(pages),
+        "no_main": n_none,
+    }

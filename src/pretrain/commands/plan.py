@@ -73,8 +73,8 @@ GPU-hours, communication, bubble, failures, the top layouts and why the winner w
 --figures DIR writes memory.png, zero.png, pipeline.png and checkpoint.png for this configuration.
 Models: --model NAME (see --list-models), --model DIR (a Hugging Face folder's config.json: Llama,
 Mistral, Qwen2, Qwen3 or GPT-2, counted exactly as transformers builds it; its context is
-max_position_embeddings, often 32K-128K: plan continued training at yours with --seq-len), or
---params 7B.
+max_position_embeddings, often 32K-128K: plan continued training at yours with --seq-len),
+--model RUN (a run directory of pretrain train: the model it trained), or --params 7B.
 Exit code 1 when no layout fits (or the --layout given does not).
 """
 
@@ -92,15 +92,43 @@ def _model_shape(model: str):
             raise UserError(f"--model {model}: not a folder (give a Hugging Face model folder with "
                             "config.json, or a preset: see --list-models)")
         return shapes.get_shape(model)
+    if (Path(model) / "config.toml").is_file() and not (Path(model) / "config.json").is_file():
+        return _run_shape(Path(model))
     from pretrain.train.hf import read_hf_model_config
 
     fields = read_hf_model_config(model)[0]
     return shapes.ModelShape(name=Path(model).resolve().name, **fields)
 
 
+def _run_shape(run):
+    """The shape a run of `pretrain train` trained: its config.toml's [model] (a preset and the fields
+    set over it, or the model.init_from folder's, with the fields set over that), read as the
+    calibration reads it (hostile-input checks, no torch)."""
+    import dataclasses
+
+    from pretrain.errors import UserError
+    from pretrain.plan.calibrate import _shape
+    from pretrain.plan.recipe import SHAPE_FIELDS
+    from pretrain.untrusted import load_toml
+
+    where = run / "config.toml"
+    model = load_toml(where).get("model", {})
+    if not isinstance(model, dict):
+        raise UserError(f"{where}: [model] must be a table, got {model!r}")
+    if model.get("init_from"):  # continued pretraining: the folder's shape, as the trainer builds it
+        base = _model_shape(str(model["init_from"]))
+        over = {k: model[k] for k in SHAPE_FIELDS if model.get(k) not in (None, "")}
+        try:
+            return dataclasses.replace(base, **over)
+        except TypeError as e:
+            raise UserError(f"{where}: [model]: {e}") from None
+    return dataclasses.replace(_shape(model, where), name=run.resolve().name)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
-                   help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models), or a Hugging Face folder")
+                   help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models), a Hugging Face folder, "
+                   "or a run directory of pretrain train (the model it trained)")
     p.add_argument("--params", default=None, help="a parameter count instead of a preset, e.g. 7B, 1.5T")
     p.add_argument("--seq-len", type=Number(int, lo=2, hi=2**24,
                                why="tokens of context; one position attends to nothing"),
@@ -164,18 +192,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--emit-recipe", default=None, metavar="FILE",
                    help="write a training config (TOML) for pretrain train: the best layout under this "
                    "trainer's activations (--activations pretrain), which may differ from the table's")
-    p.add_argument("--list-models", action="store_true", help="list the presets and exit")
+    p.add_argument("--list-models", action="store_true",
+                   help="list the presets and exit (with --json: a JSON list)")
 
 
 def run(args: argparse.Namespace) -> int:
     import sys
+    from pathlib import Path
 
     from pretrain.errors import UserError
     from pretrain.jsonout import dumps
     from pretrain.plan import hardware, report, shapes
     from pretrain.plan.search import Job
 
+    for flag, path in (("--emit-recipe", args.emit_recipe), ("--save-hardware", args.save_hardware)):
+        if path and Path(path).is_dir():  # said now, not after the search as a temporary file's error
+            name = "run.toml" if flag == "--emit-recipe" else "hardware.toml"
+            raise UserError(f"{flag} {path}: a folder; give the file's path (e.g. {Path(path) / name})")
     if args.list_models:
+        if args.json:  # a script reads the presets back
+            print(dumps([{"name": name, "params": s.params(), "n_layers": s.n_layers, "d_model": s.d_model,
+                          "n_heads": s.n_heads, "n_kv_heads": s.n_kv_heads, "vocab_size": s.vocab_size,
+                          "seq_len": s.seq_len} for name, s in shapes.PRESETS.items()], indent=2))
+            return 0
         for name, s in shapes.PRESETS.items():
             print(f"{name:18s} {s.params() / 1e9:9.3f}B  L={s.n_layers} h={s.d_model} a={s.n_heads} "
                   f"kv={s.n_kv_heads} V={s.vocab_size} s={s.seq_len}")
@@ -357,6 +396,7 @@ def _trainer_plan(plan: dict, job, budget, layout) -> tuple[dict | None, object,
 
 
 def _calibrate(args: argparse.Namespace):
+    from pretrain.errors import UserError
     from pretrain.plan import calibrate, hardware
 
     table = hardware.load_table(args.hardware) if args.hardware else None
@@ -372,7 +412,10 @@ def _calibrate(args: argparse.Namespace):
     if args.save_hardware:
         from pretrain.plan.recipe import write_text
 
-        write_text(args.save_hardware, calibrate.hardware_toml(fitted))
+        try:
+            write_text(args.save_hardware, calibrate.hardware_toml(fitted))
+        except OSError as e:  # the temporary file's name would say nothing
+            raise UserError(f"--save-hardware {args.save_hardware}: cannot write: {e.strerror or e}") from e
         out["saved"] = args.save_hardware
     return out, fitted
 

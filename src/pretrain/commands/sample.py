@@ -29,7 +29,7 @@ MAX_TOKENS = 1_000_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="run directory written by `pretrain train`")
-    parser.add_argument("--prompt", default="\n", help="text to continue")
+    parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     parser.add_argument("--tokens", type=Number(int, hi=MAX_TOKENS, why="one forward pass per token"),
                         default=200,
                         help=f"tokens to generate, at most {MAX_TOKENS:,}; past the model's context the "

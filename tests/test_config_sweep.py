@@ -138,8 +138,8 @@ def numeric_options(command: str, action: str | None = None) -> list[tuple[str, 
     sub = _subparser(build_parser(), command)
     if action is not None:  # `pretrain tokens inspect`: a parser under the command's
         sub = _subparser(sub, action)
-    return [(a.option_strings[-1], a.type) for a in sub._actions  # noqa: SLF001
-            if a.option_strings and a.type in (int, float)]
+    return [(a.option_strings[-1], getattr(a.type, "typ", a.type)) for a in sub._actions  # noqa: SLF001
+            if a.option_strings and getattr(a.type, "typ", a.type) in (int, float)]
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +200,42 @@ def token_dir(tmp_path_factory) -> Path:
                          ids=lambda x: x if isinstance(x, str) else "")
 def test_tokens_inspect_option(flag, typ, token_dir, capsys):
     _flag_sweep(["tokens", "inspect", str(token_dir)], flag, typ, capsys)
+
+
+# --- the preflight's estimate against what the trainer's step holds (session 8) ----------------------
+
+SMALL_HEAD = ("log.tensorboard=false", "checkpoint.every=0", "model.n_layers=1", "model.d_model=32",
+              "model.d_ff=64", "model.n_heads=2", "model.n_kv_heads=1", "model.seq_len=64")
+
+
+@pytest.mark.parametrize("dtype,per_vocab", [("bf16", 14), ("fp32", 16)])
+def test_preflight_counts_what_the_loss_holds(tmp_path, text, dtype, per_vocab):
+    """The trainer's own forward and backward (Trainer._forward_backward) at batch 2 and 6, each
+    storage counted live on the CPU (test_plan_activations_peers._LiveBytes): the bytes per token it
+    adds are what fits.estimate adds, at two vocabulary sizes. The loss dominates (V = 2,048 and
+    8,192 at d_model 32): bf16 logits kept through backward, the fp32 log-softmax and two fp32
+    gradients, 14 bytes per entry (16 in fp32), where the preflight counted Korthikanti's 4."""
+    from test_plan_activations_peers import _LiveBytes
+
+    from pretrain.train.fits import estimate
+    from pretrain.train.model import resolve_shape
+    from pretrain.train.parallel import dims_from_config
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    for vocab in (2048, 8192):
+        measured, estimated = [], []
+        for batch in (2, 6):
+            cfg = tiny_config(tmp_path / f"{vocab}-{batch}", text, *SMALL_HEAD, f"model.vocab_size={vocab}",
+                              f"data.batch_size={batch}", f"precision.dtype={dtype}")
+            trainer = Trainer(cfg, quiet=True)
+            live = _LiveBytes()
+            with live:
+                trainer._forward_backward(1)  # noqa: SLF001
+            measured.append(live.peak)
+            need = estimate(cfg, resolve_shape(cfg.model), dims_from_config(cfg.parallel))
+            estimated.append(need.activations + need.logits)
+        tokens = 4 * 64
+        per_token = (measured[1] - measured[0]) / tokens
+        assert per_token / vocab == pytest.approx(per_vocab, rel=0.1), (vocab, per_token)
+        assert (estimated[1] - estimated[0]) / tokens == pytest.approx(per_token, rel=0.05), vocab

@@ -55,16 +55,38 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
                  "--benchmarks", str(_bench())]) == 0
     again = json.loads(out.read_text())
     assert again["results"] == doc["results"]
+    assert "scored again: copa, winogrande, ppl:sample.txt" in capsys.readouterr().err  # not a cache
     # other tasks into the same file: added beside the earlier ones, which are kept as they were
     assert main(["eval", str(tiny_run), "--tasks", "piqa", "--limit", "6", "--quiet",
                  "--benchmarks", str(_bench())]) == 0
     merged = json.loads(out.read_text())
+    assert "scored again" not in capsys.readouterr().err
     assert set(merged["results"]) == set(merged["tasks"]) == set(doc["results"]) | {"piqa"}
     assert merged["results"]["copa"] == doc["results"]["copa"]
     # what `pretrain report` shows: a table of the result file
     from pretrain.report_run import eval_table
 
     assert "acc_norm" in eval_table(merged) and "piqa" in eval_table(merged)
+
+
+def test_one_run_named_two_ways_or_limit_0_adds_to_the_file(tiny_run, sample_text, tmp_path, capsys,
+                                                            monkeypatch):
+    """`runs/tiny/` (a shell's completion) and `/abs/runs/tiny` are one run, and `--limit 0` is no
+    limit: the second evaluation adds its task. They replaced the first one's, with a warning the demo
+    printed on its own first run (its in-loop file said limit 0, `pretrain eval` no limit)."""
+    from pretrain.cli import main
+
+    other = tmp_path / "other.txt"
+    other.write_text(sample_text.read_text()[1000:])
+    out = tmp_path / "e.json"
+    monkeypatch.chdir(tiny_run.parent)
+    assert main(["eval", f"{tiny_run.name}/", "--tasks", f"ppl:{sample_text}", "--limit", "0",
+                 "-o", str(out), "--quiet"]) == 0
+    assert main(["eval", str(tiny_run), "--tasks", f"ppl:{other}", "-o", str(out), "--quiet"]) == 0
+    assert "replaced" not in capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert set(doc["results"]) == {f"ppl:{sample_text.name}", "ppl:other.txt"}
+    assert doc["model"]["path"] == str(tiny_run.resolve())
 
 
 def test_batched_scores_equal_one_request_at_a_time(tiny_run):
@@ -281,7 +303,9 @@ def test_scored_positions_only_equal_the_full_forward(tiny_run):
 
 
 @pytest.mark.parametrize("spec, said", [("copa", "--benchmarks"), ("ppl:missing.txt", "missing.txt"),
-                                        ("mem:missing.txt", "missing.txt"), ("no_such_task", "unknown task")])
+                                        ("mem:missing.txt", "missing.txt"), ("no_such_task", "unknown task"),
+                                        ("hellaswag", "did you mean hellaswag_small"),
+                                        ("ppl:", "ppl:PATH"), ("mem:", "mem:PATH")])
 def test_a_task_that_cannot_run_fails_before_the_model_loads(tmp_path, capsys, spec, said):
     """`pretrain eval RUN --tasks ppl:valid.txt,arc_easy` without benchmarks: one line at once, not
     after loading the model and scoring the tasks before it (their results would be lost)."""
@@ -291,6 +315,33 @@ def test_a_task_that_cannot_run_fails_before_the_model_loads(tmp_path, capsys, s
                "--benchmarks", str(tmp_path / "none")])
     err = capsys.readouterr().err
     assert rc == 2 and said in err and "no-run" not in err, err
+
+
+def test_an_output_that_cannot_be_written_is_one_line_before_the_model_loads(tmp_path, capsys):
+    """`-o a-file/eval.json` (or a read-only place) failed only when the first task was written,
+    after loading the model and scoring it."""
+    from pretrain.cli import main
+
+    (tmp_path / "a-file").write_text("")
+    rc = main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__}", "--quiet",
+               "-o", str(tmp_path / "a-file" / "eval.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "a-file" in err and "no-run" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_device_that_is_not_there_is_one_line_before_the_model_loads(tmp_path, capsys):
+    """`--device cuda` without a GPU ended in torch's "Torch not compiled with CUDA enabled"
+    traceback, `--device tpu` in a RuntimeError listing torch's device types."""
+    from pretrain.cli import main
+
+    with pytest.raises(SystemExit) as e:  # argparse: not one of cpu, cuda
+        main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__}", "--device", "tpu"])
+    assert e.value.code == 2 and "--device" in capsys.readouterr().err
+    if torch.cuda.is_available():
+        return
+    rc = main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__}", "--device", "cuda"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--device cuda" in err and "no-run" not in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("flag, value", [("--limit", "-3"), ("--batch-tokens", "0"), ("--batch-tokens", "-1"),

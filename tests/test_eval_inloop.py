@@ -67,6 +67,24 @@ def test_sharded_layouts_are_refused(tmp_path, text):
     check_layout(cfg, dims_from_config(cfg.parallel))
 
 
+@pytest.mark.parametrize("spec, said", [("arc_eazy", "unknown task 'arc_eazy'"),
+                                        ("ppl:nothere.txt", "nothere.txt")])
+def test_a_task_that_cannot_run_stops_the_run_before_its_first_step(tmp_path, text, restore_torch_threads,
+                                                                   spec, said):
+    """`log.eval_tasks` with a typo'd task or a missing file trained until the first evaluation step
+    (hours, in a real run), then stopped with no checkpoint; the trainer now says so at start, as
+    `pretrain eval` does before it loads a model."""
+    from pretrain.errors import UserError
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    cfg = tiny_config(tmp_path / "run", text, "train.steps=4", f"log.eval_tasks={spec}",
+                      "log.eval_tasks_every=2")
+    with pytest.raises(UserError, match=said):
+        Trainer(cfg, quiet=True)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
 @pytest.mark.slow
 def test_two_gloo_ranks_equal_one_process(tmp_path, text):
     """Sharded evaluation: during training with two gloo ranks (dp_replicate=2) each rank scores half

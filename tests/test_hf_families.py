@@ -253,6 +253,16 @@ def test_plan_of_a_hf_folder_counts_what_transformers_builds(name, tmp_path, cap
                  "--json"]) == 0
     model = json.loads(capsys.readouterr().out)["model"]
     assert (model["name"], model["params"], model["seq_len"]) == (name, truth, 4096)
+    # what train/eval/report call it: the family and the size its model card gives, not "custom"
+    from pretrain.train.hf import apply_init_from
+    from pretrain.train.model import resolve_shape
+
+    card = {"qwen2.5-0.5b": "Qwen2-0.5B-like", "qwen3-0.6b": "Qwen3-0.6B-like",
+            "qwen3-1.7b": "Qwen3-1.7B-like"}
+    run = apply_init_from(cfgmod.load(RunConfig, None, [f"model.init_from={folder}"]))
+    assert resolve_shape(run.model).name == card[name]
+    (folder / "config.json").unlink()  # the folder gone (a run reported elsewhere): named from its shape
+    assert resolve_shape(run.model).name == card[name]
 
 
 def test_a_recipe_planned_from_a_folder_continues_training_it(tmp_path, capsys):

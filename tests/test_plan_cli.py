@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -293,3 +294,55 @@ def test_headroom_is_an_option_and_the_table_says_when_it_alone_refuses():
     flat = " ".join(r.stdout.split())
     assert "dropped: does not fit in memory" in flat and "only the 10% headroom refuses it" in flat
     assert "--headroom" in flat
+
+
+def test_list_models_with_json_prints_json(capsys):
+    """`--list-models --json` printed the text table (the flag was ignored): a script reading it
+    back failed. One object per preset, with the published totals (Llama 3 8B: 8,030,261,248)."""
+    from pretrain.cli import main
+
+    assert main(["plan", "--list-models", "--json"]) == 0
+    models = json.loads(capsys.readouterr().out)
+    by_name = {m["name"]: m for m in models}
+    assert by_name["llama-3-8b"]["params"] == 8_030_261_248
+    assert by_name["gpt2-124m"]["params"] == 124_439_808
+    assert by_name["llama-3-8b"]["n_kv_heads"] == 8 and by_name["llama-3-8b"]["seq_len"] == 8192
+
+
+@pytest.mark.parametrize("flag", ["--emit-recipe", "--save-hardware"])
+def test_a_folder_given_for_a_file_output_is_one_line_before_planning(tmp_path, capsys, flag):
+    """`--save-hardware DIR` ended in an IsADirectoryError traceback after the fit, `--emit-recipe
+    DIR` in "cannot write .DIR.tmp123: Is a directory" after the search: the folder named at once."""
+    from pretrain.cli import main
+
+    calib = str(Path(__file__).parent / "data" / "calibrate" / "b8")
+    args = ["plan", "--calibrate", calib, "--gpu", "h100"] if flag == "--save-hardware" else \
+        ["plan", "--model", "tiny-cpu", "--gpus", "1", "--batch-tokens", "2K", "--tokens", "1M"]
+    assert main([*args, flag, str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0] and str(tmp_path) in err[0] and "Error" not in err[0], err
+    assert list(tmp_path.iterdir()) == []
+    if flag == "--save-hardware":  # a place that cannot be written: one line too, not a traceback
+        (tmp_path / "a-file").write_text("")
+        assert main([*args, flag, str(tmp_path / "a-file" / "x.toml")]) == 2
+        assert "--save-hardware" in capsys.readouterr().err
+
+
+def test_a_run_directory_is_planned_as_the_model_it_trained(tmp_path, capsys):
+    """`plan --model runs/tiny` (a run of `pretrain train`, config.toml) said "no config.json (not a
+    Hugging Face model folder)": the newcomer who just trained wants that model at scale. It plans
+    the shape the run's config.toml gives (here tiny-cpu at seq_len 128, the recipe's override)."""
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text((Path(__file__).parents[1] / "recipes" / "tiny-cpu.toml").read_text())
+    assert main(["plan", "--model", str(run), "--gpus", "1", "--batch-tokens", "2K", "--tokens", "1M",
+                 "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)["model"]
+    tiny = get_shape("tiny-cpu")
+    assert (model["n_layers"], model["d_model"], model["seq_len"], model["vocab_size"]) == \
+        (tiny.n_layers, tiny.d_model, 128, 257)
+    (run / "config.toml").write_text('[model]\npreset = "no-such"\n')
+    assert main(["plan", "--model", str(run), "--gpus", "1"]) == 2
+    assert "config.toml" in capsys.readouterr().err

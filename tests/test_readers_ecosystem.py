@@ -377,6 +377,12 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     assert main(["tokenize", str(rp), "--tokenizer", str(tok), "-o", str(tmp_path / "t"), "--workers", "1",
                  "--text-field", "raw_content"]) == 0
     assert read_manifest(tmp_path / "t")["documents"] == 5
+    # a rerun into the same output reading another field: refused naming the setting, old -> new
+    capsys.readouterr()
+    assert main(["tokenize", str(rp), "--tokenizer", str(tok), "-o", str(tmp_path / "t"), "--workers", "1",
+                 "--text-field", "text"]) == 2
+    said = capsys.readouterr().err.strip()
+    assert len(said.splitlines()) == 1 and 'text_field: "raw_content" -> "text"' in said, said
     # the same file tokenized without the flag read nothing: said, with the flag to use, not exit 0
     capsys.readouterr()
     assert main(["tokenize", str(rp), "--tokenizer", str(tok), "-o", str(tmp_path / "u"),

@@ -264,9 +264,10 @@ def documented_commands() -> list[tuple[str, str]]:
 
 def test_every_documented_option_and_set_key_exists_with_a_valid_value():
     """Each documented command (in the docs and in each command's --help) names a real subcommand;
-    its options are the parser's (a choice's value among its choices); each `--set key=value` loads
-    into the command's config (key known, value of the right type and in bounds) with the recipe
-    the command names, and a training recipe passes the checks the trainer makes before it builds."""
+    its options are the parser's (a choice's value among its choices, a `--tasks` name among eval's);
+    each `--set key=value` loads into the command's config (key known, value of the right type and in
+    bounds) with the recipe the command names, and a training recipe passes the checks the trainer
+    makes before it builds."""
     from pretrain import cli
     from pretrain.config import load
     from pretrain.errors import UserError
@@ -291,6 +292,8 @@ def test_every_documented_option_and_set_key_exists_with_a_valid_value():
                 assert value in action.choices, f"{where}: `{cmd}`: {flag} {value} not in {action.choices}"
             if flag == "--set" and value and not any(map(_placeholder, value.split("=", 1))):
                 sets.append(value)
+            if flag == "--tasks" and value and not _placeholder(value):
+                _check_task_names(where, cmd, value)
         if sets and names[0] in cli.CONFIGS:
             mod, _, cls = cli.CONFIGS[names[0]].partition(":")
             recipe = next((a for a in argv if a.endswith(".toml") and (ROOT / a).is_file()), None)
@@ -303,6 +306,17 @@ def test_every_documented_option_and_set_key_exists_with_a_valid_value():
                     _trainer_checks(cfg)
             except UserError as e:
                 pytest.fail(f"{where}: `{cmd}`: {e}")
+
+
+def _check_task_names(where: str, cmd: str, value: str) -> None:
+    """A documented task is one `pretrain eval` knows by name (`--tasks hellaswag` would be refused:
+    the shipped file is hellaswag_small), or a file: ppl:/mem: or a .jsonl path."""
+    from pretrain.eval.tasks import KNOWN
+
+    for spec in filter(None, value.split(",")):
+        if spec.startswith(("ppl:", "mem:")) or spec.endswith((".jsonl", ".jsonl.gz")):
+            continue
+        assert spec in KNOWN, f"{where}: `{cmd}`: no task {spec!r} (known: {', '.join(sorted(KNOWN))})"
 
 
 def _trainer_checks(cfg) -> None:

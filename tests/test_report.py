@@ -86,6 +86,7 @@ def test_spikes_and_rollbacks_are_drawn(spiked_run, tmp_path):
     assert red_pixels(curves) > 100  # the dashed red lines at the spike and the rollback
     assert any(p.startswith("spike at step 23") for p in sec.problems)
     assert "stability.spike_factor = 1.5" in sec.body and "optim.lr = 0.01" in sec.body  # what ran
+    assert "model tiny-cpu: " in sec.body  # the model, named as the trainer named it
     calm = tmp_path / "calm"  # the same run with its event lines removed: nothing to mark
     shutil.copytree(spiked_run, calm, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
     lines = (spiked_run / "metrics.jsonl").read_text().splitlines()
@@ -178,6 +179,23 @@ def test_report_of_each_output_renders_in_chromium(plan_json, spiked_run, corpus
     assert result["errors"] == []
     assert shot.stat().st_size > 10_000
     assert "<script src" not in html and "http://" not in html.replace("http://www.w3.org", "")
+
+
+def test_a_plan_of_a_model_folder_keeps_its_figures(tmp_path):
+    """`plan --model DIR` names the model after the folder, which is no preset: the report rebuilt
+    the job from the preset table only (UserError, not KeyError) and left the four figures out."""
+    cfg = {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1376, "num_hidden_layers": 4,
+           "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000,
+           "max_position_embeddings": 2048, "tie_word_embeddings": False}
+    (tmp_path / "my-model").mkdir()
+    (tmp_path / "my-model" / "config.json").write_text(json.dumps(cfg))
+    out = _cli("plan", "--model", str(tmp_path / "my-model"), "--gpus", "8", "--gpu", "h100",
+               "--tokens", "10B", "--json")
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "plan.json").write_text(out.stdout)
+    sec = section_for(tmp_path / "plan.json", 0)
+    assert "figures left out" not in sec.body
+    assert len(images(sec.body)) == 4
 
 
 def test_a_plan_that_does_not_fit_says_why(tmp_path):

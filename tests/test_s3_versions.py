@@ -90,26 +90,49 @@ def test_plan_without_versions_resumes_as_before_and_says_so_once(s3_here, tmp_p
     assert _kept_ids(local) == kept != []
 
 
-def test_local_file_with_a_new_mtime_and_the_same_size_is_said_not_refused(tmp_path, capsys):
-    """No local file is hashed, so a new mtime at the same size cannot tell a rewrite from a touch
-    or a regenerated copy of the same bytes (`pretrain demo` run twice rewrote its split this way
-    and was refused). The rerun resumes and says so once per file; another size is still refused."""
+def _bump(path: Path, data: bytes) -> None:
+    """Write `data` at `path` with a later mtime (a coarse clock could give the same one)."""
+    before = path.stat().st_mtime_ns
+    path.write_bytes(data)
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+def test_local_file_rewritten_same_size_is_refused_and_a_touch_is_silent(tmp_path, capsys):
+    """The finished shard's marker holds its input's xxh3_128: a new mtime at the same size is
+    hashed. The same bytes (a touch, a regenerated copy) resume silently, the new mtime taken into
+    the marker (so the second rerun does not hash again); other bytes of that size are refused in
+    one line; a marker without a hash (an older pretrain) resumes with one note, then is upgraded."""
     (tmp_path / "in").mkdir()
     for k in ["a.jsonl", "b.jsonl"]:
         (tmp_path / "in" / k).write_bytes(_rows(k, n=6))
     job = _job(str(tmp_path / "in"), tmp_path / "out", tmp_path / "out" / "work")
     assert main(job) == 0
     kept = _kept_ids(tmp_path / "out")
-    b = tmp_path / "in" / "b.jsonl"
-    before = b.stat().st_mtime_ns
-    b.write_bytes(b.read_bytes())  # the same bytes, written anew
-    os.utime(b, ns=(before + 10**9, before + 10**9))  # a coarse clock could give the same mtime
-    capsys.readouterr()
-    assert main(job) == 0
-    err = capsys.readouterr().err
-    assert err.count(f"{b} was modified since this job listed it (same size)") == 1, err
+    b, marker = tmp_path / "in" / "b.jsonl", tmp_path / "out" / "work" / "done" / "filter_00001.done"
+    import xxhash
+
+    assert json.loads(marker.read_text())["input"]["xxh3_128"] == xxhash.xxh3_128_hexdigest(b.read_bytes())
+    for _ in range(2):  # a touch, twice: no note either time
+        _bump(b, b.read_bytes())
+        capsys.readouterr()
+        assert main(job) == 0
+        assert capsys.readouterr().err == ""
+        assert json.loads(marker.read_text())["input"]["mtime_ns"] == b.stat().st_mtime_ns
     assert _kept_ids(tmp_path / "out") == kept != []
-    b.write_bytes(b.read_bytes() + b"\n")  # another size: refused as before
+    original = b.read_bytes()
+    _bump(b, _same_size_other_bytes(original))
+    assert main(job) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{b}: its bytes changed since this job read it" in err, err
+    _bump(b, original)  # put back: resumes
+    info = json.loads(marker.read_text())
+    marker.write_text(json.dumps({"job_hash": info["job_hash"]}))  # as an older pretrain wrote it
+    _bump(b, original)
+    for notes in (1, 0):  # one note, then upgraded
+        assert main(job) == 0
+        assert capsys.readouterr().err.count(f"{b} was modified since this job read it") == notes
+    assert "xxh3_128" in json.loads(marker.read_text())["input"]
+    b.write_bytes(original + b"\n")  # another size: refused as before
     assert main(job) == 2
 
 
@@ -154,7 +177,9 @@ def test_tokenize_object_rewritten_same_size_between_attempts_is_refused(s3_here
         shutil.rmtree(tmp_path / "work" / "versions")  # next: a copy without record, fetched again
 
 
-def test_tokenize_local_file_with_a_new_mtime_is_said_and_old_markers_resume(tmp_path, capsys):
+def test_tokenize_local_file_rewritten_same_size_is_refused_and_old_markers_resume(tmp_path, capsys):
+    """As curate's (above): a touch resumes silently, for good; other bytes of the same size are
+    refused in one line; markers without stamps resume, said once, then upgraded."""
     (tmp_path / "in").mkdir()
     for k in ["a.jsonl", "b.jsonl"]:
         (tmp_path / "in" / k).write_bytes(_rows(k, n=6))
@@ -163,22 +188,39 @@ def test_tokenize_local_file_with_a_new_mtime_is_said_and_old_markers_resume(tmp
     assert main(job) == 0
     first = (out / "shard_00001.bin").read_bytes()
     b = tmp_path / "in" / "b.jsonl"
-    before = b.stat().st_mtime_ns
-    b.write_bytes(_same_size_other_bytes(b.read_bytes()))
-    os.utime(b, ns=(before + 10**9, before + 10**9))  # a coarse clock could give the same mtime
-    capsys.readouterr()
-    assert main(job) == 0  # no local file is hashed: a new mtime at one size is said, not refused
+    for _ in range(2):  # a touch, twice: silent, the new mtime recorded
+        _bump(b, b.read_bytes())
+        capsys.readouterr()
+        assert main(job) == 0
+        said = capsys.readouterr()
+        assert "note" not in said.err and "(already tokenized, nothing to do)" in said.out, said
+        stamp = json.loads((out / "shard_00001.done").read_text())["versions"][str(b.resolve())]
+        assert stamp["mtime_ns"] == b.stat().st_mtime_ns
+    original = b.read_bytes()
+    _bump(b, _same_size_other_bytes(original))
+    assert main(job) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count(f"{b.resolve()} was modified since this job listed it (same size)") == 1, err
+    assert len(err.splitlines()) == 1 and f"{b.resolve()}: its bytes changed since" in err, err
     assert (out / "shard_00001.bin").read_bytes() == first  # the finished shard is kept
-    # markers as a pretrain before versions wrote them: the rerun resumes, said once
+    _bump(b, original)
+    # markers as a pretrain before versions wrote them: the rerun resumes, said once, then upgraded
     for m in out.glob("shard_*.done"):
         info = json.loads(m.read_text())
         del info["versions"]
         m.write_text(json.dumps(info))
-    capsys.readouterr()
+    for notes in (1, 0):
+        capsys.readouterr()
+        assert main(job) == 0
+        assert capsys.readouterr().err.count("record no input versions") == notes
+    m = out / "shard_00001.done"  # as session 7 wrote it (mtime only), then the file touched
+    m.write_text(json.dumps({**json.loads(m.read_text()), "versions": {str(b.resolve()): {"mtime_ns": 1}}}))
+    for notes in (1, 0):  # said once, then upgraded with its hash
+        capsys.readouterr()
+        assert main(job) == 0
+        assert capsys.readouterr().err.count(f"{b.resolve()} was modified since this job read it") == notes
+    (out / "shard_00000.done").unlink()  # as a run killed before that marker: one shard redone
     assert main(job) == 0
-    assert capsys.readouterr().err.count("record no input versions") == 1
+    assert "(1 shard written now, 1 already tokenized)" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- a 1M-input plan.json

@@ -315,7 +315,11 @@ def test_rerun_resumes_and_other_inputs_are_refused(tok, tmp_path, capsys):
     b = megatron_write(tmp_path / "b", eod[:5], np.uint16)
     d = _imported(tok, tmp_path / "t", a, b)
     stamp = (tmp_path / "t" / "shard_00000.bin").stat().st_mtime_ns
+    capsys.readouterr()
     assert _imported(tok, tmp_path / "t", a, b).num_tokens == d.num_tokens  # same command: nothing redone
+    said = capsys.readouterr().out
+    assert said.startswith(f"kept {tmp_path / 't'}: ") and said.rstrip().endswith(
+        "(already imported, nothing to do)"), said  # not "wrote": nothing was
     assert (tmp_path / "t" / "shard_00000.bin").stat().st_mtime_ns == stamp
     out = ["-o", str(tmp_path / "t"), "--tokenizer", str(tok["path"])]
     assert main(["tokens", "import-megatron", str(b), str(a), *out]) == 2  # another file at a position
@@ -325,6 +329,8 @@ def test_rerun_resumes_and_other_inputs_are_refused(tok, tmp_path, capsys):
                  "--tokenizer", str(tmp_path / "other.json")]) == 2
     err = capsys.readouterr().err
     assert "different job" in err and "other inputs" in err and "another tokenizer" in err
+    assert f"(tokenizer: {tok['path']}, sha256 " in err and f" -> {tmp_path / 'other.json'}, sha256 " in err
+    assert "(inputs[0][0]: " in err and '/a.bin" -> ' in err and '/b.bin"' in err, err  # not two hashes
     assert TokenDir(tmp_path / "t").num_tokens == d.num_tokens  # untouched by the refused runs
     # An input inside the output directory (here named like a shard it writes): refused, not replaced.
     megatron_write(tmp_path / "t" / "shard_00009", eod, np.uint16)
@@ -361,23 +367,30 @@ def test_sigkill_mid_import_then_rerun(tok, tmp_path):
     assert TokenDir(tmp_path / "killed").num_documents == 4500
 
 
-def test_an_input_with_a_new_mtime_and_the_same_size_is_said_on_the_rerun(tok, tmp_path, capsys):
-    """The done marker records each file's mtime_ns beside the identity (path, size). No file is
-    hashed, so a new mtime at the same size is said once, not refused (a touch or a copy of the
-    same bytes looks the same); another size is refused naming the file."""
+def test_an_input_rewritten_at_the_same_size_is_refused_and_a_touch_is_silent(tok, tmp_path, capsys):
+    """The done marker records each file's size, mtime and xxh3_128 beside the identity (path,
+    size). A new mtime at the same size is hashed: the same bytes (a touch, a copy) resume without
+    a word, for good; other bytes are refused in one line naming the file; another size too."""
     a = megatron_write(tmp_path / "a", tok["docs"][:5], np.uint16)
     b = megatron_write(tmp_path / "b", tok["docs"][5:10], np.uint16)
     argv = ["tokens", "import-megatron", str(a), str(b), "-o", str(tmp_path / "out"), "--tokenizer",
             str(tok["path"])]
     assert main(argv) == 0
     bin_b = Path(f"{b}.bin")
+    same = bin_b.read_bytes()
+    for k in (1, 2):  # a touch, twice: nothing said
+        os.utime(bin_b, ns=(bin_b.stat().st_mtime_ns + k * 10**9,) * 2)
+        capsys.readouterr()
+        assert main(argv) == 0
+        assert "note" not in capsys.readouterr().err
+    other = bytearray(same)
+    other[0] ^= 1  # one token id, same length
     before = bin_b.stat().st_mtime_ns
-    bin_b.write_bytes(bin_b.read_bytes())  # the same bytes, written anew
+    bin_b.write_bytes(bytes(other))
     os.utime(bin_b, ns=(before + 10**9, before + 10**9))
-    capsys.readouterr()
-    assert main(argv) == 0
-    err = capsys.readouterr().err
-    assert err.count(f"{bin_b.resolve()} was modified since this job listed it (same size)") == 1, err
-    bin_b.write_bytes(bin_b.read_bytes() + b"\0\0")  # another size
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{bin_b.resolve()}: its bytes changed since" in err, err
+    bin_b.write_bytes(same + b"\0\0")  # another size
     assert main(argv) == 2
     assert str(bin_b.resolve()) in capsys.readouterr().err

@@ -54,7 +54,8 @@ def test_under_another_launcher_every_rank_says_its_line_at_once():
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     said = proc.stderr.splitlines()
-    assert said == ["pretrain plan: error: rank 3: --gpus must be >= 1, got 0"], proc.stderr
+    assert said == ["pretrain plan: error: rank 3: --gpus must be >= 1, got 0 "
+                    "(GPUs in the job; Llama 3 405B used 16,384)"], proc.stderr
 
 
 def test_an_error_only_one_rank_hits_is_still_said_after_the_wait(monkeypatch):

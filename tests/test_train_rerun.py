@@ -197,6 +197,21 @@ def test_export_to_the_wrong_kind_of_path_is_one_line(finished, tmp_path, capsys
     assert (target.is_dir() and not any(target.iterdir())) if make == "dir" else target.read_text() == "mine"
 
 
+@pytest.mark.parametrize("where", [".", "checkpoints", "hf"])
+def test_an_hf_export_into_its_own_run_directory_is_refused(finished, capsys, where):
+    """`export RUN --format hf -o RUN` (or a folder inside it) put config.json, weights and tokenizer
+    files beside config.toml and the checkpoints: a folder both a run and a model, which `eval`
+    and `model.init_from` then read as one or the other. One line, nothing written."""
+    from pretrain.cli import main
+
+    target = finished / where
+    before = sorted(p.relative_to(finished) for p in finished.rglob("*"))
+    assert main(["export", str(finished), "--format", "hf", "-o", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "run directory" in err[0] and "Error:" not in err[0], err
+    assert sorted(p.relative_to(finished) for p in finished.rglob("*")) == before
+
+
 def test_eval_output_a_folder_or_a_damaged_earlier_result(finished, tmp_path, capsys):
     """`eval --output` an existing folder: one line before the model loads (it was IsADirectoryError
     after scoring, with a stray temporary file in the working directory). An earlier result file that

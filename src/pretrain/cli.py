@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0 if args.command is None else 2
     try:
+        check_options(parser, args)  # every numeric option's bounds, before any work
         code = int(args._run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows up here for output still in the buffer
         return code
@@ -209,6 +210,23 @@ def _closed_pipe() -> int:
     Every command writes its files before its summary on stdout, so the work is done and kept."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 141  # 128 + SIGPIPE
+
+
+def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The parsed value of each numeric option (a pretrain.config.Number) within its bounds, for the
+    command run and the action under it (`tokens inspect`): one line naming the flag."""
+    from pretrain.bounds import Number, check_number
+
+    sub = _subparser(parser, args.command)
+    while sub is not None:
+        for action in sub._actions:  # noqa: SLF001
+            value = getattr(args, action.dest, None)
+            if isinstance(action.type, Number) and value is not None:
+                for v in value if isinstance(value, list) else [value]:
+                    check_number(v, action.type.metadata, action.option_strings[-1] if action.option_strings
+                                 else action.dest)
+        nested = sub._subparsers._group_actions if sub._subparsers else []  # noqa: SLF001
+        sub = next((a.choices.get(getattr(args, a.dest, None)) for a in nested), None)
 
 
 def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:

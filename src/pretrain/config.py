@@ -4,7 +4,8 @@ Precedence: dataclass defaults < TOML file < `--set a.b=value` overrides. Values
 `--set` are parsed as TOML literals when they parse (`3`, `1e-3`, `true`, `["en","fr"]`) and kept
 as strings otherwise. Unknown keys are errors that name the key and the known ones.
 `config_hash` fingerprints a resolved config, so resumable jobs can refuse to mix outputs of two
-different configs.
+different configs; such a refusal says which settings changed, old -> new (`describe_changes`),
+never only the two hashes.
 
 Validation, one mechanism for every config class, applied when a config is loaded (a wrong value
 stops with one line naming the key, the value and what is allowed):
@@ -12,8 +13,11 @@ stops with one line naming the key, the value and what is allowed):
 - integers fit in 64 bits (10**30 was an OverflowError deep in torch);
 - numbers are >= 0 unless the field says otherwise (every count, size, time and rate in the
   project is; a field that may be negative declares it with `signed()`), and never NaN;
-- field metadata from `choice(default, allowed)` and `bounded(default, lo=, hi=, gt=)`;
-- a class's own `__post_init__` checks: their ValueError becomes the same one-line UserError.
+- field metadata from `choice(default, allowed)` and `bounded(default, lo=, hi=, gt=, why=)`, the
+  reason said with the refusal (tests/test_config_bounds.py wants one on every numeric key);
+- a class's own `__post_init__` checks: their ValueError becomes the same one-line UserError;
+  values that are fine alone but contradict each other (a minimum above its maximum) go there.
+A refusal of a value a TOML file gave starts with the file's path.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import tomllib
 import types
 import typing
@@ -30,11 +33,11 @@ from typing import Any, TypeVar
 
 import tomli_w
 
+from pretrain.bounds import check_number
 from pretrain.errors import UserError
 from pretrain.untrusted import load_toml
 
 T = TypeVar("T")
-INT64 = 2**63
 
 
 def to_dict(cfg: Any) -> dict:
@@ -56,14 +59,28 @@ def choice(default: Any, allowed: tuple) -> Any:
     return dataclasses.field(default=default, metadata={"choices": tuple(allowed)})
 
 
-def bounded(default: Any, lo: float | None = None, hi: float | None = None, gt: float | None = None) -> Any:
-    """A numeric dataclass field with bounds: lo <= v <= hi, v > gt (checked when loaded)."""
-    return dataclasses.field(default=default, metadata={"lo": lo, "hi": hi, "gt": gt})
+def bounded(default: Any, lo: float | None = None, hi: float | None = None, gt: float | None = None,
+            why: str = "") -> Any:
+    """A numeric dataclass field with bounds: lo <= v <= hi, v > gt (checked when loaded). `why` is
+    the reason (a paper's range, what the code divides by); the refusal says it."""
+    return dataclasses.field(default=default, metadata={"lo": lo, "hi": hi, "gt": gt, "why": why})
 
 
-def signed(default: Any) -> Any:
+def signed(default: Any, lo: float | None = None, hi: float | None = None, why: str = "") -> Any:
     """A numeric dataclass field that may be negative (numbers are >= 0 otherwise)."""
-    return dataclasses.field(default=default, metadata={"signed": True})
+    return dataclasses.field(default=default, metadata={"signed": True, "lo": lo, "hi": hi, "why": why})
+
+
+def allowed_range(f: dataclasses.Field) -> str:
+    """The range a numeric field takes, as the refusal and docs/curation.md's table say it."""
+    meta = f.metadata
+    lo = meta.get("lo")
+    if lo is None and meta.get("gt") is None and not meta.get("signed"):
+        lo = 0
+    low = f"> {meta['gt']:g}" if meta.get("gt") is not None else (f">= {lo:,}" if lo is not None else "")
+    high = f"<= {meta['hi']:,}" if meta.get("hi") is not None else ""
+    text = " and ".join(x for x in (low, high) if x) or "any finite number"
+    return text + (f"; {meta['why']}" if meta.get("why") else "")
 
 
 def from_dict(cls: type[T], data: dict, where: str = "") -> T:
@@ -120,19 +137,7 @@ def _check(value: Any, f: dataclasses.Field, key: str) -> None:
         raise UserError(f"{key} must be one of {allowed}, got {value!r}")
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
-    if isinstance(value, float) and not math.isfinite(value):  # TOML's inf, nan, or 1e400
-        raise UserError(f"{key} must be a number, got {value!r} (a finite one; 0 where 'no bound' is meant)")
-    if isinstance(value, int) and not -INT64 <= value < INT64:  # torch, numpy and TOML stop at 64 bits
-        raise UserError(f"{key} must be a 64-bit integer (below 2**63), got {value}")
-    lo = meta.get("lo")
-    if lo is None and meta.get("gt") is None and not meta.get("signed"):
-        lo = 0
-    if lo is not None and value < lo:
-        raise UserError(f"{key} must be >= {lo}, got {value!r}")
-    if meta.get("gt") is not None and not value > meta["gt"]:
-        raise UserError(f"{key} must be > {meta['gt']}, got {value!r}")
-    if meta.get("hi") is not None and value > meta["hi"]:
-        raise UserError(f"{key} must be <= {meta['hi']}, got {value!r}")
+    check_number(value, meta, key)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -168,9 +173,18 @@ def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | No
             raise UserError(f"config file not found: {p}")
         # a run directory from elsewhere: bad UTF-8, nesting thousands deep, a FIFO: one line each
         _deep_update(data, load_toml(p))
+    set_keys = set()
     for text in overrides or []:
-        merge(data, *parse_override(text))
-    return from_dict(cls, data)
+        key, value = parse_override(text)
+        merge(data, key, value)
+        set_keys.add(".".join(key))
+    try:
+        return from_dict(cls, data)
+    except UserError as e:  # a value the file gave: say which file (a --set one the user just typed)
+        said = str(e)
+        if not path or said.startswith(str(path)) or any(k in said for k in set_keys):
+            raise
+        raise UserError(f"{path}: {said}") from None
 
 
 def _deep_update(base: dict, new: dict) -> None:
@@ -227,3 +241,29 @@ def config_hash(cfg: Any) -> str:
     """A short stable fingerprint of a resolved config."""
     blob = json.dumps(to_dict(cfg), sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def changes(old: object, new: object, key: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, old value, new value) of every setting that differs, values as TOML-ish text."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [c for k in sorted(set(old) | set(new))
+                for c in changes(old.get(k), new.get(k), f"{key}.{k}" if key else k)]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new) and old != new:
+        return [c for i, (a, b) in enumerate(zip(old, new)) for c in changes(a, b, f"{key}[{i}]")]
+    if old == new:
+        return []
+    return [(key, _short(old), _short(new))]
+
+
+def describe_changes(old: object, new: object, limit: int = 3) -> str:
+    """`key: old -> new; ...` for the first `limit` settings that differ ("" when none do): what a
+    refusal of a changed config says instead of two hashes."""
+    found = changes(old, new)
+    more = "; ..." if len(found) > limit else ""
+    return "; ".join(f"{k}: {a} -> {b}" for k, a, b in found[:limit]) + more
+
+
+def _short(value: object) -> str:
+    """A value on one line, at most ~60 characters: its head and its tail (a path's file name)."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:17] + "..." + text[-40:]

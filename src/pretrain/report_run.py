@@ -121,6 +121,7 @@ def _plan_figures(plan: dict) -> str:
 def _job_of(plan: dict):
     import dataclasses
 
+    from pretrain.errors import UserError
     from pretrain.plan import hardware, shapes
     from pretrain.plan.search import Job
 
@@ -128,7 +129,7 @@ def _job_of(plan: dict):
     try:
         shape = shapes.get_shape(m["name"])
         shape = dataclasses.replace(shape, **{k: m[k] for k in ("seq_len", "vocab_size") if k in m})
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, UserError):  # no preset (`plan --model DIR`): the shape is in the plan
         names = {f.name for f in dataclasses.fields(shapes.ModelShape)}
         shape = shapes.ModelShape(**{k: v for k, v in m.items() if k in names})
     kw = {"batch_tokens": int(b["batch_tokens"])} if b.get("batch_tokens") else {}
@@ -176,6 +177,7 @@ def run_section(run: Path, sid: str) -> Section:
                       + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
                                         "has and a CPU does not.")))
     parts.append(_checkpoints(run, events))
+    parts.append(_model(run))
     parts.append(_settings(run))
     if train:
         parts.append(_curves(train, evl, marked))
@@ -249,6 +251,20 @@ def _resumes(events: list[dict], target: int | None) -> list[str]:
         return []
     times = "once" if len(at) == 1 else f"{len(at)} times"
     return [f"resumed {times}: at step{'s' if len(at) > 1 else ''} {', '.join(at)}"]
+
+
+def _model(run: Path) -> str:
+    """The model the run trained, as the trainer printed it: a preset's name, or an imported
+    folder's family and size (`Qwen2-0.5B-like`), with its parameter count."""
+    cfg = _run_config(run)
+    try:
+        from pretrain.train.model import resolve_shape
+
+        shape = resolve_shape(cfg.model)
+    except Exception:  # noqa: BLE001 - no config, or one of another version: the curves still stand
+        return ""
+    return note(f"model {shape.name}: {shape.params():,} parameters, {shape.n_layers} layers × "
+                f"d_model {shape.d_model} (RUN/config.toml)")
 
 
 def _settings(run: Path) -> str:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 
 def add_runner_arguments(p: argparse.ArgumentParser) -> None:
     """The options every corpus job (dedup, decontaminate) shares: where it runs and what it shows."""
-    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--workers", type=Number(int, lo=1, hi=4096, why="processes, one per core"),
+                   default=None, help="processes (default: all cores)")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="local process pool (default) or a Ray cluster")
     p.add_argument("--work-dir", metavar="DIR", default=None,

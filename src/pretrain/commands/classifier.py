@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pretrain.bounds import Number
+
 HELP = "naive Bayes quality classifier: train on good/bad text, score documents"
 DESCRIPTION = """\
 A quality classifier scores how much a page looks like text you want ("good": encyclopedia
@@ -50,7 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--good", nargs="+", required=True, metavar="FILE", help="reference text (files/folders)")
     t.add_argument("--bad", nargs="+", required=True, metavar="FILE", help="text to score against")
     t.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write (JSON)")
-    t.add_argument("--min-count", type=int, default=1,
+    t.add_argument("--min-count", type=Number(int, lo=1, why="occurrences of a word; 1 keeps every word"),
+                   default=1,
                    help="drop words seen fewer times in all (default 1)")
     t.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text")
     s = sub.add_parser("score", help="score documents with a model", description=SCORE,
@@ -60,7 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("-o", "--output", default="-", help="JSONL of scores (default: stdout)")
     s.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text")
     s.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id")
-    s.add_argument("--max-model-bytes", type=int, default=32 * 1024**2, metavar="N",
+    s.add_argument("--max-model-bytes", type=Number(int, lo=1, why="bytes of the model file"),
+                   default=32 * 1024**2, metavar="N",
                    help="refuse a model file larger than this, unread (a model holds ~16x its size "
                         "in memory; default 32 MiB, ~2.4 M words; classifier.max_model_bytes in curate)")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "the curation belt: inputs -> clean corpus, rejects with reasons, stats"
 DESCRIPTION = """\
 Run the curation belt over INPUT files or folders and write a clean corpus.
@@ -68,7 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="override a config key, e.g. --set rules.profile=fineweb-2024 (repeatable)",
     )
     p.add_argument("--text-field", default=None, metavar="NAME", help=TEXT_FIELD_HELP)
-    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--workers", type=Number(int, lo=1, hi=4096, why="processes, one per core"),
+                   default=None, help="processes (default: all cores)")
     p.add_argument(
         "--executor",
         choices=["local", "ray"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
 from pretrain.commands import add_runner_arguments
 
 HELP = "find benchmark text (13-gram overlap) in a corpus; remove or tag those documents"
@@ -42,8 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output directory or URL (s3://bucket/prefix, ...)")
     p.add_argument("--benchmarks", nargs="+", required=True, metavar="SPEC",
                    help="evaluation files or folders, optionally FILE:field.path[,field]")
-    p.add_argument("--n", type=int, default=13, help="n-gram length in words (default 13)")
-    p.add_argument("--min-words", type=int, default=8, help="shorter items are not checked (default 8)")
+    p.add_argument("--n", type=Number(int, lo=1, hi=1000, why="words per n-gram; published ones are 8 to 50"),
+                   default=13, help="n-gram length in words (default 13)")
+    p.add_argument("--min-words", type=Number(int, lo=1, hi=1000, why="words; at most --n"),
+                   default=8, help="shorter items are not checked (default 8)")
     p.add_argument("--mode", choices=["remove", "tag"], default="remove",
                    help="remove: drop contaminated documents to OUT/rejects (default); "
                    "tag: keep them all, with metadata.contamination")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "the whole path on a crawl that ships with pretrain: curate, tokenize, plan, train, report"
 DESCRIPTION = """\
 Run every stage of pretrain on a small crawl that ships with the package (325 WARC records written
@@ -40,10 +42,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="extra inputs for the crawl (files or folders; repeatable)",
     )
-    p.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
+    p.add_argument("--steps", type=Number(int, lo=1, hi=10**6, why="training steps of a CPU demo"),
+                   default=300, help="training steps (default 300)")
     p.add_argument("--short", action="store_true", help="30 training steps, small tokenizer")
-    p.add_argument("--vocab-size", type=int, default=2048, help="tokenizer vocabulary (default 2048)")
-    p.add_argument("--workers", type=int, default=None, help="processes for curate/tokenize")
+    p.add_argument("--vocab-size", type=Number(int, lo=257, hi=2**20,
+                               why="the 256 bytes, the end-of-text token and merges"),
+                   default=2048, help="tokenizer vocabulary (default 2048)")
+    p.add_argument("--workers", type=Number(int, lo=1, hi=4096, why="processes, one per core"),
+                   default=None, help="processes for curate/tokenize")
 
 
 def run(args: argparse.Namespace) -> int:

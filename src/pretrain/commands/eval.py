@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "evaluate a run or a Hugging Face model: acc/acc_norm, exact match, perplexity, bits per byte"
 
 DESCRIPTION = """\
@@ -27,8 +29,9 @@ greedy generation; ppl: perplexity and bits per byte (tokenizer-independent).
 k-shot prompts draw their examples with --seed, so a rerun builds the same prompts.
 
 Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for
-a run, or --output PATH. Per-example log-likelihoods are kept under "examples". Evaluating the same
-model with the same settings again adds its tasks to that file (a task run again is replaced);
+a run, eval/NAME.json in the working directory for a folder NAME, or --output PATH. Per-example
+log-likelihoods are kept under "examples". Evaluating the same model with the same settings again
+adds its tasks to that file (a task run again is scored again and replaced, said on stderr);
 another model or other settings replace the file, and the tasks it loses are named on stderr.
 The file is rewritten as each task finishes: killed (or pre-empted) after 5 of 6 tasks, the same
 command again scores only the sixth ("5 of 6 tasks already scored in FILE; scoring 1").
@@ -39,21 +42,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="run directory or Hugging Face model folder")
     parser.add_argument("--tasks", required=True, action="append",
                         help="comma-separated task names, .jsonl paths or ppl:PATH (repeatable)")
-    parser.add_argument("--shots", type=int, default=0, help="few-shot examples per prompt (default 0)")
-    parser.add_argument("--seed", type=int, default=1234, help="seed of the few-shot draw (default 1234)")
-    parser.add_argument("--limit", type=int, default=None, help="first N examples of each task (0 = all)")
+    parser.add_argument("--shots", type=Number(int, hi=1000, why="few-shot examples per prompt (ARC: 25)"),
+                        default=0, help="few-shot examples per prompt (default 0)")
+    parser.add_argument("--seed", type=Number(int, hi=2**63 - 1, why="a seed: a 64-bit integer"),
+                        default=1234, help="seed of the few-shot draw (default 1234)")
+    parser.add_argument("--limit", type=Number(int, why="examples per task; 0 = all"),
+                        default=None, help="first N examples of each task (0 = all)")
     parser.add_argument("--benchmarks", default=None,
                         help="benchmarks folder (default $PRETRAIN_BENCHMARKS or ../shared/data/benchmarks)")
-    parser.add_argument("-o", "--output", default=None, help="result JSON (default RUN/eval/step_N.json)")
-    parser.add_argument("--step", type=int, default=None, help="run checkpoint step (default: newest)")
+    parser.add_argument("-o", "--output", default=None,
+                        help="result JSON (default RUN/eval/step_N.json; for a Hugging Face folder "
+                        "NAME: eval/NAME.json in the working directory)")
+    parser.add_argument("--step", type=Number(int, hi=2**63 - 1, why="a checkpoint's step"),
+                        default=None, help="run checkpoint step (default: newest)")
     parser.add_argument("--tokenizer", default="", help="tokenizer.json (default: the run's own)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--batch-tokens", type=int, default=4096,
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="cpu or cuda (default cpu; under torchrun cuda is each rank's LOCAL_RANK GPU)")
+    parser.add_argument("--batch-tokens", type=Number(int, lo=1, why="tokens per forward pass"), default=4096,
                         help="tokens per forward pass (padded batch width x rows; default 4096)")
-    parser.add_argument("--ppl-tokens", type=int, default=200_000,
+    parser.add_argument("--ppl-tokens", type=Number(int, lo=1, why="tokens scored per text"), default=200_000,
                         help="ppl: tasks read at most this many tokens (default 200000)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--threads", type=Number(int, lo=1, hi=1024, why="torch's CPU threads"), default=None,
                         help="CPU threads (default: the run's train.threads, else torch's default; "
                              "1 is fastest for a tiny model on a busy machine)")
 
@@ -81,11 +91,19 @@ def run(args: argparse.Namespace) -> int:
     if args.output and Path(args.output).is_dir():  # said before the model loads, not after scoring
         raise UserError(f"--output {args.output}: a folder; give the result file's path "
                         f"(e.g. {Path(args.output) / 'eval.json'})")
+    if args.output:
+        _check_writable(Path(args.output))
     if not (Path(args.model) / "config.toml").is_file() and (Path(args.model) / "config.json").is_file():
         for flag, value in (("--step", args.step), ("--tokenizer", args.tokenizer)):
             if value not in (None, ""):  # a folder has one model and its own tokenizer: ignored otherwise
                 raise UserError(f"{flag} picks a run's checkpoint or tokenizer; {args.model} is a "
                                 "Hugging Face folder, scored with its own")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():  # torch's own error is a traceback after the imports
+            raise UserError(f"--device cuda: no CUDA device is available (torch {torch.__version__}); "
+                            "use --device cpu")
     use_threads(args.model, args.threads)
     _init_distributed(args.device)
     try:
@@ -109,6 +127,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_writable(out) -> None:
+    """--output's folder can be made and written: said before the model loads, not after a task."""
+    import os
+
+    from pretrain.errors import UserError
+
+    here = out.parent
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    if not here.is_dir() or not os.access(here, os.W_OK | os.X_OK):
+        raise UserError(f"--output {out}: cannot write there ({here} is not a writable folder)")
+
+
 def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: list[str]):
     """(the result path, rank 0's writer): resumes an interrupted run of this command, saying so."""
     import sys
@@ -120,14 +151,16 @@ def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: 
     from pretrain.eval.tasks import KNOWN
 
     is_run = step is not None
-    info = {"path": str(args.model), "kind": "run" if is_run else "hf", "step": step}
+    # the model's identity in the file: its absolute path, so `runs/tiny/`, `./runs/tiny` and the
+    # trainer's own name for it (the in-loop file) are one model, not three that replace each other
+    info = {"path": str(Path(args.model).resolve()), "kind": "run" if is_run else "hf", "step": step}
     if not is_run:  # a folder exported again is another model at the same path
         info["files"] = folder_fingerprint(args.model)
     if args.tokenizer:  # another tokenizer scores other ids
         info["tokenizer"] = args.tokenizer
     # ppl_tokens cuts ppl: and mem: texts, so it changes their numbers: part of the merge rule
-    settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit, "ppl_tokens": args.ppl_tokens,
-                "world_size": world}
+    settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit or None,
+                "ppl_tokens": args.ppl_tokens, "world_size": world}
     if args.output:
         out = Path(args.output)
     elif is_run:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "export a run's newest checkpoint for transformers (--format hf) or as one safetensors file"
 
 DESCRIPTION = """\
@@ -27,7 +29,8 @@ Read the newest complete checkpoint of a run (or --step N) and write its model.
 metadata; load it back with pretrain.train.runs.load_exported.
 
 A rerun into the same folder replaces the export (stale shards removed); files appear only when
-complete. To continue pretraining from a Hugging Face folder, see model.init_from in docs/training.md.
+complete; a folder inside a run directory is refused. To continue pretraining from a Hugging Face
+folder, see model.init_from in docs/training.md.
 """
 
 
@@ -50,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hf: a transformers folder; safetensors: one file, our names (default)")
     parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32",
                         help="weights' dtype (hf: fp32 or bf16)")
-    parser.add_argument("--step", type=int, default=None,
+    parser.add_argument("--step", type=Number(int, hi=2**63 - 1, why="a checkpoint's step"), default=None,
                         help="checkpoint step (default: newest)")
     parser.add_argument("--max-shard-size", type=_size, default="5GB", metavar="SIZE",
                         help="hf: split model.safetensors into shards of at most SIZE (default 5GB)")
@@ -65,6 +68,13 @@ def _check_output(args: argparse.Namespace) -> None:
     out = Path(args.output)
     if args.format == "hf" and out.exists() and not out.is_dir():
         raise UserError(f"-o {out}: a file exists there; --format hf writes a folder")
+    if args.format == "hf":
+        run, where = Path(args.run).resolve(), out.resolve()
+        inside = where == run or run in where.parents
+        if inside or (out / "config.toml").is_file():
+            # config.json beside config.toml: a folder eval and model.init_from read as either
+            raise UserError(f"-o {out}: inside a run directory ({args.run if inside else out}); "
+                            "a Hugging Face folder goes elsewhere, e.g. -o hf/NAME")
     if args.format == "safetensors" and out.is_dir():
         raise UserError(f"-o {out}: a folder; --format safetensors writes one file "
                         f"(e.g. {out / 'model.safetensors'}), --format hf a folder")

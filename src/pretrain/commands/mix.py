@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "show a data mixture: tokens available, weight, tokens drawn, epochs per source"
 DESCRIPTION = """\
 Read mixture.toml and print, per source: tokens available, weight, tokens drawn and epochs, the
@@ -33,7 +35,8 @@ Example:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("mixture", metavar="MIXTURE.toml", help="the mixture file (layout above)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
-    p.add_argument("--warn-epochs", type=float, default=4.0, help="flag sources read more often (default 4)")
+    p.add_argument("--warn-epochs", type=Number(float, gt=0, hi=1e6, why="epochs of a source"),
+                   default=4.0, help="flag sources read more often (default 4)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from pretrain.bounds import Number
+
 HELP = "round numbers to fp32/bf16/fp16/fp8 and show their bits and the formats' limits"
 
 DESCRIPTION = """\
@@ -46,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", action="store_true", help="print the formats' limits")
     parser.add_argument(
         "--scale",
-        type=float,
+        type=Number(float, gt=0, why="a loss scale such as 65536"),
         default=None,
         help="loss-scale round trip: store value*SCALE in the format, divide by SCALE",
     )

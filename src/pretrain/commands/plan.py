@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "plan a run: memory per GPU, best TP/PP/DP/ZeRO layout, FLOPs, time, failures"
 DESCRIPTION = """\
 Plan a training run with arithmetic alone (no GPU, no torch): does it fit, how to split it, how
@@ -71,8 +73,8 @@ GPU-hours, communication, bubble, failures, the top layouts and why the winner w
 --figures DIR writes memory.png, zero.png, pipeline.png and checkpoint.png for this configuration.
 Models: --model NAME (see --list-models), --model DIR (a Hugging Face folder's config.json: Llama,
 Mistral, Qwen2, Qwen3 or GPT-2, counted exactly as transformers builds it; its context is
-max_position_embeddings, often 32K-128K: plan continued training at yours with --seq-len), or
---params 7B.
+max_position_embeddings, often 32K-128K: plan continued training at yours with --seq-len),
+--model RUN (a run directory of pretrain train: the model it trained), or --params 7B.
 Exit code 1 when no layout fits (or the --layout given does not).
 """
 
@@ -90,18 +92,50 @@ def _model_shape(model: str):
             raise UserError(f"--model {model}: not a folder (give a Hugging Face model folder with "
                             "config.json, or a preset: see --list-models)")
         return shapes.get_shape(model)
+    if (Path(model) / "config.toml").is_file() and not (Path(model) / "config.json").is_file():
+        return _run_shape(Path(model))
     from pretrain.train.hf import read_hf_model_config
 
     fields = read_hf_model_config(model)[0]
     return shapes.ModelShape(name=Path(model).resolve().name, **fields)
 
 
+def _run_shape(run):
+    """The shape a run of `pretrain train` trained: its config.toml's [model] (a preset and the fields
+    set over it, or the model.init_from folder's, with the fields set over that), read as the
+    calibration reads it (hostile-input checks, no torch)."""
+    import dataclasses
+
+    from pretrain.errors import UserError
+    from pretrain.plan.calibrate import _shape
+    from pretrain.plan.recipe import SHAPE_FIELDS
+    from pretrain.untrusted import load_toml
+
+    where = run / "config.toml"
+    model = load_toml(where).get("model", {})
+    if not isinstance(model, dict):
+        raise UserError(f"{where}: [model] must be a table, got {model!r}")
+    if model.get("init_from"):  # continued pretraining: the folder's shape, as the trainer builds it
+        base = _model_shape(str(model["init_from"]))
+        over = {k: model[k] for k in SHAPE_FIELDS if model.get(k) not in (None, "")}
+        try:
+            return dataclasses.replace(base, **over)
+        except TypeError as e:
+            raise UserError(f"{where}: [model]: {e}") from None
+    return dataclasses.replace(_shape(model, where), name=run.resolve().name)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
-                   help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models), or a Hugging Face folder")
+                   help="preset, e.g. llama-3-8b, gpt2-124m (see --list-models), a Hugging Face folder, "
+                   "or a run directory of pretrain train (the model it trained)")
     p.add_argument("--params", default=None, help="a parameter count instead of a preset, e.g. 7B, 1.5T")
-    p.add_argument("--seq-len", type=int, default=None, help="sequence length (default: the model's)")
-    p.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8)")
+    p.add_argument("--seq-len", type=Number(int, lo=2, hi=2**24,
+                               why="tokens of context; one position attends to nothing"),
+                   default=None, help="sequence length (default: the model's)")
+    p.add_argument("--gpus", type=Number(int, lo=1, hi=10**7,
+                               why="GPUs in the job; Llama 3 405B used 16,384"),
+                   default=8, help="number of GPUs (default 8)")
     p.add_argument("--gpu", default="h100", help="a100-40gb, a100-80gb, h100, h200, b200, mi300x (h100)")
     p.add_argument("--hardware", default=None, metavar="FILE", help="TOML/JSON file overriding the GPU table")
     p.add_argument("--tokens", default=None, help="training tokens, e.g. 1T (default: 20 per param)")
@@ -110,7 +144,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "mbs=1,recompute=selective,sp=1,v=1 (dp is the rest; dp_shard/dp_replicate for HSDP)")
     p.add_argument("--accounting", default="16B", choices=["16B", "18B", "20B", "megatron-distopt"],
                    help="bytes of training state per parameter (default 16B)")
-    p.add_argument("--headroom", type=float, default=0.10,
+    p.add_argument("--headroom", type=Number(float, hi=0.99, why="a share of each GPU's memory, below 1"),
+                   default=0.10,
                    help="share of each GPU's memory left free for what the model does not count: the "
                    "CUDA context (~0.8 GB), NCCL buffers (0.5-1.6 GB per communicator), allocator "
                    "fragmentation (default 0.10; the plan says when it alone refuses a layout)")
@@ -118,7 +153,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-dropout", action="store_true",
                    help="GPT blocks trained with dropout 0 (MPT, most LLM pretraining) save no dropout "
                    "masks: 2 bytes per token per layer fewer than Korthikanti's 34h")
-    p.add_argument("--efficiency", type=float, default=None,
+    p.add_argument("--efficiency", type=Number(float, gt=0, hi=1, why="a share of peak"), default=None,
                    help="share of peak large GEMMs sustain (default: the GPU table's, e.g. 0.80 on H100)")
     p.add_argument("--activations", default="fused", choices=["fused", "pretrain", "torchtitan"],
                    help="saved-tensor accounting: fused kernels (Megatron/TE, default), this project's "
@@ -137,11 +172,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reduce-dtype", default=None, choices=["bf16", "fp32"],
                    help="dtype gradients are reduced in (default: fp32 with --accounting 18B or "
                    "megatron-distopt, else bf16; torchtitan's FSDP2 reduces in fp32)")
-    p.add_argument("--mtbf-gpu-hours", type=float, default=50_000.0,
+    p.add_argument("--mtbf-gpu-hours", type=Number(float, gt=0, why="hours one GPU runs between failures"),
+                   default=50_000.0,
                    help="mean hours between failures of one GPU (default 50,000, from Llama 3)")
-    p.add_argument("--checkpoint-seconds", type=float, default=60.0, help="time to save a checkpoint (60)")
-    p.add_argument("--restart-seconds", type=float, default=0.0, help="time lost per failure restarting (0)")
-    p.add_argument("--top", type=int, default=5, help="how many ranked layouts to show (5)")
+    p.add_argument("--checkpoint-seconds", type=Number(float, gt=0, why="seconds"),
+                   default=60.0, help="time to save a checkpoint (60)")
+    p.add_argument("--restart-seconds", type=Number(float, why="seconds"),
+                   default=0.0, help="time lost per failure restarting (0)")
+    p.add_argument("--top", type=Number(int, lo=1, hi=10**6, why="layouts shown"),
+                   default=5, help="how many ranked layouts to show (5)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--figures", default=None, metavar="DIR", help="write PNG figures into DIR")
     p.add_argument("--calibrate", nargs="+", default=None, metavar="RUN",
@@ -153,18 +192,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--emit-recipe", default=None, metavar="FILE",
                    help="write a training config (TOML) for pretrain train: the best layout under this "
                    "trainer's activations (--activations pretrain), which may differ from the table's")
-    p.add_argument("--list-models", action="store_true", help="list the presets and exit")
+    p.add_argument("--list-models", action="store_true",
+                   help="list the presets and exit (with --json: a JSON list)")
 
 
 def run(args: argparse.Namespace) -> int:
     import sys
+    from pathlib import Path
 
     from pretrain.errors import UserError
     from pretrain.jsonout import dumps
     from pretrain.plan import hardware, report, shapes
     from pretrain.plan.search import Job
 
+    for flag, path in (("--emit-recipe", args.emit_recipe), ("--save-hardware", args.save_hardware)):
+        if path and Path(path).is_dir():  # said now, not after the search as a temporary file's error
+            name = "run.toml" if flag == "--emit-recipe" else "hardware.toml"
+            raise UserError(f"{flag} {path}: a folder; give the file's path (e.g. {Path(path) / name})")
     if args.list_models:
+        if args.json:  # a script reads the presets back
+            print(dumps([{"name": name, "params": s.params(), "n_layers": s.n_layers, "d_model": s.d_model,
+                          "n_heads": s.n_heads, "n_kv_heads": s.n_kv_heads, "vocab_size": s.vocab_size,
+                          "seq_len": s.seq_len} for name, s in shapes.PRESETS.items()], indent=2))
+            return 0
         for name, s in shapes.PRESETS.items():
             print(f"{name:18s} {s.params() / 1e9:9.3f}B  L={s.n_layers} h={s.d_model} a={s.n_heads} "
                   f"kv={s.n_kv_heads} V={s.vocab_size} s={s.seq_len}")
@@ -346,6 +396,7 @@ def _trainer_plan(plan: dict, job, budget, layout) -> tuple[dict | None, object,
 
 
 def _calibrate(args: argparse.Namespace):
+    from pretrain.errors import UserError
     from pretrain.plan import calibrate, hardware
 
     table = hardware.load_table(args.hardware) if args.hardware else None
@@ -361,7 +412,10 @@ def _calibrate(args: argparse.Namespace):
     if args.save_hardware:
         from pretrain.plan.recipe import write_text
 
-        write_text(args.save_hardware, calibrate.hardware_toml(fitted))
+        try:
+            write_text(args.save_hardware, calibrate.hardware_toml(fitted))
+        except OSError as e:  # the temporary file's name would say nothing
+            raise UserError(f"--save-hardware {args.save_hardware}: cannot write: {e.strerror or e}") from e
         out["saved"] = args.save_hardware
     return out, fitted
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "generate text from a training run's newest checkpoint"
 
 DESCRIPTION = """\
@@ -27,21 +29,23 @@ MAX_TOKENS = 1_000_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="run directory written by `pretrain train`")
-    parser.add_argument("--prompt", default="\n", help="text to continue")
-    parser.add_argument("--tokens", type=int, default=200,
+    parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    parser.add_argument("--tokens", type=Number(int, hi=MAX_TOKENS, why="one forward pass per token"),
+                        default=200,
                         help=f"tokens to generate, at most {MAX_TOKENS:,}; past the model's context the "
                         "window slides (default 200)")
-    parser.add_argument("--temperature", type=float, default=0.8,
+    parser.add_argument("--temperature", type=Number(float, hi=1e6, why="divides the logits; 0 = greedy"),
+                        default=0.8,
                         help="0 is greedy; higher flattens the distribution (default 0.8)")
-    parser.add_argument("--top-k", type=int, default=50,
+    parser.add_argument("--top-k", type=Number(int, why="0 = all"), default=50,
                         help="sample among the k likeliest tokens; 0 = all (default 50)")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=Number(int, hi=2**63 - 1, why="a seed: a 64-bit integer"), default=0,
                         help="random seed of the sampling: the same seed, the same text (default 0)")
     parser.add_argument("--tokenizer", default=None,
                         help="tokenizer.json (default: the run's data.tokenizer; bytes when it has none)")
-    parser.add_argument("--step", type=int, default=None,
+    parser.add_argument("--step", type=Number(int, hi=2**63 - 1, why="a checkpoint's step"), default=None,
                         help="checkpoint step (default: newest)")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--threads", type=Number(int, lo=1, hi=1024, why="torch's CPU threads"), default=None,
                         help="CPU threads (default: the run's train.threads, else torch's default; "
                              "1 is fastest for a tiny model on a busy machine)")
 

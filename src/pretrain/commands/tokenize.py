@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from pretrain.bounds import Number
+
 HELP = "tokenize a corpus into token shards (.bin + .idx + manifest.json)"
 DESCRIPTION = """\
 Encode every document of CORPUS with a tokenizer.json and write token shards to TOKENS/.
@@ -45,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work-dir", metavar="DIR", default=None,
                    help="local staging for URL inputs or output (default ~/.cache/pretrain/work/<hash>)")
     p.add_argument("--source", default=None, help="source name in the manifest (default: directory name)")
-    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--workers", type=Number(int, lo=1, hi=4096, why="processes, one per core"),
+                   default=None, help="processes (default: all cores)")
     p.add_argument("--text-field", default="text", metavar="NAME",
                    help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
 
@@ -62,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
 
     from pretrain.untrusted import printable
 
+    written: list[str] = []
+
     def report(e: dict) -> None:  # progress, a log line (stderr): `tokenize ... | head` still finishes
+        written.append(e["bin"])
         name = printable(e["input"])  # an input's name is someone else's: no terminal escapes through it
         print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {name}",
               file=sys.stderr, flush=True)
@@ -79,8 +85,20 @@ def run(args: argparse.Namespace) -> int:
     sec = time.perf_counter() - t0
     skipped = sum(man["skipped"].values())
     print(f"{man['tokens']:,} tokens, {man['documents']:,} documents, {len(man['shards'])} shards "
-          f"({man['dtype']}) in {sec:.1f} s; {skipped:,} records skipped -> {args.output}")
+          f"({man['dtype']}) in {sec:.1f} s; {skipped:,} records skipped -> {args.output}"
+          f"{resumed(len(written), len(man['shards']), 'tokenized')}")
     return _said_skips(man["skipped"], man["documents"], args.text_field)
+
+
+def resumed(written: int, shards: int, done: str) -> str:
+    """What a rerun did, said after the totals: "" when every shard was written now; else how
+    many were already `done` (an earlier run's), "nothing to do" when all were. The same words
+    for tokenize and tokens import-*; the exit status is what a first run's would be."""
+    if written == shards:
+        return ""
+    if written == 0:
+        return f" (already {done}, nothing to do)"
+    return f" ({written} shard{'s' * (written != 1)} written now, {shards - written} already {done})"
 
 
 def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = "train a byte-level BPE tokenizer (HF tokenizers) on a corpus"
 DESCRIPTION = """\
 Learn a byte-level BPE tokenizer from CORPUS files (curate outputs OUT/data/*.jsonl.zst, or any
@@ -29,12 +31,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("inputs", nargs="+", metavar="CORPUS", help="files, folders or globs")
     t.add_argument("-o", "--output", required=True, metavar="TOKENIZER.json",
                    help="tokenizer file to write (replaced if it exists)")
-    t.add_argument("--vocab-size", type=int, required=True, metavar="N",
+    t.add_argument("--vocab-size", type=Number(int, lo=257, hi=2**31 - 1,
+                               why="the 256 bytes, the end-of-text token and merges; token ids are 32-bit"),
+                   required=True, metavar="N",
                    help="entries in the vocabulary, the 256 bytes and special tokens included")
     t.add_argument("--special", action="append", default=[], metavar="TOKEN",
                    help="extra special token (repeatable); <|endoftext|> is always added")
-    t.add_argument("--min-frequency", type=int, default=2, help="least count of a pair to merge (default 2)")
-    t.add_argument("--max-mb", type=float, default=None, help="train on at most this many MB of text")
+    t.add_argument("--min-frequency", type=Number(int, lo=1, why="a pair's count"),
+                   default=2, help="least count of a pair to merge (default 2)")
+    t.add_argument("--max-mb", type=Number(float, gt=0, why="MB of text"),
+                   default=None, help="train on at most this many MB of text")
     t.add_argument("--text-field", default="text", metavar="NAME",
                    help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pretrain.bounds import Number
+
 HELP = ("inspect token shards (manifest, counts, a decoded sample), export them to Megatron-LM, "
         "or import Megatron-LM / datatrove token files")
 DESCRIPTION = """\
@@ -43,8 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     i.add_argument("directory", metavar="TOKENS", help="a directory written by `pretrain tokenize`")
     i.add_argument("--tokenizer", default=None, help="tokenizer.json (default: TOKENS/tokenizer.json)")
-    i.add_argument("--doc", type=int, default=0, help="document to decode (default 0)")
-    i.add_argument("--tokens", type=int, default=100, help="tokens of it to show (default 100)")
+    i.add_argument("--doc", type=Number(int, why="a document's index"),
+                   default=0, help="document to decode (default 0)")
+    i.add_argument("--tokens", type=Number(int, why="tokens shown"),
+                   default=100, help="tokens of it to show (default 100)")
     e = sub.add_parser("export-megatron", help="write Megatron-LM PREFIX.bin + PREFIX.idx",
                        description="Export a token directory to Megatron-LM's indexed dataset format "
                        "(one sequence per document, end-of-text included).\n\nExample:\n"
@@ -113,17 +117,21 @@ def _import(args: argparse.Namespace) -> int:
             inputs += sorted(str(f) for f in p.glob("*.ds")) if p.is_dir() else [str(p)]
         if not inputs:
             raise UserError(f"no .ds files in {', '.join(args.paths)}")
+    written: list[dict] = []
     try:
         man = import_tokens(kind, inputs, args.tokenizer, args.output, args.source,
-                            getattr(args, "token_size", None))
+                            getattr(args, "token_size", None), written.append)
     except DataError as e:
         raise UserError(str(e)) from e
     except OSError as e:
         raise UserError(f"cannot read or write {e.filename or args.output}: {e.strerror or e}") from e
-    eot = man["imported"]["eot"]
-    print(f"wrote {args.output}: {man['tokens']:,} tokens, {man['documents']:,} documents, "
-          f"{len(man['shards'])} shards; end-of-text id {man['eot_id']} "
-          f"{'already ended every document' if eot == 'present' else 'appended to documents'}")
+    from pretrain.commands.tokenize import resumed
+
+    eot, n = man["imported"]["eot"], len(man["shards"])
+    print(f"{'wrote' if written else 'kept'} {args.output}: {man['tokens']:,} tokens, {man['documents']:,} "
+          f"documents, {n} shards; end-of-text id {man['eot_id']} "
+          f"{'already ended every document' if eot == 'present' else 'appended to documents'}"
+          f"{resumed(len(written), n, 'imported')}")
     masked = sum(sh.get("loss_masked", 0) for sh in man["shards"])
     if masked:
         print(f"note: {masked:,} tokens that datatrove's .ds.loss masks from the loss are trained on "

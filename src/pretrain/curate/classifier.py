@@ -39,6 +39,7 @@ REASON = "low_quality_score"
 # JSON bytes in Python objects (13.7 MB, a million words: 224 MB above the imports), so 32 MiB
 # (~2.4 M distinct words) is ~550 MB. It was 2 GiB (~40 GB). `classifier.max_model_bytes` raises it.
 MAX_MODEL_BYTES = 32 * 1024**2
+MAX_VOTE = 44.0  # ln(2**63): one word's vote, add-one smoothed, never goes beyond
 
 
 @dataclass
@@ -51,10 +52,19 @@ class ClassifierConfig:
     """
 
     model: str | None = None
-    threshold: float = signed(0.0)  # a vote: below 0 leans towards the bad set
+    # a vote (a log-likelihood ratio, not a probability): below 0 leans towards the bad set. One word's
+    # vote is at most ln(2**63) ~ 44 either way (add-one smoothed counts), so a per-word mean beyond it
+    # keeps everything or nothing; a sum over a document (per_word=false) is not bounded by it.
+    threshold: float = signed(0.0, why="a log-likelihood ratio: per word within -44 and 44")
     per_word: bool = True
     filter: bool = True  # False: only tag the score (annotate now, filter later)
-    max_model_bytes: int = bounded(MAX_MODEL_BYTES, lo=1)  # a larger model file is refused unread
+    # a larger model file is refused unread
+    max_model_bytes: int = bounded(MAX_MODEL_BYTES, lo=1, why="bytes")
+
+    def __post_init__(self) -> None:
+        if self.per_word and isinstance(self.threshold, float) and abs(self.threshold) > MAX_VOTE:
+            raise UserError(f"classifier.threshold={self.threshold} with per_word: a mean vote lies within "
+                            f"-{MAX_VOTE:g} and {MAX_VOTE:g}, so every document would be kept or dropped")
 
 
 class NaiveBayes:

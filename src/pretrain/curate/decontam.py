@@ -39,12 +39,14 @@ import numpy as np
 import xxhash
 import zstandard
 
+from pretrain.config import bounded, choice
 from pretrain.curate.document import Document
 from pretrain.curate.step import Filter
 from pretrain.errors import UserError
 
 REASON = "benchmark_overlap"
 MODES = ("remove", "tag")
+MAX_N = 1000  # words per n-gram: no benchmark item shares 1,000 words with a page by chance
 # Fields that hold an item's text in common evaluation sets (MMLU, GSM8K, HumanEval, the
 # llm-foundry/lm-eval formats), joined in this order. Answer choices and answers are part of the
 # item: a page with the question followed by its answer is the leak that matters most.
@@ -65,9 +67,18 @@ class DecontamConfig:
 
     enabled: bool = True
     benchmarks: tuple[str, ...] = ()
-    n: int = 13
-    mode: str = "remove"  # "remove": drop contaminated documents; "tag": keep them, mark metadata
-    min_words: int = 8
+    # words per n-gram: GPT-3's 13 (Brown et al. 2020, C.1); PaLM used 8, published ones 8 to 50.
+    n: int = bounded(13, lo=1, hi=MAX_N, why="words per n-gram; published ones are 8 to 50")
+    # "remove": drop contaminated documents; "tag": keep them, mark metadata
+    mode: str = choice("remove", MODES)
+    # an item shorter than n is matched whole when it has this many words (GPT-3: 8); above n,
+    # items of n..min_words-1 words would never be indexed
+    min_words: int = bounded(8, lo=1, hi=MAX_N, why="words of the shortest item matched; at most n")
+
+    def __post_init__(self) -> None:
+        if self.min_words > self.n:
+            raise UserError(f"decontam.min_words={self.min_words} is above decontam.n={self.n}: "
+                            "want 1 <= min_words <= n")
 
 
 # ----------------------------------------------------------------------------- hashing

@@ -77,24 +77,24 @@ class DedupConfig:
     exact: bool = True  # normalized-text hash
     url: bool = False  # same URL -> duplicate
     near: bool = True  # MinHash + LSH
-    ngram: int = 5  # word n-gram shingles (FineWeb)
-    bands: int = 14  # b; FineWeb's 14 x 8 = 112 hashes
-    rows: int = 8  # r
-    seed: int = 1  # permutation seed (np.random.RandomState)
+    ngram: int = bounded(5, lo=1, hi=1000, why="words per shingle (FineWeb: 5)")
+    bands: int = bounded(14, lo=1, hi=MAX_HASHES, why="b; FineWeb's 14 x 8 = 112 hashes")
+    rows: int = bounded(8, lo=1, hi=MAX_HASHES, why="r, hashes per band")
+    seed: int = bounded(1, hi=2**32 - 1, why="np.random.RandomState takes 32 bits")
     # Candidate check: "signature" keeps a candidate pair when the fraction of agreeing signature
     # slots is >= threshold; "none" keeps every pair that shares a band (datatrove's behaviour).
     verify: str = "signature"
     # a share of slots: 0..1 (70, meant as percent, made near dedup remove nothing, silently)
-    threshold: float = bounded(0.7, lo=0.0, hi=1.0)
-    memory_mb: int = 1024  # per-process budget for the global stages
+    threshold: float = bounded(0.7, lo=0.0, hi=1.0, why="a share of signature slots")
+    memory_mb: int = bounded(1024, lo=1, why="MB per process for the global stages")
     # key ranges per column in stage 2; 0: from memory_mb (more parts, less memory). Each is a unit of
     # work and a file (named with 4 digits): 2**62 of them was a loop that never ended
-    parts: int = bounded(0, lo=0, hi=9999)
+    parts: int = bounded(0, lo=0, hi=9999, why="key ranges, named with 4 digits; 0 = from memory_mb")
     # Documents per signed part of a shard: one part (~0.6 KB/doc at 14 x 8) is what signing holds.
-    chunk_docs: int = 50_000
+    chunk_docs: int = bounded(50_000, lo=1, why="documents per signed part")
     # Site boilerplate (curate/site_lines.py): after exact and near removal, remove from each
     # document the lines that >= K other surviving documents of its site also hold. 0: off.
-    site_lines: int = bounded(0, lo=0, hi=10**9)  # K beyond any site's page count: nothing removed
+    site_lines: int = bounded(0, lo=0, hi=10**9, why="K: a line of >= K + 1 documents of its site goes")
 
 
     def __post_init__(self) -> None:

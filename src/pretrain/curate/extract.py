@@ -61,14 +61,14 @@ class ExtractConfig:
     """HTML extraction (TOML section `[extract]`)."""
 
     backend: str = choice("resiliparse", BACKENDS)
-    timeout_s: float = bounded(10.0, gt=0)
-    max_html_bytes: int = bounded(5_000_000, lo=1)
+    timeout_s: float = bounded(10.0, gt=0, hi=3600, why="seconds per page; a page needing an hour is hostile")
+    max_html_bytes: int = bounded(5_000_000, lo=1, why="bytes of one page; 0 would extract nothing")
     # "auto": a child process for trafilatura, in-process for resiliparse; "process" or "inline".
     isolation: str = choice("auto", ISOLATIONS)
     favor_precision: bool = True  # trafilatura only
     main_content: bool = True  # resiliparse only; False keeps the whole page's text (as CC's WET does)
     # resiliparse only: a page nested deeper is extracted whole-page (linear time; see the docstring).
-    max_depth: int = bounded(1000, lo=1)
+    max_depth: int = bounded(1000, lo=1, hi=100_000, why="nesting of HTML elements")
     # blocks only: on a page whose main content is under 500 characters, also render the whole page
     # and let the rescue trees bring back the article resiliparse dropped (curate/extract_rescue.py).
     # false: the main-content blocks alone (the output before 2026-12-01; 0-19% less CPU).

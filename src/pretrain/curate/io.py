@@ -330,10 +330,13 @@ def mark_done(path: str | Path, info: dict, marker: str | Path | None = None) ->
     write_json_atomic(marker or done_marker(path), info)
 
 
-def is_done(path: str | Path, config_hash: str, marker: str | Path | None = None) -> bool:
+def is_done(path: str | Path, config_hash: str, marker: str | Path | None = None,
+            settings: dict | None = None) -> bool:
     """True when `path` has a done marker (`marker`, default `PATH.done`) written under the same hash.
 
-    A marker from another config raises: mixing outputs of two configs is never silent.
+    A marker from another config raises: mixing outputs of two configs is never silent. The
+    refusal names the settings that changed (old -> new) when the marker recorded its `settings`
+    and the caller gives this run's; else (an older marker) the two hashes.
     """
     marker = Path(marker or done_marker(path))
     if not marker.exists():
@@ -342,12 +345,13 @@ def is_done(path: str | Path, config_hash: str, marker: str | Path | None = None
         info = json.loads(marker.read_text())
     except (OSError, json.JSONDecodeError):
         return False
-    if info.get("job_hash", info.get("config_hash")) != config_hash:
+    then = info.get("job_hash", info.get("config_hash"))
+    if then != config_hash:
+        from pretrain.config import describe_changes
         from pretrain.errors import UserError
 
-        raise UserError(
-            f"{path} was written by a different job ({info.get('job_hash', info.get('config_hash'))} != "
-            f"{config_hash}); "
-            "use a new output directory or remove the old one"
-        )
+        shown = describe_changes(info["settings"], settings) if isinstance(info.get("settings"), dict) and \
+            settings is not None else ""
+        what = f"a different job ({shown or f'{then} != {config_hash}'})"
+        raise UserError(f"{path} was written by {what}; use a new output directory or remove the old one")
     return True

@@ -276,24 +276,8 @@ def _difference(old: dict, new: dict) -> str:
         return f"files the config names changed since ({changed[0]})"
     keys = sorted(k for k in set(old.get("config", {})) | set(new["config"])
                   if old.get("config", {}).get(k) != new["config"].get(k))
-    changes = _changes(old.get("config", {}), new["config"])
-    shown = "; ".join(f"{k}: {a} -> {b}" for k, a, b in changes[:3]) + ("; ..." if len(changes) > 3 else "")
+    shown = cfgmod.describe_changes(old.get("config", {}), new["config"])
     return f"a different config: {', '.join(keys) or 'unknown'} differ" + (f" ({shown})" if shown else "")
-
-
-def _changes(old: object, new: object, key: str = "") -> list[tuple[str, str, str]]:
-    """(dotted key, old value, new value) of every setting that differs, values as TOML-ish text."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [c for k in sorted(set(old) | set(new))
-                for c in _changes(old.get(k), new.get(k), f"{key}.{k}" if key else k)]
-    if old == new:
-        return []
-    return [(key, _short(old), _short(new))]
-
-
-def _short(value: object) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # ----------------------------------------------------------------------------- attempts
@@ -334,7 +318,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     attempt lock (held until `stack` closes), and an earlier attempt's debris is swept. `claimed()`
     runs once OUT is this job's: what the command says first (its settings echo, which names
     OUT/config.toml) must not come before a refusal, when OUT holds another job's config."""
-    from pretrain.curate.pipeline import ShardTask
+    from pretrain.curate.pipeline import ShardTask, settle_inputs
 
     sizes: dict[str, int] = {}
     stamps: dict[str, dict] = {}
@@ -356,8 +340,9 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
         if io.is_url(lay.out):
             abort_open_uploads(lay.out)
     work = str(lay.work)
-    return [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work, size=ident["inputs"][i]["size"],
-                      version=seen.get(ident["inputs"][i]["path"])) for i, (f, src) in enumerate(files)]
+    tasks = [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work, size=ident["inputs"][i]["size"],
+                       version=seen.get(ident["inputs"][i]["path"])) for i, (f, src) in enumerate(files)]
+    return settle_inputs(tasks, lay)
 
 
 def _root_of(f: Path, inputs: list[str]) -> Path:

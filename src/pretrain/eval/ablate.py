@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pretrain import config as cfgmod
+from pretrain.config import bounded
 from pretrain.errors import UserError
 from pretrain.untrusted import load_toml
 
@@ -32,11 +34,12 @@ from pretrain.untrusted import load_toml
 class Planted:
     text: str = "../shared/data/lm/gutenberg/sherlock.txt"  # the corpus: paragraphs of a real book
     lines_from: str = "../shared/data/lm/gutenberg/nltk-selection/austen-emma.txt"  # planted sentences
-    base_chars: int = 20_000
-    lines: int = 8
-    copies: int = 40
-    heldout_chars: int = 8_000  # the text's tail after base_chars: perplexity, never trained on
-    seed: int = 0
+    base_chars: int = bounded(20_000, lo=1, hi=10**9, why="characters of the book trained on")
+    lines: int = bounded(8, lo=1, hi=10**5, why="sentences planted")
+    copies: int = bounded(40, lo=1, hi=10**5, why="copies of each planted sentence")
+    # the text's tail after base_chars: perplexity, never trained on
+    heldout_chars: int = bounded(8_000, lo=1, hi=10**9, why="characters of held-out text")
+    seed: int = bounded(0, hi=2**63 - 1, why="numpy's default_rng seed")
 
 
 @dataclass
@@ -49,12 +52,12 @@ class Variant:
 @dataclass
 class AblationConfig:
     out: str = "runs/ablate"
-    steps: int = 500
+    steps: int = bounded(500, lo=1, hi=10**7, why="training steps of each twin")
     set: list = field(default_factory=list)  # training overrides for every twin (pretrain train --set)
     tasks: str = ""  # extra `pretrain eval` tasks for every twin
-    k: int = 32  # memorization prefix (tokens)
-    m: int = 32  # memorization suffix that must be reproduced
-    random_windows: int = 64  # random training windows probed per twin
+    k: int = bounded(32, lo=1, hi=2**16, why="tokens of the memorization prefix")
+    m: int = bounded(32, lo=1, hi=2**16, why="tokens of the suffix to reproduce")
+    random_windows: int = bounded(64, hi=10**6, why="random training windows probed per twin; 0 = none")
     planted: Planted = field(default_factory=Planted)
     variants: list = field(default_factory=list)
 
@@ -66,11 +69,14 @@ def load_config(path: str | Path, overrides: dict | None = None) -> AblationConf
     raw = load_toml(p, what="ablation config")
     raw.update(overrides or {})
     try:
-        planted = Planted(**raw.pop("planted", {}))
-        variants = [Variant(**v) for v in raw.pop("variants", [])]
-        cfg = AblationConfig(**raw, planted=planted, variants=variants)
-    except TypeError as e:
-        raise UserError(f"{p}: {e}") from e
+        variants = raw.pop("variants", [])
+        if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants):
+            raise UserError("[[variants]] must be tables, each with a name")
+        # every number in range (bounded fields), strings where strings go: one line each
+        cfg = cfgmod.from_dict(AblationConfig, raw)
+        cfg.variants = [cfgmod.from_dict(Variant, v, "variants.") for v in variants]
+    except UserError as e:
+        raise UserError(f"{p}: {e}") from None
     if len({v.name for v in cfg.variants}) != len(cfg.variants) or not cfg.variants:
         raise UserError(f"{p}: give at least one [[variants]] with distinct names")
     return cfg

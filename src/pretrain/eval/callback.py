@@ -29,6 +29,22 @@ def check_layout(cfg, dims) -> None:
                         "evaluate a checkpoint with `pretrain eval RUN` instead")
 
 
+def check_tasks(cfg) -> None:
+    """Each task of log.eval_tasks can run (a known name under its benchmarks folder, an existing
+    file): said when the run starts, not at the first evaluation step, hours in, with no checkpoint."""
+    if not cfg.log.eval_tasks:
+        return
+    from pretrain.eval.suite import benchmarks_dir, split_specs
+    from pretrain.eval.tasks import check_spec
+
+    bench = benchmarks_dir(cfg.log.eval_benchmarks or None)
+    for spec in split_specs(cfg.log.eval_tasks):
+        try:
+            check_spec(spec, bench, cfg.log.eval_tasks_shots)
+        except UserError as e:
+            raise UserError(f"log.eval_tasks: {e}") from None
+
+
 def eval_model(trainer):
     """An EvalModel over the trainer's live model and the run's tokenizer (bytes when it has none)."""
     from pretrain.eval.lm import _tokenizer_functions, from_module
@@ -62,8 +78,10 @@ def eval_tasks_event(trainer) -> dict:
         trainer.model.train(was_training)
     fields = {f"{r['task']}/{k}": v for r in results for k, v in r["metrics"].items() if k in HEADLINE}
     if trainer.rank == 0:
-        info = {"path": str(trainer.run_dir), "kind": "run", "step": trainer.step}
-        settings = {"shots": log.eval_tasks_shots, "seed": 1234, "limit": log.eval_tasks_limit,
+        # the identity `pretrain eval RUN` records (absolute path; limit 0 = all = None), so the final
+        # `pretrain eval` of the same step and settings adds to this file instead of replacing it
+        info = {"path": str(trainer.run_dir.resolve()), "kind": "run", "step": trainer.step}
+        settings = {"shots": log.eval_tasks_shots, "seed": 1234, "limit": log.eval_tasks_limit or None,
                     "ppl_tokens": PPL_TOKENS, "world_size": rank_world()[1]}
         write_json(assemble(info, settings, results, seconds),
                    trainer.run_dir / "eval" / f"step_{trainer.step:07d}.json")

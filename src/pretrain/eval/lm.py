@@ -324,11 +324,12 @@ def _import_ours(path: Path, read: tuple, device: str):
     """Our Transformer filled from a transformers folder whose config `read_hf_model_config` read."""
     from pretrain.plan.shapes import ModelShape
     from pretrain.train.config import ModelConfig
+    from pretrain.train.hf import family_name
     from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
     from pretrain.train.model import build_model
 
     fields, theta, eps, scaling = read
-    shape = ModelShape(name=path.name, **fields)
+    shape = ModelShape(name=family_name(fields, path), **fields)
     HFCheckpoint(path).check_holds(shape)  # before building it: a config.json may claim anything
     mcfg = ModelConfig(preset="", rope_theta=theta, norm_eps=eps, rope_scaling=scaling)
     model = build_model(shape, mcfg, "meta")

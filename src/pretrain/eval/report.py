@@ -67,7 +67,10 @@ def read_previous(path: str | Path) -> dict | None:
 
 def same_model_and_settings(old: dict, doc: dict) -> bool:
     def same(a) -> dict:  # the world size does not change a result (sharding is exact)
-        return {k: v for k, v in a.items() if k != "world_size"} if isinstance(a, dict) else {}
+        if not isinstance(a, dict):
+            return {}
+        # limit 0 and no limit both mean every example (files before session 8 wrote either)
+        return {k: (v or None) if k == "limit" else v for k, v in a.items() if k != "world_size"}
 
     return old.get("model") == doc["model"] and same(old.get("settings")) == same(doc["settings"])
 

@@ -80,6 +80,7 @@ class ResultFile:
         self.path, self.info, self.settings, self.command = path, info, settings, command
         self.old, self.done, self.seconds_before = old, dict(done), seconds_before
         self.before = list((old or {}).get("results") or {})
+        self.taken = set(done)  # resumed: not scored again
         self.said = False
 
     def add(self, spec: str, result: dict, seconds: float) -> None:
@@ -91,6 +92,11 @@ class ResultFile:
     def finish(self, seconds: float) -> dict:
         doc = self.document(seconds)
         self._write(doc)
+        again = [r["task"] for s, r in self.done.items() if s not in self.taken and r["task"] in self.before]
+        if again and self.old is not None and same_model_and_settings(self.old, doc):
+            # a rerun of a finished command scores again: say so, rather than let it pass for a cache
+            print(f"scored again: {', '.join(again)} (already in {self.path}, now replaced; only an "
+                  "interrupted evaluation is resumed)", file=sys.stderr)
         return doc
 
     def document(self, seconds: float) -> dict:

@@ -170,11 +170,13 @@ def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None
     traceback after the tasks before it were scored). MMLU with shots needs its dev split: without
     it the examples came from the scored split itself, which is not the harness's task."""
     kind, _, path = spec.partition(":") if spec[:4] in ("ppl:", "mem:") else ("", "", spec)
+    if kind and not path.strip():  # Path("") is the working directory, read as a token folder
+        raise UserError(f"task {spec!r} names no file: write {kind}:PATH (a text file or a token directory)")
     if kind or Path(spec).suffix in (".jsonl", ".gz"):
         if not Path(path).exists():
             raise UserError(f"task {spec!r}: {path}: no such file or directory")
     elif spec not in KNOWN:
-        raise UserError(f"unknown task {spec!r}: one of {', '.join(sorted(KNOWN))}, or a .jsonl path")
+        raise _unknown(spec)
     elif benchmarks is None or not Path(benchmarks).is_dir():
         raise UserError(f"task {spec!r} needs the benchmarks folder: pass --benchmarks DIR "
                         f"(laid out like ../shared/data/benchmarks)")
@@ -197,7 +199,18 @@ def load_task(spec: str, benchmarks: str | Path | None) -> Task:
         return task
     if Path(spec).suffix in (".jsonl", ".gz"):
         return load_file(spec)
-    raise UserError(f"unknown task {spec!r}: one of {', '.join(sorted(KNOWN))}, or a .jsonl path")
+    raise _unknown(spec)
+
+
+def _unknown(spec: str) -> UserError:
+    """A name outside KNOWN: the nearest one (a typo, or lm-evaluation-harness's `hellaswag` for the
+    shipped `hellaswag_small`), and that nothing is downloaded."""
+    import difflib
+
+    near = difflib.get_close_matches(spec, KNOWN, n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return UserError(f"unknown task {spec!r}{hint}: one of {', '.join(sorted(KNOWN))}, or a .jsonl path "
+                     "(nothing is downloaded: lm-evaluation-harness's other tasks do not ship)")
 
 
 # --- prompts --------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,18 +260,25 @@ def copy_shard(src: Source, out_dir: Path, name: str, dtype: np.dtype, eot: int,
             **({"loss_masked": src.loss_masked} if src.loss_masked else {})}
 
 
-def unit_hash(tok_sha: str, src: Source) -> str:
+def unit_settings(tok_sha: str, src: Source) -> dict[str, Any]:
     """An import's identity: tokenizer + every input file (path, size) + how its tokens are read (a
-    `--token-size` changed on a rerun reads other ids); another one is refused, not mixed."""
-    key = {"tokenizer": tok_sha, "kind": src.kind, "format": shards.VERSION, "dtype": src.dtype.str,
-           "inputs": [[str(p.resolve()), p.stat().st_size] for p in src.files]}
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    `--token-size` changed on a rerun reads other ids); kept in the done marker, so a refusal
+    names what changed (old -> new)."""
+    return {"tokenizer": tok_sha, "kind": src.kind, "format": shards.VERSION, "dtype": src.dtype.str,
+            "inputs": [[str(p.resolve()), p.stat().st_size] for p in src.files]}
+
+
+def unit_hash(tok_sha: str, src: Source) -> str:
+    """The hash of unit_settings: another one is refused, not mixed."""
+    return hashlib.sha256(json.dumps(unit_settings(tok_sha, src), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: str | Path,
-                  source: str | None = None, token_size: int | None = None) -> dict[str, Any]:
+                  source: str | None = None, token_size: int | None = None,
+                  on_unit: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Import Megatron prefixes (`kind="megatron"`) or datatrove `.ds` files (`"datatrove"`) into
-    `out_dir`, one shard each, in the order given; returns the manifest (also written)."""
+    `out_dir`, one shard each, in the order given; returns the manifest (also written).
+    `on_unit(entry)` is called for each shard written by this call (not for one already done)."""
     tok_path = resolve_tokenizer(tokenizer)
     tok = load_tokenizer(tok_path)
     canonical = tok.to_str()
@@ -289,24 +297,28 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
     except OSError as e:
         raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
     _check_not_inside(out, srcs)
-    check_existing_manifest(out, sha)
+    check_existing_manifest(out, sha, tok_path)
     check_same_inputs(out, len(srcs))
     for pattern in (".shard_*.tmp", f".{shards.MANIFEST}.*.tmp", ".tokenizer.json.*.tmp"):
         for debris in out.glob(pattern):  # a killed run's temporary files (one run per directory)
             debris.unlink(missing_ok=True)
     write_bytes_atomic(out / "tokenizer.json", canonical.encode())
     dtype = shards.dtype_for_vocab(vocab)
-    hashes = [unit_hash(sha, src) for src in srcs]
-    done = {i: e for i, h in enumerate(hashes) if (e := done_entry(out, i, h)) is not None}
-    check_done_versions(done, [src.stamps for src in srcs])
+    hashes, settings = [unit_hash(sha, src) for src in srcs], [unit_settings(sha, src) for src in srcs]
+    done = {i: e for i, h in enumerate(hashes) if (e := done_entry(out, i, h, settings[i])) is not None}
+    check_done_versions(done, [src.stamps for src in srcs], out)
     entries = []
     for i, src in enumerate(srcs):
         name, entry = shards.shard_name(i), done.get(i)
         if entry is None:
-            for path, stamp in src.stamps.items():  # as validated, or refused before it is copied
-                versions.check_local(path, stamp)
+            read_now = {path: versions.of_read(path) for path in src.stamps}  # the bytes copied
             entry = copy_shard(read(inputs[i]), out, name, dtype, eot, vocab)
-            mark_done(out / name, {"config_hash": hashes[i], **entry, "versions": src.stamps})
+            for path, stamp in read_now.items():
+                versions.unchanged(path, stamp)
+            mark_done(out / name, {"config_hash": hashes[i], **entry, "versions": read_now,
+                                   "settings": settings[i]})
+            if on_unit:
+                on_unit(entry)
         entries.append(entry)
     return _finish(out, entries, kind, source or out.resolve().name, sha, eot, vocab, str(tok_path))
 

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from pretrain.bounds import check_number
 from pretrain.errors import UserError
 from pretrain.tokens.shards import TokenDir
 from pretrain.untrusted import load_toml
@@ -292,7 +293,24 @@ def load_mixture(path: str | Path) -> Mixture:
     seed = data.get("seed", 0)
     if not _integer(seed):
         raise UserError(f"{path}: seed must be an integer, got {seed!r}")
+    unknown = sorted(set(data) - {"sources", "budget", "seq_len", "seed"})
+    if unknown:  # a typo ("seq-len", "budjet") silently took the default
+        raise UserError(f"{path}: unknown key {unknown[0]!r}; known: budget, seed, seq_len, sources")
+    try:
+        for key, value in (("budget", budget), ("seq_len", seq_len), ("seed", seed)):
+            check_number(value, MIXTURE_BOUNDS[key], key)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
     return Mixture(sources, weights, budget, seq_len, seed)
+
+
+# The mixture file's numbers past their type checks (tests/test_config_bounds.py reads them too).
+MIXTURE_BOUNDS = {
+    # Llama 3 trained on 15.6e12 tokens; 1e16 is 600x that (1e30 printed epochs of 1e-18)
+    "budget": {"gt": 0, "hi": 1e16, "why": "training tokens; Llama 3's were 1.56e13"},
+    "seq_len": {"lo": 1, "hi": 2**24, "why": "tokens per training sequence"},
+    "seed": {"hi": 2**63 - 1, "why": "a 64-bit seed, hashed with each source's name"},
+}
 
 
 def _integer(value: object) -> bool:

@@ -8,9 +8,10 @@ a rerun skips finished shards, and refuses an output directory made with another
 `manifest.json` is written last: its presence means the directory is complete.
 
 Beside the identity, not in it: each done marker's `versions`, the stamp of the input its shard
-was read from (curate/versions.py: a local file's mtime_ns, an object's ETag from the listing). A
-rerun refuses a finished shard whose input now has another stamp (a same-size rewrite, which the
-identity's size cannot see); a marker written before stamps were recorded resumes, said once.
+was read from (curate/versions.py: a local file's size, mtime and xxh3_128, an object's ETag from
+the listing). A rerun refuses a finished shard whose input now holds other bytes (a same-size
+rewrite, which the identity's size cannot see; a new mtime alone is hashed, and the same bytes are
+taken silently); a marker written before stamps were recorded resumes, said once, then upgraded.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ def unit_hash(tok_sha: str, path: Path, text_field: str = "text") -> str:
     key = {"tokenizer": tok_sha, "input": str(path.resolve()), "size": path.stat().st_size,
            "format": shards.VERSION, **({"text_field": text_field} if text_field != "text" else {})}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def unit_settings(tok_sha: str, path: Path, text_field: str = "text") -> dict[str, Any]:
+    """What unit_hash fingerprints, every setting spelled out: kept in the done marker, so a rerun
+    refused for another unit says which setting changed (old -> new), not two hashes."""
+    return {"tokenizer": tok_sha, "input": str(path.resolve()), "size": path.stat().st_size,
+            "format": shards.VERSION, "text_field": text_field}
 
 
 _TOKENIZERS: dict[str, Any] = {}
@@ -89,12 +97,13 @@ def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
 
 
 def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str,
-                  text_field: str = "text", stamps: dict[str, dict] | None = None) -> dict[str, Any]:
+                  text_field: str = "text", stamps: dict[str, dict] | None = None,
+                  settings: dict | None = None) -> dict[str, Any]:
     """Tokenize one input file into shard `index`; returns its manifest entry. Runs in a worker.
     `stamps` ({name: stamp}) is the version of the input that the marker records; a local file
     whose mtime is no longer the listed one is refused before it is read."""
-    for stamp in (stamps or {}).values():
-        versions.check_local(path, stamp)
+    # a local input's stamp becomes the one of the bytes read (size, mtime, xxh3_128: versions.py)
+    stamps = {name: versions.of_read(path) if "mtime_ns" in s else s for name, s in (stamps or {}).items()}
     tok = _tokenizer(tok_path)
     dtype = shards.dtype_for_vocab(tok.get_vocab_size(with_added_tokens=True))
     name = shards.shard_name(index)
@@ -102,18 +111,23 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
     t0 = time.perf_counter()
     texts = iter_texts(Path(path), errors, text_field)
     n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
+    for s in stamps.values():
+        if "xxh3_128" in s:
+            versions.unchanged(path, s)
     entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
              "input": path, "skipped": errors, "seconds": round(time.perf_counter() - t0, 3)}
-    mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps or {}})
+    mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps,
+                                     **({"settings": settings} if settings else {})})
     return entry
 
 
-def done_entry(out_dir: Path, index: int, uhash: str) -> dict[str, Any] | None:
+def done_entry(out_dir: Path, index: int, uhash: str, settings: dict | None = None) -> dict[str, Any] | None:
     name = shards.shard_name(index)
-    if not is_done(out_dir / name, uhash):
+    if not is_done(out_dir / name, uhash, settings=settings):
         return None
     info = json.loads(done_marker(out_dir / name).read_text())
     info.pop("config_hash", None)
+    info.pop("settings", None)
     return info
 
 
@@ -146,7 +160,7 @@ def tokenize_corpus(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
-    check_existing_manifest(out, sha)
+    check_existing_manifest(out, sha, tokenizer)
     check_same_inputs(out, len(files))
     # Temporary files of a killed run's atomic writes (one run per directory at a time): shards,
     # done markers, the tokenizer copy, the manifest.
@@ -158,14 +172,15 @@ def tokenize_corpus(
     _TOKENIZERS[str(tok_copy)] = tok  # the in-process path reuses it instead of loading it again
 
     hashes = [unit_hash(sha, f, text_field) for f in files]
+    settings = [unit_settings(sha, f, text_field) for f in files]
     stamps = [_stamp(f, origins or {}) for f in files]
     entries: dict[int, dict[str, Any]] = {}
     for i, h in enumerate(hashes):
-        if (e := done_entry(out, i, h)) is not None:
+        if (e := done_entry(out, i, h, settings[i])) is not None:
             entries[i] = e
-    check_done_versions(entries, stamps)
+    check_done_versions(entries, stamps, out)
     todo = [i for i in range(len(files)) if i not in entries]
-    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps):
+    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps, settings):
         entries[i] = e
         if on_unit:
             on_unit(e)
@@ -182,27 +197,47 @@ def _stamp(f: Path, origins: dict[str, tuple[str, dict]]) -> dict[str, dict]:
     return {key: versions.of_local(f.stat())}
 
 
-def check_done_versions(entries: dict[int, dict[str, Any]], now: list[dict[str, dict]]) -> None:
-    """Refuse a finished shard whose input's stamp differs from the one its marker recorded (the
-    shard holds the old version); markers without stamps (an older pretrain) are said once."""
+def check_done_versions(entries: dict[int, dict[str, Any]], now: list[dict[str, dict]], out: Path,
+                        way: str = "run it into a new output directory") -> None:
+    """Refuse a finished shard whose input is no longer what its marker recorded (the shard holds
+    the old version): an object by its stamp, a local file by versions.settle (a new mtime is
+    hashed; the same bytes take the new mtime into the marker). A marker without stamps (an older
+    pretrain) is said once, then given this input's stamp."""
     if any(not isinstance(e.get("versions"), dict) for e in entries.values()):
         print("pretrain: this output's finished shards record no input versions (written by an older "
               "pretrain): a same-size rewrite of an input before this attempt is not detected; resuming",
               file=sys.stderr)
     for i, e in sorted(entries.items()):
-        for name, then in (e.get("versions") or {}).items():
-            if versions.differs(then, now[i].get(name), name):
+        recorded = e.get("versions") if isinstance(e.get("versions"), dict) else None
+        settled = {}
+        for name, then in (now[i] if recorded is None else recorded).items():
+            if "mtime_ns" in (then or {}):
+                settled[name] = versions.settle(name, None if recorded is None else then, way)
+            elif recorded is not None and versions.differs(then, now[i].get(name), name):
                 raise versions.changed(name, then, now[i][name])
+            else:
+                settled[name] = then
+        if settled != recorded:
+            _restamp(out, i, settled)
+            e["versions"] = settled
 
 
-def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", stamps=None
+def _restamp(out: Path, index: int, stamps: dict[str, dict]) -> None:
+    """Write the settled stamps into shard `index`'s done marker (the rest of it kept)."""
+    marker = done_marker(out / shards.shard_name(index))
+    mark_done(out / shards.shard_name(index), {**json.loads(marker.read_text()), "versions": stamps})
+
+
+def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", stamps=None, settings=None
                ) -> Iterator[tuple[int, dict[str, Any]]]:
     cores = os.cpu_count() or 1
     workers = max(1, min(workers or cores, len(todo) or 1))
     stamps = stamps or [{} for _ in files]
+    settings = settings or [None for _ in files]
     if workers == 1:
         for i in todo:
-            yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i], text_field, stamps[i])
+            yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i], text_field, stamps[i],
+                                   settings[i])
         return
     # spawn: HF tokenizers' thread pool does not survive fork; each worker gets an equal share of
     # the cores for its own Rust threads (RAYON_NUM_THREADS is read when the pool starts).
@@ -212,7 +247,7 @@ def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", s
         try:
             with sigint_held():  # the workers start at the first submit
                 futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i],
-                                          text_field, stamps[i]) for i in todo}
+                                          text_field, stamps[i], settings[i]) for i in todo}
             for i in todo:
                 yield i, futures[i].result()
         except BaseException:  # Ctrl-C, a failed unit: stop now, not after every queued file
@@ -227,12 +262,15 @@ def _init_worker(threads: int, parent: int) -> None:
     init_worker(parent)
 
 
-def check_existing_manifest(out: Path, sha: str) -> None:
+def check_existing_manifest(out: Path, sha: str, path: str | Path | None = None) -> None:
+    """Refuse an output made with another tokenizer, naming both (path and sha256 prefix, old -> new)."""
     if (out / shards.MANIFEST).exists():
         man = shards.read_manifest(out)
         if man["tokenizer"]["sha256"] != sha:
-            raise UserError(f"{out} holds tokens from another tokenizer "
-                            f"({man['tokenizer']['sha256'][:12]} != {sha[:12]}); use a new output directory")
+            then = f"{man['tokenizer'].get('path', '?')}, sha256 {man['tokenizer']['sha256'][:12]}"
+            now = f"{path}, sha256 {sha[:12]}" if path else f"sha256 {sha[:12]}"
+            raise UserError(f"{out} holds tokens from another tokenizer (tokenizer: {then} -> {now}); "
+                            "use a new output directory")
 
 
 def check_same_inputs(out: Path, n: int) -> None:

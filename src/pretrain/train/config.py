@@ -13,18 +13,20 @@ from dataclasses import dataclass, field
 
 from pretrain.config import bounded, choice
 
+RANKS = "ranks along this dimension of the mesh"
+
 
 @dataclass
 class ModelConfig:
     # A shape preset from pretrain.plan.shapes; any field set below overrides the preset's value.
     preset: str = "tiny-cpu"
-    n_layers: int | None = None
-    d_model: int | None = None
-    n_heads: int | None = None
-    n_kv_heads: int | None = None
-    d_ff: int | None = None
-    vocab_size: int | None = None
-    seq_len: int | None = None
+    n_layers: int | None = bounded(None, lo=1, why="transformer blocks")
+    d_model: int | None = bounded(None, lo=1, why="width of the residual stream")
+    n_heads: int | None = bounded(None, lo=1, why="attention heads")
+    n_kv_heads: int | None = bounded(None, lo=1, why="key and value heads (GQA)")
+    d_ff: int | None = bounded(None, lo=1, why="width of the MLP")
+    vocab_size: int | None = bounded(None, lo=1, why="tokens in the vocabulary")
+    seq_len: int | None = bounded(None, lo=2, why="tokens of context; one position attends to nothing")
     mlp: str | None = choice(None, (None, "swiglu", "gelu"))
     norm: str | None = choice(None, (None, "rmsnorm", "layernorm"))
     tied_embeddings: bool | None = None
@@ -32,10 +34,11 @@ class ModelConfig:
     learned_pos: bool | None = None
     qkv_bias: bool | None = None  # biases on Q, K and V only (Qwen2), when `bias` is off
     qk_norm: bool | None = None  # per-head RMSNorm on queries and keys before rotary (Qwen3)
-    attn_head_dim: int | None = None  # one head's width when not d_model / n_heads (Qwen3-0.6B: 128)
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-5
-    init_std: float = 0.02
+    # one head's width when not d_model / n_heads (Qwen3-0.6B: 128)
+    attn_head_dim: int | None = bounded(None, why="0: d_model / n_heads")
+    rope_theta: float = bounded(10000.0, gt=0, why="RoPE's base (Llama 3: 500,000)")
+    norm_eps: float = bounded(1e-5, gt=0, hi=1, why="added to the mean square; small by what it is")
+    init_std: float = bounded(0.02, gt=0, hi=1, why="std of the initial weights (GPT-2: 0.02)")
     # Llama 3.1+ rotary frequency scaling, set by model.init_from from a "llama3" config.json: factor,
     # low_freq_factor, high_freq_factor, original_max_position_embeddings. Empty: plain RoPE.
     rope_scaling: dict[str, float] = field(default_factory=dict)
@@ -54,104 +57,117 @@ class DataConfig:
     sources: dict[str, str] = field(default_factory=dict)  # kind=tokens: name -> token directory
     weights: dict[str, float] = field(default_factory=dict)  # kind=tokens: name -> mixture weight
     eval_sources: dict[str, str] = field(default_factory=dict)  # kind=tokens: held-out token dirs
-    batch_size: int = bounded(8, lo=1)  # sequences per micro-batch (per rank)
-    eval_fraction: float = bounded(0.05, lo=0, hi=1)  # kind=text: the file's tail kept out of training
-    seed: int = 0
+    # sequences per micro-batch (per rank)
+    batch_size: int = bounded(8, lo=1, why="sequences per micro-batch")
+    # kind=text: the file's tail kept out of training
+    eval_fraction: float = bounded(0.05, lo=0, hi=1, why="a share of the file")
+    seed: int = bounded(0, why="a seed")
     skip: list = field(default_factory=list)  # [[first, last], ...] micro-batch indices never trained on
 
 
 @dataclass
 class OptimConfig:
-    lr: float = 3e-4
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
-    weight_decay: float = 0.1
+    lr: float = bounded(3e-4, gt=0, hi=1, why="Adam moves each weight by about lr per step")
+    beta1: float = bounded(0.9, hi=1, why="an average's decay, below 1")
+    beta2: float = bounded(0.95, hi=1, why="an average's decay, below 1")
+    eps: float = bounded(1e-8, gt=0, hi=1, why="added to Adam's denominator")
+    weight_decay: float = bounded(0.1, why="decoupled decay; lr x weight_decay below 1")
     implementation: str = choice("auto", ("auto", "fused", "foreach"))  # AdamW kernel; auto: fused on CUDA
 
 
 @dataclass
 class ScheduleConfig:
     kind: str = choice("cosine", ("cosine", "wsd", "constant"))
-    warmup_steps: int = 100
-    min_lr_ratio: float = bounded(0.1, lo=0, hi=1)  # the floor, as a fraction of the peak
-    decay_fraction: float = bounded(0.2, lo=0, hi=1)  # wsd: share of the run spent decaying at the end
+    warmup_steps: int = bounded(100, why="steps")
+    # the floor, as a fraction of the peak
+    min_lr_ratio: float = bounded(0.1, lo=0, hi=1, why="a share of the peak")
+    # wsd: share of the run spent decaying at the end
+    decay_fraction: float = bounded(0.2, lo=0, hi=1, why="a share of the run")
 
 
 @dataclass
 class PrecisionConfig:
     dtype: str = choice("bf16", ("fp32", "bf16", "fp16", "fp8"))  # fp8: GPU only
-    init_scale: float = 65536.0  # fp16 dynamic loss scaler
-    growth_interval: int = 2000
-    backoff_factor: float = 0.5
-    growth_factor: float = 2.0
+    init_scale: float = bounded(65536.0, gt=0, why="the fp16 loss scale")  # fp16 dynamic loss scaler
+    growth_interval: int = bounded(2000, lo=1, why="clean steps before the scale grows")
+    backoff_factor: float = bounded(0.5, gt=0, hi=1, why="the scale's factor after an overflow")
+    growth_factor: float = bounded(2.0, gt=1, why="the scale's factor after growth_interval clean steps")
 
 
 @dataclass
 class StabilityConfig:
-    clip: float = 1.0  # global-norm threshold c; 0 disables clipping
-    spike_factor: float = 2.0  # f in "loss > f * median of the last w" (lesson section 5a)
-    spike_window: int = 4  # w
-    spike_patience: int = 1  # consecutive flagged steps that make a spike "persistent"
+    clip: float = bounded(1.0, why="a gradient norm")  # global-norm threshold c; 0 disables clipping
+    # f in "loss > f * median of the last w" (lesson section 5a)
+    spike_factor: float = bounded(2.0, gt=1, why="a multiple of the median loss")
+    spike_window: int = bounded(4, lo=1, why="steps")  # w
+    # consecutive flagged steps that make a spike "persistent"
+    spike_patience: int = bounded(1, lo=1, why="steps")
     rollback: bool = True  # on a persistent spike, roll back to the last good checkpoint
-    skip_before: int = 0  # micro-batches before the first flagged one to skip after a rollback
-    skip_after: int = 0  # ... and after the last flagged one
-    max_rollbacks: int = 5
+    # micro-batches before the first flagged one to skip after a rollback
+    skip_before: int = bounded(0, why="micro-batches")
+    skip_after: int = bounded(0, why="micro-batches")  # ... and after the last flagged one
+    max_rollbacks: int = bounded(5, why="rollbacks in a run")
 
 
 @dataclass
 class CheckpointConfig:
-    every: int = 0  # steps between saves; 0 = Young's rule sqrt(2*C*M) with C measured
-    keep: int = 3
+    # steps between saves; 0 = Young's rule sqrt(2*C*M) with C measured
+    every: int = bounded(0, why="steps; 0 = Young's rule")
+    keep: int = bounded(3, why="checkpoints kept")
     async_save: bool = True
-    mtbf_minutes: float = 180.0  # M for Young's rule
-    first_at: int = 20  # with every=0: the save that measures C
+    mtbf_minutes: float = bounded(180.0, gt=0, why="minutes between failures")  # M for Young's rule
+    first_at: int = bounded(20, lo=1, why="a step")  # with every=0: the save that measures C
     storage: str = ""  # "" = RUN/checkpoints; an fsspec URL (s3://bucket/prefix) = object storage
 
 
 @dataclass
 class LogConfig:
-    every: int = 1
+    every: int = bounded(1, lo=1, why="steps between log lines")
     tensorboard: bool = True
-    eval_every: int = 0  # 0 = no evaluation
-    eval_batches: int = 4
+    eval_every: int = bounded(0, why="steps")  # 0 = no evaluation
+    eval_batches: int = bounded(4, lo=1, why="batches per evaluation")
     # Downstream tasks during training (pretrain.eval.callback), as `pretrain eval --tasks`:
     eval_tasks: str = ""  # comma-separated names, .jsonl paths or ppl:PATH; "" = none
-    eval_tasks_every: int = 0  # steps between task evaluations; 0 = eval_every
-    eval_tasks_limit: int = 200  # first N examples of each task (0 = all)
-    eval_tasks_shots: int = 0
+    eval_tasks_every: int = bounded(0, why="steps")  # steps between task evaluations; 0 = eval_every
+    eval_tasks_limit: int = bounded(200, why="examples per task")  # first N examples of each task (0 = all)
+    eval_tasks_shots: int = bounded(0, hi=1000, why="few-shot examples per prompt (ARC: 25)")
     eval_benchmarks: str = ""  # folder the task names resolve in ("" = $PRETRAIN_BENCHMARKS or ../shared)
-    peak_flops: float = 0.0  # per device, for MFU; 0 = unknown (no MFU)
+    peak_flops: float = bounded(0.0, why="FLOP/s of one device")  # per device, for MFU; 0 = unknown (no MFU)
 
 
 @dataclass
 class ParallelConfig:
-    dp_replicate: int = 1
-    dp_shard: int = 1
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1  # context parallel: each rank holds 1/cp of every sequence (two chunks, load-balanced)
+    dp_replicate: int = bounded(1, lo=1, why=RANKS)
+    dp_shard: int = bounded(1, lo=1, why=RANKS)
+    tp: int = bounded(1, lo=1, why=RANKS)
+    pp: int = bounded(1, lo=1, why=RANKS)
+    # context parallel: each rank holds 1/cp of every sequence (two chunks, load-balanced)
+    cp: int = bounded(1, lo=1, why=RANKS)
     compile: bool = False
     activation_checkpointing: str = choice("none", ("none", "full"))
     sequence_parallel: bool = False  # with tp > 1: norms and residual split along the sequence
     reshard_after_forward: bool = True  # FSDP2: False keeps gathered parameters until backward (ZeRO-2-like)
     pp_schedule: str = choice("1f1b", ("gpipe", "1f1b", "interleaved1f1b"))
-    pp_microbatches: int = 0  # micro-batches per step through the pipeline; 0 = 2 * pp
+    # micro-batches per step through the pipeline; 0 = 2 * pp
+    pp_microbatches: int = bounded(0, why="micro-batches; 0 = 2 x pp")
     # collective timeout: a dead rank fails the job after at most this (a timedelta: at most ~116 days)
-    timeout_s: float = bounded(300.0, gt=0, hi=10_000_000)
+    timeout_s: float = bounded(300.0, gt=0, hi=10_000_000, why="seconds (a timedelta)")
 
 
 @dataclass
 class TrainSection:
-    steps: int = bounded(200, lo=0)  # 0: build (or import) the model and save it, no step
-    grad_accum: int = bounded(1, lo=1)
-    seed: int = 0
+    # 0: build (or import) the model and save it, no step
+    steps: int = bounded(200, lo=0, why="optimizer steps")
+    grad_accum: int = bounded(1, lo=1, why="micro-batches per step")
+    seed: int = bounded(0, why="a seed")
     device: str = choice("auto", ("auto", "cpu", "cuda"))
-    threads: int = bounded(0, lo=0, hi=1024)  # torch intra-op threads on CPU; 0 = torch's default (a C int)
+    # torch intra-op threads on CPU; 0 = torch's default (a C int)
+    threads: int = bounded(0, lo=0, hi=1024, why="torch's threads; 0 = its default")
     keep_freed_memory: bool = True  # CPU: reuse freed activations instead of new pages (train/cpu.py)
     out: str = "runs/tiny"
     resume: bool = True
-    stop_at: int = 0  # stop (with a checkpoint) at this step without changing the schedule; 0 = steps
+    # stop (with a checkpoint) at this step without changing the schedule; 0 = steps
+    stop_at: int = bounded(0, why="a step; 0 = train.steps")
     deterministic: bool = False
     # Resume even though the recipe changed since the checkpoint (optim.lr, schedule, data, precision...):
     # the changes are said and logged as a config_change event. False: such a resume is refused.

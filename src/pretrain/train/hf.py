@@ -200,6 +200,40 @@ def read_hf_model_config(folder: str | Path) -> tuple[dict, float, float, dict]:
     raise Unsupported(f"{path}: model_type {mtype!r} is not supported (supported: {', '.join(ARCHS)})")
 
 
+# config.json's model_type -> the family as its model cards spell it (Qwen2.5 is model_type qwen2:
+# the same architecture, so it is named Qwen2 here).
+FAMILY_NAMES = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gpt2": "GPT-2"}
+
+
+def family_name(fields: dict, folder: str | Path | None = None) -> str:
+    """What train, eval and report call an imported model (they said "custom"): its family from
+    the folder's config.json model_type (else, the folder gone, from the shape: Qwen3's q/k norms,
+    Qwen2's q/k/v biases, GPT-2's learned positions, else Llama's) and its size from the exact
+    parameter count, rounded as model cards round it: `Qwen2-0.5B-like` for Qwen2.5-0.5B (494M)."""
+    from pretrain.train.hf_files import read_json_object
+
+    mtype = None
+    if folder is not None and (Path(folder) / "config.json").is_file():
+        try:
+            mtype = read_json_object(Path(folder) / "config.json").get("model_type")
+        except (UserError, OSError, ValueError):
+            mtype = None  # a name only: whoever builds the model reads the folder and says why
+    family = FAMILY_NAMES.get(mtype) if isinstance(mtype, str) else None
+    if family is None:
+        family = ("Qwen3" if fields.get("qk_norm") else "Qwen2" if fields.get("qkv_bias")
+                  else "GPT-2" if fields.get("learned_pos") else "Llama")
+    return f"{family}-{size_label(ModelShape(name='imported', **fields).params())}-like"
+
+
+def size_label(n: int) -> str:
+    """0.5B, 1.7B, 8B, 135M, 110K: two significant digits, a tenth of a billion below 1B."""
+    if n >= 10**9:
+        return f"{n / 1e9:.2g}B"
+    if n >= 10**8:
+        return f"{n / 1e9:.1f}B"
+    return f"{n / 1e6:.3g}M" if n >= 10**6 else f"{n / 1e3:.3g}K"
+
+
 def _llama_fields(cfg: dict, path: Path) -> tuple[dict, float, float, dict]:
     d, h = _count(cfg, path, "hidden_size"), _count(cfg, path, "num_attention_heads")
     kv = _count(cfg, path, "num_key_value_heads", default=h)

@@ -38,7 +38,12 @@ def resolve_shape(mcfg) -> ModelShape:
     if missing:
         raise UserError(f"model: no preset given; set model.{', model.'.join(missing)}")
     over.setdefault("n_kv_heads", over["n_heads"])
-    return ModelShape(name=mcfg.preset or "custom", **over)
+    name = mcfg.preset or "custom"
+    if getattr(mcfg, "init_from", ""):
+        from pretrain.train.hf import family_name  # a folder's family and size, not "custom"
+
+        name = family_name(over, mcfg.init_from)
+    return ModelShape(name=name, **over)
 
 
 class RMSNorm(nn.Module):

@@ -96,6 +96,7 @@ class Trainer:
         dims, self.shape = preflight(cfg, world, self.device)  # layout, shape, memory: before building
         self.dims = dims
         eval_callback.check_layout(cfg, dims)
+        eval_callback.check_tasks(cfg)
         self._check_pp(cfg, dims, loader)
         self.layout = Layout(dims, self.device)
         self.model = build_model(self.shape, cfg.model, "meta")

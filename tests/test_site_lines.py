@@ -200,3 +200,28 @@ def test_crawl_pages_through_the_belt_lose_boilerplate_not_content(shared_data, 
     # measured 2026-12-02, resiliparse: keep 0.7941 both, drop 0.6724 -> 0.8724
     assert got[K][0] == got[0][0], got
     assert got[K][1] >= 0.87 and got[0][1] <= 0.68, got
+
+
+def test_a_job_written_before_the_key_existed_resumes_at_its_neutral_value(job, tmp_path):
+    """A corpus job written by the release before `dedup.site_lines` (e18206a) has no such key in
+    its plan.json, and its hash covers the config without it: a rerun under this release, at the
+    key's default (0, the old output), must resume, not refuse the folder as "another job"."""
+    import xxhash
+
+    tmp = job[0]
+    off = CurateConfig(steps=("dedup",))
+    curate([str(tmp / "in")], tmp_path / "old", off, executor=LocalExecutor(1))
+    plan_path = tmp_path / "old" / "plan.json"
+    plan = json.loads(plan_path.read_text())
+    del plan["config"]["dedup"]["site_lines"]  # as e18206a wrote it, and its hash (same recipe)
+    what = {k: plan[k] for k in ("inputs", "config", "references") if k in plan}
+    plan["hash"] = xxhash.xxh3_64_hexdigest(json.dumps(what, sort_keys=True, default=str).encode())
+    plan_path.write_text(json.dumps(plan))
+    before = _snapshot(tmp_path / "old")
+    marks = {p: p.stat().st_mtime_ns for p in (tmp_path / "old" / "work").rglob("*.done")}
+    assert marks
+    curate([str(tmp / "in")], tmp_path / "old", off, executor=LocalExecutor(1))
+    assert _snapshot(tmp_path / "old") == before
+    assert {p: p.stat().st_mtime_ns for p in marks} == marks  # resumed: no unit redone
+    with pytest.raises(UserError, match=re.escape("dedup.site_lines")):
+        curate([str(tmp / "in")], tmp_path / "old", _cfg(2), executor=LocalExecutor(1))

@@ -209,7 +209,7 @@ def identity(job: str, files: list[str], cfg: CurateConfig, sizes: dict[str, int
     refs = referenced_files(cfg)
     if refs:  # only then: the identity of a job that names no file stays what it was
         what["references"] = refs
-    blob = json.dumps(what, sort_keys=True, default=str).encode()
+    blob = json.dumps({**what, "config": _without_neutral(resolved)}, sort_keys=True, default=str).encode()
     stamped = {i["path"]: found[i["path"]] for i in inputs if i["path"] in found}
     return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), **what, "versions": stamped}
 
@@ -240,6 +240,22 @@ def _fingerprint(path: Path) -> dict:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return {"path": str(path), "size": path.stat().st_size, "xxh3": h.hexdigest()}
+
+
+# Keys added after jobs were written, with the value that does what those jobs did: at that value
+# a key is left out of the hash, so a job written before the key existed resumes under a newer
+# pretrain (its plan.json has no such key) instead of being refused as "another job". Only keys
+# whose value reproduces the old output byte for byte belong here (not, e.g., extract.rescue).
+NEUTRAL_SINCE: dict[str, object] = {"dedup.site_lines": 0}  # 2026-12-02, session 8
+
+
+def _without_neutral(config: dict) -> dict:
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in config.items()}
+    for key, value in NEUTRAL_SINCE.items():
+        head, _, tail = key.partition(".")
+        if isinstance(out.get(head), dict) and tail in out[head] and out[head][tail] == value:
+            del out[head][tail]
+    return out
 
 
 def claim(lay: Layout, ident: dict) -> dict[str, dict]:
@@ -274,9 +290,9 @@ def _difference(old: dict, new: dict) -> str:
     if refs_old != refs_new:
         changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
         return f"files the config names changed since ({changed[0]})"
-    keys = sorted(k for k in set(old.get("config", {})) | set(new["config"])
-                  if old.get("config", {}).get(k) != new["config"].get(k))
-    shown = cfgmod.describe_changes(old.get("config", {}), new["config"])
+    was, now = _without_neutral(old.get("config", {})), _without_neutral(new["config"])
+    keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
+    shown = cfgmod.describe_changes(was, now)
     return f"a different config: {', '.join(keys) or 'unknown'} differ" + (f" ({shown})" if shown else "")
 
 

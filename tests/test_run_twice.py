@@ -405,6 +405,19 @@ def test_a_rerun_into_another_jobs_out_is_refused_in_one_line_with_both_counts(t
     lines = (said.out + said.err).splitlines()
     assert len(lines) == 1 and lines[0].startswith("pretrain curate: error:"), lines
     assert "of 3 input files" in lines[0] and "this run has 1 other input file" in lines[0], lines[0]
+    # One file added, one removed, one rewritten: "this run has 4 other input files" said none of the
+    # three was the same; the line names the file that differs.
+    extra = _corpus(tmp_path / "extra", _prose(1, seed=13), files=1) / "part0.jsonl"
+    parts = sorted(str(p) for p in three.iterdir())
+    for inputs, said_here in [([*parts, str(extra)], f"this run adds 1 ({extra})"),
+                              (parts[1:], f"this run lacks 1 ({parts[0]})")]:
+        assert main(["curate", *inputs, "-o", str(out), "--workers", "1"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "of 3 input files" in err and said_here in err, err
+    Path(parts[2]).write_text(Path(parts[2]).read_text() * 2)
+    assert main(["curate", str(three), "-o", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{parts[2]} changed since" in err, err
 
 
 def test_a_write_probe_left_by_a_killed_attempt_is_gone_after_the_rerun(tmp_path, capsys):

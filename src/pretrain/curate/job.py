@@ -263,11 +263,13 @@ def _difference(old: dict, new: dict) -> str:
     if not isinstance(inputs, list) or "hash" not in old or not all(isinstance(i, dict) for i in inputs):
         return "a job written by an older pretrain, without an identity"
     if [i["path"] for i in old.get("inputs", [])] != [i["path"] for i in new["inputs"]]:
-        n, m = len(old.get("inputs", [])), len(new["inputs"])
-        return (f"{old.get('job', 'a job')} of {n} input file{'s' * (n != 1)}; this run has {m} other "
-                f"input file{'s' * (m != 1)}")
+        return _other_inputs(old, new)
     if old.get("inputs") != new["inputs"]:
-        return "the same input files with other sizes: they changed since"
+        was = {i["path"]: i.get("size") for i in inputs}
+        first = next(i for i in new["inputs"] if was.get(i["path"]) != i.get("size"))
+        then, now = (f"{v:,}" if isinstance(v, int) else "?" for v in (was.get(first["path"]), first["size"]))
+        return (f"the same input files with other sizes: {first['path']} changed since "
+                f"({then} bytes then, {now} now)")
     refs_old, refs_new = old.get("references", []), new.get("references", [])
     if refs_new and "references" not in old and old.get("config") == new["config"]:
         return "a job written before pretrain recorded the files its config names (benchmarks, models, lists)"
@@ -279,6 +281,20 @@ def _difference(old: dict, new: dict) -> str:
     changes = _changes(old.get("config", {}), new["config"])
     shown = "; ".join(f"{k}: {a} -> {b}" for k, a, b in changes[:3]) + ("; ..." if len(changes) > 3 else "")
     return f"a different config: {', '.join(keys) or 'unknown'} differ" + (f" ({shown})" if shown else "")
+
+
+def _other_inputs(old: dict, new: dict) -> str:
+    """Both counts, and when the two lists share files, the first added and the first missing one
+    ("4 other input files" for one file added to three said none of them was the same)."""
+    was, now = [i["path"] for i in old["inputs"]], [i["path"] for i in new["inputs"]]
+    n, m = len(was), len(now)
+    head = f"{old.get('job', 'a job')} of {n} input file{'s' * (n != 1)}; this run "
+    added, lacks = [p for p in now if p not in set(was)], [p for p in was if p not in set(now)]
+    if len(added) == m or not (added or lacks):  # nothing in common (or only the order differs)
+        return head + f"has {m} other input file{'s' * (m != 1)}"
+    said = [f"{verb} {len(paths)} ({paths[0]}{', ...' * (len(paths) > 1)})"
+            for verb, paths in (("adds", added), ("lacks", lacks)) if paths]
+    return head + " and ".join(said)
 
 
 def _changes(old: object, new: object, key: str = "") -> list[tuple[str, str, str]]:

@@ -453,3 +453,18 @@ def test_a_write_probe_object_left_by_a_killed_attempt_is_gone_after_the_rerun(t
     curate([str(corpus)], out, cfg, executor=LocalExecutor(1), work_dir=tmp_path / "work")
     fs.invalidate_cache()
     assert not fs.exists(f"{bucket}/out/.write-probe")
+
+
+def test_a_ray_rerun_into_another_jobs_out_is_refused_before_ray_starts(tmp_path, capsys):
+    # RayExecutor started a local instance (~6 s, Ray's own log lines first) before OUT was checked:
+    # the refusal came last, after a Ray instance that had nothing to run.
+    ray = pytest.importorskip("ray")
+    out = tmp_path / "out"
+    assert main(["curate", str(_corpus(tmp_path / "a", _prose(2, seed=14), files=1)), "-o", str(out),
+                 "--workers", "1", "--quiet"]) == 0
+    capsys.readouterr()
+    other = _corpus(tmp_path / "b", _prose(2, seed=15), files=1)
+    assert main(["curate", str(other), "-o", str(out), "--executor", "ray", "--workers", "1"]) == 2
+    said = capsys.readouterr()
+    assert not ray.is_initialized()
+    assert (said.out + said.err).strip().startswith(f"pretrain curate: error: {out} holds another job"), said

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pretrain.untrusted import printable
+from pretrain.untrusted import one_line
 
 ERRORS_SHOWN = 5  # first bad-record examples printed under the funnel
 TEXT_FIELD_HINT = "the text under another field? --text-field NAME"
@@ -33,7 +33,7 @@ def error_lines(stats: dict, shown: int = ERRORS_SHOWN) -> list[str]:
     firsts = [e for e in examples if not (e["file"] in seen or seen.add(e["file"]))]
     picked = (firsts + [e for e in examples if e not in firsts])[:shown]
     # record None: the whole file failed (a Parquet/Arrow file without the text column), not a record
-    return [printable(f"{e['file']}: " + ("" if e["record"] is None else f"record {e['record']}: ")
+    return [one_line(f"{e['file']}: " + ("" if e["record"] is None else f"record {e['record']}: ")
                       + e["reason"]) for e in picked]  # names: theirs
 
 

@@ -234,6 +234,13 @@ def test_a_rerun_says_its_seconds_are_over_several_attempts(tmp_path, capsys):
     assert f"{stats['wall_seconds']:.1f} s over 2 attempts" in capsys.readouterr().out
     assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 0
     assert "seconds (2 attempts)" in (tmp_path / "r.html").read_text()
+    # Where an attempt resumes, in one line even without a terminal (a log shows no bar): here as a
+    # SIGKILL after shard 0 was filtered leaves it. Before, a rerun said nothing until its funnel.
+    for marker in ["filter_00001", "removals", "write_00000", "write_00001"]:
+        (out / "work" / "done" / f"{marker}.done").unlink()
+    assert main(args) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert said == ["pretrain dedup: resuming (attempt 3): 1 of 2 shards already filtered"], said
 
 
 def test_a_job_output_under_a_url_prefix_reads_its_data_only(tmp_path):

@@ -491,6 +491,11 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
 
     clock = Attempts(lay)
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
+    from pretrain.curate.report import resuming
+
+    said = resuming(tasks, lay, job, clock.count()) if progress else None
+    if said:
+        progress.console.print(said, markup=False, highlight=False, soft_wrap=True)
 
     def ticker(stage: str):
         by_bytes = stage == "filter" and not any(io.is_url(t.path) for t in tasks)  # inside each file

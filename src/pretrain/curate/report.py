@@ -121,3 +121,24 @@ def why_none_read(skipped: dict[str, int]) -> str:
     why = max(skipped.items(), key=lambda kv: kv[1])[0]
     missing = why.startswith(("missing text field", "missing text column"))
     return f"most often: {why}" + (f"; {TEXT_FIELD_HINT}" if missing else "")
+
+
+def resuming(tasks: list, lay, job: str, attempt: int) -> str | None:
+    """Where a rerun picks up, from the done markers of earlier attempts, in one line: a log has no
+    bar, and before this a resumed job said nothing until its funnel ("... over 2 attempts")."""
+    from pretrain.curate.io import is_done
+
+    if attempt < 2 or not tasks:
+        return None
+    n = len(tasks)
+
+    def done(stage: str) -> int:
+        marks = [(lay.marker(stage, t.shard), t.job_hash) for t in tasks]
+        return sum(is_done(m, h, m) for m, h in marks)
+
+    parts = [f"{done('filter')} of {n} shard{'s' * (n != 1)} already filtered"]
+    if lay.removals_marker.exists():
+        parts.append("dedup done")
+    if written := done("write"):
+        parts.append(f"{written} of {n} written")
+    return f"pretrain {job}: resuming (attempt {attempt}): " + ", ".join(parts)

@@ -289,7 +289,8 @@ def _other_inputs(old: dict, new: dict) -> str:
     was, now = [i["path"] for i in old["inputs"]], [i["path"] for i in new["inputs"]]
     n, m = len(was), len(now)
     head = f"{old.get('job', 'a job')} of {n} input file{'s' * (n != 1)}; this run "
-    added, lacks = [p for p in now if p not in set(was)], [p for p in was if p not in set(now)]
+    was_set, now_set = set(was), set(now)
+    added, lacks = [p for p in now if p not in was_set], [p for p in was if p not in now_set]
     if len(added) == m or not (added or lacks):  # nothing in common (or only the order differs)
         return head + f"has {m} other input file{'s' * (m != 1)}"
     said = [f"{verb} {len(paths)} ({paths[0]}{', ...' * (len(paths) > 1)})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -125,19 +126,21 @@ def why_none_read(skipped: dict[str, int]) -> str:
 
 def resuming(tasks: list, lay, job: str, attempt: int) -> str | None:
     """Where a rerun picks up, from the done markers of earlier attempts, in one line: a log has no
-    bar, and before this a resumed job said nothing until its funnel ("... over 2 attempts")."""
-    from pretrain.curate.io import is_done
-
+    bar, and before this a resumed job said nothing until its funnel ("... over 2 attempts").
+    One listing of the markers' folder (OUT is already this job's: no marker of another job)."""
     if attempt < 2 or not tasks:
         return None
     n = len(tasks)
+    try:
+        names = set(os.listdir(lay.removals_marker.parent))
+    except OSError:
+        names = set()
 
     def done(stage: str) -> int:
-        marks = [(lay.marker(stage, t.shard), t.job_hash) for t in tasks]
-        return sum(is_done(m, h, m) for m, h in marks)
+        return sum(lay.marker(stage, t.shard).name in names for t in tasks)
 
     parts = [f"{done('filter')} of {n} shard{'s' * (n != 1)} already filtered"]
-    if lay.removals_marker.exists():
+    if lay.removals_marker.name in names:
         parts.append("dedup done")
     if written := done("write"):
         parts.append(f"{written} of {n} written")

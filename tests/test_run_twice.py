@@ -475,3 +475,18 @@ def test_a_ray_rerun_into_another_jobs_out_is_refused_before_ray_starts(tmp_path
     said = capsys.readouterr()
     assert not ray.is_initialized()
     assert (said.out + said.err).strip().startswith(f"pretrain curate: error: {out} holds another job"), said
+
+
+def test_the_summary_and_the_settings_echo_are_one_line_each_in_a_narrow_log(tmp_path, capsys, monkeypatch):
+    # rich wraps at the console's width (80 without a terminal): "... 4.2 s over 2\nattempts" and
+    # "(full config: \nOUT/config.toml)" broke the lines a log is grepped for.
+    monkeypatch.setenv("COLUMNS", "40")
+    src = _corpus(tmp_path / "src", _prose(4, seed=21))
+    out = tmp_path / "out"
+    args = ["dedup", str(src), "-o", str(out), "--workers", "1", "--set", "dedup.near=false"]
+    assert main(args) == 0 and main(args) == 0
+    said = capsys.readouterr()
+    summary = [line for line in said.out.splitlines() if line.startswith("read ")][-1]
+    assert summary.endswith(" over 2 attempts") and "bad records skipped" in summary, said.out
+    echo = [line for line in said.err.splitlines() if line.startswith("config: ")][-1]
+    assert echo.endswith(f"(full config: {out}/config.toml)"), said.err

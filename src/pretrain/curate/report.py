@@ -60,7 +60,8 @@ def print_funnel(stats: dict, out: str | Path) -> None:
     console.print(
         f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
         f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
-        + (f" over {stats['attempts']} attempts" if stats.get("attempts", 1) > 1 else "")
+        + (f" over {stats['attempts']} attempts" if stats.get("attempts", 1) > 1 else ""),
+        soft_wrap=True,  # one line in a log too (rich wraps at 80 columns without a terminal)
     )
     if renamed := stats.get("dedup", {}).get("renamed", 0):
         console.print(f"{renamed:,} documents kept under a repeated id were renamed ID#2, ID#3, ... "

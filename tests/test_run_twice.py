@@ -490,3 +490,19 @@ def test_the_summary_and_the_settings_echo_are_one_line_each_in_a_narrow_log(tmp
     assert summary.endswith(" over 2 attempts") and "bad records skipped" in summary, said.out
     echo = [line for line in said.err.splitlines() if line.startswith("config: ")][-1]
     assert echo.endswith(f"(full config: {out}/config.toml)"), said.err
+
+
+@pytest.mark.parametrize("theirs", ["config.toml", "stats.json", "data/notes.txt"])
+def test_an_output_folder_holding_files_of_its_own_is_refused_before_writing(tmp_path, capsys, theirs):
+    # `-o .` in a project folder overwrote its config.toml (and stats.json) with the job's, and a
+    # data/ holding the user's notes became a corpus folder `load_dataset` no longer reads.
+    corpus = _corpus(tmp_path / "in", _prose(2, seed=23), files=1)
+    out = tmp_path / "mine"
+    (out / theirs).parent.mkdir(parents=True, exist_ok=True)
+    (out / theirs).write_text("mine = 1\n")
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    assert main(["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and theirs in err and "not a pretrain job" in err, err
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # nothing written
+    assert (out / theirs).read_text() == "mine = 1\n"

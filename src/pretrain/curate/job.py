@@ -41,7 +41,13 @@ import xxhash
 
 from pretrain import config as cfgmod
 from pretrain.curate import io, versions
-from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, url_job_data_only
+from pretrain.curate.outputs import (
+    abort_open_uploads,
+    check_writable,
+    is_own_output,
+    refuse_foreign,
+    url_job_data_only,
+)
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.errors import UserError, storage_error
 
@@ -360,6 +366,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     if not files:
         raise UserError(f"no input files found in {', '.join(map(str, inputs))}")
     ident = identity(job, [f for f, _ in files], cfg, sizes, stamps)
+    refuse_foreign(lay.out)
     check_writable(lay.out, lay.work)
     alone = stack.enter_context(attempt_lock(lay))
     if alone is None:

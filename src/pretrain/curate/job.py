@@ -272,7 +272,9 @@ def _difference(old: dict, new: dict) -> str:
         return _other_inputs(old, new)
     if old.get("inputs") != new["inputs"]:
         was = {i["path"]: i.get("size") for i in inputs}
-        first = next(i for i in new["inputs"] if was.get(i["path"]) != i.get("size"))
+        first = next((i for i in new["inputs"] if was.get(i["path"]) != i.get("size")), None)
+        if first is None:  # the same paths and sizes, another field of an input (an older plan)
+            return "the same input files, recorded otherwise: they changed since"
         then, now = (f"{v:,}" if isinstance(v, int) else "?" for v in (was.get(first["path"]), first["size"]))
         return (f"the same input files with other sizes: {first['path']} changed since "
                 f"({then} bytes then, {now} now)")

@@ -123,7 +123,8 @@ def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
 
     def claimed() -> None:  # after OUT is this job's: a refusal is then the first and only line
         if not args.quiet:
-            progress.console.print(echo_config(job, cfg, args.output), markup=False, highlight=False)
+            progress.console.print(echo_config(job, cfg, args.output), markup=False, highlight=False,
+                                   soft_wrap=True)
         for warning in (english_rules_warning(cfg), work_dir_warning(args)):
             if warning:
                 progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)

@@ -41,8 +41,15 @@ import xxhash
 
 from pretrain import config as cfgmod
 from pretrain.curate import io, versions
-from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, url_job_data_only
+from pretrain.curate.outputs import (
+    abort_open_uploads,
+    check_writable,
+    is_own_output,
+    refuse_foreign,
+    url_job_data_only,
+)
 from pretrain.curate.readers import list_inputs, source_name
+from pretrain.curate.refusals import difference
 from pretrain.errors import UserError, storage_error
 
 if TYPE_CHECKING:
@@ -209,7 +216,7 @@ def identity(job: str, files: list[str], cfg: CurateConfig, sizes: dict[str, int
     refs = referenced_files(cfg)
     if refs:  # only then: the identity of a job that names no file stays what it was
         what["references"] = refs
-    blob = json.dumps({**what, "config": _without_neutral(resolved)}, sort_keys=True, default=str).encode()
+    blob = json.dumps({**what, "config": without_neutral(resolved)}, sort_keys=True, default=str).encode()
     stamped = {i["path"]: found[i["path"]] for i in inputs if i["path"] in found}
     return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), **what, "versions": stamped}
 
@@ -249,7 +256,7 @@ def _fingerprint(path: Path) -> dict:
 NEUTRAL_SINCE: dict[str, object] = {"dedup.site_lines": 0}  # 2026-12-02, session 8
 
 
-def _without_neutral(config: dict) -> dict:
+def without_neutral(config: dict) -> dict:
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in config.items()}
     for key, value in NEUTRAL_SINCE.items():
         head, _, tail = key.partition(".")
@@ -270,30 +277,7 @@ def claim(lay: Layout, ident: dict) -> dict[str, dict]:
         raise UserError(f"{plan}: unreadable job plan ({e}); use a new --output") from e
     if old.get("hash") == ident["hash"]:
         return versions.check_rerun(old, ident["versions"])
-    raise UserError(f"{out} holds another job ({_difference(old, ident)}); use a new --output or remove it")
-
-
-def _difference(old: dict, new: dict) -> str:
-    """One phrase saying what differs between two identities."""
-    inputs = old.get("inputs", []) if isinstance(old, dict) else None
-    if not isinstance(inputs, list) or "hash" not in old or not all(isinstance(i, dict) for i in inputs):
-        return "a job written by an older pretrain, without an identity"
-    if [i["path"] for i in old.get("inputs", [])] != [i["path"] for i in new["inputs"]]:
-        n, m = len(old.get("inputs", [])), len(new["inputs"])
-        return (f"{old.get('job', 'a job')} of {n} input file{'s' * (n != 1)}; this run has {m} other "
-                f"input file{'s' * (m != 1)}")
-    if old.get("inputs") != new["inputs"]:
-        return "the same input files with other sizes: they changed since"
-    refs_old, refs_new = old.get("references", []), new.get("references", [])
-    if refs_new and "references" not in old and old.get("config") == new["config"]:
-        return "a job written before pretrain recorded the files its config names (benchmarks, models, lists)"
-    if refs_old != refs_new:
-        changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
-        return f"files the config names changed since ({changed[0]})"
-    was, now = _without_neutral(old.get("config", {})), _without_neutral(new["config"])
-    keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
-    shown = cfgmod.describe_changes(was, now)
-    return f"a different config: {', '.join(keys) or 'unknown'} differ" + (f" ({shown})" if shown else "")
+    raise UserError(f"{out} holds another job ({difference(old, ident)}); use a new --output or remove it")
 
 
 # ----------------------------------------------------------------------------- attempts
@@ -343,6 +327,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     if not files:
         raise UserError(f"no input files found in {', '.join(map(str, inputs))}")
     ident = identity(job, [f for f, _ in files], cfg, sizes, stamps)
+    refuse_foreign(lay.out)
     check_writable(lay.out, lay.work)
     alone = stack.enter_context(attempt_lock(lay))
     if alone is None:
@@ -476,6 +461,11 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
 
     clock = Attempts(lay)
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
+    from pretrain.curate.report import resuming
+
+    said = resuming(tasks, lay, job, clock.count()) if progress else None
+    if said:
+        progress.console.print(said, markup=False, highlight=False, soft_wrap=True)
 
     def ticker(stage: str):
         by_bytes = stage == "filter" and not any(io.is_url(t.path) for t in tasks)  # inside each file

@@ -191,16 +191,21 @@ def measured(step: Step, doc: Document, reason: str) -> dict:
 
 
 class _Errors:
-    """Bad records: counted by reason, the first few kept as examples (file, record, reason)."""
+    """Bad records: counted by reason, the first few kept as examples (file, record, reason).
 
-    def __init__(self) -> None:
+    `shown` names the input as the user gave it when the reader reads a local copy of it (an
+    object's download in work/tmp, removed when the shard ends): the copy's path points at nothing."""
+
+    def __init__(self, shown: dict[str, str] | None = None) -> None:
         self.counts: Counter[str] = Counter()
         self.examples: list[dict] = []
+        self.shown = shown or {}
 
     def __call__(self, path: str, record: object, reason: str) -> None:
         self.counts[reason.split(":")[0]] += 1
         if len(self.examples) < MAX_ERROR_EXAMPLES:
-            self.examples.append({"file": str(path), "record": record, "reason": reason})
+            file = self.shown.get(str(path), str(path))
+            self.examples.append({"file": file, "record": record, "reason": reason})
 
     def summary(self) -> dict:
         return {"count": sum(self.counts.values()), "by_reason": dict(self.counts), "examples": self.examples}
@@ -217,10 +222,10 @@ def run_shard(task: ShardTask) -> dict:
         drop_prefetched(lay, task.path)
         return json.loads(lay.shard_stats(task.shard).read_text())
     t0 = time.time()
-    errors = _Errors()
     steps = build_steps(task.cfg)
     read_stats: Counter[str] = Counter()
     local = _input_copy(task, lay) if io.is_url(task.path) else Path(task.path)
+    errors = _Errors({str(local): task.path})
     if task.prefetch:
         _start_prefetch(task.prefetch, lay)
     with io.collect_uploads() as pending:

@@ -243,6 +243,18 @@ class Transformer(nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """idx (B, T) token ids -> logits (B, T, vocab)."""
+        x = self.hidden(idx)
+        if self.output is None:
+            return F.linear(x, self.tok_emb.weight)
+        return self.output(x)  # the module: tensor parallelism's hooks gather its logits
+
+    def head_weight(self) -> torch.Tensor:
+        """The output head's (vocab, d_model) matrix: the embedding's when tied."""
+        return self.tok_emb.weight if self.output is None else self.output.weight
+
+    def hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """idx (B, T) token ids -> the final norm's output (B, T, d_model), what the head projects
+        (train/loss.py projects it chunk by chunk)."""
         T = idx.shape[1]
         x = self.tok_emb(idx)  # (B, T, C)
         if self.pos_emb is not None:
@@ -253,10 +265,7 @@ class Transformer(nn.Module):
             rope = (self.rope_cos[pos], self.rope_sin[pos])
         for block in self.layers.values():
             x = block(x, rope)
-        x = self.norm(x)
-        if self.output is None:
-            return F.linear(x, self.tok_emb.weight)
-        return self.output(x)
+        return self.norm(x)
 
 
 def build_model(shape, mcfg, device: torch.device | str = "meta") -> Transformer:

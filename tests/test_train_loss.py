@@ -54,11 +54,11 @@ def test_chunked_loss_equals_the_whole_one_to_fp32_rounding(tmp_path, text, tied
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("dim", ["tp", "pp", "dp_shard", "dp_replicate"])
+@pytest.mark.parametrize("dim", ["tp", "pp"])
 def test_chunked_loss_is_refused_where_the_head_is_not_plain(tmp_path, text, dim):
     """Tensor parallelism splits the head over the vocabulary and gathers its logits in the module's
-    hooks; pipelines, FSDP2 and DDP reach the head through the model's forward: one line, before
-    anything is built."""
+    hooks; a pipeline's schedule owns the last stage's loss: one line, before anything is built.
+    (DDP, FSDP2 and context parallelism run it: tests/test_parallel_train.py, two-rank layouts.)"""
     from pretrain.train.fits import preflight
     from pretrain.train.testing import tiny_config
 

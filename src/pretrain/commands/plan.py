@@ -161,9 +161,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "on a Llama block): pick pretrain to plan a `pretrain train` run; or torchtitan "
                    "(eager, bf16 weights, no autocast)")
     p.add_argument("--loss-chunks", type=Number(int, lo=1, hi=4096, why="slices of a micro-batch's tokens"),
-                   default=1, help="with --activations pretrain --gpus 1: the trainer's loss run over this "
-                   "many slices of the tokens (train.loss_chunks), its 12 bytes per vocabulary entry per "
-                   "token divided by it (default 1: the whole loss)")
+                   default=1, help="with --activations pretrain: the trainer's loss run over this many "
+                   "slices of the tokens (train.loss_chunks), its 12 bytes per vocabulary entry per token "
+                   "divided by it; only layouts with tp=1 and pp=1 (default 1: the whole loss)")
     p.add_argument("--kernels", default=None, choices=["fused", "eager"],
                    help="element-wise kernels: fused (Megatron-Core/TE, torch.compile) or eager PyTorch, "
                    "one pass per op (default: eager with --activations pretrain, else fused)")

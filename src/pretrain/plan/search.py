@@ -67,10 +67,9 @@ class Job:
         if self.attention not in timing.FLASH_SPEED:
             raise UserError(f"attention kernel must be one of {', '.join(timing.FLASH_SPEED)}, "
                             f"got {self.attention!r}")
-        if self.loss_chunks > 1 and (self.activations != "pretrain" or self.n_gpus > 1):
+        if self.loss_chunks > 1 and self.activations != "pretrain":
             raise UserError(f"--loss-chunks {self.loss_chunks} counts this trainer's chunked loss "
-                            "(train.loss_chunks), which runs on one process: plan it with "
-                            "--activations pretrain --gpus 1")
+                            "(train.loss_chunks): plan it with --activations pretrain")
         if self.efficiency is not None:
             object.__setattr__(self, "gpu", replace(self.gpu, gemm_efficiency=self.efficiency))
 
@@ -137,6 +136,8 @@ def structural_reason(job: Job, lay: Layout) -> str | None:
         return broken[0]
     if lay.tp > job.gpu.gpus_per_node:
         return "tp spans nodes"
+    if job.loss_chunks > 1 and (lay.tp > 1 or lay.pp > 1):  # train/loss.py check_layout
+        return "the trainer's chunked loss (--loss-chunks) needs tp=1 and pp=1"
     return None
 
 

@@ -9,8 +9,11 @@ term is divided by N at the cost of running the head twice. The same idea as tor
 cross-entropy (which chunks the logits of an unchunked head) and Liger-Kernel's fused linear
 cross-entropy (which computes the gradients in forward, a Triton kernel): here with torch alone.
 
-The chunked path calls the head outside the model's forward (Transformer.hidden, head_weight), so it
-runs where nothing hooks that forward: one process. `check_layout` refuses the rest in one line.
+The chunked path runs inside the model's forward (Transformer.forward with targets), so FSDP2's
+unsharding and DDP's gradient hooks wrap it as they wrap the whole loss. It needs the head as one
+plain matrix on the process: tensor parallelism splits it over the vocabulary (its module's hooks
+gather the logits) and a pipeline's schedule calls the loss on the last stage's output; both are
+refused in one line (`check_layout`).
 """
 
 from __future__ import annotations
@@ -27,10 +30,7 @@ def check_layout(chunks: int, dims) -> None:
     if chunks <= 1:
         return
     why = {"tp": "the head is split over the vocabulary and its logits gathered by the module's hooks",
-           "pp": "the pipeline schedule calls the loss on the last stage's logits",
-           "dp_shard": "FSDP2 gathers the head's shards only inside the model's forward",
-           "dp_replicate": "DDP synchronizes gradients through the model's forward",
-           "cp": "context-parallel ranks synchronize gradients through the model's forward"}
+           "pp": "the pipeline schedule calls the loss on the last stage's logits"}
     for dim, reason in why.items():
         if getattr(dims, dim) > 1:
             raise UserError(f"train.loss_chunks={chunks} needs parallel.{dim}=1 ({reason}): "

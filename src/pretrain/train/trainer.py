@@ -29,7 +29,6 @@ from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
 from pretrain.train.fits import preflight
 from pretrain.train.hf import apply_init_from
 from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
-from pretrain.train.loss import chunked_cross_entropy
 from pretrain.train.metrics import Metrics, flops_per_token, mfu
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
 from pretrain.train.optim import build_optimizer, lr_at
@@ -296,7 +295,7 @@ class Trainer:
         chunks = self.cfg.train.loss_chunks
         with autocast(self.cfg.precision.dtype, self.device):
             if chunks > 1:
-                return chunked_cross_entropy(self.model.hidden(x), self.model.head_weight(), y, chunks)
+                return self.model(x, targets=y, loss_chunks=chunks)
             logits = self.model(x)  # (B, T, V)
         return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 

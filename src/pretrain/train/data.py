@@ -135,7 +135,8 @@ class SkippingLoader:
         return self.inner.next_batch(batch_size)
 
     def add_skip(self, first: int, last: int) -> None:
-        self.ranges.append([int(first), int(last)])
+        if [int(first), int(last)] not in self.ranges:  # a resume adds the ledger's ranges again
+            self.ranges.append([int(first), int(last)])
 
     def state_dict(self) -> dict:
         return {"inner": self.inner.state_dict(), "index": self.index, "ranges": self.ranges,

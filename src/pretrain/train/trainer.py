@@ -242,6 +242,10 @@ class Trainer:
                 OverflowError) as e:
             raise UserError(f"{path}/{ck.state_name(path, self.rank)}: its {part} does not read "
                             f"({type(e).__name__}: {e}); the file was edited or damaged") from None
+        ranges, rollbacks = ck.read_ledger(self.ckpt.root)  # a rollback's skips no checkpoint holds yet
+        for first, last in ranges:
+            self.loader.add_skip(first, last)
+        self.rollbacks = max(self.rollbacks, rollbacks)
         self.next_save = self._save_after(self.step)
 
     def save(self) -> None:
@@ -359,6 +363,8 @@ class Trainer:
         if self.metrics is not None:  # the abandoned steps leave the record; why we came back stays
             self.metrics.rewind(self.step, keep_events=COURSE_EVENTS)
         self.loader.add_skip(*skip)
+        if self.rank == 0:  # before the next step: a kill from here on must not re-read the batches
+            ck.write_ledger(self.ckpt.root, self.loader.ranges, self.rollbacks)
         self._spike_first = None
         self._event("rollback", from_step=from_step, to_step=self.step, skip_batches=skip)
         return True
@@ -436,7 +442,7 @@ class Trainer:
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.write_config()
             self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard,
-                                   rewind_to=self.step if self.resumed else None)
+                                   rewind_to=self.step if self.resumed else None, explained=COURSE_EVENTS)
             if self.resumed:
                 self.metrics.event("resume", self.step)
                 if self.changes:  # even with --quiet: the run continues under another recipe

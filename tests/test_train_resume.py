@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from pretrain.errors import UserError
 from pretrain.train import checkpoint as ck
 from pretrain.train.metrics import read_metrics
 from pretrain.train.testing import tiny_config
@@ -49,6 +50,15 @@ def test_stop_at_20_then_resume_to_40_is_bitwise(tmp_path, text, reference):
     assert losses == ref_losses  # == on floats: bit for bit
     assert t.loader.state_dict() == ref_pos
     assert all(torch.equal(a, b) for a, b in zip(t.params, ref_params))
+    # the same command over a shorter text (data.path is free to move; its tokens are checked): one
+    # line saying what differs and what to do, not the loader's two state dicts to compare by eye
+    short = tmp_path / "short.txt"
+    short.write_bytes(Path(text).read_bytes()[:100_000])
+    with pytest.raises(UserError) as e:
+        Trainer(tiny_config(tmp_path, text, f"data.path={short}", "train.steps=50"), quiet=True)
+    said = str(e.value)
+    assert said.startswith(f"{short}: the checkpoint was trained on other data (") and "\n" not in said
+    assert "then); point data.path back at that text, or train into another train.out" in said, said
 
 
 def test_a_checkpoint_with_the_optimizer_keyed_by_group_index_still_resumes(tmp_path, text, reference,

@@ -112,7 +112,7 @@ def test_sigkill_at_a_random_moment_then_resume(tmp_path, text, reference):
     assert t.loader.state_dict() == ref_pos
 
 
-def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, reference):
+def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, reference, capsys):
     ref_losses, _, _ = reference
     cfg = tiny_config(tmp_path, text, "train.stop_at=10", "checkpoint.async_save=false")
     Trainer(cfg, quiet=True).fit()
@@ -120,6 +120,7 @@ def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, r
     assert [s for s, _, ok in ck.list_checkpoints(root) if ok] == [5, 10]
     newest = ck.step_dir(root, 10)
     data = max(newest.glob("*.distcp"), key=lambda p: p.stat().st_size)
+    size = data.stat().st_size
     with open(data, "r+b") as f:  # a write cut short, but its completion marker survived
         f.truncate(data.stat().st_size // 2)
     assert not ck.is_complete(newest)
@@ -127,8 +128,15 @@ def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, r
     (ck.step_dir(root, 5) / ck.MARKER).rename(ck.step_dir(root, 5) / "x")  # no marker: also ignored
     assert ck.latest_complete(root) is None
     (ck.step_dir(root, 5) / "x").rename(ck.step_dir(root, 5) / ck.MARKER)
+    capsys.readouterr()
     t = Trainer(tiny_config(tmp_path, text, "train.stop_at=15"), quiet=True)
     assert t.step == 5
+    # a checkpoint with its marker that does not match it is damage, not a save cut short: said (even
+    # with --quiet, like the resuming line), naming the directory, the file and the sizes
+    said = capsys.readouterr().err.splitlines()
+    why = f"{ck.MARKER} lists {data.name} of {size:,} bytes, it has {size // 2:,}"
+    assert said[0] == f"{newest}: not used: {why}", said
+    assert said[1].startswith("resuming from step 5 (")
     recs = t.fit()
     assert {r["step"]: r["loss"] for r in recs} == {s: ref_losses[s] for s in range(6, 16)}
 

@@ -273,6 +273,25 @@ def is_complete(path: Path) -> bool:
     return True
 
 
+def damage(path) -> str:
+    """Why a checkpoint directory with a marker is not complete ("" when it is, or has no marker: a
+    save cut short is normal after a kill): the first file whose size differs from the marker's."""
+    text = _read_text(path / MARKER)
+    if text is None or is_complete(path):
+        return ""
+    try:
+        files = dict(json.loads(text)["files"])
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return f"{MARKER} does not read"
+    present = _files(path)
+    for name, size in files.items():
+        if present.get(name) != size:
+            has = "it is missing" if name not in present else f"it has {present[name]:,}"
+            return f"{MARKER} lists {str(name)[:100]} of {size:,} bytes, {has}" if isinstance(size, int) \
+                else f"{MARKER} lists {str(name)[:100]} without a size"
+    return f"{MARKER} does not match its files"
+
+
 def list_checkpoints(root: Path) -> list[tuple[int, Path, bool]]:
     """(step, path, complete) for every step_* directory, oldest first."""
     root, out = as_root(root), []

@@ -149,6 +149,8 @@ class Trainer:
         self._step_times: list[float] = []
         self.fpt = flops_per_token(self.shape)
         found = ck.latest_complete(self.ckpt.root) if cfg.train.resume else None
+        if cfg.train.resume:
+            self._say_damaged(found[0] if found else -1)
         if found:
             self.restore(found[1])
             self.resumed = True
@@ -157,6 +159,16 @@ class Trainer:
         else:
             self._say("no checkpoint: starting fresh" if cfg.train.resume
                       else "train.resume=false: starting fresh")
+
+    def _say_damaged(self, used: int) -> None:
+        """Newer checkpoints with a marker that their files do not match (a shard lost or cut in a
+        copy) are passed over like a save cut short, but said: the run goes back further than its
+        newest save, and the rerun will overwrite that directory."""
+        if self.rank != 0:
+            return
+        for step, path, ok in ck.list_checkpoints(self.ckpt.root):
+            if step > used and not ok and (why := ck.damage(path)):
+                print(f"{path}: not used: {why}", file=sys.stderr, flush=True)
 
     def init_weights(self) -> None:
         """Each rank allocates and fills only what it holds, the values one process would (train/init.py)."""

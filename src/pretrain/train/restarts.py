@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import random
 import shutil
 import signal
@@ -125,6 +126,37 @@ def recipe_changes(saved: dict | None, now: dict) -> dict[str, tuple]:
 
 def describe(changes: dict[str, tuple]) -> str:
     return ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items())
+
+
+# --- a resume whose model.init_from folder is gone -----------------------------------------------------
+
+def model_of_own_run(cfg, complete: Callable[[], bool]):
+    """The run config to build when `model.init_from` names a folder without config.json (a Hugging
+    Face cache cleaned, a run directory copied to another machine): a resume needs no weights from it
+    (its checkpoint has them), and RUN/config.toml spells out the model it was built with, so that
+    model is used, said on stderr. None when the folder is there, the run has no complete checkpoint
+    to resume, or its config.toml names another folder: then apply_init_from says what is missing."""
+    from pretrain import config as cfgmod
+    from pretrain.errors import UserError
+    from pretrain.train.config import RunConfig
+
+    folder = Path(cfg.model.init_from)
+    own = Path(cfg.train.out) / "config.toml"
+    if (folder / "config.json").is_file() or not cfg.train.resume or not own.is_file() or not complete():
+        return None
+    saved = cfgmod.load(RunConfig, own)  # as hostile as the rest of the run directory: one line each
+    if saved.model.init_from != cfg.model.init_from:
+        return None
+    data = cfg.data
+    if data.kind == "text" and not data.tokenizer and saved.data.tokenizer:
+        if not Path(saved.data.tokenizer).is_file():
+            raise UserError(f"{folder}: no config.json, and {saved.data.tokenizer} (its tokenizer, which "
+                            "this run's text is encoded with) is gone too: restore the folder to resume")
+        data = dataclasses.replace(data, tokenizer=saved.data.tokenizer)
+    if os.environ.get("RANK", "0") == "0":  # before torch.distributed starts: torchrun's rank
+        print(f"{folder}: no config.json; resuming with the model {own} spells out (the checkpoint holds "
+              "the weights)", file=sys.stderr, flush=True)
+    return dataclasses.replace(cfg, model=saved.model, data=data)
 
 
 # --- random number generators: what a checkpoint restores so a resumed step draws the same numbers ---

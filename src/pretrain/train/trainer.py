@@ -52,6 +52,7 @@ from pretrain.train.restarts import (
     catch_signals,
     describe,
     hms,
+    model_of_own_run,
     recipe,
     recipe_changes,
     restore_signals,
@@ -75,7 +76,9 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, loader=None, eval_loader=None,
                  quiet: bool = False):
-        cfg = apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
+        own = cfg.model.init_from and model_of_own_run(cfg, lambda: ck.latest_complete(
+            cfg.checkpoint.storage or Path(cfg.train.out) / "checkpoints") is not None)
+        cfg = own or apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
         validate(cfg)  # numbers out of range: one line, before anything is built
         self.cfg, self.quiet = cfg, quiet
         self.run_dir = Path(run_dir or cfg.train.out)

@@ -157,6 +157,16 @@ def test_step_line_shows_total_elapsed_and_eta(tmp_path, text, capsys):
     assert [x.split()[1] for x in lines] == ["1/3", "2/3", "3/3"]
     assert all(" elapsed 0:00:" in x and " eta 0:00:" in x for x in lines)
     assert lines[-1].endswith("eta 0:00:00")
+    assert " mfu " not in lines[0]  # log.peak_flops = 0: no peak to compare with
+    # with a peak, the line shows the MFU metrics.jsonl records (PaLM: tokens/s x FLOPs/token / peak)
+    from pretrain.plan.compute import flops_per_token
+
+    t = Trainer(tiny_config(tmp_path / "mfu", text, "train.steps=2", "log.peak_flops=1e9"))
+    recs = t.fit()
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("step ")]
+    for line, rec in zip(lines, recs, strict=True):
+        assert rec["mfu"] == pytest.approx(rec["tokens_per_s"] * flops_per_token(t.shape) / 1e9, rel=1e-3)
+        assert f"  mfu {100 * rec['mfu']:.1f}%  elapsed " in line, line
 
 
 @pytest.mark.parametrize("argv, says", [

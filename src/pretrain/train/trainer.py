@@ -495,7 +495,8 @@ class Trainer:
         eta = (stop - self.step) * sum(recent) / max(1, len(recent))
         return (f"step {rec['step']}/{stop}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
                 f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}  "
-                f"elapsed {hms(elapsed)}  eta {hms(eta)}")
+                + ("" if rec.get("mfu") is None else f"mfu {100 * rec['mfu']:.1f}%  ")  # log.peak_flops set
+                + f"elapsed {hms(elapsed)}  eta {hms(eta)}")
 
     def _save_final(self) -> None:
         self.ckpt.wait()

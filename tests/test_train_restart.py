@@ -21,6 +21,7 @@ from conftest import sigint_as_in_a_terminal
 
 from pretrain import config as cfgmod
 from pretrain.cli import main
+from pretrain.errors import UserError
 from pretrain.train import checkpoint as ck
 from pretrain.train import trainer as trainer_mod
 from pretrain.train.metrics import read_metrics
@@ -188,3 +189,24 @@ def test_numbers_out_of_range_are_one_line_errors(tmp_path, text, capsys, argv, 
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert says in err[-1] and sum(says in x for x in err) == 1
+
+
+def test_a_second_run_into_a_run_directory_in_use_is_refused(tmp_path, text):
+    # The same command started twice trained twice into one directory (each pruning the other's
+    # checkpoints, the second rewriting metrics.jsonl under the first). Another process holds the
+    # lock here as a running `pretrain train` would: flock on the directory, dropped when it dies.
+    run = tmp_path / "run"
+    run.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               f"fd = os.open({str(run)!r}, os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(UserError, match=r"another run is training into this directory now; wait"):
+            Trainer(tiny_config(run, text, "train.steps=2"), quiet=True).fit()
+        assert list(run.iterdir()) == []  # refused before writing anything
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [r["step"] for r in Trainer(tiny_config(run, text, "train.steps=2"), quiet=True).fit()] == [1, 2]

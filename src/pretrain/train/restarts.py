@@ -88,6 +88,39 @@ def hms(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
+# --- one run at a time in a run directory ------------------------------------------------------------
+
+def hold_run_dir(run_dir: Path) -> int | None:
+    """Lock the run directory for this run (rank 0), or refuse in one line if another run holds it.
+    The same command started twice (a second terminal, a scheduler's retry while the first still
+    runs) trained twice into one directory: the second's resume rewrote metrics.jsonl under the
+    first, which kept appending to the replaced file, and each pruned the other's checkpoints. A
+    flock on the directory itself writes nothing, and the kernel drops it with the process, even a
+    SIGKILLed one, so a rerun after a kill is never refused. None where flock is not available."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, as before
+        return None
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        from pretrain.errors import UserError
+
+        raise UserError(f"{run_dir}: another run is training into this directory now; wait for it to "
+                        "end (or stop it), then run the command again") from None
+    except OSError:  # a file system without locks (some network mounts): no lock, as before
+        os.close(fd)
+        return None
+    return fd
+
+
+def release_run_dir(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # closing the only descriptor of the open file releases its flock
+
+
 # --- the recipe a checkpoint was trained with --------------------------------------------------------
 
 # Keys a resume may change freely: where and how the run executes, what it logs, how it saves. A

@@ -52,9 +52,11 @@ from pretrain.train.restarts import (
     catch_signals,
     describe,
     hms,
+    hold_run_dir,
     model_of_own_run,
     recipe,
     recipe_changes,
+    release_run_dir,
     restore_signals,
     rng_state,
     set_aside_history,
@@ -451,6 +453,13 @@ class Trainer:
         if self.resumed and self.step > stop:  # not rewound: nothing to train, nothing to write
             return []  # (config.toml said the shorter run, metrics a config_change, for a longer model)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = hold_run_dir(self.run_dir) if self.rank == 0 else None  # one run at a time writes here
+        try:
+            return self._fit(stop)
+        finally:
+            release_run_dir(lock)
+
+    def _fit(self, stop: int) -> list[dict]:
         if not self.resumed:
             set_aside_history(self.run_dir, self.rank)
             self._refuse_remote_history()

@@ -121,6 +121,19 @@ def release_run_dir(fd: int | None) -> None:
         os.close(fd)  # closing the only descriptor of the open file releases its flock
 
 
+def agreed_interval(steps: int) -> int:
+    """Young's save interval, one value for every rank: the largest. Each rank measures its own save
+    and step times, so each computed its own interval (seen: 2 steps on rank 0, 1 on rank 1); a save
+    is collective, so a rank saving alone waited in it while the others trained on (their collectives
+    then paired with its own, or it hung until parallel.timeout_s). The largest, because the slowest
+    rank's save is the time every rank waits (C in Young's rule)."""
+    if not dist.is_initialized():
+        return steps
+    t = torch.tensor(int(steps), dtype=torch.int64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
 # --- the recipe a checkpoint was trained with --------------------------------------------------------
 
 # Keys a resume may change freely: where and how the run executes, what it logs, how it saves. A

@@ -49,6 +49,7 @@ from pretrain.train.restarts import (
     COURSE_EVENTS,
     SAID,
     Interrupted,
+    agreed_interval,
     catch_signals,
     describe,
     hms,
@@ -250,7 +251,7 @@ class Trainer:
             self.spikes.load_state_dict(st["spikes"])
             part = "save_interval"
             if self.cfg.checkpoint.every == 0:  # Young's interval, as measured by the run that saved
-                self.save_interval = int(st.get("save_interval", 0))
+                self.save_interval = agreed_interval(int(st.get("save_interval", 0)))
             part = "rng"
             set_rng_state(st["rng"])
         except UserError:
@@ -419,7 +420,7 @@ class Trainer:
             save_s = float(np.mean(self.ckpt.save_seconds))
             step_s = float(np.mean(self._step_times)) if self._step_times else 1.0
             interval = ck.young_interval_s(max(save_s, 1e-3), self.cfg.checkpoint.mtbf_minutes * 60.0)
-            self.save_interval = max(1, round(interval / step_s))
+            self.save_interval = agreed_interval(max(1, round(interval / step_s)))
         self.next_save = self._save_after(self.step)
 
     def _save_after(self, step: int) -> int:

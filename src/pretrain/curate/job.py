@@ -456,9 +456,10 @@ def with_prefetch(tasks: list[ShardTask]) -> list[ShardTask]:
 
 
 def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progress, job: str) -> dict:
-    from pretrain.curate.pipeline import run_shard, step_order, wait_commits, write_shard
+    from pretrain.curate.pipeline import run_shard, shard_finished, step_order, wait_commits, write_shard
 
     clock = Attempts(lay)
+    fresh = sum(not shard_finished(t) for t in tasks)  # what this attempt has to do, said at the end
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
 
     def ticker(stage: str):
@@ -488,7 +489,9 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
     stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total(), clock.count())
     _decontam_report(cfg, shard_stats, stats, lay)
     io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
-    return stats
+    # not in stats.json (the job's record, the same whichever attempt wrote it last): what this
+    # attempt did, for the terminal (report.print_funnel)
+    return {**stats, "this_attempt": {"shards": len(tasks), "written": fresh, "seconds": clock.last}}
 
 
 def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order: list[str],

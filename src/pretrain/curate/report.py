@@ -54,13 +54,7 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         table.add_row(name, f"{n_in:,}", f"{kept:,}", f"{dropped:,}", top)
     console = Console()
     console.print(table)
-    d = stats["documents"]
-    share = d["kept"] / d["read"] if d["read"] else 0.0
-    console.print(
-        f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
-        f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
-        + (f" over {stats['attempts']} attempts" if stats.get("attempts", 1) > 1 else "")
-    )
+    console.print(totals_line(stats), highlight=False, soft_wrap=True)
     if renamed := stats.get("dedup", {}).get("renamed", 0):
         console.print(f"{renamed:,} documents kept under a repeated id were renamed ID#2, ID#3, ... "
                       "(ids are unique in data/)", soft_wrap=True)
@@ -75,6 +69,28 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"corpus: {join(out, 'data')}   rejects: {join(out, 'rejects')}   "
                   f"stats: {join(out, 'stats.json')}", soft_wrap=True)
+
+
+def totals_line(stats: dict) -> str:
+    """Documents read and kept, bad records, seconds; a rerun says first what it did itself, and
+    labels the totals as the job's (its earlier attempts'), not this invocation's work."""
+    from pretrain.progress import rerun_note
+
+    d = stats["documents"]
+    share = d["kept"] / d["read"] if d["read"] else 0.0
+    n = stats.get("attempts", 1)
+    totals = (f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
+              f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
+              + (f" over {n} attempts" if n > 1 else ""))
+    this = stats.get("this_attempt")
+    note = rerun_note(this["written"], this["shards"], "done") if this else ""
+    if not note:  # this invocation did every shard: the totals are its own
+        return totals
+    if this["written"] == 0:
+        shards = f"{this['shards']} shard{'s' * (this['shards'] != 1)}"
+        return (f"already complete: nothing to do (this attempt checked {shards} in "
+                f"{this['seconds']:.1f} s)\nthe job, all attempts: {totals}")
+    return f"this attempt: {note} ({this['seconds']:.1f} s)\nthe job, all attempts: {totals}"
 
 
 def contamination_lines(out: str | Path, shown: int = 10) -> list[str]:

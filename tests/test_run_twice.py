@@ -240,6 +240,11 @@ def test_a_rerun_says_its_seconds_are_over_several_attempts(tmp_path, capsys):
     assert "this_attempt" not in stats  # the terminal's, not the job's record
     assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 0
     assert "seconds (2 attempts)" in (tmp_path / "r.html").read_text()
+    next((out / "work" / "done").glob("write_*.done")).unlink()  # as after a kill before its end
+    assert main(args) == 0
+    said = capsys.readouterr().out
+    assert "already complete" not in said and "this attempt: 1 shard written now, 1 already done (" in said
+    assert "the job, all attempts: read 4 documents" in said and "over 3 attempts" in said, said
 
 
 def test_a_job_output_under_a_url_prefix_reads_its_data_only(tmp_path):

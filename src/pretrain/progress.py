@@ -196,3 +196,8 @@ def rerun_note(now: int, units: int, done: str, unit: str = "shard") -> str:
     if now == 0:
         return f"already {done}, nothing to do"
     return f"{now} {unit}{'s' * (now != 1)} written now, {units - now} already {done}"
+
+
+def seconds_text(s: float) -> str:
+    """'12.3 s', or two significant figures below a second ('0.043 s'), never '0.0 s' for work done."""
+    return f"{s:,.1f} s" if s >= 1 else f"{s:.2g} s"

@@ -85,8 +85,12 @@ def run(args: argparse.Namespace) -> int:
     sec = time.perf_counter() - t0
     skipped = sum(man["skipped"].values())
     # a rerun that wrote nothing: the totals are the earlier run's, and not "in 0.4 s"
-    took = f" in {sec:.1f} s" if written else f", all kept from an earlier run (checked in {sec:.1f} s)"
-    print(f"{man['tokens']:,} tokens, {man['documents']:,} documents, {len(man['shards'])} shards "
+    from pretrain.progress import seconds_text
+
+    took = f" in {sec:.1f} s" if written else (f", all kept from an earlier run (checked in "
+                                                f"{seconds_text(sec)})")
+    n = len(man["shards"])
+    print(f"{man['tokens']:,} tokens, {man['documents']:,} documents, {n} shard{'s' * (n != 1)} "
           f"({man['dtype']}){took}; {skipped:,} records skipped -> {args.output}"
           f"{resumed(len(written), len(man['shards']), 'tokenized')}")
     return _said_skips(man["skipped"], man["documents"], args.text_field)

@@ -41,6 +41,10 @@ def print_funnel(stats: dict, out: str | Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    console = Console()
+    first = nothing_done_line(stats)
+    if first:  # said first: the funnel below is an earlier attempt's work
+        console.print(first, highlight=False, soft_wrap=True)
     table = Table(title=f"{stats.get('job', 'curation')} funnel", title_justify="left")
     for col, just in (
         ("step", "left"),
@@ -52,7 +56,6 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         table.add_column(col, justify=just)
     for name, n_in, kept, dropped, top in funnel_rows(stats):
         table.add_row(name, f"{n_in:,}", f"{kept:,}", f"{dropped:,}", top)
-    console = Console()
     console.print(table)
     console.print(totals_line(stats), highlight=False, soft_wrap=True)
     if renamed := stats.get("dedup", {}).get("renamed", 0):
@@ -71,10 +74,22 @@ def print_funnel(stats: dict, out: str | Path) -> None:
                   f"stats: {join(out, 'stats.json')}", soft_wrap=True)
 
 
+def nothing_done_line(stats: dict) -> str:
+    """'already complete: nothing to do (...)' when this attempt found every shard done; else ""."""
+    this = stats.get("this_attempt")
+    if not this or this["written"] or not this["shards"]:
+        return ""
+    shards = f"{this['shards']} shard{'s' * (this['shards'] != 1)}"
+    from pretrain.progress import seconds_text
+
+    took = seconds_text(this["seconds"])
+    return f"already complete: nothing to do (this attempt checked {shards} in {took})"
+
+
 def totals_line(stats: dict) -> str:
-    """Documents read and kept, bad records, seconds; a rerun says first what it did itself, and
-    labels the totals as the job's (its earlier attempts'), not this invocation's work."""
-    from pretrain.progress import rerun_note
+    """Documents read and kept, bad records, seconds; after a rerun labelled as the job's (its
+    attempts' together), with what this attempt did itself when it did some of the shards."""
+    from pretrain.progress import rerun_note, seconds_text
 
     d = stats["documents"]
     share = d["kept"] / d["read"] if d["read"] else 0.0
@@ -86,11 +101,9 @@ def totals_line(stats: dict) -> str:
     note = rerun_note(this["written"], this["shards"], "done") if this else ""
     if not note:  # this invocation did every shard: the totals are its own
         return totals
-    if this["written"] == 0:
-        shards = f"{this['shards']} shard{'s' * (this['shards'] != 1)}"
-        return (f"already complete: nothing to do (this attempt checked {shards} in "
-                f"{this['seconds']:.1f} s)\nthe job, all attempts: {totals}")
-    return f"this attempt: {note} ({this['seconds']:.1f} s)\nthe job, all attempts: {totals}"
+    if nothing_done_line(stats):
+        return f"the job, all attempts: {totals}"
+    return f"this attempt: {note} ({seconds_text(this['seconds'])})\nthe job, all attempts: {totals}"
 
 
 def contamination_lines(out: str | Path, shown: int = 10) -> list[str]:

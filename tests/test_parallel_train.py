@@ -71,6 +71,9 @@ TWO_RANKS = {
     "pp_interleaved1f1b": (1, "parallel.pp=2", "parallel.pp_schedule=interleaved1f1b"),
     "fsdp_activation_checkpointing": (2, "parallel.dp_shard=2", "parallel.activation_checkpointing=full"),
     "tp_zero2_like": (1, "parallel.tp=2", "parallel.reshard_after_forward=false"),
+    # the loss over 3 slices of tokens inside the model's forward, under DDP's and FSDP2's hooks
+    "ddp_loss_chunks": (2, "parallel.dp_replicate=2", "train.loss_chunks=3"),
+    "fsdp_loss_chunks": (2, "parallel.dp_shard=2", "train.loss_chunks=3"),
 }
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
-from pretrain.untrusted import printable
+from pretrain.untrusted import one_line
 
 ERRORS_SHOWN = 5  # first bad-record examples printed under the funnel
 TEXT_FIELD_HINT = "the text under another field? --text-field NAME"
@@ -33,7 +34,7 @@ def error_lines(stats: dict, shown: int = ERRORS_SHOWN) -> list[str]:
     firsts = [e for e in examples if not (e["file"] in seen or seen.add(e["file"]))]
     picked = (firsts + [e for e in examples if e not in firsts])[:shown]
     # record None: the whole file failed (a Parquet/Arrow file without the text column), not a record
-    return [printable(f"{e['file']}: " + ("" if e["record"] is None else f"record {e['record']}: ")
+    return [one_line(f"{e['file']}: " + ("" if e["record"] is None else f"record {e['record']}: ")
                       + e["reason"]) for e in picked]  # names: theirs
 
 
@@ -150,3 +151,39 @@ def why_none_read(skipped: dict[str, int]) -> str:
     why = max(skipped.items(), key=lambda kv: kv[1])[0]
     missing = why.startswith(("missing text field", "missing text column"))
     return f"most often: {why}" + (f"; {TEXT_FIELD_HINT}" if missing else "")
+
+
+def markers(lay) -> set[str]:
+    """The names in the done markers' folder, listed once (a marker read per shard cost a 1M-input
+    job as many reads). OUT is already this job's: no marker of another job is there."""
+    try:
+        return set(os.listdir(lay.removals_marker.parent))
+    except OSError:
+        return set()
+
+
+def shards_left(tasks: list, lay, names: set[str]) -> int:
+    """Shards an earlier attempt did not finish (both stages' markers): this attempt's work, said
+    after the funnel ("already complete: nothing to do" when none). A marker whose outputs were
+    since deleted counts as finished here; the shard still runs again."""
+    return sum(not {lay.marker("filter", t.shard).name, lay.marker("write", t.shard).name} <= names
+               for t in tasks)
+
+
+def resuming(tasks: list, lay, job: str, attempt: int, names: set[str]) -> str | None:
+    """Where a rerun picks up, from the done markers of earlier attempts, in one line: a log has no
+    bar, and before this a resumed job said nothing until its funnel ("... over 2 attempts"). None
+    for a first attempt, and for a finished job (its funnel says first that nothing was left)."""
+    if attempt < 2 or not tasks or not shards_left(tasks, lay, names):
+        return None
+    n = len(tasks)
+
+    def done(stage: str) -> int:
+        return sum(lay.marker(stage, t.shard).name in names for t in tasks)
+
+    parts = [f"{done('filter')} of {n} shard{'s' * (n != 1)} already filtered"]
+    if lay.removals_marker.name in names:
+        parts.append("dedup done")
+    if written := done("write"):
+        parts.append(f"{written} of {n} written")
+    return f"pretrain {job}: resuming (attempt {attempt}): " + ", ".join(parts)

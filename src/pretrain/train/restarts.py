@@ -94,7 +94,7 @@ def hms(seconds: float) -> str:
 OPERATIONAL = ("train.out", "train.resume", "train.stop_at", "train.threads", "train.device",
                "train.keep_freed_memory", "train.deterministic", "train.allow_changes", "log.", "checkpoint.",
                "parallel.", "model.init_from", "model.preset", "data.skip", "data.batch_size",
-               "train.grad_accum",
+               "train.grad_accum", "train.loss_chunks",
                # paths: the loaders check what they point at (the fingerprint of the text's tokens, so
                # of the tokenizer too; each source's token count), so the same data reached from
                # another directory (model.init_from's tokenizer.json, say) is not a change

@@ -275,8 +275,8 @@ class Trainer:
         losses: list[torch.Tensor] = []
         with autocast(self.cfg.precision.dtype, self.device):
             args = (x,) if first else ()
-            if last:
-                self.schedule.step(*args, target=y, losses=losses)
+            if last:  # the logits are the loss's alone: not kept for all micro-batches, then merged
+                self.schedule.step(*args, target=y, losses=losses, return_outputs=False)
             else:
                 self.schedule.step(*args)
         total = torch.zeros((), device=self.device)
@@ -291,12 +291,23 @@ class Trainer:
         total = torch.zeros((), device=self.device)
         for _ in range(accum):
             x, y = self._inputs(self.loader.next_batch(self.cfg.data.batch_size))
-            with autocast(self.cfg.precision.dtype, self.device):
-                logits = self.model(x)  # (B, T, V)
-            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten()) / accum
+            loss = self._loss(x, y) / accum
             self.scaler.scale_loss(loss).backward()
             total += loss.detach()
         return total
+
+    def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of one micro-batch. The logits are this frame's alone: autograd saves
+        log_softmax's fp32 output, not its input, so the head's output (bf16, or fp32 as its own
+        upcast) is freed when the loss exists, before backward allocates its two fp32 gradients:
+        12 bytes per vocabulary entry per token, not 14 (plan/memory.py, LOSS_BYTES_PER_VOCAB).
+        With train.loss_chunks > 1, a slice of tokens at a time (train/loss.py): 12 / chunks."""
+        chunks = self.cfg.train.loss_chunks
+        with autocast(self.cfg.precision.dtype, self.device):
+            if chunks > 1:
+                return self.model(x, targets=y, loss_chunks=chunks)
+            logits = self.model(x)  # (B, T, V)
+        return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 
     def _inputs(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and targets of a (B, T+1) batch: predict token t+1 from tokens <= t; under context

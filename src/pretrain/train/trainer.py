@@ -49,11 +49,15 @@ from pretrain.train.restarts import (
     COURSE_EVENTS,
     SAID,
     Interrupted,
+    agreed_interval,
     catch_signals,
     describe,
     hms,
+    hold_run_dir,
+    model_of_own_run,
     recipe,
     recipe_changes,
+    release_run_dir,
     restore_signals,
     rng_state,
     set_aside_history,
@@ -75,7 +79,9 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, loader=None, eval_loader=None,
                  quiet: bool = False):
-        cfg = apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
+        own = cfg.model.init_from and model_of_own_run(cfg, lambda: ck.latest_complete(
+            cfg.checkpoint.storage or Path(cfg.train.out) / "checkpoints") is not None)
+        cfg = own or apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
         validate(cfg)  # numbers out of range: one line, before anything is built
         self.cfg, self.quiet = cfg, quiet
         self.run_dir = Path(run_dir or cfg.train.out)
@@ -150,6 +156,8 @@ class Trainer:
         self._step_times: list[float] = []
         self.fpt = flops_per_token(self.shape)
         found = ck.latest_complete(self.ckpt.root) if cfg.train.resume else None
+        if cfg.train.resume:
+            self._say_damaged(found[0] if found else -1)
         if found:
             self.restore(found[1])
             self.resumed = True
@@ -168,6 +176,16 @@ class Trainer:
         end = f"train.stop_at={stop}" if self.cfg.train.stop_at else f"train.steps={stop}"
         return (f"already complete: the newest checkpoint is step {self.step} and {end}; nothing is "
                 f"trained ({path})")
+
+    def _say_damaged(self, used: int) -> None:
+        """Newer checkpoints with a marker that their files do not match (a shard lost or cut in a
+        copy) are passed over like a save cut short, but said: the run goes back further than its
+        newest save, and the rerun will overwrite that directory."""
+        if self.rank != 0:
+            return
+        for step, path, ok in ck.list_checkpoints(self.ckpt.root):
+            if step > used and not ok and (why := ck.damage(path)):
+                print(f"{path}: not used: {why}", file=sys.stderr, flush=True)
 
     def init_weights(self) -> None:
         """Each rank allocates and fills only what it holds, the values one process would (train/init.py)."""
@@ -244,7 +262,7 @@ class Trainer:
             self.spikes.load_state_dict(st["spikes"])
             part = "save_interval"
             if self.cfg.checkpoint.every == 0:  # Young's interval, as measured by the run that saved
-                self.save_interval = int(st.get("save_interval", 0))
+                self.save_interval = agreed_interval(int(st.get("save_interval", 0)))
             part = "rng"
             set_rng_state(st["rng"])
         except UserError:
@@ -253,6 +271,10 @@ class Trainer:
                 OverflowError) as e:
             raise UserError(f"{path}/{ck.state_name(path, self.rank)}: its {part} does not read "
                             f"({type(e).__name__}: {e}); the file was edited or damaged") from None
+        ranges, rollbacks = ck.read_ledger(self.ckpt.root)  # a rollback's skips no checkpoint holds yet
+        for first, last in ranges:
+            self.loader.add_skip(first, last)
+        self.rollbacks = max(self.rollbacks, rollbacks)
         self.next_save = self._save_after(self.step)
 
     def save(self) -> None:
@@ -381,6 +403,8 @@ class Trainer:
         if self.metrics is not None:  # the abandoned steps leave the record; why we came back stays
             self.metrics.rewind(self.step, keep_events=COURSE_EVENTS)
         self.loader.add_skip(*skip)
+        if self.rank == 0:  # before the next step: a kill from here on must not re-read the batches
+            ck.write_ledger(self.ckpt.root, self.loader.ranges, self.rollbacks)
         self._spike_first = None
         self._event("rollback", from_step=from_step, to_step=self.step, skip_batches=skip)
         return True
@@ -418,7 +442,7 @@ class Trainer:
             save_s = float(np.mean(self.ckpt.save_seconds))
             step_s = float(np.mean(self._step_times)) if self._step_times else 1.0
             interval = ck.young_interval_s(max(save_s, 1e-3), self.cfg.checkpoint.mtbf_minutes * 60.0)
-            self.save_interval = max(1, round(interval / step_s))
+            self.save_interval = agreed_interval(max(1, round(interval / step_s)))
         self.next_save = self._save_after(self.step)
 
     def _save_after(self, step: int) -> int:
@@ -452,13 +476,20 @@ class Trainer:
         if self.resumed and self.step > stop:  # not rewound: nothing to train, nothing to write
             return []  # (config.toml said the shorter run, metrics a config_change, for a longer model)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = hold_run_dir(self.run_dir) if self.rank == 0 else None  # one run at a time writes here
+        try:
+            return self._fit(stop)
+        finally:
+            release_run_dir(lock)
+
+    def _fit(self, stop: int) -> list[dict]:
         if not self.resumed:
             set_aside_history(self.run_dir, self.rank)
             self._refuse_remote_history()
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.write_config()
             self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard,
-                                   rewind_to=self.step if self.resumed else None)
+                                   rewind_to=self.step if self.resumed else None, explained=COURSE_EVENTS)
             if self.resumed:
                 self.metrics.event("resume", self.step)
                 if self.changes:  # even with --quiet: the run continues under another recipe
@@ -496,7 +527,8 @@ class Trainer:
         eta = (stop - self.step) * sum(recent) / max(1, len(recent))
         return (f"step {rec['step']}/{stop}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
                 f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}  "
-                f"elapsed {hms(elapsed)}  eta {hms(eta)}")
+                + ("" if rec.get("mfu") is None else f"mfu {100 * rec['mfu']:.1f}%  ")  # log.peak_flops set
+                + f"elapsed {hms(elapsed)}  eta {hms(eta)}")
 
     def _save_final(self) -> None:
         self.ckpt.wait()

@@ -231,9 +231,11 @@ def test_a_rerun_says_its_seconds_are_over_several_attempts(tmp_path, capsys):
     stats = json.loads((out / "stats.json").read_text())
     tried = json.loads((out / "work" / "attempts.json").read_text())["seconds"]
     assert stats["attempts"] == len(tried) == 2
-    said = capsys.readouterr().out
+    both = capsys.readouterr()
+    said = both.out
     assert f"{stats['wall_seconds']:.1f} s over 2 attempts" in said
-    # ...labelled as the job's: this attempt did nothing, and says so first
+    # ...labelled as the job's: this attempt did nothing, and says so first (no "resuming" line)
+    assert "resuming" not in both.err, both.err
     assert said.index("already complete: nothing to do (this attempt checked 2 shards in ") < said.index(
         f"the job, all attempts: read 4 documents, kept 4 (100.0%); 0 bad records skipped; "
         f"{stats['wall_seconds']:.1f} s over 2 attempts"), said

@@ -365,3 +365,62 @@ def test_mixture_key(key, tmp_path):
     path.write_text("budget = 1e9\nseq-len = 2048\n" + sources)  # a typo no longer takes the default
     with pytest.raises(UserError, match="unknown key 'seq-len'"):
         load_mixture(path)
+
+
+def _train_fields():
+    from pretrain.train.config import RunConfig
+
+    return [(k, t, f) for k, t, f in fields(RunConfig) if t in (int, float)]
+
+
+def test_train_bounds_have_one_source():
+    """train/config.py's validate() kept its own table beside the fields' bounds (and the two said
+    different things: beta1 <= 1 at load, < 1 there). Now a value past a field's bound, set in code
+    where `load` never sees it, is refused by validate() in the words `load` uses."""
+    from pretrain.train.config import RunConfig, validate
+
+    for key, typ, f in _train_fields():
+        section, name = key.split(".")
+        for v in _outside(f, typ) + ([typ(f.metadata["lt"])] if f.metadata.get("lt") is not None else []):
+            with pytest.raises(UserError) as loaded:
+                cfgmod.load(RunConfig, None, [f"{key}={v!r}"])
+            cfg = RunConfig()
+            setattr(getattr(cfg, section), name, v)
+            with pytest.raises(UserError) as checked:
+                validate(cfg)
+            assert str(checked.value) == str(loaded.value), key
+
+
+def test_inf_suggests_0_only_where_0_means_no_bound(tmp_path):
+    from pretrain.bounds import check_number
+    from pretrain.curate.readers import ReaderConfig
+
+    meta = {f.name: f.metadata for f in dataclasses.fields(ReaderConfig)}
+    with pytest.raises(UserError, match="0 where 'no bound' is meant"):
+        check_number(math.inf, meta["max_ratio"], "reader.max_ratio")
+    for key, m in (("optim.lr", dict(_train_fields()[0][2].metadata)), ("--warn-epochs", None)):
+        if m is None:  # mix --warn-epochs: 0 is refused, so it is not suggested
+            m = next(a.type.metadata for p, a in _options() if a.option_strings[-1] == key)
+        with pytest.raises(UserError) as e:
+            check_number(math.inf, m, key)
+        assert "no bound" not in str(e.value) and "a finite one" in str(e.value), str(e.value)
+
+
+def test_max_ratio_below_1_is_refused_with_its_reason_and_0_still_turns_it_off(tmp_path):
+    """reader.max_ratio=0.5 refused almost every file past 16 MiB (any that compresses at all)."""
+    msg = _refused(tmp_path, "reader.max_ratio", 0.5, "must be >= 1 (or 0), got 0.5",
+                   "web text compresses 3-10x")
+    assert "no bound" in msg
+    for v in (0.0, 1.0, 1000.0):
+        assert _load(tmp_path, "reader.max_ratio", v)[0].reader.max_ratio == v
+
+
+def test_export_max_shard_size_is_a_bounded_size():
+    from pretrain.cli import build_parser, check_options
+
+    parser = build_parser()
+    for text, n in (("5GB", 5 * 10**9), ("2GiB", 2 * 2**30), ("1.5MB", 1_500_000), ("1000", 1000)):
+        assert parser.parse_args(["export", "r", "-o", "o", "--max-shard-size", text]).max_shard_size == n
+    args = parser.parse_args(["export", "r", "-o", "o", "--max-shard-size", "0"])
+    with pytest.raises(UserError, match=r"^--max-shard-size must be >= 1, got 0 \(bytes of one shard"):
+        check_options(parser, args)

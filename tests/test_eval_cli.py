@@ -60,9 +60,17 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
     assert main(["eval", str(tiny_run), "--tasks", "piqa", "--limit", "6", "--quiet",
                  "--benchmarks", str(_bench())]) == 0
     merged = json.loads(out.read_text())
-    assert "scored again" not in capsys.readouterr().err
+    said = capsys.readouterr()
+    assert "scored again" not in said.err
     assert set(merged["results"]) == set(merged["tasks"]) == set(doc["results"]) | {"piqa"}
     assert merged["results"]["copa"] == doc["results"]["copa"]
+    # the time behind every result: each task keeps its own seconds (the run that scored it), and
+    # `seconds` sums them, not only the piqa run's (which the terminal says apart)
+    kept = {k: again["tasks"][k]["seconds"] for k in again["tasks"]}
+    assert {k: merged["tasks"][k]["seconds"] for k in kept} == kept
+    total = sum(kept.values()) + merged["tasks"]["piqa"]["seconds"]
+    assert merged["seconds"] == pytest.approx(total, abs=0.002)
+    assert f"its 4 tasks took {merged['seconds']:.1f} s in all, earlier runs' included" in said.out
     # what `pretrain report` shows: a table of the result file
     from pretrain.report_run import eval_table
 

@@ -5,6 +5,7 @@ matplotlib unless figures are drawn."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -348,6 +349,24 @@ def test_a_run_directory_is_planned_as_the_model_it_trained(tmp_path, capsys):
     (run / "config.toml").write_text('[model]\npreset = "no-such"\n')
     assert main(["plan", "--model", str(run), "--gpus", "1"]) == 2
     assert "config.toml" in capsys.readouterr().err
+
+
+def test_a_tiny_model_prints_its_sizes_in_mb_and_the_json_keeps_gb(capsys):
+    """tiny-cpu (1.26 M parameters) printed "0.0" and "0.1 of 77.3 GB": every size the planner
+    prints now keeps two significant figures (MB below 1 GB); the JSON still holds GB numbers."""
+    args = ["plan", "--model", "tiny-cpu", "--gpus", "1", "--gpu", "h100", "--tokens", "1B",
+            "--batch-tokens", "64K"]
+    assert cli.main([*args, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    n = plan["model"]["params"]
+    assert plan["memory_single_replica"]["training_state_gb"]["16B"] == pytest.approx(16 * n / 1e9, rel=1e-3)
+    assert cli.main(args) == 0
+    table = " ".join(re.sub("[│┃]", " ", capsys.readouterr().out).split())  # cells' borders out
+    state = f"{16 * n / 1e6:.1f} MB"  # the lesson's 16 bytes per parameter, in MB
+    assert f"16B {state}" in table and f"state {state}" in table
+    total = plan["layout"]["memory_gb"]["total"] * 1e3
+    assert f"uses {total:.1f} MB of 77.3 GB usable" in table
+    assert not re.search(r"\b0\.0 GB|\b0\.1 of\b", table), table
 
 
 def test_loss_chunks_shrink_the_planned_loss_and_reach_the_recipe(tmp_path, capsys):

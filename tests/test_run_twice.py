@@ -231,7 +231,15 @@ def test_a_rerun_says_its_seconds_are_over_several_attempts(tmp_path, capsys):
     stats = json.loads((out / "stats.json").read_text())
     tried = json.loads((out / "work" / "attempts.json").read_text())["seconds"]
     assert stats["attempts"] == len(tried) == 2
-    assert f"{stats['wall_seconds']:.1f} s over 2 attempts" in capsys.readouterr().out
+    both = capsys.readouterr()
+    said = both.out
+    assert f"{stats['wall_seconds']:.1f} s over 2 attempts" in said
+    # ...labelled as the job's: this attempt did nothing, and says so first (no "resuming" line)
+    assert "resuming" not in both.err, both.err
+    assert said.index("already complete: nothing to do (this attempt checked 2 shards in ") < said.index(
+        f"the job, all attempts: read 4 documents, kept 4 (100.0%); 0 bad records skipped; "
+        f"{stats['wall_seconds']:.1f} s over 2 attempts"), said
+    assert "this_attempt" not in stats  # the terminal's, not the job's record
     assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 0
     assert "seconds (2 attempts)" in (tmp_path / "r.html").read_text()
     # Where an attempt resumes, in one line even without a terminal (a log shows no bar): here as a
@@ -241,6 +249,11 @@ def test_a_rerun_says_its_seconds_are_over_several_attempts(tmp_path, capsys):
     assert main(args) == 0
     said = capsys.readouterr().err.splitlines()
     assert said == ["pretrain dedup: resuming (attempt 3): 1 of 2 shards already filtered"], said
+    next((out / "work" / "done").glob("write_*.done")).unlink()  # as after a kill before its end
+    assert main(args) == 0
+    said = capsys.readouterr().out
+    assert "already complete" not in said and "this attempt: 1 shard written now, 1 already done (" in said
+    assert "the job, all attempts: read 4 documents" in said and "over 4 attempts" in said, said
 
 
 def test_a_job_output_under_a_url_prefix_reads_its_data_only(tmp_path):
@@ -486,7 +499,8 @@ def test_the_summary_and_the_settings_echo_are_one_line_each_in_a_narrow_log(tmp
     args = ["dedup", str(src), "-o", str(out), "--workers", "1", "--set", "dedup.near=false"]
     assert main(args) == 0 and main(args) == 0
     said = capsys.readouterr()
-    summary = [line for line in said.out.splitlines() if line.startswith("read ")][-1]
+    summary = [line for line in said.out.splitlines()  # a rerun labels it as the job's totals
+               if line.startswith(("read ", "the job, all attempts: read "))][-1]
     assert summary.endswith(" over 2 attempts") and "bad records skipped" in summary, said.out
     echo = [line for line in said.err.splitlines() if line.startswith("config: ")][-1]
     assert echo.endswith(f"(full config: {out}/config.toml)"), said.err

@@ -245,6 +245,13 @@ def test_command_line_train_then_tokenize(corpus, tmp_path, capsys):
     assert d.manifest["sources"] == {"books": {"tokens": d.num_tokens, "documents": 211}}
     assert tok.decode(d.document(200)[:-1].tolist()) == corpus["texts"]["c.txt"][0]
     assert f"{d.num_tokens:,} tokens" in capsys.readouterr().out
+    # The same command again: the totals are said as an earlier run's, not as tokenized "in 0.1 s"
+    assert cli_main(["tokenize", str(corpus["root"]), "--tokenizer", str(tok_path), "-o", str(tmp_path / "t"),
+                     "--workers", "1", "--source", "books"]) == 0
+    said = capsys.readouterr().out
+    assert f"{d.num_tokens:,} tokens, 211 documents, 4 shards (uint16), all kept from an earlier run " \
+           "(checked in " in said
+    assert said.rstrip().endswith("(already tokenized, nothing to do)") and "(uint16) in " not in said, said
     # A Hugging Face model folder as --tokenizer (as `tokens import-*` take it; the continued-
     # pretraining recipe's base): its tokenizer.json. It said "tokenizer not found: DIR".
     hf = tmp_path / "base"

@@ -246,9 +246,27 @@ def test_rerunning_a_finished_run_says_there_is_nothing_to_train(finished, tmp_p
     recipe.write_text(cfgmod.dumps(tiny_config(run, text, "train.steps=10", "checkpoint.every=10")))
     assert main(["train", str(recipe), "--quiet"]) == 0
     out = capsys.readouterr()
-    assert "resuming from step 10" in out.err
     said = "nothing to do: the run is already at step 10 (train.steps=10); raise it to go on"
     assert f"{said}; run directory {run}" in out.out
+    # its first word on stderr says so too: no "resuming", which reads as training about to start
+    first = out.err.splitlines()[0]
+    assert first.startswith("already complete: the newest checkpoint is step 10 and train.steps=10; "
+                            "nothing is trained ("), out.err
+    assert "resuming" not in out.err
+
+
+def test_the_demo_shows_no_earlier_step_line_as_progress(finished, tmp_path):
+    """The demo's live line comes from metrics.jsonl: on a rerun of a finished run it showed the
+    earlier run's "step 10/10" before train said it resumed (and trained nothing)."""
+    from pretrain.demo import _metric_lines, _training_line
+
+    metrics = _copy(finished, tmp_path)[0] / "metrics.jsonl"
+    assert _training_line(metrics, 10).startswith("step 10/10  loss ")  # a first run's own lines
+    before = _metric_lines(metrics)
+    assert _training_line(metrics, 10, before) == ""  # nothing written by this stage yet
+    with metrics.open("a") as f:
+        f.write(json.dumps({"step": 11, "loss": 2.5, "tokens_per_s": 100.0}) + "\n")
+    assert _training_line(metrics, 12, before).startswith("step 11/12  loss 2.500")
 
 
 @pytest.mark.parametrize("bad", ["[" * 100_000 + "]" * 100_000, "[1, 2]", "7"])

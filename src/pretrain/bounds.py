@@ -6,6 +6,7 @@ builds with it.
 
 from __future__ import annotations
 
+import argparse
 import math
 from typing import Any
 
@@ -15,21 +16,38 @@ INT64 = 2**63
 
 
 def check_number(value: int | float, meta: Any, key: str) -> None:
-    """A number against bounds metadata (lo, hi, gt, signed, why): one line naming `key`."""
+    """A number against bounds metadata (lo, hi, gt, lt, off, signed, why): one line naming `key`.
+    `off`: a value outside [lo, hi] that turns the limit off (reader.max_ratio's 0)."""
     if isinstance(value, float) and not math.isfinite(value):  # TOML's inf, nan, or 1e400
-        raise UserError(f"{key} must be a number, got {value!r} (a finite one; 0 where 'no bound' is meant)")
+        hint = "; 0 where 'no bound' is meant" if zero_unbounds(meta) else ""
+        raise UserError(f"{key} must be a number, got {value!r} (a finite one{hint})")
     if isinstance(value, int) and not -INT64 <= value < INT64:  # torch, numpy and TOML stop at 64 bits
         raise UserError(f"{key} must be a 64-bit integer (below 2**63), got {show(value)}")
+    if meta.get("off") is not None and value == meta["off"]:
+        return
     lo = meta.get("lo")
     if lo is None and meta.get("gt") is None and not meta.get("signed"):
         lo = 0
     why = f" ({meta['why']})" if meta.get("why") else ""
     if lo is not None and value < lo:
-        raise UserError(f"{key} must be >= {show(lo)}, got {show(value)}{why}")
+        raise UserError(f"{key} must be >= {show(lo)}{_or_off(meta)}, got {show(value)}{why}")
     if meta.get("gt") is not None and not value > meta["gt"]:
         raise UserError(f"{key} must be > {show(meta['gt'])}, got {show(value)}{why}")
     if meta.get("hi") is not None and value > meta["hi"]:
         raise UserError(f"{key} must be <= {show(meta['hi'])}, got {show(value)}{why}")
+    if meta.get("lt") is not None and not value < meta["lt"]:
+        raise UserError(f"{key} must be < {show(meta['lt'])}, got {show(value)}{why}")
+
+
+def zero_unbounds(meta: Any) -> bool:
+    """Does 0 mean "no limit" for this number (its reason says so, or 0 is its `off` value)? Only
+    then does a refusal of inf suggest 0: for --warn-epochs or a learning rate, 0 is refused."""
+    why = meta.get("why") or ""
+    return meta.get("off") == 0 or "0 = no bound" in why or "0 = all" in why
+
+
+def _or_off(meta: Any) -> str:
+    return f" (or {show(meta['off'])})" if meta.get("off") is not None else ""
 
 
 def show(x: int | float) -> str:
@@ -44,14 +62,36 @@ class Number:
     tests/test_config_bounds.py wants every int or float option to be one."""
 
     def __init__(self, typ: type, lo: float | None = None, hi: float | None = None,
-                 gt: float | None = None, why: str = "", signed: bool = False) -> None:
+                 gt: float | None = None, why: str = "", signed: bool = False, lt: float | None = None,
+                 off: float | None = None) -> None:
         self.typ, self.__name__ = typ, typ.__name__  # argparse names the type in "invalid int value"
-        self.metadata = {"lo": lo, "hi": hi, "gt": gt, "why": why, "signed": signed}
+        self.metadata = {"lo": lo, "hi": hi, "gt": gt, "why": why, "signed": signed, "lt": lt, "off": off}
 
     def __call__(self, text: str) -> int | float:
         return self.typ(text)
 
     def __repr__(self) -> str:
         return self.typ.__name__
+
+
+class Size(Number):
+    """A byte count given as 5GB, 500MB, 2GiB or 1000000 (export --max-shard-size): parsed here,
+    bounded like any other Number (check_number, in pretrain.cli)."""
+
+    UNITS = {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9, "B": 1}
+
+    def __init__(self, lo: int = 1, why: str = "bytes") -> None:
+        super().__init__(int, lo=lo, why=why)
+        self.__name__ = "size"  # argparse: "invalid size value: '5XB'"
+
+    def __call__(self, text: str) -> int:
+        t = text.strip().upper()
+        for unit, mult in self.UNITS.items():
+            number = t[:-len(unit)].strip()
+            if t.endswith(unit) and number.replace(".", "", 1).isdigit():
+                return int(float(number) * mult) if "." in number else int(number) * mult
+        if t.isdigit():
+            return int(t)
+        raise argparse.ArgumentTypeError(f"{text!r}: a size such as 5GB, 500MB or 1000000")
 
 

@@ -60,10 +60,12 @@ def choice(default: Any, allowed: tuple) -> Any:
 
 
 def bounded(default: Any, lo: float | None = None, hi: float | None = None, gt: float | None = None,
-            why: str = "") -> Any:
-    """A numeric dataclass field with bounds: lo <= v <= hi, v > gt (checked when loaded). `why` is
-    the reason (a paper's range, what the code divides by); the refusal says it."""
-    return dataclasses.field(default=default, metadata={"lo": lo, "hi": hi, "gt": gt, "why": why})
+            why: str = "", lt: float | None = None, off: float | None = None) -> Any:
+    """A numeric dataclass field with bounds: lo <= v <= hi, v > gt, v < lt (checked when loaded);
+    `off`: a value outside them that turns the limit off. `why` is the reason (a paper's range,
+    what the code divides by); the refusal says it."""
+    return dataclasses.field(default=default, metadata={"lo": lo, "hi": hi, "gt": gt, "lt": lt, "off": off,
+                                                        "why": why})
 
 
 def signed(default: Any, lo: float | None = None, hi: float | None = None, why: str = "") -> Any:
@@ -79,7 +81,10 @@ def allowed_range(f: dataclasses.Field) -> str:
         lo = 0
     low = f"> {meta['gt']:g}" if meta.get("gt") is not None else (f">= {lo:,}" if lo is not None else "")
     high = f"<= {meta['hi']:,}" if meta.get("hi") is not None else ""
-    text = " and ".join(x for x in (low, high) if x) or "any finite number"
+    below = f"< {meta['lt']:,}" if meta.get("lt") is not None else ""
+    text = " and ".join(x for x in (low, high, below) if x) or "any finite number"
+    if meta.get("off") is not None:
+        text += f", or {meta['off']:,}"
     return text + (f"; {meta['why']}" if meta.get("why") else "")
 
 

@@ -104,8 +104,17 @@ def _nothing():
     yield None
 
 
-def _training_line(metrics: Path, steps: int) -> str:
-    """'step 120/300  loss 3.21  tok/s 8,400 (median)' from the run's metrics.jsonl so far."""
+def _metric_lines(metrics: Path) -> set[str]:
+    try:
+        return set(metrics.read_text().splitlines())
+    except FileNotFoundError:
+        return set()
+
+
+def _training_line(metrics: Path, steps: int, before: frozenset[str] | set[str] = frozenset()) -> str:
+    """'step 120/300  loss 3.21  tok/s 8,400 (median)' from the run's metrics.jsonl so far; "" until
+    this stage writes a step line of its own (`before`: the lines there when it started). A rerun of
+    a finished run trains nothing, and the earlier run's last line must not read as progress."""
     try:
         lines = metrics.read_text().splitlines()
     except FileNotFoundError:
@@ -113,12 +122,13 @@ def _training_line(metrics: Path, steps: int) -> str:
     recs = []
     for x in lines:
         try:
-            recs.append(json.loads(x))
+            recs.append((json.loads(x), x))
         except json.JSONDecodeError:  # a line being written
             continue
-    train = [r for r in recs if "loss" in r and "event" not in r]
-    if not train:
+    train = [(r, x) for r, x in recs if isinstance(r, dict) and "loss" in r and "event" not in r]
+    if not train or train[-1][1] in before:
         return ""
+    train = [r for r, _ in train]
     tps = tokens_per_s(train)
     rate = f"  tok/s {tps:,.0f} (median)" if tps else ""
     return f"step {train[-1]['step']}/{steps}  loss {train[-1]['loss']:.3f}{rate}"
@@ -344,11 +354,12 @@ def run_demo(s: DemoSettings) -> dict:
     run = out / "run"
     cfg = out / "train.toml"
     cfg.write_text(train_recipe(out, run, s.steps, vocab))
+    before = _metric_lines(run / "metrics.jsonl")
     _run(
         console,
         f"6. train a tiny model on the CPU ({s.steps} steps)",
         ["train", str(cfg), "--quiet"],
-        watch=lambda: _training_line(run / "metrics.jsonl", s.steps),
+        watch=lambda: _training_line(run / "metrics.jsonl", s.steps, before),
     )
     sample = _run(
         console,

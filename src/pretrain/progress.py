@@ -184,3 +184,20 @@ def _human(n: float) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1000
     return f"{n}"
+
+
+def rerun_note(now: int, units: int, done: str, unit: str = "shard") -> str:
+    """What this invocation did, for a command that skips the units an earlier run finished: ""
+    when it did every unit; "already DONE, nothing to do" when it did none; else how many now and
+    how many were already `done`. One wording for curate, dedup, decontaminate, tokenize and tokens
+    import-*, so that an earlier run's totals are never read as this run's work."""
+    if now == units:
+        return ""
+    if now == 0:
+        return f"already {done}, nothing to do"
+    return f"{now} {unit}{'s' * (now != 1)} written now, {units - now} already {done}"
+
+
+def seconds_text(s: float) -> str:
+    """'12.3 s', or two significant figures below a second ('0.043 s'), never '0.0 s' for work done."""
+    return f"{s:,.1f} s" if s >= 1 else f"{s:.2g} s"

@@ -36,7 +36,8 @@ Output (OUT/):
   work/                 markers, intermediate shards, temporary files (safe to delete when done)
 
 Rerunning the same command resumes a killed job (finished shards are skipped) and gives the same
-bytes as an uninterrupted run, for any --workers. Other inputs or config into the same OUT are
+bytes as an uninterrupted run, for any --workers; a finished job's rerun says "already complete:
+nothing to do" and labels the totals as the job's. Other inputs or config into the same OUT are
 refused. Exit status 1 when no document could be read (the first bad records are printed).
 
 Examples:

@@ -123,7 +123,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     doc = writer.finish(seconds)
     print(table(doc))
-    print(f"wrote {out} ({doc['seconds']:.1f} s)")
+    took = f"{seconds:.1f} s"
+    if len(doc["results"]) > len(results):  # tasks kept from earlier runs: the file's total too
+        took += (f"; its {len(doc['results'])} tasks took {doc['seconds']:.1f} s in all, "
+                 "earlier runs' included")
+    print(f"wrote {out} ({took})")
     return 0
 
 

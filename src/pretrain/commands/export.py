@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pretrain.bounds import Number
+from pretrain.bounds import Number, Size
 
 HELP = "export a run's newest checkpoint for transformers (--format hf) or as one safetensors file"
 
@@ -34,17 +34,6 @@ folder, see model.init_from in docs/training.md.
 """
 
 
-def _size(text: str) -> int:
-    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "B": 1}
-    t = text.strip().upper()
-    for u, mult in units.items():
-        if t.endswith(u) and t[:-len(u)].strip().replace(".", "", 1).isdigit():
-            return int(float(t[:-len(u)]) * mult)
-    if t.isdigit():
-        return int(t)
-    raise argparse.ArgumentTypeError(f"{text!r}: a size such as 5GB, 500MB or 1000000")
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="run directory written by `pretrain train`")
     parser.add_argument("-o", "--output", required=True,
@@ -55,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="weights' dtype (hf: fp32 or bf16)")
     parser.add_argument("--step", type=Number(int, hi=2**63 - 1, why="a checkpoint's step"), default=None,
                         help="checkpoint step (default: newest)")
-    parser.add_argument("--max-shard-size", type=_size, default="5GB", metavar="SIZE",
+    shard = Size(why="bytes of one shard file; a tensor larger than it gets a file of its own")
+    parser.add_argument("--max-shard-size", type=shard, default="5GB", metavar="SIZE",
                         help="hf: split model.safetensors into shards of at most SIZE (default 5GB)")
 
 

@@ -392,8 +392,11 @@ def _trainer_plan(plan: dict, job, budget, layout) -> tuple[dict | None, object,
         return theirs, ours, []
     est = theirs["layout"]
     if layout is not None and est and est.get("memory_gb"):
-        why = (f"{layout.label()} needs {est['memory_gb']['total']:.1f} of {ours.usable_bytes / 1e9:.1f} GB "
-               "with this trainer's saved tensors (--activations pretrain)")
+        from pretrain.plan.memory import size_text
+
+        why = (f"{layout.label()} needs {size_text(est['memory_gb']['total'])} of "
+               f"{size_text(ours.usable_bytes / 1e9)} with this trainer's saved tensors "
+               "(--activations pretrain)")
     elif layout is not None:
         why = f"{layout.label()}: {est['reason'] if est else 'cannot be planned'}"
     else:

@@ -84,21 +84,25 @@ def run(args: argparse.Namespace) -> int:
         _upload(Path(out), args.output)
     sec = time.perf_counter() - t0
     skipped = sum(man["skipped"].values())
-    print(f"{man['tokens']:,} tokens, {man['documents']:,} documents, {len(man['shards'])} shards "
-          f"({man['dtype']}) in {sec:.1f} s; {skipped:,} records skipped -> {args.output}"
+    # a rerun that wrote nothing: the totals are the earlier run's, and not "in 0.4 s"
+    from pretrain.progress import seconds_text
+
+    took = f" in {sec:.1f} s" if written else (f", all kept from an earlier run (checked in "
+                                                f"{seconds_text(sec)})")
+    n = len(man["shards"])
+    print(f"{man['tokens']:,} tokens, {man['documents']:,} documents, {n} shard{'s' * (n != 1)} "
+          f"({man['dtype']}){took}; {skipped:,} records skipped -> {args.output}"
           f"{resumed(len(written), len(man['shards']), 'tokenized')}")
     return _said_skips(man["skipped"], man["documents"], args.text_field)
 
 
 def resumed(written: int, shards: int, done: str) -> str:
-    """What a rerun did, said after the totals: "" when every shard was written now; else how
-    many were already `done` (an earlier run's), "nothing to do" when all were. The same words
-    for tokenize and tokens import-*; the exit status is what a first run's would be."""
-    if written == shards:
-        return ""
-    if written == 0:
-        return f" (already {done}, nothing to do)"
-    return f" ({written} shard{'s' * (written != 1)} written now, {shards - written} already {done})"
+    """What a rerun did, said after the totals (progress.rerun_note, in parentheses): "" when every
+    shard was written now; the exit status is what a first run's would be."""
+    from pretrain.progress import rerun_note
+
+    note = rerun_note(written, shards, done)
+    return f" ({note})" if note else ""
 
 
 def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:

@@ -461,9 +461,11 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
 
     clock = Attempts(lay)
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
-    from pretrain.curate.report import resuming
+    from pretrain.curate.report import markers, resuming, shards_left
 
-    said = resuming(tasks, lay, job, clock.count()) if progress else None
+    names = markers(lay)
+    fresh = shards_left(tasks, lay, names)  # this attempt's work, said after the funnel
+    said = resuming(tasks, lay, job, clock.count(), names) if progress else None
     if said:
         progress.console.print(said, markup=False, highlight=False, soft_wrap=True)
 
@@ -494,7 +496,9 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
     stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total(), clock.count())
     _decontam_report(cfg, shard_stats, stats, lay)
     io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
-    return stats
+    # not in stats.json (the job's record, the same whichever attempt wrote it last): what this
+    # attempt did, for the terminal (report.print_funnel)
+    return {**stats, "this_attempt": {"shards": len(tasks), "written": fresh, "seconds": clock.last}}
 
 
 def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order: list[str],

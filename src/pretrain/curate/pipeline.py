@@ -215,10 +215,7 @@ def run_shard(task: ShardTask) -> dict:
     """Stage A for one shard: steps, rejects, dedup signatures. Skips when already done."""
     lay = Layout(task.out, Path(task.work))
     marker = lay.marker("filter", task.shard)
-    done = io.is_done(lay.shard_stats(task.shard), task.job_hash, marker)
-    if done and io.exists(lay.rejects(task.shard)) and _kept_there(task, lay) and (
-        not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup)
-    ):  # done, its output still there, its signature files check out (else the shard runs again)
+    if _filtered(task, lay):
         drop_prefetched(lay, task.path)
         return json.loads(lay.shard_stats(task.shard).read_text())
     t0 = time.time()
@@ -260,6 +257,14 @@ def run_shard(task: ShardTask) -> dict:
 
     _commit(task.overlap, commit, pending)
     return stats
+
+
+def _filtered(task: ShardTask, lay: Layout) -> bool:
+    """Stage A of this shard is done, its output still there and its signature files check out
+    (else the shard runs again)."""
+    done = io.is_done(lay.shard_stats(task.shard), task.job_hash, lay.marker("filter", task.shard))
+    return done and io.exists(lay.rejects(task.shard)) and _kept_there(task, lay) and (
+        not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup))
 
 
 def _written(task: ShardTask, lay: Layout) -> bool:

@@ -76,8 +76,10 @@ class ReaderConfig:
     max_file_bytes: int = bounded(64 * 1024**3, lo=1, why="bytes; 0 would read nothing")
     # ... and at most this many times the compressed bytes read (after 16 MiB): web text
     # compresses 3-10x (a file of one line repeated, a few hundred x), a zstd bomb 10,000x and more;
-    # gzip cannot pass ~1030x, so its bombs stop at max_file_bytes. 0 = no ratio bound.
-    max_ratio: float = bounded(1000.0, why="decompressed / compressed bytes; 0 = no bound")
+    # gzip cannot pass ~1030x, so its bombs stop at max_file_bytes. 0 = no ratio bound. Below 1 it
+    # refused almost every file (past 16 MiB, any that compresses at all): at least 1, or 0.
+    max_ratio: float = bounded(1000.0, lo=1, off=0, why="decompressed / compressed bytes, at least 1 "
+                               "(web text compresses 3-10x); 0 = no bound")
     # Parquet: a row group whose columns we read hold more than this, uncompressed (the footer
     # says so before anything is decoded), and more than max_record_bytes per row (so some row is
     # oversized), is skipped whole: a page holding a 1 GiB cell would be decoded whole to reach

@@ -42,6 +42,10 @@ def print_funnel(stats: dict, out: str | Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    console = Console()
+    first = nothing_done_line(stats)
+    if first:  # said first: the funnel below is an earlier attempt's work
+        console.print(first, highlight=False, soft_wrap=True)
     table = Table(title=f"{stats.get('job', 'curation')} funnel", title_justify="left")
     for col, just in (
         ("step", "left"),
@@ -53,16 +57,8 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         table.add_column(col, justify=just)
     for name, n_in, kept, dropped, top in funnel_rows(stats):
         table.add_row(name, f"{n_in:,}", f"{kept:,}", f"{dropped:,}", top)
-    console = Console()
     console.print(table)
-    d = stats["documents"]
-    share = d["kept"] / d["read"] if d["read"] else 0.0
-    console.print(
-        f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
-        f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
-        + (f" over {stats['attempts']} attempts" if stats.get("attempts", 1) > 1 else ""),
-        soft_wrap=True,  # one line in a log too (rich wraps at 80 columns without a terminal)
-    )
+    console.print(totals_line(stats), highlight=False, soft_wrap=True)
     if renamed := stats.get("dedup", {}).get("renamed", 0):
         console.print(f"{renamed:,} documents kept under a repeated id were renamed ID#2, ID#3, ... "
                       "(ids are unique in data/)", soft_wrap=True)
@@ -77,6 +73,38 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"corpus: {join(out, 'data')}   rejects: {join(out, 'rejects')}   "
                   f"stats: {join(out, 'stats.json')}", soft_wrap=True)
+
+
+def nothing_done_line(stats: dict) -> str:
+    """'already complete: nothing to do (...)' when this attempt found every shard done; else ""."""
+    this = stats.get("this_attempt")
+    if not this or this["written"] or not this["shards"]:
+        return ""
+    shards = f"{this['shards']} shard{'s' * (this['shards'] != 1)}"
+    from pretrain.progress import seconds_text
+
+    took = seconds_text(this["seconds"])
+    return f"already complete: nothing to do (this attempt checked {shards} in {took})"
+
+
+def totals_line(stats: dict) -> str:
+    """Documents read and kept, bad records, seconds; after a rerun labelled as the job's (its
+    attempts' together), with what this attempt did itself when it did some of the shards."""
+    from pretrain.progress import rerun_note, seconds_text
+
+    d = stats["documents"]
+    share = d["kept"] / d["read"] if d["read"] else 0.0
+    n = stats.get("attempts", 1)
+    totals = (f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
+              f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
+              + (f" over {n} attempts" if n > 1 else ""))
+    this = stats.get("this_attempt")
+    note = rerun_note(this["written"], this["shards"], "done") if this else ""
+    if not note:  # this invocation did every shard: the totals are its own
+        return totals
+    if nothing_done_line(stats):
+        return f"the job, all attempts: {totals}"
+    return f"this attempt: {note} ({seconds_text(this['seconds'])})\nthe job, all attempts: {totals}"
 
 
 def contamination_lines(out: str | Path, shown: int = 10) -> list[str]:
@@ -125,17 +153,30 @@ def why_none_read(skipped: dict[str, int]) -> str:
     return f"most often: {why}" + (f"; {TEXT_FIELD_HINT}" if missing else "")
 
 
-def resuming(tasks: list, lay, job: str, attempt: int) -> str | None:
+def markers(lay) -> set[str]:
+    """The names in the done markers' folder, listed once (a marker read per shard cost a 1M-input
+    job as many reads). OUT is already this job's: no marker of another job is there."""
+    try:
+        return set(os.listdir(lay.removals_marker.parent))
+    except OSError:
+        return set()
+
+
+def shards_left(tasks: list, lay, names: set[str]) -> int:
+    """Shards an earlier attempt did not finish (both stages' markers): this attempt's work, said
+    after the funnel ("already complete: nothing to do" when none). A marker whose outputs were
+    since deleted counts as finished here; the shard still runs again."""
+    return sum(not {lay.marker("filter", t.shard).name, lay.marker("write", t.shard).name} <= names
+               for t in tasks)
+
+
+def resuming(tasks: list, lay, job: str, attempt: int, names: set[str]) -> str | None:
     """Where a rerun picks up, from the done markers of earlier attempts, in one line: a log has no
-    bar, and before this a resumed job said nothing until its funnel ("... over 2 attempts").
-    One listing of the markers' folder (OUT is already this job's: no marker of another job)."""
-    if attempt < 2 or not tasks:
+    bar, and before this a resumed job said nothing until its funnel ("... over 2 attempts"). None
+    for a first attempt, and for a finished job (its funnel says first that nothing was left)."""
+    if attempt < 2 or not tasks or not shards_left(tasks, lay, names):
         return None
     n = len(tasks)
-    try:
-        names = set(os.listdir(lay.removals_marker.parent))
-    except OSError:
-        names = set()
 
     def done(stage: str) -> int:
         return sum(lay.marker(stage, t.shard).name in names for t in tasks)

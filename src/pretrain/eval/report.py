@@ -4,12 +4,17 @@ Schema `pretrain.eval/1` (one JSON object; RUN/eval/step_NNNNNNN.json for a run)
     {"schema": "pretrain.eval/1", "model": {"path", "kind": "run" | "hf", "step", "files"?, "tokenizer"?},
      "settings": {"shots", "seed", "limit", "ppl_tokens", "world_size"}, "seconds": float,
      "results": {TASK: {METRIC: number}},          # acc, acc_stderr, acc_norm, ..., perplexity, bits_per_byte
-     "tasks": {TASK: {"kind", "n", "shots", "seed", "path", "skipped": {reason: count}}},
+     "tasks": {TASK: {"kind", "n", "shots", "seed", "path", "skipped": {reason: count}, "seconds"}},
      "examples": {TASK: [{"i", "lls" | "generation", "acc", ...}, ...]}}
 `model.files` (a Hugging Face folder) fingerprints its files (`folder_fingerprint`): a folder exported
 again holds another model under the same path; `model.tokenizer` is a --tokenizer given. Metric names
 are lm-evaluation-harness's; a task has only the metrics its kind defines. `results` holds numbers
 only, so a reader can tabulate it without knowing the kinds (pretrain report does).
+`tasks[T].seconds` is the time spent scoring task T, by whichever run scored it; the top-level
+`seconds` is their sum over the file's tasks, so a file that merged tasks from several runs (or a
+resumed one) states the time behind all its results, not only the latest run's. A task kept from
+a file written before per-task seconds (session 8) has none; its run's total is then added when
+every task of that file is kept (else its time is unknown and left out).
 """
 
 from __future__ import annotations
@@ -26,8 +31,11 @@ def assemble(model: dict, settings: dict, task_results: list[dict], seconds: flo
     for r in task_results:
         name = r["task"]
         results[name] = dict(r["metrics"])
-        tasks[name] = {k: r[k] for k in ("kind", "n", "shots", "seed", "path", "skipped") if k in r}
+        tasks[name] = {k: r[k] for k in ("kind", "n", "shots", "seed", "path", "skipped", "seconds")
+                       if k in r}
         examples[name] = r.get("examples", [])
+    if task_results and all("seconds" in t for t in tasks.values()):  # the time behind these results
+        seconds = sum(t["seconds"] for t in tasks.values())
     return {"schema": SCHEMA, "model": model, "settings": settings, "seconds": round(seconds, 3),
             "results": results, "tasks": tasks, "examples": examples}
 
@@ -86,7 +94,20 @@ def merge_previous(doc: dict, previous: str | Path | dict | None) -> dict:
     for part in ("results", "tasks", "examples"):
         kept = {k: v for k, v in (old.get(part) or {}).items() if k not in doc["results"]}
         merged[part] = {**kept, **doc[part]}
+    merged["seconds"] = round(doc["seconds"] + _kept_seconds(old, doc), 3)
     return merged
+
+
+def _kept_seconds(old: dict, doc: dict) -> float:
+    """The scoring time of the earlier file's tasks that the merge keeps (see the module docstring)."""
+    def num(x) -> float:  # the file is someone else's: a number, or nothing
+        return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 else 0.0
+
+    tasks = {k: v for k, v in (old.get("tasks") or {}).items() if isinstance(v, dict)}
+    kept = [v for k, v in tasks.items() if k not in doc["results"]]
+    if any("seconds" in v for v in tasks.values()):
+        return sum(num(v.get("seconds")) for v in kept)
+    return num(old.get("seconds")) if kept and len(kept) == len(tasks) else 0.0
 
 
 def write_json(doc: dict, path: str | Path) -> Path:

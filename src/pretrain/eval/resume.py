@@ -4,9 +4,10 @@ with the same settings takes the tasks already scored from it (those whose file 
 scores the rest.
 
 The block is dropped by the final write, so a resumed run's file equals an uninterrupted run's,
-except `seconds`: the scoring time summed over the attempts (the killed attempt's unfinished task
-is not counted). A file from another model, other settings or another task list is not resumed; the
-merge rule of `report.merge_previous` applies to it as before.
+except the seconds: each task keeps the time of the attempt that scored it, and the top-level
+`seconds` is their sum (the killed attempt's unfinished task is not counted). A file from another
+model, other settings or another task list is not resumed; the merge rule of `report.merge_previous`
+applies to it as before.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class ResultFile:
 
     def document(self, seconds: float) -> dict:
         results = [self.done[s] for s in self.command["specs"] if s in self.done]
-        doc = assemble(self.info, self.settings, results, self.seconds_before + seconds)
+        doc = assemble(self.info, self.settings, results, self.seconds_before + seconds)  # per task if known
         return merge_previous(doc, self.old)
 
     def _write(self, doc: dict) -> None:

@@ -122,9 +122,11 @@ def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None,
     for spec in specs:
         if spec in skip:
             continue
+        t_task = time.perf_counter()
         with _bar(spec, progress and rank == 0) as tick:
             out.append(_one_task(model, spec, benchmarks, shots, seed, limit, batch_tokens, ppl_tokens,
                                  rank, world, tick))
+        out[-1]["seconds"] = round(time.perf_counter() - t_task, 3)  # kept per task in the result file
         if on_result is not None:
             on_result(spec, out[-1], time.perf_counter() - t0)
     return out, time.perf_counter() - t0

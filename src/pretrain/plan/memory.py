@@ -32,6 +32,20 @@ from pretrain.plan.shapes import ModelShape
 GB = 1e9
 GiB = 2**30
 
+
+def size_text(gb: float) -> str:
+    """A size given in GB (1e9 bytes, as the plan's JSON holds it) for a person: one decimal in the
+    largest unit it is at least 1 of (GB, MB, kB), so at least two significant figures; a tiny
+    model's 20 MB of training state reads "20.2 MB", not "0.0" GB. Every size the planner prints
+    (its tables, sentences, the report) goes through here; the JSON keeps GB numbers."""
+    b = gb * GB
+    if b != b or b in (float("inf"), float("-inf")):
+        return f"{gb} GB"
+    for unit, scale in (("GB", GB), ("MB", 1e6), ("kB", 1e3)):
+        if abs(b) >= scale:
+            return f"{b / scale:,.1f} {unit}"
+    return f"{b:,.0f} B" if b else "0 GB"
+
 # accounting -> (weight bytes, gradient bytes, optimizer bytes K incl. the fp32 master, extra unsharded)
 ACCOUNTING: dict[str, tuple[int, int, int]] = {
     "16B": (2, 2, 12),  # the lesson, ZeRO, the Ultra-Scale Playbook

@@ -338,7 +338,8 @@ def variant(lay: Layout, dp: int | None = None, **changes) -> Layout:
 
 def headroom_note(job: Job) -> str:
     """One line for a layout the headroom alone refuses."""
-    return (f"it fits the whole {job.gpu.memory_bytes / 1e9:.1f} GB of HBM: only the {job.headroom:.0%} "
+    return (f"it fits the whole {memory.size_text(job.gpu.memory_bytes / 1e9)} of HBM: only the "
+            f"{job.headroom:.0%} "
             "headroom refuses it (--headroom; kept for the CUDA context, NCCL buffers and the allocator's "
             "fragmentation)")
 
@@ -354,9 +355,9 @@ def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
         sized = [e for e in result.all.values() if e.memory is not None]
         if sized:  # by how much: the layout that needs the least memory per GPU
             lean = min(sized, key=lambda e: e.memory.total)
-            mem, usable = lean.memory, result.job.usable_bytes / 1e9
-            lines.append(f"the leanest layout, {lean.layout.label()}, needs {mem.total / 1e9:,.1f} GB "
-                         f"per GPU of {usable:.1f} GB usable (training state {mem.state / 1e9:,.1f} GB)")
+            mem, usable, gb = lean.memory, result.job.usable_bytes / 1e9, memory.size_text
+            lines.append(f"the leanest layout, {lean.layout.label()}, needs {gb(mem.total / 1e9)} "
+                         f"per GPU of {gb(usable)} usable (training state {gb(mem.state / 1e9)})")
             if result.job.refused_by_headroom(mem):
                 lines.append(headroom_note(result.job))
         if "does not fit in memory" in result.rejected:
@@ -365,7 +366,8 @@ def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
     job, lay = result.job, est.layout
     mem = est.memory
     lines = [f"{lay.label()}: {est.tokens_per_s:,.0f} tokens/s, MFU {est.mfu:.1%}; uses "
-             f"{mem.total / 1e9:.1f} of {job.usable_bytes / 1e9:.1f} GB usable" if mem else lay.label()]
+             f"{memory.size_text(mem.total / 1e9)} of {memory.size_text(job.usable_bytes / 1e9)} usable"
+             if mem else lay.label()]
     for knob, values in (("tp", (1, 2, 4, 8)), ("cp", (1, 2, 4, 8, 16, 32)), ("zero", (0, 1, 2, 3)),
                          ("mbs", (1, 2, 4, 8)), ("recompute", memory.RECOMPUTE), ("sp", (False, True)),
                          ("v", (1, 2, 4))):
@@ -383,7 +385,8 @@ def explain(result: SearchResult, est: Estimate | None = None) -> list[str]:
                 lines.append(f"{knob}={value}: {other.tokens_per_s / est.tokens_per_s:.2f}x the tokens/s")
             elif other.memory is not None:
                 only = ", only by the --headroom" if job.refused_by_headroom(other.memory) else ""
-                lines.append(f"{knob}={value}: does not fit ({other.memory.total / 1e9:.1f} GB{only})")
+                need = memory.size_text(other.memory.total / 1e9)
+                lines.append(f"{knob}={value}: does not fit ({need}{only})")
     for pp in sorted({e.layout.pp for e in result.ranked} - {lay.pp})[:4]:
         alt = next(e for e in result.ranked if e.layout.pp == pp)
         lines.append(f"best with pp={pp}: {alt.layout.label()} at {alt.tokens_per_s / est.tokens_per_s:.2f}x")

@@ -68,8 +68,9 @@ class DataConfig:
 @dataclass
 class OptimConfig:
     lr: float = bounded(3e-4, gt=0, hi=1, why="Adam moves each weight by about lr per step")
-    beta1: float = bounded(0.9, hi=1, why="an average's decay, below 1")
-    beta2: float = bounded(0.95, hi=1, why="an average's decay, below 1")
+    # torch's AdamW raises at beta = 1 (no average at all)
+    beta1: float = bounded(0.9, lt=1, why="an average's decay, below 1")
+    beta2: float = bounded(0.95, lt=1, why="an average's decay, below 1")
     eps: float = bounded(1e-8, gt=0, hi=1, why="added to Adam's denominator")
     weight_decay: float = bounded(0.1, why="decoupled decay; lr x weight_decay below 1")
     implementation: str = choice("auto", ("auto", "fused", "foreach"))  # AdamW kernel; auto: fused on CUDA
@@ -191,59 +192,41 @@ class RunConfig:
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
 
-# --- numbers validated at load: one line naming the key, before anything is built -----------------
+# --- numbers validated again before a run is built: one line naming the key ------------------------
 
-# key -> (lowest allowed value, whether the bound itself is allowed)
-BOUNDS: dict[str, tuple[float, bool]] = {
-    "train.steps": (0, True), "train.grad_accum": (1, True), "train.threads": (0, True),
-    "train.stop_at": (0, True), "data.batch_size": (1, True), "data.eval_fraction": (0, True),
-    "optim.lr": (0, False), "optim.eps": (0, False), "optim.weight_decay": (0, True),
-    "optim.beta1": (0, True), "optim.beta2": (0, True),
-    "schedule.warmup_steps": (0, True), "schedule.min_lr_ratio": (0, True),
-    "schedule.decay_fraction": (0, True),
-    "precision.init_scale": (0, False), "precision.growth_interval": (1, True),
-    "precision.backoff_factor": (0, False), "precision.growth_factor": (1, False),
-    "stability.clip": (0, True), "stability.spike_factor": (1, False), "stability.spike_window": (1, True),
-    "stability.spike_patience": (1, True), "stability.skip_before": (0, True),
-    "stability.skip_after": (0, True), "stability.max_rollbacks": (0, True),
-    "checkpoint.every": (0, True), "checkpoint.keep": (0, True), "checkpoint.mtbf_minutes": (0, False),
-    "checkpoint.first_at": (1, True), "log.every": (1, True), "log.eval_every": (0, True),
-    "log.eval_batches": (1, True), "log.peak_flops": (0, True), "parallel.pp_microbatches": (0, True),
-    "parallel.timeout_s": (0, False), "model.rope_theta": (0, False), "model.norm_eps": (0, False),
-    "model.init_std": (0, False),
-}
-# optim.lr: Adam moves each weight by about lr per step, so lr > 1 only diverges (1e30: NaN at step
-# 1); model.norm_eps and model.init_std are small by what they are (1e30: a model whose every
-# output is the same, the loss ln V)
-AT_MOST_ONE = ("data.eval_fraction", "schedule.min_lr_ratio", "schedule.decay_fraction",
-               "precision.backoff_factor", "optim.lr", "optim.eps", "model.norm_eps", "model.init_std")
 MAX_SEQUENCES_PER_STEP = 2**24
-BELOW_ONE = ("optim.beta1", "optim.beta2")  # torch's AdamW raises at beta = 1 (no average at all)
+
+
+def _numbers(cfg: RunConfig):
+    """(dotted key, field, its type without None, value) of every bounded field: the fields' own
+    metadata is the one table of bounds, read by `pretrain.config.load` and by `validate`."""
+    import dataclasses
+    import typing
+
+    for section in dataclasses.fields(cfg):
+        part = getattr(cfg, section.name)
+        hints = typing.get_type_hints(type(part))
+        for f in dataclasses.fields(part):
+            if "why" in f.metadata and "choices" not in f.metadata:
+                typ = [a for a in typing.get_args(hints[f.name]) or (hints[f.name],) if a is not type(None)]
+                yield f"{section.name}.{f.name}", f, typ[0], getattr(part, f.name)
 
 
 def validate(cfg: RunConfig) -> None:
-    """Refuse a number out of its range (train.steps=-5, optim.lr=0, ...) with one line naming it."""
+    """Refuse a number out of its range (train.steps=-5, optim.lr=0, ...) with one line naming it: the
+    bounds `load` checked, again for a config built in code (tests, `dataclasses.replace`), and the
+    limits that join two keys."""
+    from pretrain.bounds import check_number
     from pretrain.errors import UserError
 
-    for key, (low, inclusive) in BOUNDS.items():
-        section, name = key.split(".")
-        v = getattr(getattr(cfg, section), name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:  # v != v: NaN
+    for key, f, typ, v in _numbers(cfg):
+        if v is None and f.default is None:  # unset: the preset's value
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise UserError(f"{key} must be a number, got {v!r}")
-        if v < low or (v == low and not inclusive):
-            raise UserError(f"{key} must be {'>=' if inclusive else '>'} {low}, got {v}")
-        if key in AT_MOST_ONE and v > 1:
-            raise UserError(f"{key} must be <= 1, got {v}")
-        if key in BELOW_ONE and v >= 1:
-            raise UserError(f"{key} must be < 1, got {v}")
-    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len",
-                 "attn_head_dim"):
-        v = getattr(cfg.model, name)
-        least = 2 if name == "seq_len" else 1  # one position: nothing to attend to, a bigram table
-        least = 0 if name == "attn_head_dim" else least  # 0 (an import) or unset: d_model / n_heads
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
-            raise UserError(f"model.{name} must be an integer >= {least}"
-                            f"{' (0: d_model / n_heads)' if name == 'attn_head_dim' else ''}, got {v!r}")
+        if typ is int and not isinstance(v, int):
+            raise UserError(f"{key} must be an integer, got {v!r}")
+        check_number(v, f.metadata, key)
     per_step = cfg.data.batch_size * cfg.train.grad_accum  # sequences one process runs per step
     if per_step > MAX_SEQUENCES_PER_STEP:  # 2**62 micro-batches: a first step that never ends
         raise UserError(f"data.batch_size x train.grad_accum = {cfg.data.batch_size} x "

@@ -74,9 +74,11 @@ def check_fits(cfg, shape, dims, device) -> None:
     keys = ", ".join(f"model.{k}={getattr(shape, k)}" for k in
                      ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size", "seq_len", "attn_head_dim")
                      if k != "attn_head_dim" or getattr(shape, k, None))  # only when set (Qwen3)
+    from pretrain.plan.memory import size_text as size  # the planner's sizes, as it prints them
+
     raise UserError(
-        f"the run needs about {need.total / GB:,.1f} GB per process and {where} {have / GB:,.1f} GB "
-        f"(the planner's estimate: {need.state / GB:,.1f} GB of weights, gradients and AdamW state for "
-        f"{shape.params():,} parameters, {(need.activations + need.logits) / GB:,.1f} GB of activations "
+        f"the run needs about {size(need.total / GB)} per process and {where} {size(have / GB)} "
+        f"(the planner's estimate: {size(need.state / GB)} of weights, gradients and AdamW state for "
+        f"{shape.params():,} parameters, {size((need.activations + need.logits) / GB)} of activations "
         f"for data.batch_size={cfg.data.batch_size}; {keys}): shrink the model or the batch, or shard "
         "it (parallel.dp_shard, tp, pp); `pretrain plan` sizes layouts")

@@ -162,10 +162,20 @@ class Trainer:
             self.restore(found[1])
             self.resumed = True
             if self.rank == 0:  # even with --quiet: a user resuming must know the run did not start over
-                print(f"resuming from step {self.step} ({found[1]})", file=sys.stderr, flush=True)
+                print(self._resume_line(found[1]), file=sys.stderr, flush=True)
         else:
             self._say("no checkpoint: starting fresh" if cfg.train.resume
                       else "train.resume=false: starting fresh")
+
+    def _resume_line(self, path: Path) -> str:
+        """What a rerun does, said first: resume, or nothing at all when the checkpoint is already at
+        (or past) the end; a finished run's rerun must not read as one that starts training."""
+        stop = self.cfg.train.stop_at or self.cfg.train.steps
+        if self.step < stop:
+            return f"resuming from step {self.step} ({path})"
+        end = f"train.stop_at={stop}" if self.cfg.train.stop_at else f"train.steps={stop}"
+        return (f"already complete: the newest checkpoint is step {self.step} and {end}; nothing is "
+                f"trained ({path})")
 
     def _say_damaged(self, used: int) -> None:
         """Newer checkpoints with a marker that their files do not match (a shard lost or cut in a

@@ -385,3 +385,29 @@ def test_offsets_must_increase(tokens, tmp_path):
         np.save(f, idx)
     with pytest.raises(DataError, match="strictly increasing"):
         TokenDir(out)
+
+
+def test_every_kind_of_bad_record_is_said_and_named(corpus, tmp_path, capsys):
+    # Run-it-twice review: a file with an empty document, invalid UTF-8, malformed JSON and an
+    # oversized record (the reader's 8 MiB bound; a 50 MB document in the review) printed only the
+    # three most frequent reasons: the dropped large document was in manifest.json only. Reasons
+    # carried the byte/column, so a hostile file made one manifest key per bad record.
+    root = tmp_path / "in"
+    root.mkdir()
+    with open(root / "bad.jsonl", "wb") as f:
+        f.write(b'{"text": "kept"}\n{"text": ""}\n{"text": "bad \xff utf8"}\n{"text": "\xfe"}\n')
+        f.write(b'{"text": broken\n{"text": "x", broken\n')
+        f.write(b'{"text": "' + b"a" * (8 * 2**20 + 10) + b'"}\n{"text": "kept too"}\n')
+    out = tmp_path / "t"
+    assert cli_main(["tokenize", str(root), "--tokenizer", str(corpus["tok"]), "-o", str(out),
+                     "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    said = [ln for ln in err.splitlines() if ln.startswith("skipped")]
+    assert len(said) == 1 and "record larger than max_record_bytes" in said[0], err
+    assert all(w in said[0] for w in ("1 empty text", "2 invalid UTF-8", "2 malformed JSON")), said
+    # the shard's line names the input and the first bad record of each kind (its line number)
+    shard_line = next(ln for ln in err.splitlines() if "shard_00000.bin" in ln)
+    assert "bad.jsonl" in shard_line and "6 records skipped" in shard_line and "line 3" in shard_line
+    skipped = TokenDir(out).manifest["skipped"]
+    assert sum(skipped.values()) == 6 and len(skipped) == 4, skipped  # one key per kind of fault
+    assert TokenDir(out).num_documents == 2

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -67,19 +68,38 @@ def _tokenizer(path: str):
     return _TOKENIZERS[path]
 
 
-def iter_texts(path: Path, errors: dict[str, int], text_field: str = "text") -> Iterator[str]:
+def iter_texts(path: Path, errors: dict[str, int], text_field: str = "text",
+               first: dict[str, str] | None = None) -> Iterator[str]:
     """Document texts of one corpus file (`text_field` of JSON and Parquet records); bad records and
-    empty texts are counted in `errors`."""
+    empty texts are counted in `errors` by kind of fault, and `first` keeps the first record of each
+    kind with its full reason (`line 3: invalid UTF-8 at byte 14`)."""
     from pretrain.curate.readers import ReaderConfig, read_documents
 
     def on_error(p: str, record: object, reason: str) -> None:
-        errors[reason] = errors.get(reason, 0) + 1
+        kind = fault_kind(reason)
+        errors[kind] = errors.get(kind, 0) + 1
+        if first is not None and kind not in first and len(first) < MAX_FAULT_KINDS:
+            first[kind] = f"{record}: {reason}" if record else reason
 
     for text in (d.text for d in read_documents(path, ReaderConfig(text_field=text_field), on_error)):
         if text:
             yield text
         else:
             errors["empty text"] = errors.get("empty text", 0) + 1
+
+
+# A reader's reason carries where in the record it failed ("at byte 14", "at column 10") and the
+# parser's words: as a key it made one manifest entry per bad record of a hostile file. Counted by
+# kind (the words before the colon, as curate's error summary counts them); the first record of
+# each kind keeps its full reason for the progress line.
+_WHERE = re.compile(r" at (?:byte|column|line|char|offset|position) \d+")
+MAX_FAULT_KINDS = 32
+
+
+def fault_kind(reason: str) -> str:
+    """`invalid UTF-8 at byte 14` -> `invalid UTF-8`, `malformed JSON: Expecting value at column 10`
+    -> `malformed JSON`: a count's key without the record's position or the parser's detail."""
+    return _WHERE.sub("", reason.split(":")[0])[:200]
 
 
 def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
@@ -108,14 +128,16 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
     dtype = shards.dtype_for_vocab(tok.get_vocab_size(with_added_tokens=True))
     name = shards.shard_name(index)
     errors: dict[str, int] = {}
+    first: dict[str, str] = {}
     t0 = time.perf_counter()
-    texts = iter_texts(Path(path), errors, text_field)
+    texts = iter_texts(Path(path), errors, text_field, first)
     n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
     for s in stamps.values():
         if "xxh3_128" in s:
             versions.unchanged(path, s)
     entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
-             "input": path, "skipped": errors, "seconds": round(time.perf_counter() - t0, 3)}
+             "input": path, "skipped": errors, "first_skipped": first,
+             "seconds": round(time.perf_counter() - t0, 3)}
     mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps,
                                      **({"settings": settings} if settings else {})})
     return entry

@@ -270,3 +270,22 @@ def test_a_typo_in_a_source_path_says_not_found(dirs, tmp_path, capsys):
     assert cli_main(["mix", str(tmp_path / "mixture.toml")]) == 2
     err = capsys.readouterr().err
     assert f"{dirs['web']}x: not found" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_source_given_twice_is_refused(dirs, tmp_path, capsys):
+    # Run-it-twice review: the same token directory under two names (`web` and `./web/`, or a link
+    # to it) was taken as two corpora: `mix` showed half the epochs it reads, and the sampler drew
+    # the same windows independently at both weights. Refused, naming both and the way on.
+    (tmp_path / "link").symlink_to(dirs["web"])
+    for other in (f"{dirs['web']}/", f"{dirs['web']}/../web", str(tmp_path / "link")):
+        (tmp_path / "m.toml").write_text(f'budget = 1e5\nseq_len = {SEQ}\n'
+                                         f'[sources.web]\npath = "{dirs["web"]}"\nweight = 0.5\n'
+                                         f'[sources.again]\npath = "{other}"\nweight = 0.25\n')
+        assert cli_main(["mix", str(tmp_path / "m.toml")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "'again'" in err[0] and "'web'" in err[0] and "m.toml" in err[0], err
+        with pytest.raises(UserError, match="same token directory"):
+            sampler_from_mixture(tmp_path / "m.toml")
+    with pytest.raises(UserError, match="same token directory"):  # train's data.sources
+        MixtureSampler({"a": dirs["web"], "b": tmp_path / ".." / tmp_path.name / "link"},
+                       {"a": 1, "b": 1}, seq_len=SEQ)

@@ -142,6 +142,7 @@ class MixtureSampler:
             raise UserError(f"bad sampler shape: seq_len={seq_len} rank={rank} world_size={world_size}")
         if any(not (w >= 0 and math.isfinite(w)) for w in weights.values()) or sum(weights.values()) <= 0:
             raise UserError(f"mixture weights must be non-negative with a positive sum: {weights}")
+        distinct_sources(sources)
         self.names = sorted(sources)  # sorted: the stream never depends on dict order
         self.weights = {k: float(weights[k]) for k in self.names}
         self.seq_len, self.seed, self.rank, self.world_size = int(seq_len), int(seed), rank, world_size
@@ -284,6 +285,10 @@ def load_mixture(path: str | Path) -> Mixture:
                                 "a finite number >= 0")
     if sum(weights.values()) <= 0:
         raise UserError(f"{path}: source weights must have a positive sum, got {weights}")
+    try:
+        distinct_sources(sources, weights)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
     if "budget" not in data:
         raise UserError(f"{path}: needs `budget` (training tokens, e.g. budget = 1e12)")
     budget = _number(path, "budget", data["budget"], lambda b: b > 0, "a positive token count")
@@ -302,6 +307,21 @@ def load_mixture(path: str | Path) -> Mixture:
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
     return Mixture(sources, weights, budget, seq_len, seed)
+
+
+def distinct_sources(sources: dict[str, str | Path], weights: dict[str, float] | None = None) -> None:
+    """Refuse one token directory under two source names (`web` and `./web/`, or a link to it): it
+    would be read as two corpora, each drawn at its own weight with its own window order, and
+    `mix` would show each name's share of the epochs instead of the passes the data really gets."""
+    seen: dict[Path, str] = {}
+    for name in sorted(sources):
+        real = Path(sources[name]).resolve()
+        if real in seen:
+            first = seen[real]
+            total = f" ({weights[first]:g} + {weights[name]:g})" if weights else ""
+            raise UserError(f"sources {first!r} and {name!r} are the same token directory ({real}); "
+                            f"give it once, with the weight of both{total}")
+        seen[real] = name
 
 
 # The mixture file's numbers past their type checks (tests/test_config_bounds.py reads them too).

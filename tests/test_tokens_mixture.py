@@ -289,3 +289,32 @@ def test_a_source_given_twice_is_refused(dirs, tmp_path, capsys):
     with pytest.raises(UserError, match="same token directory"):  # train's data.sources
         MixtureSampler({"a": dirs["web"], "b": tmp_path / ".." / tmp_path.name / "link"},
                        {"a": 1, "b": 1}, seq_len=SEQ)
+
+
+def test_the_training_log_says_the_epochs_of_each_source(dirs, tmp_path):
+    # Run-it-twice review: `pretrain train` on token sources printed tokens/step and steps, never
+    # how many passes that made over each source (only `pretrain mix` did, for a budget typed by
+    # hand). The summary's data line: weight, tokens, epochs per source, flagged past 4 epochs.
+    import re
+
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    steps, weights = 300, {"web": 0.8, "wiki": 0.2}
+    cfg = tiny_config(tmp_path / "run", "", "data.kind=tokens", "model.vocab_size=1000",
+                      f'data.sources={{web="{dirs["web"]}",wiki="{dirs["wiki"]}"}}',
+                      "data.weights={web=4,wiki=1}", f"train.steps={steps}")  # 4:1 = 0.8:0.2
+    line = next(ln for ln in Trainer(cfg, quiet=True).summary().splitlines() if ln.startswith("data:"))
+    said = {k: (float(w), int(n.replace(",", "")), float(e)) for k, w, n, e in
+            re.findall(r"(\w+) ([\d.]+) of ([\d,]+) tokens = ([\d.]+) epochs", line)}
+    # Truth: a sampler actually drawing the run's sequences (4 x 32 per step), each draw counted.
+    s = MixtureSampler({k: dirs[k] for k in weights}, weights, seq_len=32, seed=cfg.data.seed)
+    for _ in range(steps):
+        s.next_batch(cfg.data.batch_size)
+    for k, w in weights.items():
+        n = shards.TokenDir(dirs[k]).num_tokens
+        drawn = s.shares()[k] * s.position
+        assert said[k][:2] == (w, n)
+        assert said[k][2] == pytest.approx(drawn / ((n - 1) // 32), abs=0.006)
+    assert ("WARNING: wiki over 4 epochs" in line) == (said["wiki"][2] > 4) and said["wiki"][2] > 4
+    assert "web over" not in line

@@ -247,6 +247,24 @@ class MixtureSampler:
             raise UserError(f"sampler state: sequences must be an integer in [0, 2^62), got {g!r}")
         self._seek(g)
 
+    def epochs_after(self, sequences: int) -> dict[str, float]:
+        """Passes over each source once `sequences` global sequences are drawn: its exact draw count
+        (the block quotas and the last block's shuffle) over its windows; weight 0 gives 0."""
+        drawn = self._counts_before(int(sequences))
+        return {k: float(c) / max(1, int(w)) for k, c, w in zip(self.names, drawn, self.windows)}
+
+    def describe(self, sequences: int, warn_epochs: float = 4.0) -> str:
+        """One log line: per source its weight (normalized), tokens and the epochs a run of
+        `sequences` global sequences makes over it, flagged past `warn_epochs` (as `pretrain mix`)."""
+        total = sum(self.weights.values())
+        epochs = self.epochs_after(sequences)
+        parts = [f"{k} {self.weights[k] / total:.3f} of {d.num_tokens:,} tokens = {epochs[k]:.2f} epochs"
+                 for k, d in zip(self.names, self.dirs)]
+        over = [k for k in self.names if epochs[k] > warn_epochs]
+        flag = (f"; WARNING: {', '.join(over)} over {warn_epochs:g} epochs, expect memorization"
+                if over else "")
+        return f"data: {'; '.join(parts)}{flag}"
+
     def shares(self) -> dict[str, float]:
         """Realized share of sequences per source so far."""
         n = max(1, self.position)

@@ -549,9 +549,13 @@ class Trainer:
         n, c, dp = self.shape.params(), self.cfg, self.dims.dp
         mine = c.data.batch_size * c.train.grad_accum
         b, per_rank = mine * dp, f" ({mine} per data-parallel rank x {dp})" if dp > 1 else ""
+        # The passes over each source this run makes (run-it-twice review: only `pretrain mix`
+        # said them, from a budget the user had to keep equal to steps x batch x seq_len by hand).
+        describe = getattr(getattr(self.loader, "inner", None), "describe", None)
+        data = f"\n{describe(c.train.steps * b)}" if callable(describe) else ""
         return (f"model {self.shape.name}: {n:,} parameters, {self.fpt:.3g} FLOPs/token\n"
                 f"batch {b}{per_rank} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
-                f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens\n"
+                f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens{data}\n"
                 f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")
 
 

@@ -411,3 +411,30 @@ def test_every_kind_of_bad_record_is_said_and_named(corpus, tmp_path, capsys):
     skipped = TokenDir(out).manifest["skipped"]
     assert sum(skipped.values()) == 6 and len(skipped) == 4, skipped  # one key per kind of fault
     assert TokenDir(out).num_documents == 2
+
+
+def test_export_megatron_twice_never_leaves_a_mixed_pair(corpus, tokens, tmp_path, monkeypatch):
+    # Run-it-twice review: a second export into the same prefix renamed the new .bin into place,
+    # then computed and wrote the .idx; a failure (disk full, a kill) in between left the new .bin
+    # beside the old .idx, which Megatron reads as a dataset of wrong documents, silently.
+    from pretrain.tokens import megatron
+
+    small = tmp_path / "small"
+    tokenize_corpus([str(corpus["root"] / "c.txt")], corpus["tok"], small, workers=1)
+    prefix = tmp_path / "out" / "web_text_document"
+    megatron.export_megatron(tokens, prefix)
+    before = [Path(f"{prefix}.{x}").read_bytes() for x in ("bin", "idx")]
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(megatron, "_index_bytes", full)
+    with pytest.raises(OSError):
+        megatron.export_megatron(small, prefix)
+    assert [Path(f"{prefix}.{x}").read_bytes() for x in ("bin", "idx")] == before
+    assert sorted(p.name for p in prefix.parent.iterdir()) == [f"{prefix.name}.bin", f"{prefix.name}.idx"]
+    monkeypatch.undo()
+    megatron.export_megatron(small, prefix)  # the second export, done: the small directory's pair
+    megatron.export_megatron(small, tmp_path / "fresh")
+    assert [Path(f"{prefix}.{x}").read_bytes() for x in ("bin", "idx")] == [
+        Path(f"{tmp_path / 'fresh'}.{x}").read_bytes() for x in ("bin", "idx")]

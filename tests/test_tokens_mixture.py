@@ -318,3 +318,27 @@ def test_the_training_log_says_the_epochs_of_each_source(dirs, tmp_path):
         assert said[k][2] == pytest.approx(drawn / ((n - 1) // 32), abs=0.006)
     assert ("WARNING: wiki over 4 epochs" in line) == (said["wiki"][2] > 4) and said["wiki"][2] > 4
     assert "web over" not in line
+
+
+def test_the_run_report_says_the_epochs_too(dirs, tmp_path):
+    # The run's metrics.jsonl keeps the summary's numbers (a `data` event), so `pretrain report RUN`
+    # says them, and lists a source read more than 4 times among the run's problems.
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    tiny = make_token_dir(tmp_path / "tiny", 3, 3, n_shards=1)  # 53 tokens: one window of 33
+    run = tmp_path / "run"
+    cfg = tiny_config(run, "", "data.kind=tokens", "model.vocab_size=1000", "train.steps=3",
+                      f'data.sources={{web="{dirs["web"]}",tiny="{tiny}"}}', "data.weights={web=1,tiny=1}")
+    t = Trainer(cfg, quiet=True)
+    t.fit()
+    events = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if '"event"' in x]
+    data = [e for e in events if e["event"] == "data"]
+    assert len(data) == 1 and data[0]["step"] == 0
+    tiny_epochs = data[0]["sources"]["tiny"]["epochs"]
+    assert tiny_epochs == t.loader.inner.shares()["tiny"] * t.loader.inner.position / (
+        (shards.TokenDir(tiny).num_tokens - 1) // 32) > 4  # what the run actually drew
+    assert cli_main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert f"tiny 0.500 of {shards.TokenDir(tiny).num_tokens:,} tokens = {tiny_epochs:.2f} epochs" in page
+    assert f"tiny: {tiny_epochs:.2f} epochs of its data in this run" in page

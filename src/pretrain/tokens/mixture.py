@@ -253,22 +253,32 @@ class MixtureSampler:
         drawn = self._counts_before(int(sequences))
         return {k: float(c) / max(1, int(w)) for k, c, w in zip(self.names, drawn, self.windows)}
 
+    def epochs_table(self, sequences: int) -> dict[str, dict[str, float]]:
+        """Per source: normalized weight, tokens, epochs after `sequences` (the run's `data` event)."""
+        total = sum(self.weights.values())
+        epochs = self.epochs_after(sequences)
+        return {k: {"weight": self.weights[k] / total, "tokens": d.num_tokens, "epochs": epochs[k]}
+                for k, d in zip(self.names, self.dirs)}
+
     def describe(self, sequences: int, warn_epochs: float = 4.0) -> str:
         """One log line: per source its weight (normalized), tokens and the epochs a run of
         `sequences` global sequences makes over it, flagged past `warn_epochs` (as `pretrain mix`)."""
-        total = sum(self.weights.values())
-        epochs = self.epochs_after(sequences)
-        parts = [f"{k} {self.weights[k] / total:.3f} of {d.num_tokens:,} tokens = {epochs[k]:.2f} epochs"
-                 for k, d in zip(self.names, self.dirs)]
-        over = [k for k in self.names if epochs[k] > warn_epochs]
-        flag = (f"; WARNING: {', '.join(over)} over {warn_epochs:g} epochs, expect memorization"
-                if over else "")
-        return f"data: {'; '.join(parts)}{flag}"
+        return describe_epochs(self.epochs_table(sequences), warn_epochs)
 
     def shares(self) -> dict[str, float]:
         """Realized share of sequences per source so far."""
         n = max(1, self.position)
         return {k: float(c) / n for k, c in zip(self.names, self._counts)}
+
+
+def describe_epochs(table: dict[str, dict[str, float]], warn_epochs: float = 4.0) -> str:
+    """`data: web 0.800 of 1,234 tokens = 0.50 epochs; ...; WARNING: wiki over 4 epochs, ...`:
+    the training log's line, and the run report's (from the `data` event of metrics.jsonl)."""
+    parts = [f"{k} {r['weight']:.3f} of {r['tokens']:,} tokens = {r['epochs']:.2f} epochs"
+             for k, r in table.items()]
+    over = [k for k, r in table.items() if r["epochs"] > warn_epochs]
+    flag = f"; WARNING: {', '.join(over)} over {warn_epochs:g} epochs, expect memorization" if over else ""
+    return f"data: {'; '.join(parts)}{flag}"
 
 
 # --- mixture.toml ---------------------------------------------------------------------------

@@ -438,6 +438,10 @@ class Trainer:
             self.write_config()
             self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard,
                                    rewind_to=self.step if self.resumed else None)
+            table = getattr(getattr(self.loader, "inner", None), "epochs_table", None)
+            if callable(table) and (not self.resumed or self.changes):  # what the report says of the data
+                b = self.cfg.data.batch_size * self.cfg.train.grad_accum * self.dims.dp
+                self.metrics.event("data", self.step, sources=table(self.cfg.train.steps * b))
             if self.resumed:
                 self.metrics.event("resume", self.step)
                 if self.changes:  # even with --quiet: the run continues under another recipe

@@ -342,3 +342,19 @@ def test_the_run_report_says_the_epochs_too(dirs, tmp_path):
     page = (tmp_path / "r.html").read_text()
     assert f"tiny 0.500 of {shards.TokenDir(tiny).num_tokens:,} tokens = {tiny_epochs:.2f} epochs" in page
     assert f"tiny: {tiny_epochs:.2f} epochs of its data in this run" in page
+
+
+def test_weights_that_do_not_sum_to_one_are_said_normalized(dirs, tmp_path, capsys):
+    # Weights 3 and 1 printed 0.750 and 0.250 with no word that they were divided by 4.
+    (tmp_path / "m.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}"\nweight = 3\n'
+                                     f'[sources.wiki]\npath = "{dirs["wiki"]}"\nweight = 1\n')
+    assert cli_main(["mix", str(tmp_path / "m.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "weights sum to 4, not 1: each source's share is its weight / 4" in out, out
+    assert cli_main(["mix", str(tmp_path / "m.toml"), "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["weights_sum"] == 4 and [r["weight"] for r in said["sources"]] == [0.75, 0.25]
+    (tmp_path / "m.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}"\nweight = 0.7\n'
+                                     f'[sources.wiki]\npath = "{dirs["wiki"]}"\nweight = 0.3\n')
+    assert cli_main(["mix", str(tmp_path / "m.toml")]) == 0
+    assert "sum to" not in capsys.readouterr().out  # 0.7 + 0.3 is 1 (to rounding)

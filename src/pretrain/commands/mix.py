@@ -50,10 +50,13 @@ def run(args: argparse.Namespace) -> int:
         rows = mixture_table(mix, args.warn_epochs)
     except DataError as e:
         raise UserError(str(e)) from e
+    total = sum(mix.weights.values())
     if args.json:
-        print(dumps({"budget": mix.budget, "sources": rows}, indent=2))
+        print(dumps({"budget": mix.budget, "weights_sum": total, "sources": rows}, indent=2))
         return 0
     print(f"budget D = {mix.budget:,.0f} tokens")
+    if abs(total - 1) > 1e-9:  # the weight column is normalized: say so, or 3 and 1 read as a typo
+        print(f"weights sum to {total:g}, not 1: each source's share is its weight / {total:g}")
     print(f"{'source':<16}{'available':>18}{'weight':>9}{'drawn':>20}{'epochs':>9}")
     for r in rows:
         flag = f"  WARNING: over {args.warn_epochs:g} epochs, expect memorization" if r["warning"] else ""

@@ -269,7 +269,9 @@ def test_a_typo_in_a_source_path_says_not_found(dirs, tmp_path, capsys):
                                            'weight = 1\n')
     assert cli_main(["mix", str(tmp_path / "mixture.toml")]) == 2
     err = capsys.readouterr().err
-    assert f"{dirs['web']}x: not found" in err and len(err.strip().splitlines()) == 1, err
+    assert f"source 'web': {dirs['web']}x: not found" in err and len(err.strip().splitlines()) == 1, err
+    with pytest.raises(UserError, match=f"source 'web': {dirs['web']}x: not found"):  # train's sampler
+        sampler_from_mixture(tmp_path / "mixture.toml")
 
 
 def test_a_source_given_twice_is_refused(dirs, tmp_path, capsys):

@@ -68,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
 def same_tokenizer(sources: dict) -> None:
     """Refuse sources whose manifests name different tokenizers, with train's message."""
     from pretrain.errors import UserError
-    from pretrain.tokens.shards import TokenDir
+    from pretrain.tokens.mixture import open_source
 
-    shas = {n: TokenDir(p, check_offsets=False).tokenizer_sha256 for n, p in sorted(sources.items())}
+    shas = {n: open_source(n, p).tokenizer_sha256 for n, p in sorted(sources.items())}
     if len(set(shas.values())) > 1:
         detail = ", ".join(f"{n}={sha[:12]}" for n, sha in shas.items())
         raise UserError(f"mixture sources were tokenized with different tokenizers: {detail}")

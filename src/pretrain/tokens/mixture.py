@@ -146,7 +146,7 @@ class MixtureSampler:
         self.names = sorted(sources)  # sorted: the stream never depends on dict order
         self.weights = {k: float(weights[k]) for k in self.names}
         self.seq_len, self.seed, self.rank, self.world_size = int(seq_len), int(seed), rank, world_size
-        self.dirs = [TokenDir(sources[k], check_offsets=False) for k in self.names]
+        self.dirs = [open_source(k, sources[k]) for k in self.names]
         self._check_same_tokenizer()
         self.windows = np.array([(d.num_tokens - 1) // self.seq_len for d in self.dirs], dtype=np.int64)
         for name, d, w in zip(self.names, self.dirs, self.windows):
@@ -337,6 +337,15 @@ def load_mixture(path: str | Path) -> Mixture:
     return Mixture(sources, weights, budget, seq_len, seed)
 
 
+def open_source(name: str, path: str | Path, check_offsets: bool = False) -> TokenDir:
+    """A source's token directory; a refusal names the source (`source 'books': tokens/bk: not
+    found ...`): with several sources a bare path did not say which line of the mixture to fix."""
+    try:
+        return TokenDir(path, check_offsets=check_offsets)
+    except UserError as e:
+        raise UserError(f"source {name!r}: {e}") from None
+
+
 def distinct_sources(sources: dict[str, str | Path], weights: dict[str, float] | None = None) -> None:
     """Refuse one token directory under two source names (`web` and `./web/`, or a link to it): it
     would be read as two corpora, each drawn at its own weight with its own window order, and
@@ -376,7 +385,7 @@ def _number(path: Path, what: str, value: object, ok: Any, expected: str) -> flo
 
 def mixture_table(mix: Mixture, warn_epochs: float = 4.0) -> list[dict[str, Any]]:
     """Per source: tokens available, weight (normalized), tokens drawn, epochs, warning."""
-    available = {k: TokenDir(p).num_tokens for k, p in mix.sources.items()}
+    available = {k: open_source(k, p, check_offsets=True).num_tokens for k, p in mix.sources.items()}
     total_w = sum(mix.weights.values())
     if total_w <= 0:
         raise UserError("mixture weights must have a positive sum")

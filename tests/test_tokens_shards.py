@@ -404,6 +404,7 @@ def test_every_kind_of_bad_record_is_said_and_named(corpus, tmp_path, capsys):
     err = capsys.readouterr().err
     said = [ln for ln in err.splitlines() if ln.startswith("skipped")]
     assert len(said) == 1 and "record larger than max_record_bytes" in said[0], err
+    assert "split" in said[0] and "8 MiB" in said[0]  # what to do about it
     assert all(w in said[0] for w in ("1 empty text", "2 invalid UTF-8", "2 malformed JSON")), said
     # the shard's line names the input and the first bad record of each kind (its line number)
     shard_line = next(ln for ln in err.splitlines() if "shard_00000.bin" in ln)
@@ -438,3 +439,13 @@ def test_export_megatron_twice_never_leaves_a_mixed_pair(corpus, tokens, tmp_pat
     megatron.export_megatron(small, tmp_path / "fresh")
     assert [Path(f"{prefix}.{x}").read_bytes() for x in ("bin", "idx")] == [
         Path(f"{tmp_path / 'fresh'}.{x}").read_bytes() for x in ("bin", "idx")]
+
+
+def test_a_text_file_over_the_record_bound_says_how_to_split_it(tmp_path, capsys):
+    # A newcomer's 9 MB books.txt is one document over the reader's 8 MiB bound: `tokenizer train`
+    # said "no text to train on ... file of N bytes is larger than max_record_bytes", no way on.
+    (tmp_path / "books.txt").write_text("It was a dark and stormy night.\n" * 300_000)
+    assert cli_main(["tokenizer", "train", str(tmp_path / "books.txt"), "-o", str(tmp_path / "t.json"),
+                     "--vocab-size", "300"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "8 MiB" in err[0] and "JSONL" in err[0], err

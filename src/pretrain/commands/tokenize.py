@@ -123,7 +123,10 @@ def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:
     # fourth kind, a 50 MB document dropped over the record bound (run-it-twice review).
     top = sorted(skipped.items(), key=lambda kv: -kv[1])
     more = f"; {len(top) - 8} more kinds in manifest.json" if len(top) > 8 else ""
-    print("skipped: " + "; ".join(f"{n:,} {why}" for why, n in top[:8]) + more, file=sys.stderr)
+    from pretrain.tokens.pipeline import oversize_hint
+
+    print("skipped: " + "; ".join(f"{n:,} {why}" for why, n in top[:8]) + more + oversize_hint(skipped),
+          file=sys.stderr)
     if documents:
         return 0
     from pretrain.curate.report import why_none_read

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pretrain.curate.readers import list_inputs
     from pretrain.errors import UserError
-    from pretrain.tokens.pipeline import iter_texts
+    from pretrain.tokens.pipeline import iter_texts, oversize_hint
     from pretrain.tokens.tokenizer import EOT, tokenizer_sha256, train_tokenizer
 
     if args.min_frequency < 1:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         from pretrain.curate.report import why_none_read
 
         raise UserError(f"no text to train on in {', '.join(args.inputs)} ({sum(errors.values()):,} "
-                        f"records skipped; {why_none_read(errors)}); nothing written")
+                        f"records skipped; {why_none_read(errors)}{oversize_hint(errors)}); nothing written")
     out = Path(args.output)
     from pretrain.curate.io import write_bytes_atomic
 
@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from e
     print(f"trained on {seen['docs']:,} documents, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
           f"vocabulary {tok.get_vocab_size():,}; {sum(errors.values()):,} records skipped; "
-          f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}{_replaced(before, tokenizer_sha256(tok))}")
+          f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}{_replaced(before, tokenizer_sha256(tok))}"
+          f"{oversize_hint(errors)}")
     return 0
 
 

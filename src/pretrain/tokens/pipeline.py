@@ -102,6 +102,15 @@ def fault_kind(reason: str) -> str:
     return _WHERE.sub("", reason.split(":")[0])[:200]
 
 
+def oversize_hint(skipped: dict[str, int]) -> str:
+    """The way on when documents were skipped for their size (the readers' 8 MiB bound per record,
+    a whole plain-text file being one record): "" when none was."""
+    if not any("max_record_bytes" in k for k in skipped):
+        return ""
+    return ("; a document over 8 MiB (max_record_bytes; a plain-text file is one document) is "
+            "skipped: split it into JSONL records of one document each")
+
+
 def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
     encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # no offsets: we only need ids
     batch: list[str] = []

@@ -449,3 +449,12 @@ def test_a_text_file_over_the_record_bound_says_how_to_split_it(tmp_path, capsys
                      "--vocab-size", "300"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "8 MiB" in err[0] and "JSONL" in err[0], err
+    # Two such files of other sizes are one kind of fault, counted twice (the size was in the key).
+    (tmp_path / "more.txt").write_text("A second book, longer.\n" * 400_000)
+    (tmp_path / "t.json").unlink(missing_ok=True)
+    tok = train_tokenizer(_docs(9, 50), vocab_size=300)
+    tok.save(str(tmp_path / "t.json"))
+    assert cli_main(["tokenize", str(tmp_path / "books.txt"), str(tmp_path / "more.txt"), "--tokenizer",
+                     str(tmp_path / "t.json"), "-o", str(tmp_path / "tokens"), "--workers", "1"]) == 1
+    said = json.loads((tmp_path / "tokens" / "manifest.json").read_text())["skipped"]
+    assert said == {"file is larger than max_record_bytes=8388608": 2}, said

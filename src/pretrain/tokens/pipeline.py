@@ -92,7 +92,7 @@ def iter_texts(path: Path, errors: dict[str, int], text_field: str = "text",
 # parser's words: as a key it made one manifest entry per bad record of a hostile file. Counted by
 # kind (the words before the colon, as curate's error summary counts them); the first record of
 # each kind keeps its full reason for the progress line.
-_WHERE = re.compile(r" at (?:byte|column|line|char|offset|position) \d+")
+_WHERE = re.compile(r" at (?:byte|column|line|char|offset|position) \d+| of \d+ bytes")
 MAX_FAULT_KINDS = 32
 
 

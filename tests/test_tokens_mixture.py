@@ -305,8 +305,12 @@ def test_the_training_log_says_the_epochs_of_each_source(dirs, tmp_path):
     steps, weights = 300, {"web": 0.8, "wiki": 0.2}
     cfg = tiny_config(tmp_path / "run", "", "data.kind=tokens", "model.vocab_size=1000",
                       f'data.sources={{web="{dirs["web"]}",wiki="{dirs["wiki"]}"}}',
-                      "data.weights={web=4,wiki=1}", f"train.steps={steps}")  # 4:1 = 0.8:0.2
-    line = next(ln for ln in Trainer(cfg, quiet=True).summary().splitlines() if ln.startswith("data:"))
+                      "data.weights={web=4,wiki=1}", f"train.steps={steps}",  # 4:1 = 0.8:0.2
+                      f'data.eval_sources={{held="{dirs["code"]}",again="{dirs["wiki"]}/"}}')
+    summary = Trainer(cfg, quiet=True).summary()
+    line = next(ln for ln in summary.splitlines() if ln.startswith("data:"))
+    # an eval source that is a training source's directory: its loss is not held-out
+    assert "WARNING: eval source is a training source (again = wiki)" in summary, summary
     said = {k: (float(w), int(n.replace(",", "")), float(e)) for k, w, n, e in
             re.findall(r"(\w+) ([\d.]+) of ([\d,]+) tokens = ([\d.]+) epochs", line)}
     # Truth: a sampler actually drawing the run's sequences (4 x 32 per step), each draw counted.

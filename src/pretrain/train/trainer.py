@@ -557,10 +557,25 @@ class Trainer:
         # said them, from a budget the user had to keep equal to steps x batch x seq_len by hand).
         describe = getattr(getattr(self.loader, "inner", None), "describe", None)
         data = f"\n{describe(c.train.steps * b)}" if callable(describe) else ""
+        data += _not_held_out(self.loader, self.eval_loader)
         return (f"model {self.shape.name}: {n:,} parameters, {self.fpt:.3g} FLOPs/token\n"
                 f"batch {b}{per_rank} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
                 f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens{data}\n"
                 f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")
+
+
+def _not_held_out(loader, eval_loader) -> str:
+    """A warning line when an eval source is a training source's directory: its "held-out" loss
+    would be measured on tokens the model trains on (run-it-twice review)."""
+    train = getattr(getattr(loader, "inner", None), "dirs", None)
+    held = getattr(eval_loader, "dirs", None)
+    if not train or not held:
+        return ""
+    mine = {d.path.resolve(): n for n, d in zip(loader.inner.names, train)}
+    same = [f"{n} = {mine[d.path.resolve()]}" for n, d in zip(eval_loader.names, held)
+            if d.path.resolve() in mine]
+    return (f"\nWARNING: eval source is a training source ({', '.join(same)}): its eval loss is not "
+            f"held-out" if same else "")
 
 
 def _maybe_fail(rank: int, step: int) -> None:

@@ -209,3 +209,31 @@ def test_train_twice_into_one_path_says_what_it_replaced(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and says in err[0] and str(target) in err[0], err
     assert copy.read_bytes() == kept and (tmp_path / "config.json").read_text() == '{"lr": 0.1}'
+
+
+def test_a_multilingual_tokenizer_from_the_command_reads_the_same_in_hf_and_transformers(tmp_path):
+    # The review's check as a user runs it: `pretrain tokenizer train` on real sentences of 75
+    # languages (merges inside multi-byte scripts, not only byte fallbacks as with GENERATED), then
+    # the file in HF `tokenizers` and transformers' fast tokenizer: our ids, our text, every line.
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer
+
+    from pretrain.cli import main as cli_main
+
+    lingua = data_file("langid/lingua/lingua-sentences-75lang-100each.tsv")
+    rows = [ln.split("\t", 1)[1] for ln in _lines(lingua) if "\t" in ln]
+    with open(tmp_path / "c.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"text": t}) + "\n" for t in rows[::2])  # half seen, half unseen
+    out = tmp_path / "tok.json"
+    assert cli_main(["tokenizer", "train", str(tmp_path / "c.jsonl"), "-o", str(out),
+                     "--vocab-size", "2000"]) == 0
+    ours = load_tokenizer(out)
+    hf = Tokenizer.from_file(str(out))
+    hf.encode_special_tokens = True
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(out), split_special_tokens=True)
+    texts = [*rows, *TRICKY, "  \t\u00a0\u3000emoji 👩‍👩‍👧‍👦 ok\r\n\r\n  ", f"quoted {EOT} twice {EOT}"]
+    mine = [e.ids for e in ours.encode_batch(texts)]
+    assert [e.ids for e in hf.encode_batch(texts)] == mine
+    assert fast(texts, add_special_tokens=False)["input_ids"] == mine
+    assert fast.batch_decode(mine) == texts == [ours.decode(i) for i in mine]
+    assert sum(map(len, mine)) < 0.6 * sum(len(t.encode()) for t in texts)  # merges inside scripts

@@ -398,10 +398,15 @@ def test_every_kind_of_bad_record_is_said_and_named(corpus, tmp_path, capsys):
         f.write(b'{"text": "kept"}\n{"text": ""}\n{"text": "bad \xff utf8"}\n{"text": "\xfe"}\n')
         f.write(b'{"text": broken\n{"text": "x", broken\n')
         f.write(b'{"text": "' + b"a" * (8 * 2**20 + 10) + b'"}\n{"text": "kept too"}\n')
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"body": ["no text column"]}), root / "z.parquet")  # a reason with a colon
     out = tmp_path / "t"
     assert cli_main(["tokenize", str(root), "--tokenizer", str(corpus["tok"]), "-o", str(out),
                      "--workers", "1"]) == 0
     err = capsys.readouterr().err
+    assert "1 missing text column 'text' (columns: ['body'])" in err, err
     said = [ln for ln in err.splitlines() if ln.startswith("skipped")]
     assert len(said) == 1 and "record larger than max_record_bytes" in said[0], err
     assert "split" in said[0] and "8 MiB" in said[0]  # what to do about it
@@ -410,7 +415,7 @@ def test_every_kind_of_bad_record_is_said_and_named(corpus, tmp_path, capsys):
     shard_line = next(ln for ln in err.splitlines() if "shard_00000.bin" in ln)
     assert "bad.jsonl" in shard_line and "6 records skipped" in shard_line and "line 3" in shard_line
     skipped = TokenDir(out).manifest["skipped"]
-    assert sum(skipped.values()) == 6 and len(skipped) == 4, skipped  # one key per kind of fault
+    assert sum(skipped.values()) == 7 and len(skipped) == 5, skipped  # one key per kind of fault
     assert TokenDir(out).num_documents == 2
 
 

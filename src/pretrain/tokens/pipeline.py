@@ -88,18 +88,20 @@ def iter_texts(path: Path, errors: dict[str, int], text_field: str = "text",
             errors["empty text"] = errors.get("empty text", 0) + 1
 
 
-# A reader's reason carries where in the record it failed ("at byte 14", "at column 10") and the
-# parser's words: as a key it made one manifest entry per bad record of a hostile file. Counted by
-# kind (the words before the colon, as curate's error summary counts them); the first record of
-# each kind keeps its full reason for the progress line.
-_WHERE = re.compile(r" at (?:byte|column|line|char|offset|position) \d+| of \d+ bytes")
+# A reader's reason carries where in the record it failed ("at byte 14", "at column 10") and a
+# JSON parser's own words: as a key it made one manifest entry per bad record of a hostile file.
+# Counted by kind (positions and sizes stripped, every JSON parse error one kind); the first record
+# of each kind keeps its full reason for the progress line.
+_WHERE = re.compile(r" at (?:byte|column|line|char|offset|position) \d+| of [\d,]+ bytes")
 MAX_FAULT_KINDS = 32
 
 
 def fault_kind(reason: str) -> str:
     """`invalid UTF-8 at byte 14` -> `invalid UTF-8`, `malformed JSON: Expecting value at column 10`
     -> `malformed JSON`: a count's key without the record's position or the parser's detail."""
-    return _WHERE.sub("", reason.split(":")[0])[:200]
+    if reason.startswith("malformed JSON"):
+        return "malformed JSON"
+    return _WHERE.sub("", reason)[:200]
 
 
 def oversize_hint(skipped: dict[str, int]) -> str:

@@ -463,3 +463,33 @@ def test_a_text_file_over_the_record_bound_says_how_to_split_it(tmp_path, capsys
                      str(tmp_path / "t.json"), "-o", str(tmp_path / "tokens"), "--workers", "1"]) == 1
     said = json.loads((tmp_path / "tokens" / "manifest.json").read_text())["skipped"]
     assert said == {"file is larger than max_record_bytes=8388608": 2}, said
+
+
+def test_a_long_document_is_encoded_in_pieces_to_the_same_ids(corpus, tmp_path, monkeypatch):
+    # One 7.9 MB document took 1.16 GB to encode whole (HF tokenizers keeps an alignment per byte of
+    # every pre-tokenized word); with GPT-2's pre-tokenizer it is now encoded in pieces cut at a
+    # space between two letters or digits (219 MB). Truth: HF tokenizers on the whole document.
+    from pretrain.tokens import pipeline
+
+    monkeypatch.setattr(pipeline, "LONG_DOC", 3000)  # the real sizes: 1M characters, 256K pieces
+    monkeypatch.setattr(pipeline, "PIECE", 300)
+    rng = random.Random(5)
+    seps = [" ", "  ", "   ", "\n", "\n\n", "\t", " \u00a0", ". ", ", ", " 42 ", "'s ", " 中文 ", " 👍🏽 ",
+            "\r\n ", " \n   "]
+    long_doc = "".join(w + rng.choice(seps) for w in " ".join(_docs(7, 60)).split(" "))
+    # trained on the document itself: merges of whitespace runs, "\n\n", " 42", "'s" exist
+    train_tokenizer([long_doc] * 3, vocab_size=1500).save(str(tmp_path / "tok.json"))
+    tok = load_tokenizer(tmp_path / "tok.json")
+    assert len(long_doc) > 3000 and len(pipeline._pieces(long_doc)) > 10
+    (tmp_path / "in").mkdir()
+    docs = ["short one", long_doc, "short two", long_doc[::-1], "x" * 4000]  # 4000 x: no safe space
+    write_jsonl_zst(tmp_path / "in" / "a.jsonl.zst", [{"text": t} for t in docs])
+    tokenize_corpus([str(tmp_path / "in")], tmp_path / "tok.json", tmp_path / "t", workers=1)
+    d = TokenDir(tmp_path / "t")
+    assert [d.document(i)[:-1].tolist() for i in range(len(docs))] == [tok.encode(t).ids for t in docs]
+    # A tokenizer whose pieces would not encode alike (a normalizer here) is encoded whole.
+    from tokenizers import normalizers
+
+    tok.normalizer = normalizers.NFKC()
+    assert not pipeline._piece_splitter(tok)
+    assert pipeline._piece_splitter(load_tokenizer(tmp_path / "tok.json"))

@@ -164,11 +164,8 @@ def crawl_scorer(backend: str):
 
 def evaluate_crawl(backend: str, pages: list) -> dict:
     """crawl_scores over all pages, plus keep and drop averaged over sites (each site weighs one), from
-    one pass over the pages (trafilatura's deduplicate=True makes a second pass differ: its LRU cache
-    of seen segments is process-wide; it is emptied first)."""
-    from trafilatura.meta import reset_caches
-
-    reset_caches()
+    one pass over the pages (extract_text empties trafilatura's cross-page dedup memory before each
+    page since 2026-12-02, so the order of the pages no longer matters)."""
     f = crawl_scorer(backend)
     texts = {id(p[1]): f(p[1], p[5]) for p in pages}
 

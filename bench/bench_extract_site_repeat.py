@@ -72,9 +72,6 @@ def separation(sites: dict[str, list[dict]]) -> None:
 def post_pass(sites: dict[str, list[dict]], backend: str, at_least: int) -> tuple[float, float, float, float]:
     """crawl keep and drop of `backend` before and after dropping the output lines that are blocks of
     >= `at_least` other distinct pages of the same site."""
-    from trafilatura.meta import reset_caches
-
-    reset_caches()  # trafilatura's deduplicate=True remembers segments across calls in a process
     tot = Counter()
     for pages in sites.values():
         for p in pages:

@@ -208,13 +208,10 @@ SMALL_HEAD = ("log.tensorboard=false", "checkpoint.every=0", "model.n_layers=1",
               "model.d_ff=64", "model.n_heads=2", "model.n_kv_heads=1", "model.seq_len=64")
 
 
-@pytest.mark.parametrize("dtype,per_vocab", [("bf16", 14), ("fp32", 16)])
-def test_preflight_counts_what_the_loss_holds(tmp_path, text, dtype, per_vocab):
-    """The trainer's own forward and backward (Trainer._forward_backward) at batch 2 and 6, each
-    storage counted live on the CPU (test_plan_activations_peers._LiveBytes): the bytes per token it
-    adds are what fits.estimate adds, at two vocabulary sizes. The loss dominates (V = 2,048 and
-    8,192 at d_model 32): bf16 logits kept through backward, the fp32 log-softmax and two fp32
-    gradients, 14 bytes per entry (16 in fp32), where the preflight counted Korthikanti's 4."""
+def _loss_peaks(tmp_path, text, dtype: str, vocab: int, chunks: int) -> tuple[float, float]:
+    """(measured, estimated) bytes per token that the trainer's own forward and backward
+    (Trainer._forward_backward) add from batch 2 to batch 6: each storage counted live on the CPU
+    (test_plan_activations_peers._LiveBytes) against fits.estimate's activations and loss."""
     from test_plan_activations_peers import _LiveBytes
 
     from pretrain.train.fits import estimate
@@ -223,19 +220,32 @@ def test_preflight_counts_what_the_loss_holds(tmp_path, text, dtype, per_vocab):
     from pretrain.train.testing import tiny_config
     from pretrain.train.trainer import Trainer
 
+    measured, estimated = [], []
+    for batch in (2, 6):
+        cfg = tiny_config(tmp_path / f"{dtype}-{vocab}-{chunks}-{batch}", text, *SMALL_HEAD,
+                          f"model.vocab_size={vocab}", f"data.batch_size={batch}",
+                          f"precision.dtype={dtype}", f"train.loss_chunks={chunks}")
+        trainer = Trainer(cfg, quiet=True)
+        live = _LiveBytes()
+        with live:
+            trainer._forward_backward(1)  # noqa: SLF001
+        measured.append(live.peak)
+        need = estimate(cfg, resolve_shape(cfg.model), dims_from_config(cfg.parallel))
+        estimated.append(need.activations + need.logits)
+    tokens = 4 * 64
+    return (measured[1] - measured[0]) / tokens, (estimated[1] - estimated[0]) / tokens
+
+
+@pytest.mark.parametrize("dtype,chunks", [("bf16", 1), ("fp32", 1), ("bf16", 4)])
+def test_preflight_counts_what_the_loss_holds(tmp_path, text, dtype, chunks):
+    """At V = 2,048 and 8,192 (d_model 32, so the loss dominates) the trainer's step adds, per token
+    and vocabulary entry, what fits.estimate adds: 12 bytes (log_softmax's fp32 output and two fp32
+    gradients, the logits freed before backward; 14 and 16 when the trainer kept them, session 8),
+    in bf16 and fp32; over train.loss_chunks = 4 slices recomputed in backward, 12 / 4 = 3."""
+    per_token, predicted = {}, {}
     for vocab in (2048, 8192):
-        measured, estimated = [], []
-        for batch in (2, 6):
-            cfg = tiny_config(tmp_path / f"{vocab}-{batch}", text, *SMALL_HEAD, f"model.vocab_size={vocab}",
-                              f"data.batch_size={batch}", f"precision.dtype={dtype}")
-            trainer = Trainer(cfg, quiet=True)
-            live = _LiveBytes()
-            with live:
-                trainer._forward_backward(1)  # noqa: SLF001
-            measured.append(live.peak)
-            need = estimate(cfg, resolve_shape(cfg.model), dims_from_config(cfg.parallel))
-            estimated.append(need.activations + need.logits)
-        tokens = 4 * 64
-        per_token = (measured[1] - measured[0]) / tokens
-        assert per_token / vocab == pytest.approx(per_vocab, rel=0.1), (vocab, per_token)
-        assert (estimated[1] - estimated[0]) / tokens == pytest.approx(per_token, rel=0.05), vocab
+        per_token[vocab], predicted[vocab] = _loss_peaks(tmp_path, text, dtype, vocab, chunks)
+    slope = (per_token[8192] - per_token[2048]) / (8192 - 2048)  # the layer's own bytes cancel
+    assert slope == pytest.approx(12 / chunks, rel=0.02), per_token
+    assert (predicted[8192] - predicted[2048]) / (8192 - 2048) == pytest.approx(slope, rel=0.02)
+    assert predicted[8192] == pytest.approx(per_token[8192], rel=0.05), (predicted, per_token)

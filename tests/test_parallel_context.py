@@ -52,10 +52,13 @@ def _check(res: dict) -> None:
 def test_cp2_equals_one_process_and_resumes_on_one(tmp_path, text):
     runs = [(str(tmp_path / "grads"), str(text), [*LONG, "parallel.cp=2"], "grads"),
             (str(tmp_path / "train"), str(text), [*LONG, "parallel.cp=2"], "train"),
-            (str(tmp_path / "half"), str(text), [*LONG, "parallel.cp=2", "train.stop_at=2"], "train")]
+            (str(tmp_path / "half"), str(text), [*LONG, "parallel.cp=2", "train.stop_at=2"], "train"),
+            # the loss over 3 slices of each rank's tokens (train.loss_chunks) against the whole one
+            (str(tmp_path / "chunks"), str(text), [*LONG, "parallel.cp=2", "train.loss_chunks=3"], "grads")]
     res = run_distributed("pretrain.train.testing.cp_suite", 2, runs, timeout=300)
     assert res[0] == res[1]  # every rank agrees
     _check(res[0][0])
+    _check(res[0][3])
     one = Trainer(tiny_config(tmp_path / "one", text, *LONG), quiet=True).fit()
     for (loss, norm), r in zip(res[0][1], one):
         assert math.isclose(loss, r["loss"], rel_tol=1e-5), (loss, r)

@@ -71,6 +71,9 @@ TWO_RANKS = {
     "pp_interleaved1f1b": (1, "parallel.pp=2", "parallel.pp_schedule=interleaved1f1b"),
     "fsdp_activation_checkpointing": (2, "parallel.dp_shard=2", "parallel.activation_checkpointing=full"),
     "tp_zero2_like": (1, "parallel.tp=2", "parallel.reshard_after_forward=false"),
+    # the loss over 3 slices of tokens inside the model's forward, under DDP's and FSDP2's hooks
+    "ddp_loss_chunks": (2, "parallel.dp_replicate=2", "train.loss_chunks=3"),
+    "fsdp_loss_chunks": (2, "parallel.dp_shard=2", "train.loss_chunks=3"),
 }
 
 
@@ -81,7 +84,13 @@ def test_two_rank_layouts_equal_one_process(tmp_path, text, reference):
         (str(tmp_path / name), str(text), [*layout, f"data.batch_size={GLOBAL_BATCH // dp}", *COMMON])
         for name, (dp, *layout) in TWO_RANKS.items()
     ]
-    results = run_distributed("pretrain.train.testing.train_many", 2, runs, timeout=240)
+    both = run_distributed("pretrain.train.testing.train_many_and_young", 2, runs, str(tmp_path / "young"),
+                           str(text), timeout=240)
+    # Young's rule (checkpoint.every=0) measures save and step times on each rank, and each rank kept
+    # its own interval (seen: 2 steps on rank 0, 1 on rank 1): one rank entered a save's collectives
+    # alone, and a resume hung for parallel.timeout_s. Rank 1 measures 1000x slower steps here.
+    assert both[0][1] == both[1][1], [b[1] for b in both]
+    results = [b[0] for b in both]
     assert results[0] == results[1]  # both ranks logged the same (agreed) numbers
     for name, got in zip(TWO_RANKS, results[0]):
         try:

@@ -135,6 +135,8 @@ def test_params_builds_the_count_asked_for():
     (("--model", "llama-3-8b", "--layout", "tp=2,tp=4"), "tp is given twice"),  # planned tp=4
     # planned unfused attention and said "attention at FlashAttention-1's speed"
     (("--model", "gpt2-124m", "--no-flash", "--attention", "flash1"), "--no-flash"),
+    # the trainer's chunked loss: counted in its own profile only
+    (("--model", "gpt2-124m", "--gpus", "1", "--loss-chunks", "4"), "--activations pretrain"),
 ])
 def test_bad_values_stop_with_one_line_before_any_search(args, message):
     r = _run(*args)
@@ -346,3 +348,27 @@ def test_a_run_directory_is_planned_as_the_model_it_trained(tmp_path, capsys):
     (run / "config.toml").write_text('[model]\npreset = "no-such"\n')
     assert main(["plan", "--model", str(run), "--gpus", "1"]) == 2
     assert "config.toml" in capsys.readouterr().err
+
+
+def test_loss_chunks_shrink_the_planned_loss_and_reach_the_recipe(tmp_path, capsys):
+    """`--loss-chunks 8`: the plan's loss term drops by 7/8 of its vocabulary part (12
+    bytes per entry per token, measured in tests/test_config_sweep.py -k preflight_counts), and
+    --emit-recipe writes train.loss_chunks, which the trainer's config loads."""
+    from pretrain.config import load
+    from pretrain.train.config import RunConfig
+
+    base = ["plan", "--model", "tiny-cpu", "--gpus", "1", "--batch-tokens", "2K", "--tokens", "1M",
+            "--activations", "pretrain", "--layout", "tp=1,pp=1,zero=0,mbs=1,recompute=none", "--json"]
+    logits = {}
+    for n in (1, 8):
+        assert cli.main([*base, "--loss-chunks", str(n)]) == 0
+        logits[n] = json.loads(capsys.readouterr().out)["layout"]["memory_gb"]["logits"] * 1e9
+    shape = get_shape("tiny-cpu")
+    assert logits[1] - logits[8] == pytest.approx(12 * shape.vocab_size * shape.seq_len * 7 / 8)
+    out = tmp_path / "r.toml"
+    assert cli.main([*base[:-1], "--loss-chunks", "8", "--emit-recipe", str(out)]) == 0
+    assert load(RunConfig, str(out), []).train.loss_chunks == 8
+    # the trainer refuses it with tensor or pipeline parallelism: so does the plan, in the layout's row
+    r = _run("--model", "llama-3-8b", "--activations", "pretrain", "--loss-chunks", "8",
+             "--layout", "tp=2,pp=1,zero=3,mbs=1,recompute=full", "--json")
+    assert "needs tp=1 and pp=1" in r.stdout + r.stderr, (r.stdout[-500:], r.stderr)

@@ -25,7 +25,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 DRIVER = """
 import sys, time
 from pretrain.curate.executor import RayExecutor
-RayExecutor(workers=1)
+RayExecutor(workers=1).start()
 print("ready", flush=True)
 time.sleep(600)
 """

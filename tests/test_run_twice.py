@@ -234,6 +234,13 @@ def test_a_rerun_says_its_seconds_are_over_several_attempts(tmp_path, capsys):
     assert f"{stats['wall_seconds']:.1f} s over 2 attempts" in capsys.readouterr().out
     assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 0
     assert "seconds (2 attempts)" in (tmp_path / "r.html").read_text()
+    # Where an attempt resumes, in one line even without a terminal (a log shows no bar): here as a
+    # SIGKILL after shard 0 was filtered leaves it. Before, a rerun said nothing until its funnel.
+    for marker in ["filter_00001", "removals", "write_00000", "write_00001"]:
+        (out / "work" / "done" / f"{marker}.done").unlink()
+    assert main(args) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert said == ["pretrain dedup: resuming (attempt 3): 1 of 2 shards already filtered"], said
 
 
 def test_a_job_output_under_a_url_prefix_reads_its_data_only(tmp_path):
@@ -405,6 +412,19 @@ def test_a_rerun_into_another_jobs_out_is_refused_in_one_line_with_both_counts(t
     lines = (said.out + said.err).splitlines()
     assert len(lines) == 1 and lines[0].startswith("pretrain curate: error:"), lines
     assert "of 3 input files" in lines[0] and "this run has 1 other input file" in lines[0], lines[0]
+    # One file added, one removed, one rewritten: "this run has 4 other input files" said none of the
+    # three was the same; the line names the file that differs.
+    extra = _corpus(tmp_path / "extra", _prose(1, seed=13), files=1) / "part0.jsonl"
+    parts = sorted(str(p) for p in three.iterdir())
+    for inputs, said_here in [([*parts, str(extra)], f"this run adds 1 ({extra})"),
+                              (parts[1:], f"this run lacks 1 ({parts[0]})")]:
+        assert main(["curate", *inputs, "-o", str(out), "--workers", "1"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "of 3 input files" in err and said_here in err, err
+    Path(parts[2]).write_text(Path(parts[2]).read_text() * 2)
+    assert main(["curate", str(three), "-o", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{parts[2]} changed since" in err, err
 
 
 def test_a_write_probe_left_by_a_killed_attempt_is_gone_after_the_rerun(tmp_path, capsys):
@@ -440,3 +460,49 @@ def test_a_write_probe_object_left_by_a_killed_attempt_is_gone_after_the_rerun(t
     curate([str(corpus)], out, cfg, executor=LocalExecutor(1), work_dir=tmp_path / "work")
     fs.invalidate_cache()
     assert not fs.exists(f"{bucket}/out/.write-probe")
+
+
+def test_a_ray_rerun_into_another_jobs_out_is_refused_before_ray_starts(tmp_path, capsys):
+    # RayExecutor started a local instance (~6 s, Ray's own log lines first) before OUT was checked:
+    # the refusal came last, after a Ray instance that had nothing to run.
+    ray = pytest.importorskip("ray")
+    out = tmp_path / "out"
+    assert main(["curate", str(_corpus(tmp_path / "a", _prose(2, seed=14), files=1)), "-o", str(out),
+                 "--workers", "1", "--quiet"]) == 0
+    capsys.readouterr()
+    other = _corpus(tmp_path / "b", _prose(2, seed=15), files=1)
+    assert main(["curate", str(other), "-o", str(out), "--executor", "ray", "--workers", "1"]) == 2
+    said = capsys.readouterr()
+    assert not ray.is_initialized()
+    assert (said.out + said.err).strip().startswith(f"pretrain curate: error: {out} holds another job"), said
+
+
+def test_the_summary_and_the_settings_echo_are_one_line_each_in_a_narrow_log(tmp_path, capsys, monkeypatch):
+    # rich wraps at the console's width (80 without a terminal): "... 4.2 s over 2\nattempts" and
+    # "(full config: \nOUT/config.toml)" broke the lines a log is grepped for.
+    monkeypatch.setenv("COLUMNS", "40")
+    src = _corpus(tmp_path / "src", _prose(4, seed=21))
+    out = tmp_path / "out"
+    args = ["dedup", str(src), "-o", str(out), "--workers", "1", "--set", "dedup.near=false"]
+    assert main(args) == 0 and main(args) == 0
+    said = capsys.readouterr()
+    summary = [line for line in said.out.splitlines() if line.startswith("read ")][-1]
+    assert summary.endswith(" over 2 attempts") and "bad records skipped" in summary, said.out
+    echo = [line for line in said.err.splitlines() if line.startswith("config: ")][-1]
+    assert echo.endswith(f"(full config: {out}/config.toml)"), said.err
+
+
+@pytest.mark.parametrize("theirs", ["config.toml", "stats.json", "data/notes.txt"])
+def test_an_output_folder_holding_files_of_its_own_is_refused_before_writing(tmp_path, capsys, theirs):
+    # `-o .` in a project folder overwrote its config.toml (and stats.json) with the job's, and a
+    # data/ holding the user's notes became a corpus folder `load_dataset` no longer reads.
+    corpus = _corpus(tmp_path / "in", _prose(2, seed=23), files=1)
+    out = tmp_path / "mine"
+    (out / theirs).parent.mkdir(parents=True, exist_ok=True)
+    (out / theirs).write_text("mine = 1\n")
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    assert main(["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and theirs in err and "not a pretrain job" in err, err
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # nothing written
+    assert (out / theirs).read_text() == "mine = 1\n"

@@ -178,3 +178,16 @@ def test_a_store_without_conditional_writes_still_claims_and_refuses(tmp_path, m
             job.claim(job.Layout(out, tmp_path / "b"), b)
     finally:
         srv.stop()
+
+
+def test_a_bad_record_of_an_object_is_named_by_its_url_not_the_local_copy(s3_here, tmp_path, capsys):  # noqa: F811
+    # The shard reads a local copy (work/tmp/input_<shard>_NAME) that is gone once it ends: a bad
+    # record named by that path points the user at nothing.
+    bucket = s3_here.new_bucket("bad")
+    s3_here.filesystem().pipe(f"{bucket}/in/b.jsonl", _rows("b.jsonl") + b'{"id": "broken", "te\n')
+    rc = main(["dedup", f"s3://{bucket}/in", "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"])
+    shown = capsys.readouterr().out
+    assert rc == 0
+    errors = json.loads((tmp_path / "out" / "stats.json").read_text())["errors"]
+    assert errors["count"] == 1 and errors["examples"][0]["file"] == f"s3://{bucket}/in/b.jsonl", errors
+    assert f"s3://{bucket}/in/b.jsonl: record line 5" in shown and "input_0" not in shown, shown

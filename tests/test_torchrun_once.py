@@ -5,6 +5,7 @@ Two processes, a tiny model; each torchrun start costs ~10 s on the shared 2-cor
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -102,3 +103,58 @@ def test_without_restarts_there_is_no_hint_nor_marker(monkeypatch, tmp_path):
         monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", str(count))
         said.append(not onerank.said_in_this_job("x"))
     assert said == [True, False, False] and list(tmp_path.iterdir()) == []  # the last one cleans up
+
+
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (from /proc: no psutil in the test dependencies)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:  # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")"
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_the_ranks_end_with_a_sigkilled_torchrun(tmp_path, text):
+    # torchrun starts each rank in a session of its own (start_new_session in torch 2.13's
+    # SubprocessHandler), so `kill -9` of torchrun's process group (a job killed from the shell, a
+    # scheduler's SIGKILL of the launcher) left the ranks training on, unseen, writing the run
+    # directory that the rerun of the same command was writing too. A rank ends with its agent.
+    import signal
+    import time
+
+    cfg = tiny_config(tmp_path / "run", text, "train.steps=1000000", "checkpoint.every=100000")
+    path = tmp_path / "run.toml"
+    path.write_text(cfgmod.dumps(cfg))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+           "--rdzv-endpoint", "127.0.0.1:0", "-m", "pretrain", "train", str(path), "--quiet"]
+    agent = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    metrics, ranks = tmp_path / "run" / "metrics.jsonl", []
+    try:
+        deadline = time.monotonic() + 90
+        while not (metrics.is_file() and metrics.stat().st_size) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ranks = _children(agent.pid)
+        assert ranks and metrics.is_file(), "the run never trained a step"
+        os.killpg(agent.pid, signal.SIGKILL)  # the whole group, as `kill -9 -PGID` does
+        agent.wait()
+        deadline = time.monotonic() + 10
+        while any(map(_alive, ranks)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(map(_alive, ranks)), "a rank kept training after torchrun was killed"
+    finally:
+        for pid in [agent.pid, *ranks]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

@@ -445,3 +445,27 @@ def test_a_resume_whose_init_from_tokenizer_changed_names_it(hf_folders, text, t
     with pytest.raises(UserError) as e:
         Trainer(tiny_config(tmp_path / "run", text, *over), quiet=True)
     assert said in str(e.value) and str(tok.resolve()) in str(e.value) and "\n" not in str(e.value), e.value
+
+
+def test_a_resume_after_the_init_from_folder_is_gone_uses_the_run_s_own_model(hf_folders, text, tmp_path,
+                                                                                capsys):
+    """The base folder deleted (a Hugging Face cache cleaned) or not copied with the run directory:
+    the resume needs none of its weights, and RUN/config.toml spells out the model; it was refused as
+    "FOLDER: no config.json". Steps 3-4 equal the run that never stopped, bit for bit."""
+    import shutil
+
+    folder = tmp_path / "base"
+    shutil.copytree(hf_folders["llama"], folder)
+    tok = shutil.copy(folder / "tokenizer.json", tmp_path / "tokenizer.json")
+    over = [f"model.init_from={folder}", f"data.tokenizer={tok}", "checkpoint.every=2", "train.steps=4"]
+    ref = Trainer(tiny_config(tmp_path / "ref", text, *over), quiet=True)
+    never = {r["step"]: r["loss"] for r in ref.fit()}
+    Trainer(tiny_config(tmp_path / "run", text, "train.stop_at=2", *over), quiet=True).fit()
+    shutil.rmtree(folder)
+    capsys.readouterr()
+    t = Trainer(tiny_config(tmp_path / "run", text, *over), quiet=True)
+    assert t.step == 2
+    assert f"{folder}: no config.json; resuming with the model" in capsys.readouterr().err
+    assert {r["step"]: r["loss"] for r in t.fit()} == {3: never[3], 4: never[4]}
+    with pytest.raises(UserError, match="no config.json"):  # no checkpoint to resume: still refused
+        Trainer(tiny_config(tmp_path / "fresh", text, *over), quiet=True)

@@ -21,6 +21,7 @@ from conftest import sigint_as_in_a_terminal
 
 from pretrain import config as cfgmod
 from pretrain.cli import main
+from pretrain.errors import UserError
 from pretrain.train import checkpoint as ck
 from pretrain.train import trainer as trainer_mod
 from pretrain.train.metrics import read_metrics
@@ -157,6 +158,16 @@ def test_step_line_shows_total_elapsed_and_eta(tmp_path, text, capsys):
     assert [x.split()[1] for x in lines] == ["1/3", "2/3", "3/3"]
     assert all(" elapsed 0:00:" in x and " eta 0:00:" in x for x in lines)
     assert lines[-1].endswith("eta 0:00:00")
+    assert " mfu " not in lines[0]  # log.peak_flops = 0: no peak to compare with
+    # with a peak, the line shows the MFU metrics.jsonl records (PaLM: tokens/s x FLOPs/token / peak)
+    from pretrain.plan.compute import flops_per_token
+
+    t = Trainer(tiny_config(tmp_path / "mfu", text, "train.steps=2", "log.peak_flops=1e9"))
+    recs = t.fit()
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("step ")]
+    for line, rec in zip(lines, recs, strict=True):
+        assert rec["mfu"] == pytest.approx(rec["tokens_per_s"] * flops_per_token(t.shape) / 1e9, rel=1e-3)
+        assert f"  mfu {100 * rec['mfu']:.1f}%  elapsed " in line, line
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -178,3 +189,24 @@ def test_numbers_out_of_range_are_one_line_errors(tmp_path, text, capsys, argv, 
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert says in err[-1] and sum(says in x for x in err) == 1
+
+
+def test_a_second_run_into_a_run_directory_in_use_is_refused(tmp_path, text):
+    # The same command started twice trained twice into one directory (each pruning the other's
+    # checkpoints, the second rewriting metrics.jsonl under the first). Another process holds the
+    # lock here as a running `pretrain train` would: flock on the directory, dropped when it dies.
+    run = tmp_path / "run"
+    run.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               f"fd = os.open({str(run)!r}, os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(UserError, match=r"another run is training into this directory now; wait"):
+            Trainer(tiny_config(run, text, "train.steps=2"), quiet=True).fit()
+        assert list(run.iterdir()) == []  # refused before writing anything
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [r["step"] for r in Trainer(tiny_config(run, text, "train.steps=2"), quiet=True).fit()] == [1, 2]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from pretrain.errors import UserError
 from pretrain.train import checkpoint as ck
 from pretrain.train.metrics import read_metrics
 from pretrain.train.testing import tiny_config
@@ -49,6 +50,15 @@ def test_stop_at_20_then_resume_to_40_is_bitwise(tmp_path, text, reference):
     assert losses == ref_losses  # == on floats: bit for bit
     assert t.loader.state_dict() == ref_pos
     assert all(torch.equal(a, b) for a, b in zip(t.params, ref_params))
+    # the same command over a shorter text (data.path is free to move; its tokens are checked): one
+    # line saying what differs and what to do, not the loader's two state dicts to compare by eye
+    short = tmp_path / "short.txt"
+    short.write_bytes(Path(text).read_bytes()[:100_000])
+    with pytest.raises(UserError) as e:
+        Trainer(tiny_config(tmp_path, text, f"data.path={short}", "train.steps=50"), quiet=True)
+    said = str(e.value)
+    assert said.startswith(f"{short}: the checkpoint was trained on other data (") and "\n" not in said
+    assert "then); point data.path back at that text, or train into another train.out" in said, said
 
 
 def test_a_checkpoint_with_the_optimizer_keyed_by_group_index_still_resumes(tmp_path, text, reference,
@@ -102,7 +112,7 @@ def test_sigkill_at_a_random_moment_then_resume(tmp_path, text, reference):
     assert t.loader.state_dict() == ref_pos
 
 
-def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, reference):
+def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, reference, capsys):
     ref_losses, _, _ = reference
     cfg = tiny_config(tmp_path, text, "train.stop_at=10", "checkpoint.async_save=false")
     Trainer(cfg, quiet=True).fit()
@@ -110,6 +120,7 @@ def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, r
     assert [s for s, _, ok in ck.list_checkpoints(root) if ok] == [5, 10]
     newest = ck.step_dir(root, 10)
     data = max(newest.glob("*.distcp"), key=lambda p: p.stat().st_size)
+    size = data.stat().st_size
     with open(data, "r+b") as f:  # a write cut short, but its completion marker survived
         f.truncate(data.stat().st_size // 2)
     assert not ck.is_complete(newest)
@@ -117,8 +128,15 @@ def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, r
     (ck.step_dir(root, 5) / ck.MARKER).rename(ck.step_dir(root, 5) / "x")  # no marker: also ignored
     assert ck.latest_complete(root) is None
     (ck.step_dir(root, 5) / "x").rename(ck.step_dir(root, 5) / ck.MARKER)
+    capsys.readouterr()
     t = Trainer(tiny_config(tmp_path, text, "train.stop_at=15"), quiet=True)
     assert t.step == 5
+    # a checkpoint with its marker that does not match it is damage, not a save cut short: said (even
+    # with --quiet, like the resuming line), naming the directory, the file and the sizes
+    said = capsys.readouterr().err.splitlines()
+    why = f"{ck.MARKER} lists {data.name} of {size:,} bytes, it has {size // 2:,}"
+    assert said[0] == f"{newest}: not used: {why}", said
+    assert said[1].startswith("resuming from step 5 (")
     recs = t.fit()
     assert {r["step"]: r["loss"] for r in recs} == {s: ref_losses[s] for s in range(6, 16)}
 

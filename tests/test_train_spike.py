@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from pretrain.errors import UserError
 from pretrain.train.data import TextLoader, encode_text, read_text
 from pretrain.train.metrics import read_metrics
 from pretrain.train.testing import fallback_text, tiny_config
@@ -96,3 +97,44 @@ def test_persistent_spike_skips_the_window_around_it(tmp_path):
     assert len(rollbacks) == 1 and rollbacks[0]["skip_batches"] == [BAD - 1, BAD + 2]
     b = _trainer(tmp_path / "b", text, *extra, f"data.skip=[[{BAD - 1}, {BAD + 2}]]", bad=(BAD, BAD + 1))
     assert {r["step"]: r["loss"] for r in steps} == {r["step"]: r["loss"] for r in b.fit()}
+
+
+class _Killed(Exception):
+    """Stands in for SIGKILL: nothing after it runs (no save, no cleanup of the run directory)."""
+
+
+class _DyingAt(Corrupting):
+    def __init__(self, inner: TextLoader, dies_at: int):
+        super().__init__(inner)
+        self.dies_at = dies_at
+
+    def next_batch(self, batch_size: int) -> np.ndarray:
+        if self.inner.batches == self.dies_at:
+            raise _Killed
+        return super().next_batch(batch_size)
+
+
+def test_a_kill_after_the_rollback_keeps_its_skip(tmp_path):
+    # Rollback at step 23 to step 20 (skip [22, 22]), then the process dies at step 24, before any
+    # checkpoint holds the skip. The rerun resumes from step 20: batch 22 must stay skipped (not
+    # re-read, no second spike or rollback), and the record must still explain the one rollback.
+    text = fallback_text(tmp_path / "topics.txt")
+    a = _trainer(tmp_path / "a", text)
+    a.loader.inner = _DyingAt(a.loader.inner.inner, dies_at=BAD + 2)
+    with pytest.raises(_Killed):
+        a.fit()
+    assert a.rollbacks == 1 and a.step == 23
+    b = _trainer(tmp_path / "a", text)
+    assert b.resumed and b.step == 20 and b.rollbacks == 1  # max_rollbacks counts across restarts
+    resumed = {r["step"]: r["loss"] for r in b.fit()}
+    steps, events = read_metrics(tmp_path / "a" / "metrics.jsonl")
+    course = [(e["event"], e["step"]) for e in events if e["event"] in ("spike", "rollback")]
+    assert course == [("spike", BAD + 1), ("rollback", 20)]  # once each, the spike that explains it kept
+    assert [r["step"] for r in steps] == list(range(1, 41))
+    clean = _trainer(tmp_path / "c", text, f"data.skip=[[{BAD}, {BAD}]]", "train.stop_at=30")
+    never = {r["step"]: r["loss"] for r in clean.fit()}
+    assert {s: resumed[s] for s in range(21, 31)} == {s: never[s] for s in range(21, 31)}  # bit for bit
+    ledger = tmp_path / "c" / "checkpoints" / "rollbacks.json"  # from someone else: one line naming it
+    ledger.write_text('{"skip": [[5, "x"]], "rollbacks": 1}')
+    with pytest.raises(UserError, match=r"rollbacks\.json: not a list of skipped micro-batch ranges"):
+        _trainer(tmp_path / "c", text)

@@ -17,7 +17,7 @@ import re
 import sys
 
 from pretrain.errors import DataError, UserError, storage_error
-from pretrain.lifeline import exit_with_env_parent
+from pretrain.lifeline import exit_with_env_parent, exit_with_torchrun
 from pretrain.untrusted import printable
 
 # name -> module under pretrain.commands (order is the order `pretrain --help` lists them).
@@ -152,6 +152,7 @@ RESUME_HINT = "; rerun the same command to resume (finished work is kept)"
 
 def main(argv: list[str] | None = None) -> int:
     exit_with_env_parent()  # a stage of `pretrain demo` ends with the demo, even a kill -9'd one
+    exit_with_torchrun()  # a rank ends with its torchrun agent, even a kill -9'd one
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # report from the subcommand, whose usage and options are the ones that matter

@@ -185,3 +185,13 @@ def exit_with_env_parent() -> None:
     pid = os.environ.pop(PARENT_ENV, "")
     if pid.isdigit():
         exit_with_parent(int(pid))
+
+
+def exit_with_torchrun() -> None:
+    """A rank started by torchrun (TORCHELASTIC_RUN_ID set) ends with its agent, its parent. torch
+    2.13 starts each rank in a session of its own (`start_new_session` in elastic's
+    SubprocessHandler), so `kill -9` of torchrun's process group, or a scheduler's SIGKILL of the
+    launcher, left the ranks training on unseen (or waiting in the rendezvous for good), writing the
+    run directory that the rerun of the same command writes too."""
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        exit_with_parent()

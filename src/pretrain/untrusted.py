@@ -208,3 +208,9 @@ def printable(text: str) -> str:
     """`text` safe to print on a terminal: a file name, record id or URL from someone else, with
     every control character and bidi override written as its escape (`\\x1b`, `\\u202e`)."""
     return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def one_line(text: str) -> str:
+    """`printable`, with newlines and tabs escaped too: a line that names someone else's file (an
+    object key may hold a newline) stays one line, and cannot print a line of the name's choosing."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")

@@ -23,6 +23,7 @@ The belt, in FineWeb's order (each step can be turned off or re-tuned with --set
   -> gopher_repetition -> gopher_quality -> c4_quality (rewrites lines) -> fineweb_quality
   -> classifier (optional) -> decontaminate (optional) -> pii (optional)
   -> exact_dedup -> near_dedup (MinHash 5-grams, 14 bands x 8 rows)
+  -> site_lines (off: --set dedup.site_lines=2 removes the lines 3+ pages of one site share)
 The list is yours: --set steps='["extract","language","my_pkg.steps:Boilerplate","dedup"]' runs
 those, in that order (a "module:callable" is your own Step; dedup, a global stage, comes last).
 
@@ -122,7 +123,8 @@ def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
 
     def claimed() -> None:  # after OUT is this job's: a refusal is then the first and only line
         if not args.quiet:
-            progress.console.print(echo_config(job, cfg, args.output), markup=False, highlight=False)
+            progress.console.print(echo_config(job, cfg, args.output), markup=False, highlight=False,
+                                   soft_wrap=True)
         for warning in (english_rules_warning(cfg), work_dir_warning(args)):
             if warning:
                 progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)

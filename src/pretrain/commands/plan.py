@@ -160,6 +160,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "trainer as written (fp32 residual, unfused norms and SwiGLU; ~1.9x the activations "
                    "on a Llama block): pick pretrain to plan a `pretrain train` run; or torchtitan "
                    "(eager, bf16 weights, no autocast)")
+    p.add_argument("--loss-chunks", type=Number(int, lo=1, hi=4096, why="slices of a micro-batch's tokens"),
+                   default=1, help="with --activations pretrain: the trainer's loss run over this many "
+                   "slices of the tokens (train.loss_chunks), its 12 bytes per vocabulary entry per token "
+                   "divided by it; only layouts with tp=1 and pp=1 (default 1: the whole loss)")
     p.add_argument("--kernels", default=None, choices=["fused", "eager"],
                    help="element-wise kernels: fused (Megatron-Core/TE, torch.compile) or eager PyTorch, "
                    "one pass per op (default: eager with --activations pretrain, else fused)")
@@ -263,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     job = Job(shape, gpu, args.gpus, batch, args.accounting, not args.no_flash, args.efficiency,
               args.activations, kernels=args.kernels or "", selective=args.selective,
               reduce_dtype=args.reduce_dtype or "", attention=args.attention, dropout=not args.no_dropout,
-              headroom=args.headroom)
+              headroom=args.headroom, loss_chunks=args.loss_chunks)
     budget = report.Budget(tokens, args.mtbf_gpu_hours, args.checkpoint_seconds, args.restart_seconds)
     layout = report.parse_layout(args.layout, args.gpus) if args.layout else None
     if layout is not None:
@@ -334,6 +338,8 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     lay = Layout(**{k: v for k, v in plan["layout"]["layout"].items() if k != "dp"})
     try:
         config, more = recipe.recipe(job.shape, lay, job.batch_seqs)
+        if job.loss_chunks > 1:
+            config["train"]["loss_chunks"] = job.loss_chunks
     except UserError as e:
         raise UserError(f"{e}; {_nothing_written(args.emit_recipe)}") from e
     notes = mapped + [m for m in more if m not in mapped] + notes

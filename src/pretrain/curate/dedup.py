@@ -92,6 +92,9 @@ class DedupConfig:
     parts: int = bounded(0, lo=0, hi=9999, why="key ranges, named with 4 digits; 0 = from memory_mb")
     # Documents per signed part of a shard: one part (~0.6 KB/doc at 14 x 8) is what signing holds.
     chunk_docs: int = bounded(50_000, lo=1, why="documents per signed part")
+    # Site boilerplate (curate/site_lines.py): after exact and near removal, remove from each
+    # document the lines that >= K other surviving documents of its site also hold. 0: off.
+    site_lines: int = bounded(0, lo=0, hi=10**9, why="K: a line of >= K + 1 documents of its site goes")
 
 
     def __post_init__(self) -> None:
@@ -537,7 +540,8 @@ def find_duplicates(work_dir: Path, num_shards: int, cfg: DedupConfig,
     pieces = [(shard, p) for shard, info in enumerate(shards) for p in range(len(info["parts"]))]
     offsets = [0] + np.cumsum([n for info in shards for n in info["parts"]], dtype=np.int64).tolist()
     digest = xxhash.xxh3_64_hexdigest(json.dumps(
-        {"cfg": asdict(cfg) | {"memory_mb": None, "parts": None, "chunk_docs": None},
+        {"cfg": {k: v for k, v in asdict(cfg).items() if k != "site_lines"}  # not in this list
+         | {"memory_mb": None, "parts": None, "chunk_docs": None},
          "records": 3,  # 2: records carry the row in their shard; 3: renames of repeated ids
          "shards": [s["files"] for s in shards]},
         sort_keys=True).encode())

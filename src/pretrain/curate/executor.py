@@ -107,12 +107,20 @@ class RayExecutor:
         self._ray = ray
         if address and address != "auto":
             _check_reachable(address)
+        self._address, self._asked, self._workers = address, workers, 0
+
+    def start(self) -> RayExecutor:
+        """Start (or join) Ray, once. At the first `map`, not when built: a job refused before it
+        runs (another job's OUT, a missing input) starts no instance (~6 s) nor prints Ray's log."""
+        ray, address = self._ray, self._address
+        if self._workers:
+            return self
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
             if address:
                 kwargs["address"] = address
             else:
-                kwargs["num_cpus"] = workers or default_workers()
+                kwargs["num_cpus"] = self._asked or default_workers()
                 kwargs["include_dashboard"] = False
             # a local instance is ours: a SIGKILLed driver must not leave part of it running
             owned = contextlib.nullcontext() if address else ray_reaped_when_gone()
@@ -122,12 +130,17 @@ class RayExecutor:
             except ConnectionError as e:  # "auto" with no cluster running, a cluster that went away
                 first = str(e).split(". ")[0]
                 raise UserError(f"--address {address}: {first} (start one with `ray start --head`)") from e
-        self.workers = workers or int(ray.cluster_resources().get("CPU", 1))
+        self._workers = self._asked or int(ray.cluster_resources().get("CPU", 1))
+        return self
+
+    @property
+    def workers(self) -> int:
+        return self.start()._workers
 
     def map(
         self, fn: Callable[[Any], Any], items: Iterable[Any], on_result: Callable[[Any], None] | None = None
     ) -> list[Any]:
-        ray = self._ray
+        ray = self.start()._ray
         remote = ray.remote(num_cpus=1)(_apply)
         refs = [remote.remote(fn, item) for item in items]
         index = {ref: i for i, ref in enumerate(refs)}
@@ -142,7 +155,7 @@ class RayExecutor:
         return out
 
     def __repr__(self) -> str:
-        return f"RayExecutor(workers={self.workers})"
+        return f"RayExecutor(workers={self._workers or self._asked})"
 
 
 CONNECT_TIMEOUT_S = 5.0

@@ -9,7 +9,8 @@ files); it replaces `doc.text` with the page's main text or drops the page with 
 - `extract_empty`   nothing was left after extraction.
 
 Backends: `resiliparse` (`extract_plain_text(main_content=True)`, C++ on lexbor),
-`trafilatura` (with `favor_precision`, as FineWeb ran it) and `blocks` (resiliparse's main content
+`trafilatura` (with `favor_precision` and its within-page dedup, as FineWeb ran it, but with no
+memory of earlier pages: see extract_text) and `blocks` (resiliparse's main content
 cut into blocks, each kept or dropped by a small model: curate/extract_blocks.py; where the main
 content is under 500 characters, a whole-page render lets a second model bring the article back,
 `rescue`: curate/extract_rescue.py). Numbers behind
@@ -110,8 +111,15 @@ def extract_text(
             post_meta=False,  # "Posted by X on <date>" lines; AEB F1 0.915 -> 0.937 (docs/extraction.md)
         )
     import trafilatura
+    from trafilatura.deduplication import LRU_TEST
 
     # As FineWeb ran it (datatrove's Trafilatura extractor): favor_precision, no comments, deduplicate.
+    # deduplicate=True drops a >100-character segment seen more than twice in a process-wide LRU
+    # that outlives the call, so a page's text depended on the pages extracted before it (8 of the
+    # 58 crawl pages with text differ between two orders): an answer that changed with --workers.
+    # Emptying that one cache first keeps the within-page dedup and forgets other pages
+    # (docs/extraction.md); trafilatura's other caches memoise pure functions and stay.
+    LRU_TEST.clear()
     out = trafilatura.extract(
         html, favor_precision=favor_precision, include_comments=False, deduplicate=True, with_metadata=False
     )

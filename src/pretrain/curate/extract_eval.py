@@ -25,7 +25,8 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
+
+from pretrain.curate.site_lines import site  # noqa: F401 (benchmarks group pages by site)
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _SPACE = re.compile(r"\s+")
@@ -84,19 +85,6 @@ def trafilatura_pages(root: Path, subset: bool = True, with_url: bool = False) -
                 item.get("without", []),
             )
             yield (*page, url) if with_url else page
-
-
-def site(url: str) -> str:
-    """The site a benchmark page comes from: its URL's host without a leading "www.".
-
-    trafilatura-eval names a few pages `hard::<host>-<words>.html` instead of by URL; their site is
-    that host (`hard::blog.python.org.html` -> `blog.python.org`).
-    """
-    if "://" in url:
-        host = (urlsplit(url).hostname or "").lower()
-    else:
-        host = url.rsplit("::", 1)[-1].removesuffix(".html").split("-", 1)[0].lower()
-    return host.removeprefix("www.")
 
 
 def site_fold(url: str, k: int = 5) -> int:

@@ -41,8 +41,15 @@ import xxhash
 
 from pretrain import config as cfgmod
 from pretrain.curate import io, versions
-from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, url_job_data_only
+from pretrain.curate.outputs import (
+    abort_open_uploads,
+    check_writable,
+    is_own_output,
+    refuse_foreign,
+    url_job_data_only,
+)
 from pretrain.curate.readers import list_inputs, source_name
+from pretrain.curate.refusals import difference
 from pretrain.errors import UserError, storage_error
 
 if TYPE_CHECKING:
@@ -209,7 +216,7 @@ def identity(job: str, files: list[str], cfg: CurateConfig, sizes: dict[str, int
     refs = referenced_files(cfg)
     if refs:  # only then: the identity of a job that names no file stays what it was
         what["references"] = refs
-    blob = json.dumps(what, sort_keys=True, default=str).encode()
+    blob = json.dumps({**what, "config": without_neutral(resolved)}, sort_keys=True, default=str).encode()
     stamped = {i["path"]: found[i["path"]] for i in inputs if i["path"] in found}
     return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), **what, "versions": stamped}
 
@@ -242,6 +249,22 @@ def _fingerprint(path: Path) -> dict:
     return {"path": str(path), "size": path.stat().st_size, "xxh3": h.hexdigest()}
 
 
+# Keys added after jobs were written, with the value that does what those jobs did: at that value
+# a key is left out of the hash, so a job written before the key existed resumes under a newer
+# pretrain (its plan.json has no such key) instead of being refused as "another job". Only keys
+# whose value reproduces the old output byte for byte belong here (not, e.g., extract.rescue).
+NEUTRAL_SINCE: dict[str, object] = {"dedup.site_lines": 0}  # 2026-12-02, session 8
+
+
+def without_neutral(config: dict) -> dict:
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in config.items()}
+    for key, value in NEUTRAL_SINCE.items():
+        head, _, tail = key.partition(".")
+        if isinstance(out.get(head), dict) and tail in out[head] and out[head][tail] == value:
+            del out[head][tail]
+    return out
+
+
 def claim(lay: Layout, ident: dict) -> dict[str, dict]:
     """Write OUT/plan.json, or check that the one there is this job; refuse anything else. Returns
     the inputs' stamps the shards check (versions.check_rerun)."""
@@ -254,30 +277,7 @@ def claim(lay: Layout, ident: dict) -> dict[str, dict]:
         raise UserError(f"{plan}: unreadable job plan ({e}); use a new --output") from e
     if old.get("hash") == ident["hash"]:
         return versions.check_rerun(old, ident["versions"])
-    raise UserError(f"{out} holds another job ({_difference(old, ident)}); use a new --output or remove it")
-
-
-def _difference(old: dict, new: dict) -> str:
-    """One phrase saying what differs between two identities."""
-    inputs = old.get("inputs", []) if isinstance(old, dict) else None
-    if not isinstance(inputs, list) or "hash" not in old or not all(isinstance(i, dict) for i in inputs):
-        return "a job written by an older pretrain, without an identity"
-    if [i["path"] for i in old.get("inputs", [])] != [i["path"] for i in new["inputs"]]:
-        n, m = len(old.get("inputs", [])), len(new["inputs"])
-        return (f"{old.get('job', 'a job')} of {n} input file{'s' * (n != 1)}; this run has {m} other "
-                f"input file{'s' * (m != 1)}")
-    if old.get("inputs") != new["inputs"]:
-        return "the same input files with other sizes: they changed since"
-    refs_old, refs_new = old.get("references", []), new.get("references", [])
-    if refs_new and "references" not in old and old.get("config") == new["config"]:
-        return "a job written before pretrain recorded the files its config names (benchmarks, models, lists)"
-    if refs_old != refs_new:
-        changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
-        return f"files the config names changed since ({changed[0]})"
-    keys = sorted(k for k in set(old.get("config", {})) | set(new["config"])
-                  if old.get("config", {}).get(k) != new["config"].get(k))
-    shown = cfgmod.describe_changes(old.get("config", {}), new["config"])
-    return f"a different config: {', '.join(keys) or 'unknown'} differ" + (f" ({shown})" if shown else "")
+    raise UserError(f"{out} holds another job ({difference(old, ident)}); use a new --output or remove it")
 
 
 # ----------------------------------------------------------------------------- attempts
@@ -327,6 +327,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     if not files:
         raise UserError(f"no input files found in {', '.join(map(str, inputs))}")
     ident = identity(job, [f for f, _ in files], cfg, sizes, stamps)
+    refuse_foreign(lay.out)
     check_writable(lay.out, lay.work)
     alone = stack.enter_context(attempt_lock(lay))
     if alone is None:
@@ -460,6 +461,11 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
 
     clock = Attempts(lay)
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
+    from pretrain.curate.report import resuming
+
+    said = resuming(tasks, lay, job, clock.count()) if progress else None
+    if said:
+        progress.console.print(said, markup=False, highlight=False, soft_wrap=True)
 
     def ticker(stage: str):
         by_bytes = stage == "filter" and not any(io.is_url(t.path) for t in tasks)  # inside each file
@@ -513,11 +519,17 @@ def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order
         for w in write_counts:
             dedup.update(w["dropped"])
         dd_in = sum(w["in"] for w in write_counts)
-        for name in ("exact_dedup", "near_dedup"):
+        for name in ("exact_dedup", "near_dedup", "site_lines"):
+            if name not in order:
+                continue
             by = {k.split(".", 1)[1]: v for k, v in sorted(dedup.items()) if k.startswith(name + ".")}
             dropped = sum(by.values())
             per_step[name] = {"in": dd_in, "kept": dd_in - dropped, "dropped": by}
             dd_in -= dropped
+        if "site_lines" in order:  # lines and characters removed, per site (the largest first)
+            from pretrain.curate.site_lines import summary
+
+            per_step["site_lines"].update(summary([w.get("site_lines", {}) for w in write_counts]))
     return {
         "job": job,
         "documents": {"read": read, "kept": kept, "dropped": read - kept},
@@ -567,7 +579,12 @@ def _global_dedup(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, execut
         split_removals(path, lay.removals_dir, len(tasks), lay.tmp)
         io.mark_done(marker, {"job_hash": job_hash, "path": os.path.relpath(path, lay.work)}, marker)
     path = lay.work / json.loads(marker.read_text())["path"]
-    return str(lay.removals_dir), removal_summary(path)
+    summary = removal_summary(path)
+    if cfg.dedup.site_lines > 0:
+        from pretrain.curate.site_lines import global_pass
+
+        summary["site_lines"] = global_pass(tasks, lay, cfg.dedup, executor.map)
+    return str(lay.removals_dir), summary
 
 
 def split_removals(path: Path, folder: Path, shards: int, tmp: Path) -> None:

@@ -112,6 +112,31 @@ def url_job_data_only(fs, hits: list[str], every: list[str]) -> list[str]:
             if not any(h.startswith(f"{o}/") and not h.startswith(f"{o}/data/") for o in outs)]
 
 
+JOB_FILES = ("config.toml", "stats.json", "decontam_report.json")  # what a job writes at OUT's top
+
+
+def refuse_foreign(out: str) -> None:
+    """A local OUT without a job's plan.json must not hold what a job writes: its config.toml or
+    stats.json would be overwritten, and files of its own in data/ or rejects/ would sit among the
+    corpus shards (`load_dataset("json", data_dir=...)` then fails on them). Checked before anything
+    is written. A bucket OUT is not listed for this (a request per job start)."""
+    if io.is_url(out) or (Path(out) / "plan.json").exists() or not Path(out).is_dir():
+        return
+    root = Path(out)
+    found = [name for name in JOB_FILES if (root / name).exists()]
+    for sub in ("data", "rejects"):
+        try:
+            found += [f"{sub}/{n}" for n in sorted(os.listdir(root / sub))]
+        except NotADirectoryError:
+            found.append(sub)
+        except OSError:
+            pass
+    if found:
+        shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+        raise UserError(f"{out} holds files that are not a pretrain job's ({shown}); a job would overwrite "
+                        "or mix with them: use a new or empty --output")
+
+
 PROBE = ".write-probe"
 _PROBE_NAME = re.compile(r"\.write-probe(\.[A-Za-z0-9_]+)?")
 

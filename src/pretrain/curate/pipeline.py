@@ -6,7 +6,10 @@ atomically and records a done marker carrying the job's identity hash):
   A. per shard (one input file): read -> the configured steps; kept documents stream to
      work/kept/, rejects to rejects/filters_*, dedup signatures to work/dedup/.
   B. global (when `dedup` is in the list): exact then near duplicates -> one removal list.
-  C. per shard: kept minus the removal list -> data/; dedup rejects (with the kept twin).
+  B'. with `dedup.site_lines = K`: per shard, the survivors' (site, line) keys counted; globally,
+     the keys of >= K + 1 documents of a site (curate/site_lines.py).
+  C. per shard: kept minus the removal list, minus those lines -> data/; dedup rejects (with the
+     kept twin).
 The FineWeb order (datatrove examples/fineweb.py) with PII moved before dedup so that stage C
 only removes. Priorities for "first kept" are (shard index, position), fixed by the shard plan,
 so the output is the same for any number of workers and any executor.
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pretrain.curate import io, versions
+from pretrain.curate import io, site_lines, versions
 from pretrain.curate.classifier import ClassifierConfig, ClassifierFilter, build_classifier_steps
 from pretrain.curate.decontam import DecontamConfig, build_decontam_step
 from pretrain.curate.dedup import DedupConfig, shard_ok, sign_shard
@@ -87,7 +90,8 @@ class CurateConfig:
 
     @property
     def dedups(self) -> bool:
-        return "dedup" in self.steps and (self.dedup.exact or self.dedup.url or self.dedup.near)
+        return "dedup" in self.steps and (self.dedup.exact or self.dedup.url or self.dedup.near
+                                          or self.dedup.site_lines > 0)
 
     @property
     def passthrough(self) -> bool:
@@ -133,7 +137,8 @@ def step_order(cfg: CurateConfig, shard_stats: list[dict]) -> list[str]:
     """Names of the funnel's rows in belt order: the steps as a shard built them (its stats keep
     the list; a dict's keys would come back sorted), then the global dedup stage's two."""
     names = shard_stats[0].get("step_order", list(shard_stats[0]["steps"])) if shard_stats else []
-    return names + (["exact_dedup", "near_dedup"] if cfg.dedups else [])
+    site = ["site_lines"] if cfg.dedups and cfg.dedup.site_lines > 0 else []
+    return names + (["exact_dedup", "near_dedup", *site] if cfg.dedups else [])
 
 
 @dataclass(frozen=True)
@@ -186,16 +191,21 @@ def measured(step: Step, doc: Document, reason: str) -> dict:
 
 
 class _Errors:
-    """Bad records: counted by reason, the first few kept as examples (file, record, reason)."""
+    """Bad records: counted by reason, the first few kept as examples (file, record, reason).
 
-    def __init__(self) -> None:
+    `shown` names the input as the user gave it when the reader reads a local copy of it (an
+    object's download in work/tmp, removed when the shard ends): the copy's path points at nothing."""
+
+    def __init__(self, shown: dict[str, str] | None = None) -> None:
         self.counts: Counter[str] = Counter()
         self.examples: list[dict] = []
+        self.shown = shown or {}
 
     def __call__(self, path: str, record: object, reason: str) -> None:
         self.counts[reason.split(":")[0]] += 1
         if len(self.examples) < MAX_ERROR_EXAMPLES:
-            self.examples.append({"file": str(path), "record": record, "reason": reason})
+            file = self.shown.get(str(path), str(path))
+            self.examples.append({"file": file, "record": record, "reason": reason})
 
     def summary(self) -> dict:
         return {"count": sum(self.counts.values()), "by_reason": dict(self.counts), "examples": self.examples}
@@ -212,10 +222,10 @@ def run_shard(task: ShardTask) -> dict:
         drop_prefetched(lay, task.path)
         return json.loads(lay.shard_stats(task.shard).read_text())
     t0 = time.time()
-    errors = _Errors()
     steps = build_steps(task.cfg)
     read_stats: Counter[str] = Counter()
     local = _input_copy(task, lay) if io.is_url(task.path) else Path(task.path)
+    errors = _Errors({str(local): task.path})
     if task.prefetch:
         _start_prefetch(task.prefetch, lay)
     with io.collect_uploads() as pending:
@@ -398,30 +408,33 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     removals = shard_removals(mine) if mine else iter(())
     hit = next(removals, None)  # both streams are in row order: a merge, nothing held
     by_reason: Counter[str] = Counter()
+    strip = site_lines.load_stripper(lay.dedup_dir) if task.cfg.dedup.site_lines > 0 else None
     # on object storage, data and dedup rejects go up together: one round trip's wait, not two
     with io.collect_uploads() as pending, io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
             io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:
-        for row, rec in enumerate(_survivors(task, lay)):
-            if hit is None or hit[0] != row:  # by row, as signed in stage A: ids may repeat
-                data.write(rec)
-                continue
-            (_, (step, reason, twin, signed_id)), hit = hit, next(removals, None)
-            if rec["id"] != signed_id:  # the input re-read is not what stage A signed
-                raise UserError(f"{task.path}: document {row + 1} is {rec['id']!r}, signed as "
-                                f"{signed_id!r}: the input changed during the job; rerun into a new --output")
+        for rec, (step, reason, twin) in _after_removals(task, lay, removals, hit):
             if step == "rename":  # a later copy of an id that stays: ids are unique in data/
-                data.write({**rec, "id": twin})
+                rec, step = {**rec, "id": twin}, None
+            if step is None and strip is not None and (text := strip(rec)) is not None:
+                if text.strip():
+                    rec = {**rec, "text": text}
+                else:  # nothing but its site's boilerplate
+                    step, reason, twin = "site_lines", "site_boilerplate", None
+            if step is None:
+                data.write(rec)
                 continue
             by_reason[f"{step}.{reason}"] += 1
             doc = Document(rec["id"], rec["text"], rec.get("url"), rec.get("source", ""),
                            rec.get("metadata", {}))
-            dropped.write(reject_record(doc, step, reason, kept_id=twin))
+            dropped.write(reject_record(doc, step, reason, **({"kept_id": twin} if twin else {})))
     counts = {
         "in": data.count + dropped.count,
         "kept": data.count,
         "dropped": dict(by_reason),
         "seconds": round(time.time() - t0, 3),
     }
+    if strip is not None:  # site -> [lines, characters] removed from the documents that stayed
+        counts["site_lines"] = strip.removed
 
     def commit() -> None:  # the objects first, the marker last
         io.upload_pending(pending)
@@ -429,6 +442,35 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
 
     _commit(task.overlap, commit, pending)
     return counts
+
+
+def _after_removals(task: ShardTask, lay: Layout, removals: Iterator, hit) -> Iterator[tuple[dict, tuple]]:
+    """Each survivor of stage A with its removal record (step, reason, kept twin's id), or
+    (None, None, None) when dedup keeps it: the two streams merged by row, as signed in stage A."""
+    for row, rec in enumerate(_survivors(task, lay)):
+        if hit is None or hit[0] != row:  # by row, as signed in stage A: ids may repeat
+            yield rec, (None, None, None)
+            continue
+        (_, (step, reason, twin, signed_id)), hit = hit, next(removals, None)
+        if rec["id"] != signed_id:  # the input re-read is not what stage A signed
+            raise UserError(f"{task.path}: document {row + 1} is {rec['id']!r}, signed as "
+                            f"{signed_id!r}: the input changed during the job; rerun into a new --output")
+        yield rec, (step, reason, twin)
+
+
+def count_site_lines(task_and_removals: tuple[ShardTask, str]) -> int:
+    """Step 1 of the site-lines pass for one shard: the keys of the documents exact and near
+    dedup keep (curate/site_lines.py). Skips when its marker is there."""
+    task, removals_path = task_and_removals
+    lay = Layout(task.out, Path(task.work))
+    if site_lines.counted(lay.dedup_dir, task.shard, task.job_hash):
+        return 0
+    removals = shard_removals(Path(removals_path) / f"shard_{task.shard:05d}.jsonl.zst")
+    kept = (rec for rec, (step, _, _) in _after_removals(task, lay, removals, next(removals, None))
+            if step in (None, "rename"))
+    n = site_lines.count_shard(kept, site_lines.count_path(lay.dedup_dir, task.shard), lay.tmp)
+    site_lines.mark_counted(lay.dedup_dir, task.shard, task.job_hash, n)
+    return n
 
 
 # The one commit in flight in this process (`ShardTask.overlap`): double buffering, so a slow

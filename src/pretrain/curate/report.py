@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
-from pretrain.untrusted import printable
+from pretrain.untrusted import one_line
 
 ERRORS_SHOWN = 5  # first bad-record examples printed under the funnel
 TEXT_FIELD_HINT = "the text under another field? --text-field NAME"
@@ -33,7 +34,7 @@ def error_lines(stats: dict, shown: int = ERRORS_SHOWN) -> list[str]:
     firsts = [e for e in examples if not (e["file"] in seen or seen.add(e["file"]))]
     picked = (firsts + [e for e in examples if e not in firsts])[:shown]
     # record None: the whole file failed (a Parquet/Arrow file without the text column), not a record
-    return [printable(f"{e['file']}: " + ("" if e["record"] is None else f"record {e['record']}: ")
+    return [one_line(f"{e['file']}: " + ("" if e["record"] is None else f"record {e['record']}: ")
                       + e["reason"]) for e in picked]  # names: theirs
 
 
@@ -59,7 +60,8 @@ def print_funnel(stats: dict, out: str | Path) -> None:
     console.print(
         f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
         f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
-        + (f" over {stats['attempts']} attempts" if stats.get("attempts", 1) > 1 else "")
+        + (f" over {stats['attempts']} attempts" if stats.get("attempts", 1) > 1 else ""),
+        soft_wrap=True,  # one line in a log too (rich wraps at 80 columns without a terminal)
     )
     if renamed := stats.get("dedup", {}).get("renamed", 0):
         console.print(f"{renamed:,} documents kept under a repeated id were renamed ID#2, ID#3, ... "
@@ -121,3 +123,26 @@ def why_none_read(skipped: dict[str, int]) -> str:
     why = max(skipped.items(), key=lambda kv: kv[1])[0]
     missing = why.startswith(("missing text field", "missing text column"))
     return f"most often: {why}" + (f"; {TEXT_FIELD_HINT}" if missing else "")
+
+
+def resuming(tasks: list, lay, job: str, attempt: int) -> str | None:
+    """Where a rerun picks up, from the done markers of earlier attempts, in one line: a log has no
+    bar, and before this a resumed job said nothing until its funnel ("... over 2 attempts").
+    One listing of the markers' folder (OUT is already this job's: no marker of another job)."""
+    if attempt < 2 or not tasks:
+        return None
+    n = len(tasks)
+    try:
+        names = set(os.listdir(lay.removals_marker.parent))
+    except OSError:
+        names = set()
+
+    def done(stage: str) -> int:
+        return sum(lay.marker(stage, t.shard).name in names for t in tasks)
+
+    parts = [f"{done('filter')} of {n} shard{'s' * (n != 1)} already filtered"]
+    if lay.removals_marker.name in names:
+        parts.append("dedup done")
+    if written := done("write"):
+        parts.append(f"{written} of {n} written")
+    return f"pretrain {job}: resuming (attempt {attempt}): " + ", ".join(parts)

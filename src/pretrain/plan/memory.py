@@ -17,8 +17,8 @@ All sizes are bytes. Sources:
 - Pipeline (Korthikanti sec. 4.2.3): with 1F1B the first stage holds L/p layers for p micro-batches,
   i.e. per-layer × L; interleaving with v chunks multiplies by (1 + (p−1)/(p·v)).
 - Logits (Korthikanti sec. 4.3): the output layer and fp32 cross-entropy keep 4·s·b·h/t·(1 + V/h);
-  torchtitan's unfused fp32 loss peaks at 12 bytes per vocabulary entry, not 4, and our trainer's at
-  14 (16 in fp32): `loss_bytes_per_vocab`.
+  torchtitan's unfused fp32 loss peaks at 12 bytes per vocabulary entry, not 4, and so does our
+  trainer's (14 or 16 on a pipeline's last stage): `loss_bytes_per_vocab`.
 """
 
 from __future__ import annotations
@@ -136,26 +136,31 @@ def layers_per_gpu(n_layers: int, p: int = 1, v: int = 1) -> int:
 # exist beside it: 12 (the forward's bf16 logits + fp32 copy + output is 10). Measured with a live-
 # tensor count on the CPU (tests/test_plan_activations_peers.py).
 # Our trainer (train/trainer.py) runs F.cross_entropy(logits.float().flatten(0, 1), y) on the head's
-# bf16 autocast output and keeps `logits` referenced through backward: at the peak, in backward, the
-# bf16 logits (2), log_softmax's fp32 output (4), nll_loss's fp32 gradient (4) and log_softmax's fp32
-# input gradient (4): 14. In fp32 the logits are their own upcast, 4 bytes: 16. Measured by counting
-# live tensors of the trainer's own step on the CPU (tests/test_config_sweep.py, fits).
-LOSS_BYTES_PER_VOCAB = {"fused": 4, "pretrain": 14, "torchtitan": 12}
-LOSS_BYTES_PER_VOCAB_FP32 = {"pretrain": 16}
+# autocast output and drops `logits` before backward, as torchtitan does: 12, in bf16 and in fp32
+# (there the logits are their own upcast, freed the same way). Before session 8 it kept them: 14
+# (16 in fp32). Measured by counting live tensors of the trainer's own step on the CPU
+# (tests/test_config_sweep.py, preflight_counts). On a pipeline's last stage torch.distributed.
+# pipelining keeps each micro-batch's stage output (the logits) until that micro-batch's backward
+# has run (PipelineStage.fwd_cache): 2 more in bf16, 4 in fp32.
+LOSS_BYTES_PER_VOCAB = {"fused": 4, "pretrain": 12, "torchtitan": 12}
+PIPELINE_HELD_LOGITS = {"bf16": 2, "fp16": 2, "fp8": 2, "fp32": 4}
 
 
-def loss_bytes_per_vocab(profile: str, dtype: str = "bf16") -> float:
-    """Bytes per vocabulary entry per token the loss holds at its peak, for a profile and the run's
-    precision.dtype (only our trainer's profile runs fp32 logits; the others are bf16)."""
-    if dtype == "fp32" and profile in LOSS_BYTES_PER_VOCAB_FP32:
-        return LOSS_BYTES_PER_VOCAB_FP32[profile]
-    return LOSS_BYTES_PER_VOCAB[profile]
+def loss_bytes_per_vocab(profile: str, dtype: str = "bf16", pipeline: bool = False) -> float:
+    """Bytes per vocabulary entry per token the loss holds at its peak, for a profile, the run's
+    precision.dtype and whether it runs on a pipeline's last stage (our trainer's profile only: the
+    others' are published for one layout)."""
+    held = PIPELINE_HELD_LOGITS.get(dtype, 2) if pipeline and profile == "pretrain" else 0
+    return LOSS_BYTES_PER_VOCAB[profile] + held
 
 
-def logits_bytes(s: int, b: int, h: int, vocab: int, t: int = 1, per_vocab: float = 4) -> float:
+def logits_bytes(s: int, b: int, h: int, vocab: int, t: int = 1, per_vocab: float = 4,
+                 chunks: int = 1) -> float:
     """Output layer + cross-entropy on the last stage: 4·s·b·h/t + per_vocab·s·b·V/t; with the fp32
-    loss of Korthikanti sec. 4.3 (per_vocab = 4) that is 4·s·b·h/t·(1 + V/h)."""
-    return s * b * (4 * h + per_vocab * vocab) / t
+    loss of Korthikanti sec. 4.3 (per_vocab = 4) that is 4·s·b·h/t·(1 + V/h). A loss over `chunks`
+    slices of the tokens, each recomputed in backward (train/loss.py), holds one slice's vocabulary
+    term at a time: per_vocab·s·b·V/(t·chunks), measured (tests/test_config_sweep.py)."""
+    return s * b * (4 * h + per_vocab * vocab / chunks) / t
 
 
 def stage_params(shape: ModelShape, tp: int = 1, pp: int = 1, v: int = 1) -> float:
@@ -336,11 +341,11 @@ def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zer
                    recompute: str = "none", sp: bool = False, flash: bool = True, v: int = 1,
                    m: int | None = None, accounting: str = "16B", cp: int = 1,
                    profile: str = "fused", selective: str = "attention",
-                   dropout: bool = True, dtype: str = "bf16") -> MemoryBreakdown:
+                   dropout: bool = True, dtype: str = "bf16", loss_chunks: int = 1) -> MemoryBreakdown:
     """The whole bill for the busiest GPU: sharded state + activations in flight + logits. With a
     pipeline the first stages hold the most micro-batches and the last the logits: take the larger.
     `dp` is the group the ZeRO stage shards over (data × context ranks); `dtype` the run's precision
-    (the loss's bytes: `loss_bytes_per_vocab`)."""
+    (the loss's bytes: `loss_bytes_per_vocab`), `loss_chunks` the slices our trainer's loss runs in."""
     state = state_bytes_per_gpu(stage_params(shape, tp, pp, v), zero, dp, accounting)
     tokens = mbs * shape.seq_len / cp
     working = 0.0
@@ -352,7 +357,7 @@ def memory_per_gpu(shape: ModelShape, tp: int = 1, pp: int = 1, dp: int = 1, zer
     working += cp_mask_bytes(shape.seq_len, cp) if profile == "pretrain" else 0.0  # on every stage
     acts += working
     logits = logits_bytes(shape.seq_len // cp, mbs, shape.d_model, shape.vocab_size, tp,
-                          loss_bytes_per_vocab(profile, dtype))
+                          loss_bytes_per_vocab(profile, dtype, pp > 1), loss_chunks)
     if pp == 1:
         return MemoryBreakdown(state, acts, logits, state + acts + logits)
     # 1F1B: the last stage runs each micro-batch's backward right after its forward (one in flight)

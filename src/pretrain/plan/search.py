@@ -57,6 +57,8 @@ class Job:
     dropout: bool = True  # GPT blocks save dropout masks; False when trained with p = 0 (MPT)
     trainer: bool = False  # only layouts our trainer runs (layout.py trainer rules): --emit-recipe
     headroom: float = HEADROOM  # share of HBM kept free (CUDA context, NCCL buffers, fragmentation)
+    loss_chunks: int = 1  # our trainer's train.loss_chunks: its loss's vocabulary term per slice
+
 
     def __post_init__(self) -> None:
         if not 0 <= self.headroom < 1:  # also refuses NaN
@@ -65,6 +67,9 @@ class Job:
         if self.attention not in timing.FLASH_SPEED:
             raise UserError(f"attention kernel must be one of {', '.join(timing.FLASH_SPEED)}, "
                             f"got {self.attention!r}")
+        if self.loss_chunks > 1 and self.activations != "pretrain":
+            raise UserError(f"--loss-chunks {self.loss_chunks} counts this trainer's chunked loss "
+                            "(train.loss_chunks): plan it with --activations pretrain")
         if self.efficiency is not None:
             object.__setattr__(self, "gpu", replace(self.gpu, gemm_efficiency=self.efficiency))
 
@@ -131,6 +136,8 @@ def structural_reason(job: Job, lay: Layout) -> str | None:
         return broken[0]
     if lay.tp > job.gpu.gpus_per_node:
         return "tp spans nodes"
+    if job.loss_chunks > 1 and (lay.tp > 1 or lay.pp > 1):  # train/loss.py check_layout
+        return "the trainer's chunked loss (--loss-chunks) needs tp=1 and pp=1"
     return None
 
 
@@ -152,7 +159,7 @@ def evaluate(job: Job, lay: Layout) -> Estimate:
     m = n_micro(lay, job.batch_seqs)
     mem = memory.memory_per_gpu(job.shape, lay.tp, lay.pp, shard_group(lay), lay.zero, lay.mbs, lay.recompute,
                                 lay.sp, job.flash, lay.v, m, job.accounting, lay.cp, job.activations,
-                                job.selective, job.dropout)
+                                job.selective, job.dropout, loss_chunks=job.loss_chunks)
     if mem.total > job.usable_bytes:
         return Estimate(lay, "does not fit in memory", m, mem)
     est = Estimate(lay, None, m, mem)

@@ -240,8 +240,10 @@ class MixtureSampler:
                 "tokens": {k: d.num_tokens for k, d in zip(self.names, self.dirs)}}
         theirs = {k: state.get(k) for k in mine}
         if theirs != mine:
-            raise UserError(f"sampler state was saved for {theirs}, this sampler is {mine}; "
-                            "resuming would give a different stream")
+            what = _changes(theirs, mine)
+            raise UserError(f"data.sources: the checkpoint was trained on another mixture ({what}); resuming"
+                            " would give a different stream: point data.sources and data.weights "
+                            "back at what it was trained on, or train into another train.out")
         g = state.get("sequences")
         if not _integer(g) or not 0 <= g < 2**62:  # int64 arithmetic downstream; a state may be hostile
             raise UserError(f"sampler state: sequences must be an integer in [0, 2^62), got {g!r}")
@@ -279,6 +281,25 @@ def describe_epochs(table: dict[str, dict[str, float]], warn_epochs: float = 4.0
     over = [k for k, r in table.items() if r["epochs"] > warn_epochs]
     flag = f"; WARNING: {', '.join(over)} over {warn_epochs:g} epochs, expect memorization" if over else ""
     return f"data: {'; '.join(parts)}{flag}"
+
+
+def _changes(theirs: dict, mine: dict, prefix: str = "") -> str:
+    """The keys (source names inside `weights` and `tokens`) whose values differ: "key then -> now",
+    the first 6 (a state from elsewhere may name a million sources), each value cut at 60 characters."""
+    out = []
+    for k in sorted(set(theirs) | set(mine), key=str):
+        a, b = theirs.get(k), mine.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            if inner := _changes(a, b, f"{prefix}{k}."):
+                out.append(inner)
+        elif a != b:
+            out.append(f"{prefix}{k} {_short(a)} -> {_short(b)}")
+    return ", ".join(out[:6]) + (", ..." if len(out) > 6 else "")
+
+
+def _short(v) -> str:
+    text = "none" if v is None else repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # --- mixture.toml ---------------------------------------------------------------------------

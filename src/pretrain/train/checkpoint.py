@@ -43,6 +43,12 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from pretrain.errors import UserError
 
 MARKER = "COMPLETE.json"
+# The skips a rollback decided live only in memory until the next checkpoint saves them with the
+# loader's state; a kill in between made the rerun re-read the bad batches and roll back again.
+# This file in the checkpoint root holds them (and the count max_rollbacks caps) from the moment of
+# the rollback; a resume adds them to what the checkpoint restores.
+LEDGER = "rollbacks.json"
+MAX_LEDGER_RANGES = 100_000
 # DCP warns on every save/load without a process group, even when told no_dist=True; on one process
 # that is the intent. The filter names that one message (the background thread's saves warn too, so
 # a per-call catch_warnings, which is not thread-safe, would not do).
@@ -206,6 +212,36 @@ def _write_json_atomic(path: Path, obj: dict) -> None:
     os.replace(tmp, path)
 
 
+def write_ledger(root, ranges: list, rollbacks: int) -> None:
+    """Rank 0, at a rollback: every skipped range so far and the number of rollbacks, atomically."""
+    _write_json_atomic(as_root(root) / LEDGER, {"skip": [[int(a), int(b)] for a, b in ranges],
+                                                "rollbacks": int(rollbacks)})
+
+
+def _is_range(r) -> bool:
+    return isinstance(r, list) and len(r) == 2 and all(type(v) is int and v >= 0 for v in r) and r[0] <= r[1]
+
+
+def read_ledger(root) -> tuple[list[list[int]], int]:
+    """(skipped ranges, rollbacks) recorded by the run's rollbacks; ([], 0) without the file. The
+    file travels with a run directory from elsewhere: anything but that shape is one line naming it."""
+    path = as_root(root) / LEDGER
+    text = _read_text(path)
+    if text is None:
+        return [], 0
+    try:
+        obj = json.loads(text)
+        ranges, count = obj["skip"], obj["rollbacks"]
+        ok = (type(count) is int and count >= 0 and isinstance(ranges, list)
+              and len(ranges) <= MAX_LEDGER_RANGES and all(_is_range(r) for r in ranges))
+    except (ValueError, KeyError, TypeError, RecursionError):
+        ok = False
+    if not ok:
+        raise UserError(f"{path}: not a list of skipped micro-batch ranges and a rollback count; the file "
+                        "was edited or damaged (delete it to forget the batches a rollback skipped)")
+    return ranges, count
+
+
 def _clone_tree(obj):
     """A private copy of a nested state dict: tensors cloned (DTensors stay DTensors), the rest kept."""
     if isinstance(obj, torch.Tensor):
@@ -235,6 +271,25 @@ def is_complete(path: Path) -> bool:
         if present.get(name) != size:
             return False
     return True
+
+
+def damage(path) -> str:
+    """Why a checkpoint directory with a marker is not complete ("" when it is, or has no marker: a
+    save cut short is normal after a kill): the first file whose size differs from the marker's."""
+    text = _read_text(path / MARKER)
+    if text is None or is_complete(path):
+        return ""
+    try:
+        files = dict(json.loads(text)["files"])
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return f"{MARKER} does not read"
+    present = _files(path)
+    for name, size in files.items():
+        if present.get(name) != size:
+            has = "it is missing" if name not in present else f"it has {present[name]:,}"
+            return f"{MARKER} lists {str(name)[:100]} of {size:,} bytes, {has}" if isinstance(size, int) \
+                else f"{MARKER} lists {str(name)[:100]} without a size"
+    return f"{MARKER} does not match its files"
 
 
 def list_checkpoints(root: Path) -> list[tuple[int, Path, bool]]:

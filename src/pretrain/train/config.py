@@ -169,6 +169,9 @@ class TrainSection:
     # stop (with a checkpoint) at this step without changing the schedule; 0 = steps
     stop_at: int = bounded(0, why="a step; 0 = train.steps")
     deterministic: bool = False
+    # the loss over this many slices of each micro-batch's tokens, each recomputed in backward: the
+    # vocabulary-sized memory term divided by it, the head run twice (train/loss.py); 1 = whole
+    loss_chunks: int = bounded(1, lo=1, hi=4096, why="slices of a micro-batch's tokens; 1 = the whole loss")
     # Resume even though the recipe changed since the checkpoint (optim.lr, schedule, data, precision...):
     # the changes are said and logged as a config_change event. False: such a resume is refused.
     allow_changes: bool = False

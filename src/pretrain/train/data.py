@@ -77,8 +77,23 @@ class TextLoader:
             if how and theirs["fingerprint"] != mine["fingerprint"]:
                 raise UserError(f"{self.name}: cannot resume: the tokenizer of the checkpoint's token ids "
                                 f"changed: {how}; restore it, or start a new run in another train.out")
-            raise UserError(f"{self.name}: loader state was saved for {theirs}, this loader is {mine}")
+            what = _text_change(theirs, mine)
+            raise UserError(f"{self.name}: the checkpoint was trained on other data ({what}); "
+                            "point data.path back at that text, or train into another train.out")
         self.batches = int(state["batches"])
+
+
+def _text_change(theirs: dict, mine: dict) -> str:
+    """What differs between a checkpoint's text-loader state and this loader, in words (the state's
+    fingerprint is "sha256-prefix/token-count")."""
+    out = [f"{key} {str(theirs[k])[:40]} then, {mine[k]} now"
+           for k, key in (("seed", "data.seed"), ("seq_len", "model.seq_len")) if theirs[k] != mine[k]]
+    if theirs["fingerprint"] != mine["fingerprint"]:
+        then = str(theirs["fingerprint"]).rpartition("/")[2][:20]
+        now = mine["fingerprint"].rpartition("/")[2]
+        out.append(f"{int(now):,} tokens now, {int(then):,} then" if then.isdigit() and then != now
+                   else "as many tokens, other content" if then == now else "another text")
+    return "; ".join(out)
 
 
 def tokenizer_identity(path: str | Path = "") -> dict:
@@ -135,7 +150,8 @@ class SkippingLoader:
         return self.inner.next_batch(batch_size)
 
     def add_skip(self, first: int, last: int) -> None:
-        self.ranges.append([int(first), int(last)])
+        if [int(first), int(last)] not in self.ranges:  # a resume adds the ledger's ranges again
+            self.ranges.append([int(first), int(last)])
 
     def state_dict(self) -> dict:
         return {"inner": self.inner.state_dict(), "index": self.index, "ranges": self.ranges,

@@ -36,12 +36,14 @@ def preflight(cfg, world: int, device):
     the layout against the world size, the shape against the layout, memory. Returns (dims, shape).
     tests/test_config_sweep.py runs it over every numeric key, so a check added here is swept."""
     from pretrain.train.config import validate
+    from pretrain.train.loss import check_layout
     from pretrain.train.model import resolve_shape
     from pretrain.train.parallel import dims_from_config
 
     validate(cfg)
     dims = dims_from_config(cfg.parallel)
     dims.validate(world)
+    check_layout(cfg.train.loss_chunks, dims)
     shape = resolve_shape(cfg.model)
     dims.check_shape(shape, cfg.parallel)
     check_fits(cfg, shape, dims, device)
@@ -50,8 +52,9 @@ def preflight(cfg, world: int, device):
 
 def estimate(cfg, shape, dims):
     """The planner's bill for the busiest process of this run (pretrain.plan.memory.MemoryBreakdown):
-    the same function `pretrain plan --activations pretrain` uses, with the run's precision for the
-    loss (14 bytes per vocabulary entry per token under bf16 autocast, 16 in fp32: measured)."""
+    the same function `pretrain plan --activations pretrain` uses, with the run's precision and
+    train.loss_chunks for the loss (12 bytes per vocabulary entry per token, in bf16 and fp32,
+    divided by the chunks: measured)."""
     from pretrain.plan.memory import memory_per_gpu
 
     p = cfg.parallel
@@ -59,7 +62,7 @@ def estimate(cfg, shape, dims):
     return memory_per_gpu(shape, tp=dims.tp, pp=dims.pp, dp=dims.dp_shard * dims.cp, zero=zero,
                           mbs=cfg.data.batch_size, recompute=p.activation_checkpointing,
                           sp=p.sequence_parallel, flash=True, cp=dims.cp, profile="pretrain",
-                          dtype=cfg.precision.dtype)
+                          dtype=cfg.precision.dtype, loss_chunks=cfg.train.loss_chunks)
 
 
 def check_fits(cfg, shape, dims, device) -> None:

@@ -44,11 +44,12 @@ class Metrics:
 
     `rewind_to=N` (a resume from step N) first drops every line after step N from metrics.jsonl and
     has TensorBoard purge its points from step N+1 on (SummaryWriter's purge_step), so a run killed,
-    resumed or rolled back keeps one value per step.
+    resumed or rolled back keeps one value per step; `explained` events (a spike) written before the
+    last kept line stay (see _drop_after).
     """
 
     def __init__(self, run_dir: str | Path, tensorboard: bool = True, enabled: bool = True,
-                 rewind_to: int | None = None):
+                 rewind_to: int | None = None, explained: tuple = ()):
         self.enabled, self.use_tb = enabled, tensorboard
         self.path = Path(run_dir) / "metrics.jsonl"
         self.tb = None
@@ -56,7 +57,7 @@ class Metrics:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if rewind_to is not None:
-            _drop_after(self.path, rewind_to, ())
+            _drop_after(self.path, rewind_to, (), kept_before=explained)
         self.file = open(self.path, "a")
         self._open_tb(None if rewind_to is None else rewind_to + 1)
 
@@ -138,18 +139,29 @@ def read_metrics(path: str | Path, within: str | Path | None = None) -> tuple[li
     return steps, events
 
 
-def _drop_after(path: Path, step: int, keep_events: tuple) -> None:
-    """Rewrite metrics.jsonl without the lines of steps after `step` (and a torn last line), atomically."""
+def _drop_after(path: Path, step: int, keep_events: tuple, kept_before: tuple = ()) -> None:
+    """Rewrite metrics.jsonl without the lines of steps after `step` (and a torn last line), atomically.
+    `keep_events` stay wherever they are; `kept_before` only above the last line of a step <= `step`:
+    a resume after a rollback keeps the spike that explains it (logged at the spike's step, before the
+    rollback line at the restored step), while a spike of the killed steps after it is dropped and
+    logged again when the step is replayed."""
     if not path.is_file():
         return
     from pretrain import untrusted
 
+    last = -1
+    if kept_before:
+        with open(path, "rb") as src:
+            for i, line in untrusted.lines(src):
+                if (rec := parse_line(line)) is not None and rec.get("step", 0) <= step:
+                    last = i
     tmp = path.with_name(path.name + ".tmp")
     with open(path, "rb") as src, open(tmp, "wb") as dst:  # bytes: a line of bad UTF-8 is dropped, not fatal
-        for _, line in untrusted.lines(src):
+        for i, line in untrusted.lines(src):
             if (rec := parse_line(line)) is None:
                 continue
-            if rec.get("step", 0) <= step or rec.get("event") in keep_events:
+            kind = rec.get("event")
+            if rec.get("step", 0) <= step or kind in keep_events or (kind in kept_before and i < last):
                 dst.write(line if line.endswith(b"\n") else line + b"\n")
     tmp.replace(path)
 

@@ -18,6 +18,7 @@ from torch import nn
 
 from pretrain.errors import UserError
 from pretrain.plan.shapes import ModelShape, get_shape
+from pretrain.train.loss import chunked_cross_entropy
 
 SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len",
                 "mlp", "norm", "tied_embeddings", "bias", "learned_pos", "qkv_bias", "qk_norm",
@@ -241,8 +242,24 @@ class Transformer(nn.Module):
         self.register_buffer("rope_sin", torch.empty(0), persistent=False)
         self.cp = None  # context parallelism: this rank's slice of each sequence (train/context.py)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """idx (B, T) token ids -> logits (B, T, vocab)."""
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                loss_chunks: int = 1) -> torch.Tensor:
+        """idx (B, T) token ids -> logits (B, T, vocab); given targets (B, T), the mean cross-entropy
+        over `loss_chunks` slices of the tokens instead, no (B, T, vocab) tensor kept (train/loss.py).
+        In forward, so that FSDP2's and DDP's hooks on the model run around it."""
+        x = self.hidden(idx)
+        if targets is not None:
+            return chunked_cross_entropy(x, self.head_weight(), targets, loss_chunks)
+        if self.output is None:
+            return F.linear(x, self.tok_emb.weight)
+        return self.output(x)  # the module: tensor parallelism's hooks gather its logits
+
+    def head_weight(self) -> torch.Tensor:
+        """The output head's (vocab, d_model) matrix: the embedding's when tied."""
+        return self.tok_emb.weight if self.output is None else self.output.weight
+
+    def hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """idx (B, T) token ids -> the final norm's output (B, T, d_model), what the head projects."""
         T = idx.shape[1]
         x = self.tok_emb(idx)  # (B, T, C)
         if self.pos_emb is not None:
@@ -253,10 +270,7 @@ class Transformer(nn.Module):
             rope = (self.rope_cos[pos], self.rope_sin[pos])
         for block in self.layers.values():
             x = block(x, rope)
-        x = self.norm(x)
-        if self.output is None:
-            return F.linear(x, self.tok_emb.weight)
-        return self.output(x)
+        return self.norm(x)
 
 
 def build_model(shape, mcfg, device: torch.device | str = "meta") -> Transformer:

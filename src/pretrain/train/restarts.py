@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import random
 import shutil
 import signal
@@ -87,6 +88,52 @@ def hms(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
+# --- one run at a time in a run directory ------------------------------------------------------------
+
+def hold_run_dir(run_dir: Path) -> int | None:
+    """Lock the run directory for this run (rank 0), or refuse in one line if another run holds it.
+    The same command started twice (a second terminal, a scheduler's retry while the first still
+    runs) trained twice into one directory: the second's resume rewrote metrics.jsonl under the
+    first, which kept appending to the replaced file, and each pruned the other's checkpoints. A
+    flock on the directory itself writes nothing, and the kernel drops it with the process, even a
+    SIGKILLed one, so a rerun after a kill is never refused. None where flock is not available."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, as before
+        return None
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        from pretrain.errors import UserError
+
+        raise UserError(f"{run_dir}: another run is training into this directory now; wait for it to "
+                        "end (or stop it), then run the command again") from None
+    except OSError:  # a file system without locks (some network mounts): no lock, as before
+        os.close(fd)
+        return None
+    return fd
+
+
+def release_run_dir(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # closing the only descriptor of the open file releases its flock
+
+
+def agreed_interval(steps: int) -> int:
+    """Young's save interval, one value for every rank: the largest. Each rank measures its own save
+    and step times, so each computed its own interval (seen: 2 steps on rank 0, 1 on rank 1); a save
+    is collective, so a rank saving alone waited in it while the others trained on (their collectives
+    then paired with its own, or it hung until parallel.timeout_s). The largest, because the slowest
+    rank's save is the time every rank waits (C in Young's rule)."""
+    if not dist.is_initialized():
+        return steps
+    t = torch.tensor(int(steps), dtype=torch.int64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
 # --- the recipe a checkpoint was trained with --------------------------------------------------------
 
 # Keys a resume may change freely: where and how the run executes, what it logs, how it saves. A
@@ -94,7 +141,7 @@ def hms(seconds: float) -> str:
 OPERATIONAL = ("train.out", "train.resume", "train.stop_at", "train.threads", "train.device",
                "train.keep_freed_memory", "train.deterministic", "train.allow_changes", "log.", "checkpoint.",
                "parallel.", "model.init_from", "model.preset", "data.skip", "data.batch_size",
-               "train.grad_accum",
+               "train.grad_accum", "train.loss_chunks",
                # paths: the loaders check what they point at (the fingerprint of the text's tokens, so
                # of the tokenizer too; each source's token count), so the same data reached from
                # another directory (model.init_from's tokenizer.json, say) is not a change
@@ -125,6 +172,37 @@ def recipe_changes(saved: dict | None, now: dict) -> dict[str, tuple]:
 
 def describe(changes: dict[str, tuple]) -> str:
     return ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items())
+
+
+# --- a resume whose model.init_from folder is gone -----------------------------------------------------
+
+def model_of_own_run(cfg, complete: Callable[[], bool]):
+    """The run config to build when `model.init_from` names a folder without config.json (a Hugging
+    Face cache cleaned, a run directory copied to another machine): a resume needs no weights from it
+    (its checkpoint has them), and RUN/config.toml spells out the model it was built with, so that
+    model is used, said on stderr. None when the folder is there, the run has no complete checkpoint
+    to resume, or its config.toml names another folder: then apply_init_from says what is missing."""
+    from pretrain import config as cfgmod
+    from pretrain.errors import UserError
+    from pretrain.train.config import RunConfig
+
+    folder = Path(cfg.model.init_from)
+    own = Path(cfg.train.out) / "config.toml"
+    if (folder / "config.json").is_file() or not cfg.train.resume or not own.is_file() or not complete():
+        return None
+    saved = cfgmod.load(RunConfig, own)  # as hostile as the rest of the run directory: one line each
+    if saved.model.init_from != cfg.model.init_from:
+        return None
+    data = cfg.data
+    if data.kind == "text" and not data.tokenizer and saved.data.tokenizer:
+        if not Path(saved.data.tokenizer).is_file():
+            raise UserError(f"{folder}: no config.json, and {saved.data.tokenizer} (its tokenizer, which "
+                            "this run's text is encoded with) is gone too: restore the folder to resume")
+        data = dataclasses.replace(data, tokenizer=saved.data.tokenizer)
+    if os.environ.get("RANK", "0") == "0":  # before torch.distributed starts: torchrun's rank
+        print(f"{folder}: no config.json; resuming with the model {own} spells out (the checkpoint holds "
+              "the weights)", file=sys.stderr, flush=True)
+    return dataclasses.replace(cfg, model=saved.model, data=data)
 
 
 # --- random number generators: what a checkpoint restores so a resumed step draws the same numbers ---

@@ -131,6 +131,31 @@ def train_many(rank: int, runs: list) -> list:
     return [train_records(rank, out, text, over) for out, text, over in runs]
 
 
+def young_intervals(rank: int, out: str, text: str) -> dict:
+    """Worker: Young's rule (checkpoint.every=0) with each rank measuring another step time at the
+    first save, as ranks of a real run do (rank 1 here 1000x slower); the interval each rank keeps."""
+    from pretrain.train import checkpoint as ck
+    from pretrain.train.trainer import Trainer
+
+    class Timed(Trainer):
+        def maybe_save(self) -> None:
+            if self.step == self.cfg.checkpoint.first_at:
+                self._step_times = [1e-3 * 1000 ** rank]
+            super().maybe_save()
+
+    over = ["checkpoint.every=0", "checkpoint.first_at=2", "checkpoint.mtbf_minutes=0.01",
+            "checkpoint.async_save=false", "checkpoint.keep=0", "train.steps=3", "parallel.dp_shard=2",
+            "data.batch_size=2"]
+    t = Timed(tiny_config(out, text, *over), quiet=True)
+    t.fit()
+    return {"kept": t.save_interval, "saved": [s for s, _, ok in ck.list_checkpoints(t.ckpt.root) if ok]}
+
+
+def train_many_and_young(rank: int, runs: list, young_out: str, text: str) -> list:
+    """Worker: train_many, then young_intervals, in the same spawn (start-up dominates)."""
+    return [train_many(rank, runs), young_intervals(rank, young_out, text)]
+
+
 class CorruptOnRank:
     """A loader whose micro-batch `bad` is random bytes on this rank only (a bad shard one rank reads)."""
 

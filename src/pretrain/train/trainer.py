@@ -49,11 +49,15 @@ from pretrain.train.restarts import (
     COURSE_EVENTS,
     SAID,
     Interrupted,
+    agreed_interval,
     catch_signals,
     describe,
     hms,
+    hold_run_dir,
+    model_of_own_run,
     recipe,
     recipe_changes,
+    release_run_dir,
     restore_signals,
     rng_state,
     set_aside_history,
@@ -75,7 +79,9 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, loader=None, eval_loader=None,
                  quiet: bool = False):
-        cfg = apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
+        own = cfg.model.init_from and model_of_own_run(cfg, lambda: ck.latest_complete(
+            cfg.checkpoint.storage or Path(cfg.train.out) / "checkpoints") is not None)
+        cfg = own or apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
         validate(cfg)  # numbers out of range: one line, before anything is built
         self.cfg, self.quiet = cfg, quiet
         self.run_dir = Path(run_dir or cfg.train.out)
@@ -150,6 +156,8 @@ class Trainer:
         self._step_times: list[float] = []
         self.fpt = flops_per_token(self.shape)
         found = ck.latest_complete(self.ckpt.root) if cfg.train.resume else None
+        if cfg.train.resume:
+            self._say_damaged(found[0] if found else -1)
         if found:
             self.restore(found[1])
             self.resumed = True
@@ -158,6 +166,16 @@ class Trainer:
         else:
             self._say("no checkpoint: starting fresh" if cfg.train.resume
                       else "train.resume=false: starting fresh")
+
+    def _say_damaged(self, used: int) -> None:
+        """Newer checkpoints with a marker that their files do not match (a shard lost or cut in a
+        copy) are passed over like a save cut short, but said: the run goes back further than its
+        newest save, and the rerun will overwrite that directory."""
+        if self.rank != 0:
+            return
+        for step, path, ok in ck.list_checkpoints(self.ckpt.root):
+            if step > used and not ok and (why := ck.damage(path)):
+                print(f"{path}: not used: {why}", file=sys.stderr, flush=True)
 
     def init_weights(self) -> None:
         """Each rank allocates and fills only what it holds, the values one process would (train/init.py)."""
@@ -234,7 +252,7 @@ class Trainer:
             self.spikes.load_state_dict(st["spikes"])
             part = "save_interval"
             if self.cfg.checkpoint.every == 0:  # Young's interval, as measured by the run that saved
-                self.save_interval = int(st.get("save_interval", 0))
+                self.save_interval = agreed_interval(int(st.get("save_interval", 0)))
             part = "rng"
             set_rng_state(st["rng"])
         except UserError:
@@ -243,6 +261,10 @@ class Trainer:
                 OverflowError) as e:
             raise UserError(f"{path}/{ck.state_name(path, self.rank)}: its {part} does not read "
                             f"({type(e).__name__}: {e}); the file was edited or damaged") from None
+        ranges, rollbacks = ck.read_ledger(self.ckpt.root)  # a rollback's skips no checkpoint holds yet
+        for first, last in ranges:
+            self.loader.add_skip(first, last)
+        self.rollbacks = max(self.rollbacks, rollbacks)
         self.next_save = self._save_after(self.step)
 
     def save(self) -> None:
@@ -265,8 +287,8 @@ class Trainer:
         losses: list[torch.Tensor] = []
         with autocast(self.cfg.precision.dtype, self.device):
             args = (x,) if first else ()
-            if last:
-                self.schedule.step(*args, target=y, losses=losses)
+            if last:  # the logits are the loss's alone: not kept for all micro-batches, then merged
+                self.schedule.step(*args, target=y, losses=losses, return_outputs=False)
             else:
                 self.schedule.step(*args)
         total = torch.zeros((), device=self.device)
@@ -281,12 +303,23 @@ class Trainer:
         total = torch.zeros((), device=self.device)
         for _ in range(accum):
             x, y = self._inputs(self.loader.next_batch(self.cfg.data.batch_size))
-            with autocast(self.cfg.precision.dtype, self.device):
-                logits = self.model(x)  # (B, T, V)
-            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten()) / accum
+            loss = self._loss(x, y) / accum
             self.scaler.scale_loss(loss).backward()
             total += loss.detach()
         return total
+
+    def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of one micro-batch. The logits are this frame's alone: autograd saves
+        log_softmax's fp32 output, not its input, so the head's output (bf16, or fp32 as its own
+        upcast) is freed when the loss exists, before backward allocates its two fp32 gradients:
+        12 bytes per vocabulary entry per token, not 14 (plan/memory.py, LOSS_BYTES_PER_VOCAB).
+        With train.loss_chunks > 1, a slice of tokens at a time (train/loss.py): 12 / chunks."""
+        chunks = self.cfg.train.loss_chunks
+        with autocast(self.cfg.precision.dtype, self.device):
+            if chunks > 1:
+                return self.model(x, targets=y, loss_chunks=chunks)
+            logits = self.model(x)  # (B, T, V)
+        return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 
     def _inputs(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and targets of a (B, T+1) batch: predict token t+1 from tokens <= t; under context
@@ -360,6 +393,8 @@ class Trainer:
         if self.metrics is not None:  # the abandoned steps leave the record; why we came back stays
             self.metrics.rewind(self.step, keep_events=COURSE_EVENTS)
         self.loader.add_skip(*skip)
+        if self.rank == 0:  # before the next step: a kill from here on must not re-read the batches
+            ck.write_ledger(self.ckpt.root, self.loader.ranges, self.rollbacks)
         self._spike_first = None
         self._event("rollback", from_step=from_step, to_step=self.step, skip_batches=skip)
         return True
@@ -397,7 +432,7 @@ class Trainer:
             save_s = float(np.mean(self.ckpt.save_seconds))
             step_s = float(np.mean(self._step_times)) if self._step_times else 1.0
             interval = ck.young_interval_s(max(save_s, 1e-3), self.cfg.checkpoint.mtbf_minutes * 60.0)
-            self.save_interval = max(1, round(interval / step_s))
+            self.save_interval = agreed_interval(max(1, round(interval / step_s)))
         self.next_save = self._save_after(self.step)
 
     def _save_after(self, step: int) -> int:
@@ -431,13 +466,20 @@ class Trainer:
         if self.resumed and self.step > stop:  # not rewound: nothing to train, nothing to write
             return []  # (config.toml said the shorter run, metrics a config_change, for a longer model)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = hold_run_dir(self.run_dir) if self.rank == 0 else None  # one run at a time writes here
+        try:
+            return self._fit(stop)
+        finally:
+            release_run_dir(lock)
+
+    def _fit(self, stop: int) -> list[dict]:
         if not self.resumed:
             set_aside_history(self.run_dir, self.rank)
             self._refuse_remote_history()
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.write_config()
             self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard,
-                                   rewind_to=self.step if self.resumed else None)
+                                   rewind_to=self.step if self.resumed else None, explained=COURSE_EVENTS)
             table = getattr(getattr(self.loader, "inner", None), "epochs_table", None)
             if callable(table) and (not self.resumed or self.changes):  # what the report says of the data
                 b = self.cfg.data.batch_size * self.cfg.train.grad_accum * self.dims.dp
@@ -479,7 +521,8 @@ class Trainer:
         eta = (stop - self.step) * sum(recent) / max(1, len(recent))
         return (f"step {rec['step']}/{stop}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
                 f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}  "
-                f"elapsed {hms(elapsed)}  eta {hms(eta)}")
+                + ("" if rec.get("mfu") is None else f"mfu {100 * rec['mfu']:.1f}%  ")  # log.peak_flops set
+                + f"elapsed {hms(elapsed)}  eta {hms(eta)}")
 
     def _save_final(self) -> None:
         self.ckpt.wait()

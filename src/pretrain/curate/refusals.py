@@ -1,0 +1,67 @@
+"""What a rerun into another job's OUT is told: one phrase saying what differs between the
+identity in OUT/plan.json and this run's (inputs added or missing, a resized input, the files the
+config names, the config keys with both values). `job.claim` raises with it."""
+
+from __future__ import annotations
+
+import json
+
+
+def difference(old: dict, new: dict) -> str:
+    """One phrase saying what differs between two identities."""
+    inputs = old.get("inputs", []) if isinstance(old, dict) else None
+    if not isinstance(inputs, list) or "hash" not in old or not all(isinstance(i, dict) for i in inputs):
+        return "a job written by an older pretrain, without an identity"
+    if [i["path"] for i in old.get("inputs", [])] != [i["path"] for i in new["inputs"]]:
+        return _other_inputs(old, new)
+    if old.get("inputs") != new["inputs"]:
+        was = {i["path"]: i.get("size") for i in inputs}
+        first = next((i for i in new["inputs"] if was.get(i["path"]) != i.get("size")), None)
+        if first is None:  # the same paths and sizes, another field of an input (an older plan)
+            return "the same input files, recorded otherwise: they changed since"
+        then, now = (f"{v:,}" if isinstance(v, int) else "?" for v in (was.get(first["path"]), first["size"]))
+        return (f"the same input files with other sizes: {first['path']} changed since "
+                f"({then} bytes then, {now} now)")
+    refs_old, refs_new = old.get("references", []), new.get("references", [])
+    if refs_new and "references" not in old and old.get("config") == new["config"]:
+        return "a job written before pretrain recorded the files its config names (benchmarks, models, lists)"
+    if refs_old != refs_new:
+        changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
+        return f"files the config names changed since ({changed[0]})"
+    from pretrain.curate.job import without_neutral  # (job imports this module)
+
+    before, after = without_neutral(old.get("config", {})), without_neutral(new["config"])
+    keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    changes = _changes(before, after)
+    shown = "; ".join(f"{k}: {a} -> {b}" for k, a, b in changes[:3]) + ("; ..." if len(changes) > 3 else "")
+    return f"a different config: {', '.join(keys) or 'unknown'} differ" + (f" ({shown})" if shown else "")
+
+
+def _other_inputs(old: dict, new: dict) -> str:
+    """Both counts, and when the two lists share files, the first added and the first missing one
+    ("4 other input files" for one file added to three said none of them was the same)."""
+    was, now = [i["path"] for i in old["inputs"]], [i["path"] for i in new["inputs"]]
+    n, m = len(was), len(now)
+    head = f"{old.get('job', 'a job')} of {n} input file{'s' * (n != 1)}; this run "
+    was_set, now_set = set(was), set(now)
+    added, lacks = [p for p in now if p not in was_set], [p for p in was if p not in now_set]
+    if len(added) == m or not (added or lacks):  # nothing in common (or only the order differs)
+        return head + f"has {m} other input file{'s' * (m != 1)}"
+    said = [f"{verb} {len(paths)} ({paths[0]}{', ...' * (len(paths) > 1)})"
+            for verb, paths in (("adds", added), ("lacks", lacks)) if paths]
+    return head + " and ".join(said)
+
+
+def _changes(old: object, new: object, key: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, old value, new value) of every setting that differs, values as TOML-ish text."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [c for k in sorted(set(old) | set(new))
+                for c in _changes(old.get(k), new.get(k), f"{key}.{k}" if key else k)]
+    if old == new:
+        return []
+    return [(key, _short(old), _short(new))]
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -130,6 +130,12 @@ def test_megatron_reads_our_export(good, tmp_path):
     export_megatron(tmp_path / "big", tmp_path / "big_text_document")
     ds = indexed.IndexedDataset(str(tmp_path / "big_text_document"), mmap=True)
     assert ds.index.dtype == np.int32 and ds[0].tolist() == [1, 65535, 65536, 69999, 70_001]
+    # Exported again into the same prefix (run it twice): Megatron reads the second export whole.
+    del ds
+    export_megatron(good, tmp_path / "big_text_document")
+    ds = indexed.IndexedDataset(str(tmp_path / "big_text_document"), mmap=True)
+    assert ds.index.dtype == np.uint16 and len(ds) == d.num_documents
+    assert all(np.array_equal(ds[i].astype(np.int64), d.document(i)) for i in range(len(TEXTS)))
 
 
 def test_inspect_refuses_a_negative_token_count(good, capsys):

@@ -272,4 +272,98 @@ def test_a_typo_in_a_source_path_says_not_found(dirs, tmp_path, capsys):
                                            'weight = 1\n')
     assert cli_main(["mix", str(tmp_path / "mixture.toml")]) == 2
     err = capsys.readouterr().err
-    assert f"{dirs['web']}x: not found" in err and len(err.strip().splitlines()) == 1, err
+    assert f"source 'web': {dirs['web']}x: not found" in err and len(err.strip().splitlines()) == 1, err
+    with pytest.raises(UserError, match=f"source 'web': {dirs['web']}x: not found"):  # train's sampler
+        sampler_from_mixture(tmp_path / "mixture.toml")
+
+
+def test_a_source_given_twice_is_refused(dirs, tmp_path, capsys):
+    # Run-it-twice review: the same token directory under two names (`web` and `./web/`, or a link
+    # to it) was taken as two corpora: `mix` showed half the epochs it reads, and the sampler drew
+    # the same windows independently at both weights. Refused, naming both and the way on.
+    (tmp_path / "link").symlink_to(dirs["web"])
+    for other in (f"{dirs['web']}/", f"{dirs['web']}/../web", str(tmp_path / "link")):
+        (tmp_path / "m.toml").write_text(f'budget = 1e5\nseq_len = {SEQ}\n'
+                                         f'[sources.web]\npath = "{dirs["web"]}"\nweight = 0.5\n'
+                                         f'[sources.again]\npath = "{other}"\nweight = 0.25\n')
+        assert cli_main(["mix", str(tmp_path / "m.toml")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "'again'" in err[0] and "'web'" in err[0] and "m.toml" in err[0], err
+        with pytest.raises(UserError, match="same token directory"):
+            sampler_from_mixture(tmp_path / "m.toml")
+    with pytest.raises(UserError, match="same token directory"):  # train's data.sources
+        MixtureSampler({"a": dirs["web"], "b": tmp_path / ".." / tmp_path.name / "link"},
+                       {"a": 1, "b": 1}, seq_len=SEQ)
+
+
+def test_the_training_log_says_the_epochs_of_each_source(dirs, tmp_path):
+    # Run-it-twice review: `pretrain train` on token sources printed tokens/step and steps, never
+    # how many passes that made over each source (only `pretrain mix` did, for a budget typed by
+    # hand). The summary's data line: weight, tokens, epochs per source, flagged past 4 epochs.
+    import re
+
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    steps, weights = 300, {"web": 0.8, "wiki": 0.2}
+    cfg = tiny_config(tmp_path / "run", "", "data.kind=tokens", "model.vocab_size=1000",
+                      f'data.sources={{web="{dirs["web"]}",wiki="{dirs["wiki"]}"}}',
+                      "data.weights={web=4,wiki=1}", f"train.steps={steps}",  # 4:1 = 0.8:0.2
+                      f'data.eval_sources={{held="{dirs["code"]}",again="{dirs["wiki"]}/"}}')
+    summary = Trainer(cfg, quiet=True).summary()
+    line = next(ln for ln in summary.splitlines() if ln.startswith("data:"))
+    # an eval source that is a training source's directory: its loss is not held-out
+    assert "WARNING: eval source is a training source (again = wiki)" in summary, summary
+    said = {k: (float(w), int(n.replace(",", "")), float(e)) for k, w, n, e in
+            re.findall(r"(\w+) ([\d.]+) of ([\d,]+) tokens = ([\d.]+) epochs", line)}
+    # Truth: a sampler actually drawing the run's sequences (4 x 32 per step), each draw counted.
+    s = MixtureSampler({k: dirs[k] for k in weights}, weights, seq_len=32, seed=cfg.data.seed)
+    for _ in range(steps):
+        s.next_batch(cfg.data.batch_size)
+    for k, w in weights.items():
+        n = shards.TokenDir(dirs[k]).num_tokens
+        drawn = s.shares()[k] * s.position
+        assert said[k][:2] == (w, n)
+        assert said[k][2] == pytest.approx(drawn / ((n - 1) // 32), abs=0.006)
+    assert ("WARNING: wiki over 4 epochs" in line) == (said["wiki"][2] > 4) and said["wiki"][2] > 4
+    assert "web over" not in line
+
+
+def test_the_run_report_says_the_epochs_too(dirs, tmp_path):
+    # The run's metrics.jsonl keeps the summary's numbers (a `data` event), so `pretrain report RUN`
+    # says them, and lists a source read more than 4 times among the run's problems.
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    tiny = make_token_dir(tmp_path / "tiny", 3, 3, n_shards=1)  # 53 tokens: one window of 33
+    run = tmp_path / "run"
+    cfg = tiny_config(run, "", "data.kind=tokens", "model.vocab_size=1000", "train.steps=3",
+                      f'data.sources={{web="{dirs["web"]}",tiny="{tiny}"}}', "data.weights={web=1,tiny=1}")
+    t = Trainer(cfg, quiet=True)
+    t.fit()
+    events = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if '"event"' in x]
+    data = [e for e in events if e["event"] == "data"]
+    assert len(data) == 1 and data[0]["step"] == 0
+    tiny_epochs = data[0]["sources"]["tiny"]["epochs"]
+    assert tiny_epochs == t.loader.inner.shares()["tiny"] * t.loader.inner.position / (
+        (shards.TokenDir(tiny).num_tokens - 1) // 32) > 4  # what the run actually drew
+    assert cli_main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert f"tiny 0.500 of {shards.TokenDir(tiny).num_tokens:,} tokens = {tiny_epochs:.2f} epochs" in page
+    assert f"tiny: {tiny_epochs:.2f} epochs of its data in this run" in page
+
+
+def test_weights_that_do_not_sum_to_one_are_said_normalized(dirs, tmp_path, capsys):
+    # Weights 3 and 1 printed 0.750 and 0.250 with no word that they were divided by 4.
+    (tmp_path / "m.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}"\nweight = 3\n'
+                                     f'[sources.wiki]\npath = "{dirs["wiki"]}"\nweight = 1\n')
+    assert cli_main(["mix", str(tmp_path / "m.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "weights sum to 4, not 1: each source's share is its weight / 4" in out, out
+    assert cli_main(["mix", str(tmp_path / "m.toml"), "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["weights_sum"] == 4 and [r["weight"] for r in said["sources"]] == [0.75, 0.25]
+    (tmp_path / "m.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}"\nweight = 0.7\n'
+                                     f'[sources.wiki]\npath = "{dirs["wiki"]}"\nweight = 0.3\n')
+    assert cli_main(["mix", str(tmp_path / "m.toml")]) == 0
+    assert "sum to" not in capsys.readouterr().out  # 0.7 + 0.3 is 1 (to rounding)

@@ -174,3 +174,66 @@ def test_a_file_that_is_not_a_tokenizer_is_one_line(tmp_path, content):
         load_tokenizer(tmp_path)  # a directory (a Hugging Face model folder): the file it holds is named
     with pytest.raises(UserError, match="not found"):
         load_tokenizer(tmp_path / "missing.json")
+
+
+def test_train_twice_into_one_path_says_what_it_replaced(tmp_path, capsys):
+    # Run-it-twice review: a second `tokenizer train -o tok.json` replaced the first in silence (the
+    # same line as a first run), replaced a token directory's own tokenizer copy (its shards then
+    # decoded with another vocabulary), and replaced any file at -o, a config.json included.
+    from tokenizers import Tokenizer
+
+    from pretrain.cli import main as cli_main
+    from pretrain.tokens.pipeline import tokenize_corpus
+
+    (tmp_path / "a.txt").write_text("".join(GENERATED[:100]), encoding="utf-8")
+    (tmp_path / "b.txt").write_text("".join(GENERATED[100:250]), encoding="utf-8")
+    out = tmp_path / "tok.json"
+    assert cli_main(["tokenizer", "train", str(tmp_path / "a.txt"), "-o", str(out),
+                     "--vocab-size", "300"]) == 0
+    first = tokenizer_sha256(load_tokenizer(out))
+    capsys.readouterr()
+    assert cli_main(["tokenizer", "train", str(tmp_path / "b.txt"), "-o", str(out),
+                     "--vocab-size", "400"]) == 0
+    said = capsys.readouterr().out.strip().splitlines()
+    assert len(said) == 1 and f"replaced a tokenizer of 300 ids (sha256 {first[:12]})" in said[0], said
+    assert Tokenizer.from_file(str(out)).get_vocab_size() == 400  # HF reads the new file whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt", "tok.json"]  # no temp left
+    tokenize_corpus([str(tmp_path / "a.txt")], out, tmp_path / "tokens", workers=1)
+    copy = tmp_path / "tokens" / "tokenizer.json"
+    kept = copy.read_bytes()
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    for target, says in ((copy, "tokenizer copy of the token directory"), (tmp_path / "config.json",
+                                                                           "not a tokenizer.json")):
+        assert cli_main(["tokenizer", "train", str(tmp_path / "b.txt"), "-o", str(target),
+                         "--vocab-size", "300"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0] and str(target) in err[0], err
+    assert copy.read_bytes() == kept and (tmp_path / "config.json").read_text() == '{"lr": 0.1}'
+
+
+def test_a_multilingual_tokenizer_from_the_command_reads_the_same_in_hf_and_transformers(tmp_path):
+    # The review's check as a user runs it: `pretrain tokenizer train` on real sentences of 75
+    # languages (merges inside multi-byte scripts, not only byte fallbacks as with GENERATED), then
+    # the file in HF `tokenizers` and transformers' fast tokenizer: our ids, our text, every line.
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer
+
+    from pretrain.cli import main as cli_main
+
+    lingua = data_file("langid/lingua/lingua-sentences-75lang-100each.tsv")
+    rows = [ln.split("\t", 1)[1] for ln in _lines(lingua) if "\t" in ln]
+    with open(tmp_path / "c.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"text": t}) + "\n" for t in rows[::2])  # half seen, half unseen
+    out = tmp_path / "tok.json"
+    assert cli_main(["tokenizer", "train", str(tmp_path / "c.jsonl"), "-o", str(out),
+                     "--vocab-size", "2000"]) == 0
+    ours = load_tokenizer(out)
+    hf = Tokenizer.from_file(str(out))
+    hf.encode_special_tokens = True
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(out), split_special_tokens=True)
+    texts = [*rows, *TRICKY, "  \t\u00a0\u3000emoji 👩‍👩‍👧‍👦 ok\r\n\r\n  ", f"quoted {EOT} twice {EOT}"]
+    mine = [e.ids for e in ours.encode_batch(texts)]
+    assert [e.ids for e in hf.encode_batch(texts)] == mine
+    assert fast(texts, add_special_tokens=False)["input_ids"] == mine
+    assert fast.batch_decode(mine) == texts == [ours.decode(i) for i in mine]
+    assert sum(map(len, mine)) < 0.6 * sum(len(t.encode()) for t in texts)  # merges inside scripts

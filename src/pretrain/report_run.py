@@ -178,11 +178,14 @@ def run_section(run: Path, sid: str) -> Section:
                                         "has and a CPU does not.")))
     parts.append(_checkpoints(run, events))
     parts.append(_model(run))
+    data, over = _data(events)
+    parts.append(data)
+    problems += over
     parts.append(_settings(run))
     if train:
         parts.append(_curves(train, evl, marked))
     parts.append(_evaluations(run, evals))
-    events = [e for e in events if e.get("event") != "eval_tasks"]  # drawn above
+    events = [e for e in events if e.get("event") not in ("eval_tasks", "data")]  # drawn above
     if events:
         rows = [[e.get("step", e.get("from_step", "")), e["event"],
                  json.dumps({k: v for k, v in e.items() if k not in ("step", "event")})[:160]]
@@ -198,6 +201,25 @@ def run_section(run: Path, sid: str) -> Section:
     problems = (problems + [_what(e) for e in marked])[:10]
     facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", steps)]
     return Section(sid, "Training run", "train", str(run), "".join(parts), facts, problems)
+
+
+def _data(events: list[dict]) -> tuple[str, list[str]]:
+    """The token sources the run drew from, as its log said them (the newest `data` event: weight,
+    tokens, epochs per source), and a problem per source read more than EPOCHS_WARN times."""
+    from pretrain.report_corpus import EPOCHS_WARN
+    from pretrain.tokens.mixture import describe_epochs
+
+    said = [e.get("sources") for e in events if e.get("event") == "data"]
+    table = said[-1] if said else None
+    try:  # someone else's run directory: a malformed event is left out, not a traceback
+        rows = {str(k): {"weight": float(r["weight"]), "tokens": int(r["tokens"]),
+                         "epochs": float(r["epochs"])} for k, r in table.items()}
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return "", []
+    over = [f"{k}: {r['epochs']:.2f} epochs of its data in this run (over {EPOCHS_WARN:g}: repeated "
+            f"tokens lose value, Muennighoff et al. 2023)"
+            for k, r in rows.items() if r["epochs"] > EPOCHS_WARN]
+    return note(describe_epochs(rows, EPOCHS_WARN)), over
 
 
 def _run_config(run: Path):

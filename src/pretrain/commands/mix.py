@@ -50,10 +50,13 @@ def run(args: argparse.Namespace) -> int:
         rows = mixture_table(mix, args.warn_epochs)
     except DataError as e:
         raise UserError(str(e)) from e
+    total = sum(mix.weights.values())
     if args.json:
-        print(dumps({"budget": mix.budget, "sources": rows}, indent=2))
+        print(dumps({"budget": mix.budget, "weights_sum": total, "sources": rows}, indent=2))
         return 0
     print(f"budget D = {mix.budget:,.0f} tokens")
+    if abs(total - 1) > 1e-9:  # the weight column is normalized: say so, or 3 and 1 read as a typo
+        print(f"weights sum to {total:g}, not 1: each source's share is its weight / {total:g}")
     print(f"{'source':<16}{'available':>18}{'weight':>9}{'drawn':>20}{'epochs':>9}")
     for r in rows:
         flag = f"  WARNING: over {args.warn_epochs:g} epochs, expect memorization" if r["warning"] else ""
@@ -65,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
 def same_tokenizer(sources: dict) -> None:
     """Refuse sources whose manifests name different tokenizers, with train's message."""
     from pretrain.errors import UserError
-    from pretrain.tokens.shards import TokenDir
+    from pretrain.tokens.mixture import open_source
 
-    shas = {n: TokenDir(p, check_offsets=False).tokenizer_sha256 for n, p in sorted(sources.items())}
+    shas = {n: open_source(n, p).tokenizer_sha256 for n, p in sorted(sources.items())}
     if len(set(shas.values())) > 1:
         detail = ", ".join(f"{n}={sha[:12]}" for n, sha in shas.items())
         raise UserError(f"mixture sources were tokenized with different tokenizers: {detail}")

@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("inputs", nargs="+", metavar="CORPUS", help="files, folders or globs")
     t.add_argument("-o", "--output", required=True, metavar="TOKENIZER.json",
-                   help="tokenizer file to write (replaced if it exists)")
+                   help="tokenizer file to write (a tokenizer there is replaced, and said so)")
     t.add_argument("--vocab-size", type=Number(int, lo=257, hi=2**31 - 1,
                                why="the 256 bytes, the end-of-text token and merges; token ids are 32-bit"),
                    required=True, metavar="N",
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pretrain.curate.readers import list_inputs
     from pretrain.errors import UserError
-    from pretrain.tokens.pipeline import iter_texts
+    from pretrain.tokens.pipeline import iter_texts, oversize_hint
     from pretrain.tokens.tokenizer import EOT, tokenizer_sha256, train_tokenizer
 
     if args.min_frequency < 1:
@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     files = list_inputs(args.inputs)
     if not files:  # said as tokenize says it (the reason, when one is known, was printed above)
         raise UserError(f"no input files in {', '.join(args.inputs)}; nothing written")
+    before = _replacing(Path(args.output))  # refused here, before the training's minutes
     limit = None if args.max_mb is None else int(args.max_mb * 1e6)
     seen = {"bytes": 0, "docs": 0}
     errors: dict[str, int] = {}
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         from pretrain.curate.report import why_none_read
 
         raise UserError(f"no text to train on in {', '.join(args.inputs)} ({sum(errors.values()):,} "
-                        f"records skipped; {why_none_read(errors)}); nothing written")
+                        f"records skipped; {why_none_read(errors)}{oversize_hint(errors)}); nothing written")
     out = Path(args.output)
     from pretrain.curate.io import write_bytes_atomic
 
@@ -94,5 +95,43 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from e
     print(f"trained on {seen['docs']:,} documents, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
           f"vocabulary {tok.get_vocab_size():,}; {sum(errors.values()):,} records skipped; "
-          f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}")
+          f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}{_replaced(before, tokenizer_sha256(tok))}"
+          f"{oversize_hint(errors)}")
     return 0
+
+
+def _replacing(out) -> tuple[int, str] | None:
+    """What -o holds now: None (nothing), or the (vocabulary, sha256) of the tokenizer a rerun
+    replaces. Refused: a file that is not a tokenizer (a config.json given as -o by mistake) and
+    a token directory's tokenizer copy (its shards would decode with another vocabulary)."""
+    import json
+
+    from pretrain.errors import UserError
+    from pretrain.tokens.tokenizer import load_tokenizer, tokenizer_sha256
+
+    if not out.exists() or out.is_dir():  # a folder: the write's own one-line refusal
+        return None
+    manifest = out.parent / "manifest.json"
+    try:  # someone else's file: a small JSON object read for one field, never trusted further
+        m = json.loads(manifest.read_bytes()[:1 << 20]) if manifest.is_file() else None
+        ours = isinstance(m, dict) and m.get("format") == "pretrain-tokens"
+        copy = m["tokenizer"]["copy"] if ours else None
+    except (OSError, ValueError, KeyError, TypeError):
+        copy = None
+    if copy == out.name:
+        raise UserError(f"{out} is the tokenizer copy of the token directory {out.parent} (its shards "
+                        f"were made with it); write the new tokenizer elsewhere")
+    try:
+        old = load_tokenizer(out)
+    except UserError:
+        raise UserError(f"{out} exists and is not a tokenizer.json; not replaced (remove it, or choose "
+                        f"another -o)") from None
+    return old.get_vocab_size(), tokenizer_sha256(old)
+
+
+def _replaced(before: tuple[int, str] | None, sha: str) -> str:
+    if before is None:
+        return ""
+    if before[1] == sha:
+        return " (the same tokenizer as the file it replaced)"
+    return f" (replaced a tokenizer of {before[0]:,} ids (sha256 {before[1][:12]}))"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrain.curate.io import atomic_path
+from pretrain.curate.io import atomic_path, is_url
 from pretrain.errors import UserError
 from pretrain.tokens.shards import TokenDir
 
@@ -34,17 +34,32 @@ def export_megatron(directory: str | Path, prefix: str | Path) -> tuple[Path, Pa
     for p in (bin_path, idx_path):
         if p.resolve() in ours:  # the rename would replace a shard this export is reading
             raise UserError(f"{p} is a shard of {d.path}: choose another output prefix")
-    with atomic_path(bin_path) as tmp, open(tmp, "wb") as f:
-        for b in d.bins:
-            for lo in range(0, b.size, 1 << 24):  # bounded memory: 16M tokens at a time
-                f.write(np.asarray(b[lo:lo + (1 << 24)]).astype(out_dtype).tobytes())
+    # Both files are written whole under temporary names before either replaces anything: the
+    # index used to be computed after the new .bin was renamed in, so a second export that failed
+    # or was killed there left the new .bin beside the old .idx (documents Megatron reads wrong,
+    # silently). The old .bin is removed just before the two renames (index first): an export cut
+    # between them leaves an .idx without its .bin, which Megatron refuses, never a mixed pair.
+    with atomic_path(bin_path) as tmp_bin:
+        with open(tmp_bin, "wb") as f:
+            for b in d.bins:
+                for lo in range(0, b.size, 1 << 24):  # bounded memory: 16M tokens at a time
+                    f.write(np.asarray(b[lo:lo + (1 << 24)]).astype(out_dtype).tobytes())
+        with atomic_path(idx_path) as tmp_idx:
+            with open(tmp_idx, "wb") as f:
+                for part in _index_bytes(d, out_dtype):
+                    f.write(part)
+            if not is_url(bin_path):
+                bin_path.unlink(missing_ok=True)
+    return bin_path, idx_path
+
+
+def _index_bytes(d: TokenDir, out_dtype: np.dtype):
+    """The `.idx` of the directory's documents, one sequence each, in the parts it is written in."""
     lengths = np.concatenate([np.zeros(0, np.int64)] + [np.diff(i.astype(np.int64)) for i in d.idxs])
     pointers = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) * out_dtype.itemsize
     doc_idx = np.arange(lengths.size + 1, dtype=np.int64)
-    with atomic_path(idx_path) as tmp, open(tmp, "wb") as f:
-        f.write(MAGIC + struct.pack("<Q", 1) + struct.pack("<B", DTYPE_CODES[out_dtype]))
-        f.write(struct.pack("<Q", lengths.size) + struct.pack("<Q", doc_idx.size))
-        f.write(lengths.astype("<i4").tobytes())
-        f.write(pointers[: lengths.size].astype("<i8").tobytes())
-        f.write(doc_idx.astype("<i8").tobytes())
-    return bin_path, idx_path
+    yield MAGIC + struct.pack("<Q", 1) + struct.pack("<B", DTYPE_CODES[out_dtype])
+    yield struct.pack("<Q", lengths.size) + struct.pack("<Q", doc_idx.size)
+    yield lengths.astype("<i4").tobytes()
+    yield pointers[: lengths.size].astype("<i8").tobytes()
+    yield doc_idx.astype("<i8").tobytes()

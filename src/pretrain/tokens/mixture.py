@@ -142,10 +142,11 @@ class MixtureSampler:
             raise UserError(f"bad sampler shape: seq_len={seq_len} rank={rank} world_size={world_size}")
         if any(not (w >= 0 and math.isfinite(w)) for w in weights.values()) or sum(weights.values()) <= 0:
             raise UserError(f"mixture weights must be non-negative with a positive sum: {weights}")
+        distinct_sources(sources)
         self.names = sorted(sources)  # sorted: the stream never depends on dict order
         self.weights = {k: float(weights[k]) for k in self.names}
         self.seq_len, self.seed, self.rank, self.world_size = int(seq_len), int(seed), rank, world_size
-        self.dirs = [TokenDir(sources[k], check_offsets=False) for k in self.names]
+        self.dirs = [open_source(k, sources[k]) for k in self.names]
         self._check_same_tokenizer()
         self.windows = np.array([(d.num_tokens - 1) // self.seq_len for d in self.dirs], dtype=np.int64)
         for name, d, w in zip(self.names, self.dirs, self.windows):
@@ -248,10 +249,38 @@ class MixtureSampler:
             raise UserError(f"sampler state: sequences must be an integer in [0, 2^62), got {g!r}")
         self._seek(g)
 
+    def epochs_after(self, sequences: int) -> dict[str, float]:
+        """Passes over each source once `sequences` global sequences are drawn: its exact draw count
+        (the block quotas and the last block's shuffle) over its windows; weight 0 gives 0."""
+        drawn = self._counts_before(int(sequences))
+        return {k: float(c) / max(1, int(w)) for k, c, w in zip(self.names, drawn, self.windows)}
+
+    def epochs_table(self, sequences: int) -> dict[str, dict[str, float]]:
+        """Per source: normalized weight, tokens, epochs after `sequences` (the run's `data` event)."""
+        total = sum(self.weights.values())
+        epochs = self.epochs_after(sequences)
+        return {k: {"weight": self.weights[k] / total, "tokens": d.num_tokens, "epochs": epochs[k]}
+                for k, d in zip(self.names, self.dirs)}
+
+    def describe(self, sequences: int, warn_epochs: float = 4.0) -> str:
+        """One log line: per source its weight (normalized), tokens and the epochs a run of
+        `sequences` global sequences makes over it, flagged past `warn_epochs` (as `pretrain mix`)."""
+        return describe_epochs(self.epochs_table(sequences), warn_epochs)
+
     def shares(self) -> dict[str, float]:
         """Realized share of sequences per source so far."""
         n = max(1, self.position)
         return {k: float(c) / n for k, c in zip(self.names, self._counts)}
+
+
+def describe_epochs(table: dict[str, dict[str, float]], warn_epochs: float = 4.0) -> str:
+    """`data: web 0.800 of 1,234 tokens = 0.50 epochs; ...; WARNING: wiki over 4 epochs, ...`:
+    the training log's line, and the run report's (from the `data` event of metrics.jsonl)."""
+    parts = [f"{k} {r['weight']:.3f} of {r['tokens']:,} tokens = {r['epochs']:.2f} epochs"
+             for k, r in table.items()]
+    over = [k for k, r in table.items() if r["epochs"] > warn_epochs]
+    flag = f"; WARNING: {', '.join(over)} over {warn_epochs:g} epochs, expect memorization" if over else ""
+    return f"data: {'; '.join(parts)}{flag}"
 
 
 def _changes(theirs: dict, mine: dict, prefix: str = "") -> str:
@@ -305,6 +334,10 @@ def load_mixture(path: str | Path) -> Mixture:
                                 "a finite number >= 0")
     if sum(weights.values()) <= 0:
         raise UserError(f"{path}: source weights must have a positive sum, got {weights}")
+    try:
+        distinct_sources(sources, weights)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
     if "budget" not in data:
         raise UserError(f"{path}: needs `budget` (training tokens, e.g. budget = 1e12)")
     budget = _number(path, "budget", data["budget"], lambda b: b > 0, "a positive token count")
@@ -323,6 +356,30 @@ def load_mixture(path: str | Path) -> Mixture:
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
     return Mixture(sources, weights, budget, seq_len, seed)
+
+
+def open_source(name: str, path: str | Path, check_offsets: bool = False) -> TokenDir:
+    """A source's token directory; a refusal names the source (`source 'books': tokens/bk: not
+    found ...`): with several sources a bare path did not say which line of the mixture to fix."""
+    try:
+        return TokenDir(path, check_offsets=check_offsets)
+    except UserError as e:
+        raise UserError(f"source {name!r}: {e}") from None
+
+
+def distinct_sources(sources: dict[str, str | Path], weights: dict[str, float] | None = None) -> None:
+    """Refuse one token directory under two source names (`web` and `./web/`, or a link to it): it
+    would be read as two corpora, each drawn at its own weight with its own window order, and
+    `mix` would show each name's share of the epochs instead of the passes the data really gets."""
+    seen: dict[Path, str] = {}
+    for name in sorted(sources):
+        real = Path(sources[name]).resolve()
+        if real in seen:
+            first = seen[real]
+            total = f" ({weights[first]:g} + {weights[name]:g})" if weights else ""
+            raise UserError(f"sources {first!r} and {name!r} are the same token directory ({real}); "
+                            f"give it once, with the weight of both{total}")
+        seen[real] = name
 
 
 # The mixture file's numbers past their type checks (tests/test_config_bounds.py reads them too).
@@ -349,7 +406,7 @@ def _number(path: Path, what: str, value: object, ok: Any, expected: str) -> flo
 
 def mixture_table(mix: Mixture, warn_epochs: float = 4.0) -> list[dict[str, Any]]:
     """Per source: tokens available, weight (normalized), tokens drawn, epochs, warning."""
-    available = {k: TokenDir(p).num_tokens for k, p in mix.sources.items()}
+    available = {k: open_source(k, p, check_offsets=True).num_tokens for k, p in mix.sources.items()}
     total_w = sum(mix.weights.values())
     if total_w <= 0:
         raise UserError("mixture weights must have a positive sum")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -67,13 +68,18 @@ def _tokenizer(path: str):
     return _TOKENIZERS[path]
 
 
-def iter_texts(path: Path, errors: dict[str, int], text_field: str = "text") -> Iterator[str]:
+def iter_texts(path: Path, errors: dict[str, int], text_field: str = "text",
+               first: dict[str, str] | None = None) -> Iterator[str]:
     """Document texts of one corpus file (`text_field` of JSON and Parquet records); bad records and
-    empty texts are counted in `errors`."""
+    empty texts are counted in `errors` by kind of fault, and `first` keeps the first record of each
+    kind with its full reason (`line 3: invalid UTF-8 at byte 14`)."""
     from pretrain.curate.readers import ReaderConfig, read_documents
 
     def on_error(p: str, record: object, reason: str) -> None:
-        errors[reason] = errors.get(reason, 0) + 1
+        kind = fault_kind(reason)
+        errors[kind] = errors.get(kind, 0) + 1
+        if first is not None and kind not in first and len(first) < MAX_FAULT_KINDS:
+            first[kind] = f"{record}: {reason}" if record else reason
 
     for text in (d.text for d in read_documents(path, ReaderConfig(text_field=text_field), on_error)):
         if text:
@@ -82,18 +88,93 @@ def iter_texts(path: Path, errors: dict[str, int], text_field: str = "text") -> 
             errors["empty text"] = errors.get("empty text", 0) + 1
 
 
+# A reader's reason carries where in the record it failed ("at byte 14", "at column 10") and a
+# JSON parser's own words: as a key it made one manifest entry per bad record of a hostile file.
+# Counted by kind (positions and sizes stripped, every JSON parse error one kind); the first record
+# of each kind keeps its full reason for the progress line.
+_WHERE = re.compile(r" at (?:byte|column|line|char|offset|position) \d+| of [\d,]+ bytes")
+MAX_FAULT_KINDS = 32
+
+
+def fault_kind(reason: str) -> str:
+    """`invalid UTF-8 at byte 14` -> `invalid UTF-8`, `malformed JSON: Expecting value at column 10`
+    -> `malformed JSON`: a count's key without the record's position or the parser's detail."""
+    if reason.startswith("malformed JSON"):
+        return "malformed JSON"
+    return _WHERE.sub("", reason)[:200]
+
+
+def oversize_hint(skipped: dict[str, int]) -> str:
+    """The way on when documents were skipped for their size (the readers' 8 MiB bound per record,
+    a whole plain-text file being one record): "" when none was."""
+    if not any("max_record_bytes" in k for k in skipped):
+        return ""
+    return ("; a document over 8 MiB (max_record_bytes; a plain-text file is one document) is "
+            "skipped: split it into JSONL records of one document each")
+
+
 def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
     encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # no offsets: we only need ids
+
+    def ids(batch: list[str]) -> Iterator[np.ndarray]:
+        return (np.asarray(e.ids, dtype=np.int64) for e in encode(batch, add_special_tokens=False))
+
+    exact = None  # whether pieces encode exactly: decided at the first long document
     batch: list[str] = []
     size = 0
     for t in texts:
+        if len(t) > LONG_DOC and exact is None:
+            exact = _piece_splitter(tok)
+        if len(t) > LONG_DOC and exact:
+            yield from ids(batch)  # in order: the documents before it first
+            batch, size = [], 0
+            parts = _pieces(t)
+            yield np.concatenate([a for lo in range(0, len(parts), 4) for a in ids(parts[lo:lo + 4])])
+            continue
         batch.append(t)
         size += len(t)
         if len(batch) == BATCH_DOCS or size >= BATCH_BYTES:
-            yield from (np.asarray(e.ids, dtype=np.int64) for e in encode(batch, add_special_tokens=False))
+            yield from ids(batch)
             batch, size = [], 0
     if batch:
-        yield from (np.asarray(e.ids, dtype=np.int64) for e in encode(batch, add_special_tokens=False))
+        yield from ids(batch)
+
+
+# One long document encoded whole costs ~140 bytes of memory per character (HF tokenizers keeps an
+# alignment per byte of every pre-tokenized word): 1.16 GB peak for one 7.9 MB document, measured.
+# Where pieces encode to exactly the whole's ids, a long document is encoded PIECE characters at a
+# time (4 pieces per call): split only at a single space between two letters or digits. With
+# GPT-2's pre-tokenizer regex (ByteLevel, use_regex) and no normalizer, a word/number run ends
+# before that space and the next piece (" word") starts at it, and BPE merges never cross pieces,
+# so the ids are the same (tests/test_tokens_shards.py -k long_document). Any other tokenizer
+# (a normalizer, Metaspace's prefix, added non-special tokens) is encoded whole, as before.
+LONG_DOC = 1 << 20
+PIECE = 1 << 18
+_SPLIT_AT = re.compile(r"(?<=[^\W_]) (?=[^\W_])")
+
+
+def _piece_splitter(tok) -> bool:
+    """Whether `tok` encodes pieces cut by `_pieces` to exactly the whole text's ids."""
+    spec = json.loads(tok.to_str())
+    pre = spec.get("pre_tokenizer") or {}
+    return bool(spec.get("normalizer") is None and pre.get("type") == "ByteLevel"
+                and pre.get("use_regex") is True and pre.get("add_prefix_space") is False
+                and (spec.get("model") or {}).get("type") == "BPE"
+                and all(a.get("special") for a in spec.get("added_tokens") or [])
+                and getattr(tok, "encode_special_tokens", False))
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` cut at the first safe space at or after every PIECE characters (none found: whole)."""
+    out, start = [], 0
+    while len(text) - start > PIECE:
+        m = _SPLIT_AT.search(text, start + PIECE)
+        if m is None:
+            break
+        out.append(text[start:m.start()])
+        start = m.start()
+    out.append(text[start:])
+    return out
 
 
 def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str,
@@ -108,14 +189,16 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
     dtype = shards.dtype_for_vocab(tok.get_vocab_size(with_added_tokens=True))
     name = shards.shard_name(index)
     errors: dict[str, int] = {}
+    first: dict[str, str] = {}
     t0 = time.perf_counter()
-    texts = iter_texts(Path(path), errors, text_field)
+    texts = iter_texts(Path(path), errors, text_field, first)
     n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
     for s in stamps.values():
         if "xxh3_128" in s:
             versions.unchanged(path, s)
     entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
-             "input": path, "skipped": errors, "seconds": round(time.perf_counter() - t0, 3)}
+             "input": path, "skipped": errors, "first_skipped": first,
+             "seconds": round(time.perf_counter() - t0, 3)}
     mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps,
                                      **({"settings": settings} if settings else {})})
     return entry

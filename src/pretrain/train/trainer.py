@@ -490,6 +490,10 @@ class Trainer:
             self.write_config()
             self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard,
                                    rewind_to=self.step if self.resumed else None, explained=COURSE_EVENTS)
+            table = getattr(getattr(self.loader, "inner", None), "epochs_table", None)
+            if callable(table) and (not self.resumed or self.changes):  # what the report says of the data
+                b = self.cfg.data.batch_size * self.cfg.train.grad_accum * self.dims.dp
+                self.metrics.event("data", self.step, sources=table(self.cfg.train.steps * b))
             if self.resumed:
                 self.metrics.event("resume", self.step)
                 if self.changes:  # even with --quiet: the run continues under another recipe
@@ -602,10 +606,29 @@ class Trainer:
         n, c, dp = self.shape.params(), self.cfg, self.dims.dp
         mine = c.data.batch_size * c.train.grad_accum
         b, per_rank = mine * dp, f" ({mine} per data-parallel rank x {dp})" if dp > 1 else ""
+        # The passes over each source this run makes (run-it-twice review: only `pretrain mix`
+        # said them, from a budget the user had to keep equal to steps x batch x seq_len by hand).
+        describe = getattr(getattr(self.loader, "inner", None), "describe", None)
+        data = f"\n{describe(c.train.steps * b)}" if callable(describe) else ""
+        data += _not_held_out(self.loader, self.eval_loader)
         return (f"model {self.shape.name}: {n:,} parameters, {self.fpt:.3g} FLOPs/token\n"
                 f"batch {b}{per_rank} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
-                f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens\n"
+                f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens{data}\n"
                 f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")
+
+
+def _not_held_out(loader, eval_loader) -> str:
+    """A warning line when an eval source is a training source's directory: its "held-out" loss
+    would be measured on tokens the model trains on (run-it-twice review)."""
+    train = getattr(getattr(loader, "inner", None), "dirs", None)
+    held = getattr(eval_loader, "dirs", None)
+    if not train or not held:
+        return ""
+    mine = {d.path.resolve(): n for n, d in zip(loader.inner.names, train)}
+    same = [f"{n} = {mine[d.path.resolve()]}" for n, d in zip(eval_loader.names, held)
+            if d.path.resolve() in mine]
+    return (f"\nWARNING: eval source is a training source ({', '.join(same)}): its eval loss is not "
+            f"held-out" if same else "")
 
 
 def _maybe_fail(rank: int, step: int) -> None:

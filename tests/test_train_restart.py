@@ -82,10 +82,35 @@ def test_two_kills_then_resume_keep_schedule_and_one_value_per_step(tmp_path, te
     steps, events = read_metrics(run / "metrics.jsonl")
     assert [r["step"] for r in steps] == list(range(1, 41))  # each step once, as first computed
     assert {r["step"]: r["loss"] for r in steps} == clean
-    assert [e["step"] for e in events if e["event"] == "resume"] == [10, 10]
+    # two attempts from one checkpoint: one event that says so, not two restarts (session 8)
+    assert [(e["step"], e["attempts"]) for e in events if e["event"] == "resume"] == [(10, 2)]
+    from pretrain.report import section_for
+
+    assert "resumed once: at step 10 (2 attempts)" in section_for(run, 0).problems
     tb = _tensorboard(run)
     assert [s for s, _ in tb] == list(range(1, 41))  # the abandoned steps 11-17 purged
     assert [v for _, v in tb] == pytest.approx([clean[s] for s in range(1, 41)], rel=1e-6)  # float32
+
+
+def test_a_resume_keeps_the_completion_of_the_async_save_it_resumes_from(tmp_path, text, monkeypatch):
+    """An async save of step 10 completes later (logged at step 11 here); a resume to 10 used to drop
+    that line with the replayed steps, so the record no longer said its checkpoint had completed."""
+    real_poll = ck.CheckpointManager.poll
+
+    def poll_after_write(self):  # the write finishes before the next poll: step 11, not "some step"
+        if self.pending:
+            self.pending[2].result()
+        return real_poll(self)
+
+    monkeypatch.setattr(ck.CheckpointManager, "poll", poll_after_write)
+    run, schedule = tmp_path / "run", ("checkpoint.every=10", "checkpoint.async_save=true")
+    _kill_at(monkeypatch, 13)
+    with pytest.raises(Killed):
+        Trainer(tiny_config(run, text, *schedule), quiet=True).fit()
+    _kill_at(monkeypatch, 99)
+    Trainer(tiny_config(run, text, *schedule, "train.stop_at=11"), quiet=True).fit()
+    done = [e for e in read_metrics(run / "metrics.jsonl")[1] if e["event"] == "checkpoint_complete"]
+    assert [e["saved_step"] for e in done] == [10]
 
 
 def test_fresh_start_over_an_old_record_moves_it_aside(tmp_path, text, monkeypatch, capsys):

@@ -267,12 +267,19 @@ def _stopped_early(step: int, target: int | None, events: list[dict]) -> list[st
 def _resumes(events: list[dict], target: int | None) -> list[str]:
     """Restarts ('resume' events): each one replayed the steps after its checkpoint. A rerun of a
     finished run also logs one, at the target, and trains nothing ("nothing to do"): not a restart."""
-    at = [str(e.get("step")) for e in events if e.get("event") == "resume"
+    at = [str(e.get("step")) + _attempts(e) for e in events if e.get("event") == "resume"
           and not (target and isinstance(e.get("step"), int) and e["step"] >= target)]
     if not at:
         return []
     times = "once" if len(at) == 1 else f"{len(at)} times"
     return [f"resumed {times}: at step{'s' if len(at) > 1 else ''} {', '.join(at)}"]
+
+
+def _attempts(event: dict) -> str:
+    """Runs that resumed from the same checkpoint are one event with `attempts` (session 8): the
+    failed ones trained nothing that was kept, so they are said, not counted as more restarts."""
+    n = event.get("attempts")
+    return f" ({n} attempts)" if type(n) is int and n > 1 else ""
 
 
 def _model(run: Path) -> str:

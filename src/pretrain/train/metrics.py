@@ -81,6 +81,19 @@ class Metrics:
             self.tb.close()
             self._open_tb(step + 1)
 
+    def resumed(self, step: int) -> int:
+        """Log one `resume` event at `step` with `attempts`: how many runs resumed from this checkpoint.
+        Each attempt from the same step replaced the steps after it, so a run restarted four times
+        after a hang was four lines that the report counted as four restarts (run-it-twice review,
+        session 8); earlier lines at this step (`attempts` 1 when absent) are folded into this one."""
+        if not self.enabled:
+            return 0
+        self.file.close()
+        attempts = 1 + _take_events(self.path, "resume", step)
+        self.file = open(self.path, "a")
+        self.event("resume", step, attempts=attempts)
+        return attempts
+
     def _write(self, rec: dict) -> None:
         self.file.write(json.dumps({k: _clean(v) for k, v in rec.items()}) + "\n")
         self.file.flush()  # one complete line per step even if the process is killed
@@ -164,6 +177,27 @@ def _drop_after(path: Path, step: int, keep_events: tuple, kept_before: tuple = 
             if rec.get("step", 0) <= step or kind in keep_events or (kind in kept_before and i < last):
                 dst.write(line if line.endswith(b"\n") else line + b"\n")
     tmp.replace(path)
+
+
+def _take_events(path: Path, name: str, step: int) -> int:
+    """Remove the `name` events at `step` from metrics.jsonl (atomically); their summed `attempts`."""
+    if not path.is_file():
+        return 0
+    from pretrain import untrusted
+
+    taken = 0
+    tmp = path.with_name(path.name + ".tmp")
+    with open(path, "rb") as src, open(tmp, "wb") as dst:
+        for _, line in untrusted.lines(src):
+            if (rec := parse_line(line)) is None:
+                continue
+            if rec.get("event") == name and rec.get("step") == step:
+                n = rec.get("attempts", 1)
+                taken += n if type(n) is int and 0 < n < 1_000_000 else 1  # a hostile file's number
+                continue
+            dst.write(line if line.endswith(b"\n") else line + b"\n")
+    tmp.replace(path)
+    return taken
 
 
 def _after_newest_event_file(folder: Path) -> None:

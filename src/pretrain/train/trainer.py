@@ -433,8 +433,9 @@ class Trainer:
 
     def maybe_save(self) -> None:
         done = self.ckpt.poll()
-        if done is not None:
-            self._event("checkpoint_complete", saved_step=done)
+        if done is not None:  # logged at the save's step: a resume to it drops the steps after it,
+            # and dropped this line with them when it was logged at the step that noticed it
+            self._event("checkpoint_complete", step=done, saved_step=done, noticed_at=self.step)
         if self.step < self.next_save:
             return
         self.save()
@@ -495,7 +496,7 @@ class Trainer:
                 b = self.cfg.data.batch_size * self.cfg.train.grad_accum * self.dims.dp
                 self.metrics.event("data", self.step, sources=table(self.cfg.train.steps * b))
             if self.resumed:
-                self.metrics.event("resume", self.step)
+                self.metrics.resumed(self.step)
                 if self.changes:  # even with --quiet: the run continues under another recipe
                     self.metrics.event("config_change", self.step, changes=self.changes)
                     print(f"changed since step {self.step}: {describe(self.changes)}", file=sys.stderr,

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from s3server import s3  # noqa: F401  (the fixture)
+from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 
 from pretrain.cli import main
 from pretrain.errors import DataError, UserError
@@ -104,6 +106,23 @@ def test_round_trip_is_byte_identical(tok, tmp_path):
     export_megatron(tmp_path / "t", tmp_path / "back")
     assert (tmp_path / "back.bin").read_bytes() == (tmp_path / "web.bin").read_bytes()
     assert (tmp_path / "back.idx").read_bytes() == (tmp_path / "web.idx").read_bytes()
+
+
+def test_export_to_a_bucket_is_the_local_export(tok, tmp_path, s3_here, capsys, monkeypatch):  # noqa: F811
+    """`-o s3://...`: Path() made it "s3:/bucket/..." and wrote a local folder named "s3:" (session 8)."""
+    prefix = megatron_write(tmp_path / "web", [d + [tok["eot"]] for d in tok["docs"]], np.uint16)
+    _imported(tok, tmp_path / "t", prefix)
+    bucket = s3_here.new_bucket("megatron")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)  # a collapsed URL would land here as ./s3:/...
+    out = f"s3://{bucket}/m/web_text_document"
+    assert main(["tokens", "export-megatron", str(tmp_path / "t"), "-o", out]) == 0
+    assert f"s3://{bucket}/m/web_text_document.bin" in capsys.readouterr().out
+    fs = s3_here.filesystem()
+    assert fs.cat(f"{bucket}/m/web_text_document.bin") == (tmp_path / "web.bin").read_bytes()
+    assert fs.cat(f"{bucket}/m/web_text_document.idx") == (tmp_path / "web.idx").read_bytes()
+    assert list(cwd.iterdir()) == []
 
 
 def test_round_trip_of_a_vocabulary_past_65536_ids(tmp_path):

@@ -237,3 +237,13 @@ def test_a_multilingual_tokenizer_from_the_command_reads_the_same_in_hf_and_tran
     assert fast(texts, add_special_tokens=False)["input_ids"] == mine
     assert fast.batch_decode(mine) == texts == [ours.decode(i) for i in mine]
     assert sum(map(len, mine)) < 0.6 * sum(len(t.encode()) for t in texts)  # merges inside scripts
+
+
+def test_train_command_counts_one_document_in_the_singular(tmp_path, capsys):
+    # One text file is one document: the summary said "trained on 1 documents" (session 8).
+    from pretrain.cli import main as cli_main
+
+    (tmp_path / "one.txt").write_text("The quick brown fox jumps over the lazy dog. " * 40)
+    assert cli_main(["tokenizer", "train", str(tmp_path / "one.txt"), "-o", str(tmp_path / "t.json"),
+                     "--vocab-size", "300"]) == 0
+    assert capsys.readouterr().out.startswith("trained on 1 document, ")

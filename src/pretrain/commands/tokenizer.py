@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         write_bytes_atomic(out, tok.to_str(pretty=True).encode())
     except OSError as e:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from e
-    print(f"trained on {seen['docs']:,} documents, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
+    docs = f"{seen['docs']:,} document" + ("" if seen["docs"] == 1 else "s")
+    print(f"trained on {docs}, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
           f"vocabulary {tok.get_vocab_size():,}; {sum(errors.values()):,} records skipped; "
           f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}{_replaced(before, tokenizer_sha256(tok))}"
           f"{oversize_hint(errors)}")

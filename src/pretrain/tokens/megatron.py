@@ -24,15 +24,15 @@ MAGIC = b"MMIDIDX\x00\x00"
 DTYPE_CODES = {np.dtype("<u2"): 8, np.dtype("<i4"): 4}
 
 
-def export_megatron(directory: str | Path, prefix: str | Path) -> tuple[Path, Path]:
-    """Write PREFIX.bin and PREFIX.idx from a token directory; returns their paths."""
+def export_megatron(directory: str | Path, prefix: str | Path) -> tuple[Path | str, Path | str]:
+    """Write PREFIX.bin and PREFIX.idx from a token directory; returns their paths (an s3:// prefix:
+    their URLs, each uploaded whole by the io layer)."""
     d = TokenDir(directory)
     out_dtype = np.dtype("<u2") if d.dtype.itemsize == 2 else np.dtype("<i4")
-    prefix = Path(prefix)
-    bin_path, idx_path = Path(f"{prefix}.bin"), Path(f"{prefix}.idx")
+    bin_path, idx_path = _outputs(prefix)
     ours = {(d.path / sh[k]).resolve() for sh in d.manifest["shards"] for k in ("bin", "idx")}
     for p in (bin_path, idx_path):
-        if p.resolve() in ours:  # the rename would replace a shard this export is reading
+        if not is_url(p) and p.resolve() in ours:  # the rename would replace a shard being read
             raise UserError(f"{p} is a shard of {d.path}: choose another output prefix")
     # Both files are written whole under temporary names before either replaces anything: the
     # index used to be computed after the new .bin was renamed in, so a second export that failed
@@ -51,6 +51,15 @@ def export_megatron(directory: str | Path, prefix: str | Path) -> tuple[Path, Pa
             if not is_url(bin_path):
                 bin_path.unlink(missing_ok=True)
     return bin_path, idx_path
+
+
+def _outputs(prefix: str | Path) -> tuple[Path | str, Path | str]:
+    """PREFIX.bin and PREFIX.idx. A URL stays a string: Path("s3://b/k") is "s3:/b/k", a local
+    folder named "s3:" (run-it-twice review, session 8: such an export never reached the bucket)."""
+    if is_url(prefix):
+        text = str(prefix)
+        return f"{text}.bin", f"{text}.idx"
+    return Path(f"{prefix}.bin"), Path(f"{prefix}.idx")
 
 
 def _index_bytes(d: TokenDir, out_dtype: np.dtype):

@@ -1,5 +1,6 @@
 """The training loop, on one process or many (torchrun): build_* helpers in the design's order, then
-Trainer.fit(). The parallel layout itself lives in train/parallel.py.
+Trainer.fit(). The parallel layout itself lives in train/parallel.py; what the run says about
+itself (summary, step line, RUN/config.toml, the record's opening events) in train/record.py.
 
 Build order (torchtitan's): parallel dims -> process group and mesh -> model on the
 meta device -> parallelize -> init weights -> optimizer -> data -> restore the newest complete
@@ -23,6 +24,7 @@ from pretrain import config as cfgmod
 from pretrain.errors import UserError
 from pretrain.eval import callback as eval_callback
 from pretrain.train import checkpoint as ck
+from pretrain.train import record
 from pretrain.train.config import RunConfig, validate
 from pretrain.train.cpu import keep_freed_memory
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
@@ -52,7 +54,6 @@ from pretrain.train.restarts import (
     agreed_interval,
     catch_signals,
     describe,
-    hms,
     hold_run_dir,
     model_of_own_run,
     recipe,
@@ -488,19 +489,7 @@ class Trainer:
             set_aside_history(self.run_dir, self.rank)
             self._refuse_remote_history()
         if self.rank == 0:  # one writer of the run directory's config and metrics
-            self.write_config()
-            self.metrics = Metrics(self.run_dir, self.cfg.log.tensorboard,
-                                   rewind_to=self.step if self.resumed else None, explained=COURSE_EVENTS)
-            table = getattr(getattr(self.loader, "inner", None), "epochs_table", None)
-            if callable(table) and (not self.resumed or self.changes):  # what the report says of the data
-                b = self.cfg.data.batch_size * self.cfg.train.grad_accum * self.dims.dp
-                self.metrics.event("data", self.step, sources=table(self.cfg.train.steps * b))
-            if self.resumed:
-                self.metrics.resumed(self.step)
-                if self.changes:  # even with --quiet: the run continues under another recipe
-                    self.metrics.event("config_change", self.step, changes=self.changes)
-                    print(f"changed since step {self.step}: {describe(self.changes)}", file=sys.stderr,
-                          flush=True)
+            self.metrics = record.open_record(self)
         records = []
         t_start = time.perf_counter()
         handlers = catch_signals(self._note_signal)
@@ -527,13 +516,7 @@ class Trainer:
         return records
 
     def _step_line(self, rec: dict, stop: int, elapsed: float) -> str:
-        """step/total, the numbers, elapsed time and the ETA from the recent mean step time."""
-        recent = self._step_times[-10:]
-        eta = (stop - self.step) * sum(recent) / max(1, len(recent))
-        return (f"step {rec['step']}/{stop}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
-                f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}  "
-                + ("" if rec.get("mfu") is None else f"mfu {100 * rec['mfu']:.1f}%  ")  # log.peak_flops set
-                + f"elapsed {hms(elapsed)}  eta {hms(eta)}")
+        return record.step_line(rec, stop, elapsed, self.step, self._step_times)
 
     def _save_final(self) -> None:
         self.ckpt.wait()
@@ -575,17 +558,10 @@ class Trainer:
 
     def resolved_config(self) -> RunConfig:
         """The config with the model shape spelled out (RUN/config.toml stands alone)."""
-        import dataclasses
-
-        model = dataclasses.replace(self.cfg.model, **{k: getattr(self.shape, k) for k in SHAPE_FIELDS})
-        return dataclasses.replace(self.cfg, model=model)
+        return record.resolved_config(self.cfg, self.shape)
 
     def write_config(self) -> None:
-        text = cfgmod.dumps(self.resolved_config())
-        path = self.run_dir / "config.toml"
-        tmp = path.with_name("config.toml.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        record.write_config(self.run_dir, self.resolved_config())
 
     def _event(self, name: str, step: int | None = None, **fields) -> None:
         step = self.step if step is None else step
@@ -602,34 +578,8 @@ class Trainer:
             print(msg, file=sys.stderr, flush=True)
 
     def summary(self) -> str:
-        # The whole model and the global batch: under pp a rank holds one stage's parameters, under
-        # data parallelism data.batch_size is one rank's share.
-        n, c, dp = self.shape.params(), self.cfg, self.dims.dp
-        mine = c.data.batch_size * c.train.grad_accum
-        b, per_rank = mine * dp, f" ({mine} per data-parallel rank x {dp})" if dp > 1 else ""
-        # The passes over each source this run makes (run-it-twice review: only `pretrain mix`
-        # said them, from a budget the user had to keep equal to steps x batch x seq_len by hand).
-        describe = getattr(getattr(self.loader, "inner", None), "describe", None)
-        data = f"\n{describe(c.train.steps * b)}" if callable(describe) else ""
-        data += _not_held_out(self.loader, self.eval_loader)
-        return (f"model {self.shape.name}: {n:,} parameters, {self.fpt:.3g} FLOPs/token\n"
-                f"batch {b}{per_rank} x {self.shape.seq_len} = {b * self.shape.seq_len:,} tokens/step, "
-                f"{c.train.steps} steps = {c.train.steps * b * self.shape.seq_len:,} tokens{data}\n"
-                f"precision {c.precision.dtype}, device {self.device}, run dir {self.run_dir}")
-
-
-def _not_held_out(loader, eval_loader) -> str:
-    """A warning line when an eval source is a training source's directory: its "held-out" loss
-    would be measured on tokens the model trains on (run-it-twice review)."""
-    train = getattr(getattr(loader, "inner", None), "dirs", None)
-    held = getattr(eval_loader, "dirs", None)
-    if not train or not held:
-        return ""
-    mine = {d.path.resolve(): n for n, d in zip(loader.inner.names, train)}
-    same = [f"{n} = {mine[d.path.resolve()]}" for n, d in zip(eval_loader.names, held)
-            if d.path.resolve() in mine]
-    return (f"\nWARNING: eval source is a training source ({', '.join(same)}): its eval loss is not "
-            f"held-out" if same else "")
+        """Model, global batch, data passes and device, printed before training (train/record.py)."""
+        return record.summary(self)
 
 
 def _maybe_fail(rank: int, step: int) -> None:

@@ -1,0 +1,90 @@
+"""What a run says about itself, apart from training: the summary printed before the first step
+(model, global batch, passes over each data source, an eval source that is not held out), the step
+line, RUN/config.toml with the model shape spelled out, and the events that open metrics.jsonl
+(`data`, `resume`, `config_change`). Split from train/trainer.py (session 8) so that the loop's
+module holds the loop; each function reads the trainer it is given and changes nothing in it but
+its `metrics`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from pretrain import config as cfgmod
+from pretrain.train.metrics import Metrics
+from pretrain.train.model import SHAPE_FIELDS
+from pretrain.train.restarts import COURSE_EVENTS, describe, hms
+
+
+def open_record(t) -> Metrics:
+    """Rank 0's record of a run: config.toml, then metrics.jsonl rewound to a resumed step, with the
+    data's passes (a fresh start, or a resume under changed settings) and the resume said."""
+    write_config(t.run_dir, resolved_config(t.cfg, t.shape))
+    metrics = Metrics(t.run_dir, t.cfg.log.tensorboard, rewind_to=t.step if t.resumed else None,
+                      explained=COURSE_EVENTS)
+    table = getattr(getattr(t.loader, "inner", None), "epochs_table", None)
+    if callable(table) and (not t.resumed or t.changes):  # what the report says of the data
+        b = t.cfg.data.batch_size * t.cfg.train.grad_accum * t.dims.dp
+        metrics.event("data", t.step, sources=table(t.cfg.train.steps * b))
+    if t.resumed:
+        metrics.resumed(t.step)
+        if t.changes:  # even with --quiet: the run continues under another recipe
+            metrics.event("config_change", t.step, changes=t.changes)
+            print(f"changed since step {t.step}: {describe(t.changes)}", file=sys.stderr, flush=True)
+    return metrics
+
+
+def resolved_config(cfg, shape):
+    """The config with the model shape spelled out (RUN/config.toml stands alone)."""
+    model = dataclasses.replace(cfg.model, **{k: getattr(shape, k) for k in SHAPE_FIELDS})
+    return dataclasses.replace(cfg, model=model)
+
+
+def write_config(run_dir, cfg) -> None:
+    """RUN/config.toml, atomically (a kill mid-write leaves the old one)."""
+    path = run_dir / "config.toml"
+    tmp = path.with_name("config.toml.tmp")
+    tmp.write_text(cfgmod.dumps(cfg))
+    tmp.replace(path)
+
+
+def step_line(rec: dict, stop: int, elapsed: float, step: int, step_times: list[float]) -> str:
+    """step/total, the numbers, elapsed time and the ETA from the recent mean step time."""
+    recent = step_times[-10:]
+    eta = (stop - step) * sum(recent) / max(1, len(recent))
+    return (f"step {rec['step']}/{stop}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
+            f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}  "
+            + ("" if rec.get("mfu") is None else f"mfu {100 * rec['mfu']:.1f}%  ")  # log.peak_flops set
+            + f"elapsed {hms(elapsed)}  eta {hms(eta)}")
+
+
+def summary(t) -> str:
+    """The lines printed before training. The whole model and the global batch: under pp a rank holds
+    one stage's parameters, under data parallelism data.batch_size is one rank's share."""
+    n, c, dp = t.shape.params(), t.cfg, t.dims.dp
+    mine = c.data.batch_size * c.train.grad_accum
+    b, per_rank = mine * dp, f" ({mine} per data-parallel rank x {dp})" if dp > 1 else ""
+    # The passes over each source this run makes (run-it-twice review: only `pretrain mix`
+    # said them, from a budget the user had to keep equal to steps x batch x seq_len by hand).
+    passes = getattr(getattr(t.loader, "inner", None), "describe", None)
+    data = f"\n{passes(c.train.steps * b)}" if callable(passes) else ""
+    data += not_held_out(t.loader, t.eval_loader)
+    return (f"model {t.shape.name}: {n:,} parameters, {t.fpt:.3g} FLOPs/token\n"
+            f"batch {b}{per_rank} x {t.shape.seq_len} = {b * t.shape.seq_len:,} tokens/step, "
+            f"{c.train.steps} steps = {c.train.steps * b * t.shape.seq_len:,} tokens{data}\n"
+            f"precision {c.precision.dtype}, device {t.device}, run dir {t.run_dir}")
+
+
+def not_held_out(loader, eval_loader) -> str:
+    """A warning line when an eval source is a training source's directory: its "held-out" loss
+    would be measured on tokens the model trains on (run-it-twice review)."""
+    train = getattr(getattr(loader, "inner", None), "dirs", None)
+    held = getattr(eval_loader, "dirs", None)
+    if not train or not held:
+        return ""
+    mine = {d.path.resolve(): n for n, d in zip(loader.inner.names, train)}
+    same = [f"{n} = {mine[d.path.resolve()]}" for n, d in zip(eval_loader.names, held)
+            if d.path.resolve() in mine]
+    return (f"\nWARNING: eval source is a training source ({', '.join(same)}): its eval loss is not "
+            f"held-out" if same else "")

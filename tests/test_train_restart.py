@@ -104,13 +104,19 @@ def test_a_resume_keeps_the_completion_of_the_async_save_it_resumes_from(tmp_pat
 
     monkeypatch.setattr(ck.CheckpointManager, "poll", poll_after_write)
     run, schedule = tmp_path / "run", ("checkpoint.every=10", "checkpoint.async_save=true")
-    _kill_at(monkeypatch, 13)
+    _kill_at(monkeypatch, 20)  # the save of step 20 has started, never finished: not a checkpoint
     with pytest.raises(Killed):
         Trainer(tiny_config(run, text, *schedule), quiet=True).fit()
+    from pretrain.report import section_for
+
+    said = " ".join(section_for(run, 0).problems)
+    assert "newest checkpoint: step 10, the same command resumes from it" in said, said
     _kill_at(monkeypatch, 99)
-    Trainer(tiny_config(run, text, *schedule, "train.stop_at=11"), quiet=True).fit()
+    t = Trainer(tiny_config(run, text, *schedule, "train.stop_at=11"), quiet=True)
+    assert t.step == 10  # the truth the report must tell: what the rerun resumed from
+    t.fit()
     done = [e for e in read_metrics(run / "metrics.jsonl")[1] if e["event"] == "checkpoint_complete"]
-    assert [e["saved_step"] for e in done] == [10]
+    assert [e["saved_step"] for e in done] == [10, 11]  # 11: the final save, finished by a wait
 
 
 def test_fresh_start_over_an_old_record_moves_it_aside(tmp_path, text, monkeypatch, capsys):

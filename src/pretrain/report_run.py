@@ -258,10 +258,20 @@ def _stopped_early(step: int, target: int | None, events: list[dict]) -> list[st
     rerun of the same command would resume from (the newest checkpoint event)."""
     if not target or step >= target:
         return []
-    saved = [e["step"] for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)]
+    saved = _complete_saves(events)
     then = (f"newest checkpoint: step {max(saved)}, the same command resumes from it" if saved
             else "no checkpoint yet: the same command starts it over")
     return [f"stopped at step {step} of {target} (killed, interrupted or still running); {then}"]
+
+
+def _complete_saves(events: list[dict]) -> list[int]:
+    """The steps of checkpoints a rerun can resume from. An async save is logged (`checkpoint`) when
+    it starts and completes later (`checkpoint_complete`): a run killed in between resumes from the
+    one before (session 8: the report named the unfinished one). A synchronous save (no `async`
+    field, as in records written before it) is complete when logged."""
+    done = {e.get("saved_step") for e in events if e.get("event") == "checkpoint_complete"}
+    return [e["step"] for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)
+            and (e.get("async") is not True or e["step"] in done)]
 
 
 def _resumes(events: list[dict], target: int | None) -> list[str]:

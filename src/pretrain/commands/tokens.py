@@ -56,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     e.add_argument("directory", metavar="TOKENS", help="a directory written by `pretrain tokenize`")
     e.add_argument("-o", "--output", required=True, metavar="PREFIX",
-                   help="writes PREFIX.bin and PREFIX.idx (Megatron's --data-path PREFIX)")
+                   help="writes PREFIX.bin and PREFIX.idx (Megatron's --data-path PREFIX); "
+                   "an s3://bucket/key prefix uploads each file whole")
 
 
     m = sub.add_parser("import-megatron", help="Megatron-LM PREFIX.bin + PREFIX.idx -> a token directory",

@@ -281,7 +281,8 @@ class Trainer:
     def save(self) -> None:
         blocked = self.ckpt.save(self.step, self.model, self.optimizer, self.state())
         path = ck.step_dir(self.ckpt.root, self.step)
-        self._event("checkpoint", blocking_s=round(blocked, 4), path=str(path))
+        extra = {"async": True} if self.ckpt.async_save else {}  # complete at its checkpoint_complete
+        self._event("checkpoint", blocking_s=round(blocked, 4), path=str(path), **extra)
 
     # --- the step ---------------------------------------------------------------------------
 
@@ -388,7 +389,7 @@ class Trainer:
     def rollback(self, last_batch: int) -> bool:
         """Back to the newest complete checkpoint before the spike, skipping its batches (PaLM)."""
         first_step, first_batch = self._spike_first
-        self.ckpt.wait()  # an in-flight save may be the good checkpoint we need
+        self._finish_save()  # an in-flight save may be the good checkpoint we need
         found = ck.latest_complete(self.ckpt.root, before=first_step)
         if found is None:
             self._event("rollback_unavailable", step=self.step + 1, reason="no checkpoint before the spike")
@@ -433,10 +434,7 @@ class Trainer:
             self._event("eval_tasks", **eval_callback.eval_tasks_event(self))
 
     def maybe_save(self) -> None:
-        done = self.ckpt.poll()
-        if done is not None:  # logged at the save's step: a resume to it drops the steps after it,
-            # and dropped this line with them when it was logged at the step that noticed it
-            self._event("checkpoint_complete", step=done, saved_step=done, noticed_at=self.step)
+        self._completed(self.ckpt.poll())
         if self.step < self.next_save:
             return
         self.save()
@@ -518,13 +516,22 @@ class Trainer:
     def _step_line(self, rec: dict, stop: int, elapsed: float) -> str:
         return record.step_line(rec, stop, elapsed, self.step, self._step_times)
 
+    def _finish_save(self) -> None:
+        self._completed(self.ckpt.wait())  # an in-flight async save, finished
+
+    def _completed(self, done: int | None) -> None:
+        """Log an async save's completion (the report counts it as a checkpoint only then) at the
+        save's step: logged at the step that noticed it, a resume to that save dropped it."""
+        if done is not None:
+            self._event("checkpoint_complete", step=done, saved_step=done, noticed_at=self.step)
+
     def _save_final(self) -> None:
-        self.ckpt.wait()
+        self._finish_save()
         last = ck.latest_complete(self.ckpt.root)
         wanted = self.step > 0 or self.cfg.train.steps == 0  # steps=0: the built/imported model itself
         if wanted and (last is None or last[0] != self.step):
             self.save()  # the final state is always on disk, for resume, sample and export
-        self.ckpt.wait()
+        self._finish_save()
 
     # --- restarts: the run dir's record, signals ----------------------------------------------
 

@@ -83,6 +83,16 @@ def restore_signals(old: dict) -> None:
         signal.signal(s, h)
 
 
+def on_any_rank(flag: bool) -> bool:
+    """True on every rank when it is on any (a MAX all-reduce); the flag itself on one process."""
+    if dist.is_initialized():
+        dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        t = torch.tensor(float(flag), device=dev)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        flag = bool(t.item())
+    return flag
+
+
 def hms(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"

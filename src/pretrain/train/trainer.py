@@ -56,6 +56,7 @@ from pretrain.train.restarts import (
     describe,
     hold_run_dir,
     model_of_own_run,
+    on_any_rank,
     recipe,
     recipe_changes,
     release_run_dir,
@@ -540,13 +541,7 @@ class Trainer:
 
     def _interrupted(self) -> bool:
         """Did any rank catch a signal? Agreed by all ranks (the save that follows is collective)."""
-        flag = self._interrupt is not None
-        if dist.is_initialized():
-            dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
-            t = torch.tensor(float(flag), device=dev)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            flag = bool(t.item())
-        return flag
+        return on_any_rank(self._interrupt is not None)
 
     def _stop_interrupted(self) -> None:
         name = self._interrupt or "a signal on another rank"

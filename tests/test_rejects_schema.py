@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_job import PEERS_PY, _bench
-from test_pipeline import _ids, _prose, _write_jsonl_corpus
+from test_pipeline import DEMO, _ids, _prose, _write_jsonl_corpus
 
 from pretrain import config
 from pretrain.curate.executor import LocalExecutor
@@ -68,3 +68,22 @@ def test_rejects_load_in_datasets_and_datatrove(tmp_path):
     for i, (step, contamination) in got.items():  # metadata arrives parsed, as a dict
         assert step == truth[i]["step"]
         assert contamination == read_reject(truth[i])["metadata"].get("contamination")
+
+
+FORMAT1 = Path(__file__).parent / "data" / "rejects_format1"  # the demo crawl's rejects, written by
+# `pretrain curate src/pretrain/data/demo/crawl.warc.gz` at commit 8092dd1 (before this format)
+
+
+def test_old_and_new_rejects_read_the_same(tmp_path):
+    from pretrain.curate import io
+    from pretrain.report_corpus import scan_rejects
+
+    stats = curate([str(DEMO)], tmp_path / "out", CurateConfig(), executor=LocalExecutor(1))
+    new = {i: read_reject(r) for i, r in _ids(tmp_path / "out", "rejects").items()}
+    old = {r["id"]: read_reject(r) for p in sorted(FORMAT1.glob("*.jsonl.zst")) for r in io.read_jsonl_zst(p)}
+    assert "measured" not in next(io.read_jsonl_zst(next(FORMAT1.glob("filters_*"))))  # truly format 1
+    assert new == old and any(r["value"] is not None for r in new.values())
+    (tmp_path / "old" / "rejects").mkdir(parents=True)
+    for p in FORMAT1.glob("*.jsonl.zst"):
+        (tmp_path / "old" / "rejects" / p.name).write_bytes(p.read_bytes())
+    assert scan_rejects(tmp_path / "old", stats) == scan_rejects(tmp_path / "out", stats)  # the report

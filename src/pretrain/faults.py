@@ -43,8 +43,18 @@ def merge_faults(total: dict[str, int], part: dict[str, int], first: dict[str, A
                  part_first: dict[str, Any] | None = None) -> None:
     """Add a shard's counts (already by kind) into `total`, bounded the same way; `first` takes the
     first record of each kind from `part_first` where it has none yet (shards in order)."""
-    for kind, n in part.items():
-        key = _slot(total, kind)
+    for kind, n in part.items():  # re-kinded: a shard's stats written before kinds kept positions
+        key = _slot(total, fault_kind(kind))
         total[key] = total.get(key, 0) + n
-        if first is not None and part_first and kind in part_first and key not in first:
-            first[key] = part_first[kind]
+        if first is not None and part_first and key not in first:
+            found = part_first.get(kind) or part_first.get(key)
+            if found:
+                first[key] = found
+
+
+def first_of_kinds(examples: list[dict]) -> dict[str, dict]:
+    """The first example (`{"file", "record", "reason"}`) of each kind in a list of examples."""
+    out: dict[str, dict] = {}
+    for e in examples:
+        out.setdefault(fault_kind(str(e.get("reason", ""))), e)
+    return out

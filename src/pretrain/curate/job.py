@@ -51,7 +51,7 @@ from pretrain.curate.outputs import (
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.curate.refusals import difference
 from pretrain.errors import UserError, storage_error
-from pretrain.faults import merge_faults
+from pretrain.faults import first_of_kinds, merge_faults
 
 if TYPE_CHECKING:
     from pretrain.curate.pipeline import CurateConfig, ShardTask
@@ -514,7 +514,8 @@ def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order
     examples: list = []
     records: Counter = Counter()
     for s in shard_stats:
-        merge_faults(errors, s["errors"]["by_reason"], first, s["errors"].get("first"))
+        part = s["errors"]  # a shard's stats written before kinds: its examples give the firsts
+        merge_faults(errors, part["by_reason"], first, part.get("first") or first_of_kinds(part["examples"]))
         examples.extend(s["errors"]["examples"])
         records.update(s.get("records", {}))
     read = sum(s["read"] for s in shard_stats)

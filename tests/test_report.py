@@ -119,7 +119,6 @@ def corpus_with_errors(tmp_path_factory) -> Path:
 
 def test_errors_table_and_reject_values(corpus_with_errors):
     from pretrain.curate.io import read_jsonl_zst
-    from pretrain.curate.rejects import read_reject
 
     stats = json.loads((corpus_with_errors / "stats.json").read_text())
     assert stats["errors"]["count"] >= 1
@@ -129,7 +128,7 @@ def test_errors_table_and_reject_values(corpus_with_errors):
     assert any("bad records skipped" in p for p in sec.problems)
     assert "inputs: 2 file(s)" in sec.body and "settings changed from the defaults: none" in sec.body
     files = sorted((corpus_with_errors / "rejects").glob("*.jsonl.zst"))
-    rejects = [read_reject(r) for f in files for r in read_jsonl_zst(f)]
+    rejects = [r for f in files for r in read_jsonl_zst(f)]
     scored = next(r for r in rejects if r["reason"] == "low_language_score")
     row = re.search(r"<td>low_language_score</td><td class=\"n\">([^<]*)</td><td class=\"n\">([^<]*)</td>",
                     sec.body)

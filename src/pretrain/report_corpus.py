@@ -16,7 +16,6 @@ import numpy as np
 
 from pretrain import untrusted
 from pretrain.curate import io as cio
-from pretrain.curate.rejects import read_reject
 from pretrain.report import Section, fig_to_img, fmt, kpis, note, plt, snippet, table
 
 MAX_SCANNED = 200_000  # reject records read for examples and clusters
@@ -148,17 +147,14 @@ def scan_rejects(out: Path, stats: dict,
     clusters: dict[str, list[dict]] = {}
     held = scanned = 0
     for path in _shard_files(out, "rejects", remote):
-        for raw in _records(path, out):
+        for r in _records(path, out):
             scanned += 1
-            if not isinstance(raw, dict):  # a hostile line that is JSON but not a record
-                continue
-            r = read_reject(raw)  # this format or the one before it (curate/rejects.py)
             key = (str(r.get("step") or "?"), str(r.get("reason") or "?"))
             if key not in firsts:
                 firsts[key] = {k: r.get(k) for k in ("value", "threshold", "url", "id")}
                 firsts[key]["step"], firsts[key]["reason"] = key
                 firsts[key]["text"] = snippet(r.get("text"))
-                firsts[key]["metadata"] = r["metadata"]
+                firsts[key]["metadata"] = r.get("metadata") or {}
             if r.get("kept_id") and held < MAX_DUP_KEPT:
                 clusters.setdefault(r["kept_id"], []).append({k: r.get(k) for k in ("id", "url", "step")})
                 held += 1

@@ -35,9 +35,8 @@ layout, stats and reject records; --set steps='["language","dedup"]' filters fir
 
 Output (OUT/):
   data/*.jsonl.zst      kept documents: id, text, url, source, metadata
-  rejects/*.jsonl.zst   removed documents: id, step (exact_dedup | near_dedup), reason,
-                        kept_id (the twin that was kept), text excerpt, url, source, metadata
-                        (one shape, one type per field: datasets.load_dataset("json") reads it)
+  rejects/*.jsonl.zst   removed documents: id, url, source, step (exact_dedup | near_dedup),
+                        reason, kept_id (the twin that was kept), text excerpt
   stats.json            documents read, kept, removed by step and reason, errors, wall time
   config.toml, plan.json  the resolved config; the job's identity (inputs, sizes, config hash)
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from pretrain.curate import io, site_lines, versions
 from pretrain.curate.classifier import ClassifierConfig, ClassifierFilter, build_classifier_steps
@@ -40,7 +41,6 @@ from pretrain.curate.language import REASON_SCORE as LANGUAGE_SCORE
 from pretrain.curate.language import LanguageConfig, LanguageFilter, build_language_step
 from pretrain.curate.pii import PIIConfig, build_pii_step
 from pretrain.curate.readers import ReaderConfig, read_documents
-from pretrain.curate.rejects import reject_record
 from pretrain.curate.removals import shard_removals
 from pretrain.curate.rules import RulesConfig, build_rule_steps
 from pretrain.curate.step import Step, run_steps
@@ -51,6 +51,7 @@ from pretrain.progress import ShardMeter
 
 MAX_ERROR_EXAMPLES = 100
 SHARD_BITS = 40  # priority = shard << 40 | position: 2^40 records per shard, 2^23 shards
+REJECT_TEXT_CHARS = 2000  # a reject keeps this much text (and its full length): enough to judge it
 
 # The belt's families in FineWeb's order; `steps` picks and orders them ("module:callable" adds one).
 BELT = ("url_filter", "extract", "language", "rules", "classifier", "decontaminate", "pii", "dedup")
@@ -163,6 +164,16 @@ class ShardTask:
 
 
 # ----------------------------------------------------------------------------- stage A
+
+
+def reject_record(doc: Document, step: str, reason: str, **extra: Any) -> dict:
+    """The one reject shape of every job: who, which step, why, the measured values, an excerpt."""
+    rec: dict[str, Any] = {"id": doc.id, "url": doc.url, "source": doc.source, "step": step, "reason": reason}
+    rec.update(extra)
+    rec["metadata"] = doc.metadata  # the scores that decided it (language score, rule values, ...)
+    rec["text"] = doc.text[:REJECT_TEXT_CHARS]
+    rec["text_chars"] = len(doc.text)
+    return rec
 
 
 def measured(step: Step, doc: Document, reason: str) -> dict:
@@ -371,7 +382,7 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
             io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
         for step in steps:
             step.on_reject = lambda d, s, r, st=step: rejects.write(
-                reject_record(d, s, r, measured(st, d, r)))
+                reject_record(d, s, r, **measured(st, d, r)))
 
         def survivors() -> Iterator[tuple[Document, int]]:
             for i, doc in enumerate(run_steps(steps, meter.wrap(counted(docs)))):
@@ -425,7 +436,7 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
             by_reason[f"{step}.{reason}"] += 1
             doc = Document(rec["id"], rec["text"], rec.get("url"), rec.get("source", ""),
                            rec.get("metadata", {}))
-            dropped.write(reject_record(doc, step, reason, kept_id=twin))
+            dropped.write(reject_record(doc, step, reason, **({"kept_id": twin} if twin else {})))
     counts = {
         "in": data.count + dropped.count,
         "kept": data.count,

@@ -123,7 +123,7 @@ def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:
     as `pretrain curate` (an exit 0 over an empty token directory let a script train on nothing)."""
     if not skipped:
         return 0
-    # Every kind (a bounded set: pipeline.fault_kind), most frequent first: the top three hid the
+    # Every kind (a bounded set: pretrain/faults.py), most frequent first: the top three hid the
     # fourth kind, a 50 MB document dropped over the record bound (run-it-twice review).
     top = sorted(skipped.items(), key=lambda kv: -kv[1])
     more = f"; {len(top) - 8} more kinds in manifest.json" if len(top) > 8 else ""

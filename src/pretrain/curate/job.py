@@ -51,6 +51,7 @@ from pretrain.curate.outputs import (
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.curate.refusals import difference
 from pretrain.errors import UserError, storage_error
+from pretrain.faults import first_of_kinds, merge_faults
 
 if TYPE_CHECKING:
     from pretrain.curate.pipeline import CurateConfig, ShardTask
@@ -508,11 +509,13 @@ def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order
     for s in shard_stats:
         for name, c in s["steps"].items():
             steps.setdefault(name, Counter()).update(c)
-    errors: Counter = Counter()
+    errors: dict[str, int] = {}
+    first: dict[str, dict] = {}  # kind -> its first bad record, shards in order
     examples: list = []
     records: Counter = Counter()
     for s in shard_stats:
-        errors.update(s["errors"]["by_reason"])
+        part = s["errors"]  # a shard's stats written before kinds: its examples give the firsts
+        merge_faults(errors, part["by_reason"], first, part.get("first") or first_of_kinds(part["examples"]))
         examples.extend(s["errors"]["examples"])
         records.update(s.get("records", {}))
     read = sum(s["read"] for s in shard_stats)
@@ -541,7 +544,7 @@ def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order
         "steps": per_step,
         "step_order": [n for n in order if n in per_step] + [n for n in per_step if n not in order],
         "dedup": dedup_summary,
-        "errors": {"count": sum(errors.values()), "by_reason": dict(errors),
+        "errors": {"count": sum(errors.values()), "by_reason": errors, "first": first,
                    "examples": examples[:MAX_ERROR_EXAMPLES]},
         "shards": len(shard_stats),
         "work_seconds": round(sum(s.get("seconds", 0) for s in shard_stats)

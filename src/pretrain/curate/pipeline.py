@@ -46,6 +46,7 @@ from pretrain.curate.rules import RulesConfig, build_rule_steps
 from pretrain.curate.step import Step, run_steps
 from pretrain.curate.urlfilter import URLFilterConfig, build_url_filter
 from pretrain.errors import UserError
+from pretrain.faults import count_fault
 from pretrain.progress import ShardMeter
 
 MAX_ERROR_EXAMPLES = 100
@@ -191,24 +192,28 @@ def measured(step: Step, doc: Document, reason: str) -> dict:
 
 
 class _Errors:
-    """Bad records: counted by reason, the first few kept as examples (file, record, reason).
+    """Bad records: counted by kind (pretrain/faults.py), the first of each kind and the first few
+    overall kept as examples (file, record, reason).
 
     `shown` names the input as the user gave it when the reader reads a local copy of it (an
     object's download in work/tmp, removed when the shard ends): the copy's path points at nothing."""
 
     def __init__(self, shown: dict[str, str] | None = None) -> None:
-        self.counts: Counter[str] = Counter()
+        self.counts: dict[str, int] = {}
+        self.first: dict[str, dict] = {}
         self.examples: list[dict] = []
         self.shown = shown or {}
 
     def __call__(self, path: str, record: object, reason: str) -> None:
-        self.counts[reason.split(":")[0]] += 1
+        kind = count_fault(self.counts, reason)
+        example = {"file": self.shown.get(str(path), str(path)), "record": record, "reason": reason}
+        self.first.setdefault(kind, example)
         if len(self.examples) < MAX_ERROR_EXAMPLES:
-            file = self.shown.get(str(path), str(path))
-            self.examples.append({"file": file, "record": record, "reason": reason})
+            self.examples.append(example)
 
     def summary(self) -> dict:
-        return {"count": sum(self.counts.values()), "by_reason": dict(self.counts), "examples": self.examples}
+        return {"count": sum(self.counts.values()), "by_reason": dict(self.counts), "first": self.first,
+                "examples": self.examples}
 
 
 def run_shard(task: ShardTask) -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 from pretrain.untrusted import one_line
 
 ERRORS_SHOWN = 5  # first bad-record examples printed under the funnel
+KINDS_SHOWN = 8  # kinds of bad record printed under the funnel (every kind is in stats.json)
 TEXT_FIELD_HINT = "the text under another field? --text-field NAME"
 
 
@@ -34,8 +35,26 @@ def error_lines(stats: dict, shown: int = ERRORS_SHOWN) -> list[str]:
     firsts = [e for e in examples if not (e["file"] in seen or seen.add(e["file"]))]
     picked = (firsts + [e for e in examples if e not in firsts])[:shown]
     # record None: the whole file failed (a Parquet/Arrow file without the text column), not a record
-    return [one_line(f"{e['file']}: " + ("" if e["record"] is None else f"record {e['record']}: ")
-                      + e["reason"]) for e in picked]  # names: theirs
+    return [one_line(_where(e)) for e in picked]  # names: theirs
+
+
+def _where(e: dict) -> str:
+    # record None: the whole file failed (a Parquet/Arrow file without the text column), not a record
+    return f"{e['file']}: " + ("" if e["record"] is None else f"record {e['record']}: ") + e["reason"]
+
+
+def kind_lines(stats: dict, shown: int = KINDS_SHOWN) -> list[str]:
+    """'N kind; first: file: record R: reason' for every kind of bad record (pretrain/faults.py),
+    the most frequent first; a stats.json written before kinds (no `first`) gives its examples."""
+    errors = stats["errors"]
+    if "first" not in errors:
+        return error_lines(stats)
+    top = sorted(errors["by_reason"].items(), key=lambda kv: -kv[1])
+    lines = [one_line(f"{n:,} {kind}" + (f"; first: {_where(errors['first'][kind])}"
+                                          if kind in errors["first"] else "")) for kind, n in top[:shown]]
+    if len(top) > shown:
+        lines.append(f"{len(top) - shown} more kinds in stats.json")
+    return lines
 
 
 def print_funnel(stats: dict, out: str | Path) -> None:
@@ -62,9 +81,9 @@ def print_funnel(stats: dict, out: str | Path) -> None:
     if renamed := stats.get("dedup", {}).get("renamed", 0):
         console.print(f"{renamed:,} documents kept under a repeated id were renamed ID#2, ID#3, ... "
                       "(ids are unique in data/)", soft_wrap=True)
-    lines = error_lines(stats)
+    lines = kind_lines(stats)
     if lines:
-        console.print(f"first {len(lines)} of {stats['errors']['count']:,} bad records:")
+        console.print(f"{stats['errors']['count']:,} bad records skipped, by kind:")
         for line in lines:
             console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     from pretrain.curate.io import join

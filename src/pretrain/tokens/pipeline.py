@@ -33,6 +33,7 @@ import numpy as np
 from pretrain.curate import versions
 from pretrain.curate.io import done_marker, is_done, mark_done, write_bytes_atomic
 from pretrain.errors import UserError
+from pretrain.faults import MAX_FAULT_KINDS, count_fault, merge_faults
 from pretrain.lifeline import init_worker, sigint_held, stop_pool
 from pretrain.tokens import shards
 from pretrain.tokens.tokenizer import eot_id, load_tokenizer
@@ -71,13 +72,12 @@ def _tokenizer(path: str):
 def iter_texts(path: Path, errors: dict[str, int], text_field: str = "text",
                first: dict[str, str] | None = None) -> Iterator[str]:
     """Document texts of one corpus file (`text_field` of JSON and Parquet records); bad records and
-    empty texts are counted in `errors` by kind of fault, and `first` keeps the first record of each
-    kind with its full reason (`line 3: invalid UTF-8 at byte 14`)."""
+    empty texts are counted in `errors` by kind of fault (pretrain/faults.py, as curate), and `first`
+    keeps the first record of each kind with its full reason (`line 3: invalid UTF-8 at byte 14`)."""
     from pretrain.curate.readers import ReaderConfig, read_documents
 
     def on_error(p: str, record: object, reason: str) -> None:
-        kind = fault_kind(reason)
-        errors[kind] = errors.get(kind, 0) + 1
+        kind = count_fault(errors, reason)
         if first is not None and kind not in first and len(first) < MAX_FAULT_KINDS:
             first[kind] = f"{record}: {reason}" if record else reason
 
@@ -85,23 +85,7 @@ def iter_texts(path: Path, errors: dict[str, int], text_field: str = "text",
         if text:
             yield text
         else:
-            errors["empty text"] = errors.get("empty text", 0) + 1
-
-
-# A reader's reason carries where in the record it failed ("at byte 14", "at column 10") and a
-# JSON parser's own words: as a key it made one manifest entry per bad record of a hostile file.
-# Counted by kind (positions and sizes stripped, every JSON parse error one kind); the first record
-# of each kind keeps its full reason for the progress line.
-_WHERE = re.compile(r" at (?:byte|column|line|char|offset|position) \d+| of [\d,]+ bytes")
-MAX_FAULT_KINDS = 32
-
-
-def fault_kind(reason: str) -> str:
-    """`invalid UTF-8 at byte 14` -> `invalid UTF-8`, `malformed JSON: Expecting value at column 10`
-    -> `malformed JSON`: a count's key without the record's position or the parser's detail."""
-    if reason.startswith("malformed JSON"):
-        return "malformed JSON"
-    return _WHERE.sub("", reason)[:200]
+            count_fault(errors, "empty text")
 
 
 def oversize_hint(skipped: dict[str, int]) -> str:
@@ -377,9 +361,8 @@ def _finish(out: Path, files: list[Path], entries: list[dict[str, Any]], source:
     tokens = sum(e["tokens"] for e in entries)
     docs = sum(e["documents"] for e in entries)
     skipped: dict[str, int] = {}
-    for e in entries:
-        for reason, n in e.get("skipped", {}).items():
-            skipped[reason] = skipped.get(reason, 0) + n
+    for e in entries:  # by kind, bounded as each shard's (pretrain/faults.py)
+        merge_faults(skipped, e.get("skipped", {}))
     manifest = {
         "dtype": shards.dtype_for_vocab(vocab).name,
         "eot_id": eot,

@@ -297,10 +297,11 @@ def test_a_file_name_cannot_send_terminal_escapes(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a\x1b]0;pwned\x07\u202egpj.jsonl").write_text('{"text": "not closed\n')
     # a newline in a name (an object key may hold one) printed a line of the name's choosing
-    (tmp_path / "in" / "b\nFAKE: all good.jsonl").write_text('{"text": "not closed\n')
+    # (another kind of bad record: the summary shows the first record of each kind)
+    (tmp_path / "in" / "b\nFAKE: all good.jsonl").write_bytes(b'{"text": "\xff"}\n')
     r = pretrain("curate", "in", "-o", "out", "--workers", "1", cwd=tmp_path, timeout=60)
     assert r.returncode == 1, r.stderr[-1500:]
     said = r.stdout + r.stderr
     assert "\x1b]0;" not in said and "\u202e" not in said
     assert "a\\x1b]0;pwned\\x07\\u202egpj.jsonl: record line 1: malformed JSON" in said
-    assert "b\\nFAKE: all good.jsonl: record line 1" in said and "\nFAKE" not in said, said
+    assert "b\\nFAKE: all good.jsonl: record line 1: invalid UTF-8" in said and "\nFAKE" not in said, said

@@ -14,6 +14,7 @@ started after its parent already died never gets it. A parent that is gone is se
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -36,14 +37,28 @@ def exit_with_parent(parent: int | None = None, every_s: float = EVERY_S) -> thr
     (a child that cannot be told) the current parent is watched.
     """
     parent = os.getppid() if parent is None else parent
-    watch = threading.Thread(target=_watch, args=(parent, every_s), name="pretrain-lifeline", daemon=True)
+    stop = threading.Event()
+    watch = threading.Thread(target=_watch, args=(parent, every_s, stop), name="pretrain-lifeline",
+                             daemon=True)
     watch.start()
+    # Ended before the interpreter finalizes: a daemon thread still alive then is stopped by
+    # pthread_exit when it next wakes, an unwind that can abort a process holding C++ threads
+    # (gloo's) with "terminate called without an active exception" (CPython gh-87135); a torchrun
+    # rank of `pretrain eval` died that way once at its normal exit.
+    atexit.register(_stop, stop, watch)
     return watch
 
 
-def _watch(parent: int, every_s: float) -> None:
+def _stop(stop: threading.Event, watch: threading.Thread) -> None:
+    stop.set()
+    watch.join(timeout=1.0)
+
+
+def _watch(parent: int, every_s: float, stop: threading.Event | None = None) -> None:
+    stop = stop or threading.Event()
     while os.getppid() == parent:
-        time.sleep(every_s)
+        if stop.wait(every_s):
+            return
     # os._exit, not sys.exit: no cleanup that could block on the dead parent's pipes or locks. A
     # unit cut midway leaves only a temporary file; writes are atomic, a rerun redoes that unit.
     os._exit(1)

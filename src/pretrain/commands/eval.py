@@ -114,11 +114,10 @@ def run(args: argparse.Namespace) -> int:
         results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
                                      args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet,
                                      skip=set(skip), on_result=writer.add if writer else None)
-    finally:
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    except BaseException:
+        _end_distributed(barrier=False)  # a rank that failed cannot wait for the others
+        raise
+    _end_distributed(barrier=True)
     if rank != 0:
         return 0
     doc = writer.finish(seconds)
@@ -213,3 +212,15 @@ def _init_distributed(device: str) -> None:
     from pretrain.train.parallel import init_distributed
 
     init_distributed(torch.device("cuda" if device.startswith("cuda") else "cpu"), 600.0)
+
+
+def _end_distributed(barrier: bool) -> None:
+    """Every rank reaches the teardown before any tears its connections down: a rank that left
+    while its peer still closed the last collective's pairs aborted once at exit in gloo
+    ("terminate called without an active exception")."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        if barrier:
+            dist.barrier()
+        dist.destroy_process_group()

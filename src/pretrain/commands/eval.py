@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.eval.report import table
     from pretrain.eval.suite import benchmarks_dir, rank_world, run_tasks, split_specs
     from pretrain.eval.tasks import check_spec
+    from pretrain.train.parallel import end_distributed
 
     specs = split_specs(args.tasks)
     for spec in specs:  # before the model loads: a typo costs a second, not a model load
@@ -115,9 +116,9 @@ def run(args: argparse.Namespace) -> int:
                                      args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet,
                                      skip=set(skip), on_result=writer.add if writer else None)
     except BaseException:
-        _end_distributed(barrier=False)  # a rank that failed cannot wait for the others
+        end_distributed(barrier=False)  # a rank that failed cannot wait for the others
         raise
-    _end_distributed(barrier=True)
+    end_distributed()
     if rank != 0:
         return 0
     doc = writer.finish(seconds)
@@ -212,15 +213,3 @@ def _init_distributed(device: str) -> None:
     from pretrain.train.parallel import init_distributed
 
     init_distributed(torch.device("cuda" if device.startswith("cuda") else "cpu"), 600.0)
-
-
-def _end_distributed(barrier: bool) -> None:
-    """Every rank reaches the teardown before any tears its connections down: a rank that left
-    while its peer still closed the last collective's pairs aborted once at exit in gloo
-    ("terminate called without an active exception")."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        if barrier:
-            dist.barrier()
-        dist.destroy_process_group()

@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from pretrain import config as cfgmod
     from pretrain.onerank import global_rank
     from pretrain.train.config import RunConfig
+    from pretrain.train.parallel import end_distributed
     from pretrain.train.trainer import Interrupted, Trainer
 
     cfg = cfgmod.load(RunConfig, args.config, args.overrides)
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         print(line, file=sys.stderr, flush=True)
         return 1
+    end_distributed()  # every rank got here: leave the process group together
     if records and trainer.rank == 0:
         last = records[-1]
         print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")

@@ -124,6 +124,18 @@ def init_distributed(device: torch.device, timeout_s: float) -> None:
                             timeout=datetime.timedelta(seconds=timeout_s))
 
 
+def end_distributed(barrier: bool = True) -> None:
+    """Leave the process group at the end of a command (PyTorch's "Shutdown" guidance: call
+    destroy_process_group once per process when communication is over; NCCL warns at exit
+    otherwise). With `barrier`, every rank reaches this point before any tears its connections
+    down: a `pretrain eval` rank that left while its peer still closed the last collective aborted
+    once at exit in gloo. A rank that failed passes barrier=False: it cannot wait for the others."""
+    if dist.is_initialized():
+        if barrier:
+            dist.barrier()
+        dist.destroy_process_group()
+
+
 class Layout:
     """The mesh and the groups the trainer needs, for one rank (world size 1: no mesh at all)."""
 

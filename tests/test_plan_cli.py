@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pretrain import cli
-from pretrain.plan import compute, memory
+from pretrain.plan import compute, hardware, memory
 from pretrain.plan.shapes import get_shape
 
 
@@ -29,6 +29,8 @@ def test_help_teaches(capsys):
     for term in ("ZeRO", "bubble", "(p-1)/(m+p-1)", "6N + 12*L*h*s", "sqrt(2*C*M)", "Examples",
                  "--layout", "--json", "--figures", "--headroom", "NCCL"):
         assert term in out, term
+    for gpu in hardware.GPUS:  # the --gpu help left out h100-hbm2e, which the docs' torchtitan rows use
+        assert gpu in out, gpu
 
 
 def test_json_has_the_library_numbers():
@@ -138,6 +140,9 @@ def test_params_builds_the_count_asked_for():
     (("--model", "gpt2-124m", "--no-flash", "--attention", "flash1"), "--no-flash"),
     # the trainer's chunked loss: counted in its own profile only
     (("--model", "gpt2-124m", "--gpus", "1", "--loss-chunks", "4"), "--activations pretrain"),
+    # Newcomer pass (session 9): a typo got the whole list and no hint.
+    (("--model", "llama-3-8b", "--gpu", "h10"), "unknown GPU 'h10' (did you mean 'h100'?)"),
+    (("--model", "lama-3-8b"), "unknown model 'lama-3-8b' (did you mean 'llama-3-8b'?)"),
 ])
 def test_bad_values_stop_with_one_line_before_any_search(args, message):
     r = _run(*args)

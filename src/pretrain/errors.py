@@ -1,5 +1,6 @@
 """Exceptions shared by the whole package, and the one line an object store's refusal becomes."""
 
+import difflib
 import re
 
 
@@ -8,6 +9,13 @@ class UserError(Exception):
 
     The CLI prints it as one line without a traceback and exits non-zero.
     """
+
+
+def did_you_mean(name: str, known: list[str]) -> str:
+    """' (did you mean 'h100'?)' for a near miss, else '': a typo should not send a newcomer to
+    read the whole list."""
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class DataError(ValueError):

@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from pretrain.errors import UserError
+from pretrain.errors import UserError, did_you_mean
 from pretrain.untrusted import load_json, load_toml
 
 
@@ -119,7 +119,8 @@ def get_gpu(name: str, table: dict[str, GPU] | None = None) -> GPU:
     table = GPUS if table is None else table
     key = ALIASES.get(name.lower(), name.lower())
     if key not in table:
-        raise UserError(f"unknown GPU {name!r}; known: {', '.join(table)} (or pass --hardware FILE)")
+        raise UserError(f"unknown GPU {name!r}{did_you_mean(key, [*table, *ALIASES])}; known: "
+                        f"{', '.join(table)} (or pass --hardware FILE)")
     return table[key]
 
 

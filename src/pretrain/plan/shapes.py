@@ -22,7 +22,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from pretrain.errors import UserError
+from pretrain.errors import UserError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,8 @@ def get_shape(name: str) -> ModelShape:
     try:
         return PRESETS[name]
     except KeyError:
-        raise UserError(f"unknown model {name!r}; known: {', '.join(PRESETS)}") from None
+        raise UserError(f"unknown model {name!r}{did_you_mean(name, list(PRESETS))}; known: "
+                        f"{', '.join(PRESETS)}") from None
 
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}

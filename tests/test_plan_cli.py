@@ -135,6 +135,8 @@ def test_params_builds_the_count_asked_for():
     (("--model", "gpt2-124m", "--mtbf-gpu-hours", "nan"), "--mtbf-gpu-hours"),
     (("--model", "gpt2-124m", "--top", "0"), "--top"),
     (("--model", "gpt2-124m", "--tokens", "1M"), "less than one global batch"),  # printed 0.24 steps
+    # the budget the user did not give was named as if given: "--tokens 160605224960.0"
+    (("--model", "llama-3-8b", "--batch-tokens", "1e15"), "the default budget (20 tokens per parameter)"),
     (("--model", "llama-3-8b", "--layout", "tp=2,tp=4"), "tp is given twice"),  # planned tp=4
     # planned unfused attention and said "attention at FlashAttention-1's speed"
     (("--model", "gpt2-124m", "--no-flash", "--attention", "flash1"), "--no-flash"),

@@ -263,7 +263,8 @@ def run(args: argparse.Namespace) -> int:
                         f"{shape.seq_len:,}")
     whole = batch // shape.seq_len * shape.seq_len  # the global batch the plan runs
     if tokens < whole:
-        raise UserError(f"--tokens {args.tokens or tokens} ({tokens:,.0f}) is less than one global batch "
+        given = f"--tokens {args.tokens}" if args.tokens else "the default budget (20 tokens per parameter)"
+        raise UserError(f"{given} ({tokens:,.0f}) is less than one global batch "
                         f"({whole:,} tokens, --batch-tokens {args.batch_tokens}): not a training run")
     job = Job(shape, gpu, args.gpus, batch, args.accounting, not args.no_flash, args.efficiency,
               args.activations, kernels=args.kernels or "", selective=args.selective,

@@ -182,7 +182,9 @@ def expected_error(run) -> str | None:
                 "unfused); not resolved")
     if " h100" in run.source and run.job.shape.seq_len < 16_384:
         return ("H100 at sequences <= 8k: predicted 23-54% fast with either attention kernel (the "
-                "long-sequence H100 rows are within 5%); the cause is not found")
+                "long-sequence H100 rows are within 5%); not a cost per step: the missed time follows "
+                "the GEMM time, a rate of ~0.58 of peak that Llama 3's H100 rows refute for the chip "
+                "(session 9, bench/bench_plan_residual.py); its cause in the stack is not found")
     return OUTLIERS.get(run.source)
 
 
@@ -250,3 +252,80 @@ def test_torchtitan_memory_rows_approach_their_printed_peaks_and_none_passes_the
         korthikanti = gib - (mem.logits - memory.logits_bytes(s, b, shape.d_model, shape.vocab_size)) / 2**30
         assert 0.8 * run.peak_gib < gib <= run.peak_gib, (run.source, gib)
         assert korthikanti < 0.8 * run.peak_gib, (run.source, korthikanti)  # 30-40% below before
+
+
+# --- the H100 short-sequence residual (session 9; bench/bench_plan_residual.py prints every figure) --
+# The 58 llm-foundry H100 rows below 16k tokens are predicted 27-30% fast (median). Two facts about
+# the published numbers decide what that missing time can be, each asserted so a change that moves
+# them is seen.
+
+
+def _short_rows(table: str) -> list:
+    from pretrain.plan.search import Estimate, time_layout
+
+    out = []
+    for r in HELD_OUT:
+        if r.source.startswith(f"llm-foundry {table} ") and r.job.shape.seq_len < 16_384:
+            est = evaluate(r.job, r.layout)
+            if not est.fits:
+                est = Estimate(r.layout, None, est.m, est.memory)
+                time_layout(r.job, r.layout, est)
+            out.append((r, est))
+    return out
+
+
+def _gemm_s(est) -> float:
+    return est.times["gemm"] + est.times["head"] + est.times["recompute"]
+
+
+def _gemm_factor(rows) -> float:
+    """Least squares, through 0, of the missed seconds on the predicted GEMM (+ head + recompute) seconds."""
+    return (sum(_gemm_s(e) * (r.measured_step_s - e.step_s) for r, e in rows)
+            / sum(_gemm_s(e) ** 2 for r, e in rows))
+
+
+def test_the_h100_short_sequence_residual_is_a_gemm_rate_not_a_cost_per_step():
+    # The brief's first suspect, per-step fixed costs (optimizer step, kernel launches, collective
+    # latencies), would be the same seconds on a 0.4 s step and a 124 s one. The missed seconds of the
+    # 40 rows of the 2023 H100 table instead follow the predicted GEMM time: one factor on it leaves
+    # a 3.6% median and a 15% worst row, while the best fixed cost per step (0.29 s, ~10x what the
+    # planner counts for launches and the optimizer) leaves a 46% worst row.
+    rows = _short_rows("h100")
+    assert len(rows) == 40
+    k = _gemm_factor(rows)
+    after = [abs(r.measured_step_s / (e.step_s + k * _gemm_s(e)) - 1) for r, e in rows]
+    assert 0.3 < k < 0.5, k  # 0.39: an effective GEMM efficiency of 0.80 / 1.39 = 0.58
+    assert statistics.median(after) < 0.05 and max(after) < 0.20, (statistics.median(after), max(after))
+    missed = [r.measured_step_s - e.step_s for r, e in rows]
+    worst_per_step = min(max(abs(r.measured_step_s / (e.step_s + c / 100) - 1) for r, e in rows)
+                         for c in range(0, 200))  # any fixed cost from 0 to 2 s a step
+    assert worst_per_step > 0.40, worst_per_step
+    counted = [e.times["launch"] + e.times["optimizer"] for r, e in rows]
+    assert statistics.median(missed) > 10 * statistics.median(counted)  # 465 ms against 30 ms
+
+
+def test_the_gemm_rate_the_foundry_h100_rows_imply_is_not_the_chips():
+    # Fitted on the 2023 H100 table alone, that rate (gemm_efficiency 0.58 instead of the shape
+    # sweep's 0.80) predicts the rows it was not fitted on: the 2024 H100 table (other software,
+    # flash-attn 2.4.2, 128-512 GPUs) from +30% to within 6% (median), torchtitan's torch.compile rows
+    # from +36% to +9%. But Llama 3 405B's rows on the same chip, predicted 2-11% slow now, move
+    # away: its two 8,192-token rows to -26% and -29%, the 128k one to -13%: it is the rate of the
+    # PyTorch FSDP stacks, not of the H100, so the GPU table keeps 0.80.
+    from dataclasses import replace
+
+    eff = 0.80 / (1 + _gemm_factor(_short_rows("h100")))
+
+    def error(r) -> float:
+        g = r.job.gpu
+        job = replace(r.job, gpu=replace(g, gemm_efficiency=eff)) if g.name.startswith("h100") else r.job
+        return r.measured_step_s / _step_s(job, r.layout) - 1
+
+    later = [abs(error(r)) for r, _ in _short_rows("h100-2024")]
+    assert statistics.median(later) < 0.10, statistics.median(later)  # 30.4% before
+    compiled = [error(r) for r in HELD_OUT if "torch.compile" in r.source]
+    assert len(compiled) == 2 and max(map(abs, compiled)) < 0.15, compiled  # +36%, +37% before
+    llama3 = [r for r in RUNS if r.source.startswith("Llama 3")]
+    before = [r.measured_step_s / _step_s(r.job, r.layout) - 1 for r in llama3]
+    after = [error(r) for r in llama3]
+    assert len(llama3) == 3 and all(a < b < 0 for a, b in zip(after, before, strict=True)), (before, after)
+    assert sorted(after)[1] < -0.25, after  # the two 8,192-token rows

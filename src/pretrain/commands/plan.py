@@ -136,8 +136,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=Number(int, lo=1, hi=10**7,
                                why="GPUs in the job; Llama 3 405B used 16,384"),
                    default=8, help="number of GPUs (default 8)")
-    p.add_argument("--gpu", default="h100", help="a100-40gb, a100-80gb, h100, h100-hbm2e (96 GB, Meta's Grand Teton), "
-                   "h200, b200, mi300x (default h100)")
+    p.add_argument("--gpu", default="h100",
+                   help="a100-40gb, a100-80gb, h100, h100-hbm2e (96 GB, Meta's Grand Teton), h200, b200, "
+                   "mi300x (default h100)")
     p.add_argument("--hardware", default=None, metavar="FILE", help="TOML/JSON file overriding the GPU table")
     p.add_argument("--tokens", default=None, help="training tokens, e.g. 1T (default: 20 per param)")
     p.add_argument("--batch-tokens", default="4M", help="global batch in tokens; 4M = 4*2^20 (default)")

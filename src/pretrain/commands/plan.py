@@ -156,7 +156,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="GPT blocks trained with dropout 0 (MPT, most LLM pretraining) save no dropout "
                    "masks: 2 bytes per token per layer fewer than Korthikanti's 34h")
     p.add_argument("--efficiency", type=Number(float, gt=0, hi=1, why="a share of peak"), default=None,
-                   help="share of peak large GEMMs sustain (default: the GPU table's, e.g. 0.80 on H100)")
+                   help="share of peak large GEMMs sustain (default: the GPU table's, e.g. 0.80 on H100; "
+                   "llm-foundry's published PyTorch-FSDP runs imply ~0.58 on H100, ~0.69 on A100: "
+                   "docs/planner.md; better, --calibrate on your own runs)")
     p.add_argument("--activations", default="fused", choices=["fused", "pretrain", "torchtitan"],
                    help="saved-tensor accounting: fused kernels (Megatron/TE, default), this project's "
                    "trainer as written (fp32 residual, unfused norms and SwiGLU; ~1.9x the activations "

@@ -34,6 +34,7 @@ import xxhash
 from pretrain import config as cfgmod
 from pretrain.curate import io
 from pretrain.curate.attempts import Attempts, attempt_lock, sweep_debris
+from pretrain.curate.card import card, merged
 from pretrain.curate.identity import (  # noqa: F401  (list_any_inputs, without_neutral: used from here)
     claim,
     identity,
@@ -235,10 +236,20 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
     order = step_order(cfg, shard_stats)
     stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total(), clock.count())
     _decontam_report(cfg, shard_stats, stats, lay)
+    card_text = dataset_card(job, shard_stats, write_counts)  # before stats.json: that says "done"
+    io.write_bytes_atomic(lay.file("README.md"), card_text.encode(), lay.tmp)
     io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
     # not in stats.json (the job's record, the same whichever attempt wrote it last): what this
     # attempt did, for the terminal (report.print_funnel)
     return {**stats, "this_attempt": {"shards": len(tasks), "written": fresh, "seconds": clock.last}}
+
+
+def dataset_card(job: str, shard_stats: list[dict], write_counts: list[dict]) -> str:
+    """OUT/README.md: the types every shard wrote, merged in shard order (card.py)."""
+    data = merged([w.get("shapes", {}).get("data") for w in write_counts])
+    rejects = merged([s.get("shapes", {}).get("rejects") for s in shard_stats]
+                     + [w.get("shapes", {}).get("rejects") for w in write_counts])
+    return card(data, rejects, job)
 
 
 def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order: list[str],

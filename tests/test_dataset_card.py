@@ -77,3 +77,24 @@ def test_a_key_of_two_kinds_is_loaded_as_json_text(tmp_path):
     rows = _load(datasets, str(tmp_path), cache=tmp_path / "hf")
     assert rows.features["metadata"] == datasets.Value("string")
     _same(rows, {r["id"]: r for recs in files.values() for r in recs})
+
+
+def test_shape_folds_records_as_the_plain_merge_does():
+    """The fast fold (a record like the last one costs a type check per field) gives the tree that
+    merging each record's own type gives, for records that repeat, widen, nest and conflict."""
+    import random
+
+    rng = random.Random(7)
+    values = [None, True, 3, 2.5, "s", [1, 2], [1, 2.5], [], [{"a": 1}], [{"b": "x"}], {"a": 1},
+              {"a": None, "c": [True]}, {"a": "one"}]
+    recs = []
+    for _ in range(300):
+        keys = rng.sample(["k1", "k2", "k3", "k4"], rng.randint(1, 4))
+        rec = {"id": "x", "metadata": {k: rng.choice(values) for k in keys}}
+        recs += [rec] * rng.randint(1, 3)  # runs of one shape: the fast path
+    shape, reference = card.Shape(), "null"
+    for i, r in enumerate(recs):
+        shape.add(r)
+        reference = card.merge(reference, card.type_of(r))
+        if i % 50 == 0 or i == len(recs) - 1:
+            assert shape.tree == reference, i

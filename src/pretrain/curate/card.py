@@ -70,16 +70,81 @@ def merge(a: Any, b: Any) -> Any:
     return "mixed"
 
 
+SCALARS = {str: "string", int: "int", float: "float", bool: "bool", type(None): "null"}
+
+
 class Shape:
     """The merged type of every record one writer wrote: `add(record)`, then `tree` (JSON-able,
-    kept in shard stats and done markers so a resumed job still knows it)."""
+    kept in shard stats and done markers so a resumed job still knows it).
 
-    def __init__(self, tree: Any = "null"):
-        self.tree = tree
+    Each record is folded into one mutable tree (a struct a dict, a list a one-item list) instead
+    of building its own tree and merging: a record of the same shape as the ones before costs a
+    dictionary lookup and a type check per field (bench/bench_card.py)."""
+
+    def __init__(self) -> None:
+        self._node: Any = "null"
 
     def add(self, record: dict) -> dict:
-        self.tree = merge(self.tree, type_of(record))
+        self._node = _absorb(self._node, record)
         return record
+
+    @property
+    def tree(self) -> Any:
+        return _export(self._node)
+
+
+class _Struct(dict):
+    """A struct's fields (key -> node), and the keys and kinds of the last record folded in."""
+
+    seen: tuple = ()
+    containers: list = []
+
+
+def _absorb(node: Any, value: Any) -> Any:
+    """`node` widened to hold `value` too (as `merge`, on the mutable form)."""
+    if node == "mixed":
+        return node
+    kind = type(value)
+    scalar = SCALARS.get(kind)
+    if scalar is not None:
+        if node == scalar or scalar == "null" or (node == "float" and scalar == "int"):
+            return node
+        return merge(_export(node), scalar)  # a new kind here: rare, the general rule
+    if kind is dict:
+        if node == "null":
+            node = _Struct()
+        if not isinstance(node, _Struct):
+            return "mixed"
+        seen = (tuple(value), tuple(map(type, value.values())))
+        if seen == node.seen:  # the same keys holding the same kinds: only containers can widen
+            for k in node.containers:
+                node[k] = _absorb(node[k], value[k])
+            return node
+        for k, v in value.items():
+            node[k] = _absorb(node.get(k, "null"), v)
+        node.seen, node.containers = seen, [k for k, v in value.items() if type(v) in (dict, list)]
+        return node
+    if kind is list:
+        if node == "null":
+            node = ["null"]
+        if not isinstance(node, list):
+            return "mixed"
+        kinds = set(map(type, value))
+        if len(kinds) == 1 and next(iter(kinds)) in SCALARS:  # a list of numbers: one check
+            node[0] = _absorb(node[0], value[0])
+        else:
+            for v in value:
+                node[0] = _absorb(node[0], v)
+        return node
+    return "mixed"
+
+
+def _export(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {"struct": [[str(k), _export(v)] for k, v in node.items()]}
+    if isinstance(node, list):
+        return {"list": _export(node[0])}
+    return node
 
 
 def merged(trees: list[Any]) -> Any | None:

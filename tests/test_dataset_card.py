@@ -98,3 +98,17 @@ def test_shape_folds_records_as_the_plain_merge_does():
         reference = card.merge(reference, card.type_of(r))
         if i % 50 == 0 or i == len(recs) - 1:
             assert shape.tree == reference, i
+
+
+def test_a_folder_with_its_own_readme_is_not_taken_as_out(tmp_path):
+    """The job writes OUT/README.md: `-o .` in a project folder would overwrite the project's."""
+    from pretrain.errors import UserError
+
+    _write_jsonl_corpus(tmp_path / "in", files=1, per_file=2)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# my project\n")
+    with pytest.raises(UserError, match="README.md"):
+        curate([str(tmp_path / "in")], project, CurateConfig(), executor=LocalExecutor(1))
+    assert (project / "README.md").read_text() == "# my project\n"
+    assert sorted(p.name for p in project.iterdir()) == ["README.md"]

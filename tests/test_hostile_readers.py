@@ -276,7 +276,8 @@ def _warc_records(lie: int) -> list[bytes]:
 @pytest.mark.parametrize("gaps", ["uncompressed", "all"])
 def test_warc_content_length_that_overruns_is_resynchronised(tmp_path, layout, gaps):
     """Record 1 claims 4 GiB: the parser swallowed records 2 and 3 without a word; now it restarts
-    there (gzip per record, plain, and one gzip stream for the whole file)."""
+    there (gzip per record, plain, and one gzip stream for the whole file), and the record is
+    reported once, not also as `truncated record` (one bad record counted twice in stats.json)."""
     recs = _warc_records(1 << 32)
     p = tmp_path / ("w.warc" if layout == "plain" else "w.warc.gz")
     data = {"gzip": b"".join(gzip.compress(r, mtime=0) for r in recs), "plain": b"".join(recs),
@@ -287,6 +288,8 @@ def test_warc_content_length_that_overruns_is_resynchronised(tmp_path, layout, g
     (resync,) = _errors_mentioning(r, "resynchronised at the next record")
     assert "claimed Content-Length 4294967296 overruns" in resync[1]
     assert "bytes of this record skipped" in resync[1]
+    # one lying record, one report: its payload also came out truncated, which said so a second time
+    assert [e[0] for e in r["errors"]] == [resync[0]], r["errors"]
 
 
 def test_warc_check_all_inflates_members_in_bounded_pieces(tmp_path):

@@ -91,8 +91,9 @@ def test_sigkill_midway_s3_in_and_out_rerun_leaves_no_local_debris_nor_stray_obj
     assert p.wait() == 0, p.stderr.read().decode()
     assert _debris(work) == [] and list((work / "tmp").iterdir()) == []
     keys = sorted(k.split("/corpus/", 1)[1] for k in fs.find(f"{bucket}/corpus"))
-    assert keys == sorted(["plan.json", "config.toml", "stats.json", *_snapshot(ref)])
+    assert keys == sorted(["plan.json", "config.toml", "stats.json", "README.md", *_snapshot(ref)])
     assert {k: fs.cat_file(f"{bucket}/corpus/{k}") for k in _snapshot(ref)} == _snapshot(ref)
+    assert fs.cat_file(f"{bucket}/corpus/README.md") == (ref / "README.md").read_bytes()  # the card too
 
 
 @pytest.mark.usefixtures("restore_torch_threads")

@@ -33,6 +33,7 @@ Output (OUT/):
   stats.json            per step: in, kept, dropped by reason; errors; totals; wall time
   config.toml           the resolved config
   plan.json             the job's identity: inputs with sizes, resolved config, their hash
+  README.md             dataset card: load_dataset("OUT"), load_dataset("OUT", "rejects") (HF datasets)
   work/                 markers, intermediate shards, temporary files (safe to delete when done)
 
 Rerunning the same command resumes a killed job (finished shards are skipped) and gives the same

@@ -1,37 +1,29 @@
-"""The corpus job around the belt: layout of OUT, the job's identity, the attempts, the stats.
+"""The corpus job around the belt: the layout of OUT, the driver of the stages, the stats.
 
 Every corpus command (curate, dedup, decontaminate) runs through `run_job`:
-- **Identity.** OUT/plan.json holds the inputs (path and size), the resolved config and a hash of
-  both. A rerun with the same identity resumes (finished units are skipped); any other inputs or
-  config into the same OUT is refused with one line, before anything is written. Beside the
-  hash, not in it: each input's version (ETag, mtime), checked by a rerun and by each shard's
-  read (versions.py).
+- **Identity.** OUT/plan.json holds what the job is; a rerun of it resumes, another job into the
+  same OUT is refused (identity.py).
 - **Layout.** OUT/data/ and OUT/rejects/ hold only `*.jsonl.zst` (what `datasets` and datatrove
   read as a folder); done markers, temporary files and intermediate shards live under OUT/work/.
-- **Time.** Each attempt records its wall time in OUT/work/attempts.json as units finish, so the
-  seconds in stats.json add up over the attempts that did the work (a SIGKILLed one included).
+- **Attempts.** Each attempt's wall time, its lock on OUT/work and the debris a killed one left
+  (attempts.py).
+- **Stages.** The per-document stage, shard by shard; the global dedup over all shards; the
+  write stage; each unit skipped when its done marker holds this job's hash.
 - **Stats.** One schema for every job (`documents`, `steps` in belt order, `errors`, ...), read by
   the funnel printer and `pretrain report`.
 - **Any filesystem.** Inputs and OUT may be fsspec URLs (`s3://`, `gs://`, `memory://`). Outputs go
   to OUT as whole objects (see `io`); the work folder (markers, intermediate shards, dedup
   signatures) stays on a local or shared disk: OUT/work for a local OUT, else `--work-dir` or a
   folder named after OUT under ~/.cache/pretrain/work. An input URL is copied to the work folder's
-  tmp/ for the time its shard runs.
-- **Debris.** A killed attempt leaves temporary files (half-written shards, a half-downloaded
-  input) in the work folder. The next attempt of the same job removes them before it starts, but
-  only the names our writers make and only while it holds OUT/work's lock (a second attempt
-  started while one runs is refused). Object stores never get temporary
-  objects: a URL output is written locally and uploaded whole (see `io`).
+  tmp/ for the time its shard runs. Object stores never get temporary objects: a URL output is
+  written locally and uploaded whole (see `io`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import re
-import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,17 +32,17 @@ from typing import TYPE_CHECKING
 import xxhash
 
 from pretrain import config as cfgmod
-from pretrain.curate import io, versions
-from pretrain.curate.outputs import (
-    abort_open_uploads,
-    check_writable,
-    is_own_output,
-    refuse_foreign,
-    url_job_data_only,
+from pretrain.curate import io
+from pretrain.curate.attempts import Attempts, attempt_lock, sweep_debris
+from pretrain.curate.card import card, merged
+from pretrain.curate.identity import (  # noqa: F401  (list_any_inputs, without_neutral: used from here)
+    claim,
+    identity,
+    list_any_inputs,
+    without_neutral,
 )
-from pretrain.curate.readers import list_inputs, source_name
-from pretrain.curate.refusals import difference
-from pretrain.errors import UserError, storage_error
+from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, refuse_foreign
+from pretrain.errors import UserError
 from pretrain.faults import first_of_kinds, merge_faults
 
 if TYPE_CHECKING:
@@ -116,200 +108,6 @@ class Layout:
         return self.work / "attempts.json"
 
 
-# ----------------------------------------------------------------------------- identity
-
-
-def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[str, int] | None = None,
-                    stamps: dict[str, dict] | None = None) -> list[tuple[str, str]]:
-    """(file, source name) for local paths, folders and globs and for URLs (a prefix is a folder),
-    sorted; the source name is the file's path relative to the input it came from. `sizes` and
-    `stamps`, when given, receive each URL's size and version (versions.of_listing) from the
-    listing (no request per object)."""
-    from pretrain.curate.inputs import globbed, is_supported, walked
-
-    found: dict[str, str] = {}
-    local = [p for p in inputs if not io.is_url(p)]
-    if local:
-        for f in list_inputs(local, None if own_out is None or io.is_url(own_out) else own_out):
-            found[str(f)] = source_name(f, _root_of(f, local))
-    for url in (p for p in inputs if io.is_url(p)):
-        try:
-            listed = _list_url(url, is_supported, walked, globbed)
-        except Exception as e:  # the store refused: say which input, not only what the client said
-            line = storage_error(e)
-            if line is None:
-                raise
-            raise UserError(f"cannot list {url}: {line}") from e
-        climbing = []
-        for f, (src, size, stamp) in listed.items():
-            if _climbs(src):
-                climbing.append(f)
-                continue
-            found[f] = src
-            if sizes is not None:
-                sizes[f] = size
-            if stamps is not None and stamp is not None:
-                stamps[f] = stamp
-        if climbing:
-            import sys
-
-            print(f"pretrain: skipped {len(climbing)} object(s) under {url} whose key climbs out of it, "
-                  f"e.g. {climbing[0]!r}", file=sys.stderr)  # !r: escapes what a key may hold
-    return sorted(found.items())
-
-
-def _list_url(url: str, is_supported, walked=None, globbed=None) -> dict[str, tuple[str, int, dict | None]]:
-    """{file URL: (source name, size, version)} under one input URL: a glob is matched, else one listing
-    of the prefix (`find` gives the object itself when the URL names one). One listing, not
-    isdir() then find(): each lists the prefix, a page per 1,000 keys; sizes come with it."""
-    fs, path = io.url_fs(url)
-    if any(ch in path for ch in "*?["):
-        every = {h: d for h, d in fs.glob(path, detail=True).items() if d.get("type") == "file"}
-        root = path.split("*")[0].rsplit("/", 1)[0]
-        globbed = globbed or (lambda rel: is_supported(Path(rel)))  # the local glob's rule
-        below = {h: h[len(root):].lstrip("/") if h.startswith(root + "/") else h for h in every}
-        hits = sorted(h for h in every if globbed(below[h]))
-        if every and not hits:
-            raise UserError(f"{url!r} matches {len(every)} object(s), none a file of a known type outside "
-                            "hidden prefixes")
-    else:
-        every = fs.find(path, detail=True)
-        if not every:
-            raise UserError(f"input not found: {url}")
-        if list(every) == [path.rstrip("/")] and every[path.rstrip("/")].get("type") == "file":
-            hits, root = [path.rstrip("/")], path.rstrip("/").rsplit("/", 1)[0]
-        else:
-            root = path.rstrip("/")
-            walked = walked or (lambda rel: is_supported(Path(rel)))
-            hits = url_job_data_only(fs, [h for h in every if walked(h[len(root):].lstrip("/"))], list(every))
-    return {fs.unstrip_protocol(h): (h[len(root):].lstrip("/") if h.startswith(root + "/") else h,
-                                     int(every[h]["size"]), versions.of_listing(every[h])) for h in hits}
-
-
-def _climbs(name: str) -> bool:
-    """An object key is any string: `data/../../../home/u/.bashrc` is one key under `data/`, and
-    its name below the prefix becomes a local path where `pretrain tokenize` copies the object
-    (it wrote outside its work folder). Such a name, an absolute one or one with NUL, is refused."""
-    parts = name.split("/")
-    return not name or name.startswith("/") or "\0" in name or any(p in ("..", ".") for p in parts)
-
-
-def _size(path: str, stamps: dict[str, dict]) -> int:
-    if io.is_url(path):
-        fs, p = io.url_fs(path)
-        return int(fs.size(p))
-    st = Path(path).stat()
-    stamps[str(Path(path).resolve())] = versions.of_local(st)
-    return st.st_size
-
-
-def identity(job: str, files: list[str], cfg: CurateConfig, sizes: dict[str, int] | None = None,
-             stamps: dict[str, dict] | None = None) -> dict:
-    """What the job is: its inputs (resolved path or URL, and size: from `sizes` when the listing
-    gave it), its resolved config, the files that config names (with a hash of their bytes), and
-    a hash of all of it. Beside the hash, not in it: `versions`, each input's stamp (an URL's from
-    `stamps`, a local file's mtime; see versions.py)."""
-    sizes, found = sizes or {}, dict(stamps or {})
-    inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()),
-               "size": sizes.get(f) if io.is_url(f) and sizes.get(f) else _size(f, found)} for f in files]
-    resolved = json.loads(json.dumps(cfgmod.to_dict(cfg), default=str))  # as plan.json will read back
-    what = {"inputs": inputs, "config": resolved}
-    refs = referenced_files(cfg)
-    if refs:  # only then: the identity of a job that names no file stays what it was
-        what["references"] = refs
-    blob = json.dumps({**what, "config": without_neutral(resolved)}, sort_keys=True, default=str).encode()
-    stamped = {i["path"]: found[i["path"]] for i in inputs if i["path"] in found}
-    return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), **what, "versions": stamped}
-
-
-def referenced_files(cfg: CurateConfig) -> list[dict]:
-    """{path, size, xxh3} of every file the steps read besides the inputs: benchmark files, the
-    classifier model, URL lists. The config holds only their names; a file rewritten between two
-    attempts would otherwise let one shard be judged by the old file and the next by the new."""
-    from pretrain.curate.decontam import benchmark_files, parse_spec
-
-    paths: list[Path] = []
-    if "decontaminate" in cfg.steps and cfg.decontam.enabled:
-        for spec in cfg.decontam.benchmarks:
-            paths.extend(f for _, f in benchmark_files(parse_spec(spec)[0]))
-    if "classifier" in cfg.steps and cfg.classifier.model:
-        paths.append(Path(cfg.classifier.model))
-    if "url_filter" in cfg.steps:
-        u = cfg.url_filter
-        paths.extend(Path(p) for p in [*u.domain_files, *u.url_files, *u.banned_word_files])
-    if "language" in cfg.steps and cfg.language.model_path:
-        paths.append(Path(cfg.language.model_path))
-    return [_fingerprint(p) for p in dict.fromkeys(p.resolve() for p in paths) if p.is_file()]
-
-
-def _fingerprint(path: Path) -> dict:
-    h = xxhash.xxh3_64()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return {"path": str(path), "size": path.stat().st_size, "xxh3": h.hexdigest()}
-
-
-# Keys added after jobs were written, with the value that does what those jobs did: at that value
-# a key is left out of the hash, so a job written before the key existed resumes under a newer
-# pretrain (its plan.json has no such key) instead of being refused as "another job". Only keys
-# whose value reproduces the old output byte for byte belong here (not, e.g., extract.rescue).
-NEUTRAL_SINCE: dict[str, object] = {"dedup.site_lines": 0}  # 2026-12-02, session 8
-
-
-def without_neutral(config: dict) -> dict:
-    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in config.items()}
-    for key, value in NEUTRAL_SINCE.items():
-        head, _, tail = key.partition(".")
-        if isinstance(out.get(head), dict) and tail in out[head] and out[head][tail] == value:
-            del out[head][tail]
-    return out
-
-
-def claim(lay: Layout, ident: dict) -> dict[str, dict]:
-    """Write OUT/plan.json, or check that the one there is this job; refuse anything else. Returns
-    the inputs' stamps the shards check (versions.check_rerun)."""
-    plan, out = lay.file("plan.json"), lay.out
-    if not io.exists(plan) and io.create_json(plan, ident, lay.tmp):
-        return ident["versions"]  # (two hosts may both find none: only one creates it, see io.create_json)
-    try:
-        old = json.loads(io.read_bytes(plan))
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"{plan}: unreadable job plan ({e}); use a new --output") from e
-    if old.get("hash") == ident["hash"]:
-        return versions.check_rerun(old, ident["versions"])
-    raise UserError(f"{out} holds another job ({difference(old, ident)}); use a new --output or remove it")
-
-
-# ----------------------------------------------------------------------------- attempts
-
-
-class Attempts:
-    """This attempt's wall time, saved as units finish; earlier attempts' times are kept."""
-
-    def __init__(self, lay: Layout):
-        self.lay, self.t0 = lay, time.time()
-        try:
-            self.before = [float(s) for s in json.loads(lay.attempts.read_text())["seconds"]]
-        except (OSError, ValueError, KeyError, TypeError):
-            self.before = []
-        self.save()
-
-    def now(self) -> float:
-        return time.time() - self.t0
-
-    def save(self) -> None:
-        self.last = round(self.now(), 3)
-        io.write_json_atomic(self.lay.attempts, {"seconds": [*self.before, self.last]}, self.lay.tmp)
-
-    def total(self) -> float:
-        """Every attempt's wall time as last saved (stats.json and attempts.json agree)."""
-        return sum(self.before) + self.last
-
-    def count(self) -> int:
-        return len(self.before) + 1
-
-
 # ----------------------------------------------------------------------------- the driver
 
 
@@ -345,14 +143,6 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     tasks = [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work, size=ident["inputs"][i]["size"],
                        version=seen.get(ident["inputs"][i]["path"])) for i, (f, src) in enumerate(files)]
     return settle_inputs(tasks, lay)
-
-
-def _root_of(f: Path, inputs: list[str]) -> Path:
-    for raw in inputs:
-        p = Path(raw)
-        if p.is_dir() and p.resolve() in f.resolve().parents:
-            return p
-    return f.parent
 
 
 def _preflight(cfg: CurateConfig) -> None:
@@ -397,56 +187,6 @@ def _run_claimed(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executo
             wait_commits()  # a failed job still commits the unit it finished (less to redo)
         except Exception:
             pass  # _run raised already, or waited for this commit and raised its error
-
-
-# Names of the temporary files our writers make in the work folder, and nothing else:
-# io.atomic_path / io._upload_path (mkstemp: ".NAME.<random>.tmp"), dedup._write_checked
-# (".NAME.<pid>.tmp"), progress.ShardMeter ("<shard>.json.<pid>.tmp" in progress/) and the local copy of
-# an input URL (tmp/input_<shard>_NAME).
-_DEBRIS = re.compile(r"\..+\.[a-z0-9_]+\.tmp")
-_METER_DEBRIS = re.compile(r"\d+\.json\.\d+\.tmp")
-_INPUT_COPY = re.compile(r"input_\d{5}_.+")
-
-
-@contextlib.contextmanager
-def attempt_lock(lay: Layout):
-    """Hold OUT/work/attempt.lock (flock: released by the kernel when the process dies, even on
-    SIGKILL); yields True, None when another live attempt holds it, False when the filesystem
-    cannot lock (the job runs, sweeping nothing)."""
-    lay.work.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lay.work / "attempt.lock", os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            alone: bool | None = True
-        except BlockingIOError:  # EWOULDBLOCK: a concurrent attempt holds it
-            alone = None
-        except OSError:  # flock unsupported here (ENOLCK, ...): run, but sweep nothing
-            alone = False
-        yield alone
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _is_debris(rel: Path) -> bool:
-    name = rel.name
-    if _DEBRIS.fullmatch(name):
-        return True
-    if rel.parent.name == "progress" and _METER_DEBRIS.fullmatch(name):
-        return True
-    return rel.parent == Path("tmp") and bool(_INPUT_COPY.fullmatch(name))
-
-
-def sweep_debris(lay: Layout) -> int:
-    """Remove the temporary files a killed attempt of this job left in its work folder; returns
-    how many. Only regular files with our writers' names go (never a link, never another name)."""
-    removed = 0
-    for path in lay.work.rglob("*"):
-        rel = path.relative_to(lay.work)
-        if _is_debris(rel) and path.is_file() and not path.is_symlink():
-            path.unlink(missing_ok=True)
-            removed += 1
-    return removed
 
 
 def with_prefetch(tasks: list[ShardTask]) -> list[ShardTask]:
@@ -496,10 +236,20 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
     order = step_order(cfg, shard_stats)
     stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total(), clock.count())
     _decontam_report(cfg, shard_stats, stats, lay)
+    card_text = dataset_card(job, shard_stats, write_counts)  # before stats.json: that says "done"
+    io.write_bytes_atomic(lay.file("README.md"), card_text.encode(), lay.tmp)
     io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)
     # not in stats.json (the job's record, the same whichever attempt wrote it last): what this
     # attempt did, for the terminal (report.print_funnel)
     return {**stats, "this_attempt": {"shards": len(tasks), "written": fresh, "seconds": clock.last}}
+
+
+def dataset_card(job: str, shard_stats: list[dict], write_counts: list[dict]) -> str:
+    """OUT/README.md: the types every shard wrote, merged in shard order (card.py)."""
+    data = merged([w.get("shapes", {}).get("data") for w in write_counts])
+    rejects = merged([s.get("shapes", {}).get("rejects") for s in shard_stats]
+                     + [w.get("shapes", {}).get("rejects") for w in write_counts])
+    return card(data, rejects, job)
 
 
 def aggregate(job: str, shard_stats: list[dict], write_counts: list[dict], order: list[str],

@@ -112,7 +112,8 @@ def url_job_data_only(fs, hits: list[str], every: list[str]) -> list[str]:
             if not any(h.startswith(f"{o}/") and not h.startswith(f"{o}/data/") for o in outs)]
 
 
-JOB_FILES = ("config.toml", "stats.json", "decontam_report.json")  # what a job writes at OUT's top
+# what a job writes at OUT's top
+JOB_FILES = ("config.toml", "stats.json", "decontam_report.json", "README.md")
 
 
 def refuse_foreign(out: str) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pretrain.curate import io, site_lines, versions
+from pretrain.curate.card import Shape
 from pretrain.curate.classifier import ClassifierConfig, ClassifierFilter, build_classifier_steps
 from pretrain.curate.decontam import DecontamConfig, build_decontam_step
 from pretrain.curate.dedup import DedupConfig, shard_ok, sign_shard
@@ -228,6 +229,7 @@ def run_shard(task: ShardTask) -> dict:
     read_stats: Counter[str] = Counter()
     local = _input_copy(task, lay) if io.is_url(task.path) else Path(task.path)
     errors = _Errors({str(local): task.path})
+    shape = Shape()  # the JSON types of this shard's rejects, for OUT/README.md (card.py)
     if task.prefetch:
         _start_prefetch(task.prefetch, lay)
     with io.collect_uploads() as pending:
@@ -235,7 +237,7 @@ def run_shard(task: ShardTask) -> dict:
             _check_unchanged(task, local)
             read = versions.of_read(local) if local == Path(task.path) else None  # the bytes it reads
             docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
-            n_read, n_kept = _filter(task, lay, steps, docs, local)
+            n_read, n_kept = _filter(task, lay, steps, docs, local, shape)
             if read is not None:
                 versions.unchanged(local, read)
         finally:
@@ -252,6 +254,7 @@ def run_shard(task: ShardTask) -> dict:
         "steps": {s.name: dict(s.stats) for s in steps},
         "errors": errors.summary(),
         "seconds": round(time.time() - t0, 3),
+        "shapes": {"rejects": shape.tree},
     }
 
     def commit() -> None:  # the objects first, the marker last
@@ -365,7 +368,7 @@ class _Counting:
 
 
 def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Document],
-            local: Path) -> tuple[int, int]:
+            local: Path, shape: Shape) -> tuple[int, int]:
     """Documents through the steps: survivors stream to work/kept (and dedup signing), rejects to
     rejects/; nothing is held but the current document. Returns (read, kept)."""
     n_read = 0
@@ -382,7 +385,7 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
             io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
         for step in steps:
             step.on_reject = lambda d, s, r, st=step: rejects.write(
-                reject_record(d, s, r, **measured(st, d, r)))
+                shape.add(reject_record(d, s, r, **measured(st, d, r))))
 
         def survivors() -> Iterator[tuple[Document, int]]:
             for i, doc in enumerate(run_steps(steps, meter.wrap(counted(docs)))):
@@ -419,6 +422,7 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     hit = next(removals, None)  # both streams are in row order: a merge, nothing held
     by_reason: Counter[str] = Counter()
     strip = site_lines.load_stripper(lay.dedup_dir) if task.cfg.dedup.site_lines > 0 else None
+    shapes = {"data": Shape(), "rejects": Shape()}  # for OUT/README.md (card.py)
     # on object storage, data and dedup rejects go up together: one round trip's wait, not two
     with io.collect_uploads() as pending, io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
             io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:
@@ -431,17 +435,19 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
                 else:  # nothing but its site's boilerplate
                     step, reason, twin = "site_lines", "site_boilerplate", None
             if step is None:
-                data.write(rec)
+                data.write(shapes["data"].add(rec))
                 continue
             by_reason[f"{step}.{reason}"] += 1
             doc = Document(rec["id"], rec["text"], rec.get("url"), rec.get("source", ""),
                            rec.get("metadata", {}))
-            dropped.write(reject_record(doc, step, reason, **({"kept_id": twin} if twin else {})))
+            dropped.write(shapes["rejects"].add(reject_record(doc, step, reason,
+                                                              **({"kept_id": twin} if twin else {}))))
     counts = {
         "in": data.count + dropped.count,
         "kept": data.count,
         "dropped": dict(by_reason),
         "seconds": round(time.time() - t0, 3),
+        "shapes": {k: v.tree for k, v in shapes.items()},
     }
     if strip is not None:  # site -> [lines, characters] removed from the documents that stayed
         counts["site_lines"] = strip.removed

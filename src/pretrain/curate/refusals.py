@@ -1,6 +1,6 @@
 """What a rerun into another job's OUT is told: one phrase saying what differs between the
 identity in OUT/plan.json and this run's (inputs added or missing, a resized input, the files the
-config names, the config keys with both values). `job.claim` raises with it."""
+config names, the config keys with both values). `identity.claim` raises with it."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def difference(old: dict, new: dict) -> str:
     if refs_old != refs_new:
         changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
         return f"files the config names changed since ({changed[0]})"
-    from pretrain.curate.job import without_neutral  # (job imports this module)
+    from pretrain.curate.identity import without_neutral  # (identity imports this module)
 
     before, after = without_neutral(old.get("config", {})), without_neutral(new["config"])
     keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))

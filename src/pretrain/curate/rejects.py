@@ -7,7 +7,9 @@ only describes it. `datasets.load_dataset("json", data_dir="OUT/rejects")` witho
 the schema from the first block of the first file and fails on the next that differs: `value` all
 null in a dedup file and a float in a filter file, `kept_id` in one file only, `metadata` objects
 whose keys differ by step (datasets 5.2, 2026-12-02). With these features every row loads: a
-missing column is null, and `metadata` (an object) arrives as its JSON text.
+missing column is null, and `metadata` (an object) arrives as its JSON text. A finished job's
+OUT/README.md (card.py) gives the same loader the types the job actually wrote:
+`load_dataset("OUT", "rejects")`.
 """
 
 from __future__ import annotations

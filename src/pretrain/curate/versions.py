@@ -1,6 +1,6 @@
 """Which version of each input a corpus job read: recorded in OUT/plan.json, checked on every read.
 
-The job's identity (job.identity) holds each input's path and size; a rewrite of the same size
+The job's identity (identity.identity) holds each input's path and size; a rewrite of the same size
 (a re-crawl, a fixed encoding) kept both, so a resumed job mixed shards of the old and the new
 version. This module owns the finer stamp, kept in plan.json's `versions` beside the identity,
 never inside its hash (the hash of every job already in a bucket stays what it was):

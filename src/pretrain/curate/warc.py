@@ -128,14 +128,23 @@ def _read_from(
                 stats[f"records.{rtype}"] += 1
                 suspect = stats["errors.truncated"] + stats["skipped.too_large"]
                 skipped = stats["skipped.too_large"]
-                doc = _fastwarc_doc(rec, rtype, cfg, on_error, src, stats, str(path))
+                said: list[tuple] = []  # the record's reports, held until resync has judged its length
+                doc = _fastwarc_doc(rec, rtype, cfg, _held(said), src, stats, str(path))
                 resume = None
                 too_large = stats["skipped.too_large"] > skipped
                 if (stats["errors.truncated"] + stats["skipped.too_large"] > suspect or scan.check_members
                         or scan.layout == "plain"):  # plain: a small read at the claimed end per record
                     rid = rec.headers.get("WARC-Record-ID")
                     bound = (scan.cap, cfg.warc_max_skip_bytes) if too_large else (None, None)
-                    resume = resync(path, scan.layout, pos, length, on_error, stats, rid, *bound)
+                    framing: list[tuple] = []
+                    lies = stats["errors.resynchronised"]
+                    resume = resync(path, scan.layout, pos, length, _held(framing), stats, rid,
+                                    *bound)
+                    # a Content-Length that lied: its line names the lie and the bytes skipped; the
+                    # payload's own `truncated record` would count the one bad record twice
+                    said = framing if stats["errors.resynchronised"] > lies else said + framing
+                for e in said:
+                    on_error(*e)
                 if doc is not None and resume is None:  # an overrunning record's payload ends in junk
                     stats["documents"] += 1
                     yield doc
@@ -151,6 +160,11 @@ def _read_from(
         stats["errors.truncated"] += 1
         scan.stop = True
     return None
+
+
+def _held(into: list) -> OnError:
+    """An on_error that keeps the reports in `into`, to be said or dropped once a record is judged."""
+    return lambda *e: into.append(e)
 
 
 def _open_at(path: Path, start: int, kind: str | None):

@@ -1,0 +1,114 @@
+"""OUT/README.md, the dataset card: HF `datasets` loads a job's folder, corpus and rejects, as written.
+
+Truth: the files themselves, decoded with `zstandard` and `json`. The premise, checked too: a plain
+`load_dataset("json", data_dir="OUT/data")` of a corpus whose inputs differ (a url on some
+documents, other metadata keys per input) fails, as datasets infers one schema from the first file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_pipeline import _prose, _write_jsonl_corpus
+from test_rejects_schema import _files, _no_nulls
+
+from pretrain.curate import card
+from pretrain.curate.executor import LocalExecutor
+from pretrain.curate.pipeline import CurateConfig, curate
+
+
+def _load(datasets, *args, cache: Path, **kw):
+    return datasets.load_dataset(*args, split="train", cache_dir=str(cache), **kw)
+
+
+def _same(rows, truth: dict[str, dict]) -> None:
+    """Every row is its record: the same fields with the same values (a key the record lacks is
+    null in the row, as datasets fills a struct; a JSON-text column is compared decoded)."""
+    assert sorted(r["id"] for r in rows) == sorted(truth)
+    for row in rows:
+        rec = truth[row["id"]]
+        for k, v in row.items():
+            if isinstance(v, str) and isinstance(rec.get(k), dict):
+                v = json.loads(v)
+            assert _no_nulls(v) == _no_nulls(rec.get(k)), (k, rec["id"])
+
+
+def test_job_folder_loads_in_datasets_with_its_card(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    _write_jsonl_corpus(tmp_path / "in", files=2, per_file=6)  # planted twins: dedup rejects
+    for n, meta in enumerate([{"dump": "CC-MAIN-2020-16", "n": 1}, {"tags": ["a", "b"], "n": 2.5}]):
+        f = tmp_path / "in" / f"part{n}.jsonl"
+        recs = [json.loads(line) for line in f.read_text().splitlines()]
+        for r in recs:  # the first input has urls, the second other metadata keys and a float
+            r["metadata"] = meta
+            if n == 0:
+                r["url"] = f"https://example.com/{r['id']}"
+        f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    junk = [{"id": "short", "text": "Buy now."}, {"id": "spam", "text": "cheap pills " * 300},
+            {"id": "ok", "text": _prose(1, seed=9)[0], "metadata": {"n": 3}}]
+    (tmp_path / "in" / "part9.jsonl").write_text("".join(json.dumps(r) + "\n" for r in junk))
+    out = tmp_path / "out"
+    curate([str(tmp_path / "in")], out, CurateConfig(), executor=LocalExecutor(1))
+    data, rejects = _files(out / "data"), _files(out / "rejects")
+    assert any("url" in r for r in data.values()) and any("url" not in r for r in data.values())
+    assert {r["step"] for r in rejects.values()} >= {"exact_dedup", "near_dedup"}
+    assert any(r.get("value") is not None for r in rejects.values())
+    with pytest.raises(datasets.exceptions.DatasetGenerationError):  # the premise
+        _load(datasets, "json", data_dir=str(out / "data"), cache=tmp_path / "hf0")
+    _same(_load(datasets, str(out), cache=tmp_path / "hf1"), data)
+    _same(_load(datasets, str(out), "rejects", cache=tmp_path / "hf2"), rejects)
+
+
+def test_a_key_of_two_kinds_is_loaded_as_json_text(tmp_path):
+    """`kind` a number in one file and a string in another: no Arrow type holds both, so the card
+    gives `metadata` as a string, which datasets fills with each object's JSON."""
+    datasets = pytest.importorskip("datasets")
+    files = {"data/a.jsonl": [{"id": "a", "text": "x", "metadata": {"kind": 3, "l": [1]}}],
+             "data/b.jsonl": [{"id": "b", "text": "y", "metadata": {"kind": "three", "l": [2.5]}}]}
+    shape = card.Shape()
+    for name, recs in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("".join(json.dumps(shape.add(r)) + "\n" for r in recs))
+    assert dict(shape.tree["struct"])["metadata"]["struct"] == [["kind", "mixed"], ["l", {"list": "float"}]]
+    text = card.card(shape.tree, None, "curate").replace("*.jsonl.zst", "*.jsonl")
+    (tmp_path / "README.md").write_text(text)
+    rows = _load(datasets, str(tmp_path), cache=tmp_path / "hf")
+    assert rows.features["metadata"] == datasets.Value("string")
+    _same(rows, {r["id"]: r for recs in files.values() for r in recs})
+
+
+def test_shape_folds_records_as_the_plain_merge_does():
+    """The fast fold (a record like the last one costs a type check per field) gives the tree that
+    merging each record's own type gives, for records that repeat, widen, nest and conflict."""
+    import random
+
+    rng = random.Random(7)
+    values = [None, True, 3, 2.5, "s", [1, 2], [1, 2.5], [], [{"a": 1}], [{"b": "x"}], {"a": 1},
+              {"a": None, "c": [True]}, {"a": "one"}]
+    recs = []
+    for _ in range(300):
+        keys = rng.sample(["k1", "k2", "k3", "k4"], rng.randint(1, 4))
+        rec = {"id": "x", "metadata": {k: rng.choice(values) for k in keys}}
+        recs += [rec] * rng.randint(1, 3)  # runs of one shape: the fast path
+    shape, reference = card.Shape(), "null"
+    for i, r in enumerate(recs):
+        shape.add(r)
+        reference = card.merge(reference, card.type_of(r))
+        if i % 50 == 0 or i == len(recs) - 1:
+            assert shape.tree == reference, i
+
+
+def test_a_folder_with_its_own_readme_is_not_taken_as_out(tmp_path):
+    """The job writes OUT/README.md: `-o .` in a project folder would overwrite the project's."""
+    from pretrain.errors import UserError
+
+    _write_jsonl_corpus(tmp_path / "in", files=1, per_file=2)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# my project\n")
+    with pytest.raises(UserError, match="README.md"):
+        curate([str(tmp_path / "in")], project, CurateConfig(), executor=LocalExecutor(1))
+    assert (project / "README.md").read_text() == "# my project\n"
+    assert sorted(p.name for p in project.iterdir()) == ["README.md"]

@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--min-frequency", type=Number(int, lo=1, why="a pair's count"),
                    default=2, help="least count of a pair to merge (default 2)")
     t.add_argument("--max-mb", type=Number(float, gt=0, why="MB of text"),
-                   default=None, help="train on at most this many MB of text")
+                   default=None, help="train on at most this many MB of text (default: all of it)")
     t.add_argument("--text-field", default="text", metavar="NAME",
                    help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
 

@@ -144,7 +144,7 @@ def _import(args: argparse.Namespace) -> int:
 
     eot, n = man["imported"]["eot"], len(man["shards"])
     print(f"{'wrote' if written else 'kept'} {args.output}: {man['tokens']:,} tokens, {man['documents']:,} "
-          f"documents, {n} shards; end-of-text id {man['eot_id']} "
+          f"documents, {n} shard{'s' * (n != 1)}; end-of-text id {man['eot_id']} "
           f"{'already ended every document' if eot == 'present' else 'appended to documents'}"
           f"{resumed(len(written), n, 'imported')}")
     masked = sum(sh.get("loss_masked", 0) for sh in man["shards"])

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from pretrain.curate.decontam import TEXT_FIELDS, NgramIndex, benchmark_files, item_text, read_records, words
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA")
+        or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 
 def corpus(n: int) -> list[str]:

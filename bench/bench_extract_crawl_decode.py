@@ -1,11 +1,11 @@
 """Session 6's structure decoders for `blocks`, judged again with the labelled crawl pages (issue 19).
 
-Session 6 (git tag `tried/19-structure-decoder`, bench/bench_extract_decode.py there) did not ship
+Session 6 (bench/bench_extract_decode.py, kept at a local tag that was never published) did not ship
 its "core" decoder because the benchmarks hold only article pages; data/extract_crawl_labels.json
 now labels 86 real crawl pages (13 without main content). This prints, for the plain threshold
-(0.45-0.75) and the core decoder's grid (the tag's `core_flags`, read again below):
+(0.45-0.75) and the core decoder's grid (session 6's `core_flags`, re-implemented below):
 
-1. each decoder out of fold on AEB (P, R, F1) and trafilatura-eval (keep, drop), as the tag did,
+1. each decoder out of fold on AEB (P, R, F1) and trafilatura-eval (keep, drop), as session 6 did,
    beside the crawl set (keep, drop, share of no-main pages clean) with the shipped models;
 2. the nested choice (for each of the 10 test folds, benchmark x site fold, the setting of one
    family chosen on all other benchmark pages by session 6's rules), scored on the test folds, and
@@ -57,7 +57,7 @@ SHARED = Path(
 
 
 def core_flags(p, chars, conf, min_chars, margin, t_in, t_out, t_none=None) -> np.ndarray:
-    """Session 6's core decoder (tag tried/19-structure-decoder, not shipped): the span from the first
+    """Session 6's core decoder (not shipped; its code was not published): the span from the first
     to the last block with p >= conf and >= min_chars characters, widened by `margin`; inside it keep
     at p >= t_in, outside at p >= t_out; a page without such a block keeps at t_none (default t_in)."""
     core = np.flatnonzero((p >= conf) & (chars >= min_chars))

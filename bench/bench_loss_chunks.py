@@ -11,6 +11,7 @@ Run: PYTHONPATH=$PWD/src .venv/bin/python bench/bench_loss_chunks.py [bf16|fp32]
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -54,7 +55,8 @@ def main() -> None:
 
     dtype = sys.argv[1] if len(sys.argv) > 1 else "bf16"
     tmp = Path(tempfile.mkdtemp(prefix="bench_loss_chunks-"))
-    shared = HERE.parent.parent / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
+    shared = (Path(os.environ.get("PRETRAIN_SHARED_DATA") or HERE.parent.parent / "shared" / "data")
+              / "lm" / "tinyshakespeare" / "input.txt")
     text = shared if shared.is_file() else fallback_text(tmp / "topics.txt")
     runs = {c: trainer(tmp, text, dtype, c) for c in CHUNKS}
     torch.set_num_threads(1)

@@ -29,12 +29,14 @@ The pipeline's idle share is 1 - (T_1 / p) / T_pp, with T_1 one process's step t
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXT = ROOT.parent / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
+TEXT = Path(os.environ.get("PRETRAIN_SHARED_DATA")
+        or ROOT.parent / "shared" / "data") / "lm" / "tinyshakespeare" / "input.txt"
 SHAPE = ["model.n_layers=4", "model.d_model=128", "model.n_heads=4", "model.n_kv_heads=4", "model.d_ff=352",
          "model.seq_len=128"]
 GLOBAL_BATCH = 8

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,8 @@ PEERS = ROOT / ".venv-peers" / "bin" / "python"
 
 
 def english_docs(n: int) -> list[dict]:
-    by_source = real_docs(ROOT.parent / "shared" / "data", size=2000)
+    shared = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
+    by_source = real_docs(shared, size=2000)
     texts = [t for src in ("ccnet", "wikitext", "gutenberg") for t in by_source[src]]
     texts = [t for t in texts if len(t) <= 4000][:n]
     return [{"id": str(i), "text": t} for i, t in enumerate(texts)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -29,7 +30,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXT = ROOT.parent / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
+TEXT = Path(os.environ.get("PRETRAIN_SHARED_DATA")
+        or ROOT.parent / "shared" / "data") / "lm" / "tinyshakespeare" / "input.txt"
 CP_SHAPE = ["model.n_layers=2", "model.d_model=128", "model.n_heads=4", "model.n_kv_heads=4",
             "model.d_ff=352", "data.batch_size=1", "train.resume=false", "checkpoint.every=0",
             "checkpoint.first_at=100000", "schedule.warmup_steps=1"]

@@ -26,7 +26,8 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "lm"
+DATA = Path(os.environ.get("PRETRAIN_SHARED_DATA")
+        or Path(__file__).resolve().parents[2] / "shared" / "data") / "lm"
 
 
 def corpus_docs(mb: float) -> tuple[list[str], str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -35,7 +36,10 @@ from pretrain.train.data import encode_text, read_text  # noqa: E402
 from pretrain.train.testing import fallback_text, tiny_config  # noqa: E402
 from pretrain.train.trainer import Trainer  # noqa: E402
 
-SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "lm" / "tinyshakespeare" / "input.txt"
+# PRETRAIN_SHARED_DATA: where ../shared/data is when the checkout sits elsewhere (a git worktree).
+SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared"
+              / "data")
+SHAKESPEARE = SHARED / "lm" / "tinyshakespeare" / "input.txt"
 SHAPE = ["model.n_layers=6", "model.d_model=384", "model.n_heads=6", "model.n_kv_heads=6", "model.d_ff=1536",
          "model.seq_len=256", "model.vocab_size=257", "model.mlp=gelu", "model.norm=layernorm",
          "model.learned_pos=true", "model.bias=true", "model.tied_embeddings=true", "data.batch_size=64",

@@ -16,6 +16,7 @@ Run: .venv/bin/python bench/bench_warc.py [--repeat 3]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,7 +24,8 @@ from pathlib import Path
 from pretrain.curate.extract import ExtractConfig, build_extract_step
 from pretrain.curate.readers import ReaderConfig, read_documents
 
-WARC = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "warc"
+WARC = Path(os.environ.get("PRETRAIN_SHARED_DATA")
+        or Path(__file__).resolve().parents[2] / "shared" / "data") / "warc"
 
 
 def fastwarc_records(files: list[Path]) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -28,7 +29,8 @@ import zstandard
 
 from pretrain.curate.readers import ReaderConfig, _Bounded, _compressed_pos, _open_binary, read_documents
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA")
+        or Path(__file__).resolve().parents[2] / "shared" / "data")
 SHAKESPEARE = SHARED / "lm" / "tinyshakespeare" / "input.txt"
 
 

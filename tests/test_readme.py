@@ -407,7 +407,7 @@ def test_the_parallel_defaults_table_is_the_configs():
 def test_every_docs_link_and_named_repository_file_exists():
     """Relative links resolve (to a heading when they name one); a path under src/, tests/, bench/,
     recipes/ or docs/, or a module path (`curate/x.py`), names a file of this checkout, except in a
-    section about code that was tried and not shipped (it lives at a git tag)."""
+    section about code that was tried and not shipped (that code is not in the repository)."""
     def slug(heading: str) -> str:
         return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 

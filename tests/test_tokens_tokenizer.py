@@ -247,3 +247,23 @@ def test_train_command_counts_one_document_in_the_singular(tmp_path, capsys):
     assert cli_main(["tokenizer", "train", str(tmp_path / "one.txt"), "-o", str(tmp_path / "t.json"),
                      "--vocab-size", "300"]) == 0
     assert capsys.readouterr().out.startswith("trained on 1 document, ")
+
+
+def test_train_command_says_when_the_text_gives_fewer_entries_than_asked(tmp_path, capsys):
+    # docs/tokens.md's example asks for 32,000 entries; a small corpus runs out of pairs seen
+    # --min-frequency times and the file holds fewer (HF's own count of the written file is the truth).
+    from pretrain.cli import main as cli_main
+
+    (tmp_path / "one.txt").write_text("The quick brown fox jumps over the lazy dog. " * 40)
+    for asked in (5000, 260):
+        out = tmp_path / f"t{asked}.json"
+        assert cli_main(["tokenizer", "train", str(tmp_path / "one.txt"), "-o", str(out),
+                         "--vocab-size", str(asked)]) == 0
+        said = capsys.readouterr().out
+        got = load_tokenizer(out).get_vocab_size()
+        if got < asked:
+            assert f"vocabulary {got:,} (of {asked:,} asked: no other pair occurs 2+ times" in said
+        else:
+            assert f"vocabulary {got:,}; " in said
+    assert load_tokenizer(tmp_path / "t5000.json").get_vocab_size() < 5000  # both branches ran
+    assert load_tokenizer(tmp_path / "t260.json").get_vocab_size() == 260

@@ -52,12 +52,15 @@ CONFIGS: dict[str, str] = {
 }
 
 EPILOG = """\
+Start here: pretrain demo (every stage below on a crawl that ships with the package, a few minutes on
+a CPU; it prints each command it runs, and demo-out/report.html shows what came out).
+
 The path of the data:
   pretrain curate crawl/*.warc.gz -o corpus/        clean corpus + rejects with reasons + stats
   pretrain tokenizer train corpus/data -o tok.json  byte-level BPE
   pretrain tokenize corpus/data --tokenizer tok.json -o tokens/
   pretrain plan --model llama-3-8b --gpus 64 --gpu h100 --tokens 1T
-  pretrain train recipes/tiny-cpu.toml --set train.steps=200
+  pretrain train recipes/tiny-cpu.toml --set train.steps=200   run directory runs/tiny-cpu
   pretrain tour                                      the lesson's worked numbers, recomputed
 Run `pretrain COMMAND --help` for what each one does and its options."""
 

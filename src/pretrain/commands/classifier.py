@@ -55,14 +55,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--min-count", type=Number(int, lo=1, why="occurrences of a word; 1 keeps every word"),
                    default=1,
                    help="drop words seen fewer times in all (default 1)")
-    t.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text")
+    t.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text (default text)")
     s = sub.add_parser("score", help="score documents with a model", description=SCORE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("inputs", nargs="+", metavar="INPUT", help="files or folders to score")
     s.add_argument("--model", required=True, help="model file from `pretrain classifier train`")
     s.add_argument("-o", "--output", default="-", help="JSONL of scores (default: stdout)")
-    s.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text")
-    s.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id")
+    s.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text (default text)")
+    s.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id (default id)")
     s.add_argument("--max-model-bytes", type=Number(int, lo=1, why="bytes of the model file"),
                    default=32 * 1024**2, metavar="N",
                    help="refuse a model file larger than this, unread (a model holds ~16x its size "

@@ -108,7 +108,7 @@ def echo_config(job: str, cfg, out: str) -> str:
     from pretrain import config
     from pretrain.curate.dedup_job import job_config
 
-    return config.echo(cfg, f"{out}/config.toml", base=job_config(job))
+    return config.echo(cfg, f"{out.rstrip('/')}/config.toml", base=job_config(job))
 
 
 def run_belt(job: str, args: argparse.Namespace, cfg) -> int:

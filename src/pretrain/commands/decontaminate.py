@@ -50,8 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=["remove", "tag"], default="remove",
                    help="remove: drop contaminated documents to OUT/rejects (default); "
                    "tag: keep them all, with metadata.contamination")
-    p.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text")
-    p.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id")
+    p.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text (default text)")
+    p.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id (default id)")
     p.add_argument("--config", metavar="TOML", help="belt config file (any section of pretrain curate's)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (repeatable)")

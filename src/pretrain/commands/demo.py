@@ -6,7 +6,8 @@ import argparse
 
 from pretrain.bounds import Number
 
-HELP = "the whole path on a crawl that ships with pretrain: curate, tokenize, plan, train, report"
+HELP = ("the whole path on a crawl that ships with pretrain: curate, tokenize, plan, train, sample, "
+        "eval, report")
 DESCRIPTION = """\
 Run every stage of pretrain on a small crawl that ships with the package (325 WARC records written
 for it: Python's own documentation and docstrings as web pages, plus navigation pages, spam,

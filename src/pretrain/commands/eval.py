@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=Number(int, hi=2**63 - 1, why="a seed: a 64-bit integer"),
                         default=1234, help="seed of the few-shot draw (default 1234)")
     parser.add_argument("--limit", type=Number(int, why="examples per task; 0 = all"),
-                        default=None, help="first N examples of each task (0 = all)")
+                        default=None,
+                        help="first N examples of each task (default 0 = all; mem: windows, default 200)")
     parser.add_argument("--benchmarks", default=None,
                         help="benchmarks folder (default $PRETRAIN_BENCHMARKS or ../shared/data/benchmarks)")
     parser.add_argument("-o", "--output", default=None,

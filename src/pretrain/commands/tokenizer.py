@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--min-frequency", type=Number(int, lo=1, why="a pair's count"),
                    default=2, help="least count of a pair to merge (default 2)")
     t.add_argument("--max-mb", type=Number(float, gt=0, why="MB of text"),
-                   default=None, help="train on at most this many MB of text")
+                   default=None, help="train on at most this many MB of text (default: all of it)")
     t.add_argument("--text-field", default="text", metavar="NAME",
                    help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
 
@@ -94,8 +94,13 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from e
     docs = f"{seen['docs']:,} document" + ("" if seen["docs"] == 1 else "s")
+    vocab = tok.get_vocab_size()
+    # BPE stops merging when no pair is left that occurs --min-frequency times: a small corpus
+    # gives fewer entries than asked, which a user asking for 32,000 should not have to guess
+    short = (f" (of {args.vocab_size:,} asked: no other pair occurs {args.min_frequency}+ times in "
+             "this text)") if vocab < args.vocab_size else ""
     print(f"trained on {docs}, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
-          f"vocabulary {tok.get_vocab_size():,}; {sum(errors.values()):,} records skipped; "
+          f"vocabulary {vocab:,}{short}; {sum(errors.values()):,} records skipped; "
           f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}{_replaced(before, tokenizer_sha256(tok))}"
           f"{oversize_hint(errors)}")
     return 0

@@ -24,6 +24,20 @@ Example:
   pretrain tokens import-datatrove dt_out/ -o tokens/fw --tokenizer hf_model_dir/
 """
 
+INSPECT_HELP = """\
+Open a token directory written by `pretrain tokenize` (or an import), check every shard against
+its manifest.json (file sizes, document offsets), and print to stdout: the format, dtype,
+vocabulary and tokenizer fingerprint; tokens and documents in all and per source; then the first
+--tokens tokens of document --doc (their first 20 ids, and the text they decode to) with the
+tokenizer the directory was made with (its saved TOKENS/tokenizer.json, or --tokenizer, which must match the
+manifest's fingerprint). Nothing is written. A shard that disagrees with the manifest is refused
+in one line naming the file.
+
+Example:
+  pretrain tokens inspect tokens/web
+  pretrain tokens inspect tokens/web --doc 10 --tokens 200
+"""
+
 IMPORT_HELP = """\
 Import token files another tool wrote, without re-tokenizing: each input becomes one shard of a
 token directory (`pretrain train` data.kind="tokens", `pretrain mix`, `pretrain tokens inspect`).
@@ -41,7 +55,7 @@ kept); other inputs or another tokenizer into the same directory are refused.
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    i = sub.add_parser("inspect", help="manifest, counts, a decoded sample", description=DESCRIPTION,
+    i = sub.add_parser("inspect", help="manifest, counts, a decoded sample", description=INSPECT_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     i.add_argument("directory", metavar="TOKENS", help="a directory written by `pretrain tokenize`")
     i.add_argument("--tokenizer", default=None, help="tokenizer.json (default: TOKENS/tokenizer.json)")
@@ -130,7 +144,7 @@ def _import(args: argparse.Namespace) -> int:
 
     eot, n = man["imported"]["eot"], len(man["shards"])
     print(f"{'wrote' if written else 'kept'} {args.output}: {man['tokens']:,} tokens, {man['documents']:,} "
-          f"documents, {n} shards; end-of-text id {man['eot_id']} "
+          f"documents, {n} shard{'s' * (n != 1)}; end-of-text id {man['eot_id']} "
           f"{'already ended every document' if eot == 'present' else 'appended to documents'}"
           f"{resumed(len(written), n, 'imported')}")
     masked = sum(sh.get("loss_masked", 0) for sh in man["shards"])
@@ -154,7 +168,8 @@ def _inspect(args: argparse.Namespace) -> int:
     m = d.manifest
     print(f"{d.path}: {m['format']} v{m['version']}, dtype {m['dtype']}, vocabulary {m['vocab_size']:,}, "
           f"end-of-text id {m['eot_id']}, tokenizer sha256 {d.tokenizer_sha256[:12]}")
-    print(f"{d.num_tokens:,} tokens, {d.num_documents:,} documents, {len(m['shards'])} shards, "
+    n = len(m["shards"])
+    print(f"{d.num_tokens:,} tokens, {d.num_documents:,} documents, {n} shard{'s' if n != 1 else ''}, "
           f"{d.num_tokens / max(1, d.num_documents):,.1f} tokens per document")
     for name, c in m.get("sources", {}).items():
         print(f"  source {name}: {c['tokens']:,} tokens, {c['documents']:,} documents")

@@ -96,8 +96,12 @@ class ResultFile:
         again = [r["task"] for s, r in self.done.items() if s not in self.taken and r["task"] in self.before]
         if again and self.old is not None and same_model_and_settings(self.old, doc):
             # a rerun of a finished command scores again: say so, rather than let it pass for a cache
-            print(f"scored again: {', '.join(again)} (already in {self.path}, now replaced; only an "
-                  "interrupted evaluation is resumed)", file=sys.stderr)
+            # the training loop's log.eval_tasks writes this file too: on the demo's first run the
+            # "earlier" scores are the loop's last evaluation, which a newcomer did not ask for
+            by = ("the training loop's evaluation of this step or an earlier pretrain eval"
+                  if self.info.get("kind") == "run" else "an earlier pretrain eval")
+            print(f"scored again: {', '.join(again)} (already in {self.path}, from {by}; now replaced; "
+                  "only an interrupted evaluation is resumed)", file=sys.stderr)
         return doc
 
     def document(self, seconds: float) -> dict:

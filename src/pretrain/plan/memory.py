@@ -128,15 +128,6 @@ def activation_bytes(shape: ModelShape, b: int = 1, t: int = 1, sp: bool = False
     return total
 
 
-def recompute_working_bytes(shape: ModelShape, b: int = 1, t: int = 1, sp: bool = False,
-                            recompute: str = "none", flash: bool = False) -> float:
-    """While a checkpointed layer is re-run for its backward, its full activations exist briefly: one
-    layer's worth on top of the stored inputs (0 without full recompute)."""
-    if recompute != "full":
-        return 0.0
-    return activation_bytes_per_layer(shape.seq_len, b, shape.d_model, shape.n_heads, t, sp, "none", flash)
-
-
 def layers_per_gpu(n_layers: int, p: int = 1, v: int = 1) -> int:
     """Layers on the busiest GPU when n_layers split into p·v chunks (uneven splits round up)."""
     return -(-n_layers // (p * v)) * v

@@ -225,7 +225,7 @@ def _timing(job: Job, budget: Budget, est: Estimate, fpt: float) -> dict:
 def flops_convention(est: Estimate, flash: bool) -> str:
     """Which FLOPs each utilization counts; why a figure is above 100% when one is."""
     text = ("mfu and hfu count attention as 12·L·h·s FLOPs per token, no causal halving (PaLM, "
-            "Chowdhery et al. 2022, app. B; hfu adds the recomputed forward); hfu causal counts what "
+            "Chowdhery et al. 2022, app. B; hfu adds the recomputed forward); hfu causal counts "
             + ("what the causal flash kernel executes, half the attention, as the step time does"
                if flash else "what runs (explicit attention computes the masked scores too: the same FLOPs)"))
     if max(est.mfu, est.hfu) > 1:

@@ -168,17 +168,6 @@ def _heads(path: Path, d: int, h: int, kv: int, names: tuple[str, str, str]) -> 
         raise UserError(f"{path}: {names[1]} {h} is not a multiple of {names[2]} {kv}")
 
 
-def read_hf_config(folder: str | Path) -> tuple[dict, float, float]:
-    """(our shape fields, rope_theta, norm_eps) of a plain-rotary (or GPT-2) transformers folder; a
-    folder with rotary scaling is refused here, since these three values alone would build a model
-    that computes other positions: use `read_hf_model_config` (or `apply_init_from`) for those."""
-    fields, theta, eps, scaling = read_hf_model_config(folder)
-    if scaling:
-        raise UserError(f"{folder}: rotary scaling ('llama3') needs model.rope_scaling; "
-                        "build the model through apply_init_from / read_hf_model_config")
-    return fields, theta, eps
-
-
 def read_hf_model_config(folder: str | Path) -> tuple[dict, float, float, dict]:
     """(our shape fields, rope_theta, norm_eps, rope_scaling) from a transformers folder's config.json."""
     from pretrain.train.hf_files import check_links, read_json_object

@@ -39,14 +39,6 @@ def fallback_text(path: str | Path) -> Path:
 
 # --- many processes on one CPU: gloo, spawned workers, results as JSON --------------------------------
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _worker(fn_path: str, rank: int, world_size: int, port: int, result_dir: str, args: tuple,
             parent: int) -> None:
     import importlib

@@ -367,3 +367,45 @@ def test_weights_that_do_not_sum_to_one_are_said_normalized(dirs, tmp_path, caps
                                      f'[sources.wiki]\npath = "{dirs["wiki"]}"\nweight = 0.3\n')
     assert cli_main(["mix", str(tmp_path / "m.toml")]) == 0
     assert "sum to" not in capsys.readouterr().out  # 0.7 + 0.3 is 1 (to rounding)
+
+
+def test_a_source_shorter_than_one_sequence_is_refused_as_the_sampler_refuses_it(dirs, tmp_path, capsys):
+    # Run-it-twice review (S4): a source of 8 tokens under `seq_len = 256` printed 25,000 epochs and
+    # exit 0; the sampler built from the same file refuses it (no window of seq_len + 1 tokens).
+    short = make_token_dir(tmp_path / "short", 1, 5, n_shards=1)
+    n = shards.TokenDir(short).num_tokens
+    (tmp_path / "m.toml").write_text(f'budget = 1e5\nseq_len = {n}\n'
+                                     f'[sources.web]\npath = "{dirs["web"]}"\nweight = 0.9\n'
+                                     f'[sources.short]\npath = "{short}"\nweight = 0.1\n')
+    with pytest.raises(UserError, match="'short'"):
+        sampler_from_mixture(tmp_path / "m.toml")
+    assert cli_main(["mix", str(tmp_path / "m.toml")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, (out, err)
+    assert "'short'" in err and f"seq_len = {n}" in err and f"{n} tokens" in err, err
+    (tmp_path / "m.toml").write_text(f'budget = 1e5\nseq_len = {n - 1}\n'  # one window: taken by both
+                                     f'[sources.web]\npath = "{dirs["web"]}"\nweight = 0.9\n'
+                                     f'[sources.short]\npath = "{short}"\nweight = 0.1\n')
+    sampler_from_mixture(tmp_path / "m.toml")
+    assert cli_main(["mix", str(tmp_path / "m.toml")]) == 0
+
+
+def test_a_source_read_more_than_once_is_said_below_the_warning(dirs, tmp_path, capsys):
+    # Run-it-twice review (S4): a source drawn 1.5 times (its weight asks more tokens than it
+    # holds) was only a number in the epochs column; a newcomer read nothing about repetition
+    # until the 4-epoch warning. Truth: w_i * D / N_i, the lesson's formula.
+    weights = {"web": 0.5, "wiki": 0.3, "code": 0.2}
+    n = {k: int(shards.TokenDir(p).num_tokens) for k, p in dirs.items()}
+    budget = 1.5 * n["wiki"] / weights["wiki"]  # wiki: 1.5 passes
+    truth = {k: weights[k] * budget / n[k] > 1 for k in n}
+    assert truth == {"web": False, "wiki": True, "code": False}  # the fixture's sizes allow it
+    toml = "".join(f'[sources.{k}]\npath = "{p}"\nweight = {weights[k]}\n' for k, p in dirs.items())
+    (tmp_path / "mixture.toml").write_text(f"budget = {budget}\n" + toml)
+    assert cli_main(["mix", str(tmp_path / "mixture.toml"), "--json"]) == 0
+    rows = {r["source"]: r for r in json.loads(capsys.readouterr().out)["sources"]}
+    assert {k: r["repeated"] for k, r in rows.items()} == truth and not rows["wiki"]["warning"]
+    assert cli_main(["mix", str(tmp_path / "mixture.toml")]) == 0
+    out = capsys.readouterr().out
+    lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.split() and ln.split()[0] in n}
+    assert {k: "repeated" in ln for k, ln in lines.items()} == truth and "WARNING" not in out, out
+    assert "drawn 1.5 times" in lines["wiki"], out

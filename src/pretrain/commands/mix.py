@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"weights sum to {total:g}, not 1: each source's share is its weight / {total:g}")
     print(f"{'source':<16}{'available':>18}{'weight':>9}{'drawn':>20}{'epochs':>9}")
     for r in rows:
-        flag = f"  WARNING: over {args.warn_epochs:g} epochs, expect memorization" if r["warning"] else ""
+        flag = (f"  WARNING: over {args.warn_epochs:g} epochs, expect memorization" if r["warning"] else
+                f"  repeated: each token drawn {r['epochs']:.1f} times on average" if r["repeated"] else "")
         print(f"{r['source']:<16}{r['available']:>18,}{r['weight']:>9.3f}{r['drawn']:>20,.0f}"
               f"{r['epochs']:>9.2f}{flag}")
     return 0

@@ -247,3 +247,26 @@ def test_train_command_counts_one_document_in_the_singular(tmp_path, capsys):
     assert cli_main(["tokenizer", "train", str(tmp_path / "one.txt"), "-o", str(tmp_path / "t.json"),
                      "--vocab-size", "300"]) == 0
     assert capsys.readouterr().out.startswith("trained on 1 document, ")
+
+
+def test_train_command_names_the_file_and_record_of_each_bad_kind(tmp_path, capsys):
+    # Run-it-twice review (S4): hostile records (invalid UTF-8, a number for text, malformed JSON)
+    # were "18 records skipped" and nothing else: no file, no record, no kind (tokenize named them).
+    from pretrain.cli import main as cli_main
+
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps({"text": t}) + "\n" for t in GENERATED[:50]), encoding="utf-8")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"text": "kept"}\n{"text": 123}\n{"text": "bad \xff utf8"}\n{"text": broken\n'
+                    b'{"text": ""}\n{"text": [1]}\n')
+    assert cli_main(["tokenizer", "train", str(tmp_path), "-o", str(tmp_path / "tok.json"),
+                     "--vocab-size", "300"]) == 0
+    out, err = capsys.readouterr()
+    assert "5 records skipped" in out, out
+    named = [ln for ln in err.splitlines() if str(bad) in ln]
+    assert len(named) == 1 and str(good) not in err, err  # the file with bad records, only it
+    for record in ("line 2: text field 'text' is int", "line 3: invalid UTF-8", "line 4: malformed JSON"):
+        assert record in named[0], named
+    kinds = [ln for ln in err.splitlines() if ln.startswith("skipped:")]
+    assert len(kinds) == 1 and all(k in kinds[0] for k in ("1 invalid UTF-8", "1 malformed JSON",
+                                                             "1 empty text")), err

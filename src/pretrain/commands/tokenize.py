@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         written.append(e["bin"])
         name = printable(e["input"])  # an input's name is someone else's: no terminal escapes through it
         print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {name}"
-              f"{_bad_records(e)}", file=sys.stderr, flush=True)
+              f"{bad_records(e)}", file=sys.stderr, flush=True)
 
     inputs, out, work, origins = _stage(args)
     source = args.source or (args.output.rstrip("/").rsplit("/", 1)[-1] if out != args.output else None)
@@ -105,7 +105,7 @@ def resumed(written: int, shards: int, done: str) -> str:
     return f" ({note})" if note else ""
 
 
-def _bad_records(entry: dict) -> str:
+def bad_records(entry: dict) -> str:
     """`; 3 records skipped (line 3: invalid UTF-8 at byte 14; ...)`: where a shard's bad records
     are, the first of each kind, so the file and the record are named, not only counted."""
     from pretrain.untrusted import printable
@@ -118,19 +118,24 @@ def _bad_records(entry: dict) -> str:
     return f"; {n:,} record{'s' * (n != 1)} skipped" + (f" ({shown})" if shown else "")
 
 
+def skipped_kinds(skipped: dict[str, int], where: str | None = None) -> str:
+    """`skipped: 3 invalid UTF-8; 1 empty text`: every kind (a bounded set: pretrain/faults.py),
+    most frequent first; past 8 kinds the rest are pointed to `where` (None: all said). The top
+    three hid the fourth kind, a 50 MB document dropped over the record bound (run-it-twice review)."""
+    from pretrain.tokens.pipeline import oversize_hint
+
+    top = sorted(skipped.items(), key=lambda kv: -kv[1])
+    shown = top if where is None else top[:8]
+    more = f"; {len(top) - len(shown)} more kinds in {where}" if len(top) > len(shown) else ""
+    return "skipped: " + "; ".join(f"{n:,} {why}" for why, n in shown) + more + oversize_hint(skipped)
+
+
 def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:
     """The reasons records were skipped (they were only in manifest.json); 1 when nothing was read,
     as `pretrain curate` (an exit 0 over an empty token directory let a script train on nothing)."""
     if not skipped:
         return 0
-    # Every kind (a bounded set: pretrain/faults.py), most frequent first: the top three hid the
-    # fourth kind, a 50 MB document dropped over the record bound (run-it-twice review).
-    top = sorted(skipped.items(), key=lambda kv: -kv[1])
-    more = f"; {len(top) - 8} more kinds in manifest.json" if len(top) > 8 else ""
-    from pretrain.tokens.pipeline import oversize_hint
-
-    print("skipped: " + "; ".join(f"{n:,} {why}" for why, n in top[:8]) + more + oversize_hint(skipped),
-          file=sys.stderr)
+    print(skipped_kinds(skipped, "manifest.json"), file=sys.stderr)
     if documents:
         return 0
     from pretrain.curate.report import why_none_read

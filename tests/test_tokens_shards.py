@@ -500,3 +500,23 @@ def test_a_long_document_is_encoded_in_pieces_to_the_same_ids(corpus, tmp_path, 
     tok.normalizer = normalizers.NFKC()
     assert not pipeline._piece_splitter(tok)
     assert pipeline._piece_splitter(load_tokenizer(tmp_path / "tok.json"))
+
+
+def test_a_rerun_with_fewer_or_more_inputs_names_the_files(corpus, tmp_path, capsys):
+    # Run-it-twice review (S4): `tokenize` of 1 file into a directory of 4 said "holds 4 shards made
+    # from other inputs (1 input files now)": which file was dropped or added was left to guess.
+    files = sorted(str(p) for p in corpus["root"].iterdir() if p.name != "tok.json")
+    out = tmp_path / "web"
+    argv = ["--tokenizer", str(corpus["tok"]), "-o", str(out), "--workers", "1"]
+    assert cli_main(["tokenize", *files[:3], *argv]) == 0
+    capsys.readouterr()
+    assert cli_main(["tokenize", *files[:2], *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "3 input files then, 2 now" in err[0] and f"{files[2]} no longer given" in err[0]
+    assert cli_main(["tokenize", *files, *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "3 input files then, 4 now" in err[0] and f"{files[3]} new" in err[0], err
+    (out / "manifest.json").unlink()  # killed before the manifest: the done marker names its input
+    assert cli_main(["tokenize", *files[:2], *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "shard_00002" in err[0] and files[2] in err[0], err

@@ -228,7 +228,7 @@ def tokenize_corpus(
     except OSError as e:
         raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
     check_existing_manifest(out, sha, tokenizer)
-    check_same_inputs(out, len(files))
+    check_same_inputs(out, len(files), [str(f) for f in files])
     # Temporary files of a killed run's atomic writes (one run per directory at a time): shards,
     # done markers, the tokenizer copy, the manifest.
     for pattern in (".shard_*.tmp", f".{shards.MANIFEST}.*.tmp", ".tokenizer.json.*.tmp"):
@@ -340,20 +340,50 @@ def check_existing_manifest(out: Path, sha: str, path: str | Path | None = None)
                             "use a new output directory")
 
 
-def check_same_inputs(out: Path, n: int) -> None:
+def check_same_inputs(out: Path, n: int, names: list[str] | None = None) -> None:
     """A rerun with more or fewer inputs is another job: refused, never mixed. (Each shard's done
     marker already refuses another file at its position.) Fewer inputs used to rewrite the manifest
-    and leave the earlier run's later shards behind."""
+    and leave the earlier run's later shards behind. With `names` (this run's inputs) the refusal
+    names a file given then and not now, or now and not then."""
     if (out / shards.MANIFEST).exists():
-        have = len(shards.read_manifest(out)["shards"])
+        man = shards.read_manifest(out)
+        have = len(man["shards"])
         if have != n:
-            raise UserError(f"{out} holds {have} shards made from other inputs ({n} input files now); "
-                            f"use a new output directory")
-    beyond = sorted(p.name for p in out.glob("shard_*.done")
-                    if p.stem[6:].isdigit() and int(p.stem[6:]) >= n)
+            changed = _what_changed(man.get("inputs"), names)
+            raise UserError(f"{out} holds {have} shards made from other inputs ({have:,} input files then, "
+                            f"{n:,} now{changed}); use a new output directory")
+    beyond = sorted(p for p in out.glob("shard_*.done") if p.stem[6:].isdigit() and int(p.stem[6:]) >= n)
     if beyond:
-        raise UserError(f"{out} holds {beyond[0]} of a run with other inputs ({n} input files now); "
-                        f"use a new output directory")
+        raise UserError(f"{out} holds {beyond[0].name} of a run with other inputs ({n:,} input files now"
+                        f"{_marker_input(beyond[0])}); use a new output directory")
+
+
+def _what_changed(then: object, now: list[str] | None) -> str:
+    """`: a.jsonl no longer given` / `: c.jsonl new` (the first of each, and how many more): the
+    manifest's `inputs` against this run's; "" when either is unknown. The manifest may be anyone's."""
+    from pretrain.untrusted import printable
+
+    if now is None or not isinstance(then, list) or not all(isinstance(x, str) for x in then):
+        return ""
+    gone, new = [x for x in then if x not in set(now)], [x for x in now if x not in set(then)]
+
+    def first(xs: list[str], what: str) -> list[str]:
+        more = f" (and {len(xs) - 1:,} more)" if len(xs) > 1 else ""
+        return [f"{printable(xs[0])[:200]} {what}{more}"] if xs else []
+
+    said = first(gone, "no longer given") + first(new, "new")
+    return ": " + ", ".join(said) if said else ""
+
+
+def _marker_input(marker: Path) -> str:
+    """`, it read corp/c.jsonl`: the input a leftover done marker records ("" if unreadable)."""
+    from pretrain.untrusted import printable
+
+    try:  # our own small JSON file, but in a directory anyone may have written
+        got = json.loads(marker.read_bytes()[:1 << 20]).get("input")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return f"; {marker.stem} read {printable(got)[:200]}" if isinstance(got, str) else ""
 
 
 def _finish(out: Path, files: list[Path], entries: list[dict[str, Any]], source: str, sha: str,

@@ -409,3 +409,97 @@ def test_a_source_read_more_than_once_is_said_below_the_warning(dirs, tmp_path, 
     lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.split() and ln.split()[0] in n}
     assert {k: "repeated" in ln for k, ln in lines.items()} == truth and "WARNING" not in out, out
     assert "drawn 1.5 times" in lines["wiki"], out
+
+
+_LOGGED_RUN = '''
+import hashlib, json, sys
+from pretrain.tokens import mixture
+
+def log_batches(path):
+    """Each next_batch call's first global sequence and one id per row (its window's bytes)."""
+    inner, log = mixture.MixtureSampler.next_batch, open(path, "a")
+
+    def next_batch(self, n):
+        g, out = self.position, inner(self, n)
+        log.write(json.dumps([g, [hashlib.sha1(r.tobytes()).hexdigest()[:12] for r in out]]) + "\\n")
+        log.flush()
+        return out
+    mixture.MixtureSampler.next_batch = next_batch
+
+if __name__ == "__main__":
+    log_batches(sys.argv[1])
+    from pretrain.cli import main
+    sys.exit(main(sys.argv[2:]))
+'''
+
+
+def test_sigkill_in_training_then_resume_draws_the_uninterrupted_sequences(dirs, tmp_path, monkeypatch):
+    # The brief's check (S4): a `pretrain train` on token sources killed at a random step, then
+    # resumed from its last checkpoint, trains on exactly the sequences of a run that never stopped:
+    # none repeated, none skipped. Truth: the sampler of the same config drawing 30 batches unstopped.
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pretrain import config as cfgmod
+    from pretrain.train.metrics import read_metrics
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    (tmp_path / "logged_run.py").write_text(_LOGGED_RUN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import logged_run
+
+    next_batch = MixtureSampler.next_batch
+    monkeypatch.setattr(MixtureSampler, "next_batch", next_batch)  # the unlogged one, restored at the end
+
+    def cfg(run):
+        return tiny_config(run, "", "data.kind=tokens", "model.vocab_size=1000", "train.steps=30",
+                           f'data.sources={{web="{dirs["web"]}",wiki="{dirs["wiki"]}"}}',
+                           "data.weights={web=4,wiki=1}", "checkpoint.every=4")
+
+    def read(log):
+        return [json.loads(ln) for ln in log.read_text().splitlines()]
+
+    # Truth: the sampler the config describes, drawing 30 batches without a stop (one per step)
+    batch = cfg(tmp_path).data.batch_size
+    logged_run.log_batches(tmp_path / "ref.log")  # undone by monkeypatch
+    ref_sampler = MixtureSampler({k: dirs[k] for k in ("web", "wiki")}, {"web": 4, "wiki": 1}, seq_len=32,
+                                 seed=cfg(tmp_path).data.seed)
+    for _ in range(30):
+        ref_sampler.next_batch(batch)
+    ref = read(tmp_path / "ref.log")
+
+    run = tmp_path / "run"
+    (tmp_path / "cfg.toml").write_text(cfgmod.dumps(cfg(run)))
+    kill_after = random.Random().randint(5, 25)  # past the first checkpoint, before the end
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "logged_run.py"), str(tmp_path / "killed.log"),
+                             "train", str(tmp_path / "cfg.toml"), "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if (run / "metrics.jsonl").exists() and len(read_metrics(run / "metrics.jsonl")[0]) >= kill_after:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, "the run finished (or failed) before it could be killed"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    killed = read(tmp_path / "killed.log")
+    MixtureSampler.next_batch = next_batch  # logged afresh into resumed.log (not also into ref.log)
+    logged_run.log_batches(tmp_path / "resumed.log")
+    t = Trainer(cfg(run), quiet=True)
+    start = t.step  # the last checkpoint's step
+    assert 0 < start < 30 and start <= len(killed)
+    t.fit()
+    resumed = read(tmp_path / "resumed.log")
+    assert resumed[0][0] == start * batch  # resumed at the checkpoint's position, not at 0
+    # the killed run's draws up to its checkpoint, then the resumed run's: the uninterrupted stream
+    assert killed[:start] == ref[:start] and [*killed[:start], *resumed] == ref
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")[0]] == list(range(1, 31))  # one per step

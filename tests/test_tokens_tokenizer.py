@@ -160,6 +160,13 @@ def test_transformers_reads_our_tokenizer(tmp_path):
         assert theirs.decode(ids) == text
     default = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tok.json"))
     assert default(f"x {EOT} y")["input_ids"].count(ours.token_to_id(EOT)) == 1  # why the flag matters
+    # AutoTokenizer on a folder holding only our tokenizer.json (a token directory's copy): the same
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "tokenizer.json").write_bytes((tmp_path / "tok.json").read_bytes())
+    auto = transformers.AutoTokenizer.from_pretrained(tmp_path / "dir", split_special_tokens=True)
+    for text in [*GENERATED[:20], *TRICKY, f"a page quoting {EOT} mid-text"]:
+        ids = ours.encode(text).ids
+        assert auto(text, add_special_tokens=False)["input_ids"] == ids and auto.decode(ids) == text
 
 
 @pytest.mark.parametrize("content", [b"", bytes(range(256)) * 20, b"[" * 100_000 + b"]" * 100_000,

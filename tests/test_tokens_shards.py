@@ -520,3 +520,29 @@ def test_a_rerun_with_fewer_or_more_inputs_names_the_files(corpus, tmp_path, cap
     assert cli_main(["tokenize", *files[:2], *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "shard_00002" in err[0] and files[2] in err[0], err
+
+
+def test_the_bar_follows_the_bytes_read_inside_each_file(corpus, tmp_path, monkeypatch):
+    # Run-it-twice review (S4): `pretrain tokenize` of one 10 GB file said nothing until its shard
+    # was done. The workers now keep a meter (progress.ShardMeter, as curate's) that the driver's
+    # bar reads; the meters live in a temporary folder, never in the token directory.
+    from pretrain import progress as prog
+    from pretrain.tokens.pipeline import tokenize_unit
+
+    files = sorted(p for p in corpus["root"].iterdir() if p.name != "tok.json")
+    meter = tmp_path / "m" / "0.json"
+    e = tokenize_unit(str(corpus["tok"]), str(files[0]), str(tmp_path / "one"), 0, "h", meter=str(meter))
+    size = files[0].stat().st_size
+    assert json.loads(meter.read_text()) == {"docs": e["documents"], "bytes": size, "size": size}
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    for run in ("first", "rerun"):  # a rerun counts the kept shards whole
+        bar = prog.Progress(enabled=True)
+        man = tokenize_corpus([str(f) for f in files], corpus["tok"], tmp_path / "t", workers=1, progress=bar)
+        bar.close()
+        task = bar._bar.tasks[0]  # noqa: SLF001
+        total = sum(f.stat().st_size for f in files)
+        assert (task.completed, task.total) == (total, total), run
+        assert task.fields["info"] == f"{man['documents']:,} docs, {len(files)}/{len(files)} files", run
+        assert not list((tmp_path / "tmp").iterdir()) and not list((tmp_path / "t").glob("*.json.*"))

@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=None, help="processes (default: all cores)")
     p.add_argument("--text-field", default="text", metavar="NAME",
                    help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr, by bytes read inside each file (default: when stderr "
+                        "is a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,11 +78,16 @@ def run(args: argparse.Namespace) -> int:
 
     inputs, out, work, origins = _stage(args)
     source = args.source or (args.output.rstrip("/").rsplit("/", 1)[-1] if out != args.output else None)
+    from pretrain.progress import Progress
+
+    progress = Progress(args.progress)
     try:
         man = tokenize_corpus(inputs, args.tokenizer, out, source, args.workers, report, args.text_field,
-                              origins)
+                              origins, progress)
     except DataError as e:
         raise UserError(str(e)) from e
+    finally:
+        progress.close()
     if out != args.output:
         _upload(Path(out), args.output)
     sec = time.perf_counter() - t0

@@ -16,11 +16,14 @@ taken silently); a marker written before stamps were recorded resumes, said once
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -163,10 +166,12 @@ def _pieces(text: str) -> list[str]:
 
 def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str,
                   text_field: str = "text", stamps: dict[str, dict] | None = None,
-                  settings: dict | None = None) -> dict[str, Any]:
+                  settings: dict | None = None, meter: str | None = None) -> dict[str, Any]:
     """Tokenize one input file into shard `index`; returns its manifest entry. Runs in a worker.
     `stamps` ({name: stamp}) is the version of the input that the marker records; a local file
-    whose mtime is no longer the listed one is refused before it is read."""
+    whose mtime is no longer the listed one is refused before it is read. `meter`: a JSON file
+    where the documents read and the position in the file are kept for the driver's bar
+    (progress.ShardMeter; a shard of one 10 GB file was silent for its whole hour)."""
     # a local input's stamp becomes the one of the bytes read (size, mtime, xxh3_128: versions.py)
     stamps = {name: versions.of_read(path) if "mtime_ns" in s else s for name, s in (stamps or {}).items()}
     tok = _tokenizer(tok_path)
@@ -176,6 +181,10 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
     first: dict[str, str] = {}
     t0 = time.perf_counter()
     texts = iter_texts(Path(path), errors, text_field, first)
+    if meter:
+        from pretrain.progress import ShardMeter
+
+        texts = ShardMeter(meter, path).wrap(texts)
     n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
     for s in stamps.values():
         if "xxh3_128" in s:
@@ -207,10 +216,12 @@ def tokenize_corpus(
     on_unit: Callable[[dict[str, Any]], None] | None = None,
     text_field: str = "text",
     origins: dict[str, tuple[str, dict]] | None = None,
+    progress=None,
 ) -> dict[str, Any]:
     """Tokenize every input file into `out_dir`; returns the manifest (also written to disk).
     `origins` maps a local copy (resolved path) to (its URL, the object's stamp from the listing):
-    its shard records and is checked against that, not the copy's mtime."""
+    its shard records and is checked against that, not the copy's mtime. `progress`: a
+    `pretrain.progress.Progress` whose bar follows the bytes read of every input (when enabled)."""
     from pretrain.curate.readers import list_inputs
     from pretrain.tokens.imports import resolve_tokenizer
 
@@ -247,12 +258,33 @@ def tokenize_corpus(
             entries[i] = e
     check_done_versions(entries, stamps, out)
     todo = [i for i in range(len(files)) if i not in entries]
-    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps, settings):
-        entries[i] = e
-        if on_unit:
-            on_unit(e)
+    with _bar(progress, files, entries) as (meters, tick):
+        for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps, settings,
+                               meters):
+            entries[i] = e
+            tick({"shard": i, "read": e["documents"]})
+            if on_unit:
+                on_unit(e)
     return _finish(out, files, [entries[i] for i in range(len(files))], source or out.resolve().name,
                    sha, eot, vocab, str(tokenizer))
+
+
+@contextlib.contextmanager
+def _bar(progress, files: list[Path], done: dict[int, dict[str, Any]]):
+    """(meters folder or None, tick) for the run: the workers' meter files live in a temporary
+    folder (never in the token directory), removed at the end; finished shards count whole."""
+    if progress is None or not progress.enabled:
+        yield None, lambda result=None: None
+        return
+    meters = Path(tempfile.mkdtemp(prefix="pretrain-tokenize-"))
+    try:
+        tick = progress.start("tokenize", len(files), [str(f) for f in files], meters)
+        for i, e in done.items():
+            tick({"shard": i, "read": e.get("documents", 0)})
+        yield meters, tick
+        progress.stop("tokenize")
+    finally:
+        shutil.rmtree(meters, ignore_errors=True)
 
 
 def _stamp(f: Path, origins: dict[str, tuple[str, dict]]) -> dict[str, dict]:
@@ -295,16 +327,17 @@ def _restamp(out: Path, index: int, stamps: dict[str, dict]) -> None:
     mark_done(out / shards.shard_name(index), {**json.loads(marker.read_text()), "versions": stamps})
 
 
-def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", stamps=None, settings=None
-               ) -> Iterator[tuple[int, dict[str, Any]]]:
+def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", stamps=None, settings=None,
+               meters: Path | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     cores = os.cpu_count() or 1
     workers = max(1, min(workers or cores, len(todo) or 1))
     stamps = stamps or [{} for _ in files]
     settings = settings or [None for _ in files]
+    meter = [str(meters / f"{i}.json") if meters else None for i in range(len(files))]
     if workers == 1:
         for i in todo:
             yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i], text_field, stamps[i],
-                                   settings[i])
+                                   settings[i], meter[i])
         return
     # spawn: HF tokenizers' thread pool does not survive fork; each worker gets an equal share of
     # the cores for its own Rust threads (RAYON_NUM_THREADS is read when the pool starts).
@@ -314,7 +347,7 @@ def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", s
         try:
             with sigint_held():  # the workers start at the first submit
                 futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i],
-                                          text_field, stamps[i], settings[i]) for i in todo}
+                                          text_field, stamps[i], settings[i], meter[i]) for i in todo}
             for i in todo:
                 yield i, futures[i].result()
         except BaseException:  # Ctrl-C, a failed unit: stop now, not after every queued file

@@ -546,3 +546,12 @@ def test_the_bar_follows_the_bytes_read_inside_each_file(corpus, tmp_path, monke
         assert (task.completed, task.total) == (total, total), run
         assert task.fields["info"] == f"{man['documents']:,} docs, {len(files)}/{len(files)} files", run
         assert not list((tmp_path / "tmp").iterdir()) and not list((tmp_path / "t").glob("*.json.*"))
+
+
+def test_a_shard_of_one_document_says_one_document(corpus, tmp_path, capsys):
+    # Run-it-twice review (S4): "shard_00000.bin: 2 tokens, 1 documents <- c.parquet".
+    (tmp_path / "one.jsonl").write_text('{"text": "a"}\n')
+    assert cli_main(["tokenize", str(tmp_path / "one.jsonl"), "--tokenizer", str(corpus["tok"]),
+                     "-o", str(tmp_path / "t"), "--workers", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "1 document <-" in err and ", 1 document, 1 shard " in out, (out, err)

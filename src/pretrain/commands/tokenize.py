@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     def report(e: dict) -> None:  # progress, a log line (stderr): `tokenize ... | head` still finishes
         written.append(e["bin"])
         name = printable(e["input"])  # an input's name is someone else's: no terminal escapes through it
-        print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {name}"
+        print(f"  {e['bin']}: {_count(e['tokens'], 'token')}, {_count(e['documents'], 'document')} <- {name}"
               f"{bad_records(e)}", file=sys.stderr, flush=True)
 
     inputs, out, work, origins = _stage(args)
@@ -98,10 +98,15 @@ def run(args: argparse.Namespace) -> int:
     took = f" in {sec:.1f} s" if written else (f", all kept from an earlier run (checked in "
                                                 f"{seconds_text(sec)})")
     n = len(man["shards"])
-    print(f"{man['tokens']:,} tokens, {man['documents']:,} documents, {n} shard{'s' * (n != 1)} "
+    print(f"{_count(man['tokens'], 'token')}, {_count(man['documents'], 'document')}, {_count(n, 'shard')} "
           f"({man['dtype']}){took}; {skipped:,} records skipped -> {args.output}"
           f"{resumed(len(written), len(man['shards']), 'tokenized')}")
     return _said_skips(man["skipped"], man["documents"], args.text_field)
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 document`, `2 documents`, `1,234 tokens`."""
+    return f"{n:,} {noun}{'s' * (n != 1)}"
 
 
 def resumed(written: int, shards: int, done: str) -> str:

@@ -555,3 +555,20 @@ def test_a_shard_of_one_document_says_one_document(corpus, tmp_path, capsys):
                      "-o", str(tmp_path / "t"), "--workers", "1"]) == 0
     out, err = capsys.readouterr()
     assert "1 document <-" in err and ", 1 document, 1 shard " in out, (out, err)
+
+
+def test_tokens_into_a_corpus_jobs_output_are_refused(corpus, tmp_path, capsys):
+    # Run-it-twice review (S4): `tokenize ... -o OUT` with OUT a `pretrain curate` output wrote the
+    # shards beside plan.json and data/: `pretrain report OUT` then showed the curate job and
+    # `pretrain mix` the tokens, one folder read as two things. Refused before anything is written.
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in _docs(5, 20)))
+    assert cli_main(["curate", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "cur")]) == 0
+    before = sorted(p.name for p in (tmp_path / "cur").iterdir())
+    capsys.readouterr()
+    assert cli_main(["tokenize", str(tmp_path / "in.jsonl"), "--tokenizer", str(corpus["tok"]),
+                     "-o", str(tmp_path / "cur"), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "corpus job's output" in err[0] and str(tmp_path / "cur") in err[0], err
+    assert sorted(p.name for p in (tmp_path / "cur").iterdir()) == before
+    assert cli_main(["tokenize", str(tmp_path / "in.jsonl"), "--tokenizer", str(corpus["tok"]),  # inside,
+                     "-o", str(tmp_path / "cur" / "tokens"), "--workers", "1"]) == 0  # a folder of its own

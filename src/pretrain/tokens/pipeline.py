@@ -234,6 +234,7 @@ def tokenize_corpus(
     canonical = tok.to_str()
     sha, eot = hashlib.sha256(canonical.encode()).hexdigest(), eot_id(tok)
     vocab = tok.get_vocab_size(with_added_tokens=True)
+    check_not_corpus_output(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -360,6 +361,22 @@ def _init_worker(threads: int, parent: int) -> None:
     # A parent killed by SIGKILL (or the OOM killer) cannot stop its pool: without this watch the
     # workers went on tokenizing queued files into the directory a rerun writes, then idled forever.
     init_worker(parent)
+
+
+def check_not_corpus_output(out: Path) -> None:
+    """Refuse a token directory inside a corpus job's OUT (plan.json + data/, docs/curation.md):
+    shards beside its corpus made one folder two things (`report` showed the job, `mix` the tokens)."""
+    from pretrain.curate.outputs import MAX_PLAN_BYTES, is_job_identity
+
+    plan = out / "plan.json"
+    try:
+        ours = plan.is_file() and plan.stat().st_size < MAX_PLAN_BYTES and (out / "data").is_dir() \
+            and is_job_identity(plan.read_bytes())
+    except OSError:
+        ours = False
+    if ours:
+        raise UserError(f"{out} is a corpus job's output (plan.json, data/): token shards go to a folder "
+                        f"of their own (-o {out / 'tokens'}, or another); nothing written")
 
 
 def check_existing_manifest(out: Path, sha: str, path: str | Path | None = None) -> None:

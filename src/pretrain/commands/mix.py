@@ -10,8 +10,10 @@ HELP = "show a data mixture: tokens available, weight, tokens drawn, epochs per 
 DESCRIPTION = """\
 Read mixture.toml and print, per source: tokens available, weight, tokens drawn and epochs, the
 number of passes the mixture makes over the source: epochs_i = w_i * D / N_i (w_i its weight,
-D the token budget, N_i its tokens). Small, valuable sources are often read more than once; past
-about 4 epochs repeated data starts to be memorized, and the source is flagged. Sources tokenized
+D the token budget, N_i its tokens). Small, valuable sources are often read more than once (said
+"repeated" on their row); past about 4 epochs repeated data starts to be memorized, and the source
+is flagged. With seq_len in the file, a source shorter than one sequence is refused, as the sampler
+refuses it. Sources tokenized
 with different tokenizers are refused, as `pretrain train` refuses them (their ids mean other
 strings).
 

@@ -572,3 +572,20 @@ def test_tokens_into_a_corpus_jobs_output_are_refused(corpus, tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "cur").iterdir()) == before
     assert cli_main(["tokenize", str(tmp_path / "in.jsonl"), "--tokenizer", str(corpus["tok"]),  # inside,
                      "-o", str(tmp_path / "cur" / "tokens"), "--workers", "1"]) == 0  # a folder of its own
+
+
+def test_a_datasetdict_folder_says_its_held_out_splits_are_tokenized(corpus, tmp_path, capsys):
+    # Run-it-twice review (S4): `tokenize dd/` of a `DatasetDict.save_to_disk` folder put its test
+    # split into the training tokens without a word (the readers read every split, docs/readers.md).
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict({"text": ["a b c", "d e f", "g h i"]})
+    datasets.DatasetDict({"train": ds, "test": ds.select(range(1)), "validation": ds.select(range(2))}
+                         ).save_to_disk(str(tmp_path / "dd"))
+    argv = ["--tokenizer", str(corpus["tok"]), "--workers", "1"]
+    assert cli_main(["tokenize", str(tmp_path / "dd"), "-o", str(tmp_path / "t"), *argv]) == 0
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "DatasetDict" in ln]
+    assert len(said) == 1 and "test, validation" in said[0], said
+    assert str(tmp_path / "dd" / "train") in said[0], said  # the way to leave them out
+    assert TokenDir(tmp_path / "t").num_documents == 6  # read all the same, as documented
+    assert cli_main(["tokenize", str(tmp_path / "dd" / "train"), "-o", str(tmp_path / "t2"), *argv]) == 0
+    assert "DatasetDict" not in capsys.readouterr().err

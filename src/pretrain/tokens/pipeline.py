@@ -229,6 +229,8 @@ def tokenize_corpus(
     files = list_inputs([str(p) for p in inputs])
     if not files:
         raise UserError(f"no input files in {', '.join(map(str, inputs))}")
+    if said := held_out_splits(files):
+        print(said, file=sys.stderr)
     tokenizer = resolve_tokenizer(tokenizer)  # a Hugging Face folder: its tokenizer.json (as import-*)
     tok = load_tokenizer(tokenizer)
     canonical = tok.to_str()
@@ -361,6 +363,25 @@ def _init_worker(threads: int, parent: int) -> None:
     # A parent killed by SIGKILL (or the OOM killer) cannot stop its pool: without this watch the
     # workers went on tokenizing queued files into the directory a rerun writes, then idled forever.
     init_worker(parent)
+
+
+HELD_OUT = ("test", "validation", "valid", "dev", "eval")  # split names datasets users hold out
+
+
+def held_out_splits(files: list[Path]) -> str:
+    """A note when `files` hold the held-out splits of a `DatasetDict.save_to_disk` folder (a
+    `dataset_dict.json` beside one folder per split): the readers read every split (docs/readers.md),
+    so its test split became training tokens without a word. "" when none."""
+    found: dict[Path, set[str]] = {}
+    for f in files:
+        split = f.parent
+        if split.name in HELD_OUT and (split.parent / "dataset_dict.json").is_file():
+            found.setdefault(split.parent, set()).add(split.name)
+    if not found:
+        return ""
+    root, names = sorted(found.items())[0]
+    return (f"pretrain: {root} is a datasets DatasetDict: its {', '.join(sorted(names))} split(s) are "
+            f"tokenized with the rest; name {root / 'train'} to tokenize the training split only")
 
 
 def check_not_corpus_output(out: Path) -> None:

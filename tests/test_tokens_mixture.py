@@ -437,6 +437,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.slow
 def test_sigkill_in_training_then_resume_draws_the_uninterrupted_sequences(dirs, tmp_path, monkeypatch):
     # The brief's check (S4): a `pretrain train` on token sources killed in a random step, then
     # resumed from its last checkpoint, trains on exactly the sequences of a run that never stopped:

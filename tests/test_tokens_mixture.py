@@ -510,3 +510,19 @@ def test_sigkill_in_training_then_resume_draws_the_uninterrupted_sequences(dirs,
     # the killed run's draws up to its checkpoint, then the resumed run's: the uninterrupted stream
     assert killed[:start] == ref[:start] and [*killed[:start], *resumed] == ref
     assert [r["step"] for r in read_metrics(run / "metrics.jsonl")[0]] == list(range(1, 31))  # one per step
+
+
+def test_a_source_of_weight_zero_and_no_tokens_is_read_zero_times(dirs, tmp_path, capsys):
+    # Run-it-twice review (S4): a source switched off (weight 0) whose directory holds no token showed
+    # "inf" epochs and the over-4-epochs WARNING (`--json`: "epochs": "inf"); nothing is drawn from
+    # it, as the sampler's own count says (epochs_after: weight 0 gives 0).
+    empty = make_token_dir(tmp_path / "empty", 0, 4)
+    assert epochs_per_source({"web": 1.0, "empty": 0.0}, {"web": 100, "empty": 0}, 1000) == \
+        {"web": 10.0, "empty": 0.0}
+    s = MixtureSampler({"web": dirs["web"], "empty": empty}, {"web": 1, "empty": 0}, seq_len=SEQ)
+    assert s.epochs_after(1000)["empty"] == 0.0
+    (tmp_path / "m.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}"\nweight = 1\n'
+                                     f'[sources.empty]\npath = "{empty}"\nweight = 0\n')
+    assert cli_main(["mix", str(tmp_path / "m.toml"), "--json"]) == 0
+    row = next(r for r in json.loads(capsys.readouterr().out)["sources"] if r["source"] == "empty")
+    assert (row["epochs"], row["repeated"], row["warning"]) == (0.0, False, False), row

@@ -53,7 +53,9 @@ def epochs_per_source(
     missing = set(weights) - set(available)
     if missing:
         raise UserError(f"no token count for source(s) {sorted(missing)}")
-    return {k: weights[k] * budget / available[k] if available[k] else math.inf for k in weights}
+    # weight 0: nothing drawn, 0 passes, even over 0 tokens (it printed inf and a warning)
+    return {k: weights[k] * budget / available[k] if available[k] else math.inf if weights[k] else 0.0
+            for k in weights}
 
 
 # --- keyed permutations ---------------------------------------------------------------------

@@ -327,6 +327,9 @@ def test_the_training_log_says_the_epochs_of_each_source(dirs, tmp_path):
         assert said[k][2] == pytest.approx(drawn / ((n - 1) // 32), abs=0.006)
     assert ("WARNING: wiki over 4 epochs" in line) == (said["wiki"][2] > 4) and said["wiki"][2] > 4
     assert "web over" not in line
+    # a source read more than once, under the warning, is said so (as `pretrain mix` says it)
+    marked = dict(re.findall(r"(\w+) [\d.]+ of [\d,]+ tokens = [\d.]+ epochs( \(repeated\))?", line))
+    assert {k: bool(v) for k, v in marked.items()} == {k: 1 < e <= 4 for k, (_, _, e) in said.items()}, line
 
 
 def test_the_run_report_says_the_epochs_too(dirs, tmp_path):

@@ -276,9 +276,11 @@ class MixtureSampler:
 
 
 def describe_epochs(table: dict[str, dict[str, float]], warn_epochs: float = 4.0) -> str:
-    """`data: web 0.800 of 1,234 tokens = 0.50 epochs; ...; WARNING: wiki over 4 epochs, ...`:
+    """`data: web 0.800 of 1,234 tokens = 0.50 epochs; code ... = 2.10 epochs (repeated); ...;
+    WARNING: wiki over 4 epochs, ...`:
     the training log's line, and the run report's (from the `data` event of metrics.jsonl)."""
     parts = [f"{k} {r['weight']:.3f} of {r['tokens']:,} tokens = {r['epochs']:.2f} epochs"
+             + (" (repeated)" if 1 < r["epochs"] <= warn_epochs else "")  # as `pretrain mix` says it
              for k, r in table.items()]
     over = [k for k, r in table.items() if r["epochs"] > warn_epochs]
     flag = f"; WARNING: {', '.join(over)} over {warn_epochs:g} epochs, expect memorization" if over else ""

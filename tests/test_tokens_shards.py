@@ -589,3 +589,15 @@ def test_a_datasetdict_folder_says_its_held_out_splits_are_tokenized(corpus, tmp
     assert TokenDir(tmp_path / "t").num_documents == 6  # read all the same, as documented
     assert cli_main(["tokenize", str(tmp_path / "dd" / "train"), "-o", str(tmp_path / "t2"), *argv]) == 0
     assert "DatasetDict" not in capsys.readouterr().err
+
+
+def test_inspect_says_how_many_of_the_ids_it_lists(tokens, capsys):
+    # Run-it-twice review (S4): `inspect --tokens 30` said "first 30 tokens: [20 ids] ...", the text
+    # below it decoded from 30: the list read as the 30 tokens.
+    doc = TokenDir(tokens).document(0).tolist()
+    assert len(doc) > 30
+    assert cli_main(["tokens", "inspect", str(tokens), "--tokens", "30"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("document 0"))
+    shown = json.loads(line[line.index("["):line.index("]") + 1])
+    assert shown == doc[:len(shown)] and f"{len(doc):,} tokens" in line, line
+    assert f"first {len(shown)} of the 30 decoded below" in line, line

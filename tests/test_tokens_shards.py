@@ -522,10 +522,10 @@ def test_a_rerun_with_fewer_or_more_inputs_names_the_files(corpus, tmp_path, cap
     assert len(err) == 1 and "shard_00002" in err[0] and files[2] in err[0], err
 
 
-def test_the_bar_follows_the_bytes_read_inside_each_file(corpus, tmp_path, monkeypatch):
+def test_the_bar_follows_the_bytes_read_inside_each_file(corpus, tmp_path):
     # Run-it-twice review (S4): `pretrain tokenize` of one 10 GB file said nothing until its shard
     # was done. The workers now keep a meter (progress.ShardMeter, as curate's) that the driver's
-    # bar reads; the meters live in a temporary folder, never in the token directory.
+    # bar reads; the meters live in OUT/.progress while the run goes on, swept as its temp files.
     from pretrain import progress as prog
     from pretrain.tokens.pipeline import tokenize_unit
 
@@ -535,8 +535,8 @@ def test_the_bar_follows_the_bytes_read_inside_each_file(corpus, tmp_path, monke
     size = files[0].stat().st_size
     assert json.loads(meter.read_text()) == {"docs": e["documents"], "bytes": size, "size": size}
 
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
+    (tmp_path / "t" / ".progress").mkdir(parents=True)  # as a killed run leaves it
+    (tmp_path / "t" / ".progress" / "0.json").write_text('{"docs": 99, "bytes": 1, "size": 1}')
     for run in ("first", "rerun"):  # a rerun counts the kept shards whole
         bar = prog.Progress(enabled=True)
         man = tokenize_corpus([str(f) for f in files], corpus["tok"], tmp_path / "t", workers=1, progress=bar)
@@ -545,7 +545,10 @@ def test_the_bar_follows_the_bytes_read_inside_each_file(corpus, tmp_path, monke
         total = sum(f.stat().st_size for f in files)
         assert (task.completed, task.total) == (total, total), run
         assert task.fields["info"] == f"{man['documents']:,} docs, {len(files)}/{len(files)} files", run
-        assert not list((tmp_path / "tmp").iterdir()) and not list((tmp_path / "t").glob("*.json.*"))
+        assert not (tmp_path / "t" / ".progress").exists()  # removed at the end
+    clean = tmp_path / "clean"
+    tokenize_corpus([str(f) for f in files], corpus["tok"], clean, workers=1)  # no bar: no meters
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == sorted(p.name for p in clean.iterdir())
 
 
 def test_a_shard_of_one_document_says_one_document(corpus, tmp_path, capsys):

@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -248,6 +247,7 @@ def tokenize_corpus(
     for pattern in (".shard_*.tmp", f".{shards.MANIFEST}.*.tmp", ".tokenizer.json.*.tmp"):
         for debris in out.glob(pattern):
             debris.unlink(missing_ok=True)
+    shutil.rmtree(out / METERS, ignore_errors=True)  # a killed run's progress bar positions
     tok_copy = out / "tokenizer.json"
     write_bytes_atomic(tok_copy, canonical.encode())  # the exact tokenizer, beside its tokens
     _TOKENIZERS[str(tok_copy)] = tok  # the in-process path reuses it instead of loading it again
@@ -261,7 +261,7 @@ def tokenize_corpus(
             entries[i] = e
     check_done_versions(entries, stamps, out)
     todo = [i for i in range(len(files)) if i not in entries]
-    with _bar(progress, files, entries) as (meters, tick):
+    with _bar(progress, files, entries, out / METERS) as (meters, tick):
         for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps, settings,
                                meters):
             entries[i] = e
@@ -272,14 +272,17 @@ def tokenize_corpus(
                    sha, eot, vocab, str(tokenizer))
 
 
+METERS = ".progress"  # the workers' positions while a run goes on (a dot name: TokenDir and uploads skip it)
+
+
 @contextlib.contextmanager
-def _bar(progress, files: list[Path], done: dict[int, dict[str, Any]]):
-    """(meters folder or None, tick) for the run: the workers' meter files live in a temporary
-    folder (never in the token directory), removed at the end; finished shards count whole."""
+def _bar(progress, files: list[Path], done: dict[int, dict[str, Any]], meters: Path):
+    """(meters folder or None, tick) for the run: the workers' meter files live in `meters`,
+    removed at the end (a killed run's, by the rerun's sweep); finished shards count whole."""
     if progress is None or not progress.enabled:
         yield None, lambda result=None: None
         return
-    meters = Path(tempfile.mkdtemp(prefix="pretrain-tokenize-"))
+    meters.mkdir(exist_ok=True)
     try:
         tick = progress.start("tokenize", len(files), [str(f) for f in files], meters)
         for i, e in done.items():

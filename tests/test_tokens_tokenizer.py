@@ -277,3 +277,20 @@ def test_train_command_names_the_file_and_record_of_each_bad_kind(tmp_path, caps
     kinds = [ln for ln in err.splitlines() if ln.startswith("skipped:")]
     assert len(kinds) == 1 and all(k in kinds[0] for k in ("1 invalid UTF-8", "1 malformed JSON",
                                                              "1 empty text")), err
+
+
+def test_train_command_says_when_the_corpus_gives_fewer_ids_than_asked(tmp_path, capsys):
+    # Run-it-twice review (S4): --vocab-size 100000 on 0.2 MB printed "vocabulary 5,476" and nothing
+    # else: the shortfall (no more pair seen --min-frequency times) read as what was asked.
+    from pretrain.cli import main as cli_main
+
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in GENERATED[:20]))
+    assert cli_main(["tokenizer", "train", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "t.json"),
+                     "--vocab-size", "100000"]) == 0
+    got = load_tokenizer(tmp_path / "t.json").get_vocab_size()
+    out = capsys.readouterr().out
+    assert got < 100_000 and f"vocabulary {got:,} of the 100,000 asked" in out, out
+    assert "--min-frequency 2" in out, out
+    assert cli_main(["tokenizer", "train", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "t.json"),
+                     "--vocab-size", "300"]) == 0
+    assert "asked" not in capsys.readouterr().out  # the size asked: nothing to say

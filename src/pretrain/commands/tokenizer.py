@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from e
     docs = f"{seen['docs']:,} document" + ("" if seen["docs"] == 1 else "s")
     print(f"trained on {docs}, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
-          f"vocabulary {tok.get_vocab_size():,}; {sum(errors.values()):,} records skipped; "
+          f"vocabulary {tok.get_vocab_size():,}{_short_of(tok.get_vocab_size(), args)}; "
+          f"{sum(errors.values()):,} records skipped; "
           f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}{_replaced(before, tokenizer_sha256(tok))}")
     for line in named[:20]:  # after the summary line; bounded: a corpus may have 100,000 files
         print(f"  {line}", file=sys.stderr)
@@ -118,6 +119,14 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         print(skipped_kinds(errors), file=sys.stderr)  # no manifest to point to: every kind
     return 0
+
+
+def _short_of(got: int, args: argparse.Namespace) -> str:
+    """` of the 100,000 asked (...)` when the corpus ran out of pairs to merge before --vocab-size."""
+    if got >= args.vocab_size:
+        return ""
+    return (f" of the {args.vocab_size:,} asked (no more pair seen --min-frequency {args.min_frequency} "
+            "times: more text, or a smaller --vocab-size)")
 
 
 def _replacing(out) -> tuple[int, str] | None:

@@ -272,4 +272,4 @@ def test_tokenize_whose_reader_left_still_writes_its_manifest(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err[-2000:]
     assert json.loads((out / "manifest.json").read_text())["documents"] == 120
-    assert err.count("tokens, 1 documents <- ") == 120  # the per-file lines, on stderr
+    assert err.count("tokens, 1 document <- ") == 120  # the per-file lines, on stderr

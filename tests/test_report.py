@@ -287,3 +287,27 @@ def test_tokens_per_document_says_mean_beside_the_median_card(tmp_path):
     body = section_for(d, 0).body
     assert "median tokens/document" in body and "mean tokens/document" in body
     assert f'<td class="n">{fmt(m["tokens"] / m["documents"])}</td>' in body
+
+
+def test_skipped_input_records_of_a_token_directory_are_what_went_wrong(tmp_path):
+    """Run-it-twice review (S4): a token directory made from 18 records of which 15 were skipped
+    (numbers for text, malformed lines) was reported "Nothing went wrong: no bad records"; the
+    count sat at the end of a note. The manifest's `skipped` is the truth (written by tokenize)."""
+    from pretrain.cli import main as cli_main
+    from pretrain.report import summary
+    from pretrain.tokens.tokenizer import train_tokenizer
+
+    train_tokenizer(["some words to learn from"] * 20, vocab_size=300).save(str(tmp_path / "tok.json"))
+    (tmp_path / "in.jsonl").write_bytes(b'{"text": "kept"}\n{"text": 12}\n{"text": 13}\n{"text": broken\n')
+    assert cli_main(["tokenize", str(tmp_path / "in.jsonl"), "--tokenizer", str(tmp_path / "tok.json"),
+                     "-o", str(tmp_path / "t"), "--workers", "1"]) == 0
+    skipped = json.loads((tmp_path / "t" / "manifest.json").read_text())["skipped"]
+    sec = section_for(tmp_path / "t", 0)
+    assert len(sec.problems) == 1 and "3 input records skipped" in sec.problems[0], sec.problems
+    assert all(kind in sec.problems[0] for kind in skipped), (sec.problems, skipped)
+    assert all(html.escape(kind, quote=True) in sec.body for kind in skipped)  # each kind, counted
+    assert "Nothing went wrong" not in summary([sec])
+    # a manifest from elsewhere whose `skipped` is not counts: no traceback, nothing invented
+    m = json.loads((tmp_path / "t" / "manifest.json").read_text())
+    (tmp_path / "t" / "manifest.json").write_text(json.dumps({**m, "skipped": {"x": "many", "y": [1]}}))
+    assert section_for(tmp_path / "t", 0).problems == []

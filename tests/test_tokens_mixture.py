@@ -327,6 +327,9 @@ def test_the_training_log_says_the_epochs_of_each_source(dirs, tmp_path):
         assert said[k][2] == pytest.approx(drawn / ((n - 1) // 32), abs=0.006)
     assert ("WARNING: wiki over 4 epochs" in line) == (said["wiki"][2] > 4) and said["wiki"][2] > 4
     assert "web over" not in line
+    # a source read more than once, under the warning, is said so (as `pretrain mix` says it)
+    marked = dict(re.findall(r"(\w+) [\d.]+ of [\d,]+ tokens = [\d.]+ epochs( \(repeated\))?", line))
+    assert {k: bool(v) for k, v in marked.items()} == {k: 1 < e <= 4 for k, (_, _, e) in said.items()}, line
 
 
 def test_the_run_report_says_the_epochs_too(dirs, tmp_path):
@@ -367,3 +370,163 @@ def test_weights_that_do_not_sum_to_one_are_said_normalized(dirs, tmp_path, caps
                                      f'[sources.wiki]\npath = "{dirs["wiki"]}"\nweight = 0.3\n')
     assert cli_main(["mix", str(tmp_path / "m.toml")]) == 0
     assert "sum to" not in capsys.readouterr().out  # 0.7 + 0.3 is 1 (to rounding)
+
+
+def test_a_source_shorter_than_one_sequence_is_refused_as_the_sampler_refuses_it(dirs, tmp_path, capsys):
+    # Run-it-twice review (S4): a source of 8 tokens under `seq_len = 256` printed 25,000 epochs and
+    # exit 0; the sampler built from the same file refuses it (no window of seq_len + 1 tokens).
+    short = make_token_dir(tmp_path / "short", 1, 5, n_shards=1)
+    n = shards.TokenDir(short).num_tokens
+    (tmp_path / "m.toml").write_text(f'budget = 1e5\nseq_len = {n}\n'
+                                     f'[sources.web]\npath = "{dirs["web"]}"\nweight = 0.9\n'
+                                     f'[sources.short]\npath = "{short}"\nweight = 0.1\n')
+    with pytest.raises(UserError, match="'short'"):
+        sampler_from_mixture(tmp_path / "m.toml")
+    assert cli_main(["mix", str(tmp_path / "m.toml")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, (out, err)
+    assert "'short'" in err and f"seq_len = {n}" in err and f"{n} tokens" in err, err
+    (tmp_path / "m.toml").write_text(f'budget = 1e5\nseq_len = {n - 1}\n'  # one window: taken by both
+                                     f'[sources.web]\npath = "{dirs["web"]}"\nweight = 0.9\n'
+                                     f'[sources.short]\npath = "{short}"\nweight = 0.1\n')
+    sampler_from_mixture(tmp_path / "m.toml")
+    assert cli_main(["mix", str(tmp_path / "m.toml")]) == 0
+
+
+def test_a_source_read_more_than_once_is_said_below_the_warning(dirs, tmp_path, capsys):
+    # Run-it-twice review (S4): a source drawn 1.5 times (its weight asks more tokens than it
+    # holds) was only a number in the epochs column; a newcomer read nothing about repetition
+    # until the 4-epoch warning. Truth: w_i * D / N_i, the lesson's formula.
+    weights = {"web": 0.5, "wiki": 0.3, "code": 0.2}
+    n = {k: int(shards.TokenDir(p).num_tokens) for k, p in dirs.items()}
+    budget = 1.5 * n["wiki"] / weights["wiki"]  # wiki: 1.5 passes
+    truth = {k: weights[k] * budget / n[k] > 1 for k in n}
+    assert truth == {"web": False, "wiki": True, "code": False}  # the fixture's sizes allow it
+    toml = "".join(f'[sources.{k}]\npath = "{p}"\nweight = {weights[k]}\n' for k, p in dirs.items())
+    (tmp_path / "mixture.toml").write_text(f"budget = {budget}\n" + toml)
+    assert cli_main(["mix", str(tmp_path / "mixture.toml"), "--json"]) == 0
+    rows = {r["source"]: r for r in json.loads(capsys.readouterr().out)["sources"]}
+    assert {k: r["repeated"] for k, r in rows.items()} == truth and not rows["wiki"]["warning"]
+    assert cli_main(["mix", str(tmp_path / "mixture.toml")]) == 0
+    out = capsys.readouterr().out
+    lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.split() and ln.split()[0] in n}
+    assert {k: "repeated" in ln for k, ln in lines.items()} == truth and "WARNING" not in out, out
+    assert "drawn 1.5 times" in lines["wiki"], out
+
+
+_LOGGED_RUN = '''
+import hashlib, json, sys
+from pretrain.tokens import mixture
+
+def log_batches(path, hold_at=0):
+    """Each next_batch call's first global sequence and one id per row (its window's bytes); with
+    `hold_at`, the process waits there (to be killed) after logging that many calls."""
+    import time
+    inner, log = mixture.MixtureSampler.next_batch, open(path, "a")
+
+    def next_batch(self, n):
+        g, out = self.position, inner(self, n)
+        log.write(json.dumps([g, [hashlib.sha1(r.tobytes()).hexdigest()[:12] for r in out]]) + "\\n")
+        log.flush()
+        if hold_at and g // n + 1 >= hold_at:
+            time.sleep(600)
+        return out
+    mixture.MixtureSampler.next_batch = next_batch
+
+if __name__ == "__main__":
+    log_batches(sys.argv[1], int(sys.argv[2]))
+    from pretrain.cli import main
+    sys.exit(main(sys.argv[3:]))
+'''
+
+
+@pytest.mark.slow
+def test_sigkill_in_training_then_resume_draws_the_uninterrupted_sequences(dirs, tmp_path, monkeypatch):
+    # The brief's check (S4): a `pretrain train` on token sources killed in a random step, then
+    # resumed from its last checkpoint, trains on exactly the sequences of a run that never stopped:
+    # none repeated, none skipped. Truth: the sampler of the same config drawing 30 batches unstopped.
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pretrain import config as cfgmod
+    from pretrain.train.metrics import read_metrics
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    (tmp_path / "logged_run.py").write_text(_LOGGED_RUN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import logged_run
+
+    next_batch = MixtureSampler.next_batch
+    monkeypatch.setattr(MixtureSampler, "next_batch", next_batch)  # the unlogged one, restored at the end
+
+    def cfg(run):
+        return tiny_config(run, "", "data.kind=tokens", "model.vocab_size=1000", "train.steps=30",
+                           f'data.sources={{web="{dirs["web"]}",wiki="{dirs["wiki"]}"}}',
+                           "data.weights={web=4,wiki=1}", "checkpoint.every=4",
+                           "checkpoint.async_save=false")  # saved before the next step: a known resume point
+
+    def read(log):
+        return [json.loads(ln) for ln in log.read_text().splitlines()]
+
+    # Truth: the sampler the config describes, drawing 30 batches without a stop (one per step)
+    batch = cfg(tmp_path).data.batch_size
+    logged_run.log_batches(tmp_path / "ref.log")  # undone by monkeypatch
+    ref_sampler = MixtureSampler({k: dirs[k] for k in ("web", "wiki")}, {"web": 4, "wiki": 1}, seq_len=32,
+                                 seed=cfg(tmp_path).data.seed)
+    for _ in range(30):
+        ref_sampler.next_batch(batch)
+    ref = read(tmp_path / "ref.log")
+
+    run = tmp_path / "run"
+    (tmp_path / "cfg.toml").write_text(cfgmod.dumps(cfg(run)))
+    kill_at = random.Random().randint(5, 25)  # a step past the first checkpoint, before the end
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    argv = [sys.executable, str(tmp_path / "logged_run.py"), str(tmp_path / "killed.log"), str(kill_at),
+            "train", str(tmp_path / "cfg.toml"), "--quiet"]
+    with open(tmp_path / "killed.err", "wb") as err:  # the run holds in its kill_at-th batch, killed there
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 120
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            log = tmp_path / "killed.log"
+            if log.exists() and log.read_text().count("\n") >= kill_at:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, (tmp_path / "killed.err").read_text()[-2000:]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    killed = read(tmp_path / "killed.log")
+    MixtureSampler.next_batch = next_batch  # logged afresh into resumed.log (not also into ref.log)
+    logged_run.log_batches(tmp_path / "resumed.log")
+    t = Trainer(cfg(run), quiet=True)
+    start = t.step  # the last checkpoint's step
+    assert start == (kill_at - 1) // 4 * 4  # the last checkpoint before the held step
+    t.fit()
+    resumed = read(tmp_path / "resumed.log")
+    assert resumed[0][0] == start * batch  # resumed at the checkpoint's position, not at 0
+    # the killed run's draws up to its checkpoint, then the resumed run's: the uninterrupted stream
+    assert killed[:start] == ref[:start] and [*killed[:start], *resumed] == ref
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")[0]] == list(range(1, 31))  # one per step
+
+
+def test_a_source_of_weight_zero_and_no_tokens_is_read_zero_times(dirs, tmp_path, capsys):
+    # Run-it-twice review (S4): a source switched off (weight 0) whose directory holds no token showed
+    # "inf" epochs and the over-4-epochs WARNING (`--json`: "epochs": "inf"); nothing is drawn from
+    # it, as the sampler's own count says (epochs_after: weight 0 gives 0).
+    empty = make_token_dir(tmp_path / "empty", 0, 4)
+    assert epochs_per_source({"web": 1.0, "empty": 0.0}, {"web": 100, "empty": 0}, 1000) == \
+        {"web": 10.0, "empty": 0.0}
+    s = MixtureSampler({"web": dirs["web"], "empty": empty}, {"web": 1, "empty": 0}, seq_len=SEQ)
+    assert s.epochs_after(1000)["empty"] == 0.0
+    (tmp_path / "m.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}"\nweight = 1\n'
+                                     f'[sources.empty]\npath = "{empty}"\nweight = 0\n')
+    assert cli_main(["mix", str(tmp_path / "m.toml"), "--json"]) == 0
+    row = next(r for r in json.loads(capsys.readouterr().out)["sources"] if r["source"] == "empty")
+    assert (row["epochs"], row["repeated"], row["warning"]) == (0.0, False, False), row

@@ -500,3 +500,107 @@ def test_a_long_document_is_encoded_in_pieces_to_the_same_ids(corpus, tmp_path, 
     tok.normalizer = normalizers.NFKC()
     assert not pipeline._piece_splitter(tok)
     assert pipeline._piece_splitter(load_tokenizer(tmp_path / "tok.json"))
+
+
+def test_a_rerun_with_fewer_or_more_inputs_names_the_files(corpus, tmp_path, capsys):
+    # Run-it-twice review (S4): `tokenize` of 1 file into a directory of 4 said "holds 4 shards made
+    # from other inputs (1 input files now)": which file was dropped or added was left to guess.
+    files = sorted(str(p) for p in corpus["root"].iterdir() if p.name != "tok.json")
+    out = tmp_path / "web"
+    argv = ["--tokenizer", str(corpus["tok"]), "-o", str(out), "--workers", "1"]
+    assert cli_main(["tokenize", *files[:3], *argv]) == 0
+    capsys.readouterr()
+    assert cli_main(["tokenize", *files[:2], *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "3 input files then, 2 now" in err[0] and f"{files[2]} no longer given" in err[0]
+    assert cli_main(["tokenize", *files, *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "3 input files then, 4 now" in err[0] and f"{files[3]} new" in err[0], err
+    (out / "manifest.json").unlink()  # killed before the manifest: the done marker names its input
+    assert cli_main(["tokenize", *files[:2], *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "shard_00002" in err[0] and files[2] in err[0], err
+
+
+def test_the_bar_follows_the_bytes_read_inside_each_file(corpus, tmp_path):
+    # Run-it-twice review (S4): `pretrain tokenize` of one 10 GB file said nothing until its shard
+    # was done. The workers now keep a meter (progress.ShardMeter, as curate's) that the driver's
+    # bar reads; the meters live in OUT/.progress while the run goes on, swept as its temp files.
+    from pretrain import progress as prog
+    from pretrain.tokens.pipeline import tokenize_unit
+
+    files = sorted(p for p in corpus["root"].iterdir() if p.name != "tok.json")
+    meter = tmp_path / "m" / "0.json"
+    e = tokenize_unit(str(corpus["tok"]), str(files[0]), str(tmp_path / "one"), 0, "h", meter=str(meter))
+    size = files[0].stat().st_size
+    assert json.loads(meter.read_text()) == {"docs": e["documents"], "bytes": size, "size": size}
+
+    (tmp_path / "t" / ".progress").mkdir(parents=True)  # as a killed run leaves it
+    (tmp_path / "t" / ".progress" / "0.json").write_text('{"docs": 99, "bytes": 1, "size": 1}')
+    for run in ("first", "rerun"):  # a rerun counts the kept shards whole
+        bar = prog.Progress(enabled=True)
+        man = tokenize_corpus([str(f) for f in files], corpus["tok"], tmp_path / "t", workers=1, progress=bar)
+        bar.close()
+        task = bar._bar.tasks[0]  # noqa: SLF001
+        total = sum(f.stat().st_size for f in files)
+        assert (task.completed, task.total) == (total, total), run
+        assert task.fields["info"] == f"{man['documents']:,} docs, {len(files)}/{len(files)} files", run
+        assert not (tmp_path / "t" / ".progress").exists()  # removed at the end
+    clean = tmp_path / "clean"
+    tokenize_corpus([str(f) for f in files], corpus["tok"], clean, workers=1)  # no bar: no meters
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == sorted(p.name for p in clean.iterdir())
+
+
+def test_a_shard_of_one_document_says_one_document(corpus, tmp_path, capsys):
+    # Run-it-twice review (S4): "shard_00000.bin: 2 tokens, 1 documents <- c.parquet".
+    (tmp_path / "one.jsonl").write_text('{"text": "a"}\n')
+    assert cli_main(["tokenize", str(tmp_path / "one.jsonl"), "--tokenizer", str(corpus["tok"]),
+                     "-o", str(tmp_path / "t"), "--workers", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "1 document <-" in err and ", 1 document, 1 shard " in out, (out, err)
+
+
+def test_tokens_into_a_corpus_jobs_output_are_refused(corpus, tmp_path, capsys):
+    # Run-it-twice review (S4): `tokenize ... -o OUT` with OUT a `pretrain curate` output wrote the
+    # shards beside plan.json and data/: `pretrain report OUT` then showed the curate job and
+    # `pretrain mix` the tokens, one folder read as two things. Refused before anything is written.
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in _docs(5, 20)))
+    assert cli_main(["curate", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "cur")]) == 0
+    before = sorted(p.name for p in (tmp_path / "cur").iterdir())
+    capsys.readouterr()
+    assert cli_main(["tokenize", str(tmp_path / "in.jsonl"), "--tokenizer", str(corpus["tok"]),
+                     "-o", str(tmp_path / "cur"), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "corpus job's output" in err[0] and str(tmp_path / "cur") in err[0], err
+    assert sorted(p.name for p in (tmp_path / "cur").iterdir()) == before
+    assert cli_main(["tokenize", str(tmp_path / "in.jsonl"), "--tokenizer", str(corpus["tok"]),  # inside,
+                     "-o", str(tmp_path / "cur" / "tokens"), "--workers", "1"]) == 0  # a folder of its own
+
+
+def test_a_datasetdict_folder_says_its_held_out_splits_are_tokenized(corpus, tmp_path, capsys):
+    # Run-it-twice review (S4): `tokenize dd/` of a `DatasetDict.save_to_disk` folder put its test
+    # split into the training tokens without a word (the readers read every split, docs/readers.md).
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict({"text": ["a b c", "d e f", "g h i"]})
+    datasets.DatasetDict({"train": ds, "test": ds.select(range(1)), "validation": ds.select(range(2))}
+                         ).save_to_disk(str(tmp_path / "dd"))
+    argv = ["--tokenizer", str(corpus["tok"]), "--workers", "1"]
+    assert cli_main(["tokenize", str(tmp_path / "dd"), "-o", str(tmp_path / "t"), *argv]) == 0
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "DatasetDict" in ln]
+    assert len(said) == 1 and "test, validation" in said[0], said
+    assert str(tmp_path / "dd" / "train") in said[0], said  # the way to leave them out
+    assert TokenDir(tmp_path / "t").num_documents == 6  # read all the same, as documented
+    assert cli_main(["tokenize", str(tmp_path / "dd" / "train"), "-o", str(tmp_path / "t2"), *argv]) == 0
+    assert "DatasetDict" not in capsys.readouterr().err
+
+
+def test_inspect_says_how_many_of_the_ids_it_lists(tokens, capsys):
+    # Run-it-twice review (S4): `inspect --tokens 30` said "first 30 tokens: [20 ids] ...", the text
+    # below it decoded from 30: the list read as the 30 tokens.
+    doc = TokenDir(tokens).document(0).tolist()
+    assert len(doc) > 30
+    assert cli_main(["tokens", "inspect", str(tokens), "--tokens", "30"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("document 0"))
+    shown = json.loads(line[line.index("["):line.index("]") + 1])
+    assert shown == doc[:len(shown)] and f"{len(doc):,} tokens" in line, line
+    assert f"first {len(shown)} of the 30 decoded below" in line, line

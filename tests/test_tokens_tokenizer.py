@@ -160,6 +160,13 @@ def test_transformers_reads_our_tokenizer(tmp_path):
         assert theirs.decode(ids) == text
     default = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tok.json"))
     assert default(f"x {EOT} y")["input_ids"].count(ours.token_to_id(EOT)) == 1  # why the flag matters
+    # AutoTokenizer on a folder holding only our tokenizer.json (a token directory's copy): the same
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "tokenizer.json").write_bytes((tmp_path / "tok.json").read_bytes())
+    auto = transformers.AutoTokenizer.from_pretrained(tmp_path / "dir", split_special_tokens=True)
+    for text in [*GENERATED[:20], *TRICKY, f"a page quoting {EOT} mid-text"]:
+        ids = ours.encode(text).ids
+        assert auto(text, add_special_tokens=False)["input_ids"] == ids and auto.decode(ids) == text
 
 
 @pytest.mark.parametrize("content", [b"", bytes(range(256)) * 20, b"[" * 100_000 + b"]" * 100_000,
@@ -249,21 +256,41 @@ def test_train_command_counts_one_document_in_the_singular(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("trained on 1 document, ")
 
 
-def test_train_command_says_when_the_text_gives_fewer_entries_than_asked(tmp_path, capsys):
-    # docs/tokens.md's example asks for 32,000 entries; a small corpus runs out of pairs seen
-    # --min-frequency times and the file holds fewer (HF's own count of the written file is the truth).
+def test_train_command_names_the_file_and_record_of_each_bad_kind(tmp_path, capsys):
+    # Run-it-twice review (S4): hostile records (invalid UTF-8, a number for text, malformed JSON)
+    # were "18 records skipped" and nothing else: no file, no record, no kind (tokenize named them).
     from pretrain.cli import main as cli_main
 
-    (tmp_path / "one.txt").write_text("The quick brown fox jumps over the lazy dog. " * 40)
-    for asked in (5000, 260):
-        out = tmp_path / f"t{asked}.json"
-        assert cli_main(["tokenizer", "train", str(tmp_path / "one.txt"), "-o", str(out),
-                         "--vocab-size", str(asked)]) == 0
-        said = capsys.readouterr().out
-        got = load_tokenizer(out).get_vocab_size()
-        if got < asked:
-            assert f"vocabulary {got:,} (of {asked:,} asked: no other pair occurs 2+ times" in said
-        else:
-            assert f"vocabulary {got:,}; " in said
-    assert load_tokenizer(tmp_path / "t5000.json").get_vocab_size() < 5000  # both branches ran
-    assert load_tokenizer(tmp_path / "t260.json").get_vocab_size() == 260
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps({"text": t}) + "\n" for t in GENERATED[:50]), encoding="utf-8")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"text": "kept"}\n{"text": 123}\n{"text": "bad \xff utf8"}\n{"text": broken\n'
+                    b'{"text": ""}\n{"text": [1]}\n')
+    assert cli_main(["tokenizer", "train", str(tmp_path), "-o", str(tmp_path / "tok.json"),
+                     "--vocab-size", "300"]) == 0
+    out, err = capsys.readouterr()
+    assert "5 records skipped" in out, out
+    named = [ln for ln in err.splitlines() if str(bad) in ln]
+    assert len(named) == 1 and str(good) not in err, err  # the file with bad records, only it
+    for record in ("line 2: text field 'text' is int", "line 3: invalid UTF-8", "line 4: malformed JSON"):
+        assert record in named[0], named
+    kinds = [ln for ln in err.splitlines() if ln.startswith("skipped:")]
+    assert len(kinds) == 1 and all(k in kinds[0] for k in ("1 invalid UTF-8", "1 malformed JSON",
+                                                             "1 empty text")), err
+
+
+def test_train_command_says_when_the_corpus_gives_fewer_ids_than_asked(tmp_path, capsys):
+    # Run-it-twice review (S4): --vocab-size 100000 on 0.2 MB printed "vocabulary 5,476" and nothing
+    # else: the shortfall (no more pair seen --min-frequency times) read as what was asked.
+    from pretrain.cli import main as cli_main
+
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in GENERATED[:20]))
+    assert cli_main(["tokenizer", "train", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "t.json"),
+                     "--vocab-size", "100000"]) == 0
+    got = load_tokenizer(tmp_path / "t.json").get_vocab_size()
+    out = capsys.readouterr().out
+    assert got < 100_000 and f"vocabulary {got:,} of the 100,000 asked" in out, out
+    assert "--min-frequency 2" in out, out
+    assert cli_main(["tokenizer", "train", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "t.json"),
+                     "--vocab-size", "300"]) == 0
+    assert "asked" not in capsys.readouterr().out  # the size asked: nothing to say

@@ -245,7 +245,8 @@ def tokens_section(path: Path, sid: str) -> Section:
     m = tdir.manifest
     lengths = np.concatenate([np.diff(i.astype(np.int64)) for i in tdir.idxs]) if tdir.idxs else np.zeros(0)
     bpt = bytes_per_token(tdir)
-    skipped = sum((m.get("skipped") or {}).values())
+    kinds = _skipped_kinds(m)
+    skipped = sum(kinds.values())
     parts = [kpis([("tokens", int(m["tokens"])), ("documents", int(m["documents"])),
                    ("median tokens/document", float(np.median(lengths)) if lengths.size else None),
                    ("bytes per token", f"{bpt:.2f}" if bpt else "—"), ("vocabulary", m.get("vocab_size"))])]
@@ -261,9 +262,24 @@ def tokens_section(path: Path, sid: str) -> Section:
                          {1, 2, 3, 4}))
     if lengths.size:
         parts.append(_length_histogram(lengths))
+    problems = []
+    if skipped:  # input records tokenize could not read: counted per kind in the manifest
+        parts.append("<h3>Input records skipped</h3>" + table(
+            ["reason", "records"], [[k, v] for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])], {1}))
+        problems.append(f"{skipped:,} input records skipped ({_top(kinds)})")
     return Section(sid, f"Tokens: {path.name}", "tokens", str(path), "".join(parts),
                    [("tokens", int(m["tokens"])), ("bytes/token", f"{bpt:.2f}" if bpt else "—"),
-                    ("documents", int(m["documents"]))])
+                    ("documents", int(m["documents"]))], problems)
+
+
+def _skipped_kinds(manifest: dict) -> dict[str, int]:
+    """The manifest's `skipped` ({kind: count}, bounded per pretrain/faults.py) as far as it is one:
+    a manifest may be anyone's, and TokenDir checks only what reading tokens needs."""
+    got = manifest.get("skipped")
+    if not isinstance(got, dict):
+        return {}
+    return {str(k)[:200]: v for k, v in list(got.items())[:64]
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0}
 
 
 def bytes_per_token(tdir, sample: int = 200) -> float | None:

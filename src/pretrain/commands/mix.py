@@ -10,8 +10,10 @@ HELP = "show a data mixture: tokens available, weight, tokens drawn, epochs per 
 DESCRIPTION = """\
 Read mixture.toml and print, per source: tokens available, weight, tokens drawn and epochs, the
 number of passes the mixture makes over the source: epochs_i = w_i * D / N_i (w_i its weight,
-D the token budget, N_i its tokens). Small, valuable sources are often read more than once; past
-about 4 epochs repeated data starts to be memorized, and the source is flagged. Sources tokenized
+D the token budget, N_i its tokens). Small, valuable sources are often read more than once (said
+"repeated" on their row); past about 4 epochs repeated data starts to be memorized, and the source
+is flagged. With seq_len in the file, a source shorter than one sequence is refused, as the sampler
+refuses it. Sources tokenized
 with different tokenizers are refused, as `pretrain train` refuses them (their ids mean other
 strings).
 
@@ -59,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"weights sum to {total:g}, not 1: each source's share is its weight / {total:g}")
     print(f"{'source':<16}{'available':>18}{'weight':>9}{'drawn':>20}{'epochs':>9}")
     for r in rows:
-        flag = f"  WARNING: over {args.warn_epochs:g} epochs, expect memorization" if r["warning"] else ""
+        flag = (f"  WARNING: over {args.warn_epochs:g} epochs, expect memorization" if r["warning"] else
+                f"  repeated: each token drawn {r['epochs']:.1f} times on average" if r["repeated"] else "")
         print(f"{r['source']:<16}{r['available']:>18,}{r['weight']:>9.3f}{r['drawn']:>20,.0f}"
               f"{r['epochs']:>9.2f}{flag}")
     return 0

@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=None, help="processes (default: all cores)")
     p.add_argument("--text-field", default="text", metavar="NAME",
                    help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr, by bytes read inside each file (default: when stderr "
+                        "is a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,16 +73,21 @@ def run(args: argparse.Namespace) -> int:
     def report(e: dict) -> None:  # progress, a log line (stderr): `tokenize ... | head` still finishes
         written.append(e["bin"])
         name = printable(e["input"])  # an input's name is someone else's: no terminal escapes through it
-        print(f"  {e['bin']}: {e['tokens']:,} tokens, {e['documents']:,} documents <- {name}"
-              f"{_bad_records(e)}", file=sys.stderr, flush=True)
+        print(f"  {e['bin']}: {_count(e['tokens'], 'token')}, {_count(e['documents'], 'document')} <- {name}"
+              f"{bad_records(e)}", file=sys.stderr, flush=True)
 
     inputs, out, work, origins = _stage(args)
     source = args.source or (args.output.rstrip("/").rsplit("/", 1)[-1] if out != args.output else None)
+    from pretrain.progress import Progress
+
+    progress = Progress(args.progress)
     try:
         man = tokenize_corpus(inputs, args.tokenizer, out, source, args.workers, report, args.text_field,
-                              origins)
+                              origins, progress)
     except DataError as e:
         raise UserError(str(e)) from e
+    finally:
+        progress.close()
     if out != args.output:
         _upload(Path(out), args.output)
     sec = time.perf_counter() - t0
@@ -90,10 +98,15 @@ def run(args: argparse.Namespace) -> int:
     took = f" in {sec:.1f} s" if written else (f", all kept from an earlier run (checked in "
                                                 f"{seconds_text(sec)})")
     n = len(man["shards"])
-    print(f"{man['tokens']:,} tokens, {man['documents']:,} documents, {n} shard{'s' * (n != 1)} "
+    print(f"{_count(man['tokens'], 'token')}, {_count(man['documents'], 'document')}, {_count(n, 'shard')} "
           f"({man['dtype']}){took}; {skipped:,} records skipped -> {args.output}"
           f"{resumed(len(written), len(man['shards']), 'tokenized')}")
     return _said_skips(man["skipped"], man["documents"], args.text_field)
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 document`, `2 documents`, `1,234 tokens`."""
+    return f"{n:,} {noun}{'s' * (n != 1)}"
 
 
 def resumed(written: int, shards: int, done: str) -> str:
@@ -105,7 +118,7 @@ def resumed(written: int, shards: int, done: str) -> str:
     return f" ({note})" if note else ""
 
 
-def _bad_records(entry: dict) -> str:
+def bad_records(entry: dict) -> str:
     """`; 3 records skipped (line 3: invalid UTF-8 at byte 14; ...)`: where a shard's bad records
     are, the first of each kind, so the file and the record are named, not only counted."""
     from pretrain.untrusted import printable
@@ -118,19 +131,24 @@ def _bad_records(entry: dict) -> str:
     return f"; {n:,} record{'s' * (n != 1)} skipped" + (f" ({shown})" if shown else "")
 
 
+def skipped_kinds(skipped: dict[str, int], where: str | None = None) -> str:
+    """`skipped: 3 invalid UTF-8; 1 empty text`: every kind (a bounded set: pretrain/faults.py),
+    most frequent first; past 8 kinds the rest are pointed to `where` (None: all said). The top
+    three hid the fourth kind, a 50 MB document dropped over the record bound (run-it-twice review)."""
+    from pretrain.tokens.pipeline import oversize_hint
+
+    top = sorted(skipped.items(), key=lambda kv: -kv[1])
+    shown = top if where is None else top[:8]
+    more = f"; {len(top) - len(shown)} more kinds in {where}" if len(top) > len(shown) else ""
+    return "skipped: " + "; ".join(f"{n:,} {why}" for why, n in shown) + more + oversize_hint(skipped)
+
+
 def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:
     """The reasons records were skipped (they were only in manifest.json); 1 when nothing was read,
     as `pretrain curate` (an exit 0 over an empty token directory let a script train on nothing)."""
     if not skipped:
         return 0
-    # Every kind (a bounded set: pretrain/faults.py), most frequent first: the top three hid the
-    # fourth kind, a 50 MB document dropped over the record bound (run-it-twice review).
-    top = sorted(skipped.items(), key=lambda kv: -kv[1])
-    more = f"; {len(top) - 8} more kinds in manifest.json" if len(top) > 8 else ""
-    from pretrain.tokens.pipeline import oversize_hint
-
-    print("skipped: " + "; ".join(f"{n:,} {why}" for why, n in top[:8]) + more + oversize_hint(skipped),
-          file=sys.stderr)
+    print(skipped_kinds(skipped, "manifest.json"), file=sys.stderr)
     if documents:
         return 0
     from pretrain.curate.report import why_none_read

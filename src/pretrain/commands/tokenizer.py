@@ -47,13 +47,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import math
+    import sys
     import time
     from pathlib import Path
 
+    from pretrain.commands.tokenize import bad_records, skipped_kinds
     from pretrain.curate.readers import list_inputs
     from pretrain.errors import UserError
+    from pretrain.faults import merge_faults
     from pretrain.tokens.pipeline import iter_texts, oversize_hint
     from pretrain.tokens.tokenizer import EOT, tokenizer_sha256, train_tokenizer
+    from pretrain.untrusted import printable
 
     if args.min_frequency < 1:
         raise UserError(f"--min-frequency is the least count of a pair to merge (>= 1), "
@@ -67,15 +71,24 @@ def run(args: argparse.Namespace) -> int:
     limit = None if args.max_mb is None else int(args.max_mb * 1e6)
     seen = {"bytes": 0, "docs": 0}
     errors: dict[str, int] = {}
+    named: list[str] = []  # per file with bad records: `F: 3 records skipped (line 2: ...; ...)`
 
     def texts():
         for f in files:
-            for text in iter_texts(f, errors, args.text_field):
-                if limit is not None and seen["bytes"] >= limit:
-                    return
-                seen["bytes"] += len(text.encode("utf-8"))
-                seen["docs"] += 1
-                yield text
+            bad: dict[str, int] = {}
+            first: dict[str, str] = {}
+            try:
+                for text in iter_texts(f, bad, args.text_field, first):
+                    if limit is not None and seen["bytes"] >= limit:
+                        return
+                    seen["bytes"] += len(text.encode("utf-8"))
+                    seen["docs"] += 1
+                    yield text
+            finally:  # the file and its first bad record of each kind, as tokenize names them
+                merge_faults(errors, bad)
+                if bad:
+                    said = bad_records({"skipped": bad, "first_skipped": first})[2:]  # minus "; "
+                    named.append(f"{printable(str(f))}: {said}")
 
     t0 = time.perf_counter()
     tok = train_tokenizer(texts(), args.vocab_size, [EOT, *args.special], args.min_frequency)
@@ -84,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         from pretrain.curate.report import why_none_read
 
         raise UserError(f"no text to train on in {', '.join(args.inputs)} ({sum(errors.values()):,} "
-                        f"records skipped; {why_none_read(errors)}{oversize_hint(errors)}); nothing written")
+                        f"records skipped; {why_none_read(errors)}{oversize_hint(errors)}"
+                        f"{'; first: ' + named[0] if named else ''}); nothing written")
     out = Path(args.output)
     from pretrain.curate.io import write_bytes_atomic
 
@@ -94,16 +108,25 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from e
     docs = f"{seen['docs']:,} document" + ("" if seen["docs"] == 1 else "s")
-    vocab = tok.get_vocab_size()
-    # BPE stops merging when no pair is left that occurs --min-frequency times: a small corpus
-    # gives fewer entries than asked, which a user asking for 32,000 should not have to guess
-    short = (f" (of {args.vocab_size:,} asked: no other pair occurs {args.min_frequency}+ times in "
-             "this text)") if vocab < args.vocab_size else ""
     print(f"trained on {docs}, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
-          f"vocabulary {vocab:,}{short}; {sum(errors.values()):,} records skipped; "
-          f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}{_replaced(before, tokenizer_sha256(tok))}"
-          f"{oversize_hint(errors)}")
+          f"vocabulary {tok.get_vocab_size():,}{_short_of(tok.get_vocab_size(), args)}; "
+          f"{sum(errors.values()):,} records skipped; "
+          f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}{_replaced(before, tokenizer_sha256(tok))}")
+    for line in named[:20]:  # after the summary line; bounded: a corpus may have 100,000 files
+        print(f"  {line}", file=sys.stderr)
+    if len(named) > 20:
+        print(f"  ... and {len(named) - 20:,} more files with records skipped", file=sys.stderr)
+    if errors:
+        print(skipped_kinds(errors), file=sys.stderr)  # no manifest to point to: every kind
     return 0
+
+
+def _short_of(got: int, args: argparse.Namespace) -> str:
+    """` of the 100,000 asked (...)` when the corpus ran out of pairs to merge before --vocab-size."""
+    if got >= args.vocab_size:
+        return ""
+    return (f" of the {args.vocab_size:,} asked (no more pair seen --min-frequency {args.min_frequency} "
+            "times: more text, or a smaller --vocab-size)")
 
 
 def _replacing(out) -> tuple[int, str] | None:

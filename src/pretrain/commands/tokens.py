@@ -185,7 +185,10 @@ def _inspect(args: argparse.Namespace) -> int:
         raise UserError(f"--tokens is how many tokens of the document to show (>= 0), got {args.tokens}")
     if not 0 <= args.doc < d.num_documents:
         raise UserError(f"--doc {args.doc} is outside 0..{d.num_documents - 1}")
-    ids = d.document(args.doc)[: args.tokens].tolist()
-    print(f"document {args.doc}, first {len(ids)} tokens: {ids[:20]}{' ...' if len(ids) > 20 else ''}")
+    whole = d.document(args.doc)
+    ids = whole[: args.tokens].tolist()
+    shown = ids[:20]  # the ids of the first 20: the text below is decoded from all `ids`
+    print(f"document {args.doc} ({len(whole):,} tokens): ids {shown}{' ...' if len(ids) > 20 else ''} "
+          f"(first {len(shown)} of the {len(ids):,} decoded below)")
     print(repr(tok.decode(ids, skip_special_tokens=False)))
     return 0

@@ -42,6 +42,7 @@ from pretrain.tokens import shards
 from pretrain.tokens.pipeline import (
     check_done_versions,
     check_existing_manifest,
+    check_not_corpus_output,
     check_same_inputs,
     done_entry,
 )
@@ -297,6 +298,7 @@ def import_tokens(kind: str, inputs: list[str], tokenizer: str | Path, out_dir: 
     except OSError as e:
         raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
     _check_not_inside(out, srcs)
+    check_not_corpus_output(out)
     check_existing_manifest(out, sha, tok_path)
     check_same_inputs(out, len(srcs))
     for pattern in (".shard_*.tmp", f".{shards.MANIFEST}.*.tmp", ".tokenizer.json.*.tmp"):

@@ -53,7 +53,9 @@ def epochs_per_source(
     missing = set(weights) - set(available)
     if missing:
         raise UserError(f"no token count for source(s) {sorted(missing)}")
-    return {k: weights[k] * budget / available[k] if available[k] else math.inf for k in weights}
+    # weight 0: nothing drawn, 0 passes, even over 0 tokens (it printed inf and a warning)
+    return {k: weights[k] * budget / available[k] if available[k] else math.inf if weights[k] else 0.0
+            for k in weights}
 
 
 # --- keyed permutations ---------------------------------------------------------------------
@@ -274,9 +276,11 @@ class MixtureSampler:
 
 
 def describe_epochs(table: dict[str, dict[str, float]], warn_epochs: float = 4.0) -> str:
-    """`data: web 0.800 of 1,234 tokens = 0.50 epochs; ...; WARNING: wiki over 4 epochs, ...`:
+    """`data: web 0.800 of 1,234 tokens = 0.50 epochs; code ... = 2.10 epochs (repeated); ...;
+    WARNING: wiki over 4 epochs, ...`:
     the training log's line, and the run report's (from the `data` event of metrics.jsonl)."""
     parts = [f"{k} {r['weight']:.3f} of {r['tokens']:,} tokens = {r['epochs']:.2f} epochs"
+             + (" (repeated)" if 1 < r["epochs"] <= warn_epochs else "")  # as `pretrain mix` says it
              for k, r in table.items()]
     over = [k for k, r in table.items() if r["epochs"] > warn_epochs]
     flag = f"; WARNING: {', '.join(over)} over {warn_epochs:g} epochs, expect memorization" if over else ""
@@ -314,6 +318,7 @@ class Mixture:
     budget: float
     seq_len: int = 1024
     seed: int = 0
+    seq_len_given: bool = True  # False: the file has no seq_len (1024 is a guess, checked by no one)
 
 
 def load_mixture(path: str | Path) -> Mixture:
@@ -355,7 +360,7 @@ def load_mixture(path: str | Path) -> Mixture:
             check_number(value, MIXTURE_BOUNDS[key], key)
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
-    return Mixture(sources, weights, budget, seq_len, seed)
+    return Mixture(sources, weights, budget, seq_len, seed, "seq_len" in data)
 
 
 def open_source(name: str, path: str | Path, check_offsets: bool = False) -> TokenDir:
@@ -405,7 +410,8 @@ def _number(path: Path, what: str, value: object, ok: Any, expected: str) -> flo
 
 
 def mixture_table(mix: Mixture, warn_epochs: float = 4.0) -> list[dict[str, Any]]:
-    """Per source: tokens available, weight (normalized), tokens drawn, epochs, warning."""
+    """Per source: tokens available, weight (normalized), tokens drawn, epochs, `repeated` (more
+    than one pass: its weight asks more tokens than it holds), `warning` (past `warn_epochs`)."""
     available = {k: open_source(k, p, check_offsets=True).num_tokens for k, p in mix.sources.items()}
     total_w = sum(mix.weights.values())
     if total_w <= 0:
@@ -414,11 +420,15 @@ def mixture_table(mix: Mixture, warn_epochs: float = 4.0) -> list[dict[str, Any]
         if n == 0 and mix.weights[k] > 0:
             raise UserError(f"source {k!r} ({mix.sources[k]}) has no tokens: nothing to draw (its "
                             "manifest.json's `skipped` says why); tokenize it again, or drop it")
+        if mix.seq_len_given and n - 1 < mix.seq_len and mix.weights[k] > 0:  # no window: as above
+            raise UserError(f"source {k!r} ({mix.sources[k]}) has {n:,} tokens, fewer than one training "
+                            f"sequence of seq_len = {mix.seq_len:,} (+ 1) tokens: the sampler cannot draw "
+                            "from it; give it more text, a smaller seq_len, or drop it")
     weights = {k: w / total_w for k, w in mix.weights.items()}
     epochs = epochs_per_source(weights, available, mix.budget)
     return [
         {"source": k, "available": available[k], "weight": weights[k], "drawn": weights[k] * mix.budget,
-         "epochs": epochs[k], "warning": epochs[k] > warn_epochs}
+         "epochs": epochs[k], "repeated": epochs[k] > 1, "warning": epochs[k] > warn_epochs}
         for k in mix.sources
     ]
 

@@ -16,10 +16,12 @@ taken silently); a marker written before stamps were recorded resumes, said once
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -163,10 +165,12 @@ def _pieces(text: str) -> list[str]:
 
 def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str,
                   text_field: str = "text", stamps: dict[str, dict] | None = None,
-                  settings: dict | None = None) -> dict[str, Any]:
+                  settings: dict | None = None, meter: str | None = None) -> dict[str, Any]:
     """Tokenize one input file into shard `index`; returns its manifest entry. Runs in a worker.
     `stamps` ({name: stamp}) is the version of the input that the marker records; a local file
-    whose mtime is no longer the listed one is refused before it is read."""
+    whose mtime is no longer the listed one is refused before it is read. `meter`: a JSON file
+    where the documents read and the position in the file are kept for the driver's bar
+    (progress.ShardMeter; a shard of one 10 GB file was silent for its whole hour)."""
     # a local input's stamp becomes the one of the bytes read (size, mtime, xxh3_128: versions.py)
     stamps = {name: versions.of_read(path) if "mtime_ns" in s else s for name, s in (stamps or {}).items()}
     tok = _tokenizer(tok_path)
@@ -176,6 +180,10 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
     first: dict[str, str] = {}
     t0 = time.perf_counter()
     texts = iter_texts(Path(path), errors, text_field, first)
+    if meter:
+        from pretrain.progress import ShardMeter
+
+        texts = ShardMeter(meter, path).wrap(texts)
     n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
     for s in stamps.values():
         if "xxh3_128" in s:
@@ -207,10 +215,12 @@ def tokenize_corpus(
     on_unit: Callable[[dict[str, Any]], None] | None = None,
     text_field: str = "text",
     origins: dict[str, tuple[str, dict]] | None = None,
+    progress=None,
 ) -> dict[str, Any]:
     """Tokenize every input file into `out_dir`; returns the manifest (also written to disk).
     `origins` maps a local copy (resolved path) to (its URL, the object's stamp from the listing):
-    its shard records and is checked against that, not the copy's mtime."""
+    its shard records and is checked against that, not the copy's mtime. `progress`: a
+    `pretrain.progress.Progress` whose bar follows the bytes read of every input (when enabled)."""
     from pretrain.curate.readers import list_inputs
     from pretrain.tokens.imports import resolve_tokenizer
 
@@ -218,22 +228,26 @@ def tokenize_corpus(
     files = list_inputs([str(p) for p in inputs])
     if not files:
         raise UserError(f"no input files in {', '.join(map(str, inputs))}")
+    if said := held_out_splits(files):
+        print(said, file=sys.stderr)
     tokenizer = resolve_tokenizer(tokenizer)  # a Hugging Face folder: its tokenizer.json (as import-*)
     tok = load_tokenizer(tokenizer)
     canonical = tok.to_str()
     sha, eot = hashlib.sha256(canonical.encode()).hexdigest(), eot_id(tok)
     vocab = tok.get_vocab_size(with_added_tokens=True)
+    check_not_corpus_output(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write {e.filename or out}: {e.strerror or e}") from e
     check_existing_manifest(out, sha, tokenizer)
-    check_same_inputs(out, len(files))
+    check_same_inputs(out, len(files), [str(f) for f in files])
     # Temporary files of a killed run's atomic writes (one run per directory at a time): shards,
     # done markers, the tokenizer copy, the manifest.
     for pattern in (".shard_*.tmp", f".{shards.MANIFEST}.*.tmp", ".tokenizer.json.*.tmp"):
         for debris in out.glob(pattern):
             debris.unlink(missing_ok=True)
+    shutil.rmtree(out / METERS, ignore_errors=True)  # a killed run's progress bar positions
     tok_copy = out / "tokenizer.json"
     write_bytes_atomic(tok_copy, canonical.encode())  # the exact tokenizer, beside its tokens
     _TOKENIZERS[str(tok_copy)] = tok  # the in-process path reuses it instead of loading it again
@@ -247,12 +261,36 @@ def tokenize_corpus(
             entries[i] = e
     check_done_versions(entries, stamps, out)
     todo = [i for i in range(len(files)) if i not in entries]
-    for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps, settings):
-        entries[i] = e
-        if on_unit:
-            on_unit(e)
+    with _bar(progress, files, entries, out / METERS) as (meters, tick):
+        for i, e in _run_units(str(tok_copy), files, out, todo, hashes, workers, text_field, stamps, settings,
+                               meters):
+            entries[i] = e
+            tick({"shard": i, "read": e["documents"]})
+            if on_unit:
+                on_unit(e)
     return _finish(out, files, [entries[i] for i in range(len(files))], source or out.resolve().name,
                    sha, eot, vocab, str(tokenizer))
+
+
+METERS = ".progress"  # the workers' positions while a run goes on (a dot name: TokenDir and uploads skip it)
+
+
+@contextlib.contextmanager
+def _bar(progress, files: list[Path], done: dict[int, dict[str, Any]], meters: Path):
+    """(meters folder or None, tick) for the run: the workers' meter files live in `meters`,
+    removed at the end (a killed run's, by the rerun's sweep); finished shards count whole."""
+    if progress is None or not progress.enabled:
+        yield None, lambda result=None: None
+        return
+    meters.mkdir(exist_ok=True)
+    try:
+        tick = progress.start("tokenize", len(files), [str(f) for f in files], meters)
+        for i, e in done.items():
+            tick({"shard": i, "read": e.get("documents", 0)})
+        yield meters, tick
+        progress.stop("tokenize")
+    finally:
+        shutil.rmtree(meters, ignore_errors=True)
 
 
 def _stamp(f: Path, origins: dict[str, tuple[str, dict]]) -> dict[str, dict]:
@@ -295,16 +333,17 @@ def _restamp(out: Path, index: int, stamps: dict[str, dict]) -> None:
     mark_done(out / shards.shard_name(index), {**json.loads(marker.read_text()), "versions": stamps})
 
 
-def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", stamps=None, settings=None
-               ) -> Iterator[tuple[int, dict[str, Any]]]:
+def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", stamps=None, settings=None,
+               meters: Path | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     cores = os.cpu_count() or 1
     workers = max(1, min(workers or cores, len(todo) or 1))
     stamps = stamps or [{} for _ in files]
     settings = settings or [None for _ in files]
+    meter = [str(meters / f"{i}.json") if meters else None for i in range(len(files))]
     if workers == 1:
         for i in todo:
             yield i, tokenize_unit(tok_path, str(files[i]), str(out), i, hashes[i], text_field, stamps[i],
-                                   settings[i])
+                                   settings[i], meter[i])
         return
     # spawn: HF tokenizers' thread pool does not survive fork; each worker gets an equal share of
     # the cores for its own Rust threads (RAYON_NUM_THREADS is read when the pool starts).
@@ -314,7 +353,7 @@ def _run_units(tok_path, files, out, todo, hashes, workers, text_field="text", s
         try:
             with sigint_held():  # the workers start at the first submit
                 futures = {i: pool.submit(tokenize_unit, tok_path, str(files[i]), str(out), i, hashes[i],
-                                          text_field, stamps[i], settings[i]) for i in todo}
+                                          text_field, stamps[i], settings[i], meter[i]) for i in todo}
             for i in todo:
                 yield i, futures[i].result()
         except BaseException:  # Ctrl-C, a failed unit: stop now, not after every queued file
@@ -329,6 +368,41 @@ def _init_worker(threads: int, parent: int) -> None:
     init_worker(parent)
 
 
+HELD_OUT = ("test", "validation", "valid", "dev", "eval")  # split names datasets users hold out
+
+
+def held_out_splits(files: list[Path]) -> str:
+    """A note when `files` hold the held-out splits of a `DatasetDict.save_to_disk` folder (a
+    `dataset_dict.json` beside one folder per split): the readers read every split (docs/readers.md),
+    so its test split became training tokens without a word. "" when none."""
+    found: dict[Path, set[str]] = {}
+    for f in files:
+        split = f.parent
+        if split.name in HELD_OUT and (split.parent / "dataset_dict.json").is_file():
+            found.setdefault(split.parent, set()).add(split.name)
+    if not found:
+        return ""
+    root, names = sorted(found.items())[0]
+    return (f"pretrain: {root} is a datasets DatasetDict: its {', '.join(sorted(names))} split(s) are "
+            f"tokenized with the rest; name {root / 'train'} to tokenize the training split only")
+
+
+def check_not_corpus_output(out: Path) -> None:
+    """Refuse a token directory inside a corpus job's OUT (plan.json + data/, docs/curation.md):
+    shards beside its corpus made one folder two things (`report` showed the job, `mix` the tokens)."""
+    from pretrain.curate.outputs import MAX_PLAN_BYTES, is_job_identity
+
+    plan = out / "plan.json"
+    try:
+        ours = plan.is_file() and plan.stat().st_size < MAX_PLAN_BYTES and (out / "data").is_dir() \
+            and is_job_identity(plan.read_bytes())
+    except OSError:
+        ours = False
+    if ours:
+        raise UserError(f"{out} is a corpus job's output (plan.json, data/): token shards go to a folder "
+                        f"of their own (-o {out / 'tokens'}, or another); nothing written")
+
+
 def check_existing_manifest(out: Path, sha: str, path: str | Path | None = None) -> None:
     """Refuse an output made with another tokenizer, naming both (path and sha256 prefix, old -> new)."""
     if (out / shards.MANIFEST).exists():
@@ -340,20 +414,50 @@ def check_existing_manifest(out: Path, sha: str, path: str | Path | None = None)
                             "use a new output directory")
 
 
-def check_same_inputs(out: Path, n: int) -> None:
+def check_same_inputs(out: Path, n: int, names: list[str] | None = None) -> None:
     """A rerun with more or fewer inputs is another job: refused, never mixed. (Each shard's done
     marker already refuses another file at its position.) Fewer inputs used to rewrite the manifest
-    and leave the earlier run's later shards behind."""
+    and leave the earlier run's later shards behind. With `names` (this run's inputs) the refusal
+    names a file given then and not now, or now and not then."""
     if (out / shards.MANIFEST).exists():
-        have = len(shards.read_manifest(out)["shards"])
+        man = shards.read_manifest(out)
+        have = len(man["shards"])
         if have != n:
-            raise UserError(f"{out} holds {have} shards made from other inputs ({n} input files now); "
-                            f"use a new output directory")
-    beyond = sorted(p.name for p in out.glob("shard_*.done")
-                    if p.stem[6:].isdigit() and int(p.stem[6:]) >= n)
+            changed = _what_changed(man.get("inputs"), names)
+            raise UserError(f"{out} holds {have} shards made from other inputs ({have:,} input files then, "
+                            f"{n:,} now{changed}); use a new output directory")
+    beyond = sorted(p for p in out.glob("shard_*.done") if p.stem[6:].isdigit() and int(p.stem[6:]) >= n)
     if beyond:
-        raise UserError(f"{out} holds {beyond[0]} of a run with other inputs ({n} input files now); "
-                        f"use a new output directory")
+        raise UserError(f"{out} holds {beyond[0].name} of a run with other inputs ({n:,} input files now"
+                        f"{_marker_input(beyond[0])}); use a new output directory")
+
+
+def _what_changed(then: object, now: list[str] | None) -> str:
+    """`: a.jsonl no longer given` / `: c.jsonl new` (the first of each, and how many more): the
+    manifest's `inputs` against this run's; "" when either is unknown. The manifest may be anyone's."""
+    from pretrain.untrusted import printable
+
+    if now is None or not isinstance(then, list) or not all(isinstance(x, str) for x in then):
+        return ""
+    gone, new = [x for x in then if x not in set(now)], [x for x in now if x not in set(then)]
+
+    def first(xs: list[str], what: str) -> list[str]:
+        more = f" (and {len(xs) - 1:,} more)" if len(xs) > 1 else ""
+        return [f"{printable(xs[0])[:200]} {what}{more}"] if xs else []
+
+    said = first(gone, "no longer given") + first(new, "new")
+    return ": " + ", ".join(said) if said else ""
+
+
+def _marker_input(marker: Path) -> str:
+    """`, it read corp/c.jsonl`: the input a leftover done marker records ("" if unreadable)."""
+    from pretrain.untrusted import printable
+
+    try:  # our own small JSON file, but in a directory anyone may have written
+        got = json.loads(marker.read_bytes()[:1 << 20]).get("input")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return f"; {marker.stem} read {printable(got)[:200]}" if isinstance(got, str) else ""
 
 
 def _finish(out: Path, files: list[Path], entries: list[dict[str, Any]], source: str, sha: str,

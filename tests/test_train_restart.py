@@ -109,14 +109,39 @@ def test_a_resume_keeps_the_completion_of_the_async_save_it_resumes_from(tmp_pat
         Trainer(tiny_config(run, text, *schedule), quiet=True).fit()
     from pretrain.report import section_for
 
-    said = " ".join(section_for(run, 0).problems)
+    sec = section_for(run, 0)
+    said = " ".join(sec.problems)
     assert "newest checkpoint: step 10, the same command resumes from it" in said, said
+    # the checkpoints line lists completed saves only (it said "saved at steps 10, 20")
+    assert "every 10 steps; saved at step 10; the async save of step 20 never completed;" in sec.body
     _kill_at(monkeypatch, 99)
     t = Trainer(tiny_config(run, text, *schedule, "train.stop_at=11"), quiet=True)
     assert t.step == 10  # the truth the report must tell: what the rerun resumed from
     t.fit()
     done = [e for e in read_metrics(run / "metrics.jsonl")[1] if e["event"] == "checkpoint_complete"]
     assert [e["saved_step"] for e in done] == [10, 11]  # 11: the final save, finished by a wait
+
+
+def test_youngs_interval_survives_a_kill_before_the_second_save(tmp_path, text, monkeypatch):
+    """checkpoint.every=0: the first save (first_at) measures C, but its state file was written before
+    the interval was known, so a run killed before its second save measured again on resume (another
+    interval, saves at other steps than a run never stopped). The resume keeps the measured one."""
+    run = tmp_path / "run"
+    young = ("checkpoint.every=0", "checkpoint.first_at=3", "checkpoint.mtbf_minutes=0.05",
+             "checkpoint.async_save=false")
+    _kill_at(monkeypatch, 3)  # right after the first save, the one that measured
+    first = Trainer(tiny_config(run, text, *young), quiet=True)
+    with pytest.raises(Killed):
+        first.fit()
+    assert first.save_interval >= 1
+    assert ck.read_state(ck.step_dir(run / "checkpoints", 3))["save_interval"] == 0  # not yet known
+    again = Trainer(tiny_config(run, text, *young), quiet=True)
+    assert again.step == 3 and again.save_interval == first.save_interval  # not re-measured (was 0)
+    k = first.save_interval
+    assert again.next_save == (3 // k + 1) * k  # on the never-stopped run's multiples, not step 4
+    (run / "checkpoints" / ck.INTERVAL).write_text('{"save_interval": -1}')
+    with pytest.raises(UserError, match="save_interval.json: not a measured save interval"):
+        Trainer(tiny_config(run, text, *young), quiet=True)
 
 
 def test_fresh_start_over_an_old_record_moves_it_aside(tmp_path, text, monkeypatch, capsys):

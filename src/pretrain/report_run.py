@@ -244,13 +244,19 @@ def _checkpoints(run: Path, events: list[dict]) -> str:
     cfg = _run_config(run)
     every = ("" if cfg is None else f"every {cfg.checkpoint.every} steps; " if cfg.checkpoint.every
              else "interval by Young's rule sqrt(2 x save time x MTBF); ")
-    saved = [e for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)]
+    started = [e for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)]
+    saved = _complete_saves(events)  # an async save killed before its completion is no checkpoint
+    unfinished = sorted({e["step"] for e in started} - set(saved))
+    many = len(unfinished) > 1
+    cut = (f"; the async save{'s' if many else ''} of step{'s' if many else ''} "
+           f"{', '.join(map(str, unfinished))} never completed" if unfinished else "")
     if not saved:
-        return note(f"checkpoints: {every}none saved")
-    steps = ", ".join(str(e["step"]) for e in saved[-12:])
-    pause = max((e.get("blocking_s") or 0 for e in saved), default=0)
+        return note(f"checkpoints: {every}none saved{cut}")
+    steps = ", ".join(str(s) for s in saved[-12:])
+    pause = max((e.get("blocking_s") or 0 for e in started), default=0)
     return note(f"checkpoints: {every}saved at step{'s' if len(saved) > 1 else ''} "
-                f"{'..., ' if len(saved) > 12 else ''}{steps}; the longest pause for a save {pause:.2f} s")
+                f"{'..., ' if len(saved) > 12 else ''}{steps}{cut}; "
+                f"the longest pause for a save {pause:.2f} s")
 
 
 def _stopped_early(step: int, target: int | None, events: list[dict]) -> list[str]:

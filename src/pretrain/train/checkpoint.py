@@ -49,6 +49,11 @@ MARKER = "COMPLETE.json"
 # the rollback; a resume adds them to what the checkpoint restores.
 LEDGER = "rollbacks.json"
 MAX_LEDGER_RANGES = 100_000
+# Young's interval is measured by the first save, after that save's state file is written: the first
+# checkpoint holds no interval, so a run killed before its second save measured again on resume (and
+# saved at other steps than a run never stopped). Rank 0 writes the measured interval here as soon as
+# it is known; a resume from a checkpoint without one reads it.
+INTERVAL = "save_interval.json"
 # DCP warns on every save/load without a process group, even when told no_dist=True; on one process
 # that is the intent. The filter names that one message (the background thread's saves warn too, so
 # a per-call catch_warnings, which is not thread-safe, would not do).
@@ -216,6 +221,29 @@ def write_ledger(root, ranges: list, rollbacks: int) -> None:
     """Rank 0, at a rollback: every skipped range so far and the number of rollbacks, atomically."""
     _write_json_atomic(as_root(root) / LEDGER, {"skip": [[int(a), int(b)] for a, b in ranges],
                                                 "rollbacks": int(rollbacks)})
+
+
+def write_interval(root, steps: int, save_s: float, step_s: float, at_step: int) -> None:
+    """Rank 0, once Young's rule has measured: the interval in steps and what it was computed from."""
+    _write_json_atomic(as_root(root) / INTERVAL, {"save_interval": int(steps), "save_s": float(save_s),
+                                                  "step_s": float(step_s), "measured_at": int(at_step)})
+
+
+def read_interval(root) -> int:
+    """The interval Young's rule measured for this run (0: not measured yet). A hand-edited or
+    damaged file is one line naming it."""
+    path = as_root(root) / INTERVAL
+    text = _read_text(path)
+    if text is None:
+        return 0
+    try:
+        steps = json.loads(text)["save_interval"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        steps = None
+    if type(steps) is not int or not 1 <= steps <= 2**62:
+        raise UserError(f"{path}: not a measured save interval (a positive step count); the file was "
+                        "edited or damaged (delete it to measure the interval again)")
+    return steps
 
 
 def _is_range(r) -> bool:

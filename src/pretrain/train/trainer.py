@@ -264,7 +264,7 @@ class Trainer:
             self.spikes.load_state_dict(st["spikes"])
             part = "save_interval"
             if self.cfg.checkpoint.every == 0:  # Young's interval, as measured by the run that saved
-                self.save_interval = agreed_interval(int(st.get("save_interval", 0)))
+                self.save_interval = self._measured_interval(int(st.get("save_interval", 0)))
             part = "rng"
             set_rng_state(st["rng"])
         except UserError:
@@ -444,7 +444,18 @@ class Trainer:
             step_s = float(np.mean(self._step_times)) if self._step_times else 1.0
             interval = ck.young_interval_s(max(save_s, 1e-3), self.cfg.checkpoint.mtbf_minutes * 60.0)
             self.save_interval = agreed_interval(max(1, round(interval / step_s)))
+            if self.rank == 0:  # the first checkpoint's state was written before it was known
+                ck.write_interval(self.ckpt.root, self.save_interval, save_s, step_s, self.step)
         self.next_save = self._save_after(self.step)
+
+    def _measured_interval(self, saved: int) -> int:
+        """Young's interval at a restore: the checkpoint's, else the one its first save measured
+        (RUN/checkpoints/save_interval.json: the first checkpoint's state predates the measurement),
+        else the one this process measured (a rollback to that first checkpoint). Without it a run
+        killed before its second save measured again and saved at other steps."""
+        if not saved:
+            saved = ck.read_interval(self.ckpt.root) or self.save_interval
+        return agreed_interval(saved)
 
     def _save_after(self, step: int) -> int:
         """The first save step after `step`: a function of the step alone, so a run killed and resumed

@@ -122,6 +122,25 @@ def test_a_resume_keeps_the_completion_of_the_async_save_it_resumes_from(tmp_pat
     assert [e["saved_step"] for e in done] == [10, 11]  # 11: the final save, finished by a wait
 
 
+def test_an_async_save_finished_by_the_next_save_is_logged_complete(tmp_path, text, monkeypatch):
+    """A save still being written when the next one starts is finished by that save's wait: its
+    `checkpoint_complete` was never logged, so the report (which counts an async save only once
+    complete) called it unfinished and named an older checkpoint, or none, as the one to resume from."""
+    monkeypatch.setattr(ck.CheckpointManager, "poll", lambda self: None)  # never noticed between steps
+    run = tmp_path / "run"
+    _kill_at(monkeypatch, 7)  # the save of 6 is in flight
+    with pytest.raises(Killed):
+        Trainer(tiny_config(run, text, "checkpoint.every=3", "checkpoint.async_save=true"), quiet=True).fit()
+    events = read_metrics(run / "metrics.jsonl")[1]
+    assert [e["saved_step"] for e in events if e["event"] == "checkpoint_complete"] == [3]
+    assert [s for s, _, ok in ck.list_checkpoints(run / "checkpoints") if ok] == [3]  # the truth
+    from pretrain.report import section_for
+
+    sec = section_for(run, 0)
+    assert "newest checkpoint: step 3, the same command resumes from it" in " ".join(sec.problems)
+    assert "saved at step 3; the async save of step 6 never completed;" in sec.body
+
+
 def test_youngs_interval_survives_a_kill_before_the_second_save(tmp_path, text, monkeypatch):
     """checkpoint.every=0: the first save (first_at) measures C, but its state file was written before
     the interval was known, so a run killed before its second save measured again on resume (another

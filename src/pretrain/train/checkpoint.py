@@ -365,6 +365,7 @@ class CheckpointManager:
         if async_save and dist.is_available() and dist.is_initialized():
             self.group = dist.new_group(backend="gloo")  # its own group: see the module docstring
         self.save_seconds: list[float] = []  # blocking time of each save (Young's C)
+        self.finished: int | None = None  # the step of the async save the last save() waited for
         self._staged: threading.Event | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
 
@@ -376,7 +377,7 @@ class CheckpointManager:
         next optimizer step) waits for the copy and adds that wait to this save's blocking time.
         """
         t0 = time.perf_counter()
-        self.wait()  # one save in flight at a time
+        self.finished = self.wait()  # one save in flight at a time: the caller logs its completion
         path = step_dir(self.root, step)
         if _rank() == 0:
             _rmtree(path)  # an incomplete leftover of the same step

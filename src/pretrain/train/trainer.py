@@ -281,6 +281,7 @@ class Trainer:
 
     def save(self) -> None:
         blocked = self.ckpt.save(self.step, self.model, self.optimizer, self.state())
+        self._completed(self.ckpt.finished)  # the previous async save, finished first: else unlogged
         path = ck.step_dir(self.ckpt.root, self.step)
         extra = {"async": True} if self.ckpt.async_save else {}  # complete at its checkpoint_complete
         self._event("checkpoint", blocking_s=round(blocked, 4), path=str(path), **extra)

@@ -481,11 +481,16 @@ class CheckpointManager:
         """Load model and optimizer in place; return this rank's JSON state."""
         self.wait()
         options = FLAT if flat_optimizer(path) else None
+        stateless = not _has_optimizer_moments(path)
+        if stateless:  # saved before any applied step (fp16 overflows): load it as it was saved
+            _as_before_the_first_step(optimizer)
         msd, osd = get_state_dict(model, optimizer, options=options)
         state = {"model": msd, "optim": osd}
         _load(state, path)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
                        options=options)
+        if stateless:
+            optimizer.zero_grad(set_to_none=True)
         return read_state(path, _rank())
 
 
@@ -505,6 +510,28 @@ def flat_optimizer(path) -> bool:
 
     keys = read_metadata(path / METADATA).state_dict_metadata
     return not any(_INDEXED_GROUPS.fullmatch(k) for k in keys)
+
+
+def _has_optimizer_moments(path) -> bool:
+    """Whether the checkpoint holds any optimizer state (AdamW's moments and step). A run saved before
+    its first applied step has none: torch's get_state_dict creates moments only for an optimizer
+    without gradients, and fp16 overflow steps leave their (non-finite) gradients in place, so the
+    save wrote none while a fresh process's load asked for them ("Missing key in checkpoint
+    state_dict: optim.state....step")."""
+    from pretrain.train.safe_dcp import METADATA, read_metadata
+
+    return any(k.startswith("optim.state.") for k in read_metadata(path / METADATA).state_dict_metadata)
+
+
+def _as_before_the_first_step(optimizer) -> None:
+    """An optimizer with no moments and gradients in place, as a run is at a save before its first
+    applied step: get_state_dict then asks for no moments. (On an optimizer without gradients it
+    first runs a zero-gradient step to create them, and the load asks for keys the file lacks.)"""
+    optimizer.state.clear()
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
 
 
 def read_state(path, rank: int = 0) -> dict:

@@ -158,6 +158,9 @@ def test_youngs_interval_survives_a_kill_before_the_second_save(tmp_path, text, 
     assert again.step == 3 and again.save_interval == first.save_interval  # not re-measured (was 0)
     k = first.save_interval
     assert again.next_save == (3 // k + 1) * k  # on the never-stopped run's multiples, not step 4
+    from pretrain.report import section_for
+
+    assert f"sqrt(2 x save time x MTBF) = {k} steps (save " in section_for(run, 0).body  # what it gave
     (run / "checkpoints" / ck.INTERVAL).write_text('{"save_interval": -1}')
     with pytest.raises(UserError, match="save_interval.json: not a measured save interval"):
         Trainer(tiny_config(run, text, *young), quiet=True)

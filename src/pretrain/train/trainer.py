@@ -49,6 +49,8 @@ from pretrain.train.parallel import (
 from pretrain.train.precision import DynamicLossScaler, apply_fp8, autocast, check_precision
 from pretrain.train.restarts import (
     COURSE_EVENTS,
+    MICRO_BATCH,
+    MICRO_BATCH_WHY,
     SAID,
     Interrupted,
     agreed_interval,
@@ -233,11 +235,14 @@ class Trainer:
     def _check_recipe(self, path: Path, saved: dict) -> None:
         """A resume under another recipe is refused in one line, unless train.allow_changes (then said)."""
         changes = recipe_changes(saved, self._recipe())
+        if "global_batch" in changes:  # the split is said only when it is all that changed
+            changes.pop(MICRO_BATCH, None)
         refused = {k: v for k, v in changes.items() if k not in SAID}
         if refused and not self.cfg.train.allow_changes:
+            why = f" ({MICRO_BATCH_WHY})" if MICRO_BATCH in refused else ""
             raise UserError(f"{path} was trained with another recipe ({describe(refused)}): resume with the "
                             "same one, use another train.out, or --set train.allow_changes=true to continue "
-                            "with the change (logged as a config_change event)")
+                            f"with the change (logged as a config_change event){why}")
         self.changes = changes
 
     def restore(self, path: Path) -> None:

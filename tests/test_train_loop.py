@@ -76,8 +76,10 @@ def test_run_directory_contract(trained):
     cfg = tomllib.loads((out / "config.toml").read_text())
     assert cfg["model"]["d_model"] == 64 and cfg["model"]["n_layers"] == 2  # the shape, spelled out
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
-    ckpts = sorted(p.name for p in (out / "checkpoints").iterdir())
+    ckpts = sorted(p.name for p in (out / "checkpoints").iterdir() if p.is_dir())
     assert ckpts[-1] == "step_0000120" and all(p.startswith("step_") and len(p) == 12 for p in ckpts)
+    files = {p.name for p in (out / "checkpoints").iterdir() if not p.is_dir()}
+    assert files == {"save_interval.json"}  # checkpoint.every=0: Young's interval, kept from its measurement
 
 
 def test_young_interval_sets_checkpoint_spacing(trained):

@@ -71,3 +71,27 @@ def test_bf16_keeps_fp32_master_weights_and_tiny_updates(tmp_path, text):
         for v in s.values()
         if torch.is_tensor(v) and v.ndim
     )
+
+
+def test_fp16_resume_keeps_the_loss_scaler_even_before_the_first_applied_step(tmp_path, text):
+    """Dynamic loss scaling across two restarts: one at step 2, while every step so far overflowed
+    (no optimizer step applied yet: that checkpoint could not be loaded, "Missing key in checkpoint
+    state_dict: optim.state..."), one at step 4, inside a growth interval. The truth: the same run
+    never stopped, its losses and scales step by step, bit for bit."""
+    from pretrain.train import checkpoint as ck
+    from pretrain.train.metrics import read_metrics
+
+    fp16 = ("precision.dtype=fp16", "precision.init_scale=1e6", "precision.growth_interval=2",
+            "model.d_model=16", "model.d_ff=32", "model.seq_len=16", "data.batch_size=2", "train.steps=8",
+            "checkpoint.every=100", "checkpoint.async_save=false")
+    never = {r["step"]: (r["loss"], r["loss_scale"]) for r in
+             Trainer(tiny_config(tmp_path / "a", text, *fp16), quiet=True).fit()}
+    assert never[1][1] < 1e6 and max(s for _, s in never.values()) > min(s for _, s in never.values())
+    run = tmp_path / "r"
+    for stop in (2, 4, 8):  # 2: steps 1-3 overflow; 4: one clean step of the 2 before growth
+        t = Trainer(tiny_config(run, text, *fp16, f"train.stop_at={stop}"), quiet=True)
+        if t.step:  # the scaler as saved: scale, clean steps towards the next growth, skips
+            assert t.scaler.state_dict() == ck.read_state(ck.step_dir(run / "checkpoints", t.step))["scaler"]
+        t.fit()
+    steps, _ = read_metrics(run / "metrics.jsonl")
+    assert {r["step"]: (r["loss"], r["loss_scale"]) for r in steps} == never

@@ -133,6 +133,9 @@ def test_a_resume_under_another_recipe_is_refused_or_said(finished, tmp_path, te
         with pytest.raises(UserError) as e:
             Trainer(tiny_config(run, text, *same, change), quiet=True)
         assert "\n" not in str(e.value) and key in str(e.value) and "train.allow_changes" in str(e.value)
+    # the same global batch in two micro-batches: a text loader would read other windows from here on
+    with pytest.raises(UserError, match=r"\(micro_batch_rows 4 -> 2\): .*train.grad_accum"):
+        Trainer(tiny_config(run, text, *same, "data.batch_size=2", "train.grad_accum=2"), quiet=True)
     # a layout with the same global batch is a reshard, not a change (tests/test_parallel_restart.py)
     t = Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10", "optim.lr=1e-2",
                             "train.allow_changes=true"), quiet=True)

@@ -109,14 +109,61 @@ def test_a_resume_keeps_the_completion_of_the_async_save_it_resumes_from(tmp_pat
         Trainer(tiny_config(run, text, *schedule), quiet=True).fit()
     from pretrain.report import section_for
 
-    said = " ".join(section_for(run, 0).problems)
+    sec = section_for(run, 0)
+    said = " ".join(sec.problems)
     assert "newest checkpoint: step 10, the same command resumes from it" in said, said
+    # the checkpoints line lists completed saves only (it said "saved at steps 10, 20")
+    assert "every 10 steps; saved at step 10; the async save of step 20 never completed;" in sec.body
     _kill_at(monkeypatch, 99)
     t = Trainer(tiny_config(run, text, *schedule, "train.stop_at=11"), quiet=True)
     assert t.step == 10  # the truth the report must tell: what the rerun resumed from
     t.fit()
     done = [e for e in read_metrics(run / "metrics.jsonl")[1] if e["event"] == "checkpoint_complete"]
     assert [e["saved_step"] for e in done] == [10, 11]  # 11: the final save, finished by a wait
+
+
+def test_an_async_save_finished_by_the_next_save_is_logged_complete(tmp_path, text, monkeypatch):
+    """A save still being written when the next one starts is finished by that save's wait: its
+    `checkpoint_complete` was never logged, so the report (which counts an async save only once
+    complete) called it unfinished and named an older checkpoint, or none, as the one to resume from."""
+    monkeypatch.setattr(ck.CheckpointManager, "poll", lambda self: None)  # never noticed between steps
+    run = tmp_path / "run"
+    _kill_at(monkeypatch, 7)  # the save of 6 is in flight
+    with pytest.raises(Killed):
+        Trainer(tiny_config(run, text, "checkpoint.every=3", "checkpoint.async_save=true"), quiet=True).fit()
+    events = read_metrics(run / "metrics.jsonl")[1]
+    assert [e["saved_step"] for e in events if e["event"] == "checkpoint_complete"] == [3]
+    assert [s for s, _, ok in ck.list_checkpoints(run / "checkpoints") if ok] == [3]  # the truth
+    from pretrain.report import section_for
+
+    sec = section_for(run, 0)
+    assert "newest checkpoint: step 3, the same command resumes from it" in " ".join(sec.problems)
+    assert "saved at step 3; the async save of step 6 never completed;" in sec.body
+
+
+def test_youngs_interval_survives_a_kill_before_the_second_save(tmp_path, text, monkeypatch):
+    """checkpoint.every=0: the first save (first_at) measures C, but its state file was written before
+    the interval was known, so a run killed before its second save measured again on resume (another
+    interval, saves at other steps than a run never stopped). The resume keeps the measured one."""
+    run = tmp_path / "run"
+    young = ("checkpoint.every=0", "checkpoint.first_at=3", "checkpoint.mtbf_minutes=0.05",
+             "checkpoint.async_save=false")
+    _kill_at(monkeypatch, 3)  # right after the first save, the one that measured
+    first = Trainer(tiny_config(run, text, *young), quiet=True)
+    with pytest.raises(Killed):
+        first.fit()
+    assert first.save_interval >= 1
+    assert ck.read_state(ck.step_dir(run / "checkpoints", 3))["save_interval"] == 0  # not yet known
+    again = Trainer(tiny_config(run, text, *young), quiet=True)
+    assert again.step == 3 and again.save_interval == first.save_interval  # not re-measured (was 0)
+    k = first.save_interval
+    assert again.next_save == (3 // k + 1) * k  # on the never-stopped run's multiples, not step 4
+    from pretrain.report import section_for
+
+    assert f"sqrt(2 x save time x MTBF) = {k} steps (save " in section_for(run, 0).body  # what it gave
+    (run / "checkpoints" / ck.INTERVAL).write_text('{"save_interval": -1}')
+    with pytest.raises(UserError, match="save_interval.json: not a measured save interval"):
+        Trainer(tiny_config(run, text, *young), quiet=True)
 
 
 def test_fresh_start_over_an_old_record_moves_it_aside(tmp_path, text, monkeypatch, capsys):

@@ -49,6 +49,11 @@ MARKER = "COMPLETE.json"
 # the rollback; a resume adds them to what the checkpoint restores.
 LEDGER = "rollbacks.json"
 MAX_LEDGER_RANGES = 100_000
+# Young's interval is measured by the first save, after that save's state file is written: the first
+# checkpoint holds no interval, so a run killed before its second save measured again on resume (and
+# saved at other steps than a run never stopped). Rank 0 writes the measured interval here as soon as
+# it is known; a resume from a checkpoint without one reads it.
+INTERVAL = "save_interval.json"
 # DCP warns on every save/load without a process group, even when told no_dist=True; on one process
 # that is the intent. The filter names that one message (the background thread's saves warn too, so
 # a per-call catch_warnings, which is not thread-safe, would not do).
@@ -218,6 +223,29 @@ def write_ledger(root, ranges: list, rollbacks: int) -> None:
                                                 "rollbacks": int(rollbacks)})
 
 
+def write_interval(root, steps: int, save_s: float, step_s: float, at_step: int) -> None:
+    """Rank 0, once Young's rule has measured: the interval in steps and what it was computed from."""
+    _write_json_atomic(as_root(root) / INTERVAL, {"save_interval": int(steps), "save_s": float(save_s),
+                                                  "step_s": float(step_s), "measured_at": int(at_step)})
+
+
+def read_interval(root) -> int:
+    """The interval Young's rule measured for this run (0: not measured yet). A hand-edited or
+    damaged file is one line naming it."""
+    path = as_root(root) / INTERVAL
+    text = _read_text(path)
+    if text is None:
+        return 0
+    try:
+        steps = json.loads(text)["save_interval"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        steps = None
+    if type(steps) is not int or not 1 <= steps <= 2**62:
+        raise UserError(f"{path}: not a measured save interval (a positive step count); the file was "
+                        "edited or damaged (delete it to measure the interval again)")
+    return steps
+
+
 def _is_range(r) -> bool:
     return isinstance(r, list) and len(r) == 2 and all(type(v) is int and v >= 0 for v in r) and r[0] <= r[1]
 
@@ -337,6 +365,7 @@ class CheckpointManager:
         if async_save and dist.is_available() and dist.is_initialized():
             self.group = dist.new_group(backend="gloo")  # its own group: see the module docstring
         self.save_seconds: list[float] = []  # blocking time of each save (Young's C)
+        self.finished: int | None = None  # the step of the async save the last save() waited for
         self._staged: threading.Event | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
 
@@ -348,7 +377,7 @@ class CheckpointManager:
         next optimizer step) waits for the copy and adds that wait to this save's blocking time.
         """
         t0 = time.perf_counter()
-        self.wait()  # one save in flight at a time
+        self.finished = self.wait()  # one save in flight at a time: the caller logs its completion
         path = step_dir(self.root, step)
         if _rank() == 0:
             _rmtree(path)  # an incomplete leftover of the same step
@@ -452,11 +481,16 @@ class CheckpointManager:
         """Load model and optimizer in place; return this rank's JSON state."""
         self.wait()
         options = FLAT if flat_optimizer(path) else None
+        stateless = not _has_optimizer_moments(path)
+        if stateless:  # saved before any applied step (fp16 overflows): load it as it was saved
+            _as_before_the_first_step(optimizer)
         msd, osd = get_state_dict(model, optimizer, options=options)
         state = {"model": msd, "optim": osd}
         _load(state, path)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
                        options=options)
+        if stateless:
+            optimizer.zero_grad(set_to_none=True)
         return read_state(path, _rank())
 
 
@@ -476,6 +510,28 @@ def flat_optimizer(path) -> bool:
 
     keys = read_metadata(path / METADATA).state_dict_metadata
     return not any(_INDEXED_GROUPS.fullmatch(k) for k in keys)
+
+
+def _has_optimizer_moments(path) -> bool:
+    """Whether the checkpoint holds any optimizer state (AdamW's moments and step). A run saved before
+    its first applied step has none: torch's get_state_dict creates moments only for an optimizer
+    without gradients, and fp16 overflow steps leave their (non-finite) gradients in place, so the
+    save wrote none while a fresh process's load asked for them ("Missing key in checkpoint
+    state_dict: optim.state....step")."""
+    from pretrain.train.safe_dcp import METADATA, read_metadata
+
+    return any(k.startswith("optim.state.") for k in read_metadata(path / METADATA).state_dict_metadata)
+
+
+def _as_before_the_first_step(optimizer) -> None:
+    """An optimizer with no moments and gradients in place, as a run is at a save before its first
+    applied step: get_state_dict then asks for no moments. (On an optimizer without gradients it
+    first runs a zero-gradient step to create them, and the load asks for keys the file lacks.)"""
+    optimizer.state.clear()
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
 
 
 def read_state(path, rank: int = 0) -> dict:

@@ -49,6 +49,8 @@ from pretrain.train.parallel import (
 from pretrain.train.precision import DynamicLossScaler, apply_fp8, autocast, check_precision
 from pretrain.train.restarts import (
     COURSE_EVENTS,
+    MICRO_BATCH,
+    MICRO_BATCH_WHY,
     SAID,
     Interrupted,
     agreed_interval,
@@ -233,11 +235,14 @@ class Trainer:
     def _check_recipe(self, path: Path, saved: dict) -> None:
         """A resume under another recipe is refused in one line, unless train.allow_changes (then said)."""
         changes = recipe_changes(saved, self._recipe())
+        if "global_batch" in changes:  # the split is said only when it is all that changed
+            changes.pop(MICRO_BATCH, None)
         refused = {k: v for k, v in changes.items() if k not in SAID}
         if refused and not self.cfg.train.allow_changes:
+            why = f" ({MICRO_BATCH_WHY})" if MICRO_BATCH in refused else ""
             raise UserError(f"{path} was trained with another recipe ({describe(refused)}): resume with the "
                             "same one, use another train.out, or --set train.allow_changes=true to continue "
-                            "with the change (logged as a config_change event)")
+                            f"with the change (logged as a config_change event){why}")
         self.changes = changes
 
     def restore(self, path: Path) -> None:
@@ -264,7 +269,7 @@ class Trainer:
             self.spikes.load_state_dict(st["spikes"])
             part = "save_interval"
             if self.cfg.checkpoint.every == 0:  # Young's interval, as measured by the run that saved
-                self.save_interval = agreed_interval(int(st.get("save_interval", 0)))
+                self.save_interval = self._measured_interval(int(st.get("save_interval", 0)))
             part = "rng"
             set_rng_state(st["rng"])
         except UserError:
@@ -281,6 +286,7 @@ class Trainer:
 
     def save(self) -> None:
         blocked = self.ckpt.save(self.step, self.model, self.optimizer, self.state())
+        self._completed(self.ckpt.finished)  # the previous async save, finished first: else unlogged
         path = ck.step_dir(self.ckpt.root, self.step)
         extra = {"async": True} if self.ckpt.async_save else {}  # complete at its checkpoint_complete
         self._event("checkpoint", blocking_s=round(blocked, 4), path=str(path), **extra)
@@ -444,7 +450,18 @@ class Trainer:
             step_s = float(np.mean(self._step_times)) if self._step_times else 1.0
             interval = ck.young_interval_s(max(save_s, 1e-3), self.cfg.checkpoint.mtbf_minutes * 60.0)
             self.save_interval = agreed_interval(max(1, round(interval / step_s)))
+            if self.rank == 0:  # the first checkpoint's state was written before it was known
+                ck.write_interval(self.ckpt.root, self.save_interval, save_s, step_s, self.step)
         self.next_save = self._save_after(self.step)
+
+    def _measured_interval(self, saved: int) -> int:
+        """Young's interval at a restore: the checkpoint's, else the one its first save measured
+        (RUN/checkpoints/save_interval.json: the first checkpoint's state predates the measurement),
+        else the one this process measured (a rollback to that first checkpoint). Without it a run
+        killed before its second save measured again and saved at other steps."""
+        if not saved:
+            saved = ck.read_interval(self.ckpt.root) or self.save_interval
+        return agreed_interval(saved)
 
     def _save_after(self, step: int) -> int:
         """The first save step after `step`: a function of the step alone, so a run killed and resumed

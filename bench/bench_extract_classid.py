@@ -23,8 +23,14 @@ text features (Kohlschuetter et al. 2010) `blocks` uses. This measures the ceili
 3. The ten site-fold models retrained with them (same pages, labels, trees, word model; the shipped
    fold models are the baseline, and the cached pages reproduce their published scores), scored
    out of fold by site; rescue on (the shipped rescue trees, whose inputs do not change) and off;
-   paired deltas with standard errors over pages; per fold; along the threshold. Then the full model
-   (all pages) against the shipped one on the labelled crawl pages of ../shared/data/warc.
+   paired deltas with standard errors over pages; per fold; along the threshold; the threshold
+   chosen by session 6's nested rule (per test fold, on all other benchmark pages). Then the full
+   model (all pages) against the shipped one on the labelled crawl pages of ../shared/data/warc,
+   with a 95% interval from a paired bootstrap over its sites.
+
+Variants (--variant): "all" (a:, n:, t:), "classid" (a:, n:: Dragnet's class/id tokens only),
+"near" (n: only). Results and the decision: docs/extraction.md, "Tried 2026-12-02 (issue 19,
+session 9): class/id tokens".
 
 Run (about 8-15 minutes on the shared 2-core machine per variant; caches under --scratch, so a
 second run only scores):

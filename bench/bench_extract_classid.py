@@ -32,8 +32,8 @@ Variants (--variant): "all" (a:, n:, t:), "classid" (a:, n:: Dragnet's class/id 
 "near" (n: only). Results and the decision: docs/extraction.md, "Tried 2026-12-02 (issue 19,
 session 9): class/id tokens".
 
-Run (about 8-15 minutes on the shared 2-core machine per variant; caches under --scratch, so a
-second run only scores):
+Run (6-15 minutes per variant on the shared 2-core machine; caches under --scratch, so a second
+run only scores, about 45 s; deterministic: a fresh folder reproduced every figure):
     PYTHONPATH=src .venv/bin/python bench/bench_extract_classid.py [--variant all|classid|near] [--cost]
 """
 

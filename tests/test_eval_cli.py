@@ -362,3 +362,32 @@ def test_a_number_out_of_range_is_one_line_before_the_model_loads(tmp_path, caps
     rc = main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__}", "--quiet", flag, value])
     err = capsys.readouterr().err
     assert rc == 2 and flag in err and "no-run" not in err, err
+
+
+def test_a_damaged_checkpoint_is_said_or_one_line_naming_it(tiny_run, sample_text, tmp_path, capsys):
+    """A newer checkpoint cut short in a copy (its marker survived) is passed over as the trainer
+    passes it over, and said: eval scored step 5 without a word. One whose data file has the right
+    size but other bytes is one line naming it, not DCP's per-rank traceback."""
+    import shutil
+
+    from pretrain.cli import main
+    from pretrain.train import checkpoint as ck
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("eval"))
+    newest = ck.step_dir(run / "checkpoints", 10)
+    data = max(newest.glob("*.distcp"), key=lambda p: p.stat().st_size)
+    good, size = data.read_bytes(), data.stat().st_size
+    argv = ["eval", str(run), "--tasks", f"ppl:{sample_text}", "--quiet"]
+    data.write_bytes(good[: size // 2])
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert (f"{newest}: not used: {ck.MARKER} lists {data.name} of {size:,} bytes, it has {size // 2:,}; "
+            "using step 5") in err
+    assert (run / "eval" / "step_0000005.json").is_file()
+    data.write_bytes(bytes(b ^ 0xFF for b in good))  # same size, other bytes
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"pretrain eval: error: {newest}: a data file of this checkpoint ({data.name}) "
+                          "does not read: UnpicklingError") and err.endswith("the checkpoint is damaged")
+    assert "Traceback" not in err and len(err.splitlines()) == 1

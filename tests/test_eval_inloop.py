@@ -53,6 +53,7 @@ def test_eval_tasks_events_match_offline_eval(tmp_path, text, restore_torch_thre
     body = run_section(run, "run").body
     assert "in-loop evaluations" in body and "step_0000010.json" in body and "acc_norm" in body
     assert saved["tasks"]["copa"]["in_loop"] == {"precision": "fp32"}
+    assert "training loop (log.eval_tasks; the live model in fp32): copa, ppl:sample.txt" in body
 
 
 def test_pretrain_eval_names_the_in_loop_scores_it_replaces(tmp_path, text, restore_torch_threads, capsys):
@@ -80,6 +81,9 @@ def test_pretrain_eval_names_the_in_loop_scores_it_replaces(tmp_path, text, rest
     assert (f"replaced the in-loop scores of step 4 in {run / 'eval' / 'step_0000004.json'} (the live "
             "model during training, in bf16; these are the checkpoint's, in fp32") in err
     assert f"ppl:sample.txt bits_per_byte {before:.4f} -> {now:.4f}" in err
+    from pretrain.report_run import eval_table
+
+    assert "training loop" in eval_table(inloop) and "training loop" not in eval_table(final)
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "scored again: ppl:sample.txt" in err and "in-loop" not in err

@@ -415,7 +415,22 @@ def eval_table(result: dict) -> str:
     model = result.get("model") or {}
     where = note(f"model {model.get('path')} at step {model.get('step')}") if model else ""
     return where + (table(["task", "kind", "examples", "shots", "metrics"], rows, {2, 3})
-                    if rows else note("no results"))
+                    if rows else note("no results")) + _in_loop_note(result, tasks)
+
+
+def _in_loop_note(result: dict, tasks: dict) -> str:
+    """Which rows the trainer scored (log.eval_tasks: the live model under the run's autocast) and
+    which `pretrain eval` scored (the checkpoint in fp32): one file can hold both, their last
+    digits differ, and nothing in the table said which was which."""
+    marks = {t: tasks[t].get("in_loop") for t in (result.get("results") or {})
+             if isinstance(tasks.get(t), dict) and "in_loop" in tasks[t]}
+    if not marks:
+        return ""
+    precision = sorted({str(m.get("precision")) if isinstance(m, dict) else "?" for m in marks.values()})
+    others = len(marks) < len(result["results"])
+    rest = "; the others by pretrain eval of the checkpoint, in fp32" if others else ""
+    return note(f"scored in the training loop (log.eval_tasks; the live model in {'/'.join(precision)}): "
+                f"{', '.join(sorted(marks))}{rest}")
 
 
 def _stderr(v: Any) -> str:

@@ -277,6 +277,27 @@ def test_a_damaged_input_is_one_line_naming_it(tmp_path, capsys):
         assert "not valid JSON" in err[0], err
 
 
+def test_a_demo_folder_or_an_eval_folder_says_what_to_give(tmp_path, capsys):
+    """`pretrain report demo-out` (what a newcomer types after the demo) and `report RUN/eval` were
+    "not a curate output, ...": the line now names the demo's page and its parts, or a result file."""
+    from pretrain.cli import main
+
+    demo = tmp_path / "demo-out"
+    (demo / "run" / "eval").mkdir(parents=True)
+    (demo / "demo.json").write_text("{}")
+    (demo / "plan.json").write_text("{}")
+    for name in ("step_0000005.json", "step_0000010.json"):
+        (demo / "run" / "eval" / name).write_text("{}")
+    assert main(["report", str(demo), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"it is a `pretrain demo` folder, whose page is {demo / 'report.html'}; its parts "
+                        f"are the arguments: pretrain report {demo / 'plan.json'} {demo / 'run'}"), err
+    assert main(["report", str(demo / "run" / "eval"), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"give one of its files, e.g. {demo / 'run' / 'eval' / 'step_0000010.json'}"), err
+    assert len(err.splitlines()) == 1
+
+
 def test_tokens_per_document_says_mean_beside_the_median_card(tmp_path):
     """The card shows the median tokens per document, the per-source table the mean: each labelled,
     so 597 (median) and 614 (mean) on the demo's page do not read as a contradiction."""

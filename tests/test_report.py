@@ -308,3 +308,20 @@ def test_tokens_per_document_says_mean_beside_the_median_card(tmp_path):
     body = section_for(d, 0).body
     assert "median tokens/document" in body and "mean tokens/document" in body
     assert f'<td class="n">{fmt(m["tokens"] / m["documents"])}</td>' in body
+
+
+def test_the_final_eval_loss_card_is_explained(tmp_path):
+    """The run's cards showed "final eval loss" with no word on what it is (the demo's summary
+    prints it too); the note under the cards says it, with the step it was measured at."""
+    from pretrain.report_run import _eval_loss_note, run_section
+
+    run = tmp_path / "run"
+    run.mkdir()
+    steps = [{"step": s, "loss": 4.0 - s / 10, "lr": 1e-3, "grad_norm": 1.0, "tokens_per_s": 100.0}
+             for s in range(1, 11)]
+    events = [{"event": "eval", "step": s, "eval_loss": 3.5 - s / 100} for s in (5, 10)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps + events))
+    body = run_section(run, "s0").body
+    assert "final eval loss: the mean cross-entropy per token (nats, as the loss) of the run at step 10" \
+        in body
+    assert _eval_loss_note([]) == ""  # no evaluation, no card to explain

@@ -175,7 +175,8 @@ def run_section(run: Path, sid: str) -> Section:
     parts.append(note("tokens/s: the median over logged steps of tokens in the step / the step's wall "
                       "time (the demo summary uses the same). "
                       + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
-                                        "has and a CPU does not.")))
+                                        "has and a CPU does not. ")
+                      + _eval_loss_note(evl)))
     parts.append(_checkpoints(run, events))
     parts.append(_model(run))
     data, over = _data(events)
@@ -416,6 +417,15 @@ def eval_table(result: dict) -> str:
     where = note(f"model {model.get('path')} at step {model.get('step')}") if model else ""
     return where + (table(["task", "kind", "examples", "shots", "metrics"], rows, {2, 3})
                     if rows else note("no results")) + _in_loop_note(result, tasks)
+
+
+def _eval_loss_note(evl: list[dict]) -> str:
+    """What the "final eval loss" card is: the number had no word on the page (the demo printed it)."""
+    if not evl:
+        return ""
+    return (f"final eval loss: the mean cross-entropy per token (nats, as the loss) of the run at step "
+            f"{evl[-1].get('step')} on log.eval_batches batches of its held-out sources (data.eval_sources), "
+            "every log.eval_every steps; exp of it is their perplexity.")
 
 
 def _in_loop_note(result: dict, tasks: dict) -> str:

@@ -391,3 +391,22 @@ def test_a_damaged_checkpoint_is_said_or_one_line_naming_it(tiny_run, sample_tex
     assert err.startswith(f"pretrain eval: error: {newest}: a data file of this checkpoint ({data.name}) "
                           "does not read: UnpicklingError") and err.endswith("the checkpoint is damaged")
     assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_a_run_folder_that_cannot_take_the_results_is_one_line_first(tiny_run, sample_text, tmp_path, capsys):
+    """A teammate's run folder we cannot write into (here RUN/eval is a file, which root cannot write
+    through either) failed at the first task's write, after scoring it; now before the model loads,
+    saying -o."""
+    import shutil
+
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("eval"))
+    (run / "eval").write_text("not a folder")
+    assert main(["eval", str(run), "--tasks", f"ppl:{sample_text}", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"pretrain eval: error: cannot write the results into {run / 'eval'}/ ({run / 'eval'} is "
+                   "not a writable folder); -o PATH writes them elsewhere")
+    elsewhere = ["-o", str(tmp_path / "r.json")]
+    assert main(["eval", str(run), "--tasks", f"ppl:{sample_text}", "--quiet", *elsewhere]) == 0

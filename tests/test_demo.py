@@ -37,6 +37,11 @@ def test_the_terminal_shows_the_plan_headline_and_training_progress(demo):
     said = (demo.parent / "stdout.txt").read_text()
     plan = json.loads((demo / "plan.json").read_text())
     assert headline_text(plan_headline(plan)) in said  # days, GPU-hours, MFU, layout of plan.json
+    # the mixture as `pretrain mix` prints it (epochs to 2 decimals), not the JSON the report reads
+    mix = json.loads((demo / "mixture.json").read_text())
+    web = mix["sources"][0]
+    assert f"budget D = {mix['budget']:,.0f} tokens" in said and '"weights_sum"' not in said
+    assert f"{web['available']:>18,}{web['weight']:>9.3f}{web['drawn']:>20,.0f}{web['epochs']:>9.2f}" in said
     lines = (demo / "run" / "metrics.jsonl").read_text().splitlines()
     train = [json.loads(x) for x in lines if '"event"' not in x]
     assert f"step 30/30  loss {train[-1]['loss']:.3f}" in said

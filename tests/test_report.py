@@ -325,3 +325,19 @@ def test_the_final_eval_loss_card_is_explained(tmp_path):
     assert "final eval loss: the mean cross-entropy per token (nats, as the loss) of the run at step 10" \
         in body
     assert _eval_loss_note([]) == ""  # no evaluation, no card to explain
+
+
+def test_settings_changed_are_those_the_run_set_not_its_presets_shape(tmp_path):
+    """RUN/config.toml spells out the preset's shape; the page listed all of it as "changed from
+    the defaults" (13 fields on the demo's page, which set seq_len and vocab_size). Measured against
+    the same preset spelled out, only what the recipe set is left."""
+    from pretrain import config
+    from pretrain.report_run import _settings
+    from pretrain.train.config import RunConfig
+    from pretrain.train.model import resolve_shape
+    from pretrain.train.record import resolved_config, write_config
+
+    cfg = config.load(RunConfig, None, ["model.seq_len=64", "model.n_layers=3", "train.steps=7"])
+    write_config(tmp_path, resolved_config(cfg, resolve_shape(cfg.model)))
+    said = _settings(tmp_path)
+    assert "(RUN/config.toml): train.steps = 7, model.n_layers = 3, model.seq_len = 64</p>" in said, said

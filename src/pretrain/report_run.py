@@ -308,12 +308,21 @@ def _model(run: Path) -> str:
 
 
 def _settings(run: Path) -> str:
-    """The run's settings that differ from the defaults (RUN/config.toml, model shape spelled out)."""
+    """The run's settings that differ from the defaults (RUN/config.toml). Its model shape is spelled
+    out there, so the defaults are spelled out with the same preset: the demo's page listed all 13
+    fields of tiny-cpu (n_layers = 4, mlp = "swiglu", ...) as changed, though it set two of them."""
     try:
+        import dataclasses
+
         from pretrain import config
         from pretrain.train.config import RunConfig
+        from pretrain.train.model import resolve_shape
+        from pretrain.train.record import resolved_config
 
-        diff = config.changed(config.load(RunConfig, run / "config.toml"))
+        cfg = config.load(RunConfig, run / "config.toml")
+        base = RunConfig()
+        base = dataclasses.replace(base, model=dataclasses.replace(base.model, preset=cfg.model.preset))
+        diff = config.changed(cfg, resolved_config(base, resolve_shape(base.model)))
     except Exception:  # noqa: BLE001 - a config of another version: the curves still stand
         return ""
     text = ", ".join(f"{k} = {json.dumps(v)}" for k, v in list(diff.items())[:40])

@@ -155,3 +155,16 @@ def test_two_gloo_ranks_equal_one_process(tmp_path, text):
         assert [e["i"] for e in ours] == [e["i"] for e in res["examples"]]
         flat = [x for e in ours for x in e.get("lls", [])]
         assert flat == pytest.approx([x for e in res["examples"] for x in e.get("lls", [])], abs=1e-5)
+
+
+def test_the_in_loop_line_reads_a_hostile_file_safely():
+    """RUN/eval/ travels with a run: a marker that is not ours prints "?" (no terminal escape from the
+    file reaches stderr), and a result that is not a table of numbers shows the task's name alone."""
+    from pretrain.eval.resume import replaced_in_loop
+
+    old = {"tasks": {"a": {"in_loop": {"precision": "\x1b[2Jbf16"}}, "b": {"in_loop": "bf16"}},
+           "results": {"a": [1], "b": {"acc": 0.5}}}
+    doc = {"results": {"a": {"acc": 0.125}, "b": {"acc": 0.25}}, "model": {"step": 3}}
+    said = replaced_in_loop(old, doc, ["a", "b"], Path("f.json"))
+    assert "\x1b" not in said and "during training, in ?;" in said
+    assert said.endswith(": a, b acc 0.5000 -> 0.2500")

@@ -120,6 +120,7 @@ class ResultFile:
         self.said = True
 
 
+DTYPES = ("fp32", "bf16", "fp16", "fp8")  # precision.dtype's choices (train/config.py)
 # the number a line shows per task: the first of these its results hold
 HEADLINE = ("acc", "exact_match", "bits_per_byte", "memorized", "perplexity")
 
@@ -129,10 +130,13 @@ def replaced_in_loop(old: dict, doc: dict, tasks: list[str], path: Path) -> str:
     the run's autocast) that this evaluation of the checkpoint replaces: both numbers, so the two
     evaluations are seen to agree (or not) rather than one silently taking the other's place."""
     marks = [old["tasks"][t]["in_loop"] for t in tasks]
-    precision = {str(x.get("precision", "?")) if isinstance(x, dict) else "?" for x in marks}
+    # the file may be someone else's: only a dtype we know reaches the terminal
+    precision = {x.get("precision") if isinstance(x, dict) and x.get("precision") in DTYPES else "?"
+                 for x in marks}
     shown = []
     for t in tasks:
-        before, now = old.get("results", {}).get(t) or {}, doc["results"].get(t) or {}
+        before, now = (old.get("results") or {}).get(t), doc["results"].get(t) or {}
+        before = before if isinstance(before, dict) else {}
         m = next((m for m in HEADLINE if _number(before.get(m)) and _number(now.get(m))), None)
         shown.append(f"{t} {m} {before[m]:.4f} -> {now[m]:.4f}" if m else t)
     step = (doc.get("model") or {}).get("step")

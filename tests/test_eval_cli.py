@@ -325,6 +325,21 @@ def test_a_task_that_cannot_run_fails_before_the_model_loads(tmp_path, capsys, s
     assert rc == 2 and said in err and "no-run" not in err, err
 
 
+def test_a_task_files_typo_names_the_nearest_file(tmp_path, capsys):
+    """`--tasks demo-out/eval/next_word.jsonl` (the file is next_words.jsonl) named the missing path
+    only; a task name's typo already got the nearest name. A name near nothing gets no guess."""
+    from pretrain.cli import main
+
+    (tmp_path / "next_words.jsonl").write_text("{}\n")
+    (tmp_path / "heldout.txt").write_text("text")
+    for spec, near in ((tmp_path / "next_word.jsonl", "next_words.jsonl"),
+                       (f"ppl:{tmp_path / 'heldout.tx'}", "heldout.txt"), (tmp_path / "zzz.jsonl", None)):
+        assert main(["eval", str(tmp_path / "no-run"), "--tasks", str(spec), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(f"no such file or directory (did you mean {tmp_path / near}?)" if near
+                            else "no such file or directory"), err
+
+
 def test_an_output_that_cannot_be_written_is_one_line_before_the_model_loads(tmp_path, capsys):
     """`-o a-file/eval.json` (or a read-only place) failed only when the first task was written,
     after loading the model and scoring it."""

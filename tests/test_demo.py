@@ -27,6 +27,7 @@ def demo(tmp_path_factory) -> Path:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (out.parent / "stdout.txt").write_text(proc.stdout)
+    (out.parent / "stderr.txt").write_text(proc.stderr)
     return out
 
 
@@ -36,6 +37,11 @@ def test_the_terminal_shows_the_plan_headline_and_training_progress(demo):
     said = (demo.parent / "stdout.txt").read_text()
     plan = json.loads((demo / "plan.json").read_text())
     assert headline_text(plan_headline(plan)) in said  # days, GPU-hours, MFU, layout of plan.json
+    # the mixture as `pretrain mix` prints it (epochs to 2 decimals), not the JSON the report reads
+    mix = json.loads((demo / "mixture.json").read_text())
+    web = mix["sources"][0]
+    assert f"budget D = {mix['budget']:,.0f} tokens" in said and '"weights_sum"' not in said
+    assert f"{web['available']:>18,}{web['weight']:>9.3f}{web['drawn']:>20,.0f}{web['epochs']:>9.2f}" in said
     lines = (demo / "run" / "metrics.jsonl").read_text().splitlines()
     train = [json.loads(x) for x in lines if '"event"' not in x]
     assert f"step 30/30  loss {train[-1]['loss']:.3f}" in said
@@ -110,6 +116,12 @@ def test_the_run_evaluates_in_the_loop_and_at_the_end(demo):
     lls = [e["lls"] for e in final["examples"]["next_words"]]
     acc = sum(max(range(4), key=ll.__getitem__) == it["gold"] for ll, it in zip(lls, items)) / 48
     assert final["results"]["next_words"]["acc"] == pytest.approx(acc)
+    # the final eval names the in-loop scores of step 30 it replaces (not "scored again": the demo
+    # ran `pretrain eval` once), with both numbers
+    said = (demo.parent / "stderr.txt").read_text()
+    assert "replaced the in-loop scores of step 30" in said and "scored again" not in said
+    before = inloop[-1]["ppl:heldout.txt/bits_per_byte"]
+    assert f"ppl:heldout.txt bits_per_byte {before:.4f} -> {bpb:.4f}" in said
 
 
 def _settings(out: Path, data: list[str] | None = None):

@@ -325,6 +325,21 @@ def test_a_task_that_cannot_run_fails_before_the_model_loads(tmp_path, capsys, s
     assert rc == 2 and said in err and "no-run" not in err, err
 
 
+def test_a_task_files_typo_names_the_nearest_file(tmp_path, capsys):
+    """`--tasks demo-out/eval/next_word.jsonl` (the file is next_words.jsonl) named the missing path
+    only; a task name's typo already got the nearest name. A name near nothing gets no guess."""
+    from pretrain.cli import main
+
+    (tmp_path / "next_words.jsonl").write_text("{}\n")
+    (tmp_path / "heldout.txt").write_text("text")
+    for spec, near in ((tmp_path / "next_word.jsonl", "next_words.jsonl"),
+                       (f"ppl:{tmp_path / 'heldout.tx'}", "heldout.txt"), (tmp_path / "zzz.jsonl", None)):
+        assert main(["eval", str(tmp_path / "no-run"), "--tasks", str(spec), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(f"no such file or directory (did you mean {tmp_path / near}?)" if near
+                            else "no such file or directory"), err
+
+
 def test_an_output_that_cannot_be_written_is_one_line_before_the_model_loads(tmp_path, capsys):
     """`-o a-file/eval.json` (or a read-only place) failed only when the first task was written,
     after loading the model and scoring it."""
@@ -362,3 +377,51 @@ def test_a_number_out_of_range_is_one_line_before_the_model_loads(tmp_path, caps
     rc = main(["eval", str(tmp_path / "no-run"), "--tasks", f"ppl:{__file__}", "--quiet", flag, value])
     err = capsys.readouterr().err
     assert rc == 2 and flag in err and "no-run" not in err, err
+
+
+def test_a_damaged_checkpoint_is_said_or_one_line_naming_it(tiny_run, sample_text, tmp_path, capsys):
+    """A newer checkpoint cut short in a copy (its marker survived) is passed over as the trainer
+    passes it over, and said: eval scored step 5 without a word. One whose data file has the right
+    size but other bytes is one line naming it, not DCP's per-rank traceback."""
+    import shutil
+
+    from pretrain.cli import main
+    from pretrain.train import checkpoint as ck
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("eval"))
+    newest = ck.step_dir(run / "checkpoints", 10)
+    data = max(newest.glob("*.distcp"), key=lambda p: p.stat().st_size)
+    good, size = data.read_bytes(), data.stat().st_size
+    argv = ["eval", str(run), "--tasks", f"ppl:{sample_text}", "--quiet"]
+    data.write_bytes(good[: size // 2])
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert (f"{newest}: not used: {ck.MARKER} lists {data.name} of {size:,} bytes, it has {size // 2:,}; "
+            "using step 5") in err
+    assert (run / "eval" / "step_0000005.json").is_file()
+    data.write_bytes(bytes(b ^ 0xFF for b in good))  # same size, other bytes
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"pretrain eval: error: {newest}: a data file of this checkpoint ({data.name}) "
+                          "does not read: UnpicklingError") and err.endswith("the checkpoint is damaged")
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_a_run_folder_that_cannot_take_the_results_is_one_line_first(tiny_run, sample_text, tmp_path, capsys):
+    """A teammate's run folder we cannot write into (here RUN/eval is a file, which root cannot write
+    through either) failed at the first task's write, after scoring it; now before the model loads,
+    saying -o."""
+    import shutil
+
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("eval"))
+    (run / "eval").write_text("not a folder")
+    assert main(["eval", str(run), "--tasks", f"ppl:{sample_text}", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"pretrain eval: error: cannot write the results into {run / 'eval'}/ ({run / 'eval'} is "
+                   "not a writable folder); -o PATH writes them elsewhere")
+    elsewhere = ["-o", str(tmp_path / "r.json")]
+    assert main(["eval", str(run), "--tasks", f"ppl:{sample_text}", "--quiet", *elsewhere]) == 0

@@ -52,6 +52,41 @@ def test_eval_tasks_events_match_offline_eval(tmp_path, text, restore_torch_thre
 
     body = run_section(run, "run").body
     assert "in-loop evaluations" in body and "step_0000010.json" in body and "acc_norm" in body
+    assert saved["tasks"]["copa"]["in_loop"] == {"precision": "fp32"}
+    assert "training loop (log.eval_tasks; the live model in fp32): copa, ppl:sample.txt" in body
+
+
+def test_pretrain_eval_names_the_in_loop_scores_it_replaces(tmp_path, text, restore_torch_threads, capsys):
+    """The final `pretrain eval` of the step the trainer evaluated (the demo's step 8) replaces the
+    in-loop scores: it says so with both numbers, not "scored again" (that is for a rerun of the
+    same command); a second run of the command then is one."""
+    from pretrain.cli import main
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    sample = tmp_path / "sample.txt"
+    sample.write_text(Path(text).read_text()[:1500])
+    run = tmp_path / "run"
+    cfg = tiny_config(run, text, "train.steps=4", "model.seq_len=32", "precision.dtype=bf16",
+                      f"log.eval_tasks=ppl:{sample}", "log.eval_tasks_every=4", "log.eval_tasks_limit=0")
+    Trainer(cfg, quiet=True).fit()
+    inloop = json.loads((run / "eval" / "step_0000004.json").read_text())
+    assert inloop["tasks"]["ppl:sample.txt"]["in_loop"] == {"precision": "bf16"}
+    argv = ["eval", str(run), "--tasks", f"ppl:{sample}", "--quiet"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    final = json.loads((run / "eval" / "step_0000004.json").read_text())
+    before, now = (d["results"]["ppl:sample.txt"]["bits_per_byte"] for d in (inloop, final))
+    assert "scored again" not in err and "in_loop" not in final["tasks"]["ppl:sample.txt"]
+    assert (f"replaced the in-loop scores of step 4 in {run / 'eval' / 'step_0000004.json'} (the live "
+            "model during training, in bf16; these are the checkpoint's, in fp32") in err
+    assert f"ppl:sample.txt bits_per_byte {before:.4f} -> {now:.4f}" in err
+    from pretrain.report_run import eval_table
+
+    assert "training loop" in eval_table(inloop) and "training loop" not in eval_table(final)
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "scored again: ppl:sample.txt" in err and "in-loop" not in err
 
 
 def test_sharded_layouts_are_refused(tmp_path, text):
@@ -120,3 +155,16 @@ def test_two_gloo_ranks_equal_one_process(tmp_path, text):
         assert [e["i"] for e in ours] == [e["i"] for e in res["examples"]]
         flat = [x for e in ours for x in e.get("lls", [])]
         assert flat == pytest.approx([x for e in res["examples"] for x in e.get("lls", [])], abs=1e-5)
+
+
+def test_the_in_loop_line_reads_a_hostile_file_safely():
+    """RUN/eval/ travels with a run: a marker that is not ours prints "?" (no terminal escape from the
+    file reaches stderr), and a result that is not a table of numbers shows the task's name alone."""
+    from pretrain.eval.resume import replaced_in_loop
+
+    old = {"tasks": {"a": {"in_loop": {"precision": "\x1b[2Jbf16"}}, "b": {"in_loop": "bf16"}},
+           "results": {"a": [1], "b": {"acc": 0.5}}}
+    doc = {"results": {"a": {"acc": 0.125}, "b": {"acc": 0.25}}, "model": {"step": 3}}
+    said = replaced_in_loop(old, doc, ["a", "b"], Path("f.json"))
+    assert "\x1b" not in said and "during training, in ?;" in said
+    assert said.endswith(": a, b acc 0.5000 -> 0.2500")

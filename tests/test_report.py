@@ -277,6 +277,27 @@ def test_a_damaged_input_is_one_line_naming_it(tmp_path, capsys):
         assert "not valid JSON" in err[0], err
 
 
+def test_a_demo_folder_or_an_eval_folder_says_what_to_give(tmp_path, capsys):
+    """`pretrain report demo-out` (what a newcomer types after the demo) and `report RUN/eval` were
+    "not a curate output, ...": the line now names the demo's page and its parts, or a result file."""
+    from pretrain.cli import main
+
+    demo = tmp_path / "demo-out"
+    (demo / "run" / "eval").mkdir(parents=True)
+    (demo / "demo.json").write_text("{}")
+    (demo / "plan.json").write_text("{}")
+    for name in ("step_0000005.json", "step_0000010.json"):
+        (demo / "run" / "eval" / name).write_text("{}")
+    assert main(["report", str(demo), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"it is a `pretrain demo` folder, whose page is {demo / 'report.html'}; its parts "
+                        f"are the arguments: pretrain report {demo / 'plan.json'} {demo / 'run'}"), err
+    assert main(["report", str(demo / "run" / "eval"), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"give one of its files, e.g. {demo / 'run' / 'eval' / 'step_0000010.json'}"), err
+    assert len(err.splitlines()) == 1
+
+
 def test_tokens_per_document_says_mean_beside_the_median_card(tmp_path):
     """The card shows the median tokens per document, the per-source table the mean: each labelled,
     so 597 (median) and 614 (mean) on the demo's page do not read as a contradiction."""
@@ -311,3 +332,34 @@ def test_skipped_input_records_of_a_token_directory_are_what_went_wrong(tmp_path
     m = json.loads((tmp_path / "t" / "manifest.json").read_text())
     (tmp_path / "t" / "manifest.json").write_text(json.dumps({**m, "skipped": {"x": "many", "y": [1]}}))
     assert section_for(tmp_path / "t", 0).problems == []
+def test_the_final_eval_loss_card_is_explained(tmp_path):
+    """The run's cards showed "final eval loss" with no word on what it is (the demo's summary
+    prints it too); the note under the cards says it, with the step it was measured at."""
+    from pretrain.report_run import _eval_loss_note, run_section
+
+    run = tmp_path / "run"
+    run.mkdir()
+    steps = [{"step": s, "loss": 4.0 - s / 10, "lr": 1e-3, "grad_norm": 1.0, "tokens_per_s": 100.0}
+             for s in range(1, 11)]
+    events = [{"event": "eval", "step": s, "eval_loss": 3.5 - s / 100} for s in (5, 10)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps + events))
+    body = run_section(run, "s0").body
+    assert "final eval loss: the mean cross-entropy per token (nats, as the loss) of the run at step 10" \
+        in body
+    assert _eval_loss_note([]) == ""  # no evaluation, no card to explain
+
+
+def test_settings_changed_are_those_the_run_set_not_its_presets_shape(tmp_path):
+    """RUN/config.toml spells out the preset's shape; the page listed all of it as "changed from
+    the defaults" (13 fields on the demo's page, which set seq_len and vocab_size). Measured against
+    the same preset spelled out, only what the recipe set is left."""
+    from pretrain import config
+    from pretrain.report_run import _settings
+    from pretrain.train.config import RunConfig
+    from pretrain.train.model import resolve_shape
+    from pretrain.train.record import resolved_config, write_config
+
+    cfg = config.load(RunConfig, None, ["model.seq_len=64", "model.n_layers=3", "train.steps=7"])
+    write_config(tmp_path, resolved_config(cfg, resolve_shape(cfg.model)))
+    said = _settings(tmp_path)
+    assert "(RUN/config.toml): train.steps = 7, model.n_layers = 3, model.seq_len = 64</p>" in said, said

@@ -272,3 +272,12 @@ def test_figures_are_png_files(tmp_path) -> None:
     assert [p.name for p in written] == ["float_ranges.png", "master_weights.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
     assert "fp32 climbs to 1.1" in (tmp_path / "index.md").read_text()
+
+
+def test_the_activation_table_prints_the_lessons_figures(sections) -> None:
+    """Section 2's printed GB are the lesson's own (104.2, 18.3, 1.07), not 104.15 and 18.25, which a
+    reader holding the lesson beside the terminal took for other numbers."""
+    table = next(t for t in sections["2"].tables if t.title.startswith("2. Activations"))
+    printed = {row[0]: row[1] for row in table.rows}
+    names = ("stored naively", "no stored attention scores", "activation checkpointing")
+    assert [printed[k] for k in names] == ["104.2", "18.3", "1.07"]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import xxhash
 
+from pretrain.commands.mix import table_text as mix_table
 from pretrain.curate import io as cio
 from pretrain.errors import UserError
 from pretrain.lifeline import child_env
@@ -342,7 +343,9 @@ def run_demo(s: DemoSettings) -> dict:
         capture=True,
     )
     (out / "mixture.json").write_text(mix)
-    console.print(mix.strip(), highlight=False)
+    # the table `pretrain mix` prints, not the JSON the report reads (14-digit epochs, "warning": true)
+    shown = json.loads(mix)
+    console.print(mix_table(shown["budget"], shown["weights_sum"], shown["sources"]), highlight=False)
     plan = _run(
         console,
         "5. plan: what this recipe would take at scale (Llama-3-8B on 64 H100s, 1T tokens)",

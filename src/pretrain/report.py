@@ -221,7 +221,20 @@ def _section_for(path: Path, index: int, remote: str | None = None) -> Section:
         raise ValueError(f"{path}: a TOML file; for a mixture report `pretrain mix {path} --json > "
                          "mix.json`, for a recipe the training run directory it wrote (train.out)")
     raise ValueError(f"{path}: not a curate output, token directory, mixture or plan JSON, "
-                     "eval result or training run")
+                     "eval result or training run" + _what_it_holds(path))
+
+
+def _what_it_holds(path: Path) -> str:
+    """A hint for the folders a newcomer points at first: the demo's OUT (its parts are the
+    arguments) and a run's eval/ folder (its files are)."""
+    if path.is_dir() and (path / "demo.json").is_file():
+        parts = [path / p for p in ("corpus", "tokens/web", "mixture.json", "plan.json", "run")]
+        return (f"; it is a `pretrain demo` folder, whose page is {path / 'report.html'}; its parts are "
+                f"the arguments: pretrain report {' '.join(str(p) for p in parts if p.exists())}")
+    results = sorted(path.glob("*.json")) if path.is_dir() else []
+    if results and path.name == "eval":
+        return f"; it is a folder of eval results: give one of its files, e.g. {results[-1]}"
+    return ""
 
 
 def _job_name(plan: Path) -> str | None:

@@ -175,7 +175,8 @@ def run_section(run: Path, sid: str) -> Section:
     parts.append(note("tokens/s: the median over logged steps of tokens in the step / the step's wall "
                       "time (the demo summary uses the same). "
                       + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
-                                        "has and a CPU does not.")))
+                                        "has and a CPU does not. ")
+                      + _eval_loss_note(evl)))
     parts.append(_checkpoints(run, events))
     parts.append(_model(run))
     data, over = _data(events)
@@ -326,12 +327,21 @@ def _model(run: Path) -> str:
 
 
 def _settings(run: Path) -> str:
-    """The run's settings that differ from the defaults (RUN/config.toml, model shape spelled out)."""
+    """The run's settings that differ from the defaults (RUN/config.toml). Its model shape is spelled
+    out there, so the defaults are spelled out with the same preset: the demo's page listed all 13
+    fields of tiny-cpu (n_layers = 4, mlp = "swiglu", ...) as changed, though it set two of them."""
     try:
+        import dataclasses
+
         from pretrain import config
         from pretrain.train.config import RunConfig
+        from pretrain.train.model import resolve_shape
+        from pretrain.train.record import resolved_config
 
-        diff = config.changed(config.load(RunConfig, run / "config.toml"))
+        cfg = config.load(RunConfig, run / "config.toml")
+        base = RunConfig()
+        base = dataclasses.replace(base, model=dataclasses.replace(base.model, preset=cfg.model.preset))
+        diff = config.changed(cfg, resolved_config(base, resolve_shape(base.model)))
     except Exception:  # noqa: BLE001 - a config of another version: the curves still stand
         return ""
     text = ", ".join(f"{k} = {json.dumps(v)}" for k, v in list(diff.items())[:40])
@@ -434,7 +444,31 @@ def eval_table(result: dict) -> str:
     model = result.get("model") or {}
     where = note(f"model {model.get('path')} at step {model.get('step')}") if model else ""
     return where + (table(["task", "kind", "examples", "shots", "metrics"], rows, {2, 3})
-                    if rows else note("no results"))
+                    if rows else note("no results")) + _in_loop_note(result, tasks)
+
+
+def _eval_loss_note(evl: list[dict]) -> str:
+    """What the "final eval loss" card is: the number had no word on the page (the demo printed it)."""
+    if not evl:
+        return ""
+    return (f"final eval loss: the mean cross-entropy per token (nats, as the loss) of the run at step "
+            f"{evl[-1].get('step')} on log.eval_batches batches of its held-out sources (data.eval_sources), "
+            "every log.eval_every steps; exp of it is their perplexity.")
+
+
+def _in_loop_note(result: dict, tasks: dict) -> str:
+    """Which rows the trainer scored (log.eval_tasks: the live model under the run's autocast) and
+    which `pretrain eval` scored (the checkpoint in fp32): one file can hold both, their last
+    digits differ, and nothing in the table said which was which."""
+    marks = {t: tasks[t].get("in_loop") for t in (result.get("results") or {})
+             if isinstance(tasks.get(t), dict) and "in_loop" in tasks[t]}
+    if not marks:
+        return ""
+    precision = sorted({str(m.get("precision")) if isinstance(m, dict) else "?" for m in marks.values()})
+    others = len(marks) < len(result["results"])
+    rest = "; the others by pretrain eval of the checkpoint, in fp32" if others else ""
+    return note(f"scored in the training loop (log.eval_tasks; the live model in {'/'.join(precision)}): "
+                f"{', '.join(sorted(marks))}{rest}")
 
 
 def _stderr(v: Any) -> str:

@@ -31,7 +31,8 @@ k-shot prompts draw their examples with --seed, so a rerun builds the same promp
 Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for
 a run, eval/NAME.json in the working directory for a folder NAME, or --output PATH. Per-example
 log-likelihoods are kept under "examples". Evaluating the same model with the same settings again
-adds its tasks to that file (a task run again is scored again and replaced, said on stderr);
+adds its tasks to that file (a task run again is scored again and replaced, said on stderr; the
+trainer's in-loop scores of that step are named with both numbers);
 another model or other settings replace the file, and the tasks it loses are named on stderr.
 The file is rewritten as each task finishes: killed (or pre-empted) after 5 of 6 tasks, the same
 command again scores only the sixth ("5 of 6 tasks already scored in FILE; scoring 1").
@@ -93,8 +94,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output and Path(args.output).is_dir():  # said before the model loads, not after scoring
         raise UserError(f"--output {args.output}: a folder; give the result file's path "
                         f"(e.g. {Path(args.output) / 'eval.json'})")
-    if args.output:
-        _check_writable(Path(args.output))
+    # where the results go, checked before the model loads: a teammate's read-only run folder failed
+    # at the first task's write, after that task's scoring
+    _check_writable(Path(args.output) if args.output else _default_folder(args.model) / "x.json",
+                    flag="--output" if args.output else "")
     if not (Path(args.model) / "config.toml").is_file() and (Path(args.model) / "config.json").is_file():
         for flag, value in (("--step", args.step), ("--tokenizer", args.tokenizer)):
             if value not in (None, ""):  # a folder has one model and its own tokenizer: ignored otherwise
@@ -132,8 +135,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_writable(out) -> None:
-    """--output's folder can be made and written: said before the model loads, not after a task."""
+def _default_folder(model: str):
+    """The folder the result file goes to without --output: RUN/eval/, or ./eval/ for a folder."""
+    from pathlib import Path
+
+    is_folder = not (Path(model) / "config.toml").is_file() and (Path(model) / "config.json").is_file()
+    return Path("eval") if is_folder else Path(model) / "eval"
+
+
+def _check_writable(out, flag: str = "--output") -> None:
+    """The result's folder can be made and written: said before the model loads, not after a task."""
     import os
 
     from pretrain.errors import UserError
@@ -141,8 +152,12 @@ def _check_writable(out) -> None:
     here = out.parent
     while not here.exists() and here != here.parent:
         here = here.parent
-    if not here.is_dir() or not os.access(here, os.W_OK | os.X_OK):
-        raise UserError(f"--output {out}: cannot write there ({here} is not a writable folder)")
+    if here.is_dir() and os.access(here, os.W_OK | os.X_OK):
+        return
+    if flag:
+        raise UserError(f"{flag} {out}: cannot write there ({here} is not a writable folder)")
+    raise UserError(f"cannot write the results into {out.parent}/ ({here} is not a writable folder); "
+                    "-o PATH writes them elsewhere")
 
 
 def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: list[str]):

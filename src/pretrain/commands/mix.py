@@ -56,16 +56,22 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps({"budget": mix.budget, "weights_sum": total, "sources": rows}, indent=2))
         return 0
-    print(f"budget D = {mix.budget:,.0f} tokens")
-    if abs(total - 1) > 1e-9:  # the weight column is normalized: say so, or 3 and 1 read as a typo
-        print(f"weights sum to {total:g}, not 1: each source's share is its weight / {total:g}")
-    print(f"{'source':<16}{'available':>18}{'weight':>9}{'drawn':>20}{'epochs':>9}")
-    for r in rows:
-        flag = (f"  WARNING: over {args.warn_epochs:g} epochs, expect memorization" if r["warning"] else
-                f"  repeated: each token drawn {r['epochs']:.1f} times on average" if r["repeated"] else "")
-        print(f"{r['source']:<16}{r['available']:>18,}{r['weight']:>9.3f}{r['drawn']:>20,.0f}"
-              f"{r['epochs']:>9.2f}{flag}")
+    print(table_text(mix.budget, total, rows, args.warn_epochs))
     return 0
+
+
+def table_text(budget: float, total: float, rows: list[dict], warn_epochs: float = 4.0) -> str:
+    """The table `pretrain mix` prints (also what `pretrain demo` shows of `mix --json`)."""
+    lines = [f"budget D = {budget:,.0f} tokens"]
+    if abs(total - 1) > 1e-9:  # the weight column is normalized: say so, or 3 and 1 read as a typo
+        lines.append(f"weights sum to {total:g}, not 1: each source's share is its weight / {total:g}")
+    lines.append(f"{'source':<16}{'available':>18}{'weight':>9}{'drawn':>20}{'epochs':>9}")
+    for r in rows:
+        flag = (f"  WARNING: over {warn_epochs:g} epochs, expect memorization" if r["warning"] else
+                f"  repeated: each token drawn {r['epochs']:.1f} times on average" if r.get("repeated") else "")
+        lines.append(f"{r['source']:<16}{r['available']:>18,}{r['weight']:>9.3f}{r['drawn']:>20,.0f}"
+                     f"{r['epochs']:>9.2f}{flag}")
+    return "\n".join(lines)
 
 
 def same_tokenizer(sources: dict) -> None:

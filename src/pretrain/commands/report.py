@@ -9,10 +9,11 @@ DESCRIPTION = """\
 Build one HTML page (no network needed to view it; plots embedded) from any of:
   a curate output directory     funnel per step, examples of rejects, duplicate clusters
   a token directory             its manifest
-  mixture*.json                 the mixture table (`pretrain mix --json > mixture.json`)
+  a mixture JSON                the mixture table (`pretrain mix mixture.toml --json > mix.json`)
   a plan JSON                   `pretrain plan ... --json > plan.json`
   a training run directory      loss / learning-rate / grad-norm curves, spike and rollback events,
-                                throughput and MFU, samples
+                                throughput and MFU, in-loop evaluations, samples
+  an eval result JSON           `pretrain eval` (RUN/eval/step_N.json): one row per task
 Each may be a URL (s3://bucket/corpus, gs://..., any fsspec URL): only the small files the page
 needs are read (stats, metrics.jsonl, manifests; rejects streamed up to what the page shows).
 
@@ -24,7 +25,8 @@ Example:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH", help="curate outputs, token dirs, plan JSON, runs")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="curate outputs, token dirs, mixture, plan or eval JSON, runs")
     p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default report.html)")
     p.add_argument("--title", default="pretrain report", help="the page's title (default: pretrain report)")
 

@@ -83,6 +83,9 @@ def eval_tasks_event(trainer) -> dict:
         info = {"path": str(trainer.run_dir.resolve()), "kind": "run", "step": trainer.step}
         settings = {"shots": log.eval_tasks_shots, "seed": 1234, "limit": log.eval_tasks_limit or None,
                     "ppl_tokens": PPL_TOKENS, "world_size": rank_world()[1]}
-        write_json(assemble(info, settings, results, seconds),
+        # each task says it was scored in the loop (the live model under the run's autocast), so a
+        # later `pretrain eval` of this step (the checkpoint in fp32) names what it replaces
+        marked = [{**r, "in_loop": {"precision": trainer.cfg.precision.dtype}} for r in results]
+        write_json(assemble(info, settings, marked, seconds),
                    trainer.run_dir / "eval" / f"step_{trainer.step:07d}.json")
     return fields

@@ -4,7 +4,8 @@ Schema `pretrain.eval/1` (one JSON object; RUN/eval/step_NNNNNNN.json for a run)
     {"schema": "pretrain.eval/1", "model": {"path", "kind": "run" | "hf", "step", "files"?, "tokenizer"?},
      "settings": {"shots", "seed", "limit", "ppl_tokens", "world_size"}, "seconds": float,
      "results": {TASK: {METRIC: number}},          # acc, acc_stderr, acc_norm, ..., perplexity, bits_per_byte
-     "tasks": {TASK: {"kind", "n", "shots", "seed", "path", "skipped": {reason: count}, "seconds"}},
+     "tasks": {TASK: {"kind", "n", "shots", "seed", "path", "skipped": {reason: count}, "seconds",
+                      "in_loop"?: {"precision"}}},   # in_loop: scored by the trainer (log.eval_tasks)
      "examples": {TASK: [{"i", "lls" | "generation", "acc", ...}, ...]}}
 `model.files` (a Hugging Face folder) fingerprints its files (`folder_fingerprint`): a folder exported
 again holds another model under the same path; `model.tokenizer` is a --tokenizer given. Metric names
@@ -31,8 +32,8 @@ def assemble(model: dict, settings: dict, task_results: list[dict], seconds: flo
     for r in task_results:
         name = r["task"]
         results[name] = dict(r["metrics"])
-        tasks[name] = {k: r[k] for k in ("kind", "n", "shots", "seed", "path", "skipped", "seconds")
-                       if k in r}
+        keys = ("kind", "n", "shots", "seed", "path", "skipped", "seconds", "in_loop")
+        tasks[name] = {k: r[k] for k in keys if k in r}
         examples[name] = r.get("examples", [])
     if task_results and all("seconds" in t for t in tasks.values()):  # the time behind these results
         seconds = sum(t["seconds"] for t in tasks.values())

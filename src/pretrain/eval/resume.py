@@ -94,14 +94,16 @@ class ResultFile:
         doc = self.document(seconds)
         self._write(doc)
         again = [r["task"] for s, r in self.done.items() if s not in self.taken and r["task"] in self.before]
-        if again and self.old is not None and same_model_and_settings(self.old, doc):
-            # a rerun of a finished command scores again: say so, rather than let it pass for a cache
-            # the training loop's log.eval_tasks writes this file too: on the demo's first run the
-            # "earlier" scores are the loop's last evaluation, which a newcomer did not ask for
-            by = ("the training loop's evaluation of this step or an earlier pretrain eval"
-                  if self.info.get("kind") == "run" else "an earlier pretrain eval")
-            print(f"scored again: {', '.join(again)} (already in {self.path}, from {by}; now replaced; "
-                  "only an interrupted evaluation is resumed)", file=sys.stderr)
+        if not again or self.old is None or not same_model_and_settings(self.old, doc):
+            return doc
+        old_tasks = self.old.get("tasks") or {}
+        in_loop = [t for t in again if isinstance(old_tasks.get(t), dict) and "in_loop" in old_tasks[t]]
+        if in_loop:  # the trainer's scores of this step: not a rerun of this command
+            print(replaced_in_loop(self.old, doc, in_loop, self.path), file=sys.stderr)
+        again = [t for t in again if t not in in_loop]
+        if again:  # a rerun of a finished command scores again: say so, rather than let it pass for a cache
+            print(f"scored again: {', '.join(again)} (already in {self.path}, now replaced; only an "
+                  "interrupted evaluation is resumed)", file=sys.stderr)
         return doc
 
     def document(self, seconds: float) -> dict:
@@ -116,3 +118,32 @@ class ResultFile:
             print(f"replaced {self.path}: its earlier results ({', '.join(lost)}) were for another model "
                   "or other settings; -o PATH keeps both", file=sys.stderr)
         self.said = True
+
+
+DTYPES = ("fp32", "bf16", "fp16", "fp8")  # precision.dtype's choices (train/config.py)
+# the number a line shows per task: the first of these its results hold
+HEADLINE = ("acc", "exact_match", "bits_per_byte", "memorized", "perplexity")
+
+
+def replaced_in_loop(old: dict, doc: dict, tasks: list[str], path: Path) -> str:
+    """The line for tasks the trainer had scored at this step (`log.eval_tasks`, the live model under
+    the run's autocast) that this evaluation of the checkpoint replaces: both numbers, so the two
+    evaluations are seen to agree (or not) rather than one silently taking the other's place."""
+    marks = [old["tasks"][t]["in_loop"] for t in tasks]
+    # the file may be someone else's: only a dtype we know reaches the terminal
+    precision = {x.get("precision") if isinstance(x, dict) and x.get("precision") in DTYPES else "?"
+                 for x in marks}
+    shown = []
+    for t in tasks:
+        before, now = (old.get("results") or {}).get(t), doc["results"].get(t) or {}
+        before = before if isinstance(before, dict) else {}
+        m = next((m for m in HEADLINE if _number(before.get(m)) and _number(now.get(m))), None)
+        shown.append(f"{t} {m} {before[m]:.4f} -> {now[m]:.4f}" if m else t)
+    step = (doc.get("model") or {}).get("step")
+    return (f"replaced the in-loop scores of step {step} in {path} (the live model during training, in "
+            f"{'/'.join(sorted(precision))}; these are the checkpoint's, in fp32; metrics.jsonl keeps the "
+            f"in-loop ones): {', '.join(shown)}")
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)

@@ -174,7 +174,7 @@ def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None
         raise UserError(f"task {spec!r} names no file: write {kind}:PATH (a text file or a token directory)")
     if kind or Path(spec).suffix in (".jsonl", ".gz"):
         if not Path(path).exists():
-            raise UserError(f"task {spec!r}: {path}: no such file or directory")
+            raise UserError(f"task {spec!r}: {path}: no such file or directory{_nearest_file(Path(path))}")
     elif spec not in KNOWN:
         raise _unknown(spec)
     elif benchmarks is None or not Path(benchmarks).is_dir():
@@ -200,6 +200,20 @@ def load_task(spec: str, benchmarks: str | Path | None) -> Task:
     if Path(spec).suffix in (".jsonl", ".gz"):
         return load_file(spec)
     raise _unknown(spec)
+
+
+def _nearest_file(path: Path) -> str:
+    """A file of that folder with a close name (`next_word.jsonl` -> next_words.jsonl), as a task
+    name's typo gets the nearest name; the first 1,000 entries only, a folder may be huge."""
+    import difflib
+    import itertools
+
+    try:
+        names = [p.name for p in itertools.islice(path.parent.iterdir(), 1000)]
+    except OSError:
+        return ""
+    near = difflib.get_close_matches(path.name, names, n=1, cutoff=0.8)
+    return f" (did you mean {path.parent / near[0]}?)" if near else ""
 
 
 def _unknown(spec: str) -> UserError:

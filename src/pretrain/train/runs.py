@@ -34,6 +34,8 @@ def load_run_model(run: str | Path, step: int | None = None):
         if found is None:
             raise UserError(f"{root}: no complete checkpoint")
         step, path = found
+        if attempt == 0:
+            _say_damaged(root, step)
         try:
             return _load(cfg, path, run), cfg, step
         except (UserError, OSError, RuntimeError):
@@ -42,6 +44,20 @@ def load_run_model(run: str | Path, step: int | None = None):
             if attempt == 2 or ck.is_complete(path):
                 raise  # still there: the error is about the checkpoint itself
     raise AssertionError("unreachable")
+
+
+def _say_damaged(root, used: int) -> None:
+    """Newer checkpoints whose files do not match their marker (a shard cut in a copy) are passed
+    over, as the trainer passes them over, and said as it says them: `pretrain eval RUN` scored an
+    older step without a word, so a damaged step 300 read as a run whose newest model was step 200."""
+    import os
+    import sys
+
+    if os.environ.get("RANK", "0") != "0":  # under torchrun: said once
+        return
+    for step, path, ok in ck.list_checkpoints(root):
+        if step > used and not ok and (why := ck.damage(path)):
+            print(f"{path}: not used: {why}; using step {used}", file=sys.stderr, flush=True)
 
 
 def _load(cfg: RunConfig, path, run: Path) -> torch.nn.Module:

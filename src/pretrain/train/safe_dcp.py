@@ -221,4 +221,18 @@ def safe_load(state: dict, path, no_dist: bool) -> None:
         for exc, _trace in e.failures.values():
             if isinstance(exc, UserError):
                 raise exc from None
-        raise
+        # anything else is a data file that does not read back (bytes overwritten in a copy, a disk
+        # error): one line naming the checkpoint and its data files, not DCP's per-rank traceback
+        exc = next(iter(e.failures.values()))[0]
+        text = str(exc).split("WeightsUnpickler error:")[-1]  # torch's page of advice: keep its cause
+        first = next((x.strip() for x in text.splitlines() if x.strip()), "")[:200]
+        raise UserError(f"{path}: a data file of this checkpoint ({_data_files(path)}) does not read: "
+                        f"{type(exc).__name__}: {first}; the checkpoint is damaged") from None
+
+
+def _data_files(path) -> str:
+    """The checkpoint's .distcp names, for an error (a local folder; a URL: the pattern)."""
+    if _is_url(path):
+        return "*.distcp"
+    names = sorted(p.name for p in Path(path).glob("*.distcp"))
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")

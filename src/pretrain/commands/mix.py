@@ -67,8 +67,9 @@ def table_text(budget: float, total: float, rows: list[dict], warn_epochs: float
         lines.append(f"weights sum to {total:g}, not 1: each source's share is its weight / {total:g}")
     lines.append(f"{'source':<16}{'available':>18}{'weight':>9}{'drawn':>20}{'epochs':>9}")
     for r in rows:
+        repeated = f"  repeated: each token drawn {r['epochs']:.1f} times on average"
         flag = (f"  WARNING: over {warn_epochs:g} epochs, expect memorization" if r["warning"] else
-                f"  repeated: each token drawn {r['epochs']:.1f} times on average" if r.get("repeated") else "")
+                repeated if r.get("repeated") else "")
         lines.append(f"{r['source']:<16}{r['available']:>18,}{r['weight']:>9.3f}{r['drawn']:>20,.0f}"
                      f"{r['epochs']:>9.2f}{flag}")
     return "\n".join(lines)

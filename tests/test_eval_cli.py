@@ -410,3 +410,16 @@ def test_no_benchmarks_folder_names_every_place_looked(tmp_path, monkeypatch):
     for place in (f"$PRETRAIN_BENCHMARKS = {tmp_path / 'b'} (no such folder)",
                   "$PRETRAIN_SHARED_DATA/benchmarks (unset)", "../shared/data/benchmarks (no such folder)"):
         assert place in str(e.value), str(e.value)
+
+
+def test_sample_says_how_many_tokens_did_not_decode(tiny_run, capsys):
+    # W2 (session 9): a barely trained byte model sampled hot emits bytes that form no character;
+    # they print as U+FFFD and one stderr line counts the tokens (at least one per mark).
+    from pretrain.cli import main
+
+    assert main(["sample", str(tiny_run), "--tokens", "60", "--temperature", "50", "--top-k", "0"]) == 0
+    out, err = capsys.readouterr()
+    marks = out.count("\N{REPLACEMENT CHARACTER}")
+    lines = [x for x in err.splitlines() if "did not decode to valid UTF-8" in x]
+    assert marks > 0 and len(lines) == 1, (out, err)
+    assert marks <= int(lines[0].split("pretrain sample: ")[1].split(" of ")[0]) <= 61, lines

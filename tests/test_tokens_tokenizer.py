@@ -294,3 +294,21 @@ def test_train_command_says_when_the_corpus_gives_fewer_ids_than_asked(tmp_path,
     assert cli_main(["tokenizer", "train", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "t.json"),
                      "--vocab-size", "300"]) == 0
     assert "asked" not in capsys.readouterr().out  # the size asked: nothing to say
+
+
+def test_undecodable_tokens_counts_the_bytes_of_no_character(tmp_path):
+    # W2 (session 9): `pretrain sample` after a short training shows U+FFFD marks; it says how many
+    # tokens they came from. Truth: Python's UTF-8 codec on the same bytes; the tokenizer path decodes
+    # as HF's ByteLevel decoder does (Rust's from_utf8_lossy: the same maximal-subpart replacement).
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+    from pretrain.train.data import decode_tokens, undecodable_tokens
+
+    raw = b"a\xff" + "é".encode() + b"\xe2\x82" + b"x" + "€".encode() + b"\xc3"
+    ids = list(raw) + [256]  # + end-of-text (special: decodes to nothing)
+    assert decode_tokens(ids) == raw.decode("utf-8", errors="replace")
+    assert undecodable_tokens(ids) == 4  # \xff, \xe2 \x82 (a cut euro sign), a final lone \xc3
+    path = tmp_path / "bytes.json"
+    byte_tokenizer().save(str(path))
+    assert decode_tokens(ids, str(path)) == raw.decode("utf-8", errors="replace")
+    assert undecodable_tokens(ids, str(path)) == 4
+    assert undecodable_tokens(list("plain ascii and é".encode())) == 0

@@ -126,7 +126,7 @@ def refuse_foreign(out: str) -> None:
     root = Path(out)
     kind = _other_kind(root)
     if kind:
-        raise UserError(f"{out} is {kind}, not a corpus job's output: curate into a new or empty --output")
+        raise UserError(f"{out} is {kind}, not a corpus job's output: use a new or empty --output")
     found = [name for name in JOB_FILES if (root / name).exists()]
     for sub in ("data", "rejects"):
         try:

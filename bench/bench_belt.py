@@ -32,6 +32,9 @@ Python-heavy code several-fold: read the unprofiled stage breakdown for shares).
 and of the stage breakdown; `--page-by-page` adds each one's +lang belt with the extract step's
 batch of one page (as it ran before batches); `--ours-only` skips trafilatura's belts and datatrove.
 
+What it is doing (the peer check, each set, each belt's fresh process and its result) goes to
+stderr as it goes, with the seconds since the start; the tables go to stdout.
+
 Run: .venv/bin/python bench/bench_belt.py [--backend resiliparse] [--page-by-page] [--ours-only]
      [--repeat 1] [--reasons] [--profile]
 """
@@ -227,6 +230,15 @@ def worker(job: dict) -> dict:
             "kept_ids": sorted(r.kept_ids), "stages": stages}
 
 
+T0 = time.perf_counter()
+
+
+def say(what: str) -> None:
+    """What the bench is doing, on stderr as it goes (it was silent for over 60 s before its first
+    table): the results on stdout stay a clean record."""
+    print(f"[{time.perf_counter() - T0:6.1f} s] {what}", file=sys.stderr, flush=True)
+
+
 def in_fresh_process(python: Path | str, argv: list[str], cwd: str | None = None) -> dict:
     proc = subprocess.run([str(python), *argv], capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
@@ -238,8 +250,12 @@ def measure_ours(files: list[Path], conf: tuple, warm: Path, repeat: int) -> Run
     _, backend, language, rest, *batch = conf
     job = {"files": [str(f) for f in files], "backend": backend, "language": language, "rest": rest,
            "warmup": str(warm), "batch_pages": batch[0] if batch else None}
+    say(f"  {conf[0]}: a fresh process loads the belt (models, tables), warms up on 3 pages, then times "
+        f"{len(files)} file(s)")
     runs = [in_fresh_process(sys.executable, [__file__, "--worker", json.dumps(job)]) for _ in range(repeat)]
-    return to_run(min(runs, key=lambda r: r["cpu"]))
+    best = to_run(min(runs, key=lambda r: r["cpu"]))
+    say(f"  {conf[0]}: {best.pages} pages in {best.cpu:.1f} CPU s")
+    return best
 
 
 def to_run(r: dict) -> Run:
@@ -327,8 +343,12 @@ def measure_peer(files: list[Path], filters: bool, warm: Path, repeat: int) -> R
         script.write_text(DATATROVE_SCRIPT, encoding="utf-8")
         job = {"timeout": TIMEOUT_S, "filters": filters, "warmup": str(warm),
                "files": [str(f) for f in files]}
+        label = PEER if filters else PEER_EXTRACT
+        say(f"  {label}: a fresh .venv-peers process imports datatrove, warms up, then times "
+            f"{len(files)} file(s)")
         runs = [in_fresh_process(PEERS, [str(script), json.dumps(job)], cwd=tmp) for _ in range(repeat)]
     best = min(runs, key=lambda r: r["cpu"])
+    say(f"  {label}: {best['counts']['read']} pages in {best['cpu']:.1f} CPU s")
     if best["shim"] and not getattr(measure_peer, "noted", False):
         measure_peer.noted = True  # type: ignore[attr-defined]
         print("note: .venv-peers' huggingface_hub is too old for datatrove's hub writers (unused here); "
@@ -521,6 +541,7 @@ def main() -> int:
                     help="time only the chosen belts: no trafilatura belts, no datatrove (quick)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one measurement, JSON job
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # each table as it is made, through `| tee` too
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
@@ -531,6 +552,7 @@ def main() -> int:
     bad = [b for b in backends if b not in BACKENDS]
     if bad or not backends:
         ap.error(f"--backend: unknown extractor {bad or args.backend!r}; choose from {', '.join(BACKENDS)}")
+    say("checking the peer (datatrove in .venv-peers)" if not args.ours_only else "ours only: no peer")
     missing = None if args.ours_only else datatrove_missing()
     if missing:
         print(f"{missing}; no peer to compare with, nothing measured")
@@ -559,7 +581,12 @@ def measure_all(sets: list[tuple[str, list[Path]]], confs: list[tuple], warm: Pa
     Our belts take turns (one run of each, `repeat` times over) so that a change in the shared
     machine's load falls on all of them alike; each keeps its best run."""
     totals: dict[str, list[float]] = {}
+    runs = len(sets) * (len(confs) * repeat + 2 * peers)
+    say(f"{runs} timed runs ({len(sets)} input sets x {len(confs)} of our belts"
+        f"{' + 2 of datatrove' if peers else ''}{f', {repeat} times' if repeat > 1 else ''}), each in a "
+        "fresh process; a table per set")
     for name, files in sets:
+        say(f"set {name}: {len(files)} file(s)")
         rows: dict[str, Run] = {}
         for _ in range(repeat):
             for conf in confs:

@@ -425,3 +425,62 @@ def test_a_run_folder_that_cannot_take_the_results_is_one_line_first(tiny_run, s
                    "not a writable folder); -o PATH writes them elsewhere")
     elsewhere = ["-o", str(tmp_path / "r.json")]
     assert main(["eval", str(run), "--tasks", f"ppl:{sample_text}", "--quiet", *elsewhere]) == 0
+def test_a_corpus_job_into_a_run_folder_is_refused(tiny_run, tmp_path, capsys):
+    # W2 (session 9): `pretrain curate IN -o RUN` said RUN "holds files that are not a pretrain
+    # job's (config.toml, ...)"; it names what RUN is, in one line, and writes nothing into it.
+    from pretrain.cli import main
+
+    (tmp_path / "in.jsonl").write_text(json.dumps({"text": "one line of text"}) + "\n")
+    before = sorted(p.name for p in tiny_run.iterdir())
+    assert main(["curate", str(tmp_path / "in.jsonl"), "--output", str(tiny_run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{tiny_run} is a training run's folder" in err[0], err
+    assert sorted(p.name for p in tiny_run.iterdir()) == before
+
+
+def test_benchmarks_are_found_under_pretrain_shared_data(tmp_path, monkeypatch):
+    # W2 (session 9): every other part of the project reads PRETRAIN_SHARED_DATA; eval looked only
+    # in $PRETRAIN_BENCHMARKS and ../shared/data/benchmarks, so from a worktree `--tasks arc_easy`
+    # found nothing. The real folder is found through it, and `--benchmarks` still wins.
+    from pretrain.eval.suite import benchmarks_dir
+    from pretrain.eval.tasks import check_spec
+
+    if not (SHARED_DATA / "benchmarks" / "llm-foundry" / "arc_easy.jsonl").is_file():
+        pytest.skip("needs ../shared/data/benchmarks")
+    monkeypatch.chdir(tmp_path)  # no ../shared/data beside it
+    monkeypatch.delenv("PRETRAIN_BENCHMARKS", raising=False)
+    monkeypatch.setenv("PRETRAIN_SHARED_DATA", str(SHARED_DATA))
+    assert Path(benchmarks_dir(None)) == SHARED_DATA / "benchmarks"
+    check_spec("arc_easy", benchmarks_dir(None))  # passes: the file is there
+    assert benchmarks_dir("elsewhere") == "elsewhere"  # as given: the caller says it is missing
+    monkeypatch.setenv("PRETRAIN_BENCHMARKS", str(tmp_path))  # an existing folder comes first
+    assert benchmarks_dir(None) == str(tmp_path)
+
+
+def test_no_benchmarks_folder_names_every_place_looked(tmp_path, monkeypatch):
+    from pretrain.errors import UserError
+    from pretrain.eval.suite import benchmarks_dir
+    from pretrain.eval.tasks import check_spec
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PRETRAIN_BENCHMARKS", str(tmp_path / "b"))
+    monkeypatch.delenv("PRETRAIN_SHARED_DATA", raising=False)
+    assert benchmarks_dir(None) is None
+    with pytest.raises(UserError) as e:
+        check_spec("arc_easy", benchmarks_dir(None))
+    for place in (f"$PRETRAIN_BENCHMARKS = {tmp_path / 'b'} (no such folder)",
+                  "$PRETRAIN_SHARED_DATA/benchmarks (unset)", "../shared/data/benchmarks (no such folder)"):
+        assert place in str(e.value), str(e.value)
+
+
+def test_sample_says_how_many_tokens_did_not_decode(tiny_run, capsys):
+    # W2 (session 9): a barely trained byte model sampled hot emits bytes that form no character;
+    # they print as U+FFFD and one stderr line counts the tokens (at least one per mark).
+    from pretrain.cli import main
+
+    assert main(["sample", str(tiny_run), "--tokens", "60", "--temperature", "50", "--top-k", "0"]) == 0
+    out, err = capsys.readouterr()
+    marks = out.count("\N{REPLACEMENT CHARACTER}")
+    lines = [x for x in err.splitlines() if "did not decode to valid UTF-8" in x]
+    assert marks > 0 and len(lines) == 1, (out, err)
+    assert marks <= int(lines[0].split("pretrain sample: ")[1].split(" of ")[0]) <= 61, lines

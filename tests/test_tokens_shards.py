@@ -604,3 +604,15 @@ def test_inspect_says_how_many_of_the_ids_it_lists(tokens, capsys):
     shown = json.loads(line[line.index("["):line.index("]") + 1])
     assert shown == doc[:len(shown)] and f"{len(doc):,} tokens" in line, line
     assert f"first {len(shown)} of the 30 decoded below" in line, line
+
+
+def test_a_corpus_job_into_a_token_directory_is_refused(tokens, tmp_path, capsys):
+    # W2 (session 9): `pretrain curate IN -o TOKENS` was refused as "holds files that are not a
+    # pretrain job's" only by luck of its names, and not at all for a killed tokenize's shards; it
+    # is refused naming what the folder is, as `tokenize` names a corpus OUT, and nothing is written.
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in _docs(5, 20)))
+    before = {p.name: p.read_bytes() for p in tokens.iterdir()}
+    assert cli_main(["curate", str(tmp_path / "in.jsonl"), "--output", str(tokens)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{tokens} is a token directory" in err[0] and "pretrain tokenize" in err[0], err
+    assert {p.name: p.read_bytes() for p in tokens.iterdir()} == before

@@ -294,3 +294,45 @@ def test_train_command_says_when_the_corpus_gives_fewer_ids_than_asked(tmp_path,
     assert cli_main(["tokenizer", "train", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "t.json"),
                      "--vocab-size", "300"]) == 0
     assert "asked" not in capsys.readouterr().out  # the size asked: nothing to say
+
+
+def test_undecodable_tokens_counts_the_bytes_of_no_character(tmp_path):
+    # W2 (session 9): `pretrain sample` after a short training shows U+FFFD marks; it says how many
+    # tokens they came from. Truth: Python's UTF-8 codec on the same bytes; the tokenizer path decodes
+    # as HF's ByteLevel decoder does (Rust's from_utf8_lossy: the same maximal-subpart replacement).
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+    from pretrain.train.data import decode_tokens, undecodable_tokens
+
+    raw = b"a\xff" + "é".encode() + b"\xe2\x82" + b"x" + "€".encode() + b"\xc3"
+    ids = list(raw) + [256]  # + end-of-text (special: decodes to nothing)
+    assert decode_tokens(ids) == raw.decode("utf-8", errors="replace")
+    assert undecodable_tokens(ids) == 4  # \xff, \xe2 \x82 (a cut euro sign), a final lone \xc3
+    path = tmp_path / "bytes.json"
+    byte_tokenizer().save(str(path))
+    assert decode_tokens(ids, str(path)) == raw.decode("utf-8", errors="replace")
+    assert undecodable_tokens(ids, str(path)) == 4
+    assert undecodable_tokens(list("plain ascii and é".encode())) == 0
+
+
+def test_tokenizer_train_shows_reading_then_training_on_request_only(tmp_path, capsys):
+    # W2 (session 9): `pretrain tokenizer train` was silent for the minutes HF tokenizers trains.
+    # With --progress: a reading bar by bytes, then "BPE on N MB, D documents" and the elapsed time;
+    # without a terminal (the default here, captured) the summary line alone. Same tokenizer either way.
+    from pretrain.cli import main
+
+    texts = [" ".join(f"word{i % 37} token{i % 11}" for i in range(k, k + 400)) for k in range(30)]
+    for n in (0, 1):
+        (tmp_path / f"c{n}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[n::2]))
+    mb = sum(len(t.encode()) for t in texts) / 1e6
+    outs = {}
+    for flag in ("--progress", None):
+        argv = ["tokenizer", "train", str(tmp_path / "c0.jsonl"), str(tmp_path / "c1.jsonl"),
+                "-o", str(tmp_path / f"{flag}.json"), "--vocab-size", "300"]
+        assert main(argv + ([flag] if flag else [])) == 0
+        outs[flag] = capsys.readouterr()
+    err = outs["--progress"].err
+    assert f"BPE on {mb:,.1f} MB, {len(texts)} documents" in err and "trained BPE in " in err, err
+    assert "2/2 files" in err and f"{len(texts)} docs" in err, err
+    assert outs[None].err == "" and outs[None].out.count("\n") == 1, outs[None]
+    sha = [o.out.split("sha256 ")[1].split()[0] for o in outs.values()]
+    assert sha[0] == sha[1]

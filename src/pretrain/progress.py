@@ -136,6 +136,14 @@ class Progress:
 
         return tick
 
+    def pending(self, name: str, info: str) -> Callable[[], None]:
+        """A phase of unknown length (work inside a library that reports nothing, such as HF
+        tokenizers' merges): a pulsing bar, `info` and the elapsed time; returns `done()`."""
+        if not self._tasks:
+            self._bar.start()
+        task = self._tasks[name] = self._bar.add_task(name, total=None, done="", info=info)
+        return lambda: self._bar.update(task, total=1, completed=1)
+
     def _refresh(self, name: str) -> None:
         ph, task = self._phase[name], self._tasks[name]
         if not ph["sizes"]:

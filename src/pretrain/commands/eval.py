@@ -51,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=None,
                         help="first N examples of each task (default 0 = all; mem: windows, default 200)")
     parser.add_argument("--benchmarks", default=None,
-                        help="benchmarks folder (default $PRETRAIN_BENCHMARKS or ../shared/data/benchmarks)")
+                        help="benchmarks folder (default: the first that exists of $PRETRAIN_BENCHMARKS, "
+                        "$PRETRAIN_SHARED_DATA/benchmarks, ../shared/data/benchmarks)")
     parser.add_argument("-o", "--output", default=None,
                         help="result JSON (default RUN/eval/step_N.json; for a Hugging Face folder "
                         "NAME: eval/NAME.json in the working directory)")

@@ -14,7 +14,9 @@ prompt token by token (temperature and top-k sampling; --temperature 0 is greedy
 
   pretrain sample runs/tiny --prompt "ROMEO:" --tokens 200
 
-Prints the prompt followed by the generated continuation.
+Prints the prompt followed by the generated continuation. Bytes that form no valid UTF-8
+character (usual early in training) are printed as U+FFFD, as Hugging Face's decode does, and a
+line on stderr says how many tokens did not decode.
 
 Past the model's context (model.seq_len tokens) the window slides: each new token is predicted
 from the last seq_len tokens only (a longer prompt is cut the same way), so text can go on past
@@ -79,7 +81,22 @@ def run(args: argparse.Namespace) -> int:
     gen = torch.Generator().manual_seed(args.seed)
     out = generate(model, idx, args.tokens, args.temperature, args.top_k, gen)
     print(decode_tokens(out[0].tolist(), tokenizer))
+    _say_undecodable(out[0].tolist(), tokenizer)
     return 0
+
+
+def _say_undecodable(ids: list[int], tokenizer: str) -> None:
+    """Once, on stderr: the tokens shown as U+FFFD, so that a newcomer reading replacement marks
+    after a short training knows they are the model's, not a broken terminal or file."""
+    import sys
+
+    from pretrain.train.data import undecodable_tokens
+
+    bad = undecodable_tokens(ids, tokenizer)
+    if bad:
+        print(f"pretrain sample: {bad:,} of {len(ids):,} tokens (prompt and continuation) did not decode "
+              "to valid UTF-8 text, shown as \N{REPLACEMENT CHARACTER} (U+FFFD): byte pieces that form no "
+              "character, usual for a model early in training", file=sys.stderr)
 
 
 def _tokenizer_of_shards(sources: dict) -> str:

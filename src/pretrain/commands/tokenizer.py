@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from pathlib import Path
 
 from pretrain.bounds import Number
 
@@ -43,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=None, help="train on at most this many MB of text (default: all of it)")
     t.add_argument("--text-field", default="text", metavar="NAME",
                    help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
+    t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress on stderr: a bar by bytes read inside each file, then the BPE training "
+                        "with its elapsed time (default: when stderr is a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.curate.readers import list_inputs
     from pretrain.errors import UserError
     from pretrain.faults import merge_faults
+    from pretrain.progress import ShardMeter
     from pretrain.tokens.pipeline import iter_texts, oversize_hint
     from pretrain.tokens.tokenizer import EOT, tokenizer_sha256, train_tokenizer
     from pretrain.untrusted import printable
@@ -73,25 +79,41 @@ def run(args: argparse.Namespace) -> int:
     errors: dict[str, int] = {}
     named: list[str] = []  # per file with bad records: `F: 3 records skipped (line 2: ...; ...)`
 
-    def texts():
-        for f in files:
+    def texts(meters=None, tick=lambda result=None: None, end=lambda: None):
+        try:
+            yield from _read(meters, tick)
+        finally:
+            end()
+
+    def _read(meters, tick):
+        for i, f in enumerate(files):
             bad: dict[str, int] = {}
             first: dict[str, str] = {}
+            docs = iter_texts(f, bad, args.text_field, first)
+            if meters is not None:  # the bar's position inside this file (progress.ShardMeter)
+                docs = ShardMeter(meters / f"{i}.json", f).wrap(docs)
+            read, cut = 0, False
             try:
-                for text in iter_texts(f, bad, args.text_field, first):
+                for text in docs:
                     if limit is not None and seen["bytes"] >= limit:
+                        cut = True  # --max-mb: the rest of this file is not read (nor counted whole)
                         return
                     seen["bytes"] += len(text.encode("utf-8"))
                     seen["docs"] += 1
+                    read += 1
                     yield text
             finally:  # the file and its first bad record of each kind, as tokenize names them
+                if not cut:
+                    tick({"shard": i, "read": read})
                 merge_faults(errors, bad)
                 if bad:
                     said = bad_records({"skipped": bad, "first_skipped": first})[2:]  # minus "; "
                     named.append(f"{printable(str(f))}: {said}")
 
     t0 = time.perf_counter()
-    tok = train_tokenizer(texts(), args.vocab_size, [EOT, *args.special], args.min_frequency)
+    with _shown(args.progress, files, seen, t0) as (meters, tick, end):
+        tok = train_tokenizer(texts(meters, tick, end), args.vocab_size, [EOT, *args.special],
+                              args.min_frequency)
     seconds = time.perf_counter() - t0
     if seen["docs"] == 0:  # HF would return the 256 byte tokens and call it trained
         from pretrain.curate.report import why_none_read
@@ -119,6 +141,39 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         print(skipped_kinds(errors), file=sys.stderr)  # no manifest to point to: every kind
     return 0
+
+
+@contextlib.contextmanager
+def _shown(enabled: bool | None, files: list, seen: dict, t0: float):
+    """(meters folder or None, tick, end) while the texts are read: a bar by bytes inside each file;
+    at `end` (HF tokenizers has every text) "training BPE on N MB" with its elapsed time, since its
+    merges report nothing. Nothing without a terminal or with --no-progress: the summary says it."""
+    import tempfile
+    import time
+
+    from pretrain.progress import Progress, seconds_text
+
+    progress = Progress(enabled)
+    if not progress.enabled:
+        yield None, lambda result=None: None, lambda: None
+        return
+    state: dict = {}
+
+    def end() -> None:  # the reader is done (or --max-mb reached): the merges run now
+        state["t"] = time.perf_counter()
+        state["done"] = progress.pending("training", f"BPE on {seen['bytes'] / 1e6:,.1f} MB, "
+                                         f"{seen['docs']:,} documents ...")
+
+    with tempfile.TemporaryDirectory(prefix="pretrain-tokenizer-") as meters:
+        try:
+            read = progress.start("reading", len(files), [str(f) for f in files], Path(meters))
+            yield Path(meters), read, end
+            state.get("done", lambda: None)()
+        finally:
+            progress.close()
+    if "t" in state:
+        progress.console.print(f"trained BPE in {seconds_text(time.perf_counter() - state['t'])} "
+                               f"after {seconds_text(state['t'] - t0)} of reading")
 
 
 def _short_of(got: int, args: argparse.Namespace) -> str:

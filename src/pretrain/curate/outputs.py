@@ -124,6 +124,9 @@ def refuse_foreign(out: str) -> None:
     if io.is_url(out) or (Path(out) / "plan.json").exists() or not Path(out).is_dir():
         return
     root = Path(out)
+    kind = _other_kind(root)
+    if kind:
+        raise UserError(f"{out} is {kind}, not a corpus job's output: use a new or empty --output")
     found = [name for name in JOB_FILES if (root / name).exists()]
     for sub in ("data", "rejects"):
         try:
@@ -136,6 +139,28 @@ def refuse_foreign(out: str) -> None:
         shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
         raise UserError(f"{out} holds files that are not a pretrain job's ({shown}); a job would overwrite "
                         "or mix with them: use a new or empty --output")
+
+
+def _other_kind(root: Path) -> str:
+    """What another command made `root` ("" when none): a token directory (`pretrain tokenize`:
+    manifest.json) or a training run (`pretrain train`: metrics.jsonl or checkpoints/). Said by name,
+    as `pretrain tokenize` says it of a corpus OUT, since "holds files that are not a pretrain job's"
+    read as if the folder were a stranger's."""
+    if _is_token_manifest(root / "manifest.json") or any(root.glob("shard_*.idx")):  # (or a killed one)
+        return "a token directory (made by `pretrain tokenize`: manifest.json, shards)"
+    if (root / "metrics.jsonl").is_file() or (root / "checkpoints").is_dir():
+        return "a training run's folder (made by `pretrain train`: metrics.jsonl, checkpoints/)"
+    return ""
+
+
+def _is_token_manifest(path: Path) -> bool:
+    from pretrain.tokens.shards import FORMAT  # (a light module: numpy and json)
+
+    try:
+        raw = path.read_bytes() if path.stat().st_size < MAX_PLAN_BYTES else b""
+        return json.loads(raw).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 PROBE = ".write-probe"

@@ -9,7 +9,6 @@ Examples (and perplexity windows) are split over the data-parallel ranks when a 
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -19,21 +18,21 @@ from pretrain.eval import harness
 from pretrain.eval.lm import EvalModel
 from pretrain.eval.perplexity import read_tokens, rolling_requests
 from pretrain.eval.scoring import loglikelihood_tokens
-from pretrain.eval.tasks import load_task
+from pretrain.eval.tasks import benchmark_places, load_task
 
-DEFAULT_BENCHMARKS = "../shared/data/benchmarks"
 MAX_TEXT_BYTES = 64 << 20  # perplexity reads at most this much text: evaluation, not a corpus pass
 
 
 def benchmarks_dir(given: str | None) -> str | None:
-    """--benchmarks (as given, even when missing: the caller says so), else $PRETRAIN_BENCHMARKS,
-    else ../shared/data/benchmarks when it exists."""
+    """--benchmarks (as given, even when missing: the caller says so), else the first existing
+    folder of `tasks.benchmark_places()`: $PRETRAIN_BENCHMARKS, $PRETRAIN_SHARED_DATA/benchmarks,
+    ../shared/data/benchmarks. None when none exists (the task's error names every place)."""
     if given:
         return given
-    for cand in (os.environ.get("PRETRAIN_BENCHMARKS"), DEFAULT_BENCHMARKS):
+    for _, cand in benchmark_places():
         if cand and Path(cand).is_dir():
             return cand
-    return given
+    return None
 
 
 def split_specs(specs: str | list[str]) -> list[str]:

@@ -22,6 +22,7 @@ and counted, never fatal.
 from __future__ import annotations
 
 import gzip
+import os
 import random
 import re
 import zlib
@@ -165,6 +166,26 @@ def load_file(path: str | Path, name: str | None = None, kind: str | None = None
     return Task(name or path.name.split(".")[0], kind, str(path), docs, skipped=skipped)
 
 
+def benchmark_places() -> list[tuple[str, str | None]]:
+    """Where a benchmarks folder is looked for when none is given, in order: (the place as a user
+    writes it, its path or None when the variable is unset). PRETRAIN_SHARED_DATA is honoured as
+    by the rest of the project (tests, bench/): a git worktree has no ../shared beside it."""
+    shared = os.environ.get("PRETRAIN_SHARED_DATA")
+    return [("$PRETRAIN_BENCHMARKS", os.environ.get("PRETRAIN_BENCHMARKS") or None),
+            ("$PRETRAIN_SHARED_DATA/benchmarks", str(Path(shared) / "benchmarks") if shared else None),
+            ("../shared/data/benchmarks", "../shared/data/benchmarks")]
+
+
+def _no_folder(spec: str, benchmarks: str | Path | None) -> UserError:
+    """The folder a named task needs is missing: the one given, or every place looked."""
+    if benchmarks is not None:
+        return UserError(f"task {spec!r} needs the benchmarks folder: {benchmarks}: no such folder")
+    looked = "; ".join(f"{name} (unset)" if path is None else f"{name} (no such folder)" if path == name
+                       else f"{name} = {path} (no such folder)" for name, path in benchmark_places())
+    return UserError(f"task {spec!r} needs the benchmarks folder, found in none of: {looked}; "
+                     "pass --benchmarks DIR (laid out like ../shared/data/benchmarks)")
+
+
 def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None:
     """A task that cannot run says so before a model is loaded (a missing file is one line, not a
     traceback after the tasks before it were scored). MMLU with shots needs its dev split: without
@@ -178,8 +199,7 @@ def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None
     elif spec not in KNOWN:
         raise _unknown(spec)
     elif benchmarks is None or not Path(benchmarks).is_dir():
-        raise UserError(f"task {spec!r} needs the benchmarks folder: pass --benchmarks DIR "
-                        f"(laid out like ../shared/data/benchmarks)")
+        raise _no_folder(spec, benchmarks)
     elif not (Path(benchmarks) / KNOWN[spec]).is_file():
         raise UserError(f"task {spec!r}: {Path(benchmarks) / KNOWN[spec]}: no such file")
     elif shots > 0 and spec.startswith("mmlu") and not (Path(benchmarks) / MMLU_DEV).is_file():
@@ -191,8 +211,7 @@ def load_task(spec: str, benchmarks: str | Path | None) -> Task:
     """A task by name (under `benchmarks`) or by path to a .jsonl file."""
     if spec in KNOWN:
         if benchmarks is None or not Path(benchmarks).is_dir():
-            raise UserError(f"task {spec!r} needs the benchmarks folder: pass --benchmarks DIR "
-                            f"(laid out like ../shared/data/benchmarks)")
+            raise _no_folder(spec, benchmarks)
         task = load_file(Path(benchmarks) / KNOWN[spec], spec)
         if task.kind == "mmlu" and (Path(benchmarks) / MMLU_DEV).is_file():  # check_spec: needed with shots
             task.shots_pool = load_file(Path(benchmarks) / MMLU_DEV, "mmlu_dev").docs

@@ -132,7 +132,7 @@ class LogConfig:
     eval_tasks_every: int = bounded(0, why="steps")  # steps between task evaluations; 0 = eval_every
     eval_tasks_limit: int = bounded(200, why="examples per task")  # first N examples of each task (0 = all)
     eval_tasks_shots: int = bounded(0, hi=1000, why="few-shot examples per prompt (ARC: 25)")
-    eval_benchmarks: str = ""  # folder the task names resolve in ("" = $PRETRAIN_BENCHMARKS or ../shared)
+    eval_benchmarks: str = ""  # folder the task names resolve in ("" = as `pretrain eval --help` says)
     peak_flops: float = bounded(0.0, why="FLOP/s of one device")  # per device, for MFU; 0 = unknown (no MFU)
 
 

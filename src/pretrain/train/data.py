@@ -37,6 +37,46 @@ def decode_tokens(ids: list[int], tokenizer: str = "") -> str:
     return load_tokenizer(tokenizer).decode(ids)
 
 
+def undecodable_tokens(ids: list[int], tokenizer: str = "") -> int:
+    """How many of `ids` carry a byte that is part of no valid UTF-8 character of the decoded text
+    (each such run shows as U+FFFD: decoding replaces, as Hugging Face's decode does). Counted for
+    byte ids and byte-level BPE (a partly trained model emits byte pieces that do not form
+    characters); 0 for a tokenizer whose tokens are not bytes."""
+    pieces = _token_bytes(ids, tokenizer)
+    if pieces is None:
+        return 0
+    bad, off = [], 0
+    # surrogateescape turns each invalid byte (always >= 0x80) into one lone surrogate U+DC80..DCFF
+    for ch in b"".join(pieces).decode("utf-8", errors="surrogateescape"):
+        if "\udc80" <= ch <= "\udcff":
+            bad.append(off)
+            off += 1
+        else:
+            off += len(ch.encode("utf-8"))
+    ends = np.cumsum([len(p) for p in pieces])
+    return len(set(np.searchsorted(ends, bad, side="right").tolist()))
+
+
+def _token_bytes(ids: list[int], tokenizer: str) -> list[bytes] | None:
+    """Each token's bytes as decode sees them (special tokens: none); None when not byte-level."""
+    if not tokenizer:
+        return [bytes([i]) if 0 <= i < 256 else b"" for i in ids]
+    from pretrain.tokens.hf_tokenizer import bytes_to_unicode
+    from pretrain.tokens.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+    if type(tok.decoder).__name__ != "ByteLevel":
+        return None
+    back = {c: b for b, c in bytes_to_unicode().items()}
+    special = {i for i, t in tok.get_added_tokens_decoder().items() if t.special}
+    out = []
+    for i in ids:
+        piece = tok.id_to_token(i) or ""
+        ok = i not in special and all(c in back for c in piece)
+        out.append(bytes(back[c] for c in piece) if ok else b"" if i in special else piece.encode("utf-8"))
+    return out
+
+
 class TextLoader:
     """Random windows of one token array; batch i's offsets depend only on (seed, i, rank slice).
 

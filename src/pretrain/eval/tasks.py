@@ -179,7 +179,8 @@ def benchmark_places() -> list[tuple[str, str | None]]:
 def _no_folder(spec: str, benchmarks: str | Path | None) -> UserError:
     """The folder a named task needs is missing: the one given, or every place looked."""
     if benchmarks is not None:
-        return UserError(f"task {spec!r} needs the benchmarks folder: {benchmarks}: no such folder")
+        return UserError(f"task {spec!r} needs the benchmarks folder: --benchmarks {benchmarks}: no such "
+                         "folder (give one laid out like ../shared/data/benchmarks)")
     looked = "; ".join(f"{name} (unset)" if path is None else f"{name} (no such folder)" if path == name
                        else f"{name} = {path} (no such folder)" for name, path in benchmark_places())
     return UserError(f"task {spec!r} needs the benchmarks folder, found in none of: {looked}; "

@@ -163,8 +163,9 @@ def test_dedup_job_from_s3_reads_each_input_object_once(tmp_path, s3_here):  # n
 def test_an_output_file_removed_after_the_run_is_written_again(tmp_path, capsys, lost):
     # The done markers live in OUT/work; the outputs in OUT/data and OUT/rejects. A rerun after
     # one output went missing must write it again, not report a finished job with a hole in it.
+    # A short page in part0 gives filters_00000 a reject (a shard with none writes no file there).
     docs = _prose(10, seed=11)
-    corpus = _corpus(tmp_path / "corpus", docs + docs[:2])
+    corpus = _corpus(tmp_path / "corpus", ["Too short to keep."] + docs[:9] + docs[:2])
     out = tmp_path / "out"
     args = ["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
             "--set", 'steps=["rules","dedup"]']

@@ -63,6 +63,18 @@ def exists(path: str | Path) -> bool:
     return Path(path).exists()
 
 
+def remove(path: str | Path) -> None:
+    """Remove a file or object if it is there."""
+    if is_url(path):
+        fs, p = url_fs(str(path))
+        try:
+            fs.rm_file(p)
+        except FileNotFoundError:
+            pass
+        return
+    Path(path).unlink(missing_ok=True)
+
+
 def read_bytes(path: str | Path) -> bytes:
     if is_url(path):
         fs, p = url_fs(str(path))
@@ -245,12 +257,21 @@ def dumps_line(obj: Any) -> bytes:
         return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
+class _NothingWritten(Exception):
+    """Thrown into `atomic_path` to drop the temporary file of a writer that got no record."""
+
+
 class JsonlZstWriter:
     """`write(record)` one at a time; the file appears whole at `path` when the `with` block ends
-    without an error (nothing appears otherwise). Memory stays at the compressor's window."""
+    without an error (nothing appears otherwise). Memory stays at the compressor's window.
 
-    def __init__(self, path: str | Path, tmp_dir: str | Path | None = None):
-        self.path, self.tmp_dir, self.count = path, tmp_dir, 0
+    `keep_empty=False`: a writer that got no record leaves no file (and removes one an earlier run
+    left at `path`), as datatrove's writers open a rank's file at its first document. A corpus
+    folder then holds no 13-byte zstd frame of nothing, which every reader, ours included, would
+    report as an empty file (docs/decisions.md, 2026-12-02)."""
+
+    def __init__(self, path: str | Path, tmp_dir: str | Path | None = None, keep_empty: bool = True):
+        self.path, self.tmp_dir, self.keep_empty, self.count = path, tmp_dir, keep_empty, 0
 
     def __enter__(self) -> JsonlZstWriter:
         self._atomic = atomic_path(self.path, self.tmp_dir)
@@ -271,6 +292,10 @@ class JsonlZstWriter:
         except BaseException as e:  # a failed flush must not commit a short file
             self._atomic.__exit__(type(e), e, e.__traceback__)
             raise
+        if exc[0] is None and self.count == 0 and not self.keep_empty:
+            self._atomic.__exit__(_NothingWritten, _NothingWritten(), None)  # the temporary goes
+            remove(self.path)
+            return
         self._atomic.__exit__(*exc)
 
 

@@ -202,6 +202,9 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
 
     clock = Attempts(lay)
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
+    if not io.is_url(lay.out):  # a shard that keeps nothing writes no file: the folders are there anyway
+        for sub in ("data", "rejects"):
+            Path(lay.out, sub).mkdir(exist_ok=True)
     from pretrain.curate.report import markers, resuming, shards_left
 
     names = markers(lay)

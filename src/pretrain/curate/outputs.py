@@ -104,9 +104,11 @@ def _is_job_plan(plan: Path) -> bool:
 
 def url_job_data_only(fs, hits: list[str], every: list[str]) -> list[str]:
     """`job_data_only` for the objects under a URL prefix (`every`: all of them, `hits`: the
-    readable ones)."""
+    readable ones). A job whose shards all kept nothing has no object under data/ (no empty
+    shards are written): its rejects/ or stats.json mark it too."""
     outs = [p[: -len("/plan.json")] for p in every if p.endswith("/plan.json")]
-    outs = [o for o in outs if any(h.startswith(f"{o}/data/") for h in hits)
+    outs = [o for o in outs if any(h.startswith((f"{o}/data/", f"{o}/rejects/")) or h == f"{o}/stats.json"
+                                   for h in every)
             and fs.size(f"{o}/plan.json") < MAX_PLAN_BYTES and is_job_identity(fs.cat_file(f"{o}/plan.json"))]
     return [h for h in hits
             if not any(h.startswith(f"{o}/") and not h.startswith(f"{o}/data/") for o in outs)]

@@ -237,7 +237,7 @@ def run_shard(task: ShardTask) -> dict:
             _check_unchanged(task, local)
             read = versions.of_read(local) if local == Path(task.path) else None  # the bytes it reads
             docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
-            n_read, n_kept = _filter(task, lay, steps, docs, local, shape)
+            n_read, n_kept, n_rejects = _filter(task, lay, steps, docs, local, shape)
             if read is not None:
                 versions.unchanged(local, read)
         finally:
@@ -260,7 +260,7 @@ def run_shard(task: ShardTask) -> dict:
     def commit() -> None:  # the objects first, the marker last
         io.upload_pending(pending)
         io.write_json_atomic(lay.shard_stats(task.shard), stats)
-        io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash,
+        io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash, "rejects": n_rejects,
                                                    **({"input": read} if read else {})}, marker)
 
     _commit(task.overlap, commit, pending)
@@ -270,15 +270,33 @@ def run_shard(task: ShardTask) -> dict:
 def _filtered(task: ShardTask, lay: Layout) -> bool:
     """Stage A of this shard is done, its output still there and its signature files check out
     (else the shard runs again)."""
-    done = io.is_done(lay.shard_stats(task.shard), task.job_hash, lay.marker("filter", task.shard))
-    return done and io.exists(lay.rejects(task.shard)) and _kept_there(task, lay) and (
-        not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup))
+    marker = lay.marker("filter", task.shard)
+    done = io.is_done(lay.shard_stats(task.shard), task.job_hash, marker)
+    return done and _there(lay.rejects(task.shard), _marked(marker, "rejects")) and \
+        _kept_there(task, lay) and \
+        (not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup))
 
 
 def _written(task: ShardTask, lay: Layout) -> bool:
     """Stage C of this shard is done: its marker, and its outputs (not removed since)."""
-    return io.is_done(lay.data(task.shard), task.job_hash, lay.marker("write", task.shard)) and all(
-        map(io.exists, (lay.data(task.shard), lay.dedup_rejects(task.shard))))
+    marker = lay.marker("write", task.shard)
+    if not io.is_done(lay.data(task.shard), task.job_hash, marker):
+        return False
+    counts = _marked(marker, "counts") or {}
+    kept = counts.get("kept")
+    dropped = None if kept is None else counts.get("in", 0) - kept
+    return _there(lay.data(task.shard), kept) and _there(lay.dedup_rejects(task.shard), dropped)
+
+
+def _marked(marker: Path, key: str):
+    """What a done marker recorded under `key` (None when absent: a marker of an older version)."""
+    return json.loads(marker.read_text()).get(key)
+
+
+def _there(path: str, records: int | None) -> bool:
+    """An output is where its marker left it: a file of `records` records exists, one of none was
+    never written (`keep_empty=False`); `records` unknown (an older marker): the file exists."""
+    return records == 0 or io.exists(path)
 
 
 def _kept_there(task: ShardTask, lay: Layout) -> bool:
@@ -368,9 +386,10 @@ class _Counting:
 
 
 def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Document],
-            local: Path, shape: Shape) -> tuple[int, int]:
+            local: Path, shape: Shape) -> tuple[int, int, int]:
     """Documents through the steps: survivors stream to work/kept (and dedup signing), rejects to
-    rejects/; nothing is held but the current document. Returns (read, kept)."""
+    rejects/ (no file when none); nothing is held but the current document. Returns (read, kept,
+    rejected)."""
     n_read = 0
 
     def counted(it: Iterator[Document]) -> Iterator[Document]:
@@ -382,7 +401,7 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
     meter = ShardMeter(lay.work / "progress" / f"{task.shard}.json", local)  # the bar, inside a file
     keeper = _Counting() if _rereads_input(task) else io.JsonlZstWriter(lay.kept(task.shard), lay.tmp)
     with keeper as kept, \
-            io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp) as rejects:
+            io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp, keep_empty=False) as rejects:
         for step in steps:
             step.on_reject = lambda d, s, r, st=step: rejects.write(
                 shape.add(reject_record(d, s, r, **measured(st, d, r))))
@@ -402,7 +421,7 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
             for step in steps:  # e.g. the extract step's time-bounded child process
                 if hasattr(step, "close"):
                     step.close()
-    return n_read, kept.count
+    return n_read, kept.count, rejects.count
 
 
 # ----------------------------------------------------------------------------- stage C
@@ -424,8 +443,10 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     strip = site_lines.load_stripper(lay.dedup_dir) if task.cfg.dedup.site_lines > 0 else None
     shapes = {"data": Shape(), "rejects": Shape()}  # for OUT/README.md (card.py)
     # on object storage, data and dedup rejects go up together: one round trip's wait, not two
-    with io.collect_uploads() as pending, io.JsonlZstWriter(lay.data(task.shard), lay.tmp) as data, \
-            io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp) as dropped:
+    # a shard that keeps (or drops) nothing leaves no file there (io.JsonlZstWriter's keep_empty)
+    with io.collect_uploads() as pending, \
+            io.JsonlZstWriter(lay.data(task.shard), lay.tmp, keep_empty=False) as data, \
+            io.JsonlZstWriter(lay.dedup_rejects(task.shard), lay.tmp, keep_empty=False) as dropped:
         for rec, (step, reason, twin) in _after_removals(task, lay, removals, hit):
             if step == "rename":  # a later copy of an id that stays: ids are unique in data/
                 rec, step = {**rec, "id": twin}, None

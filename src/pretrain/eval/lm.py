@@ -301,12 +301,14 @@ def _transformers_load(path: Path, what: str):
     raises on a broken folder becomes one line naming it, and so do tensors the checkpoint lacks."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    # trust_remote_code=False, said: left unset, transformers asks on stdin whether to run the
+    # folder's own Python (its `auto_map`), and `echo y |` or a user's "y" ran it.
     try:
         if what == "tokenizer":
-            return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
         model, info = AutoModelForCausalLM.from_pretrained(
             str(path), local_files_only=True, dtype=torch.float32, use_safetensors=True,
-            output_loading_info=True)
+            output_loading_info=True, trust_remote_code=False)
     except Exception as e:  # a peer library's many error types on input we do not control
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise UserError(f"{path}: transformers cannot load its {what} ({type(e).__name__}: {first[:200]})"

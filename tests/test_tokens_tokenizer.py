@@ -294,3 +294,25 @@ def test_train_command_says_when_the_corpus_gives_fewer_ids_than_asked(tmp_path,
     assert cli_main(["tokenizer", "train", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "t.json"),
                      "--vocab-size", "300"]) == 0
     assert "asked" not in capsys.readouterr().out  # the size asked: nothing to say
+
+
+@pytest.mark.parametrize("kind", ["sparse", "fifo"])
+def test_a_tokenizer_file_too_large_or_not_a_file_is_refused_unread(tmp_path, kind):
+    """A token folder or run from someone else holds the tokenizer.json: from_file read any size
+    whole (a sparse 1 GiB file of zeros: 1 GB of memory and 8 s before "expected value"). Past 128 MiB
+    (4x Gemma 3's, the largest published) it is refused before a byte is read; a FIFO, which was
+    "not found", is named for what it is."""
+    import os
+
+    from pretrain.tokens.tokenizer import MAX_TOKENIZER_BYTES
+
+    bad = tmp_path / "tokenizer.json"
+    if kind == "fifo":
+        os.mkfifo(bad)
+        says = "not a regular file"
+    else:
+        with open(bad, "wb") as f:
+            f.truncate(8 * MAX_TOKENIZER_BYTES)  # 1 GiB, no block on disk
+        says = "1,073,741,824 bytes, over the 134,217,728"
+    with pytest.raises(UserError, match=f"not a readable tokenizer.json: {says}"):
+        load_tokenizer(bad)

@@ -235,3 +235,15 @@ def test_a_folders_own_python_never_runs_even_when_stdin_says_yes(folder, tmp_pa
     with pytest.raises(UserError, match=f"{bad}.*custom code"):
         load_model(bad)
     assert not marker.exists()
+
+
+def test_a_tokenizer_file_of_a_gigabyte_is_refused_unread(folder, tmp_path):
+    """transformers read a sparse 1 GiB tokenizer.json whole (1 GB of memory, 8 s) before saying it
+    was not JSON: it is refused by its size, before a byte is read."""
+    from pretrain.eval.lm import load_model
+
+    bad = _copy(folder, tmp_path)
+    with open(bad / "tokenizer.json", "wb") as f:
+        f.truncate(2**30)  # no block on disk
+    with pytest.raises(UserError, match="tokenizer.json: 1,073,741,824 bytes, over the"):
+        load_model(bad)

@@ -157,8 +157,9 @@ def _read_from(
     except (OSError, ValueError, EOFError, zlib.error) as e:
         bad, resume = _past_unreadable(scan, start)
         if resume is not None:
-            on_error(str(path), f"offset {bad}", f"unreadable WARC record ({e}): skipped, reading resumes "
-                     f"at the next record (offset {resume})")
+            # the offset goes in the record field, and " of N bytes" is cut from the summary's kinds
+            on_error(str(path), f"offset {bad}", f"unreadable WARC record ({e}): a record of "
+                     f"{resume - bad:,} bytes skipped, reading resumes at the next one")
             stats["errors.unreadable_record"] += 1
             scan.resumed = True
             return resume

@@ -202,3 +202,48 @@ def test_eval_refuses_a_tokenizer_larger_than_the_model(folder, tmp_path, text):
     train_tokenizer([Path(text).read_text()[:20_000]], 300).save(str(bad / "tokenizer.json"))
     with pytest.raises(UserError, match="tokenizer.*300.*257"):
         load_model(bad)
+
+
+def _evil_module(bad: Path, marker: Path, cls: str, base: str) -> None:
+    (bad / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                 f"from transformers import {base}\nclass {cls}({base}):\n    pass\n")
+
+
+@pytest.mark.parametrize("what", ["tokenizer", "model"])
+def test_a_folders_own_python_never_runs_even_when_stdin_says_yes(folder, tmp_path, monkeypatch, what):
+    """`auto_map` names Python in the folder. transformers, left to decide, asks on stdin whether to
+    run it: `echo y | pretrain eval HF_DIR` (or a user's "y" at the prompt) imported the folder's
+    evil.py. It is refused in one line naming the folder, whatever stdin says."""
+    import io
+
+    from pretrain.eval.lm import load_model
+
+    bad, marker = _copy(folder, tmp_path), tmp_path / "ran"
+    if what == "tokenizer":
+        tc = json.loads((bad / "tokenizer_config.json").read_text())
+        tc.update(tokenizer_class="EvilTokenizer", auto_map={"AutoTokenizer": [None, "evil.EvilTokenizer"]})
+        (bad / "tokenizer_config.json").write_text(json.dumps(tc))
+        _evil_module(bad, marker, "EvilTokenizer", "PreTrainedTokenizerFast")
+    else:  # a model type we do not import goes to AutoModelForCausalLM
+        _config(bad, model_type="evil", architectures=["EvilForCausalLM"],
+                auto_map={"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilForCausalLM"})
+        _evil_module(bad, marker, "EvilConfig", "LlamaConfig")
+    import transformers.dynamic_module_utils as dmu
+
+    monkeypatch.setattr(dmu, "HF_MODULES_CACHE", str(tmp_path / "modules"))  # where it would copy evil.py
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n" * 10))
+    with pytest.raises(UserError, match=f"{bad}.*custom code"):
+        load_model(bad)
+    assert not marker.exists()
+
+
+def test_a_tokenizer_file_of_a_gigabyte_is_refused_unread(folder, tmp_path):
+    """transformers read a sparse 1 GiB tokenizer.json whole (1 GB of memory, 8 s) before saying it
+    was not JSON: it is refused by its size, before a byte is read."""
+    from pretrain.eval.lm import load_model
+
+    bad = _copy(folder, tmp_path)
+    with open(bad / "tokenizer.json", "wb") as f:
+        f.truncate(2**30)  # no block on disk
+    with pytest.raises(UserError, match="tokenizer.json: 1,073,741,824 bytes, over the"):
+        load_model(bad)

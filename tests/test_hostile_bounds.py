@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import struct
 
+import pytest
 from hostile import read_in_child, spaces_member
 from test_warc_bad import page, record
 
@@ -283,3 +284,42 @@ def test_warc_search_for_the_next_member_gives_up_on_a_file_of_fake_gzip_headers
         assert _ids(r) == want
         gave_up = [e for e in r["errors"] if "gzip headers that were not one" in e[1]]
         assert len(gave_up) == (want == [0])
+
+
+def _repeated_cell_file(path, rows: int, cell: int) -> None:
+    """A columnar file whose `rows` text cells all point at one stored `cell`-byte string."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text = pa.DictionaryArray.from_arrays(pa.array([0] * rows, type=pa.int32()), pa.array(["x" * cell]))
+    table = pa.table({"text": text})
+    if path.suffix == ".parquet":
+        pq.write_table(table, path, row_group_size=rows, compression="zstd")
+    else:
+        with pa.ipc.new_stream(path, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+            w.write_table(table)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_cells_repeating_one_stored_string_are_bounded_like_a_compression_bomb(tmp_path, suffix):
+    """A 531-byte Parquet file (one 1 MiB string in its dictionary, 20,000 indices to it) read as
+    20 GiB of text, every row within max_record_bytes: the text a file yields is held to max_ratio
+    times its size (+ 16 MiB) and to max_file_bytes, as a compressed JSONL stream is."""
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    p = tmp_path / f"bomb{suffix}"
+    _repeated_cell_file(p, 1000, 64 * 1024)  # 64 MiB of text from a file of a few kB
+    size = p.stat().st_size
+    assert size < 20_000
+    by_ratio = (1000 * size + 16 * MiB) // (64 * 1024)  # whole records within 1,000 x size + 16 MiB
+    for cfg, n, says in [(ReaderConfig(), by_ratio, "expands more than max_ratio=1000 times"),
+                         (ReaderConfig(max_file_bytes=MiB), 16, "more than max_file_bytes=1048576"),
+                         (ReaderConfig(max_ratio=0), 1000, None)]:  # 0: no ratio bound, as for JSONL
+        errors: list = []
+        docs = list(read_documents(p, cfg, lambda *e, out=errors: out.append(e)))
+        assert len(docs) == n and all(len(d.text) == 64 * 1024 for d in docs)
+        if says is None:
+            assert errors == []
+        else:
+            assert len(errors) == 1 and errors[0][0] == str(p)
+            assert errors[0][2].startswith(says) and errors[0][2].endswith("the rest of the file skipped")

@@ -96,3 +96,21 @@ def test_parsers_and_errors():
         get_shape("llama-9")
     with pytest.raises(UserError, match="not divisible"):
         ModelShape("bad", 2, 100, 3, 3, 10, 10, 10)
+
+
+def test_a_count_of_forty_thousand_digits_is_refused_at_once():
+    """`[0-9]*\\.?[0-9]+` backtracked in time the square of a digit run: "1" * 20,000 + "x" took
+    29 s in parse_count and 45 s in parse_batch_tokens. In a child bounded at 60 s (it takes ms)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("from pretrain.errors import UserError\nfrom pretrain.plan.shapes import parse_batch_tokens\n"
+            "try:\n    parse_batch_tokens('1' * 40_000 + 'x')\n"
+            "except UserError as e:\n    print(str(e)[:24])\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.stdout.strip() == "cannot read a count from", r.stderr[-2000:]
+    assert parse_batch_tokens("4M") == 4 << 20 and parse_count(".5T") == 5e11
+    assert parse_count("1.5e3k") == 1.5e6

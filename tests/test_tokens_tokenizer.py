@@ -336,3 +336,23 @@ def test_tokenizer_train_shows_reading_then_training_on_request_only(tmp_path, c
     assert outs[None].err == "" and outs[None].out.count("\n") == 1, outs[None]
     sha = [o.out.split("sha256 ")[1].split()[0] for o in outs.values()]
     assert sha[0] == sha[1]
+@pytest.mark.parametrize("kind", ["sparse", "fifo"])
+def test_a_tokenizer_file_too_large_or_not_a_file_is_refused_unread(tmp_path, kind):
+    """A token folder or run from someone else holds the tokenizer.json: from_file read any size
+    whole (a sparse 1 GiB file of zeros: 1 GB of memory and 8 s before "expected value"). Past 128 MiB
+    (4x Gemma 3's, the largest published) it is refused before a byte is read; a FIFO, which was
+    "not found", is named for what it is."""
+    import os
+
+    from pretrain.tokens.tokenizer import MAX_TOKENIZER_BYTES
+
+    bad = tmp_path / "tokenizer.json"
+    if kind == "fifo":
+        os.mkfifo(bad)
+        says = "not a regular file"
+    else:
+        with open(bad, "wb") as f:
+            f.truncate(8 * MAX_TOKENIZER_BYTES)  # 1 GiB, no block on disk
+        says = "1,073,741,824 bytes, over the 134,217,728"
+    with pytest.raises(UserError, match=f"not a readable tokenizer.json: {says}"):
+        load_tokenizer(bad)

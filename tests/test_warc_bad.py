@@ -6,6 +6,8 @@ import gzip
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step
 from pretrain.curate.readers import ReaderConfig, read_documents
@@ -168,3 +170,26 @@ def test_html_nested_10000_deep(tmp_path):
         out = list(step(iter(fresh)))
         step.close()
         assert step.stats["in"] == 2 and "Some text of the page." in out[-1].text, backend
+
+
+@pytest.mark.parametrize("layout", ["members", "plain"])
+@pytest.mark.parametrize("where", ["http", "warc"])
+def test_a_record_with_headers_over_the_parsers_bound_loses_only_itself(tmp_path, layout, where):
+    """fastwarc refuses a header block over 32 KiB ("Maximum header length exceeded", an OSError
+    out of its iterator): one such record, 40 kB, ended the file there, losing every record after
+    it (a Common Crawl file holds ~40,000). It is skipped with its offset; the next one is read."""
+    big = "X-Pad: y\r\n" * 4000  # 40,000 bytes of headers
+    bad = record(2, page("two"), extra_http=big if where == "http" else "")
+    if where == "warc":
+        bad = bad.replace(b"WARC-Date:", big.encode() + b"WARC-Date:", 1)
+    records = [record(1, page("one")), bad, record(3, page("three"))]
+    p = tmp_path / f"x.warc{'.gz' if layout == 'members' else ''}"
+    if layout == "members":
+        write_gz(p, records)
+    else:
+        p.write_bytes(b"".join(records))
+    docs, errors, stats = read(p)
+    assert [d.url for d in docs] == ["http://example.org/1", "http://example.org/3"]
+    assert len(errors) == 1 and "Maximum header length exceeded" in errors[0][1]
+    starts = [0, len(records[0])] if layout == "plain" else [0, len(gzip.compress(records[0], mtime=0))]
+    assert errors[0][0] == f"offset {starts[1]}" and stats["errors.unreadable_record"] == 1

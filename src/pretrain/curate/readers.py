@@ -134,7 +134,8 @@ def read_documents(
     name = path.name.lower()
     for suffixes, reader in FORMATS:
         if name.endswith(suffixes):
-            yield from _resolve(reader)(path, cfg, on_error, src, stats)
+            docs = _resolve(reader)(path, cfg, on_error, src, stats)
+            yield from _text_bounded(docs, path, cfg, on_error) if suffixes in _BY_REFERENCE else docs
             return
     on_error(str(path), None, f"unsupported file type (known: {', '.join(SUFFIXES)})")
 
@@ -150,6 +151,33 @@ FORMATS: list[tuple[tuple[str, ...], str]] = [
     (HTML_SUFFIXES, "pretrain.curate.readers:_read_html"),
     (WARC_SUFFIXES, "pretrain.curate.warc:read_warc"),
 ]
+
+
+# Columnar files whose cells can repeat one stored value: a Parquet dictionary page (or an Arrow
+# dictionary) of one 1 MiB string and 20,000 indices to it is a 531-byte file that read as 20 GiB
+# of text, every row within max_record_bytes; 2M indices, 2 TiB. The ratio and size bounds of a
+# compressed stream (max_ratio, max_file_bytes) apply to the text such a file yields.
+_BY_REFERENCE = ((".parquet",), (".arrow",))
+
+
+def _text_bounded(
+    docs: Iterator[Document], path: Path, cfg: ReaderConfig, on_error: OnError
+) -> Iterator[Document]:
+    """`docs` until their text outgrows max_file_bytes or max_ratio times the file (+ RATIO_SLACK)."""
+    limit = cfg.max_file_bytes
+    if cfg.max_ratio:
+        limit = min(limit, int(cfg.max_ratio * max(path.stat().st_size, 1)) + RATIO_SLACK)
+    total = 0
+    for doc in docs:
+        total += len(doc.text)  # characters: at most its UTF-8 bytes, a bound no tighter than asked
+        if total > limit:
+            why = (f"more than max_file_bytes={cfg.max_file_bytes}" if total > cfg.max_file_bytes else
+                   f"expands more than max_ratio={cfg.max_ratio:g} times")
+            on_error(str(path), doc.id, f"{why} in the text of its records (a compression bomb: cells "
+                     "that repeat one stored value?): the rest of the file skipped")
+            docs.close()
+            return
+        yield doc
 
 
 def _resolve(reader: str) -> Callable[..., Iterator[Document]]:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from pretrain.curate.document import Document, stable_id
 from pretrain.curate.readers import OnError, ReaderConfig, _looks_binary, decode_html
-from pretrain.curate.warc_framing import STOP, GapChecker, layout, resync
+from pretrain.curate.warc_framing import STOP, GapChecker, _next_version_line, layout, next_member, resync
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 SKIP_TAIL = 1 << 20  # inflated past max_record_bytes to see a too-large record's member end
@@ -155,11 +155,38 @@ def _read_from(
                     scan.resumed = True
                     return resume
     except (OSError, ValueError, EOFError, zlib.error) as e:
+        bad, resume = _past_unreadable(scan, start)
+        if resume is not None:
+            # the offset goes in the record field, and " of N bytes" is cut from the summary's kinds
+            on_error(str(path), f"offset {bad}", f"unreadable WARC record ({e}): a record of "
+                     f"{resume - bad:,} bytes skipped, reading resumes at the next one")
+            stats["errors.unreadable_record"] += 1
+            scan.resumed = True
+            return resume
         where = f"after offset {scan.prev[0]}" if scan.prev else "offset 0"
         on_error(str(path), where, f"unreadable WARC data (truncated or corrupt): {e}")
         stats["errors.truncated"] += 1
         scan.stop = True
     return None
+
+
+def _past_unreadable(scan: _Scan, start: int) -> tuple[int | None, int | None]:
+    """(where the record the parser failed on starts, where the record after it starts) in a file
+    of gzip members or a plain one; (None, None) when unknown (one gzip stream, or the end). A
+    record with 32 KiB of headers (fastwarc's bound: "Maximum header length exceeded") ended the
+    file there: one 40 kB record lost the ~40,000 after it in a Common Crawl file."""
+    if scan.layout == "members":
+        find = next_member
+    elif scan.layout == "plain":
+        find = _next_version_line
+    else:
+        return None, None
+    after = scan.prev[0] if scan.prev and scan.prev[0] >= start else None
+    bad = start if after is None else find(scan.path, after + 1 if find is next_member else after)
+    if bad is None or bad < 0:
+        return None, None
+    resume = find(scan.path, bad + 1 if find is next_member else bad)
+    return (bad, resume) if resume is not None and resume > max(bad, start) else (None, None)
 
 
 def _held(into: list) -> OnError:

@@ -277,6 +277,7 @@ def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> Eva
             read = read_hf_model_config(path)  # a broken config.json is refused here, in one line
         except Unsupported:
             read = None  # a valid config of another architecture: transformers computes it
+    _check_tokenizer_files(path)
     tok = _transformers_load(path, "tokenizer")
     if read is not None:
         _check_vocab(path, len(tok), read[0]["vocab_size"])
@@ -286,6 +287,26 @@ def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> Eva
     model = _transformers_load(path, "model")
     _check_vocab(path, len(tok), model.get_input_embeddings().num_embeddings)
     return from_transformers(model.to(device), tok, name=path.name)
+
+
+# The files transformers' tokenizers read whole (tokenizer.json through Tokenizer.from_file).
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                    "vocab.json", "vocab.txt", "merges.txt", "tokenizer.model", "spiece.model")
+
+
+def _check_tokenizer_files(folder: Path) -> None:
+    """Each tokenizer file a regular file of at most MAX_TOKENIZER_BYTES (a sparse 1 GiB
+    tokenizer.json took 1 GB and 8 s before transformers said it was not JSON)."""
+    from pretrain import untrusted
+    from pretrain.tokens.tokenizer import MAX_TOKENIZER_BYTES
+
+    for name in _TOKENIZER_FILES:
+        f = folder / name
+        if f.exists() or f.is_symlink():
+            size = untrusted.check_file(f, within=None)
+            if size > MAX_TOKENIZER_BYTES:
+                raise UserError(f"{f}: {size:,} bytes, over the {MAX_TOKENIZER_BYTES:,} bytes a tokenizer "
+                                "file may hold; refusing to read it")
 
 
 def _check_vocab(where: str | Path, tokens: int, rows: int) -> None:
@@ -301,12 +322,14 @@ def _transformers_load(path: Path, what: str):
     raises on a broken folder becomes one line naming it, and so do tensors the checkpoint lacks."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    # trust_remote_code=False, said: left unset, transformers asks on stdin whether to run the
+    # folder's own Python (its `auto_map`), and `echo y |` or a user's "y" ran it.
     try:
         if what == "tokenizer":
-            return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
         model, info = AutoModelForCausalLM.from_pretrained(
             str(path), local_files_only=True, dtype=torch.float32, use_safetensors=True,
-            output_loading_info=True)
+            output_loading_info=True, trust_remote_code=False)
     except Exception as e:  # a peer library's many error types on input we do not control
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise UserError(f"{path}: transformers cannot load its {what} ({type(e).__name__}: {first[:200]})"

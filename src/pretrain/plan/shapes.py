@@ -195,11 +195,16 @@ def get_shape(name: str) -> ModelShape:
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
+# "1.5", ".5", "15" (not "1."): `[0-9]*\.?[0-9]+` said the same ambiguously, and backtracked in
+# time the square of a digit run ("1" * 20,000 + "x": 29 s) before refusing it.
+_DECIMAL = r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
+
+
 def parse_count(text: str | float | int) -> float:
     """'7B' -> 7e9, '1.5T' -> 1.5e12, '140e9' -> 1.4e11 (parameters or tokens)."""
     if isinstance(text, int | float):
         return float(text)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*", str(text).lower())
+    m = re.fullmatch(rf"\s*({_DECIMAL}(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*", str(text).lower())
     if not m:
         raise UserError(f"cannot read a count from {text!r}; write e.g. 7B, 1.5T, 140e9")
     return float(m.group(1)) * _SUFFIX[m.group(2)]
@@ -210,7 +215,7 @@ def parse_batch_tokens(text: str | float | int) -> int:
     2,048 sequences of 8,192); a plain number is taken as is."""
     if isinstance(text, int | float):
         return int(text)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt])i?b?\s*", str(text).lower())
+    m = re.fullmatch(rf"\s*({_DECIMAL})\s*([kmgt])i?b?\s*", str(text).lower())
     if m:
         return int(float(m.group(1)) * 2 ** (10 * "kmgt".index(m.group(2)) + 10))
     return int(parse_count(text))

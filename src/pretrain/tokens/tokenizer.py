@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from pretrain import untrusted
 from pretrain.errors import UserError
 
 EOT = "<|endoftext|>"
@@ -67,6 +68,9 @@ def _batches(texts: Iterable[str], size: int = 1000) -> Iterator[list[str]]:
         yield batch
 
 
+MAX_TOKENIZER_BYTES = 128 * 1024 * 1024
+
+
 def load_tokenizer(path: str | Path, literal_specials: bool = True):
     """Load a `tokenizer.json` (ours or any HF one) as a `tokenizers.Tokenizer`.
 
@@ -81,10 +85,18 @@ def load_tokenizer(path: str | Path, literal_specials: bool = True):
         inside = path / "tokenizer.json"
         raise UserError(f"{path}: a folder: give the tokenizer.json in it ({inside})" if inside.is_file()
                         else f"{path}: a folder with no tokenizer.json: give a tokenizer.json file")
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"tokenizer not found: {path}")
+    # A tokenizer.json from someone else (a token folder's copy, a run's): Tokenizer.from_file read
+    # any size whole (a sparse 1 GiB file: 1 GB and 8 s; 2 GiB, 2 GB); the largest published ones
+    # are ~33 MB (Gemma 3), so the bound is 4x that. Only a regular file is read.
     try:
-        tok = Tokenizer.from_file(str(path))
+        text = untrusted.read_text(path, MAX_TOKENIZER_BYTES)
+    except untrusted.BadFile as e:
+        why = str(e).removeprefix(f"{path}: ")
+        raise UserError(f"{path}: not a readable tokenizer.json: {why}") from None
+    try:
+        tok = Tokenizer.from_str(text)
     except Exception as e:  # the Rust side raises a plain Exception on malformed JSON
         raise UserError(f"{path}: not a readable tokenizer.json: {e}") from e
     tok.encode_special_tokens = literal_specials

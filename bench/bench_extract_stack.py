@@ -154,6 +154,12 @@ def grid() -> dict:
 # --------------------------------------------------------------------------- retraining
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    part = path.with_name(path.name + ".part")
+    part.write_bytes(data)
+    os.replace(part, path)
+
+
 def load_train_script():
     path = ROOT / "scripts" / "train_extract_blocks.py"
     spec = importlib.util.spec_from_file_location("train_extract_blocks", path)
@@ -165,7 +171,13 @@ def load_train_script():
 
 def training_pages(tr, work: Path):
     """The training script's labelled pages (its cache) and the body columns of each, in the same order."""
-    pages = tr.load_pages(cache=work / "pages.json.gz")
+    final = work / "pages.json.gz"
+    if not final.exists():  # the training script writes its cache in place: here under a temporary
+        part = work / "pages.json.gz.part"  # name, renamed when whole (a killed run leaves no torso)
+        part.unlink(missing_ok=True)
+        tr.load_pages(cache=part)
+        os.replace(part, final)
+    pages = tr.load_pages(cache=final)
     cache = work / "body.json.gz"
     if cache.exists():
         raw = json.loads(gzip.decompress(cache.read_bytes()))
@@ -175,7 +187,7 @@ def training_pages(tr, work: Path):
         htmls += [h for _, h, _ in aeb_pages(SHARED / "html" / "scrapinghub-aeb")]
         htmls += [h for _, h, _, _ in trafilatura_pages(SHARED / "html" / "trafilatura-eval")]
         cols = [body_columns(parse(h), p.blocks) for h, p in zip(htmls, pages, strict=True)]
-        cache.write_bytes(gzip.compress(json.dumps([c.ravel().tolist() for c in cols]).encode()))
+        write_atomic(cache, gzip.compress(json.dumps([c.ravel().tolist() for c in cols]).encode()))
     return pages, cols
 
 
@@ -191,7 +203,10 @@ def body_models(work: Path) -> dict[str, BlockModel]:
     """The ten site-fold models and the full one ("all"), retrained with the body columns (kept in `work`)."""
     out = work / "models.json.gz"
     if out.exists():
-        return {k: BlockModel.from_dict(d) for k, d in json.loads(gzip.decompress(out.read_bytes())).items()}
+        doc = json.loads(gzip.decompress(out.read_bytes()))
+        if doc.pop("features", None) != [*FEATURES, *BODY_COLUMNS]:
+            raise SystemExit(f"{out}: trees of other features; delete the file to retrain")
+        return {k: BlockModel.from_dict(d) for k, d in doc.items()}
     tr = load_train_script()
     pages, cols = training_pages(tr, work)
     t = time.process_time()
@@ -203,7 +218,7 @@ def body_models(work: Path) -> dict[str, BlockModel]:
             print(f"  trained {bench}/{k} ({time.process_time() - t:.0f} s CPU)", flush=True)
     models["all"] = train(tr, pages, cols)
     doc = {"features": [*FEATURES, *BODY_COLUMNS], **{k: m.to_dict() for k, m in models.items()}}
-    out.write_bytes(gzip.compress(json.dumps({k: v for k, v in doc.items() if k != "features"}).encode()))
+    write_atomic(out, gzip.compress(json.dumps(doc).encode()))
     return models
 
 

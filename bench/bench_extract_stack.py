@@ -14,7 +14,7 @@ this script re-implements them from the docs' descriptions):
 
 What it does (about 10-15 minutes on one core of the shared machine, most of it the 11 tree fits;
 `--work DIR` keeps the rendered pages, the body columns and the retrained trees, so a rerun takes
-2-3 minutes):
+about 1.2 minutes of CPU; delete it after changing the cutting, the labels or the columns):
 
 1. retrains the ten site-fold models and the full model of scripts/train_extract_blocks.py (same
    pages, labels, word model stacking, trees) with the three body columns appended to FEATURES;

@@ -30,6 +30,9 @@ about 1.2 minutes of CPU; delete it after changing the cutting, the labels or th
    overall and per fold) and the extra CPU time per AEB page of the selector, the columns and the
    decoder beside the shipped extractor's whole path in the same run.
 
+Since 2026-12-02 (session 9) the body columns and the core decoder ship (curate/extract_body.py,
+extract_blocks.core_flags): "shipped" here means the trees before that, read from git at SHIPPED_REV.
+
 Run: PYTHONPATH=src .venv/bin/python bench/bench_extract_stack.py [--work DIR]
 """
 
@@ -59,8 +62,6 @@ from pretrain.curate.extract_blocks import (  # noqa: E402
     BlockModel,
     blocks,
     features,
-    load_model,
-    model_for,
     render,
 )
 from pretrain.curate.extract_eval import aeb_pages, crawl_pages, site_fold, trafilatura_pages  # noqa: E402
@@ -69,6 +70,31 @@ from pretrain.curate.extract_rescue import candidates, load_rescue, rescue_for, 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
 BENCHES = ("aeb", "trafilatura-eval")
+SHIPPED_REV = "f00ec0e"  # main before the body columns shipped: its trees are this bench's baseline
+
+
+def _git_bytes(path: str) -> bytes:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(ROOT), "show", f"{SHIPPED_REV}:{path}"], capture_output=True,
+                          check=True).stdout
+
+
+_BEFORE: dict = {}
+
+
+def load_model(fold: str = "") -> BlockModel:
+    """The `blocks` trees shipped before the body columns (the full model, or a site-fold one)."""
+    if not _BEFORE:
+        _BEFORE["all"] = json.loads(_git_bytes("src/pretrain/data/extract_blocks.json"))["model"]
+        folds = gzip.decompress(_git_bytes("src/pretrain/data/extract_blocks_folds.json.gz"))
+        _BEFORE.update(json.loads(folds)["folds"])
+        _BEFORE.update({k: BlockModel.from_dict(d) for k, d in _BEFORE.items()})
+    return _BEFORE[fold or "all"]
+
+
+def model_for(bench: str, url: str) -> BlockModel:
+    return load_model(f"{bench}/{site_fold(url)}")
 
 # --------------------------------------------------------------------------- the body container
 

@@ -1,21 +1,25 @@
 """The `blocks` extractor before and after a change: same output, and how much faster, in one run.
 
 Loads the cutter (`blocks`) and the tree walk (`BlockModel.keep_probability`) of an earlier
-revision of curate/extract_blocks.py from git (`--base`, default the commit before issue 19's
-speed work) beside this checkout's, then:
+revision of curate/extract_blocks.py from git (`--base`, default main before issue 19 session 9's
+body columns) beside this checkout's, and that revision's shipped trees
+(src/pretrain/data/extract_blocks.json), then:
 
 1. identity: on every page of AEB, trafilatura-eval (all 679) and Mozilla's Readability pages,
    both cutters on the same resiliparse output must give the same blocks (kind, text, link chars,
-   links), and both walks on the same feature matrix (this checkout's `features()`) the same keep
-   probabilities (max abs difference printed; it must be 0). Exit status 1 when anything differs.
+   links), as must this checkout's one-parse path (`extract_body.main_blocks`: render from the
+   parsed tree), and both walks on the same matrix (this checkout's `block_matrix`, body columns
+   included) the same keep probabilities (max abs difference printed; it must be 0). Exit status 1
+   when anything differs.
 2. speed, per AEB page, CPU time of this process (time.process_time), best of `--repeat`
    alternating runs: resiliparse's pass (`render`), cutting (old, new), `features`, trees (old,
-   new), and the whole extractor (old = render + old cutter + features + old walk, new =
-   `extract_blocks_text`, and new as the `extract` step runs it: batches of BATCH_PAGES pages, each
-   stage over the batch, one tree walk per batch), with resiliparse's plain main-content
-   extraction and trafilatura (one pass) measured in the same run as peers. The machine load
-   (os.getloadavg) is printed at each step: on a shared machine the old/new ratios mean more than
-   the absolute figures.
+   new), and the whole extractor without the rescue (old = render + old cutter + features + the
+   old trees at their threshold; new = `main_blocks` (one parse, render, cut, body columns) +
+   features + trees + the core decoder), page by page and as the `extract` step runs it: batches
+   of BATCH_PAGES pages, each stage over the batch, one tree walk per batch; with resiliparse's
+   plain main-content extraction and trafilatura (one pass) measured in the same run as peers.
+   The machine load (os.getloadavg) is printed at each step: on a shared machine the old/new
+   ratios mean more than the absolute figures.
 
 Run: .venv/bin/python bench/bench_blocks_speed.py [--base REV] [--repeat 5] [--no-identity]
 """
@@ -37,13 +41,23 @@ import numpy as np
 
 from pretrain.curate import extract_blocks as new
 from pretrain.curate.extract import BATCH_PAGES, extract_text
+from pretrain.curate.extract_body import main_blocks
 from pretrain.curate.extract_eval import aeb_pages, trafilatura_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 # PRETRAIN_SHARED_DATA: where ../shared/data is when the checkout sits elsewhere (a git worktree).
 SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
 DATA = SHARED / "html"
-BASE = "1f12579"  # main before issue 19's speed work on `blocks`
+BASE = "f00ec0e"  # main before issue 19 session 9's body columns (1f12579: before its speed work)
+
+
+def old_trees(rev: str) -> new.BlockModel:
+    """The `blocks` trees shipped at `rev` (whatever features they were trained on)."""
+    raw = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:src/pretrain/data/extract_blocks.json"],
+                         capture_output=True, text=True)
+    if raw.returncode != 0:
+        raise SystemExit(f"git show {rev}:src/pretrain/data/extract_blocks.json failed: {raw.stderr.strip()}")
+    return new.BlockModel.from_dict(json.loads(raw.stdout)["model"])
 
 
 def old_module(rev: str):
@@ -95,14 +109,15 @@ def identity(old, sets: dict[str, list[tuple[str, str]]]) -> bool:
         for key, html in pages:
             minimal = new.render(html)
             bs_old, bs_new = old.blocks(minimal), new.blocks(minimal)
+            bs_tree, cols = main_blocks(html)
             n_blocks += len(bs_new)
-            if _key(bs_old) != _key(bs_new):
+            if _key(bs_old) != _key(bs_new) or _key(bs_tree) != _key(bs_new):
                 differ += 1
                 if differ <= 3:
                     print(f"  blocks differ on {key}")
                 continue
             if bs_new:
-                x = new.features(bs_new)
+                x = new.block_matrix(bs_new, cols, model)
                 p_old, p_new = old.BlockModel.keep_probability(model, x), model.keep_probability(x)
                 worst = max(worst, float(np.abs(p_old - p_new).max()))
         ok = ok and differ == 0 and worst == 0.0
@@ -122,60 +137,82 @@ def best_ms(fn, items: list, repeat: int) -> float:
 
 
 def profile(pages: list[str], repeat: int) -> dict[str, float]:
-    """CPU ms per page of each stage of `extract_blocks_text` as it runs (stages timed in place,
-    page after page, so that each sees the caches the others leave), the least over `repeat` passes."""
+    """CPU ms per page of each stage of the new extractor as it runs (stages timed in place, page
+    after page, so that each sees the caches the others leave), the least over `repeat` passes."""
+    from pretrain.curate.extract_body import body_columns, parse, render_tree
+
     model, clock = new.load_model(), time.process_time
+    stages = ("parse", "render", "cut into blocks", "body columns", "features", "trees", "decoder + join")
     best: dict[str, float] = {}
     for _ in range(repeat):
-        t = dict.fromkeys(("render", "cut into blocks", "features", "trees", "join"), 0.0)
+        t = dict.fromkeys(stages, 0.0)
         for html in pages:
             t0 = clock()
-            minimal = new.render(html)
+            tree = parse(html)
             t1 = clock()
-            bs = new.blocks(minimal)
+            minimal = render_tree(tree)
             t2 = clock()
+            bs = new.blocks(minimal)
+            t3 = clock()
+            cols = body_columns(tree, bs)
+            t4 = clock()
             if bs:
-                x = new.features(bs)
-                t3 = clock()
-                keep = model.keep_probability(x) >= model.threshold
-                t4 = clock()
+                x = new.block_matrix(bs, cols, model)
+                t5 = clock()
+                p = model.keep_probability(x)
+                t6 = clock()
+                keep = new.core_flags(p, np.array([len(b.text) for b in bs]), model.threshold)
                 "\n".join(b.text for b, k in zip(bs, keep) if k)
-                t["features"] += t3 - t2
-                t["trees"] += t4 - t3
-                t["join"] += clock() - t4
-            t["render"] += t1 - t0
-            t["cut into blocks"] += t2 - t1
+                t["features"] += t5 - t4
+                t["trees"] += t6 - t5
+                t["decoder + join"] += clock() - t6
+            for k, a, b in zip(stages[:4], (t0, t1, t2, t3), (t1, t2, t3, t4)):
+                t[k] += b - a
         best = {k: min(v, best.get(k, v)) for k, v in t.items()}
     return {k: 1e3 * v / len(pages) for k, v in best.items()}
 
 
-def speed(old, pages: list[str], repeat: int) -> None:
+def speed(old, pages: list[str], repeat: int, base_model: new.BlockModel) -> None:
     model = new.load_model()
     rendered = [new.render(h) for h in pages]
-    cut = [new.blocks(r) for r in rendered]
-    feats = [new.features(b) for b in cut if b]
+    mains = [main_blocks(h) for h in pages]
+    feats = [new.block_matrix(bs, c, model) for bs, c in mains if bs]
+
+    def old_texts(pages_bs: list) -> list[str]:  # the old extractor: features + its trees at 0.5
+        m = base_model
+        rows = [new.features(bs, m.words.score(bs) if m.words else None) for bs in pages_bs if bs]
+        keep = (old.BlockModel.keep_probability(m, np.concatenate(rows)) >= m.threshold) if rows else []
+        out, at = [], 0
+        for bs in pages_bs:
+            out.append("\n".join(b.text for b, k in zip(bs, keep[at : at + len(bs)]) if k))
+            at += len(bs)
+        return out
 
     def old_extract(html: str) -> str:
-        bs = old.blocks(new.render(html))
-        if not bs:
-            return ""
-        keep = old.BlockModel.keep_probability(model, new.features(bs)) >= model.threshold
-        return "\n".join(b.text for b, k in zip(bs, keep) if k)
+        return old_texts([old.blocks(new.render(html))])[0]
 
-    def batch_extract(batch: list[str]) -> list[str]:  # as the `extract` step runs it
-        return new.kept_texts([new.blocks(new.render(h)) for h in batch], model)
+    def new_extract(html: str) -> str:
+        bs, cols = main_blocks(html)
+        return new.kept_texts([bs], model, [cols])[0]
+
+    def old_batch(batch: list[str]) -> list[str]:
+        return old_texts([old.blocks(new.render(h)) for h in batch])
+
+    def batch_extract(batch: list[str]) -> list[str]:  # as the `extract` step runs it (no rescue)
+        got = [main_blocks(h) for h in batch]
+        return new.kept_texts([bs for bs, _ in got], model, [c for _, c in got])
 
     batches = [pages[i : i + BATCH_PAGES] for i in range(0, len(pages), BATCH_PAGES)]
     pairs = {  # stage: (old, new, items, pages per item); old and new alternate, best of `repeat` each
         "cut into blocks": (old.blocks, new.blocks, rendered, 1),
         "trees": (lambda x: old.BlockModel.keep_probability(model, x), model.keep_probability, feats, 1),
-        "whole extractor": (old_extract, new.extract_blocks_text, pages, 1),
-        f"... batches of {BATCH_PAGES}": (old_extract, batch_extract, batches, BATCH_PAGES),
+        "whole extractor": (old_extract, new_extract, pages, 1),
+        f"... batches of {BATCH_PAGES}": (old_batch, batch_extract, batches, BATCH_PAGES),
     }
     res: dict[str, list[float]] = {k: [float("inf"), float("inf")] for k in pairs}
     for _ in range(repeat):
         for stage, (f_old, f_new, items, per) in pairs.items():
-            res[stage][0] = min(res[stage][0], best_ms(f_old, pages if per > 1 else items, 1))
+            res[stage][0] = min(res[stage][0], best_ms(f_old, items, 1) / per)
             res[stage][1] = min(res[stage][1], best_ms(f_new, items, 1) / per)
     print(f"\nspeed per AEB page ({len(pages)} pages), CPU ms of one process, "
           f"best of {repeat} alternating runs; load {os.getloadavg()[0]:.1f}")
@@ -184,8 +221,9 @@ def speed(old, pages: list[str], repeat: int) -> None:
     for stage, (o, n) in res.items():
         print(f"  {stage:<17} old {o:.3f}  new {n:.3f}  ({o / n:.2f}x)")
     o, n = res["whole extractor"]
-    nb = res[f"... batches of {BATCH_PAGES}"][1]
-    print(f"  blocks pages/s/core: old {1e3 / o:.0f}, new {1e3 / n:.0f}, new in batches {1e3 / nb:.0f}")
+    ob, nb = res[f"... batches of {BATCH_PAGES}"]
+    print(f"  blocks pages/s/core: old {1e3 / o:.0f}, new {1e3 / n:.0f}; in batches old {1e3 / ob:.0f}, "
+          f"new {1e3 / nb:.0f}")
     res_ms = best_ms(lambda h: extract_text(h, "resiliparse"), pages, repeat)
     tra_ms = best_ms(lambda h: extract_text(h, "trafilatura"), pages, 1)
     print(f"  peers, same run: resiliparse {1e3 / res_ms:.0f} pages/s/core, trafilatura {1e3 / tra_ms:.0f} "
@@ -205,7 +243,7 @@ def main() -> int:
     print(f"old: {args.base}   new: this checkout   load {os.getloadavg()[0]:.1f}")
     sets = all_pages()
     ok = args.no_identity or identity(old, sets)
-    speed(old, [h for _, h in sets["AEB"]], args.repeat)
+    speed(old, [h for _, h in sets["AEB"]], args.repeat, old_trees(args.base))
     if not ok:
         print("OUTPUT DIFFERS")
     return 0 if ok else 1

@@ -124,13 +124,16 @@ def step_speed(name: str, isolation: str, pages: list[str]) -> float:
 
 def blocks_parts(pages: list[str]) -> dict[str, float]:
     """ms per page of each part of the `blocks` path (CPU time over `pages`, best of 3 passes)."""
-    from pretrain.curate.extract_blocks import blocks, features, load_model, render
+    import numpy as np
+
+    from pretrain.curate.extract_blocks import BODY_COLUMNS, blocks, features, load_model, render
 
     m = load_model()
     rendered = [render(h) for h in pages]
     cut = [blocks(r) for r in rendered]
     scores = [m.words.score(bs) if m.words else None for bs in cut]
-    xs = [features(bs, s) for bs, s in zip(cut, scores)]
+    cols = [np.zeros((len(bs), len(BODY_COLUMNS)), np.float32) for bs in cut]  # (their cost: extract_body)
+    xs = [np.hstack([features(bs, s), c]) for bs, s, c in zip(cut, scores, cols)]
     parts = {
         "render": lambda: [render(h) for h in pages],
         "cut": lambda: [blocks(r) for r in rendered],

@@ -34,11 +34,8 @@ import numpy as np
 from pretrain.curate.extract_blocks import (
     MIN_MAIN_CHARS,
     Block,
-    blocks,
-    features,
     load_model,
     model_for,
-    render,
 )
 from pretrain.curate.extract_eval import (
     aeb_pages,
@@ -70,12 +67,11 @@ def core_flags(p, chars, conf, min_chars, margin, t_in, t_out, t_none=None) -> n
 
 def page(bench: str, key: str, html: str, url: str, model, rescue) -> dict:
     """A page's blocks, their keep probabilities and (on a short main content) its rescue."""
-    bs = blocks(render(html))
-    p = (
-        model.keep_probability(features(bs, model.words.score(bs) if model.words else None))
-        if bs
-        else np.zeros(0)
-    )
+    from pretrain.curate.extract_blocks import block_matrix
+    from pretrain.curate.extract_body import main_blocks
+
+    bs, cols = main_blocks(html)  # (the trees take the body columns since 2026-12-02, session 9)
+    p = model.keep_probability(block_matrix(bs, cols, model)) if bs else np.zeros(0)
     d = {
         "bench": bench,
         "key": key,

@@ -23,6 +23,10 @@ same for "trafilatura-eval/k"). The script prints the scores per fold and overal
 (2026-12-01). Time: 3 min 41 s on the shared 2-core machine (2 min 34 s CPU; 11 tree fits of
 ~13 s are most of it), 3 min 01 s from --cache.
 
+Each block's features are FEATURES plus the three body-container columns of extract_body.py
+(BLOCK_FEATURES; from 2026-12-02, issue 19 session 9); the extractor decodes the probabilities
+with extract_blocks.core_flags, and so does the printed evaluation.
+
 Each model also carries a word model (`WordModel`: logistic regression over the tokens of short
 blocks) whose score is a tree feature; in training, a block's score comes from a word model
 fitted without its page's site (inner site folds), see `train`.
@@ -45,17 +49,18 @@ from pathlib import Path
 import numpy as np
 
 from pretrain.curate.extract_blocks import (
-    FEATURES,
+    BLOCK_FEATURES,
+    BODY_COLUMNS,
     FOLDS_PATH,
     MODEL_PATH,
     Block,
     BlockModel,
     WordModel,
-    blocks,
     features,
-    render,
+    keep_flags,
     word_features,
 )
+from pretrain.curate.extract_body import main_blocks
 from pretrain.curate.extract_eval import tokens
 
 DATA = Path(os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -83,18 +88,19 @@ def readability_pages() -> list[tuple[str, str, str]]:
 
 def page_matrix(html: str, truth: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Features and labels of one page whose true main text is known: keep = most words in it."""
-    bs, y = page_labels(html, truth)
+    bs, y, _ = page_labels(html, truth)
     return features(bs), y, [b.text for b in bs]
 
 
-def page_labels(html: str, truth: str) -> tuple[list[Block], np.ndarray]:
-    bs = blocks(render(html))
+def page_labels(html: str, truth: str) -> tuple[list[Block], np.ndarray, np.ndarray]:
+    """A page's blocks, their labels and their body columns."""
+    bs, cols = main_blocks(html)
     have = Counter(tokens(truth))
     y = []
     for b in bs:
         ts = tokens(b.text)
         y.append(1 if ts and sum(t in have for t in ts) / len(ts) >= KEEP_SHARE else 0)
-    return bs, np.array(y, int)
+    return bs, np.array(y, int), cols
 
 
 def snippet_matrix(
@@ -103,14 +109,14 @@ def snippet_matrix(
     """Labels from trafilatura-eval's snippets: a block holding a must-keep snippet is 1, a must-drop
     one 0; blocks holding neither get their weak label from `weak` (another extractor's text of the
     page, as in page_matrix) or, without it, are left out (label -1, dropped before fitting)."""
-    bs, y = snippet_labels(html, keep, drop, weak)
+    bs, y, _ = snippet_labels(html, keep, drop, weak)
     return features(bs), y, [b.text for b in bs]
 
 
 def snippet_labels(
     html: str, keep: list[str], drop: list[str], weak: str | None
-) -> tuple[list[Block], np.ndarray]:
-    bs = blocks(render(html))
+) -> tuple[list[Block], np.ndarray, np.ndarray]:
+    bs, cols = main_blocks(html)
     keep_n, drop_n = [_norm(s) for s in keep], [_norm(s) for s in drop]
     have = Counter(tokens(weak)) if weak is not None else None
     y = []
@@ -122,7 +128,7 @@ def snippet_labels(
             ts = tokens(b.text)
             label = 1 if ts and sum(w in have for w in ts) / len(ts) >= KEEP_SHARE else 0
         y.append(label)
-    return bs, np.array(y, int)
+    return bs, np.array(y, int), cols
 
 
 def trafilatura_text(html: str) -> str:
@@ -176,12 +182,14 @@ def _to_heap(t, node: int, h: int, d: int, feature, split, value) -> None:
 
 @dataclass
 class Page:
-    """One labelled page: which set, its URL (for the site folds), its blocks and their labels (-1: none)."""
+    """One labelled page: which set, its URL (for the site folds), its blocks, their labels (-1: none)
+    and their body columns (extract_body.body_columns)."""
 
     source: str
     url: str
     blocks: list[Block]
     y: np.ndarray
+    cols: np.ndarray
     truth: str = ""  # AEB: the true article body (for scoring)
     keep: list[str] = field(default_factory=list)  # trafilatura-eval: must-keep snippets
     drop: list[str] = field(default_factory=list)  # trafilatura-eval: must-drop snippets
@@ -197,6 +205,7 @@ def load_pages(weak: bool = True, cache: Path | None = None) -> list[Page]:
                 d["url"],
                 [Block(*b) for b in d["blocks"]],
                 np.array(d["y"], int),
+                np.array(d["cols"], np.float32).reshape(-1, len(BODY_COLUMNS)),
                 d["truth"],
                 d["keep"],
                 d["drop"],
@@ -211,8 +220,8 @@ def load_pages(weak: bool = True, cache: Path | None = None) -> list[Page]:
     for _, h, t, url in aeb_pages(DATA / "html" / "scrapinghub-aeb", with_url=True):
         out.append(Page("aeb", url, *page_labels(h, t), truth=t))
     for _, h, k, d, url in trafilatura_pages(DATA / "html" / "trafilatura-eval", with_url=True):
-        bs, y = snippet_labels(h, k, d, trafilatura_text(h) if weak else None)
-        out.append(Page("trafilatura-eval", url, bs, y, keep=k, drop=d))
+        weak_text = trafilatura_text(h) if weak else None
+        out.append(Page("trafilatura-eval", url, *snippet_labels(h, k, d, weak_text), keep=k, drop=d))
     if cache:
         rows = [
             {
@@ -220,6 +229,7 @@ def load_pages(weak: bool = True, cache: Path | None = None) -> list[Page]:
                 "url": p.url,
                 "blocks": [[b.kind, b.text, b.link_chars, b.links] for b in p.blocks],
                 "y": p.y.tolist(),
+                "cols": p.cols.ravel().tolist(),
                 "truth": p.truth,
                 "keep": p.keep,
                 "drop": p.drop,
@@ -283,7 +293,7 @@ def oof_word_scores(pages: list[Page]) -> list[np.ndarray]:
 def train(pages: list[Page], threshold: float, words: bool) -> BlockModel:
     """Trees (with the word model stacked under them when `words`) on the labelled blocks of `pages`."""
     scores = oof_word_scores(pages) if words else [None] * len(pages)
-    xs = [features(p.blocks, s)[p.y >= 0] for p, s in zip(pages, scores)]
+    xs = [np.hstack([features(p.blocks, s), p.cols])[p.y >= 0] for p, s in zip(pages, scores)]
     ys = [p.y[p.y >= 0] for p in pages]
     m = fit(np.vstack(xs), np.concatenate(ys), threshold)
     return replace(m, words=fit_words(pages)) if words else m
@@ -318,8 +328,7 @@ def evaluate(pages: list[Page], models: dict[str, BlockModel]) -> dict[str, dict
         if p.source not in BENCHMARKS:
             continue
         m = models[f"{p.source}/{site_fold(p.url)}"]
-        x = features(p.blocks, m.words.score(p.blocks) if m.words else None)
-        keep = m.keep_probability(x) >= m.threshold if p.blocks else []
+        keep = keep_flags([p.blocks], m, [p.cols])[0]  # the extractor's decoder (no rescue)
         text = "\n".join(b.text for b, k in zip(p.blocks, keep) if k)
         r = token_prf(text, p.truth) if p.source == "aeb" else snippet_scores(text, p.keep, p.drop)
         for key in (p.source, f"{p.source}/{site_fold(p.url)}"):
@@ -363,7 +372,7 @@ def main() -> int:
         "script": "scripts/train_extract_blocks.py",
     }
     doc = {
-        "features": list(FEATURES),
+        "features": list(BLOCK_FEATURES),
         "info": {**info, "folds": "B/k: every other set + B's pages whose site_fold != k"},
         "folds": {k: m.to_dict() for k, m in folds.items()},
     }
@@ -371,7 +380,7 @@ def main() -> int:
     print(f"-> {args.folds_out} ({args.folds_out.stat().st_size / 1e3:.0f} kB)")
     model = train(pages, args.threshold, words)
     doc = {
-        "features": list(FEATURES),
+        "features": list(BLOCK_FEATURES),
         "info": {**info, "trained_on": ["readability", *BENCHMARKS]},
         "model": model.to_dict(),
     }

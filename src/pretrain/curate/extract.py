@@ -277,12 +277,14 @@ def _child_extract(html: str, backend: str, favor_precision: bool, main_content:
     """extract_text, and whether the rescue gave the page blocks back (blocks backend only)."""
     if backend != "blocks":
         return extract_text(html, backend, favor_precision, main_content, rescue), False
-    from pretrain.curate.extract_blocks import MIN_MAIN_CHARS, blocks, render
+    from pretrain.curate.extract_blocks import MIN_MAIN_CHARS
+    from pretrain.curate.extract_body import main_blocks
     from pretrain.curate.extract_rescue import page_texts
 
     rescued: list[int] = []
-    text = page_texts([html], [blocks(render(html))], min_main_chars=MIN_MAIN_CHARS if rescue else 0,
-                      rescued=rescued)[0]
+    bs, cols = main_blocks(html)
+    text = page_texts([html], [bs], min_main_chars=MIN_MAIN_CHARS if rescue else 0, rescued=rescued,
+                      cols=[cols])[0]
     return text, bool(rescued)
 
 
@@ -329,10 +331,10 @@ class ExtractStep(Step):
         """`blocks`, a batch at a time: resiliparse's pass over every page, then our cutting,
         features and one walk of the trees over all of them, then the rescue of the pages whose
         main content is short (one more walk); `process` then picks up each text."""
-        from pretrain.curate.extract_blocks import blocks, render
+        from pretrain.curate.extract_body import main_blocks
 
         self._ready.clear()
-        todo: list[tuple[Document, list]] = []
+        todo: list[tuple[Document, tuple]] = []
         for doc in batch:
             if not doc.cache.get("html") or self._too_large(doc.text):
                 continue
@@ -346,30 +348,30 @@ class ExtractStep(Step):
                 self._ready[id(doc)] = _DEEP
                 continue
             try:
-                todo.append((doc, blocks(render(doc.text))))
+                todo.append((doc, main_blocks(doc.text)))  # (blocks, body columns); its tree freed here
             except Exception as e:  # a parser bug on hostile HTML drops the page, not the batch
                 self._ready[id(doc)] = ExtractFailed(f"{type(e).__name__}: {e}")
         try:
             texts: list[str | Exception] = list(self._texts(todo))
         except Exception:  # page by page, so that only the page that fails is dropped
-            texts = [self._text(doc, bs) for doc, bs in todo]
+            texts = [self._text(doc, main) for doc, main in todo]
         for (doc, _), text in zip(todo, texts):
             self._ready[id(doc)] = text
 
-    def _texts(self, todo: list[tuple[Document, list]]) -> list[str]:
+    def _texts(self, todo: list[tuple[Document, tuple]]) -> list[str]:
         from pretrain.curate.extract_blocks import MIN_MAIN_CHARS
         from pretrain.curate.extract_rescue import page_texts
 
         gate = MIN_MAIN_CHARS if self.cfg.rescue else 0
         rescued: list[int] = []
-        out = page_texts([doc.text for doc, _ in todo], [bs for _, bs in todo], min_main_chars=gate,
-                         rescued=rescued)
+        out = page_texts([doc.text for doc, _ in todo], [bs for _, (bs, _) in todo], min_main_chars=gate,
+                         rescued=rescued, cols=[c for _, (_, c) in todo])
         self.stats["rescued"] += len(rescued)  # pages that got blocks back (a child counts its own)
         return out
 
-    def _text(self, doc: Document, bs: list) -> str | Exception:
+    def _text(self, doc: Document, main: tuple) -> str | Exception:
         try:
-            return self._texts([(doc, bs)])[0]
+            return self._texts([(doc, main)])[0]
         except Exception as e:
             return ExtractFailed(f"{type(e).__name__}: {e}")
 

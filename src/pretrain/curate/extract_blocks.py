@@ -17,13 +17,18 @@ per block:
    most of the signal; plus what a short block *says*: the log-odds of a logistic regression over
    its words (`WordModel`: "Das könnte Sie auch interessieren!", "Lea también:", "© ... |"), for
    the block and its neighbours.
-4. A small ensemble of gradient-boosted trees (in `pretrain/data/extract_blocks.json`, learnt by
+4. Three columns say whether the block lies in the page's article body container
+   (`itemprop="articleBody"`, `class="entry-content"`, ...: curate/extract_body.py, which also
+   parses the page once for steps 1 and 4).
+5. A small ensemble of gradient-boosted trees (in `pretrain/data/extract_blocks.json`, learnt by
    `scripts/train_extract_blocks.py`; see there for what it learnt from, and for the ten
    cross-fitted models in `extract_blocks_folds.json.gz` that score the benchmarks) gives each block a keep
-   probability; blocks at or above the model's threshold (0.5) are kept, in order.
-5. Rescue: where the main content is under MIN_MAIN_CHARS characters (resiliparse sometimes drops
+   probability; `core_flags` keeps blocks in order: at p >= 0.5 within the page's confident core
+   (from the first to the last block at p >= 0.98 with >= 80 characters, one block either side),
+   at p >= 0.6 outside it, and at the model's threshold (0.5) on a page without a core.
+6. Rescue: where the main content is under MIN_MAIN_CHARS characters (resiliparse sometimes drops
    the article itself), a whole-page render and a second set of trees may bring blocks back
-   (curate/extract_rescue.py); on every other page steps 1-4 are the whole output.
+   (curate/extract_rescue.py); on every other page steps 1-5 are the whole output.
 
 A page whose blocks are all boilerplate yields "" (the `extract` step then drops it as
 `extract_empty`). Time: our pass is linear in resiliparse's output; resiliparse's main-content
@@ -201,6 +206,10 @@ FEATURES = (
         "next_word_score",
     ]
 )
+# The article body container (curate/extract_body.py), appended for the `blocks` trees only: the
+# rescue's trees (extract_rescue.RESCUE_FEATURES) see FEATURES without them.
+BODY_COLUMNS = ("in_body", "body_found", "body_share")
+BLOCK_FEATURES = (*FEATURES, *BODY_COLUMNS)
 
 
 # Character classes as bits, looked up for a whole page at once (Python's own str predicates).
@@ -482,8 +491,8 @@ def load_model(path: str = "", fold: str = "") -> BlockModel:
     FOLDS_PATH (or `path`): the one that scores that benchmark's pages of that site fold, trained
     on the other sets and the benchmark's other four folds. See `model_for`.
     """
-    return pick_trees((MODEL_PATH, tuple(FEATURES), "model", _RETRAIN),
-                      (FOLDS_PATH, tuple(FEATURES), "model", _RETRAIN), path, fold)
+    return pick_trees((MODEL_PATH, BLOCK_FEATURES, "model", _RETRAIN),
+                      (FOLDS_PATH, BLOCK_FEATURES, "model", _RETRAIN), path, fold)
 
 
 def model_for(benchmark: str, url: str) -> BlockModel:
@@ -523,29 +532,60 @@ def extract_blocks_text(
     """Main text of one page: the blocks the model keeps, one paragraph per line; where the main
     content is shorter than `min_main_chars` (0: never), whole-page blocks the rescue trees bring
     back (curate/extract_rescue.py). The `extract` step gives the same text, a batch at a time."""
+    from pretrain.curate.extract_body import main_blocks
     from pretrain.curate.extract_rescue import page_texts
 
-    return page_texts([html], [blocks(render(html))], model, rescue, min_main_chars)[0]
+    bs, cols = main_blocks(html)
+    return page_texts([html], [bs], model, rescue, min_main_chars, cols=[cols])[0]
 
 
-def keep_flags(pages: list[list[Block]], model: BlockModel | None = None) -> list[list[bool]]:
-    """Whether the model keeps each block of each page of a batch.
+# The core decoder (issue 19, sessions 6 and 9; chosen by the nested rule in 7 of 10 site folds):
+# a page's core runs from the first to the last block at p >= CORE_P with >= CORE_CHARS characters,
+# widened by CORE_MARGIN blocks; inside keep at CORE_IN, outside at CORE_OUT, and a page without a
+# core keeps at the model's threshold. It never keeps less than 0.5 would, so a non-article page
+# (no confident long block: 76 of the 86 crawl pages) is decided as before.
+CORE_P, CORE_CHARS, CORE_MARGIN, CORE_IN, CORE_OUT = 0.98, 80, 1, 0.5, 0.6
 
-    The trees walk all the batch's blocks in one call (rows are independent: the same
-    probabilities as page by page, fewer numpy calls per page).
-    """
+
+def core_flags(p: np.ndarray, chars: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+    """Keep flags of one page's blocks (keep probabilities `p`, lengths `chars`) by the core decoder."""
+    core = np.flatnonzero((p >= CORE_P) & (chars >= CORE_CHARS))
+    if not len(core):
+        return p >= threshold
+    at = np.arange(len(p))
+    inside = (at >= core[0] - CORE_MARGIN) & (at <= core[-1] + CORE_MARGIN)
+    return np.where(inside, p >= CORE_IN, p >= CORE_OUT)
+
+
+def block_matrix(bs: list[Block], cols: np.ndarray, model: BlockModel) -> np.ndarray:
+    """The trees' input for one page: FEATURES (word scores from the model's word model), then the
+    body columns (extract_body.body_columns)."""
+    return np.hstack([features(bs, model.words.score(bs) if model.words else None), cols])
+
+
+def keep_flags(
+    pages: list[list[Block]], model: BlockModel | None = None, cols: list[np.ndarray] | None = None
+) -> list[list[bool]]:
+    """Whether the model keeps each block of each page of a batch (`cols`: each page's body
+    columns; None: pages without a container). The trees walk all the batch's blocks in one call
+    (rows are independent: the same probabilities as page by page), then each page is decoded."""
     m = model or load_model()
-    rows = [features(bs, m.words.score(bs) if m.words else None) for bs in pages if bs]
+    cols = cols or [np.zeros((len(bs), len(BODY_COLUMNS)), np.float32) for bs in pages]
+    rows = [block_matrix(bs, c, m) for bs, c in zip(pages, cols, strict=True) if bs]
     if not rows:
         return [[] for _ in pages]
-    keep = (m.keep_probability(np.concatenate(rows)) >= m.threshold).tolist()
+    p = m.keep_probability(np.concatenate(rows))
     out, at = [], 0
     for bs in pages:
-        out.append(keep[at : at + len(bs)])
+        chars = np.fromiter((len(b.text) for b in bs), np.int64, len(bs))
+        out.append(core_flags(p[at : at + len(bs)], chars, m.threshold).tolist())
         at += len(bs)
     return out
 
 
-def kept_texts(pages: list[list[Block]], model: BlockModel | None = None) -> list[str]:
+def kept_texts(
+    pages: list[list[Block]], model: BlockModel | None = None, cols: list[np.ndarray] | None = None
+) -> list[str]:
     """Main text of each page of a batch: the blocks the model keeps, one paragraph per line (no rescue)."""
-    return ["\n".join(b.text for b, k in zip(bs, f) if k) for bs, f in zip(pages, keep_flags(pages, model))]
+    flags = keep_flags(pages, model, cols)
+    return ["\n".join(b.text for b, k in zip(bs, f) if k) for bs, f in zip(pages, flags)]

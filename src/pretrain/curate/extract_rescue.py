@@ -145,13 +145,19 @@ def page_texts(
     rescue: BlockModel | None = None,
     min_main_chars: int = MIN_MAIN_CHARS,
     rescued: list[int] | None = None,
+    cols: list[np.ndarray] | None = None,
 ) -> list[str]:
-    """Main text of each page of a batch (`mains`: the blocks of each page's main-content render):
+    """Main text of each page of a batch (`mains`: the blocks of each page's main-content render;
+    `cols`: their body columns, extract_body.main_blocks; None: computed here from `htmls`):
     the blocks `model` keeps, and on pages whose main content is under `min_main_chars` characters
     (0: never) the whole-page blocks `rescue` brings back. One walk of each set of trees per batch.
     `rescued`, when given, receives the index of each page that got at least one block back."""
     m = model or load_model()
-    flags = keep_flags(mains, m)
+    if cols is None:
+        from pretrain.curate.extract_body import body_columns, parse
+
+        cols = [body_columns(parse(h), bs) for h, bs in zip(htmls, mains, strict=True)]
+    flags = keep_flags(mains, m, cols)
     out = ["\n".join(b.text for b, k in zip(bs, f) if k) for bs, f in zip(mains, flags)]
     short = [i for i, bs in enumerate(mains) if sum(len(b.text) for b in bs) < min_main_chars]
     if not short:

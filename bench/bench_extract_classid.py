@@ -1,5 +1,10 @@
 """Issue 19, session 9: the page's class and id words as learnt features of each `blocks` block (not shipped).
 
+Written against the `blocks` model of commit 875038a (before the body-container columns shipped
+later in session 9): its baseline is that model's 45 FEATURES. To reproduce the docs' numbers, run it
+in a checkout of that commit (`git worktree add /tmp/classid 875038a`); on later commits the fold
+models carry three more columns and this script's baseline is no longer what ships.
+
 Dragnet (Peters & Lecocq 2013, "Content Extraction Using Diverse Feature Sets") found the id/class
 tokens of a block's enclosing elements the strongest single feature set, stronger than the shallow
 text features (Kohlschuetter et al. 2010) `blocks` uses. This measures the ceiling of that idea for

@@ -289,3 +289,24 @@ def test_a_hostile_metrics_line_is_skipped_on_resume_and_in_the_report(finished,
     t = Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10"), quiet=True)
     t.fit()  # rewinds metrics.jsonl to step 10, then appends 11 and 12
     assert [r["step"] for r in read_metrics(run / "metrics.jsonl")[0]] == list(range(1, 13))
+
+
+def test_a_rerun_of_a_finished_run_writes_nothing(tmp_path, text):
+    """A rerun with nothing to train added an empty TensorBoard event file and a `resume` event at the
+    last step each time (the report showed it as a restart). DESIGN.md: one value per step in
+    metrics.jsonl and TensorBoard; checked with TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = tmp_path / "run"
+    args = (run, text, "train.steps=3", "checkpoint.every=3", "log.tensorboard=true")
+    Trainer(tiny_config(*args), quiet=True).fit()
+    before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file() and "checkpoints" not in p.parts}
+    for _ in range(2):
+        assert Trainer(tiny_config(*args), quiet=True).fit() == []
+    after = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file() and "checkpoints" not in p.parts}
+    assert after == before
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    assert not any(json.loads(x).get("event") == "resume" for x in lines)
+    acc = EventAccumulator(str(run / "tensorboard"))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("train/loss")] == [1, 2, 3]

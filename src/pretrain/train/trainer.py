@@ -491,8 +491,11 @@ class Trainer:
         status 130); the record (metrics.jsonl, TensorBoard) keeps one value per step across resumes.
         """
         stop = self.cfg.train.stop_at or self.cfg.train.steps
-        if self.resumed and self.step > stop:  # not rewound: nothing to train, nothing to write
-            return []  # (config.toml said the shorter run, metrics a config_change, for a longer model)
+        if self.resumed and self.step >= stop:  # nothing to train, nothing to write: past the end
+            # (config.toml said the shorter run, metrics a config_change, for a longer model) or at it
+            # (run-it-twice review, session 9: each rerun of a finished run added an empty TensorBoard
+            # event file and a `resume` event the report showed as a restart at the last step)
+            return []
         self.run_dir.mkdir(parents=True, exist_ok=True)
         lock = hold_run_dir(self.run_dir) if self.rank == 0 else None  # one run at a time writes here
         try:

@@ -201,3 +201,20 @@ def test_reports_of_dedup_and_decontaminate_outputs_render(demo, tmp_path):
     assert "<h3>Contamination</h3>" in html and row in html
     result = render(page, screenshot=ARTIFACTS / "dedup-decontam-report.png")
     assert len(result["images"]) == 2 and all(result["images"]) and result["errors"] == []
+
+
+def test_a_watched_stage_prints_its_stdout_after_its_last_progress_line():
+    """train's "done:" line went straight to the terminal while the demo printed the last progress
+    line after the stage ended: "done:" came first (run-it-twice review, session 9)."""
+    import io
+
+    from rich.console import Console
+
+    from pretrain import __version__
+    from pretrain.demo import _run
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=200)
+    _run(console, "a stage", ["--version"], watch=lambda: "step 3/3  loss 1.000")
+    said = buf.getvalue()
+    assert said.index("step 3/3  loss 1.000") < said.index(f"pretrain {__version__}") < said.index("done in ")

@@ -42,13 +42,16 @@ class DemoSettings:
 
 
 def _run(console, title: str, argv: list[str], capture: bool = False, watch=None) -> str:
-    """Run one stage as the real command; `watch()` -> a status line shown while it runs."""
+    """Run one stage as the real command; `watch()` -> a status line shown while it runs. A watched
+    stage's stdout (train's one "done:" line) is held and shown after the last status line: passed
+    through, it came before the progress it concludes (run-it-twice review, session 9)."""
     cmd = ["pretrain", *argv]
     console.rule(f"[bold]{title}")
     console.print(f"[dim]$ {shlex.join(cmd)}", highlight=False)
     t0 = time.time()
+    held = capture or watch is not None
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pretrain", *argv], text=True, stdout=subprocess.PIPE if capture else None,
+        [sys.executable, "-m", "pretrain", *argv], text=True, stdout=subprocess.PIPE if held else None,
         env=child_env(),
     )
     try:
@@ -58,6 +61,8 @@ def _run(console, title: str, argv: list[str], capture: bool = False, watch=None
     except KeyboardInterrupt:
         _let_stage_stop(console, proc)
         raise
+    if held and not capture and stdout:
+        console.print(stdout.rstrip("\n"), highlight=False, markup=False)
     if proc.returncode == 130:  # the stage alone was interrupted (its own SIGINT/SIGTERM), and said so
         raise KeyboardInterrupt
     if proc.returncode != 0:

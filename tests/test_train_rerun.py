@@ -310,3 +310,40 @@ def test_a_rerun_of_a_finished_run_writes_nothing(tmp_path, text):
     acc = EventAccumulator(str(run / "tensorboard"))
     acc.Reload()
     assert [e.step for e in acc.Scalars("train/loss")] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("link", ["step", "file"])
+def test_a_checkpoint_linking_out_of_its_run_is_refused_in_one_line(finished, tmp_path, text, link):
+    """A run directory from someone else is hostile (docs/security.md): `step_X -> elsewhere` or a
+    shard inside it linking out was followed by a resume, eval, sample and export."""
+    from pretrain.train.runs import load_run_model
+
+    run, ckpt = _copy(finished, tmp_path)
+    outside = tmp_path / "elsewhere"
+    shutil.move(ckpt, outside)
+    if link == "step":
+        ckpt.symlink_to(outside, target_is_directory=True)
+        named = str(ckpt)
+    else:
+        shutil.copytree(outside, ckpt)
+        shard = next(p for p in ckpt.iterdir() if p.suffix == ".distcp")
+        shard.unlink()
+        shard.symlink_to(outside / shard.name)
+        named = str(shard)
+    cfg = tiny_config(run, text, "train.steps=10", "checkpoint.every=10")
+    for load in (lambda: load_run_model(run), lambda: load_run_model(run, step=10),
+                 lambda: Trainer(cfg, quiet=True)):
+        with pytest.raises(UserError) as e:
+            load()
+        said = str(e.value)
+        assert said.startswith(f"{named}: links outside ") and "refusing" in said and "\n" not in said
+
+
+def test_a_link_inside_the_checkpoints_folder_is_still_read(finished, tmp_path):
+    """What stays inside: `step_X -> step_X.real` next to it, as a user may arrange by hand."""
+    from pretrain.train.runs import load_run_model
+
+    run, ckpt = _copy(finished, tmp_path)
+    shutil.move(ckpt, ckpt.with_name("real"))
+    ckpt.symlink_to(ckpt.with_name("real"), target_is_directory=True)
+    assert load_run_model(run)[2] == 10

@@ -95,7 +95,22 @@ def _files(path) -> dict[str, int]:
                 if e["type"] == "file"}
     if not path.is_dir():
         return {}
+    refuse_links_out(path)
     return {p.name: p.stat().st_size for p in path.iterdir() if p.is_file()}
+
+
+def refuse_links_out(path: Path) -> None:
+    """A checkpoint directory of a run from someone else (docs/security.md: hostile) is read only
+    where it is: `step_X -> elsewhere`, or a shard or marker inside it linking out, would have train,
+    eval, sample and export read files the run does not hold. One line naming the link
+    (run-it-twice review, session 9); links that stay inside the checkpoints folder are kept, and
+    so is a checkpoints folder that is itself a link (a run's checkpoints on another disk)."""
+    real = path.resolve()
+    if real.parent != path.parent.resolve():
+        raise UserError(f"{path}: links outside {path.parent} (to {real}); refusing to read it")
+    for p in path.iterdir():
+        if p.is_symlink() and not p.resolve().is_relative_to(real):
+            raise UserError(f"{p}: links outside {path} (to {p.resolve()}); refusing to read the checkpoint")
 
 
 def _read_text(path) -> str | None:
@@ -108,7 +123,11 @@ def _read_text(path) -> str | None:
     if isinstance(path, RemotePath):
         fs = _fs(path)
         return fs.cat_file(path).decode("utf-8", errors="replace") if fs.isfile(path) else None
-    return read_bytes(path).decode("utf-8", errors="replace") if path.exists() else None
+    if not path.exists():
+        return None
+    if STEP_DIR.match(path.parent.name):  # a marker or state in a step directory: not read through a link out
+        refuse_links_out(path.parent)
+    return read_bytes(path, within=path.parent).decode("utf-8", errors="replace")
 
 
 def _rmtree(path) -> None:
@@ -331,6 +350,8 @@ def list_checkpoints(root: Path) -> list[tuple[int, Path, bool]]:
         dirs = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
     for p in dirs:
         m = STEP_DIR.match(p.name)
+        if m and isinstance(p, Path):
+            refuse_links_out(p)
         if m:
             out.append((int(m.group(1)), p, is_complete(p)))
     return sorted(out)

@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,8 +57,18 @@ def _run(console, title: str, argv: list[str], capture: bool = False, watch=None
     )
     try:
         if watch is not None:
+            # drained by a thread while the status line runs: a stage that writes more than a pipe
+            # holds (64 KiB) to stdout would otherwise block on a pipe nobody reads
+            chunks: list[str] = []
+            reader = threading.Thread(target=lambda: chunks.extend(iter(proc.stdout.readline, "")),
+                                      daemon=True)
+            reader.start()
             _watch(console, proc, watch)
-        stdout, _ = proc.communicate()
+            proc.wait()
+            reader.join()
+            stdout = "".join(chunks)
+        else:
+            stdout, _ = proc.communicate()
     except KeyboardInterrupt:
         _let_stage_stop(console, proc)
         raise

@@ -65,6 +65,11 @@ def _worker(fn_path: str, rank: int, world_size: int, port: int, result_dir: str
         if dist.is_initialized():
             dist.destroy_process_group()
     Path(result_dir, f"rank{rank}.json").write_text(json.dumps(out))
+    # the spawned process ends with the interpreter's shutdown: its collections over torch's objects
+    # took seconds per rank on a loaded 2-core machine (pretrain/__main__.py, bench/bench_exit.py)
+    import gc
+
+    gc.freeze()
 
 
 def run_distributed(fn_path: str, world_size: int, *args, timeout: float = 120.0) -> list:

@@ -124,7 +124,10 @@ def _score(args: argparse.Namespace) -> int:
     else:
         with atomic_path(args.output) as tmp, open(tmp, "wb") as f:
             f.writelines(lines())
-    print(f"scored {n:,} documents: {good:,} lean good (score > 0); {len(errors)} bad records skipped",
+    from pretrain.progress import count
+
+    print(f"scored {count(n, 'document')}: {good:,} lean good (score > 0); "
+          f"{count(len(errors), 'bad record')} skipped",
           file=sys.stderr)
     _print_errors(errors)
     return 0

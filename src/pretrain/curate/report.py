@@ -109,13 +109,13 @@ def nothing_done_line(stats: dict) -> str:
 def totals_line(stats: dict) -> str:
     """Documents read and kept, bad records, seconds; after a rerun labelled as the job's (its
     attempts' together), with what this attempt did itself when it did some of the shards."""
-    from pretrain.progress import rerun_note, seconds_text
+    from pretrain.progress import count, rerun_note, seconds_text
 
     d = stats["documents"]
     share = d["kept"] / d["read"] if d["read"] else 0.0
     n = stats.get("attempts", 1)
-    totals = (f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
-              f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
+    totals = (f"read {count(d['read'], 'document')}, kept {d['kept']:,} ({share:.1%}); "
+              f"{count(stats['errors']['count'], 'bad record')} skipped; {stats['wall_seconds']:.1f} s"
               + (f" over {n} attempts" if n > 1 else ""))
     this = stats.get("this_attempt")
     note = rerun_note(this["written"], this["shards"], "done") if this else ""

@@ -81,3 +81,15 @@ def test_bar_says_one_doc_and_one_file_in_the_singular(tmp_path):
     tick({"read": 1})
     assert p._bar.tasks[1].fields["info"] == "1 doc"  # noqa: SLF001
     p.close()
+
+
+def test_curate_summary_says_one_document_and_one_bad_record(capsys):
+    """The summary read 'read 1 documents ...; 1 bad records skipped' on a one-document input."""
+    from pretrain.curate.report import exit_code, totals_line
+
+    stats = {"documents": {"read": 1, "kept": 1}, "wall_seconds": 1.0,
+             "errors": {"count": 1, "by_reason": {"malformed JSON": 1}, "examples": []}}
+    assert totals_line(stats).startswith("read 1 document, kept 1 (100.0%); 1 bad record skipped; ")
+    stats["documents"] = {"read": 0, "kept": 0}
+    assert exit_code(stats) == 1
+    assert "inputs (1 bad record" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import contextlib
 from pathlib import Path
 
 from pretrain.bounds import Number
+from pretrain.progress import count
 
 HELP = "train a byte-level BPE tokenizer (HF tokenizers) on a corpus"
 DESCRIPTION = """\
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.curate.readers import list_inputs
     from pretrain.errors import UserError
     from pretrain.faults import merge_faults
-    from pretrain.progress import ShardMeter, count
+    from pretrain.progress import ShardMeter
     from pretrain.tokens.pipeline import iter_texts, oversize_hint
     from pretrain.tokens.tokenizer import EOT, tokenizer_sha256, train_tokenizer
     from pretrain.untrusted import printable
@@ -172,7 +173,7 @@ def _shown(enabled: bool | None, files: list, seen: dict, t0: float, meters: Pat
     def end() -> None:  # the reader is done (or --max-mb reached): the merges run now
         state["t"] = time.perf_counter()
         state["done"] = progress.pending("training", f"BPE on {seen['bytes'] / 1e6:,.1f} MB, "
-                                         f"{seen['docs']:,} documents ...")
+                                         f"{count(seen['docs'], 'document')} ...")
 
     try:
         read = progress.start("reading", len(files), [str(f) for f in files], meters)

@@ -193,7 +193,7 @@ def test_quiet_drops_the_echo_and_progress_the_bar_independently(tmp_path, flags
     assert out.returncode == 0, out.stderr
     assert out.stderr.startswith("config: 1 setting(s) differ from the defaults") == echo
     assert ("language.enabled = false" in out.stderr) == echo
-    assert ("0/1 files" in out.stderr or "1/1 files" in out.stderr) == bar  # the bar's file counter
+    assert ("0/1 file" in out.stderr or "1/1 file" in out.stderr) == bar  # the bar's file counter
 
 
 def test_dry_run_prints_the_config_before_anything_can_fail():

@@ -484,3 +484,15 @@ def test_sample_says_how_many_tokens_did_not_decode(tiny_run, capsys):
     lines = [x for x in err.splitlines() if "did not decode to valid UTF-8" in x]
     assert marks > 0 and len(lines) == 1, (out, err)
     assert marks <= int(lines[0].split("pretrain sample: ")[1].split(" of ")[0]) <= 61, lines
+
+
+def test_a_task_file_with_nothing_readable_says_why_in_words(tmp_path):
+    """The error printed the skip counts as a Python dict ({'bad_value': 1, ...}) to the user."""
+    from pretrain.errors import UserError
+    from pretrain.eval.tasks import load_file
+
+    p = tmp_path / "t.jsonl"
+    p.write_text('not json\n{"query": "q", "choices": ["a"], "gold": 5}\n{"query": "q"}\n')
+    with pytest.raises(UserError) as e:
+        load_file(p)
+    assert str(e.value).endswith("(3 skipped: 1 bad json, 1 bad value, 1 missing key)"), e.value

@@ -31,7 +31,7 @@ def test_curate_counts_by_kind_and_names_the_first_of_each(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["curate", str(d), "-o", str(out), "--workers", "1"]) == 0
     errors = json.loads((out / "stats.json").read_text())["errors"]
-    missing = "missing text column 'text' (columns: ['body'])"
+    missing = "missing text column 'text' (columns: body)"
     assert errors["by_reason"] == {"invalid UTF-8": 3, "malformed JSON": 2, missing: 1}, errors
     first = errors["first"]
     assert (first["invalid UTF-8"]["record"], first["malformed JSON"]["record"]) == ("line 2", "line 5")

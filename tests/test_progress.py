@@ -65,3 +65,31 @@ def test_meter_never_fails_the_job(tmp_path, every_read):
     blocked.write_text("not a folder")
     meter = prog.ShardMeter(blocked / "0.json", Path(tmp_path / "missing"))
     assert list(meter.wrap(iter(range(3)))) == [0, 1, 2]
+
+
+def test_bar_says_one_doc_and_one_file_in_the_singular(tmp_path):
+    """A one-document input read '1 docs, 0/1 files' on the curate bar."""
+    f = tmp_path / "a"
+    f.write_bytes(b"x" * 10)
+    p = prog.Progress(enabled=False)
+    p.start("filter", 1, [str(f)], tmp_path / "meters")
+    (tmp_path / "meters").mkdir()
+    (tmp_path / "meters" / "0.json").write_text(json.dumps({"docs": 1, "bytes": 5, "size": 10}))
+    p.stop("filter")
+    assert p._bar.tasks[0].fields["info"] == "1 doc, 0/1 file"  # noqa: SLF001
+    tick = p.start("dedup", 3)
+    tick({"read": 1})
+    assert p._bar.tasks[1].fields["info"] == "1 doc"  # noqa: SLF001
+    p.close()
+
+
+def test_curate_summary_says_one_document_and_one_bad_record(capsys):
+    """The summary read 'read 1 documents ...; 1 bad records skipped' on a one-document input."""
+    from pretrain.curate.report import exit_code, totals_line
+
+    stats = {"documents": {"read": 1, "kept": 1}, "wall_seconds": 1.0,
+             "errors": {"count": 1, "by_reason": {"malformed JSON": 1}, "examples": []}}
+    assert totals_line(stats).startswith("read 1 document, kept 1 (100.0%); 1 bad record skipped; ")
+    stats["documents"] = {"read": 0, "kept": 0}
+    assert exit_code(stats) == 1
+    assert "inputs (1 bad record" in capsys.readouterr().err

@@ -413,7 +413,7 @@ def test_every_kind_of_bad_record_is_said_and_named(corpus, tmp_path, capsys):
     assert cli_main(["tokenize", str(root), "--tokenizer", str(corpus["tok"]), "-o", str(out),
                      "--workers", "1"]) == 0
     err = capsys.readouterr().err
-    assert "1 missing text column 'text' (columns: ['body'])" in err, err
+    assert "1 missing text column 'text' (columns: body)" in err, err
     said = [ln for ln in err.splitlines() if ln.startswith("skipped")]
     assert len(said) == 1 and "record larger than max_record_bytes" in said[0], err
     assert "split" in said[0] and "8 MiB" in said[0]  # what to do about it

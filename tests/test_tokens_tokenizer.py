@@ -326,16 +326,22 @@ def test_tokenizer_train_shows_reading_then_training_on_request_only(tmp_path, c
     mb = sum(len(t.encode()) for t in texts) / 1e6
     outs = {}
     for flag in ("--progress", None):
+        # A run killed under --progress left its positions beside -o; the next run removes them.
+        (tmp_path / f".{flag}.json.progress").mkdir()
+        (tmp_path / f".{flag}.json.progress" / "0.json").write_text('{"docs": 99}')
         argv = ["tokenizer", "train", str(tmp_path / "c0.jsonl"), str(tmp_path / "c1.jsonl"),
                 "-o", str(tmp_path / f"{flag}.json"), "--vocab-size", "300"]
         assert main(argv + ([flag] if flag else [])) == 0
         outs[flag] = capsys.readouterr()
+        assert not list(tmp_path.glob(".*.progress")), list(tmp_path.iterdir())
     err = outs["--progress"].err
     assert f"BPE on {mb:,.1f} MB, {len(texts)} documents" in err and "trained BPE in " in err, err
     assert "2/2 files" in err and f"{len(texts)} docs" in err, err
     assert outs[None].err == "" and outs[None].out.count("\n") == 1, outs[None]
     sha = [o.out.split("sha256 ")[1].split()[0] for o in outs.values()]
     assert sha[0] == sha[1]
+
+
 @pytest.mark.parametrize("kind", ["sparse", "fifo"])
 def test_a_tokenizer_file_too_large_or_not_a_file_is_refused_unread(tmp_path, kind):
     """A token folder or run from someone else holds the tokenizer.json: from_file read any size

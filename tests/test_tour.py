@@ -281,3 +281,10 @@ def test_the_activation_table_prints_the_lessons_figures(sections) -> None:
     printed = {row[0]: row[1] for row in table.rows}
     names = ("stored naively", "no stored attention scores", "activation checkpointing")
     assert [printed[k] for k in names] == ["104.2", "18.3", "1.07"]
+
+
+def test_the_checkpoint_table_prints_the_lessons_intervals(sections) -> None:
+    """5d: the lesson says 18.97 minutes for a 1-minute save and 7.7 for a 10-second one; the table
+    printed 7.75, which a newcomer read as a different number."""
+    table = next(t for t in sections["5"].tables if t.title.startswith("5d."))
+    assert [row[1] for row in table.rows[1:]] == ["18.97", "7.7"]

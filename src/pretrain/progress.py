@@ -148,7 +148,7 @@ class Progress:
         ph, task = self._phase[name], self._tasks[name]
         if not ph["sizes"]:
             self._bar.update(task, completed=ph["done"], done=f"{ph['done']}/{ph['units']}",
-                             info=f"{ph['docs']:,} docs")
+                             info=count(ph["docs"], "doc"))
             return
         live = read_meters(Path(ph["meters"])) if ph["meters"] else {}
         done_bytes, docs = 0, ph["docs"]
@@ -160,7 +160,7 @@ class Progress:
                 done_bytes += min(size, m.get("bytes") or 0)
                 docs += int(m.get("docs") or 0)
         self._bar.update(task, completed=done_bytes, done=f"{_human(done_bytes)}/{_human(sum(ph['sizes']))}",
-                         info=f"{docs:,} docs, {ph['done']}/{ph['units']} files")
+                         info=f"{count(docs, 'doc')}, {ph['done']}/{count(ph['units'], 'file')}")
 
     def _poll(self) -> None:
         while not self._stop.wait(EVERY_S):
@@ -192,6 +192,11 @@ def _human(n: float) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1000
     return f"{n}"
+
+
+def count(n: int, noun: str) -> str:
+    """'1 doc', '0 docs', '12,345 docs': a count and its noun, plural unless the count is one."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def rerun_note(now: int, units: int, done: str, unit: str = "shard") -> str:

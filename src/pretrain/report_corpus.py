@@ -16,6 +16,7 @@ import numpy as np
 
 from pretrain import untrusted
 from pretrain.curate import io as cio
+from pretrain.progress import count
 from pretrain.report import Section, fig_to_img, fmt, kpis, note, plt, snippet, table
 
 MAX_SCANNED = 200_000  # reject records read for examples and clusters
@@ -66,7 +67,7 @@ def curate_section(out: Path, sid: str, remote: str | None = None) -> Section:
     parts.append("<h3>Duplicate clusters</h3>" + _clusters(clusters, out, remote))
     problems = []
     if errors["count"]:
-        problems.append(f"{errors['count']:,} bad records skipped ({_top(errors['by_reason'])})")
+        problems.append(f"{count(errors['count'], 'bad record')} skipped ({_top(errors['by_reason'])})")
     if d["read"] == 0:
         problems.append("no document could be read")
     return Section(sid, f"Corpus: {job}", job, str(out), "".join(parts),

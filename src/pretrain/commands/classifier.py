@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from pretrain.bounds import Number
+from pretrain.progress import count
 
 HELP = "naive Bayes quality classifier: train on good/bad text, score documents"
 DESCRIPTION = """\
@@ -97,7 +98,7 @@ def _train(args: argparse.Namespace) -> int:
     model = NaiveBayes.train(good, bad, min_count=args.min_count)
     model.save(args.output)
     print(f"wrote {args.output}: N_good={model.n_good:,} words, N_bad={model.n_bad:,} words, "
-          f"V={model.vocab_size:,} distinct; {len(errors)} bad records skipped")
+          f"V={model.vocab_size:,} distinct; {count(len(errors), 'bad record')} skipped")
     _print_errors(errors)
     return 0
 
@@ -124,7 +125,8 @@ def _score(args: argparse.Namespace) -> int:
     else:
         with atomic_path(args.output) as tmp, open(tmp, "wb") as f:
             f.writelines(lines())
-    print(f"scored {n:,} documents: {good:,} lean good (score > 0); {len(errors)} bad records skipped",
+    print(f"scored {count(n, 'document')}: {good:,} lean good (score > 0); "
+          f"{count(len(errors), 'bad record')} skipped",
           file=sys.stderr)
     _print_errors(errors)
     return 0

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                                                 f"{seconds_text(sec)})")
     n = len(man["shards"])
     print(f"{_count(man['tokens'], 'token')}, {_count(man['documents'], 'document')}, {_count(n, 'shard')} "
-          f"({man['dtype']}){took}; {skipped:,} records skipped -> {args.output}"
+          f"({man['dtype']}){took}; {_count(skipped, 'record')} skipped -> {args.output}"
           f"{resumed(len(written), len(man['shards']), 'tokenized')}")
     return _said_skips(man["skipped"], man["documents"], args.text_field)
 
@@ -153,7 +153,7 @@ def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:
         return 0
     from pretrain.curate.report import why_none_read
 
-    print(f"error: no document could be read from the inputs ({sum(skipped.values()):,} records "
+    print(f"error: no document could be read from the inputs ({_count(sum(skipped.values()), 'record')} "
           f"skipped; {why_none_read(skipped)}; into a new -o)", file=sys.stderr)
     return 1
 

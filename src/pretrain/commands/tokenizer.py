@@ -7,6 +7,7 @@ import contextlib
 from pathlib import Path
 
 from pretrain.bounds import Number
+from pretrain.progress import count
 
 HELP = "train a byte-level BPE tokenizer (HF tokenizers) on a corpus"
 DESCRIPTION = """\
@@ -111,17 +112,18 @@ def run(args: argparse.Namespace) -> int:
                     named.append(f"{printable(str(f))}: {said}")
 
     t0 = time.perf_counter()
-    with _shown(args.progress, files, seen, t0) as (meters, tick, end):
+    out = Path(args.output)
+    with _shown(args.progress, files, seen, t0, meters_dir(out)) as (meters, tick, end):
         tok = train_tokenizer(texts(meters, tick, end), args.vocab_size, [EOT, *args.special],
                               args.min_frequency)
     seconds = time.perf_counter() - t0
     if seen["docs"] == 0:  # HF would return the 256 byte tokens and call it trained
         from pretrain.curate.report import why_none_read
 
-        raise UserError(f"no text to train on in {', '.join(args.inputs)} ({sum(errors.values()):,} "
-                        f"records skipped; {why_none_read(errors)}{oversize_hint(errors)}"
+        raise UserError(f"no text to train on in {', '.join(args.inputs)} "
+                        f"({count(sum(errors.values()), 'record')} skipped; "
+                        f"{why_none_read(errors)}{oversize_hint(errors)}"
                         f"{'; first: ' + named[0] if named else ''}); nothing written")
-    out = Path(args.output)
     from pretrain.curate.io import write_bytes_atomic
 
     try:
@@ -129,10 +131,10 @@ def run(args: argparse.Namespace) -> int:
         write_bytes_atomic(out, tok.to_str(pretty=True).encode())
     except OSError as e:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from e
-    docs = f"{seen['docs']:,} document" + ("" if seen["docs"] == 1 else "s")
+    docs = count(seen["docs"], "document")
     print(f"trained on {docs}, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
           f"vocabulary {tok.get_vocab_size():,}{_short_of(tok.get_vocab_size(), args)}; "
-          f"{sum(errors.values()):,} records skipped; "
+          f"{count(sum(errors.values()), 'record')} skipped; "
           f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}{_replaced(before, tokenizer_sha256(tok))}")
     for line in named[:20]:  # after the summary line; bounded: a corpus may have 100,000 files
         print(f"  {line}", file=sys.stderr)
@@ -143,16 +145,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def meters_dir(out: Path) -> Path:
+    """Where --progress keeps the readers' positions: `.NAME.progress/` beside the output `NAME`,
+    so that a run into the same -o removes what a killed one left (a temp folder stayed in /tmp
+    after SIGKILL), as `pretrain tokenize` does with TOKENS/.progress/."""
+    return out.parent / f".{out.name}.progress"
+
+
 @contextlib.contextmanager
-def _shown(enabled: bool | None, files: list, seen: dict, t0: float):
+def _shown(enabled: bool | None, files: list, seen: dict, t0: float, meters: Path):
     """(meters folder or None, tick, end) while the texts are read: a bar by bytes inside each file;
     at `end` (HF tokenizers has every text) "training BPE on N MB" with its elapsed time, since its
-    merges report nothing. Nothing without a terminal or with --no-progress: the summary says it."""
-    import tempfile
+    merges report nothing. Nothing without a terminal or with --no-progress: the summary says it.
+    `meters` is removed first (a killed run's) and last, with or without a bar."""
+    import shutil
     import time
 
     from pretrain.progress import Progress, seconds_text
 
+    shutil.rmtree(meters, ignore_errors=True)
     progress = Progress(enabled)
     if not progress.enabled:
         yield None, lambda result=None: None, lambda: None
@@ -162,15 +173,15 @@ def _shown(enabled: bool | None, files: list, seen: dict, t0: float):
     def end() -> None:  # the reader is done (or --max-mb reached): the merges run now
         state["t"] = time.perf_counter()
         state["done"] = progress.pending("training", f"BPE on {seen['bytes'] / 1e6:,.1f} MB, "
-                                         f"{seen['docs']:,} documents ...")
+                                         f"{count(seen['docs'], 'document')} ...")
 
-    with tempfile.TemporaryDirectory(prefix="pretrain-tokenizer-") as meters:
-        try:
-            read = progress.start("reading", len(files), [str(f) for f in files], Path(meters))
-            yield Path(meters), read, end
-            state.get("done", lambda: None)()
-        finally:
-            progress.close()
+    try:
+        read = progress.start("reading", len(files), [str(f) for f in files], meters)
+        yield meters, read, end
+        state.get("done", lambda: None)()
+    finally:
+        progress.close()
+        shutil.rmtree(meters, ignore_errors=True)
     if "t" in state:
         progress.console.print(f"trained BPE in {seconds_text(time.perf_counter() - state['t'])} "
                                f"after {seconds_text(state['t'] - t0)} of reading")

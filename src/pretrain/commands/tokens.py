@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pretrain.bounds import Number
+from pretrain.progress import count
 
 HELP = ("inspect token shards (manifest, counts, a decoded sample), export them to Megatron-LM, "
         "or import Megatron-LM / datatrove token files")
@@ -143,8 +144,8 @@ def _import(args: argparse.Namespace) -> int:
     from pretrain.commands.tokenize import resumed
 
     eot, n = man["imported"]["eot"], len(man["shards"])
-    print(f"{'wrote' if written else 'kept'} {args.output}: {man['tokens']:,} tokens, {man['documents']:,} "
-          f"documents, {n} shard{'s' * (n != 1)}; end-of-text id {man['eot_id']} "
+    print(f"{'wrote' if written else 'kept'} {args.output}: {man['tokens']:,} tokens, "
+          f"{count(man['documents'], 'document')}, {n} shard{'s' * (n != 1)}; end-of-text id {man['eot_id']} "
           f"{'already ended every document' if eot == 'present' else 'appended to documents'}"
           f"{resumed(len(written), n, 'imported')}")
     masked = sum(sh.get("loss_masked", 0) for sh in man["shards"])
@@ -172,7 +173,7 @@ def _inspect(args: argparse.Namespace) -> int:
     print(f"{d.num_tokens:,} tokens, {d.num_documents:,} documents, {n} shard{'s' if n != 1 else ''}, "
           f"{d.num_tokens / max(1, d.num_documents):,.1f} tokens per document")
     for name, c in m.get("sources", {}).items():
-        print(f"  source {name}: {c['tokens']:,} tokens, {c['documents']:,} documents")
+        print(f"  source {name}: {c['tokens']:,} tokens, {count(c['documents'], 'document')}")
     if m.get("skipped"):
         print("  skipped records: " + ", ".join(f"{k}: {v}" for k, v in m["skipped"].items()))
     saved = d.path / m["tokenizer"].get("copy", "tokenizer.json")

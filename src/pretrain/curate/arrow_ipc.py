@@ -147,7 +147,7 @@ def read_arrow(path: Path, cfg: ReaderConfig, on_error: OnError, src: str,
     with source:
         if cfg.text_field not in schema.names:
             on_error(str(path), None,
-                     f"missing text column {cfg.text_field!r} (columns: {sorted(schema.names)})")
+                     f"missing text column {cfg.text_field!r} (columns: {', '.join(sorted(schema.names))})")
             return
         if bound and dictionary > bound:
             on_error(str(path), None, f"a compressed dictionary of {dictionary:,} bytes inflated is over "

@@ -76,7 +76,7 @@ class ExtractConfig:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ValueError(f"extract.backend must be one of {BACKENDS}, got {self.backend!r}")
+            raise ValueError(f"extract.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.isolation not in ISOLATIONS:
             raise ValueError(f"extract.isolation must be auto, process or inline, got {self.isolation!r}")
 

@@ -43,7 +43,7 @@ def read_parquet(
     for i, leaf in enumerate(paths):
         tops.setdefault(leaf.split(".")[0], []).append(i)
     if cfg.text_field not in tops:
-        shown = sorted(tops)[:20] + (["..."] if len(tops) > 20 else [])
+        shown = ", ".join(sorted(tops)[:20] + (["..."] if len(tops) > 20 else []))
         on_error(str(path), None, f"missing text column {cfg.text_field!r} (columns: {shown})")
         return
     cols, dated = read_columns(pf.schema_arrow, cfg)

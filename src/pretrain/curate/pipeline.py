@@ -83,7 +83,7 @@ class CurateConfig:
                 raise UserError(f"unknown step {name!r} in steps; choose from {', '.join(BELT)} "
                                 "or give your own as package.module:callable")
         if len(set(steps)) != len(steps):
-            raise UserError(f"steps lists a step twice: {list(steps)}")
+            raise UserError(f"steps lists a step twice: {', '.join(steps)}")
         if "dedup" in steps and steps[-1] != "dedup":
             raise UserError("dedup is a global stage: it must come last in steps")
         if self.keep not in ("first", "id"):

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from pretrain.progress import count
 from pretrain.untrusted import one_line
 
 ERRORS_SHOWN = 5  # first bad-record examples printed under the funnel
@@ -79,11 +80,12 @@ def print_funnel(stats: dict, out: str | Path) -> None:
     console.print(table)
     console.print(totals_line(stats), highlight=False, soft_wrap=True)
     if renamed := stats.get("dedup", {}).get("renamed", 0):
-        console.print(f"{renamed:,} documents kept under a repeated id were renamed ID#2, ID#3, ... "
+        console.print(f"{count(renamed, 'document')} kept under a repeated id "
+                      f"{'was' if renamed == 1 else 'were'} renamed ID#2, ID#3, ... "
                       "(ids are unique in data/)", soft_wrap=True)
     lines = kind_lines(stats)
     if lines:
-        console.print(f"{stats['errors']['count']:,} bad records skipped, by kind:")
+        console.print(f"{count(stats['errors']['count'], 'bad record')} skipped, by kind:")
         for line in lines:
             console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     from pretrain.curate.io import join
@@ -114,8 +116,8 @@ def totals_line(stats: dict) -> str:
     d = stats["documents"]
     share = d["kept"] / d["read"] if d["read"] else 0.0
     n = stats.get("attempts", 1)
-    totals = (f"read {d['read']:,} documents, kept {d['kept']:,} ({share:.1%}); "
-              f"{stats['errors']['count']:,} bad records skipped; {stats['wall_seconds']:.1f} s"
+    totals = (f"read {count(d['read'], 'document')}, kept {d['kept']:,} ({share:.1%}); "
+              f"{count(stats['errors']['count'], 'bad record')} skipped; {stats['wall_seconds']:.1f} s"
               + (f" over {n} attempts" if n > 1 else ""))
     this = stats.get("this_attempt")
     note = rerun_note(this["written"], this["shards"], "done") if this else ""
@@ -141,7 +143,7 @@ def contamination_lines(out: str | Path, shown: int = 10) -> list[str]:
     for name, b in sorted(report["benchmarks"].items(), key=lambda kv: -kv[1]["items_leaked"])[:shown]:
         docs = len({d for ids in b["leaks"].values() for d in ids})
         lines.append(f"  {name}: {b['items_leaked']:,} of {b['items_indexed']:,} items leaked into "
-                     f"{docs:,} documents")
+                     f"{count(docs, 'document')}")
     more = len(report["benchmarks"]) - shown
     return ["contamination (per benchmark):", *lines, *([f"  ... {more} more"] if more > 0 else []),
             f"which items, in which documents: {path}"]
@@ -158,7 +160,8 @@ def exit_code(stats: dict) -> int:
     reasons = stats["errors"].get("by_reason", {})
     if any(r.startswith(("missing text field", "missing text column")) for r in reasons):
         why += f"; {TEXT_FIELD_HINT}"
-    print(f"error: no document could be read from the inputs ({n} bad records{why})", file=sys.stderr)
+    print(f"error: no document could be read from the inputs ({count(n, 'bad record')}{why})",
+          file=sys.stderr)
     return 1
 
 

@@ -75,7 +75,7 @@ def _kind_of(rec: dict) -> str:
         return "qa"
     if {"context", "continuation"} <= keys:
         return "lm"
-    raise KeyError(f"unknown record keys {sorted(keys)}")
+    raise KeyError(f"unknown record keys {', '.join(sorted(map(str, keys)))}")
 
 
 def _normalize(rec: dict, kind: str) -> dict:
@@ -162,7 +162,8 @@ def load_file(path: str | Path, name: str | None = None, kind: str | None = None
             reason = "missing_key" if isinstance(e, KeyError) else "bad_value"
             skipped[reason] = skipped.get(reason, 0) + 1
     if not docs:
-        raise UserError(f"{path}: no readable example ({sum(skipped.values())} skipped: {skipped})")
+        why = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(skipped.items()))
+        raise UserError(f"{path}: no readable example ({sum(skipped.values())} skipped: {why or 'empty'})")
     return Task(name or path.name.split(".")[0], kind, str(path), docs, skipped=skipped)
 
 

@@ -139,7 +139,8 @@ def load_table(path: str | Path) -> dict[str, GPU]:
             raise UserError(f"{p}: entry {name!r} must be a table of fields")
         unknown = set(values) - fields
         if unknown:
-            raise UserError(f"{p}: entry {name!r}: unknown fields {sorted(unknown)}; known: {sorted(fields)}")
+            raise UserError(f"{p}: entry {name!r}: unknown fields "
+                            f"{', '.join(sorted(unknown))}; known: {', '.join(sorted(fields))}")
         for field, value in values.items():
             ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
             if not ok or (field not in ("fp8_tflops",) and value == 0) or (

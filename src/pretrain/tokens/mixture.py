@@ -52,7 +52,7 @@ def epochs_per_source(
     """Passes over each source implied by a mixture: w_i * D / N_i (D = budget in tokens)."""
     missing = set(weights) - set(available)
     if missing:
-        raise UserError(f"no token count for source(s) {sorted(missing)}")
+        raise UserError(f"no token count for source(s) {', '.join(sorted(missing))}")
     # weight 0: nothing drawn, 0 passes, even over 0 tokens (it printed inf and a warning)
     return {k: weights[k] * budget / available[k] if available[k] else math.inf if weights[k] else 0.0
             for k in weights}
@@ -137,7 +137,8 @@ class MixtureSampler:
         world_size: int = 1,
     ):
         if set(sources) != set(weights):
-            raise UserError(f"sources {sorted(sources)} and weights {sorted(weights)} name different sources")
+            raise UserError(f"sources ({', '.join(sorted(sources))}) and weights "
+                            f"({', '.join(sorted(weights))}) name different sources")
         if not sources:
             raise UserError("a mixture needs at least one source")
         if seq_len < 1 or world_size < 1 or not 0 <= rank < world_size:

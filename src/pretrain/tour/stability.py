@@ -79,16 +79,18 @@ def _checkpoint_interval(sec: Section) -> None:
     from pretrain.plan.reliability import waste_fraction, young_interval
 
     rows = []
-    for cost in (5.0, 1.0, 1 / 6):
+    # Each interval is printed at the lesson's own rounding: 18.97 min for a 1-minute save, 7.7 min
+    # (not 7.75) for a 10-second one, so a reader holding the lesson sees the same figures.
+    for cost, places in ((5.0, 2), (1.0, 2), (1 / 6, 1)):
         t = young_interval(cost, 180.0)
-        rows.append((cost, t, waste_fraction(t, cost, 180.0)))
-    sec.values["young_1min_180"] = rows[1][1:]
-    sec.values["young_10s_180"] = rows[2][1:]
+        rows.append((cost, t, waste_fraction(t, cost, 180.0), places))
+    sec.values["young_1min_180"] = rows[1][1:3]
+    sec.values["young_10s_180"] = rows[2][1:3]
     sec.tables.append(
         Table(
             "5d. Checkpoint every sqrt(2CM), failures every 180 min",
             ["save time (min)", "best interval (min)", "time wasted"],
-            [[f"{c:.3g}", f"{t:.2f}", f"{w:.1%}"] for c, t, w in rows],
+            [[f"{c:.3g}", f"{t:.{n}f}", f"{w:.1%}"] for c, t, w, n in rows],
         )
     )
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from pretrain.bounds import Number
+from pretrain.progress import count
 
 HELP = "tokenize a corpus into token shards (.bin + .idx + manifest.json)"
 DESCRIPTION = """\
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     def report(e: dict) -> None:  # progress, a log line (stderr): `tokenize ... | head` still finishes
         written.append(e["bin"])
         name = printable(e["input"])  # an input's name is someone else's: no terminal escapes through it
-        print(f"  {e['bin']}: {_count(e['tokens'], 'token')}, {_count(e['documents'], 'document')} <- {name}"
+        print(f"  {e['bin']}: {count(e['tokens'], 'token')}, {count(e['documents'], 'document')} <- {name}"
               f"{bad_records(e)}", file=sys.stderr, flush=True)
 
     inputs, out, work, origins = _stage(args)
@@ -98,15 +99,10 @@ def run(args: argparse.Namespace) -> int:
     took = f" in {sec:.1f} s" if written else (f", all kept from an earlier run (checked in "
                                                 f"{seconds_text(sec)})")
     n = len(man["shards"])
-    print(f"{_count(man['tokens'], 'token')}, {_count(man['documents'], 'document')}, {_count(n, 'shard')} "
-          f"({man['dtype']}){took}; {_count(skipped, 'record')} skipped -> {args.output}"
+    print(f"{count(man['tokens'], 'token')}, {count(man['documents'], 'document')}, {count(n, 'shard')} "
+          f"({man['dtype']}){took}; {count(skipped, 'record')} skipped -> {args.output}"
           f"{resumed(len(written), len(man['shards']), 'tokenized')}")
     return _said_skips(man["skipped"], man["documents"], args.text_field)
-
-
-def _count(n: int, noun: str) -> str:
-    """`1 document`, `2 documents`, `1,234 tokens`."""
-    return f"{n:,} {noun}{'s' * (n != 1)}"
 
 
 def resumed(written: int, shards: int, done: str) -> str:
@@ -153,7 +149,7 @@ def _said_skips(skipped: dict[str, int], documents: int, field: str) -> int:
         return 0
     from pretrain.curate.report import why_none_read
 
-    print(f"error: no document could be read from the inputs ({_count(sum(skipped.values()), 'record')} "
+    print(f"error: no document could be read from the inputs ({count(sum(skipped.values()), 'record')} "
           f"skipped; {why_none_read(skipped)}; into a new -o)", file=sys.stderr)
     return 1
 

@@ -139,7 +139,8 @@ def best_ms(fn, items: list, repeat: int) -> float:
 def profile(pages: list[str], repeat: int) -> dict[str, float]:
     """CPU ms per page of each stage of the new extractor as it runs (stages timed in place, page
     after page, so that each sees the caches the others leave), the least over `repeat` passes."""
-    from pretrain.curate.extract_body import body_columns, parse, render_tree
+    from pretrain.curate.extract_blocks import render
+    from pretrain.curate.extract_body import body_columns, parse
 
     model, clock = new.load_model(), time.process_time
     stages = ("parse", "render", "cut into blocks", "body columns", "features", "trees", "decoder + join")
@@ -150,7 +151,7 @@ def profile(pages: list[str], repeat: int) -> dict[str, float]:
             t0 = clock()
             tree = parse(html)
             t1 = clock()
-            minimal = render_tree(tree)
+            minimal = render(tree)
             t2 = clock()
             bs = new.blocks(minimal)
             t3 = clock()

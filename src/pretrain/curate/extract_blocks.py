@@ -510,8 +510,9 @@ MINIMAL_HTML = dict(
 )
 
 
-def render(html: str) -> str:
-    """resiliparse's main content as minimal HTML (headings, paragraphs, lists, links)."""
+def render(html) -> str:
+    """resiliparse's main content as minimal HTML (headings, paragraphs, lists, links), from a page's
+    HTML or from its parsed `HTMLTree` (the same text; extract_body parses once for both uses)."""
     from resiliparse.extract.html2text import extract_plain_text
 
     return extract_plain_text(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pretrain.curate.extract_blocks import BODY_COLUMNS, MINIMAL_HTML, Block, blocks
+from pretrain.curate.extract_blocks import BODY_COLUMNS, Block, blocks, render
 
 BODY_WORDS = ("entry-content", "post-content", "article-content", "article-body", "articlebody")
 # 11 selectors: case-insensitive substrings of any element's class or id, and itemprop
@@ -40,17 +40,10 @@ def parse(html: str):
     return HTMLTree.parse(html)
 
 
-def render_tree(tree) -> str:
-    """`extract_blocks.render` from a parsed tree: the same minimal HTML, without a second parse."""
-    from resiliparse.extract.html2text import extract_plain_text
-
-    return extract_plain_text(tree, main_content=True, comments=False, post_meta=False, **MINIMAL_HTML)
-
-
 def main_blocks(html: str) -> tuple[list[Block], np.ndarray]:
     """A page's main-content blocks and their BODY_COLUMNS, from one parse."""
     tree = parse(html)
-    bs = blocks(render_tree(tree))
+    bs = blocks(render(tree))
     return bs, body_columns(tree, bs)
 
 

@@ -131,11 +131,10 @@ def run(args: argparse.Namespace) -> int:
         write_bytes_atomic(out, tok.to_str(pretty=True).encode())
     except OSError as e:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from e
-    docs = count(seen["docs"], "document")
+    docs, sha, vocab = count(seen["docs"], "document"), tokenizer_sha256(tok), tok.get_vocab_size()
     print(f"trained on {docs}, {seen['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s; "
-          f"vocabulary {tok.get_vocab_size():,}{_short_of(tok.get_vocab_size(), args)}; "
-          f"{count(sum(errors.values()), 'record')} skipped; "
-          f"sha256 {tokenizer_sha256(tok)[:12]} -> {out}{_replaced(before, tokenizer_sha256(tok))}")
+          f"vocabulary {vocab:,}{_short_of(vocab, args)}; {count(sum(errors.values()), 'record')} skipped; "
+          f"sha256 {sha[:12]} -> {out}{_replaced(before, sha)}")
     for line in named[:20]:  # after the summary line; bounded: a corpus may have 100,000 files
         print(f"  {line}", file=sys.stderr)
     if len(named) > 20:

@@ -17,11 +17,13 @@ from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step
 from pretrain.curate.extract_blocks import (
     FEATURES,
+    Block,
     BlockModel,
     _own,
     blocks,
     extract_blocks_text,
     features,
+    headline_off,
     load_model,
     model_for,
     squash,
@@ -135,7 +137,6 @@ def test_tree_walk_of_any_depth_reproduces_scikit_learn():
 
 
 def test_own_features_equal_python_string_predicates():
-    from pretrain.curate.extract_blocks import Block
 
     texts = ["Hello World, 2024!", "ünïcode ÉTÉ und 東京 text", "x", "snake_case words_here 42."]
     got = _own([Block("p", t, 0, 0) for t in texts])
@@ -169,7 +170,7 @@ def test_word_model_scores_as_scikit_learns_logistic_regression_on_the_same_word
     from sklearn.feature_extraction import DictVectorizer
     from sklearn.linear_model import LogisticRegression
 
-    from pretrain.curate.extract_blocks import Block, word_features
+    from pretrain.curate.extract_blocks import word_features
 
     mod = _train_script()
     rng = np.random.default_rng(1)
@@ -218,6 +219,21 @@ def test_article_kept_and_navigation_dropped():
     text = extract_blocks_text(ARTICLE)
     assert all(p in text for p in PARAS)
     assert "About us" not in text and "All rights reserved" not in text
+
+
+def test_headline_dropped_only_before_the_core_outside_a_body_container():
+    # blocks: h1 headline, h1 inside the container, h2 deck, the core paragraph, an h1 after it
+    bs = [Block(k, "x" * n, 0, 0) for k, n in (("h1", 40), ("h1", 40), ("h", 60), ("p", 400), ("h1", 40))]
+    p = np.array([0.9, 0.9, 0.9, 0.99, 0.9])
+    chars = np.array([len(b.text) for b in bs])
+    body = np.array([[0, 1, 0.5], [1, 1, 0.5], [0, 1, 0.5], [1, 1, 0.5], [0, 1, 0.5]], np.float32)
+    keep = lambda: np.ones(5, bool)  # noqa: E731
+    assert headline_off(keep(), bs, p, chars, body).tolist() == [False, True, True, True, True]
+    no_body = body.copy()
+    no_body[:, 1] = 0  # a page without a container (a blog post): a title there is kept
+    assert headline_off(keep(), bs, p, chars, no_body).all()
+    assert headline_off(keep(), bs, np.full(5, 0.9), chars, body).all()  # no core: nothing known
+    assert headline_off(np.zeros(5, bool), bs, p, chars, body).sum() == 0  # never keeps a dropped block
 
 
 def test_all_boilerplate_page_yields_nothing():
@@ -323,10 +339,11 @@ def test_aeb_f1_floor_with_models_that_never_saw_the_site(shared_data):
     scores = [token_prf(extract_blocks_text(h, model_for("aeb", u)), t) for _, h, t, u in pages]
     p, r, f = (sum(s[i] for s in scores) / len(scores) for i in range(3))
     resiliparse = sum(token_prf(_resiliparse(h), t)[0] for _, h, t, _ in pages) / len(pages)
-    # Measured on the 181 pages (2026-12-02, body columns + core decoder): P 0.9243, R 0.9855, F1 0.9500
-    # (2026-12-01, before them: 0.9217, 0.9842, 0.9480; resiliparse: P 0.899 with comments=False,
-    # post_meta=False, the DOM pass `blocks` starts from).
-    assert p >= 0.921 and r >= 0.982 and f >= 0.947, (p, r, f)
+    # Measured on the 181 pages (2026-12-02, session 10, headline_off): P 0.9310, R 0.9853, F1 0.9534
+    # (session 9, body columns + core decoder: 0.9243, 0.9855, 0.9500; 2026-12-01, before them:
+    # 0.9217, 0.9842, 0.9480; resiliparse: P 0.899 with comments=False, post_meta=False, the DOM
+    # pass `blocks` starts from).
+    assert p >= 0.928 and r >= 0.982 and f >= 0.951, (p, r, f)
     assert p > resiliparse + 0.01  # cleaner than the DOM pass it starts from
 
 

@@ -25,7 +25,9 @@ per block:
    cross-fitted models in `extract_blocks_folds.json.gz` that score the benchmarks) gives each block a keep
    probability; `core_flags` keeps blocks in order: at p >= 0.5 within the page's confident core
    (from the first to the last block at p >= 0.98 with >= 80 characters, one block either side),
-   at p >= 0.6 outside it, and at the model's threshold (0.5) on a page without a core.
+   at p >= 0.6 outside it, and at the model's threshold (0.5) on a page without a core; on a page
+   with a body container, an `<h1>` before the core and outside the container (the headline) is
+   dropped (`headline_off`).
 6. Rescue: where the main content is under MIN_MAIN_CHARS characters (resiliparse sometimes drops
    the article itself), a whole-page render and a second set of trees may bring blocks back
    (curate/extract_rescue.py); on every other page steps 1-5 are the whole output.
@@ -558,6 +560,23 @@ def core_flags(p: np.ndarray, chars: np.ndarray, threshold: float = 0.5) -> np.n
     return np.where(inside, p >= CORE_IN, p >= CORE_OUT)
 
 
+def headline_off(
+    flags: np.ndarray, bs: list[Block], p: np.ndarray, chars: np.ndarray, cols: np.ndarray
+) -> np.ndarray:
+    """`flags` (core_flags') without an `<h1>` that comes before the page's core and lies outside its
+    article body container: the headline, which an article's body does not hold (AEB's truth; a
+    quarter of `blocks`' false-positive tokens there were headings; issue 19, session 10). Only on
+    a page with a container (extract_body's `body_found`) and a core; elsewhere, where a page title
+    cannot be told from content (a blog post without a container), the flags are unchanged."""
+    if not len(cols) or not cols[0, 1]:
+        return flags
+    core = np.flatnonzero((p >= CORE_P) & (chars >= CORE_CHARS))
+    for i in range(core[0] if len(core) else 0):
+        if flags[i] and bs[i].kind == "h1" and not cols[i, 0]:
+            flags[i] = False
+    return flags
+
+
 def block_matrix(bs: list[Block], cols: np.ndarray, model: BlockModel) -> np.ndarray:
     """The trees' input for one page: FEATURES (word scores from the model's word model), then the
     body columns (extract_body.body_columns)."""
@@ -577,9 +596,10 @@ def keep_flags(
         return [[] for _ in pages]
     p = m.keep_probability(np.concatenate(rows))
     out, at = [], 0
-    for bs in pages:
+    for bs, c in zip(pages, cols, strict=True):
         chars = np.fromiter((len(b.text) for b in bs), np.int64, len(bs))
-        out.append(core_flags(p[at : at + len(bs)], chars, m.threshold).tolist())
+        pp = p[at : at + len(bs)]
+        out.append(headline_off(core_flags(pp, chars, m.threshold), bs, pp, chars, c).tolist())
         at += len(bs)
     return out
 

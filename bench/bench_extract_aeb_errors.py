@@ -357,9 +357,10 @@ def main() -> int:
     here = Path(__file__).resolve().parents[2]
     data = Path(os.environ.get("PRETRAIN_SHARED_DATA", here / "shared" / "data"))
     root = data / "html"
-    if not (root / "scrapinghub-aeb").is_dir():
-        print(f"{root / 'scrapinghub-aeb'}: not found (set PRETRAIN_SHARED_DATA)", file=sys.stderr)
-        return 2
+    for need in (root / "scrapinghub-aeb", root / "trafilatura-eval", data / "warc"):
+        if not need.is_dir():
+            print(f"{need}: not found (set PRETRAIN_SHARED_DATA to ../shared/data)", file=sys.stderr)
+            return 2
     aeb = list(aeb_pages(root / "scrapinghub-aeb", with_url=True))
     tra = list(trafilatura_pages(root / "trafilatura-eval", with_url=True))
     crawl = list(crawl_pages(data / "warc"))

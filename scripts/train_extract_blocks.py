@@ -25,7 +25,7 @@ same for "trafilatura-eval/k"). The script prints the scores per fold and overal
 
 Each block's features are FEATURES plus the three body-container columns of extract_body.py
 (BLOCK_FEATURES; from 2026-12-02, issue 19 session 9); the extractor decodes the probabilities
-with extract_blocks.core_flags, and so does the printed evaluation.
+with extract_blocks.core_flags and headline_off (`keep_flags`), and so does the printed evaluation.
 
 Each model also carries a word model (`WordModel`: logistic regression over the tokens of short
 blocks) whose score is a tree feature; in training, a block's score comes from a word model

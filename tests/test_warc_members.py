@@ -83,7 +83,7 @@ def test_a_bad_record_inside_a_member_of_three_loses_only_itself(tmp_path, real,
     if layout == "one stream" and how == "length_past_member":  # over max_record_bytes: found by id
         assert where == f"record {peer[2][0]}" and f"decompressed offset {at + len(_corrupt(r1, how))}" in why
     else:
-        assert where == f"gzip member at offset {member_at}, decompressed offset {at}"
+        assert where == f"decompressed offset {at} of the gzip member at offset {member_at}"
     reason = "Maximum header length exceeded" if how == "header_over_bound" else "claimed Content-Length"
     assert reason in why and ("reading resumes at the next one" in why or "resynchronised at the next" in why)
     counter = "errors.unreadable_record" if how == "header_over_bound" else "errors.resynchronised"
@@ -125,3 +125,23 @@ def test_a_record_split_across_two_members_is_read_as_the_peer_reads_it(tmp_path
     docs, errors, _ = _read(p, gaps)
     assert [d.id for d in docs] == theirs == [i for i, _ in peer]
     assert errors == []
+
+
+@pytest.mark.parametrize("how", ["length_past_member", "length_into_next"])
+def test_lies_at_other_places_count_as_one_kind(tmp_path, real, how):
+    """The summary counts bad records by kind (pretrain/faults.py): a claimed length, an offset or
+    a byte count in the reason made one kind per bad record."""
+    from pretrain.faults import fault_kind
+
+    records, _ = real
+    reasons = []
+    for i, layout in enumerate([(0, 1, 2), (3, 0, 4, 2)]):
+        recs = [records[j] for j in layout]
+        recs[1] = _corrupt(recs[1], how)
+        p = tmp_path / f"{i}.warc.gz"
+        p.write_bytes(gzip.compress(b"".join(recs), mtime=0))
+        _, errors, _ = _read(p)
+        assert len(errors) == 1
+        reasons.append(errors[0][1])
+    assert reasons[0] != reasons[1] and fault_kind(reasons[0]) == fault_kind(reasons[1])
+    assert not re.search(r"\d", fault_kind(reasons[0]))

@@ -51,7 +51,7 @@ from pretrain.curate.warc_framing import (
 from pretrain.curate.warc_members import Member, lie_in_member, unreadable_in_member, where_in
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-_RAN_ON = re.compile(r"\n\r?\nWARC/\d[.\d]*\r?\n[A-Za-z-]+:")  # a record start, in a payload
+_RAN_ON = re.compile(rb"\n\r?\nWARC/\d[.\d]*\r?\n[A-Za-z-]+:")  # a record start, in a payload
 SKIP_TAIL = 1 << 20  # inflated past max_record_bytes to see a too-large record's member end
 
 
@@ -164,7 +164,8 @@ def _read_from(
                 before = (stats["errors.truncated"], stats["skipped.too_large"])
                 said: list[tuple] = []  # the record's reports, held until resync has judged its length
                 where = _where(scan, pos, rid)
-                doc = _fastwarc_doc(rec, rtype, cfg, _held(said), src, stats, str(path), where)
+                doc = _fastwarc_doc(rec, rtype, cfg, _held(said), src, stats, str(path), where,
+                                    _look_for_next(scan))
                 resume, part, said = _judge(scan, rec, doc, length, before, cfg, stats, said)
                 for e in said:
                     on_error(*e)
@@ -198,7 +199,7 @@ def _judge(
     a record start (the claim may have run into the next record)."""
     too_large = stats["skipped.too_large"] > before[1]
     suspect = too_large or stats["errors.truncated"] > before[0]
-    ran_on = doc is not None and _ran_on(scan, doc.text)
+    ran_on = doc is not None and doc.cache.pop("warc_ran_on", False)
     if not (suspect or ran_on or scan.check_members or scan.layout == "plain"):
         return None, None, said
     rid, pos = rec.headers.get("WARC-Record-ID"), rec.stream_pos
@@ -214,15 +215,13 @@ def _judge(
     return resume, part, framing if stats["errors.resynchronised"] > lies else said + framing
 
 
-def _ran_on(scan: _Scan, text: str) -> bool:
-    """A payload holding a record start, in a gzip member that holds several records (a later one
-    of them, or one stream): its claimed length may have run into the next record. Not looked for
-    in a record that has its member to itself (Common Crawl's files): searching every page's text
-    took reading ../shared/data/warc from 0.36 to 0.48 s; a claim there overruns into the next
-    member, which `warc_check_gaps = "all"` checks."""
-    if not (scan.in_member or scan.layout is None and scan.at == 0):
-        return False
-    return "\nWARC/" in text and _RAN_ON.search(text) is not None
+def _look_for_next(scan: _Scan) -> bool:
+    """Whether to look for a record start inside a payload (its claimed length may have run into
+    the next record): in a gzip member that holds several records (a later one of them, or one
+    stream). Not in a record that has its member to itself (Common Crawl's files): searching every
+    page took reading ../shared/data/warc from 0.36 to 0.48 s; a claim there overruns into the
+    next member, which `warc_check_gaps = "all"` checks."""
+    return bool(scan.in_member) or scan.layout is None and scan.at == 0
 
 
 def _is_number(value: str | None) -> bool:
@@ -329,11 +328,15 @@ def _warc_length(rec) -> int:
 
 def _fastwarc_doc(
     rec, rtype: str, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str], path: str,
-    where: str,
+    where: str, look: bool = False,
 ) -> Document | None:
+    """The record's Document, or None (counted or reported). `look`: mark a payload that holds a
+    record start (`doc.cache["warc_ran_on"]`), searched in its raw bytes (a gzip body's text
+    would not show it)."""
     declared = rec.headers.get("Content-Length")
     if declared is not None and not declared.strip().isdigit():
-        on_error(path, where, f"Content-Length {declared[:40]!r} is not a number: the record is skipped")
+        on_error(path, where, "Content-Length is not a number: the record is skipped; it reads: "
+                 f"{declared[:40]!r}")
         stats["errors.bad_content_length"] += 1
         return None
     if rtype == "revisit":
@@ -366,16 +369,23 @@ def _fastwarc_doc(
         if _looks_binary(body):
             on_error(path, where, "binary bytes in a WET conversion record")
             return None
-        return Document(id=rid, text=bytes_to_str(body, "utf-8"), url=url, source=src, metadata=meta)
+        doc = Document(id=rid, text=bytes_to_str(body, "utf-8"), url=url, source=src, metadata=meta)
+        return _mark_ran_on(doc, body, look)
     if rtype == "resource":
         ctype = (rec.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         if ctype not in HTML_TYPES:
             stats["skipped.non_html"] += 1
             return None
-        return _html_doc(
-            rec.reader.read(cfg.max_record_bytes + 1), None, rid, url, src, meta, on_error, path, where, stats
-        )
-    return _response_doc(rec, cfg, rid, url, src, meta, on_error, path, where, stats)
+        body = rec.reader.read(cfg.max_record_bytes + 1)
+        doc = _html_doc(body, None, rid, url, src, meta, on_error, path, where, stats)
+        return _mark_ran_on(doc, body, look)
+    return _response_doc(rec, cfg, rid, url, src, meta, on_error, path, where, stats, look)
+
+
+def _mark_ran_on(doc: Document | None, raw: bytes, look: bool) -> Document | None:
+    if doc is not None and look and b"\nWARC/" in raw and _RAN_ON.search(raw) is not None:
+        doc.cache["warc_ran_on"] = True
+    return doc
 
 
 def _response_doc(
@@ -389,6 +399,7 @@ def _response_doc(
     path: str,
     where: str,
     stats: Counter[str],
+    look: bool = False,
 ) -> Document | None:
     if not rec.is_http:
         on_error(path, where, "response record without HTTP headers")
@@ -411,13 +422,14 @@ def _response_doc(
     if cfg.html_only and ctype not in HTML_TYPES:
         stats["skipped.non_html"] += 1
         return None
-    headers = rec.http_headers
+    headers, raw = rec.http_headers, body
     body = _undo_transfer_encoding(body, headers.get("Transfer-Encoding"))
     body = _undo_content_encoding(body, headers.get("Content-Encoding"), cfg.max_record_bytes)
     if body is None:
         on_error(path, where, "body larger than max_record_bytes after decompression")
         return None
-    return _html_doc(body, rec.http_charset, rid, url, src, meta, on_error, path, where, stats)
+    doc = _html_doc(body, rec.http_charset, rid, url, src, meta, on_error, path, where, stats)
+    return _mark_ran_on(doc, raw, look)
 
 
 def _html_doc(

@@ -128,7 +128,7 @@ class Member:
 def where_in(member_pos: int, where: object) -> str:
     """A record field of a plain read of the member, told as a place in the original file."""
     inner = re.sub(r"\boffset (\d+)", r"decompressed offset \1", str(where))
-    return f"gzip member at offset {member_pos}, {inner}"
+    return f"{inner} of the gzip member at offset {member_pos}"
 
 
 # --------------------------------------------------------------------------- judging a record

@@ -63,7 +63,7 @@ def test_rerun_with_other_inputs_or_config_is_refused(tmp_path, capsys, job):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "other input" in err and "new --output" in err
     assert main(_command(job, [a], out, bench, ["--set", "dedup.bands=20"])) == 2  # other config
-    assert "dedup differ" in capsys.readouterr().err
+    assert "dedup settings differ" in capsys.readouterr().err
     a.write_text(a.read_text() + json.dumps({"id": "late", "text": docs[11]}) + "\n")
     assert main(_command(job, [a], out, bench)) == 2  # the same file, changed since
     assert "changed since" in capsys.readouterr().err

@@ -206,7 +206,8 @@ def _judge(
     claimed = length if _is_number(rec.headers.get("Content-Length")) else None
     framing: list[tuple] = []
     lies = stats["errors.resynchronised"]
-    resume, part = None, lie_in_member(scan, pos, claimed, rid, too_large, _held(framing), stats)
+    resume, part = None, lie_in_member(scan, pos, claimed, rid, too_large, suspect or ran_on, _held(framing),
+                                       stats)
     if part is None:
         bound = (scan.cap, cfg.warc_max_skip_bytes) if too_large else (None, None)
         resume = resync(scan.path, scan.layout, pos, length, _held(framing), stats, rid, *bound)

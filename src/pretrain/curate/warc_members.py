@@ -29,6 +29,8 @@ from pretrain.curate.warc_framing import (
     _plain_overrun,
 )
 
+MAX_MISSES = 4
+
 
 class Member:
     """One gzip member of `path` at compressed offset `pos`, inflated to a temporary file.
@@ -43,6 +45,9 @@ class Member:
         self.file = Path(name)
         self.size, self.end, self.whole, self.cursor = 0, pos, False, 0
         self.last_end: int | None = None  # where the last record judged here ended (its claim)
+        self.misses = 0  # records not found in it (past `limit`, or an id written otherwise)
+        self.told = False  # a suspect record past `limit` was reported (once per member)
+        self.last: tuple[str | None, int] = (None, 0)  # the last record found: (its id, its offset)
         try:
             with os.fdopen(fd, "wb") as out, open(path, "rb") as f:
                 self._inflate(f, out)
@@ -76,17 +81,21 @@ class Member:
         self.file.unlink(missing_ok=True)
 
     def find(self, rid: str | None) -> int | None:
-        """Decompressed offset of the record whose WARC-Record-ID is `rid` (searched from where
-        the last one was found: records come in order, so a member is scanned once)."""
-        if not rid or not self.size:
+        """Decompressed offset of the record whose WARC-Record-ID is `rid`, searched from where
+        the last one was found (records come in order, so a member is scanned once). After
+        `MAX_MISSES` records not found, None at once: each miss scans the rest of the member."""
+        if rid is not None and rid == self.last[0]:  # asked again (the record after it failed)
+            return self.last[1]
+        if not rid or not self.size or self.misses >= MAX_MISSES:
             return None
         pat = re.compile(rb"(?im)^WARC-Record-ID:[ \t]*" + re.escape(rid.encode()) + rb"[ \t]*\r?$")
         with open(self.file, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            m = pat.search(mm, self.cursor) or pat.search(mm, 0)
+            m = pat.search(mm, self.cursor)
             if m is None:
+                self.misses += 1
                 return None
             start = mm.rfind(b"\nWARC/", 0, m.start()) + 1  # 0 when the member starts with it
-        self.cursor = m.end()
+        self.cursor, self.last = m.end(), (rid, start)
         return start
 
     def overrun(self, start: int, length: int) -> tuple[int, str] | None:
@@ -145,12 +154,14 @@ def _several(scan, pos: int, length: int) -> bool:
 
 
 def lie_in_member(
-    scan, pos: int, length: int | None, rid: str | None, too_large: bool, on_error: OnError,
-    stats: Counter[str],
+    scan, pos: int, length: int | None, rid: str | None, too_large: bool, suspect: bool,
+    on_error: OnError, stats: Counter[str],
 ) -> tuple[Member, int] | None:
     """(the member, the decompressed offset of the next record) when the record `rid`, in a gzip
     member holding several, claims a Content-Length that overruns the member or runs into the
-    next record of it; None otherwise (then `resync` judges it, as for a member of its own)."""
+    next record of it; None otherwise (then `resync` judges it, as for a member of its own).
+    `suspect`: the record came out truncated or holds a record start; one not found in the part of
+    its member that was inflated is then said (the records it swallowed cannot be read)."""
     if scan.layout == "members" and rid and _several(scan, pos, length or 0):
         member = scan.member_at(pos)
     elif scan.layout is None and rid and scan.at == 0 and not too_large:  # one stream: one member at 0
@@ -159,6 +170,13 @@ def lie_in_member(
         return None
     at = member.find(rid)
     if at is None:
+        if suspect and not member.whole and not member.told:
+            member.told = True
+            on_error(str(scan.path), f"gzip member at offset {pos}", f"a record in this gzip member (it "
+                     "holds several) ran into the next one or was cut short, past the part of the member "
+                     f"inflated to look (warc_max_skip_bytes={member.limit}): not resynchronised; the records "
+                     "after it in this member may be lost")
+            stats["errors.unchecked_member"] += 1
         return None
     junk_at, junk = member.skipped(at, length)
     if junk:  # fastwarc passed over a record it could not parse (no version line, a short claim)

@@ -174,8 +174,8 @@ def lie_in_member(
             member.told = True
             on_error(str(scan.path), f"gzip member at offset {pos}", f"a record in this gzip member (it "
                      "holds several) ran into the next one or was cut short, past the part of the member "
-                     f"inflated to look (warc_max_skip_bytes={member.limit}): not resynchronised; the records "
-                     "after it in this member may be lost")
+                     f"inflated to look (warc_max_skip_bytes={member.limit}): not resynchronised; the "
+                     "records after it in this member may be lost")
             stats["errors.unchecked_member"] += 1
         return None
     junk_at, junk = member.skipped(at, length)

@@ -42,7 +42,7 @@ class Member:
     def __init__(self, path: Path, pos: int, limit: int):
         self.pos, self.limit = pos, limit
         fd, name = tempfile.mkstemp(prefix="pretrain-warc-member-", suffix=".warc")
-        self.file = Path(name)
+        self.file, self.fd = Path(name), None
         self.size, self.end, self.whole, self.cursor = 0, pos, False, 0
         self.last_end: int | None = None  # where the last record judged here ended (its claim)
         self.misses = 0  # records not found in it (past `limit`, or an id written otherwise)
@@ -51,9 +51,19 @@ class Member:
         try:
             with os.fdopen(fd, "wb") as out, open(path, "rb") as f:
                 self._inflate(f, out)
+            self._unlink_now()
         except BaseException:
             self.close()
             raise
+
+    def _unlink_now(self) -> None:
+        """Where the system allows (Linux), the file is read through an open descriptor and its
+        name removed at once: a SIGKILL then leaves nothing in the temp folder (a name would
+        stay there for good, up to `limit` bytes)."""
+        if os.path.isdir("/proc/self/fd"):
+            self.fd = os.open(self.file, os.O_RDONLY)
+            self.file.unlink()
+            self.file = Path(f"/proc/self/fd/{self.fd}")
 
     def _inflate(self, f, out) -> None:
         d = zlib.decompressobj(31)
@@ -78,7 +88,11 @@ class Member:
         self.whole = d.eof
 
     def close(self) -> None:
-        self.file.unlink(missing_ok=True)
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        else:
+            self.file.unlink(missing_ok=True)
 
     def find(self, rid: str | None) -> int | None:
         """Decompressed offset of the record whose WARC-Record-ID is `rid`, searched from where

@@ -220,7 +220,7 @@ def _look_for_next(scan: _Scan) -> bool:
     """Whether to look for a record start inside a payload (its claimed length may have run into
     the next record): in a gzip member that holds several records (a later one of them, or one
     stream). Not in a record that has its member to itself (Common Crawl's files): searching every
-    page took reading ../shared/data/warc from 0.36 to 0.48 s; a claim there overruns into the
+    page's text made reading ../shared/data/warc a third slower; a claim there overruns into the
     next member, which `warc_check_gaps = "all"` checks."""
     return bool(scan.in_member) or scan.layout is None and scan.at == 0
 

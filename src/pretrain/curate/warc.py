@@ -290,7 +290,8 @@ def _rest_of_member(
             yield from _read_all(sub, at, cfg, said, src, stats)
         finally:
             sub.forget()
-    scan.resumed, scan.in_member = True, 0
+    # the member was judged here: neither the next record's nor the file's last gap check is its
+    scan.resumed, scan.in_member, scan.prev = True, 0, None
     if not member.whole:
         why = (f"over warc_max_skip_bytes={scan.limit}" if member.size >= member.limit
                else "truncated or corrupt gzip data")

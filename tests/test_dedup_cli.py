@@ -63,7 +63,7 @@ def test_output_contract(tmp_path, capsys):
     assert main(again) == 0  # a finished run: everything skipped, same answer
     assert _read_all(out / "data") == kept
     assert main(again + ["--set", "dedup.bands=20"]) == 2  # another config never mixes in
-    assert "a different config: dedup differ" in capsys.readouterr().err
+    assert "a different config: dedup settings differ" in capsys.readouterr().err
 
 
 def test_explain_prints_the_s_curve(capsys):

@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def test_rerun_with_other_inputs_or_config_is_refused(tmp_path, capsys, job):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "other input" in err and "new --output" in err
     assert main(_command(job, [a], out, bench, ["--set", "dedup.bands=20"])) == 2  # other config
-    assert "dedup differ" in capsys.readouterr().err
+    assert "dedup settings differ" in capsys.readouterr().err
     a.write_text(a.read_text() + json.dumps({"id": "late", "text": docs[11]}) + "\n")
     assert main(_command(job, [a], out, bench)) == 2  # the same file, changed since
     assert "changed since" in capsys.readouterr().err
@@ -96,6 +97,28 @@ def test_funnel_keeps_belt_order_and_seconds_add_over_attempts(tmp_path):
     attempts = json.loads((out / "work" / "attempts.json").read_text())["seconds"]
     assert len(attempts) == 2 and again["wall_seconds"] == pytest.approx(sum(attempts), abs=0.01)
     assert again["wall_seconds"] >= first["wall_seconds"]
+
+
+
+def test_a_rerun_of_a_finished_job_reads_each_done_marker_once_per_check(tmp_path, monkeypatch):
+    """Skipping done work read each marker twice (is it done? then its counts): once now; the
+    filter marker is asked twice, by the driver (input stamps) and by stage A (skip the shard)."""
+    out = tmp_path / "out"
+    first = curate([str(DEMO)], out, CurateConfig(), executor=LocalExecutor(1))
+    reads: list[str] = []
+    read_text = Path.read_text
+
+    def counted(self, *a, **k):
+        if self.suffix == ".done":
+            reads.append(self.name)
+        return read_text(self, *a, **k)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    again = curate([str(DEMO)], out, CurateConfig(), executor=LocalExecutor(1))
+    assert again["steps"] == first["steps"]  # nothing ran again
+    counts = Counter(reads)
+    assert {"filter_00000.done", "write_00000.done", "removals.done"} <= set(counts)  # 4, 3, 2 before
+    assert counts.pop("filter_00000.done") == 2 and set(counts.values()) == {1}
 
 
 def _peer_ids(folder: Path) -> list[str]:

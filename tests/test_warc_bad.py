@@ -193,3 +193,22 @@ def test_a_record_with_headers_over_the_parsers_bound_loses_only_itself(tmp_path
     assert len(errors) == 1 and "Maximum header length exceeded" in errors[0][1]
     starts = [0, len(records[0])] if layout == "plain" else [0, len(gzip.compress(records[0], mtime=0))]
     assert errors[0][0] == f"offset {starts[1]}" and stats["errors.unreadable_record"] == 1
+
+
+@pytest.mark.parametrize("bad", ["length", "headers"])
+def test_a_bad_record_inside_a_member_of_three_loses_only_itself(tmp_path, bad):
+    """Generated records (tests/test_warc_members.py does it on real ones, with a peer): a member
+    holding records 1-3 (some crawlers write that), record 2 bad; 1 and 3 are read, and 4 after."""
+    two = record(2, page("two"))
+    if bad == "length":
+        two = two.replace(b"Content-Length: ", b"Content-Length: 9", 1)  # ten times what it has
+    else:
+        two = two.replace(b"WARC-Date:", b"X-Pad: y\r\n" * 4000 + b"WARC-Date:", 1)  # over 32 KiB
+    first = gzip.compress(record(0, page("zero")), mtime=0)
+    p = tmp_path / "m.warc.gz"
+    three = record(1, page("one")) + two + record(3, page("three"))
+    p.write_bytes(first + gzip.compress(three, mtime=0) + gzip.compress(record(4, page("four")), mtime=0))
+    docs, errors, _ = read(p)
+    assert ids(docs) == [0, 1, 3, 4]
+    assert [e[0] for e in errors] == [f"decompressed offset {len(record(1, page('one')))} of the gzip member "
+                                      f"at offset {len(first)}"]

@@ -15,6 +15,11 @@ import re
 from typing import Any
 
 _WHERE = re.compile(r" at (?:byte|column|line|char|offset|position) \d+| of [\d,]+ bytes")
+# the WARC reader's framing lines (curate/warc*.py) carry claimed lengths, offsets, byte counts
+# and a quoted first line: without them, one kind per way a record can be bad
+_WARC = re.compile(r"(?<=Content-Length) \d+| \((?:decompressed )?offset \d+\)| \(\d+ bytes of content\)"
+                   r"|, \d+ bytes of this record skipped|^\d+ (?=bytes skipped between records)"
+                   r"|; (?:first line|it reads): .*$|(?<=truncated record): \d+ of \d+(?: payload)? bytes")
 MAX_FAULT_KINDS = 32
 OTHER_KINDS = "other kinds"
 
@@ -24,7 +29,7 @@ def fault_kind(reason: str) -> str:
     -> `malformed JSON`: a count's key without the record's position or the parser's detail."""
     if reason.startswith("malformed JSON"):
         return "malformed JSON"
-    return _WHERE.sub("", reason)[:200]
+    return _WHERE.sub("", _WARC.sub("", reason))[:200]
 
 
 def _slot(counts: dict[str, int], kind: str) -> str:

@@ -363,13 +363,20 @@ def is_done(path: str | Path, config_hash: str, marker: str | Path | None = None
     refusal names the settings that changed (old -> new) when the marker recorded its `settings`
     and the caller gives this run's; else (an older marker) the two hashes.
     """
+    return done_info(path, config_hash, marker, settings) is not None
+
+
+def done_info(path: str | Path, config_hash: str, marker: str | Path | None = None,
+              settings: dict | None = None) -> dict | None:
+    """What the done marker of `path` recorded when `is_done` (read once: a caller that wants its
+    counts too need not read it again); None when not done (no marker, or an unreadable one)."""
     marker = Path(marker or done_marker(path))
-    if not marker.exists():
-        return False
     try:
-        info = json.loads(marker.read_text())
-    except (OSError, json.JSONDecodeError):
-        return False
+        info = json.loads(marker.read_text())  # no exists() first: one read, and no race with a delete
+    except (OSError, json.JSONDecodeError):  # missing, or cut short: not done, the work runs again
+        return None
+    if not isinstance(info, dict):
+        return None
     then = info.get("job_hash", info.get("config_hash"))
     if then != config_hash:
         from pretrain.config import describe_changes
@@ -379,4 +386,4 @@ def is_done(path: str | Path, config_hash: str, marker: str | Path | None = None
             settings is not None else ""
         what = f"a different job ({shown or f'{then} != {config_hash}'})"
         raise UserError(f"{path} was written by {what}; use a new output directory or remove the old one")
-    return True
+    return info

@@ -22,7 +22,6 @@ Every corpus command (curate, dedup, decontaminate) runs through `run_job`:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -334,11 +333,13 @@ def _global_dedup(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, execut
     from pretrain.curate.dedup import find_duplicates, removal_summary
 
     marker, job_hash = lay.removals_marker, tasks[0].job_hash
-    if not io.is_done(marker, job_hash, marker):
+    done = io.done_info(marker, job_hash, marker)
+    if done is None:
         path = find_duplicates(lay.dedup_dir, len(tasks), cfg.dedup, map_fn=executor.map)
         split_removals(path, lay.removals_dir, len(tasks), lay.tmp)
-        io.mark_done(marker, {"job_hash": job_hash, "path": os.path.relpath(path, lay.work)}, marker)
-    path = lay.work / json.loads(marker.read_text())["path"]
+        done = {"job_hash": job_hash, "path": os.path.relpath(path, lay.work)}
+        io.mark_done(marker, done, marker)
+    path = lay.work / done["path"]
     summary = removal_summary(path)
     if cfg.dedup.site_lines > 0:
         from pretrain.curate.site_lines import global_pass

@@ -270,27 +270,23 @@ def run_shard(task: ShardTask) -> dict:
 def _filtered(task: ShardTask, lay: Layout) -> bool:
     """Stage A of this shard is done, its output still there and its signature files check out
     (else the shard runs again)."""
-    marker = lay.marker("filter", task.shard)
-    done = io.is_done(lay.shard_stats(task.shard), task.job_hash, marker)
-    return done and _there(lay.rejects(task.shard), _marked(marker, "rejects")) and \
+    done = io.done_info(lay.shard_stats(task.shard), task.job_hash, lay.marker("filter", task.shard))
+    # a key absent from the marker (None): a marker of an older version
+    return done is not None and _there(lay.rejects(task.shard), done.get("rejects")) and \
         _kept_there(task, lay) and \
         (not task.cfg.dedups or shard_ok(lay.dedup_dir, task.shard, task.cfg.dedup))
 
 
-def _written(task: ShardTask, lay: Layout) -> bool:
-    """Stage C of this shard is done: its marker, and its outputs (not removed since)."""
-    marker = lay.marker("write", task.shard)
-    if not io.is_done(lay.data(task.shard), task.job_hash, marker):
-        return False
-    counts = _marked(marker, "counts") or {}
+def _written(task: ShardTask, lay: Layout) -> dict | None:
+    """Stage C of this shard is done, its outputs not removed since: what its marker recorded."""
+    done = io.done_info(lay.data(task.shard), task.job_hash, lay.marker("write", task.shard))
+    if done is None:
+        return None
+    counts = done.get("counts") or {}
     kept = counts.get("kept")
     dropped = None if kept is None else counts.get("in", 0) - kept
-    return _there(lay.data(task.shard), kept) and _there(lay.dedup_rejects(task.shard), dropped)
-
-
-def _marked(marker: Path, key: str):
-    """What a done marker recorded under `key` (None when absent: a marker of an older version)."""
-    return json.loads(marker.read_text()).get(key)
+    there = _there(lay.data(task.shard), kept) and _there(lay.dedup_rejects(task.shard), dropped)
+    return done if there else None
 
 
 def _there(path: str, records: int | None) -> bool:
@@ -302,7 +298,7 @@ def _there(path: str, records: int | None) -> bool:
 def _kept_there(task: ShardTask, lay: Layout) -> bool:
     """Stage C still needs stage A's copy of the survivors (work/ deleted in part, a data shard
     too): without it stage A runs again."""
-    return _rereads_input(task) or lay.kept(task.shard).exists() or _written(task, lay)
+    return _rereads_input(task) or lay.kept(task.shard).exists() or _written(task, lay) is not None
 
 
 def _local_copy(task: ShardTask, lay: Layout) -> Path:
@@ -432,8 +428,9 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     task, removals_path = task_and_removals
     lay = Layout(task.out, Path(task.work))
     marker = lay.marker("write", task.shard)
-    if _written(task, lay):
-        return json.loads(marker.read_text())["counts"]
+    done = _written(task, lay)
+    if done is not None:
+        return done["counts"]
     t0 = time.time()
     # this shard's removals only (job.split_removals): memory is the shard's, not the corpus's
     mine = Path(removals_path) / f"shard_{task.shard:05d}.jsonl.zst" if removals_path else None
@@ -596,10 +593,10 @@ def settle_inputs(tasks: list[ShardTask], lay: Layout) -> list[ShardTask]:
             out.append(task)
             continue
         marker = lay.marker("filter", task.shard)
-        if not io.is_done(marker, task.job_hash, marker):
+        info = io.done_info(marker, task.job_hash, marker)
+        if info is None:
             out.append(replace(task, version=None))
             continue
-        info = json.loads(marker.read_text())
         then = info.get("input") if isinstance(info.get("input"), dict) else task.version
         now = versions.settle(task.path, then)
         if now != info.get("input"):

@@ -34,7 +34,8 @@ def difference(old: dict, new: dict) -> str:
     keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     changes = _changes(before, after)
     shown = "; ".join(f"{k}: {a} -> {b}" for k, a, b in changes[:3]) + ("; ..." if len(changes) > 3 else "")
-    return f"a different config: {', '.join(keys) or 'unknown'} differ" + (f" ({shown})" if shown else "")
+    what = f"a different config: {', '.join(keys) or 'unknown'} settings differ"  # "reader differ" read oddly
+    return what + (f" ({shown})" if shown else "")
 
 
 def _other_inputs(old: dict, new: dict) -> str:

@@ -39,9 +39,19 @@ from pathlib import Path
 
 from pretrain.curate.document import Document, stable_id
 from pretrain.curate.readers import OnError, ReaderConfig, _looks_binary, decode_html
-from pretrain.curate.warc_framing import STOP, GapChecker, _next_version_line, layout, next_member, resync
+from pretrain.curate.warc_framing import (
+    GAVE_UP,
+    STOP,
+    GapChecker,
+    _next_version_line,
+    layout,
+    next_member,
+    resync,
+)
+from pretrain.curate.warc_members import Member, lie_in_member, unreadable_in_member, where_in
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+_RAN_ON = re.compile(rb"\n\r?\nWARC/\d[.\d]*\r?\n[A-Za-z-]+:")  # a record start, in a payload
 SKIP_TAIL = 1 << 20  # inflated past max_record_bytes to see a too-large record's member end
 
 
@@ -75,19 +85,26 @@ def _read_fastwarc(
     path: Path, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str]
 ) -> Iterator[Document]:
     scan = _Scan(path, cfg, on_error, stats)
-    start: int | None = 0
-    while start is not None:  # a resynchronisation restarts the parser at the next record
-        start = yield from _read_from(start, scan, cfg, on_error, src, stats)
-        if scan.stop:
-            return
-    if scan.first:
+    try:
+        yield from _read_all(scan, 0, cfg, on_error, src, stats)
+    finally:
+        scan.forget()
+    if scan.first and not scan.stop:
         if _is_arc(path):
             yield from _read_arc(path, cfg, on_error, src, stats)
         else:
             on_error(str(path), "offset 0", "not a WARC file (no record found)")
-        return
-    if scan.gaps is not None:
-        scan.gaps.report(scan.prev, None, on_error, stats)
+
+
+def _read_all(
+    scan: _Scan, start: int | None, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str]
+) -> Iterator[Document]:
+    while start is not None:  # a resynchronisation restarts the parser at the next record
+        start = yield from _read_from(start, scan, cfg, on_error, src, stats)
+        if scan.stop:
+            return
+    if scan.gaps is not None and scan.prev is not None:
+        scan.gaps.report(scan.prev, None, on_error, stats, several=scan.in_member > 0)
 
 
 class _Scan:
@@ -100,8 +117,22 @@ class _Scan:
         self.gaps = GapChecker(path, gaps == "all", cap) if gaps != "off" else None
         self.check_members = cfg.warc_check_gaps == "all" and self.layout == "members"
         self.prev: tuple[int, int] | None = None  # (stream_pos, content_length) of the previous record
-        self.first, self.stop, self.resumed = True, False, False
+        self.first, self.stop, self.resumed, self.at = True, False, False, 0
         self.cap = cap  # how much of a record over max_record_bytes is inflated to find its end
+        self.prev_id: str | None = None  # the previous record's WARC-Record-ID
+        self.in_member = 0  # records before this one in its gzip member (fastwarc gives them one offset)
+        self.limit, self.member = cfg.warc_max_skip_bytes, None  # an inflated member (warc_members)
+
+    def member_at(self, pos: int) -> Member:
+        if self.member is None or self.member.pos != pos:
+            self.forget()
+            self.member = Member(self.path, pos, self.limit)
+        return self.member
+
+    def forget(self) -> None:
+        if self.member is not None:
+            self.member.close()
+            self.member = None
 
 
 def _read_from(
@@ -110,7 +141,8 @@ def _read_from(
     """Records from byte `start` on; returns where to resume when a record overran, else None."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
-    path = scan.path
+    path, scan.at = scan.path, start
+    part = None  # (an inflated member, where in it reading goes on) after a bad record inside it
     try:
         with _open_at(path, start, scan.layout) as f:
             it = ArchiveIterator(f, record_types=WarcRecordType.any_type, parse_http=True,
@@ -122,32 +154,26 @@ def _read_from(
                     scan.stop = True
                     return None
                 if scan.gaps is not None and not scan.resumed:
-                    scan.gaps.report(scan.prev, rec.stream_pos, on_error, stats)
+                    scan.gaps.report(scan.prev, rec.stream_pos, on_error, stats, several=scan.in_member > 0)
                 pos, length = rec.stream_pos, _warc_length(rec)
-                scan.prev, scan.first, scan.resumed = (pos, length), False, False
+                same = scan.layout == "members" and not scan.resumed and scan.prev and scan.prev[0] == pos
+                scan.in_member = scan.in_member + 1 if same else 0
+                rid = rec.headers.get("WARC-Record-ID")
+                scan.prev, scan.prev_id, scan.first, scan.resumed = (pos, length), rid, False, False
                 stats[f"records.{rtype}"] += 1
-                suspect = stats["errors.truncated"] + stats["skipped.too_large"]
-                skipped = stats["skipped.too_large"]
+                before = (stats["errors.truncated"], stats["skipped.too_large"])
                 said: list[tuple] = []  # the record's reports, held until resync has judged its length
-                doc = _fastwarc_doc(rec, rtype, cfg, _held(said), src, stats, str(path))
-                resume = None
-                too_large = stats["skipped.too_large"] > skipped
-                if (stats["errors.truncated"] + stats["skipped.too_large"] > suspect or scan.check_members
-                        or scan.layout == "plain"):  # plain: a small read at the claimed end per record
-                    rid = rec.headers.get("WARC-Record-ID")
-                    bound = (scan.cap, cfg.warc_max_skip_bytes) if too_large else (None, None)
-                    framing: list[tuple] = []
-                    lies = stats["errors.resynchronised"]
-                    resume = resync(path, scan.layout, pos, length, _held(framing), stats, rid,
-                                    *bound)
-                    # a Content-Length that lied: its line names the lie and the bytes skipped; the
-                    # payload's own `truncated record` would count the one bad record twice
-                    said = framing if stats["errors.resynchronised"] > lies else said + framing
+                where = _where(scan, pos, rid)
+                doc = _fastwarc_doc(rec, rtype, cfg, _held(said), src, stats, str(path), where,
+                                    _look_for_next(scan))
+                resume, part, said = _judge(scan, rec, doc, length, before, cfg, stats, said)
                 for e in said:
                     on_error(*e)
-                if doc is not None and resume is None:  # an overrunning record's payload ends in junk
+                if doc is not None and resume is None and part is None:  # an overrun's payload ends in junk
                     stats["documents"] += 1
                     yield doc
+                if part is not None:
+                    break
                 if resume == STOP:
                     scan.stop = True
                     return None
@@ -155,18 +181,69 @@ def _read_from(
                     scan.resumed = True
                     return resume
     except (OSError, ValueError, EOFError, zlib.error) as e:
-        bad, resume = _past_unreadable(scan, start)
-        if resume is not None:
-            # the offset goes in the record field, and " of N bytes" is cut from the summary's kinds
-            on_error(str(path), f"offset {bad}", f"unreadable WARC record ({e}): a record of "
-                     f"{resume - bad:,} bytes skipped, reading resumes at the next one")
-            stats["errors.unreadable_record"] += 1
-            scan.resumed = True
-            return resume
-        where = f"after offset {scan.prev[0]}" if scan.prev else "offset 0"
-        on_error(str(path), where, f"unreadable WARC data (truncated or corrupt): {e}")
-        stats["errors.truncated"] += 1
-        scan.stop = True
+        part = unreadable_in_member(scan, start, e, on_error, stats)
+        if part is None:
+            return _unreadable(scan, start, e, on_error, stats)
+    if part is not None:  # outside the parser's try: the rest of the member reports its own errors
+        return (yield from _rest_of_member(scan, *part, cfg, on_error, src, stats))
+    return None
+
+
+def _judge(
+    scan: _Scan, rec, doc: Document | None, length: int, before: tuple[int, int], cfg: ReaderConfig,
+    stats: Counter[str], said: list[tuple],
+) -> tuple[int | None, tuple[Member, int] | None, list[tuple]]:
+    """(where to resume, the rest of a member to read, the record's reports) once the record's
+    claimed length is checked against its framing: always in a plain file and under
+    `warc_check_gaps = "all"`, else when it came out truncated or too large, or its payload holds
+    a record start (the claim may have run into the next record)."""
+    too_large = stats["skipped.too_large"] > before[1]
+    suspect = too_large or stats["errors.truncated"] > before[0]
+    ran_on = doc is not None and doc.cache.pop("warc_ran_on", False)
+    if not (suspect or ran_on or scan.check_members or scan.layout == "plain"):
+        return None, None, said
+    rid, pos = rec.headers.get("WARC-Record-ID"), rec.stream_pos
+    claimed = length if _is_number(rec.headers.get("Content-Length")) else None
+    framing: list[tuple] = []
+    lies = stats["errors.resynchronised"]
+    resume, part = None, lie_in_member(scan, pos, claimed, rid, too_large, suspect or ran_on, _held(framing),
+                                       stats)
+    if part is None:
+        bound = (scan.cap, cfg.warc_max_skip_bytes) if too_large else (None, None)
+        resume = resync(scan.path, scan.layout, pos, length, _held(framing), stats, rid, *bound)
+    # a Content-Length that lied: its line names the lie and the bytes skipped; the payload's own
+    # `truncated record` would count the one bad record twice
+    return resume, part, framing if stats["errors.resynchronised"] > lies else said + framing
+
+
+def _look_for_next(scan: _Scan) -> bool:
+    """Whether to look for a record start inside a payload (its claimed length may have run into
+    the next record): in a gzip member that holds several records (a later one of them, or one
+    stream). Not in a record that has its member to itself (Common Crawl's files): searching every
+    page's text made reading ../shared/data/warc a third slower; a claim there overruns into the
+    next member, which `warc_check_gaps = "all"` checks."""
+    return bool(scan.in_member) or scan.layout is None and scan.at == 0
+
+
+def _is_number(value: str | None) -> bool:
+    return value is not None and value.strip().isdigit()
+
+
+def _unreadable(scan: _Scan, start: int, e: Exception, on_error: OnError, stats: Counter[str]) -> int | None:
+    """Where reading resumes after a record the parser refused, said with its offset; None (the
+    file ends there, said too) when no later record can be found."""
+    bad, resume = _past_unreadable(scan, start)
+    if resume is not None:
+        # the offset goes in the record field, and " of N bytes" is cut from the summary's kinds
+        on_error(str(scan.path), f"offset {bad}", f"unreadable WARC record ({e}): a record of "
+                 f"{resume - bad:,} bytes skipped, reading resumes at the next one")
+        stats["errors.unreadable_record"] += 1
+        scan.resumed = True
+        return resume
+    where = f"after offset {scan.prev[0]}" if scan.prev else "offset 0"
+    on_error(str(scan.path), where, f"unreadable WARC data (truncated or corrupt): {e}")
+    stats["errors.truncated"] += 1
+    scan.stop = True
     return None
 
 
@@ -187,6 +264,45 @@ def _past_unreadable(scan: _Scan, start: int) -> tuple[int | None, int | None]:
         return None, None
     resume = find(scan.path, bad + 1 if find is next_member else bad)
     return (bad, resume) if resume is not None and resume > max(bad, start) else (None, None)
+
+
+def _where(scan: _Scan, pos: int, rid: str | None) -> str:
+    """A record's place for error lines: its offset; in a gzip member holding several, which one
+    of them; in one gzip stream read from its start (fastwarc's offsets then mean nothing), its id."""
+    if scan.layout is None and scan.at == 0 and rid:
+        return f"record {rid}"
+    return f"offset {pos}" + (f", record {scan.in_member + 1} of its gzip member" if scan.in_member else "")
+
+
+def _rest_of_member(
+    scan: _Scan, member: Member, at: int | None, cfg: ReaderConfig, on_error: OnError, src: str,
+    stats: Counter[str],
+) -> Iterator[Document]:
+    """The records of `member` from decompressed offset `at` on, read as a plain WARC (errors name
+    the member and the decompressed offset); returns where reading goes on after the member."""
+    if at is not None:
+        def said(_p: str, where: object, why: str) -> None:
+            on_error(str(scan.path), where_in(member.pos, where), why)
+
+        sub = _Scan(member.file, cfg, said, stats)
+        sub.first, sub.resumed = False, True  # what precedes `at` was judged already
+        try:
+            yield from _read_all(sub, at, cfg, said, src, stats)
+        finally:
+            sub.forget()
+    # the member was judged here: neither the next record's nor the file's last gap check is its
+    scan.resumed, scan.in_member, scan.prev = True, 0, None
+    if not member.whole:
+        why = (f"over warc_max_skip_bytes={scan.limit}" if member.size >= member.limit
+               else "truncated or corrupt gzip data")
+        on_error(str(scan.path), f"gzip member at offset {member.pos}", f"the rest of a gzip member holding "
+                 f"several records is not read ({why}, after {member.size:,} bytes)")
+        stats["errors.truncated"] += 1
+        if scan.layout != "members":
+            return None
+        end = next_member(scan.path, member.pos + 1)
+        return None if end is None or end == GAVE_UP else end
+    return member.end if scan.layout == "members" and member.end < scan.path.stat().st_size else None
 
 
 def _held(into: list) -> OnError:
@@ -213,9 +329,18 @@ def _warc_length(rec) -> int:
 
 
 def _fastwarc_doc(
-    rec, rtype: str, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str], path: str
+    rec, rtype: str, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str], path: str,
+    where: str, look: bool = False,
 ) -> Document | None:
-    where = f"offset {rec.stream_pos}"
+    """The record's Document, or None (counted or reported). `look`: mark a payload that holds a
+    record start (`doc.cache["warc_ran_on"]`), searched in its raw bytes (a gzip body's text
+    would not show it)."""
+    declared = rec.headers.get("Content-Length")
+    if declared is not None and not declared.strip().isdigit():
+        on_error(path, where, "Content-Length is not a number: the record is skipped; it reads: "
+                 f"{declared[:40]!r}")
+        stats["errors.bad_content_length"] += 1
+        return None
     if rtype == "revisit":
         stats["skipped.revisit"] += 1
         return None
@@ -246,16 +371,23 @@ def _fastwarc_doc(
         if _looks_binary(body):
             on_error(path, where, "binary bytes in a WET conversion record")
             return None
-        return Document(id=rid, text=bytes_to_str(body, "utf-8"), url=url, source=src, metadata=meta)
+        doc = Document(id=rid, text=bytes_to_str(body, "utf-8"), url=url, source=src, metadata=meta)
+        return _mark_ran_on(doc, body, look)
     if rtype == "resource":
         ctype = (rec.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         if ctype not in HTML_TYPES:
             stats["skipped.non_html"] += 1
             return None
-        return _html_doc(
-            rec.reader.read(cfg.max_record_bytes + 1), None, rid, url, src, meta, on_error, path, where, stats
-        )
-    return _response_doc(rec, cfg, rid, url, src, meta, on_error, path, where, stats)
+        body = rec.reader.read(cfg.max_record_bytes + 1)
+        doc = _html_doc(body, None, rid, url, src, meta, on_error, path, where, stats)
+        return _mark_ran_on(doc, body, look)
+    return _response_doc(rec, cfg, rid, url, src, meta, on_error, path, where, stats, look)
+
+
+def _mark_ran_on(doc: Document | None, raw: bytes, look: bool) -> Document | None:
+    if doc is not None and look and b"\nWARC/" in raw and _RAN_ON.search(raw) is not None:
+        doc.cache["warc_ran_on"] = True
+    return doc
 
 
 def _response_doc(
@@ -269,6 +401,7 @@ def _response_doc(
     path: str,
     where: str,
     stats: Counter[str],
+    look: bool = False,
 ) -> Document | None:
     if not rec.is_http:
         on_error(path, where, "response record without HTTP headers")
@@ -291,13 +424,14 @@ def _response_doc(
     if cfg.html_only and ctype not in HTML_TYPES:
         stats["skipped.non_html"] += 1
         return None
-    headers = rec.http_headers
+    headers, raw = rec.http_headers, body
     body = _undo_transfer_encoding(body, headers.get("Transfer-Encoding"))
     body = _undo_content_encoding(body, headers.get("Content-Encoding"), cfg.max_record_bytes)
     if body is None:
         on_error(path, where, "body larger than max_record_bytes after decompression")
         return None
-    return _html_doc(body, rec.http_charset, rid, url, src, meta, on_error, path, where, stats)
+    doc = _html_doc(body, rec.http_charset, rid, url, src, meta, on_error, path, where, stats)
+    return _mark_ran_on(doc, raw, look)
 
 
 def _html_doc(

@@ -248,8 +248,9 @@ def _member_cached(path: str, start: int, _size: int, _mtime: int, cap: int | No
                     head += out[: (1 << 16) - len(head)]
                 tail = (tail + out)[-(1 << 16):]
                 data = d.unconsumed_tail
-    m = HEADER_END.search(head)
-    return at - len(d.unused_data), size, m.end() if m else None, tail
+    m = HEADER_END.search(head)  # no header: the member continues a record split across two
+    header = m.end() if m and head.lstrip(b"\r\n").startswith(b"WARC/") else None
+    return at - len(d.unused_data), size, header, tail
 
 
 def _past_big_member(path: Path, pos: int, on_error: OnError) -> int:
@@ -343,8 +344,11 @@ class GapChecker:
         self.size = path.stat().st_size
 
     def report(
-        self, prev: tuple[int, int] | None, next_pos: int | None, on_error: OnError, stats: Counter[str]
+        self, prev: tuple[int, int] | None, next_pos: int | None, on_error: OnError, stats: Counter[str],
+        several: bool = False,
     ) -> None:
+        """`several`: the previous record shared its gzip member with others (the member's tail is
+        theirs, not junk; a lie among them is found by warc.py's `_lie_in_member`)."""
         if self.mode is None:
             return
         end = self.size if next_pos is None else next_pos
@@ -359,7 +363,7 @@ class GapChecker:
                      f"gzip member of a record of {length} bytes: the rest is not a valid record; skipped")
             stats["errors.skipped_bytes"] += 1
             return
-        at, junk = self._junk(start, end, length)
+        at, junk = self._junk(start, end, length, several)
         if junk:
             first_line = junk.split(b"\n", 1)[0][:80].decode("utf-8", "replace").strip()
             where = f"offset {at}" if self.mode == "plain" else f"gzip member at offset {start}"
@@ -394,7 +398,7 @@ class GapChecker:
             raw = d.unused_data
         return bytes(out)
 
-    def _junk(self, start: int, end: int, length: int | None) -> tuple[int, bytes]:
+    def _junk(self, start: int, end: int, length: int | None, several: bool = False) -> tuple[int, bytes]:
         """(file offset, bytes) of what follows the record starting at `start`, up to `end`."""
         if length is None:  # bytes before the first record
             return start, self._region(start, end, 1 << 16).strip()
@@ -414,6 +418,6 @@ class GapChecker:
             return start, b""
         stop, size, header, tail = member
         extra = size - header - length
-        own = tail[len(tail) - min(extra, len(tail)):] if extra > 0 else b""
+        own = tail[len(tail) - min(extra, len(tail)):] if extra > 0 and not several else b""
         rest = self._region(stop, end, 1 << 16) if stop < end else b""
         return start, (own + rest).strip()

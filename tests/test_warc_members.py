@@ -1,0 +1,151 @@
+"""gzip members holding several WARC records (some crawlers write them; fastwarc reads them): a bad
+record among them loses only itself. Built from real records of ../shared/data/warc/dolma; the
+peer is fastwarc reading the same records one per member, as the standard writes them."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import data_file
+
+from pretrain.curate.readers import ReaderConfig, read_documents
+
+
+def _members(path: Path) -> list[bytes]:
+    raw, out = path.read_bytes(), []
+    while raw:
+        d = zlib.decompressobj(31)
+        out.append(d.decompress(raw))
+        raw = d.unused_data
+    return out
+
+
+@pytest.fixture(scope="module")
+def real():
+    """Five real response records (each under 30 kB) and what fastwarc reads of them, one per member."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    records = [m for m in _members(data_file("warc/dolma/sample-0000.warc.gz"))
+               if b"WARC-Type: response" in m[:600] and len(m) < 30_000][:5]
+    assert len(records) == 5
+    z = b"".join(gzip.compress(r, mtime=0) for r in records)
+    it = ArchiveIterator(io.BytesIO(z), record_types=WarcRecordType.response)
+    # dolma writes <url>: the reader drops the brackets (tests/test_warc_real.py)
+    peer = [(r.headers["WARC-Record-ID"], r.headers["WARC-Target-URI"].strip("<>")) for r in it]
+    assert len(peer) == 5
+    return records, peer
+
+
+def _read(path: Path, gaps: str = "uncompressed"):
+    errors: list[tuple[object, str]] = []
+    stats: Counter[str] = Counter()
+    docs = list(read_documents(path, ReaderConfig(warc_check_gaps=gaps),
+                               lambda p, r, why: errors.append((r, why)), stats=stats))
+    return docs, errors, stats
+
+
+def _corrupt(record: bytes, how: str) -> bytes:
+    length = int(re.search(rb"Content-Length: (\d+)", record).group(1))
+    if how == "length_past_member":
+        return record.replace(b"Content-Length: %d" % length, b"Content-Length: 1000000000", 1)
+    if how == "length_into_next":
+        return record.replace(b"Content-Length: %d" % length, b"Content-Length: %d" % (length + 5000), 1)
+    end = record.index(b"\r\n\r\n")  # headers over fastwarc's 32 KiB bound: its parser raises
+    return record[:end] + b"\r\nX-Pad: " + b"a" * 40_000 + record[end:]
+
+
+@pytest.mark.parametrize("gaps", ["uncompressed", "all"])
+@pytest.mark.parametrize("layout", ["members", "members, last", "one stream"])
+@pytest.mark.parametrize("how", ["length_past_member", "length_into_next", "header_over_bound"])
+def test_a_bad_record_inside_a_member_of_three_loses_only_itself(tmp_path, real, how, layout, gaps):
+    records, peer = real
+    a, r0, r1, r2, b = records
+    inner = r0 + _corrupt(r1, how) + r2
+    z = gzip.compress
+    if layout == "members":  # a record alone, then three in one member, then one alone
+        data, member_at = z(a, mtime=0) + z(inner, mtime=0) + z(b, mtime=0), len(z(a, mtime=0))
+        at = len(r0)
+    elif layout == "members, last":  # the member of three ends the file
+        head = z(a, mtime=0) + z(b, mtime=0)
+        data, member_at, at = head + z(inner, mtime=0), len(head), len(r0)
+    else:
+        data, member_at, at = z(a + inner + b, mtime=0), 0, len(a) + len(r0)
+    p = tmp_path / "x.warc.gz"
+    p.write_bytes(data)
+    docs, errors, stats = _read(p, gaps)
+    # the good records, as the peer reads them from their own members; the bad one alone is lost
+    order = (0, 4, 1, 3) if layout == "members, last" else (0, 1, 3, 4)
+    assert [(d.id, d.url) for d in docs] == [peer[i] for i in order]
+    assert len(errors) == 1, errors
+    where, why = errors[0]
+    if layout == "one stream" and how == "length_past_member":  # over max_record_bytes: found by id
+        assert where == f"record {peer[2][0]}" and f"decompressed offset {at + len(_corrupt(r1, how))}" in why
+    else:
+        assert where == f"decompressed offset {at} of the gzip member at offset {member_at}"
+    reason = "Maximum header length exceeded" if how == "header_over_bound" else "claimed Content-Length"
+    assert reason in why and ("reading resumes at the next one" in why or "resynchronised at the next" in why)
+    counter = "errors.unreadable_record" if how == "header_over_bound" else "errors.resynchronised"
+    assert stats[counter] == 1 and stats["documents"] == 4
+    # the same texts as from the intact file
+    intact = tmp_path / "intact.warc.gz"
+    intact.write_bytes(z(a, mtime=0) + z(r0 + r1 + r2, mtime=0) + z(b, mtime=0))
+    good, errs, _ = _read(intact, gaps)
+    assert errs == [] and [d.text for d in docs] == [good[i].text for i in order]
+
+
+def test_a_member_truncated_at_the_end_of_the_file_names_the_record_in_it(tmp_path, real):
+    records, peer = real
+    member = gzip.compress(records[1] + records[2] + records[3], mtime=0)
+    first = gzip.compress(records[0], mtime=0)
+    p = tmp_path / "t.warc.gz"
+    p.write_bytes(first + member[: len(member) * 2 // 3])
+    inflated = zlib.decompressobj(31).decompress(member[: len(member) * 2 // 3])
+    assert len(records[1]) < len(inflated) < len(records[1]) + len(records[2])  # cut inside the second
+    docs, errors, stats = _read(p)
+    assert [(d.id, d.url) for d in docs] == peer[:2]
+    assert errors == [(f"offset {len(first)}, record 2 of its gzip member", errors[0][1])]
+    assert "truncated" in errors[0][1] and stats["errors.truncated"] == 1
+
+
+@pytest.mark.parametrize("gaps", ["uncompressed", "all"])
+def test_a_record_split_across_two_members_is_read_as_the_peer_reads_it(tmp_path, real, gaps):
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    records, peer = real
+    half = len(records[2]) // 2
+    z = gzip.compress
+    p = tmp_path / "s.warc.gz"
+    p.write_bytes(z(records[0], mtime=0) + z(records[1] + records[2][:half], mtime=0)
+                  + z(records[2][half:] + records[3], mtime=0) + z(records[4], mtime=0))
+    with open(p, "rb") as f:
+        it = ArchiveIterator(f, record_types=WarcRecordType.response)
+        theirs = [r.headers["WARC-Record-ID"] for r in it]
+    docs, errors, _ = _read(p, gaps)
+    assert [d.id for d in docs] == theirs == [i for i, _ in peer]
+    assert errors == []
+
+
+@pytest.mark.parametrize("how", ["length_past_member", "length_into_next"])
+def test_lies_at_other_places_count_as_one_kind(tmp_path, real, how):
+    """The summary counts bad records by kind (pretrain/faults.py): a claimed length, an offset or
+    a byte count in the reason made one kind per bad record."""
+    from pretrain.faults import fault_kind
+
+    records, _ = real
+    reasons = []
+    for i, layout in enumerate([(0, 1, 2), (3, 0, 4, 2)]):
+        recs = [records[j] for j in layout]
+        recs[1] = _corrupt(recs[1], how)
+        p = tmp_path / f"{i}.warc.gz"
+        p.write_bytes(gzip.compress(b"".join(recs), mtime=0))
+        _, errors, _ = _read(p)
+        assert len(errors) == 1
+        reasons.append(errors[0][1])
+    assert reasons[0] != reasons[1] and fault_kind(reasons[0]) == fault_kind(reasons[1])
+    assert not re.search(r"\d", fault_kind(reasons[0]))

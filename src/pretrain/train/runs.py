@@ -28,7 +28,7 @@ def load_run_model(run: str | Path, step: int | None = None):
             found = ck.latest_complete(root)
             newest = f"the newest complete one is step {found[0]}" if found else "there is none"
             raise UserError(f"--step {step}: {path} is not a complete checkpoint; {newest}")
-        return _load(cfg, path, run), cfg, step
+        return _verified(cfg, path, run, root), cfg, step
     for attempt in range(3):
         found = ck.latest_complete(root)
         if found is None:
@@ -37,7 +37,9 @@ def load_run_model(run: str | Path, step: int | None = None):
         if attempt == 0:
             _say_damaged(root, step)
         try:
-            return _load(cfg, path, run), cfg, step
+            return _verified(cfg, path, run, root), cfg, step
+        except ck.IntegrityError:
+            raise
         except (UserError, OSError, RuntimeError):
             # A training run still writing this directory rotates old checkpoints out
             # (checkpoint.keep): the newest one may be deleted between choosing and reading it.
@@ -58,6 +60,19 @@ def _say_damaged(root, used: int) -> None:
     for step, path, ok in ck.list_checkpoints(root):
         if step > used and not ok and (why := ck.damage(path)):
             print(f"{path}: not used: {why}; using step {used}", file=sys.stderr, flush=True)
+
+
+def _verified(cfg: RunConfig, path, run: Path, root) -> torch.nn.Module:
+    """`_load`, whose refusal of a checkpoint with changed bytes says what to do: sample, eval and
+    export do not pass over it to an older step by themselves (a score or an export of another step
+    than the user believes), they name the one before it."""
+    try:
+        return _load(cfg, path, run)
+    except ck.IntegrityError as e:
+        older = ck.latest_complete(root, before=ck.dir_step(path))
+        hint = (f"--step {older[0]} uses the complete checkpoint before it" if older
+                else "there is no complete checkpoint before it")
+        raise ck.IntegrityError(f"{e}; copy it again from its source, or: {hint}", e.path, e.name) from None
 
 
 def _load(cfg: RunConfig, path, run: Path) -> torch.nn.Module:

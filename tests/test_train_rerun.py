@@ -17,6 +17,7 @@ import pytest
 
 from pretrain import config as cfgmod
 from pretrain.errors import UserError
+from pretrain.train import checkpoint as ck
 from pretrain.train.config import RunConfig
 from pretrain.train.testing import tiny_config
 from pretrain.train.trainer import Trainer
@@ -48,6 +49,7 @@ def _edit_state(ckpt: Path, edit) -> None:
     path.write_text(text)
     marker = json.loads((ckpt / "COMPLETE.json").read_text())
     marker["files"]["state_rank0.json"] = len(text.encode())
+    marker[ck.DIGEST]["state_rank0.json"] = ck.digest_file(path)  # its digest too
     (ckpt / "COMPLETE.json").write_text(json.dumps(marker))
 
 

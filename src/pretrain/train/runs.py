@@ -42,8 +42,8 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
         said.append(f"checkpoint.storage = {storage!r} is outside {run}: --set checkpoint.storage= uses "
                     f"{run / 'checkpoints'}, --set checkpoint.storage={storage} reads and writes there")
     if said:
-        raise UserError(f"{config}: a run directory's saved config does not choose where training reads and "
-                        f"writes checkpoints; {'; '.join(said)}")
+        raise UserError(f"{config}: a run directory's saved config does not choose where training writes "
+                        f"(train.out) or keeps checkpoints (checkpoint.storage); {'; '.join(said)}")
 
 
 def saved_storage(run: Path, cfg: RunConfig, given: str | None) -> str:

@@ -146,7 +146,8 @@ def train_many_flipping(rank: int, runs: list, flips: list) -> list:
     for (run_out, text, over), flip in zip(runs, flips):
         if flip and rank == 0:
             flip_byte(flip)
-        dist.barrier()
+        if flip:  # the group the first run set up (the trainer keeps it)
+            dist.barrier()
         out.append(train_records(rank, run_out, text, over))
     return out
 

@@ -116,6 +116,9 @@ def test_sigkill_at_a_random_moment_then_resume(tmp_path, text, reference):
     t.fit()
     assert _last_losses(run) == ref_losses
     assert t.loader.state_dict() == ref_pos
+    for _, path, ok in ck.list_checkpoints(run / "checkpoints"):  # a kill mid-save left no marker behind
+        if ok:
+            ck.verify(path)
 
 
 def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, reference, capsys):

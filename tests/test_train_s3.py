@@ -1,8 +1,8 @@
 """Checkpoints in object storage, against a real S3 API server (moto, tests/s3server.py) through
 DCP's fsspec writer and reader: a run stopped at step 20 with `checkpoint.storage = "s3://..."`
 resumes from the bucket and ends bit for bit where a local run that never stopped ends; old ones
-are pruned in the bucket; a truncated
-object is not taken for a checkpoint; `pretrain sample --checkpoints URL` reads the newest model from the bucket.
+are pruned in the bucket; a truncated object is not taken for a checkpoint; `pretrain sample
+--checkpoints URL` reads the newest model from the bucket.
 """
 
 from __future__ import annotations

@@ -183,7 +183,10 @@ def test_a_flipped_bit_in_a_shard_is_refused_and_a_resume_falls_back(tmp_path, t
     del marker[ck.DIGEST]  # as saved before session 10
     (older / ck.MARKER).write_text(json.dumps(marker))
     capsys.readouterr()
-    t = Trainer(tiny_config(tmp_path, text, "train.stop_at=15"), quiet=True)
+    # stopped at step 8 with checkpoint.keep=1: pruning counts the damaged step 10 as no checkpoint
+    # (it kept 10 and deleted each good save after the fallback, leaving nothing to resume from)
+    t = Trainer(tiny_config(tmp_path, text, "train.stop_at=8", "checkpoint.every=2", "checkpoint.keep=1"),
+                quiet=True)
     assert t.step == 5
     said = capsys.readouterr().err.splitlines()
     assert said[0].startswith(f"{newest}: damaged: {data.name} does not match") and said[0].endswith(
@@ -191,10 +194,14 @@ def test_a_flipped_bit_in_a_shard_is_refused_and_a_resume_falls_back(tmp_path, t
     assert said[1].startswith(f"{older}: warning: saved without digests"), said
     assert said[2].startswith("resuming from step 5 (")
     recs = t.fit()
+    assert [s for s, _, ok in ck.list_checkpoints(root) if ok] == [8, 10]
+    t = Trainer(tiny_config(tmp_path, text, "train.stop_at=15"), quiet=True)  # falls back to 8 again
+    assert t.step == 8
+    recs += t.fit()
     assert {r["step"]: r["loss"] for r in recs} == {s: ref_losses[s] for s in range(6, 16)}
     ck.verify(newest)  # saved again, whole
     # no older checkpoint to fall back to: refused, never a fresh start over the run's checkpoints
-    for s in (5, 10):
+    for s in (8, 10):
         shutil.rmtree(ck.step_dir(root, s))
     flip_byte(next(ck.step_dir(root, 15).glob("*.distcp")))
     with pytest.raises(UserError, match="no older complete checkpoint to fall back to"):

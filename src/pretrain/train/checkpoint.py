@@ -484,6 +484,9 @@ class CheckpointManager:
             # load's shared verification (objects over gloo, whatever the training backend)
             self.group = dist.new_group(backend="gloo")
         self._digests: dict[str, str] = {}  # this rank's, of the save in flight
+        # steps whose files failed their digests at a load: not counted as complete by prune (which
+        # would keep them and delete the good ones after a fallback), replaced by the next save there
+        self.damaged: set[int] = set()
         self.save_seconds: list[float] = []  # blocking time of each save (Young's C)
         self.finished: int | None = None  # the step of the async save the last save() waited for
         self._staged: threading.Event | None = None
@@ -499,6 +502,7 @@ class CheckpointManager:
         t0 = time.perf_counter()
         self.finished = self.wait()  # one save in flight at a time: the caller logs its completion
         path = step_dir(self.root, step)
+        self.damaged.discard(step)  # replaced below
         if _rank() == 0:
             _rmtree(path)  # an incomplete leftover of the same step
         if dist.is_available() and dist.is_initialized():
@@ -589,7 +593,7 @@ class CheckpointManager:
 
     def prune(self) -> None:
         """Keep the newest `keep` complete checkpoints; remove older ones and stale incomplete ones."""
-        ckpts = list_checkpoints(self.root)
+        ckpts = [(s, p, ok and s not in self.damaged) for s, p, ok in list_checkpoints(self.root)]
         complete = [s for s, _, ok in ckpts if ok]
         keep = set(complete[-self.keep:]) if self.keep > 0 else set(complete)
         newest = complete[-1] if complete else -1

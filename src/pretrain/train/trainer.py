@@ -162,7 +162,6 @@ class Trainer:
         found = ck.latest_complete(self.ckpt.root) if cfg.train.resume else None
         if cfg.train.resume:
             self._say_damaged(found[0] if found else -1)
-        self.damaged: set[int] = set()  # steps whose files failed their digests at this resume
         found = self._restore_verified(found)
         if found:
             self.resumed = True
@@ -183,7 +182,7 @@ class Trainer:
                 self.restore(found[1])
                 return found
             except ck.IntegrityError as e:
-                self.damaged.add(found[0])
+                self.ckpt.damaged.add(found[0])
                 older = ck.latest_complete(self.ckpt.root, before=found[0])
                 if older is None:
                     raise UserError(f"{e}; no older complete checkpoint to fall back to: copy the checkpoint "
@@ -309,7 +308,6 @@ class Trainer:
 
     def save(self) -> None:
         blocked = self.ckpt.save(self.step, self.model, self.optimizer, self.state())
-        self.damaged.discard(self.step)  # a damaged checkpoint of this step is replaced
         self._completed(self.ckpt.finished)  # the previous async save, finished first: else unlogged
         path = ck.step_dir(self.ckpt.root, self.step)
         extra = {"async": True} if self.ckpt.async_save else {}  # complete at its checkpoint_complete
@@ -431,7 +429,7 @@ class Trainer:
         s = self.cfg.stability
         skip = [max(0, first_batch - s.skip_before), last_batch + s.skip_after]
         from_step = self.step + 1
-        self.restore(found[1])
+        found = self._restore_verified(found)  # one whose bytes changed is passed over here too
         self.ckpt.delete_after(found[0])
         if self.metrics is not None:  # the abandoned steps leave the record; why we came back stays
             self.metrics.rewind(self.step, keep_events=COURSE_EVENTS)
@@ -574,7 +572,7 @@ class Trainer:
         self._finish_save()
         last = ck.latest_complete(self.ckpt.root)
         wanted = self.step > 0 or self.cfg.train.steps == 0  # steps=0: the built/imported model itself
-        if wanted and (last is None or last[0] != self.step or last[0] in self.damaged):
+        if wanted and (last is None or last[0] != self.step or last[0] in self.ckpt.damaged):
             self.save()  # the final state is always on disk, for resume, sample and export
         self._finish_save()
 

@@ -400,12 +400,22 @@ def test_a_damaged_checkpoint_is_said_or_one_line_naming_it(tiny_run, sample_tex
     assert (f"{newest}: not used: {ck.MARKER} lists {data.name} of {size:,} bytes, it has {size // 2:,}; "
             "using step 5") in err
     assert (run / "eval" / "step_0000005.json").is_file()
-    data.write_bytes(bytes(b ^ 0xFF for b in good))  # same size, other bytes
+    data.write_bytes(bytes(b ^ 0xFF for b in good))  # same size, other bytes: the digest says so
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
+    assert err.startswith(f"pretrain eval: error: {newest}: damaged: {data.name} does not match the digest "
+                          "recorded when it was saved") and err.endswith("--step 5 uses the complete "
+                                                                         "checkpoint before it"), err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    # a checkpoint saved before digests: warned, then DCP's failure is still one line
+    marker = json.loads((newest / ck.MARKER).read_text())
+    del marker[ck.DIGEST]
+    (newest / ck.MARKER).write_text(json.dumps(marker))
+    assert main(argv) == 2
+    warned, err = capsys.readouterr().err.strip().splitlines()
+    assert warned.startswith(f"{newest}: warning: saved without digests")
     assert err.startswith(f"pretrain eval: error: {newest}: a data file of this checkpoint ({data.name}) "
                           "does not read: UnpicklingError") and err.endswith("the checkpoint is damaged")
-    assert "Traceback" not in err and len(err.splitlines()) == 1
 
 
 def test_a_run_folder_that_cannot_take_the_results_is_one_line_first(tiny_run, sample_text, tmp_path, capsys):

@@ -8,12 +8,14 @@ Equality is within float tolerance: sharded reductions sum in another order.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
 
 import pytest
 
+from pretrain.train import checkpoint as ck
 from pretrain.train.testing import run_distributed, tiny_config
 from pretrain.train.trainer import Trainer
 
@@ -97,6 +99,11 @@ def test_two_rank_layouts_equal_one_process(tmp_path, text, reference):
             _assert_matches(got, reference)
         except AssertionError as e:
             raise AssertionError(f"{name}: {e}") from e
+        # the final async save: each rank digested its files in the save's thread; they read back equal
+        (_, final, ok), = ck.list_checkpoints(tmp_path / name / "checkpoints")
+        assert ok and {"state_rank0.json", "state_rank1.json"} <= set(
+            json.loads((final / ck.MARKER).read_text())[ck.DIGEST]), name
+        ck.verify(final)
 
 
 def test_fsdp_bf16_mixed_precision_tracks_one_process_bf16(tmp_path, text):
@@ -178,10 +185,21 @@ def test_resume_under_a_pipeline_continues_the_run(tmp_path, text, reference):
     stop = [*COMMON[:-1], "train.resume=true", "checkpoint.async_save=false", "parallel.pp_microbatches=2"]
     pp = ["parallel.pp=2", f"data.batch_size={GLOBAL_BATCH}"]
     runs = [(str(tmp_path), str(text), [*pp, "train.stop_at=2", *stop]),
+            (str(tmp_path), str(text), [*pp, *stop]),
             (str(tmp_path), str(text), [*pp, *stop])]
-    first, second = run_distributed("pretrain.train.testing.train_many", 2, runs, timeout=240)[0]
+    # Before the third run, a bit of rank 1's shard of step 4 flips (the size unchanged): both ranks
+    # (each verifying half of the files, verdicts gathered) pass over step 4 and resume at step 2
+    # together; steps 3 and 4 come out the same again and step 4 is saved whole.
+    step4 = ck.step_dir(tmp_path / "checkpoints", 4)
+    first, second, third = run_distributed("pretrain.train.testing.train_many_flipping", 2, runs,
+                                           [None, None, str(step4 / "__1_0.distcp")], timeout=240)[0]
     assert len(first) == 2 and len(second) == 2  # the second run resumed at step 2
     _assert_matches(first + second, reference)
+    assert third == second  # the third fell back to step 2, on both ranks
+    marker = json.loads((step4 / ck.MARKER).read_text())  # each rank's files, digested by their rank
+    assert {"__0_0.distcp", "__1_0.distcp", "state_rank0.json", "state_rank1.json", ".metadata"} <= set(
+        marker[ck.DIGEST]) == set(marker["files"])
+    ck.verify(step4)
 
 
 def test_a_spike_on_one_rank_rolls_every_rank_back_together(tmp_path, text):

@@ -61,12 +61,15 @@ def _copy(run: Path, dst: Path) -> tuple[Path, Path]:
 
 
 def _reseal(ckpt: Path) -> None:
-    """An attacker rewrites COMPLETE.json too, so the edited checkpoint still counts as complete."""
+    """An attacker rewrites COMPLETE.json too (sizes and digests: they detect damage, they are not a
+    signature), so the edited checkpoint still counts as complete and verifies."""
     marker = ckpt / ck.MARKER
     meta = json.loads(marker.read_text())
     meta["files"] = {p.name: p.stat().st_size for p in ckpt.iterdir() if p.is_file() and p.name != ck.MARKER}
+    meta[ck.DIGEST] = {name: ck.digest_file(ckpt / name) for name in meta["files"]}
     marker.write_text(json.dumps(meta))
     assert ck.is_complete(ckpt)
+    ck.verify(ckpt)
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -17,6 +17,7 @@ import pytest
 
 from pretrain import config as cfgmod
 from pretrain.errors import UserError
+from pretrain.train import checkpoint as ck
 from pretrain.train.config import RunConfig
 from pretrain.train.testing import tiny_config
 from pretrain.train.trainer import Trainer
@@ -48,6 +49,7 @@ def _edit_state(ckpt: Path, edit) -> None:
     path.write_text(text)
     marker = json.loads((ckpt / "COMPLETE.json").read_text())
     marker["files"]["state_rank0.json"] = len(text.encode())
+    marker[ck.DIGEST]["state_rank0.json"] = ck.digest_file(path)  # its digest too
     (ckpt / "COMPLETE.json").write_text(json.dumps(marker))
 
 
@@ -347,3 +349,41 @@ def test_a_link_inside_the_checkpoints_folder_is_still_read(finished, tmp_path):
     shutil.move(ckpt, ckpt.with_name("real"))
     ckpt.symlink_to(ckpt.with_name("real"), target_is_directory=True)
     assert load_run_model(run)[2] == 10
+
+
+def test_a_run_directorys_config_does_not_choose_where_we_write_or_read(finished, tmp_path, text, capsys):
+    """A run directory handed over (docs/security.md: hostile) whose config.toml sends train.out to
+    another user's run and checkpoint.storage to another folder: `train RUN/config.toml` resumed
+    there, sample/eval/export read there. Refused in one line naming each key and both ways on,
+    unless the user puts the key on the command line; inside the run directory it is still read."""
+    from pretrain.cli import main
+    from pretrain.train.runs import load_run_model
+
+    run, _ = _copy(finished, tmp_path)
+    victim, elsewhere = tmp_path / "victim", tmp_path / "elsewhere"
+    shutil.copytree(run / "checkpoints", elsewhere)  # readable there: the refusal is the rule, not luck
+    saved = tiny_config(victim, text, "train.steps=10", f"checkpoint.storage={elsewhere}")
+    (run / "config.toml").write_text(cfgmod.dumps(saved))
+    capsys.readouterr()
+    assert main(["train", str(run / "config.toml"), "--quiet"]) == 2
+    said = capsys.readouterr().err.strip()
+    assert "\n" not in said and said.startswith(f"pretrain train: error: {run / 'config.toml'}: a run "
+                                                "directory's saved config does not choose where"), said
+    assert f"train.out = '{victim}' is not this run directory: --set train.out={run} continues" in said
+    assert f"checkpoint.storage = '{elsewhere}' is outside {run}: --set checkpoint.storage= uses" in said
+    assert not victim.exists()
+    for args in (["sample", str(run), "--tokens", "2"], ["export", str(run), "-o", str(tmp_path / "m.st")],
+                 ["eval", str(run), "--tasks", f"ppl:{text}"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert f"checkpoint.storage = '{elsewhere}' is outside the run directory" in err, (args, err)
+        assert f"pass --checkpoints {elsewhere} to read them there" in err
+    assert load_run_model(run, storage=str(elsewhere))[2] == 10  # named by the user: read there
+    # on the command line: the user's choice (here: continue in place, checkpoints in the run)
+    assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.out={run}",
+                 "--set=checkpoint.storage="]) == 0
+    assert "already complete: the newest checkpoint is step 10" in capsys.readouterr().err
+    inside = tiny_config(run, text, "train.steps=10", f"checkpoint.storage={run / 'checkpoints'}")
+    (run / "config.toml").write_text(cfgmod.dumps(inside))  # a storage inside the run is its own
+    assert load_run_model(run)[2] == 10
+    assert main(["train", str(run / "config.toml"), "--quiet"]) == 0

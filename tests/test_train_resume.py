@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,6 +52,10 @@ def test_stop_at_20_then_resume_to_40_is_bitwise(tmp_path, text, reference):
     assert losses == ref_losses  # == on floats: bit for bit
     assert t.loader.state_dict() == ref_pos
     assert all(torch.equal(a, b) for a, b in zip(t.params, ref_params))
+    for _, path, ok in ck.list_checkpoints(tmp_path / "checkpoints"):  # async saves: digests of the bytes
+        assert ok and set(json.loads((path / ck.MARKER).read_text())[ck.DIGEST]) == {
+            p.name for p in path.iterdir() if p.name != ck.MARKER}
+        ck.verify(path)  # read back from disk now, digested by the save's thread then
     # the same command over a shorter text (data.path is free to move; its tokens are checked): one
     # line saying what differs and what to do, not the loader's two state dicts to compare by eye
     short = tmp_path / "short.txt"
@@ -110,6 +116,9 @@ def test_sigkill_at_a_random_moment_then_resume(tmp_path, text, reference):
     t.fit()
     assert _last_losses(run) == ref_losses
     assert t.loader.state_dict() == ref_pos
+    for _, path, ok in ck.list_checkpoints(run / "checkpoints"):  # a kill mid-save left no marker behind
+        if ok:
+            ck.verify(path)
 
 
 def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, reference, capsys):
@@ -139,6 +148,64 @@ def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, r
     assert said[1].startswith("resuming from step 5 (")
     recs = t.fit()
     assert {r["step"]: r["loss"] for r in recs} == {s: ref_losses[s] for s in range(6, 16)}
+
+
+def test_a_flipped_bit_in_a_shard_is_refused_and_a_resume_falls_back(tmp_path, text, reference, capsys):
+    """Bytes changed after the save, the size unchanged (a disk or a copy): DCP loads such a file
+    without a word (shown first), so the digests in COMPLETE.json catch it. Sample/export refuse it
+    naming the checkpoint, the file and the --step before it; a resume falls back to that step, says
+    so, and continues bit for bit; a checkpoint saved before digests existed loads with a warning."""
+    from pretrain.train.runs import load_run_model
+    from pretrain.train.safe_dcp import read_metadata, safe_load
+    from pretrain.train.testing import flip_byte
+
+    ref_losses, _, _ = reference
+    Trainer(tiny_config(tmp_path, text, "train.stop_at=10", "checkpoint.async_save=false"), quiet=True).fit()
+    root = tmp_path / "checkpoints"
+    newest, older = ck.step_dir(root, 10), ck.step_dir(root, 5)
+    model, _, _ = load_run_model(tmp_path)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    items = read_metadata(newest / ".metadata").storage_data  # in the middle of the largest weight's bytes
+    weight = max((v for k, v in items.items() if k.fqn.startswith("model.")), key=lambda v: v.length)
+    data = newest / weight.relative_path
+    flip_byte(data, weight.offset + weight.length // 2)
+    assert ck.is_complete(newest)  # the sizes still match
+    state = {"model": {k: torch.empty_like(v) for k, v in before.items()}}
+    safe_load(state, newest, no_dist=True)  # DCP alone reads it back, one weight changed
+    assert not all(torch.equal(state["model"][k], v) for k, v in before.items())
+    with pytest.raises(ck.IntegrityError) as e:
+        load_run_model(tmp_path)
+    said = str(e.value)
+    assert said.startswith(f"{newest}: damaged: {data.name} does not match the digest recorded when it "
+                           "was saved (xxh3_128 ") and "\n" not in said, said
+    assert said.endswith("copy it again from its source, or: --step 5 uses the complete checkpoint before it")
+    marker = json.loads((older / ck.MARKER).read_text())
+    del marker[ck.DIGEST]  # as saved before session 10
+    (older / ck.MARKER).write_text(json.dumps(marker))
+    capsys.readouterr()
+    # stopped at step 8 with checkpoint.keep=1: pruning counts the damaged step 10 as no checkpoint
+    # (it kept 10 and deleted each good save after the fallback, leaving nothing to resume from)
+    t = Trainer(tiny_config(tmp_path, text, "train.stop_at=8", "checkpoint.every=2", "checkpoint.keep=1"),
+                quiet=True)
+    assert t.step == 5
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith(f"{newest}: damaged: {data.name} does not match") and said[0].endswith(
+        "; not used: resuming from step 5 instead (the run saves step 10 again when it gets there)"), said
+    assert said[1].startswith(f"{older}: warning: saved without digests"), said
+    assert said[2].startswith("resuming from step 5 (")
+    recs = t.fit()
+    assert [s for s, _, ok in ck.list_checkpoints(root) if ok] == [8, 10]
+    t = Trainer(tiny_config(tmp_path, text, "train.stop_at=15"), quiet=True)  # falls back to 8 again
+    assert t.step == 8
+    recs += t.fit()
+    assert {r["step"]: r["loss"] for r in recs} == {s: ref_losses[s] for s in range(6, 16)}
+    ck.verify(newest)  # saved again, whole
+    # no older checkpoint to fall back to: refused, never a fresh start over the run's checkpoints
+    for s in (8, 10):
+        shutil.rmtree(ck.step_dir(root, s))
+    flip_byte(next(ck.step_dir(root, 15).glob("*.distcp")))
+    with pytest.raises(UserError, match="no older complete checkpoint to fall back to"):
+        Trainer(tiny_config(tmp_path, text, "train.stop_at=20"), quiet=True)
 
 
 def test_async_save_snapshots_state_before_training_continues(tmp_path):

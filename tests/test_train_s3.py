@@ -1,8 +1,8 @@
 """Checkpoints in object storage, against a real S3 API server (moto, tests/s3server.py) through
 DCP's fsspec writer and reader: a run stopped at step 20 with `checkpoint.storage = "s3://..."`
 resumes from the bucket and ends bit for bit where a local run that never stopped ends; old ones
-are pruned in the bucket; a truncated
-object is not taken for a checkpoint; `pretrain sample` reads the newest model from the bucket.
+are pruned in the bucket; a truncated object is not taken for a checkpoint; `pretrain sample
+--checkpoints URL` reads the newest model from the bucket.
 """
 
 from __future__ import annotations
@@ -51,9 +51,21 @@ def test_stop_resume_through_s3_equals_a_local_run(tmp_path, text, bucket_env, c
     from pretrain.cli import main
 
     capsys.readouterr()
-    assert main(["sample", str(tmp_path / "s3run"), "--prompt", "The ", "--tokens", "5",
-                 "--temperature", "0"]) == 0
+    sample = ["sample", str(tmp_path / "s3run"), "--prompt", "The ", "--tokens", "5", "--temperature", "0"]
+    assert main(sample) == 2  # the run directory's config.toml alone does not send a read to a bucket
+    assert f"pass --checkpoints {url} to read them there" in capsys.readouterr().err
+    assert main([*sample, "--checkpoints", url]) == 0
     assert capsys.readouterr().out.startswith("The ")
+
+    # the digests were taken by reading the objects back; one bit changed in the bucket is refused
+    step8 = ck.step_dir(ck.as_root(url), 8)
+    ck.verify(step8)
+    data = max((p for p in fs.ls(step8) if p.endswith(".distcp")), key=fs.size)
+    body = bytearray(fs.cat_file(data))
+    body[len(body) // 2] ^= 0x10
+    fs.pipe_file(data, bytes(body))
+    with pytest.raises(ck.IntegrityError, match=f"{step8}: damaged: __0_0.distcp does not match"):
+        ck.verify(step8)
 
 
 def test_fresh_start_over_remote_checkpoints_is_refused(tmp_path, text, bucket_env):

@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", default=None,
                         help="result JSON (default RUN/eval/step_N.json; for a Hugging Face folder "
                         "NAME: eval/NAME.json in the working directory)")
+    parser.add_argument("--checkpoints", default=None, metavar="DIR_OR_URL",
+                        help="read the run's checkpoints here (a folder or s3://...): needed when the run's "
+                             "config.toml puts checkpoint.storage outside the run directory")
     parser.add_argument("--step", type=Number(int, hi=2**63 - 1, why="a checkpoint's step"),
                         default=None, help="run checkpoint step (default: newest)")
     parser.add_argument("--tokenizer", default="", help="tokenizer.json (default: the run's own)")
@@ -113,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     use_threads(args.model, args.threads)
     _init_distributed(args.device)
     try:
-        model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device))
+        model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device),
+                                 args.checkpoints)
         rank, world = rank_world()
         out, writer = _result_file(args, step, world, specs) if rank == 0 else (None, None)
         skip = _broadcast(sorted(writer.done) if writer else [])

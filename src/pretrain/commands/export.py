@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hf: a transformers folder; safetensors: one file, our names (default)")
     parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32",
                         help="weights' dtype (hf: fp32 or bf16)")
+    parser.add_argument("--checkpoints", default=None, metavar="DIR_OR_URL",
+                        help="read the run's checkpoints here (a folder or s3://...): needed when the run's "
+                             "config.toml puts checkpoint.storage outside the run directory")
     parser.add_argument("--step", type=Number(int, hi=2**63 - 1, why="a checkpoint's step"), default=None,
                         help="checkpoint step (default: newest)")
     shard = Size(why="bytes of one shard file; a tensor larger than it gets a file of its own")
@@ -75,13 +78,14 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "hf":
         from pretrain.train.hf_io import export_hf
 
-        res = export_hf(args.run, args.output, args.dtype, args.step, args.max_shard_size)
+        res = export_hf(args.run, args.output, args.dtype, args.step, args.max_shard_size,
+                        args.checkpoints)
         shards = sum(f.endswith(".safetensors") for f in res["files"])
         print(f"wrote {res['out']}/ ({res['arch']}, step {res['step']}): {res['parameters']:,} parameters "
               f"({args.dtype}) in {shards} safetensors file(s), config.json, tokenizer files")
         return 0
     from pretrain.train.runs import export_safetensors
 
-    path, n = export_safetensors(args.run, args.output, args.dtype, args.step)
+    path, n = export_safetensors(args.run, args.output, args.dtype, args.step, args.checkpoints)
     print(f"wrote {path}: {n:,} parameters ({args.dtype})")
     return 0

@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="random seed of the sampling: the same seed, the same text (default 0)")
     parser.add_argument("--tokenizer", default=None,
                         help="tokenizer.json (default: the run's data.tokenizer; bytes when it has none)")
+    parser.add_argument("--checkpoints", default=None, metavar="DIR_OR_URL",
+                        help="read the run's checkpoints here (a folder or s3://...): needed when the run's "
+                             "config.toml puts checkpoint.storage outside the run directory")
     parser.add_argument("--step", type=Number(int, hi=2**63 - 1, why="a checkpoint's step"), default=None,
                         help="checkpoint step (default: newest)")
     parser.add_argument("--threads", type=Number(int, lo=1, hi=1024, why="torch's CPU threads"), default=None,
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--tokens must be <= {MAX_TOKENS:,}, got {args.tokens:,} (one forward pass per "
                         "token; the window slides past the context, see --help)")
     use_threads(args.run, args.threads)
-    model, cfg, step = load_run_model(args.run, args.step)
+    model, cfg, step = load_run_model(args.run, args.step, args.checkpoints)
     tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tokenizer:
         tokenizer = _tokenizer_of_shards(cfg.data.sources)

@@ -40,11 +40,11 @@ class EvalModel:
 
 
 def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
-             device: str = "cpu") -> tuple[EvalModel, int]:
+             device: str = "cpu", storage: str | None = None) -> tuple[EvalModel, int]:
     """(model, checkpoint step) from a run directory; bytes as tokens when the run used none."""
     from pretrain.train.runs import load_run_model
 
-    model, cfg, step = load_run_model(run, step)
+    model, cfg, step = load_run_model(run, step, storage)
     model.to(device)
     tok_path = tokenizer or cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tok_path:
@@ -396,11 +396,11 @@ def use_threads(target: str | Path, threads: int | None) -> int:
 
 
 def load_model(target: str | Path, step: int | None = None, tokenizer: str = "",
-               device: str = "cpu") -> tuple[EvalModel, int | None]:
+               device: str = "cpu", storage: str | None = None) -> tuple[EvalModel, int | None]:
     """A run directory (has config.toml) or a Hugging Face folder (has config.json)."""
     p = Path(target)
     if (p / "config.toml").is_file():
-        return from_run(p, step, tokenizer, device)
+        return from_run(p, step, tokenizer, device, storage)
     if (p / "config.json").is_file():
         return from_hf_dir(p, device), None
     raise UserError(f"{p}: neither a run directory (config.toml) nor a Hugging Face folder (config.json)")

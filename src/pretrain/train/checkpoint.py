@@ -3,8 +3,15 @@
 RUN/checkpoints/step_NNNNNNN/ holds DCP's files (model and optimizer, keyed by parameter name, so a
 later run may load them under another parallel layout), `state_rank{r}.json` (step, schedule, data
 position, RNG states, loss scaler, spike detector: plain JSON, no pickle) and, written last,
-`COMPLETE.json` listing every file's size. A directory without the marker, or whose files do not
-match it (a truncated write), is ignored and the previous checkpoint is used.
+`COMPLETE.json` listing every file's size and the xxh3-128 digest of its bytes. A directory without
+the marker, or whose files do not match its sizes (a truncated write), is ignored and the previous
+checkpoint is used. The digests are checked at every load (`verify`): a file whose bytes changed
+after the save (a disk or copy error) refuses the checkpoint in one line naming the file; an
+automatic resume then falls back to the previous complete checkpoint that verifies (the trainer).
+Each rank digests the files it wrote (its `__{rank}_N.distcp`, its state file; rank 0 DCP's
+`.metadata`) after its write finished, in the save's background thread for an async save; rank 0
+gathers them into the marker, written last. A checkpoint saved before digests existed loads with
+a warning.
 
 Async saves copy the state and write it in a background thread; the trainer only waits for the copy
 before its next optimizer step (`fence()`), so the copy overlaps forward and backward. Under
@@ -38,6 +45,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+import xxhash
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from pretrain.errors import UserError
@@ -59,6 +67,20 @@ INTERVAL = "save_interval.json"
 # a per-call catch_warnings, which is not thread-safe, would not do).
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
 STEP_DIR = re.compile(r"^step_(\d{7,})$")
+# The marker's table {file name: hex digest} of every file it lists (xxh3-128: ~10 GB/s of hashing on
+# one core, so the read-back, not the hash, is the cost; bench/bench_checkpoint_digest.py).
+DIGEST = "xxh3_128"
+_HEX = re.compile(r"^[0-9a-f]{32}$")
+_CHUNK = 8 << 20
+_warned: set[str] = set()
+
+
+class IntegrityError(UserError):
+    """A checkpoint file's bytes differ from the digest recorded when it was saved."""
+
+    def __init__(self, message: str, path, name: str):
+        super().__init__(message)
+        self.path, self.name = path, name
 
 
 class RemotePath(str):
@@ -139,14 +161,88 @@ def _rmtree(path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def digest_file(path) -> str:
+    """The xxh3-128 hex digest of a file's bytes (local or fsspec), read in 8 MiB pieces."""
+    h = xxhash.xxh3_128()
+    opened = _fs(path).open(path, "rb") if isinstance(path, RemotePath) else open(path, "rb")
+    with opened as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def own_digests(path, rank: int) -> dict[str, str]:
+    """{name: digest} of the files `rank` wrote into a checkpoint: DCP's data files it names with its
+    prefix (`__{rank}_N.distcp`), its state file and, on rank 0, DCP's `.metadata` (the coordinator
+    writes it). Called once the write has finished, so the digest is of the bytes on disk."""
+    names = _files(path)
+    mine = [n for n in names if n.startswith(f"__{rank}_") and n.endswith(".distcp")]
+    mine += [f"state_rank{rank}.json"] + ([".metadata"] if rank == 0 else [])
+    return {n: digest_file(path / n) for n in mine if n in names}
+
+
+def _marker_tables(path) -> tuple[dict, dict | None]:
+    """(sizes, digests or None) of a complete checkpoint's marker; a digest table of another shape
+    (edited, damaged) is an IntegrityError."""
+    marker = json.loads(_read_text(path / MARKER) or "{}")
+    files, digests = marker.get("files", {}), marker.get(DIGEST)
+    if digests is None:
+        return files, None
+    hexes = digests.values() if isinstance(digests, dict) else [None]
+    if not all(isinstance(v, str) and _HEX.match(v) for v in hexes):
+        raise IntegrityError(f"{path}/{MARKER}: its {DIGEST} table is not {{file: digest}}; the marker was "
+                             "edited or damaged", path, MARKER)
+    return files, digests
+
+
+def verify(path, group=None) -> None:
+    """Every file the marker lists has the digest recorded at the save, else IntegrityError naming
+    the checkpoint and the first file that differs. With a process group (`group`, gloo), each rank
+    reads its share of the files (file i on rank i mod world) and the verdicts are all-gathered, so
+    every rank refuses or loads together and the checkpoint is read once, not once per rank. A
+    checkpoint saved before digests were recorded loads with a warning (once per directory)."""
+    files, digests = _marker_tables(path)
+    if digests is None:
+        if _rank() == 0 and str(path) not in _warned:
+            _warned.add(str(path))
+            import sys
+
+            print(f"{path}: warning: saved without digests (before 2026-12, or by another tool); its bytes "
+                  "are not checked against the save", file=sys.stderr, flush=True)
+        return
+    names = sorted(files)
+    bad: list[tuple[str, str, str]] = [(n, "none recorded", "") for n in names if n not in digests]
+    share = names
+    split = group is not None and dist.is_available() and dist.is_initialized()
+    if split:
+        share = names[dist.get_rank(group):: dist.get_world_size(group)]
+    for n in share:
+        if n in digests and (got := digest_file(path / n)) != digests[n]:
+            bad.append((n, got, digests[n]))
+    if split:
+        every: list = [None] * dist.get_world_size(group)
+        dist.all_gather_object(every, bad, group=group)
+        bad = sorted({tuple(b) for part in every for b in part})
+    if bad:
+        name, got, want = bad[0]
+        more = f" (and {len(bad) - 1} more file(s))" if len(bad) > 1 else ""
+        why = ("the marker records no digest for it" if not want else
+               f"{DIGEST} {got[:12]}..., the save recorded {want[:12]}...")
+        raise IntegrityError(f"{path}: damaged: {name} does not match the digest recorded when it was saved "
+                             f"({why}){more}; its bytes changed after the save (a disk or copy error, or "
+                             "an edit)", path, name)
+
+
 def _no_dist() -> bool:
     """One process without a process group: say so to DCP (it would otherwise warn on every call)."""
     return not (dist.is_available() and dist.is_initialized())
 
 
-def _load(state: dict, path: Path) -> None:
-    """Every load (resume, rollback, sample, export) goes through safe_dcp: no pickle runs code;
-    from object storage through DCP's FsspecReader with the same checks (`_safe_remote_load`)."""
+def _load(state: dict, path: Path, group=None) -> None:
+    """Every load (resume, rollback, sample, export) checks the files' digests (`verify`), then goes
+    through safe_dcp: no pickle runs code; from object storage through DCP's FsspecReader with the
+    same checks (`_safe_remote_load`)."""
+    verify(path, group)
     if isinstance(path, RemotePath):
         _safe_remote_load(state, path)
         return
@@ -383,8 +479,14 @@ class CheckpointManager:
         self.keep, self.async_save = keep, async_save
         self.pending: tuple[int, Path, object] | None = None  # (step, path, future)
         self.group = None
-        if async_save and dist.is_available() and dist.is_initialized():
-            self.group = dist.new_group(backend="gloo")  # its own group: see the module docstring
+        if dist.is_available() and dist.is_initialized():
+            # its own gloo group: async saves (see the module docstring), the digests' gather and the
+            # load's shared verification (objects over gloo, whatever the training backend)
+            self.group = dist.new_group(backend="gloo")
+        self._digests: dict[str, str] = {}  # this rank's, of the save in flight
+        # steps whose files failed their digests at a load: not counted as complete by prune (which
+        # would keep them and delete the good ones after a fallback), replaced by the next save there
+        self.damaged: set[int] = set()
         self.save_seconds: list[float] = []  # blocking time of each save (Young's C)
         self.finished: int | None = None  # the step of the async save the last save() waited for
         self._staged: threading.Event | None = None
@@ -400,6 +502,7 @@ class CheckpointManager:
         t0 = time.perf_counter()
         self.finished = self.wait()  # one save in flight at a time: the caller logs its completion
         path = step_dir(self.root, step)
+        self.damaged.discard(step)  # replaced below
         if _rank() == 0:
             _rmtree(path)  # an incomplete leftover of the same step
         if dist.is_available() and dist.is_initialized():
@@ -415,6 +518,7 @@ class CheckpointManager:
             self.pending = (step, path, fut)
         else:
             _save(state, path)
+            self._digests = own_digests(path, _rank())
             self._finish(step, path)
         blocked = time.perf_counter() - t0
         self.save_seconds.append(blocked)
@@ -426,6 +530,7 @@ class CheckpointManager:
         finally:
             staged.set()
         _save(snapshot, path, self.group)
+        self._digests = own_digests(path, _rank())  # off the training thread, of the bytes written
 
     def fence(self) -> None:
         """Block until an in-flight save has its snapshot: call before parameters or moments change."""
@@ -467,11 +572,19 @@ class CheckpointManager:
         return step
 
     def _finish(self, step: int, path: Path) -> None:
+        digests, self._digests = dict(self._digests), {}
         if dist.is_available() and dist.is_initialized():
-            dist.barrier(group=self.group)  # every rank's files are written before the marker
+            # every rank's files are written (and digested) before the marker: the gather waits for all
+            every: list = [None] * dist.get_world_size(self.group)
+            dist.all_gather_object(every, digests, group=self.group)
+            for part in every:
+                digests.update(part)
         if _rank() == 0:
             files = {k: v for k, v in _files(path).items() if k != MARKER}
-            _write_json_atomic(path / MARKER, {"step": step, "files": files, "time": time.time()})
+            for name in files.keys() - digests.keys():  # a file no rank claimed: digested here
+                digests[name] = digest_file(path / name)
+            _write_json_atomic(path / MARKER, {"step": step, "files": files, DIGEST: digests,
+                                               "time": time.time()})
             self.prune()
         if dist.is_available() and dist.is_initialized():
             # ... and every rank sees the marker before it returns: decisions read off the directory
@@ -480,7 +593,7 @@ class CheckpointManager:
 
     def prune(self) -> None:
         """Keep the newest `keep` complete checkpoints; remove older ones and stale incomplete ones."""
-        ckpts = list_checkpoints(self.root)
+        ckpts = [(s, p, ok and s not in self.damaged) for s, p, ok in list_checkpoints(self.root)]
         complete = [s for s, _, ok in ckpts if ok]
         keep = set(complete[-self.keep:]) if self.keep > 0 else set(complete)
         newest = complete[-1] if complete else -1
@@ -507,7 +620,7 @@ class CheckpointManager:
             _as_before_the_first_step(optimizer)
         msd, osd = get_state_dict(model, optimizer, options=options)
         state = {"model": msd, "optim": osd}
-        _load(state, path)
+        _load(state, path, self.group)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
                        options=options)
         if stateless:

@@ -288,7 +288,7 @@ def load_hf_weights(model: torch.nn.Module, folder: str | Path, device: torch.de
 # --- export of a run -------------------------------------------------------------------------------
 
 def export_hf(run: str | Path, out: str | Path, dtype: str = "fp32", step: int | None = None,
-              max_shard_bytes: int = 5 * 1024**3) -> dict:
+              max_shard_bytes: int = 5 * 1024**3, storage: str | None = None) -> dict:
     """Write a run's newest (or `step`) checkpoint as a folder transformers loads as is; a summary."""
     from pretrain.train.hf import arch_of, hf_config, to_hf_tensors
     from pretrain.train.precision import DTYPES
@@ -296,7 +296,7 @@ def export_hf(run: str | Path, out: str | Path, dtype: str = "fp32", step: int |
 
     if dtype not in ("fp32", "bf16"):
         raise UserError(f"--dtype {dtype!r}: a Hugging Face export is fp32 or bf16")
-    model, cfg, step = load_run_model(run, step)  # the project's checkpoint reader, not dcp directly
+    model, cfg, step = load_run_model(run, step, storage)  # the project's checkpoint reader, not dcp directly
     arch_of(model.shape)  # refuse a shape transformers has no class for before writing anything
     out = Path(out)
     staging = out / ".export-partial"

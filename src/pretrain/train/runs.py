@@ -14,21 +14,69 @@ from pretrain.train.model import build_model, materialize, resolve_shape, rope_t
 from pretrain.train.precision import DTYPES
 
 
-def load_run_model(run: str | Path, step: int | None = None):
-    """(model in eval mode on CPU, resolved config, checkpoint step) from a run directory."""
+def leaves(run: Path, value: str) -> bool:
+    """Whether a path key's value lies outside the run directory (an fsspec URL always does; a
+    relative path is relative to where the command runs, as the trainer reads it)."""
+    if not value:
+        return False
+    return "://" in value or not Path(value).resolve().is_relative_to(Path(run).resolve())
+
+
+def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) -> None:
+    """`pretrain train RUN/config.toml`: a run directory's saved config (it travels with the
+    directory: a colleague's, a download) does not choose where training writes. train.out must be
+    RUN itself and checkpoint.storage empty (RUN/checkpoints) or inside RUN, unless the key is on the
+    command line (--set); else one refusal naming each key, its value and both ways on. A recipe
+    (any file not named config.toml beside a run's checkpoints/ or metrics.jsonl) is the user's own."""
+    config = Path(config)
+    run = config.parent
+    if config.name != "config.toml" or not any((run / n).exists() for n in ("checkpoints", "metrics.jsonl")):
+        return
+    given = {text.split("=", 1)[0].strip() for text in overrides}
+    said = []
+    if "train.out" not in given and Path(cfg.train.out).resolve() != run.resolve():
+        said.append(f"train.out = {cfg.train.out!r} is not this run directory: --set train.out={run} "
+                    f"continues it here, --set train.out={cfg.train.out} writes there")
+    storage = cfg.checkpoint.storage
+    if "checkpoint.storage" not in given and leaves(run, storage):
+        said.append(f"checkpoint.storage = {storage!r} is outside {run}: --set checkpoint.storage= uses "
+                    f"{run / 'checkpoints'}, --set checkpoint.storage={storage} reads and writes there")
+    if said:
+        raise UserError(f"{config}: a run directory's saved config does not choose where training writes "
+                        f"(train.out) or keeps checkpoints (checkpoint.storage); {'; '.join(said)}")
+
+
+def saved_storage(run: Path, cfg: RunConfig, given: str | None) -> str:
+    """Where a run's checkpoints are read from: `given` (--checkpoints) when the user names it, else
+    the saved checkpoint.storage when it stays inside the run directory (empty: RUN/checkpoints).
+    A saved one pointing elsewhere (another user's run, an S3 bucket read with your credentials) is
+    refused in one line saying how to read it there anyway."""
+    if given:
+        return given
+    storage = cfg.checkpoint.storage
+    if leaves(run, storage):
+        raise UserError(f"{run / 'config.toml'}: checkpoint.storage = {storage!r} is outside the run "
+                        "directory; a run directory's saved config does not choose where checkpoints are "
+                        f"read from: pass --checkpoints {storage} to read them there")
+    return storage
+
+
+def load_run_model(run: str | Path, step: int | None = None, storage: str | None = None):
+    """(model in eval mode on CPU, resolved config, checkpoint step) from a run directory; its
+    checkpoints from `storage` when given (--checkpoints), else as `saved_storage` allows."""
     run = Path(run)
     if not (run / "config.toml").is_file() and (run / "config.json").is_file():
         raise UserError(f"{run}: a Hugging Face folder (config.json), not a run directory (config.toml): "
                         f"`pretrain eval {run}` scores it; `--set model.init_from={run}` trains on from it")
     cfg = cfgmod.load(RunConfig, run / "config.toml")
-    root = ck.as_root(cfg.checkpoint.storage or run / "checkpoints")
+    root = ck.as_root(saved_storage(run, cfg, storage) or run / "checkpoints")
     if step is not None:
         path = ck.step_dir(root, step)
         if not ck.is_complete(path):  # which steps there are: the user picks one, not a path
             found = ck.latest_complete(root)
             newest = f"the newest complete one is step {found[0]}" if found else "there is none"
             raise UserError(f"--step {step}: {path} is not a complete checkpoint; {newest}")
-        return _load(cfg, path, run), cfg, step
+        return _verified(cfg, path, run, root), cfg, step
     for attempt in range(3):
         found = ck.latest_complete(root)
         if found is None:
@@ -37,7 +85,9 @@ def load_run_model(run: str | Path, step: int | None = None):
         if attempt == 0:
             _say_damaged(root, step)
         try:
-            return _load(cfg, path, run), cfg, step
+            return _verified(cfg, path, run, root), cfg, step
+        except ck.IntegrityError:
+            raise
         except (UserError, OSError, RuntimeError):
             # A training run still writing this directory rotates old checkpoints out
             # (checkpoint.keep): the newest one may be deleted between choosing and reading it.
@@ -58,6 +108,19 @@ def _say_damaged(root, used: int) -> None:
     for step, path, ok in ck.list_checkpoints(root):
         if step > used and not ok and (why := ck.damage(path)):
             print(f"{path}: not used: {why}; using step {used}", file=sys.stderr, flush=True)
+
+
+def _verified(cfg: RunConfig, path, run: Path, root) -> torch.nn.Module:
+    """`_load`, whose refusal of a checkpoint with changed bytes says what to do: sample, eval and
+    export do not pass over it to an older step by themselves (a score or an export of another step
+    than the user believes), they name the one before it."""
+    try:
+        return _load(cfg, path, run)
+    except ck.IntegrityError as e:
+        older = ck.latest_complete(root, before=ck.dir_step(path))
+        hint = (f"--step {older[0]} uses the complete checkpoint before it" if older
+                else "there is no complete checkpoint before it")
+        raise ck.IntegrityError(f"{e}; copy it again from its source, or: {hint}", e.path, e.name) from None
 
 
 def _load(cfg: RunConfig, path, run: Path) -> torch.nn.Module:
@@ -101,10 +164,10 @@ def _allocated(cfg: RunConfig, path, where: Path) -> torch.nn.Module:
 
 
 def export_safetensors(run: str | Path, out: str | Path, dtype: str = "fp32",
-                       step: int | None = None) -> tuple[Path, int]:
+                       step: int | None = None, storage: str | None = None) -> tuple[Path, int]:
     from safetensors.torch import save_file
 
-    model, cfg, step = load_run_model(run, step)
+    model, cfg, step = load_run_model(run, step, storage)
     tensors = {k: v.detach().to(DTYPES[dtype]).contiguous() for k, v in model.state_dict().items()}
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -128,6 +128,30 @@ def train_many(rank: int, runs: list) -> list:
     return [train_records(rank, out, text, over) for out, text, over in runs]
 
 
+def flip_byte(path: str | Path, at: int | None = None) -> None:
+    """One bit of a file inverted in place (at its middle byte by default): bytes that changed on a
+    disk or in a copy, with the file's size unchanged."""
+    path = Path(path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 if at is None else at] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def train_many_flipping(rank: int, runs: list, flips: list) -> list:
+    """Worker: train_many where, before run i, rank 0 flips a byte of the file `flips[i]` (None: no
+    flip) and every rank waits for it: a damaged checkpoint met by a resume on every rank."""
+    import torch.distributed as dist
+
+    out = []
+    for (run_out, text, over), flip in zip(runs, flips):
+        if flip and rank == 0:
+            flip_byte(flip)
+        if flip:  # the group the first run set up (the trainer keeps it)
+            dist.barrier()
+        out.append(train_records(rank, run_out, text, over))
+    return out
+
+
 def young_intervals(rank: int, out: str, text: str) -> dict:
     """Worker: Young's rule (checkpoint.every=0) with each rank measuring another step time at the
     first save, as ranks of a real run do (rank 1 here 1000x slower); the interval each rank keeps."""

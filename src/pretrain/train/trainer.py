@@ -162,14 +162,36 @@ class Trainer:
         found = ck.latest_complete(self.ckpt.root) if cfg.train.resume else None
         if cfg.train.resume:
             self._say_damaged(found[0] if found else -1)
+        found = self._restore_verified(found)
         if found:
-            self.restore(found[1])
             self.resumed = True
             if self.rank == 0:  # even with --quiet: a user resuming must know the run did not start over
                 print(self._resume_line(found[1]), file=sys.stderr, flush=True)
         else:
             self._say("no checkpoint: starting fresh" if cfg.train.resume
                       else "train.resume=false: starting fresh")
+
+    def _restore_verified(self, found):
+        """Restore the newest complete checkpoint whose files match their digests: one that does not
+        (bytes changed after the save) is said and passed over for the one before it, as a save cut
+        short is (Levanter tries each candidate newest first; torchtitan and Megatron stop, and a
+        person deletes the directory: an automatic restart under torchrun would stop every time).
+        Checkpoints there, none readable: refused, never a fresh start over them."""
+        while found:
+            try:
+                self.restore(found[1])
+                return found
+            except ck.IntegrityError as e:
+                self.ckpt.damaged.add(found[0])
+                older = ck.latest_complete(self.ckpt.root, before=found[0])
+                if older is None:
+                    raise UserError(f"{e}; no older complete checkpoint to fall back to: copy the checkpoint "
+                                    "again from its source, or train into another train.out") from None
+                if self.rank == 0:
+                    print(f"{e}; not used: resuming from step {older[0]} instead (the run saves step "
+                          f"{found[0]} again when it gets there)", file=sys.stderr, flush=True)
+                found = older
+        return None
 
     def _resume_line(self, path: Path) -> str:
         """What a rerun does, said first: resume, or nothing at all when the checkpoint is already at
@@ -407,7 +429,7 @@ class Trainer:
         s = self.cfg.stability
         skip = [max(0, first_batch - s.skip_before), last_batch + s.skip_after]
         from_step = self.step + 1
-        self.restore(found[1])
+        found = self._restore_verified(found)  # one whose bytes changed is passed over here too
         self.ckpt.delete_after(found[0])
         if self.metrics is not None:  # the abandoned steps leave the record; why we came back stays
             self.metrics.rewind(self.step, keep_events=COURSE_EVENTS)
@@ -550,7 +572,7 @@ class Trainer:
         self._finish_save()
         last = ck.latest_complete(self.ckpt.root)
         wanted = self.step > 0 or self.cfg.train.steps == 0  # steps=0: the built/imported model itself
-        if wanted and (last is None or last[0] != self.step):
+        if wanted and (last is None or last[0] != self.step or last[0] in self.ckpt.damaged):
             self.save()  # the final state is always on disk, for resume, sample and export
         self._finish_save()
 

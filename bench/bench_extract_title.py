@@ -43,6 +43,7 @@ from pretrain.curate.extract_eval import (  # noqa: E402
     crawl_scores,
     site_fold,
     snippet_scores,
+    split_titles,
     token_prf,
     trafilatura_pages,
 )
@@ -113,8 +114,12 @@ def text_title(html: str, model, rescue) -> tuple[str, str]:
 
 def rules(aeb, tra, crawl_old, crawl_new, titles) -> None:
     print("\n2. the rule (AEB, trafilatura-eval out of fold by site, rescue on; crawl: full models)")
-    print(f"   {'rule':<44} {'AEB P':>7} {'AEB R':>7} {'AEB F1':>7} {'keep':>7} {'drop':>7} "
+    print("   (keep, drop: trafilatura-eval as labelled; t.titles: its must-keep snippets inside the page's"
+          " first <h1>,\n   found in the text or the title; c.: crawl, c.keep old as labelled, c.keep and "
+          "titles with the headline snippets apart)")
+    print(f"   {'rule':<44} {'AEB P':>7} {'AEB R':>7} {'AEB F1':>7} {'keep':>7} {'drop':>7} {'t.titles':>8} "
           f"{'c.keep old':>10} {'c.keep':>7} {'titles':>6} {'c.drop':>7} {'clean':>5}")
+    tra_titles = [split_titles(h, k)[1] for _, h, k, _, _ in tra]
     base = None
     f1s = {}
     for name, post in RULES.items():
@@ -122,14 +127,17 @@ def rules(aeb, tra, crawl_old, crawl_new, titles) -> None:
         prf = np.array([token_prf(text_title(h, model_for("aeb", u), rescue_for("aeb", u))[0], t)
                         for _, h, t, u in aeb])
         tb = "trafilatura-eval"
-        sc = np.array([snippet_scores(text_title(h, model_for(tb, u), rescue_for(tb, u))[0], k, d)
-                       for _, h, k, d, u in tra])
+        outs = [text_title(h, model_for(tb, u), rescue_for(tb, u)) for _, h, _, _, u in tra]
+        sc = np.array([snippet_scores(o[0], k, d) for o, (_, _, k, d, _) in zip(outs, tra, strict=True)])
+        tt = sum(low(x) in low(o[0]) or low(x) in low(o[1]) for o, ts in zip(outs, tra_titles, strict=True)
+                 for x in ts)
         old = crawl_scores(lambda h, u: text_title(h, None, None)[0], crawl_old)
         new = crawl_scores(lambda h, u: text_title(h, None, None), crawl_new, titles)
         keep, drop = sc[:, 0].sum() / sc[:, 1].sum(), sc[:, 2].sum() / sc[:, 3].sum()
         f1s[name] = prf[:, 2]
         print(f"   {name:<44} {prf[:, 0].mean():7.4f} {prf[:, 1].mean():7.4f} {prf[:, 2].mean():7.4f} "
-              f"{keep:7.4f} {drop:7.4f} {old['kept']:10.4f} {new['kept']:7.4f} "
+              f"{keep:7.4f} {drop:7.4f} {f'{tt}/{sum(map(len, tra_titles))}':>8} "
+              f"{old['kept']:10.4f} {new['kept']:7.4f} "
               f"{round(new['title_kept'] * new['titles'])}/{new['titles']:<4} {new['dropped']:7.4f} "
               f"{round(new['no_main_clean'] * new['no_main']):>2}/{new['no_main']}")
         if base is None:

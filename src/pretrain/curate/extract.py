@@ -174,8 +174,9 @@ class ExtractFailed(Exception):
 
 # --------------------------------------------------------------------------- child process
 
-_HDR = struct.Struct("<BI")  # status (0 ok, 1 error, 2 ok and rescued), payload length
-_OK, _ERROR, _RESCUED = 0, 1, 2
+_HDR = struct.Struct("<BI")  # status (0 ok, 1 error, 2 ok and rescued; | 4 titled), payload length
+_TITLE = struct.Struct("<I")  # a titled payload: the title's length, the title, then the text (UTF-8)
+_OK, _ERROR, _RESCUED, _TITLED = 0, 1, 2, 4
 
 
 class _Worker:
@@ -193,6 +194,7 @@ class _Worker:
         ]
         self.proc: subprocess.Popen | None = None
         self.rescued = 0  # pages the child's rescue gave blocks back (the step's stats read it)
+        self.title = ""  # the last page's title (`blocks`: the headline left out of its text)
 
     def _start(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
@@ -233,11 +235,15 @@ class _Worker:
         except ExtractTimeout:
             self.close()
             raise
-        text = payload.decode("utf-8", "replace")
         if status == _ERROR:
-            raise ExtractFailed(text)
-        self.rescued += status == _RESCUED
-        return text
+            raise ExtractFailed(payload.decode("utf-8", "replace"))
+        self.title, at = "", 0
+        if status & _TITLED:
+            (m,) = _TITLE.unpack_from(payload)
+            at = _TITLE.size + m
+            self.title = payload[_TITLE.size : at].decode("utf-8", "replace")
+        self.rescued += (status & ~_TITLED) == _RESCUED
+        return payload[at:].decode("utf-8", "replace")
 
     def _read_exact(self, n: int, deadline: float) -> bytes:
         fd = self.proc.stdout.fileno()
@@ -264,8 +270,11 @@ def _serve(backend: str, favor_precision: bool, main_content: bool, rescue: bool
         (n,) = struct.unpack("<I", head)
         html = inp.read(n).decode("utf-8", "replace")
         try:
-            text, rescued = _child_extract(html, backend, favor_precision, main_content, rescue)
+            text, rescued, title = _child_extract(html, backend, favor_precision, main_content, rescue)
             payload, status = text.encode("utf-8", "replace"), _RESCUED if rescued else _OK
+            if title:
+                head = title.encode("utf-8", "replace")
+                payload, status = _TITLE.pack(len(head)) + head + payload, status | _TITLED
         except Exception as e:  # any failure inside the extractor is reported, never fatal
             payload, status = f"{type(e).__name__}: {e}".encode("utf-8", "replace"), _ERROR
         out.write(_HDR.pack(status, len(payload)) + payload)
@@ -273,19 +282,21 @@ def _serve(backend: str, favor_precision: bool, main_content: bool, rescue: bool
 
 
 def _child_extract(html: str, backend: str, favor_precision: bool, main_content: bool,
-                   rescue: bool) -> tuple[str, bool]:
-    """extract_text, and whether the rescue gave the page blocks back (blocks backend only)."""
+                   rescue: bool) -> tuple[str, bool, str]:
+    """extract_text, whether the rescue gave the page blocks back and the page's title (blocks
+    backend only: the headline it leaves out of the text, as in the step's batches)."""
     if backend != "blocks":
-        return extract_text(html, backend, favor_precision, main_content, rescue), False
+        return extract_text(html, backend, favor_precision, main_content, rescue), False, ""
     from pretrain.curate.extract_blocks import MIN_MAIN_CHARS
     from pretrain.curate.extract_body import main_blocks
     from pretrain.curate.extract_rescue import page_texts
 
     rescued: list[int] = []
+    titles: list[str] = []
     bs, cols = main_blocks(html)
     text = page_texts([html], [bs], min_main_chars=MIN_MAIN_CHARS if rescue else 0, rescued=rescued,
-                      cols=[cols])[0]
-    return text, bool(rescued)
+                      cols=[cols], titles=titles)[0]
+    return text, bool(rescued), titles[0]
 
 
 # --------------------------------------------------------------------------- the step
@@ -304,6 +315,7 @@ class ExtractStep(Step):
         self.worker = _Worker(*args) if isolate else None
         self.batched = self.worker is None and cfg.backend in ("resiliparse", "blocks")
         self._ready: dict[int, str | Exception | object] = {}  # id(doc) -> its batch's result
+        self._titles: dict[int, str] = {}  # id(doc) -> the headline `blocks` left out of its text
         if cfg.backend == "blocks":  # stats.json says 0 rather than nothing, in a child or not
             self.stats["rescued"] = 0
 
@@ -334,6 +346,7 @@ class ExtractStep(Step):
         from pretrain.curate.extract_body import main_blocks
 
         self._ready.clear()
+        self._titles.clear()
         todo: list[tuple[Document, tuple]] = []
         for doc in batch:
             if not doc.cache.get("html") or self._too_large(doc.text):
@@ -364,9 +377,11 @@ class ExtractStep(Step):
 
         gate = MIN_MAIN_CHARS if self.cfg.rescue else 0
         rescued: list[int] = []
+        titles: list[str] = []
         out = page_texts([doc.text for doc, _ in todo], [bs for _, (bs, _) in todo], min_main_chars=gate,
-                         rescued=rescued, cols=[c for _, (_, c) in todo])
+                         rescued=rescued, cols=[c for _, (_, c) in todo], titles=titles)
         self.stats["rescued"] += len(rescued)  # pages that got blocks back (a child counts its own)
+        self._titles.update((id(doc), t) for (doc, _), t in zip(todo, titles, strict=True) if t)
         return out
 
     def _text(self, doc: Document, main: tuple) -> str | Exception:
@@ -395,6 +410,8 @@ class ExtractStep(Step):
                 raise text
             if not isinstance(text, str):
                 text = self._extract(html, deep=text is _DEEP or None)
+                if self.worker is not None and self.worker.title:
+                    self._titles[id(doc)] = self.worker.title
         except ExtractTimeout:
             self.drop(doc, "extract_timeout")
             return None
@@ -406,6 +423,8 @@ class ExtractStep(Step):
             return None
         doc.text = text
         doc.cache.clear()  # the text changed: any cached split of the HTML is stale
+        if title := self._titles.pop(id(doc), ""):  # the headline is metadata, not text (blocks)
+            doc.metadata.setdefault("title", title)  # a title the record brought stays
         return doc
 
     def _extract(self, html: str, deep: bool | None = None) -> str:

@@ -25,9 +25,9 @@ per block:
    cross-fitted models in `extract_blocks_folds.json.gz` that score the benchmarks) gives each block a keep
    probability; `core_flags` keeps blocks in order: at p >= 0.5 within the page's confident core
    (from the first to the last block at p >= 0.98 with >= 80 characters, one block either side),
-   at p >= 0.6 outside it, and at the model's threshold (0.5) on a page without a core; on a page
-   with a body container, an `<h1>` before the core and outside the container (the headline) is
-   dropped (`headline_off`).
+   at p >= 0.6 outside it, and at the model's threshold (0.5) on a page without a core; an `<h1>`
+   before the core (the headline) is dropped from the text (`headline_off`) and goes to the
+   document's metadata as `title` (`headline`; the extract step's batches).
 6. Rescue: where the main content is under MIN_MAIN_CHARS characters (resiliparse sometimes drops
    the article itself), a whole-page render and a second set of trees may bring blocks back
    (curate/extract_rescue.py); on every other page steps 1-5 are the whole output.
@@ -560,21 +560,28 @@ def core_flags(p: np.ndarray, chars: np.ndarray, threshold: float = 0.5) -> np.n
     return np.where(inside, p >= CORE_IN, p >= CORE_OUT)
 
 
-def headline_off(
-    flags: np.ndarray, bs: list[Block], p: np.ndarray, chars: np.ndarray, cols: np.ndarray
-) -> np.ndarray:
-    """`flags` (core_flags') without an `<h1>` that comes before the page's core and lies outside its
-    article body container: the headline, which an article's body does not hold (AEB's truth; a
-    quarter of `blocks`' false-positive tokens there were headings; issue 19, session 10). Only on
-    a page with a container (extract_body's `body_found`) and a core; elsewhere, where a page title
-    cannot be told from content (a blog post without a container), the flags are unchanged."""
-    if not len(cols) or not cols[0, 1]:
-        return flags
+def headline_off(flags: np.ndarray, bs: list[Block], p: np.ndarray, chars: np.ndarray) -> np.ndarray:
+    """`flags` (core_flags') without an `<h1>` that comes before the page's core: the headline. The
+    field's text is the body and the title is metadata (trafilatura, so FineWeb; AEB's truth holds
+    no headline on any of its pages): the headline goes to the document's metadata instead
+    (`headline`, the extract step's `title`; issue 19, session 10, docs/extraction.md). A page
+    without a core (no confident long block: listings, profiles, most non-articles) is unchanged."""
     core = np.flatnonzero((p >= CORE_P) & (chars >= CORE_CHARS))
     for i in range(core[0] if len(core) else 0):
-        if flags[i] and bs[i].kind == "h1" and not cols[i, 0]:
+        if flags[i] and bs[i].kind == "h1":
             flags[i] = False
     return flags
+
+
+def headline(bs: list[Block], flags) -> str:
+    """A page's headline for its metadata: the first `<h1>` block before the first kept block that
+    the flags drop ("" when none): the title that the text, like trafilatura's, leaves out."""
+    for b, k in zip(bs, flags):
+        if k:
+            break
+        if b.kind == "h1":
+            return b.text
+    return ""
 
 
 def block_matrix(bs: list[Block], cols: np.ndarray, model: BlockModel) -> np.ndarray:
@@ -596,10 +603,10 @@ def keep_flags(
         return [[] for _ in pages]
     p = m.keep_probability(np.concatenate(rows))
     out, at = [], 0
-    for bs, c in zip(pages, cols, strict=True):
+    for bs in pages:
         chars = np.fromiter((len(b.text) for b in bs), np.int64, len(bs))
         pp = p[at : at + len(bs)]
-        out.append(headline_off(core_flags(pp, chars, m.threshold), bs, pp, chars, c).tolist())
+        out.append(headline_off(core_flags(pp, chars, m.threshold), bs, pp, chars).tolist())
         at += len(bs)
     return out
 

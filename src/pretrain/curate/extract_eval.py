@@ -123,8 +123,31 @@ def crawl_records(root: Path) -> Iterator[tuple[str, object]]:
                 yield f.relative_to(root).as_posix(), d
 
 
-def crawl_pages(root: Path, labels: Path = CRAWL_LABELS) -> Iterator[tuple]:
+def page_headline(html: str) -> str:
+    """The text of a page's first `<h1>` that has any, whitespace collapsed ("" when none)."""
+    from resiliparse.parse.html import HTMLTree
+
+    tree = HTMLTree.parse(html)
+    for e in tree.document.query_selector_all("h1") if tree.document else ():
+        if t := _norm(e.text):
+            return t
+    return ""
+
+
+def split_titles(html: str, keep: list[str]) -> tuple[list[str], list[str]]:
+    """(must-keep snippets, title snippets): a must-keep snippet that lies inside the page's headline
+    (`page_headline`) is the title, which the field puts in a document's metadata, not its text
+    (issue 19, session 10, docs/extraction.md); scored apart (`crawl_scores`' `titles`)."""
+    head = page_headline(html)
+    title = [k for k in keep if head and _norm(k) in head]
+    return [k for k in keep if k not in title], title
+
+
+def crawl_pages(root: Path, labels: Path = CRAWL_LABELS, titles: dict | None = None) -> Iterator[tuple]:
     """(key, html, must_keep, must_drop, no_main, url) for each labelled crawl page under `root`.
+
+    `titles`: None, the labels as made (a headline snippet is must-keep); a dict, the headline
+    snippets (`split_titles`) leave must_keep and go to `titles[key]`, for `crawl_scores`.
 
     A labelled record that is missing, or whose HTML no longer hashes to the labelled SHA-256, is a
     ValueError naming the file and the record: labels of a changed page would mis-score silently.
@@ -141,7 +164,10 @@ def crawl_pages(root: Path, labels: Path = CRAWL_LABELS) -> Iterator[tuple]:
                 f"{root / rel}: record {d.id} ({d.url}): HTML changed since it was labelled in {labels.name}"
             )
         seen.add((rel, d.id))
-        yield f"{rel}#{d.id}", d.text, page["keep"], page["drop"], page["no_main"], d.url or ""
+        keep = page["keep"]
+        if titles is not None:
+            keep, titles[f"{rel}#{d.id}"] = split_titles(d.text, keep)
+        yield f"{rel}#{d.id}", d.text, keep, page["drop"], page["no_main"], d.url or ""
     if missing := sorted(set(want) - seen):
         rel, rid = missing[0]
         raise ValueError(
@@ -149,13 +175,21 @@ def crawl_pages(root: Path, labels: Path = CRAWL_LABELS) -> Iterator[tuple]:
         )
 
 
-def crawl_scores(extract: Callable[[str, str], str], pages: list[tuple]) -> dict[str, float]:
+def crawl_scores(
+    extract: Callable[[str, str], str | tuple[str, str]], pages: list[tuple], titles: dict | None = None
+) -> dict[str, float]:
     """keep / drop shares over all snippets of the crawl pages, and on `no_main` pages the share whose
-    extraction is empty or holds none of their must-drop snippets (`no_main_clean`)."""
-    kept = total_keep = dropped = total_drop = clean = n_none = 0
-    for _, html, keep, drop, no_main, url in pages:
+    extraction is empty or holds none of their must-drop snippets (`no_main_clean`). With `titles`
+    (crawl_pages'), also `title_kept`: the share of title snippets found in the text or in the
+    title `extract` returns beside it (a (text, title) pair; a plain text has no title)."""
+    kept = total_keep = dropped = total_drop = clean = n_none = t_kept = t_total = 0
+    for key, html, keep, drop, no_main, url in pages:
         text = extract(html, url)
+        text, title = text if isinstance(text, tuple) else (text, "")
         k, nk, d, nd = snippet_scores(text, keep, drop)
+        if titles is not None:
+            t_total += len(titles[key])
+            t_kept += sum(_norm(s) in _norm(text) or _norm(s) in _norm(title) for s in titles[key])
         kept, total_keep, dropped, total_drop = kept + k, total_keep + nk, dropped + d, total_drop + nd
         if no_main:
             n_none += 1
@@ -166,4 +200,5 @@ def crawl_scores(extract: Callable[[str, str], str], pages: list[tuple]) -> dict
         "no_main_clean": clean / max(n_none, 1),
         "pages": len(pages),
         "no_main": n_none,
+        **({"title_kept": t_kept / max(t_total, 1), "titles": t_total} if titles is not None else {}),
     }

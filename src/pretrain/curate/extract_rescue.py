@@ -40,6 +40,7 @@ from pretrain.curate.extract_blocks import (
     WordModel,
     blocks,
     features,
+    headline,
     keep_flags,
     load_model,
     pick_trees,
@@ -146,18 +147,22 @@ def page_texts(
     min_main_chars: int = MIN_MAIN_CHARS,
     rescued: list[int] | None = None,
     cols: list[np.ndarray] | None = None,
+    titles: list[str] | None = None,
 ) -> list[str]:
     """Main text of each page of a batch (`mains`: the blocks of each page's main-content render;
     `cols`: their body columns, extract_body.main_blocks; None: computed here from `htmls`):
     the blocks `model` keeps, and on pages whose main content is under `min_main_chars` characters
     (0: never) the whole-page blocks `rescue` brings back. One walk of each set of trees per batch.
-    `rescued`, when given, receives the index of each page that got at least one block back."""
+    `rescued`, when given, receives the index of each page that got at least one block back;
+    `titles`, when given, each page's headline (extract_blocks.headline: "" when none)."""
     m = model or load_model()
     if cols is None:
         from pretrain.curate.extract_body import body_columns, parse
 
         cols = [body_columns(parse(h), bs) for h, bs in zip(htmls, mains, strict=True)]
     flags = keep_flags(mains, m, cols)
+    if titles is not None:
+        titles.extend(headline(bs, f) for bs, f in zip(mains, flags, strict=True))
     out = ["\n".join(b.text for b, k in zip(bs, f) if k) for bs, f in zip(mains, flags)]
     short = [i for i, bs in enumerate(mains) if sum(len(b.text) for b in bs) < min_main_chars]
     if not short:

@@ -274,10 +274,17 @@ def _this() -> SimpleNamespace:
 
 
 def _step_batch(pkg: SimpleNamespace, batch: list[str], gate: int, rescued: list[int] | None = None):
-    """What the `extract` step does with a batch: main_blocks per page, then page_texts."""
-    mains = [pkg.extract_body.main_blocks(h) for h in batch]
-    return pkg.extract_rescue.page_texts(batch, [bs for bs, _ in mains], min_main_chars=gate,
-                                         rescued=rescued, cols=[c for _, c in mains])
+    """What the `extract` step does with a batch: main_blocks per page (since session 10 main_page,
+    keeping the tree of a page whose main content is short for the rescue), then page_texts."""
+    body, rescue = pkg.extract_body, pkg.extract_rescue
+    if not hasattr(body, "main_page"):
+        mains = [body.main_blocks(h) for h in batch]
+        return rescue.page_texts(batch, [bs for bs, _ in mains], min_main_chars=gate, rescued=rescued,
+                                 cols=[c for _, c in mains])
+    got = [body.main_page(h) for h in batch]
+    trees = [t if sum(len(b.text) for b in bs) < gate else None for t, bs, _ in got]
+    return rescue.page_texts(batch, [bs for _, bs, _ in got], min_main_chars=gate, rescued=rescued,
+                             cols=[c for _, _, c in got], trees=trees)
 
 
 def _batch_outputs(pkg: SimpleNamespace, batch: list[str], matrix) -> dict[str, list]:

@@ -278,13 +278,13 @@ def _child_extract(html: str, backend: str, favor_precision: bool, main_content:
     if backend != "blocks":
         return extract_text(html, backend, favor_precision, main_content, rescue), False
     from pretrain.curate.extract_blocks import MIN_MAIN_CHARS
-    from pretrain.curate.extract_body import main_blocks
+    from pretrain.curate.extract_body import main_page
     from pretrain.curate.extract_rescue import page_texts
 
     rescued: list[int] = []
-    bs, cols = main_blocks(html)
+    tree, bs, cols = main_page(html)
     text = page_texts([html], [bs], min_main_chars=MIN_MAIN_CHARS if rescue else 0, rescued=rescued,
-                      cols=[cols])[0]
+                      cols=[cols], trees=[tree])[0]
     return text, bool(rescued)
 
 
@@ -331,7 +331,8 @@ class ExtractStep(Step):
         """`blocks`, a batch at a time: resiliparse's pass over every page, then our cutting,
         features and one walk of the trees over all of them, then the rescue of the pages whose
         main content is short (one more walk); `process` then picks up each text."""
-        from pretrain.curate.extract_body import main_blocks
+        from pretrain.curate.extract_blocks import MIN_MAIN_CHARS
+        from pretrain.curate.extract_body import main_page
 
         self._ready.clear()
         todo: list[tuple[Document, tuple]] = []
@@ -348,7 +349,10 @@ class ExtractStep(Step):
                 self._ready[id(doc)] = _DEEP
                 continue
             try:
-                todo.append((doc, main_blocks(doc.text)))  # (blocks, body columns); its tree freed here
+                tree, bs, cols = main_page(doc.text)
+                # the tree is kept only for the rescue's whole-page render (short main content)
+                short = self.cfg.rescue and sum(len(b.text) for b in bs) < MIN_MAIN_CHARS
+                todo.append((doc, (bs, cols, tree if short else None)))
             except Exception as e:  # a parser bug on hostile HTML drops the page, not the batch
                 self._ready[id(doc)] = ExtractFailed(f"{type(e).__name__}: {e}")
         try:
@@ -364,8 +368,9 @@ class ExtractStep(Step):
 
         gate = MIN_MAIN_CHARS if self.cfg.rescue else 0
         rescued: list[int] = []
-        out = page_texts([doc.text for doc, _ in todo], [bs for _, (bs, _) in todo], min_main_chars=gate,
-                         rescued=rescued, cols=[c for _, (_, c) in todo])
+        out = page_texts([doc.text for doc, _ in todo], [bs for _, (bs, _, _) in todo], min_main_chars=gate,
+                         rescued=rescued, cols=[c for _, (_, c, _) in todo],
+                         trees=[t for _, (_, _, t) in todo])
         self.stats["rescued"] += len(rescued)  # pages that got blocks back (a child counts its own)
         return out
 

@@ -571,11 +571,11 @@ def extract_blocks_text(
     """Main text of one page: the blocks the model keeps, one paragraph per line; where the main
     content is shorter than `min_main_chars` (0: never), whole-page blocks the rescue trees bring
     back (curate/extract_rescue.py). The `extract` step gives the same text, a batch at a time."""
-    from pretrain.curate.extract_body import main_blocks
+    from pretrain.curate.extract_body import main_page
     from pretrain.curate.extract_rescue import page_texts
 
-    bs, cols = main_blocks(html)
-    return page_texts([html], [bs], model, rescue, min_main_chars, cols=[cols])[0]
+    tree, bs, cols = main_page(html)
+    return page_texts([html], [bs], model, rescue, min_main_chars, cols=[cols], trees=[tree])[0]
 
 
 # The core decoder (issue 19, sessions 6 and 9; chosen by the nested rule in 7 of 10 site folds):

@@ -281,10 +281,13 @@ def _step_batch(pkg: SimpleNamespace, batch: list[str], gate: int, rescued: list
         mains = [body.main_blocks(h) for h in batch]
         return rescue.page_texts(batch, [bs for bs, _ in mains], min_main_chars=gate, rescued=rescued,
                                  cols=[c for _, c in mains])
-    got = [body.main_page(h) for h in batch]
-    trees = [t if sum(len(b.text) for b in bs) < gate else None for t, bs, _ in got]
-    return rescue.page_texts(batch, [bs for _, bs, _ in got], min_main_chars=gate, rescued=rescued,
-                             cols=[c for _, _, c in got], trees=trees)
+    mains, cols, trees = [], [], []
+    for h in batch:  # (a tree not kept is freed at once, as in the step)
+        tree, bs, c = body.main_page(h)
+        mains.append(bs)
+        cols.append(c)
+        trees.append(tree if sum(len(b.text) for b in bs) < gate else None)
+    return rescue.page_texts(batch, mains, min_main_chars=gate, rescued=rescued, cols=cols, trees=trees)
 
 
 def _batch_outputs(pkg: SimpleNamespace, batch: list[str], matrix) -> dict[str, list]:

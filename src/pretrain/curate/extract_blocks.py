@@ -294,7 +294,9 @@ def batch_features(pages: list[list[Block]], word_score: np.ndarray | None = Non
         return np.zeros((0, len(FEATURES)), np.float32)
     sizes = np.array([len(bs) for bs in pages if bs])
     first = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # each page's first row
-    page = np.repeat(np.arange(len(sizes)), sizes)  # each row's page
+    # each row's page; with one page, 0: a page's numbers then index to scalars that broadcast
+    # (the same values, without ~20 gathers: page by page as fast as before batches)
+    page = np.repeat(np.arange(len(sizes)), sizes) if len(sizes) > 1 else 0
     own = _own(flat)  # (n, 9)
     tags = np.zeros((n, len(_TAG_KINDS)))
     tags[np.arange(n), [_KIND_INDEX[b.kind] for b in flat]] = 1.0
@@ -323,7 +325,7 @@ def batch_features(pages: list[list[Block]], word_score: np.ndarray | None = Non
             cum / tot,
             (tot - cum - chars) / tot,
             chars / tot,
-            np.array([math.log1p(t) for t in total])[page],  # (math's log1p, as page by page before)
+            np.repeat([math.log1p(t) for t in total], sizes),  # (math's log1p, as page by page before)
             np.array([b.links for b in flat]) / np.maximum(words, 1),
             (idx < longest).astype(float),
             (idx > longest).astype(float),
@@ -348,8 +350,10 @@ def _shifted(a: np.ndarray, first: np.ndarray, sizes: np.ndarray) -> tuple[np.nd
     return prev, nxt
 
 
-def _first_max(x: np.ndarray, first: np.ndarray, page: np.ndarray) -> np.ndarray:
+def _first_max(x: np.ndarray, first: np.ndarray, page: np.ndarray | int) -> np.ndarray:
     """The row of each page's largest value (the first of equals, as np.argmax)."""
+    if isinstance(page, int):  # one page
+        return np.array([np.argmax(x)])
     at = np.flatnonzero(x == np.maximum.reduceat(x, first)[page])
     return at[np.searchsorted(at, first)]
 
@@ -590,15 +594,18 @@ def core_flags(p: np.ndarray, chars: np.ndarray, threshold: float = 0.5, first: 
                ) -> np.ndarray:
     """Keep flags of one page's blocks (keep probabilities `p`, lengths `chars`) by the core decoder;
     with `first` (the row where each page starts), of the stacked blocks of a batch of pages."""
-    first = np.zeros(1, np.int64) if first is None else np.asarray(first, np.int64)
-    page = np.repeat(np.arange(len(first)), np.diff(np.append(first, len(p))))
     at = np.flatnonzero((p >= CORE_P) & (chars >= CORE_CHARS))  # the core's blocks, in order
-    lo = np.searchsorted(page[at], np.arange(len(first)))  # each page's first and last core block
-    hi = np.searchsorted(page[at], np.arange(len(first)), "right") - 1
-    has = (lo <= hi)[page]
-    if not has.any():
+    if not len(at):
         return p >= threshold
-    row, start, end = np.arange(len(p)), at[np.minimum(lo, len(at) - 1)][page], at[hi][page]
+    if first is None:  # one page: its core runs from its first to its last core block
+        has, start, end = True, at[0], at[-1]
+    else:  # each row's page's first and last core block (has: whether the page has a core)
+        first = np.asarray(first, np.int64)
+        page = np.repeat(np.arange(len(first)), np.diff(np.append(first, len(p))))
+        lo = np.searchsorted(page[at], np.arange(len(first)))
+        hi = np.searchsorted(page[at], np.arange(len(first)), "right") - 1
+        has, start, end = (lo <= hi)[page], at[np.minimum(lo, len(at) - 1)][page], at[hi][page]
+    row = np.arange(len(p))
     inside = (row >= start - CORE_MARGIN) & (row <= end + CORE_MARGIN)
     return np.where(has, np.where(inside, p >= CORE_IN, p >= CORE_OUT), p >= threshold)
 
@@ -630,7 +637,7 @@ def keep_flags(
         return [[] for _ in pages]
     x = batch_matrix(pages, cols, m)
     chars = np.fromiter((len(b.text) for bs in pages for b in bs), np.int64, len(x))
-    first = np.cumsum([0, *sizes[:-1]])
+    first = np.cumsum([0, *sizes[:-1]]) if len(pages) > 1 else None
     keep = core_flags(m.keep_probability(x), chars, m.threshold, first).tolist()
     out, at = [], 0
     for k in sizes:

@@ -345,6 +345,61 @@ def same_check(pkg: SimpleNamespace, sets: dict[str, list[tuple[str, str]]]) -> 
     return ok
 
 
+def batch_profile(htmls: list[str], repeat: int) -> dict[str, float]:
+    """CPU ms per page of each stage of this checkout's step path, timed in place batch by batch
+    (per page: parse, render, cut, the container selector, the rest of the body columns; per batch:
+    word scores, features, the trees, the decoder and join, the rescue), the least over `repeat`."""
+    from pretrain.curate.extract_body import BODY_SELECTOR, body_columns, parse
+    from pretrain.curate.extract_rescue import page_texts
+
+    model, clock, gate = new.load_model(), time.process_time, new.MIN_MAIN_CHARS
+    best: dict[str, float] = {}
+    for _ in range(repeat):
+        t: dict[str, float] = {}
+        for i in range(0, len(htmls), BATCH_PAGES):
+            batch, mains, cols, trees = htmls[i : i + BATCH_PAGES], [], [], []
+            for h in batch:
+                t0 = clock()
+                tree = parse(h)
+                t1 = clock()
+                minimal = new.render(tree)
+                t2 = clock()
+                bs = new.blocks(minimal)
+                t3 = clock()
+                if bs and tree.document is not None:
+                    tree.document.query_selector(BODY_SELECTOR)
+                t4 = clock()
+                c = body_columns(tree, bs)  # (the selector again, subtracted below)
+                t5 = clock()
+                mains.append(bs)
+                cols.append(c)
+                trees.append(tree if sum(len(b.text) for b in bs) < gate else None)
+                for k, v in (("parse", t1 - t0), ("render", t2 - t1), ("cut", t3 - t2), ("selector", t4 - t3),
+                             ("body columns' rest", t5 - t4 - (t4 - t3))):
+                    t[k] = t.get(k, 0.0) + v
+            t0 = clock()
+            flat = [b for bs in mains for b in bs]
+            ws = model.words.score(flat)
+            t1 = clock()
+            x = np.hstack([new.batch_features(mains, ws), np.concatenate(cols)])
+            t2 = clock()
+            p = model.keep_probability(x)
+            t3 = clock()
+            first = np.cumsum([0] + [len(bs) for bs in mains[:-1]])
+            keep = new.core_flags(p, np.array([len(b.text) for b in flat]), model.threshold, first)
+            "\n".join(b.text for b, k in zip(flat, keep) if k)
+            t4 = clock()
+            page_texts(batch, mains, model, cols=cols, trees=trees)
+            t5 = clock()
+            page_texts(batch, mains, model, cols=cols, min_main_chars=0)
+            t6 = clock()
+            for k, v in (("word scores", t1 - t0), ("features", t2 - t1), ("trees", t3 - t2),
+                         ("decoder + join", t4 - t3), ("rescue", (t5 - t4) - (t6 - t5))):
+                t[k] = t.get(k, 0.0) + v
+        best = {k: min(v, best.get(k, v)) for k, v in t.items()}
+    return {k: 1e3 * v / len(htmls) for k, v in best.items()}
+
+
 def step_speed(pkg: SimpleNamespace, sets: dict[str, list[str]], repeat: int) -> None:
     """The `extract` step's path (rescue on), old and new alternating, best of `repeat`, per set."""
     this = _this()
@@ -359,6 +414,8 @@ def step_speed(pkg: SimpleNamespace, sets: dict[str, list[str]], repeat: int) ->
             n = min(n, best_ms(lambda b: _step_batch(this, b, gate), batches, 1) * len(batches) / len(htmls))
         print(f"  {name:<17} old {o:.3f}  new {n:.3f}  ({o / n:.2f}x)   pages/s/core: old {1e3 / o:.0f}, "
               f"new {1e3 / n:.0f}   load {os.getloadavg()[0]:.1f}")
+        print("    stage by stage, in place (new): " + ", ".join(
+            f"{k} {v:.3f}" for k, v in batch_profile(htmls, repeat).items()))
 
 
 def main() -> int:

@@ -27,9 +27,11 @@ body columns) beside this checkout's, and that revision's shipped trees
    the trees' input matrix (the batch's and each page's `block_matrix`), keep probabilities, keep
    flags, the rescue's candidate matrices, texts with and without the rescue and which pages were
    rescued must be equal to the bit (exit status 1 otherwise); then the step's path (main_blocks
-   per page, page_texts per batch, rescue on) old and new alternating, per set, pages/s per core.
+   per page, page_texts per batch, rescue on) old and new alternating, per set, pages/s per core,
+   and this checkout's stages timed in place in the step's batches.
 
 Run: .venv/bin/python bench/bench_blocks_speed.py [--base REV] [--same REV] [--repeat 5] [--no-identity]
+     [--same-only]
 """
 
 from __future__ import annotations

@@ -384,16 +384,16 @@ class WordModel:
 
     def score(self, bs: list[Block]) -> np.ndarray:
         """bias + the weights of `word_features(text)` for each short block (inlined: ~1 us a block)."""
-        get, zeros, out = self.weight.get, repeat(0.0), np.zeros(len(bs))
-        for i, b in enumerate(bs):
-            if len(b.text) < self.max_chars:
-                toks = b.text.lower().split()
-                if toks:
-                    s = sum(map(get, toks, zeros))
-                    out[i] = self.bias + s + get("^" + toks[0], 0.0) + get(toks[-1] + "$", 0.0)
-                else:
-                    out[i] = self.bias
-        return out
+        get, zeros, bias, top = self.weight.get, repeat(0.0), self.bias, self.max_chars
+        out = []  # (a list, then one array: 20% less than item by item into numpy)
+        for b in bs:
+            text = b.text
+            if len(text) < top and (toks := text.lower().split()):
+                s = bias + sum(map(get, toks, zeros))
+                out.append(s + get("^" + toks[0], 0.0) + get(toks[-1] + "$", 0.0))
+            else:
+                out.append(bias if len(text) < top else 0.0)
+        return np.array(out, np.float64)
 
     def to_dict(self) -> dict:
         return {"bias": self.bias, "max_chars": self.max_chars, "weight": self.weight}

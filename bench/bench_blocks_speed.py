@@ -37,10 +37,12 @@ Run: .venv/bin/python bench/bench_blocks_speed.py [--base REV] [--same REV] [--r
 from __future__ import annotations
 
 import argparse
+import atexit
 import gzip
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,6 +83,7 @@ def old_module(rev: str):
     if src.returncode != 0:
         raise SystemExit(f"git show {rev}:src/pretrain/curate/extract_blocks.py failed: {src.stderr.strip()}")
     tmp = Path(tempfile.mkdtemp(prefix="old_blocks_")) / "old_extract_blocks.py"
+    atexit.register(shutil.rmtree, tmp.parent, True)
     tmp.write_text(src.stdout, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("old_extract_blocks", tmp)
     mod = importlib.util.module_from_spec(spec)
@@ -252,6 +255,7 @@ def package_at(rev: str) -> SimpleNamespace:
     model files, imported as the package `pretrain_at_rev` (their imports of each other rewritten;
     the rest of `pretrain` is this checkout's)."""
     root = Path(tempfile.mkdtemp(prefix="pretrain_at_rev_"))
+    atexit.register(shutil.rmtree, root, True)  # (its model files are read lazily: removed at exit)
     for rel in _SAME_FILES:
         got = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:src/pretrain/{rel}"],
                              capture_output=True)

@@ -618,9 +618,11 @@ def block_matrix(bs: list[Block], cols: np.ndarray, model: BlockModel) -> np.nda
 
 def batch_matrix(pages: list[list[Block]], cols: list[np.ndarray], model: BlockModel) -> np.ndarray:
     """`block_matrix` of each page of a batch, stacked (one pass over the batch: batch_features)."""
-    if len(cols) != len(pages) or any(len(c) != len(bs) for c, bs in zip(cols, pages)):
-        raise ValueError(f"body columns of {len(cols)} pages for the blocks of {len(pages)}: "
-                         "one row per block of each page")
+    if len(cols) != len(pages):
+        raise ValueError(f"body columns of {len(cols)} pages for the blocks of {len(pages)}")
+    for i, (c, bs) in enumerate(zip(cols, pages)):
+        if len(c) != len(bs):
+            raise ValueError(f"page {i} of the batch: {len(c)} rows of body columns for {len(bs)} blocks")
     flat = [b for bs in pages for b in bs]
     x = batch_features(pages, model.words.score(flat) if model.words else None)
     return np.hstack([x, np.concatenate(cols) if cols else np.zeros((0, len(BODY_COLUMNS)), np.float32)])

@@ -20,11 +20,15 @@ from pretrain.curate.extract_blocks import (
     Block,
     BlockModel,
     _own,
+    batch_matrix,
+    block_matrix,
     blocks,
+    core_flags,
     extract_blocks_text,
     features,
     headline,
     headline_off,
+    keep_flags,
     load_model,
     model_for,
     squash,
@@ -318,6 +322,32 @@ def test_batched_step_equals_page_by_page_on_real_pages(shared_data):
     assert len(titles) >= 95
     assert sum(norm(t) == page_headline(pages[i]) for i, t in titles.items()) >= 94
     assert not [t for i, t in titles.items() if t in got[str(i)].split("\n") or norm(t) in norm(aeb[i][2])]
+
+
+def test_batch_matrix_and_flags_equal_each_page_alone_to_the_bit(shared_data):
+    # the step describes and decodes a batch at once; each page alone is the reference, bit for bit
+    from pretrain.curate.extract_body import main_blocks
+
+    got = [main_blocks(h) for _, h, _ in list(aeb_pages(shared_data / "html" / "scrapinghub-aeb"))[:40]]
+    tie = [Block("p", "same length", 0, 0), Block("li", "same length", 5, 1), Block("text", "x", 1, 1)]
+    pages = [bs for bs, _ in got] + [[], tie, [Block("h1", "One block only.", 0, 0)]]
+    cols = [c for _, c in got] + [np.zeros((len(bs), 3), np.float32) for bs in pages[len(got):]]
+    model = load_model()
+    x = batch_matrix(pages, cols, model)
+    alone = np.concatenate([block_matrix(bs, c, model) for bs, c in zip(pages, cols) if bs])
+    assert x.dtype == alone.dtype == np.float32 and x.tobytes() == alone.tobytes()
+    assert keep_flags(pages, model, cols) == [keep_flags([bs], model, [c])[0] for bs, c in zip(pages, cols)]
+
+
+def test_core_decoder_over_stacked_pages_equals_page_by_page():
+    # pages with a core around one without (and an empty one): a core must not reach across pages
+    p = [[0.99, 0.55, 0.65], [], [0.55, 0.65, 0.75], [0.65, 0.99, 0.55, 0.55, 0.65], [0.55]]
+    chars = [[100, 50, 50], [], [100, 100, 100], [50, 100, 50, 50, 50], [300]]
+    first = np.cumsum([0, *map(len, p[:-1])])
+    got = core_flags(np.concatenate(p), np.concatenate(chars), 0.7, first)
+    want = [core_flags(np.array(a), np.array(c), 0.7).tolist() for a, c in zip(p, chars)]
+    assert got.tolist() == sum(want, []) == [True, True, True, False, False, True, True, True, True, False,
+                                             True, False]
 
 
 def test_batch_ends_at_its_page_or_character_bound(monkeypatch):

@@ -288,14 +288,14 @@ def _child_extract(html: str, backend: str, favor_precision: bool, main_content:
     if backend != "blocks":
         return extract_text(html, backend, favor_precision, main_content, rescue), False, ""
     from pretrain.curate.extract_blocks import MIN_MAIN_CHARS
-    from pretrain.curate.extract_body import main_blocks
+    from pretrain.curate.extract_body import main_page
     from pretrain.curate.extract_rescue import page_texts
 
     rescued: list[int] = []
     titles: list[str] = []
-    bs, cols = main_blocks(html)
+    tree, bs, cols = main_page(html)
     text = page_texts([html], [bs], min_main_chars=MIN_MAIN_CHARS if rescue else 0, rescued=rescued,
-                      cols=[cols], titles=titles)[0]
+                      cols=[cols], titles=titles, trees=[tree])[0]
     return text, bool(rescued), titles[0]
 
 
@@ -343,7 +343,8 @@ class ExtractStep(Step):
         """`blocks`, a batch at a time: resiliparse's pass over every page, then our cutting,
         features and one walk of the trees over all of them, then the rescue of the pages whose
         main content is short (one more walk); `process` then picks up each text."""
-        from pretrain.curate.extract_body import main_blocks
+        from pretrain.curate.extract_blocks import MIN_MAIN_CHARS
+        from pretrain.curate.extract_body import main_page
 
         self._ready.clear()
         self._titles.clear()
@@ -361,7 +362,10 @@ class ExtractStep(Step):
                 self._ready[id(doc)] = _DEEP
                 continue
             try:
-                todo.append((doc, main_blocks(doc.text)))  # (blocks, body columns); its tree freed here
+                tree, bs, cols = main_page(doc.text)
+                # the tree is kept only for the rescue's whole-page render (short main content)
+                short = self.cfg.rescue and sum(len(b.text) for b in bs) < MIN_MAIN_CHARS
+                todo.append((doc, (bs, cols, tree if short else None)))
             except Exception as e:  # a parser bug on hostile HTML drops the page, not the batch
                 self._ready[id(doc)] = ExtractFailed(f"{type(e).__name__}: {e}")
         try:
@@ -378,8 +382,9 @@ class ExtractStep(Step):
         gate = MIN_MAIN_CHARS if self.cfg.rescue else 0
         rescued: list[int] = []
         titles: list[str] = []
-        out = page_texts([doc.text for doc, _ in todo], [bs for _, (bs, _) in todo], min_main_chars=gate,
-                         rescued=rescued, cols=[c for _, (_, c) in todo], titles=titles)
+        out = page_texts([doc.text for doc, _ in todo], [bs for _, (bs, _, _) in todo], min_main_chars=gate,
+                         rescued=rescued, cols=[c for _, (_, c, _) in todo], titles=titles,
+                         trees=[t for _, (_, _, t) in todo])
         self.stats["rescued"] += len(rescued)  # pages that got blocks back (a child counts its own)
         self._titles.update((id(doc), t) for (doc, _), t in zip(todo, titles, strict=True) if t)
         return out

@@ -11,7 +11,8 @@ core decoder (extract_blocks.core_flags) stacks on top (docs/extraction.md, issu
 AEB F1 +0.002, drop +0.017 out of fold by site).
 
 `main_blocks` parses a page once, renders resiliparse's main content from that tree (the same text
-as `extract_blocks.render`) and runs the selector on it. Bounds: parsing and the selector are
+as `extract_blocks.render`) and runs the selector on it; `main_page` also returns the tree, for the
+rescue's whole-page render of a page whose main content is short. Bounds: parsing and the selector are
 linear in the page (lexbor; the `extract` step's size and depth checks run first); the alignment
 scans the container's text at most BODY_SCAN_CHARS characters per page in all, after which the
 remaining blocks count as outside.
@@ -42,9 +43,17 @@ def parse(html: str):
 
 def main_blocks(html: str) -> tuple[list[Block], np.ndarray]:
     """A page's main-content blocks and their BODY_COLUMNS, from one parse."""
+    _, bs, cols = main_page(html)
+    return bs, cols
+
+
+def main_page(html: str) -> tuple[object, list[Block], np.ndarray]:
+    """`main_blocks` and the parsed tree, which the rescue can render again as the whole page
+    (extract_rescue.page_texts(trees=...): rendering does not change the tree, so that gives the
+    same blocks as parsing the page again, without the second parse)."""
     tree = parse(html)
     bs = blocks(render(tree))
-    return bs, body_columns(tree, bs)
+    return tree, bs, body_columns(tree, bs)
 
 
 def body_columns(tree, bs: list[Block]) -> np.ndarray:

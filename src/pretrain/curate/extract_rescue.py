@@ -148,13 +148,16 @@ def page_texts(
     rescued: list[int] | None = None,
     cols: list[np.ndarray] | None = None,
     titles: list[str] | None = None,
+    trees: list | None = None,
 ) -> list[str]:
     """Main text of each page of a batch (`mains`: the blocks of each page's main-content render;
     `cols`: their body columns, extract_body.main_blocks; None: computed here from `htmls`):
     the blocks `model` keeps, and on pages whose main content is under `min_main_chars` characters
     (0: never) the whole-page blocks `rescue` brings back. One walk of each set of trees per batch.
     `rescued`, when given, receives the index of each page that got at least one block back;
-    `titles`, when given, each page's headline (extract_blocks.headline: "" when none)."""
+    `titles`, when given, each page's headline (extract_blocks.headline: "" when none).
+    `trees`: each page's parsed tree or None (extract_body.main_page), which the rescue renders
+    instead of parsing the page again (the same blocks; a page whose main content is long needs none)."""
     m = model or load_model()
     if cols is None:
         from pretrain.curate.extract_body import body_columns, parse
@@ -168,7 +171,8 @@ def page_texts(
     if not short:
         return out
     # a second resiliparse pass (whole page) only here: 4-17% of pages
-    cands = [(i, *candidates(whole_page(htmls[i]), mains[i], words=m.words)) for i in short]
+    pages = [whole_page(trees[i] if trees is not None and trees[i] is not None else htmls[i]) for i in short]
+    cands = [(i, *candidates(whole_bs, mains[i], words=m.words)) for i, whole_bs in zip(short, pages)]
     xs = [x for _, whole_bs, x, _ in cands if whole_bs]
     if not xs:
         return out

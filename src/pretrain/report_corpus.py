@@ -27,6 +27,7 @@ MAX_READ = 1 << 30  # decompressed bytes read from one file for the page, at mos
 # whole for the first few records the page shows); ~1 MiB per request is a round trip per MiB
 # when a scan goes on (to MAX_SCANNED records).
 READ_BLOCK = 1 << 20
+STEPS_DRAWN = 40  # bars of the funnel figure (the belt has 11 steps; a stats.json may list any number)
 EPOCHS_WARN = 4.0  # Muennighoff et al. 2023 (Scaling Data-Constrained LMs): past ~4 epochs repeats lose value
 
 
@@ -108,9 +109,12 @@ def _top(counts: dict, n: int = 3) -> str:
 
 
 def _funnel_figure(rows: list) -> str:
+    """The steps of a stats.json (anyone's: names are plain text, at most STEPS_DRAWN bars; the
+    table below the figure lists every step)."""
+    rows = rows[:STEPS_DRAWN]
     p = plt()
     fig, ax = p.subplots(figsize=(8, 0.42 * len(rows) + 1.2))
-    names = [r[0] for r in rows][::-1]
+    names = [untrusted.plot_label(r[0], 40) for r in rows][::-1]
     kept, dropped = [r[2] for r in rows][::-1], [r[3] for r in rows][::-1]
     ax.barh(names, kept, color="#3a7bd5", label="kept")
     ax.barh(names, dropped, left=kept, color="#e57373", label="dropped")

@@ -151,6 +151,27 @@ def test_bad_records_are_skipped_and_counted(tmp_path):
         load_file(p)
 
 
+def test_an_example_of_a_million_choices_is_skipped_not_scored(tmp_path):
+    """Hostile task file: each choice is a forward pass, and an 8 MiB line holds 2 million; 16 such
+    lines are a 117 KB .jsonl.gz. An example over MAX_CHOICES (the harness's tasks: 2-5) is skipped
+    and counted by its reason; a real one beside it is kept."""
+    import gzip
+
+    from pretrain.errors import UserError
+    from pretrain.eval.tasks import MAX_CHOICES, load_file
+
+    p = tmp_path / "t.jsonl.gz"
+    lines = [{"query": "q", "choices": ["a"] * 1_000_000, "gold": 0},
+             {"query": "q", "choices": [str(i) for i in range(MAX_CHOICES)], "gold": 3},
+             {"context_options": ["x"] * (MAX_CHOICES + 1), "continuation": "c", "gold": 0}]
+    p.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in lines).encode()))
+    task = load_file(p, kind="mc")
+    assert [len(d["choices"]) for d in task.docs] == [MAX_CHOICES]
+    assert task.skipped == {"too_many_choices": 1, "missing_key": 1}
+    with pytest.raises(UserError, match="1 too many choices"):  # none left: one line, with why
+        load_file(p, kind="schema")
+
+
 def test_fewshot_prompts_are_fixed_by_the_seed():
     from pretrain.eval.tasks import Task, fewshot_prefix
 

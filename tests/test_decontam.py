@@ -252,3 +252,20 @@ def test_benchmark_folders_are_walked_as_corpus_folders_are(tmp_path):
     (tmp_path / "secret.jsonl").write_text('{"question": "not a benchmark"}\n')
     (tmp_path / "b" / "link.jsonl").symlink_to(tmp_path / "secret.jsonl")
     assert [n for n, _ in benchmark_files(tmp_path / "b")] == ["arc"]
+
+
+def test_a_benchmark_file_name_prints_no_escape_sequence(tmp_path, bench_dir, capsys):
+    """A benchmarks folder is someone's: its file names are the benchmark names the summary prints
+    (`ESC ] 0 ; ... BEL` retitled the terminal); printed with their control characters escaped."""
+    gsm = jsonl(bench_dir / "gsm8k/test.jsonl", 2)
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "evil\x1b]0;owned\x07.jsonl").write_text("".join(json.dumps(r) + "\n" for r in gsm))
+    corpus = tmp_path / "corpus.jsonl"
+    text = plant(wiki_paragraphs()[0], gsm[1]["question"], random.Random(1))
+    corpus.write_text(json.dumps({"id": "d0", "text": text}) + "\n")
+    assert main(["decontaminate", str(corpus), "--output", str(tmp_path / "out"),
+                 "--benchmarks", f"{bench}:question", "--no-progress"]) == 0
+    out = capsys.readouterr()
+    assert "\x1b" not in out.out + out.err and "\x07" not in out.out + out.err
+    assert "evil\\x1b]0;owned\\x07: 1 of 2 items leaked into 1 document" in out.out

@@ -172,6 +172,27 @@ def test_an_example_of_a_million_choices_is_skipped_not_scored(tmp_path):
         load_file(p, kind="schema")
 
 
+def test_a_task_file_of_more_examples_than_any_benchmark_is_refused(tmp_path, monkeypatch):
+    """Hostile task file: 45-byte examples cost ~900 bytes each as Python objects, and 1 GiB of them
+    compresses to ~3 MB (64 MiB: 1.35 GB, 42 s). Past MAX_TASK_EXAMPLES (500,000; MMLU test holds
+    14,079) the file is refused in one line, before the rest is read; here the bound is lowered so
+    the file stays small, and the real bound is checked against the largest shared benchmark."""
+    import gzip
+
+    from pretrain.errors import UserError
+    from pretrain.eval import tasks
+
+    assert tasks.MAX_TASK_EXAMPLES >= 30 * 14_079
+    monkeypatch.setattr(tasks, "MAX_TASK_EXAMPLES", 1000)
+    line = b'{"query":"q","choices":["ab","cd"],"gold":0}\n'
+    p = tmp_path / "t.jsonl.gz"
+    p.write_bytes(gzip.compress(line * 1000))
+    assert len(tasks.load_file(p).docs) == 1000
+    p.write_bytes(gzip.compress(line * 1001))
+    with pytest.raises(UserError, match="more than 1,000 examples"):
+        tasks.load_file(p)
+
+
 def test_fewshot_prompts_are_fixed_by_the_seed():
     from pretrain.eval.tasks import Task, fewshot_prefix
 

@@ -135,6 +135,10 @@ def _normalize(rec: dict, kind: str) -> dict:
 
 MAX_TASK_LINE = 8 * 1024 * 1024  # one example; the largest lm-eval ones are kilobytes
 MAX_TASK_BYTES = 1 << 30  # decompressed bytes of one task file (a .gz bomb stops here)
+# Examples of one task file, held as Python objects (~900 bytes each for a small one: 64 MiB of
+# 45-byte lines, a 195 KB .gz, took 1.35 GB and 42 s; 1 GiB of them ~21 GB). ../shared/data's
+# largest file holds 14,079 (MMLU test); lm-eval's largest sets ~100,000.
+MAX_TASK_EXAMPLES = 500_000
 
 
 def read_jsonl(path: Path) -> tuple[list[dict], dict[str, int]]:
@@ -157,6 +161,10 @@ def read_jsonl(path: Path) -> tuple[list[dict], dict[str, int]]:
                 except ValueError:
                     rec = None
                 if isinstance(rec, dict):
+                    if len(recs) == MAX_TASK_EXAMPLES:
+                        raise UserError(f"{path}: more than {MAX_TASK_EXAMPLES:,} examples "
+                                        "(tasks.MAX_TASK_EXAMPLES; the largest benchmarks hold ~100,000): "
+                                        "not a task file this reads whole; split it")
                     recs.append(rec)
                 else:
                     bad(lineno, "not a JSON object")

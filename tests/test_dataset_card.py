@@ -112,3 +112,24 @@ def test_a_folder_with_its_own_readme_is_not_taken_as_out(tmp_path):
         curate([str(tmp_path / "in")], project, CurateConfig(), executor=LocalExecutor(1))
     assert (project / "README.md").read_text() == "# my project\n"
     assert sorted(p.name for p in project.iterdir()) == ["README.md"]
+
+
+def test_metadata_keys_chosen_by_records_do_not_grow_the_card():
+    """Hostile input: every record brings 500 metadata keys of its own. The types recorded (and
+    README.md) stayed one field per key ever seen (2,000 such records: a 56 MB card, a 91 MB done
+    marker, 627 MB); past card.MAX_FIELDS the struct is "mixed", a JSON string column, and the
+    record's own fields (a url first seen after that) are still typed."""
+    shape = card.Shape()
+    for i in range(3 * card.MAX_FIELDS // 500):
+        shape.add({"id": str(i), "text": "x", "metadata": {f"k{i}_{j}": j for j in range(500)}})
+    shape.add({"id": "u", "text": "x", "url": "https://example.com/", "metadata": {"n": {"deep": 1}}})
+    tree = dict(shape.tree["struct"])
+    assert tree["metadata"] == "mixed" and tree["url"] == "string"
+    feats = {f["name"]: f for f in card.features(shape.tree)}
+    assert feats["metadata"] == {"name": "metadata", "dtype": "string"}
+    assert len(card.card(shape.tree, None, "curate")) < 2000
+    # shards each under the bound, their union over it: the merged type is bounded too
+    parts = [card.type_of({"metadata": {f"s{s}_{j}": 1 for j in range(card.MAX_FIELDS // 2)}})
+             for s in range(3)]
+    assert dict(card.merged(parts)["struct"])["metadata"] == "mixed"
+    assert dict(card.merged(parts[:1])["struct"])["metadata"] == parts[0]["struct"][0][1]

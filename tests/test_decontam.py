@@ -252,3 +252,39 @@ def test_benchmark_folders_are_walked_as_corpus_folders_are(tmp_path):
     (tmp_path / "secret.jsonl").write_text('{"question": "not a benchmark"}\n')
     (tmp_path / "b" / "link.jsonl").symlink_to(tmp_path / "secret.jsonl")
     assert [n for n, _ in benchmark_files(tmp_path / "b")] == ["arc"]
+
+
+def test_a_benchmark_file_name_prints_no_escape_sequence(tmp_path, bench_dir, capsys):
+    """A benchmarks folder is someone's: its file names are the benchmark names the summary prints
+    (`ESC ] 0 ; ... BEL` retitled the terminal); printed with their control characters escaped."""
+    gsm = jsonl(bench_dir / "gsm8k/test.jsonl", 2)
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "evil\x1b]0;owned\x07.jsonl").write_text("".join(json.dumps(r) + "\n" for r in gsm))
+    corpus = tmp_path / "corpus.jsonl"
+    text = plant(wiki_paragraphs()[0], gsm[1]["question"], random.Random(1))
+    corpus.write_text(json.dumps({"id": "d0", "text": text}) + "\n")
+    assert main(["decontaminate", str(corpus), "--output", str(tmp_path / "out"),
+                 "--benchmarks", f"{bench}:question", "--no-progress"]) == 0
+    out = capsys.readouterr()
+    assert "\x1b" not in out.out + out.err and "\x07" not in out.out + out.err
+    assert "evil\\x1b]0;owned\\x07: 1 of 2 items leaked into 1 document" in out.out
+
+
+def test_benchmarks_of_more_grams_than_max_grams_are_refused_in_one_line(tmp_path):
+    """Hostile benchmark: one 60-word item repeated, 64 MiB in a 293 KB .gz, indexed 8.8 M n-grams
+    (each item's own copy): 661 MB, 44 s, and a folder may hold any number of such files. Past
+    decontam.max_grams the index is refused naming the file and line; 0 lifts the bound. The
+    default holds every benchmark of ../shared/data 9x over (2.05 M n-grams), and resuming a job
+    written before the key existed is not refused (its value is neutral in the job's identity)."""
+    from pretrain.curate.decontam import DecontamConfig
+    from pretrain.curate.identity import NEUTRAL_SINCE
+
+    item = json.dumps({"question": " ".join(f"w{i}" for i in range(60))}) + "\n"  # 48 13-grams
+    bench = tmp_path / "rep.jsonl.gz"
+    bench.write_bytes(gzip.compress((item * 30).encode()))
+    with pytest.raises(UserError, match=r"rep.jsonl.gz: line 21: .*more than decontam.max_grams=1,000"):
+        NgramIndex([str(bench)], max_grams=1000)
+    assert len(NgramIndex([str(bench)], max_grams=0)) == 30 * 48
+    assert DecontamConfig().max_grams >= 9 * 2_049_121
+    assert NEUTRAL_SINCE["decontam.max_grams"] == DecontamConfig().max_grams

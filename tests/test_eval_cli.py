@@ -151,6 +151,48 @@ def test_bad_records_are_skipped_and_counted(tmp_path):
         load_file(p)
 
 
+def test_an_example_of_a_million_choices_is_skipped_not_scored(tmp_path):
+    """Hostile task file: each choice is a forward pass, and an 8 MiB line holds 2 million; 16 such
+    lines are a 117 KB .jsonl.gz. An example over MAX_CHOICES (the harness's tasks: 2-5) is skipped
+    and counted by its reason; a real one beside it is kept."""
+    import gzip
+
+    from pretrain.errors import UserError
+    from pretrain.eval.tasks import MAX_CHOICES, load_file
+
+    p = tmp_path / "t.jsonl.gz"
+    lines = [{"query": "q", "choices": ["a"] * 1_000_000, "gold": 0},
+             {"query": "q", "choices": [str(i) for i in range(MAX_CHOICES)], "gold": 3},
+             {"context_options": ["x"] * (MAX_CHOICES + 1), "continuation": "c", "gold": 0}]
+    p.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in lines).encode()))
+    task = load_file(p, kind="mc")
+    assert [len(d["choices"]) for d in task.docs] == [MAX_CHOICES]
+    assert task.skipped == {"too_many_choices": 1, "missing_key": 1}
+    with pytest.raises(UserError, match="1 too many choices"):  # none left: one line, with why
+        load_file(p, kind="schema")
+
+
+def test_a_task_file_of_more_examples_than_any_benchmark_is_refused(tmp_path, monkeypatch):
+    """Hostile task file: 45-byte examples cost ~900 bytes each as Python objects, and 1 GiB of them
+    compresses to ~3 MB (64 MiB: 1.35 GB, 42 s). Past MAX_TASK_EXAMPLES (500,000; MMLU test holds
+    14,079) the file is refused in one line, before the rest is read; here the bound is lowered so
+    the file stays small, and the real bound is checked against the largest shared benchmark."""
+    import gzip
+
+    from pretrain.errors import UserError
+    from pretrain.eval import tasks
+
+    assert tasks.MAX_TASK_EXAMPLES >= 30 * 14_079
+    monkeypatch.setattr(tasks, "MAX_TASK_EXAMPLES", 1000)
+    line = b'{"query":"q","choices":["ab","cd"],"gold":0}\n'
+    p = tmp_path / "t.jsonl.gz"
+    p.write_bytes(gzip.compress(line * 1000))
+    assert len(tasks.load_file(p).docs) == 1000
+    p.write_bytes(gzip.compress(line * 1001))
+    with pytest.raises(UserError, match="more than 1,000 examples"):
+        tasks.load_file(p)
+
+
 def test_fewshot_prompts_are_fixed_by_the_seed():
     from pretrain.eval.tasks import Task, fewshot_prefix
 

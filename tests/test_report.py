@@ -8,6 +8,7 @@ import base64
 import html
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -364,3 +365,54 @@ def test_settings_changed_are_those_the_run_set_not_its_presets_shape(tmp_path):
     write_config(tmp_path, resolved_config(cfg, resolve_shape(cfg.model)))
     said = _settings(tmp_path)
     assert "(RUN/config.toml): train.steps = 7, model.n_layers = 3, model.seq_len = 64</p>" in said, said
+
+
+_PLAN_CHILD = r"""
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from pathlib import Path
+from pretrain.report import section_for
+body = section_for(Path(sys.argv[1]), 0).body
+peak = [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")][0] / 1024
+print(json.dumps({"body": body, "peak_mb": peak}))
+"""
+
+
+def test_a_plan_written_by_someone_else_draws_bounded_figures(plan_json, tmp_path):
+    """Hostile plan.json: `pp` 5,000 (the pipeline grid is stages x (stages + micro-batches) Python
+    objects, and the figure 0.5 inch per stage: pp 2,000 took 6 GB and more than 2 minutes) and a
+    model name matplotlib would parse as TeX (`$\\frac{$`: the whole plan refused). The figures are
+    drawn in a child bounded to 3 GiB of address space, the name as text."""
+    from PIL import Image
+
+    plan = json.loads(plan_json.read_text())
+    plan["layout"]["layout"]["pp"], plan["layout"]["micro_batches"] = 5000, 16
+    model = plan["model"]
+    plan["model"] = {**model, "name": "$\\frac{$ " + "x" * 5000}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    r = subprocess.run([sys.executable, "-c", _PLAN_CHILD, str(tmp_path / "plan.json")], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    assert "figures left out" not in got["body"]
+    pngs = [Image.open(io.BytesIO(base64.b64decode(b)))
+            for b in re.findall(r'src="data:image/png;base64,([^"]+)"', got["body"])]
+    assert len(pngs) == 4 and max(max(p.size) for p in pngs) < 2000  # a legible page, not 250,000 px
+    assert got["peak_mb"] < 1000
+
+
+def test_task_names_of_a_run_are_plain_bounded_text_on_its_figure(spiked_run, tmp_path):
+    """Hostile metrics.jsonl: in-loop task names that matplotlib would parse as TeX (`$\\frac{$`
+    stopped the report), one of 5,000 characters (a 200 kB one took 93 s and 1.8 GB: the legend
+    is laid out whole), 40 tasks of one metric. The panel is drawn, at a page's width."""
+    run = tmp_path / "run"
+    shutil.copytree(spiked_run, run, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
+    tasks = {"$\\frac{$/acc": 0.5, "y" * 5000 + "/acc": 0.25,
+             **{f"t{i}/acc": i / 40 for i in range(40)}}
+    with open(run / "metrics.jsonl", "a") as f:
+        for step in (10, 20):
+            f.write(json.dumps({"event": "eval_tasks", "step": step, **tasks}) + "\n")
+    sec = section_for(run, 0)
+    inloop = images(sec.body)[-1]
+    assert inloop.shape[1] < 1500 and inloop.shape[0] < 1000

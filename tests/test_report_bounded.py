@@ -71,3 +71,24 @@ def test_report_escapes_record_fields_in_chromium(tmp_path):
     result = render(tmp_path / "r.html")
     assert result["errors"] == []
     assert all(result["images"])  # the report's own figures load; an injected <img src=x> would not
+
+
+def test_report_keeps_a_bounded_excerpt_of_every_field_of_a_reject(tmp_path):
+    """Hostile rejects: id, url, reason, value and metadata of 1 MB each (a zstd file of a few
+    KB). Only the text was cut: 256 such records (89 KB) made a 537 MB page and took 3.2 GB. Every
+    field is held to report_corpus.MAX_SHOWN (1,000) characters, and the examples are still one per
+    reason."""
+    out = tmp_path / "run"
+    (out / "rejects").mkdir(parents=True)
+    big = "x" * (1 << 20)
+    recs = [{"id": f"r{i}" + big, "url": f"https://x.example/{i}/" + big, "step": "rules",
+             "reason": f"reason_{i}_" + big, "value": big, "metadata": {"language": big, "k": big},
+             "kept_id": f"k{i % 2}" + big, "text": "t"} for i in range(40)]
+    cio.write_jsonl_zst(out / "rejects" / "part-00000.jsonl.zst", recs)
+    r = subprocess.run([sys.executable, "-c", _CHILD, str(out)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": SRC})
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    assert got["n"] == 40 and "https://x.example/39/xxx" in got["html"]
+    assert len(got["html"]) < 2_000_000  # five fields of 40 examples, cut; whole: 200 MB
+    assert got["peak_mb"] < 200  # held whole: over 500 MB

@@ -192,3 +192,30 @@ def test_an_id_past_the_vocabulary_stops_training_in_one_line(good, tmp_path):
     ids[17] = 5
     ids.flush()
     assert MixtureSampler({"a": str(d)}, {"a": 1.0}, seq_len=ids.size - 1, seed=0).next_batch(1).max() < 300
+
+
+def test_names_in_someone_elses_manifest_or_mixture_print_no_escape_sequences(good, tmp_path, capsys):
+    """A source name or skip reason of a manifest (and a mixture file's source key) is anyone's
+    string: ESC ] 0 ; ... BEL retitled the terminal window, ESC [ 2 J cleared the screen. Printed,
+    every control character is its escape (`\\x1b`)."""
+    import shutil
+
+    from pretrain.cli import main
+    from pretrain.commands.mix import table_text
+
+    evil = "web\x1b]0;owned\x07\x1b[2J\u202e"
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    m = json.loads((d / "manifest.json").read_text())
+    m["sources"] = {evil: next(iter(m["sources"].values()))}
+    m["skipped"] = {evil: 1}
+    (d / "manifest.json").write_text(json.dumps(m))
+    assert main(["tokens", "inspect", str(d), "--tokens", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert out.count("web\\x1b]0;owned\\x07\\x1b[2J\\u202e") == 2
+    row = {"source": evil, "available": 10, "weight": 1.0, "drawn": 5.0, "epochs": 0.5, "warning": False}
+    assert "\x1b" not in table_text(5.0, 1.0, [row]) and "web\\x1b" in table_text(5.0, 1.0, [row])
+    from pretrain.eval.report import table  # `pretrain eval`'s table: task names from file names
+
+    assert "\x1b" not in table({"results": {evil: {"acc": 0.5}}, "tasks": {}})

@@ -92,6 +92,18 @@ def test_young_interval_sets_checkpoint_spacing(trained):
     assert t.next_save > 120
 
 
+def test_sample_prints_control_characters_escaped(trained, capsys):
+    """The text `sample` prints is what a run's model and tokenizer decode to, and a run may be
+    someone else's: ESC ] 52 writes the clipboard on some terminals. Here the prompt (echoed with
+    the continuation) carries the sequence; it is printed escaped, newlines kept."""
+    out, _ = trained
+    assert main(["sample", str(out), "--prompt", "a\x1b]52;c;aGk=\x07\nb", "--tokens", "2",
+                 "--temperature", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "\x07" not in printed
+    assert printed.startswith("a\\x1b]52;c;aGk=\\x07\nb")
+
+
 def test_sample_and_export_round_trip(trained, tmp_path, capsys):
     out, t = trained
     assert main(["sample", str(out), "--prompt", "The ", "--tokens", "20", "--temperature", "0"]) == 0

@@ -21,12 +21,15 @@ from pretrain.report import Section, fig_to_img, fmt, kpis, note, plt, snippet, 
 
 MAX_SCANNED = 200_000  # reject records read for examples and clusters
 MAX_DUP_KEPT = 20_000  # duplicate records held to group into clusters
+MAX_EXAMPLES = 500  # (step, reason) pairs shown, one reject each (the default belt has about 40)
+MAX_SHOWN = 1000  # characters kept of an id, url, reason or value of a reject (a url: 2,083 in IE)
 MAX_LINE = 8 * 1024 * 1024  # a reject or kept record read whole at most (curate's max_record_bytes)
 MAX_READ = 1 << 30  # decompressed bytes read from one file for the page, at most
 # An object of rejects/ or data/ is read ahead this much per GET (s3fs's default: 50 MiB, fetched
 # whole for the first few records the page shows); ~1 MiB per request is a round trip per MiB
 # when a scan goes on (to MAX_SCANNED records).
 READ_BLOCK = 1 << 20
+STEPS_DRAWN = 40  # bars of the funnel figure (the belt has 11 steps; a stats.json may list any number)
 EPOCHS_WARN = 4.0  # Muennighoff et al. 2023 (Scaling Data-Constrained LMs): past ~4 epochs repeats lose value
 
 
@@ -108,9 +111,12 @@ def _top(counts: dict, n: int = 3) -> str:
 
 
 def _funnel_figure(rows: list) -> str:
+    """The steps of a stats.json (anyone's: names are plain text, at most STEPS_DRAWN bars; the
+    table below the figure lists every step)."""
+    rows = rows[:STEPS_DRAWN]
     p = plt()
     fig, ax = p.subplots(figsize=(8, 0.42 * len(rows) + 1.2))
-    names = [r[0] for r in rows][::-1]
+    names = [untrusted.plot_label(r[0], 40) for r in rows][::-1]
     kept, dropped = [r[2] for r in rows][::-1], [r[3] for r in rows][::-1]
     ax.barh(names, kept, color="#3a7bd5", label="kept")
     ax.barh(names, dropped, left=kept, color="#e57373", label="dropped")
@@ -150,14 +156,16 @@ def scan_rejects(out: Path, stats: dict,
     for path in _shard_files(out, "rejects", remote):
         for r in _records(path, out):
             scanned += 1
-            key = (str(r.get("step") or "?"), str(r.get("reason") or "?"))
-            if key not in firsts:
-                firsts[key] = {k: r.get(k) for k in ("value", "threshold", "url", "id")}
+            key = (_cut(r.get("step") or "?"), _cut(r.get("reason") or "?"))
+            if key not in firsts and len(firsts) < MAX_EXAMPLES:
+                firsts[key] = {k: _cut(r.get(k)) for k in ("value", "threshold", "url", "id")}
                 firsts[key]["step"], firsts[key]["reason"] = key
                 firsts[key]["text"] = snippet(r.get("text"))
-                firsts[key]["metadata"] = r.get("metadata") or {}
+                meta = r.get("metadata") if isinstance(r.get("metadata"), dict) else {}
+                firsts[key]["metadata"] = {k: _cut(meta.get(k)) for k in ("language", "language_score")}
             if r.get("kept_id") and held < MAX_DUP_KEPT:
-                clusters.setdefault(r["kept_id"], []).append({k: r.get(k) for k in ("id", "url", "step")})
+                member = {k: _cut(r.get(k)) for k in ("id", "url", "step")}
+                clusters.setdefault(_cut(r["kept_id"]), []).append(member)
                 held += 1
             if scanned >= MAX_SCANNED:
                 break
@@ -165,6 +173,16 @@ def scan_rejects(out: Path, stats: dict,
             break
     examples = sorted(firsts.values(), key=lambda r: (order.get(r["step"], len(order)), r["reason"]))
     return examples, clusters
+
+
+def _cut(v: object, n: int = MAX_SHOWN) -> object:
+    """A field of someone's reject record as the page keeps it: a number as it is, anything else a
+    string of at most `n` characters (ids, urls, values and reasons of 1 MB each: 256 such records,
+    an 89 KB file, made a 537 MB page and took 3.2 GB)."""
+    if v is None or isinstance(v, (bool, int, float)):
+        return v
+    t = v if isinstance(v, str) else json.dumps(v)[: n + 1] if isinstance(v, (list, dict)) else str(v)
+    return t if len(t) <= n else t[:n] + "…"
 
 
 def _shard_files(out: Path, sub: str, remote: str | None) -> list[Path | str]:

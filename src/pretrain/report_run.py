@@ -27,6 +27,7 @@ from pretrain.train.metrics import read_metrics as read_run_metrics
 
 MARKED = ("spike", "rollback", "skip", "rollback_unavailable")  # events drawn on the loss curve
 # the metrics `pretrain eval` prints (lm-evaluation-harness's names); nll, tokens, bytes stay in the JSON
+TASKS_DRAWN = 10  # lines per in-loop panel: a run's metrics.jsonl may name any number of tasks
 HEADLINE_METRICS = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte", "memorized")
 
 
@@ -416,10 +417,13 @@ def _inloop_figure(series: dict[str, list[tuple[int, float]]]) -> str:
     p = plt()
     fig, axes = p.subplots(1, len(metrics), figsize=(min(12, 3.2 * len(metrics) + 1), 2.8), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
-        for k in by_metric[metric]:
+        tasks = by_metric[metric]
+        for k in tasks[:TASKS_DRAWN]:  # the names are the run's: plain text, bounded (plot_label)
             pts = series[k]
-            ax.plot([s for s, _ in pts], [v for _, v in pts], "o-", ms=3, label=k.rsplit("/", 1)[0])
-        ax.set_title(metric, fontsize=9)
+            ax.plot([s for s, _ in pts], [v for _, v in pts], "o-", ms=3,
+                    label=untrusted.plot_label(k.rsplit("/", 1)[0], 30))
+        more = f" ({TASKS_DRAWN} of {len(tasks)} tasks)" if len(tasks) > TASKS_DRAWN else ""
+        ax.set_title(untrusted.plot_label(metric, 40) + more, fontsize=9)
         ax.set_xlabel("step")
         ax.legend(fontsize=7)
     fig.suptitle("in-loop evaluations", fontsize=10)

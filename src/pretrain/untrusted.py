@@ -214,3 +214,12 @@ def one_line(text: str) -> str:
     """`printable`, with newlines and tabs escaped too: a line that names someone else's file (an
     object key may hold a newline) stays one line, and cannot print a line of the name's choosing."""
     return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def plot_label(text: Any, n: int = 60) -> str:
+    """Someone else's name (a metric, a step, a model) as matplotlib text: at most `n` characters,
+    one line, `$` escaped. A name between two `$` is parsed as TeX (`$\\frac{$` stopped `pretrain
+    report`), and a 200 kB metric name took the page 93 s and 1.8 GB to lay out."""
+    t = one_line(str(text))
+    t = t[:n] + ("…" if len(t) > n else "")
+    return t.replace("$", r"\$")

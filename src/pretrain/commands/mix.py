@@ -61,7 +61,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def table_text(budget: float, total: float, rows: list[dict], warn_epochs: float = 4.0) -> str:
-    """The table `pretrain mix` prints (also what `pretrain demo` shows of `mix --json`)."""
+    """The table `pretrain mix` prints (also what `pretrain demo` shows of `mix --json`). Source
+    names are a mixture file's keys, anyone's: printed without their escape sequences."""
+    from pretrain.untrusted import one_line
+
     lines = [f"budget D = {budget:,.0f} tokens"]
     if abs(total - 1) > 1e-9:  # the weight column is normalized: say so, or 3 and 1 read as a typo
         lines.append(f"weights sum to {total:g}, not 1: each source's share is its weight / {total:g}")
@@ -70,7 +73,7 @@ def table_text(budget: float, total: float, rows: list[dict], warn_epochs: float
         repeated = f"  repeated: each token drawn {r['epochs']:.1f} times on average"
         flag = (f"  WARNING: over {warn_epochs:g} epochs, expect memorization" if r["warning"] else
                 repeated if r.get("repeated") else "")
-        lines.append(f"{r['source']:<16}{r['available']:>18,}{r['weight']:>9.3f}{r['drawn']:>20,.0f}"
+        lines.append(f"{one_line(r['source']):<16}{r['available']:>18,}{r['weight']:>9.3f}{r['drawn']:>20,.0f}"
                      f"{r['epochs']:>9.2f}{flag}")
     return "\n".join(lines)
 

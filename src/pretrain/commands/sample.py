@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.train.data import decode_tokens, encode_text
     from pretrain.train.model import generate
     from pretrain.train.runs import load_run_model
+    from pretrain.untrusted import printable
 
     numbers = (("--tokens", args.tokens), ("--temperature", args.temperature), ("--top-k", args.top_k))
     for flag, value in numbers:
@@ -83,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
     idx = torch.as_tensor(ids if ids.size else [0], dtype=torch.long)[None, :]  # empty prompt: start at id 0
     gen = torch.Generator().manual_seed(args.seed)
     out = generate(model, idx, args.tokens, args.temperature, args.top_k, gen)
-    print(decode_tokens(out[0].tolist(), tokenizer))
+    # A run may be anyone's: its model and tokenizer choose these characters (OSC 52 writes the
+    # clipboard on some terminals). Control characters and bidi overrides are printed escaped.
+    print(printable(decode_tokens(out[0].tolist(), tokenizer)))
     _say_undecodable(out[0].tolist(), tokenizer)
     return 0
 

@@ -161,6 +161,7 @@ def _inspect(args: argparse.Namespace) -> int:
     from pretrain.errors import DataError, UserError
     from pretrain.tokens.shards import TokenDir
     from pretrain.tokens.tokenizer import load_tokenizer, tokenizer_sha256
+    from pretrain.untrusted import one_line
 
     try:
         d = TokenDir(args.directory)
@@ -172,10 +173,10 @@ def _inspect(args: argparse.Namespace) -> int:
     n = len(m["shards"])
     print(f"{d.num_tokens:,} tokens, {d.num_documents:,} documents, {n} shard{'s' if n != 1 else ''}, "
           f"{d.num_tokens / max(1, d.num_documents):,.1f} tokens per document")
-    for name, c in m.get("sources", {}).items():
-        print(f"  source {name}: {c['tokens']:,} tokens, {count(c['documents'], 'document')}")
+    for name, c in m.get("sources", {}).items():  # names from someone's manifest: no escape sequences
+        print(f"  source {one_line(name)}: {c['tokens']:,} tokens, {count(c['documents'], 'document')}")
     if m.get("skipped"):
-        print("  skipped records: " + ", ".join(f"{k}: {v}" for k, v in m["skipped"].items()))
+        print("  skipped records: " + ", ".join(f"{one_line(k)}: {v}" for k, v in m["skipped"].items()))
     saved = d.path / m["tokenizer"].get("copy", "tokenizer.json")
     tok_path = Path(args.tokenizer) if args.tokenizer else saved
     if not tok_path.is_file() or d.num_documents == 0:

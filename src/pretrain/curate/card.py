@@ -24,6 +24,13 @@ from typing import Any
 from pretrain.curate.rejects import FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS
 
 NUMBERS = {"int", "float"}
+# Distinct fields one Shape records, all structs and depths together. Records choose their metadata
+# keys: 2,000 records of 500 new keys each (21 MB of JSONL) made a 56 MB README.md, a 91 MB done
+# marker and 627 MB of memory, growing with the input. Past this many, the struct that asks for a
+# new field is "mixed" (its top-level field a JSON string column, as for two kinds of one key) and
+# its fields are freed for others; a record's own top-level fields are not counted (the writers
+# choose them). FineWeb's and cc_net's metadata hold 5-20 keys.
+MAX_FIELDS = 2048
 DTYPES = {"bool": "bool", "int": "int64", "float": "float64", "string": "string", "null": "string"}
 # the reject record's fixed fields (rejects.py); `metadata` is typed from what was written
 REJECT_TYPES = {**dict.fromkeys(STRING_FIELDS, "string"), **dict.fromkeys(FLOAT_FIELDS, "float"),
@@ -81,11 +88,12 @@ class Shape:
     of building its own tree and merging: a record of the same shape as the ones before costs a
     dictionary lookup and a type check per field (bench/bench_card.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_fields: int = MAX_FIELDS) -> None:
         self._node: Any = "null"
+        self._left = [max_fields]  # fields this shape may still add (MAX_FIELDS)
 
     def add(self, record: dict) -> dict:
-        self._node = _absorb(self._node, record)
+        self._node = _absorb(self._node, record, self._left, top=True)
         return record
 
     @property
@@ -100,8 +108,10 @@ class _Struct(dict):
     containers: list = []
 
 
-def _absorb(node: Any, value: Any) -> Any:
-    """`node` widened to hold `value` too (as `merge`, on the mutable form)."""
+def _absorb(node: Any, value: Any, left: list[int], top: bool = False) -> Any:
+    """`node` widened to hold `value` too (as `merge`, on the mutable form); `left[0]`: the fields
+    that may still be added, past which a struct that needs a new one is "mixed" (`top`, the
+    record itself, excepted)."""
     if node == "mixed":
         return node
     kind = type(value)
@@ -118,10 +128,15 @@ def _absorb(node: Any, value: Any) -> Any:
         seen = (tuple(value), tuple(map(type, value.values())))
         if seen == node.seen:  # the same keys holding the same kinds: only containers can widen
             for k in node.containers:
-                node[k] = _absorb(node[k], value[k])
+                node[k] = _absorb(node[k], value[k], left)
             return node
         for k, v in value.items():
-            node[k] = _absorb(node.get(k, "null"), v)
+            if k not in node and not top:
+                if left[0] <= 0:
+                    left[0] += _fields(node)
+                    return "mixed"
+                left[0] -= 1
+            node[k] = _absorb(node.get(k, "null"), v, left)
         node.seen, node.containers = seen, [k for k, v in value.items() if type(v) in (dict, list)]
         return node
     if kind is list:
@@ -131,12 +146,21 @@ def _absorb(node: Any, value: Any) -> Any:
             return "mixed"
         kinds = set(map(type, value))
         if len(kinds) == 1 and next(iter(kinds)) in SCALARS:  # a list of numbers: one check
-            node[0] = _absorb(node[0], value[0])
+            node[0] = _absorb(node[0], value[0], left)
         else:
             for v in value:
-                node[0] = _absorb(node[0], v)
+                node[0] = _absorb(node[0], v, left)
         return node
     return "mixed"
+
+
+def _fields(node: Any) -> int:
+    """The struct fields in a mutable node, at every depth."""
+    if isinstance(node, dict):
+        return sum(1 + _fields(v) for v in node.values())
+    if isinstance(node, list):
+        return _fields(node[0])
+    return 0
 
 
 def _export(node: Any) -> Any:
@@ -154,8 +178,24 @@ def merged(trees: list[Any]) -> Any | None:
     for t in trees:
         if t is None:
             return None
-        out = merge(out, t)
+        out = _capped(merge(out, t))
     return out
+
+
+def _capped(tree: Any) -> Any:
+    """A merged record type with any top-level field of more than MAX_FIELDS fields "mixed": each
+    shard's type is bounded (Shape), a thousand shards' union need not be."""
+    if not isinstance(tree, dict) or "struct" not in tree:
+        return tree
+    return {"struct": [[k, "mixed" if _tree_fields(t) > MAX_FIELDS else t] for k, t in tree["struct"]]}
+
+
+def _tree_fields(t: Any) -> int:
+    if isinstance(t, str):
+        return 0
+    if "list" in t:
+        return _tree_fields(t["list"])
+    return sum(1 + _tree_fields(v) for _, v in t["struct"])
 
 
 def features(tree: Any, fixed: dict[str, str] | None = None) -> list[dict] | None:

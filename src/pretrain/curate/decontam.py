@@ -61,6 +61,9 @@ _WORD = re.compile(r"[^\W_]+")
 _P = np.uint64(0x100000001B3)  # odd multiplier of the polynomial (FNV prime): invertible mod 2^64
 
 
+MAX_GRAMS = 20_000_000  # decontam.max_grams's default: ~10x ../shared/data/benchmarks, ~1.5 GB at most
+
+
 @dataclass
 class DecontamConfig:
     """`decontaminate` step: off unless `benchmarks` names evaluation files (or folders of them)."""
@@ -74,6 +77,10 @@ class DecontamConfig:
     # an item shorter than n is matched whole when it has this many words (GPT-3: 8); above n,
     # items of n..min_words-1 words would never be indexed
     min_words: int = bounded(8, lo=1, hi=MAX_N, why="words of the shortest item matched; at most n")
+    # n-grams indexed from all benchmarks together, at most: ~75 bytes each while the index is built
+    # (a 293 KB .gz of one item repeated, 64 MiB, made 8.8 M: 661 MB; a folder may hold any number
+    # of 1 GiB files). ../shared/data/benchmarks, all of it: 2.05 M. 0 = no bound.
+    max_grams: int = bounded(MAX_GRAMS, why="n-grams indexed, all benchmarks (0 = no bound)")
 
     def __post_init__(self) -> None:
         if self.min_words > self.n:
@@ -275,10 +282,11 @@ def _flatten(value: Any, out: list[str]) -> None:
 class NgramIndex:
     """Sorted 64-bit n-gram hashes of evaluation items, each with the (benchmark, item) it came from."""
 
-    def __init__(self, specs: tuple[str, ...] | list[str], n: int = 13, min_words: int = 8):
+    def __init__(self, specs: tuple[str, ...] | list[str], n: int = 13, min_words: int = 8,
+                 max_grams: int = MAX_GRAMS):
         if n < 1 or not 1 <= min_words <= n:
             raise UserError(f"decontam: want 1 <= min_words <= n, got n={n}, min_words={min_words}")
-        self.n, self.min_words = n, min_words
+        self.n, self.min_words, self.max_grams, self.n_grams = n, min_words, max_grams, 0
         self.benchmarks: list[Benchmark] = []
         self.item_owner: list[tuple[int, int]] = []  # global item -> (benchmark index, item index)
         self._lengths: set[int] = set()
@@ -311,6 +319,11 @@ class NgramIndex:
                 bench.too_short += 1
                 continue
             label = next((str(obj[k]) for k in LABEL_FIELDS if k in obj), f"line {lineno}")
+            self.n_grams += len(grams)
+            if self.max_grams and self.n_grams > self.max_grams:
+                raise UserError(f"{file}: line {lineno}: the benchmarks hold more than decontam.max_grams="
+                                f"{self.max_grams:,} n-grams (~75 bytes each while indexed; every benchmark "
+                                "of ../shared/data together: 2.05 M); raise it, or 0 for no bound")
             hashes.append(grams)
             owners.append(np.full(len(grams), len(self.item_owner), dtype=np.int32))
             self.item_owner.append((b, len(bench.items)))
@@ -361,18 +374,19 @@ class NgramIndex:
         return self.benchmarks[b].name, self.benchmarks[b].items[i]
 
 
-def load_index(specs: tuple[str, ...], n: int = 13, min_words: int = 8) -> NgramIndex:
+def load_index(specs: tuple[str, ...], n: int = 13, min_words: int = 8,
+               max_grams: int = MAX_GRAMS) -> NgramIndex:
     """One index per process for a given config and given file contents (the belt builds its steps
     once per shard): a benchmark file edited since is read again, not served from the cache."""
     specs = tuple(specs)
     stamp = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns)
                   for spec in specs for _, f in benchmark_files(parse_spec(spec)[0]))
-    return _cached_index(specs, n, min_words, stamp)
+    return _cached_index(specs, n, min_words, max_grams, stamp)
 
 
 @lru_cache(maxsize=2)
-def _cached_index(specs: tuple[str, ...], n: int, min_words: int, stamp: tuple) -> NgramIndex:
-    return NgramIndex(specs, n, min_words)
+def _cached_index(specs: tuple[str, ...], n: int, min_words: int, max_grams: int, stamp: tuple) -> NgramIndex:
+    return NgramIndex(specs, n, min_words, max_grams)
 
 
 # ----------------------------------------------------------------------------- the step
@@ -440,4 +454,4 @@ def build_decontam_step(cfg: DecontamConfig) -> DecontamStep | None:
     """The `decontaminate` step, or None when disabled or no benchmark is named."""
     if not cfg.enabled or not cfg.benchmarks:
         return None
-    return DecontamStep(load_index(tuple(cfg.benchmarks), cfg.n, cfg.min_words), cfg.mode)
+    return DecontamStep(load_index(tuple(cfg.benchmarks), cfg.n, cfg.min_words, cfg.max_grams), cfg.mode)

@@ -164,7 +164,9 @@ def _fingerprint(path: Path) -> dict:
 # a key is left out of the hash, so a job written before the key existed resumes under a newer
 # pretrain (its plan.json has no such key) instead of being refused as "another job". Only keys
 # whose value reproduces the old output byte for byte belong here (not, e.g., extract.rescue).
-NEUTRAL_SINCE: dict[str, object] = {"dedup.site_lines": 0}  # 2026-12-02, session 8
+# decontam.max_grams (session 10): a bound, so a job at its default either fails or writes what it did.
+NEUTRAL_SINCE: dict[str, object] = {"dedup.site_lines": 0,  # 2026-12-02, session 8
+                                    "decontam.max_grams": 20_000_000}
 
 
 def without_neutral(config: dict) -> dict:

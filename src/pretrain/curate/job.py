@@ -150,7 +150,8 @@ def _preflight(cfg: CurateConfig) -> None:
     from pretrain.curate.pipeline import user_step
 
     if "decontaminate" in cfg.steps and cfg.decontam.enabled and cfg.decontam.benchmarks:
-        load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words)
+        load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words,
+                   cfg.decontam.max_grams)
     for name in cfg.steps:
         if ":" in name:
             user_step(name)
@@ -325,7 +326,8 @@ def _decontam_report(cfg: CurateConfig, shard_stats: list[dict], stats: dict, la
         return
     leaks = [leak for s in shard_stats for leak in s.get("leaks", [])]
     counts = Counter({k: v for k, v in stats["steps"].get("decontaminate", {}).items() if isinstance(v, int)})
-    index = load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words)
+    index = load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words,
+                       cfg.decontam.max_grams)
     io.write_json_atomic(lay.file("decontam_report.json"), build_report(index, leaks, counts), lay.tmp)
 
 

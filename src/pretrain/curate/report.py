@@ -134,6 +134,7 @@ def contamination_lines(out: str | Path, shown: int = 10) -> list[str]:
     import json
 
     from pretrain.curate import io
+    from pretrain.untrusted import one_line  # benchmark names are file names of someone's folder
 
     path = io.join(out, "decontam_report.json")
     if not io.exists(path):
@@ -142,7 +143,7 @@ def contamination_lines(out: str | Path, shown: int = 10) -> list[str]:
     lines = []
     for name, b in sorted(report["benchmarks"].items(), key=lambda kv: -kv[1]["items_leaked"])[:shown]:
         docs = len({d for ids in b["leaks"].values() for d in ids})
-        lines.append(f"  {name}: {b['items_leaked']:,} of {b['items_indexed']:,} items leaked into "
+        lines.append(f"  {one_line(name)}: {b['items_leaked']:,} of {b['items_indexed']:,} items leaked into "
                      f"{count(docs, 'document')}")
     more = len(report["benchmarks"]) - shown
     return ["contamination (per benchmark):", *lines, *([f"  ... {more} more"] if more > 0 else []),

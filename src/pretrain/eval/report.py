@@ -122,7 +122,10 @@ def write_json(doc: dict, path: str | Path) -> Path:
 
 
 def table(doc: dict) -> str:
-    """Plain-text table: one line per task, the headline metrics with their standard errors."""
+    """Plain-text table: one line per task, the headline metrics with their standard errors (task
+    names come from file names and result files: printed without escape sequences)."""
+    from pretrain.untrusted import one_line
+
     head = f"{'task':<20} {'kind':<7} {'n':>6} {'shots':>5}  metrics"
     lines = [head, "-" * len(head)]
     for name, m in doc["results"].items():
@@ -132,5 +135,6 @@ def table(doc: dict) -> str:
             if k in m:
                 err = m.get(f"{k}_stderr")
                 cells.append(f"{k} {m[k]:.4f}" + (f" ±{err:.4f}" if err is not None else ""))
-        lines.append(f"{name:<20} {r['kind']:<7} {r['n']:>6} {r['shots']:>5}  " + "  ".join(cells))
+        who = f"{one_line(name):<20} {one_line(str(r['kind'])):<7}"
+        lines.append(f"{who} {r['n']:>6} {r['shots']:>5}  " + "  ".join(cells))
     return "\n".join(lines)

@@ -78,10 +78,28 @@ def _kind_of(rec: dict) -> str:
     raise KeyError(f"unknown record keys {', '.join(sorted(map(str, keys)))}")
 
 
+# Choices (or contexts) of one example scored at most: each is a forward pass of its own. The
+# harness's tasks hold 2-5 (../shared/data/benchmarks: at most 5); an 8 MiB line of a task file
+# someone sent holds 2 million, which would be hours of scoring for one example.
+MAX_CHOICES = 1000
+
+
+class TooManyChoices(ValueError):
+    pass
+
+
+def _options(values: object, what: str) -> list[str]:
+    if not isinstance(values, list):
+        raise TypeError(f"{what} is not a list")
+    if len(values) > MAX_CHOICES:
+        raise TooManyChoices(f"{len(values):,} {what}, over {MAX_CHOICES:,}")
+    return [str(c) for c in values]
+
+
 def _normalize(rec: dict, kind: str) -> dict:
     """The fields each kind uses; raises KeyError/ValueError/TypeError on a malformed record."""
     if kind == "mc":
-        choices = [str(c) for c in rec["choices"]]
+        choices = _options(rec["choices"], "choices")
         gold = int(rec["gold"])
         if not 0 <= gold < len(choices):
             raise ValueError(f"gold {gold} outside {len(choices)} choices")
@@ -94,7 +112,7 @@ def _normalize(rec: dict, kind: str) -> dict:
         return {"subject": str(rec["subject"]), "question": str(rec["question"]), "options": choices,
                 "choices": list(LETTERS), "gold": gold}
     if kind == "schema":
-        ctxs = [str(c) for c in rec["context_options"]]
+        ctxs = _options(rec["context_options"], "context options")
         gold = int(rec["gold"])
         if not 0 <= gold < len(ctxs):
             raise ValueError(f"gold {gold} outside {len(ctxs)} contexts")
@@ -117,6 +135,10 @@ def _normalize(rec: dict, kind: str) -> dict:
 
 MAX_TASK_LINE = 8 * 1024 * 1024  # one example; the largest lm-eval ones are kilobytes
 MAX_TASK_BYTES = 1 << 30  # decompressed bytes of one task file (a .gz bomb stops here)
+# Examples of one task file, held as Python objects (~900 bytes each for a small one: 64 MiB of
+# 45-byte lines, a 195 KB .gz, took 1.35 GB and 42 s; 1 GiB of them ~21 GB). ../shared/data's
+# largest file holds 14,079 (MMLU test); lm-eval's largest sets ~100,000.
+MAX_TASK_EXAMPLES = 500_000
 
 
 def read_jsonl(path: Path) -> tuple[list[dict], dict[str, int]]:
@@ -139,6 +161,10 @@ def read_jsonl(path: Path) -> tuple[list[dict], dict[str, int]]:
                 except ValueError:
                     rec = None
                 if isinstance(rec, dict):
+                    if len(recs) == MAX_TASK_EXAMPLES:
+                        raise UserError(f"{path}: more than {MAX_TASK_EXAMPLES:,} examples "
+                                        "(tasks.MAX_TASK_EXAMPLES; the largest benchmarks hold ~100,000): "
+                                        "not a task file this reads whole; split it")
                     recs.append(rec)
                 else:
                     bad(lineno, "not a JSON object")
@@ -159,7 +185,8 @@ def load_file(path: str | Path, name: str | None = None, kind: str | None = None
             kind = k
             docs.append(_normalize(rec, k))
         except (KeyError, ValueError, TypeError) as e:
-            reason = "missing_key" if isinstance(e, KeyError) else "bad_value"
+            reason = ("missing_key" if isinstance(e, KeyError) else
+                      "too_many_choices" if isinstance(e, TooManyChoices) else "bad_value")
             skipped[reason] = skipped.get(reason, 0) + 1
     if not docs:
         why = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(skipped.items()))

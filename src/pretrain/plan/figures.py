@@ -9,7 +9,9 @@ from pathlib import Path
 
 from pretrain.plan import memory, parallel, reliability
 from pretrain.plan.search import Job
+from pretrain.untrusted import plot_label
 
+PIPELINE_STAGES_DRAWN = 32  # more rows are not legible; the grid grows as stages x (stages + m)
 BLUE, GREEN, AMBER, RED, GREY = "#2563eb", "#16a34a", "#d97706", "#dc2626", "#6b7280"
 
 
@@ -39,9 +41,10 @@ def memory_figure(job: Job, plan: dict):
     ax.bar(names, [v[0] for v in bars.values()], color=BLUE, label="training state")
     ax.bar(names, [v[1] for v in bars.values()], bottom=[v[0] for v in bars.values()], color=AMBER,
            label="activations (+ logits)")
-    ax.axhline(job.gpu.memory_gb, color=RED, ls="--", label=f"one {job.gpu.name} ({job.gpu.memory_gb:g} GB)")
+    ax.axhline(job.gpu.memory_gb, color=RED, ls="--",
+               label=f"one {plot_label(job.gpu.name)} ({job.gpu.memory_gb:g} GB)")
     ax.set_ylabel("GB per GPU")
-    ax.set_title(f"{shape.name}: memory per GPU")
+    ax.set_title(f"{plot_label(shape.name)}: memory per GPU")
     ax.legend(frameon=False, fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     return fig
@@ -59,17 +62,19 @@ def zero_figure(job: Job):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("GPUs sharing the state")
     ax.set_ylabel("training state per GPU (GB)")
-    ax.set_title(f"{job.shape.name}: ZeRO stages against GPU count")
+    ax.set_title(f"{plot_label(job.shape.name)}: ZeRO stages against GPU count")
     ax.legend(frameon=False, fontsize=8)
     return fig
 
 
 def pipeline_figure(p: int, m: int):
-    """The GPipe grid for p stages and m micro-batches (capped for legibility) with its bubble."""
+    """The GPipe grid for p stages and m micro-batches (both capped for legibility and bounded
+    memory: a report draws the pp of a plan.json someone else wrote) with its bubble."""
     plt = _plt()
     from matplotlib.colors import ListedColormap
 
     m = max(1, min(m, 16))
+    p = max(1, min(p, PIPELINE_STAGES_DRAWN))  # a plan.json may say any pp: 2,000 took 6 GB
     grid = parallel.pipeline_schedule(p, m)
     kind = [[(v > 0) - (v < 0) + 1 for v in row] for row in grid]  # 0 backward, 1 idle, 2 forward
     fig, ax = plt.subplots(figsize=(8, 0.5 * p + 1.2))

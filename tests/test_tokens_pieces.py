@@ -38,6 +38,14 @@ def real(tmp_path_factory):
     return {"trained": tok, "texts": texts, "tok": load_tokenizer(path), "path": path}
 
 
+@pytest.fixture(scope="module")
+def gen(tmp_path_factory):
+    """A tokenizer trained on generated words (runs without ../shared/data)."""
+    path = tmp_path_factory.mktemp("gen") / "tok.json"
+    train_tokenizer(GENERATED, vocab_size=1000).save(str(path))
+    return {"tok": load_tokenizer(path), "path": path}
+
+
 def _cut_everywhere(text: str) -> list[str]:
     cuts = [m.start() for m in pieces._CUT.finditer(text) if pieces.is_cut(text, m.start())]
     return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
@@ -65,10 +73,10 @@ def test_long_real_text_encodes_to_the_same_ids_in_pieces(real, monkeypatch):
         assert pieces.encode_ids(tok, text).tolist() == tok.encode(text, add_special_tokens=False).ids, name
 
 
-def test_a_run_with_no_safe_cut_is_cut_and_still_decodes(real, monkeypatch):
+def test_a_run_with_no_safe_cut_is_cut_and_still_decodes(gen, monkeypatch):
     # 8 KiB of letters, of emoji, of spaces, of "!": each one pre-token. Cut every PIECE characters
     # (the only ids that may differ from the whole's); the text decodes back exactly.
-    tok = real["tok"]
+    tok = gen["tok"]
     monkeypatch.setattr(pieces, "LONG_DOC", 4096)
     monkeypatch.setattr(pieces, "PIECE", 1024)
     monkeypatch.setattr(pieces, "RUN", 1024)
@@ -83,7 +91,7 @@ def test_a_run_with_no_safe_cut_is_cut_and_still_decodes(real, monkeypatch):
         assert abs(len(ids) - len(whole)) <= 2 * pieces.hard_cuts(text), run[:4]
 
 
-def test_python_letters_and_digits_are_the_tokenizers(real):
+def test_python_letters_and_digits_are_the_tokenizers():
     # The cut rule reads letters and digits with Python's `re` ([^\W_]); the tokenizer's regex reads
     # \p{L} and \p{N} with its own Unicode tables. Every code point Python assigns is asked of the
     # tokenizer: " a" + c is one pre-token iff c is a letter, " 1" + c iff a digit.
@@ -119,13 +127,12 @@ print(json.dumps({"mb": peak_mb() - base, "s": time.perf_counter() - t0, "tokens
 """
 
 
-def test_an_8_mib_document_with_no_space_is_held_to_300_mb(tmp_path):
+def test_an_8_mib_document_with_no_space_is_held_to_300_mb(gen):
     # Encoded whole it took 897 MB above the child's start (1.2 GB RSS in `tokenize`, 20 s);
     # in pieces 173 MB (bench/bench_tokens_long.py). The bound: 300 MB above the interpreter,
     # its imports and the 8 MiB text itself.
-    train_tokenizer(GENERATED, vocab_size=1000).save(str(tmp_path / "tok.json"))  # no shared data needed
     env = {**os.environ, "PYTHONPATH": SRC, "RAYON_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "tok.json")], capture_output=True,
+    r = subprocess.run([sys.executable, "-c", _CHILD, str(gen["path"])], capture_output=True,
                        text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
@@ -154,7 +161,7 @@ print(tok.get_vocab_size(), tok.decode(tok.encode(text[:5000]).ids) == text[:500
 """
 
 
-def test_training_on_half_a_mib_of_letters_with_no_space_ends(tmp_path):
+def test_training_on_half_a_mib_of_letters_with_no_space_ends():
     # One word of 512K letters: HF's trainer took 33 s of CPU at 256K, over 300 s at 1M; in
     # 1K-character pieces, ~1.5 s. The bound here: 60 s on a loaded machine.
     env = {**os.environ, "PYTHONPATH": SRC, "RAYON_NUM_THREADS": "1"}

@@ -492,7 +492,10 @@ def test_a_long_document_is_encoded_in_pieces_to_the_same_ids(corpus, tmp_path, 
     (tmp_path / "in").mkdir()
     docs = ["short one", long_doc, "short two", long_doc[::-1], "x" * 500, "y" * 4000]
     write_jsonl_zst(tmp_path / "in" / "a.jsonl.zst", [{"text": t} for t in docs])
-    tokenize_corpus([str(tmp_path / "in")], tmp_path / "tok.json", tmp_path / "t", workers=1)
+    said: list[dict] = []
+    tokenize_corpus([str(tmp_path / "in")], tmp_path / "tok.json", tmp_path / "t", workers=1,
+                    on_unit=said.append)
+    assert said[0]["cut_runs"] == 1  # the 4000 y, said on the shard's line (commands/tokenize.py)
     d = TokenDir(tmp_path / "t")
     assert [d.document(i)[:-1].tolist() for i in range(5)] == [tok.encode(t).ids for t in docs[:5]]
     # 4000 y: one pre-token, cut every 300 characters (its ids may differ from the whole's); exact text

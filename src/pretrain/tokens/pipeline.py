@@ -98,7 +98,9 @@ def oversize_hint(skipped: dict[str, int]) -> str:
             "skipped: split it into JSONL records of one document each")
 
 
-def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
+def _encoded(tok, texts: Iterator[str], said: dict[str, int] | None = None) -> Iterator[np.ndarray]:
+    """Ids of each text, in order; `said["cut_runs"]` counts the documents with a run cut inside
+    (tokens/pieces.py: ids next to such a cut may differ from whole-document encoding)."""
     encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # no offsets: we only need ids
 
     def ids(batch: list[str]) -> Iterator[np.ndarray]:
@@ -113,6 +115,8 @@ def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
             yield from ids(batch)
             batch, size = [], 0
             yield np.concatenate(list(pieces.encode_pieces(tok, t, exact)))
+            if exact and said is not None and pieces.hard_cuts(t):
+                said["cut_runs"] = said.get("cut_runs", 0) + 1
             continue
         batch.append(t)
         size += len(t)
@@ -144,13 +148,14 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
         from pretrain.progress import ShardMeter
 
         texts = ShardMeter(meter, path).wrap(texts)
-    n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
+    said: dict[str, int] = {}
+    n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts, said), dtype, eot_id(tok))
     for s in stamps.values():
         if "xxh3_128" in s:
             versions.unchanged(path, s)
     entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
              "input": path, "skipped": errors, "first_skipped": first,
-             "seconds": round(time.perf_counter() - t0, 3)}
+             "seconds": round(time.perf_counter() - t0, 3), **said}
     mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps,
                                      **({"settings": settings} if settings else {})})
     return entry

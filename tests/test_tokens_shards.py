@@ -474,12 +474,13 @@ def test_a_text_file_over_the_record_bound_says_how_to_split_it(tmp_path, capsys
 
 def test_a_long_document_is_encoded_in_pieces_to_the_same_ids(corpus, tmp_path, monkeypatch):
     # One 7.9 MB document took 1.16 GB to encode whole (HF tokenizers keeps an alignment per byte of
-    # every pre-tokenized word); with GPT-2's pre-tokenizer it is now encoded in pieces cut at a
-    # space between two letters or digits (219 MB). Truth: HF tokenizers on the whole document.
-    from pretrain.tokens import pipeline
+    # every pre-tokenized word); with GPT-2's pre-tokenizer it is now encoded in pieces cut after a
+    # letter or digit (tokens/pieces.py). Truth: HF tokenizers on the whole document.
+    from pretrain.tokens import pieces
 
-    monkeypatch.setattr(pipeline, "LONG_DOC", 3000)  # the real sizes: 1M characters, 256K pieces
-    monkeypatch.setattr(pipeline, "PIECE", 300)
+    monkeypatch.setattr(pieces, "LONG_DOC", 3000)  # the real sizes: 256K characters, 64K pieces
+    monkeypatch.setattr(pieces, "PIECE", 300)
+    monkeypatch.setattr(pieces, "RUN", 300)
     rng = random.Random(5)
     seps = [" ", "  ", "   ", "\n", "\n\n", "\t", " \u00a0", ". ", ", ", " 42 ", "'s ", " 中文 ", " 👍🏽 ",
             "\r\n ", " \n   "]
@@ -487,19 +488,26 @@ def test_a_long_document_is_encoded_in_pieces_to_the_same_ids(corpus, tmp_path, 
     # trained on the document itself: merges of whitespace runs, "\n\n", " 42", "'s" exist
     train_tokenizer([long_doc] * 3, vocab_size=1500).save(str(tmp_path / "tok.json"))
     tok = load_tokenizer(tmp_path / "tok.json")
-    assert len(long_doc) > 3000 and len(pipeline._pieces(long_doc)) > 10
+    assert len(long_doc) > 3000 and len(pieces.pieces(long_doc)) > 10 and pieces.hard_cuts(long_doc) == 0
     (tmp_path / "in").mkdir()
-    docs = ["short one", long_doc, "short two", long_doc[::-1], "x" * 4000]  # 4000 x: no safe space
+    docs = ["short one", long_doc, "short two", long_doc[::-1], "x" * 500, "y" * 4000]
     write_jsonl_zst(tmp_path / "in" / "a.jsonl.zst", [{"text": t} for t in docs])
-    tokenize_corpus([str(tmp_path / "in")], tmp_path / "tok.json", tmp_path / "t", workers=1)
+    said: list[dict] = []
+    tokenize_corpus([str(tmp_path / "in")], tmp_path / "tok.json", tmp_path / "t", workers=1,
+                    on_unit=said.append)
+    assert said[0]["cut_runs"] == 1  # the 4000 y, said on the shard's line (commands/tokenize.py)
     d = TokenDir(tmp_path / "t")
-    assert [d.document(i)[:-1].tolist() for i in range(len(docs))] == [tok.encode(t).ids for t in docs]
+    assert [d.document(i)[:-1].tolist() for i in range(5)] == [tok.encode(t).ids for t in docs[:5]]
+    # 4000 y: one pre-token, cut every 300 characters (its ids may differ from the whole's); exact text
+    run = [i for p in pieces.pieces(docs[5]) for i in tok.encode(p).ids]
+    assert pieces.hard_cuts(docs[5]) > 5 and d.document(5)[:-1].tolist() == run
+    assert tok.decode(run) == docs[5]
     # A tokenizer whose pieces would not encode alike (a normalizer here) is encoded whole.
     from tokenizers import normalizers
 
     tok.normalizer = normalizers.NFKC()
-    assert not pipeline._piece_splitter(tok)
-    assert pipeline._piece_splitter(load_tokenizer(tmp_path / "tok.json"))
+    assert not pieces.exact_pieces(tok)
+    assert pieces.exact_pieces(load_tokenizer(tmp_path / "tok.json"))
 
 
 def test_a_rerun_with_fewer_or_more_inputs_names_the_files(corpus, tmp_path, capsys):

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         written.append(e["bin"])
         name = printable(e["input"])  # an input's name is someone else's: no terminal escapes through it
         print(f"  {e['bin']}: {count(e['tokens'], 'token')}, {count(e['documents'], 'document')} <- {name}"
-              f"{bad_records(e)}", file=sys.stderr, flush=True)
+              f"{bad_records(e)}{cut_runs(e)}", file=sys.stderr, flush=True)
 
     inputs, out, work, origins = _stage(args)
     source = args.source or (args.output.rstrip("/").rsplit("/", 1)[-1] if out != args.output else None)
@@ -112,6 +112,17 @@ def resumed(written: int, shards: int, done: str) -> str:
 
     note = rerun_note(written, shards, done)
     return f" ({note})" if note else ""
+
+
+def cut_runs(entry: dict) -> str:
+    """`; 1 document cut inside a run ...`: documents holding a run of over 64K characters with no
+    word end, cut there (tokens/pieces.py): their ids next to the cut may differ from encoding
+    the document whole. "" when none."""
+    from pretrain.tokens.pieces import RUN
+
+    n = entry.get("cut_runs", 0)
+    return (f"; {count(n, 'document')} cut inside a run of over {RUN:,} characters with no word end "
+            f"(ids there may differ from encoding it whole)") if n else ""
 
 
 def bad_records(entry: dict) -> str:

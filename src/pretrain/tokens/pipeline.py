@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -37,7 +36,7 @@ from pretrain.curate.io import done_marker, is_done, mark_done, write_bytes_atom
 from pretrain.errors import UserError
 from pretrain.faults import MAX_FAULT_KINDS, count_fault, merge_faults
 from pretrain.lifeline import init_worker, sigint_held, stop_pool
-from pretrain.tokens import shards
+from pretrain.tokens import pieces, shards
 from pretrain.tokens.tokenizer import eot_id, load_tokenizer
 
 # One encode_batch call gets up to this many documents or bytes: big enough to amortize the call
@@ -99,7 +98,9 @@ def oversize_hint(skipped: dict[str, int]) -> str:
             "skipped: split it into JSONL records of one document each")
 
 
-def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
+def _encoded(tok, texts: Iterator[str], said: dict[str, int] | None = None) -> Iterator[np.ndarray]:
+    """Ids of each text, in order; `said["cut_runs"]` counts the documents with a run cut inside
+    (tokens/pieces.py: ids next to such a cut may differ from whole-document encoding)."""
     encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # no offsets: we only need ids
 
     def ids(batch: list[str]) -> Iterator[np.ndarray]:
@@ -109,13 +110,13 @@ def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
     batch: list[str] = []
     size = 0
     for t in texts:
-        if len(t) > LONG_DOC and exact is None:
-            exact = _piece_splitter(tok)
-        if len(t) > LONG_DOC and exact:
-            yield from ids(batch)  # in order: the documents before it first
+        if len(t) > pieces.LONG_DOC:  # in pieces (tokens/pieces.py), in order: the batch before it first
+            exact = pieces.exact_pieces(tok) if exact is None else exact
+            yield from ids(batch)
             batch, size = [], 0
-            parts = _pieces(t)
-            yield np.concatenate([a for lo in range(0, len(parts), 4) for a in ids(parts[lo:lo + 4])])
+            yield np.concatenate(list(pieces.encode_pieces(tok, t, exact)))
+            if exact and said is not None and pieces.hard_cuts(t):
+                said["cut_runs"] = said.get("cut_runs", 0) + 1
             continue
         batch.append(t)
         size += len(t)
@@ -124,43 +125,6 @@ def _encoded(tok, texts: Iterator[str]) -> Iterator[np.ndarray]:
             batch, size = [], 0
     if batch:
         yield from ids(batch)
-
-
-# One long document encoded whole costs ~140 bytes of memory per character (HF tokenizers keeps an
-# alignment per byte of every pre-tokenized word): 1.16 GB peak for one 7.9 MB document, measured.
-# Where pieces encode to exactly the whole's ids, a long document is encoded PIECE characters at a
-# time (4 pieces per call): split only at a single space between two letters or digits. With
-# GPT-2's pre-tokenizer regex (ByteLevel, use_regex) and no normalizer, a word/number run ends
-# before that space and the next piece (" word") starts at it, and BPE merges never cross pieces,
-# so the ids are the same (tests/test_tokens_shards.py -k long_document). Any other tokenizer
-# (a normalizer, Metaspace's prefix, added non-special tokens) is encoded whole, as before.
-LONG_DOC = 1 << 20
-PIECE = 1 << 18
-_SPLIT_AT = re.compile(r"(?<=[^\W_]) (?=[^\W_])")
-
-
-def _piece_splitter(tok) -> bool:
-    """Whether `tok` encodes pieces cut by `_pieces` to exactly the whole text's ids."""
-    spec = json.loads(tok.to_str())
-    pre = spec.get("pre_tokenizer") or {}
-    return bool(spec.get("normalizer") is None and pre.get("type") == "ByteLevel"
-                and pre.get("use_regex") is True and pre.get("add_prefix_space") is False
-                and (spec.get("model") or {}).get("type") == "BPE"
-                and all(a.get("special") for a in spec.get("added_tokens") or [])
-                and getattr(tok, "encode_special_tokens", False))
-
-
-def _pieces(text: str) -> list[str]:
-    """`text` cut at the first safe space at or after every PIECE characters (none found: whole)."""
-    out, start = [], 0
-    while len(text) - start > PIECE:
-        m = _SPLIT_AT.search(text, start + PIECE)
-        if m is None:
-            break
-        out.append(text[start:m.start()])
-        start = m.start()
-    out.append(text[start:])
-    return out
 
 
 def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str,
@@ -184,13 +148,14 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
         from pretrain.progress import ShardMeter
 
         texts = ShardMeter(meter, path).wrap(texts)
-    n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts), dtype, eot_id(tok))
+    said: dict[str, int] = {}
+    n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts, said), dtype, eot_id(tok))
     for s in stamps.values():
         if "xxh3_128" in s:
             versions.unchanged(path, s)
     entry = {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": n_tokens, "documents": n_docs,
              "input": path, "skipped": errors, "first_skipped": first,
-             "seconds": round(time.perf_counter() - t0, 3)}
+             "seconds": round(time.perf_counter() - t0, 3), **said}
     mark_done(Path(out_dir) / name, {"config_hash": uhash, **entry, "versions": stamps,
                                      **({"settings": settings} if settings else {})})
     return entry

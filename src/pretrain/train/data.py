@@ -23,10 +23,11 @@ def encode_text(text: str, tokenizer: str = "") -> tuple[np.ndarray, int]:
     """Token ids of `text` and the vocabulary size: UTF-8 bytes (vocab 257) or a tokenizer.json."""
     if not tokenizer:
         return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64), BYTE_VOCAB
+    from pretrain.tokens.pieces import encode_ids
     from pretrain.tokens.tokenizer import load_tokenizer
 
-    tok = load_tokenizer(tokenizer)
-    return np.asarray(tok.encode(text).ids, dtype=np.int64), tok.get_vocab_size()
+    tok = load_tokenizer(tokenizer)  # a long text in pieces: ~120 bytes per character whole (2 GiB)
+    return encode_ids(tok, text, specials=True), tok.get_vocab_size()
 
 
 def decode_tokens(ids: list[int], tokenizer: str = "") -> str:

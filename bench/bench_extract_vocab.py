@@ -23,9 +23,14 @@ What it does (`--work DIR` keeps every step; delete the files after changing the
 4. session 6's nested rule for t (per test fold, on all other benchmark pages: keep >= the shipped
    trees' and AEB F1 >= theirs, then the most drop + F1), paired deltas against the shipped trees
    (mean +- standard error over pages), the crawl set's paired bootstrap over its 36 sites;
-5. `--cost`: CPU ms per AEB page of the columns beside the shipped path.
+5. `--cost` (instead of 3-4): CPU ms per AEB page of the columns beside the shipped path (slow:
+   resiliparse hands each matched element to Python at 1-5 ms apiece, so about 6 minutes).
 
-Run: PYTHONPATH=src .venv/bin/python bench/bench_extract_vocab.py [--work DIR] [--cost]
+`--variant outside`: a matched element whose text holds the page's longest main-content block (a
+wrapper of the article) is left out. Results and the decision: docs/extraction.md, "Tried
+2026-12-02 (issue 19, session 10)": not shipped.
+
+Run: PYTHONPATH=src .venv/bin/python bench/bench_extract_vocab.py [--work DIR] [--variant outside] [--cost]
 """
 
 from __future__ import annotations
@@ -95,6 +100,10 @@ _SEP = "\x00"
 VARIANT = {"outside": False}
 
 
+def _variant() -> str:
+    return "outside" if VARIANT["outside"] else "all"
+
+
 def _groups_of(node) -> list[int]:
     tag = node.tag
     name = f"{node.class_name or ''} {node.id or ''}".lower()
@@ -136,7 +145,7 @@ def training_pages(tr, work: Path):
         tr.load_pages(cache=part)
         os.replace(part, final)
     pages = tr.load_pages(cache=final)
-    cache = work / "vocab.json.gz"
+    cache = work / f"vocab-{_variant()}.json.gz"
     if cache.exists():
         raw = json.loads(gzip.decompress(cache.read_bytes()))
         cols = [np.array(c, np.float32).reshape(-1, len(VOCAB_COLUMNS)) for c in raw]
@@ -154,8 +163,8 @@ def vocab_models(work: Path) -> dict[str, BlockModel]:
     names = [*BLOCK_FEATURES, *VOCAB_COLUMNS]
     if out.exists():
         doc = json.loads(gzip.decompress(out.read_bytes()))
-        if doc.pop("features", None) != names:
-            raise SystemExit(f"{out}: trees of other features; delete the file to retrain")
+        if doc.pop("features", None) != names or doc.pop("variant", None) != _variant():
+            raise SystemExit(f"{out}: trees of other features or another --variant; delete it to retrain")
         return {k: BlockModel.from_dict(d) for k, d in doc.items()}
     tr = st.load_train_script()
     pages, cols = training_pages(tr, work)
@@ -171,7 +180,7 @@ def vocab_models(work: Path) -> dict[str, BlockModel]:
             models[f"{bench}/{k}"] = tr.train(keep, 0.5, True)
             print(f"  trained {bench}/{k} ({time.process_time() - t:.0f} s CPU)", flush=True)
     models["all"] = tr.train(pages, 0.5, True)
-    doc = {"features": names, **{k: m.to_dict() for k, m in models.items()}}
+    doc = {"features": names, "variant": _variant(), **{k: m.to_dict() for k, m in models.items()}}
     st.write_atomic(out, gzip.compress(json.dumps(doc).encode()))
     return models
 
@@ -293,7 +302,7 @@ def separation(base: list[dict]) -> None:
 
 
 def cost(models) -> None:
-    """CPU ms per AEB page (best of 5): the columns on a parsed tree, beside parse + render."""
+    """CPU ms per AEB page (best of 3): the columns on a parsed tree, beside parse + render."""
     htmls = [h for _, h, _ in aeb_pages(SHARED / "html" / "scrapinghub-aeb")]
     trees = [parse(h) for h in htmls]
     main = [blocks(render(t)) for t in trees]
@@ -302,6 +311,13 @@ def cost(models) -> None:
         for h in htmls:
             tr = parse(h)
             body_columns(tr, blocks(render(tr)))
+
+    sels = VOCAB_SELECTOR.split(", ")
+
+    def count_only(k):  # lexbor's walk and matching alone: no node handed to Python
+        group = ", ".join(sels[:k])
+        for t in trees:
+            len(t.document.query_selector_all(group))
 
     def selector():
         for t in trees:
@@ -312,15 +328,24 @@ def cost(models) -> None:
             vocab_columns(t, bs)
 
     best = {}
-    for _ in range(5):
-        for name, f in (("parse, render, cut, body columns", render_path), ("vocab selector", selector),
+    for _ in range(3):
+        for name, f in (("parse, render, cut, body columns", render_path),
+                        *((f"vocab selector, first {k} of {len(sels)}, count only", partial(count_only, k))
+                          for k in (2, 10, 30, len(sels))),
+                        ("vocab selector, matches as DOMNodes", selector),
                         ("vocab columns (selector + alignment)", columns)):
             t0 = time.process_time()
             f()
             best[name] = min(best.get(name, 1e9), (time.process_time() - t0) / len(htmls) * 1e3)
-    print(f"\nCPU ms per AEB page (best of 5, load {os.getloadavg()[0]:.1f}):")
+    print(f"\nCPU ms per AEB page (best of 3, load {os.getloadavg()[0]:.1f}):")
     for k, v in best.items():
-        print(f"  {k:<40} {v:.3f}")
+        print(f"  {k:<45} {v:.3f}")
+    c = trees[0].document.query_selector_all("[class]")
+    t0 = time.perf_counter()
+    for i in range(min(50, len(c))):
+        _ = c[i].tag
+    print(f"  one DOMNode taken from a collection (50 of one page's {len(c)} [class] elements): "
+          f"{(time.perf_counter() - t0) / min(50, len(c)) * 1e3:.3f} ms wall each")
 
 
 def main() -> int:
@@ -361,7 +386,6 @@ def main() -> int:
               f"{cd.bootstrap(b0, results[name], crawl)}")
     nested(base, results, "shipped | core t=0.5", "vocab |", ckeys, crawl)
     nested(base, results, "shipped | core t=0.5", "shipped |", ckeys, crawl)
-    cost(models)
     return 0
 
 

@@ -301,6 +301,21 @@ def separation(base: list[dict]) -> None:
         print(f"  {name:<12} {rows[('keep', name)]:>5} / {rows[('drop', name)]:>5}")
 
 
+def by_site(crawl: list[dict], base: dict, other: dict) -> None:
+    """Crawl sites where the two differ: must-keep kept and must-drop dropped, shipped -> vocab (t = 0.5)."""
+    from pretrain.curate.extract_eval import site
+
+    sums: dict[str, np.ndarray] = {}
+    for d in crawl:
+        k = (d["bench"], d["key"])
+        row = np.array([base[k][0], other[k][0], base[k][1], base[k][2], other[k][2], base[k][3]], int)
+        sums[site(d["url"])] = sums.get(site(d["url"]), 0) + row
+    print("crawl sites that differ at t = 0.5 (must-keep kept, must-drop dropped; shipped -> vocab):")
+    for s, (k0, k1, nk, d0, d1, nd) in sorted(sums.items(), key=lambda kv: -abs(kv[1][4] - kv[1][3])):
+        if k0 != k1 or d0 != d1:
+            print(f"  {s:<32} keep {k0} -> {k1} of {nk}, drop {d0} -> {d1} of {nd}")
+
+
 def cost(models) -> None:
     """CPU ms per AEB page (best of 3): the columns on a parsed tree, beside parse + render."""
     htmls = [h for _, h, _ in aeb_pages(SHARED / "html" / "scrapinghub-aeb")]
@@ -384,6 +399,7 @@ def main() -> int:
     for name in ("vocab | core t=0.5", "vocab | core t=0.55"):
         print(f"{name} vs shipped: {st.paired(b0, results[name], bk)}; "
               f"{cd.bootstrap(b0, results[name], crawl)}")
+    by_site(crawl, b0, results["vocab | core t=0.5"])
     nested(base, results, "shipped | core t=0.5", "vocab |", ckeys, crawl)
     nested(base, results, "shipped | core t=0.5", "shipped |", ckeys, crawl)
     return 0

@@ -223,7 +223,10 @@ class Trainer:
         load_hf_weights(self.model, self.cfg.model.init_from, self.device, weights=not self._resumes())
 
     def _resumes(self) -> bool:
-        return self.cfg.train.resume and ck.latest_complete(self.run_dir / "checkpoints") is not None
+        """Whether a checkpoint will be restored: looked for where the run keeps them (checkpoint.storage,
+        a bucket or a folder elsewhere, else RUN/checkpoints), as the restore itself looks."""
+        root = self.cfg.checkpoint.storage or self.run_dir / "checkpoints"
+        return self.cfg.train.resume and ck.latest_complete(root) is not None
 
     @staticmethod
     def _check_pp(cfg: RunConfig, dims, loader) -> None:

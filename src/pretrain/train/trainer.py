@@ -188,8 +188,11 @@ class Trainer:
                     raise UserError(f"{e}; no older complete checkpoint to fall back to: copy the checkpoint "
                                     "again from its source, or train into another train.out") from None
                 if self.rank == 0:
-                    print(f"{e}; not used: resuming from step {older[0]} instead (the run saves step "
-                          f"{found[0]} again when it gets there)", file=sys.stderr, flush=True)
+                    # its directory stays until a save replaces it (a save at that step) or prunes it
+                    # (the first complete save after it): not every step is a save step
+                    print(f"{e}; not used: resuming from step {older[0]} instead (step {found[0]} is "
+                          f"replaced if the run saves at it again, else deleted by the first save after it)",
+                          file=sys.stderr, flush=True)
                 found = older
         return None
 

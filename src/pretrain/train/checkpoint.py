@@ -228,7 +228,8 @@ def verify(path, group=None) -> None:
         more = f" (and {len(bad) - 1} more file(s))" if len(bad) > 1 else ""
         if not want:  # the marker lists the file without its digest: the marker, not the file, changed
             raise IntegrityError(f"{path}: damaged: {MARKER} lists {name} without its digest in "
-                                 f"{DIGEST}{more}; the marker was edited or damaged after the save", path, MARKER)
+                                 f"{DIGEST}{more}; the marker was edited or damaged after the save",
+                                 path, MARKER)
         raise IntegrityError(f"{path}: damaged: {name} does not match the digest recorded when it was saved "
                              f"({DIGEST} {got[:12]}..., the save recorded {want[:12]}...){more}; its bytes "
                              "changed after the save (a disk or copy error, or an edit)", path, name)

@@ -195,6 +195,15 @@ def test_a_flipped_bit_in_a_shard_is_refused_and_a_resume_falls_back(tmp_path, t
     assert said[1].startswith(f"{older}: warning: saved without digests"), said
     assert said[2].startswith("resuming from step 5 (")
     recs = t.fit()
+    # the record keeps why the run went back past its newest save (the stderr line scrolls away),
+    # and the report says it under "What went wrong"
+    from pretrain.report_run import run_section
+
+    events = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [e for e in events if e.get("event") == "checkpoint_damaged"] == [
+        {"event": "checkpoint_damaged", "step": 5, "damaged_step": 10, "file": data.name}]
+    assert (f"checkpoint of step 10 damaged ({data.name} changed after its save): resumed from step 5 "
+            "instead") in run_section(tmp_path, "run").problems
     assert [s for s, _, ok in ck.list_checkpoints(root) if ok] == [8, 10]
     t = Trainer(tiny_config(tmp_path, text, "train.stop_at=15"), quiet=True)  # falls back to 8 again
     assert t.step == 8

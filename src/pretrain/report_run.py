@@ -167,7 +167,8 @@ def run_section(run: Path, sid: str) -> Section:
     evl = [r for r in evals if r.get("eval_loss") is not None]
     target = _target_steps(run)
     steps = f"{last.get('step')} of {target}" if target and last else last.get("step")
-    problems = _stopped_early(last.get("step", 0), target, events) + _resumes(events, target)
+    problems = (_stopped_early(last.get("step", 0), target, events) + _resumes(events, target)
+                + _damaged(events))
     parts = [kpis([("steps", steps), ("final loss", last.get("loss")),
                    ("final eval loss", evl[-1]["eval_loss"] if evl else None),
                    ("tokens/s", tps), ("MFU", mfu_text), ("spikes / rollbacks", len(marked))],
@@ -303,6 +304,14 @@ def _resumes(events: list[dict], target: int | None) -> list[str]:
         return []
     times = "once" if len(at) == 1 else f"{len(at)} times"
     return [f"resumed {times}: at step{'s' if len(at) > 1 else ''} {', '.join(at)}"]
+
+
+def _damaged(events: list[dict]) -> list[str]:
+    """Checkpoints a resume passed over because their bytes no longer matched their digests
+    ('checkpoint_damaged'): the steps after the one it used were trained again."""
+    return [f"checkpoint of step {e.get('damaged_step')} damaged ({str(e.get('file'))[:100]} changed after "
+            f"its save): resumed from step {e.get('step')} instead" for e in events
+            if e.get("event") == "checkpoint_damaged"]
 
 
 def _attempts(event: dict) -> str:

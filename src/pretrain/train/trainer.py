@@ -155,6 +155,7 @@ class Trainer:
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
         self.next_save = self._save_after(0)
         self.resumed, self.changes = False, {}
+        self.passed_over: list[tuple[int, str]] = []  # (step, file) of damaged checkpoints a resume skipped
         self._interrupt: str | None = None  # the name of a caught SIGINT/SIGTERM
         self._spike_first: tuple[int, int] | None = None  # (step, micro-batch index) of a spike's start
         self._step_times: list[float] = []
@@ -183,6 +184,7 @@ class Trainer:
                 return found
             except ck.IntegrityError as e:
                 self.ckpt.damaged.add(found[0])
+                self.passed_over.append((found[0], e.name))  # in metrics.jsonl: the stderr line scrolls away
                 older = ck.latest_complete(self.ckpt.root, before=found[0])
                 if older is None:
                     raise UserError(f"{e}; no older complete checkpoint to fall back to: copy the checkpoint "

@@ -127,7 +127,7 @@ def test_errors_table_and_reject_values(corpus_with_errors):
     assert html.escape(first["file"]) in sec.body and html.escape(first["reason"]) in sec.body
     n = stats["errors"]["count"]
     assert f"{n:,} bad record{'s' * (n != 1)} skipped" in " ".join(sec.problems), sec.problems
-    assert "inputs: 2 file(s)" in sec.body and "settings changed from the defaults: none" in sec.body
+    assert "inputs: 2 files" in sec.body and "settings changed from the defaults: none" in sec.body
     files = sorted((corpus_with_errors / "rejects").glob("*.jsonl.zst"))
     rejects = [r for f in files for r in read_jsonl_zst(f)]
     scored = next(r for r in rejects if r["reason"] == "low_language_score")

@@ -317,6 +317,7 @@ def test_continue_hf_recipe_end_to_end(hf_folders, text, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     res = _export(tmp_path / "run", tmp_path / "continued")
     assert res.returncode == 0, res.stderr
+    assert " in 1 safetensors file, config.json, tokenizer files" in res.stdout, res.stdout  # was "file(s)"
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "continued")
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "continued")
     assert tok.eos_token == "<|endoftext|>" and model.config.eos_token_id == 256

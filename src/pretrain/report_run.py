@@ -405,7 +405,8 @@ def _evaluations(run: Path, evals: list[dict]) -> str:
     files = sorted((run / "eval").glob("*.json")) if (run / "eval").is_dir() else []
     if files:
         try:
-            parts.append(note(f"{files[-1].name} (newest of {len(files)} result file(s))")
+            results = "1 result file" if len(files) == 1 else f"{len(files)} result files"
+            parts.append(note(f"{files[-1].name} (newest of {results})")
                          + eval_table(untrusted.load_json(files[-1], within=run)))
         except (ValueError, OSError, AttributeError, TypeError) as e:
             parts.append(note(f"{files[-1].name}: unreadable ({e})"))

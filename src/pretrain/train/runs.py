@@ -39,8 +39,11 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
                     f"continues it here, --set train.out={cfg.train.out} writes there")
     storage = cfg.checkpoint.storage
     if "checkpoint.storage" not in given and leaves(run, storage):
+        # the first way on starts the run over when RUN/checkpoints is empty: said before it is taken
+        fresh = "" if ck.latest_complete(run / "checkpoints") else " (no checkpoint there: a fresh start)"
         said.append(f"checkpoint.storage = {storage!r} is outside {run}: --set checkpoint.storage= uses "
-                    f"{run / 'checkpoints'}, --set checkpoint.storage={storage} reads and writes there")
+                    f"{run / 'checkpoints'}{fresh}, --set checkpoint.storage={storage} reads and writes "
+                    "there")
     if said:
         raise UserError(f"{config}: a run directory's saved config does not choose where training writes "
                         f"(train.out) or keeps checkpoints (checkpoint.storage); {'; '.join(said)}")

@@ -142,7 +142,7 @@ class Trainer:
             self.loader, self.eval_loader, vocab = SkippingLoader(loader, cfg.data.skip), eval_loader, 0
         if vocab > self.shape.vocab_size:
             raise UserError(f"the data's vocabulary ({vocab}) is larger than model.vocab_size "
-                            f"({self.shape.vocab_size})")
+                            f"({self.shape.vocab_size}): --set model.vocab_size={vocab} (or more) fits it")
         p = cfg.precision
         self.scaler = DynamicLossScaler(p.dtype == "fp16", p.init_scale, p.growth_interval,
                                         p.backoff_factor, p.growth_factor)

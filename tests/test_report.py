@@ -259,6 +259,10 @@ def test_a_killed_run_and_its_resume_say_what_went_wrong(tmp_path, restore_torch
     sec = section_for(run, 0)
     assert sec.problems == ["resumed once: at step 5"]
     assert "<b>12 of 12</b>" in sec.body and "saved at steps 5, 10, 12;" in sec.body
+    # continued past its end (train.steps 12 -> 14, as the README's 20 -> 30): planned, no restart
+    assert main([*argv[3:], "--set", "train.steps=14"]) == 0
+    sec = section_for(run, 0)
+    assert sec.problems == ["resumed once: at step 5"] and "<b>14 of 14</b>" in sec.body
 
 
 def test_a_damaged_input_is_one_line_naming_it(tmp_path, capsys):

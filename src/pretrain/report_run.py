@@ -298,12 +298,28 @@ def _complete_saves(events: list[dict]) -> list[int]:
 def _resumes(events: list[dict], target: int | None) -> list[str]:
     """Restarts ('resume' events): each one replayed the steps after its checkpoint. A rerun of a
     finished run also logs one, at the target, and trains nothing ("nothing to do"): not a restart."""
+    extended = _extended_at(events)
     at = [str(e.get("step")) + _attempts(e) for e in events if e.get("event") == "resume"
-          and not (target and isinstance(e.get("step"), int) and e["step"] >= target)]
+          and not (target and isinstance(e.get("step"), int) and e["step"] >= target)
+          and e.get("step") not in extended]
     if not at:
         return []
     times = "once" if len(at) == 1 else f"{len(at)} times"
     return [f"resumed {times}: at step{'s' if len(at) > 1 else ''} {', '.join(at)}"]
+
+
+def _extended_at(events: list[dict]) -> set:
+    """Steps where a finished run was continued with a larger train.steps (README: `--set
+    train.steps=20`, later 30): a resume there is the user's plan, not a restart after a failure."""
+    out = set()
+    for e in events:
+        changes, step = e.get("changes"), e.get("step")
+        if e.get("event") != "config_change" or not isinstance(changes, dict) or type(step) is not int:
+            continue
+        steps = changes.get("train.steps")  # [before, now], from a file that may be hostile
+        if isinstance(steps, list) and len(steps) == 2 and type(steps[0]) is int and steps[0] <= step:
+            out.add(step)
+    return out
 
 
 def _damaged(events: list[dict]) -> list[str]:

@@ -174,7 +174,18 @@ def test_step_remove_and_tag_modes_and_report(bench_dir):
     assert build_decontam_step(DecontamConfig(benchmarks=(spec,), enabled=False)) is None
 
 
-def test_decontaminate_command(tmp_path, bench_dir):
+def test_decontaminate_command(tmp_path, bench_dir, monkeypatch):
+    import time
+
+    from pretrain.curate import job
+
+    built = job._preflight  # the benchmark index is built before the job's first shard: held 1 s here
+
+    def slow_preflight(cfg):
+        built(cfg)
+        time.sleep(1.0)
+
+    monkeypatch.setattr(job, "_preflight", slow_preflight)
     gsm = jsonl(bench_dir / "gsm8k/test.jsonl", 5)
     hosts = wiki_paragraphs()[:4]
     corpus = tmp_path / "corpus.jsonl"
@@ -190,6 +201,8 @@ def test_decontaminate_command(tmp_path, bench_dir):
     assert [(r["id"], r["reason"]) for r in rejected] == [("d2", REASON)]
     report = json.loads((out / "decontam_report.json").read_text())
     assert report["benchmarks"]["gsm8k/test"]["leaks"] == {"line 5": ["d2"]}
+    # the job's seconds count the index's building (all benchmarks: 14 s, said as 0.4 s)
+    assert json.loads((out / "stats.json").read_text())["wall_seconds"] >= 1.0
     # A missing benchmark: one clear line, exit code 2, no output written.
     assert main(["decontaminate", str(corpus), "--output", str(tmp_path / "o2"),
                  "--benchmarks", str(tmp_path / "nope.jsonl")]) == 2

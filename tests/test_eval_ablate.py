@@ -59,3 +59,21 @@ dedup = true
     again = json.loads((out / "results.json").read_text())["variants"]
     fresh = json.loads((tmp_path / "fresh" / "results.json").read_text())["variants"]
     assert again == fresh and again["raw"]["tokens_trained"] == 10 * 2 * 32
+
+
+def test_the_shipped_recipe_reads_its_texts_under_pretrain_shared_data(tmp_path, monkeypatch, capsys):
+    """recipes/ablate-dedup.toml names `../shared/data/lm/...`, found only from a checkout beside
+    ../shared; a clone elsewhere with PRETRAIN_SHARED_DATA set (as `pretrain eval` honours it for
+    benchmarks) fell back to CPython's pydoc text. The planted sentences must be Emma's own."""
+    from conftest import data_file
+
+    from pretrain.eval.ablate import Planted, planted_corpus
+
+    emma = data_file("lm/gutenberg/nltk-selection/austen-emma.txt").read_text(errors="replace")
+    emma = " ".join(emma.split())
+    data_file("lm/gutenberg/sherlock.txt")
+    monkeypatch.setenv("PRETRAIN_SHARED_DATA", str(data_file(".")))
+    monkeypatch.chdir(tmp_path)  # no ../shared from here nor from the config's folder
+    paras, lines, _ = planted_corpus(Planted(), tmp_path)
+    assert "not found" not in capsys.readouterr().err
+    assert len(lines) == Planted().lines and all(line in emma for line in lines)

@@ -430,6 +430,16 @@ def test_a_damaged_checkpoint_is_said_or_one_line_naming_it(tiny_run, sample_tex
     from pretrain.cli import main
     from pretrain.train import checkpoint as ck
 
+    # first, folders that are no run: said as what they are (a corpus job's OUT read as a training
+    # config: "unknown config key 'steps'"; a missing one: "config file not found: DIR/config.toml")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("config.toml", "plan.json", "stats.json"):
+        (corpus / name).write_text("steps = []\n" if name == "config.toml" else "{}")
+    for folder, said in ((corpus, "the output of a corpus job (plan.json, stats.json), not a training run"),
+                         (tmp_path / "nothere", "no such run directory")):
+        assert main(["sample", str(folder), "--tokens", "2"]) == 2
+        assert f"pretrain sample: error: {folder}: {said}" in capsys.readouterr().err
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("eval"))
     newest = ck.step_dir(run / "checkpoints", 10)

@@ -128,7 +128,7 @@ def test_errors_table_and_reject_values(corpus_with_errors):
     assert html.escape(first["file"]) in sec.body and html.escape(first["reason"]) in sec.body
     n = stats["errors"]["count"]
     assert f"{n:,} bad record{'s' * (n != 1)} skipped" in " ".join(sec.problems), sec.problems
-    assert "inputs: 2 file(s)" in sec.body and "settings changed from the defaults: none" in sec.body
+    assert "inputs: 2 files" in sec.body and "settings changed from the defaults: none" in sec.body
     files = sorted((corpus_with_errors / "rejects").glob("*.jsonl.zst"))
     rejects = [r for f in files for r in read_jsonl_zst(f)]
     scored = next(r for r in rejects if r["reason"] == "low_language_score")
@@ -260,6 +260,10 @@ def test_a_killed_run_and_its_resume_say_what_went_wrong(tmp_path, restore_torch
     sec = section_for(run, 0)
     assert sec.problems == ["resumed once: at step 5"]
     assert "<b>12 of 12</b>" in sec.body and "saved at steps 5, 10, 12;" in sec.body
+    # continued past its end (train.steps 12 -> 14, as the README's 20 -> 30): planned, no restart
+    assert main([*argv[3:], "--set", "train.steps=14"]) == 0
+    sec = section_for(run, 0)
+    assert sec.problems == ["resumed once: at step 5"] and "<b>14 of 14</b>" in sec.body
 
 
 def test_a_damaged_input_is_one_line_naming_it(tmp_path, capsys):

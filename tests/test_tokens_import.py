@@ -153,8 +153,14 @@ def test_train_two_steps_on_imported_tokens(tok, tmp_path):
     assert [s["step"] for s in steps] == [1, 2] and all(np.isfinite(s["loss"]) for s in steps)
     # A recipe whose vocabulary is smaller than the tokens' is refused before any step.
     small = [o if o != "model.vocab_size=300" else "model.vocab_size=257" for o in over]
-    with pytest.raises(UserError, match=r"vocabulary \(\d+\) is larger than model.vocab_size \(257\)"):
+    with pytest.raises(UserError, match=r"vocabulary \((\d+)\) is larger than model.vocab_size \(257\): "
+                                        r"--set model.vocab_size=\1 \(or more\) fits it"):
         Trainer(tiny_config(tmp_path / "run2", tmp_path / "none.txt", *small), quiet=True).fit()
+    # the token directory given as data.path (a text file's key): the error says which keys take it
+    t = tmp_path / "t"
+    with pytest.raises(UserError, match=f"data.path: {t} is a token directory .*: --set data.kind=tokens "
+                                        f"--set data.sources.NAME={t} trains on it"):
+        Trainer(tiny_config(tmp_path / "run3", tmp_path / "t", "model.vocab_size=300"), quiet=True)
 
 
 def test_held_out_tokens_of_a_larger_vocabulary_are_refused(tok, tmp_path):

@@ -317,6 +317,7 @@ def test_continue_hf_recipe_end_to_end(hf_folders, text, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     res = _export(tmp_path / "run", tmp_path / "continued")
     assert res.returncode == 0, res.stderr
+    assert " in 1 safetensors file, config.json, tokenizer files" in res.stdout, res.stdout  # was "file(s)"
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "continued")
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "continued")
     assert tok.eos_token == "<|endoftext|>" and model.config.eos_token_id == 256
@@ -400,14 +401,19 @@ def test_a_tokenizer_that_prepends_bos_keeps_it_and_names_it(text, tmp_path):
 
 def test_resumed_run_reads_its_checkpoint_not_the_folder(hf_folders, text, tmp_path):
     """A run started from a folder resumes from its own checkpoint: the folder's weights are not read
-    again (here they are gone; only config.json, which gives the shape, is left)."""
+    again (here they are gone; only config.json, which gives the shape, is left). The run keeps its
+    checkpoints outside RUN (checkpoint.storage, as a bucket would): whether it resumes was decided
+    by looking under RUN/checkpoints, so it read the weights again and stopped on the missing file
+    (test_a_resume_after_the_init_from_folder_is_gone_... covers RUN/checkpoints)."""
     import shutil
 
     folder = tmp_path / "base"
     shutil.copytree(hf_folders["llama"], folder)
     over = [f"model.init_from={folder}", "checkpoint.every=2", "train.resume=true", "train.steps=4"]
     ref = Trainer(tiny_config(tmp_path / "ref", text, *over), quiet=True).fit()
+    over.append(f"checkpoint.storage={tmp_path / 'store'}")
     Trainer(tiny_config(tmp_path / "run", text, "train.stop_at=2", *over), quiet=True).fit()
+    assert not (tmp_path / "run" / "checkpoints").exists()
     for f in folder.glob("model*.safetensors*"):
         f.unlink()
     again = Trainer(tiny_config(tmp_path / "run", text, *over), quiet=True)

@@ -371,6 +371,11 @@ def test_a_run_directorys_config_does_not_choose_where_we_write_or_read(finished
                                                 "directory's saved config does not choose where"), said
     assert f"train.out = '{victim}' is not this run directory: --set train.out={run} continues" in said
     assert f"checkpoint.storage = '{elsewhere}' is outside {run}: --set checkpoint.storage= uses" in said
+    assert f"{run / 'checkpoints'}, --set" in said  # a resume from there
+    shutil.move(run / "checkpoints", tmp_path / "aside")  # none there: the first way on starts over
+    assert main(["train", str(run / "config.toml"), "--quiet"]) == 2
+    assert f"{run / 'checkpoints'} (no checkpoint there: a fresh start), --set" in capsys.readouterr().err
+    shutil.move(tmp_path / "aside", run / "checkpoints")
     assert not victim.exists()
     for args in (["sample", str(run), "--tokens", "2"], ["export", str(run), "-o", str(tmp_path / "m.st")],
                  ["eval", str(run), "--tasks", f"ppl:{text}"]):

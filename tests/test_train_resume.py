@@ -190,16 +190,37 @@ def test_a_flipped_bit_in_a_shard_is_refused_and_a_resume_falls_back(tmp_path, t
     assert t.step == 5
     said = capsys.readouterr().err.splitlines()
     assert said[0].startswith(f"{newest}: damaged: {data.name} does not match") and said[0].endswith(
-        "; not used: resuming from step 5 instead (the run saves step 10 again when it gets there)"), said
+        "; not used: resuming from step 5 instead (step 10 is replaced if the run saves at it again, else "
+        "deleted by the first save after it)"), said
     assert said[1].startswith(f"{older}: warning: saved without digests"), said
     assert said[2].startswith("resuming from step 5 (")
     recs = t.fit()
+    # the record keeps why the run went back past its newest save (the stderr line scrolls away),
+    # and the report says it under "What went wrong"
+    from pretrain.report_run import run_section
+
+    events = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [e for e in events if e.get("event") == "checkpoint_damaged"] == [
+        {"event": "checkpoint_damaged", "step": 5, "damaged_step": 10, "file": data.name}]
+    assert (f"checkpoint of step 10 damaged ({data.name} changed after its save): resumed from step 5 "
+            "instead") in run_section(tmp_path, "run").problems
     assert [s for s, _, ok in ck.list_checkpoints(root) if ok] == [8, 10]
     t = Trainer(tiny_config(tmp_path, text, "train.stop_at=15"), quiet=True)  # falls back to 8 again
     assert t.step == 8
     recs += t.fit()
     assert {r["step"]: r["loss"] for r in recs} == {s: ref_losses[s] for s in range(6, 16)}
     ck.verify(newest)  # saved again, whole
+    # a file listed without its digest: the marker changed, not the file (it was said as "its bytes
+    # changed after the save")
+    marker = json.loads((newest / ck.MARKER).read_text())
+    whole = json.dumps(marker)
+    del marker[ck.DIGEST][data.name]
+    (newest / ck.MARKER).write_text(json.dumps(marker))
+    with pytest.raises(ck.IntegrityError) as e:
+        ck.verify(newest)
+    assert str(e.value) == (f"{newest}: damaged: {ck.MARKER} lists {data.name} without its digest in "
+                            f"{ck.DIGEST}; the marker was edited or damaged after the save"), e.value
+    (newest / ck.MARKER).write_text(whole)
     # no older checkpoint to fall back to: refused, never a fresh start over the run's checkpoints
     for s in (8, 10):
         shutil.rmtree(ck.step_dir(root, s))

@@ -239,7 +239,8 @@ def echo(cfg: Any, saved_to: str | Path | None = None, base: Any | None = None) 
         return f"config: all defaults{where}"
     # JSON spells strings, numbers, booleans and lists on one line the way TOML reads them back
     body = "\n".join(f"  {k} = {json.dumps(v, ensure_ascii=False)}" for k, v in diff.items())
-    return f"config: {len(diff)} setting(s) differ from the defaults{where}\n{body}"
+    differ = "1 setting differs" if len(diff) == 1 else f"{len(diff)} settings differ"
+    return f"config: {differ} from the defaults{where}\n{body}"
 
 
 def config_hash(cfg: Any) -> str:

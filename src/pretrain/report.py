@@ -308,7 +308,8 @@ def build_report(paths: list[Path | str], title: str = "pretrain report") -> str
     return (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
         f"<style>{CSS}</style></head><body><header><h1>{esc(title)}</h1>"
-        f"<p>generated {stamp} by pretrain from {len(paths)} input(s)</p></header>"
+        f"<p>generated {stamp} by pretrain from {len(paths)} input{'' if len(paths) == 1 else 's'}</p>"
+        "</header>"
         f"<main>{page}</main></body></html>"
     )
 

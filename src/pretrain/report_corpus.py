@@ -89,7 +89,7 @@ def _what_ran(out: Path, job: str) -> str:
         size = sum(int(f.get("size") or 0) for f in files if isinstance(f, dict))
         names = ", ".join(str(f.get("path") if isinstance(f, dict) else f) for f in files[:3])
         more = f" and {len(files) - 3} more" if len(files) > 3 else ""
-        lines.append(f"inputs: {len(files)} file(s), {size / 1e6:,.1f} MB: {names}{more}")
+        lines.append(f"inputs: {count(len(files), 'file')}, {size / 1e6:,.1f} MB: {names}{more}")
     except (OSError, ValueError, AttributeError, TypeError):  # a plan.json of another shape: no line
         pass
     try:
@@ -270,7 +270,7 @@ def tokens_section(path: Path, sid: str) -> Section:
                    ("median tokens/document", float(np.median(lengths)) if lengths.size else None),
                    ("bytes per token", f"{bpt:.2f}" if bpt else "—"), ("vocabulary", m.get("vocab_size"))])]
     parts.append(note(f"Tokenizer sha256 {str(m.get('tokenizer', {}).get('sha256', ''))[:12]}, "
-                      f"{len(m.get('shards', []))} shard(s) of {m.get('dtype')}; "
+                      f"{count(len(m.get('shards', [])), 'shard')} of {m.get('dtype')}; "
                       f"bytes per token = UTF-8 bytes of the decoded documents / their tokens "
                       f"(end-of-text left out), over up to 200 documents; {skipped} input records skipped."))
     srcs = m.get("sources") or {}

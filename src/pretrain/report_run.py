@@ -168,7 +168,8 @@ def run_section(run: Path, sid: str) -> Section:
     evl = [r for r in evals if r.get("eval_loss") is not None]
     target = _target_steps(run)
     steps = f"{last.get('step')} of {target}" if target and last else last.get("step")
-    problems = _stopped_early(last.get("step", 0), target, events) + _resumes(events, target)
+    problems = (_stopped_early(last.get("step", 0), target, events) + _resumes(events, target)
+                + _damaged(events))
     parts = [kpis([("steps", steps), ("final loss", last.get("loss")),
                    ("final eval loss", evl[-1]["eval_loss"] if evl else None),
                    ("tokens/s", tps), ("MFU", mfu_text), ("spikes / rollbacks", len(marked))],
@@ -298,12 +299,36 @@ def _complete_saves(events: list[dict]) -> list[int]:
 def _resumes(events: list[dict], target: int | None) -> list[str]:
     """Restarts ('resume' events): each one replayed the steps after its checkpoint. A rerun of a
     finished run also logs one, at the target, and trains nothing ("nothing to do"): not a restart."""
+    extended = _extended_at(events)
     at = [str(e.get("step")) + _attempts(e) for e in events if e.get("event") == "resume"
-          and not (target and isinstance(e.get("step"), int) and e["step"] >= target)]
+          and not (target and isinstance(e.get("step"), int) and e["step"] >= target)
+          and e.get("step") not in extended]
     if not at:
         return []
     times = "once" if len(at) == 1 else f"{len(at)} times"
     return [f"resumed {times}: at step{'s' if len(at) > 1 else ''} {', '.join(at)}"]
+
+
+def _extended_at(events: list[dict]) -> set:
+    """Steps where a finished run was continued with a larger train.steps (README: `--set
+    train.steps=20`, later 30): a resume there is the user's plan, not a restart after a failure."""
+    out = set()
+    for e in events:
+        changes, step = e.get("changes"), e.get("step")
+        if e.get("event") != "config_change" or not isinstance(changes, dict) or type(step) is not int:
+            continue
+        steps = changes.get("train.steps")  # [before, now], from a file that may be hostile
+        if isinstance(steps, list) and len(steps) == 2 and type(steps[0]) is int and steps[0] <= step:
+            out.add(step)
+    return out
+
+
+def _damaged(events: list[dict]) -> list[str]:
+    """Checkpoints a resume passed over because their bytes no longer matched their digests
+    ('checkpoint_damaged'): the steps after the one it used were trained again."""
+    return [f"checkpoint of step {e.get('damaged_step')} damaged ({str(e.get('file'))[:100]} changed after "
+            f"its save): resumed from step {e.get('step')} instead" for e in events
+            if e.get("event") == "checkpoint_damaged"]
 
 
 def _attempts(event: dict) -> str:
@@ -397,7 +422,8 @@ def _evaluations(run: Path, evals: list[dict]) -> str:
     files = sorted((run / "eval").glob("*.json")) if (run / "eval").is_dir() else []
     if files:
         try:
-            parts.append(note(f"{files[-1].name} (newest of {len(files)} result file(s))")
+            results = "1 result file" if len(files) == 1 else f"{len(files)} result files"
+            parts.append(note(f"{files[-1].name} (newest of {results})")
                          + eval_table(untrusted.load_json(files[-1], within=run)))
         except (ValueError, OSError, AttributeError, TypeError) as e:
             parts.append(note(f"{files[-1].name}: unreadable ({e})"))

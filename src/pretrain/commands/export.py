@@ -81,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
         res = export_hf(args.run, args.output, args.dtype, args.step, args.max_shard_size,
                         args.checkpoints)
         shards = sum(f.endswith(".safetensors") for f in res["files"])
+        files = "1 safetensors file" if shards == 1 else f"{shards} safetensors files"
         print(f"wrote {res['out']}/ ({res['arch']}, step {res['step']}): {res['parameters']:,} parameters "
-              f"({args.dtype}) in {shards} safetensors file(s), config.json, tokenizer files")
+              f"({args.dtype}) in {files}, config.json, tokenizer files")
         return 0
     from pretrain.train.runs import export_safetensors
 

@@ -13,9 +13,8 @@ number of passes the mixture makes over the source: epochs_i = w_i * D / N_i (w_
 D the token budget, N_i its tokens). Small, valuable sources are often read more than once (said
 "repeated" on their row); past about 4 epochs repeated data starts to be memorized, and the source
 is flagged. With seq_len in the file, a source shorter than one sequence is refused, as the sampler
-refuses it. Sources tokenized
-with different tokenizers are refused, as `pretrain train` refuses them (their ids mean other
-strings).
+refuses it. Sources tokenized with different tokenizers are refused, as `pretrain train` refuses
+them (their ids mean other strings).
 
 mixture.toml:
   budget = 1e12            # training tokens D

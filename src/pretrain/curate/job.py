@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -166,21 +167,22 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
 
     executor = executor or LocalExecutor()
     out = str(out).rstrip("/") if io.is_url(out) else str(out)
+    started = time.time()  # the attempt's wall time counts the steps' building (a benchmark index)
     _preflight(cfg)
     lay = Layout(out, Path(work_dir) if work_dir else default_work_dir(out))
     with contextlib.ExitStack() as stack:
         tasks = plan_shards(inputs, lay, cfg, job, stack, claimed)
-        return _run_claimed(tasks, lay, cfg, executor, progress, job)
+        return _run_claimed(tasks, lay, cfg, executor, progress, job, started)
 
 
 def _run_claimed(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progress,
-                 job: str) -> dict:
+                 job: str, started: float | None = None) -> dict:
     from pretrain.curate.pipeline import drop_prefetched, wait_commits
 
     if getattr(executor, "in_process", lambda n: False)(len(tasks)):
         tasks = with_prefetch(tasks)
     try:
-        return _run(tasks, lay, cfg, executor, progress, job)
+        return _run(tasks, lay, cfg, executor, progress, job, started)
     finally:
         drop_prefetched(lay)
         try:
@@ -197,10 +199,11 @@ def with_prefetch(tasks: list[ShardTask]) -> list[ShardTask]:
     return [replace(t, prefetch=n, overlap=io.is_url(t.out)) for t, n in zip(tasks, nexts, strict=True)]
 
 
-def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progress, job: str) -> dict:
+def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progress, job: str,
+         started: float | None = None) -> dict:
     from pretrain.curate.pipeline import run_shard, step_order, wait_commits, write_shard
 
-    clock = Attempts(lay)
+    clock = Attempts(lay, started)
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
     if not io.is_url(lay.out):  # a shard that keeps nothing writes no file: the folders are there anyway
         for sub in ("data", "rejects"):

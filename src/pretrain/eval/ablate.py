@@ -17,6 +17,7 @@ ten times less memorized text after deduplication.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -82,10 +83,20 @@ def load_config(path: str | Path, overrides: dict | None = None) -> AblationConf
     return cfg
 
 
+SHARED = "../shared/data/"  # where the shipped recipe's texts lie in a checkout beside ../shared
+
+
 def _resolve(path: str, base: Path) -> Path:
-    """Relative paths are tried from the working directory, then from the config's folder."""
+    """Relative paths are tried from the working directory, then from the config's folder; a
+    `../shared/data/...` path not found either way is read under $PRETRAIN_SHARED_DATA, the data
+    folder `pretrain eval` finds its benchmarks in (a clone elsewhere than beside ../shared)."""
     p = Path(path)
-    return p if p.is_absolute() or p.exists() else base / p
+    if p.is_absolute() or p.exists():
+        return p
+    shared = os.environ.get("PRETRAIN_SHARED_DATA")
+    if path.startswith(SHARED) and shared and not (base / p).exists():
+        return Path(shared) / path[len(SHARED):]
+    return base / p
 
 
 def _fallback_text() -> str:

@@ -226,11 +226,13 @@ def verify(path, group=None) -> None:
     if bad:
         name, got, want = bad[0]
         more = f" (and {len(bad) - 1} more file(s))" if len(bad) > 1 else ""
-        why = ("the marker records no digest for it" if not want else
-               f"{DIGEST} {got[:12]}..., the save recorded {want[:12]}...")
+        if not want:  # the marker lists the file without its digest: the marker, not the file, changed
+            raise IntegrityError(f"{path}: damaged: {MARKER} lists {name} without its digest in "
+                                 f"{DIGEST}{more}; the marker was edited or damaged after the save",
+                                 path, MARKER)
         raise IntegrityError(f"{path}: damaged: {name} does not match the digest recorded when it was saved "
-                             f"({why}){more}; its bytes changed after the save (a disk or copy error, or "
-                             "an edit)", path, name)
+                             f"({DIGEST} {got[:12]}..., the save recorded {want[:12]}...){more}; its bytes "
+                             "changed after the save (a disk or copy error, or an edit)", path, name)
 
 
 def _no_dist() -> bool:

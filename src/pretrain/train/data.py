@@ -209,6 +209,9 @@ class SkippingLoader:
 
 def read_text(path: str | Path) -> str:
     p = Path(path)
+    if p.is_dir() and (p / "manifest.json").is_file():  # `pretrain tokenize` wrote it: say how to train on it
+        raise UserError(f"data.path: {p} is a token directory (pretrain tokenize), not a text file: "
+                        f"--set data.kind=tokens --set data.sources.NAME={p} trains on it")
     if not p.is_file():
         raise UserError(f"data.path: text file not found: {p}")
     if p.stat().st_size > MAX_TEXT_BYTES:

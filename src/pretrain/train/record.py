@@ -29,6 +29,8 @@ def open_record(t) -> Metrics:
         metrics.event("data", t.step, sources=table(t.cfg.train.steps * b))
     if t.resumed:
         metrics.resumed(t.step)
+        for step, name in getattr(t, "passed_over", []):  # why the run went back further than its newest save
+            metrics.event("checkpoint_damaged", t.step, damaged_step=step, file=name)
         if t.changes:  # even with --quiet: the run continues under another recipe
             metrics.event("config_change", t.step, changes=t.changes)
             print(f"changed since step {t.step}: {describe(t.changes)}", file=sys.stderr, flush=True)

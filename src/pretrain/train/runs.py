@@ -39,8 +39,11 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
                     f"continues it here, --set train.out={cfg.train.out} writes there")
     storage = cfg.checkpoint.storage
     if "checkpoint.storage" not in given and leaves(run, storage):
+        # the first way on starts the run over when RUN/checkpoints is empty: said before it is taken
+        fresh = "" if ck.latest_complete(run / "checkpoints") else " (no checkpoint there: a fresh start)"
         said.append(f"checkpoint.storage = {storage!r} is outside {run}: --set checkpoint.storage= uses "
-                    f"{run / 'checkpoints'}, --set checkpoint.storage={storage} reads and writes there")
+                    f"{run / 'checkpoints'}{fresh}, --set checkpoint.storage={storage} reads and writes "
+                    "there")
     if said:
         raise UserError(f"{config}: a run directory's saved config does not choose where training writes "
                         f"(train.out) or keeps checkpoints (checkpoint.storage); {'; '.join(said)}")
@@ -65,9 +68,7 @@ def load_run_model(run: str | Path, step: int | None = None, storage: str | None
     """(model in eval mode on CPU, resolved config, checkpoint step) from a run directory; its
     checkpoints from `storage` when given (--checkpoints), else as `saved_storage` allows."""
     run = Path(run)
-    if not (run / "config.toml").is_file() and (run / "config.json").is_file():
-        raise UserError(f"{run}: a Hugging Face folder (config.json), not a run directory (config.toml): "
-                        f"`pretrain eval {run}` scores it; `--set model.init_from={run}` trains on from it")
+    _check_is_run(run)
     cfg = cfgmod.load(RunConfig, run / "config.toml")
     root = ck.as_root(saved_storage(run, cfg, storage) or run / "checkpoints")
     if step is not None:
@@ -94,6 +95,23 @@ def load_run_model(run: str | Path, step: int | None = None, storage: str | None
             if attempt == 2 or ck.is_complete(path):
                 raise  # still there: the error is about the checkpoint itself
     raise AssertionError("unreachable")
+
+
+def _check_is_run(run: Path) -> None:
+    """A folder that is no training run is one line saying what it is: a corpus job's OUT (it has a
+    config.toml too) was read as a training config ("unknown config key 'steps'")."""
+    if not (run / "config.toml").is_file() and (run / "config.json").is_file():
+        raise UserError(f"{run}: a Hugging Face folder (config.json), not a run directory (config.toml): "
+                        f"`pretrain eval {run}` scores it; `--set model.init_from={run}` trains on from it")
+    if not run.is_dir():
+        raise UserError(f"{run}: no such run directory (the train.out of a `pretrain train` run)")
+    corpus_job = (run / "plan.json").is_file() and (run / "stats.json").is_file()
+    if corpus_job and not (run / "metrics.jsonl").exists():
+        raise UserError(f"{run}: the output of a corpus job (plan.json, stats.json), not a training run "
+                        "directory (the train.out of a `pretrain train` run)")
+    if not (run / "config.toml").is_file():
+        raise UserError(f"{run}: not a run directory: no config.toml (`pretrain train` writes one in its "
+                        "train.out)")
 
 
 def _say_damaged(root, used: int) -> None:

@@ -142,7 +142,7 @@ class Trainer:
             self.loader, self.eval_loader, vocab = SkippingLoader(loader, cfg.data.skip), eval_loader, 0
         if vocab > self.shape.vocab_size:
             raise UserError(f"the data's vocabulary ({vocab}) is larger than model.vocab_size "
-                            f"({self.shape.vocab_size})")
+                            f"({self.shape.vocab_size}): --set model.vocab_size={vocab} (or more) fits it")
         p = cfg.precision
         self.scaler = DynamicLossScaler(p.dtype == "fp16", p.init_scale, p.growth_interval,
                                         p.backoff_factor, p.growth_factor)
@@ -155,6 +155,7 @@ class Trainer:
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
         self.next_save = self._save_after(0)
         self.resumed, self.changes = False, {}
+        self.passed_over: list[tuple[int, str]] = []  # (step, file) of damaged checkpoints a resume skipped
         self._interrupt: str | None = None  # the name of a caught SIGINT/SIGTERM
         self._spike_first: tuple[int, int] | None = None  # (step, micro-batch index) of a spike's start
         self._step_times: list[float] = []
@@ -183,13 +184,17 @@ class Trainer:
                 return found
             except ck.IntegrityError as e:
                 self.ckpt.damaged.add(found[0])
+                self.passed_over.append((found[0], e.name))  # in metrics.jsonl: the stderr line scrolls away
                 older = ck.latest_complete(self.ckpt.root, before=found[0])
                 if older is None:
                     raise UserError(f"{e}; no older complete checkpoint to fall back to: copy the checkpoint "
                                     "again from its source, or train into another train.out") from None
                 if self.rank == 0:
-                    print(f"{e}; not used: resuming from step {older[0]} instead (the run saves step "
-                          f"{found[0]} again when it gets there)", file=sys.stderr, flush=True)
+                    # its directory stays until a save replaces it (a save at that step) or prunes it
+                    # (the first complete save after it): not every step is a save step
+                    print(f"{e}; not used: resuming from step {older[0]} instead (step {found[0]} is "
+                          f"replaced if the run saves at it again, else deleted by the first save after it)",
+                          file=sys.stderr, flush=True)
                 found = older
         return None
 
@@ -223,7 +228,10 @@ class Trainer:
         load_hf_weights(self.model, self.cfg.model.init_from, self.device, weights=not self._resumes())
 
     def _resumes(self) -> bool:
-        return self.cfg.train.resume and ck.latest_complete(self.run_dir / "checkpoints") is not None
+        """Whether a checkpoint will be restored: looked for where the run keeps them (checkpoint.storage,
+        a bucket or a folder elsewhere, else RUN/checkpoints), as the restore itself looks."""
+        root = self.cfg.checkpoint.storage or self.run_dir / "checkpoints"
+        return self.cfg.train.resume and ck.latest_complete(root) is not None
 
     @staticmethod
     def _check_pp(cfg: RunConfig, dims, loader) -> None:

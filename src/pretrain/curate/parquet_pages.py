@@ -1,11 +1,13 @@
-"""A Parquet string column read page by page, so that a huge cell is measured and skipped unread.
+"""Parquet string columns read page by page, so that a huge cell is measured and skipped unread:
+the text column and every other flat string column read (`id`, `url`, a metadata-bound `dump` or
+`junk`; session 10: a 256 MB `junk` cell cost 835 MB before).
 
 pyarrow decodes a whole column chunk before anything can look at it: one 200 MB cell among small
 rows costs ~4x its size (decompressed page, the array builder growing) before the reader can see
 its length and drop it. A value never spans pages, so the page headers (Thrift, beside the page
 data, read without decompressing anything) bound every cell: when no page of the text column in
 a row group is larger than `max_record_bytes`, no cell is either and pyarrow reads it as before.
-When one is, `text_cells` reads that column itself: each page is inflated as a stream (zstd, gzip,
+When one is, `text_cells` reads that column itself (any flat string column, not only the text): each page is inflated as a stream (zstd, gzip,
 uncompressed; other codecs in one call, 1x the page), each value's 4-byte length is read first and
 an oversized value is skipped without being kept. The dictionary page is read the same way and its
 oversized entries are remembered by index.
@@ -352,64 +354,86 @@ def group_rows(path, pf, g: int, cols: list[str], text_field: str, max_bytes: in
                leaves: dict[str, int], extra: frozenset[str] = frozenset()
                ) -> Iterator[tuple[int, dict | str]] | None:
     """Rows of row group `g` as (index in the group, {column: value}) or (index, why it is bad),
-    the text column read by pages; None when no page can hold a cell over `max_bytes` or the
-    column is one this reader does not decode (the caller reads the group with pyarrow).
-    `leaves`: the file's leaf columns by path, with their index."""
-    import pyarrow as pa
-
-    if text_field not in leaves or not (pa.types.is_string(pf.schema_arrow.field(text_field).type)
-                                        or pa.types.is_large_string(pf.schema_arrow.field(text_field).type)):
-        return None
-    col = leaves[text_field]
-    desc = pf.schema.column(col)
-    chunk = pf.metadata.row_group(g).column(col)
-    if desc.max_repetition_level or desc.physical_type != "BYTE_ARRAY":
-        return None
+    each flat string column whose pages can hold a cell over `max_bytes` (the text column, or any
+    other read: `id`, `url`, FineWeb's `dump`, a stray `junk`) read by pages; None when no page of
+    the columns read can hold such a cell or one that can is a column this reader does not decode
+    (the caller reads the group with pyarrow). `leaves`: the file's leaf columns by path, with
+    their index."""
     f = open(path, "rb")
     try:
-        if not big_pages(f, chunk, max_bytes):
-            f.close()
-            return None
-        pages = text_cells(f, chunk, desc.max_definition_level, max_bytes)
-        first = next(pages, [])  # raises Unsupported here, before any row is given out
+        paged: dict[str, Iterator] = {}
+        for name in cols:
+            desc = _flat_string(pf, name, leaves)
+            if desc is None:
+                continue
+            chunk = pf.metadata.row_group(g).column(leaves[name])
+            if not big_pages(f, chunk, max_bytes):
+                continue
+            pages = text_cells(f, chunk, desc.max_definition_level, max_bytes)
+            first = next(pages, [])  # raises Unsupported here, before any row is given out
+            paged[name] = _chain(first, pages)
     except (OSError, *_errors()):
         f.close()
         return None
-    return _rows(f, pf, g, [c for c in cols if c != text_field], text_field, first, pages, max_bytes, extra)
+    if not paged:
+        f.close()
+        return None
+    return _rows(f, pf, g, [c for c in cols if c not in paged], paged, text_field, max_bytes, extra)
 
 
-def _rows(f, pf, g: int, others: list[str], text_field: str, first: list, pages: Iterator[list],
+def _flat_string(pf, name: str, leaves: dict[str, int]):
+    """The column descriptor of top-level column `name` when it is one flat UTF-8 string leaf
+    (what `text_cells` decodes), else None."""
+    import pyarrow as pa
+
+    if name not in leaves:
+        return None
+    t = pf.schema_arrow.field(name).type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        return None
+    desc = pf.schema.column(leaves[name])
+    if desc.max_repetition_level or desc.physical_type != "BYTE_ARRAY":
+        return None
+    return desc
+
+
+def _chain(first: list, pages: Iterator[list]) -> Iterator:
+    yield from first
+    for page in pages:
+        yield from page
+
+
+def _rows(f, pf, g: int, others: list[str], paged: dict[str, Iterator], text_field: str,
           max_bytes: int, extra: frozenset[str]) -> Iterator[tuple[int, dict | str]]:
-    def cells() -> Iterator:
-        yield from first
-        for page in pages:
-            yield from page
-
     with f:
-        texts = cells()
         rows = pf.iter_batches(64, row_groups=[g], columns=others, use_threads=False) if others else iter(())
         n, total = 0, pf.metadata.row_group(g).num_rows
         while n < total:
             batch = next(rows, None)
             k = batch.num_rows if batch is not None else min(64, total - n)
-            page = [next(texts, None) for _ in range(k)]
-            for obj, cell in zip(_others(batch, page, max_bytes, extra), page):
-                yield n, _with_text(obj, text_field, cell, max_bytes)
+            cells = {name: [next(it, None) for _ in range(k)] for name, it in paged.items()}
+            for i, obj in enumerate(_others(batch, k, cells, max_bytes, extra)):
+                yield n, _with_cells(obj, {name: c[i] for name, c in cells.items()}, g, n, text_field,
+                                     max_bytes, extra)
                 n += 1
 
 
-def _others(batch, page: list, max_bytes: int, extra: frozenset[str]) -> list[dict | str]:
-    """The rows of the other columns' batch as dicts, a row whose cells and text together exceed
-    `max_bytes` as the reason instead, measured in Arrow before any str is made (as the pyarrow
-    path measures them: `parquet._row_bytes`)."""
+def _others(batch, k: int, cells: dict[str, list], max_bytes: int, extra: frozenset[str]) -> list[dict | str]:
+    """The rows of the other columns' batch as dicts, a row whose cells together exceed
+    `max_bytes` as the reason instead (or {} when a paged cell is itself over: it says why),
+    measured in Arrow before any str is made (as the pyarrow path measures them:
+    `parquet._row_bytes`)."""
     import pyarrow as pa
 
     from pretrain.curate.parquet import _row_bytes
 
+    total = np.zeros(k, dtype=np.int64)
+    skipped = np.zeros(k, dtype=bool)
+    for page in cells.values():
+        total += [c.size if isinstance(c, TooBig) else len(c) if c is not None else 0 for c in page]
+        skipped |= [isinstance(c, TooBig) for c in page]
     if batch is None:
-        return [{} for _ in page]
-    total = np.array([c.size if isinstance(c, TooBig) else len(c) if c is not None else 0 for c in page],
-                     dtype=np.int64)
+        return [{} for _ in range(k)]
     for col in batch.columns:
         total += _row_bytes(col)
     too_big = total > max_bytes
@@ -417,8 +441,31 @@ def _others(batch, page: list, max_bytes: int, extra: frozenset[str]) -> list[di
         return pylist(batch, extra)
     kept = iter(pylist(batch.filter(pa.array(~too_big)), extra))
     why = f"record larger than max_record_bytes={max_bytes}"
-    return [why if big and not isinstance(c, TooBig) else {} if big else next(kept)
-            for big, c in zip(too_big, page)]
+    return [why if big and not skip else {} if big else next(kept) for big, skip in zip(too_big, skipped)]
+
+
+def _with_cells(obj: dict | str, cells: dict, g: int, n: int, text_field: str, max_bytes: int,
+                extra: frozenset[str]) -> dict | str:
+    """The row with its paged cells decoded, or why it is skipped (a cell over the bound names its
+    column, row group and row in the group)."""
+    if isinstance(obj, str):  # the row's other columns were already bad
+        return obj
+    for name, cell in cells.items():
+        if isinstance(cell, TooBig):
+            return (f"record larger than max_record_bytes={max_bytes}: column {name!r} holds "
+                    f"{cell.size:,} bytes (row group {g}, row {n} of the group), skipped unread")
+    out = dict(obj)
+    for name, cell in cells.items():
+        if cell is None:
+            out[name] = None
+            continue
+        try:
+            out[name] = cell.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if name in extra:  # as `pylist`: a bad cell of a metadata-bound column is left out
+                continue
+            return f"invalid UTF-8 in {name!r} at byte {e.start}"
+    return out
 
 
 def pylist(batch, extra: frozenset[str] = frozenset()) -> list[dict | str]:
@@ -445,19 +492,6 @@ def _row(one, extra: frozenset[str]) -> dict | str:
             if name not in extra:
                 return why
     return row
-
-
-def _with_text(obj: dict | str, text_field: str, cell, max_bytes: int) -> dict | str:
-    if isinstance(obj, str):  # the row's other columns were already bad
-        return obj
-    if isinstance(cell, TooBig):
-        return f"record larger than max_record_bytes={max_bytes} ({cell.size:,} bytes, skipped unread)"
-    if cell is None:
-        return obj
-    try:
-        return {**obj, text_field: cell.decode("utf-8")}
-    except UnicodeDecodeError as e:
-        return f"invalid UTF-8 in {text_field!r} at byte {e.start}"
 
 
 PAGE_ERRORS = _errors()  # what a corrupt page raises mid-group: the caller reports the row group

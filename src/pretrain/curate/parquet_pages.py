@@ -5,9 +5,9 @@ the text column and every other flat string column read (`id`, `url`, a metadata
 pyarrow decodes a whole column chunk before anything can look at it: one 200 MB cell among small
 rows costs ~4x its size (decompressed page, the array builder growing) before the reader can see
 its length and drop it. A value never spans pages, so the page headers (Thrift, beside the page
-data, read without decompressing anything) bound every cell: when no page of the text column in
+data, read without decompressing anything) bound every cell: when no page of a string column in
 a row group is larger than `max_record_bytes`, no cell is either and pyarrow reads it as before.
-When one is, `text_cells` reads that column itself (any flat string column, not only the text): each page is inflated as a stream (zstd, gzip,
+When one is, `text_cells` reads that column itself: each page is inflated as a stream (zstd, gzip,
 uncompressed; other codecs in one call, 1x the page), each value's 4-byte length is read first and
 an oversized value is skipped without being kept. The dictionary page is read the same way and its
 oversized entries are remembered by index.

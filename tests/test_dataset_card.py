@@ -133,3 +133,60 @@ def test_metadata_keys_chosen_by_records_do_not_grow_the_card():
              for s in range(3)]
     assert dict(card.merged(parts)["struct"])["metadata"] == "mixed"
     assert dict(card.merged(parts[:1])["struct"])["metadata"] == parts[0]["struct"][0][1]
+
+
+def test_blocks_titles_on_some_shards_load_in_every_reader(tmp_path):
+    """`extract.backend = "blocks"` puts a page's headline in `metadata["title"]`; a shard of
+    untitled pages only, written first, then one with titles: datasets (the card's configs and a
+    plain JSON load of the files), pandas, pyarrow and datatrove's JsonlReader each read every
+    document with its title. Before, the untitled shard had no `title` key and the plain
+    `load_dataset("json", ...)` of a WARC-only corpus stopped ("Couldn't cast"): every extracted
+    document now carries one ("" when the page had none)."""
+    import shutil
+    import subprocess
+
+    datasets = pytest.importorskip("datasets")
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.json as pj
+    import zstandard
+    from conftest import data_file
+    from test_readers_ecosystem import DATATROVE_READ, PEERS_PY
+
+    from pretrain.curate.extract import ExtractConfig
+
+    (tmp_path / "in").mkdir()  # shards in name order: a (one untitled page kept), b (titled ones)
+    shutil.copy(data_file("warc/resiliparse/warcfile.warc.gz"), tmp_path / "in" / "a.warc.gz")
+    shutil.copy(data_file("warc/dolma/sample-0000.warc.gz"), tmp_path / "in" / "b.warc.gz")
+    out = tmp_path / "out"
+    curate([str(tmp_path / "in")], out, CurateConfig(extract=ExtractConfig(backend="blocks")),
+           executor=LocalExecutor(1))
+    files = sorted((out / "data").glob("*.jsonl.zst"))
+    data = _files(out / "data")
+    first = [json.loads(line) for line in zstandard.ZstdDecompressor().decompress(
+        files[0].read_bytes(), max_output_size=1 << 26).decode().splitlines()]
+    assert len(files) == 2 and not any(r["metadata"].get("title") for r in first)  # the premise
+    titles = {i: r["metadata"].get("title") for i, r in data.items()}
+    assert sum(bool(t) for t in titles.values()) >= 5
+    # datasets' JSON builder lets pyarrow infer a timestamp from `warc_date`'s ISO text and then
+    # casts it to the card's string: "2020-08-08 18:34:24" for "2020-08-08T18:34:24Z", the same
+    # instant (datasets 5.2; any WARC corpus, titled or not): compared as instants, the rest as is
+    rows = [dict(r, metadata=dict(r["metadata"])) for r in _load(datasets, str(out), cache=tmp_path / "hf1")]
+    for r in rows:
+        date = r["metadata"].pop("warc_date")
+        assert date.replace(" ", "T") + "Z" == data[r["id"]]["metadata"]["warc_date"]
+    _same(rows, {i: dict(r, metadata={k: v for k, v in r["metadata"].items() if k != "warc_date"})
+                 for i, r in data.items()})
+    plain = _load(datasets, "json", data_files=[str(f) for f in files], cache=tmp_path / "hf0")
+    assert dict(zip(plain["id"], (m["title"] for m in plain["metadata"]))) == titles
+    frame = pd.concat([pd.read_json(f, lines=True, compression="zstd") for f in files])
+    assert {r["id"]: r["metadata"]["title"] for _, r in frame.iterrows()} == titles
+    table = pa.concat_tables([pj.read_json(pa.BufferReader(zstandard.ZstdDecompressor().decompress(
+        f.read_bytes(), max_output_size=1 << 26))) for f in files])  # one schema: no promotion
+    assert dict(zip(table["id"].to_pylist(), (m["title"] for m in table["metadata"].to_pylist()))) == titles
+    if PEERS_PY.exists():
+        r = subprocess.run([str(PEERS_PY), "-c", DATATROVE_READ, str(out / "data")],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert {i: m["title"] for i, _, m in json.loads(r.stdout)} == titles
+    assert all(isinstance(t, str) for t in titles.values())  # one schema: "" when untitled

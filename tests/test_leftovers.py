@@ -195,6 +195,92 @@ def test_parquet_200mb_cell_among_small_rows_is_skipped_unread(tmp_path):
     assert r["peak_mb"] - r["base_mb"] < 64  # decoding the cell alone would hold 200 MB
 
 
+def test_parquet_huge_cell_in_a_column_other_than_text_is_skipped_unread(tmp_path):
+    """A 128 MB cell in a `junk` column, a 64 MB one in `url` and one in datatrove's `metadata`
+    struct, among 1,000 small rows: pyarrow decoded each whole before its length could be measured
+    (a 256 MB `junk` cell plus a 128 MB `url` one: 1,129 MB above the imports, 9 s; 256 MB in
+    `metadata.url`: 1,093 MB); every string column read (a struct's string fields too) is now
+    measured from its page headers and a page that can hold an oversized cell is read as a stream,
+    the cell skipped unread, the reason naming its column and row group."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from hostile import read_in_child
+
+    n = 1000
+    junk, urls = ["x"] * n, [f"http://example.org/{i}" for i in range(n)]
+    meta = [{"source": "cc", "n": i} for i in range(n)]
+    junk[500], urls[250] = "j" * (128 << 20), "http://example.org/" + "u" * (64 << 20)
+    meta[750] = {"source": "s" * (64 << 20), "n": 750}
+    p = tmp_path / "junk.parquet"
+    pq.write_table(pa.table({"id": [f"r{i}" for i in range(n)], "text": [f"doc {i}" for i in range(n)],
+                             "url": urls, "junk": junk, "metadata": meta}), p, compression="zstd")
+    del junk, urls, meta
+    r = read_in_child(p, timeout=60, mem_mb=4096)
+    assert r["n"] == n - 3 and r["ids"][:3] == ["r0", "r1", "r2"] and r["last"] == f"r{n - 1}"
+    assert [e[0] for e in r["errors"]] == ["row 250", "row 500", "row 750"]
+    assert [why.split("column ")[1].split(" holds")[0] for _, why in r["errors"]] == [
+        "'url'", "'junk'", "'metadata.source'"]
+    assert all("row group 0" in why and "skipped unread" in why for _, why in r["errors"])
+    assert r["peak_mb"] - r["base_mb"] < 64  # decoding the cells would hold 256 MB and more
+
+
+@pytest.mark.parametrize("compression", ["snappy", "zstd"])
+def test_parquet_other_columns_read_by_pages_give_what_pyarrow_gives(tmp_path, compression):
+    """Big cells in `url` and in metadata-bound columns (`dump`, `junk`), nulls, non-ASCII, several
+    row groups, pages v1 and v2, dictionary and plain: the documents are pyarrow's rows (text, id,
+    url and the extra columns as metadata) less exactly the rows holding a cell over the bound."""
+    import random
+    from collections import Counter
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    rng, n, bound = random.Random(1), 900, 4000
+    words = ["alpha", "βeta", "日本語", "delta"]
+
+    def col(p_null: float) -> list:
+        return [None if rng.random() < p_null else " ".join(rng.choices(words, k=rng.randint(1, 30)))
+                for _ in range(n)]
+
+    text, dump, junk = col(0.0), col(0.2), col(0.3)
+    url = [f"http://example.org/{i}" for i in range(n)]
+    for i in (3, 401, 402):
+        junk[i] = "é" * 2100
+    for i in (150, 899):
+        url[i] = "http://example.org/" + "u" * 5000
+    dump[600] = "z" * 5000
+    lang, note = col(0.2), col(0.1)
+    lang[700], note[42] = "ł" * 3000, "n" * 4500
+    meta = [None if k % 17 == 0 else {"lang": lang[k], "n": k} for k in range(n)]
+    info = [None if k % 13 == 0 else {"note": note[k]} for k in range(n)]  # one field: nulls by levels
+    table = pa.table({"id": [f"r{i}" for i in range(n)], "text": text, "url": url, "dump": dump,
+                      "junk": junk, "score": [float(i) for i in range(n)], "metadata": meta, "info": info})
+    for version in ("1.0", "2.0"):
+        for dictionary in (True, False):
+            p = tmp_path / f"{version}{dictionary}.parquet"
+            pq.write_table(table, p, compression=compression, data_page_version=version,
+                           use_dictionary=dictionary, row_group_size=300, data_page_size=4096)
+            truth = pq.read_table(p).to_pylist()
+            over = [k for k, r in enumerate(truth)
+                    if any(isinstance(v, str) and len(v.encode()) > bound for v in r.values())
+                    or any(isinstance(v, str) and len(v.encode()) > bound
+                           for m in (r["metadata"], r["info"]) if m for v in m.values())]
+            assert over == [3, 42, 150, 401, 402, 600, 700, 899]
+            want = [(r["id"], r["text"], r["url"], r["dump"], r["junk"], r["score"], r["metadata"] or {},
+                     r["info"]) for k, r in enumerate(truth) if k not in over]
+            errors: list = []
+            docs = read_documents(p, ReaderConfig(max_record_bytes=bound),
+                                  lambda f, r, why, errors=errors: errors.append((r, why)), stats=Counter())
+            got = [(d.id, d.text, d.url, d.metadata.get("dump"), d.metadata.get("junk"),
+                    d.metadata.get("score"), {k: d.metadata[k] for k in ("lang", "n") if k in d.metadata},
+                    d.metadata.get("info")) for d in docs]
+            assert got == want
+            assert [r for r, _ in errors] == [f"row {k}" for k in over]
+            assert all("skipped unread" in why for _, why in errors)
+
+
 @pytest.mark.parametrize("compression", ["snappy", "zstd", "gzip", "none", "lz4", "brotli"])
 def test_parquet_read_by_pages_gives_what_pyarrow_gives(tmp_path, monkeypatch, compression):
     """The page reader against pyarrow's own reading of the same file: every codec, data pages v1

@@ -428,7 +428,8 @@ class ExtractStep(Step):
             return None
         doc.text = text
         doc.cache.clear()  # the text changed: any cached split of the HTML is stale
-        if title := self._titles.pop(id(doc), ""):  # the headline is metadata, not text (blocks)
+        title = self._titles.pop(id(doc), "")  # the headline is metadata, not text (blocks)
+        if title or self.cfg.backend == "blocks":  # "" when none: one schema for every shard
             doc.metadata.setdefault("title", title)  # a title the record brought stays
         return doc
 

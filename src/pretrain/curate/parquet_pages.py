@@ -1,9 +1,11 @@
-"""A Parquet string column read page by page, so that a huge cell is measured and skipped unread.
+"""Parquet string columns read page by page, so that a huge cell is measured and skipped unread:
+the text column and every other flat string column read (`id`, `url`, a metadata-bound `dump` or
+`junk`; session 10: a 256 MB `junk` cell cost 835 MB before).
 
 pyarrow decodes a whole column chunk before anything can look at it: one 200 MB cell among small
 rows costs ~4x its size (decompressed page, the array builder growing) before the reader can see
 its length and drop it. A value never spans pages, so the page headers (Thrift, beside the page
-data, read without decompressing anything) bound every cell: when no page of the text column in
+data, read without decompressing anything) bound every cell: when no page of a string column in
 a row group is larger than `max_record_bytes`, no cell is either and pyarrow reads it as before.
 When one is, `text_cells` reads that column itself: each page is inflated as a stream (zstd, gzip,
 uncompressed; other codecs in one call, 1x the page), each value's 4-byte length is read first and
@@ -32,6 +34,9 @@ class TooBig:
     """A cell skipped unread: only its length (bytes) is known."""
 
     size: int
+
+
+NO_PARENT = object()  # a struct leaf's slot where the struct itself is null
 
 
 class Unsupported(Exception):
@@ -284,8 +289,9 @@ def _pages(f, chunk) -> Iterator[tuple[dict, int]]:
         offset = data + header[3]  # strictly forward: a header is at least one byte
 
 
-def text_cells(f, chunk, max_def: int, max_bytes: int) -> Iterator[list]:
-    """Per data page, its cells in row order: bytes, None (null) or TooBig. Raises Unsupported for
+def text_cells(f, chunk, max_def: int, max_bytes: int, parent_def: int = 0) -> Iterator[list]:
+    """Per data page, its cells in row order: bytes, None (null) or TooBig; NO_PARENT where the
+    definition level is under `parent_def` (a struct leaf: the struct itself is null). Raises Unsupported for
     what it cannot read (the caller falls back to pyarrow, before anything was yielded: every page
     header is checked first)."""
     pages = list(_pages(f, chunk))
@@ -304,34 +310,37 @@ def text_cells(f, chunk, max_def: int, max_bytes: int) -> Iterator[list]:
         elif kind == _DATA:
             s = _Inflated(_Region(f, data, csize), codec, size)
             dp = header[5]
-            present = _levels_v1(s, dp[1], max_def)
-            yield _cells(s, dp.get(2), present, dictionary, max_bytes)
+            levels = _levels_v1(s, dp[1], max_def)
+            yield _cells(s, dp.get(2), levels, max_def, parent_def, dictionary, max_bytes)
         elif kind == _DATA_V2:
-            yield _page_v2(f, data, header, codec, max_def, dictionary, max_bytes)
+            yield _page_v2(f, data, header, codec, max_def, parent_def, dictionary, max_bytes)
         # index pages and unknown kinds carry no values
 
 
 def _levels_v1(s: _Inflated, count: int, max_def: int) -> np.ndarray:
-    """Which of a v1 page's `count` slots hold a value (4-byte length, then the hybrid levels)."""
+    """A v1 page's `count` definition levels (4-byte length, then the hybrid levels)."""
     if max_def == 0:
-        return np.ones(count, dtype=bool)
+        return np.zeros(count, dtype=np.int64)
     (n,) = struct.unpack("<I", s.read(4))
-    return _hybrid(s.read(n), max_def.bit_length(), count) == max_def
+    return _hybrid(s.read(n), max_def.bit_length(), count)
 
 
-def _page_v2(f, data: int, header: dict, codec: str, max_def: int, dictionary: list, max_bytes: int) -> list:
+def _page_v2(f, data: int, header: dict, codec: str, max_def: int, parent_def: int, dictionary: list,
+             max_bytes: int) -> list:
     dp = header[8]
     count, def_len, rep_len = dp[1], dp.get(5, 0), dp.get(6, 0)
     f.seek(data + rep_len)
     levels = f.read(def_len)
-    present = _hybrid(levels, max_def.bit_length(), count) == max_def if max_def else np.ones(count, bool)
+    levels = _hybrid(levels, max_def.bit_length(), count) if max_def else np.zeros(count, np.int64)
     skip = rep_len + def_len
     body = _Region(f, data + skip, header[3] - skip)
     s = _Inflated(body, codec if dp.get(7, True) else "UNCOMPRESSED", header[2] - skip)
-    return _cells(s, dp.get(4), present, dictionary, max_bytes)
+    return _cells(s, dp.get(4), levels, max_def, parent_def, dictionary, max_bytes)
 
 
-def _cells(s: _Inflated, encoding: int, present: np.ndarray, dictionary: list, max_bytes: int) -> list:
+def _cells(s: _Inflated, encoding: int, levels: np.ndarray, max_def: int, parent_def: int, dictionary: list,
+           max_bytes: int) -> list:
+    present = levels == max_def
     n = int(present.sum())
     if encoding == _PLAIN:
         values = _plain_values(s, n, max_bytes)
@@ -342,7 +351,8 @@ def _cells(s: _Inflated, encoding: int, present: np.ndarray, dictionary: list, m
             raise Unsupported("dictionary index out of range")
         values = [dictionary[i] for i in idx.tolist()]
     it = iter(values)
-    return [next(it) if p else None for p in present]
+    return [next(it) if p else None if d >= parent_def else NO_PARENT
+            for p, d in zip(present, levels.tolist())]
 
 
 # --------------------------------------------------------------------------- rows of a row group
@@ -352,64 +362,105 @@ def group_rows(path, pf, g: int, cols: list[str], text_field: str, max_bytes: in
                leaves: dict[str, int], extra: frozenset[str] = frozenset()
                ) -> Iterator[tuple[int, dict | str]] | None:
     """Rows of row group `g` as (index in the group, {column: value}) or (index, why it is bad),
-    the text column read by pages; None when no page can hold a cell over `max_bytes` or the
-    column is one this reader does not decode (the caller reads the group with pyarrow).
-    `leaves`: the file's leaf columns by path, with their index."""
-    import pyarrow as pa
-
-    if text_field not in leaves or not (pa.types.is_string(pf.schema_arrow.field(text_field).type)
-                                        or pa.types.is_large_string(pf.schema_arrow.field(text_field).type)):
-        return None
-    col = leaves[text_field]
-    desc = pf.schema.column(col)
-    chunk = pf.metadata.row_group(g).column(col)
-    if desc.max_repetition_level or desc.physical_type != "BYTE_ARRAY":
-        return None
+    each flat string column whose pages can hold a cell over `max_bytes` (the text column, or any
+    other read: `id`, `url`, FineWeb's `dump`, a stray `junk`) read by pages; None when no page of
+    the columns read can hold such a cell or one that can is a column this reader does not decode
+    (the caller reads the group with pyarrow). `leaves`: the file's leaf columns by path, with
+    their index."""
     f = open(path, "rb")
     try:
-        if not big_pages(f, chunk, max_bytes):
-            f.close()
-            return None
-        pages = text_cells(f, chunk, desc.max_definition_level, max_bytes)
-        first = next(pages, [])  # raises Unsupported here, before any row is given out
+        paged: dict[str, Iterator] = {}
+        others: list[str] = []
+        for name in cols:
+            leaf_paths = [name] if name in leaves else [k for k in leaves if k.startswith(name + ".")]
+            if any(k.count(".") > 1 for k in leaf_paths):  # deeper nesting: read whole by pyarrow
+                others.append(name)
+                continue
+            kept = []
+            for leaf in leaf_paths:
+                found, chunk = _string_leaf(pf, leaf, leaves), pf.metadata.row_group(g).column(leaves[leaf])
+                if found is not None and big_pages(f, chunk, max_bytes):
+                    desc, parent_def = found
+                    pages = text_cells(f, chunk, desc.max_definition_level, max_bytes, parent_def)
+                    first = next(pages, [])  # raises Unsupported here, before any row is given out
+                    paged[leaf] = _chain(first, pages)
+                else:
+                    kept.append(leaf)
+            others += [name] if kept == leaf_paths else kept
     except (OSError, *_errors()):
         f.close()
         return None
-    return _rows(f, pf, g, [c for c in cols if c != text_field], text_field, first, pages, max_bytes, extra)
+    if not paged:
+        f.close()
+        return None
+    return _rows(f, pf, g, others, paged, text_field, max_bytes, extra)
 
 
-def _rows(f, pf, g: int, others: list[str], text_field: str, first: list, pages: Iterator[list],
+def _string_leaf(pf, leaf: str, leaves: dict[str, int]):
+    """(column descriptor, the struct's own definition level) of leaf `leaf` when it is a UTF-8
+    string that `text_cells` decodes: a top-level column (`text`, `url`) or a string field of a
+    top-level struct (datatrove's `metadata.url`), nothing repeated; else None."""
+    import pyarrow as pa
+
+    parts = leaf.split(".")
+    if len(parts) > 2 or parts[0] not in pf.schema_arrow.names:
+        return None
+    field = pf.schema_arrow.field(parts[0])
+    if len(parts) == 2:
+        if not pa.types.is_struct(field.type) or field.type.get_field_index(parts[1]) < 0:
+            return None
+        field = field.type.field(parts[1])
+    if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+        return None
+    desc = pf.schema.column(leaves[leaf])
+    if desc.max_repetition_level or desc.physical_type != "BYTE_ARRAY" or desc.path != leaf:
+        return None
+    parent_def = desc.max_definition_level - (1 if field.nullable else 0) if len(parts) == 2 else 0
+    return desc, parent_def
+
+
+def _chain(first: list, pages: Iterator[list]) -> Iterator:
+    yield from first
+    for page in pages:
+        yield from page
+
+
+def _rows(f, pf, g: int, others: list[str], paged: dict[str, Iterator], text_field: str,
           max_bytes: int, extra: frozenset[str]) -> Iterator[tuple[int, dict | str]]:
-    def cells() -> Iterator:
-        yield from first
-        for page in pages:
-            yield from page
-
+    tops = {leaf.split(".")[0] for leaf in paged if "." in leaf}
+    order = {top: [c.name for c in pf.schema_arrow.field(top).type] for top in tops}
     with f:
-        texts = cells()
         rows = pf.iter_batches(64, row_groups=[g], columns=others, use_threads=False) if others else iter(())
         n, total = 0, pf.metadata.row_group(g).num_rows
         while n < total:
             batch = next(rows, None)
             k = batch.num_rows if batch is not None else min(64, total - n)
-            page = [next(texts, None) for _ in range(k)]
-            for obj, cell in zip(_others(batch, page, max_bytes, extra), page):
-                yield n, _with_text(obj, text_field, cell, max_bytes)
+            cells = {name: [next(it, None) for _ in range(k)] for name, it in paged.items()}
+            for i, obj in enumerate(_others(batch, k, cells, max_bytes, extra)):
+                row = _with_cells(obj, {name: c[i] for name, c in cells.items()}, g, n, max_bytes, extra)
+                for top, names in order.items():  # a struct's fields in the file's order, as pyarrow
+                    if isinstance(row, dict) and isinstance(row.get(top), dict):
+                        row[top] = {k: row[top][k] for k in names if k in row[top]}
+                yield n, row
                 n += 1
 
 
-def _others(batch, page: list, max_bytes: int, extra: frozenset[str]) -> list[dict | str]:
-    """The rows of the other columns' batch as dicts, a row whose cells and text together exceed
-    `max_bytes` as the reason instead, measured in Arrow before any str is made (as the pyarrow
-    path measures them: `parquet._row_bytes`)."""
+def _others(batch, k: int, cells: dict[str, list], max_bytes: int, extra: frozenset[str]) -> list[dict | str]:
+    """The rows of the other columns' batch as dicts, a row whose cells together exceed
+    `max_bytes` as the reason instead (or {} when a paged cell is itself over: it says why),
+    measured in Arrow before any str is made (as the pyarrow path measures them:
+    `parquet._row_bytes`)."""
     import pyarrow as pa
 
     from pretrain.curate.parquet import _row_bytes
 
+    total = np.zeros(k, dtype=np.int64)
+    skipped = np.zeros(k, dtype=bool)
+    for page in cells.values():
+        total += [c.size if isinstance(c, TooBig) else len(c) if isinstance(c, bytes) else 0 for c in page]
+        skipped |= [isinstance(c, TooBig) for c in page]
     if batch is None:
-        return [{} for _ in page]
-    total = np.array([c.size if isinstance(c, TooBig) else len(c) if c is not None else 0 for c in page],
-                     dtype=np.int64)
+        return [{} for _ in range(k)]
     for col in batch.columns:
         total += _row_bytes(col)
     too_big = total > max_bytes
@@ -417,8 +468,38 @@ def _others(batch, page: list, max_bytes: int, extra: frozenset[str]) -> list[di
         return pylist(batch, extra)
     kept = iter(pylist(batch.filter(pa.array(~too_big)), extra))
     why = f"record larger than max_record_bytes={max_bytes}"
-    return [why if big and not isinstance(c, TooBig) else {} if big else next(kept)
-            for big, c in zip(too_big, page)]
+    return [why if big and not skip else {} if big else next(kept) for big, skip in zip(too_big, skipped)]
+
+
+def _with_cells(obj: dict | str, cells: dict, g: int, n: int, max_bytes: int,
+                extra: frozenset[str]) -> dict | str:
+    """The row with its paged cells decoded, or why it is skipped (a cell over the bound names its
+    column, row group and row in the group)."""
+    if isinstance(obj, str):  # the row's other columns were already bad
+        return obj
+    for name, cell in cells.items():
+        if isinstance(cell, TooBig):
+            return (f"record larger than max_record_bytes={max_bytes}: column {name!r} holds "
+                    f"{cell.size:,} bytes (row group {g}, row {n} of the group), skipped unread")
+    out = dict(obj)
+    for leaf, cell in cells.items():
+        top, _, child = leaf.partition(".")
+        if child:  # a struct's field: into the struct read with its other fields, if any
+            if cell is NO_PARENT:
+                out[top] = None
+                continue
+            if out.get(top) is None:
+                out[top] = {}
+            holder, key = out[top], child
+        else:
+            holder, key = out, leaf
+        try:
+            holder[key] = cell.decode("utf-8") if cell is not None else None
+        except UnicodeDecodeError as e:
+            if top in extra:  # as `pylist`: a bad cell of a metadata-bound column is left out
+                continue
+            return f"invalid UTF-8 in {leaf!r} at byte {e.start}"
+    return out
 
 
 def pylist(batch, extra: frozenset[str] = frozenset()) -> list[dict | str]:
@@ -445,19 +526,6 @@ def _row(one, extra: frozenset[str]) -> dict | str:
             if name not in extra:
                 return why
     return row
-
-
-def _with_text(obj: dict | str, text_field: str, cell, max_bytes: int) -> dict | str:
-    if isinstance(obj, str):  # the row's other columns were already bad
-        return obj
-    if isinstance(cell, TooBig):
-        return f"record larger than max_record_bytes={max_bytes} ({cell.size:,} bytes, skipped unread)"
-    if cell is None:
-        return obj
-    try:
-        return {**obj, text_field: cell.decode("utf-8")}
-    except UnicodeDecodeError as e:
-        return f"invalid UTF-8 in {text_field!r} at byte {e.start}"
 
 
 PAGE_ERRORS = _errors()  # what a corrupt page raises mid-group: the caller reports the row group

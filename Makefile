@@ -9,6 +9,12 @@ STAMP   = $(VENV)/.installed-core
 PEERS_VENV ?= .venv-peers
 PEERS   = $(PEERS_VENV)/.installed
 PYTEST_ARGS ?=
+# The two venvs and the browser install side by side (`make test` from nothing): each waits on
+# downloads, unpacking and apt as much as on a core. Nothing here depends on another's install.
+# Not with `clean` among the goals: `make clean test` must remove before it installs.
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+MAKEFLAGS += -j3
+endif
 
 .PHONY: install peers browser test lint demo bench clean help
 
@@ -32,7 +38,7 @@ install: $(STAMP)
 
 # Peer libraries used as oracles by parity tests and benchmarks, in their own venv so their pins
 # (datatrove needs spaCy and its own fastText build) never change ours. Tests skip without it.
-$(PEERS): $(STAMP)
+$(PEERS):
 	test -d $(PEERS_VENV) || $(PYTHON) -m venv $(PEERS_VENV)
 	$(PEERS_VENV)/bin/pip install -q 'datatrove[processing]' spacy nltk lxml_html_clean warcio fire faust-cchardet python-magic orjson zstandard pyarrow \
 	  && $(PEERS_VENV)/bin/pip install -q --no-deps llm-analysis==0.2.2 \
@@ -48,14 +54,14 @@ browser:
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
-test: $(PEERS) browser
+test: $(STAMP) $(PEERS) browser
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m pretrain demo $(if $(OUT),-o $(OUT),) $(foreach d,$(DATA),--data $(d))
 
-bench: $(PEERS)
+bench: $(STAMP) $(PEERS)
 	$(BIN)/python bench/run_all.py
 
 clean:

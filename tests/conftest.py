@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -57,3 +60,36 @@ def text(tmp_path_factory) -> Path:
     if shakespeare.is_file():
         return shakespeare
     return fallback_text(tmp_path_factory.mktemp("text") / "topics.txt")
+
+
+# --- slow peer runs started with the session, beside the tests before their module -------------
+
+_EARLY: list[tuple[subprocess.Popen, Path]] = []
+
+
+def pytest_collection_finish(session) -> None:
+    """A selected test module's `start_early(folder)` (a peer's run that needs files, not fixtures)
+    starts now: pytest runs one test at a time, so on two cores the run takes the other core while
+    the modules before its own run, and its test finds it done instead of waiting for it."""
+    if session.config.option.collectonly:
+        return
+    for mod in dict.fromkeys(getattr(item, "module", None) for item in session.items):
+        start = getattr(mod, "start_early", None)
+        if start is not None:
+            folder = Path(tempfile.mkdtemp(prefix="pretrain-early-"))
+            try:
+                procs = start(folder)
+            except Exception:  # noqa: BLE001 - the module's own fixtures meet it again and report it
+                procs = []
+            if not procs:
+                shutil.rmtree(folder, ignore_errors=True)
+            _EARLY.extend((proc, folder) for proc in procs)
+
+
+def pytest_sessionfinish(session) -> None:
+    """Runs a failed or interrupted session never waited for are stopped; their folders removed."""
+    for proc, folder in _EARLY:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)

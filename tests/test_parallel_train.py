@@ -79,20 +79,39 @@ TWO_RANKS = {
 }
 
 
-def test_two_rank_layouts_equal_one_process(tmp_path, text, reference):
+T = "pretrain.train.testing."
+SPIKE = ["parallel.dp_replicate=2", "stability.spike_factor=1.5", "optim.lr=1e-2", "model.n_layers=2",
+         "train.steps=30"]
+PP_RESUME = [*COMMON[:-1], "train.resume=true", "checkpoint.async_save=false", "parallel.pp_microbatches=2",
+             "parallel.pp=2", f"data.batch_size={GLOBAL_BATCH}"]
+BF16 = [*COMMON, "precision.dtype=bf16"]
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory, text) -> dict:
+    """Every default test's 2-process work in one spawn (`calls`): starting two ranks and importing
+    torch cost more than these tiny runs. {name: [rank 0's result, rank 1's]}."""
+    tmp, t = tmp_path_factory.mktemp("two"), str(text)
+    todo = {
+        "layouts": (T + "train_many", [[str(tmp / name), t, [*layout, f"data.batch_size={GLOBAL_BATCH // dp}",
+                                                             *COMMON]]
+                                       for name, (dp, *layout) in TWO_RANKS.items()]),
+        "young": (T + "young_intervals", str(tmp / "young"), t),
+        "bf16": (T + "train_records", str(tmp / "bf16"), t,
+                 ["parallel.dp_shard=2", f"data.batch_size={GLOBAL_BATCH // 2}", *BF16]),
+        "pp_resume": (T + "train_many", [[str(tmp / "pp"), t, [*PP_RESUME, "train.stop_at=2"]],
+                                         [str(tmp / "pp"), t, PP_RESUME]]),
+        "spike_hit": (T + "spike_run", str(tmp / "hit"), t, SPIKE, 22, 1),
+        "spike_clean": (T + "spike_run", str(tmp / "clean"), t, [*SPIKE, "data.skip=[[22, 22]]"], 22, -1),
+    }
+    ranks = run_distributed(T + "calls", 2, [[fn, list(args)] for fn, *args in todo.values()], timeout=600)
+    return {name: [r[i] for r in ranks] for i, name in enumerate(todo)}
+
+
+def test_two_rank_layouts_equal_one_process(two_ranks, reference):
     """DDP, FSDP2, TP (with and without sequence parallel), and PP under each schedule, in one
-    2-process group (one spawn for all seven: start-up dominates at this size)."""
-    runs = [
-        (str(tmp_path / name), str(text), [*layout, f"data.batch_size={GLOBAL_BATCH // dp}", *COMMON])
-        for name, (dp, *layout) in TWO_RANKS.items()
-    ]
-    both = run_distributed("pretrain.train.testing.train_many_and_young", 2, runs, str(tmp_path / "young"),
-                           str(text), timeout=240)
-    # Young's rule (checkpoint.every=0) measures save and step times on each rank, and each rank kept
-    # its own interval (seen: 2 steps on rank 0, 1 on rank 1): one rank entered a save's collectives
-    # alone, and a resume hung for parallel.timeout_s. Rank 1 measures 1000x slower steps here.
-    assert both[0][1] == both[1][1], [b[1] for b in both]
-    results = [b[0] for b in both]
+    2-process group (one spawn for all of them: start-up dominates at this size)."""
+    results = two_ranks["layouts"]
     assert results[0] == results[1]  # both ranks logged the same (agreed) numbers
     for name, got in zip(TWO_RANKS, results[0]):
         try:
@@ -106,24 +125,46 @@ def test_two_rank_layouts_equal_one_process(tmp_path, text, reference):
         ck.verify(final)
 
 
-def test_fsdp_bf16_mixed_precision_tracks_one_process_bf16(tmp_path, text):
+def test_every_rank_keeps_the_same_young_interval(two_ranks):
+    # Young's rule (checkpoint.every=0) measures save and step times on each rank, and each rank kept
+    # its own interval (seen: 2 steps on rank 0, 1 on rank 1): one rank entered a save's collectives
+    # alone, and a resume hung for parallel.timeout_s. Rank 1 measures 1000x slower steps here.
+    both = two_ranks["young"]
+    assert both[0] == both[1], both
+
+
+def test_fsdp_bf16_mixed_precision_tracks_one_process_bf16(tmp_path, text, two_ranks):
     """FSDP2 with MixedPrecisionPolicy(bf16 params, fp32 reduce) under bf16 autocast against one
     process with bf16 autocast and fp32 weights: the same numbers up to bf16 rounding of the gathered
     parameters: 2e-3 relative on the loss, 5e-2 on the norm (the norm at step 4 is the sensitive
     number: 4.0e-2 apart with train.seed=0, 7.0e-3 with seed 1, since initialization became
     layout-independent on 2026-12-01; the losses stay within 3e-4)."""
-    over = [*COMMON, "precision.dtype=bf16"]
-    ref_cfg = tiny_config(tmp_path / "ref", text, f"data.batch_size={GLOBAL_BATCH}", *over)
+    ref_cfg = tiny_config(tmp_path / "ref", text, f"data.batch_size={GLOBAL_BATCH}", *BF16)
     ref = [[r["loss"], r["grad_norm"]] for r in Trainer(ref_cfg, quiet=True).fit()]
-    layout = ["parallel.dp_shard=2", f"data.batch_size={GLOBAL_BATCH // 2}", *over]
-    runs = [(str(tmp_path / "fsdp"), str(text), layout)]
-    got = run_distributed("pretrain.train.testing.train_many", 2, runs, timeout=240)[0][0]
-    _assert_matches(got, ref, rel=2e-3, norm_rel=5e-2)
+    _assert_matches(two_ranks["bf16"][0], ref, rel=2e-3, norm_rel=5e-2)
 
 
-def test_fsdp_x_tp_2d_equals_one_process(tmp_path, text, reference):
-    got = _run(tmp_path, text, 4, 2, "parallel.dp_shard=2", "parallel.tp=2")
-    _assert_matches(got, reference)
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory, text) -> dict:
+    """The default tests' 4-process work in one spawn, as `two_ranks`."""
+    tmp, t = tmp_path_factory.mktemp("four"), str(text)
+    stop = [*COMMON[:-1], "train.resume=true", "checkpoint.async_save=false"]
+    todo = {
+        "fsdp_x_tp": (T + "train_records", str(tmp / "2d"), t,
+                      ["parallel.dp_shard=2", "parallel.tp=2", f"data.batch_size={GLOBAL_BATCH // 2}",
+                       *COMMON]),
+        "resume": (T + "train_many", [
+            [str(tmp / "resume"), t, ["parallel.dp_shard=4", "data.batch_size=2", "train.stop_at=2", *stop]],
+            [str(tmp / "resume"), t, ["parallel.dp_shard=2", "parallel.tp=2", "data.batch_size=4", *stop]]]),
+    }
+    ranks = run_distributed(T + "calls", 4, [[fn, list(args)] for fn, *args in todo.values()], timeout=400)
+    return {name: [r[i] for r in ranks] for i, name in enumerate(todo)}
+
+
+def test_fsdp_x_tp_2d_equals_one_process(four_ranks, reference):
+    results = four_ranks["fsdp_x_tp"]
+    assert all(r == results[0] for r in results)  # every rank logged the same (agreed) numbers
+    _assert_matches(results[0], reference)
 
 
 @pytest.mark.slow
@@ -162,26 +203,22 @@ def test_3d_pp_fsdp_tp_on_8_ranks_equals_one_process(tmp_path, text, reference):
     _assert_matches(got, reference)
 
 
-def test_resume_fsdp4_checkpoint_as_fsdp2_x_tp2_continues_the_run(tmp_path, text, reference):
+def test_resume_fsdp4_checkpoint_as_fsdp2_x_tp2_continues_the_run(four_ranks, reference):
     """Save under FSDP over 4 ranks at step 2, resume under FSDP 2 x TP 2 (DCP reshards model and
     Adam moments): steps 3 and 4 match the single-process run that never stopped."""
-    stop = [*COMMON[:-1], "train.resume=true", "checkpoint.async_save=false"]
-    runs = [
-        (str(tmp_path), str(text), ["parallel.dp_shard=4", "data.batch_size=2", "train.stop_at=2", *stop]),
-        (str(tmp_path), str(text), ["parallel.dp_shard=2", "parallel.tp=2", "data.batch_size=4", *stop]),
-    ]
-    first, second = run_distributed("pretrain.train.testing.train_many", 4, runs, timeout=240)[0]
+    first, second = four_ranks["resume"][0]
     assert len(first) == 2 and len(second) == 2  # the second run started at step 2: it resumed
     _assert_matches(first + second, reference)
 
 
-def test_resume_under_a_pipeline_continues_the_run(tmp_path, text, reference):
+def test_resume_under_a_pipeline_continues_the_run(two_ranks, reference):
     """Run-it-twice review: a run saved under PP 2 and resumed under PP 2 (a restart, or a rollback
     after a spike) died in the first step with KeyError 'betas'. Each stage's optimizer has its own
     parameter groups, which DCP stored under the same keys (`param_groups.0.params`, ...) on every
     rank, keeping one stage's; the other stage's groups came back without lr and betas. Now saved
     flattened (keyed by parameter name, as torchtitan does): steps 3 and 4 equal the run that never
     stopped."""
+<<<<<<< HEAD
     stop = [*COMMON[:-1], "train.resume=true", "checkpoint.async_save=false", "parallel.pp_microbatches=2"]
     pp = ["parallel.pp=2", f"data.batch_size={GLOBAL_BATCH}"]
     runs = [(str(tmp_path), str(text), [*pp, "train.stop_at=2", *stop]),
@@ -193,6 +230,9 @@ def test_resume_under_a_pipeline_continues_the_run(tmp_path, text, reference):
     step4 = ck.step_dir(tmp_path / "checkpoints", 4)
     first, second, third = run_distributed("pretrain.train.testing.train_many_flipping", 2, runs,
                                            [None, None, str(step4 / "__1_0.distcp")], timeout=240)[0]
+=======
+    first, second = two_ranks["pp_resume"][0]
+>>>>>>> h10-suite
     assert len(first) == 2 and len(second) == 2  # the second run resumed at step 2
     _assert_matches(first + second, reference)
     assert third == second  # the third fell back to step 2, on both ranks
@@ -202,30 +242,11 @@ def test_resume_under_a_pipeline_continues_the_run(tmp_path, text, reference):
     ck.verify(step4)
 
 
-def test_a_spike_on_one_rank_rolls_every_rank_back_together(tmp_path, text):
+def test_a_spike_on_one_rank_rolls_every_rank_back_together(two_ranks):
     """Micro-batch 22 is garbage on rank 1 only (DDP x 2). The spike is decided on the loss averaged
     over the ranks, so both roll back to step 20 and skip it together (no rank left waiting in a
     collective), and the curve afterwards is bit for bit that of a DDP run that skipped the batch."""
-    over = [
-        "parallel.dp_replicate=2",
-        "stability.spike_factor=1.5",
-        "optim.lr=1e-2",
-        "model.n_layers=2",
-        "train.steps=30",
-    ]
-    hit = run_distributed(
-        "pretrain.train.testing.spike_run", 2, str(tmp_path / "hit"), str(text), over, 22, 1, timeout=240
-    )
-    clean = run_distributed(
-        "pretrain.train.testing.spike_run",
-        2,
-        str(tmp_path / "clean"),
-        str(text),
-        [*over, "data.skip=[[22, 22]]"],
-        22,
-        -1,
-        timeout=240,
-    )
+    hit, clean = two_ranks["spike_hit"], two_ranks["spike_clean"]
     assert [r["rollbacks"] for r in hit] == [1, 1]
     assert hit[0]["events"] == [["spike", 23], ["rollback", 20]]
     assert hit[0]["losses"] == clean[0]["losses"]

@@ -32,28 +32,70 @@ ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT / ".venv-peers" / "bin" / "python"
 sys.path.insert(0, str(ROOT / "tests" / "peers"))
 
+from conftest import SHARED_DATA  # noqa: E402
 from rules_corpus import parity_docs  # noqa: E402
 
 FAMILIES = ("gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality")
 pytestmark = [pytest.mark.datatrove, pytest.mark.slow]
 
 
-def _peer(script: str, docs: list[dict], tmp: Path) -> list[dict]:
+def _peers_missing() -> str | None:
     if not PEERS.exists():
-        pytest.skip(f"peer environment missing: {PEERS} (make peers)")
+        return f"peer environment missing: {PEERS} (make peers)"
     probe = subprocess.run([str(PEERS), "-c", "import datatrove, spacy, nltk"], capture_output=True)
     if probe.returncode != 0:
-        pytest.skip("datatrove/spaCy/NLTK not importable in .venv-peers")
+        return "datatrove/spaCy/NLTK not importable in .venv-peers"
+    return None
+
+
+def _start(script: str, docs: list[dict], tmp: Path) -> subprocess.Popen:
+    """The peer's run over `docs`, its output in files (a pipe would stall a run nobody reads yet)."""
+    tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / "docs.jsonl"
     path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-    out = subprocess.run(
-        [str(PEERS), str(ROOT / "tests" / "peers" / script), str(path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return [json.loads(x) for x in out.stdout.splitlines()]
+    with open(tmp / "out.jsonl", "wb") as out, open(tmp / "err.txt", "wb") as err:
+        proc = subprocess.Popen([str(PEERS), str(ROOT / "tests" / "peers" / script), str(path)],
+                                stdout=out, stderr=err)
+    proc.tmp = tmp
+    return proc
+
+
+def _finish(proc: subprocess.Popen) -> list[dict]:
+    try:
+        proc.wait(timeout=600)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, (proc.tmp / "err.txt").read_text(errors="replace")[-3000:]
+    return [json.loads(x) for x in (proc.tmp / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def _word_sample(docs: list[dict]) -> list[dict]:
+    return [d for d in docs if not d["id"].startswith("junk")][::8]
+
+
+EARLY: dict[str, subprocess.Popen] = {}
+
+
+def start_early(tmp: Path) -> list[subprocess.Popen]:
+    """Called by conftest.py as the session starts when a test here is selected: both peer runs
+    (~60 s of datatrove and spaCy on a loaded 2-core machine, 17 s on a quiet one) go on beside the
+    tests before this module instead of in front of these. Nothing starts without the data or the
+    peers; the fixtures then skip as before."""
+    if not SHARED_DATA.is_dir() or _peers_missing():
+        return []
+    docs = parity_docs(SHARED_DATA)
+    EARLY["rules"] = _start("datatrove_rules.py", docs, tmp / "rules")
+    EARLY["tokens"] = _start("tokens.py", _word_sample(docs), tmp / "tokens")
+    return list(EARLY.values())
+
+
+def _peer(key: str, script: str, docs: list[dict], tmp: Path) -> list[dict]:
+    proc = EARLY.pop(key, None)
+    if proc is None:  # not started early (the module imported by hand): start it now
+        if why := _peers_missing():
+            pytest.skip(why)
+        proc = _start(script, docs, tmp)
+    return _finish(proc)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +105,7 @@ def docs(shared_data) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def peer_verdicts(docs, tmp_path_factory) -> list[dict]:
-    return _peer("datatrove_rules.py", docs, tmp_path_factory.mktemp("rules"))
+    return _peer("rules", "datatrove_rules.py", docs, tmp_path_factory.mktemp("rules"))
 
 
 def _ours(text: str, family: str, cfg: RulesConfig) -> tuple[str | None, str]:
@@ -104,8 +146,8 @@ def test_chain_matches_datatrove(docs, peer_verdicts):
 
 
 def test_word_split_matches_spacy_and_treebank(docs, tmp_path_factory):
-    sample = [d for d in docs if not d["id"].startswith("junk")][::8]
-    ref = _peer("tokens.py", sample, tmp_path_factory.mktemp("tokens"))
+    sample = _word_sample(docs)
+    ref = _peer("tokens", "tokens.py", sample, tmp_path_factory.mktemp("tokens"))
     n = same_docs = same_tb = same_sent = n_lines = 0
     for d, r in zip(sample, ref):
         n += 1

@@ -80,9 +80,41 @@ def test_fp8_training_tracks_bf16_on_gpu(tmp_path):
     assert abs(f8[-1]["loss"] - bf[-1]["loss"]) < 0.1 * bf[-1]["loss"]
 
 
-def test_fp8_blocks_learn_like_fp32_on_cpu_emulation(tmp_path):
+def _scaled_mm_in_fp32(a, b, *, scale_a, scale_b, out_dtype):
+    """torch._scaled_mm's arithmetic with fp32 matmuls: the fp8 operands upcast (exact), products
+    summed in fp32, then both scales. torch 2.13's CPU `_scaled_mm` took ~0.1 s for one 248x64x176
+    product (1000x an fp32 matmul on one thread): 93 s of CPU for the 40 steps below, 5+ minutes of
+    the suite on a loaded machine."""
+    return ((a.float() @ b.float()) * (scale_a * scale_b)).to(out_dtype)
+
+
+def test_fp8_linear_with_fp32_matmuls_equals_torchs_scaled_mm(monkeypatch):
+    """Forward and backward of a block-sized Float8Linear (the three products: E4M3 x E4M3 to bf16,
+    E5M2 x E4M3 to bf16 and to fp32) with torch's `_scaled_mm` and with `_scaled_mm_in_fp32`: the
+    same up to the summation order (2^-8 relative: one bf16 rounding), so the learning test below
+    trains what torch computes."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(248, 64, generator=g)
+    grad = torch.randn(248, 176, generator=g)
+    lin = torch.nn.Linear(64, 176, bias=False)
+    lin.__class__ = Float8Linear
+    got = []
+    for mm in (torch._scaled_mm, _scaled_mm_in_fp32):
+        monkeypatch.setattr(torch, "_scaled_mm", mm)
+        xi = x.clone().requires_grad_(True)
+        lin.weight.grad = None
+        out = lin(xi)
+        out.float().backward(grad)
+        got.append((out.float(), xi.grad.float(), lin.weight.grad.clone()))
+    for real, emulated in zip(*got):
+        assert _rel(emulated, real) < 2**-8
+
+
+def test_fp8_blocks_learn_like_fp32_on_cpu_emulation(tmp_path, monkeypatch):
     # The Trainer refuses fp8 on CPU (no speed-up); the same model, switched by apply_fp8 and trained
-    # by hand for 40 steps, must learn about as well as the fp32 model on the same batches.
+    # by hand for 40 steps, must learn about as well as the fp32 model on the same batches. The fp8
+    # products run as fp32 matmuls of the fp8 values (the test above: torch's CPU kernel's numbers).
+    monkeypatch.setattr(torch, "_scaled_mm", _scaled_mm_in_fp32)
     from pretrain.train.config import ModelConfig
     from pretrain.train.data import TextLoader, encode_text
     from pretrain.train.model import build_model, materialize, resolve_shape

@@ -5,7 +5,8 @@ in milliseconds on one CPU core; `fallback_text()` writes Python's own pydoc top
 every CPython) when the shared Tiny Shakespeare file is absent.
 
 `run_distributed(fn_path, world_size, *args)` runs a worker in spawned processes wired for
-torch.distributed (gloo on the CPU); `train_records`, `train_many` and `spike_run` are such workers.
+torch.distributed (gloo on the CPU); `train_records`, `train_many` and `spike_run` are such workers,
+and `calls` runs several of them in one spawn.
 """
 
 from __future__ import annotations
@@ -172,9 +173,17 @@ def young_intervals(rank: int, out: str, text: str) -> dict:
     return {"kept": t.save_interval, "saved": [s for s, _, ok in ck.list_checkpoints(t.ckpt.root) if ok]}
 
 
-def train_many_and_young(rank: int, runs: list, young_out: str, text: str) -> list:
-    """Worker: train_many, then young_intervals, in the same spawn (start-up dominates)."""
-    return [train_many(rank, runs), young_intervals(rank, young_out, text)]
+def calls(rank: int, todo: list) -> list:
+    """Worker: other workers' calls, [(dotted path, args)], one after another in one spawn; the list
+    of their results. Tests of one world size share a spawn this way: starting the processes and
+    importing torch costs seconds per rank on a small CPU, more than a tiny run."""
+    import importlib
+
+    out = []
+    for fn_path, args in todo:
+        mod, _, name = fn_path.rpartition(".")
+        out.append(getattr(importlib.import_module(mod), name)(rank, *args))
+    return out
 
 
 class CorruptOnRank:

@@ -122,3 +122,20 @@ def test_batched_ngram_hashes_equal_per_document_ones():
     one_by_one = h.signatures([minhash.ngram_hashes(d, 5) for d in keep])
     assert h.signatures_concat(x, counts).tolist() == one_by_one.tolist()
     assert minhash.ngram_hashes_many([], 5)[0].size == 0
+
+
+def test_stream_safe_scan_skips_only_texts_without_a_long_run():
+    """The quick scan is sound: no code point below U+0300 is a non-starter (unicodedata), and on
+    texts with runs of marks just under, at and over the limit (Latin, Tibetan, CJK) the result
+    equals the full non-starter class's."""
+    import unicodedata
+
+    assert not any(unicodedata.combining(chr(cp)) for cp in range(0x300))
+    assert all(ord(c) >= 0x300 for c in minhash._NONSTARTER_DECOMPOSITIONS)
+    n = minhash.SAFE_RUN
+    for k in (n - 1, n, n + 1, 3 * n + 2):
+        for mark in ("\u0301", "\u0f73", "\u0301\u0316"):
+            for text in ("Wörd a" + mark * k + " b", "漢字" * 40 + mark * k, mark * k):
+                want = minhash._nonstarter_runs().sub(
+                    lambda m: minhash._CGJ.join(m.group()[i:i + n] for i in range(0, len(m.group()), n)), text)
+                assert minhash.stream_safe(text) == want

@@ -30,7 +30,8 @@ STAGES = ["read", "extract", "language", "gopher_repetition", "gopher_quality", 
 
 def export_src(ref: str, dest: Path) -> Path:
     """`ref`'s src/ under dest (git archive | tar: no checkout, no shell string)."""
-    archive = subprocess.run(["git", "-C", str(bb.ROOT), "archive", ref, "src"], capture_output=True, check=False)
+    archive = subprocess.run(["git", "-C", str(bb.ROOT), "archive", ref, "src"], capture_output=True,
+                             check=False)
     if archive.returncode != 0:
         raise SystemExit(f"git archive {ref!r} failed: {archive.stderr.decode(errors='replace').strip()}")
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
@@ -70,12 +71,13 @@ def main() -> int:
                         best[side] = r
             a, b = (best[s] for s in sides)
             same = "same kept documents" if a["kept_ids"] == b["kept_ids"] else "KEPT DOCUMENTS DIFFER"
-            print(f"\n== {name}: {a['pages']} pages, {args.backend} + lang belt, best of {args.repeat}; {same}; "
-                  f"load {os.getloadavg()[0]:.1f}")
+            print(f"\n== {name}: {a['pages']} pages, {args.backend} + lang belt, best of {args.repeat}; "
+                  f"{same}; load {os.getloadavg()[0]:.1f}")
             for side, r in best.items():
                 totals[side][0] += r["pages"]
                 totals[side][1] += r["cpu"]
-                ms = ", ".join(f"{k} {1e3 * r['stages'][k] / r['pages']:.2f}" for k in STAGES if k in r["stages"])
+                ms = ", ".join(f"{k} {1e3 * r['stages'][k] / r['pages']:.2f}"
+                               for k in STAGES if k in r["stages"])
                 print(f"  {side:<14}{r['pages'] / r['cpu']:>7.1f} pages/s/core   ms/page: {ms}")
             print(f"  ratio (this checkout / {args.base}): {a['cpu'] / b['cpu']:.3f}x pages/s per core")
         (pa, ca), (pb, cb) = totals.values()

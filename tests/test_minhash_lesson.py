@@ -141,3 +141,37 @@ def test_stream_safe_scan_skips_only_texts_without_a_long_run():
         for mark in ("\u0301", "\u0f73", "\u0301\u0316"):
             for text in ("Wörd a" + mark * k + " b", "漢字" * 40 + mark * k, mark * k):
                 assert minhash.stream_safe(text) == minhash._nonstarter_runs().sub(cut, text)
+
+
+def test_lazy_fold_classifies_every_bmp_character_as_the_rule_says():
+    """Characters are folded to ASCII on first sight; over the whole BMP the result is the rule's:
+    punctuation (the punct class) or whitespace -> " ", an ASCII letter + only Mn marks under NFD
+    -> that letter, anything else (and the number separators, surrogates, astral) -> not folded.
+    And a text folded that way gives the general Unicode path's words."""
+    import random
+    import unicodedata
+
+    punct = minhash._tables()[0].bmp
+    fold = minhash._Fold()
+    folded = []
+    for cp in range(0x80, 0x10000):
+        c = chr(cp)
+        base = unicodedata.normalize("NFD", c)
+        if c in "\u060c\u066b\u2396\u2397\u2398" or 0xD800 <= cp < 0xE000:
+            want = None
+        elif punct.fullmatch(c) or c.isspace():
+            want = " "
+        elif len(base) > 1 and base[0].isascii() and base[0].isalpha() and all(
+                unicodedata.category(m) == "Mn" for m in base[1:]):
+            want = base[0]
+        else:
+            want = None
+        assert fold.classify(c) == want, hex(cp)
+        if want is not None:
+            folded.append(c)
+    assert fold.classify("\U0001f600") is None
+    rng = random.Random(1)
+    alphabet = "ab 1,2.5 x-y!\n" + "".join(rng.sample(folded, 200)) + "\u060c\u2397"
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))).lower()
+        assert minhash.word_bytes(text) == minhash._unicode_word_bytes(text), repr(text)

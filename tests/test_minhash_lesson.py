@@ -122,3 +122,56 @@ def test_batched_ngram_hashes_equal_per_document_ones():
     one_by_one = h.signatures([minhash.ngram_hashes(d, 5) for d in keep])
     assert h.signatures_concat(x, counts).tolist() == one_by_one.tolist()
     assert minhash.ngram_hashes_many([], 5)[0].size == 0
+
+
+def test_stream_safe_scan_skips_only_texts_without_a_long_run():
+    """The quick scan is sound: no code point below U+0300 is a non-starter (unicodedata), and on
+    texts with runs of marks just under, at and over the limit (Latin, Tibetan, CJK) the result
+    equals the full non-starter class's."""
+    import unicodedata
+
+    assert not any(unicodedata.combining(chr(cp)) for cp in range(0x300))
+    assert all(ord(c) >= 0x300 for c in minhash._NONSTARTER_DECOMPOSITIONS)
+    n = minhash.SAFE_RUN
+
+    def cut(m):
+        return minhash._CGJ.join(m.group()[i:i + n] for i in range(0, len(m.group()), n))
+
+    for k in (n - 1, n, n + 1, 3 * n + 2):
+        for mark in ("\u0301", "\u0f73", "\u0301\u0316"):
+            for text in ("Wörd a" + mark * k + " b", "漢字" * 40 + mark * k, mark * k):
+                assert minhash.stream_safe(text) == minhash._nonstarter_runs().sub(cut, text)
+
+
+def test_lazy_fold_classifies_every_bmp_character_as_the_rule_says():
+    """Characters are folded to ASCII on first sight; over the whole BMP the result is the rule's:
+    punctuation (the punct class) or whitespace -> " ", an ASCII letter + only Mn marks under NFD
+    -> that letter, anything else (and the number separators, surrogates, astral) -> not folded.
+    And a text folded that way gives the general Unicode path's words."""
+    import random
+    import unicodedata
+
+    punct = minhash._tables()[0].bmp
+    fold = minhash._Fold()
+    folded = []
+    for cp in range(0x80, 0x10000):
+        c = chr(cp)
+        base = unicodedata.normalize("NFD", c)
+        if c in "\u060c\u066b\u2396\u2397\u2398" or 0xD800 <= cp < 0xE000:
+            want = None
+        elif punct.fullmatch(c) or c.isspace():
+            want = " "
+        elif len(base) > 1 and base[0].isascii() and base[0].isalpha() and all(
+                unicodedata.category(m) == "Mn" for m in base[1:]):
+            want = base[0]
+        else:
+            want = None
+        assert fold.classify(c) == want, hex(cp)
+        if want is not None:
+            folded.append(c)
+    assert fold.classify("\U0001f600") is None
+    rng = random.Random(1)
+    alphabet = "ab 1,2.5 x-y!\n" + "".join(rng.sample(folded, 200)) + "\u060c\u2397"
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))).lower()
+        assert minhash.word_bytes(text) == minhash._unicode_word_bytes(text), repr(text)

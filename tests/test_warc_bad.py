@@ -212,3 +212,16 @@ def test_a_bad_record_inside_a_member_of_three_loses_only_itself(tmp_path, bad):
     assert ids(docs) == [0, 1, 3, 4]
     assert [e[0] for e in errors] == [f"decompressed offset {len(record(1, page('one')))} of the gzip member "
                                       f"at offset {len(first)}"]
+
+
+def test_binary_verdict_counts_control_bytes_of_the_first_4_kb():
+    """Without a NUL byte, a body is binary when over 10% of its first 4 KB are control bytes
+    (0-8 and 14-31; tab, newline, vertical tab, form feed and carriage return are text)."""
+    from pretrain.curate.readers import _looks_binary
+
+    for ctrl in (b"\x01", b"\x08", b"\x0e", b"\x1f"):
+        assert _looks_binary(ctrl * 410 + b"a" * 3686)  # 410 of 4,096: over 10%
+        assert not _looks_binary(ctrl * 409 + b"a" * 3687)  # 409: not
+        assert not _looks_binary(b"a" * 4096 + ctrl * 4096)  # past the first 4 KB: not looked at
+    assert not _looks_binary(b"\t\n\x0b\x0c\r" * 1000)
+    assert _looks_binary(b"a\x00b")

@@ -99,13 +99,18 @@ def two_ranks(tmp_path_factory, text) -> dict:
         "young": (T + "young_intervals", str(tmp / "young"), t),
         "bf16": (T + "train_records", str(tmp / "bf16"), t,
                  ["parallel.dp_shard=2", f"data.batch_size={GLOBAL_BATCH // 2}", *BF16]),
-        "pp_resume": (T + "train_many", [[str(tmp / "pp"), t, [*PP_RESUME, "train.stop_at=2"]],
-                                         [str(tmp / "pp"), t, PP_RESUME]]),
+        # Before the third run, a bit of rank 1's shard of step 4 flips (the size unchanged): both
+        # ranks (each verifying half of the files, verdicts gathered) pass over step 4 and resume
+        # at step 2 together; steps 3 and 4 come out the same again and step 4 is saved whole.
+        "pp_resume": (T + "train_many_flipping", [[str(tmp / "pp"), t, [*PP_RESUME, "train.stop_at=2"]],
+                                                  [str(tmp / "pp"), t, PP_RESUME],
+                                                  [str(tmp / "pp"), t, PP_RESUME]],
+                      [None, None, str(ck.step_dir(tmp / "pp" / "checkpoints", 4) / "__1_0.distcp")]),
         "spike_hit": (T + "spike_run", str(tmp / "hit"), t, SPIKE, 22, 1),
         "spike_clean": (T + "spike_run", str(tmp / "clean"), t, [*SPIKE, "data.skip=[[22, 22]]"], 22, -1),
     }
     ranks = run_distributed(T + "calls", 2, [[fn, list(args)] for fn, *args in todo.values()], timeout=600)
-    return {name: [r[i] for r in ranks] for i, name in enumerate(todo)}
+    return {"tmp": tmp, **{name: [r[i] for r in ranks] for i, name in enumerate(todo)}}
 
 
 def test_two_rank_layouts_equal_one_process(two_ranks, reference):
@@ -119,7 +124,7 @@ def test_two_rank_layouts_equal_one_process(two_ranks, reference):
         except AssertionError as e:
             raise AssertionError(f"{name}: {e}") from e
         # the final async save: each rank digested its files in the save's thread; they read back equal
-        (_, final, ok), = ck.list_checkpoints(tmp_path / name / "checkpoints")
+        (_, final, ok), = ck.list_checkpoints(two_ranks["tmp"] / name / "checkpoints")
         assert ok and {"state_rank0.json", "state_rank1.json"} <= set(
             json.loads((final / ck.MARKER).read_text())[ck.DIGEST]), name
         ck.verify(final)
@@ -218,21 +223,8 @@ def test_resume_under_a_pipeline_continues_the_run(two_ranks, reference):
     rank, keeping one stage's; the other stage's groups came back without lr and betas. Now saved
     flattened (keyed by parameter name, as torchtitan does): steps 3 and 4 equal the run that never
     stopped."""
-<<<<<<< HEAD
-    stop = [*COMMON[:-1], "train.resume=true", "checkpoint.async_save=false", "parallel.pp_microbatches=2"]
-    pp = ["parallel.pp=2", f"data.batch_size={GLOBAL_BATCH}"]
-    runs = [(str(tmp_path), str(text), [*pp, "train.stop_at=2", *stop]),
-            (str(tmp_path), str(text), [*pp, *stop]),
-            (str(tmp_path), str(text), [*pp, *stop])]
-    # Before the third run, a bit of rank 1's shard of step 4 flips (the size unchanged): both ranks
-    # (each verifying half of the files, verdicts gathered) pass over step 4 and resume at step 2
-    # together; steps 3 and 4 come out the same again and step 4 is saved whole.
-    step4 = ck.step_dir(tmp_path / "checkpoints", 4)
-    first, second, third = run_distributed("pretrain.train.testing.train_many_flipping", 2, runs,
-                                           [None, None, str(step4 / "__1_0.distcp")], timeout=240)[0]
-=======
-    first, second = two_ranks["pp_resume"][0]
->>>>>>> h10-suite
+    first, second, third = two_ranks["pp_resume"][0]
+    step4 = ck.step_dir(two_ranks["tmp"] / "pp" / "checkpoints", 4)
     assert len(first) == 2 and len(second) == 2  # the second run resumed at step 2
     _assert_matches(first + second, reference)
     assert third == second  # the third fell back to step 2, on both ranks

@@ -92,7 +92,7 @@ def test_every_readme_command_runs_in_a_fresh_clone(clone):
 
     *before, attempts = outputs()
     for prefix in ("pretrain curate", "pretrain tokenize", "pretrain train"):
-        out = _pretrain(clone, bash_lines(prefix)[0])
+        out = _pretrain(clone, bash_lines(prefix + " ")[0])  # "pretrain tokenize ", not "pretrain tokenizer"
         assert out.returncode == 0, f"{prefix} rerun\n{out.stderr[-2000:]}"
     assert outputs() == (*before, attempts + 1)
     assert "nothing to do: the run is already at step 20" in out.stdout

@@ -310,7 +310,12 @@ def _attempts(event: dict) -> str:
     """Runs that resumed from the same checkpoint are one event with `attempts` (session 8): the
     failed ones trained nothing that was kept, so they are said, not counted as more restarts."""
     n = event.get("attempts")
-    return f" ({n} attempts)" if type(n) is int and n > 1 else ""
+    said = f" ({n} attempts)" if type(n) is int and n > 1 else ""
+    skipped = [s for s in event.get("passed_over") or [] if type(s) is int]
+    if skipped:  # newer checkpoints whose files did not match their marker or digests (session 10)
+        said += (f" (step{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} damaged: "
+                 f"passed over)")
+    return said
 
 
 def _model(run: Path) -> str:

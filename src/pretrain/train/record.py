@@ -29,7 +29,9 @@ def open_record(t) -> Metrics:
         b = t.cfg.data.batch_size * t.cfg.train.grad_accum * t.dims.dp
         metrics.event("data", t.step, sources=table(t.cfg.train.steps * b))
     if t.resumed:
-        metrics.resumed(t.step)
+        # the newer checkpoints passed over (damaged) go in the record too: stderr is gone by the
+        # time someone reads the report (session 10's end-to-end walk)
+        metrics.resumed(t.step, **({"passed_over": sorted(t.passed_over)} if t.passed_over else {}))
         if t.changes:  # even with --quiet: the run continues under another recipe
             metrics.event("config_change", t.step, changes=t.changes)
             print(f"changed since step {t.step}: {describe(t.changes)}", file=sys.stderr, flush=True)

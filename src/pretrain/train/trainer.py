@@ -155,6 +155,7 @@ class Trainer:
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
         self.next_save = self._save_after(0)
         self.resumed, self.changes = False, {}
+        self.passed_over: list[int] = []  # newer checkpoints not used: damaged (rank 0's record says them)
         self._interrupt: str | None = None  # the name of a caught SIGINT/SIGTERM
         self._spike_first: tuple[int, int] | None = None  # (step, micro-batch index) of a spike's start
         self._step_times: list[float] = []
@@ -183,6 +184,7 @@ class Trainer:
                 return found
             except ck.IntegrityError as e:
                 self.ckpt.damaged.add(found[0])
+                self.passed_over.append(found[0])
                 older = ck.latest_complete(self.ckpt.root, before=found[0])
                 if older is None:
                     raise UserError(f"{e}; no older complete checkpoint to fall back to: copy the checkpoint "
@@ -211,6 +213,7 @@ class Trainer:
             return
         for step, path, ok in ck.list_checkpoints(self.ckpt.root):
             if step > used and not ok and (why := ck.damage(path)):
+                self.passed_over.append(step)
                 print(f"{path}: not used: {why}", file=sys.stderr, flush=True)
 
     def init_weights(self) -> None:

@@ -64,6 +64,26 @@ def test_a_run_directorys_config_echoes_what_its_recipe_echoed(sets, tmp_path):
     assert config.echo(saved, base=echo_base(saved)) == config.echo(recipe)
 
 
+
+def test_a_continued_runs_config_echoes_what_its_recipe_echoed(tmp_path):
+    """The same for model.init_from: the shape spelled out is the folder's config.json's (written
+    here by transformers itself)."""
+    transformers = pytest.importorskip("transformers")
+    from pretrain import config
+    from pretrain.commands.train import _spelled_out, echo_base
+    from pretrain.train.config import RunConfig
+    from pretrain.train.hf import apply_init_from
+
+    transformers.LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2,
+                             max_position_embeddings=256).save_pretrained(tmp_path / "hf")
+    recipe = config.load(RunConfig, None, [f'model.init_from="{tmp_path / "hf"}"', "train.steps=3"])
+    (tmp_path / "config.toml").write_text(config.dumps(_spelled_out(apply_init_from(recipe))))
+    saved = config.load(RunConfig, tmp_path / "config.toml")
+    assert saved.model.n_layers == 2 and echo_base(recipe) is None
+    assert config.echo(saved, base=echo_base(saved)) == config.echo(recipe)
+
+
 @pytest.mark.parametrize(
     ("argv", "hint"),
     [

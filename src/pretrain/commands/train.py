@@ -139,9 +139,20 @@ def echo_base(cfg):
     from pretrain.train.config import RunConfig
     from pretrain.train.model import SHAPE_FIELDS, resolve_shape
 
-    if not cfg.model.preset or any(getattr(cfg.model, k) is None for k in SHAPE_FIELDS):
+    if any(getattr(cfg.model, k) is None for k in SHAPE_FIELDS):
         return None
     base = RunConfig()
+    if cfg.model.init_from:  # what the folder's config.json set (shape, rotary base, norm eps, preset "")
+        from pretrain.train.hf import apply_init_from
+
+        try:  # its model section only (for text data it also names the folder's tokenizer)
+            model = apply_init_from(dataclasses.replace(base, model=dataclasses.replace(
+                base.model, init_from=cfg.model.init_from))).model
+        except Exception:  # noqa: BLE001 - a folder gone or broken: the trainer says so, in its words
+            return None
+        return dataclasses.replace(base, model=dataclasses.replace(model, init_from=""))
+    if not cfg.model.preset:
+        return None
     shape = resolve_shape(dataclasses.replace(base.model, preset=cfg.model.preset))
     return dataclasses.replace(base, model=dataclasses.replace(
         base.model, **{k: getattr(shape, k) for k in SHAPE_FIELDS}))

@@ -361,6 +361,13 @@ def test_the_run_report_says_the_epochs_too(dirs, tmp_path):
     page = (tmp_path / "r.html").read_text()
     assert f"tiny 0.500 of {shards.TokenDir(tiny).num_tokens:,} tokens = {tiny_epochs:.2f} epochs" in page
     assert f"tiny: {tiny_epochs:.2f} epochs of its data in this run" in page
+    assert "final eval loss: none" not in page  # log.eval_every = 0 asked for none
+    # log.eval_every without held-out data: the page says why the card is empty (session 10)
+    Trainer(tiny_config(tmp_path / "run2", "", "data.kind=tokens", "model.vocab_size=1000", "train.steps=1",
+                        f'data.sources={{web="{dirs["web"]}"}}', "log.eval_every=1"), quiet=True).fit()
+    assert cli_main(["report", str(tmp_path / "run2"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "final eval loss: none, though log.eval_every = 1: the run had no held-out data" in page
 
 
 def test_weights_that_do_not_sum_to_one_are_said_normalized(dirs, tmp_path, capsys):

@@ -356,8 +356,11 @@ def _settings(run: Path) -> str:
 
 def _what(e: dict) -> str:
     if e["event"] == "rollback" and "from_step" in e:
+        skipped = [s for s in e.get("passed_over") or [] if type(s) is int]
         return (f"rollback from step {e['from_step']} to {e.get('to_step')}, "
-                f"skipping batches {e.get('skip_batches')}")
+                f"skipping batches {e.get('skip_batches')}"
+                + (f" (step{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} damaged: "
+                   "passed over)" if skipped else ""))
     return f"{e['event']} at step {e.get('step')}" + (f" (loss {e['loss']:.3f})" if "loss" in e else "")
 
 

@@ -432,7 +432,9 @@ class Trainer:
         s = self.cfg.stability
         skip = [max(0, first_batch - s.skip_before), last_batch + s.skip_after]
         from_step = self.step + 1
+        damaged = len(self.passed_over)
         found = self._restore_verified(found)  # one whose bytes changed is passed over here too
+        passed = {"passed_over": self.passed_over[damaged:]} if self.passed_over[damaged:] else {}
         self.ckpt.delete_after(found[0])
         if self.metrics is not None:  # the abandoned steps leave the record; why we came back stays
             self.metrics.rewind(self.step, keep_events=COURSE_EVENTS)
@@ -440,7 +442,7 @@ class Trainer:
         if self.rank == 0:  # before the next step: a kill from here on must not re-read the batches
             ck.write_ledger(self.ckpt.root, self.loader.ranges, self.rollbacks)
         self._spike_first = None
-        self._event("rollback", from_step=from_step, to_step=self.step, skip_batches=skip)
+        self._event("rollback", from_step=from_step, to_step=self.step, skip_batches=skip, **passed)
         return True
 
     # --- callbacks --------------------------------------------------------------------------

@@ -48,6 +48,42 @@ def test_config_echo_is_the_overrides_and_reads_back():
     assert config.echo(CurateConfig()).startswith("config: all defaults")
 
 
+@pytest.mark.parametrize("sets", [["model.vocab_size=1024", "model.seq_len=128", "train.steps=7"],
+                                  ["model.preset=gpt2-124m", "model.n_layers=2"]])
+def test_a_run_directorys_config_echoes_what_its_recipe_echoed(sets, tmp_path):
+    """RUN/config.toml spells the preset's shape out: `train RUN/config.toml` echoed every shape
+    field as changed (25 settings for a recipe's 12, session 10's end-to-end walk)."""
+    from pretrain import config
+    from pretrain.commands.train import _spelled_out, echo_base
+    from pretrain.train.config import RunConfig
+
+    recipe = config.load(RunConfig, None, sets)
+    (tmp_path / "config.toml").write_text(config.dumps(_spelled_out(recipe)))
+    saved = config.load(RunConfig, tmp_path / "config.toml")  # as a resume reads it back
+    assert saved != recipe and echo_base(recipe) is None
+    assert config.echo(saved, base=echo_base(saved)) == config.echo(recipe)
+
+
+
+def test_a_continued_runs_config_echoes_what_its_recipe_echoed(tmp_path):
+    """The same for model.init_from: the shape spelled out is the folder's config.json's (written
+    here by transformers itself)."""
+    transformers = pytest.importorskip("transformers")
+    from pretrain import config
+    from pretrain.commands.train import _spelled_out, echo_base
+    from pretrain.train.config import RunConfig
+    from pretrain.train.hf import apply_init_from
+
+    transformers.LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2,
+                             max_position_embeddings=256).save_pretrained(tmp_path / "hf")
+    recipe = config.load(RunConfig, None, [f'model.init_from="{tmp_path / "hf"}"', "train.steps=3"])
+    (tmp_path / "config.toml").write_text(config.dumps(_spelled_out(apply_init_from(recipe))))
+    saved = config.load(RunConfig, tmp_path / "config.toml")
+    assert saved.model.n_layers == 2 and echo_base(recipe) is None
+    assert config.echo(saved, base=echo_base(saved)) == config.echo(recipe)
+
+
 @pytest.mark.parametrize(
     ("argv", "hint"),
     [

@@ -330,6 +330,13 @@ def test_the_training_log_says_the_epochs_of_each_source(dirs, tmp_path):
     # a source read more than once, under the warning, is said so (as `pretrain mix` says it)
     marked = dict(re.findall(r"(\w+) [\d.]+ of [\d,]+ tokens = [\d.]+ epochs( \(repeated\))?", line))
     assert {k: bool(v) for k, v in marked.items()} == {k: 1 < e <= 4 for k, (_, _, e) in said.items()}, line
+    # log.eval_every without any held-out source measured nothing, in silence (session 10's
+    # end-to-end walk): the summary says so; with eval sources (above) it does not
+    assert "no eval loss" not in summary
+    bare = tiny_config(tmp_path / "bare", "", "data.kind=tokens", "model.vocab_size=1000",
+                       f'data.sources={{web="{dirs["web"]}"}}', "log.eval_every=5")
+    assert ("WARNING: log.eval_every = 5 but data.eval_sources is empty" in
+            Trainer(bare, quiet=True).summary())
 
 
 def test_the_run_report_says_the_epochs_too(dirs, tmp_path):
@@ -354,6 +361,13 @@ def test_the_run_report_says_the_epochs_too(dirs, tmp_path):
     page = (tmp_path / "r.html").read_text()
     assert f"tiny 0.500 of {shards.TokenDir(tiny).num_tokens:,} tokens = {tiny_epochs:.2f} epochs" in page
     assert f"tiny: {tiny_epochs:.2f} epochs of its data in this run" in page
+    assert "final eval loss: none" not in page  # log.eval_every = 0 asked for none
+    # log.eval_every without held-out data: the page says why the card is empty (session 10)
+    Trainer(tiny_config(tmp_path / "run2", "", "data.kind=tokens", "model.vocab_size=1000", "train.steps=1",
+                        f'data.sources={{web="{dirs["web"]}"}}', "log.eval_every=1"), quiet=True).fit()
+    assert cli_main(["report", str(tmp_path / "run2"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "final eval loss: none, though log.eval_every = 1: the run had no held-out data" in page
 
 
 def test_weights_that_do_not_sum_to_one_are_said_normalized(dirs, tmp_path, capsys):

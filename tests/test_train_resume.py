@@ -148,6 +148,9 @@ def test_truncated_checkpoint_is_ignored_and_the_previous_used(tmp_path, text, r
     assert said[1].startswith("resuming from step 5 (")
     recs = t.fit()
     assert {r["step"]: r["loss"] for r in recs} == {s: ref_losses[s] for s in range(6, 16)}
+    resumes = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+               if '"resume"' in line]
+    assert [(e["step"], e.get("passed_over")) for e in resumes] == [(5, [10])]  # said in the record too
 
 
 def test_a_flipped_bit_in_a_shard_is_refused_and_a_resume_falls_back(tmp_path, text, reference, capsys):
@@ -221,6 +224,15 @@ def test_a_flipped_bit_in_a_shard_is_refused_and_a_resume_falls_back(tmp_path, t
     assert str(e.value) == (f"{newest}: damaged: {ck.MARKER} lists {data.name} without its digest in "
                             f"{ck.DIGEST}; the marker was edited or damaged after the save"), e.value
     (newest / ck.MARKER).write_text(whole)
+    # the record keeps what stderr said (session 10's end-to-end walk): the report named only the
+    # steps resumed from, as if step 10 had never been saved
+    from pretrain.report_run import _resumes
+
+    events = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(e["step"], e.get("passed_over")) for e in events if e.get("event") == "resume"] == [
+        (5, [10]), (8, [10])]
+    assert _resumes(events, 15) == ["resumed 2 times: at steps 5 (step 10 damaged: passed over), "
+                                    "8 (step 10 damaged: passed over)"]
     # no older checkpoint to fall back to: refused, never a fresh start over the run's checkpoints
     for s in (8, 10):
         shutil.rmtree(ck.step_dir(root, s))

@@ -138,3 +138,43 @@ def test_a_kill_after_the_rollback_keeps_its_skip(tmp_path):
     ledger.write_text('{"skip": [[5, "x"]], "rollbacks": 1}')
     with pytest.raises(UserError, match=r"rollbacks\.json: not a list of skipped micro-batch ranges"):
         _trainer(tmp_path / "c", text)
+
+
+class Damaging(Corrupting):
+    """Corrupting, and when batch `at` is drawn (the step after a save), one bit of that save's largest
+    file inverted: bytes that changed on disk after the save (once: the replay saves it again)."""
+
+    def __init__(self, inner: TextLoader, root: Path, at: int):
+        super().__init__(inner)
+        self.root, self.at = root, at
+
+    def next_batch(self, batch_size: int) -> np.ndarray:
+        if self.inner.batches == self.at and self.root is not None:
+            from pretrain.train.testing import flip_byte
+
+            flip_byte(max(self.root.glob("step_0000020/*.distcp"), key=lambda p: p.stat().st_size))
+            self.root = None
+        return super().next_batch(batch_size)
+
+
+def test_a_rollback_passes_over_a_damaged_checkpoint_and_says_so(tmp_path):
+    """The spike at step 23 rolls back past step 20, whose bytes changed after its save, to step 15;
+    the steps after equal a run that never saw the batch, and the record names step 20 (session 10:
+    stderr said it, the rollback event and the report did not)."""
+    from pretrain.report_run import _what
+
+    text = fallback_text(tmp_path / "topics.txt")
+    cfg = tiny_config(tmp_path / "a", text, "stability.spike_factor=1.5", "optim.lr=1e-2",
+                      "checkpoint.async_save=false")
+    ids, _ = encode_text(read_text(text))
+    loader = Damaging(TextLoader(ids, cfg.model.seq_len), tmp_path / "a" / "checkpoints", BAD - 1)
+    after = {r["step"]: r["loss"] for r in Trainer(cfg, loader=loader, quiet=True).fit()}
+    _, events = read_metrics(tmp_path / "a" / "metrics.jsonl")
+    rollbacks = [e for e in events if e["event"] == "rollback"]
+    assert [(e["to_step"], e["skip_batches"], e.get("passed_over")) for e in rollbacks] == [
+        (15, [BAD, BAD], [20])]
+    assert _what(rollbacks[0]) == ("rollback from step 23 to 15, skipping batches [22, 22] "
+                                   "(step 20 damaged: passed over)")
+    clean = _trainer(tmp_path / "b", text, f"data.skip=[[{BAD}, {BAD}]]").fit()
+    clean = {r["step"]: r["loss"] for r in clean}
+    assert after == clean

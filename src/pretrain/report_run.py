@@ -178,7 +178,7 @@ def run_section(run: Path, sid: str) -> Section:
                       "time (the demo summary uses the same). "
                       + ("" if mfu else "MFU n/a: it needs the device's peak FLOP/s, which the GPU table "
                                         "has and a CPU does not. ")
-                      + _eval_loss_note(evl)))
+                      + _eval_loss_note(evl, run)))
     parts.append(_checkpoints(run, events))
     parts.append(_model(run))
     data, over = _data(events)
@@ -335,7 +335,12 @@ def _attempts(event: dict) -> str:
     """Runs that resumed from the same checkpoint are one event with `attempts` (session 8): the
     failed ones trained nothing that was kept, so they are said, not counted as more restarts."""
     n = event.get("attempts")
-    return f" ({n} attempts)" if type(n) is int and n > 1 else ""
+    said = f" ({n} attempts)" if type(n) is int and n > 1 else ""
+    skipped = [s for s in event.get("passed_over") or [] if type(s) is int]
+    if skipped:  # newer checkpoints whose files did not match their marker or digests (session 10)
+        said += (f" (step{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} damaged: "
+                 f"passed over)")
+    return said
 
 
 def _model(run: Path) -> str:
@@ -376,8 +381,11 @@ def _settings(run: Path) -> str:
 
 def _what(e: dict) -> str:
     if e["event"] == "rollback" and "from_step" in e:
+        skipped = [s for s in e.get("passed_over") or [] if type(s) is int]
         return (f"rollback from step {e['from_step']} to {e.get('to_step')}, "
-                f"skipping batches {e.get('skip_batches')}")
+                f"skipping batches {e.get('skip_batches')}"
+                + (f" (step{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} damaged: "
+                   "passed over)" if skipped else ""))
     return f"{e['event']} at step {e.get('step')}" + (f" (loss {e['loss']:.3f})" if "loss" in e else "")
 
 
@@ -477,10 +485,16 @@ def eval_table(result: dict) -> str:
                     if rows else note("no results")) + _in_loop_note(result, tasks)
 
 
-def _eval_loss_note(evl: list[dict]) -> str:
-    """What the "final eval loss" card is: the number had no word on the page (the demo printed it)."""
+def _eval_loss_note(evl: list[dict], run: Path) -> str:
+    """What the "final eval loss" card is: the number had no word on the page (the demo printed it).
+    None while log.eval_every asked for one: the run had no held-out data (session 10's walk)."""
     if not evl:
-        return ""
+        cfg = _run_config(run)
+        every = getattr(getattr(cfg, "log", None), "eval_every", 0)
+        if type(every) is not int or every <= 0:
+            return ""
+        return (f"final eval loss: none, though log.eval_every = {every}: the run had no held-out data "
+                "(data.eval_sources for token sources, data.eval_fraction of a text file).")
     return (f"final eval loss: the mean cross-entropy per token (nats, as the loss) of the run at step "
             f"{evl[-1].get('step')} on log.eval_batches batches of its held-out sources (data.eval_sources), "
             "every log.eval_every steps; exp of it is their perplexity.")

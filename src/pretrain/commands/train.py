@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:  # the config first: a run that cannot be built still shows what it would be
         print(cfgmod.dumps(_spelled_out(cfg)), flush=True)
     elif not args.quiet and global_rank() == 0:  # under torchrun: once, as the summary below
-        print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml"), file=sys.stderr, flush=True)
+        print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml", base=echo_base(cfg)),
+              file=sys.stderr, flush=True)
     trainer = Trainer(cfg, quiet=args.quiet)
     if trainer.rank == 0:  # under torchrun: once, not once per rank
         print(trainer.summary(), file=sys.stderr, flush=True)
@@ -125,6 +126,36 @@ def peer_lost_line(e: BaseException, rank: int, ckpt_root) -> str | None:
     reason = reason.split("] ", 1)[-1].split(". ", 1)[0][:120]  # gloo prefixes its source file
     return (f"pretrain train: rank {rank}: another rank stopped mid-step ({reason}); {where}; "
             "rerun the same command to resume (torchrun --max-restarts N does it by itself)")
+
+
+def echo_base(cfg):
+    """The defaults the echo compares with. RUN/config.toml spells the preset's shape out (every
+    model shape field set): against plain defaults a resume echoed n_layers, d_ff, mlp... as changed
+    (25 settings where the recipe had 12, session 10's end-to-end walk), so such a config is compared
+    with the defaults spelled out by the same preset, as `pretrain report` does. A recipe that sets
+    some fields (model.seq_len = 128) is compared with the plain defaults, as before."""
+    import dataclasses
+
+    from pretrain.train.config import RunConfig
+    from pretrain.train.model import SHAPE_FIELDS, resolve_shape
+
+    if any(getattr(cfg.model, k) is None for k in SHAPE_FIELDS):
+        return None
+    base = RunConfig()
+    if cfg.model.init_from:  # what the folder's config.json set (shape, rotary base, norm eps, preset "")
+        from pretrain.train.hf import apply_init_from
+
+        try:  # its model section only (for text data it also names the folder's tokenizer)
+            model = apply_init_from(dataclasses.replace(base, model=dataclasses.replace(
+                base.model, init_from=cfg.model.init_from))).model
+        except Exception:  # noqa: BLE001 - a folder gone or broken: the trainer says so, in its words
+            return None
+        return dataclasses.replace(base, model=dataclasses.replace(model, init_from=""))
+    if not cfg.model.preset:
+        return None
+    shape = resolve_shape(dataclasses.replace(base.model, preset=cfg.model.preset))
+    return dataclasses.replace(base, model=dataclasses.replace(
+        base.model, **{k: getattr(shape, k) for k in SHAPE_FIELDS}))
 
 
 def _spelled_out(cfg):

@@ -81,17 +81,18 @@ class Metrics:
             self.tb.close()
             self._open_tb(step + 1)
 
-    def resumed(self, step: int) -> int:
+    def resumed(self, step: int, **extra) -> int:
         """Log one `resume` event at `step` with `attempts`: how many runs resumed from this checkpoint.
         Each attempt from the same step replaced the steps after it, so a run restarted four times
         after a hang was four lines that the report counted as four restarts (run-it-twice review,
-        session 8); earlier lines at this step (`attempts` 1 when absent) are folded into this one."""
+        session 8); earlier lines at this step (`attempts` 1 when absent) are folded into this one.
+        `extra`: `passed_over`, the newer checkpoints not used because their files were damaged."""
         if not self.enabled:
             return 0
         self.file.close()
         attempts = 1 + _take_events(self.path, "resume", step)
         self.file = open(self.path, "a")
-        self.event("resume", step, attempts=attempts)
+        self.event("resume", step, attempts=attempts, **extra)
         return attempts
 
     def _write(self, rec: dict) -> None:

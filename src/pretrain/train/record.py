@@ -15,6 +15,7 @@ from pretrain import config as cfgmod
 from pretrain.train.metrics import Metrics
 from pretrain.train.model import SHAPE_FIELDS
 from pretrain.train.restarts import COURSE_EVENTS, describe, hms
+from pretrain.untrusted import one_line
 
 
 def open_record(t) -> Metrics:
@@ -28,8 +29,10 @@ def open_record(t) -> Metrics:
         b = t.cfg.data.batch_size * t.cfg.train.grad_accum * t.dims.dp
         metrics.event("data", t.step, sources=table(t.cfg.train.steps * b))
     if t.resumed:
-        metrics.resumed(t.step)
-        for step, name in getattr(t, "passed_over", []):  # why the run went back further than its newest save
+        # the newer checkpoints passed over (damaged) go in the record too: stderr is gone by the
+        # time someone reads the report (session 10's end-to-end walk)
+        metrics.resumed(t.step, **({"passed_over": sorted(t.passed_over)} if t.passed_over else {}))
+        for step, name in sorted(getattr(t, "damaged_files", {}).items()):  # which file, for What went wrong
             metrics.event("checkpoint_damaged", t.step, damaged_step=step, file=name)
         if t.changes:  # even with --quiet: the run continues under another recipe
             metrics.event("config_change", t.step, changes=t.changes)
@@ -71,11 +74,25 @@ def summary(t) -> str:
     # said them, from a budget the user had to keep equal to steps x batch x seq_len by hand).
     passes = getattr(getattr(t.loader, "inner", None), "describe", None)
     data = f"\n{passes(c.train.steps * b)}" if callable(passes) else ""
-    data += not_held_out(t.loader, t.eval_loader)
+    data += not_held_out(t.loader, t.eval_loader) + no_eval_data(c, t.eval_loader)
     return (f"model {t.shape.name}: {n:,} parameters, {t.fpt:.3g} FLOPs/token\n"
             f"batch {b}{per_rank} x {t.shape.seq_len} = {b * t.shape.seq_len:,} tokens/step, "
             f"{c.train.steps} steps = {c.train.steps * b * t.shape.seq_len:,} tokens{data}\n"
             f"precision {c.precision.dtype}, device {t.device}, run dir {t.run_dir}")
+
+
+def no_eval_data(c, eval_loader) -> str:
+    """A warning line when log.eval_every asks for a held-out loss the data cannot give (session 10's
+    end-to-end walk: token sources without data.eval_sources ran every step and no `eval` event, in
+    silence; a text file whose eval_fraction leaves under one sequence the same)."""
+    if not c.log.eval_every or eval_loader is not None:
+        return ""
+    if c.data.kind == "tokens":
+        why = 'data.eval_sources is empty (held-out token directories: data.eval_sources = {held = "DIR"})'
+    else:
+        why = (f"data.eval_fraction = {c.data.eval_fraction:g} leaves under one sequence of "
+               f"{one_line(str(c.data.path))}")
+    return f"\nWARNING: log.eval_every = {c.log.eval_every} but {why}: no eval loss is measured"
 
 
 def not_held_out(loader, eval_loader) -> str:

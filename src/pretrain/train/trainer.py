@@ -155,7 +155,8 @@ class Trainer:
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
         self.next_save = self._save_after(0)
         self.resumed, self.changes = False, {}
-        self.passed_over: list[tuple[int, str]] = []  # (step, file) of damaged checkpoints a resume skipped
+        self.passed_over: list[int] = []  # newer checkpoints not used: damaged (rank 0's record says them)
+        self.damaged_files: dict[int, str] = {}  # of those, a file that no longer matched its digest
         self._interrupt: str | None = None  # the name of a caught SIGINT/SIGTERM
         self._spike_first: tuple[int, int] | None = None  # (step, micro-batch index) of a spike's start
         self._step_times: list[float] = []
@@ -184,7 +185,8 @@ class Trainer:
                 return found
             except ck.IntegrityError as e:
                 self.ckpt.damaged.add(found[0])
-                self.passed_over.append((found[0], e.name))  # in metrics.jsonl: the stderr line scrolls away
+                self.passed_over.append(found[0])  # in metrics.jsonl: the stderr line scrolls away
+                self.damaged_files[found[0]] = e.name
                 older = ck.latest_complete(self.ckpt.root, before=found[0])
                 if older is None:
                     raise UserError(f"{e}; no older complete checkpoint to fall back to: copy the checkpoint "
@@ -216,6 +218,7 @@ class Trainer:
             return
         for step, path, ok in ck.list_checkpoints(self.ckpt.root):
             if step > used and not ok and (why := ck.damage(path)):
+                self.passed_over.append(step)
                 print(f"{path}: not used: {why}", file=sys.stderr, flush=True)
 
     def init_weights(self) -> None:
@@ -437,7 +440,9 @@ class Trainer:
         s = self.cfg.stability
         skip = [max(0, first_batch - s.skip_before), last_batch + s.skip_after]
         from_step = self.step + 1
+        damaged = len(self.passed_over)
         found = self._restore_verified(found)  # one whose bytes changed is passed over here too
+        passed = {"passed_over": self.passed_over[damaged:]} if self.passed_over[damaged:] else {}
         self.ckpt.delete_after(found[0])
         if self.metrics is not None:  # the abandoned steps leave the record; why we came back stays
             self.metrics.rewind(self.step, keep_events=COURSE_EVENTS)
@@ -445,7 +450,7 @@ class Trainer:
         if self.rank == 0:  # before the next step: a kill from here on must not re-read the batches
             ck.write_ledger(self.ckpt.root, self.loader.ranges, self.rollbacks)
         self._spike_first = None
-        self._event("rollback", from_step=from_step, to_step=self.step, skip_batches=skip)
+        self._event("rollback", from_step=from_step, to_step=self.step, skip_batches=skip, **passed)
         return True
 
     # --- callbacks --------------------------------------------------------------------------

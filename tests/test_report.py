@@ -352,7 +352,7 @@ def test_the_final_eval_loss_card_is_explained(tmp_path):
     body = run_section(run, "s0").body
     assert "final eval loss: the mean cross-entropy per token (nats, as the loss) of the run at step 10" \
         in body
-    assert _eval_loss_note([]) == ""  # no evaluation, no card to explain
+    assert _eval_loss_note([], run) == ""  # no evaluation, no card to explain
 
 
 def test_settings_changed_are_those_the_run_set_not_its_presets_shape(tmp_path):

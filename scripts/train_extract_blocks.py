@@ -31,6 +31,11 @@ Each model also carries a word model (`WordModel`: logistic regression over the 
 blocks) whose score is a tree feature; in training, a block's score comes from a word model
 fitted without its page's site (inner site folds), see `train`.
 
+How the trees learn is `Fitting` (FITTING: the shipped defaults; options --trees, --learning-rate,
+--min-leaf, --weak-weight, --per-page, --balanced). Session 10 (issue 19) tried the weights and the
+ensemble's shape with bench/bench_extract_train.py and shipped none: docs/extraction.md, "Tried
+2026-12-02 (issue 19, session 10): how the trees learn".
+
     PYTHONPATH=src .venv/bin/python scripts/train_extract_blocks.py [--no-weak] [--cache FILE]
 """
 

@@ -212,10 +212,16 @@ def full(pages, name: str, how) -> None:
             return page_texts([html], [bs], m, rescue, cols=[cols], titles=got)[0], got[0]
         return extract
 
+    per_page = []
     for label, m in (("shipped", load_model()), (name, model)):
         s = crawl_scores(path(m, load_rescue()), crawl, titles)
         print(f"crawl {label:<20} keep {s['kept']:.4f} drop {s['dropped']:.4f} titles {s['title_kept']:.4f}"
               f" no-main clean {s['no_main_clean'] * s['no_main']:.0f}/{s['no_main']}")
+        per_page.append([snippet_scores(path(m, load_rescue())(h, u)[0], k, d) for _, h, k, d, _, u in crawl])
+    moved = sorted(range(len(crawl)), key=lambda i: -abs(per_page[1][i][0] - per_page[0][i][0]))[:5]
+    for i in moved:  # where the must-keep snippets moved most
+        (a, n, _, _), b = per_page[0][i], per_page[1][i][0]
+        print(f"  {crawl[i][5][:60]:<60} kept {a} -> {b} of {n}")
     return model
 
 

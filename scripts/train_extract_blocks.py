@@ -31,6 +31,11 @@ Each model also carries a word model (`WordModel`: logistic regression over the 
 blocks) whose score is a tree feature; in training, a block's score comes from a word model
 fitted without its page's site (inner site folds), see `train`.
 
+How the trees learn is `Fitting` (FITTING: the shipped defaults; options --trees, --learning-rate,
+--min-leaf, --weak-weight, --per-page, --balanced). Session 10 (issue 19) tried the weights and the
+ensemble's shape with bench/bench_extract_train.py and shipped none: docs/extraction.md, "Tried
+2026-12-02 (issue 19, session 10): how the trees learn".
+
     PYTHONPATH=src .venv/bin/python scripts/train_extract_blocks.py [--no-weak] [--cache FILE]
 """
 
@@ -69,6 +74,31 @@ N_TREES, DEPTH, LEARNING_RATE = 100, 4, 0.1
 WORD_MAX_CHARS = 200  # only shorter blocks are read word by word (time: see WordModel)
 MIN_PAGES = 3  # a word feature enters the vocabulary when seen on at least this many training pages
 WORD_C = 1.0  # inverse L2 strength of the word model
+
+
+@dataclass(frozen=True)
+class Fitting:
+    """How the trees learn (issue 19, session 10; the defaults are the shipped model's, and with them
+    `fit` passes no sample weights, so the files are the same bytes as before the option existed).
+
+    trees, learning_rate: the ensemble (depth stays DEPTH: the extractor walks trees x DEPTH nodes per
+    block); min_leaf: scikit-learn's min_samples_leaf; weak: the weight of a weak label (a
+    trafilatura-eval block labelled by trafilatura's output, not by a snippet) against 1 for a gold
+    one; per_page: each page's labelled blocks share the same total weight (long pages do not
+    dominate); balanced: the two classes get the same total weight."""
+
+    trees: int = N_TREES
+    learning_rate: float = LEARNING_RATE
+    min_leaf: int = 1
+    weak: float = 1.0
+    per_page: bool = False
+    balanced: bool = False
+
+    def weighted(self) -> bool:
+        return self.weak != 1.0 or self.per_page or self.balanced
+
+
+FITTING = Fitting()  # what scripts/train_extract_blocks.py trains the shipped files with
 
 
 def plain(html: str) -> str:
@@ -117,18 +147,26 @@ def snippet_labels(
     html: str, keep: list[str], drop: list[str], weak: str | None
 ) -> tuple[list[Block], np.ndarray, np.ndarray]:
     bs, cols = main_blocks(html)
-    keep_n, drop_n = [_norm(s) for s in keep], [_norm(s) for s in drop]
     have = Counter(tokens(weak)) if weak is not None else None
     y = []
-    for b in bs:
-        t = _norm(b.text)
-        hit = lambda ss, t=t: any(s and (s in t or (len(t) > 20 and t in s)) for s in ss)  # noqa: E731
-        label = 0 if hit(drop_n) else 1 if hit(keep_n) else -1
+    for b, label in zip(bs, gold_labels(bs, keep, drop)):
         if label < 0 and have is not None:
             ts = tokens(b.text)
             label = 1 if ts and sum(w in have for w in ts) / len(ts) >= KEEP_SHARE else 0
         y.append(label)
     return bs, np.array(y, int), cols
+
+
+def gold_labels(bs: list[Block], keep: list[str], drop: list[str]) -> list[int]:
+    """Each block's label from trafilatura-eval's snippets: 0 when it holds a must-drop snippet (or
+    lies inside one), else 1 for a must-keep one, else -1 (none: a weak label, or left out)."""
+    keep_n, drop_n = [_norm(s) for s in keep], [_norm(s) for s in drop]
+    out = []
+    for b in bs:
+        t = _norm(b.text)
+        hit = lambda ss, t=t: any(s and (s in t or (len(t) > 20 and t in s)) for s in ss)  # noqa: E731
+        out.append(0 if hit(drop_n) else 1 if hit(keep_n) else -1)
+    return out
 
 
 def trafilatura_text(html: str) -> str:
@@ -141,20 +179,27 @@ def _norm(s: str) -> str:
     return " ".join(s.split())
 
 
-def fit(x: np.ndarray, y: np.ndarray, threshold: float) -> BlockModel:
+def fit(
+    x: np.ndarray, y: np.ndarray, threshold: float, weight: np.ndarray | None = None, how: Fitting = FITTING
+) -> BlockModel:
     """Gradient-boosted trees (scikit-learn), exported to the complete heap-ordered trees BlockModel walks."""
     from sklearn.ensemble import GradientBoostingClassifier
 
     gb = GradientBoostingClassifier(
-        n_estimators=N_TREES, max_depth=DEPTH, learning_rate=LEARNING_RATE, subsample=0.8, random_state=0
-    ).fit(x, y)
+        n_estimators=how.trees,
+        max_depth=DEPTH,
+        learning_rate=how.learning_rate,
+        subsample=0.8,
+        random_state=0,
+        min_samples_leaf=how.min_leaf,
+    ).fit(x, y, sample_weight=weight)
     inner = 2**DEPTH - 1
-    feature = np.zeros((N_TREES, inner), np.intp)
-    split = np.full((N_TREES, inner), np.inf)
-    value = np.zeros((N_TREES, inner + 1))
+    feature = np.zeros((how.trees, inner), np.intp)
+    split = np.full((how.trees, inner), np.inf)
+    value = np.zeros((how.trees, inner + 1))
     for i, est in enumerate(gb.estimators_):
         _to_heap(est[0].tree_, 0, 0, 0, feature[i], split[i], value[i])
-    value *= LEARNING_RATE
+    value *= how.learning_rate
     # scikit-learn's constant start (the log-odds of the prior): what its raw score has beyond the trees.
     no_init = BlockModel(feature, split, value, 0.0, DEPTH, 0.5)
     p = np.clip(no_init.keep_probability(x[:1000]), 1e-12, 1 - 1e-12)
@@ -290,12 +335,37 @@ def oof_word_scores(pages: list[Page]) -> list[np.ndarray]:
     return out
 
 
-def train(pages: list[Page], threshold: float, words: bool) -> BlockModel:
+def gold_mask(p: Page) -> np.ndarray:
+    """Which blocks of a page carry a gold label (Readability, AEB: all; trafilatura-eval: a snippet's)."""
+    if p.source != "trafilatura-eval":
+        return np.ones(len(p.blocks), bool)
+    return np.array(gold_labels(p.blocks, p.keep, p.drop), int) >= 0
+
+
+def sample_weights(pages: list[Page], how: Fitting) -> np.ndarray | None:
+    """The weight of each labelled block of `pages` (in training order), or None when all are 1."""
+    if not how.weighted():
+        return None
+    ws = []
+    for p in pages:
+        w = np.where(gold_mask(p), 1.0, how.weak)[p.y >= 0]
+        if how.per_page and w.size:
+            w = w / w.sum()  # every page the same total weight
+        ws.append(w)
+    w = np.concatenate(ws)
+    if how.balanced:
+        y = np.concatenate([p.y[p.y >= 0] for p in pages])
+        for c in (0, 1):
+            w[y == c] *= 0.5 * w.sum() / max(w[y == c].sum(), 1e-12)
+    return w * (len(w) / w.sum())  # mean 1: min_samples_leaf and the trees' scale stay comparable
+
+
+def train(pages: list[Page], threshold: float, words: bool, how: Fitting = FITTING) -> BlockModel:
     """Trees (with the word model stacked under them when `words`) on the labelled blocks of `pages`."""
     scores = oof_word_scores(pages) if words else [None] * len(pages)
     xs = [np.hstack([features(p.blocks, s), p.cols])[p.y >= 0] for p, s in zip(pages, scores)]
     ys = [p.y[p.y >= 0] for p in pages]
-    m = fit(np.vstack(xs), np.concatenate(ys), threshold)
+    m = fit(np.vstack(xs), np.concatenate(ys), threshold, sample_weights(pages, how), how)
     return replace(m, words=fit_words(pages)) if words else m
 
 
@@ -305,7 +375,9 @@ def train(pages: list[Page], threshold: float, words: bool) -> BlockModel:
 BENCHMARKS = ("aeb", "trafilatura-eval")
 
 
-def fold_models(pages: list[Page], threshold: float, words: bool) -> dict[str, BlockModel]:
+def fold_models(
+    pages: list[Page], threshold: float, words: bool, how: Fitting = FITTING
+) -> dict[str, BlockModel]:
     """Grouped 5-fold cross-fitting within each benchmark: model "B/k" is trained on every other set
     in full plus B's pages outside site fold k, and scores B's pages in fold k."""
     from pretrain.curate.extract_eval import site_fold
@@ -314,7 +386,7 @@ def fold_models(pages: list[Page], threshold: float, words: bool) -> dict[str, B
     for bench in BENCHMARKS:
         for k in range(5):
             train_on = [p for p in pages if not (p.source == bench and site_fold(p.url) == k)]
-            out[f"{bench}/{k}"] = train(train_on, threshold, words)
+            out[f"{bench}/{k}"] = train(train_on, threshold, words, how)
     return out
 
 
@@ -352,25 +424,39 @@ def main() -> int:
     ap.add_argument("--no-weak", action="store_true", help="leave trafilatura-eval's unlabelled blocks out")
     ap.add_argument("--no-words", action="store_true", help="trees on the layout features alone")
     ap.add_argument("--cache", type=Path, help="reuse (or write) the rendered, labelled pages here")
+    ap.add_argument("--trees", type=int, default=FITTING.trees, help=f"number of trees (depth stays {DEPTH})")
+    ap.add_argument("--learning-rate", type=float, default=FITTING.learning_rate)
+    ap.add_argument("--min-leaf", type=int, default=FITTING.min_leaf, help="min_samples_leaf")
+    ap.add_argument("--weak-weight", type=float, default=FITTING.weak, help="weak label weight (gold: 1)")
+    ap.add_argument("--per-page", action="store_true", default=FITTING.per_page,
+                    help="each page's labelled blocks share the same total weight")
+    ap.add_argument("--balanced", action="store_true", default=FITTING.balanced,
+                    help="both classes the same total weight")
     args = ap.parse_args()
+    how = Fitting(
+        args.trees, args.learning_rate, args.min_leaf, args.weak_weight, args.per_page, args.balanced
+    )
     pages = load_pages(weak=not args.no_weak, cache=args.cache)
     for n in ("readability", *BENCHMARKS):
         ps = [p for p in pages if p.source == n]
         ys = np.concatenate([p.y for p in ps])  # (a page resiliparse finds nothing on has no blocks)
         print(f"{n}: {len(ps)} pages, {int((ys >= 0).sum())} labelled blocks, {int((ys == 1).sum())} keep")
     words = not args.no_words
-    folds = fold_models(pages, args.threshold, words)
+    folds = fold_models(pages, args.threshold, words, how)
     for key, r in sorted(evaluate(pages, folds).items()):
         print(f"  {key:<20} " + "  ".join(f"{k} {v}" for k, v in r.items()))
     info = {
-        "trees": N_TREES,
+        "trees": how.trees,
         "depth": DEPTH,
-        "learning_rate": LEARNING_RATE,
+        "learning_rate": how.learning_rate,
         "keep_share": KEEP_SHARE,
         "weak_labels": "none" if args.no_weak else "trafilatura-eval's unlabelled blocks: trafilatura",
         "words": {"max_chars": WORD_MAX_CHARS, "min_pages": MIN_PAGES, "C": WORD_C} if words else None,
         "script": "scripts/train_extract_blocks.py",
     }
+    if how.min_leaf != 1 or how.weighted():  # (absent when the defaults: the files as before)
+        info["fitting"] = {"min_leaf": how.min_leaf, "weak": how.weak, "per_page": how.per_page,
+                           "balanced": how.balanced}
     doc = {
         "features": list(BLOCK_FEATURES),
         "info": {**info, "folds": "B/k: every other set + B's pages whose site_fold != k"},
@@ -378,7 +464,7 @@ def main() -> int:
     }
     args.folds_out.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
     print(f"-> {args.folds_out} ({args.folds_out.stat().st_size / 1e3:.0f} kB)")
-    model = train(pages, args.threshold, words)
+    model = train(pages, args.threshold, words, how)
     doc = {
         "features": list(BLOCK_FEATURES),
         "info": {**info, "trained_on": ["readability", *BENCHMARKS]},

@@ -443,3 +443,21 @@ def test_process_isolation_gives_the_same_text_as_inline():
     tb = [d.text for d in b(html_doc(p) for p in pages)]
     a.close()
     assert ta == tb and len(ta) == 2 and "rivière" in ta[1]
+
+
+def test_training_weights_gold_weak_and_per_page():
+    """scripts/train_extract_blocks.py's Fitting: the defaults pass no weights (the shipped files);
+    a weak label weighs `weak` against a gold one; per_page gives each page the same total."""
+    tr = _train_script()
+    cols = np.zeros((3, 3), np.float32)
+    blocks_a = [Block("p", "the must keep sentence of the page", 0, 0), Block("p", "menu", 0, 0),
+                Block("p", "footer line", 0, 0)]
+    a = tr.Page("trafilatura-eval", "https://a.example/x", blocks_a, np.array([1, 0, 1]), cols,
+                keep=["must keep sentence"], drop=["footer line"])
+    b = tr.Page("aeb", "https://b.example/y", [Block("p", "article", 0, 0)], np.array([1]), cols[:1])
+    assert tr.gold_labels(blocks_a, a.keep, a.drop) == [1, -1, 0]
+    assert tr.sample_weights([a, b], tr.FITTING) is None
+    w = tr.sample_weights([a, b], tr.Fitting(weak=0.5))
+    assert np.allclose(w, np.array([1, 0.5, 1, 1]) * 4 / 3.5)  # mean 1; the weak "menu" at half
+    w = tr.sample_weights([a, b], tr.Fitting(per_page=True))
+    assert np.isclose(w[:3].sum(), w[3]) and np.isclose(w.mean(), 1)

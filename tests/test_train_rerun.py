@@ -429,3 +429,13 @@ def test_a_relative_storage_names_the_same_checkpoints_from_any_directory(finish
     assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.out={run}"]) == 0
     assert "already complete: the newest checkpoint is step 11" in capsys.readouterr().err
     assert list(elsewhere.iterdir()) == [] and not (run / "checkpoints").exists()
+    # a run saved before the rule kept "run/ckpts" (from tmp_path): from there it is not taken for an
+    # empty RUN/run/ckpts (a fresh start, in train's case) but named, with the way to read it
+    (run / "config.toml").write_text((run / "config.toml").read_text().replace('storage = "ckpts"',
+                                                                                 'storage = "run/ckpts"'))
+    monkeypatch.chdir(tmp_path)
+    assert main(["sample", str(run), "--tokens", "2"]) == 2
+    assert "names a folder holding step 11" in capsys.readouterr().err
+    assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.out={run}"]) == 2
+    assert "--set checkpoint.storage=run/ckpts resumes from there" in capsys.readouterr().err
+    assert not (run / "run").exists()

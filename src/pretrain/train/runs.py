@@ -24,6 +24,20 @@ def leaves(run: Path, value: str) -> bool:
     return "://" in where or not Path(where).resolve().is_relative_to(Path(run).resolve())
 
 
+def read_before(run: Path, storage: str) -> tuple[str, int] | None:
+    """A run directory written before session 10 kept a relative checkpoint.storage as typed (from
+    the working directory of its training): (that folder from here, its newest step) when it is not
+    the run-relative one, holds a complete checkpoint and the run-relative one holds none, so an
+    empty run-relative folder is not taken for a fresh run in silence; else None."""
+    where = storage_in_run(run, storage)
+    if not storage or where == storage or Path(storage).resolve() == Path(where).resolve():
+        return None
+    found = ck.latest_complete(Path(storage))
+    if not found or ck.latest_complete(Path(where)):
+        return None
+    return storage, found[0]
+
+
 def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) -> RunConfig:
     """`pretrain train RUN/config.toml`: a run directory's saved config (it travels with the
     directory: a colleague's, a download) does not choose where training writes. train.out must be
@@ -53,6 +67,13 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
                         f"(train.out) or keeps checkpoints (checkpoint.storage); {'; '.join(said)}")
     if "checkpoint.storage" in given:
         return cfg
+    old = read_before(run, storage)
+    if old:
+        here = storage_in_run(run, storage)
+        raise UserError(f"{config}: checkpoint.storage = {storage!r} is relative to the run directory "
+                        f"({here}, no checkpoint there); from here it names {old[0]}, "
+                        f"which holds step {old[1]} (a run saved before session 10 kept it so): "
+                        f"--set checkpoint.storage={old[0]} resumes from there")
     return dataclasses.replace(cfg, checkpoint=dataclasses.replace(
         cfg.checkpoint, storage=storage_in_run(run, storage)))
 
@@ -90,7 +111,11 @@ def load_run_model(run: str | Path, step: int | None = None, storage: str | None
     for attempt in range(3):
         found = ck.latest_complete(root)
         if found is None:
-            raise UserError(f"{root}: no complete checkpoint")
+            before = None if storage else read_before(run, cfg.checkpoint.storage)
+            hint = (f"; from here the saved checkpoint.storage {before[0]!r} names a folder holding step "
+                    f"{before[1]} (a run saved before session 10 kept it relative to where it trained): "
+                    f"--checkpoints {before[0]} reads there") if before else ""
+            raise UserError(f"{root}: no complete checkpoint{hint}")
         step, path = found
         if attempt == 0:
             _say_damaged(root, step)

@@ -392,3 +392,50 @@ def test_a_run_directorys_config_does_not_choose_where_we_write_or_read(finished
     (run / "config.toml").write_text(cfgmod.dumps(inside))  # a storage inside the run is its own
     assert load_run_model(run)[2] == 10
     assert main(["train", str(run / "config.toml"), "--quiet"]) == 0
+
+
+def test_a_relative_storage_names_the_same_checkpoints_from_any_directory(finished, tmp_path, text, capsys,
+                                                                          monkeypatch):
+    """checkpoint.storage = "run/ckpts" given from the working directory (a recipe, --set) is saved in
+    RUN/config.toml relative to the run ("ckpts"), and read so from any other directory: sample, eval,
+    export, report and a resume find the run's checkpoints instead of calling them "outside the run"
+    (or looking under the working directory). Until session 10 the saved value was read from the cwd."""
+    from pretrain.cli import main
+
+    run, _ = _copy(finished, tmp_path)
+    shutil.move(run / "checkpoints", run / "ckpts")  # where this run keeps them
+    monkeypatch.chdir(tmp_path)
+    Trainer(tiny_config("run", text, "train.steps=11", "checkpoint.every=1", "checkpoint.storage=run/ckpts"),
+            quiet=True).fit()  # resumes from step 10 (run/ckpts from here), saves step 11 there
+    assert cfgmod.load(RunConfig, run / "config.toml").checkpoint.storage == "ckpts"
+    assert ck.latest_complete(run / "ckpts")[0] == 11
+    (run / "ckpts" / ck.INTERVAL).write_text(json.dumps({"save_interval": 7, "save_s": 0.5, "step_s": 0.25}))
+    held_out = tmp_path / "held_out.txt"  # a few lines: the point is which checkpoint is read
+    held_out.write_text(text.read_text()[:600])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    for args in (["sample", str(run), "--tokens", "2"], ["export", str(run), "-o", str(tmp_path / "m.st")],
+                 ["eval", str(run), "--tasks", f"ppl:{held_out}"]):
+        assert main(args) == 0, (args, capsys.readouterr().err)
+    assert f"{run / 'eval' / 'step_0000011.json'}" in capsys.readouterr().out  # the newest, in RUN/ckpts
+    text_of = (run / "config.toml").read_text()
+    (run / "config.toml").write_text(text_of.replace("every = 1\n", "every = 0\n", 1))  # Young's rule
+    assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
+    assert " = 7 steps (save 0.5 s, step 0.25 s)" in (tmp_path / "r.html").read_text()  # from RUN/ckpts
+    # a resume from here: train.out ("run", from tmp_path) is named on the command line as the rule
+    # for train.out says; the storage is the run's own, so the finished run is found, not started over
+    assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.out={run}"]) == 0
+    assert "already complete: the newest checkpoint is step 11" in capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == [] and not (run / "checkpoints").exists()
+    # a run saved before the rule kept "run/ckpts" (from tmp_path): from there it is not taken for an
+    # empty RUN/run/ckpts (a fresh start, in train's case) but named, with the way to read it
+    (run / "config.toml").write_text((run / "config.toml").read_text().replace('storage = "ckpts"',
+                                                                                 'storage = "run/ckpts"'))
+    monkeypatch.chdir(tmp_path)
+    assert main(["sample", str(run), "--tokens", "2"]) == 2
+    assert "names a folder holding step 11" in capsys.readouterr().err
+    assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.out={run}"]) == 2
+    assert "--set checkpoint.storage=run/ckpts resumes from there" in capsys.readouterr().err
+    assert not (run / "run").exists()

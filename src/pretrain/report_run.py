@@ -246,7 +246,7 @@ def _checkpoints(run: Path, events: list[dict]) -> str:
     """When the run saved (checkpoint events), at what interval, and the longest pause a save caused."""
     cfg = _run_config(run)
     every = ("" if cfg is None else f"every {cfg.checkpoint.every} steps; " if cfg.checkpoint.every
-             else f"interval by Young's rule sqrt(2 x save time x MTBF){_young(run)}; ")
+             else f"interval by Young's rule sqrt(2 x save time x MTBF){_young(run, cfg)}; ")
     started = [e for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)]
     saved = _complete_saves(events)  # an async save killed before its completion is no checkpoint
     unfinished = sorted({e["step"] for e in started} - set(saved))
@@ -262,11 +262,19 @@ def _checkpoints(run: Path, events: list[dict]) -> str:
                 f"the longest pause for a save {pause:.2f} s")
 
 
-def _young(run: Path) -> str:
-    """What Young's rule gave, from RUN/checkpoints/save_interval.json (the trainer writes it once the
-    first save has measured C): ' = 11 steps (save 0.13 s, step 0.049 s)', or '' without a readable one."""
+def _young(run: Path, cfg) -> str:
+    """What Young's rule gave, from save_interval.json where the run keeps its checkpoints
+    (checkpoint.storage: RUN/checkpoints, or a folder inside the run, relative to it); the trainer writes
+    it once the first save has measured C: ' = 11 steps (save 0.13 s, step 0.049 s)', or '' without a
+    readable one. Storage outside the run (a bucket, another folder) is not read: the report reads the
+    run directory alone."""
+    from pretrain.train.config import storage_in_run
+
+    where = storage_in_run(run, cfg.checkpoint.storage) or run / "checkpoints"
     try:
-        m = untrusted.load_json_object(run / "checkpoints" / "save_interval.json", within=run)
+        if "://" in str(where) or not Path(where).resolve().is_relative_to(run.resolve()):
+            return ""
+        m = untrusted.load_json_object(Path(where) / "save_interval.json", within=run)
         k, save_s, step_s = m["save_interval"], float(m["save_s"]), float(m["step_s"])
     except (OSError, untrusted.BadFile, KeyError, TypeError, ValueError):
         return ""

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.train.trainer import Interrupted, Trainer
 
     cfg = cfgmod.load(RunConfig, args.config, args.overrides)
-    check_saved_paths(args.config, cfg, args.overrides)  # RUN/config.toml: it does not choose where we write
+    cfg = check_saved_paths(args.config, cfg, args.overrides)  # RUN/config.toml: not where we write
     # Logs (the echo, the summary, step lines) on stderr, results on stdout: `train ... | head`
     # must not stop the training when the reader leaves before the run ends.
     if args.dry_run:  # the config first: a run that cannot be built still shows what it would be

@@ -9,7 +9,9 @@ bounds are field metadata (`choice`, `bounded`), checked when the config is load
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pretrain.config import bounded, choice
 
@@ -118,7 +120,28 @@ class CheckpointConfig:
     async_save: bool = True
     mtbf_minutes: float = bounded(180.0, gt=0, why="minutes between failures")  # M for Young's rule
     first_at: int = bounded(20, lo=1, why="a step")  # with every=0: the save that measures C
-    storage: str = ""  # "" = RUN/checkpoints; an fsspec URL (s3://bucket/prefix) = object storage
+    # "" = RUN/checkpoints; a folder; an fsspec URL (s3://bucket/prefix) = object storage. Relative:
+    # to the working directory in a recipe or --set, to the run directory in RUN/config.toml
+    storage: str = ""
+
+
+def storage_in_run(run: str | Path, storage: str) -> str:
+    """checkpoint.storage as RUN/config.toml holds it -> as this process opens it. A relative folder
+    there is relative to the run directory (the trainer saves it so: `storage_to_save`), so the run
+    means the same checkpoints from any working directory; "", an absolute folder, a URL: as is."""
+    if not storage or "://" in storage or Path(storage).is_absolute():
+        return storage
+    return str(Path(run) / storage)
+
+
+def storage_to_save(run: str | Path, storage: str) -> str:
+    """checkpoint.storage as this process uses it (a relative folder: from the working directory) ->
+    as RUN/config.toml keeps it: a folder inside the run as its path from the run (`ckpts`), one
+    outside as an absolute path (it does not move with the run); "" and a URL as is."""
+    if not storage or "://" in storage:
+        return storage
+    where, home = Path(os.path.abspath(storage)), Path(os.path.abspath(run))
+    return os.path.relpath(where, home) if where.is_relative_to(home) else str(where)
 
 
 @dataclass

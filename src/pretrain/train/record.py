@@ -12,6 +12,7 @@ import dataclasses
 import sys
 
 from pretrain import config as cfgmod
+from pretrain.train.config import storage_to_save
 from pretrain.train.metrics import Metrics
 from pretrain.train.model import SHAPE_FIELDS
 from pretrain.train.restarts import COURSE_EVENTS, describe, hms
@@ -47,7 +48,11 @@ def resolved_config(cfg, shape):
 
 
 def write_config(run_dir, cfg) -> None:
-    """RUN/config.toml, atomically (a kill mid-write leaves the old one)."""
+    """RUN/config.toml, atomically (a kill mid-write leaves the old one). checkpoint.storage is kept
+    as the run directory sees it (train/config.py `storage_to_save`): a relative folder given from
+    the working directory would otherwise name another place from any other directory."""
+    saved = storage_to_save(run_dir, cfg.checkpoint.storage)
+    cfg = dataclasses.replace(cfg, checkpoint=dataclasses.replace(cfg.checkpoint, storage=saved))
     path = run_dir / "config.toml"
     tmp = path.with_name("config.toml.tmp")
     tmp.write_text(cfgmod.dumps(cfg))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
@@ -9,29 +10,46 @@ import torch
 from pretrain import config as cfgmod
 from pretrain.errors import UserError
 from pretrain.train import checkpoint as ck
-from pretrain.train.config import RunConfig
+from pretrain.train.config import RunConfig, storage_in_run
 from pretrain.train.model import build_model, materialize, resolve_shape, rope_tables
 from pretrain.train.precision import DTYPES
 
 
 def leaves(run: Path, value: str) -> bool:
-    """Whether a path key's value lies outside the run directory (an fsspec URL always does; a
-    relative path is relative to where the command runs, as the trainer reads it)."""
+    """Whether a checkpoint.storage saved in RUN/config.toml lies outside the run directory (an fsspec
+    URL always does; a relative folder is relative to the run directory, `storage_in_run`)."""
     if not value:
         return False
-    return "://" in value or not Path(value).resolve().is_relative_to(Path(run).resolve())
+    where = storage_in_run(run, value)
+    return "://" in where or not Path(where).resolve().is_relative_to(Path(run).resolve())
 
 
-def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) -> None:
+def read_before(run: Path, storage: str) -> tuple[str, int] | None:
+    """A run directory written before session 10 kept a relative checkpoint.storage as typed (from
+    the working directory of its training): (that folder from here, its newest step) when it is not
+    the run-relative one, holds a complete checkpoint and the run-relative one holds none, so an
+    empty run-relative folder is not taken for a fresh run in silence; else None."""
+    where = storage_in_run(run, storage)
+    if not storage or where == storage or Path(storage).resolve() == Path(where).resolve():
+        return None
+    found = ck.latest_complete(Path(storage))
+    if not found or ck.latest_complete(Path(where)):
+        return None
+    return storage, found[0]
+
+
+def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) -> RunConfig:
     """`pretrain train RUN/config.toml`: a run directory's saved config (it travels with the
     directory: a colleague's, a download) does not choose where training writes. train.out must be
     RUN itself and checkpoint.storage empty (RUN/checkpoints) or inside RUN, unless the key is on the
     command line (--set); else one refusal naming each key, its value and both ways on. A recipe
-    (any file not named config.toml beside a run's checkpoints/ or metrics.jsonl) is the user's own."""
+    (any file not named config.toml beside a run's checkpoints/ or metrics.jsonl) is the user's own.
+    Returns the config to train with: a saved relative storage made the folder inside RUN it names
+    (relative to the run directory, from any working directory); a --set one is the user's (cwd)."""
     config = Path(config)
     run = config.parent
     if config.name != "config.toml" or not any((run / n).exists() for n in ("checkpoints", "metrics.jsonl")):
-        return
+        return cfg
     given = {text.split("=", 1)[0].strip() for text in overrides}
     said = []
     if "train.out" not in given and Path(cfg.train.out).resolve() != run.resolve():
@@ -42,26 +60,38 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
         # the first way on starts the run over when RUN/checkpoints is empty: said before it is taken
         fresh = "" if ck.latest_complete(run / "checkpoints") else " (no checkpoint there: a fresh start)"
         said.append(f"checkpoint.storage = {storage!r} is outside {run}: --set checkpoint.storage= uses "
-                    f"{run / 'checkpoints'}{fresh}, --set checkpoint.storage={storage} reads and writes "
-                    "there")
+                    f"{run / 'checkpoints'}{fresh}, --set checkpoint.storage={storage_in_run(run, storage)} "
+                    "reads and writes there")
     if said:
         raise UserError(f"{config}: a run directory's saved config does not choose where training writes "
                         f"(train.out) or keeps checkpoints (checkpoint.storage); {'; '.join(said)}")
+    if "checkpoint.storage" in given:
+        return cfg
+    old = read_before(run, storage)
+    if old:
+        here = storage_in_run(run, storage)
+        raise UserError(f"{config}: checkpoint.storage = {storage!r} is relative to the run directory "
+                        f"({here}, no checkpoint there); from here it names {old[0]}, "
+                        f"which holds step {old[1]} (a run saved before session 10 kept it so): "
+                        f"--set checkpoint.storage={old[0]} resumes from there")
+    return dataclasses.replace(cfg, checkpoint=dataclasses.replace(
+        cfg.checkpoint, storage=storage_in_run(run, storage)))
 
 
 def saved_storage(run: Path, cfg: RunConfig, given: str | None) -> str:
-    """Where a run's checkpoints are read from: `given` (--checkpoints) when the user names it, else
-    the saved checkpoint.storage when it stays inside the run directory (empty: RUN/checkpoints).
-    A saved one pointing elsewhere (another user's run, an S3 bucket read with your credentials) is
-    refused in one line saying how to read it there anyway."""
+    """Where a run's checkpoints are read from: `given` (--checkpoints, from the working directory)
+    when the user names it, else the saved checkpoint.storage when it stays inside the run directory
+    (empty: RUN/checkpoints; relative: to the run directory). A saved one pointing elsewhere (another
+    user's run, an S3 bucket read with your credentials) is refused in one line saying how to read
+    it there anyway."""
     if given:
         return given
     storage = cfg.checkpoint.storage
     if leaves(run, storage):
         raise UserError(f"{run / 'config.toml'}: checkpoint.storage = {storage!r} is outside the run "
                         "directory; a run directory's saved config does not choose where checkpoints are "
-                        f"read from: pass --checkpoints {storage} to read them there")
-    return storage
+                        f"read from: pass --checkpoints {storage_in_run(run, storage)} to read them there")
+    return storage_in_run(run, storage)
 
 
 def load_run_model(run: str | Path, step: int | None = None, storage: str | None = None):
@@ -81,7 +111,11 @@ def load_run_model(run: str | Path, step: int | None = None, storage: str | None
     for attempt in range(3):
         found = ck.latest_complete(root)
         if found is None:
-            raise UserError(f"{root}: no complete checkpoint")
+            before = None if storage else read_before(run, cfg.checkpoint.storage)
+            hint = (f"; from here the saved checkpoint.storage {before[0]!r} names a folder holding step "
+                    f"{before[1]} (a run saved before session 10 kept it relative to where it trained): "
+                    f"--checkpoints {before[0]} reads there") if before else ""
+            raise UserError(f"{root}: no complete checkpoint{hint}")
         step, path = found
         if attempt == 0:
             _say_damaged(root, step)

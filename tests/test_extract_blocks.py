@@ -429,6 +429,32 @@ def _train_script():
     return mod
 
 
+def test_training_pins_the_openblas_kernels_the_shipped_files_were_fitted_with():
+    """The word model's weights round differently under SkylakeX's kernels than Haswell's (one of
+    7,449 in fold aeb/0, then every tree after it), so the script pins Haswell before numpy loads
+    OpenBLAS, as OpenBLAS itself reports (threadpoolctl), and leaves a kernel the user names alone."""
+    import os
+    import platform
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("threadpoolctl")
+    mod = _train_script()
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if platform.machine() != "x86_64" or not {"avx2", "fma"} <= set(flags.split()):
+        pytest.skip("OpenBLAS's Haswell kernels need an x86-64 CPU with AVX2 and FMA")
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    env["PYTHONPATH"] = str(root / "src")
+    script = [sys.executable, str(root / "scripts" / "train_extract_blocks.py"), "--blas"]
+    got = subprocess.run(script, env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert got.stdout.split() == [mod.BLAS_CORE]
+    env["OPENBLAS_CORETYPE"] = "Sandybridge"
+    got = subprocess.run(script, env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert got.stdout.split() == ["Sandybridge"]
+
+
 def _resiliparse(html: str) -> str:
     from pretrain.curate.extract import extract_text
 

@@ -131,10 +131,9 @@ def test_tree_walk_of_any_depth_reproduces_scikit_learn():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(400, len(FEATURES))).astype(np.float32)
     y = (x[:, 1] - x[:, 4] * x[:, 7] > 0.1).astype(int)
-    mod.N_TREES = 10
     for depth in (1, 2, 5):
         mod.DEPTH = depth
-        model = BlockModel.from_dict(mod.fit(x, y, 0.5).to_dict())
+        model = BlockModel.from_dict(mod.fit(x, y, 0.5, how=mod.Fitting(trees=10)).to_dict())
         ref = GradientBoostingClassifier(n_estimators=10, max_depth=depth, subsample=0.8, random_state=0)
         ref.fit(x, y)
         assert model.keep_probability(x[:0]).shape == (0,)  # a page with no blocks
@@ -161,8 +160,7 @@ def test_exported_trees_reproduce_scikit_learn():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(600, len(FEATURES))).astype(np.float32)
     y = (x[:, 0] + x[:, 3] * x[:, 5] > 0.2).astype(int)
-    mod.N_TREES = 20
-    model = mod.fit(x, y, 0.5)  # asserts agreement itself; check again on unseen rows
+    model = mod.fit(x, y, 0.5, how=mod.Fitting(trees=20))  # asserts agreement itself; check on unseen rows
     again = BlockModel.from_dict(model.to_dict())
     x2 = rng.normal(size=(300, len(FEATURES))).astype(np.float32)
     ref = GradientBoostingClassifier(n_estimators=20, max_depth=mod.DEPTH, subsample=0.8, random_state=0)

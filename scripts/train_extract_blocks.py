@@ -74,8 +74,8 @@ def _pin_blas() -> None:
         os.environ["OPENBLAS_CORETYPE"] = BLAS_CORE
 
 
-if __name__ == "__main__":  # (imported by a test or a bench, numpy is loaded already: see blas_core)
-    _pin_blas()
+if "numpy" not in sys.modules:  # (run as a script or imported first by train_extract_rescue.py; a test
+    _pin_blas()  # or a bench that imports this module has numpy loaded already: see blas_core)
 
 import numpy as np  # noqa: E402
 

@@ -20,8 +20,10 @@ Model "aeb/k" learns from Readability, trafilatura-eval and the AEB pages outsid
 scores AEB's fold k, so no benchmark page is scored by a model that saw a page of its site (the
 same for "trafilatura-eval/k"). The script prints the scores per fold and overall. Deterministic
 (random_state=0, gzip mtime 0): a run without --cache rewrote both files byte for byte
-(2026-12-01). Time: 3 min 41 s on the shared 2-core machine (2 min 34 s CPU; 11 tree fits of
-~13 s are most of it), 3 min 01 s from --cache.
+(2026-12-01), whatever PYTHONHASHSEED and thread counts (2026-12-02) — given the same OpenBLAS
+kernels, which the script pins (BLAS_CORE, see `_pin_blas`): the word model's rounding depends on
+them (docs/extraction.md, "Retraining on another CPU"). Time: 3 min 41 s on the shared 2-core
+machine (2 min 34 s CPU; 11 tree fits of ~13 s are most of it), 3 min 01 s from --cache.
 
 Each block's features are FEATURES plus the three body-container columns of extract_body.py
 (BLOCK_FEATURES; from 2026-12-02, issue 19 session 9); the extractor decodes the probabilities
@@ -45,15 +47,39 @@ import argparse
 import gzip
 import json
 import os
+import platform
 import sys
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
+# OpenBLAS (scipy's, which liblinear's TRON calls for its dot products and norms) picks its kernels
+# by CPU when it loads: AVX-512 CPUs get "SkylakeX", whose sums round differently from "Haswell"'s.
+# The word model's weights move by ~1e-6 with the summation order and are stored to 4 decimals, so
+# a CPU change flips a rounding and every tree after it (docs/extraction.md, session 10). Pinned
+# before numpy loads OpenBLAS; `blas_core` says which kernels ran (the files record any other).
+BLAS_CORE = "Haswell"  # the kernels the shipped files were trained with (needs AVX2 and FMA)
 
-from pretrain.curate.extract_blocks import (
+
+def _pin_blas() -> None:
+    """OPENBLAS_CORETYPE=BLAS_CORE on an x86-64 CPU that has its instructions, unless already set."""
+    if platform.machine() not in ("x86_64", "AMD64") or "OPENBLAS_CORETYPE" in os.environ:
+        return
+    try:
+        flags = next(ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags"))
+    except (OSError, StopIteration):
+        return
+    if {"avx2", "fma"} <= set(flags.split()):  # (kernels a CPU lacks would stop on an illegal instruction)
+        os.environ["OPENBLAS_CORETYPE"] = BLAS_CORE
+
+
+if "numpy" not in sys.modules:  # (run as a script or imported first by train_extract_rescue.py; a test
+    _pin_blas()  # or a bench that imports this module has numpy loaded already: see blas_core)
+
+import numpy as np  # noqa: E402
+
+from pretrain.curate.extract_blocks import (  # noqa: E402
     BLOCK_FEATURES,
     BODY_COLUMNS,
     FOLDS_PATH,
@@ -65,8 +91,8 @@ from pretrain.curate.extract_blocks import (
     keep_flags,
     word_features,
 )
-from pretrain.curate.extract_body import main_blocks
-from pretrain.curate.extract_eval import tokens
+from pretrain.curate.extract_body import main_blocks  # noqa: E402
+from pretrain.curate.extract_eval import tokens  # noqa: E402
 
 DATA = Path(os.environ.get("PRETRAIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 KEEP_SHARE = 0.6  # a block is "keep" when at least this share of its words is in the true article
@@ -99,6 +125,23 @@ class Fitting:
 
 
 FITTING = Fitting()  # what scripts/train_extract_blocks.py trains the shipped files with
+
+
+def blas_core() -> str:
+    """The kernels of the loaded OpenBLAS libraries (numpy's, scipy's) as threadpoolctl reads them, "/"
+    between different ones; "" without OpenBLAS (another BLAS: the files then record "")."""
+    import scipy.linalg  # noqa: F401  (loads scipy's OpenBLAS, the one liblinear calls)
+    from threadpoolctl import threadpool_info
+
+    found = {i.get("architecture") or "?" for i in threadpool_info() if i.get("internal_api") == "openblas"}
+    return "/".join(sorted(found))
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically (a killed run leaves the old file, never half a new one)."""
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def plain(html: str) -> str:
@@ -281,7 +324,7 @@ def load_pages(weak: bool = True, cache: Path | None = None) -> list[Page]:
             }
             for p in out
         ]
-        cache.write_bytes(gzip.compress(json.dumps(rows).encode()))
+        _write(cache, gzip.compress(json.dumps(rows).encode(), mtime=0))
     return out
 
 
@@ -432,7 +475,11 @@ def main() -> int:
                     help="each page's labelled blocks share the same total weight")
     ap.add_argument("--balanced", action="store_true", default=FITTING.balanced,
                     help="both classes the same total weight")
+    ap.add_argument("--blas", action="store_true", help="print the OpenBLAS kernels a run uses, and stop")
     args = ap.parse_args()
+    if args.blas:
+        print(blas_core() or "none")
+        return 0
     how = Fitting(
         args.trees, args.learning_rate, args.min_leaf, args.weak_weight, args.per_page, args.balanced
     )
@@ -454,6 +501,12 @@ def main() -> int:
         "words": {"max_chars": WORD_MAX_CHARS, "min_pages": MIN_PAGES, "C": WORD_C} if words else None,
         "script": "scripts/train_extract_blocks.py",
     }
+    core = blas_core()
+    print(f"OpenBLAS kernels: {core or 'none'} (the shipped files: {BLAS_CORE})")
+    if core != BLAS_CORE:  # (absent when the pinned kernels: the files as before)
+        info["openblas"] = core
+        print(f"warning: OpenBLAS runs {core or 'no'} kernels, not {BLAS_CORE}: the word models' weights may"
+              " differ from the shipped files' in the 4th decimal, and the trees with them", file=sys.stderr)
     if how.min_leaf != 1 or how.weighted():  # (absent when the defaults: the files as before)
         info["fitting"] = {"min_leaf": how.min_leaf, "weak": how.weak, "per_page": how.per_page,
                            "balanced": how.balanced}
@@ -462,7 +515,7 @@ def main() -> int:
         "info": {**info, "folds": "B/k: every other set + B's pages whose site_fold != k"},
         "folds": {k: m.to_dict() for k, m in folds.items()},
     }
-    args.folds_out.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
+    _write(args.folds_out, gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
     print(f"-> {args.folds_out} ({args.folds_out.stat().st_size / 1e3:.0f} kB)")
     model = train(pages, args.threshold, words, how)
     doc = {
@@ -470,7 +523,7 @@ def main() -> int:
         "info": {**info, "trained_on": ["readability", *BENCHMARKS]},
         "model": model.to_dict(),
     }
-    args.out.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
+    _write(args.out, (json.dumps(doc, separators=(",", ":")) + "\n").encode())
     print(f"-> {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
     return 0
 

@@ -38,10 +38,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import train_extract_blocks as tb  # noqa: E402
+# isort: off
+import train_extract_blocks as tb  # noqa: E402  (first: it pins OpenBLAS's kernels before numpy loads)
+import numpy as np  # noqa: E402
+# isort: on
 
 from pretrain.curate.extract_blocks import Block, load_model  # noqa: E402
 from pretrain.curate.extract_eval import (  # noqa: E402
@@ -225,6 +226,10 @@ def main() -> int:
         "keep_share": tb.KEEP_SHARE,
         "script": "scripts/train_extract_rescue.py",
     }
+    core = tb.blas_core()
+    print(f"OpenBLAS kernels: {core or 'none'} (the shipped files: {tb.BLAS_CORE})")
+    if core != tb.BLAS_CORE:  # (absent when the pinned kernels: the files as before)
+        info["openblas"] = core
     doc = {
         "features": list(RESCUE_FEATURES),
         "info": {**info, "folds": "B/k: every other set + B's pages whose site_fold != k"},

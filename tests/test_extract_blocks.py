@@ -131,10 +131,9 @@ def test_tree_walk_of_any_depth_reproduces_scikit_learn():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(400, len(FEATURES))).astype(np.float32)
     y = (x[:, 1] - x[:, 4] * x[:, 7] > 0.1).astype(int)
-    mod.N_TREES = 10
     for depth in (1, 2, 5):
         mod.DEPTH = depth
-        model = BlockModel.from_dict(mod.fit(x, y, 0.5).to_dict())
+        model = BlockModel.from_dict(mod.fit(x, y, 0.5, how=mod.Fitting(trees=10)).to_dict())
         ref = GradientBoostingClassifier(n_estimators=10, max_depth=depth, subsample=0.8, random_state=0)
         ref.fit(x, y)
         assert model.keep_probability(x[:0]).shape == (0,)  # a page with no blocks
@@ -161,8 +160,7 @@ def test_exported_trees_reproduce_scikit_learn():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(600, len(FEATURES))).astype(np.float32)
     y = (x[:, 0] + x[:, 3] * x[:, 5] > 0.2).astype(int)
-    mod.N_TREES = 20
-    model = mod.fit(x, y, 0.5)  # asserts agreement itself; check again on unseen rows
+    model = mod.fit(x, y, 0.5, how=mod.Fitting(trees=20))  # asserts agreement itself; check on unseen rows
     again = BlockModel.from_dict(model.to_dict())
     x2 = rng.normal(size=(300, len(FEATURES))).astype(np.float32)
     ref = GradientBoostingClassifier(n_estimators=20, max_depth=mod.DEPTH, subsample=0.8, random_state=0)
@@ -427,6 +425,32 @@ def _train_script():
     sys.modules["train_extract_blocks"] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def test_training_pins_the_openblas_kernels_the_shipped_files_were_fitted_with():
+    """The word model's weights round differently under SkylakeX's kernels than Haswell's (one of
+    7,449 in fold aeb/0, then every tree after it), so the script pins Haswell before numpy loads
+    OpenBLAS, as OpenBLAS itself reports (threadpoolctl), and leaves a kernel the user names alone."""
+    import os
+    import platform
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("threadpoolctl")
+    mod = _train_script()
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if platform.machine() != "x86_64" or not {"avx2", "fma"} <= set(flags.split()):
+        pytest.skip("OpenBLAS's Haswell kernels need an x86-64 CPU with AVX2 and FMA")
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    env["PYTHONPATH"] = str(root / "src")
+    script = [sys.executable, str(root / "scripts" / "train_extract_blocks.py"), "--blas"]
+    got = subprocess.run(script, env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert got.stdout.split() == [mod.BLAS_CORE]
+    env["OPENBLAS_CORETYPE"] = "Sandybridge"
+    got = subprocess.run(script, env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert got.stdout.split() == ["Sandybridge"]
 
 
 def _resiliparse(html: str) -> str:

@@ -482,14 +482,21 @@ def speed(models) -> None:
         print(f"  {k:<40} {v:.3f}  ({v / best['shipped path']:.2f}x the shipped path; {1e3 / v:.0f} pages/s)")
 
 
+def no_data() -> bool:
+    """Whether the benchmark pages or the crawl are missing from SHARED (said: nothing to measure)."""
+    if not (SHARED / "warc").is_dir() or not (SHARED / "html").is_dir():
+        print(f"no data at {SHARED}; nothing to measure")
+        return True
+    return False
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/pretrain-extract-stack"),
                     help="rendered pages, body columns and retrained trees are kept here")
     ap.add_argument("--speed-only", action="store_true")
     args = ap.parse_args()
-    if not (SHARED / "warc").is_dir() or not (SHARED / "html").is_dir():
-        print(f"no data at {SHARED}; nothing to measure")
+    if no_data():
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
     models = body_models(args.work)

@@ -283,8 +283,7 @@ def main() -> int:
                     help="outside: leave out matched elements that hold the page's longest block")
     args = ap.parse_args()
     VARIANT["outside"] = args.variant == "outside"
-    if not (SHARED / "warc").is_dir() or not (SHARED / "html").is_dir():
-        print(f"no data at {SHARED}; nothing to measure")
+    if st.no_data():
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
     models = vocab_models(args.work)

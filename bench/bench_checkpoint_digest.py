@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
@@ -26,6 +26,9 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from pretrain.train import checkpoint as ck
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_numerics import best_of as best  # noqa: E402  (best of 3, wall seconds)
 
 warnings.filterwarnings("ignore")
 
@@ -43,15 +46,6 @@ def state(mb: int) -> dict:
         n -= rows * side
         i += 1
     return out
-
-
-def best(fn, repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def sha256_all(path: Path) -> None:

@@ -346,6 +346,21 @@ def speed(aeb, repeat: int = 7) -> int:
 
 # --------------------------------------------------------------------------- 2 and 3
 
+def benchmark_pages() -> tuple[list, list, Path] | None:
+    """The AEB and trafilatura-eval pages (with their URLs) and the data folder (PRETRAIN_SHARED_DATA,
+    default ../shared/data); None, said on stderr, where one of its three folders is missing."""
+    here = Path(__file__).resolve().parents[2]
+    data = Path(os.environ.get("PRETRAIN_SHARED_DATA", here / "shared" / "data"))
+    root = data / "html"
+    for need in (root / "scrapinghub-aeb", root / "trafilatura-eval", data / "warc"):
+        if not need.is_dir():
+            print(f"{need}: not found (set PRETRAIN_SHARED_DATA to ../shared/data)", file=sys.stderr)
+            return None
+    aeb = list(aeb_pages(root / "scrapinghub-aeb", with_url=True))
+    tra = list(trafilatura_pages(root / "trafilatura-eval", with_url=True))
+    return aeb, tra, data
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--examples", type=int, default=6, help="example blocks printed per class (0: none)")
@@ -355,15 +370,11 @@ def main() -> int:
     ap.add_argument("--speed", action="store_true",
                     help="only time the shipped decoder with and without headline_off (same run)")
     args = ap.parse_args()
-    here = Path(__file__).resolve().parents[2]
-    data = Path(os.environ.get("PRETRAIN_SHARED_DATA", here / "shared" / "data"))
+    got = benchmark_pages()
+    if got is None:
+        return 2
+    aeb, tra, data = got
     root = data / "html"
-    for need in (root / "scrapinghub-aeb", root / "trafilatura-eval", data / "warc"):
-        if not need.is_dir():
-            print(f"{need}: not found (set PRETRAIN_SHARED_DATA to ../shared/data)", file=sys.stderr)
-            return 2
-    aeb = list(aeb_pages(root / "scrapinghub-aeb", with_url=True))
-    tra = list(trafilatura_pages(root / "trafilatura-eval", with_url=True))
     crawl = list(crawl_pages(data / "warc"))
 
     if args.speed:

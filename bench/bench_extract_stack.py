@@ -195,8 +195,10 @@ def load_train_script():
     return mod
 
 
-def training_pages(tr, work: Path):
-    """The training script's labelled pages (its cache) and the body columns of each, in the same order."""
+def training_pages(tr, work: Path, columns=body_columns, name: str = "body.json.gz",
+                   width: int = len(BODY_COLUMNS)):
+    """The training script's labelled pages (its cache) and the `width` columns of each that
+    `columns(tree, blocks)` gives (the body columns; cached in `work` / `name`), in the same order."""
     final = work / "pages.json.gz"
     if not final.exists():  # the training script writes its cache in place: here under a temporary
         part = work / "pages.json.gz.part"  # name, renamed when whole (a killed run leaves no torso)
@@ -204,15 +206,15 @@ def training_pages(tr, work: Path):
         tr.load_pages(cache=part)
         os.replace(part, final)
     pages = tr.load_pages(cache=final)
-    cache = work / "body.json.gz"
+    cache = work / name
     if cache.exists():
         raw = json.loads(gzip.decompress(cache.read_bytes()))
-        cols = [np.array(c, np.float32).reshape(-1, 3) for c in raw]
+        cols = [np.array(c, np.float32).reshape(-1, width) for c in raw]
     else:
         htmls = [h for _, h, _ in tr.readability_pages()]
         htmls += [h for _, h, _ in aeb_pages(SHARED / "html" / "scrapinghub-aeb")]
         htmls += [h for _, h, _, _ in trafilatura_pages(SHARED / "html" / "trafilatura-eval")]
-        cols = [body_columns(parse(h), p.blocks) for h, p in zip(htmls, pages, strict=True)]
+        cols = [columns(parse(h), p.blocks) for h, p in zip(htmls, pages, strict=True)]
         write_atomic(cache, gzip.compress(json.dumps([c.ravel().tolist() for c in cols]).encode()))
     return pages, cols
 
@@ -225,6 +227,20 @@ def train(tr, pages, cols) -> BlockModel:
     return replace(m, words=tr.fit_words(pages))
 
 
+def fold_models(pages, fit) -> dict[str, BlockModel]:
+    """The ten site-fold models (each without one benchmark's site fold) and the full one ("all"):
+    `fit(indices)` trains on those of `pages`."""
+    t = time.process_time()
+    models = {}
+    for bench in BENCHES:
+        for k in range(5):
+            keep = [i for i, p in enumerate(pages) if not (p.source == bench and site_fold(p.url) == k)]
+            models[f"{bench}/{k}"] = fit(keep)
+            print(f"  trained {bench}/{k} ({time.process_time() - t:.0f} s CPU)", flush=True)
+    models["all"] = fit(list(range(len(pages))))
+    return models
+
+
 def body_models(work: Path) -> dict[str, BlockModel]:
     """The ten site-fold models and the full one ("all"), retrained with the body columns (kept in `work`)."""
     out = work / "models.json.gz"
@@ -235,14 +251,7 @@ def body_models(work: Path) -> dict[str, BlockModel]:
         return {k: BlockModel.from_dict(d) for k, d in doc.items()}
     tr = load_train_script()
     pages, cols = training_pages(tr, work)
-    t = time.process_time()
-    models = {}
-    for bench in BENCHES:
-        for k in range(5):
-            keep = [i for i, p in enumerate(pages) if not (p.source == bench and site_fold(p.url) == k)]
-            models[f"{bench}/{k}"] = train(tr, [pages[i] for i in keep], [cols[i] for i in keep])
-            print(f"  trained {bench}/{k} ({time.process_time() - t:.0f} s CPU)", flush=True)
-    models["all"] = train(tr, pages, cols)
+    models = fold_models(pages, lambda keep: train(tr, [pages[i] for i in keep], [cols[i] for i in keep]))
     doc = {"features": [*FEATURES, *BODY_COLUMNS], **{k: m.to_dict() for k, m in models.items()}}
     write_atomic(out, gzip.compress(json.dumps(doc).encode()))
     return models
@@ -256,23 +265,31 @@ def page_both(bench, key, html, url, base, base_rescue, body, body_rescue) -> tu
     tree = parse(html)
     bs = blocks(render(html))
     cols = body_columns(tree, bs)
-    out = []
-    for model, rescue, x in (
-        (base, base_rescue, lambda bs=bs: features(bs, base.words.score(bs))),
-        (body, body_rescue, lambda bs=bs: body_x(body, bs, cols)),
-    ):
-        p = model.keep_probability(x()) if bs else np.zeros(0)
-        d = {"bench": bench, "key": key, "url": url, "text": [b.text for b in bs], "p": p,
-             "chars": np.array([len(b.text) for b in bs], int), "body": bool(bs) and bool(cols[:, 1].any())}
-        if sum(len(b.text) for b in bs) < MIN_MAIN_CHARS:
-            whole_bs, xr, inm = candidates(whole_page(html), bs, words=model.words)
-            if whole_bs:
-                d["rescue"] = (whole_bs, inm, (rescue.keep_probability(xr) >= rescue.threshold) & ~inm)
-        out.append(d)
-    return out[0], out[1]
+    found = bool(bs) and bool(cols[:, 1].any())
+    return (scored_page(bench, key, html, url, bs, base, base_rescue,
+                        lambda bs=bs: features(bs, base.words.score(bs)), body=found),
+            scored_page(bench, key, html, url, bs, body, body_rescue,
+                        lambda bs=bs: body_x(body, bs, cols), body=found))
 
 
-def all_pages(models) -> tuple[list[dict], list[dict]]:
+def scored_page(bench, key, html, url, bs, model, rescue, x, **extra) -> dict:
+    """One page as the crawl bench holds it: the probabilities of `model` on the features `x()` of
+    its blocks `bs` (with `extra` fields) and, on a page of little main content, the rescue's picks."""
+    p = model.keep_probability(x()) if bs else np.zeros(0)
+    d = {"bench": bench, "key": key, "url": url, "text": [b.text for b in bs], "p": p,
+         "chars": np.array([len(b.text) for b in bs], int), **extra}
+    if sum(len(b.text) for b in bs) < MIN_MAIN_CHARS:
+        whole_bs, xr, inm = candidates(whole_page(html), bs, words=model.words)
+        if whole_bs:
+            d["rescue"] = (whole_bs, inm, (rescue.keep_probability(xr) >= rescue.threshold) & ~inm)
+    return d
+
+
+def all_pages(models, both=None, base_for=None, base_all=None) -> tuple[list[dict], list[dict]]:
+    """Every benchmark page (out of fold by site) and crawl page, scored by `both` (page_both's
+    arguments) with the baseline trees (`base_for(bench, url)`, `base_all()`: by default this
+    bench's, from before the body columns) and with `models` (site-fold ones and "all")."""
+    both, base_for, base_all = both or page_both, base_for or model_for, base_all or load_model
     base, body = [], []
 
     def add(pair, **extra):
@@ -281,15 +298,15 @@ def all_pages(models) -> tuple[list[dict], list[dict]]:
 
     for key, html, truth, url in aeb_pages(SHARED / "html" / "scrapinghub-aeb", with_url=True):
         f = f"aeb/{site_fold(url)}"
-        add(page_both("aeb", key, html, url, model_for("aeb", url), rescue_for("aeb", url),
-                      models[f], rescue_for("aeb", url)), truth=truth)
+        add(both("aeb", key, html, url, base_for("aeb", url), rescue_for("aeb", url),
+                 models[f], rescue_for("aeb", url)), truth=truth)
     tra = "trafilatura-eval"
     for key, html, keep, drop, url in trafilatura_pages(SHARED / "html" / tra, with_url=True):
         f = f"{tra}/{site_fold(url)}"
-        add(page_both(tra, key, html, url, model_for(tra, url), rescue_for(tra, url),
-                      models[f], rescue_for(tra, url)), keep=keep, drop=drop)
+        add(both(tra, key, html, url, base_for(tra, url), rescue_for(tra, url),
+                 models[f], rescue_for(tra, url)), keep=keep, drop=drop)
     for key, html, keep, drop, no_main, url in crawl_pages(SHARED / "warc"):
-        add(page_both("crawl", key, html, url, load_model(), load_rescue(), models["all"], load_rescue()),
+        add(both("crawl", key, html, url, base_all(), load_rescue(), models["all"], load_rescue()),
             keep=keep, drop=drop, no_main=no_main)
     return base, body
 
@@ -314,12 +331,6 @@ def paired(base: dict, other: dict, keys) -> str:
 
 
 def nested(pages: list[dict], results: dict, base_name: str) -> None:
-    folds = {(d["bench"], d["key"]): (d["bench"], site_fold(d["url"]))
-             for d in pages if d["bench"] != "crawl"}
-    crawl = [d for d in pages if d["bench"] == "crawl"]
-    ckeys = [(d["bench"], d["key"]) for d in crawl]
-    bench_keys = list(folds)
-    base = results[base_name]
     print(f"\nnested choice (per test fold, on the other benchmark pages; base = {base_name})")
     families = {
         "body threshold": "body | threshold",
@@ -331,37 +342,50 @@ def nested(pages: list[dict], results: dict, base_name: str) -> None:
     }
     for label, prefix in families.items():
         for rule in ("keep >= base", "keep >= 0.93"):
-            out, chosen = {}, Counter()
-            for test in sorted(set(folds.values())):
-                train = [k for k, f in folds.items() if f != test]
-                b = cd.aggregate(base, train)
-                floor = b["keep"] if rule == "keep >= base" else 0.93
-                best, value = None, -1e9
-                for name, pp in results.items():
-                    if not name.startswith(prefix):
-                        continue
-                    s = cd.aggregate(pp, train)
-                    if s["keep"] < floor or s["F1"] < b["F1"]:
-                        continue
-                    if s["drop"] + s["F1"] > value + 1e-12:
-                        best, value = name, s["drop"] + s["F1"]
-                best = best or base_name  # nothing in the family passes: the shipped extractor
-                chosen[best] += 1
-                out.update({k: results[best][k] for k, f in folds.items() if f == test})
-            top = chosen.most_common(1)[0][0]
-            out.update({k: results[top][k] for k in ckeys})
-            print(cd.row(f"{label}, {rule}"[:40], cd.aggregate(out, list(out))))
-            print(f"    chosen {dict(chosen)}")
-            print(f"    vs base: {paired(base, out, bench_keys)}")
-            per = []
-            for test in sorted(set(folds.values())):
-                ks = [k for k, f in folds.items() if f == test]
-                s0, s1 = cd.aggregate(base, ks), cd.aggregate(out, ks)
-                v = ("F1", 2) if test[0] == "aeb" else ("drop", 3)
-                extra = "" if test[0] == "aeb" else f" keep {s0['keep']:.4f}->{s1['keep']:.4f}"
-                per.append(f"{test[0][:3]}/{test[1]} {v[0]} {s0[v[0]]:.4f}->{s1[v[0]]:.4f}{extra}")
-            print("    per fold: " + "; ".join(per))
-            print(f"    crawl, most chosen vs base: {cd.bootstrap(base, results[top], crawl)}")
+            nested_rule(pages, results, base_name, prefix, f"{label}, {rule}"[:40],
+                        None if rule == "keep >= base" else 0.93)
+
+
+def nested_rule(pages: list[dict], results: dict, base_name: str, prefix: str, label: str,
+                keep_floor: float | None = None) -> None:
+    """Session 6's nested rule for the settings named `prefix`...: per test fold (benchmark x site
+    fold), the one with keep >= `keep_floor` (None: the base's) and AEB F1 >= the base's, then the
+    most drop + F1, on the other benchmark pages (none passes: the base); the one chosen most often
+    on the crawl set. Prints the result under `label`, its paired deltas and the crawl bootstrap."""
+    folds = {(d["bench"], d["key"]): (d["bench"], site_fold(d["url"]))
+             for d in pages if d["bench"] != "crawl"}
+    crawl = [d for d in pages if d["bench"] == "crawl"]
+    base = results[base_name]
+    out, chosen = {}, Counter()
+    for test in sorted(set(folds.values())):
+        train = [k for k, f in folds.items() if f != test]
+        b = cd.aggregate(base, train)
+        floor = b["keep"] if keep_floor is None else keep_floor
+        best, value = base_name, -1e9  # nothing in the family passes: the base
+        for name, pp in results.items():
+            if not name.startswith(prefix):
+                continue
+            s = cd.aggregate(pp, train)
+            if s["keep"] < floor or s["F1"] < b["F1"]:
+                continue
+            if s["drop"] + s["F1"] > value + 1e-12:
+                best, value = name, s["drop"] + s["F1"]
+        chosen[best] += 1
+        out.update({k: results[best][k] for k, f in folds.items() if f == test})
+    top = chosen.most_common(1)[0][0]
+    out.update({k: results[top][k] for k in [(d["bench"], d["key"]) for d in crawl]})
+    print(cd.row(label, cd.aggregate(out, list(out))))
+    print(f"    chosen {dict(chosen)}")
+    print(f"    vs base: {paired(base, out, list(folds))}")
+    per = []
+    for test in sorted(set(folds.values())):
+        ks = [k for k, f in folds.items() if f == test]
+        s0, s1 = cd.aggregate(base, ks), cd.aggregate(out, ks)
+        v = "F1" if test[0] == "aeb" else "drop"
+        extra = "" if test[0] == "aeb" else f" keep {s0['keep']:.4f}->{s1['keep']:.4f}"
+        per.append(f"{test[0][:3]}/{test[1]} {v} {s0[v]:.4f}->{s1[v]:.4f}{extra}")
+    print("    per fold: " + "; ".join(per))
+    print(f"    crawl, most chosen vs base: {cd.bootstrap(base, results[top], crawl)}")
 
 
 def speed(models) -> None:
@@ -458,14 +482,21 @@ def speed(models) -> None:
         print(f"  {k:<40} {v:.3f}  ({v / best['shipped path']:.2f}x the shipped path; {1e3 / v:.0f} pages/s)")
 
 
+def no_data() -> bool:
+    """Whether the benchmark pages or the crawl are missing from SHARED (said: nothing to measure)."""
+    if not (SHARED / "warc").is_dir() or not (SHARED / "html").is_dir():
+        print(f"no data at {SHARED}; nothing to measure")
+        return True
+    return False
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/pretrain-extract-stack"),
                     help="rendered pages, body columns and retrained trees are kept here")
     ap.add_argument("--speed-only", action="store_true")
     args = ap.parse_args()
-    if not (SHARED / "warc").is_dir() or not (SHARED / "html").is_dir():
-        print(f"no data at {SHARED}; nothing to measure")
+    if no_data():
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
     models = body_models(args.work)

@@ -24,7 +24,6 @@ Run: PYTHONPATH=src PRETRAIN_SHARED_DATA=../shared/data .venv/bin/python bench/b
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from pathlib import Path
@@ -38,14 +37,12 @@ from pretrain.curate.extract import extract_text  # noqa: E402
 from pretrain.curate.extract_blocks import CORE_CHARS, CORE_P, keep_flags, model_for  # noqa: E402
 from pretrain.curate.extract_body import main_blocks  # noqa: E402
 from pretrain.curate.extract_eval import (  # noqa: E402
-    aeb_pages,
     crawl_pages,
     crawl_scores,
     site_fold,
     snippet_scores,
     split_titles,
     token_prf,
-    trafilatura_pages,
 )
 from pretrain.curate.extract_rescue import page_texts, rescue_for  # noqa: E402
 
@@ -175,15 +172,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-field", action="store_true", help="skip 1 (trafilatura on every page)")
     args = ap.parse_args()
-    here = Path(__file__).resolve().parents[2]
-    data = Path(os.environ.get("PRETRAIN_SHARED_DATA", here / "shared" / "data"))
-    root = data / "html"
-    for need in (root / "scrapinghub-aeb", root / "trafilatura-eval", data / "warc"):
-        if not need.is_dir():
-            print(f"{need}: not found (set PRETRAIN_SHARED_DATA to ../shared/data)", file=sys.stderr)
-            return 2
-    aeb = list(aeb_pages(root / "scrapinghub-aeb", with_url=True))
-    tra = list(trafilatura_pages(root / "trafilatura-eval", with_url=True))
+    got = aeb_errors.benchmark_pages()
+    if got is None:
+        return 2
+    aeb, tra, data = got
     crawl_old = list(crawl_pages(data / "warc"))
     titles: dict = {}
     crawl_new = list(crawl_pages(data / "warc", titles=titles))

@@ -25,7 +25,6 @@ Run: PYTHONPATH=src PRETRAIN_SHARED_DATA=../shared/data .venv/bin/python bench/b
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -38,21 +37,12 @@ import numpy as np
 from pretrain.curate.extract_blocks import BlockModel, WordModel, features, keep_flags
 from pretrain.curate.extract_eval import site_fold, snippet_scores, token_prf
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
-BENCHES = ("aeb", "trafilatura-eval")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_extract_stack as st  # noqa: E402  (the training script loader, the data folder)
 
-
-def load_train_script():
-    path = ROOT / "scripts" / "train_extract_blocks.py"
-    spec = importlib.util.spec_from_file_location("train_extract_blocks", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # (its dataclasses look their module up there)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-tr = load_train_script()
+SHARED = st.SHARED
+BENCHES = st.BENCHES
+tr = st.load_train_script()
 F = tr.Fitting
 SETTINGS = {  # in the order they are run; "shipped" first (the base of every comparison)
     "shipped": F(),

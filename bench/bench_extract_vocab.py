@@ -50,14 +50,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_extract_crawl_decode as cd  # noqa: E402  (the crawl bench's scoring and bootstrap)
-import bench_extract_stack as st  # noqa: E402  (its cache handling and the training script loader)
+import bench_extract_stack as st  # noqa: E402  (its caches, training loops, page scoring, nested rule)
 
 from pretrain.curate.extract_blocks import (  # noqa: E402
     BLOCK_FEATURES,
     CORE_CHARS,
     CORE_MARGIN,
     CORE_P,
-    MIN_MAIN_CHARS,
     BlockModel,
     block_matrix,
     blocks,
@@ -66,8 +65,7 @@ from pretrain.curate.extract_blocks import (  # noqa: E402
     render,
 )
 from pretrain.curate.extract_body import body_columns, parse  # noqa: E402
-from pretrain.curate.extract_eval import aeb_pages, crawl_pages, site_fold, trafilatura_pages  # noqa: E402
-from pretrain.curate.extract_rescue import candidates, load_rescue, rescue_for, whole_page  # noqa: E402
+from pretrain.curate.extract_eval import aeb_pages  # noqa: E402
 
 SHARED = st.SHARED
 BENCHES = st.BENCHES
@@ -136,28 +134,6 @@ def vocab_columns(tree, bs) -> np.ndarray:
 # --------------------------------------------------------------------------- training
 
 
-def training_pages(tr, work: Path):
-    """The training script's labelled pages and each page's vocabulary columns, in the same order."""
-    final = work / "pages.json.gz"
-    if not final.exists():
-        part = work / "pages.json.gz.part"
-        part.unlink(missing_ok=True)
-        tr.load_pages(cache=part)
-        os.replace(part, final)
-    pages = tr.load_pages(cache=final)
-    cache = work / f"vocab-{_variant()}.json.gz"
-    if cache.exists():
-        raw = json.loads(gzip.decompress(cache.read_bytes()))
-        cols = [np.array(c, np.float32).reshape(-1, len(VOCAB_COLUMNS)) for c in raw]
-    else:
-        htmls = [h for _, h, _ in tr.readability_pages()]
-        htmls += [h for _, h, _ in aeb_pages(SHARED / "html" / "scrapinghub-aeb")]
-        htmls += [h for _, h, _, _ in trafilatura_pages(SHARED / "html" / "trafilatura-eval")]
-        cols = [vocab_columns(parse(h), p.blocks) for h, p in zip(htmls, pages, strict=True)]
-        st.write_atomic(cache, gzip.compress(json.dumps([c.ravel().tolist() for c in cols]).encode()))
-    return pages, cols
-
-
 def vocab_models(work: Path) -> dict[str, BlockModel]:
     out = work / "models.json.gz"
     names = [*BLOCK_FEATURES, *VOCAB_COLUMNS]
@@ -167,19 +143,13 @@ def vocab_models(work: Path) -> dict[str, BlockModel]:
             raise SystemExit(f"{out}: trees of other features or another --variant; delete it to retrain")
         return {k: BlockModel.from_dict(d) for k, d in doc.items()}
     tr = st.load_train_script()
-    pages, cols = training_pages(tr, work)
+    pages, cols = st.training_pages(tr, work, vocab_columns, f"vocab-{_variant()}.json.gz",
+                                    len(VOCAB_COLUMNS))
     pages = [replace(p, cols=np.hstack([p.cols, c])) for p, c in zip(pages, cols)]
     n = sum(len(c) for c in cols)
     print(f"vocabulary columns: {n} blocks; share in each group: "
           + ", ".join(f"{g} {np.concatenate(cols)[:, i].mean():.3f}" for i, g in enumerate(VOCAB_GROUPS)))
-    t = time.process_time()
-    models = {}
-    for bench in BENCHES:
-        for k in range(5):
-            keep = [p for p in pages if not (p.source == bench and site_fold(p.url) == k)]
-            models[f"{bench}/{k}"] = tr.train(keep, 0.5, True)
-            print(f"  trained {bench}/{k} ({time.process_time() - t:.0f} s CPU)", flush=True)
-    models["all"] = tr.train(pages, 0.5, True)
+    models = st.fold_models(pages, lambda keep: tr.train([pages[i] for i in keep], 0.5, True))
     doc = {"features": names, "variant": _variant(), **{k: m.to_dict() for k, m in models.items()}}
     st.write_atomic(out, gzip.compress(json.dumps(doc).encode()))
     return models
@@ -188,43 +158,20 @@ def vocab_models(work: Path) -> dict[str, BlockModel]:
 # --------------------------------------------------------------------------- scoring
 
 
-def page_both(bench, key, html, url, base, new, rescue) -> tuple[dict, dict]:
+def page_both(bench, key, html, url, base, base_rescue, new, new_rescue) -> tuple[dict, dict]:
     tree = parse(html)
     bs = blocks(render(tree))
     cols = body_columns(tree, bs)
     vcols = vocab_columns(tree, bs)
-    out = []
-    for model, x in ((base, lambda: block_matrix(bs, cols, base)),
-                     (new, lambda: np.hstack([block_matrix(bs, cols, new), vcols]))):
-        p = model.keep_probability(x()) if bs else np.zeros(0)
-        d = {"bench": bench, "key": key, "url": url, "text": [b.text for b in bs], "p": p,
-             "chars": np.array([len(b.text) for b in bs], int), "vocab": vcols}
-        if sum(len(b.text) for b in bs) < MIN_MAIN_CHARS:
-            whole_bs, xr, inm = candidates(whole_page(html), bs, words=model.words)
-            if whole_bs:
-                d["rescue"] = (whole_bs, inm, (rescue.keep_probability(xr) >= rescue.threshold) & ~inm)
-        out.append(d)
-    return out[0], out[1]
+    return (st.scored_page(bench, key, html, url, bs, base, base_rescue,
+                           lambda: block_matrix(bs, cols, base), vocab=vcols),
+            st.scored_page(bench, key, html, url, bs, new, new_rescue,
+                           lambda: np.hstack([block_matrix(bs, cols, new), vcols]), vocab=vcols))
 
 
 def all_pages(models) -> tuple[list[dict], list[dict]]:
-    base, new = [], []
-
-    def add(pair, **extra):
-        base.append({**pair[0], **extra})
-        new.append({**pair[1], **extra})
-
-    for key, html, truth, url in aeb_pages(SHARED / "html" / "scrapinghub-aeb", with_url=True):
-        add(page_both("aeb", key, html, url, model_for("aeb", url), models[f"aeb/{site_fold(url)}"],
-                      rescue_for("aeb", url)), truth=truth)
-    tra = "trafilatura-eval"
-    for key, html, keep, drop, url in trafilatura_pages(SHARED / "html" / tra, with_url=True):
-        add(page_both(tra, key, html, url, model_for(tra, url), models[f"{tra}/{site_fold(url)}"],
-                      rescue_for(tra, url)), keep=keep, drop=drop)
-    for key, html, keep, drop, no_main, url in crawl_pages(SHARED / "warc"):
-        add(page_both("crawl", key, html, url, load_model(), models["all"], load_rescue()),
-            keep=keep, drop=drop, no_main=no_main)
-    return base, new
+    """Every page scored by the shipped trees (out of fold by site) and by the retrained `models`."""
+    return st.all_pages(models, page_both, model_for, load_model)
 
 
 THRESHOLDS = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
@@ -234,41 +181,6 @@ def decoder(t: float):
     """The shipped core decoder (extract_blocks.core_flags) with its thresholds moved together."""
     return partial(cd.core_flags, conf=CORE_P, min_chars=CORE_CHARS, margin=CORE_MARGIN,
                    t_in=t, t_out=round(t + 0.1, 2), t_none=t)
-
-
-def nested(pages, results, base_name, prefix, ckeys, crawl) -> None:
-    folds = {(d["bench"], d["key"]): (d["bench"], site_fold(d["url"]))
-             for d in pages if d["bench"] != "crawl"}
-    base = results[base_name]
-    out, chosen = {}, Counter()
-    for test in sorted(set(folds.values())):
-        train = [k for k, f in folds.items() if f != test]
-        b = cd.aggregate(base, train)
-        best, value = base_name, -1e9
-        for name, pp in results.items():
-            if not name.startswith(prefix):
-                continue
-            s = cd.aggregate(pp, train)
-            if s["keep"] < b["keep"] or s["F1"] < b["F1"]:
-                continue
-            if s["drop"] + s["F1"] > value + 1e-12:
-                best, value = name, s["drop"] + s["F1"]
-        chosen[best] += 1
-        out.update({k: results[best][k] for k, f in folds.items() if f == test})
-    top = chosen.most_common(1)[0][0]
-    out.update({k: results[top][k] for k in ckeys})
-    print(cd.row(f"nested {prefix.strip(' |')}", cd.aggregate(out, list(out))))
-    print(f"    chosen {dict(chosen)}")
-    print(f"    vs base: {st.paired(base, out, list(folds))}")
-    per = []
-    for test in sorted(set(folds.values())):
-        ks = [k for k, f in folds.items() if f == test]
-        s0, s1 = cd.aggregate(base, ks), cd.aggregate(out, ks)
-        v = "F1" if test[0] == "aeb" else "drop"
-        extra = "" if test[0] == "aeb" else f" keep {s0['keep']:.4f}->{s1['keep']:.4f}"
-        per.append(f"{test[0][:3]}/{test[1]} {v} {s0[v]:.4f}->{s1[v]:.4f}{extra}")
-    print("    per fold: " + "; ".join(per))
-    print(f"    crawl, most chosen vs base: {cd.bootstrap(base, results[top], crawl)}")
 
 
 def separation(base: list[dict]) -> None:
@@ -371,8 +283,7 @@ def main() -> int:
                     help="outside: leave out matched elements that hold the page's longest block")
     args = ap.parse_args()
     VARIANT["outside"] = args.variant == "outside"
-    if not (SHARED / "warc").is_dir() or not (SHARED / "html").is_dir():
-        print(f"no data at {SHARED}; nothing to measure")
+    if st.no_data():
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
     models = vocab_models(args.work)
@@ -386,7 +297,6 @@ def main() -> int:
     separation(base)
     keys = [(d["bench"], d["key"]) for d in base]
     crawl = [d for d in base if d["bench"] == "crawl"]
-    ckeys = [(d["bench"], d["key"]) for d in crawl]
     print(f"{'trees, decoder':<40} {'AEB P':>6} {'R':>6} {'F1':>6} {'keep':>6} {'drop':>6} | "
           "crawl keep, drop, no-main clean")
     results = {}
@@ -400,8 +310,8 @@ def main() -> int:
         print(f"{name} vs shipped: {st.paired(b0, results[name], bk)}; "
               f"{cd.bootstrap(b0, results[name], crawl)}")
     by_site(crawl, b0, results["vocab | core t=0.5"])
-    nested(base, results, "shipped | core t=0.5", "vocab |", ckeys, crawl)
-    nested(base, results, "shipped | core t=0.5", "shipped |", ckeys, crawl)
+    for prefix in ("vocab |", "shipped |"):
+        st.nested_rule(base, results, "shipped | core t=0.5", prefix, f"nested {prefix.strip(' |')}")
     return 0
 
 

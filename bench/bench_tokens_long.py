@@ -28,17 +28,15 @@ import tempfile
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the children's peak_mb, shared
+from hostile import PEAK_MB  # noqa: E402
+
 DATA = Path(os.environ.get("PRETRAIN_SHARED_DATA")
             or Path(__file__).resolve().parents[2] / "shared" / "data") / "lm"
 
 _CHILD = r"""
 import json, sys, time
-import numpy as np
-def peak_mb():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-from pretrain.tokens import pieces
+import numpy as np""" + PEAK_MB + r"""from pretrain.tokens import pieces
 from pretrain.tokens.tokenizer import load_tokenizer
 tok = load_tokenizer(sys.argv[1])
 text = open(sys.argv[2], encoding="utf-8").read()

@@ -19,13 +19,18 @@ from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
-_CHILD = r"""
-import json, resource, sys, time
-def peak_mb():  # VmHWM: this process's own peak (ru_maxrss keeps the forking parent's across exec)
+# `peak_mb()` as source text for the `python -c` children that measure themselves (here, in
+# tests/test_tokens_pieces.py and bench/bench_tokens_long.py): VmHWM is this process's own peak in
+# MB (ru_maxrss keeps the forking parent's across exec).
+PEAK_MB = r"""
+def peak_mb():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
-limit = int(sys.argv[1])
+"""
+
+_CHILD = r"""
+import json, resource, sys, time""" + PEAK_MB + r"""limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 from pretrain.curate.readers import ReaderConfig, read_documents
 if sys.argv[2].endswith(".parquet"):

@@ -16,6 +16,7 @@ import pytest
 from pretrain.tokens import pieces
 from pretrain.tokens.tokenizer import load_tokenizer, train_tokenizer
 from tests.conftest import data_file
+from tests.hostile import PEAK_MB
 from tests.test_tokens_tokenizer import GENERATED, TRICKY
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
@@ -109,12 +110,7 @@ def test_python_letters_and_digits_are_the_tokenizers():
 
 
 _CHILD = r"""
-import json, sys, time
-def peak_mb():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-import random
+import json, sys, time""" + PEAK_MB + r"""import random
 from pretrain.tokens.pieces import encode_ids, hard_cuts
 from pretrain.tokens.tokenizer import load_tokenizer
 tok = load_tokenizer(sys.argv[1])

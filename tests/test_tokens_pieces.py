@@ -195,7 +195,12 @@ def families(real):
 
     t = real["texts"]
     toks = {f: build(f, [t["wikitext"][:60_000], t["sherlock"][:60_000], t["lingua"]]) for f in FAMILIES}
-    return {**toks, "ours": real["tok"]}
+    spec = json.loads(toks["qwen2"].to_str())  # Qwen2's, with NFKC (compatibility forms folded)
+    from tokenizers import Tokenizer
+
+    nfkc = Tokenizer.from_str(json.dumps({**spec, "normalizer": {"type": "NFKC"}}))
+    nfkc.encode_special_tokens = True
+    return {**toks, "nfkc": nfkc, "ours": real["tok"]}
 
 
 ADVERSARIAL = {  # 5K-10K characters each: at the scaled-down sizes below, several pieces
@@ -220,7 +225,8 @@ def test_every_family_cuts_real_and_adversarial_text_to_the_whole_texts_ids(fami
     texts = {"wikitext": real["texts"]["wikitext"][:20_000], "lingua": lingua,
              "tricky": real["texts"]["tricky"], "probe": pieces.PROBE, **ADVERSARIAL}
     names = {"llama3": "Llama-3 Split", "qwen2": "Qwen2 Split regex + ByteLevel, NFC",
-             "llama2": "Prepend + Replace", "mistral": "Metaspace", "ours": "GPT-2"}
+             "llama2": "Prepend + Replace", "mistral": "Metaspace", "ours": "GPT-2",
+             "nfkc": "Qwen2 Split regex + ByteLevel, NFKC", "bert": "BertPreTokenizer, BertNormalizer"}
     for family, tok in families.items():
         rule = pieces.cut_rule(tok)
         assert isinstance(rule, pieces.Rule) and rule.name.startswith(names[family]), (family, rule)
@@ -236,7 +242,8 @@ def test_every_family_cuts_real_and_adversarial_text_to_the_whole_texts_ids(fami
 
 def test_a_run_is_cut_and_decodes_and_a_bos_is_added_once(families, monkeypatch):
     # No cut for RUN characters: cut at PIECE, the text still decodes as the whole's ids; with the
-    # post-processor's specials (data.kind = "text"), Llama-3's BOS and Llama-2's <s> come once.
+    # post-processor's specials (data.kind = "text"), Llama-3's BOS, Llama-2's <s>, BERT's [CLS]
+    # and [SEP] come once.
     monkeypatch.setattr(pieces, "LONG_DOC", 4096)
     monkeypatch.setattr(pieces, "PIECE", 1024)
     monkeypatch.setattr(pieces, "RUN", 1024)
@@ -249,8 +256,9 @@ def test_a_run_is_cut_and_decodes_and_a_bos_is_added_once(families, monkeypatch)
             whole = tok.encode(text, add_special_tokens=False).ids  # Llama-2's: emoji are <unk>
             assert tok.decode(ids.tolist()) == tok.decode(whole), (family, text[:4])
             assert abs(len(ids) - len(whole)) <= 2 * pieces.hard_cuts(text, rule=rule), (family, text[:4])
-        text = "Holmes said: 'Elementary.' " * 400
-        assert pieces.encode_ids(tok, text, rule, specials=True).tolist() == tok.encode(text).ids, family
+    for family in ("llama3", "qwen2", "llama2", "mistral", "bert"):
+        tok, text = families[family], "Holmes said: 'Elementary.' " * 400
+        assert pieces.encode_ids(tok, text, specials=True).tolist() == tok.encode(text).ids, family
 
 
 def test_a_tokenizer_with_no_known_word_end_is_encoded_whole_and_says_why(families, monkeypatch):

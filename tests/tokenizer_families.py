@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from pretrain.tokens.pieces import LLAMA3_SPLIT, QWEN2_SPLIT
 
-FAMILIES = ("llama3", "qwen2", "llama2", "mistral")
+FAMILIES = ("llama3", "qwen2", "llama2", "mistral", "bert")
 
 
 def build(family: str, texts: Iterable[str], vocab_size: int = 3000):
@@ -17,7 +17,8 @@ def build(family: str, texts: Iterable[str], vocab_size: int = 3000):
     - qwen2: NFC, Split(Qwen2's regex) + ByteLevel, BPE, no BOS;
     - llama2: Prepend("▁") + Replace(" ", "▁") normalizer, no pre-tokenizer, BPE byte_fallback
       fuse_unk, <s> added (HF's conversion of Llama-2's SentencePiece model, legacy);
-    - mistral: Metaspace("▁", prepend_scheme "first", split False), the same BPE (legacy=False).
+    - mistral: Metaspace("▁", prepend_scheme "first", split False), the same BPE (legacy=False);
+    - bert: BertNormalizer (lowercase), BertPreTokenizer, WordPiece, [CLS] ... [SEP] added.
     The SentencePiece-style ones are trained with a Metaspace that splits, as SentencePiece's
     trainer splits at spaces; "▁▁" and "▁▁▁▁" are added as Llama-2's vocabulary has them."""
     from tokenizers import (
@@ -62,6 +63,15 @@ def build(family: str, texts: Iterable[str], vocab_size: int = 3000):
         tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
                                          decoders.Strip(" ", 1, 0)])
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    elif family == "bert":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        tok.train_from_iterator(texts, trainers.WordPieceTrainer(
+            vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+            show_progress=False, limit_alphabet=vocab_size // 3))
+        tok.post_processor = processors.BertProcessing(("[SEP]", 3), ("[CLS]", 2))
     else:
         raise ValueError(f"unknown family {family!r}: one of {', '.join(FAMILIES)}")
     tok.encode_special_tokens = True  # as pretrain's load_tokenizer does

@@ -20,7 +20,9 @@ Where the cuts go depends on the tokenizer (`cut_rule` reads its tokenizer.json)
   merge's right side starts with, where no merge joins the two characters at the cut (read from
   the merges). A piece that gains a "▁" the whole text has not is fed without its space (Prepend) or
   has that lone "▁" id dropped (Metaspace's prepend_scheme).
-Any other tokenizer (another regex, a Lowercase or BERT normalizer, a non-special added token,
+- Whitespace (BERT's BertPreTokenizer and BertNormalizer, Whitespace, WhitespaceSplit, with
+  normalizers that change a character and its marks alone): before a space.
+Any other tokenizer (another regex, a Replace or Precompiled normalizer, a non-special added token,
 truncation) is encoded whole, as before (bounded by the readers' 8 MiB per record), and `cut_rule`
 says why. Every rule is also checked on `PROBE` (many scripts, digits, emoji, combining marks,
 space runs) cut at every position it allows: ids not identical to the whole's, and the text is
@@ -184,10 +186,27 @@ def _rule(tok, spec: dict) -> Rule | str:
         return "a post-processor that does not add the same tokens around every text"
     norm, pre = spec.get("normalizer"), spec.get("pre_tokenizer") or {}
     pres = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre] if pre else []
-    words = _word_rule(norm, pres)
+    words = _word_rule(norm, pres) or _space_rule(norm, pres)
     if words is not None:
         return words
     return _spm_rule(tok, norm, pres, model)
+
+
+_SPACE_SPLITS = ("BertPreTokenizer", "Whitespace", "WhitespaceSplit")
+_LOCAL = ("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents")
+
+
+def _space_rule(norm: dict | None, pres: list[dict]) -> Rule | None:
+    """BERT-style: a pre-tokenizer that drops whitespace (BertPreTokenizer, Whitespace,
+    WhitespaceSplit), normalizers that change a character with at most the combining marks after
+    it (a space is a starter: nothing composes, reorders or changes case across it). A cut goes
+    before a space."""
+    norms = (norm.get("normalizers", []) if norm.get("type") == "Sequence" else [norm]) if norm else []
+    if len(pres) != 1 or pres[0].get("type") not in _SPACE_SPLITS \
+            or any(n.get("type") not in _LOCAL for n in norms):
+        return None
+    name = f"{pres[0]['type']}{', ' + _kinds(norms) if norms else ''}"
+    return Rule(f"{name} (before a space)", re.compile("(?= )"), lambda text, at: True)
 
 
 def _word_rule(norm: dict | None, pres: list[dict]) -> Rule | str | None:
@@ -298,12 +317,13 @@ def _ids(tok, parts: list[str], rule: Rule, first: bool = True) -> list[int]:
 
 
 def _unprepended(tok, ids: list[int]) -> list[int]:
-    """`ids` with the "▁" a piece gained taken off its first token ("▁qw" -> "qw"): a piece after a
-    cut inside a run, where no merge rule kept the "▁" alone (its ids may differ from the whole's;
-    without this it would also decode with a space that is not in the text)."""
+    """`ids` with the "▁" a piece gained taken off its first token ("▁qw" -> the model's ids of
+    "qw"): a piece after a cut inside a run, where no merge rule kept the "▁" alone (its ids may
+    differ from the whole's; without this it would also decode with a space not in the text)."""
     first = tok.id_to_token(ids[0]) or ""
-    bare = tok.token_to_id(first[1:]) if first.startswith(_SPACE) and len(first) > 1 else None
-    return ids if bare is None else [bare, *ids[1:]]
+    if not first.startswith(_SPACE) or len(first) < 2:
+        return ids
+    return [t.id for t in tok.model.tokenize(first[1:])] + ids[1:]
 
 
 def encode_pieces(tok, text: str, rule: Rule | str | None = None,

@@ -267,16 +267,16 @@ def _spm_rule(tok, norm: dict | None, pres: list[dict], model: dict) -> Rule | s
     space_id = tok.token_to_id(_SPACE)
     if space_id is None:
         return f"a {name} tokenizer with no {_SPACE!r} token"
-    starts = {b for _, b in pairs} | {_SPACE}  # a cut before a character here: only a space's
-    free = "".join(re.escape(c) for c in sorted(starts if not prepend else starts | {" "}))
-    candidates = re.compile(f"(?= )|(?=[^{free}])")
+    # A cut before a known character (a token of its own: not <unk>, not bytes, which fuse_unk
+    # could join) that begins no merge's right side: no merge joins it to what is before it, and
+    # the "▁" a piece gains in front stays a token of its own (dropped). Or before a space.
+    starts = {b for _, b in pairs} | {_SPACE, " "}
+    free = sorted(t for t in (model.get("vocab") or {}) if len(t) == 1 and t not in starts)
+    candidates = re.compile(f"(?= )|(?=[{''.join(re.escape(c) for c in free)}])" if free else "(?= )")
 
     def ok(text: str, at: int) -> bool:
-        a, b = text[at - 1], text[at]
-        a = _SPACE if a == " " else a
-        if b == " ":
-            return split or (a, _SPACE) not in pairs
-        return tok.token_to_id(b) is not None and (a, b) not in pairs
+        a = _SPACE if text[at - 1] == " " else text[at - 1]
+        return text[at] != " " or split or (a, _SPACE) not in pairs
 
     return Rule(f"{name} BPE merges", candidates, ok, drop_space=name != "Metaspace",
                 space_id=space_id, prepended=space_id if prepend else None)

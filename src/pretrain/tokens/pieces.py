@@ -210,7 +210,8 @@ def _space_rule(norm: dict | None, pres: list[dict]) -> Rule | None:
 
 
 def _word_rule(norm: dict | None, pres: list[dict]) -> Rule | str | None:
-    """Word ends for GPT-2's ByteLevel regex, or a known Split regex then ByteLevel (no regex)."""
+    """Word ends for GPT-2's ByteLevel regex, or a known Split regex then ByteLevel (with GPT-2's
+    regex too or not: a cut ends a word to both)."""
     if not pres or pres[-1].get("type") != "ByteLevel" or len(pres) > 2:
         return None
     byte, split = pres[-1], pres[0] if len(pres) == 2 else None
@@ -222,7 +223,7 @@ def _word_rule(norm: dict | None, pres: list[dict]) -> Rule | str | None:
             return "ByteLevel with no regex and no Split before it (no word ends)"
     else:
         regex = (split.get("pattern") or {}).get("Regex")
-        if split.get("type") != "Split" or byte.get("use_regex") or regex not in _SPLITS \
+        if split.get("type") != "Split" or regex not in _SPLITS \
                 or split.get("behavior") != "Isolated" or split.get("invert"):
             return "a pre-tokenizer regex whose word ends are not known here"
         name = f"{_SPLITS[regex]} Split regex + ByteLevel"

@@ -301,3 +301,6 @@ def test_a_tokenizer_with_no_known_word_end_is_encoded_whole_and_says_why(famili
     truth = [i for t in (text, "short", text) for i in tok.encode(t, add_special_tokens=False).ids]
     assert got.tolist() == truth
     assert said["encoded_whole"] == 2 and "normalizer Lowercase" in said["whole_why"]
+    from pretrain.commands.tokenize import cut_runs  # the shard's line
+
+    assert cut_runs(said).startswith("; 2 documents over 4,096 characters encoded whole, not in pieces")

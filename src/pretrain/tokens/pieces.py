@@ -180,8 +180,10 @@ def _rule(tok, spec: dict) -> Rule | str:
         return "the tokenizer truncates or pads"
     if model.get("dropout"):
         return "BPE dropout (random ids)"
-    if not all(a.get("special") for a in added) or not getattr(tok, "encode_special_tokens", False):
+    if not all(a.get("special") for a in added):
         return "an added token that is not special (matched in the text)"
+    if not getattr(tok, "encode_special_tokens", False):
+        return "special tokens matched in the text (load_tokenizer's literal_specials off)"
     if _affixes(tok) is None:
         return "a post-processor that does not add the same tokens around every text"
     norm, pre = spec.get("normalizer"), spec.get("pre_tokenizer") or {}

@@ -10,10 +10,14 @@ Seconds are CPU seconds of the child (one Rayon thread): wall time on a shared m
 "whole" is `Tokenizer.encode_batch_fast([text])`, what every encode path did before; "pieces" is
 `pretrain.tokens.pieces.encode_ids` (cut at safe positions, a run over RUN characters cut at
 PIECE). The last columns say whether the ids are identical and how many cuts fell inside a run.
-The tokenizer is a byte-level BPE of `--vocab` ids trained here on the same English text.
+The tokenizers (`--tokenizers`): "ours", a byte-level BPE of `--vocab` ids trained here on the same
+English text; "llama3", "qwen2", "llama2", "mistral": tokenizer.json files shaped like those
+families' (tests/tokenizer_families.py: Llama-3's Split regex + ByteLevel and BOS, ...), the same
+vocabulary size, trained on the same text. Each row says which cut rule (tokens/pieces.py) was used.
 The machine these numbers come from is shared (2 cores, 8 agents): compare within one run.
 
 Run: .venv/bin/python bench/bench_tokens_long.py [--sizes 65536,1048576,8388608] [--kinds normal,letters]
+     [--tokenizers ours,llama3]
 """
 
 from __future__ import annotations
@@ -42,14 +46,17 @@ tok = load_tokenizer(sys.argv[1])
 text = open(sys.argv[2], encoding="utf-8").read()
 how = sys.argv[3]
 base, t0, c0 = peak_mb(), time.perf_counter(), time.process_time()
+rule = pieces.cut_rule(tok)
 if how == "whole":
     ids = np.asarray(tok.encode_batch_fast([text], add_special_tokens=False)[0].ids, dtype=np.int64)
 else:
-    ids = pieces.encode_ids(tok, text)
+    ids = pieces.encode_ids(tok, text, rule)
 seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 np.save(sys.argv[4], ids)
 print(json.dumps({"seconds": seconds, "cpu": cpu, "mb": peak_mb() - base, "tokens": int(ids.size),
-                  "hard_cuts": pieces.hard_cuts(text) if len(text) > pieces.LONG_DOC else 0}))
+                  "rule": rule if isinstance(rule, str) else rule.name,
+                  "hard_cuts": pieces.hard_cuts(text, rule=rule) if len(text) > pieces.LONG_DOC
+                  and not isinstance(rule, str) else 0}))
 """
 
 
@@ -93,30 +100,37 @@ def main() -> None:
     ap.add_argument("--sizes", default="65536,262144,1048576,4194304,8388608")
     ap.add_argument("--kinds", default="normal,letters,same,cjk")
     ap.add_argument("--vocab", type=int, default=8000)
+    ap.add_argument("--tokenizers", default="ours,llama3", help="ours and any of llama3,qwen2,llama2,mistral")
     args = ap.parse_args()
     sys.path.insert(0, SRC)
     import numpy as np
+    from tokenizer_families import build
 
     from pretrain.tokens.tokenizer import train_tokenizer
 
     base = english()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        train_tokenizer(base.split("\n\n"), args.vocab).save(str(tmp / "tok.json"))
-        print(f"{'kind':8} {'chars':>9} | {'whole cpu s':>11} {'whole MB':>9} | {'pieces cpu s':>12} "
-              f"{'pieces MB':>9} | {'MB ratio':>8} {'same ids':>8} {'hard cuts':>9}")
-        for kind in args.kinds.split(","):
-            for n in (int(s) for s in args.sizes.split(",")):
-                (tmp / "t.txt").write_text(make(kind, n, base), encoding="utf-8")
-                w = run(tmp / "tok.json", tmp / "t.txt", "whole", tmp / "w.npy")
-                p = run(tmp / "tok.json", tmp / "t.txt", "pieces", tmp / "p.npy")
-                if "error" in w or "error" in p:
-                    print(f"{kind:8} {n:>9,} | {w.get('error', '')} {p.get('error', '')}")
-                    continue
-                same = np.array_equal(np.load(tmp / "w.npy"), np.load(tmp / "p.npy"))
-                print(f"{kind:8} {n:>9,} | {w['cpu']:11.2f} {w['mb']:9.0f} | {p['cpu']:12.2f} "
-                      f"{p['mb']:9.0f} | {w['mb'] / max(p['mb'], 1):8.1f} {str(same):>8} {p['hard_cuts']:>9}",
-                      flush=True)
+        for name in args.tokenizers.split(","):
+            tok = train_tokenizer(base.split("\n\n"), args.vocab) if name == "ours" else \
+                build(name, base.split("\n\n"), args.vocab)
+            tok.save(str(tmp / f"{name}.json"))
+        print(f"{'tokenizer':9} {'kind':8} {'chars':>9} | {'whole cpu s':>11} {'whole MB':>9} "
+              f"| {'pieces cpu s':>12} {'pieces MB':>9} | {'MB ratio':>8} {'same ids':>8} "
+              f"{'hard cuts':>9} rule")
+        for name in args.tokenizers.split(","):
+            for kind in args.kinds.split(","):
+                for n in (int(s) for s in args.sizes.split(",")):
+                    (tmp / "t.txt").write_text(make(kind, n, base), encoding="utf-8")
+                    w = run(tmp / f"{name}.json", tmp / "t.txt", "whole", tmp / "w.npy")
+                    p = run(tmp / f"{name}.json", tmp / "t.txt", "pieces", tmp / "p.npy")
+                    if "error" in w or "error" in p:
+                        print(f"{name:9} {kind:8} {n:>9,} | {w.get('error', '')} {p.get('error', '')}")
+                        continue
+                    same = np.array_equal(np.load(tmp / "w.npy"), np.load(tmp / "p.npy"))
+                    print(f"{name:9} {kind:8} {n:>9,} | {w['cpu']:11.2f} {w['mb']:9.0f} | {p['cpu']:12.2f} "
+                          f"{p['mb']:9.0f} | {w['mb'] / max(p['mb'], 1):8.1f} {str(same):>8} "
+                          f"{p['hard_cuts']:>9} {p['rule']}", flush=True)
 
 
 if __name__ == "__main__":

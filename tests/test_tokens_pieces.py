@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import unicodedata
 
+import numpy as np
 import pytest
 
 from pretrain.tokens import pieces
@@ -176,9 +178,129 @@ def test_text_training_data_and_eval_encode_long_texts_in_pieces(real, monkeypat
     monkeypatch.setattr(pieces, "PIECE", 1024)
     cut: list[int] = []
     real_pieces = pieces.pieces
-    monkeypatch.setattr(pieces, "pieces", lambda text, *a: cut.append(len(text)) or real_pieces(text, *a))
+    monkeypatch.setattr(pieces, "pieces",
+                        lambda text, *a, **k: cut.append(len(text)) or real_pieces(text, *a, **k))
     text, path = real["texts"]["sherlock"], str(real["path"])
     truth = real["tok"].encode(text).ids
     assert encode_text(text, path)[0].tolist() == truth
     assert _tokenizer_functions(path)[0](text) == truth
     assert cut == [len(text), len(text)]
+
+
+@pytest.fixture(scope="module")
+def families(request, tmp_path_factory):
+    """tokenizer.json files shaped like Llama-3's, Qwen2's (NFC, and NFKC), Llama-2's, Mistral's and
+    BERT's (tests/tokenizer_families.py) and ours, trained on the real texts (WikiText-2, Sherlock
+    Holmes, 75 languages), or on generated words and the tricky strings without ../shared/data."""
+    from tokenizers import Tokenizer
+
+    from tests.conftest import SHARED_DATA
+    from tests.tokenizer_families import FAMILIES, build
+
+    if (SHARED_DATA / "lm" / "wikitext-2" / "valid.txt").is_file():
+        real = request.getfixturevalue("real")
+        t, ours = real["texts"], real["tok"]
+        lingua = "\n".join(t["lingua"].split("\n")[::2])  # 12-13 sentences of each language
+        train = [t["wikitext"][:60_000], t["sherlock"][:60_000], t["lingua"]]
+        texts = {"wikitext": t["wikitext"][:20_000], "lingua": lingua, "tricky": t["tricky"]}
+    else:
+        tricky = " ".join(TRICKY)
+        train, texts = [*GENERATED, tricky], {"generated": "".join(GENERATED[:80]), "tricky": tricky}
+        ours = train_tokenizer(train, vocab_size=1000)
+    toks = {f: build(f, train) for f in FAMILIES}
+    spec = json.loads(toks["qwen2"].to_str())  # Qwen2's, with NFKC (compatibility forms folded)
+    nfkc = Tokenizer.from_str(json.dumps({**spec, "normalizer": {"type": "NFKC"}}))
+    nfkc.encode_special_tokens = True
+    return {"toks": {**toks, "nfkc": nfkc, "ours": ours}, "texts": texts}
+
+
+ADVERSARIAL = {  # 5K-10K characters each: at the scaled-down sizes below, several pieces
+    "no spaces": "Thequickbrownfox,jumpedoverthelazydog;12345" * 150,
+    "only newlines": "\n" * 6000,
+    "newlines and words": "line\n\n" * 1000 + "\r\n" * 1000,
+    "cjk": "中文字符，你好。日本語のテキスト、한국어 문장。" * 250,
+    "combining marks": ("e\u0301a\u0308o\u0302 " + "n\u0303" * 5 + "!") * 400,
+    "emoji": "👍🏽👨\u200d👩\u200d👧🇫🇷 " * 800,
+    "emoji run": "😀" * 6000 + " end",
+    "spaces": "word" + " " * 5000 + "word  \t  " * 300,
+}
+
+
+def test_every_family_cuts_real_and_adversarial_text_to_the_whole_texts_ids(families, monkeypatch):
+    # Truth: HF tokenizers' ids of the whole text. Each family's rule, cut at every position it
+    # allows at once (the rule at its most demanding), then through encode_ids at 1/64 the sizes.
+    monkeypatch.setattr(pieces, "LONG_DOC", 4096)
+    monkeypatch.setattr(pieces, "PIECE", 1024)
+    monkeypatch.setattr(pieces, "RUN", 1024)
+    texts = {**families["texts"], "probe": pieces.PROBE, **ADVERSARIAL}
+    names = {"llama3": "Llama-3 Split", "qwen2": "Qwen2 Split regex + ByteLevel, NFC",
+             "llama2": "Prepend + Replace", "mistral": "Metaspace", "ours": "GPT-2",
+             "nfkc": "Qwen2 Split regex + ByteLevel, NFKC", "bert": "BertPreTokenizer, BertNormalizer"}
+    for family, tok in families["toks"].items():
+        rule = pieces.cut_rule(tok)
+        assert isinstance(rule, pieces.Rule) and rule.name.startswith(names[family]), (family, rule)
+        for name, text in texts.items():
+            whole = tok.encode(text, add_special_tokens=False).ids
+            frags = pieces.cut_everywhere(text, rule)
+            assert "".join(frags) == text, (family, name)
+            assert pieces._ids(tok, frags, rule) == whole, (family, name)
+            if len(text) > 4096 and not pieces.hard_cuts(text, rule=rule):
+                assert pieces.encode_ids(tok, text, rule).tolist() == whole, (family, name)
+        first = next(iter(families["texts"].values()))  # WikiText-2's first 20,000 characters
+        assert len(pieces.cut_everywhere(first, rule)) > len(first) / 7, family
+
+
+def test_a_run_is_cut_and_decodes_and_a_bos_is_added_once(families, monkeypatch):
+    # No cut for RUN characters: cut at PIECE, the text still decodes as the whole's ids; with the
+    # post-processor's specials (data.kind = "text"), Llama-3's BOS, Llama-2's <s>, BERT's [CLS]
+    # and [SEP] come once.
+    monkeypatch.setattr(pieces, "LONG_DOC", 4096)
+    monkeypatch.setattr(pieces, "PIECE", 1024)
+    monkeypatch.setattr(pieces, "RUN", 1024)
+    for family in ("llama3", "qwen2", "llama2", "mistral"):
+        tok = families["toks"][family]
+        rule = pieces.cut_rule(tok)
+        runs = ("qwertyuiop" * 800, "😀" * 5000, "中文" * 4000)  # one pre-token each to a byte-level
+        # regex; to a SentencePiece BPE a character that begins no merge is a cut (vocabulary's)
+        assert family in ("llama2", "mistral") or sum(pieces.hard_cuts(t, rule=rule) for t in runs) >= 6
+        for text in runs:
+            ids = pieces.encode_ids(tok, text, rule)
+            whole = tok.encode(text, add_special_tokens=False).ids  # Llama-2's: emoji are <unk>
+            assert tok.decode(ids.tolist()) == tok.decode(whole), (family, text[:4])
+            assert abs(len(ids) - len(whole)) <= 2 * pieces.hard_cuts(text, rule=rule), (family, text[:4])
+    for family in ("llama3", "qwen2", "llama2", "mistral", "bert"):
+        tok, text = families["toks"][family], "Holmes said: 'Elementary.' " * 400
+        assert pieces.encode_ids(tok, text, specials=True).tolist() == tok.encode(text).ids, family
+
+
+def test_a_tokenizer_with_no_known_word_end_is_encoded_whole_and_says_why(families, monkeypatch):
+    # Another Split regex, a Lowercase normalizer, ByteLevel's prefix space: encoded whole, the
+    # reason given; and a rule that cuts anywhere fails the check on PROBE and is refused.
+    import json as js
+
+    from tokenizers import Tokenizer
+
+    from pretrain.tokens.pipeline import _encoded
+
+    spec = js.loads(families["toks"]["llama3"].to_str())
+    other = js.loads(js.dumps(spec))
+    other["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\S+|\s+"
+    lower = {**spec, "normalizer": {"type": "Lowercase"}}
+    for changed, why in ((other, "regex whose word ends"), (lower, "normalizer Lowercase")):
+        tok = Tokenizer.from_str(js.dumps(changed))
+        tok.encode_special_tokens = True
+        assert why in pieces.cut_rule(tok), why
+    anywhere = pieces.Rule("anywhere", re.compile(""), lambda text, at: True)
+    monkeypatch.setattr(pieces, "_rule", lambda tok, spec: anywhere)
+    assert "anywhere rule allows changed its ids" in pieces.cut_rule(families["toks"]["llama3"])
+    monkeypatch.undo()
+    monkeypatch.setattr(pieces, "LONG_DOC", 4096)
+    said: dict = {}
+    text = "Elementary, my dear Watson. " * 400
+    got = np.concatenate(list(_encoded(tok, iter([text, "short", text]), said)))
+    truth = [i for t in (text, "short", text) for i in tok.encode(t, add_special_tokens=False).ids]
+    assert got.tolist() == truth
+    assert said["encoded_whole"] == 2 and "normalizer Lowercase" in said["whole_why"]
+    from pretrain.commands.tokenize import cut_runs  # the shard's line
+
+    assert cut_runs(said).startswith("; 2 documents over 4,096 characters encoded whole, not in pieces")

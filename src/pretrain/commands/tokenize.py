@@ -117,12 +117,17 @@ def resumed(written: int, shards: int, done: str) -> str:
 def cut_runs(entry: dict) -> str:
     """`; 1 document cut inside a run ...`: documents holding a run of over 64K characters with no
     word end, cut there (tokens/pieces.py): their ids next to the cut may differ from encoding
-    the document whole. "" when none."""
-    from pretrain.tokens.pieces import RUN
+    the document whole; or documents over 256K characters encoded whole, their tokenizer having no
+    rule for cutting them (~120 bytes of memory per character). "" when none."""
+    from pretrain.tokens.pieces import LONG_DOC, RUN
+    from pretrain.untrusted import printable
 
-    n = entry.get("cut_runs", 0)
-    return (f"; {count(n, 'document')} cut inside a run of over {RUN:,} characters with no word end "
+    n, whole = entry.get("cut_runs", 0), entry.get("encoded_whole", 0)
+    said = (f"; {count(n, 'document')} cut inside a run of over {RUN:,} characters with no word end "
             f"(ids there may differ from encoding it whole)") if n else ""
+    return said + (f"; {count(whole, 'document')} over {LONG_DOC:,} characters encoded whole, not in "
+                   f"pieces (~120 bytes of memory a character): {printable(entry.get('whole_why', ''))}"
+                   if whole else "")
 
 
 def bad_records(entry: dict) -> str:

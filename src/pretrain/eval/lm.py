@@ -169,12 +169,12 @@ def _tokenizer_functions(path: str):
             return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
         return encode, decode, 256
-    from pretrain.tokens.pieces import encode_ids, exact_pieces
+    from pretrain.tokens.pieces import cut_rule, encode_ids
     from pretrain.tokens.tokenizer import eot_id, load_tokenizer
 
     tok = load_tokenizer(path)
-    exact = exact_pieces(tok)  # a long text (a 64 MiB perplexity file) in pieces: tokens/pieces.py
-    return (lambda text: encode_ids(tok, text, exact).tolist()), tok.decode, eot_id(tok)
+    rule = cut_rule(tok)  # a long text (a 64 MiB perplexity file) in pieces: tokens/pieces.py
+    return (lambda text: encode_ids(tok, text, rule).tolist()), tok.decode, eot_id(tok)
 
 
 def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:

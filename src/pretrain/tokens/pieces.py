@@ -6,25 +6,43 @@ space) in one `tokenize` worker; a 64 MiB perplexity text or a 2 GiB `data.path`
 more. A text over `LONG_DOC` characters is therefore cut into pieces of about `PIECE` characters,
 encoded a few pieces per call, and the ids concatenated.
 
-Where the cuts go. With GPT-2's pre-tokenizer (ByteLevel with its regex, Radford et al. 2019),
-no normalizer and no added non-special token, a position between a letter or digit and a
-character that is neither is always the end of a pre-token: `?\\p{L}+` and `?\\p{N}+` stop there,
-the regex has no lookbehind, and its only lookahead (`\\s+(?!\\S)`) is not at stake when the
-piece ends in a letter or digit. BPE merges never cross pre-tokens, so the pieces' ids are the
-whole text's ids. A cut is looked for from `PIECE` characters on; when the next `RUN` characters
-hold no such position (a run of 64K letters with no space or punctuation, of emoji, of
-whitespace: nothing a language writes), the run is cut at `PIECE` characters (a character
-boundary, so the pieces' bytes still decode to the text) and only the ids next to that cut may
-differ from the whole's. Any other tokenizer is encoded whole, as before (bounded by the readers'
-8 MiB per record). Measured in docs/decisions.md (2026-12-02, session 10).
+Where the cuts go depends on the tokenizer (`cut_rule` reads its tokenizer.json):
+- Word ends (GPT-2's ByteLevel regex; Llama-3's and Qwen2's Split regex then ByteLevel): a
+  position between a letter or digit and a character that is neither always ends a pre-token:
+  `?\\p{L}+`, `[^\\r\\n\\p{L}\\p{N}]?\\p{L}+`, `\\p{N}{1,3}`, `\\p{N}` stop there, no alternative
+  holding a letter or digit runs past it, the regexes have no lookbehind and their only lookahead
+  (`\\s+(?!\\S)`) is not at stake when the piece ends in a letter or digit. Models encode each
+  pre-token alone, so the pieces' ids are the whole text's. With an NFC or NFKC normalizer (Qwen2)
+  both characters at the cut must also be ones normalization leaves alone there (a starter that
+  composes with nothing before it, normalized already; the right one composes with nothing after).
+- SentencePiece-style BPE (Metaspace, or Llama-2's Prepend("▁") + Replace(" ", "▁") with no
+  pre-tokenizer, where one "word" may be the whole text): before a space, or before a character no
+  merge's right side starts with, where no merge joins the two characters at the cut (read from
+  the merges). A piece that gains a "▁" the whole text has not is fed without its space (Prepend) or
+  has that lone "▁" id dropped (Metaspace's prepend_scheme).
+- Whitespace (BERT's BertPreTokenizer and BertNormalizer, Whitespace, WhitespaceSplit, with
+  normalizers that change a character and its marks alone): before a space.
+Any other tokenizer (another regex, a Replace or Precompiled normalizer, a non-special added token,
+truncation) is encoded whole, as before (bounded by the readers' 8 MiB per record), and `cut_rule`
+says why. Every rule is also checked on `PROBE` (many scripts, digits, emoji, combining marks,
+space runs) cut at every position it allows: ids not identical to the whole's, and the text is
+encoded whole, saying so.
+
+A cut is looked for from `PIECE` characters on; when the next `RUN` characters hold no cut (64K
+letters with no space or punctuation, emoji, whitespace: nothing a language writes), the run is cut
+at `PIECE` characters (a character boundary, so the pieces still decode to the text) and only the
+ids next to that cut may differ from the whole's. Measured in docs/decisions.md (2026-12-02,
+sessions 10 and 11).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,41 +57,87 @@ PER_CALL = 4  # pieces per encode_batch call (parallel in Rust)
 # tokenizer's newer ones (9,392 are, Unicode 14 against 16): never cut before one.
 _CUT = re.compile(r"(?<=[^\W_])(?=[\W_])")
 
+# The Split regexes whose word ends are the ones above, as published in tokenizer.json files.
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")  # Llama 3 (tiktoken's cl100k_base)
+QWEN2_SPLIT = LLAMA3_SPLIT.replace(r"\p{N}{1,3}", r"\p{N}")  # Qwen2, Qwen2.5, Qwen3: one digit a token
+_SPLITS = {LLAMA3_SPLIT: "Llama-3", QWEN2_SPLIT: "Qwen2"}
+_SPACE = "\u2581"  # SentencePiece's "▁", the space of Metaspace and Llama-2's normalizer
 
-def _cut_in(text: str, lo: int, hi: int) -> int | None:
-    """The first safe cut in text[lo:hi] (see _CUT), or None."""
-    for m in _CUT.finditer(text, lo, hi):
-        if unicodedata.category(text[m.start()]) != "Cn":
+# Real text in many scripts and the cases a rule could get wrong; each rule is checked on it.
+PROBE = ("Don't we'll x's: 12345.678,9 and 1,000,000 -- the U.S.A.'s GDP (3.5%)! café cafe\u0301 "
+         "Å\u212b ﬁne x² ＡＢＣ１２ क्षि नमस्ते। مرحباً שלום. 中文字符，你好。日本語のテキスト。 "
+         "한국어 \u1100\u1161\u11a8。 ภาษาไทย \u0cbf\u0cd5ಕೀ a\u0338=\u0338<\u0338 "
+         "👍🏽👨\u200d👩\u200d👧!! \t\n\n  \r\n   x\u2581y \u2581\u2581z   end.\n"
+         "def f(x):\n    return x**2  # 42\n\n\n\u00a0\u3000\u2028ok")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Where a tokenizer's text may be cut, and how a piece after the first is fed to it."""
+
+    name: str  # said to users: "Llama-3 Split regex + ByteLevel"
+    candidates: re.Pattern  # zero-width matches: the positions that may be cuts
+    ok: Callable[[str, int], bool]  # whether a candidate position (0 < at < len) is a cut
+    drop_space: bool = False  # Prepend normalizer: a piece's leading space is fed without it
+    space_id: int | None = None  # ... and a piece that is one space is this id
+    prepended: int | None = None  # Metaspace prepend: the id a piece gains in front (dropped)
+
+
+def _assigned(text: str, at: int) -> bool:
+    return unicodedata.category(text[at]) != "Cn"
+
+
+WORD_ENDS = Rule("GPT-2 ByteLevel regex", _CUT, _assigned)  # the rule of `pieces` by default
+
+
+@functools.cache
+def _compositions() -> tuple[frozenset[str], frozenset[str]]:
+    """Characters that start, and that end, a canonical composition pair (Hangul's L, V, T
+    jamo included). Decompositions of two characters lie below U+20000, outside the CJK blocks."""
+    first = {chr(c) for c in range(0x1100, 0x1113)}
+    second = {chr(c) for c in (*range(0x1161, 0x1176), *range(0x11A8, 0x11C3))}
+    for c in (*range(0x3400), *range(0xA000, 0xAC00), *range(0xD7A4, 0x20000)):
+        d = unicodedata.decomposition(chr(c))
+        if d and d[0] != "<" and len(parts := d.split()) == 2:
+            first.add(chr(int(parts[0], 16)))
+            second.add(chr(int(parts[1], 16)))
+    return frozenset(first), frozenset(second)
+
+
+def _normal_at(form: str) -> Callable[[str, int], bool]:
+    """Whether normalizing `form` (NFC, NFKC) leaves text[at - 1] and text[at] as they are and
+    composes nothing across the cut: both starters, normalized, not the end of a composition pair;
+    text[at] not the start of one either (the letter or digit class of neither can change)."""
+    first, second = _compositions()
+
+    def still(c: str) -> bool:
+        return (unicodedata.combining(c) == 0 and c not in second and unicodedata.category(c) != "Cn"
+                and unicodedata.normalize(form, c) == c)
+
+    return lambda text, at: still(text[at - 1]) and still(text[at]) and text[at] not in first
+
+
+def is_cut(text: str, at: int, rule: Rule = WORD_ENDS) -> bool:
+    """Whether a cut before text[at] leaves the ids of the text's two sides unchanged."""
+    return 0 < at < len(text) and _cut_in(text, at, at + 1, rule) == at
+
+
+def _cut_in(text: str, lo: int, hi: int, rule: Rule = WORD_ENDS) -> int | None:
+    """The first cut in text[lo:hi] (see `Rule`), or None."""
+    for m in rule.candidates.finditer(text, lo, hi):
+        if 0 < m.start() < len(text) and rule.ok(text, m.start()):
             return m.start()
     return None
 
 
-def is_cut(text: str, at: int) -> bool:
-    """Whether a cut before text[at] leaves the ids of the text's two sides unchanged."""
-    return 0 < at < len(text) and _cut_in(text, at, at + 1) == at
-
-
-def exact_pieces(tok) -> bool:
-    """Whether `tok` encodes pieces cut by `pieces` to exactly the whole text's ids."""
-    spec = json.loads(tok.to_str())
-    pre = spec.get("pre_tokenizer") or {}
-    post = spec.get("post_processor") or {}
-    return bool(spec.get("normalizer") is None and pre.get("type") == "ByteLevel"
-                and pre.get("use_regex") is True and pre.get("add_prefix_space") is False
-                and (spec.get("model") or {}).get("type") == "BPE"
-                and not (spec.get("model") or {}).get("dropout")
-                and post.get("type") in (None, "ByteLevel")
-                and all(a.get("special") for a in spec.get("added_tokens") or [])
-                and getattr(tok, "encode_special_tokens", False))
-
-
-def pieces(text: str, piece: int | None = None, run: int | None = None) -> list[str]:
-    """`text` cut at the first safe position at or after every `piece` characters (PIECE); where
+def pieces(text: str, piece: int | None = None, run: int | None = None, rule: Rule = WORD_ENDS) -> list[str]:
+    """`text` cut at the first cut (`rule`'s) at or after every `piece` characters (PIECE); where
     the next `run` (RUN) hold none, cut at `piece` characters (the only cut whose ids may differ)."""
     piece, run = piece or PIECE, run or RUN
     out, start = [], 0
     while len(text) - start > piece + run:
-        cut = _cut_in(text, start + piece, start + piece + run)
+        cut = _cut_in(text, start + piece, start + piece + run, rule)
         cut = start + piece if cut is None else cut
         out.append(text[start:cut])
         start = cut
@@ -81,30 +145,216 @@ def pieces(text: str, piece: int | None = None, run: int | None = None) -> list[
     return out
 
 
-def hard_cuts(text: str, piece: int | None = None, run: int | None = None) -> int:
+def hard_cuts(text: str, piece: int | None = None, run: int | None = None, rule: Rule = WORD_ENDS) -> int:
     """How many of `pieces(text)`'s cuts fell inside a run (0: the ids are the whole text's)."""
     n, start = 0, 0
-    for p in pieces(text, piece, run)[:-1]:
+    for p in pieces(text, piece, run, rule)[:-1]:
         start += len(p)
-        n += not is_cut(text, start)
+        n += not is_cut(text, start, rule)
     return n
 
 
-def encode_pieces(tok, text: str, exact: bool | None = None, specials: bool = False) -> Iterator[np.ndarray]:
-    """Ids (int64) of `text`, in order, one array per call: whole when short or when `tok` does
-    not cut exactly (`exact`: `exact_pieces(tok)` when the caller already knows it). `specials`:
-    the post-processor's (a BOS) added to a text encoded whole; an exact tokenizer adds none."""
-    if len(text) <= LONG_DOC:
+def cut_everywhere(text: str, rule: Rule = WORD_ENDS) -> list[str]:
+    """`text` cut at every position `rule` allows, at once (the rule at its most demanding)."""
+    cuts = [m.start() for m in rule.candidates.finditer(text) if 0 < m.start() < len(text)
+            and rule.ok(text, m.start())]
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+
+
+def cut_rule(tok) -> Rule | str:
+    """The `Rule` that cuts `tok`'s long texts, or why there is none (then they are encoded whole).
+    The rule's cuts are checked on `PROBE`, each allowed position cut at once."""
+    spec = json.loads(tok.to_str())
+    rule = _rule(tok, spec)
+    if isinstance(rule, str):
+        return rule
+    parts = cut_everywhere(PROBE, rule)
+    if len(parts) < 20 or _ids(tok, parts, rule) != tok.encode(PROBE, add_special_tokens=False).ids:
+        return f"cutting a test text where the {rule.name} rule allows changed its ids"
+    return rule
+
+
+def _rule(tok, spec: dict) -> Rule | str:
+    model, added = spec.get("model") or {}, spec.get("added_tokens") or []
+    if spec.get("truncation") or spec.get("padding"):
+        return "the tokenizer truncates or pads"
+    if model.get("dropout"):
+        return "BPE dropout (random ids)"
+    if not all(a.get("special") for a in added):
+        return "an added token that is not special (matched in the text)"
+    if not getattr(tok, "encode_special_tokens", False):
+        return "special tokens matched in the text (load_tokenizer's literal_specials off)"
+    if _affixes(tok) is None:
+        return "a post-processor that does not add the same tokens around every text"
+    norm, pre = spec.get("normalizer"), spec.get("pre_tokenizer") or {}
+    pres = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre] if pre else []
+    words = _word_rule(norm, pres) or _space_rule(norm, pres)
+    if words is not None:
+        return words
+    return _spm_rule(tok, norm, pres, model)
+
+
+_SPACE_SPLITS = ("BertPreTokenizer", "Whitespace", "WhitespaceSplit")
+_LOCAL = ("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents")
+
+
+def _space_rule(norm: dict | None, pres: list[dict]) -> Rule | None:
+    """BERT-style: a pre-tokenizer that drops whitespace (BertPreTokenizer, Whitespace,
+    WhitespaceSplit), normalizers that change a character with at most the combining marks after
+    it (a space is a starter: nothing composes, reorders or changes case across it). A cut goes
+    before a space."""
+    norms = (norm.get("normalizers", []) if norm.get("type") == "Sequence" else [norm]) if norm else []
+    if len(pres) != 1 or pres[0].get("type") not in _SPACE_SPLITS \
+            or any(n.get("type") not in _LOCAL for n in norms):
+        return None
+    name = f"{pres[0]['type']}{', ' + _kinds(norms) if norms else ''}"
+    return Rule(f"{name} (before a space)", re.compile("(?= )"), lambda text, at: True)
+
+
+def _word_rule(norm: dict | None, pres: list[dict]) -> Rule | str | None:
+    """Word ends for GPT-2's ByteLevel regex, or a known Split regex then ByteLevel (with GPT-2's
+    regex too or not: a cut ends a word to both)."""
+    if not pres or pres[-1].get("type") != "ByteLevel" or len(pres) > 2:
+        return None
+    byte, split = pres[-1], pres[0] if len(pres) == 2 else None
+    if byte.get("add_prefix_space"):
+        return "ByteLevel adds a space in front of each text"
+    if split is None:
+        name = "GPT-2 ByteLevel regex"
+        if not byte.get("use_regex", True):
+            return "ByteLevel with no regex and no Split before it (no word ends)"
+    else:
+        regex = (split.get("pattern") or {}).get("Regex")
+        if split.get("type") != "Split" or regex not in _SPLITS \
+                or split.get("behavior") != "Isolated" or split.get("invert"):
+            return "a pre-tokenizer regex whose word ends are not known here"
+        name = f"{_SPLITS[regex]} Split regex + ByteLevel"
+    if norm is None:
+        return Rule(name, _CUT, _assigned)
+    norms = norm.get("normalizers", []) if norm.get("type") == "Sequence" else [norm]
+    if len(norms) != 1 or norms[0].get("type") not in ("NFC", "NFKC"):
+        return f"the normalizer {_kinds(norms)} (only NFC or NFKC keeps word ends known)"
+    form = norms[0]["type"]
+    normal = _normal_at(form)
+    return Rule(f"{name}, {form}", _CUT, lambda text, at: normal(text, at))
+
+
+def _kinds(items: list[dict]) -> str:
+    return "+".join(str(x.get("type")) for x in items) or "none"
+
+
+def _spm_rule(tok, norm: dict | None, pres: list[dict], model: dict) -> Rule | str:
+    """SentencePiece-style BPE: Metaspace (no normalizer), or Llama-2's Prepend + Replace normalizer
+    with no pre-tokenizer. Cuts before a space or a character no merge's right side starts with,
+    where no merge joins the characters on either side (read from the merges)."""
+    norms = (norm.get("normalizers", []) if norm.get("type") == "Sequence" else [norm]) if norm else []
+    legacy = [{"type": "Prepend", "prepend": _SPACE},
+              {"type": "Replace", "pattern": {"String": " "}, "content": _SPACE}]
+    if not norms and len(pres) == 1 and pres[0].get("type") == "Metaspace" \
+            and pres[0].get("replacement") == _SPACE:
+        split, prepend = bool(pres[0].get("split", True)), pres[0].get("prepend_scheme") != "never"
+        name = "Metaspace"
+    elif norms == legacy and not pres:
+        split, prepend, name = False, True, "Prepend + Replace (SentencePiece) normalizer"
+    else:
+        return f"the pre-tokenizer {_kinds(pres)} with the normalizer {_kinds(norms)} (no known word end)"
+    if model.get("type") != "BPE" or model.get("continuing_subword_prefix") \
+            or model.get("end_of_word_suffix"):
+        return f"a {name} tokenizer whose model is not a plain BPE"
+    pairs = set()
+    for m in model.get("merges") or []:
+        a, b = m.split(" ") if isinstance(m, str) and m.count(" ") == 1 else m if len(m) == 2 else ("", "")
+        if not a or not b:
+            return f"a merge the {name} rule cannot read: {str(m)[:40]!r}"
+        pairs.add((a[-1], b[0]))
+    space_id = tok.token_to_id(_SPACE)
+    if space_id is None:
+        return f"a {name} tokenizer with no {_SPACE!r} token"
+    # A cut before a known character (a token of its own: not <unk>, not bytes, which fuse_unk
+    # could join) that begins no merge's right side: no merge joins it to what is before it, and
+    # the "▁" a piece gains in front stays a token of its own (dropped). Or before a space.
+    starts = {b for _, b in pairs} | {_SPACE, " "}
+    free = sorted(t for t in (model.get("vocab") or {}) if len(t) == 1 and t not in starts)
+    candidates = re.compile(f"(?= )|(?=[{''.join(re.escape(c) for c in free)}])" if free else "(?= )")
+
+    def ok(text: str, at: int) -> bool:
+        a = _SPACE if text[at - 1] == " " else text[at - 1]
+        return text[at] != " " or split or (a, _SPACE) not in pairs
+
+    return Rule(f"{name} BPE merges", candidates, ok, drop_space=name != "Metaspace",
+                space_id=space_id, prepended=space_id if prepend else None)
+
+
+def _affixes(tok) -> tuple[list[int], list[int]] | None:
+    """The ids the post-processor puts before and after a text (a BOS), the same for any text; or None."""
+    seen = set()
+    for probe in ("a", PROBE[:80]):
+        bare = tok.encode(probe, add_special_tokens=False).ids
+        full = tok.encode(probe).ids
+        at = next((i for i in range(len(full) - len(bare) + 1) if full[i:i + len(bare)] == bare), None)
+        if at is None:
+            return None
+        seen.add((tuple(full[:at]), tuple(full[at + len(bare):])))
+    return (list(next(iter(seen))[0]), list(next(iter(seen))[1])) if len(seen) == 1 else None
+
+
+def _fed(part: str, first: bool, rule: Rule) -> str:
+    """The text the tokenizer is given for one piece (see `Rule.drop_space`)."""
+    return part[1:] if rule.drop_space and not first and part.startswith(" ") else part
+
+
+def _ids(tok, parts: list[str], rule: Rule, first: bool = True) -> list[int]:
+    """Ids of consecutive pieces (the first of the text when `first`), one encode_batch call."""
+    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # no offsets: only ids
+    fed = [_fed(p, first and i == 0, rule) for i, p in enumerate(parts)]
+    out: list[int] = []
+    for i, (part, text, e) in enumerate(zip(parts, fed, encode(fed, add_special_tokens=False))):
+        ids = e.ids
+        if not (first and i == 0):
+            if rule.drop_space and part.startswith(" ") and not text:
+                ids = [rule.space_id]  # a piece of one space: Prepend("") is ""
+            elif rule.prepended is not None and not part.startswith(" ") and ids:
+                ids = ids[1:] if ids[0] == rule.prepended else _unprepended(tok, ids)
+        out.extend(ids)
+    return out
+
+
+def _unprepended(tok, ids: list[int]) -> list[int]:
+    """`ids` with the "▁" a piece gained taken off its first token ("▁qw" -> the model's ids of
+    "qw"): a piece after a cut inside a run, where no merge rule kept the "▁" alone (its ids may
+    differ from the whole's; without this it would also decode with a space not in the text)."""
+    first = tok.id_to_token(ids[0]) or ""
+    if not first.startswith(_SPACE) or len(first) < 2:
+        return ids
+    return [t.id for t in tok.model.tokenize(first[1:])] + ids[1:]
+
+
+def encode_pieces(tok, text: str, rule: Rule | str | None = None,
+                  specials: bool = False) -> Iterator[np.ndarray]:
+    """Ids (int64) of `text`, in order, one array per call: whole when short or when `tok` has no
+    `rule` (a str: why; None: `cut_rule(tok)`, which callers with many texts compute once).
+    `specials`: the post-processor's (a BOS) added once, around the whole text."""
+    if len(text) > LONG_DOC and rule is None:
+        rule = cut_rule(tok)
+    if len(text) <= LONG_DOC or not isinstance(rule, Rule):
         yield np.asarray(tok.encode(text, add_special_tokens=specials).ids, dtype=np.int64)
         return
-    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # no offsets: only ids
-    parts = pieces(text) if (exact_pieces(tok) if exact is None else exact) else [text]
+    before, after = _affixes(tok) if specials else ([], [])
+    if before:
+        yield np.asarray(before, dtype=np.int64)
+    parts = pieces(text, rule=rule)
     for lo in range(0, len(parts), PER_CALL):
-        for e in encode(parts[lo:lo + PER_CALL], add_special_tokens=specials):
-            yield np.asarray(e.ids, dtype=np.int64)
+        yield np.asarray(_ids(tok, parts[lo:lo + PER_CALL], rule, lo == 0), dtype=np.int64)
+    if after:
+        yield np.asarray(after, dtype=np.int64)
 
 
-def encode_ids(tok, text: str, exact: bool | None = None, specials: bool = False) -> np.ndarray:
+def encode_ids(tok, text: str, rule: Rule | str | None = None, specials: bool = False) -> np.ndarray:
     """`tok.encode(text, add_special_tokens=specials).ids` as int64, in bounded pieces (above)."""
-    arrays = list(encode_pieces(tok, text, exact, specials))
+    arrays = list(encode_pieces(tok, text, rule, specials))
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
+
+
+def exact_pieces(tok) -> bool:
+    """Whether `tok` has a cut rule (its long texts are cut into pieces with the whole's ids)."""
+    return isinstance(cut_rule(tok), Rule)

@@ -98,24 +98,29 @@ def oversize_hint(skipped: dict[str, int]) -> str:
             "skipped: split it into JSONL records of one document each")
 
 
-def _encoded(tok, texts: Iterator[str], said: dict[str, int] | None = None) -> Iterator[np.ndarray]:
+def _encoded(tok, texts: Iterator[str], said: dict[str, Any] | None = None) -> Iterator[np.ndarray]:
     """Ids of each text, in order; `said["cut_runs"]` counts the documents with a run cut inside
-    (tokens/pieces.py: ids next to such a cut may differ from whole-document encoding)."""
+    (tokens/pieces.py: ids next to such a cut may differ from whole-document encoding),
+    `said["encoded_whole"]` the long ones encoded whole because the tokenizer has no cut rule
+    (`said["whole_why"]`: why)."""
     encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # no offsets: we only need ids
 
     def ids(batch: list[str]) -> Iterator[np.ndarray]:
         return (np.asarray(e.ids, dtype=np.int64) for e in encode(batch, add_special_tokens=False))
 
-    exact = None  # whether pieces encode exactly: decided at the first long document
+    rule = None  # where the tokenizer's texts may be cut: decided at the first long document
     batch: list[str] = []
     size = 0
     for t in texts:
         if len(t) > pieces.LONG_DOC:  # in pieces (tokens/pieces.py), in order: the batch before it first
-            exact = pieces.exact_pieces(tok) if exact is None else exact
+            rule = pieces.cut_rule(tok) if rule is None else rule
             yield from ids(batch)
             batch, size = [], 0
-            yield np.concatenate(list(pieces.encode_pieces(tok, t, exact)))
-            if exact and said is not None and pieces.hard_cuts(t):
+            yield np.concatenate(list(pieces.encode_pieces(tok, t, rule)))
+            if said is not None and isinstance(rule, str):
+                said["encoded_whole"] = said.get("encoded_whole", 0) + 1
+                said["whole_why"] = rule
+            elif said is not None and pieces.hard_cuts(t, rule=rule):
                 said["cut_runs"] = said.get("cut_runs", 0) + 1
             continue
         batch.append(t)
@@ -148,7 +153,7 @@ def tokenize_unit(tok_path: str, path: str, out_dir: str, index: int, uhash: str
         from pretrain.progress import ShardMeter
 
         texts = ShardMeter(meter, path).wrap(texts)
-    said: dict[str, int] = {}
+    said: dict[str, Any] = {}
     n_tokens, n_docs = shards.write_shard(Path(out_dir), name, _encoded(tok, texts, said), dtype, eot_id(tok))
     for s in stamps.values():
         if "xxh3_128" in s:

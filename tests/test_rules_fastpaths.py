@@ -159,3 +159,37 @@ def test_minhash_ascii_path_matches_the_unicode_path():
     for _ in range(5_000):
         t = "".join(rng.choice(pool) for _ in range(rng.randint(1, 40)))
         assert minhash.word_bytes(t) == minhash._unicode_word_bytes(t.lower()), ascii(t)
+
+
+def _relabel(groups: tuple[list[int], list[int], list[int]]) -> tuple[list[int], list[int], list[int]]:
+    """Group ids are labels only: number them in order of first appearance."""
+    pos, gid, first = groups
+    seen: dict[int, int] = {}
+    return list(pos), [seen.setdefault(g, len(seen)) for g in gid], list(first)
+
+
+@pytest.mark.parametrize("win_cells", [None, 0])  # the window-rows hash, then Horner's rule
+def test_ngram_groups_match_grouping_by_id_tuples(tok, monkeypatch, win_cells):
+    """The hashed n-gram grouping equals grouping every candidate window by its exact id tuple."""
+    import numpy as np
+
+    from pretrain.curate import ngrams
+    from pretrain.curate.rules import Words
+
+    if win_cells is not None:
+        monkeypatch.setattr(ngrams, "_WIN_CELLS", win_cells)
+    rng = random.Random(7)
+    texts = article_texts()[:60]
+    texts += [" ".join(rng.choice("a b c the of and".split()[: rng.randint(2, 6)]) for _ in range(200))
+              for _ in range(20)]
+    texts += [t + " " + " ".join(t.split()[:40]) * 2 for t in texts[:20]]  # a repeated passage
+    checked = 0
+    for text in texts:
+        w = Words(tok.words(text))
+        minima = ngrams._window_minima(w.counts[w.ids], 10)
+        for n, fewest in minima.items():
+            got = ngrams._exact_groups(w.ids, fewest, n)
+            truth = ngrams._groups_by_tuple(w.ids, np.flatnonzero(fewest >= 2), n)
+            assert _relabel(got) == _relabel(truth), (n, text[:60])
+            checked += bool(got[0])
+    assert checked > 100  # repeats were found, not only empty results

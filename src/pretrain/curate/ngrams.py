@@ -83,9 +83,16 @@ def _exact_groups(ids: np.ndarray, fewest: np.ndarray, n: int) -> tuple[list[int
     act = np.flatnonzero(fewest >= 2)
     if act.size < 2:
         return [], [], []
-    h = np.zeros(act.size, dtype=np.uint64)
-    for k in range(n):
-        h = h * np.uint64(0x9E3779B97F4A7C15) + ids[act + k].astype(np.uint64)
+    # The hash is the polynomial sum_k id_k * M^(n-1-k) mod 2^64. Up to _WIN_CELLS ids, the
+    # windows as rows: one product and one row sum (Horner's rule takes 3n array operations);
+    # beyond, Horner's rule, the same value, in memory of one window start each.
+    if n <= _MAX_N and act.size * n <= _WIN_CELLS:
+        win = ids[act[:, None] + _OFFSETS[:n]].astype(np.uint64)
+        h = (win * _POWERS[n]).sum(axis=1, dtype=np.uint64)
+    else:
+        win, h = None, np.zeros(act.size, dtype=np.uint64)
+        for k in range(n):
+            h = h * np.uint64(_M) + ids[act + k].astype(np.uint64)
     order = np.argsort(h, kind="stable")
     sh = h[order]
     same = sh[1:] == sh[:-1]
@@ -94,10 +101,33 @@ def _exact_groups(ids: np.ndarray, fewest: np.ndarray, n: int) -> tuple[list[int
     mark = np.zeros(act.size, dtype=bool)
     mark[1:] |= same
     mark[:-1] |= same
-    cand = np.sort(act[order[mark]]).tolist()
+    # Runs of equal hashes (each of two or more windows, in position order: the sort is stable).
+    rows = order[mark]
+    cand = act[rows]
+    hc = sh[mark]
+    head = np.empty(cand.size, dtype=bool)
+    head[0] = True
+    np.not_equal(hc[1:], hc[:-1], out=head[1:])
+    gid = np.cumsum(head) - 1
+    head_row = rows[head][gid]
+    first = act[head_row]
+    # Exact: a run is a group when each of its windows holds the same ids as the run's first;
+    # a hash collision (never seen) sends the candidates through the grouping by id tuples.
+    if win is not None:
+        exact = np.array_equal(win[rows], win[head_row])
+    else:
+        exact = all(np.array_equal(ids[cand + k], ids[first + k]) for k in range(n))
+    if not exact:
+        return _groups_by_tuple(ids, np.sort(cand), n)
+    by_pos = np.argsort(cand, kind="stable")
+    return cand[by_pos].tolist(), gid[by_pos].tolist(), first[by_pos].tolist()
+
+
+def _groups_by_tuple(ids: np.ndarray, cand: np.ndarray, n: int) -> tuple[list[int], list[int], list[int]]:
+    """`_exact_groups`'s result from candidate positions (sorted), grouped by their id tuples."""
     id_list = ids.tolist()
     groups: dict[tuple[int, ...], list[int]] = {}
-    for p in cand:
+    for p in cand.tolist():
         groups.setdefault(tuple(id_list[p : p + n]), []).append(p)
     pos, gid, first = [], [], []
     for g, members in enumerate(groups.values()):
@@ -108,6 +138,14 @@ def _exact_groups(ids: np.ndarray, fewest: np.ndarray, n: int) -> tuple[list[int
                 first.append(members[0])
     order_ = sorted(range(len(pos)), key=pos.__getitem__)
     return [pos[i] for i in order_], [gid[i] for i in order_], [first[i] for i in order_]
+
+
+_M = 0x9E3779B97F4A7C15
+_MAX_N = 100  # RulesConfig bounds n to 1..100
+_OFFSETS = np.arange(_MAX_N + 1)
+_WIN_CELLS = 1 << 20  # 8 MiB of uint64 window ids
+_POWERS = {n: np.array([pow(_M, n - 1 - k, 1 << 64) for k in range(n)], dtype=np.uint64)
+           for n in range(1, _MAX_N + 1)}
 
 
 def _walk(ids, act, gid, start: int, top: dict, dup: dict, cum: list[int], n_chars: int) -> bool | str:

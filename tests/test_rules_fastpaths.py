@@ -193,3 +193,71 @@ def test_ngram_groups_match_grouping_by_id_tuples(tok, monkeypatch, win_cells):
             assert _relabel(got) == _relabel(truth), (n, text[:60])
             checked += bool(got[0])
     assert checked > 100  # repeats were found, not only empty results
+
+
+def _chars(items) -> set[str]:
+    """Characters one consuming regex item (LITERAL, IN, a repeat or group of them) can consume."""
+    from re import _constants as c
+
+    out: set[str] = set()
+    for op, av in items:
+        if op in (c.ASSERT, c.ASSERT_NOT, c.AT):
+            continue  # lookarounds and anchors consume nothing
+        if op is c.LITERAL:
+            out.add(chr(av))
+        elif op is c.IN:
+            for kind, arg in av:
+                if kind is c.LITERAL:
+                    out.add(chr(arg))
+                elif kind is c.RANGE:
+                    out.update(map(chr, range(arg[0], arg[1] + 1)))
+                else:
+                    raise AssertionError(f"class item {kind} not handled")
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            out |= _chars(av[2])
+        elif op is c.SUBPATTERN:
+            out |= _chars(av[-1])
+        elif op is c.BRANCH:
+            for alt in av[1]:
+                out |= _chars(alt)
+        else:
+            raise AssertionError(f"regex op {op} not handled")
+    return out
+
+
+def _final_chars(items) -> set[str]:
+    """Characters a match of the sequence `items` can end on (its last consuming item's)."""
+    from re import _constants as c
+
+    consuming = [(op, av) for op, av in items if op not in (c.ASSERT, c.ASSERT_NOT, c.AT)]
+    op, av = consuming[-1]
+    if op is c.BRANCH:
+        return set().union(*(_final_chars(alt) for alt in av[1]))
+    if op is c.SUBPATTERN:
+        return _final_chars(av[-1])
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+        assert av[0] >= 1, "a final item that may be absent"
+        return _final_chars(av[2])
+    return _chars([(op, av)])
+
+
+def test_suffix_and_infix_shortcuts_follow_the_patterns(tok):
+    """The splitter skips the suffix search when the chunk's last character ends no suffix rule,
+    and the infix search on an alphanumeric remainder: both facts read off the compiled patterns."""
+    from re import _parser
+
+    ends = _final_chars(_parser.parse(tok._suffix.pattern, tok._suffix.flags))
+    assert ends and ends <= tok._suffix_ends
+    consumed = _chars(_parser.parse(tok._infix.pattern, tok._infix.flags))
+    assert "," in consumed and not [ch for ch in consumed if ch.isalnum()]
+    # and on real chunks, against the searches they skip
+    wiki = data_file("lm/wikitext-2/test.txt").read_text(encoding="utf-8")
+    chunks = {c for t in [*article_texts(), wiki] for c in t.split() if len(c) <= MAX_CHUNK}
+    for c in chunks:
+        w = max(0, len(c) - 8)
+        if tok._suffix.search(c, w) is None:
+            assert tok._suffix_len(c) == 0, c
+        else:
+            assert tok._suffix_len(c) > 0, c
+        if c.isalnum():
+            assert next(tok._infix.finditer(c), None) is None, c

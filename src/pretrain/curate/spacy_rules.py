@@ -170,6 +170,16 @@ def suffix_final_chars() -> frozenset[str]:
     return frozenset([x[-1] for x in items] + ["\n", *map(chr, _icon_points())])
 
 
+
+@lru_cache(maxsize=1)
+def infix_chars() -> frozenset[str]:
+    """Every character a match of the infix pattern can consume (each rule consumes a dot run, an
+    ellipsis, a symbol, a sign between digits, a dot, a comma, a hyphen or one of ":<>=/"): where a
+    chunk holds none of them, it has no infix."""
+    return frozenset([".", "…", "+", "-", "*", "^", ",", *"".join(_HYPHENS), *":<>=/",
+                      *map(chr, _icon_points())])
+
+
 def _url_regex(lower: str, userinfo: bool) -> re.Pattern:
     """A whole-chunk URL/e-mail/domain match (spaCy's URL_MATCH, after Diego Perini's pattern).
 

@@ -28,7 +28,7 @@ import sys
 import unicodedata
 from itertools import chain
 
-from pretrain.curate.spacy_rules import english_special_cases, spacy_regexes, suffix_final_chars
+from pretrain.curate.spacy_rules import english_special_cases, infix_chars, spacy_regexes, suffix_final_chars
 
 # --- spaCy-style English tokenizer ------------------------------------------------------------
 
@@ -43,6 +43,8 @@ _LONG_CHUNK = re.compile(r"\w+|[^\w\s]")
 _MARKS = ",;:!?)\"'\u201d\u2019"  # closing marks: one-character suffixes after anything
 _OPEN_1 = "(\"'\u201c\u2018"  # the opening marks of _PLAIN
 _CLOSE_1 = frozenset(_MARKS + ".")  # its closing marks
+
+
 _PLAIN = re.compile(
     f"([(\"'\u201c\u2018]?)([A-Za-z]+(?:-[A-Za-z]+)*|[0-9]+|[^\\W\\d_]+)((?:['\u2019][sS])?)([{_MARKS}.]{{0,2}})"
 )
@@ -54,6 +56,7 @@ class SpacyLikeTokenizer:
     def __init__(self, max_cache: int = 200_000) -> None:
         self._prefix, self._suffix, self._infix, self._url, self._url_at, self._dot = spacy_regexes()
         self._suffix_ends = suffix_final_chars()
+        self._infix_chars = infix_chars()
         self._special = english_special_cases()
         self._affixed = {k for k in self._special if not k.isalnum()}
         self._affixed_len = max(map(len, self._affixed))  # tokens are non-empty: a bound on the run
@@ -122,16 +125,17 @@ class SpacyLikeTokenizer:
             return toks if len(toks) == 1 else tuple(self._merge_specials(list(toks)))
         if chunk.isalpha():
             return (chunk,)
-        # The commonest marked shapes, a word and one closing mark ("said,") or an opening mark and
-        # a word ("(see"): what the general path below makes of them, without the pattern.
+        # The commonest marked shapes, a word (or ASCII number) and one closing mark ("said,",
+        # "2019.") or an opening mark and a word ("(see"): what the general path below makes of
+        # them, without the pattern.
         last = chunk[-1]
-        if last in _CLOSE_1 and (body := chunk[:-1]).isalpha():
+        if last in _CLOSE_1 and ((body := chunk[:-1]).isalpha() or (body.isdigit() and body.isascii())):
             if body in special or last in special:
                 return None
             if last == "." and not self._dot.match(chunk, len(chunk) - 1):
                 return None
             return (body, last)
-        if chunk[0] in _OPEN_1 and (body := chunk[1:]).isalpha():
+        if chunk[0] in _OPEN_1 and ((body := chunk[1:]).isalpha() or (body.isdigit() and body.isascii())):
             return None if body in special or chunk[0] in special else (chunk[0], body)
         m = _PLAIN.fullmatch(chunk)
         if m is None:
@@ -229,7 +233,7 @@ class SpacyLikeTokenizer:
             return list(self._special[s])
         if (self._url_at if "@" in s else self._url).match(s):
             return [s]
-        if s.isalnum():  # every infix rule consumes a mark, a dot or a symbol (So), none alphanumeric
+        if self._infix_chars.isdisjoint(s):  # no character an infix rule consumes ("2019", "@user")
             return [s]
         out, start = [], 0
         for m in self._infix.finditer(s):

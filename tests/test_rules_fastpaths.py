@@ -267,3 +267,28 @@ def test_suffix_and_infix_shortcuts_follow_the_patterns(tok):
             assert tok._suffix_len(c) > 0, c
         if tok._infix_chars.isdisjoint(c):
             assert next(tok._infix.finditer(c), None) is None, c
+
+
+def test_ngram_reach_bound_in_numpy_matches_the_loop():
+    """The characters the longer repeated-n-gram rules could still count, in numpy (many
+    positions), against the loop over positions it stands in for."""
+    import numpy as np
+
+    from pretrain.curate import ngrams
+
+    rng = random.Random(11)
+    for _ in range(300):
+        n_words = rng.randint(12, 400)
+        cum = np.concatenate(([0], np.cumsum([rng.randint(1, 12) for _ in range(n_words)])))
+        pos = sorted(rng.sample(range(n_words - 5), rng.randint(1, min(200, n_words - 5))))
+        first = [p if rng.random() < 0.3 else rng.choice(pos) for p in pos]
+        width = rng.randint(1, 12)
+        covered, end = 0, -1  # the loop: each later occurrence's window, cut where the last ended
+        for p, f in zip(pos, first):
+            if p == f:
+                continue
+            a, b = max(p, end), min(p + width, n_words)
+            if b > a:
+                covered += int(cum[b] - cum[a])
+                end = b
+        assert ngrams._covered(np.array(pos), np.array(first), cum, width, n_words) == covered

@@ -41,13 +41,13 @@ def ngram_verdict(
         act, gid, first = _exact_groups(ids, fewest[start], start)
         if start in dup and len(act) and _repeated_chars(act, gid, first, cum, start) / n_chars > dup[start]:
             return f"duplicated_{start}_n_grams"
-        if not len(act) or _out_of_reach(act, first, cum, start, dup, n_chars):
+        if not len(act) or _out_of_reach(act, first, cum, start, dup, n_chars, cum_np):
             return True
-        return _walk(ids, act, gid, start + 1, {}, dup, cum, n_chars)
+        return _walk(ids, act, gid, start + 1, {}, dup, cum, n_chars, cum_np)
     # An n-gram can repeat only where its first n-1 words repeat, so each level groups just the
     # positions still "active" (their (n-1)-gram occurs twice or more).
     act = np.flatnonzero(occurrences >= 2)
-    return _walk(ids, act, ids[act], 2, top, dup, cum, n_chars)
+    return _walk(ids, act, ids[act], 2, top, dup, cum, n_chars, cum_np)
 
 
 def _window_minima(occurrences: np.ndarray, up_to: int) -> dict[int, np.ndarray]:
@@ -148,7 +148,8 @@ _POWERS = {n: np.array([pow(_M, n - 1 - k, 1 << 64) for k in range(n)], dtype=np
            for n in range(1, _MAX_N + 1)}
 
 
-def _walk(ids, act, gid, start: int, top: dict, dup: dict, cum: list[int], n_chars: int) -> bool | str:
+def _walk(ids, act, gid, start: int, top: dict, dup: dict, cum: list[int], n_chars: int,
+          cum_np: np.ndarray) -> bool | str:
     """Levels `start`.. of the n-gram rules from the active positions of level start - 1: numpy
     while there are many, a dict once few are left (numpy's per-call cost dominates small arrays)."""
     max_n = max([*top, *dup, 1])
@@ -172,12 +173,13 @@ def _walk(ids, act, gid, start: int, top: dict, dup: dict, cum: list[int], n_cha
             continue
         if n in dup and _repeated_chars(act, gid, first, cum, n) / n_chars > dup[n]:
             return f"duplicated_{n}_n_grams"
-        if all(m <= n for m in top) and _out_of_reach(act, first, cum, n, dup, n_chars):
+        if all(m <= n for m in top) and _out_of_reach(act, first, cum, n, dup, n_chars, cum_np):
             break
     return True
 
 
-def _out_of_reach(pos, first, cum: list[int], n: int, dup: dict[int, float], n_chars: int) -> bool:
+def _out_of_reach(pos, first, cum: list[int], n: int, dup: dict[int, float], n_chars: int,
+                  cum_np: np.ndarray) -> bool:
     """True when no longer duplicated n-gram rule can fire. A hit at a longer length m starts where
     the current n-gram repeats (not at its first occurrence), and hits never overlap, so their
     characters fit in the union of the windows [p, p + max m) over those starts."""
@@ -185,6 +187,9 @@ def _out_of_reach(pos, first, cum: list[int], n: int, dup: dict[int, float], n_c
     if not later:
         return True
     width, last = max(later), len(cum) - 1
+    if len(pos) > _SMALL // 2:
+        covered = _covered(np.asarray(pos), np.asarray(first), cum_np, width, last)
+        return covered / n_chars <= min(dup[m] for m in later)
     covered, end = 0, -1
     for p, f in zip(pos, first):
         if p == f:
@@ -194,6 +199,22 @@ def _out_of_reach(pos, first, cum: list[int], n: int, dup: dict[int, float], n_c
             covered += cum[b] - cum[a]
             end = b
     return covered / n_chars <= min(dup[m] for m in later)
+
+
+def _covered(pos: np.ndarray, first: np.ndarray, cum: np.ndarray, width: int, last: int) -> int:
+    """`_out_of_reach`'s loop over many positions, in numpy: the windows [p, min(p + width, last))
+    of the later occurrences, in position order, all of one width, so each window's end is at
+    least the one before it and the union is each window cut to start where the previous ended."""
+    starts = pos[pos != first]
+    if not starts.size:
+        return 0
+    ends = np.minimum(starts + width, last)
+    prev = np.empty_like(ends)
+    prev[0] = -1
+    prev[1:] = ends[:-1]
+    a = np.maximum(starts, prev)
+    keep = ends > a
+    return int((cum[ends[keep]] - cum[a[keep]]).sum())
 
 
 _SMALL = 128

@@ -43,8 +43,6 @@ _LONG_CHUNK = re.compile(r"\w+|[^\w\s]")
 _MARKS = ",;:!?)\"'\u201d\u2019"  # closing marks: one-character suffixes after anything
 _OPEN_1 = "(\"'\u201c\u2018"  # the opening marks of _PLAIN
 _CLOSE_1 = frozenset(_MARKS + ".")  # its closing marks
-
-
 _PLAIN = re.compile(
     f"([(\"'\u201c\u2018]?)([A-Za-z]+(?:-[A-Za-z]+)*|[0-9]+|[^\\W\\d_]+)((?:['\u2019][sS])?)([{_MARKS}.]{{0,2}})"
 )

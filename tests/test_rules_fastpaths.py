@@ -17,7 +17,7 @@ import re
 import string
 
 import pytest
-from conftest import data_file
+from conftest import SHARED_DATA, data_file
 
 from pretrain.curate import minhash
 from pretrain.curate.rules import PUNCTUATION_SET, newline_runs_split
@@ -159,3 +159,136 @@ def test_minhash_ascii_path_matches_the_unicode_path():
     for _ in range(5_000):
         t = "".join(rng.choice(pool) for _ in range(rng.randint(1, 40)))
         assert minhash.word_bytes(t) == minhash._unicode_word_bytes(t.lower()), ascii(t)
+
+
+def _relabel(groups: tuple[list[int], list[int], list[int]]) -> tuple[list[int], list[int], list[int]]:
+    """Group ids are labels only: number them in order of first appearance."""
+    pos, gid, first = groups
+    seen: dict[int, int] = {}
+    return list(pos), [seen.setdefault(g, len(seen)) for g in gid], list(first)
+
+
+@pytest.mark.parametrize("win_cells", [None, 0])  # the window-rows hash, then Horner's rule
+def test_ngram_groups_match_grouping_by_id_tuples(tok, monkeypatch, win_cells):
+    """The hashed n-gram grouping equals grouping every candidate window by its exact id tuple."""
+    import numpy as np
+
+    from pretrain.curate import ngrams
+    from pretrain.curate.rules import Words
+
+    if win_cells is not None:
+        monkeypatch.setattr(ngrams, "_WIN_CELLS", win_cells)
+    rng = random.Random(7)
+    # real articles where ../shared/data is present, else generated prose; then each with a passage
+    # of itself repeated, and runs over small vocabularies
+    have_data = (SHARED_DATA / "html/scrapinghub-aeb/ground-truth.json").exists()
+    texts = article_texts()[:60] if have_data else [
+        " ".join(rng.choice(string.ascii_lowercase[:12]) * rng.randint(1, 6) for _ in range(400))
+        for _ in range(40)]
+    texts += [t + " " + " ".join(t.split()[:40]) * 2 for t in texts[:20]]  # a repeated passage
+    texts += [" ".join(rng.choice("a b c the of and".split()[: rng.randint(2, 6)]) for _ in range(200))
+              for _ in range(20)]
+    checked = 0
+    for text in texts:
+        w = Words(tok.words(text))
+        minima = ngrams._window_minima(w.counts[w.ids], 10)
+        for n, fewest in minima.items():
+            got = ngrams._exact_groups(w.ids, fewest, n)
+            truth = ngrams._groups_by_tuple(w.ids, np.flatnonzero(fewest >= 2), n)
+            assert _relabel(got) == _relabel(truth), (n, text[:60])
+            checked += bool(got[0])
+    assert checked > 100  # repeats were found, not only empty results
+
+
+def _chars(items) -> set[str]:
+    """Characters one consuming regex item (LITERAL, IN, a repeat or group of them) can consume."""
+    from re import _constants as c
+
+    out: set[str] = set()
+    for op, av in items:
+        if op in (c.ASSERT, c.ASSERT_NOT, c.AT):
+            continue  # lookarounds and anchors consume nothing
+        if op is c.LITERAL:
+            out.add(chr(av))
+        elif op is c.IN:
+            for kind, arg in av:
+                if kind is c.LITERAL:
+                    out.add(chr(arg))
+                elif kind is c.RANGE:
+                    out.update(map(chr, range(arg[0], arg[1] + 1)))
+                else:
+                    raise AssertionError(f"class item {kind} not handled")
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            out |= _chars(av[2])
+        elif op is c.SUBPATTERN:
+            out |= _chars(av[-1])
+        elif op is c.BRANCH:
+            for alt in av[1]:
+                out |= _chars(alt)
+        else:
+            raise AssertionError(f"regex op {op} not handled")
+    return out
+
+
+def _final_chars(items) -> set[str]:
+    """Characters a match of the sequence `items` can end on (its last consuming item's)."""
+    from re import _constants as c
+
+    consuming = [(op, av) for op, av in items if op not in (c.ASSERT, c.ASSERT_NOT, c.AT)]
+    op, av = consuming[-1]
+    if op is c.BRANCH:
+        return set().union(*(_final_chars(alt) for alt in av[1]))
+    if op is c.SUBPATTERN:
+        return _final_chars(av[-1])
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+        assert av[0] >= 1, "a final item that may be absent"
+        return _final_chars(av[2])
+    return _chars([(op, av)])
+
+
+def test_suffix_and_infix_shortcuts_follow_the_patterns(tok):
+    """The splitter skips the suffix search when the chunk's last character ends no suffix rule,
+    and the infix search when no character of the remainder can be consumed by an infix rule: both
+    facts read off the compiled patterns."""
+    from re import _parser
+
+    ends = _final_chars(_parser.parse(tok._suffix.pattern, tok._suffix.flags))
+    assert ends and ends <= tok._suffix_ends
+    consumed = _chars(_parser.parse(tok._infix.pattern, tok._infix.flags))
+    assert "," in consumed and consumed <= tok._infix_chars
+    # and on real chunks, against the searches they skip
+    wiki = data_file("lm/wikitext-2/test.txt").read_text(encoding="utf-8")
+    chunks = {c for t in [*article_texts(), wiki] for c in t.split() if len(c) <= MAX_CHUNK}
+    for c in chunks:
+        w = max(0, len(c) - 8)
+        if tok._suffix.search(c, w) is None:
+            assert tok._suffix_len(c) == 0, c
+        else:
+            assert tok._suffix_len(c) > 0, c
+        if tok._infix_chars.isdisjoint(c):
+            assert next(tok._infix.finditer(c), None) is None, c
+
+
+def test_ngram_reach_bound_in_numpy_matches_the_loop():
+    """The characters the longer repeated-n-gram rules could still count, in numpy (many
+    positions), against the loop over positions it stands in for."""
+    import numpy as np
+
+    from pretrain.curate import ngrams
+
+    rng = random.Random(11)
+    for _ in range(300):
+        n_words = rng.randint(12, 400)
+        cum = np.concatenate(([0], np.cumsum([rng.randint(1, 12) for _ in range(n_words)])))
+        pos = sorted(rng.sample(range(n_words - 5), rng.randint(1, min(200, n_words - 5))))
+        first = [p if rng.random() < 0.3 else rng.choice(pos) for p in pos]
+        width = rng.randint(1, 12)
+        covered, end = 0, -1  # the loop: each later occurrence's window, cut where the last ended
+        for p, f in zip(pos, first):
+            if p == f:
+                continue
+            a, b = max(p, end), min(p + width, n_words)
+            if b > a:
+                covered += int(cum[b] - cum[a])
+                end = b
+        assert ngrams._covered(np.array(pos), np.array(first), cum, width, n_words) == covered

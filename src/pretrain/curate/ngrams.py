@@ -41,13 +41,13 @@ def ngram_verdict(
         act, gid, first = _exact_groups(ids, fewest[start], start)
         if start in dup and len(act) and _repeated_chars(act, gid, first, cum, start) / n_chars > dup[start]:
             return f"duplicated_{start}_n_grams"
-        if not len(act) or _out_of_reach(act, first, cum, start, dup, n_chars):
+        if not len(act) or _out_of_reach(act, first, cum, start, dup, n_chars, cum_np):
             return True
-        return _walk(ids, act, gid, start + 1, {}, dup, cum, n_chars)
+        return _walk(ids, act, gid, start + 1, {}, dup, cum, n_chars, cum_np)
     # An n-gram can repeat only where its first n-1 words repeat, so each level groups just the
     # positions still "active" (their (n-1)-gram occurs twice or more).
     act = np.flatnonzero(occurrences >= 2)
-    return _walk(ids, act, ids[act], 2, top, dup, cum, n_chars)
+    return _walk(ids, act, ids[act], 2, top, dup, cum, n_chars, cum_np)
 
 
 def _window_minima(occurrences: np.ndarray, up_to: int) -> dict[int, np.ndarray]:
@@ -83,9 +83,16 @@ def _exact_groups(ids: np.ndarray, fewest: np.ndarray, n: int) -> tuple[list[int
     act = np.flatnonzero(fewest >= 2)
     if act.size < 2:
         return [], [], []
-    h = np.zeros(act.size, dtype=np.uint64)
-    for k in range(n):
-        h = h * np.uint64(0x9E3779B97F4A7C15) + ids[act + k].astype(np.uint64)
+    # The hash is the polynomial sum_k id_k * M^(n-1-k) mod 2^64. Up to _WIN_CELLS ids, the
+    # windows as rows: one product and one row sum (Horner's rule takes 3n array operations);
+    # beyond, Horner's rule, the same value, in memory of one window start each.
+    if n <= _MAX_N and act.size * n <= _WIN_CELLS:
+        win = ids[act[:, None] + _OFFSETS[:n]].astype(np.uint64)
+        h = (win * _POWERS[n]).sum(axis=1, dtype=np.uint64)
+    else:
+        win, h = None, np.zeros(act.size, dtype=np.uint64)
+        for k in range(n):
+            h = h * np.uint64(_M) + ids[act + k].astype(np.uint64)
     order = np.argsort(h, kind="stable")
     sh = h[order]
     same = sh[1:] == sh[:-1]
@@ -94,10 +101,33 @@ def _exact_groups(ids: np.ndarray, fewest: np.ndarray, n: int) -> tuple[list[int
     mark = np.zeros(act.size, dtype=bool)
     mark[1:] |= same
     mark[:-1] |= same
-    cand = np.sort(act[order[mark]]).tolist()
+    # Runs of equal hashes (each of two or more windows, in position order: the sort is stable).
+    rows = order[mark]
+    cand = act[rows]
+    hc = sh[mark]
+    head = np.empty(cand.size, dtype=bool)
+    head[0] = True
+    np.not_equal(hc[1:], hc[:-1], out=head[1:])
+    gid = np.cumsum(head) - 1
+    head_row = rows[head][gid]
+    first = act[head_row]
+    # Exact: a run is a group when each of its windows holds the same ids as the run's first;
+    # a hash collision (never seen) sends the candidates through the grouping by id tuples.
+    if win is not None:
+        exact = np.array_equal(win[rows], win[head_row])
+    else:
+        exact = all(np.array_equal(ids[cand + k], ids[first + k]) for k in range(n))
+    if not exact:
+        return _groups_by_tuple(ids, np.sort(cand), n)
+    by_pos = np.argsort(cand, kind="stable")
+    return cand[by_pos].tolist(), gid[by_pos].tolist(), first[by_pos].tolist()
+
+
+def _groups_by_tuple(ids: np.ndarray, cand: np.ndarray, n: int) -> tuple[list[int], list[int], list[int]]:
+    """`_exact_groups`'s result from candidate positions (sorted), grouped by their id tuples."""
     id_list = ids.tolist()
     groups: dict[tuple[int, ...], list[int]] = {}
-    for p in cand:
+    for p in cand.tolist():
         groups.setdefault(tuple(id_list[p : p + n]), []).append(p)
     pos, gid, first = [], [], []
     for g, members in enumerate(groups.values()):
@@ -110,7 +140,16 @@ def _exact_groups(ids: np.ndarray, fewest: np.ndarray, n: int) -> tuple[list[int
     return [pos[i] for i in order_], [gid[i] for i in order_], [first[i] for i in order_]
 
 
-def _walk(ids, act, gid, start: int, top: dict, dup: dict, cum: list[int], n_chars: int) -> bool | str:
+_M = 0x9E3779B97F4A7C15
+_MAX_N = 100  # RulesConfig bounds n to 1..100
+_OFFSETS = np.arange(_MAX_N + 1)
+_WIN_CELLS = 1 << 20  # 8 MiB of uint64 window ids
+_POWERS = {n: np.array([pow(_M, n - 1 - k, 1 << 64) for k in range(n)], dtype=np.uint64)
+           for n in range(1, _MAX_N + 1)}
+
+
+def _walk(ids, act, gid, start: int, top: dict, dup: dict, cum: list[int], n_chars: int,
+          cum_np: np.ndarray) -> bool | str:
     """Levels `start`.. of the n-gram rules from the active positions of level start - 1: numpy
     while there are many, a dict once few are left (numpy's per-call cost dominates small arrays)."""
     max_n = max([*top, *dup, 1])
@@ -134,12 +173,13 @@ def _walk(ids, act, gid, start: int, top: dict, dup: dict, cum: list[int], n_cha
             continue
         if n in dup and _repeated_chars(act, gid, first, cum, n) / n_chars > dup[n]:
             return f"duplicated_{n}_n_grams"
-        if all(m <= n for m in top) and _out_of_reach(act, first, cum, n, dup, n_chars):
+        if all(m <= n for m in top) and _out_of_reach(act, first, cum, n, dup, n_chars, cum_np):
             break
     return True
 
 
-def _out_of_reach(pos, first, cum: list[int], n: int, dup: dict[int, float], n_chars: int) -> bool:
+def _out_of_reach(pos, first, cum: list[int], n: int, dup: dict[int, float], n_chars: int,
+                  cum_np: np.ndarray) -> bool:
     """True when no longer duplicated n-gram rule can fire. A hit at a longer length m starts where
     the current n-gram repeats (not at its first occurrence), and hits never overlap, so their
     characters fit in the union of the windows [p, p + max m) over those starts."""
@@ -147,6 +187,9 @@ def _out_of_reach(pos, first, cum: list[int], n: int, dup: dict[int, float], n_c
     if not later:
         return True
     width, last = max(later), len(cum) - 1
+    if len(pos) > _SMALL // 2:
+        covered = _covered(np.asarray(pos), np.asarray(first), cum_np, width, last)
+        return covered / n_chars <= min(dup[m] for m in later)
     covered, end = 0, -1
     for p, f in zip(pos, first):
         if p == f:
@@ -156,6 +199,22 @@ def _out_of_reach(pos, first, cum: list[int], n: int, dup: dict[int, float], n_c
             covered += cum[b] - cum[a]
             end = b
     return covered / n_chars <= min(dup[m] for m in later)
+
+
+def _covered(pos: np.ndarray, first: np.ndarray, cum: np.ndarray, width: int, last: int) -> int:
+    """`_out_of_reach`'s loop over many positions, in numpy: the windows [p, min(p + width, last))
+    of the later occurrences, in position order, all of one width, so each window's end is at
+    least the one before it and the union is each window cut to start where the previous ended."""
+    starts = pos[pos != first]
+    if not starts.size:
+        return 0
+    ends = np.minimum(starts + width, last)
+    prev = np.empty_like(ends)
+    prev[0] = -1
+    prev[1:] = ends[:-1]
+    a = np.maximum(starts, prev)
+    keep = ends > a
+    return int((cum[ends[keep]] - cum[a[keep]]).sum())
 
 
 _SMALL = 128

@@ -40,7 +40,7 @@ _UNCASED = (
 @lru_cache(maxsize=1)
 def _classes() -> dict[str, str]:
     """Regex character-class bodies for letters (all / lower / upper) and symbols (So)."""
-    lower, upper, icons = [], [], []
+    lower, upper = [], []
     for lo, hi in _CASED_BLOCKS:
         for cp in range(lo, hi + 1):
             cat = unicodedata.category(chr(cp))
@@ -48,9 +48,7 @@ def _classes() -> dict[str, str]:
                 lower.append(cp)
             elif cat == "Lu":
                 upper.append(cp)
-    for cp in range(0xA0, 0x20000):
-        if unicodedata.category(chr(cp)) == "So":
-            icons.append(cp)
+    icons = list(_icon_points())
     # Greek and Cyrillic: the letters of spaCy's Greek, Russian, Ukrainian, Tatar and Macedonian lists.
     lo = _ranges(lower) + "\u03b1-\u03c9\u03ac\u03ad\u03af\u03cc\u03ce\u03ae\u03cd\u0451\u0430-\u044f"
     lo += "\u0456\u0457\u0454\u0491\u04d9\u04e9\u04af\u0497\u04a3\u04bb"
@@ -64,6 +62,12 @@ def _classes() -> dict[str, str]:
         "au": "A-Z" + up + _UNCASED,
         "icons": _ranges(icons),
     }
+
+
+@lru_cache(maxsize=1)
+def _icon_points() -> tuple[int, ...]:
+    """spaCy's icons: the other symbols (So) from U+00A0 to U+1FFFF."""
+    return tuple(cp for cp in range(0xA0, 0x20000) if unicodedata.category(chr(cp)) == "So")
 
 
 def _ranges(cps: list[int]) -> str:
@@ -155,6 +159,25 @@ def spacy_regexes() -> tuple[re.Pattern, ...]:
         _url_regex(c["al"], True),
         re.compile("|".join(dot)),
     )
+
+
+@lru_cache(maxsize=1)
+def suffix_final_chars() -> frozenset[str]:
+    """Every character a match of the suffix pattern can end on, from the lists it is built of:
+    a chunk whose last character is not one of them has no suffix (one set look-up instead of the
+    pattern's search, 3 us). "\\n" is in too, since "$" also matches before a final newline."""
+    items = [*_PUNCT, "..", "…", *_QUOTES, "'s", "'S", "’s", "’S", "—", "–", "+", ".", *_CURRENCY, *_UNITS]
+    return frozenset([x[-1] for x in items] + ["\n", *map(chr, _icon_points())])
+
+
+
+@lru_cache(maxsize=1)
+def infix_chars() -> frozenset[str]:
+    """Every character a match of the infix pattern can consume (each rule consumes a dot run, an
+    ellipsis, a symbol, a sign between digits, a dot, a comma, a hyphen or one of ":<>=/"): where a
+    chunk holds none of them, it has no infix."""
+    return frozenset([".", "…", "+", "-", "*", "^", ",", *"".join(_HYPHENS), *":<>=/",
+                      *map(chr, _icon_points())])
 
 
 def _url_regex(lower: str, userinfo: bool) -> re.Pattern:

@@ -28,7 +28,7 @@ import sys
 import unicodedata
 from itertools import chain
 
-from pretrain.curate.spacy_rules import english_special_cases, spacy_regexes
+from pretrain.curate.spacy_rules import english_special_cases, infix_chars, spacy_regexes, suffix_final_chars
 
 # --- spaCy-style English tokenizer ------------------------------------------------------------
 
@@ -41,6 +41,8 @@ _LONG_CHUNK = re.compile(r"\w+|[^\w\s]")
 # joined by single hyphens), ASCII digits or word characters of any script (checked to be letters);
 # an optional possessive; up to two closing marks.
 _MARKS = ",;:!?)\"'\u201d\u2019"  # closing marks: one-character suffixes after anything
+_OPEN_1 = "(\"'\u201c\u2018"  # the opening marks of _PLAIN
+_CLOSE_1 = frozenset(_MARKS + ".")  # its closing marks
 _PLAIN = re.compile(
     f"([(\"'\u201c\u2018]?)([A-Za-z]+(?:-[A-Za-z]+)*|[0-9]+|[^\\W\\d_]+)((?:['\u2019][sS])?)([{_MARKS}.]{{0,2}})"
 )
@@ -51,6 +53,8 @@ class SpacyLikeTokenizer:
 
     def __init__(self, max_cache: int = 200_000) -> None:
         self._prefix, self._suffix, self._infix, self._url, self._url_at, self._dot = spacy_regexes()
+        self._suffix_ends = suffix_final_chars()
+        self._infix_chars = infix_chars()
         self._special = english_special_cases()
         self._affixed = {k for k in self._special if not k.isalnum()}
         self._affixed_len = max(map(len, self._affixed))  # tokens are non-empty: a bound on the run
@@ -119,6 +123,22 @@ class SpacyLikeTokenizer:
             return toks if len(toks) == 1 else tuple(self._merge_specials(list(toks)))
         if chunk.isalpha():
             return (chunk,)
+        # The commonest marked shapes, a word (or ASCII number) and one closing mark ("said,",
+        # "2019.") or an opening mark and a word ("(see"): what the general path below makes of
+        # them, without the pattern.
+        last = chunk[-1]
+        if last in _CLOSE_1 and ((body := chunk[:-1]).isalpha() or (body.isdigit() and body.isascii())):
+            if body in special or last in special:
+                return None
+            if last == "." and not self._dot.match(chunk, len(chunk) - 1):
+                return None
+            return (body, last)
+        if chunk[0] in _OPEN_1 and ((body := chunk[1:]).isalpha() or (body.isdigit() and body.isascii())):
+            return None if body in special or chunk[0] in special else (chunk[0], body)
+        # A possessive ("Trump’s"): the loop peels "’s" as a suffix and keeps the word, whatever the
+        # table says of "’s" alone (the pattern path below gives up on it, as "’s" is in the table).
+        if chunk[-2:-1] in ("'", "\u2019") and last in "sS" and (body := chunk[:-2]).isalpha():
+            return None if body in special else (body, chunk[-2:])
         m = _PLAIN.fullmatch(chunk)
         if m is None:
             return None
@@ -181,6 +201,8 @@ class SpacyLikeTokenizer:
         Every suffix rule matches at most 4 characters except a run of dots, so the search looks at
         the last 8 characters only (lookbehinds still see before the window) and widens a dot run
         that reaches the window's edge: linear time, where a plain search is quadratic."""
+        if not t or t[-1] not in self._suffix_ends:
+            return 0  # no suffix rule ends on this character
         w = max(0, len(t) - 8)
         m = self._suffix.search(t, w)
         if m is None:
@@ -212,6 +234,8 @@ class SpacyLikeTokenizer:
         if s in self._special:
             return list(self._special[s])
         if (self._url_at if "@" in s else self._url).match(s):
+            return [s]
+        if self._infix_chars.isdisjoint(s):  # no character an infix rule consumes ("2019", "@user")
             return [s]
         out, start = [], 0
         for m in self._infix.finditer(s):

@@ -439,3 +439,38 @@ def test_a_relative_storage_names_the_same_checkpoints_from_any_directory(finish
     assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.out={run}"]) == 2
     assert "--set checkpoint.storage=run/ckpts resumes from there" in capsys.readouterr().err
     assert not (run / "run").exists()
+
+
+def test_a_run_resumes_through_its_config_from_any_directory(finished, tmp_path, text, capsys, monkeypatch):
+    """train.out = "runs/x" and data.path = "data/text.txt", typed in proj/: `pretrain train
+    proj/runs/x/config.toml` from another directory continues the run (its train.out names it: the
+    run's path ends with it) with the data read from proj/, and the saved config keeps both values,
+    so a third directory finds them too. Until session 11 it was refused (--set train.out=RUN). A
+    teammate's copy under another name is still refused, in one line with both ways on."""
+    from pretrain.cli import main
+
+    proj = tmp_path / "proj"
+    (proj / "data").mkdir(parents=True)
+    shutil.copy(text, proj / "data" / "text.txt")
+    run = proj / "runs" / "x"
+    shutil.copytree(finished, run)
+    saved = cfgmod.load(RunConfig, run / "config.toml")
+    saved.train.out, saved.data.path = "runs/x", "data/text.txt"  # as trained from proj/
+    (run / "config.toml").write_text(cfgmod.dumps(saved))
+    for i, where in enumerate((tmp_path / "elsewhere", tmp_path / "elsewhere" / "deeper")):
+        where.mkdir()
+        monkeypatch.chdir(where)
+        capsys.readouterr()
+        assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.steps={11 + i}",
+                     "--set=checkpoint.every=1"]) == 0, capsys.readouterr().err
+        assert f"resuming from step {10 + i} ({run / 'checkpoints'}" in capsys.readouterr().err
+        again = cfgmod.load(RunConfig, run / "config.toml")
+        assert (again.train.out, again.data.path) == ("runs/x", "data/text.txt")  # as saved, not as read
+        assert ck.latest_complete(run / "checkpoints")[0] == 11 + i
+    assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == ["deeper"]
+    assert main(["sample", str(run), "--tokens", "2"]) == 0  # and the readers, from there too
+    copy = tmp_path / "bob" / "y"  # a teammate's copy under another name: its train.out names no path
+    shutil.copytree(run, copy)
+    assert main(["train", str(copy / "config.toml"), "--quiet", "--set=train.steps=13"]) == 2
+    assert f"train.out = 'runs/x' is not this run directory: --set train.out={copy} continues it here" in (
+        capsys.readouterr().err)

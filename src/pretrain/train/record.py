@@ -51,9 +51,14 @@ def resolved_config(cfg, shape):
 def write_config(run_dir, cfg) -> None:
     """RUN/config.toml, atomically (a kill mid-write leaves the old one). checkpoint.storage is kept
     as the run directory sees it (train/config.py `storage_to_save`): a relative folder given from
-    the working directory would otherwise name another place from any other directory."""
+    the working directory would otherwise name another place from any other directory; train.out and
+    the data paths as the run's own file had them when a resume only read them from elsewhere
+    (train/runs.py `as_saved`)."""
+    from pretrain.train.runs import as_saved  # train.out and the data paths as the run saved them
+
     saved = storage_to_save(run_dir, cfg.checkpoint.storage)
-    cfg = dataclasses.replace(cfg, checkpoint=dataclasses.replace(cfg.checkpoint, storage=saved))
+    cfg = dataclasses.replace(as_saved(run_dir, cfg),
+                              checkpoint=dataclasses.replace(cfg.checkpoint, storage=saved))
     path = run_dir / "config.toml"
     tmp = path.with_name("config.toml.tmp")
     tmp.write_text(cfgmod.dumps(cfg))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import torch
@@ -24,18 +25,106 @@ def leaves(run: Path, value: str) -> bool:
     return "://" in where or not Path(where).resolve().is_relative_to(Path(run).resolve())
 
 
-def read_before(run: Path, storage: str) -> tuple[str, int] | None:
+def read_before(run: Path, storage: str, out: str = "") -> tuple[str, int] | None:
     """A run directory written before session 10 kept a relative checkpoint.storage as typed (from
-    the working directory of its training): (that folder from here, its newest step) when it is not
-    the run-relative one, holds a complete checkpoint and the run-relative one holds none, so an
-    empty run-relative folder is not taken for a fresh run in silence; else None."""
+    the working directory of its training): (that folder from here, or from the directory its saved
+    train.out says it was trained from, `trained_from`; its newest step) when it is not the
+    run-relative one, holds a complete checkpoint and the run-relative one holds none, so an empty
+    run-relative folder is not taken for a fresh run in silence; else None."""
     where = storage_in_run(run, storage)
-    if not storage or where == storage or Path(storage).resolve() == Path(where).resolve():
+    if not storage or where == storage or ck.latest_complete(Path(where)):
         return None
-    found = ck.latest_complete(Path(storage))
-    if not found or ck.latest_complete(Path(where)):
+    base = trained_from(run, out)
+    for old in [storage] + ([str(base / storage)] if base is not None else []):
+        if Path(old).resolve() != Path(where).resolve() and (found := ck.latest_complete(Path(old))):
+            return old, found[0]
+    return None
+
+
+def trained_from(run: str | Path, out: str) -> Path | None:
+    """The directory a run was trained from, read off its saved train.out: a relative one ("runs/x")
+    names the run when the run's absolute path ends with it (RUN = /home/a/proj/runs/x: trained from
+    /home/a/proj). None when it does not, or cannot tell (absolute, or climbing out with "..")."""
+    if not out or Path(out).is_absolute():
         return None
-    return storage, found[0]
+    parts = Path(os.path.normpath(out)).parts
+    if ".." in parts:
+        return None
+    for home in {Path(os.path.abspath(run)), Path(run).resolve()}:  # as typed, and through links
+        if home.parts[len(home.parts) - len(parts):] == parts and len(home.parts) > len(parts):
+            return Path(*home.parts[:len(home.parts) - len(parts)])
+    return None
+
+
+def names_run(run: str | Path, out: str) -> bool:
+    """Whether a saved train.out is this run directory: from here, or from the directory the run was
+    trained from (`trained_from`), so a resume through RUN/config.toml works from any directory."""
+    return bool(out) and (Path(out).resolve() == Path(run).resolve() or trained_from(run, out) is not None)
+
+
+PLACED = ("data.path", "data.tokenizer", "data.sources", "data.eval_sources", "model.init_from")
+
+
+def placed(run: str | Path, cfg: RunConfig, given: set[str] = frozenset()) -> RunConfig:
+    """RUN/config.toml's relative paths (the data, its tokenizer, model.init_from) as this process
+    opens them: relative to the directory the run was trained from when its train.out says which
+    (`trained_from`), so they name the same files from any working directory; else as they are (from
+    here, the rule of a recipe). Keys in `given` (--set) are the user's, from here."""
+    base = trained_from(run, cfg.train.out)
+    if base is None or base.resolve() == Path.cwd().resolve():  # from there: as they are
+        return cfg
+    return _placed_at(base, cfg, given, here=True)
+
+
+def _placed_at(base: Path, cfg: RunConfig, given: set[str] = frozenset(), here: bool = False) -> RunConfig:
+    """`placed` from `base`; with `here`, a path found from the working directory and not from `base`
+    is taken from here (a teammate's copy of a run, read in their own checkout of the data)."""
+    def at(value: str) -> str:
+        if not value or "://" in value or Path(value).is_absolute():
+            return value
+        if here and not (base / value).exists() and Path(value).exists():
+            return value
+        return str(base / value)
+
+    def mine(key: str) -> bool:  # set on the command line: data.sources.web=DIR too
+        return any(g == key or g.startswith(key + ".") for g in given)
+
+    d, m = cfg.data, cfg.model
+    data = dataclasses.replace(d, **{k: v for k, v in (
+        ("path", at(d.path)), ("tokenizer", at(d.tokenizer)),
+        ("sources", {n: at(v) for n, v in d.sources.items()}),
+        ("eval_sources", {n: at(v) for n, v in d.eval_sources.items()})) if not mine(f"data.{k}")})
+    model = m if mine("model.init_from") else dataclasses.replace(m, init_from=at(m.init_from))
+    return dataclasses.replace(cfg, data=data, model=model)
+
+
+def as_saved(run: str | Path, cfg: RunConfig) -> RunConfig:
+    """The config to write to RUN/config.toml on a resume: the saved train.out and relative paths as
+    they were when this process only placed them (`check_saved_paths` from another directory read
+    runs/x as ../A/runs/x, the data from /home/a/proj), so the file keeps saying where the run was
+    trained from and a later resume from a third directory still finds it. Changed paths are kept."""
+    try:
+        old = cfgmod.load(RunConfig, Path(run) / "config.toml")
+    except (UserError, OSError):  # none yet (a fresh run), or not readable: the new one stands
+        return cfg
+    base = trained_from(run, old.train.out)
+    if base is None or Path(cfg.train.out).resolve() != Path(run).resolve():
+        return cfg
+    there = _placed_at(base, old)
+
+    def kept(new: str, was: str, placed_was: str) -> str:
+        return was if new == placed_was else new
+
+    d, o, t = cfg.data, old.data, there.data
+    data = dataclasses.replace(
+        d, path=kept(d.path, o.path, t.path), tokenizer=kept(d.tokenizer, o.tokenizer, t.tokenizer),
+        sources={n: kept(v, o.sources.get(n, ""), t.sources.get(n, "")) for n, v in d.sources.items()},
+        eval_sources={n: kept(v, o.eval_sources.get(n, ""), t.eval_sources.get(n, ""))
+                      for n, v in d.eval_sources.items()})
+    model = dataclasses.replace(cfg.model, init_from=kept(cfg.model.init_from, old.model.init_from,
+                                                          there.model.init_from))
+    return dataclasses.replace(cfg, data=data, model=model,
+                               train=dataclasses.replace(cfg.train, out=old.train.out))
 
 
 def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) -> RunConfig:
@@ -51,8 +140,13 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
     if config.name != "config.toml" or not any((run / n).exists() for n in ("checkpoints", "metrics.jsonl")):
         return cfg
     given = {text.split("=", 1)[0].strip() for text in overrides}
-    said = []
-    if "train.out" not in given and Path(cfg.train.out).resolve() != run.resolve():
+    said, out = [], cfg.train.out  # as saved: it says where the run was trained from
+    elsewhere = "train.out" not in given and Path(cfg.train.out).resolve() != run.resolve()
+    if elsewhere and names_run(run, cfg.train.out):
+        # its own train.out seen from another directory: this run, its paths from where it trained
+        cfg = placed(run, cfg, given)
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, out=str(run)))
+    elif elsewhere:
         said.append(f"train.out = {cfg.train.out!r} is not this run directory: --set train.out={run} "
                     f"continues it here, --set train.out={cfg.train.out} writes there")
     storage = cfg.checkpoint.storage
@@ -67,7 +161,7 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
                         f"(train.out) or keeps checkpoints (checkpoint.storage); {'; '.join(said)}")
     if "checkpoint.storage" in given:
         return cfg
-    old = read_before(run, storage)
+    old = read_before(run, storage, out)
     if old:
         here = storage_in_run(run, storage)
         raise UserError(f"{config}: checkpoint.storage = {storage!r} is relative to the run directory "
@@ -99,7 +193,7 @@ def load_run_model(run: str | Path, step: int | None = None, storage: str | None
     checkpoints from `storage` when given (--checkpoints), else as `saved_storage` allows."""
     run = Path(run)
     _check_is_run(run)
-    cfg = cfgmod.load(RunConfig, run / "config.toml")
+    cfg = placed(run, cfgmod.load(RunConfig, run / "config.toml"))  # its tokenizer, from any directory
     root = ck.as_root(saved_storage(run, cfg, storage) or run / "checkpoints")
     if step is not None:
         path = ck.step_dir(root, step)
@@ -111,7 +205,7 @@ def load_run_model(run: str | Path, step: int | None = None, storage: str | None
     for attempt in range(3):
         found = ck.latest_complete(root)
         if found is None:
-            before = None if storage else read_before(run, cfg.checkpoint.storage)
+            before = None if storage else read_before(run, cfg.checkpoint.storage, cfg.train.out)
             hint = (f"; from here the saved checkpoint.storage {before[0]!r} names a folder holding step "
                     f"{before[1]} (a run saved before session 10 kept it relative to where it trained): "
                     f"--checkpoints {before[0]} reads there") if before else ""

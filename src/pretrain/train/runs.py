@@ -130,8 +130,10 @@ def as_saved(run: str | Path, cfg: RunConfig) -> RunConfig:
 def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) -> RunConfig:
     """`pretrain train RUN/config.toml`: a run directory's saved config (it travels with the
     directory: a colleague's, a download) does not choose where training writes. train.out must be
-    RUN itself and checkpoint.storage empty (RUN/checkpoints) or inside RUN, unless the key is on the
-    command line (--set); else one refusal naming each key, its value and both ways on. A recipe
+    RUN itself (from here, or as `names_run` reads it: then the run's relative data paths are read
+    from where it trained, `placed`) and checkpoint.storage empty (RUN/checkpoints) or inside RUN,
+    unless the key is on the command line (--set); else one refusal naming each key, its value and
+    both ways on. A recipe
     (any file not named config.toml beside a run's checkpoints/ or metrics.jsonl) is the user's own.
     Returns the config to train with: a saved relative storage made the folder inside RUN it names
     (relative to the run directory, from any working directory); a --set one is the user's (cwd)."""

@@ -424,8 +424,9 @@ def test_a_relative_storage_names_the_same_checkpoints_from_any_directory(finish
     (run / "config.toml").write_text(text_of.replace("every = 1\n", "every = 0\n", 1))  # Young's rule
     assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
     assert " = 7 steps (save 0.5 s, step 0.25 s)" in (tmp_path / "r.html").read_text()  # from RUN/ckpts
-    # a resume from here: train.out ("run", from tmp_path) is named on the command line as the rule
-    # for train.out says; the storage is the run's own, so the finished run is found, not started over
+    # a resume from here with train.out named on the command line (still its way; without it, the
+    # saved "run" names RUN since session 11: the next test); the storage is the run's own, so the
+    # finished run is found, not started over
     assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.out={run}"]) == 0
     assert "already complete: the newest checkpoint is step 11" in capsys.readouterr().err
     assert list(elsewhere.iterdir()) == [] and not (run / "checkpoints").exists()

@@ -475,3 +475,10 @@ def test_a_run_resumes_through_its_config_from_any_directory(finished, tmp_path,
     assert main(["train", str(copy / "config.toml"), "--quiet", "--set=train.steps=13"]) == 2
     assert f"train.out = 'runs/x' is not this run directory: --set train.out={copy} continues it here" in (
         capsys.readouterr().err)
+    # a data path given from here (relative to this directory): the config keeps this process's view
+    # whole, train.out as seen from here too, so its relative paths keep one base
+    shutil.copy(text, where / "t.txt")
+    assert main(["train", str(run / "config.toml"), "--quiet", "--set=train.steps=13",
+                 "--set=data.path=t.txt"]) == 0
+    again = cfgmod.load(RunConfig, run / "config.toml")
+    assert (again.train.out, again.data.path) == (str(run), "t.txt")

@@ -76,33 +76,49 @@ def placed(run: str | Path, cfg: RunConfig, given: set[str] = frozenset()) -> Ru
     return _placed_at(base, cfg, given, here=True)
 
 
+def _paths(cfg: RunConfig) -> dict[str, str]:
+    """The paths a run only reads, by key: data.path, data.tokenizer, data.sources.NAME,
+    data.eval_sources.NAME, model.init_from."""
+    d = cfg.data
+    return {"data.path": d.path, "data.tokenizer": d.tokenizer, "model.init_from": cfg.model.init_from,
+            **{f"data.sources.{n}": v for n, v in d.sources.items()},
+            **{f"data.eval_sources.{n}": v for n, v in d.eval_sources.items()}}
+
+
+def _with_paths(cfg: RunConfig, paths: dict[str, str]) -> RunConfig:
+    d = cfg.data
+    data = dataclasses.replace(
+        d, path=paths["data.path"], tokenizer=paths["data.tokenizer"],
+        sources={n: paths[f"data.sources.{n}"] for n in d.sources},
+        eval_sources={n: paths[f"data.eval_sources.{n}"] for n in d.eval_sources})
+    return dataclasses.replace(cfg, data=data, model=dataclasses.replace(
+        cfg.model, init_from=paths["model.init_from"]))
+
+
+def _relative(value: str) -> bool:
+    return bool(value) and "://" not in value and not Path(value).is_absolute()
+
+
 def _placed_at(base: Path, cfg: RunConfig, given: set[str] = frozenset(), here: bool = False) -> RunConfig:
     """`placed` from `base`; with `here`, a path found from the working directory and not from `base`
     is taken from here (a teammate's copy of a run, read in their own checkout of the data)."""
-    def at(value: str) -> str:
-        if not value or "://" in value or Path(value).is_absolute():
-            return value
+    def at(key: str, value: str) -> str:
+        if any(g == key or key.startswith(g + ".") for g in given) or not _relative(value):
+            return value  # set on the command line (data.sources=... or data.sources.web=...): from here
         if here and not (base / value).exists() and Path(value).exists():
             return value
         return str(base / value)
 
-    def mine(key: str) -> bool:  # set on the command line: data.sources.web=DIR too
-        return any(g == key or g.startswith(key + ".") for g in given)
-
-    d, m = cfg.data, cfg.model
-    data = dataclasses.replace(d, **{k: v for k, v in (
-        ("path", at(d.path)), ("tokenizer", at(d.tokenizer)),
-        ("sources", {n: at(v) for n, v in d.sources.items()}),
-        ("eval_sources", {n: at(v) for n, v in d.eval_sources.items()})) if not mine(f"data.{k}")})
-    model = m if mine("model.init_from") else dataclasses.replace(m, init_from=at(m.init_from))
-    return dataclasses.replace(cfg, data=data, model=model)
+    return _with_paths(cfg, {k: at(k, v) for k, v in _paths(cfg).items()})
 
 
 def as_saved(run: str | Path, cfg: RunConfig) -> RunConfig:
     """The config to write to RUN/config.toml on a resume: the saved train.out and relative paths as
     they were when this process only placed them (`check_saved_paths` from another directory read
     runs/x as ../A/runs/x, the data from /home/a/proj), so the file keeps saying where the run was
-    trained from and a later resume from a third directory still finds it. Changed paths are kept."""
+    trained from and a later resume from a third directory still finds it. A relative path of the
+    working directory's left (a --set from elsewhere) keeps the whole config as this process has it:
+    the saved train.out must stay the base its relative paths are read from."""
     try:
         old = cfgmod.load(RunConfig, Path(run) / "config.toml")
     except (UserError, OSError):  # none yet (a fresh run), or not readable: the new one stands
@@ -110,20 +126,12 @@ def as_saved(run: str | Path, cfg: RunConfig) -> RunConfig:
     base = trained_from(run, old.train.out)
     if base is None or Path(cfg.train.out).resolve() != Path(run).resolve():
         return cfg
-    there = _placed_at(base, old)
-
-    def kept(new: str, was: str, placed_was: str) -> str:
-        return was if new == placed_was else new
-
-    d, o, t = cfg.data, old.data, there.data
-    data = dataclasses.replace(
-        d, path=kept(d.path, o.path, t.path), tokenizer=kept(d.tokenizer, o.tokenizer, t.tokenizer),
-        sources={n: kept(v, o.sources.get(n, ""), t.sources.get(n, "")) for n, v in d.sources.items()},
-        eval_sources={n: kept(v, o.eval_sources.get(n, ""), t.eval_sources.get(n, ""))
-                      for n, v in d.eval_sources.items()})
-    model = dataclasses.replace(cfg.model, init_from=kept(cfg.model.init_from, old.model.init_from,
-                                                          there.model.init_from))
-    return dataclasses.replace(cfg, data=data, model=model,
+    was, there = _paths(old), _paths(_placed_at(base, old))
+    paths = {k: was[k] if k in was and v == there[k] else v for k, v in _paths(cfg).items()}
+    if base.resolve() != Path.cwd().resolve() and any(
+            _relative(v) and not (k in was and v == there[k]) for k, v in _paths(cfg).items()):
+        return cfg
+    return dataclasses.replace(_with_paths(cfg, paths),
                                train=dataclasses.replace(cfg.train, out=old.train.out))
 
 

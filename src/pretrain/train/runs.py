@@ -62,9 +62,6 @@ def names_run(run: str | Path, out: str) -> bool:
     return bool(out) and (Path(out).resolve() == Path(run).resolve() or trained_from(run, out) is not None)
 
 
-PLACED = ("data.path", "data.tokenizer", "data.sources", "data.eval_sources", "model.init_from")
-
-
 def placed(run: str | Path, cfg: RunConfig, given: set[str] = frozenset()) -> RunConfig:
     """RUN/config.toml's relative paths (the data, its tokenizer, model.init_from) as this process
     opens them: relative to the directory the run was trained from when its train.out says which
@@ -141,8 +138,8 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
     RUN itself (from here, or as `names_run` reads it: then the run's relative data paths are read
     from where it trained, `placed`) and checkpoint.storage empty (RUN/checkpoints) or inside RUN,
     unless the key is on the command line (--set); else one refusal naming each key, its value and
-    both ways on. A recipe
-    (any file not named config.toml beside a run's checkpoints/ or metrics.jsonl) is the user's own.
+    both ways on. A recipe (any file not named config.toml beside a run's checkpoints/ or
+    metrics.jsonl) is the user's own.
     Returns the config to train with: a saved relative storage made the folder inside RUN it names
     (relative to the run directory, from any working directory); a --set one is the user's (cwd)."""
     config = Path(config)

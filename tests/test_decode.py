@@ -92,7 +92,7 @@ def test_eval_greedy_generation_with_cache_equals_without(name):
         assert len({tuple(g) for g in got}) > 2  # not a degenerate model that repeats one token
 
 
-def test_inference_threads_follow_the_run_unless_told(tmp_path, restore_torch_threads):
+def test_inference_threads_follow_the_run_unless_told(tmp_path, restore_torch_threads, monkeypatch):
     from pretrain.errors import UserError
     from pretrain.eval.lm import use_threads
 
@@ -100,6 +100,14 @@ def test_inference_threads_follow_the_run_unless_told(tmp_path, restore_torch_th
     torch.set_num_threads(2)
     assert use_threads(tmp_path, None) == 1  # the run's train.threads
     assert use_threads(tmp_path, 2) == 2  # --threads wins
-    assert use_threads(tmp_path / "hf", None) == 2  # not a run: left as it is
+    # not a run (a Hugging Face folder): torch's count less the load the others put on the cores
+    # (session 11: 84 s on 2 threads, 13 s on 1, on this busy 2-core machine)
+    monkeypatch.setattr("os.getloadavg", lambda: (0.2, 0.0, 0.0))
+    assert use_threads(tmp_path / "hf", None) == 2  # an idle machine: torch's default
+    monkeypatch.setattr("os.getloadavg", lambda: (9.7, 0.0, 0.0))
+    assert use_threads(tmp_path / "hf", None) == 1
+    torch.set_num_threads(2)
+    (tmp_path / "config.toml").write_text("[train]\nthreads = 0\n")  # a run that left it to torch
+    assert use_threads(tmp_path, None) == 1
     with pytest.raises(UserError, match="--threads"):
         use_threads(tmp_path, 0)

@@ -484,7 +484,7 @@ def test_a_run_folder_that_cannot_take_the_results_is_one_line_first(tiny_run, s
     assert main(["eval", str(run), "--tasks", f"ppl:{sample_text}", "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (f"pretrain eval: error: cannot write the results into {run / 'eval'}/ ({run / 'eval'} is "
-                   "not a writable folder); -o PATH writes them elsewhere")
+                   "not a writable folder); -o PATH writes them elsewhere (e.g. -o run-eval.json)")
     elsewhere = ["-o", str(tmp_path / "r.json")]
     assert main(["eval", str(run), "--tasks", f"ppl:{sample_text}", "--quiet", *elsewhere]) == 0
 def test_a_corpus_job_into_a_run_folder_is_refused(tiny_run, tmp_path, capsys):

@@ -70,6 +70,42 @@ def test_eval_after_a_new_export_into_the_same_folder_keeps_no_result_of_the_old
     assert "ppl:b.txt" in capsys.readouterr().err
 
 
+def test_eval_of_a_folder_writes_beside_it_from_any_directory(tmp_path, capsys, monkeypatch):
+    """`pretrain eval FOLDER` without -o wrote ./eval/NAME.json: two exports named `hf` replaced each
+    other's results, and the file followed the working directory. Now FOLDER/eval/results.json, said
+    on stderr; a folder one cannot write to is refused before the model loads, naming -o; the file at
+    the place of before is named when it holds this folder's results."""
+    from pretrain.cli import main
+
+    (tmp_path / "a.txt").write_text("To be, or not to be, that is the question. " * 4)
+    first, second = _save(tmp_path / "one" / "hf", 1), _save(tmp_path / "two" / "hf", 2)
+    monkeypatch.chdir(tmp_path)
+    scores = []
+    for folder in (first, second):
+        capsys.readouterr()
+        assert main(["eval", str(folder), "--tasks", "ppl:a.txt", "--quiet", "--threads", "1"]) == 0
+        out = folder / "eval" / "results.json"
+        assert f"results go to {out}" in capsys.readouterr().err
+        doc = json.loads(out.read_text())
+        assert doc["model"]["path"] == str(folder.resolve())
+        scores.append(doc["results"]["ppl:a.txt"])
+    assert scores[0] != scores[1] and not (tmp_path / "eval").exists()  # each its own, none in the cwd
+    # the place of before (./eval/hf.json) holding the first folder's results: named, not read
+    (tmp_path / "eval").mkdir()
+    shutil.move(first / "eval" / "results.json", tmp_path / "eval" / "hf.json")
+    assert main(["eval", str(first), "--tasks", "ppl:a.txt", "--quiet", "--threads", "1"]) == 0
+    assert f"eval/hf.json holds earlier results of {first}" in capsys.readouterr().err
+    shutil.rmtree(second / "eval")
+    (second / "eval").write_text("")  # no folder can be made there (as root too, unlike a chmod)
+    assert main(["eval", str(second), "--tasks", "ppl:a.txt", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the results into" in err and "-o PATH writes them elsewhere" in err, err
+    assert "results go to" not in err  # refused before the model loads
+    cached = shutil.copytree(second, tmp_path / "models--a--b" / "snapshots" / "0123abc")
+    assert main(["eval", str(cached), "--tasks", "ppl:a.txt", "--quiet"]) == 2  # a download stays as it came
+    assert "in the Hugging Face cache" in capsys.readouterr().err and not (cached / "eval").is_dir()
+
+
 def test_a_llama31_folder_is_scored_by_our_model_with_its_cache(tmp_path):
     """`pretrain eval HF_DIR` on a Llama 3.1 folder (rotary scaling "llama3") goes through our import,
     as `model.init_from` does, so greedy generation runs on the KV cache; before, such folders fell

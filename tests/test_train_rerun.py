@@ -424,8 +424,9 @@ def test_a_relative_storage_names_the_same_checkpoints_from_any_directory(finish
     (run / "config.toml").write_text(text_of.replace("every = 1\n", "every = 0\n", 1))  # Young's rule
     assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
     assert " = 7 steps (save 0.5 s, step 0.25 s)" in (tmp_path / "r.html").read_text()  # from RUN/ckpts
-    # a resume from here: train.out ("run", from tmp_path) is named on the command line as the rule
-    # for train.out says; the storage is the run's own, so the finished run is found, not started over
+    # a resume from here with train.out named on the command line (still its way; without it, the
+    # saved "run" names RUN since session 11: the next test); the storage is the run's own, so the
+    # finished run is found, not started over
     assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.out={run}"]) == 0
     assert "already complete: the newest checkpoint is step 11" in capsys.readouterr().err
     assert list(elsewhere.iterdir()) == [] and not (run / "checkpoints").exists()
@@ -439,3 +440,45 @@ def test_a_relative_storage_names_the_same_checkpoints_from_any_directory(finish
     assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.out={run}"]) == 2
     assert "--set checkpoint.storage=run/ckpts resumes from there" in capsys.readouterr().err
     assert not (run / "run").exists()
+
+
+def test_a_run_resumes_through_its_config_from_any_directory(finished, tmp_path, text, capsys, monkeypatch):
+    """train.out = "runs/x" and data.path = "data/text.txt", typed in proj/: `pretrain train
+    proj/runs/x/config.toml` from another directory continues the run (its train.out names it: the
+    run's path ends with it) with the data read from proj/, and the saved config keeps both values,
+    so a third directory finds them too. Until session 11 it was refused (--set train.out=RUN). A
+    teammate's copy under another name is still refused, in one line with both ways on."""
+    from pretrain.cli import main
+
+    proj = tmp_path / "proj"
+    (proj / "data").mkdir(parents=True)
+    shutil.copy(text, proj / "data" / "text.txt")
+    run = proj / "runs" / "x"
+    shutil.copytree(finished, run)
+    saved = cfgmod.load(RunConfig, run / "config.toml")
+    saved.train.out, saved.data.path = "runs/x", "data/text.txt"  # as trained from proj/
+    (run / "config.toml").write_text(cfgmod.dumps(saved))
+    for i, where in enumerate((tmp_path / "elsewhere", tmp_path / "elsewhere" / "deeper")):
+        where.mkdir()
+        monkeypatch.chdir(where)
+        capsys.readouterr()
+        assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.steps={11 + i}",
+                     "--set=checkpoint.every=1"]) == 0, capsys.readouterr().err
+        assert f"resuming from step {10 + i} ({run / 'checkpoints'}" in capsys.readouterr().err
+        again = cfgmod.load(RunConfig, run / "config.toml")
+        assert (again.train.out, again.data.path) == ("runs/x", "data/text.txt")  # as saved, not as read
+        assert ck.latest_complete(run / "checkpoints")[0] == 11 + i
+    assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == ["deeper"]
+    assert main(["sample", str(run), "--tokens", "2"]) == 0  # and the readers, from there too
+    copy = tmp_path / "bob" / "y"  # a teammate's copy under another name: its train.out names no path
+    shutil.copytree(run, copy)
+    assert main(["train", str(copy / "config.toml"), "--quiet", "--set=train.steps=13"]) == 2
+    assert f"train.out = 'runs/x' is not this run directory: --set train.out={copy} continues it here" in (
+        capsys.readouterr().err)
+    # a data path given from here (relative to this directory): the config keeps this process's view
+    # whole, train.out as seen from here too, so its relative paths keep one base
+    shutil.copy(text, where / "t.txt")
+    assert main(["train", str(run / "config.toml"), "--quiet", "--set=train.steps=13",
+                 "--set=data.path=t.txt"]) == 0
+    again = cfgmod.load(RunConfig, run / "config.toml")
+    assert (again.train.out, again.data.path) == (str(run), "t.txt")

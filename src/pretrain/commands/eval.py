@@ -29,10 +29,11 @@ greedy generation; ppl: perplexity and bits per byte (tokenizer-independent).
 k-shot prompts draw their examples with --seed, so a rerun builds the same prompts.
 
 Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for
-a run, eval/NAME.json in the working directory for a folder NAME, or --output PATH. Per-example
-log-likelihoods are kept under "examples". Evaluating the same model with the same settings again
-adds its tasks to that file (a task run again is scored again and replaced, said on stderr; the
-trainer's in-loop scores of that step are named with both numbers);
+a run, FOLDER/eval/results.json for a Hugging Face folder (beside the model it scores, from any
+working directory; a folder you cannot write to, or one in the Hugging Face cache, needs --output),
+or --output PATH. Per-example log-likelihoods are kept under "examples". Evaluating the same model
+with the same settings again adds its tasks to that file (a task run again is scored again and
+replaced, said on stderr; the trainer's in-loop scores of that step are named with both numbers);
 another model or other settings replace the file, and the tasks it loses are named on stderr.
 The file is rewritten as each task finishes: killed (or pre-empted) after 5 of 6 tasks, the same
 command again scores only the sixth ("5 of 6 tasks already scored in FILE; scoring 1").
@@ -54,8 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="benchmarks folder (default: the first that exists of $PRETRAIN_BENCHMARKS, "
                         "$PRETRAIN_SHARED_DATA/benchmarks, ../shared/data/benchmarks)")
     parser.add_argument("-o", "--output", default=None,
-                        help="result JSON (default RUN/eval/step_N.json; for a Hugging Face folder "
-                        "NAME: eval/NAME.json in the working directory)")
+                        help="result JSON (default RUN/eval/step_N.json; for a Hugging Face folder: "
+                        "FOLDER/eval/results.json)")
     parser.add_argument("--checkpoints", default=None, metavar="DIR_OR_URL",
                         help="read the run's checkpoints here (a folder or s3://...): needed when the run's "
                              "config.toml puts checkpoint.storage outside the run directory")
@@ -70,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ppl: tasks read at most this many tokens (default 200000)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=Number(int, lo=1, hi=1024, why="torch's CPU threads"), default=None,
-                        help="CPU threads (default: the run's train.threads, else torch's default; "
-                             "1 is fastest for a tiny model on a busy machine)")
+                        help="CPU threads (default: the run's train.threads; for a Hugging Face folder 1 "
+                             "when its model is small, else torch's default; see docs/evaluation.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,8 +101,11 @@ def run(args: argparse.Namespace) -> int:
                         f"(e.g. {Path(args.output) / 'eval.json'})")
     # where the results go, checked before the model loads: a teammate's read-only run folder failed
     # at the first task's write, after that task's scoring
+    if not args.output and Path(args.model).resolve().parent.name == "snapshots":
+        raise UserError(f"{args.model}: a model in the Hugging Face cache (.../snapshots/REVISION), kept as "
+                        "it was downloaded: -o PATH says where its results go")
     _check_writable(Path(args.output) if args.output else _default_folder(args.model) / "x.json",
-                    flag="--output" if args.output else "")
+                    flag="--output" if args.output else "", model=args.model)
     if not (Path(args.model) / "config.toml").is_file() and (Path(args.model) / "config.json").is_file():
         for flag, value in (("--step", args.step), ("--tokenizer", args.tokenizer)):
             if value not in (None, ""):  # a folder has one model and its own tokenizer: ignored otherwise
@@ -141,16 +145,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _default_folder(model: str):
-    """The folder the result file goes to without --output: RUN/eval/, or ./eval/ for a folder."""
+    """The folder the result file goes to without --output: MODEL/eval/, a run's or a Hugging Face
+    folder's. Until session 11 a folder's went to ./eval/NAME.json: two folders of one name (two
+    exports called `hf`) replaced each other's results, and the file moved with the working directory."""
     from pathlib import Path
 
-    is_folder = not (Path(model) / "config.toml").is_file() and (Path(model) / "config.json").is_file()
-    return Path("eval") if is_folder else Path(model) / "eval"
+    return Path(model) / "eval"
 
 
-def _check_writable(out, flag: str = "--output") -> None:
+def _earlier_default(model: str, out) -> None:
+    """Say where a folder's results went before session 11 (./eval/NAME.json) when such a file holds
+    this folder's and the new place holds none: a rerun would otherwise score everything again."""
+    import sys
+    from pathlib import Path
+
+    from pretrain.eval.report import read_previous
+
+    old = Path("eval") / f"{Path(model).name}.json"
+    doc = read_previous(old) if not out.exists() else None
+    model_info = doc.get("model") if isinstance(doc, dict) else None
+    path = model_info.get("path") if isinstance(model_info, dict) else None
+    if path == str(Path(model).resolve()):
+        print(f"{old} holds earlier results of {model} (the default place before session 11); "
+              f"this run writes {out}; -o {old} adds to that file instead", file=sys.stderr)
+
+
+def _check_writable(out, flag: str = "--output", model: str = "") -> None:
     """The result's folder can be made and written: said before the model loads, not after a task."""
     import os
+    from pathlib import Path
 
     from pretrain.errors import UserError
 
@@ -162,7 +185,7 @@ def _check_writable(out, flag: str = "--output") -> None:
     if flag:
         raise UserError(f"{flag} {out}: cannot write there ({here} is not a writable folder)")
     raise UserError(f"cannot write the results into {out.parent}/ ({here} is not a writable folder); "
-                    "-o PATH writes them elsewhere")
+                    f"-o PATH writes them elsewhere (e.g. -o {Path(model).name or 'model'}-eval.json)")
 
 
 def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: list[str]):
@@ -190,8 +213,10 @@ def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: 
         out = Path(args.output)
     elif is_run:
         out = Path(args.model) / "eval" / f"step_{step:07d}.json"
-    else:
-        out = Path("eval") / f"{Path(args.model).name}.json"
+    else:  # beside the model, said now: the path no longer follows the working directory
+        out = Path(args.model) / "eval" / "results.json"
+        _earlier_default(args.model, out)
+        print(f"results go to {out}", file=sys.stderr)
     bench = benchmarks_dir(args.benchmarks)
     # the benchmarks folder matters only to tasks read from it: a run of ppl: tasks resumes from
     # any working directory (the default folder is relative to it)

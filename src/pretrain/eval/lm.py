@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -381,7 +382,8 @@ def from_transformers_tokenizer(tokenizer) -> tuple:
 def use_threads(target: str | Path, threads: int | None) -> int:
     """Set torch's CPU threads for inference: `threads` when given, else the run's train.threads
     (the tiny-cpu recipe sets 1: on a busy CPU a second thread's barrier waits cost a tiny model
-    5-30x, docs/decisions.md), else torch's default. Returns the count in force."""
+    5-30x, docs/decisions.md), else `idle_threads` (a Hugging Face folder, a run with 0). Returns
+    the count in force."""
     if threads is None and (Path(target) / "config.toml").is_file():
         from pretrain.config import load
         from pretrain.train.config import RunConfig
@@ -390,11 +392,25 @@ def use_threads(target: str | Path, threads: int | None) -> int:
             threads = load(RunConfig, Path(target) / "config.toml").train.threads or None
         except UserError:
             threads = None  # the model load says what is wrong with the config, in its own words
-    if threads is not None:
-        if not 1 <= threads <= 1024:  # torch takes a C int: 10**30 was an OverflowError
-            raise UserError(f"--threads must be in 1..1024, got {threads}")
-        torch.set_num_threads(threads)
+    if threads is None:
+        threads = idle_threads(torch.get_num_threads())
+    if not 1 <= threads <= 1024:  # torch takes a C int: 10**30 was an OverflowError
+        raise UserError(f"--threads must be in 1..1024, got {threads}")
+    torch.set_num_threads(threads)
     return torch.get_num_threads()
+
+
+def idle_threads(cores: int) -> int:
+    """torch's default (`cores`: its physical cores) less the 1-minute load average, rounded, at least 1:
+    the threads that find a core free. Each thread of a forward pass waits for the slowest at every
+    op, so one thread that shares its core stalls all: `pretrain eval FOLDER` took 84 s on torch's 2
+    threads and 13 s on 1 on a busy 2-core machine (bench/bench_eval_threads.py: 2.3x for a 100 MB
+    model at load 11). Where there is no load average (not Unix), `cores`."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cores
+    return max(1, min(cores, 1024, round(cores - load)))
 
 
 def load_model(target: str | Path, step: int | None = None, tokenizer: str = "",

@@ -32,8 +32,9 @@ def open_record(t) -> Metrics:
     if t.resumed:
         # the newer checkpoints passed over (damaged) go in the record too: stderr is gone by the
         # time someone reads the report (session 10's end-to-end walk)
-        metrics.resumed(t.step, **({"passed_over": sorted(t.passed_over)} if t.passed_over else {}))
-        for step, name in sorted(getattr(t, "damaged_files", {}).items()):  # which file, for What went wrong
+        metrics.resumed(t.step, **({"passed_over": sorted(s for s, _ in t.passed_over)} if t.passed_over
+                                   else {}))
+        for step, name in sorted((s, n) for s, n in t.passed_over if n):  # which file, for What went wrong
             metrics.event("checkpoint_damaged", t.step, damaged_step=step, file=name)
         if t.changes:  # even with --quiet: the run continues under another recipe
             metrics.event("config_change", t.step, changes=t.changes)
@@ -50,9 +51,14 @@ def resolved_config(cfg, shape):
 def write_config(run_dir, cfg) -> None:
     """RUN/config.toml, atomically (a kill mid-write leaves the old one). checkpoint.storage is kept
     as the run directory sees it (train/config.py `storage_to_save`): a relative folder given from
-    the working directory would otherwise name another place from any other directory."""
+    the working directory would otherwise name another place from any other directory; train.out and
+    the data paths as the run's own file had them when a resume only read them from elsewhere
+    (train/runs.py `as_saved`)."""
+    from pretrain.train.runs import as_saved  # train.out and the data paths as the run saved them
+
     saved = storage_to_save(run_dir, cfg.checkpoint.storage)
-    cfg = dataclasses.replace(cfg, checkpoint=dataclasses.replace(cfg.checkpoint, storage=saved))
+    cfg = dataclasses.replace(as_saved(run_dir, cfg),
+                              checkpoint=dataclasses.replace(cfg.checkpoint, storage=saved))
     path = run_dir / "config.toml"
     tmp = path.with_name("config.toml.tmp")
     tmp.write_text(cfgmod.dumps(cfg))

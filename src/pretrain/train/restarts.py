@@ -209,12 +209,14 @@ def model_of_own_run(cfg, complete: Callable[[], bool]):
     from pretrain import config as cfgmod
     from pretrain.errors import UserError
     from pretrain.train.config import RunConfig
+    from pretrain.train.runs import placed
 
     folder = Path(cfg.model.init_from)
     own = Path(cfg.train.out) / "config.toml"
     if (folder / "config.json").is_file() or not cfg.train.resume or not own.is_file() or not complete():
         return None
     saved = cfgmod.load(RunConfig, own)  # as hostile as the rest of the run directory: one line each
+    saved = placed(own.parent, saved)  # its relative paths as `pretrain train RUN/config.toml` read them
     if saved.model.init_from != cfg.model.init_from:
         return None
     data = cfg.data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import torch
@@ -24,26 +25,121 @@ def leaves(run: Path, value: str) -> bool:
     return "://" in where or not Path(where).resolve().is_relative_to(Path(run).resolve())
 
 
-def read_before(run: Path, storage: str) -> tuple[str, int] | None:
+def read_before(run: Path, storage: str, out: str = "") -> tuple[str, int] | None:
     """A run directory written before session 10 kept a relative checkpoint.storage as typed (from
-    the working directory of its training): (that folder from here, its newest step) when it is not
-    the run-relative one, holds a complete checkpoint and the run-relative one holds none, so an
-    empty run-relative folder is not taken for a fresh run in silence; else None."""
+    the working directory of its training): (that folder from here, or from the directory its saved
+    train.out says it was trained from, `trained_from`; its newest step) when it is not the
+    run-relative one, holds a complete checkpoint and the run-relative one holds none, so an empty
+    run-relative folder is not taken for a fresh run in silence; else None."""
     where = storage_in_run(run, storage)
-    if not storage or where == storage or Path(storage).resolve() == Path(where).resolve():
+    if not storage or where == storage or ck.latest_complete(Path(where)):
         return None
-    found = ck.latest_complete(Path(storage))
-    if not found or ck.latest_complete(Path(where)):
+    base = trained_from(run, out)
+    for old in [storage] + ([str(base / storage)] if base is not None else []):
+        if Path(old).resolve() != Path(where).resolve() and (found := ck.latest_complete(Path(old))):
+            return old, found[0]
+    return None
+
+
+def trained_from(run: str | Path, out: str) -> Path | None:
+    """The directory a run was trained from, read off its saved train.out: a relative one ("runs/x")
+    names the run when the run's absolute path ends with it (RUN = /home/a/proj/runs/x: trained from
+    /home/a/proj). None when it does not, or cannot tell (absolute, or climbing out with "..")."""
+    if not out or Path(out).is_absolute():
         return None
-    return storage, found[0]
+    parts = Path(os.path.normpath(out)).parts
+    if ".." in parts:
+        return None
+    for home in {Path(os.path.abspath(run)), Path(run).resolve()}:  # as typed, and through links
+        if home.parts[len(home.parts) - len(parts):] == parts and len(home.parts) > len(parts):
+            return Path(*home.parts[:len(home.parts) - len(parts)])
+    return None
+
+
+def names_run(run: str | Path, out: str) -> bool:
+    """Whether a saved train.out is this run directory: from here, or from the directory the run was
+    trained from (`trained_from`), so a resume through RUN/config.toml works from any directory."""
+    return bool(out) and (Path(out).resolve() == Path(run).resolve() or trained_from(run, out) is not None)
+
+
+def placed(run: str | Path, cfg: RunConfig, given: set[str] = frozenset()) -> RunConfig:
+    """RUN/config.toml's relative paths (the data, its tokenizer, model.init_from) as this process
+    opens them: relative to the directory the run was trained from when its train.out says which
+    (`trained_from`), so they name the same files from any working directory; else as they are (from
+    here, the rule of a recipe). Keys in `given` (--set) are the user's, from here."""
+    base = trained_from(run, cfg.train.out)
+    if base is None or base.resolve() == Path.cwd().resolve():  # from there: as they are
+        return cfg
+    return _placed_at(base, cfg, given, here=True)
+
+
+def _paths(cfg: RunConfig) -> dict[str, str]:
+    """The paths a run only reads, by key: data.path, data.tokenizer, data.sources.NAME,
+    data.eval_sources.NAME, model.init_from."""
+    d = cfg.data
+    return {"data.path": d.path, "data.tokenizer": d.tokenizer, "model.init_from": cfg.model.init_from,
+            **{f"data.sources.{n}": v for n, v in d.sources.items()},
+            **{f"data.eval_sources.{n}": v for n, v in d.eval_sources.items()}}
+
+
+def _with_paths(cfg: RunConfig, paths: dict[str, str]) -> RunConfig:
+    d = cfg.data
+    data = dataclasses.replace(
+        d, path=paths["data.path"], tokenizer=paths["data.tokenizer"],
+        sources={n: paths[f"data.sources.{n}"] for n in d.sources},
+        eval_sources={n: paths[f"data.eval_sources.{n}"] for n in d.eval_sources})
+    return dataclasses.replace(cfg, data=data, model=dataclasses.replace(
+        cfg.model, init_from=paths["model.init_from"]))
+
+
+def _relative(value: str) -> bool:
+    return bool(value) and "://" not in value and not Path(value).is_absolute()
+
+
+def _placed_at(base: Path, cfg: RunConfig, given: set[str] = frozenset(), here: bool = False) -> RunConfig:
+    """`placed` from `base`; with `here`, a path found from the working directory and not from `base`
+    is taken from here (a teammate's copy of a run, read in their own checkout of the data)."""
+    def at(key: str, value: str) -> str:
+        if any(g == key or key.startswith(g + ".") for g in given) or not _relative(value):
+            return value  # set on the command line (data.sources=... or data.sources.web=...): from here
+        if here and not (base / value).exists() and Path(value).exists():
+            return value
+        return str(base / value)
+
+    return _with_paths(cfg, {k: at(k, v) for k, v in _paths(cfg).items()})
+
+
+def as_saved(run: str | Path, cfg: RunConfig) -> RunConfig:
+    """The config to write to RUN/config.toml on a resume: the saved train.out and relative paths as
+    they were when this process only placed them (`check_saved_paths` from another directory read
+    runs/x as ../A/runs/x, the data from /home/a/proj), so the file keeps saying where the run was
+    trained from and a later resume from a third directory still finds it. A relative path of the
+    working directory's left (a --set from elsewhere) keeps the whole config as this process has it:
+    the saved train.out must stay the base its relative paths are read from."""
+    try:
+        old = cfgmod.load(RunConfig, Path(run) / "config.toml")
+    except (UserError, OSError):  # none yet (a fresh run), or not readable: the new one stands
+        return cfg
+    base = trained_from(run, old.train.out)
+    if base is None or Path(cfg.train.out).resolve() != Path(run).resolve():
+        return cfg
+    was, there = _paths(old), _paths(_placed_at(base, old))
+    paths = {k: was[k] if k in was and v == there[k] else v for k, v in _paths(cfg).items()}
+    if base.resolve() != Path.cwd().resolve() and any(
+            _relative(v) and not (k in was and v == there[k]) for k, v in _paths(cfg).items()):
+        return cfg
+    return dataclasses.replace(_with_paths(cfg, paths),
+                               train=dataclasses.replace(cfg.train, out=old.train.out))
 
 
 def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) -> RunConfig:
     """`pretrain train RUN/config.toml`: a run directory's saved config (it travels with the
     directory: a colleague's, a download) does not choose where training writes. train.out must be
-    RUN itself and checkpoint.storage empty (RUN/checkpoints) or inside RUN, unless the key is on the
-    command line (--set); else one refusal naming each key, its value and both ways on. A recipe
-    (any file not named config.toml beside a run's checkpoints/ or metrics.jsonl) is the user's own.
+    RUN itself (from here, or as `names_run` reads it: then the run's relative data paths are read
+    from where it trained, `placed`) and checkpoint.storage empty (RUN/checkpoints) or inside RUN,
+    unless the key is on the command line (--set); else one refusal naming each key, its value and
+    both ways on. A recipe (any file not named config.toml beside a run's checkpoints/ or
+    metrics.jsonl) is the user's own.
     Returns the config to train with: a saved relative storage made the folder inside RUN it names
     (relative to the run directory, from any working directory); a --set one is the user's (cwd)."""
     config = Path(config)
@@ -51,8 +147,13 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
     if config.name != "config.toml" or not any((run / n).exists() for n in ("checkpoints", "metrics.jsonl")):
         return cfg
     given = {text.split("=", 1)[0].strip() for text in overrides}
-    said = []
-    if "train.out" not in given and Path(cfg.train.out).resolve() != run.resolve():
+    said, out = [], cfg.train.out  # as saved: it says where the run was trained from
+    elsewhere = "train.out" not in given and Path(cfg.train.out).resolve() != run.resolve()
+    if elsewhere and names_run(run, cfg.train.out):
+        # its own train.out seen from another directory: this run, its paths from where it trained
+        cfg = placed(run, cfg, given)
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, out=str(run)))
+    elif elsewhere:
         said.append(f"train.out = {cfg.train.out!r} is not this run directory: --set train.out={run} "
                     f"continues it here, --set train.out={cfg.train.out} writes there")
     storage = cfg.checkpoint.storage
@@ -67,7 +168,7 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
                         f"(train.out) or keeps checkpoints (checkpoint.storage); {'; '.join(said)}")
     if "checkpoint.storage" in given:
         return cfg
-    old = read_before(run, storage)
+    old = read_before(run, storage, out)
     if old:
         here = storage_in_run(run, storage)
         raise UserError(f"{config}: checkpoint.storage = {storage!r} is relative to the run directory "
@@ -99,7 +200,7 @@ def load_run_model(run: str | Path, step: int | None = None, storage: str | None
     checkpoints from `storage` when given (--checkpoints), else as `saved_storage` allows."""
     run = Path(run)
     _check_is_run(run)
-    cfg = cfgmod.load(RunConfig, run / "config.toml")
+    cfg = placed(run, cfgmod.load(RunConfig, run / "config.toml"))  # its tokenizer, from any directory
     root = ck.as_root(saved_storage(run, cfg, storage) or run / "checkpoints")
     if step is not None:
         path = ck.step_dir(root, step)
@@ -111,7 +212,7 @@ def load_run_model(run: str | Path, step: int | None = None, storage: str | None
     for attempt in range(3):
         found = ck.latest_complete(root)
         if found is None:
-            before = None if storage else read_before(run, cfg.checkpoint.storage)
+            before = None if storage else read_before(run, cfg.checkpoint.storage, cfg.train.out)
             hint = (f"; from here the saved checkpoint.storage {before[0]!r} names a folder holding step "
                     f"{before[1]} (a run saved before session 10 kept it relative to where it trained): "
                     f"--checkpoints {before[0]} reads there") if before else ""

@@ -155,8 +155,9 @@ class Trainer:
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
         self.next_save = self._save_after(0)
         self.resumed, self.changes = False, {}
-        self.passed_over: list[int] = []  # newer checkpoints not used: damaged (rank 0's record says them)
-        self.damaged_files: dict[int, str] = {}  # of those, a file that no longer matched its digest
+        # newer checkpoints not used, damaged, in the order met: (step, the file that no longer matched
+        # its digest, or "" for files cut short against the marker); rank 0's record says them
+        self.passed_over: list[tuple[int, str]] = []
         self._interrupt: str | None = None  # the name of a caught SIGINT/SIGTERM
         self._spike_first: tuple[int, int] | None = None  # (step, micro-batch index) of a spike's start
         self._step_times: list[float] = []
@@ -185,8 +186,7 @@ class Trainer:
                 return found
             except ck.IntegrityError as e:
                 self.ckpt.damaged.add(found[0])
-                self.passed_over.append(found[0])  # in metrics.jsonl: the stderr line scrolls away
-                self.damaged_files[found[0]] = e.name
+                self.passed_over.append((found[0], e.name))  # in metrics.jsonl: stderr scrolls away
                 older = ck.latest_complete(self.ckpt.root, before=found[0])
                 if older is None:
                     raise UserError(f"{e}; no older complete checkpoint to fall back to: copy the checkpoint "
@@ -218,7 +218,7 @@ class Trainer:
             return
         for step, path, ok in ck.list_checkpoints(self.ckpt.root):
             if step > used and not ok and (why := ck.damage(path)):
-                self.passed_over.append(step)
+                self.passed_over.append((step, ""))
                 print(f"{path}: not used: {why}", file=sys.stderr, flush=True)
 
     def init_weights(self) -> None:
@@ -442,7 +442,8 @@ class Trainer:
         from_step = self.step + 1
         damaged = len(self.passed_over)
         found = self._restore_verified(found)  # one whose bytes changed is passed over here too
-        passed = {"passed_over": self.passed_over[damaged:]} if self.passed_over[damaged:] else {}
+        new = [step for step, _ in self.passed_over[damaged:]]
+        passed = {"passed_over": new} if new else {}
         self.ckpt.delete_after(found[0])
         if self.metrics is not None:  # the abandoned steps leave the record; why we came back stays
             self.metrics.rewind(self.step, keep_events=COURSE_EVENTS)

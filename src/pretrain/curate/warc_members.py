@@ -118,6 +118,7 @@ class Member:
         self.base, self.size, self.whole, self.cut, self.full = base, 0, False, False, False
         self.cursor, self.last_end, self.last = 0, None, (None, 0)
         try:
+            self._unlink_now()  # before anything is written: a SIGKILL mid-window leaves no name
             with os.fdopen(fd, "wb") as out:
                 it = chunks if chunks is not None else self._chunks(base)
                 for at, part in itertools.chain([first] if first is not None else [], it):
@@ -129,14 +130,15 @@ class Member:
                         break
                 else:
                     self.whole = self.eof
-            if self.full:
-                self._cut_at_last_record()
-            self._unlink_now()
+                out.flush()
+                if self.full and (cut := self._last_record_start()):
+                    out.truncate(cut)
+                    self.size, self.cut = cut, True
         except BaseException:
             self.close()
             raise
 
-    def _cut_at_last_record(self) -> None:
+    def _last_record_start(self) -> int | None:
         """A full window ends at the last record start in it (a header block naming a WARC-Type;
         none: one record fills it), searched backwards 1 MiB at a time."""
         last, hi = None, self.size
@@ -152,9 +154,7 @@ class Member:
                 hi = lo + 16 if lo else 0  # a start across the edge is found in the next piece
                 if lo == 0:
                     break
-        if last:
-            os.truncate(self.file, last)
-            self.size, self.cut = last, True
+        return last
 
     def _unlink_now(self) -> None:
         """Where the system allows (Linux), the file is read through an open descriptor and its

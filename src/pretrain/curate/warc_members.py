@@ -10,7 +10,7 @@ the rest of the member from there as a plain WARC, window after window, with eve
 file gets. A bad record longer than the window is passed by streaming the member to the next
 record start (a version line after a blank line, a header block naming WARC-Type and
 WARC-Record-ID): memory stays ~2 MiB whatever the member holds (session 11: a member of 1 GB after
-a lying record, 15 MB, 9 s, every record after it read). A whole-file gzip is one such member, at
+a lying record, 16 MB, 3.1 s, every record after it read). A whole-file gzip is one such member, at
 offset 0.
 """
 
@@ -55,15 +55,27 @@ def _starts(buf: bytes, lo: int, hi: int, step: int = 1) -> Iterator[int]:
         i = buf.find(b"\nWARC/", i + 1, hi) if step > 0 else buf.rfind(b"\nWARC/", max(lo - 1, 0), i)
 
 
+def _file_chunks(f, start: int, stop: int, at: int) -> Iterator[tuple[int, bytes]]:
+    """Bytes [start, stop) of the open file `f` (closed at the end), 1 MiB at a time, as
+    (`at` + their offset from `start`, bytes)."""
+    with f:
+        f.seek(start)
+        pos = start
+        while pos < stop and (data := f.read(min(1 << 20, stop - pos))):
+            yield at + pos - start, data
+            pos += len(data)
+
+
 class Member:
     """One gzip member of `path` at compressed offset `pos`, seen through a window: at most `limit`
     of its decompressed bytes, from decompressed offset `base` on, in a temporary plain file.
 
     A full window ends at the last record start in it (`cut`: the member goes on there), so that a
-    plain read of it never sees a record cut short; `slide` moves the window forward (re-inflating
-    the member from its start, 1 MiB at a time, the bytes before the new window dropped), and
-    `next_record` streams past a bad record's bytes to the next record start, however far: memory
-    stays ~2 MiB and the temporary file at most `limit` bytes, whatever the member holds.
+    plain read of it never sees a record cut short; `slide` moves the window forward (the bytes
+    past the cut, copied aside to an unnamed file, then the inflation where it stopped: a member
+    is inflated once however many windows it takes), and `next_record` streams past a bad
+    record's bytes to the next record start, however far: memory stays ~2 MiB and the temporary
+    files at most 2x `limit` bytes, whatever the member holds.
     `end`: the compressed offset after the member (known once it was inflated to its end);
     `full`: the window stopped at `limit` (the member may go on); `whole`: it reaches the member's
     end; `broken` (when not `full`): the member's compressed bytes are truncated or corrupt.
@@ -73,6 +85,7 @@ class Member:
         self.path, self.pos, self.limit = path, pos, limit
         self.base, self.size, self.end, self.whole, self.cut, self.full = 0, 0, pos, False, False, False
         self.eof, self.broken, self.inflated = False, False, 0
+        self._rest: Iterator[tuple[int, bytes]] | None = None  # the member after a full window
         self.file, self.fd = Path(), None
         self.cursor = 0
         self.last_end: int | None = None  # where the last record judged here ended (its claim)
@@ -109,29 +122,42 @@ class Member:
         if d.eof:
             self.end = end - len(d.unused_data)
 
-    def _open(self, base: int, chunks: Iterator[tuple[int, bytes]] | None = None,
-              first: tuple[int, bytes] | None = None) -> None:
-        """The window from decompressed offset `base` (bytes before it in `first`/`chunks` dropped)."""
+    def _open(self, base: int, source: Iterator[tuple[int, bytes]] | None = None) -> None:
+        """The window from decompressed offset `base`, written from `source` ((offset, bytes) from
+        `base` or before; by default the member inflated from its start). A full window keeps what
+        comes after it (`_rest`: the bytes past its cut, copied aside, then the live inflation), so
+        sliding never inflates the member again."""
+        source = self._chunks(base) if source is None else source
         self.close()
         fd, name = tempfile.mkstemp(prefix="pretrain-warc-member-", suffix=".warc")
-        self.file, self.fd = Path(name), None
+        self.file, self.fd, self._rest = Path(name), None, None
         self.base, self.size, self.whole, self.cut, self.full = base, 0, False, False, False
         self.cursor, self.last_end, self.last = 0, None, (None, 0)
         try:
             self._unlink_now()  # before anything is written: a SIGKILL mid-window leaves no name
             with os.fdopen(fd, "wb") as out:
-                it = chunks if chunks is not None else self._chunks(base)
-                for at, part in itertools.chain([first] if first is not None else [], it):
-                    part = part[max(base - at, 0):][: self.limit - self.size]
-                    out.write(part)
-                    self.size += len(part)
+                for at, part in source:
+                    if at < base:
+                        part, at = part[base - at:], base
+                    room = self.limit - self.size
+                    out.write(part[:room])
+                    self.size += min(len(part), room)
                     if self.size >= self.limit:
                         self.full = True
+                        tail = [(at + room, part[room:])] if len(part) > room else []
+                        self._rest = itertools.chain(tail, source)
                         break
                 else:
                     self.whole = self.eof
                 out.flush()
                 if self.full and (cut := self._last_record_start()):
+                    aside = tempfile.TemporaryFile()  # the bytes past the cut: the next window's start
+                    with open(self.file, "rb") as f:
+                        f.seek(cut)
+                        while data := f.read(1 << 20):
+                            aside.write(data)
+                    past = _file_chunks(aside, 0, self.size - cut, base + cut)
+                    self._rest = itertools.chain(past, self._rest)
                     out.truncate(cut)
                     self.size, self.cut = cut, True
         except BaseException:
@@ -175,7 +201,7 @@ class Member:
         if not self.more():
             return False
         if self.cut:
-            self._open(self.base + self.size)
+            self._open(self.base + self.size, self._rest)
             return True
         return self.next_record(self.size) is not None
 
@@ -185,7 +211,8 @@ class Member:
         found by streaming the member: its offset in the new window (0), or None when the member
         has no record there (the window is then left empty at the member's end)."""
         start = self.base + after
-        chunks = self._chunks(start)
+        window = _file_chunks(open(self.file, "rb"), after, self.size, start) if self.size > after else []
+        chunks = itertools.chain(window, self._rest or [])
         buf, buf_at = b"", start
         for at, part in chunks:
             if at < start:
@@ -198,12 +225,12 @@ class Member:
                     break  # the header block goes on in the next chunk: look again then
                 named = h is not None and _WARC_TYPE.search(head, 0, h.start())
                 if named and _RECORD_ID.search(head, 0, h.start()):
-                    self._open(buf_at + s, chunks, (buf_at + s, buf[s:]))
+                    self._open(buf_at + s, itertools.chain([(buf_at + s, buf[s:])], chunks))
                     return 0
             keep = min(len(buf), 1 << 16)  # a record start across two chunks is found next time
             buf_at, buf = buf_at + len(buf) - keep, buf[len(buf) - keep:]
         self.close()
-        self.base, self.size, self.cut, self.full = self.inflated, 0, False, False
+        self.base, self.size, self.cut, self.full, self._rest = self.inflated, 0, False, False, None
         self.whole = self.eof
         return None
 

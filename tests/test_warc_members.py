@@ -226,3 +226,23 @@ def test_a_member_of_gigabytes_after_a_lying_record_is_streamed_in_bounded_memor
     assert r["n"] == 4 and r["ids"] == [peer[i][0] for i in (0, 1, 3, 4)], r["errors"]
     assert r["peak_mb"] - r["base_mb"] < 100
     assert len(r["errors"]) == 1 and "bytes of this record skipped" in r["errors"][0][1]
+
+
+def test_one_gzip_stream_with_a_lying_record_whose_id_came_before_ends(tmp_path, real):
+    """One gzip stream, a lying record over max_record_bytes whose WARC-Record-ID an earlier record
+    has too: the resynchronisation looked the id up from the stream's start and sent reading back
+    before where it was, for good (main: 101 documents and counting). Now it looks past where
+    reading resumed. Records between the two can come out twice (docs/decisions.md, session 11)."""
+    from hostile import read_in_child
+
+    records, _ = real
+    inner = [re.sub(rb"(WARC-Record-ID: <urn:uuid:[0-9A-F-]+)([0-9A-F]{2})>", b"\\g<1>%02d>" % k, r, count=1)
+             for k, r in enumerate(records * 3)]
+    inner[2] = inner[7]  # the lying record's id, earlier
+    p = tmp_path / "d.warc.gz"
+    p.write_bytes(gzip.compress(b"".join(inner[:7]) + _corrupt(inner[7], "length_past_member") + JUNK
+                                + b"".join(inner[8:]), mtime=0))
+    r = read_in_child(p, timeout=60)
+    good = {i for i, _ in _peer_ids(inner[:7] + inner[8:])}
+    assert good <= set(r["ids"]) and r["n"] < 2 * len(inner)
+    assert any("claimed Content-Length" in why for _, why in r["errors"])

@@ -1,15 +1,20 @@
 """Benchmark: a huge cell in a Parquet column other than the text, read by a child process (VmHWM
 above the imports, seconds), with this checkout's reader and with `--before`'s in the same run.
 
-Two files of 1,000 small rows, built in a temporary folder: `flat`, whose `junk` column holds one
+Four files of 1,000 small rows, built in a temporary folder: `flat`, whose `junk` column holds one
 `--mib` MiB cell and whose `url` one of half that; `struct`, whose datatrove-style `metadata`
-struct holds `--mib` MiB in `metadata.url`. Each is read by `tests/hostile.py`'s child (4 GB of
-address space) under the code of `--src` (default: this checkout's) and of `--before` (default:
-../../main/src when it exists; or an export, `git archive COMMIT src | tar -x -C /tmp/old`).
+struct holds `--mib` MiB in `metadata.url`; `list`, whose `tags` list of strings holds `--mib` MiB
+in one row (copies of one 1 KiB dictionary entry: a few kB on disk); `deep`, whose string two
+structs deep (`metadata.info.note`) holds `--mib` MiB (session 11). Each is read by
+`tests/hostile.py`'s child (4 GB of address space) under the code of `--src` (default: this
+checkout's) and of `--before` (default: ../../main/src when it exists; or an export,
+`git archive COMMIT src | tar -x -C /tmp/old`).
 
 With `--speed`, the cost on normal input instead: `bench_reader_fields.py`'s FineWeb-shaped file
-(9 columns, `--rows`), read whole by each reader in a child process, best of 3, the two readers
-alternating `--rounds` times (the machine is shared: only same-run ratios mean anything).
+(9 columns, `--rows`), and a nested one (`--rows` rows: a `tags` list of 0-6 words, a `metadata`
+struct holding a struct; session 11), read whole by each reader in a child process, best of 3,
+the two readers alternating `--rounds` times (the machine is shared: only same-run ratios mean
+anything).
 
 Run: .venv/bin/python bench/bench_parquet_cells.py [--mib 256] [--before /tmp/old/src] [--speed]
 """
@@ -41,7 +46,17 @@ def build(folder: Path, mib: int) -> dict[str, Path]:
     meta[500] = {"url": "u" * (mib << 20)}
     struct = folder / "struct.parquet"
     pq.write_table(pa.table({"id": ids, "text": texts, "metadata": meta}), struct, compression="zstd")
-    return {"flat": flat, "struct": struct}
+    del meta
+    tags = [["a", "b"] for _ in range(n)]
+    tags[500] = ["t" * 1024] * (mib << 10)
+    listed = folder / "list.parquet"
+    pq.write_table(pa.table({"id": ids, "text": texts, "tags": tags}), listed, compression="zstd")
+    del tags
+    deep = [{"url": f"http://e/{i}", "info": {"lang": "en", "note": "x"}} for i in range(n)]
+    deep[500] = {"url": "http://e/500", "info": {"lang": "en", "note": "n" * (mib << 20)}}
+    nested = folder / "deep.parquet"
+    pq.write_table(pa.table({"id": ids, "text": texts, "metadata": deep}), nested, compression="zstd")
+    return {"flat": flat, "struct": struct, "list": listed, "deep": nested}
 
 
 SPEED = """
@@ -62,21 +77,43 @@ def speed(before: str | None, now: str, rows: int, rounds: int) -> None:
     import bench_reader_fields
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = bench_reader_fields.write(Path(tmp), rows, True)
-        rates: dict[str, list[float]] = {"before": [], "now": []}
-        for _ in range(rounds):
-            for label, src in (("before", before), ("now", now)):
-                if src is not None:
-                    env = {**os.environ, "PYTHONPATH": src}
-                    r = subprocess.run([sys.executable, "-c", SPEED, str(path)], capture_output=True,
-                                       text=True, env=env, check=True)
-                    rates[label].append(float(r.stdout.strip()))
-        for label, got in rates.items():
-            if got:
-                shown = ", ".join(f"{x:,.0f}" for x in got)
-                print(f"{label:6} {rows:,} rows, 9 columns: {shown} docs/s")
-        if rates["before"]:
-            print(f"now / before, best against best: {max(rates['now']) / max(rates['before']):.2f}")
+        files = {"9 columns": bench_reader_fields.write(Path(tmp), rows, True),
+                 "nested": nested(Path(tmp), rows)}
+        for name, path in files.items():
+            rates: dict[str, list[float]] = {"before": [], "now": []}
+            for _ in range(rounds):
+                for label, src in (("before", before), ("now", now)):
+                    if src is not None:
+                        env = {**os.environ, "PYTHONPATH": src}
+                        r = subprocess.run([sys.executable, "-c", SPEED, str(path)], capture_output=True,
+                                           text=True, env=env, check=True)
+                        rates[label].append(float(r.stdout.strip()))
+            for label, got in rates.items():
+                if got:
+                    shown = ", ".join(f"{x:,.0f}" for x in got)
+                    print(f"{label:6} {rows:,} rows, {name}: {shown} docs/s")
+            if rates["before"]:
+                ratio = max(rates["now"]) / max(rates["before"])
+                print(f"{name}: now / before, best against best: {ratio:.2f}")
+
+
+def nested(folder: Path, rows: int) -> Path:
+    """A normal file with a list of strings and a struct holding a struct, one row group."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng, words = random.Random(0), ["news", "sport", "science", "travel", "food", "music"]
+    path = folder / "nested.parquet"
+    pq.write_table(pa.table({
+        "id": [f"r{i}" for i in range(rows)],
+        "text": [" ".join(rng.choices(words, k=60)) for _ in range(rows)],
+        "tags": [rng.sample(words, rng.randint(0, 6)) for _ in range(rows)],
+        "metadata": [{"url": f"https://e.org/{i}", "info": {"lang": "en", "note": rng.choice(words)}}
+                     for i in range(rows)],
+    }), path, compression="zstd", row_group_size=rows)
+    return path
 
 
 def main() -> None:

@@ -281,6 +281,98 @@ def test_parquet_other_columns_read_by_pages_give_what_pyarrow_gives(tmp_path, c
             assert all("skipped unread" in why for _, why in errors)
 
 
+def _strings_bytes(v) -> int:
+    if isinstance(v, str):
+        return len(v.encode())
+    if isinstance(v, dict):
+        return sum(_strings_bytes(x) for x in v.values())
+    if isinstance(v, list):
+        return sum(_strings_bytes(x) for x in v)
+    return 0
+
+
+@pytest.mark.parametrize("compression", ["snappy", "zstd"])
+def test_parquet_lists_and_nested_structs_read_by_pages_give_what_pyarrow_gives(tmp_path, compression):
+    """A top-level list of strings (nulls, empty lists, null elements, a row's list spread over many
+    pages) and a string two structs deep (nulls at each level): the documents are pyarrow's rows
+    less exactly the rows over the bound, pages v1 and v2, dictionary and plain (session 11)."""
+    import random
+    from collections import Counter
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pretrain.curate.readers import ReaderConfig, read_documents
+
+    rng, n, bound = random.Random(2), 600, 4000
+    words = ["alpha", "βeta", "日本語", "delta"]
+
+    def tags(k: int):
+        r = rng.random()
+        if r < 0.1:
+            return None
+        if r < 0.2:
+            return []
+        return [None if rng.random() < 0.1 else rng.choice(words) * rng.randint(1, 5)
+                for _ in range(rng.randint(1, 12))]
+
+    def deep(k: int):
+        if k % 11 == 0:
+            return None
+        info = None if k % 7 == 0 else {"note": None if k % 5 == 0 else f"note {k}", "lang": "en"}
+        return {"src": f"s{k}", "info": info}
+
+    rows_tags, rows_deep = [tags(k) for k in range(n)], [deep(k) for k in range(n)]
+    rows_tags[100] = ["t" * 100 + str(i) for i in range(2000)]  # 200 kB over 2,000 elements, many pages
+    rows_tags[101] = ["u" * 1000] * 300  # one dictionary entry, 300 times
+    rows_deep[250] = {"src": "s", "info": {"note": "n" * 5000, "lang": "en"}}
+    table = pa.table({"id": [f"r{i}" for i in range(n)], "text": [f"doc {i}" for i in range(n)],
+                      "tags": rows_tags, "deep": rows_deep})
+    for version in ("1.0", "2.0"):
+        for dictionary in (True, False):
+            p = tmp_path / f"{version}{dictionary}.parquet"
+            pq.write_table(table, p, compression=compression, data_page_version=version,
+                           use_dictionary=dictionary, row_group_size=200, data_page_size=2048)
+            truth = pq.read_table(p).to_pylist()
+            over = [k for k, r in enumerate(truth) if _strings_bytes(r) > bound]
+            assert over == [100, 101, 250]
+            want = [(r["id"], r["text"], r["tags"], r["deep"]) for k, r in enumerate(truth) if k not in over]
+            errors: list = []
+            docs = read_documents(p, ReaderConfig(max_record_bytes=bound),
+                                  lambda f, r, why, errors=errors: errors.append((r, why)), stats=Counter())
+            got = [(d.id, d.text, d.metadata.get("tags"), d.metadata.get("deep")) for d in docs]
+            assert got == want
+            assert [r for r, _ in errors] == [f"row {k}" for k in over]
+            assert [why.split("column ")[1].split(" holds")[0] for _, why in errors] == [
+                "'tags'", "'tags'", "'deep.info.note'"]
+
+
+def test_parquet_huge_list_or_deep_struct_cell_is_skipped_unread(tmp_path):
+    """128 MB in one row's list of strings (131,072 copies of a 1 KiB dictionary entry: a few kB on
+    disk) or two structs deep: pyarrow decoded them whole (256 MB: 473 MB and 837 MB above the
+    imports, session 11); now measured from the pages and skipped unread."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from hostile import read_in_child
+
+    n = 1000
+    ids, texts = [f"r{i}" for i in range(n)], [f"doc {i}" for i in range(n)]
+    tags = [["a", "b"] for _ in range(n)]
+    tags[500] = ["t" * 1024] * (128 * 1024)
+    deep = [{"url": f"http://e/{i}", "info": {"lang": "en", "note": "x"}} for i in range(n)]
+    deep[700] = {"url": "http://e/700", "info": {"lang": "en", "note": "n" * (128 << 20)}}
+    p = tmp_path / "nested.parquet"
+    pq.write_table(pa.table({"id": ids, "text": texts, "tags": tags, "metadata": deep}), p,
+                   compression="zstd")
+    del tags, deep
+    r = read_in_child(p, timeout=60, mem_mb=4096)
+    assert r["n"] == n - 2 and r["last"] == f"r{n - 1}"
+    assert [e[0] for e in r["errors"]] == ["row 500", "row 700"]
+    assert [why.split("column ")[1].split(" holds")[0] for _, why in r["errors"]] == [
+        "'tags'", "'metadata.info.note'"]
+    assert r["peak_mb"] - r["base_mb"] < 100
+
+
 @pytest.mark.parametrize("compression", ["snappy", "zstd", "gzip", "none", "lz4", "brotli"])
 def test_parquet_read_by_pages_gives_what_pyarrow_gives(tmp_path, monkeypatch, compression):
     """The page reader against pyarrow's own reading of the same file: every codec, data pages v1

@@ -4,8 +4,9 @@ by `ReaderConfig` (datatrove's ParquetWriter keeps url and scores in a `metadata
 whose strings (nested ones too) exceed `max_record_bytes` is reported and skipped before it is
 copied into Python; a row group the footer shows to be huge and to hold an oversized row is
 skipped unread; an unreadable row group is reported and reading goes on with the next one.
-Page-level reading of a row group with an oversized cell, in any flat string column read or a
-top-level struct's string field (`metadata.url`), is `parquet_pages.py`; lists and deeper nesting
+Page-level reading of a row group with an oversized cell, in any flat string column read, a
+string field of structs at any depth (`metadata.url`, `metadata.info.note`) or a top-level list of
+strings (`tags`), is `parquet_pages.py`; lists of other things (structs, lists, numbers) and maps
 are decoded by pyarrow, under `max_row_group_bytes`.
 """
 

@@ -12,14 +12,23 @@ uncompressed; other codecs in one call, 1x the page), each value's 4-byte length
 an oversized value is skipped without being kept. The dictionary page is read the same way and its
 oversized entries are remembered by index.
 
-Supported: a flat column (no repetition), data pages v1 and v2, PLAIN and dictionary encodings.
-Anything else returns None from `text_cells` and the caller reads the row group with pyarrow.
+Session 11: string leaves nested deeper are read the same way: a field of structs at any depth
+(`metadata.info.note`; where an enclosing struct is null, `NullAt` says which) and a top-level
+list of strings (`tags`), whose rows are put together from the repetition levels (`leaf_rows`).
+A list's row can span pages, and a dictionary entry can be repeated in it, so its measure is the
+column chunk's decoded bound (`list_bound`: the pages, plus each value at the longest entry),
+not its largest page; a list row over the bound is counted, its strings not kept.
+
+Supported: a string leaf of those shapes, data pages v1 and v2, PLAIN and dictionary encodings.
+Anything else (lists of structs, of lists or of numbers, maps) returns None from `_string_leaf`
+or raises Unsupported from `text_cells`, and pyarrow reads it, under `max_row_group_bytes`.
 Layout from the Parquet format spec (parquet-format: PageHeader, Encodings.md).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import struct
 import zlib
 from collections.abc import Iterator
@@ -36,7 +45,22 @@ class TooBig:
     size: int
 
 
-NO_PARENT = object()  # a struct leaf's slot where the struct itself is null
+@dataclass(frozen=True)
+class NullAt:
+    """A nested leaf's slot where an enclosing struct is null: the path's part at `depth` (0: the
+    top-level column)."""
+
+    depth: int
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a string leaf nests: `present[k]`, the definition level from which the path's part k
+    (an enclosing struct, or a top-level list) is there; `listed`: a top-level list of strings
+    (`present` then says: the list is there, the list is not empty)."""
+
+    present: tuple[int, ...] = ()
+    listed: bool = False
 
 
 class Unsupported(Exception):
@@ -275,6 +299,22 @@ def big_pages(f, chunk, max_bytes: int) -> bool:
     return False
 
 
+def list_bound(f, chunk, max_bytes: int) -> int:
+    """Bytes a list column chunk can decode to (only headers and the dictionary page read): its
+    pages' sizes, plus, for each value, the longest dictionary entry (a list of 262,144 copies of
+    one 1 KiB entry is 2.8 kB on disk and 256 MiB decoded)."""
+    total = longest = 0
+    for header, data in _pages(f, chunk):
+        kind = header.get(1)
+        if kind == _DICT:
+            s = _Inflated(_Region(f, data, header[3]), chunk.compression, header[2])
+            entries = _plain_values(s, header[7][1], max_bytes)
+            longest = max((v.size if isinstance(v, TooBig) else len(v) for v in entries), default=0)
+        elif kind in (_DATA, _DATA_V2):
+            total += header[2] + (header[5] if kind == _DATA else header[8])[1] * longest
+    return total
+
+
 def _pages(f, chunk) -> Iterator[tuple[dict, int]]:
     start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
     if start is None:
@@ -289,11 +329,11 @@ def _pages(f, chunk) -> Iterator[tuple[dict, int]]:
         offset = data + header[3]  # strictly forward: a header is at least one byte
 
 
-def text_cells(f, chunk, max_def: int, max_bytes: int, parent_def: int = 0) -> Iterator[list]:
-    """Per data page, its cells in row order: bytes, None (null) or TooBig; NO_PARENT where the
-    definition level is under `parent_def` (a struct leaf: the struct itself is null). Raises Unsupported for
-    what it cannot read (the caller falls back to pyarrow, before anything was yielded: every page
-    header is checked first)."""
+def text_cells(f, chunk, max_def: int, max_bytes: int, max_rep: int = 0) -> Iterator[tuple]:
+    """Per data page, (its repetition levels or None, its definition levels, its values: bytes or
+    TooBig where the level is `max_def`, else None). Raises Unsupported for what it cannot read (the
+    caller falls back to pyarrow, before anything was yielded: every page header is checked
+    first)."""
     pages = list(_pages(f, chunk))
     for header, _ in pages:
         if header.get(1) == _DATA and header[5].get(2) not in (_PLAIN, _PLAIN_DICT, _RLE_DICT):
@@ -310,35 +350,37 @@ def text_cells(f, chunk, max_def: int, max_bytes: int, parent_def: int = 0) -> I
         elif kind == _DATA:
             s = _Inflated(_Region(f, data, csize), codec, size)
             dp = header[5]
+            reps = _levels_v1(s, dp[1], max_rep) if max_rep else None
             levels = _levels_v1(s, dp[1], max_def)
-            yield _cells(s, dp.get(2), levels, max_def, parent_def, dictionary, max_bytes)
+            yield reps, levels, _cells(s, dp.get(2), levels, max_def, dictionary, max_bytes)
         elif kind == _DATA_V2:
-            yield _page_v2(f, data, header, codec, max_def, parent_def, dictionary, max_bytes)
+            yield _page_v2(f, data, header, codec, max_def, max_rep, dictionary, max_bytes)
         # index pages and unknown kinds carry no values
 
 
-def _levels_v1(s: _Inflated, count: int, max_def: int) -> np.ndarray:
-    """A v1 page's `count` definition levels (4-byte length, then the hybrid levels)."""
-    if max_def == 0:
+def _levels_v1(s: _Inflated, count: int, max_level: int) -> np.ndarray:
+    """A v1 page's `count` repetition or definition levels (4-byte length, then the hybrid levels)."""
+    if max_level == 0:
         return np.zeros(count, dtype=np.int64)
     (n,) = struct.unpack("<I", s.read(4))
-    return _hybrid(s.read(n), max_def.bit_length(), count)
+    return _hybrid(s.read(n), max_level.bit_length(), count)
 
 
-def _page_v2(f, data: int, header: dict, codec: str, max_def: int, parent_def: int, dictionary: list,
-             max_bytes: int) -> list:
+def _page_v2(f, data: int, header: dict, codec: str, max_def: int, max_rep: int, dictionary: list,
+             max_bytes: int) -> tuple:
     dp = header[8]
     count, def_len, rep_len = dp[1], dp.get(5, 0), dp.get(6, 0)
-    f.seek(data + rep_len)
-    levels = f.read(def_len)
-    levels = _hybrid(levels, max_def.bit_length(), count) if max_def else np.zeros(count, np.int64)
+    f.seek(data)
+    raw = f.read(rep_len + def_len)
+    reps = _hybrid(raw[:rep_len], max_rep.bit_length(), count) if max_rep else None
+    levels = _hybrid(raw[rep_len:], max_def.bit_length(), count) if max_def else np.zeros(count, np.int64)
     skip = rep_len + def_len
     body = _Region(f, data + skip, header[3] - skip)
     s = _Inflated(body, codec if dp.get(7, True) else "UNCOMPRESSED", header[2] - skip)
-    return _cells(s, dp.get(4), levels, max_def, parent_def, dictionary, max_bytes)
+    return reps, levels, _cells(s, dp.get(4), levels, max_def, dictionary, max_bytes)
 
 
-def _cells(s: _Inflated, encoding: int, levels: np.ndarray, max_def: int, parent_def: int, dictionary: list,
+def _cells(s: _Inflated, encoding: int, levels: np.ndarray, max_def: int, dictionary: list,
            max_bytes: int) -> list:
     present = levels == max_def
     n = int(present.sum())
@@ -351,8 +393,43 @@ def _cells(s: _Inflated, encoding: int, levels: np.ndarray, max_def: int, parent
             raise Unsupported("dictionary index out of range")
         values = [dictionary[i] for i in idx.tolist()]
     it = iter(values)
-    return [next(it) if p else None if d >= parent_def else NO_PARENT
-            for p, d in zip(present, levels.tolist())]
+    return [next(it) if p else None for p in present]
+
+
+def leaf_rows(pages: Iterator[tuple], shape: Shape, max_def: int, max_bytes: int) -> Iterator:
+    """One cell per row from `text_cells`' pages: bytes, None, TooBig or NullAt (an enclosing struct
+    is null); for a top-level list, the row's list (None: a null list), or TooBig when its strings
+    together exceed `max_bytes` (their bytes are then no longer kept: a list of a million strings,
+    spread over many small pages, is counted, not held)."""
+    if not shape.listed:
+        for _, levels, values in pages:
+            for d, v in zip(levels.tolist(), values):
+                if d == max_def:
+                    yield v
+                else:
+                    k = next((k for k, t in enumerate(shape.present) if d < t), None)
+                    yield None if k is None else NullAt(k)
+        return
+    row: list | TooBig | None = None
+    started, size = False, 0
+    for reps, levels, values in pages:
+        for r, d, v in zip(reps.tolist(), levels.tolist(), values):
+            if r == 0:
+                if started:
+                    yield row
+                started, size = True, 0
+                row = None if d < shape.present[0] else []
+                if d < shape.present[1]:
+                    continue
+            elif row is None or not started:
+                raise Unsupported("a list element without its list")
+            size += v.size if isinstance(v, TooBig) else len(v) if v is not None else 0
+            if size > max_bytes:
+                row = TooBig(size)
+            elif isinstance(row, list):
+                row.append(v)
+    if started:
+        yield row
 
 
 # --------------------------------------------------------------------------- rows of a row group
@@ -362,28 +439,29 @@ def group_rows(path, pf, g: int, cols: list[str], text_field: str, max_bytes: in
                leaves: dict[str, int], extra: frozenset[str] = frozenset()
                ) -> Iterator[tuple[int, dict | str]] | None:
     """Rows of row group `g` as (index in the group, {column: value}) or (index, why it is bad),
-    each flat string column whose pages can hold a cell over `max_bytes` (the text column, or any
-    other read: `id`, `url`, FineWeb's `dump`, a stray `junk`) read by pages; None when no page of
-    the columns read can hold such a cell or one that can is a column this reader does not decode
-    (the caller reads the group with pyarrow). `leaves`: the file's leaf columns by path, with
-    their index."""
+    each string leaf that can hold a cell over `max_bytes` read by pages: a flat column (the text,
+    `id`, `url`, FineWeb's `dump`, a stray `junk`), a string field of structs at any depth
+    (`metadata.info.note`), a top-level list of strings (`tags`; its row can span pages, so its
+    whole chunk is the measure); None when no column read can hold such a cell or one that can is
+    a column this reader does not decode (the caller reads the group with pyarrow). `leaves`: the
+    file's leaf columns by path, with their index."""
     f = open(path, "rb")
     try:
         paged: dict[str, Iterator] = {}
         others: list[str] = []
         for name in cols:
             leaf_paths = [name] if name in leaves else [k for k in leaves if k.startswith(name + ".")]
-            if any(k.count(".") > 1 for k in leaf_paths):  # deeper nesting: read whole by pyarrow
-                others.append(name)
-                continue
             kept = []
             for leaf in leaf_paths:
                 found, chunk = _string_leaf(pf, leaf, leaves), pf.metadata.row_group(g).column(leaves[leaf])
-                if found is not None and big_pages(f, chunk, max_bytes):
-                    desc, parent_def = found
-                    pages = text_cells(f, chunk, desc.max_definition_level, max_bytes, parent_def)
-                    first = next(pages, [])  # raises Unsupported here, before any row is given out
-                    paged[leaf] = _chain(first, pages)
+                if found is not None and (list_bound(f, chunk, max_bytes) > max_bytes if found[1].listed
+                                          else big_pages(f, chunk, max_bytes)):
+                    desc, shape = found
+                    levels = desc.max_definition_level, max_bytes, desc.max_repetition_level
+                    pages = text_cells(f, chunk, *levels)
+                    first = next(pages, None)  # raises Unsupported here, before any row is given out
+                    chained = itertools.chain([first] if first is not None else [], pages)
+                    paged[leaf] = leaf_rows(chained, shape, desc.max_definition_level, max_bytes)
                 else:
                     kept.append(leaf)
             others += [name] if kept == leaf_paths else kept
@@ -397,38 +475,50 @@ def group_rows(path, pf, g: int, cols: list[str], text_field: str, max_bytes: in
 
 
 def _string_leaf(pf, leaf: str, leaves: dict[str, int]):
-    """(column descriptor, the struct's own definition level) of leaf `leaf` when it is a UTF-8
-    string that `text_cells` decodes: a top-level column (`text`, `url`) or a string field of a
-    top-level struct (datatrove's `metadata.url`), nothing repeated; else None."""
+    """(column descriptor, Shape) of leaf `leaf` when it is a UTF-8 string that `text_cells`
+    decodes: a top-level column (`text`, `url`), a string field of structs at any depth
+    (datatrove's `metadata.url`, `metadata.info.note`) or the strings of a top-level list (`tags`);
+    else None (a list of structs, of lists or of numbers, a map: pyarrow reads them)."""
     import pyarrow as pa
 
     parts = leaf.split(".")
-    if len(parts) > 2 or parts[0] not in pf.schema_arrow.names:
-        return None
-    field = pf.schema_arrow.field(parts[0])
-    if len(parts) == 2:
-        if not pa.types.is_struct(field.type) or field.type.get_field_index(parts[1]) < 0:
-            return None
-        field = field.type.field(parts[1])
-    if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+    if parts[0] not in pf.schema_arrow.names:
         return None
     desc = pf.schema.column(leaves[leaf])
-    if desc.max_repetition_level or desc.physical_type != "BYTE_ARRAY" or desc.path != leaf:
+    if desc.physical_type != "BYTE_ARRAY" or desc.path != leaf:
         return None
-    parent_def = desc.max_definition_level - (1 if field.nullable else 0) if len(parts) == 2 else 0
-    return desc, parent_def
-
-
-def _chain(first: list, pages: Iterator[list]) -> Iterator:
-    yield from first
-    for page in pages:
-        yield from page
+    field = pf.schema_arrow.field(parts[0])
+    strings = (pa.types.is_string, pa.types.is_large_string)
+    if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
+        item = field.type.value_field
+        if not any(is_(item.type) for is_ in strings) or desc.max_repetition_level != 1:
+            return None
+        top = int(field.nullable)
+        if desc.max_definition_level != top + 1 + int(item.nullable):
+            return None
+        return desc, Shape((top, top + 1), listed=True)
+    if desc.max_repetition_level:
+        return None
+    present, level = [], 0
+    for part in parts[1:]:
+        if not pa.types.is_struct(field.type) or field.type.get_field_index(part) < 0:
+            return None
+        level += int(field.nullable)
+        present.append(level)
+        field = field.type.field(part)
+    if not any(is_(field.type) for is_ in strings):
+        return None
+    if level + int(field.nullable) != desc.max_definition_level:
+        return None
+    return desc, Shape(tuple(present))
 
 
 def _rows(f, pf, g: int, others: list[str], paged: dict[str, Iterator], text_field: str,
           max_bytes: int, extra: frozenset[str]) -> Iterator[tuple[int, dict | str]]:
     tops = {leaf.split(".")[0] for leaf in paged if "." in leaf}
-    order = {top: [c.name for c in pf.schema_arrow.field(top).type] for top in tops}
+    types = {top: pf.schema_arrow.field(top).type for top in tops}
+    lists = frozenset(leaf for leaf in paged  # a top-level list's strings: `tags.list.element`
+                      if "." in leaf and not _is_struct(types[leaf.split(".")[0]]))
     with f:
         rows = pf.iter_batches(64, row_groups=[g], columns=others, use_threads=False) if others else iter(())
         n, total = 0, pf.metadata.row_group(g).num_rows
@@ -437,12 +527,40 @@ def _rows(f, pf, g: int, others: list[str], paged: dict[str, Iterator], text_fie
             k = batch.num_rows if batch is not None else min(64, total - n)
             cells = {name: [next(it, None) for _ in range(k)] for name, it in paged.items()}
             for i, obj in enumerate(_others(batch, k, cells, max_bytes, extra)):
-                row = _with_cells(obj, {name: c[i] for name, c in cells.items()}, g, n, max_bytes, extra)
-                for top, names in order.items():  # a struct's fields in the file's order, as pyarrow
-                    if isinstance(row, dict) and isinstance(row.get(top), dict):
-                        row[top] = {k: row[top][k] for k in names if k in row[top]}
+                row = _with_cells(obj, {name: c[i] for name, c in cells.items()}, g, n, max_bytes, extra,
+                                  lists)
+                for top, t in types.items():  # a struct's fields in the file's order, as pyarrow
+                    if isinstance(row, dict) and isinstance(row.get(top), dict) and _is_struct(t):
+                        row[top] = _in_order(row[top], t)
                 yield n, row
                 n += 1
+
+
+def _is_struct(t) -> bool:
+    import pyarrow as pa
+
+    return t is not None and pa.types.is_struct(t)
+
+
+def _in_order(value: dict, t) -> dict:
+    """A struct's dict with its fields (nested ones too) in the schema's order, as pyarrow gives."""
+    out = {}
+    for field in t:
+        if field.name in value:
+            v = value[field.name]
+            nested = isinstance(v, dict) and _is_struct(field.type)
+            out[field.name] = _in_order(v, field.type) if nested else v
+    return out
+
+
+def _cell_bytes(c) -> int:
+    if isinstance(c, TooBig):
+        return c.size
+    if isinstance(c, bytes):
+        return len(c)
+    if isinstance(c, list):
+        return sum(len(v) for v in c if v is not None)
+    return 0
 
 
 def _others(batch, k: int, cells: dict[str, list], max_bytes: int, extra: frozenset[str]) -> list[dict | str]:
@@ -457,7 +575,7 @@ def _others(batch, k: int, cells: dict[str, list], max_bytes: int, extra: frozen
     total = np.zeros(k, dtype=np.int64)
     skipped = np.zeros(k, dtype=bool)
     for page in cells.values():
-        total += [c.size if isinstance(c, TooBig) else len(c) if isinstance(c, bytes) else 0 for c in page]
+        total += [_cell_bytes(c) for c in page]
         skipped |= [isinstance(c, TooBig) for c in page]
     if batch is None:
         return [{} for _ in range(k)]
@@ -472,29 +590,32 @@ def _others(batch, k: int, cells: dict[str, list], max_bytes: int, extra: frozen
 
 
 def _with_cells(obj: dict | str, cells: dict, g: int, n: int, max_bytes: int,
-                extra: frozenset[str]) -> dict | str:
+                extra: frozenset[str], lists: frozenset[str] = frozenset()) -> dict | str:
     """The row with its paged cells decoded, or why it is skipped (a cell over the bound names its
     column, row group and row in the group)."""
     if isinstance(obj, str):  # the row's other columns were already bad
         return obj
     for name, cell in cells.items():
         if isinstance(cell, TooBig):
-            return (f"record larger than max_record_bytes={max_bytes}: column {name!r} holds "
+            shown = name.split(".")[0] if name in lists else name
+            return (f"record larger than max_record_bytes={max_bytes}: column {shown!r} holds "
                     f"{cell.size:,} bytes (row group {g}, row {n} of the group), skipped unread")
     out = dict(obj)
     for leaf, cell in cells.items():
-        top, _, child = leaf.partition(".")
-        if child:  # a struct's field: into the struct read with its other fields, if any
-            if cell is NO_PARENT:
-                out[top] = None
-                continue
-            if out.get(top) is None:
-                out[top] = {}
-            holder, key = out[top], child
-        else:
-            holder, key = out, leaf
+        parts = leaf.split(".")
+        top = parts[0]
         try:
-            holder[key] = cell.decode("utf-8") if cell is not None else None
+            if leaf in lists:  # a top-level list of strings
+                out[top] = None if cell is None else [v if v is None else v.decode("utf-8") for v in cell]
+                continue
+            holder, path = out, parts
+            if isinstance(cell, NullAt):  # an enclosing struct is null: the dicts above it are there
+                path = parts[:cell.depth + 1]
+            for part in path[:-1]:  # into the structs read with their other fields, if any
+                if not isinstance(holder.get(part), dict):
+                    holder[part] = {}
+                holder = holder[part]
+            holder[path[-1]] = None if cell is None or isinstance(cell, NullAt) else cell.decode("utf-8")
         except UnicodeDecodeError as e:
             if top in extra:  # as `pylist`: a bad cell of a metadata-bound column is left out
                 continue

@@ -210,7 +210,8 @@ def _judge(
                                        stats)
     if part is None:
         bound = (scan.cap, cfg.warc_max_skip_bytes) if too_large else (None, None)
-        resume = resync(scan.path, scan.layout, pos, length, _held(framing), stats, rid, *bound)
+        resume = resync(scan.path, scan.layout, pos, length, _held(framing), stats, rid, *bound,
+                        after=scan.at if scan.layout is None else 0)
     # a Content-Length that lied: its line names the lie and the bytes skipped; the payload's own
     # `truncated record` would count the one bad record twice
     return resume, part, framing if stats["errors.resynchronised"] > lies else said + framing
@@ -278,25 +279,26 @@ def _rest_of_member(
     scan: _Scan, member: Member, at: int | None, cfg: ReaderConfig, on_error: OnError, src: str,
     stats: Counter[str],
 ) -> Iterator[Document]:
-    """The records of `member` from decompressed offset `at` on, read as a plain WARC (errors name
-    the member and the decompressed offset); returns where reading goes on after the member."""
-    if at is not None:
-        def said(_p: str, where: object, why: str) -> None:
-            on_error(str(scan.path), where_in(member.pos, where), why)
+    """The records of `member` from offset `at` of its window on, read as a plain WARC window after
+    window (errors name the member and the decompressed offset); returns where reading goes on
+    after the member."""
+    def said(_p: str, where: object, why: str) -> None:
+        on_error(str(scan.path), where_in(member.pos, where, member.base), why)
 
+    while at is not None:
         sub = _Scan(member.file, cfg, said, stats)
         sub.first, sub.resumed = False, True  # what precedes `at` was judged already
         try:
             yield from _read_all(sub, at, cfg, said, src, stats)
         finally:
             sub.forget()
+        at = 0 if member.slide() else None  # a window ends at a record start: the next one is there
     # the member was judged here: neither the next record's nor the file's last gap check is its
     scan.resumed, scan.in_member, scan.prev = True, 0, None
     if not member.whole:
-        why = (f"over warc_max_skip_bytes={scan.limit}" if member.size >= member.limit
-               else "truncated or corrupt gzip data")
         on_error(str(scan.path), f"gzip member at offset {member.pos}", f"the rest of a gzip member holding "
-                 f"several records is not read ({why}, after {member.size:,} bytes)")
+                 f"several records is not read (truncated or corrupt gzip data, after {member.inflated:,} "
+                 "bytes)")
         stats["errors.truncated"] += 1
         if scan.layout != "members":
             return None

@@ -66,7 +66,7 @@ STOP = -1
 
 def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnError,
            stats: Counter[str], rid: str | None = None, cap: int | None = None,
-           max_skip: int | None = None) -> int | None:
+           max_skip: int | None = None, after: int = 0) -> int | None:
     """Where the record after the one at `pos` starts, when that record's claimed `length` overruns
     its gzip member (plain: the end of the file, the next version line being where to resume; one
     gzip stream: the end of the file, the offset being in the decompressed stream).
@@ -74,7 +74,9 @@ def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnErro
     `cap` (for a record already known to be over max_record_bytes): at most this many bytes of it
     are inflated. A gzip member holding more resumes at the next member, found in the compressed
     bytes; in one gzip stream, a claim over `max_skip` ends the file (`STOP`): the parser would
-    inflate all of it to reach the next record.
+    inflate all of it to reach the next record. `after` (one gzip stream): the decompressed offset
+    reading started from; the record is looked for past it (an id written twice sent reading back
+    to the first, for good).
     """
     if kind == "members":
         member = _member(path, pos, cap)
@@ -93,7 +95,7 @@ def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnErro
         end, what = found
     elif rid:  # one gzip stream: no member to find, so the record is found by its id, inflated
         big = max_skip is not None and length > max_skip
-        found = _in_whole_gzip(path, rid, length, cap if big else None)
+        found = _in_whole_gzip(path, rid, length, cap if big else None, after)
         if found is None and big:
             on_error(str(path), f"record {rid}", f"record of {length} bytes in a file that is one gzip "
                      f"stream: the records after it are not read (reaching them means inflating it; "
@@ -171,7 +173,8 @@ def _is_record_header(f, offset: int) -> bool:
     return m is not None and _WARC_TYPE.search(block, 0, m.start()) is not None
 
 
-def _in_whole_gzip(path: Path, rid: str, length: int, cap: int | None = None) -> tuple[int, int] | None:
+def _in_whole_gzip(path: Path, rid: str, length: int, cap: int | None = None,
+                   after: int = 0) -> tuple[int, int] | None:
     """(decompressed offset of the record whose id is `rid`, of the next version line after its
     header), when its claimed `length` runs past the end of the file; else None. One streamed pass,
     1 MiB at a time, stopped as soon as the claim is seen to fit, or `cap` bytes past its header."""
@@ -188,7 +191,8 @@ def _in_whole_gzip(path: Path, rid: str, length: int, cap: int | None = None) ->
                 if not data:
                     break
                 buf += data
-                if start is None and (i := buf.find(needle)) >= 0:
+                i = buf.find(needle, max(after - base, 0)) if start is None else -1
+                if i >= 0:
                     start = base + max(buf.rfind(b"WARC/", 0, i), 0)
                 if start is not None and header_end is None and (m := HEADER_END.search(buf, start - base)):
                     header_end = base + m.end()

@@ -102,6 +102,9 @@ KEEP_VARIANTS = {
     # the rescue on every page (what a second render on every page would buy)
     "noscript both": Setting(render=(("noscript", True),), whole=(("noscript", True),)),
     "rescue all": Setting(min_main=10**9),
+    # post hoc, after reading what noscript adds on pages it does not help ("enable JavaScript"
+    # notices): a second render with noscript only where the main content is under MIN_MAIN_CHARS
+    "noscript if short": Setting(render=(("noscript if short", True),)),
 }
 DS = (0.0, 0.025, 0.05, 0.075, 0.1)
 
@@ -187,11 +190,21 @@ def deciding(span: int = SPAN, whole: tuple = ()):
 class Page:
     """One page parsed once; its main-content blocks and body columns per render setting, cached."""
 
-    def __init__(self, html: str):
-        self.html, self.tree, self._r = html, parse(html), {}
+    def __init__(self, html: str, tree=None):
+        self.html, self.tree, self._r = html, parse(html) if tree is None else tree, {}
+
+    @classmethod
+    def of(cls, html: str, tree) -> Page:
+        return cls(html, tree)
 
     def main(self, opts: tuple):
         if opts not in self._r:
+            if ("noscript if short", True) in opts:
+                bs, _ = self.main(tuple(o for o in opts if o[0] != "noscript if short"))
+                if sum(len(b.text) for b in bs) < MIN_MAIN_CHARS:
+                    bs, _ = self.main((*(o for o in opts if o[0] != "noscript if short"), ("noscript", True)))
+                self._r[opts] = (bs, body_columns(self.tree, bs))
+                return self._r[opts]
             bs = blocks(render_with(self.tree, opts))
             self._r[opts] = (bs, body_columns(self.tree, bs))
         return self._r[opts]
@@ -359,7 +372,7 @@ def speed(settings: dict[str, Setting], strict: str | None, repeat: int) -> None
                     trees, mains, cols = ([x[j] for x in parsed] for j in range(3))
                 else:
                     trees = [parse(h) for h in batch]
-                    mains = [blocks(render_with(tr, s.render)) for tr in trees]
+                    mains = [Page.of(h, tr).main(s.render)[0] for h, tr in zip(batch, trees)]
                     cols = [body_columns(tr, bs) for tr, bs in zip(trees, mains)]
                 page_texts(batch, mains, m, resc, MIN_MAIN_CHARS if s is None else s.min_main,
                            cols=cols, trees=trees)

@@ -48,11 +48,12 @@ def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
     model.to(device)
     tok_path = tokenizer or cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tok_path:
-        from pretrain.commands.sample import _tokenizer_of_shards
+        from pretrain.commands.sample import _sources_not_here, _tokenizer_of_shards
 
         tok_path = _tokenizer_of_shards(cfg.data.sources)
         if not tok_path:
-            raise UserError(f"{run}: trained on token shards; pass --tokenizer TOKENIZER.json")
+            raise UserError(f"{run}: trained on token shards; pass --tokenizer TOKENIZER.json"
+                            f"{_sources_not_here(cfg.data.sources)}")
     encode, decode, eot = _tokenizer_functions(tok_path)
     if tok_path:
         from pretrain.tokens.tokenizer import load_tokenizer

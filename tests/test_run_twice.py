@@ -8,6 +8,7 @@ refusing itself, and a rerun never mixes results made with other files than the 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -435,6 +436,16 @@ def test_a_rerun_into_another_jobs_out_is_refused_in_one_line_with_both_counts(t
         assert main(["curate", *inputs, "-o", str(out), "--workers", "1"]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "of 3 input files" in err and said_here in err, err
+    # The same files copied to another folder (a teammate's checkout, a moved clone): the line said
+    # "1 other input file" and named neither; it names both and says they look the same (session 11).
+    shutil.copytree(three, tmp_path / "moved")
+    assert main(["curate", str(tmp_path / "moved"), "-o", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    moved = tmp_path / "moved" / "part0.jsonl"
+    assert len(err.splitlines()) == 1 and f"was {parts[0]}, ..., now {moved}" in err, err
+    assert "the same file names and sizes in another folder" in err, err
+    assert main(["curate", str(one), "-o", str(out), "--workers", "1"]) == 2
+    assert "sizes in another folder" not in capsys.readouterr().err
     Path(parts[2]).write_text(Path(parts[2]).read_text() * 2)
     assert main(["curate", str(three), "-o", str(out), "--workers", "1"]) == 2
     err = capsys.readouterr().err.strip()

@@ -46,8 +46,16 @@ def _other_inputs(old: dict, new: dict) -> str:
     head = f"{old.get('job', 'a job')} of {n} input file{'s' * (n != 1)}; this run "
     was_set, now_set = set(was), set(now)
     added, lacks = [p for p in now if p not in was_set], [p for p in was if p not in now_set]
-    if len(added) == m or not (added or lacks):  # nothing in common (or only the order differs)
+    if not (added or lacks):  # only the order differs
         return head + f"has {m} other input file{'s' * (m != 1)}"
+    if len(added) == m:  # nothing in common: the first of each, and a folder moved or copied said so
+        more = (", ...", ", ...")
+        said = (head + f"has {m} other input file{'s' * (m != 1)}: was {was[0]}{more[0] * (n > 1)}, "
+                f"now {now[0]}{more[1] * (m > 1)}")
+        sizes = sorted((i["path"].rsplit("/", 1)[-1], i.get("size")) for i in old["inputs"])
+        if sizes == sorted((i["path"].rsplit("/", 1)[-1], i.get("size")) for i in new["inputs"]):
+            said += ": the same file names and sizes in another folder, but a job is its inputs' paths"
+        return said
     said = [f"{verb} {len(paths)} ({paths[0]}{', ...' * (len(paths) > 1)})"
             for verb, paths in (("adds", added), ("lacks", lacks)) if paths]
     return head + " and ".join(said)

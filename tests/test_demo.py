@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -144,10 +145,15 @@ def test_rerun_with_other_inputs_starts_over_and_same_inputs_resume(tmp_path):
         (out / name / "x").write_text("kept")
     prepare_out(_settings(out), console)
     assert (out / "corpus" / "x").exists() and (out / "run" / "x").exists()
-    prepare_out(_settings(out, [str(ROOT / "recipes" / "data")]), console)
+    said = io.StringIO()
+    prepare_out(_settings(out, [str(ROOT / "recipes" / "data")]), Console(file=said, width=400))
     assert not any((out / n).exists() for n in OUTPUTS)
     mine = json.loads((out / "demo.json").read_text())
     assert mine["inputs"][-1] == str((ROOT / "recipes" / "data").resolve())
+    # which setting differs is said (session 11: a clone moved elsewhere started over with no word why)
+    assert f"(new input {mine['inputs'][-1]}): starting it over" in said.getvalue(), said.getvalue()
+    prepare_out(_settings(out), Console(file=said, width=400))
+    assert f"(no input {mine['inputs'][-1]}): starting it over" in said.getvalue(), said.getvalue()
 
 
 def test_a_folder_that_is_not_a_demo_is_refused(tmp_path):

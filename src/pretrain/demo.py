@@ -287,7 +287,9 @@ def prepare_out(s: DemoSettings, console) -> None:
             raise UserError(f"{s.out} is not empty and was not written by `pretrain demo`; choose another -o")
     if s.out.is_dir() and before != me:
         if before is not None or any((s.out / n).exists() for n in OUTPUTS):
-            console.print(f"[yellow]{s.out} holds a demo of other inputs or settings: starting it over[/]")
+            why = _what_differs(before, me)
+            console.print(f"[yellow]{s.out} holds a demo of other inputs or settings ({why}): "
+                          "starting it over[/]", highlight=False)
         for name in OUTPUTS:
             p = s.out / name
             if p.is_dir():
@@ -296,6 +298,21 @@ def prepare_out(s: DemoSettings, console) -> None:
                 p.unlink(missing_ok=True)
     s.out.mkdir(parents=True, exist_ok=True)
     cio.write_json_atomic(marker, me)
+
+
+def _what_differs(before: dict | None, me: dict) -> str:
+    """The first setting of OUT/demo.json that differs from this run's, in words (the shipped crawl
+    is recorded by its absolute path: a clone moved or copied elsewhere starts over, and says so)."""
+    if not isinstance(before, dict):
+        return "written before pretrain recorded the demo's settings"
+    for key in ("steps", "vocab"):
+        if before.get(key) != me[key]:
+            return f"{key} {before.get(key)} -> {me[key]}"
+    was, now = before.get("inputs") or [], me["inputs"]
+    gone, new = [p for p in was if p not in now], [p for p in now if p not in was]
+    said = [f"{word} {paths[0]}" + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+            for word, paths in (("new input", new), ("no input", gone)) if paths]
+    return "; ".join(said) or "inputs in another order"
 
 
 def run_demo(s: DemoSettings) -> dict:

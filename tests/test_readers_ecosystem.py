@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -209,7 +210,16 @@ def test_folder_walk_leaves_plain_json_to_globs(tmp_path, capsys):
     _dataset().to_json(tmp_path / "train.json")
     (tmp_path / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {}}, indent=2))
     assert list_inputs([str(tmp_path)]) == []
-    assert "2 .json file(s)" in capsys.readouterr().err
+    assert "2 .json files and nothing else to read" in capsys.readouterr().err
+    # files of a type not read beside them (a folder of .html.gz pages, session 11): which, and what is
+    (tmp_path / "sub").mkdir()
+    for i in range(3):
+        (tmp_path / "sub" / f"page{i}.html.gz").write_bytes(gzip.compress(b"<p>hi</p>"))
+    assert list_inputs([str(tmp_path)]) == []
+    said = capsys.readouterr().err
+    assert f"{tmp_path} holds 5 files, none of a type read here (.html.gz 3, .json 2); read: " in said, said
+    assert ".html/.htm" in said and "**/*.json" in said and said.count("\n") == 1, said
+    shutil.rmtree(tmp_path / "sub")
     _dataset().to_json(tmp_path / "train.json.gz", compression="gzip")  # compressed: data, walked
     assert [f.name for f in list_inputs([str(tmp_path)])] == ["train.json.gz"]
     assert _texts_ids(_read(tmp_path / "train.json.gz")[0]) == TRUTH

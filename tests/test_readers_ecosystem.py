@@ -383,6 +383,12 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     seen = capsys.readouterr()
     assert f"{pq}: missing text column 'text'" in seen.err and "record None" not in seen.err, seen.err
     assert "--text-field" in seen.err.splitlines()[-1], seen.err  # the way out, on the error line
+    # beside a file that reads, the file without the field was counted with no way out (session 11)
+    assert main(["dedup", str(stack), str(rp), "-o", str(tmp_path / "h"), "--text-field", "content",
+                 "--workers", "1"]) == 0
+    seen = capsys.readouterr()
+    said = [line for line in seen.out.splitlines() if "missing text field 'content'" in line]
+    assert said and said[0].endswith("--text-field NAME"), seen.out
     tok = tmp_path / "tok.json"
     assert main(["tokenizer", "train", str(rp), "-o", str(tok), "--vocab-size", "300",
                  "--text-field", "raw_content"]) == 0

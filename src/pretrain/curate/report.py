@@ -51,8 +51,12 @@ def kind_lines(stats: dict, shown: int = KINDS_SHOWN) -> list[str]:
     if "first" not in errors:
         return error_lines(stats)
     top = sorted(errors["by_reason"].items(), key=lambda kv: -kv[1])
+    # a file whose text is under another field was only said when no document at all was read
+    hint = {kind: f"; {TEXT_FIELD_HINT}" for kind, _ in top
+            if kind.startswith(("missing text field", "missing text column"))}
     lines = [one_line(f"{n:,} {kind}" + (f"; first: {_where(errors['first'][kind])}"
-                                          if kind in errors["first"] else "")) for kind, n in top[:shown]]
+                                          if kind in errors["first"] else "")) + hint.get(kind, "")
+             for kind, n in top[:shown]]
     if len(top) > shown:
         lines.append(f"{len(top) - shown} more kinds in stats.json")
     return lines

@@ -109,7 +109,7 @@ def test_planted_items_whole_and_edited_are_found(index, bench_dir):
     assert total_edited >= 10 and found_edited == total_edited
 
 
-def test_short_item_rule(tmp_path):
+def test_short_item_rule(tmp_path, capsys):
     # 10-word item (< n=13): indexed whole, found when the document has all ten words in order.
     # 5-word item (< min_words=8): not indexed, counted as too short.
     bench = tmp_path / "tiny.jsonl"
@@ -121,6 +121,13 @@ def test_short_item_rule(tmp_path):
     assert idx.lookup("Today we ask: which river flows through the old town of Zell? Nobody knew.")
     assert not idx.lookup("Which river flows through the old town of Ulm? Nobody knew.")
     assert not idx.lookup("name the capital city")
+    # the command says both, beside the count of items checked (session 11: "0 of 1 items leaked")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "d0", "text": "Nothing from any benchmark here at all."}) + "\n")
+    assert main(["decontaminate", str(corpus), "-o", str(tmp_path / "out"), "--benchmarks", str(bench),
+                 "--no-progress"]) == 0
+    assert "tiny: 0 of 1 item leaked into 0 documents (1 item too short to check, 1 bad record)" in \
+        capsys.readouterr().out
 
 
 def test_oversized_lines_are_skipped_not_held(tmp_path, monkeypatch):

@@ -82,6 +82,12 @@ def test_decontaminate_rerun_after_benchmark_changed_is_refused_not_mixed(tmp_pa
     assert set(_ids(out, "rejects")) == {"f0-0"}  # nothing mixed in
     assert main([*args[:3], str(tmp_path / "fresh"), *args[4:]]) == 0
     assert set(_ids(tmp_path / "fresh", "rejects")) == {"f0-0", "f1-1"}
+    # Other benchmarks named into the same OUT are another config, not files that "changed since"
+    # (session 11: `--benchmarks llm-foundry` after `--benchmarks mmlu` was said as a changed file)
+    other = _bench_file(tmp_path / "other" / "quiz2.jsonl", [q2])
+    assert main([*args[:-1], str(other.parent)]) == 2
+    err = capsys.readouterr().err
+    assert "changed since" not in err and "decontam settings differ (decontam.benchmarks: [" in err, err
 
 
 def _train_classifier(tmp_path: Path, good_docs: list[str], name: str, bad_lines: int) -> Path:

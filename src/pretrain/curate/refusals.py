@@ -25,12 +25,13 @@ def difference(old: dict, new: dict) -> str:
     refs_old, refs_new = old.get("references", []), new.get("references", [])
     if refs_new and "references" not in old and old.get("config") == new["config"]:
         return "a job written before pretrain recorded the files its config names (benchmarks, models, lists)"
-    if refs_old != refs_new:
-        changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
-        return f"files the config names changed since ({changed[0]})"
     from pretrain.curate.identity import without_neutral  # (identity imports this module)
 
     before, after = without_neutral(old.get("config", {})), without_neutral(new["config"])
+    # other files named (--benchmarks other/) are a config change; "changed since" only for the same config
+    if refs_old != refs_new and before == after:
+        changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
+        return f"files the config names changed since ({changed[0]})"
     keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     changes = _changes(before, after)
     shown = "; ".join(f"{k}: {a} -> {b}" for k, a, b in changes[:3]) + ("; ..." if len(changes) > 3 else "")

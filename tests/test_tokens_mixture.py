@@ -373,7 +373,8 @@ def test_the_run_report_says_the_epochs_too(dirs, tmp_path):
 def test_a_run_read_from_another_directory_names_its_relative_token_folder(dirs, tmp_path, monkeypatch,
                                                                           capsys):
     # `pretrain sample demo-out/run` works from where the demo ran (the tokenizer is found beside the
-    # run's token folder); from another directory it said only "pass the tokenizer.json" (session 11).
+    # run's token folder); from another directory it said only "pass the tokenizer.json" (session 11),
+    # export "no tokenizer.json in demo-out/tokens/web".
     import shutil
 
     from pretrain.train.testing import tiny_config
@@ -385,7 +386,8 @@ def test_a_run_read_from_another_directory_names_its_relative_token_folder(dirs,
     Trainer(tiny_config(tmp_path / "run", "", "data.kind=tokens", "model.vocab_size=1000", "train.steps=1",
                         'data.sources={web="tokens"}', "checkpoint.every=1"), quiet=True).fit()
     for argv in (["sample", str(tmp_path / "run"), "--tokens", "1"],
-                 ["eval", str(tmp_path / "run"), "--tasks", f"ppl:{tmp_path / 'x.txt'}"]):
+                 ["eval", str(tmp_path / "run"), "--tasks", f"ppl:{tmp_path / 'x.txt'}"],
+                 ["export", str(tmp_path / "run"), "--format", "hf", "-o", str(tmp_path / "hf")]):
         monkeypatch.chdir(tmp_path)  # here the folder is found: no word about it (it has no tokenizer copy)
         assert cli_main(argv) == 2
         assert "not found from" not in capsys.readouterr().err

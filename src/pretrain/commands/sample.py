@@ -105,7 +105,7 @@ def _say_undecodable(ids: list[int], tokenizer: str) -> None:
               "character, usual for a model early in training", file=sys.stderr)
 
 
-def _sources_not_here(sources: dict) -> str:
+def _sources_not_here(sources: dict, way: str = "; run from there, or pass --tokenizer") -> str:
     """Why the tokenizer beside the shards was not found, when it is that the run's relative token
     folders do not exist from this working directory (a run trained from the repository root, read
     from elsewhere): "" when every folder is here."""
@@ -117,8 +117,7 @@ def _sources_not_here(sources: dict) -> str:
         return ""
     one = len(missing) == 1
     return (f" (its token folder{'' if one else 's'} {', '.join(missing)} {'is' if one else 'are'} not found "
-            f"from {os.getcwd()}: a run's data paths are relative to the directory it was trained from; "
-            "run from there, or pass --tokenizer)")
+            f"from {os.getcwd()}: a run's data paths are relative to the directory it was trained from{way})")
 
 
 def _tokenizer_of_shards(sources: dict) -> str:

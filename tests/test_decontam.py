@@ -128,6 +128,9 @@ def test_short_item_rule(tmp_path, capsys):
                  "--no-progress"]) == 0
     assert "tiny: 0 of 1 item leaked into 0 documents (1 item too short to check, 1 bad record)" in \
         capsys.readouterr().out
+    card = (tmp_path / "out" / "README.md").read_text()  # the folder's card names the report it holds
+    assert "`decontam_report.json` which benchmark items leaked" in card
+    assert (tmp_path / "out" / "decontam_report.json").is_file()
 
 
 def test_oversized_lines_are_skipped_not_held(tmp_path, monkeypatch):

@@ -128,6 +128,23 @@ def test_short_item_rule(tmp_path, capsys):
                  "--no-progress"]) == 0
     assert "tiny: 0 of 1 item leaked into 0 documents (1 item too short to check, 1 bad record)" in \
         capsys.readouterr().out
+    # on a terminal, the seconds of indexing are said while they pass (they were silent) and the
+    # line is gone after: a refusal that follows still comes first and alone
+    import io
+
+    from rich.console import Console
+
+    from pretrain.curate.executor import LocalExecutor
+    from pretrain.curate.pipeline import CurateConfig, curate
+    from pretrain.progress import Progress
+
+    progress = Progress(enabled=True)
+    progress.console = Console(file=io.StringIO(), force_terminal=True, width=100)
+    cfg = CurateConfig(steps=("decontaminate",))
+    cfg.decontam.benchmarks = [str(bench)]
+    curate([str(corpus)], tmp_path / "lib", cfg, executor=LocalExecutor(1), progress=progress)
+    progress.close()
+    assert "indexing the benchmarks' 13-grams ..." in progress.console.file.getvalue()
     card = (tmp_path / "out" / "README.md").read_text()  # the folder's card names the report it holds
     assert "`decontam_report.json` which benchmark items leaked" in card
     assert (tmp_path / "out" / "decontam_report.json").is_file()

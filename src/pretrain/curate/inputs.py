@@ -40,7 +40,7 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
             root = _glob_root(p)
             kept = [m for m in matches if globbed(_below(m, root)) and m.is_file()]
             if not kept:
-                raise UserError(f"{p!r} matches {len(matches)} path(s), none a file of a known type "
+                raise UserError(f"{p!r} matches {count(len(matches), 'path')}, none a file of a known type "
                                 f"({', '.join(SUFFIXES)}) outside hidden folders")
             found.update(_inside(root, kept))
             continue
@@ -84,8 +84,9 @@ def _inside(root: Path, files: list[Path]) -> list[Path]:
             seen.add(real)
             kept.append(f)
     if outside:
-        print(printable(f"pretrain: skipped {len(outside)} file(s) in {root} that link outside it, e.g. "
-                        f"{outside[0]} -> {outside[0].resolve()}; name a file to read it"), file=sys.stderr)
+        said = (f"pretrain: skipped {count(len(outside), 'file')} in {root} that link outside it, "
+                f"e.g. {outside[0]} -> {outside[0].resolve()}; name a file to read it")
+        print(printable(said), file=sys.stderr)
     return kept
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from pretrain.errors import UserError
+from pretrain.progress import count
 
 
 @dataclass
@@ -340,7 +341,7 @@ def _transformers_load(path: Path, what: str):
     bad = sorted(info.get("missing_keys") or []) + sorted(str(k) for k in info.get("mismatched_keys") or [])
     if bad:
         more = ", ..." if len(bad) > 3 else ""
-        raise UserError(f"{path}: the checkpoint is missing or mis-shapes {len(bad)} tensor(s) "
+        raise UserError(f"{path}: the checkpoint is missing or mis-shapes {count(len(bad), 'tensor')} "
                         f"{type(model).__name__} needs ({', '.join(bad[:3])}{more}); "
                         "transformers would fill them at random")
     return model

@@ -439,3 +439,22 @@ def test_a_relative_storage_names_the_same_checkpoints_from_any_directory(finish
     assert main(["train", str(run / "config.toml"), "--quiet", f"--set=train.out={run}"]) == 2
     assert "--set checkpoint.storage=run/ckpts resumes from there" in capsys.readouterr().err
     assert not (run / "run").exists()
+
+
+def test_the_checkpoint_lines_on_the_terminal_are_words_matching_the_record(tmp_path, text, capsys):
+    """`[checkpoint] step 20 blocking_s=0.027 path=... async=True` and `[checkpoint_complete] step 20
+    saved_step=20 noticed_at=20` read as debug output to a newcomer (session 11): said in words, with
+    the numbers metrics.jsonl records."""
+    from pretrain.train.metrics import read_metrics
+
+    run = tmp_path / "run"
+    Trainer(tiny_config(run, text, "train.steps=2", "checkpoint.every=2")).fit()
+    err = capsys.readouterr().err
+    _, events = read_metrics(run / "metrics.jsonl")
+    saved = next(e for e in events if e["event"] == "checkpoint")
+    behind = "; written in the background" if saved.get("async") else ""
+    assert (f"[checkpoint] step 2 -> {saved['path']} (training paused {saved['blocking_s']:.2f} s{behind})"
+            in err), err
+    assert ("[checkpoint] step 2 written in full" in err) == any(e["event"] == "checkpoint_complete"
+                                                                  for e in events), err
+    assert "blocking_s=" not in err and "noticed_at=" not in err

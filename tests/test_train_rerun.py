@@ -458,3 +458,6 @@ def test_the_checkpoint_lines_on_the_terminal_are_words_matching_the_record(tmp_
     assert ("[checkpoint] step 2 written in full" in err) == any(e["event"] == "checkpoint_complete"
                                                                   for e in events), err
     assert "blocking_s=" not in err and "noticed_at=" not in err
+    # and the step lines' tokens per second with a thousands separator, as the demo and the report
+    rates = [f"tok/s {r['tokens_per_s']:,.0f}  " for r in read_metrics(run / "metrics.jsonl")[0]]
+    assert all(rate in err for rate in rates), err

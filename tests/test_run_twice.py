@@ -88,6 +88,7 @@ def test_decontaminate_rerun_after_benchmark_changed_is_refused_not_mixed(tmp_pa
     assert main([*args[:-1], str(other.parent)]) == 2
     err = capsys.readouterr().err
     assert "changed since" not in err and "decontam settings differ (decontam.benchmarks: [" in err, err
+    assert '/evals"] -> [' in err and '/other"])' in err, err  # the folders' names, not a common head
 
 
 def _train_classifier(tmp_path: Path, good_docs: list[str], name: str, bad_lines: int) -> Path:

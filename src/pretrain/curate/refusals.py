@@ -73,5 +73,7 @@ def _changes(old: object, new: object, key: str = "") -> list[tuple[str, str, st
 
 
 def _short(value: object) -> str:
+    """A value as JSON, at most ~60 characters: its head and its tail (two lists of paths under one
+    folder cut at 57 characters read the same on both sides of the arrow)."""
     text = json.dumps(value, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= 60 else text[:24] + "..." + text[-33:]

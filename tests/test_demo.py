@@ -43,6 +43,10 @@ def test_the_terminal_shows_the_plan_headline_and_training_progress(demo):
     web = mix["sources"][0]
     assert f"budget D = {mix['budget']:,.0f} tokens" in said and '"weights_sum"' not in said
     assert f"{web['available']:>18,}{web['weight']:>9.3f}{web['drawn']:>20,.0f}{web['epochs']:>9.2f}" in said
+    # the commands shown say --json and the terminal shows tables: said which (session 11)
+    toml, js = demo / "mixture.toml", demo / "mixture.json"
+    assert f"(the table `pretrain mix {toml}` prints; --json wrote {js} for the report)" in said, said
+    assert f"without --json `pretrain plan` prints the whole plan; --json wrote {demo / 'plan.json'}" in said
     lines = (demo / "run" / "metrics.jsonl").read_text().splitlines()
     train = [json.loads(x) for x in lines if '"event"' not in x]
     assert f"step 30/30  loss {train[-1]['loss']:.3f}" in said

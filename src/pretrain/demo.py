@@ -379,6 +379,9 @@ def run_demo(s: DemoSettings) -> dict:
     # the table `pretrain mix` prints, not the JSON the report reads (14-digit epochs, "warning": true)
     shown = json.loads(mix)
     console.print(mix_table(shown["budget"], shown["weights_sum"], shown["sources"]), highlight=False)
+    # the command above says --json: what was shown is what it prints without it (a newcomer copying it)
+    console.print(f"[dim](the table `pretrain mix {out / 'mixture.toml'}` prints; --json wrote "
+                  f"{out / 'mixture.json'} for the report)", highlight=False)
     plan = _run(
         console,
         "5. plan: what this recipe would take at scale (Llama-3-8B on 64 H100s, 1T tokens)",
@@ -387,6 +390,8 @@ def run_demo(s: DemoSettings) -> dict:
     )
     (out / "plan.json").write_text(plan)
     console.print(headline_text(plan_headline(json.loads(plan))), highlight=False)
+    console.print(f"[dim](its headline; without --json `pretrain plan` prints the whole plan; --json wrote "
+                  f"{out / 'plan.json'} for the report)", highlight=False)
     run = out / "run"
     cfg = out / "train.toml"
     cfg.write_text(train_recipe(out, run, s.steps, vocab))

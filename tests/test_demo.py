@@ -47,6 +47,11 @@ def test_the_terminal_shows_the_plan_headline_and_training_progress(demo):
     toml, js = demo / "mixture.toml", demo / "mixture.json"
     assert f"(the table `pretrain mix {toml}` prints; --json wrote {js} for the report)" in said, said
     assert f"without --json `pretrain plan` prints the whole plan; --json wrote {demo / 'plan.json'}" in said
+    # each stage's output, then its "done in" (a captured stage's came after it, session 11)
+    for title, shown in (("4. the mixture", "budget D = "), ("5. plan", "its headline;"),
+                         ("8. evaluate", "bits_per_byte")):
+        stage = said[said.index(title):]
+        assert stage.index(shown) < stage.index("done in"), stage[:600]
     lines = (demo / "run" / "metrics.jsonl").read_text().splitlines()
     train = [json.loads(x) for x in lines if '"event"' not in x]
     assert f"step 30/30  loss {train[-1]['loss']:.3f}" in said

@@ -109,7 +109,7 @@ def test_planted_items_whole_and_edited_are_found(index, bench_dir):
     assert total_edited >= 10 and found_edited == total_edited
 
 
-def test_short_item_rule(tmp_path):
+def test_short_item_rule(tmp_path, capsys):
     # 10-word item (< n=13): indexed whole, found when the document has all ten words in order.
     # 5-word item (< min_words=8): not indexed, counted as too short.
     bench = tmp_path / "tiny.jsonl"
@@ -121,6 +121,33 @@ def test_short_item_rule(tmp_path):
     assert idx.lookup("Today we ask: which river flows through the old town of Zell? Nobody knew.")
     assert not idx.lookup("Which river flows through the old town of Ulm? Nobody knew.")
     assert not idx.lookup("name the capital city")
+    # the command says both, beside the count of items checked (session 11: "0 of 1 items leaked")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "d0", "text": "Nothing from any benchmark here at all."}) + "\n")
+    assert main(["decontaminate", str(corpus), "-o", str(tmp_path / "out"), "--benchmarks", str(bench),
+                 "--no-progress"]) == 0
+    assert "tiny: 0 of 1 item leaked into 0 documents (1 item too short to check, 1 bad record)" in \
+        capsys.readouterr().out
+    # on a terminal, the seconds of indexing are said while they pass (they were silent) and the
+    # line is gone after: a refusal that follows still comes first and alone
+    import io
+
+    from rich.console import Console
+
+    from pretrain.curate.executor import LocalExecutor
+    from pretrain.curate.pipeline import CurateConfig, curate
+    from pretrain.progress import Progress
+
+    progress = Progress(enabled=True)
+    progress.console = Console(file=io.StringIO(), force_terminal=True, width=100)
+    cfg = CurateConfig(steps=("decontaminate",))
+    cfg.decontam.benchmarks = [str(bench)]
+    curate([str(corpus)], tmp_path / "lib", cfg, executor=LocalExecutor(1), progress=progress)
+    progress.close()
+    assert "indexing the benchmarks' 13-grams ..." in progress.console.file.getvalue()
+    card = (tmp_path / "out" / "README.md").read_text()  # the folder's card names the report it holds
+    assert "`decontam_report.json` which benchmark items leaked" in card
+    assert (tmp_path / "out" / "decontam_report.json").is_file()
 
 
 def test_oversized_lines_are_skipped_not_held(tmp_path, monkeypatch):
@@ -181,8 +208,8 @@ def test_decontaminate_command(tmp_path, bench_dir, monkeypatch):
 
     built = job._preflight  # the benchmark index is built before the job's first shard: held 1 s here
 
-    def slow_preflight(cfg):
-        built(cfg)
+    def slow_preflight(cfg, progress=None):
+        built(cfg, progress)
         time.sleep(1.0)
 
     monkeypatch.setattr(job, "_preflight", slow_preflight)

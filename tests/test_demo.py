@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -42,6 +43,15 @@ def test_the_terminal_shows_the_plan_headline_and_training_progress(demo):
     web = mix["sources"][0]
     assert f"budget D = {mix['budget']:,.0f} tokens" in said and '"weights_sum"' not in said
     assert f"{web['available']:>18,}{web['weight']:>9.3f}{web['drawn']:>20,.0f}{web['epochs']:>9.2f}" in said
+    # the commands shown say --json and the terminal shows tables: said which (session 11)
+    toml, js = demo / "mixture.toml", demo / "mixture.json"
+    assert f"(the table `pretrain mix {toml}` prints; --json wrote {js} for the report)" in said, said
+    assert f"without --json `pretrain plan` prints the whole plan; --json wrote {demo / 'plan.json'}" in said
+    # each stage's output, then its "done in" (a captured stage's came after it, session 11)
+    for title, shown in (("4. the mixture", "budget D = "), ("5. plan", "its headline;"),
+                         ("8. evaluate", "bits_per_byte")):
+        stage = said[said.index(title):]
+        assert stage.index(shown) < stage.index("done in"), stage[:600]
     lines = (demo / "run" / "metrics.jsonl").read_text().splitlines()
     train = [json.loads(x) for x in lines if '"event"' not in x]
     assert f"step 30/30  loss {train[-1]['loss']:.3f}" in said
@@ -144,10 +154,15 @@ def test_rerun_with_other_inputs_starts_over_and_same_inputs_resume(tmp_path):
         (out / name / "x").write_text("kept")
     prepare_out(_settings(out), console)
     assert (out / "corpus" / "x").exists() and (out / "run" / "x").exists()
-    prepare_out(_settings(out, [str(ROOT / "recipes" / "data")]), console)
+    said = io.StringIO()
+    prepare_out(_settings(out, [str(ROOT / "recipes" / "data")]), Console(file=said, width=400))
     assert not any((out / n).exists() for n in OUTPUTS)
     mine = json.loads((out / "demo.json").read_text())
     assert mine["inputs"][-1] == str((ROOT / "recipes" / "data").resolve())
+    # which setting differs is said (session 11: a clone moved elsewhere started over with no word why)
+    assert f"(new input {mine['inputs'][-1]}): starting it over" in said.getvalue(), said.getvalue()
+    prepare_out(_settings(out), Console(file=said, width=400))
+    assert f"(no input {mine['inputs'][-1]}): starting it over" in said.getvalue(), said.getvalue()
 
 
 def test_a_folder_that_is_not_a_demo_is_refused(tmp_path):

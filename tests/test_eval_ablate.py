@@ -53,8 +53,13 @@ dedup = true
     # run it again with other steps: each twin is trained anew, exactly as a fresh ablation would (it
     # used to continue the finished twins, on a schedule no fresh run has: the cosine over 8 steps
     # for steps 7-8, then over 10)
+    capsys.readouterr()
     for steps in (8, 10):
         assert main(["ablate", str(cfg), "--set", f"steps={steps}"]) == 0
+        said = capsys.readouterr().out  # the twins removed are said (session 11: in silence)
+        assert said.count("trained anew: the twin there was trained under other settings") == 2, said
+    row = next(line for line in said.splitlines() if line.startswith("raw "))
+    assert row.split()[1:4] == ["no", f"{raw['paragraphs']:,}", f"{10 * 2 * 32:,}"], row  # not False, 640
     assert main(["ablate", str(cfg), "--set", "steps=10", "-o", str(tmp_path / "fresh")]) == 0
     again = json.loads((out / "results.json").read_text())["variants"]
     fresh = json.loads((tmp_path / "fresh" / "results.json").read_text())["variants"]

@@ -548,6 +548,26 @@ def test_sample_says_how_many_tokens_did_not_decode(tiny_run, capsys):
     assert marks <= int(lines[0].split("pretrain sample: ")[1].split(" of ")[0]) <= 61, lines
 
 
+def test_a_step_without_a_checkpoint_is_said_with_the_steps_there_are(tiny_run, tmp_path, capsys):
+    """`sample RUN --step 7` of a run saving every 100 steps said "step_0000007 is not a complete
+    checkpoint; the newest complete one is step 300" (session 11): it does not exist; the steps that
+    do are listed (truth: the folders holding a COMPLETE.json marker)."""
+    import shutil
+
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    done = sorted(int(p.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*")
+                  if (p / "COMPLETE.json").is_file())
+    (run / "checkpoints" / "step_0000007").mkdir()  # a save killed before its marker
+    for step, what in ((3, "does not exist"), (7, "is not a complete checkpoint")):
+        assert main(["sample", str(run), "--step", str(step), "--tokens", "1"]) == 2
+        err = capsys.readouterr().err
+        steps = f"step{'s' * (len(done) > 1)} {', '.join(map(str, done))}"
+        assert f"step_{step:07d} {what}; the complete ones: {steps}" in err, err
+
+
 def test_a_task_file_with_nothing_readable_says_why_in_words(tmp_path):
     """The error printed the skip counts as a Python dict ({'bad_value': 1, ...}) to the user."""
     from pretrain.errors import UserError

@@ -137,3 +137,18 @@ def test_float64_rounds_once_exactly(fmt: FloatFormat) -> None:
     ours = quantize(x, fmt)
     ref = np.array([_exact_round(v, fmt, vals, codes) for v in x])
     np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.parametrize("text", ["-0", "-0.0", "-1e-400", "1e400", "-1e400"])
+def test_cli_values_past_float64_keep_torch_bits(capsys, text: str) -> None:
+    """`pretrain numerics -0` printed sign bit 0 (a Fraction has no -0); `1e400` was an OverflowError
+    traceback. Truth: torch's bits for Python's own float(text) (-0.0, -0.0, -inf, inf...)."""
+    import json
+
+    from pretrain.cli import main
+
+    assert main(["numerics", text, "--formats", ",".join(TORCH), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["values"]
+    for row, (fmt, dtype, view, _) in zip(rows, TORCH.values(), strict=True):
+        code = torch.tensor(float(text), dtype=torch.float32).to(dtype).view(view).item() % 2**fmt.bits
+        assert row["bits"].replace(" ", "") == format(code, f"0{fmt.bits}b"), (text, fmt.name)

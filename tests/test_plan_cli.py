@@ -266,6 +266,8 @@ def test_the_trainer_line_names_the_layout_emit_recipe_writes(tmp_path):
     assert (tmp_path / "r.toml").stat().st_mode & 0o777 == (tmp_path / "plain.txt").stat().st_mode & 0o777
     assert "(fits)" not in line and "cannot run" in line and "no ZeRO-1" in line, line
     assert f"--emit-recipe writes {written} " in line, line
+    # and the line that says it wrote the file names that layout (it said "this is the best layout")
+    assert f"wrote {tmp_path / 'r.toml'}: {written} (" in emit.stderr, emit.stderr
     sw = plan["software"]
     assert sw["pretrain_trainer_fits"] is False and sw["pretrain_trainer_nearest"]["label"] == written
 

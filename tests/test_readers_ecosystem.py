@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -209,7 +210,16 @@ def test_folder_walk_leaves_plain_json_to_globs(tmp_path, capsys):
     _dataset().to_json(tmp_path / "train.json")
     (tmp_path / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {}}, indent=2))
     assert list_inputs([str(tmp_path)]) == []
-    assert "2 .json file(s)" in capsys.readouterr().err
+    assert "2 .json files and nothing else to read" in capsys.readouterr().err
+    # files of a type not read beside them (a folder of .html.gz pages, session 11): which, and what is
+    (tmp_path / "sub").mkdir()
+    for i in range(3):
+        (tmp_path / "sub" / f"page{i}.html.gz").write_bytes(gzip.compress(b"<p>hi</p>"))
+    assert list_inputs([str(tmp_path)]) == []
+    said = capsys.readouterr().err
+    assert f"{tmp_path} holds 5 files, none of a type read here (.html.gz 3, .json 2); read: " in said, said
+    assert ".html/.htm" in said and "**/*.json" in said and said.count("\n") == 1, said
+    shutil.rmtree(tmp_path / "sub")
     _dataset().to_json(tmp_path / "train.json.gz", compression="gzip")  # compressed: data, walked
     assert [f.name for f in list_inputs([str(tmp_path)])] == ["train.json.gz"]
     assert _texts_ids(_read(tmp_path / "train.json.gz")[0]) == TRUTH
@@ -373,6 +383,12 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     seen = capsys.readouterr()
     assert f"{pq}: missing text column 'text'" in seen.err and "record None" not in seen.err, seen.err
     assert "--text-field" in seen.err.splitlines()[-1], seen.err  # the way out, on the error line
+    # beside a file that reads, the file without the field was counted with no way out (session 11)
+    assert main(["dedup", str(stack), str(rp), "-o", str(tmp_path / "h"), "--text-field", "content",
+                 "--workers", "1"]) == 0
+    seen = capsys.readouterr()
+    said = [line for line in seen.out.splitlines() if "missing text field 'content'" in line]
+    assert said and said[0].endswith("--text-field NAME"), seen.out
     tok = tmp_path / "tok.json"
     assert main(["tokenizer", "train", str(rp), "-o", str(tok), "--vocab-size", "300",
                  "--text-field", "raw_content"]) == 0

@@ -8,6 +8,7 @@ refusing itself, and a rerun never mixes results made with other files than the 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,13 @@ def test_decontaminate_rerun_after_benchmark_changed_is_refused_not_mixed(tmp_pa
     assert set(_ids(out, "rejects")) == {"f0-0"}  # nothing mixed in
     assert main([*args[:3], str(tmp_path / "fresh"), *args[4:]]) == 0
     assert set(_ids(tmp_path / "fresh", "rejects")) == {"f0-0", "f1-1"}
+    # Other benchmarks named into the same OUT are another config, not files that "changed since"
+    # (session 11: `--benchmarks llm-foundry` after `--benchmarks mmlu` was said as a changed file)
+    other = _bench_file(tmp_path / "other" / "quiz2.jsonl", [q2])
+    assert main([*args[:-1], str(other.parent)]) == 2
+    err = capsys.readouterr().err
+    assert "changed since" not in err and "decontam settings differ (decontam.benchmarks: [" in err, err
+    assert '/evals"] -> [' in err and '/other"])' in err, err  # the folders' names, not a common head
 
 
 def _train_classifier(tmp_path: Path, good_docs: list[str], name: str, bad_lines: int) -> Path:
@@ -435,6 +443,16 @@ def test_a_rerun_into_another_jobs_out_is_refused_in_one_line_with_both_counts(t
         assert main(["curate", *inputs, "-o", str(out), "--workers", "1"]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "of 3 input files" in err and said_here in err, err
+    # The same files copied to another folder (a teammate's checkout, a moved clone): the line said
+    # "1 other input file" and named neither; it names both and says they look the same (session 11).
+    shutil.copytree(three, tmp_path / "moved")
+    assert main(["curate", str(tmp_path / "moved"), "-o", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    moved = tmp_path / "moved" / "part0.jsonl"
+    assert len(err.splitlines()) == 1 and f"was {parts[0]}, ..., now {moved}" in err, err
+    assert "the same file names and sizes in another folder" in err, err
+    assert main(["curate", str(one), "-o", str(out), "--workers", "1"]) == 2
+    assert "sizes in another folder" not in capsys.readouterr().err
     Path(parts[2]).write_text(Path(parts[2]).read_text() * 2)
     assert main(["curate", str(three), "-o", str(out), "--workers", "1"]) == 2
     err = capsys.readouterr().err.strip()

@@ -370,6 +370,34 @@ def test_the_run_report_says_the_epochs_too(dirs, tmp_path):
     assert "final eval loss: none, though log.eval_every = 1: the run had no held-out data" in page
 
 
+def test_a_run_read_from_another_directory_names_its_relative_token_folder(dirs, tmp_path, monkeypatch,
+                                                                          capsys):
+    # `pretrain sample demo-out/run` works from where the demo ran (the tokenizer is found beside the
+    # run's token folder); from another directory it said only "pass the tokenizer.json" (session 11),
+    # export "no tokenizer.json in demo-out/tokens/web".
+    import shutil
+
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    shutil.copytree(dirs["web"], tmp_path / "tokens")
+    (tmp_path / "x.txt").write_text("some held-out text\n")
+    monkeypatch.chdir(tmp_path)
+    Trainer(tiny_config(tmp_path / "run", "", "data.kind=tokens", "model.vocab_size=1000", "train.steps=1",
+                        'data.sources={web="tokens"}', "checkpoint.every=1"), quiet=True).fit()
+    for argv in (["sample", str(tmp_path / "run"), "--tokens", "1"],
+                 ["eval", str(tmp_path / "run"), "--tasks", f"ppl:{tmp_path / 'x.txt'}"],
+                 ["export", str(tmp_path / "run"), "--format", "hf", "-o", str(tmp_path / "hf")]):
+        monkeypatch.chdir(tmp_path)  # here the folder is found: no word about it (it has no tokenizer copy)
+        assert cli_main(argv) == 2
+        assert "not found from" not in capsys.readouterr().err
+        (tmp_path / "elsewhere").mkdir(exist_ok=True)
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        assert cli_main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"its token folder tokens is not found from {tmp_path / 'elsewhere'}" in err, err
+
+
 def test_weights_that_do_not_sum_to_one_are_said_normalized(dirs, tmp_path, capsys):
     # Weights 3 and 1 printed 0.750 and 0.250 with no word that they were divided by 4.
     (tmp_path / "m.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}"\nweight = 3\n'

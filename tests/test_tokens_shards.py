@@ -252,6 +252,11 @@ def test_command_line_train_then_tokenize(corpus, tmp_path, capsys):
     assert f"{d.num_tokens:,} tokens, 211 documents, 4 shards (uint16), all kept from an earlier run " \
            "(checked in " in said
     assert said.rstrip().endswith("(already tokenized, nothing to do)") and "(uint16) in " not in said, said
+    # Another --source renames it in the manifest: said (it read "nothing to do" alone, session 11)
+    assert cli_main(["tokenize", str(corpus["root"]), "--tokenizer", str(tok_path), "-o", str(tmp_path / "t"),
+                     "--workers", "1", "--source", "novels"]) == 0
+    assert list(TokenDir(tmp_path / "t").manifest["sources"]) == ["novels"]
+    assert "source renamed in manifest.json: books -> novels" in capsys.readouterr().err
     # A Hugging Face model folder as --tokenizer (as `tokens import-*` take it; the continued-
     # pretraining recipe's base): its tokenizer.json. It said "tokenizer not found: DIR".
     hf = tmp_path / "base"

@@ -482,3 +482,25 @@ def test_a_run_resumes_through_its_config_from_any_directory(finished, tmp_path,
                  "--set=data.path=t.txt"]) == 0
     again = cfgmod.load(RunConfig, run / "config.toml")
     assert (again.train.out, again.data.path) == (str(run), "t.txt")
+
+
+def test_the_checkpoint_lines_on_the_terminal_are_words_matching_the_record(tmp_path, text, capsys):
+    """`[checkpoint] step 20 blocking_s=0.027 path=... async=True` and `[checkpoint_complete] step 20
+    saved_step=20 noticed_at=20` read as debug output to a newcomer (session 11): said in words, with
+    the numbers metrics.jsonl records."""
+    from pretrain.train.metrics import read_metrics
+
+    run = tmp_path / "run"
+    Trainer(tiny_config(run, text, "train.steps=2", "checkpoint.every=2")).fit()
+    err = capsys.readouterr().err
+    _, events = read_metrics(run / "metrics.jsonl")
+    saved = next(e for e in events if e["event"] == "checkpoint")
+    behind = "; written in the background" if saved.get("async") else ""
+    assert (f"[checkpoint] step 2 -> {saved['path']} (training paused {saved['blocking_s']:.2f} s{behind})"
+            in err), err
+    assert ("[checkpoint] step 2 written in full" in err) == any(e["event"] == "checkpoint_complete"
+                                                                  for e in events), err
+    assert "blocking_s=" not in err and "noticed_at=" not in err
+    # and the step lines' tokens per second with a thousands separator, as the demo and the report
+    rates = [f"tok/s {r['tokens_per_s']:,.0f}  " for r in read_metrics(run / "metrics.jsonl")[0]]
+    assert all(rate in err for rate in rates), err

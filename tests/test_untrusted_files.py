@@ -239,7 +239,7 @@ def test_an_object_key_with_dotdot_is_not_copied_outside_the_work_folder(tmp_pat
                        env={**s3.env(), "PYTHONPATH": SRC}, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-1500:]
     assert not list(tmp_path.rglob("pwned.jsonl")) and not (tmp_path / "escape").exists()
-    assert "skipped 1 object(s)" in r.stderr and ", 1 document, 1 shard " in r.stdout
+    assert "skipped 1 object under" in r.stderr and ", 1 document, 1 shard " in r.stdout
 
 
 def test_report_of_a_token_folder_whose_tokenizer_copy_is_not_one(tmp_path):

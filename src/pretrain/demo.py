@@ -42,10 +42,11 @@ class DemoSettings:
     workers: int | None
 
 
-def _run(console, title: str, argv: list[str], capture: bool = False, watch=None) -> str:
+def _run(console, title: str, argv: list[str], capture: bool = False, watch=None, show=None) -> str:
     """Run one stage as the real command; `watch()` -> a status line shown while it runs. A watched
     stage's stdout (train's one "done:" line) is held and shown after the last status line: passed
-    through, it came before the progress it concludes (run-it-twice review, session 9)."""
+    through, it came before the progress it concludes (run-it-twice review, session 9). `show(stdout)`
+    prints a captured stage's output before its "done in" line (it came after, session 11)."""
     cmd = ["pretrain", *argv]
     console.rule(f"[bold]{title}")
     console.print(f"[dim]$ {shlex.join(cmd)}", highlight=False)
@@ -78,7 +79,10 @@ def _run(console, title: str, argv: list[str], capture: bool = False, watch=None
         raise KeyboardInterrupt
     if proc.returncode != 0:
         raise UserError(f"demo stage '{title}' failed (exit {proc.returncode}): {shlex.join(cmd)}")
-    console.print(f"[green]done[/] in {time.time() - t0:.1f} s")
+    took = time.time() - t0
+    if show is not None:
+        show(stdout or "")
+    console.print(f"[green]done[/] in {took:.1f} s")
     return stdout or ""
 
 
@@ -287,7 +291,9 @@ def prepare_out(s: DemoSettings, console) -> None:
             raise UserError(f"{s.out} is not empty and was not written by `pretrain demo`; choose another -o")
     if s.out.is_dir() and before != me:
         if before is not None or any((s.out / n).exists() for n in OUTPUTS):
-            console.print(f"[yellow]{s.out} holds a demo of other inputs or settings: starting it over[/]")
+            why = _what_differs(before, me)
+            console.print(f"[yellow]{s.out} holds a demo of other inputs or settings ({why}): "
+                          "starting it over[/]", highlight=False)
         for name in OUTPUTS:
             p = s.out / name
             if p.is_dir():
@@ -296,6 +302,21 @@ def prepare_out(s: DemoSettings, console) -> None:
                 p.unlink(missing_ok=True)
     s.out.mkdir(parents=True, exist_ok=True)
     cio.write_json_atomic(marker, me)
+
+
+def _what_differs(before: dict | None, me: dict) -> str:
+    """The first setting of OUT/demo.json that differs from this run's, in words (the shipped crawl
+    is recorded by its absolute path: a clone moved or copied elsewhere starts over, and says so)."""
+    if not isinstance(before, dict):
+        return "written before pretrain recorded the demo's settings"
+    for key in ("steps", "vocab"):
+        if before.get(key) != me[key]:
+            return f"{key} {before.get(key)} -> {me[key]}"
+    was, now = before.get("inputs") or [], me["inputs"]
+    gone, new = [p for p in was if p not in now], [p for p in now if p not in was]
+    said = [f"{word} {paths[0]}" + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+            for word, paths in (("new input", new), ("no input", gone)) if paths]
+    return "; ".join(said) or "inputs in another order"
 
 
 def run_demo(s: DemoSettings) -> dict:
@@ -352,24 +373,27 @@ def run_demo(s: DemoSettings) -> dict:
     (out / "mixture.toml").write_text(
         f'budget = {budget}\nseq_len = 128\n[sources.web]\npath = "tokens/web"\nweight = 1.0\n'
     )
-    mix = _run(
-        console,
-        "4. the mixture: epochs per source",
-        ["mix", str(out / "mixture.toml"), "--json"],
-        capture=True,
-    )
-    (out / "mixture.json").write_text(mix)
-    # the table `pretrain mix` prints, not the JSON the report reads (14-digit epochs, "warning": true)
-    shown = json.loads(mix)
-    console.print(mix_table(shown["budget"], shown["weights_sum"], shown["sources"]), highlight=False)
-    plan = _run(
-        console,
-        "5. plan: what this recipe would take at scale (Llama-3-8B on 64 H100s, 1T tokens)",
-        ["plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T", "--json"],
-        capture=True,
-    )
-    (out / "plan.json").write_text(plan)
-    console.print(headline_text(plan_headline(json.loads(plan))), highlight=False)
+    def show_mix(text: str) -> None:
+        (out / "mixture.json").write_text(text)
+        # the table `pretrain mix` prints, not the JSON the report reads (14-digit epochs, "warning": true)
+        shown = json.loads(text)
+        console.print(mix_table(shown["budget"], shown["weights_sum"], shown["sources"]), highlight=False)
+        # the command above says --json: what was shown is what it prints without it (a newcomer copying it)
+        console.print(f"[dim](the table `pretrain mix {out / 'mixture.toml'}` prints; --json wrote "
+                      f"{out / 'mixture.json'} for the report)", highlight=False)
+
+    _run(console, "4. the mixture: epochs per source", ["mix", str(out / "mixture.toml"), "--json"],
+         capture=True, show=show_mix)
+
+    def show_plan(text: str) -> None:
+        (out / "plan.json").write_text(text)
+        console.print(headline_text(plan_headline(json.loads(text))), highlight=False)
+        console.print(f"[dim](its headline; without --json `pretrain plan` prints the whole plan; --json "
+                      f"wrote {out / 'plan.json'} for the report)", highlight=False)
+
+    _run(console, "5. plan: what this recipe would take at scale (Llama-3-8B on 64 H100s, 1T tokens)",
+         ["plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T", "--json"],
+         capture=True, show=show_plan)
     run = out / "run"
     cfg = out / "train.toml"
     cfg.write_text(train_recipe(out, run, s.steps, vocab))
@@ -384,17 +408,15 @@ def run_demo(s: DemoSettings) -> dict:
         console,
         "7. sample from the newest checkpoint",
         ["sample", str(run), "--prompt", "The", "--tokens", "80", "--seed", "0"],
-        capture=True,
+        capture=True, show=lambda text: console.print(text.strip(), highlight=False),
     )
     (run / "samples.txt").write_text(sample)
-    console.print(sample.strip(), highlight=False)
-    table = _run(
+    _run(
         console,
         "8. evaluate the final model (held-out perplexity, the smoke task)",
         ["eval", str(run), "--tasks", eval_specs(out), "--quiet"],
-        capture=True,
+        capture=True, show=lambda text: console.print(text.strip(), highlight=False),
     )
-    console.print(table.strip(), highlight=False)
     report = out / "report.html"
     _run(
         console,

@@ -94,5 +94,5 @@ def restart_hint() -> str | None:
     if "TORCHELASTIC_RUN_ID" not in os.environ or most <= 0 or count > 0:
         return None
     return (f"torchrun restarts a failed job whatever its exit code (--max-restarts {most}): this error "
-            f"comes back on each of the {most} restart(s) and is not said again; fix it, or drop "
-            "--max-restarts to fail at once (it is for crashes and lost nodes)")
+            f"comes back on each of the {most} restart{'s' * (most != 1)} and is not said again; fix it, or "
+            "drop --max-restarts to fail at once (it is for crashes and lost nodes)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 from pretrain.bounds import Number
@@ -69,12 +70,19 @@ def parse_value(text: str) -> float:
     from pretrain.errors import UserError
 
     try:
-        return float(Fraction(text.strip()))
+        exact = Fraction(text.strip())
     except (ValueError, ZeroDivisionError):
         try:
             return float(text)
         except ValueError:
             raise UserError(f"not a number: {text!r} (try 0.1, 1/3, 1e-8, inf)") from None
+    try:
+        x = float(exact)
+    except OverflowError:  # past float64's 1.8e308 (1e400): every format stores it as inf
+        return math.inf if exact > 0 else -math.inf
+    if x == 0 and text.strip().startswith("-"):
+        return -0.0  # a Fraction has no negative zero: "-0", "-1e-400" keep their sign bit, as in torch
+    return x
 
 
 def _check_flags(args: argparse.Namespace) -> None:

@@ -354,8 +354,8 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
         config["model"]["init_from"] = str(Path(args.model).resolve())
         notes.append("model.init_from is the folder: continued pretraining from its weights")
     if layout is None and plan["layout"]["label"] != first:
-        notes.append(f"the plan printed above ({profile} activations) chose {first}; this is the best "
-                     "layout for this trainer's saved tensors")
+        notes.append(f"the plan printed above, with {profile} activations, chose {first}; this is the "
+                     "best layout for this trainer's saved tensors")
     t = plan["time"]
     header = [f"pretrain plan: {lay.label()} on {job.n_gpus} {job.gpu.name}",
               f"planned with --activations pretrain (this trainer's saved tensors), "
@@ -366,7 +366,8 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
         path = recipe.write_recipe(args.emit_recipe, config, header)
     except OSError as e:
         raise UserError(f"cannot write {e.filename or args.emit_recipe}: {e.strerror or e}") from e
-    print(f"wrote {path}" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
+    # the layout written is named: "this is the best layout" pointed at a file the user had not opened
+    print(f"wrote {path}: {lay.label()}" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
     return True
 
 

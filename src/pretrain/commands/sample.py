@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         tokenizer = _tokenizer_of_shards(cfg.data.sources)
     if cfg.data.kind == "tokens" and not tokenizer:
         raise UserError("this run trained on token shards: pass the tokenizer.json they were made with, "
-                        "--tokenizer PATH")
+                        f"--tokenizer PATH{_sources_not_here(cfg.data.sources)}")
     ids, _ = encode_text(args.prompt, tokenizer)
     idx = torch.as_tensor(ids if ids.size else [0], dtype=torch.long)[None, :]  # empty prompt: start at id 0
     gen = torch.Generator().manual_seed(args.seed)
@@ -103,6 +103,21 @@ def _say_undecodable(ids: list[int], tokenizer: str) -> None:
         print(f"pretrain sample: {bad:,} of {len(ids):,} tokens (prompt and continuation) did not decode "
               "to valid UTF-8 text, shown as \N{REPLACEMENT CHARACTER} (U+FFFD): byte pieces that form no "
               "character, usual for a model early in training", file=sys.stderr)
+
+
+def _sources_not_here(sources: dict, way: str = "; run from there, or pass --tokenizer") -> str:
+    """Why the tokenizer beside the shards was not found, when it is that the run's relative token
+    folders do not exist from this working directory (a run trained from the repository root, read
+    from elsewhere): "" when every folder is here."""
+    import os
+    from pathlib import Path
+
+    missing = [str(d) for d in sources.values() if not Path(d).is_absolute() and not Path(d).is_dir()]
+    if not missing:
+        return ""
+    one = len(missing) == 1
+    return (f" (its token folder{'' if one else 's'} {', '.join(missing)} {'is' if one else 'are'} not found "
+            f"from {os.getcwd()}: a run's data paths are relative to the directory it was trained from{way})")
 
 
 def _tokenizer_of_shards(sources: dict) -> str:

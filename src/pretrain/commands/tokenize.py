@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     source = args.source or (args.output.rstrip("/").rsplit("/", 1)[-1] if out != args.output else None)
     from pretrain.progress import Progress
 
+    before = _source_names(out)  # a rerun with another --source renames it: said, not "nothing to do"
     progress = Progress(args.progress)
     try:
         man = tokenize_corpus(inputs, args.tokenizer, out, source, args.workers, report, args.text_field,
@@ -102,7 +103,21 @@ def run(args: argparse.Namespace) -> int:
     print(f"{count(man['tokens'], 'token')}, {count(man['documents'], 'document')}, {count(n, 'shard')} "
           f"({man['dtype']}){took}; {count(skipped, 'record')} skipped -> {args.output}"
           f"{resumed(len(written), len(man['shards']), 'tokenized')}")
+    if before and before != sorted(man["sources"]):
+        print(f"source renamed in manifest.json: {', '.join(before)} -> {', '.join(sorted(man['sources']))}",
+              file=sys.stderr)
     return _said_skips(man["skipped"], man["documents"], args.text_field)
+
+
+def _source_names(out: str) -> list[str]:
+    """The source names of the manifest already in a local OUT (none: [])."""
+    import json
+    from pathlib import Path
+
+    try:
+        return sorted(json.loads((Path(out) / "manifest.json").read_text())["sources"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def resumed(written: int, shards: int, done: str) -> str:

@@ -241,7 +241,10 @@ def card(data: Any, rejects: Any, job: str) -> str:
         meta["dataset_info"] = infos
     return (f"---\n{_yaml(meta)}---\n\n# pretrain {job} output\n\n"
             "`data/` holds the kept documents, `rejects/` the dropped ones with the step and reason;\n"
-            "`stats.json` the funnel. Load them with HF `datasets`, schema included:\n\n"
+            "`stats.json` the funnel"
+            + (";\n`decontam_report.json` which benchmark items leaked into which documents"
+               if job == "decontaminate" else "")
+            + ". Load them with HF `datasets`, schema included:\n\n"
             "```python\nfrom datasets import load_dataset\n"
             "corpus = load_dataset(\"path/to/this/folder\", split=\"train\")\n"
             "rejects = load_dataset(\"path/to/this/folder\", \"rejects\", split=\"train\")\n```\n")

@@ -23,6 +23,7 @@ from pretrain.curate.outputs import url_job_data_only
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.curate.refusals import difference
 from pretrain.errors import UserError, storage_error
+from pretrain.progress import count
 
 if TYPE_CHECKING:
     from pretrain.curate.job import Layout
@@ -63,8 +64,8 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[s
         if climbing:
             import sys
 
-            print(f"pretrain: skipped {len(climbing)} object(s) under {url} whose key climbs out of it, "
-                  f"e.g. {climbing[0]!r}", file=sys.stderr)  # !r: escapes what a key may hold
+            print(f"pretrain: skipped {count(len(climbing), 'object')} under {url} whose key climbs out of "
+                  f"it, e.g. {climbing[0]!r}", file=sys.stderr)  # !r: escapes what a key may hold
     return sorted(found.items())
 
 
@@ -80,8 +81,8 @@ def _list_url(url: str, is_supported, walked=None, globbed=None) -> dict[str, tu
         below = {h: h[len(root):].lstrip("/") if h.startswith(root + "/") else h for h in every}
         hits = sorted(h for h in every if globbed(below[h]))
         if every and not hits:
-            raise UserError(f"{url!r} matches {len(every)} object(s), none a file of a known type outside "
-                            "hidden prefixes")
+            raise UserError(f"{url!r} matches {count(len(every), 'object')}, none a file of a known type "
+                            "outside hidden prefixes")
     else:
         every = fs.find(path, detail=True)
         if not every:

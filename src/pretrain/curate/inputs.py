@@ -10,6 +10,7 @@ import glob
 from pathlib import Path
 
 from pretrain.errors import UserError
+from pretrain.progress import count
 from pretrain.untrusted import printable
 
 # JSON Lines, or one JSON array (sniffed), plain or compressed: `.json` is what HF `datasets` and
@@ -39,7 +40,7 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
             root = _glob_root(p)
             kept = [m for m in matches if globbed(_below(m, root)) and m.is_file()]
             if not kept:
-                raise UserError(f"{p!r} matches {len(matches)} path(s), none a file of a known type "
+                raise UserError(f"{p!r} matches {count(len(matches), 'path')}, none a file of a known type "
                                 f"({', '.join(SUFFIXES)}) outside hidden folders")
             found.update(_inside(root, kept))
             continue
@@ -48,7 +49,7 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
             every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
             files = [f for f in every if walked(f.relative_to(path)) and f.is_file()]
             if not files:
-                _say_json_left_out(path, [f for f in every if f.name.lower().endswith(".json")])
+                _say_nothing_read(path, every)
             plans = [f for f in every if f.name == "plan.json"]
             found.update(_inside(path, job_data_only(plans, files, own_out)))
         elif path.is_file():
@@ -83,8 +84,9 @@ def _inside(root: Path, files: list[Path]) -> list[Path]:
             seen.add(real)
             kept.append(f)
     if outside:
-        print(printable(f"pretrain: skipped {len(outside)} file(s) in {root} that link outside it, e.g. "
-                        f"{outside[0]} -> {outside[0].resolve()}; name a file to read it"), file=sys.stderr)
+        said = (f"pretrain: skipped {count(len(outside), 'file')} in {root} that link outside it, "
+                f"e.g. {outside[0]} -> {outside[0].resolve()}; name a file to read it")
+        print(printable(said), file=sys.stderr)
     return kept
 
 
@@ -125,14 +127,31 @@ def walk_folder(folder: Path, suffixes: tuple[str, ...] = SUFFIXES) -> list[Path
     return sorted(_inside(folder, files))
 
 
-def _say_json_left_out(root: Path | str, jsons: list) -> None:
-    """One line on stderr when a folder held nothing to read but `.json` files: how to read them."""
+def _say_nothing_read(root: Path, every: list[Path]) -> None:
+    """One line on stderr when a folder held files but none that a folder walk reads: `.json` files
+    (not walked: configs share the extension) and how to read them, or files of other types (a
+    folder of `.html.gz` pages said only "no input files found"): how many, the commonest
+    extensions, what is read."""
     import sys
+    from collections import Counter
 
-    if jsons:
-        print(printable(f"pretrain: {root} holds {len(jsons)} .json file(s) and nothing else to read: "
-                        f"a folder's .json files are not read (configs share the extension); name them "
-                        f"or use a glob such as '{str(root).rstrip('/')}/**/*.json'"), file=sys.stderr)
+    files = [f for f in every if not is_hidden(f.relative_to(root)) and f.is_file()]
+    jsons = [f for f in files if f.name.lower().endswith(".json")]
+    other = [f for f in files if not f.name.lower().endswith(".json")]
+    how = (f"a folder's .json files are not read (configs share the extension); name them or use a glob "
+           f"such as '{str(root).rstrip('/')}/**/*.json'")
+    if jsons and not other:
+        line = f"{root} holds {count(len(jsons), '.json file')} and nothing else to read: {how}"
+    elif other:
+        kinds = Counter("".join(f.suffixes[-2:]).lower() or "(no extension)" for f in other).most_common(3)
+        kinds += [(".json", len(jsons))] if jsons else []
+        line = (f"{root} holds {count(len(files), 'file')}, none of a type read here "
+                f"({', '.join(f'{k} {n:,}' for k, n in kinds)}); read: .jsonl/.json/.ndjson (plain or "
+                ".gz/.zst/.bz2/.xz), .parquet, .arrow, .txt, .html/.htm, .warc/.wet/.wat/.arc (plain or .gz)"
+                + (f"; {how}" if jsons else ""))
+    else:
+        return
+    print(printable(f"pretrain: {line}"), file=sys.stderr)
 
 
 def is_hidden(rel: str | Path) -> bool:

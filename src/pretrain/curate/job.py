@@ -145,14 +145,19 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     return settle_inputs(tasks, lay)
 
 
-def _preflight(cfg: CurateConfig) -> None:
-    """Fail before writing anything when a step cannot be built (a missing benchmark file, ...)."""
+def _preflight(cfg: CurateConfig, progress=None) -> None:
+    """Fail before writing anything when a step cannot be built (a missing benchmark file, ...).
+    The benchmark index takes seconds (~6 s for llm-foundry's 17 sets): on a terminal a transient
+    line says so, gone before anything else is said (a refusal still comes first and alone)."""
     from pretrain.curate.decontam import load_index
     from pretrain.curate.pipeline import user_step
 
     if "decontaminate" in cfg.steps and cfg.decontam.enabled and cfg.decontam.benchmarks:
-        load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words,
-                   cfg.decontam.max_grams)
+        shown = progress is not None and progress.enabled
+        with (progress.console.status(f"indexing the benchmarks' {cfg.decontam.n}-grams ...")
+              if shown else contextlib.nullcontext()):
+            load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words,
+                       cfg.decontam.max_grams)
     for name in cfg.steps:
         if ":" in name:
             user_step(name)
@@ -168,7 +173,7 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     executor = executor or LocalExecutor()
     out = str(out).rstrip("/") if io.is_url(out) else str(out)
     started = time.time()  # the attempt's wall time counts the steps' building (a benchmark index)
-    _preflight(cfg)
+    _preflight(cfg, progress)
     lay = Layout(out, Path(work_dir) if work_dir else default_work_dir(out))
     with contextlib.ExitStack() as stack:
         tasks = plan_shards(inputs, lay, cfg, job, stack, claimed)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pretrain.curate import io
 from pretrain.errors import UserError, storage_error
+from pretrain.progress import count
 
 # plan.json's own bound (every other small JSON keeps untrusted.MAX_SMALL_FILE, 64 MiB): a job
 # identity holds a path, a size and a version per input, ~380 bytes each for Common Crawl's WARC
@@ -90,7 +91,7 @@ def job_data_only(plans: list[Path], files: list[Path], own_out: str | None = No
     own = Path(own_out).resolve() if own_out else None
     if len(kept) < len(files) and any(o.resolve() != own for o in outs):  # the job's own OUT: no news
         print(f"pretrain: {outs[0]} is a corpus job's output: reading its data/ only "
-              f"({len(files) - len(kept)} file(s) of rejects/ and work/ skipped)", file=sys.stderr)
+              f"({count(len(files) - len(kept), 'file')} of rejects/ and work/ skipped)", file=sys.stderr)
     return kept
 
 

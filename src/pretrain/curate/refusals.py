@@ -25,12 +25,13 @@ def difference(old: dict, new: dict) -> str:
     refs_old, refs_new = old.get("references", []), new.get("references", [])
     if refs_new and "references" not in old and old.get("config") == new["config"]:
         return "a job written before pretrain recorded the files its config names (benchmarks, models, lists)"
-    if refs_old != refs_new:
-        changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
-        return f"files the config names changed since ({changed[0]})"
     from pretrain.curate.identity import without_neutral  # (identity imports this module)
 
     before, after = without_neutral(old.get("config", {})), without_neutral(new["config"])
+    # other files named (--benchmarks other/) are a config change; "changed since" only for the same config
+    if refs_old != refs_new and before == after:
+        changed = [r["path"] for r in refs_new if r not in refs_old] or [r["path"] for r in refs_old]
+        return f"files the config names changed since ({changed[0]})"
     keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     changes = _changes(before, after)
     shown = "; ".join(f"{k}: {a} -> {b}" for k, a, b in changes[:3]) + ("; ..." if len(changes) > 3 else "")
@@ -46,8 +47,16 @@ def _other_inputs(old: dict, new: dict) -> str:
     head = f"{old.get('job', 'a job')} of {n} input file{'s' * (n != 1)}; this run "
     was_set, now_set = set(was), set(now)
     added, lacks = [p for p in now if p not in was_set], [p for p in was if p not in now_set]
-    if len(added) == m or not (added or lacks):  # nothing in common (or only the order differs)
+    if not (added or lacks):  # only the order differs
         return head + f"has {m} other input file{'s' * (m != 1)}"
+    if len(added) == m:  # nothing in common: the first of each, and a folder moved or copied said so
+        more = (", ...", ", ...")
+        said = (head + f"has {m} other input file{'s' * (m != 1)}: was {was[0]}{more[0] * (n > 1)}, "
+                f"now {now[0]}{more[1] * (m > 1)}")
+        sizes = sorted((i["path"].rsplit("/", 1)[-1], i.get("size")) for i in old["inputs"])
+        if sizes == sorted((i["path"].rsplit("/", 1)[-1], i.get("size")) for i in new["inputs"]):
+            said += ": the same file names and sizes in another folder, but a job is its inputs' paths"
+        return said
     said = [f"{verb} {len(paths)} ({paths[0]}{', ...' * (len(paths) > 1)})"
             for verb, paths in (("adds", added), ("lacks", lacks)) if paths]
     return head + " and ".join(said)
@@ -64,5 +73,7 @@ def _changes(old: object, new: object, key: str = "") -> list[tuple[str, str, st
 
 
 def _short(value: object) -> str:
+    """A value as JSON, at most ~60 characters: its head and its tail (two lists of paths under one
+    folder cut at 57 characters read the same on both sides of the arrow)."""
     text = json.dumps(value, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= 60 else text[:24] + "..." + text[-33:]

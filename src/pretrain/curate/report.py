@@ -51,8 +51,12 @@ def kind_lines(stats: dict, shown: int = KINDS_SHOWN) -> list[str]:
     if "first" not in errors:
         return error_lines(stats)
     top = sorted(errors["by_reason"].items(), key=lambda kv: -kv[1])
+    # a file whose text is under another field was only said when no document at all was read
+    hint = {kind: f"; {TEXT_FIELD_HINT}" for kind, _ in top
+            if kind.startswith(("missing text field", "missing text column"))}
     lines = [one_line(f"{n:,} {kind}" + (f"; first: {_where(errors['first'][kind])}"
-                                          if kind in errors["first"] else "")) for kind, n in top[:shown]]
+                                          if kind in errors["first"] else "")) + hint.get(kind, "")
+             for kind, n in top[:shown]]
     if len(top) > shown:
         lines.append(f"{len(top) - shown} more kinds in stats.json")
     return lines
@@ -143,8 +147,12 @@ def contamination_lines(out: str | Path, shown: int = 10) -> list[str]:
     lines = []
     for name, b in sorted(report["benchmarks"].items(), key=lambda kv: -kv[1]["items_leaked"])[:shown]:
         docs = len({d for ids in b["leaks"].values() for d in ids})
-        lines.append(f"  {one_line(name)}: {b['items_leaked']:,} of {b['items_indexed']:,} items leaked into "
-                     f"{count(docs, 'document')}")
+        # items not indexed are said: "0 of 0 items leaked" read as a clean result for a set of short answers
+        unchecked = [count(b["too_short"], "item") + " too short to check"] if b.get("too_short") else []
+        unchecked += [count(b["bad_records"], "bad record")] if b.get("bad_records") else []
+        items, into = count(b["items_indexed"], "item"), count(docs, "document")
+        lines.append(f"  {one_line(name)}: {b['items_leaked']:,} of {items} leaked into {into}"
+                     + (f" ({', '.join(unchecked)})" if unchecked else ""))
     more = len(report["benchmarks"]) - shown
     return ["contamination (per benchmark):", *lines, *([f"  ... {more} more"] if more > 0 else []),
             f"which items, in which documents: {path}"]

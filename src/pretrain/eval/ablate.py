@@ -156,20 +156,23 @@ def twin_config(cfg: AblationConfig, text_path: Path, run: Path):
     return cfgmod.load(RunConfig, None, over)
 
 
-def _new_twin_if_changed(vdir: Path, twin) -> None:
+def _new_twin_if_changed(vdir: Path, twin) -> bool:
     """A twin trained under other settings (steps, `set`) is trained anew, as for a new corpus: continuing
-    it would give numbers no fresh ablation gives (another schedule), and twins must be comparable."""
+    it would give numbers no fresh ablation gives (another schedule), and twins must be comparable.
+    True when an earlier twin was removed for that (the user is told)."""
     import shutil
 
     from pretrain import config as cfgmod
 
     mark, want = vdir / "twin.hash", cfgmod.config_hash(twin)
     if mark.is_file() and mark.read_text().strip() == want:
-        return
+        return False
+    removed = mark.is_file() and (vdir / "run").is_dir()
     shutil.rmtree(vdir / "run", ignore_errors=True)
     tmp = mark.with_name("twin.hash.tmp")
     tmp.write_text(want + "\n")
     tmp.replace(mark)
+    return removed
 
 
 def evaluate_twin(cfg: AblationConfig, run: Path, text: str, lines: list[str], heldout: str) -> dict:
@@ -215,16 +218,20 @@ def run_ablation(cfg: AblationConfig, base: Path, say=print) -> dict:
         text = "\n\n".join(vparas)
         text_path = vdir / "corpus.txt"
         vdir.mkdir(parents=True, exist_ok=True)
+        anew = ""  # an earlier twin here is removed, and the user told why (it was done in silence)
         if not text_path.exists() or text_path.read_text() != text:  # a new corpus: a new twin
             import shutil
 
+            anew = "its corpus changed" if (vdir / "run").is_dir() else ""
             shutil.rmtree(vdir / "run", ignore_errors=True)
             tmp = text_path.with_name("corpus.txt.tmp")
             tmp.write_text(text)
             tmp.replace(text_path)
         twin = twin_config(cfg, text_path, vdir / "run")
-        _new_twin_if_changed(vdir, twin)
-        say(f"[{v.name}] {len(vparas)} paragraphs, {len(text):,} characters; training {cfg.steps} steps")
+        if _new_twin_if_changed(vdir, twin):
+            anew = "the twin there was trained under other settings (steps or set)"
+        say(f"[{v.name}] {len(vparas):,} paragraphs, {len(text):,} characters; {cfg.steps:,} steps"
+            + (f"; trained anew: {anew}" if anew else ""))
         trainer = Trainer(twin, quiet=True)
         trainer.fit()
         res = evaluate_twin(cfg, vdir / "run", text, lines if not v.data else [], heldout)
@@ -245,7 +252,8 @@ def table(doc: dict) -> str:
     lines = [head, "-" * len(head)]
     for name, r in doc["variants"].items():
         cells = "  ".join(f"{r[c]:>21.4f}" if c in r else f"{'-':>21}" for c in cols)
-        row = f"{name:<12} {str(r['dedup']):<6} {r['paragraphs']:>10} {r['tokens_trained']:>9}  "
+        dedup = "yes" if r["dedup"] else "no"  # not Python's True/False
+        row = f"{name:<12} {dedup:<6} {r['paragraphs']:>10,} {r['tokens_trained']:>9,}  "
         lines.append(row + cells)
     return "\n".join(lines)
 

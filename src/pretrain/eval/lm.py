@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from pretrain.errors import UserError
+from pretrain.progress import count
 
 
 @dataclass
@@ -49,11 +50,12 @@ def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
     model.to(device)
     tok_path = tokenizer or cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tok_path:
-        from pretrain.commands.sample import _tokenizer_of_shards
+        from pretrain.commands.sample import _sources_not_here, _tokenizer_of_shards
 
         tok_path = _tokenizer_of_shards(cfg.data.sources)
         if not tok_path:
-            raise UserError(f"{run}: trained on token shards; pass --tokenizer TOKENIZER.json")
+            raise UserError(f"{run}: trained on token shards; pass --tokenizer TOKENIZER.json"
+                            f"{_sources_not_here(cfg.data.sources)}")
     encode, decode, eot = _tokenizer_functions(tok_path)
     if tok_path:
         from pretrain.tokens.tokenizer import load_tokenizer
@@ -340,7 +342,7 @@ def _transformers_load(path: Path, what: str):
     bad = sorted(info.get("missing_keys") or []) + sorted(str(k) for k in info.get("mismatched_keys") or [])
     if bad:
         more = ", ..." if len(bad) > 3 else ""
-        raise UserError(f"{path}: the checkpoint is missing or mis-shapes {len(bad)} tensor(s) "
+        raise UserError(f"{path}: the checkpoint is missing or mis-shapes {count(len(bad), 'tensor')} "
                         f"{type(model).__name__} needs ({', '.join(bad[:3])}{more}); "
                         "transformers would fill them at random")
     return model

@@ -58,7 +58,10 @@ def run_tokenizer_path(cfg) -> Path | None:
         p = Path(src) / "tokenizer.json"
         if p.is_file():
             return p
-    raise UserError(f"data.sources: no tokenizer.json in {', '.join(d.sources.values()) or '(none)'}")
+    from pretrain.commands.sample import _sources_not_here
+
+    raise UserError(f"data.sources: no tokenizer.json in {', '.join(d.sources.values()) or '(none)'}"
+                    f"{_sources_not_here(d.sources, '; run from there')}")
 
 
 def _names_beside(path: Path) -> dict:

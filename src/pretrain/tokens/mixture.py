@@ -52,7 +52,7 @@ def epochs_per_source(
     """Passes over each source implied by a mixture: w_i * D / N_i (D = budget in tokens)."""
     missing = set(weights) - set(available)
     if missing:
-        raise UserError(f"no token count for source(s) {', '.join(sorted(missing))}")
+        raise UserError(f"no token count for source{'s' * (len(missing) != 1)} {', '.join(sorted(missing))}")
     # weight 0: nothing drawn, 0 passes, even over 0 tokens (it printed inf and a warning)
     return {k: weights[k] * budget / available[k] if available[k] else math.inf if weights[k] else 0.0
             for k in weights}

@@ -353,7 +353,8 @@ def held_out_splits(files: list[Path]) -> str:
     if not found:
         return ""
     root, names = sorted(found.items())[0]
-    return (f"pretrain: {root} is a datasets DatasetDict: its {', '.join(sorted(names))} split(s) are "
+    are = "splits are" if len(names) != 1 else "split is"
+    return (f"pretrain: {root} is a datasets DatasetDict: its {', '.join(sorted(names))} {are} "
             f"tokenized with the rest; name {root / 'train'} to tokenize the training split only")
 
 

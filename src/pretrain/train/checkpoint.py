@@ -225,7 +225,7 @@ def verify(path, group=None) -> None:
         bad = sorted({tuple(b) for part in every for b in part})
     if bad:
         name, got, want = bad[0]
-        more = f" (and {len(bad) - 1} more file(s))" if len(bad) > 1 else ""
+        more = f" (and {len(bad) - 1} more file{'s' * (len(bad) > 2)})" if len(bad) > 1 else ""
         if not want:  # the marker lists the file without its digest: the marker, not the file, changed
             raise IntegrityError(f"{path}: damaged: {MARKER} lists {name} without its digest in "
                                  f"{DIGEST}{more}; the marker was edited or damaged after the save",

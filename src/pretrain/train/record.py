@@ -70,7 +70,7 @@ def step_line(rec: dict, stop: int, elapsed: float, step: int, step_times: list[
     recent = step_times[-10:]
     eta = (stop - step) * sum(recent) / max(1, len(recent))
     return (f"step {rec['step']}/{stop}  loss {rec['loss']:.4f}  lr {rec['lr']:.2e}  "
-            f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:.0f}  "
+            f"norm {rec['grad_norm']:.3f}  tok/s {rec['tokens_per_s']:,.0f}  "
             + ("" if rec.get("mfu") is None else f"mfu {100 * rec['mfu']:.1f}%  ")  # log.peak_flops set
             + f"elapsed {hms(elapsed)}  eta {hms(eta)}")
 

@@ -205,9 +205,14 @@ def load_run_model(run: str | Path, step: int | None = None, storage: str | None
     if step is not None:
         path = ck.step_dir(root, step)
         if not ck.is_complete(path):  # which steps there are: the user picks one, not a path
-            found = ck.latest_complete(root)
-            newest = f"the newest complete one is step {found[0]}" if found else "there is none"
-            raise UserError(f"--step {step}: {path} is not a complete checkpoint; {newest}")
+            listed = ck.list_checkpoints(root)
+            steps = [s for s, _, ok in listed if ok][-8:]
+            there = f"the complete ones: step{'s' * (len(steps) > 1)} {', '.join(map(str, steps))}" if steps \
+                else "there is none"
+            # step 7 of a run saving every 100 was called "not a complete checkpoint"
+            there_is = any(s == step for s, _, _ in listed)
+            what = "is not a complete checkpoint" if there_is else "does not exist"
+            raise UserError(f"--step {step}: {path} {what}; {there}")
         return _verified(cfg, path, run, root), cfg, step
     for attempt in range(3):
         found = ck.latest_complete(root)

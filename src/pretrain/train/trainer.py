@@ -625,7 +625,7 @@ class Trainer:
         step = self.step if step is None else step
         if self.metrics is not None:
             self.metrics.event(name, step, **fields)
-        msg = f"[{name}] step {step} " + " ".join(f"{k}={v}" for k, v in fields.items())
+        msg = _event_line(name, step, fields)
         if name in ("spike", "rollback", "rollback_unavailable", "skip"):
             print(msg, file=sys.stderr, flush=True)  # shown even with --quiet: the run changed course
         else:
@@ -649,3 +649,15 @@ def _maybe_fail(rank: int, step: int) -> None:
     r, s = (int(v) for v in spec.split(":"))
     if (r, s) == (rank, step):
         os._exit(17)
+
+
+def _event_line(name: str, step: int, fields: dict) -> str:
+    """An event as the terminal says it: the checkpoint lines in words (`blocking_s=0.027 ...
+    async=True`, `saved_step=20 noticed_at=20` read as debug output); the rest as key=value."""
+    if name == "checkpoint":
+        behind = "; written in the background" if fields.get("async") else ""
+        paused = f"training paused {fields['blocking_s']:.2f} s{behind}"
+        return f"[checkpoint] step {step} -> {fields['path']} ({paused})"
+    if name == "checkpoint_complete":
+        return f"[checkpoint] step {step} written in full"
+    return f"[{name}] step {step} " + " ".join(f"{k}={v}" for k, v in fields.items())

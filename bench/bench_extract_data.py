@@ -10,7 +10,11 @@ they learn from, with the training script's features, word model and fitting (`F
   the benchmark fold models learn from all 86 (they are not benchmark pages).
 - "agree": trafilatura-eval's weak labels only where trafilatura in precision mode (the shipped weak
   label) and trafilatura's default mode agree at KEEP_SHARE; the other unlabelled blocks left out.
+- "substr" / "substr30": a trafilatura-eval block under 200 / 30 characters whose weak label is
+  "keep" becomes "drop" unless its text is a substring of trafilatura's output (the shipped rule
+  counts its words anywhere in that output, which a short line of common words passes).
 - combined with session 10's "weak 0.5 + per page" fitting.
+Results: docs/extraction.md, "Tried 2026-12-02 (issue 19, session 11): better training data".
 
 Scoring is the full shipped path: each AEB and trafilatura-eval page through `page_texts` (the
 decoder of `keep_flags`, then the rescue on pages with under 500 characters of main content) with

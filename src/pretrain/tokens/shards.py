@@ -12,13 +12,14 @@ A token directory `TOKENS/` holds, per unit of work (one input file):
 
 `TokenDir` opens a directory, checks every shard against its manifest (sizes, offsets) before any
 training step can read garbage, and serves contiguous token windows across shard boundaries. A
-shard is mapped when it is read, and at most `KEEP_MAPPED` at a time: a mapping holds a file
-descriptor, and a directory of thousands of shards (or a manifest naming one shard 100,000 times)
-ran out of them.
+shard is mapped when it is read, and at most `KEEP_MAPPED` files are mapped at a time in a process,
+over every open directory: a mapping holds a file descriptor, and a directory of thousands of shards
+(or a manifest naming one shard 100,000 times, or a mixture of many directories) ran out of them.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -36,10 +37,11 @@ VERSION = 1
 MANIFEST = "manifest.json"
 # A manifest is ~150 bytes a shard: 64 MiB is ~400,000 shards, the most a token directory may list.
 MAX_MANIFEST_BYTES = 64 * 2**20
-# Shards (.bin and .idx each) kept mapped at once. np.memmap keeps a file descriptor per mapping:
-# mapping every shard on open stopped `tokens inspect`, `train` and `eval` at ~500 shards under the
-# usual `ulimit -n` of 1,024 ("Too many open files"), and the kernel's 65,530 mappings cap the rest.
-KEEP_MAPPED = 64
+# Shard files (.bin or .idx) kept mapped at once in a process, all token directories together.
+# np.memmap keeps a file descriptor per mapping: mapping every shard on open stopped `tokens
+# inspect`, `train` and `eval` at ~500 shards under the usual `ulimit -n` of 1,024 ("Too many open
+# files"), and the kernel's 65,530 mappings cap the rest. Mapping a file again costs ~30 us.
+KEEP_MAPPED = 128
 
 
 def dtype_for_vocab(vocab_size: int) -> np.dtype:
@@ -165,14 +167,16 @@ def _increasing(idx: np.ndarray, chunk: int = 1 << 22) -> bool:
 
 
 class _Mapped(Sequence):
-    """Shard k's array, opened by `open_one(k)` when first asked for; at most `keep` stay open (the
-    least recently used is closed first), so a directory of any number of shards holds a bounded
-    number of file descriptors and mappings."""
+    """Shard k's array, opened by `open_one(k)` when first asked for. The process keeps at most
+    `KEEP_MAPPED` of them open, over every `_Mapped`, closing the least recently used first (a
+    collected directory's arrays age out with the rest: no `__del__` taking the lock mid-call)."""
 
-    def __init__(self, n: int, open_one: Callable[[int], np.ndarray], keep: int = KEEP_MAPPED):
-        self._n, self._open, self._keep = n, open_one, keep
-        self._open_now: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+    _open_now: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()  # (owner, k) -> array
+    _lock = threading.Lock()
+    _owners = itertools.count()  # not id(): a later object could reuse a collected one's id
+
+    def __init__(self, n: int, open_one: Callable[[int], np.ndarray]):
+        self._n, self._open, self._me = n, open_one, next(self._owners)
 
     def __len__(self) -> int:
         return self._n
@@ -181,16 +185,16 @@ class _Mapped(Sequence):
         k = int(k)
         if not -self._n <= k < self._n:
             raise IndexError(f"shard {k} of {self._n}")
-        k %= self._n
+        key = (self._me, k % self._n)
         with self._lock:
-            arr = self._open_now.get(k)
+            arr = self._open_now.get(key)
             if arr is not None:
-                self._open_now.move_to_end(k)
+                self._open_now.move_to_end(key)
                 return arr
-        arr = self._open(k)
+        arr = self._open(key[1])
         with self._lock:
-            self._open_now[k] = arr
-            while len(self._open_now) > self._keep:
+            self._open_now[key] = arr
+            while len(self._open_now) > KEEP_MAPPED:
                 self._open_now.popitem(last=False)
         return arr
 

@@ -270,6 +270,22 @@ def test_deep_page_is_bounded_even_when_main_content_is_off():
     assert step.stats["deep_whole_page"] == 1
 
 
+@pytest.mark.parametrize("fool", ["<div></span>", "<div><!--</div>-->", '<div title="</div>">',
+                                  "<div><script></div></script>"])
+def test_end_tags_the_parser_ignores_do_not_hide_a_deep_page(fool):
+    # Each pair opens a <div> lexbor keeps open, and an end tag it ignores (a stray </span>, one in a
+    # comment, an attribute value or a script) but the tag count took as a close: 400,000 pairs
+    # (under the 5 MB cap) went to the quadratic main-content pass, counted 1 deep, for hours.
+    from pretrain.curate.extract import nesting_depth, tree_depth
+
+    page = fool * 6_000 + " ".join(PARAS)
+    assert nesting_depth(page) <= 2 < 1000 < tree_depth(page, 1000)  # lexbor's own tree is the truth
+    for backend in ("resiliparse", "blocks"):
+        step = build_extract_step(ExtractConfig(backend=backend))
+        out = list(step(iter([html_doc(page)])))
+        assert step.stats["deep_whole_page"] == 1 and "Paragraph 0" in out[0].text, backend
+
+
 @pytest.mark.parametrize("backend", ["blocks", "resiliparse"])
 def test_batched_step_equals_page_by_page(backend, monkeypatch):
     from pretrain.curate import extract

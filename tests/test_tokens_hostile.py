@@ -62,6 +62,17 @@ def _symlink_out(d: Path) -> None:
     (d / "shard_00000.bin").symlink_to(outside)
 
 
+def _listed_again(times: int):
+    """The same shard named `times` times, counts multiplied to match: read as `times` shards (its
+    tokens counted `times` over), each mapped and held open (100,000: out of file descriptors)."""
+    def edit(d: Path) -> None:
+        m = json.loads((d / "manifest.json").read_text())
+        m["shards"] = m["shards"] * times
+        m["tokens"], m["documents"] = m["tokens"] * times, m["documents"] * times
+        (d / "manifest.json").write_text(json.dumps(m))
+    return edit
+
+
 LIES = {
     "dtype float16": _edit_manifest(dtype="float16"),  # same size as uint16: only the name tells
     "dtype not a dtype": _edit_manifest(dtype="nope"),
@@ -82,6 +93,7 @@ LIES = {
     "manifest is a list": _write("[1, 2]"),
     "manifest nested 100,000 deep": _write("[" * 100_000 + "]" * 100_000),
     "shard is a symlink out of the directory": _symlink_out,
+    "one shard listed twice": _listed_again(2),
 }
 
 
@@ -93,6 +105,39 @@ def test_a_lying_manifest_is_a_data_error_naming_the_file(good, tmp_path, lie):
     with pytest.raises(DataError) as e:
         TokenDir(d)
     assert str(d) in str(e.value)
+
+
+def test_a_directory_of_more_shards_than_open_files_allowed_reads_whole(good, tmp_path):
+    # np.memmap holds a descriptor per mapping: every shard's .bin and .idx mapped on open stopped
+    # `tokens inspect`, `train` and `eval` at ~500 shards under the usual `ulimit -n` of 1,024; the
+    # bound is one for the process, whatever the number of directories open.
+    import resource
+
+    d, n, room = tmp_path / "tokens", 200, 160  # 2 descriptors a shard were needed: 400
+    shutil.copytree(good, d)
+    m = json.loads((d / "manifest.json").read_text())
+    one = m["shards"][0]
+    for k in range(1, n):
+        for ext in ("bin", "idx"):
+            os.link(d / one[ext], d / f"copy_{k}.{ext}")
+    m["shards"] = [one] + [{**one, "bin": f"copy_{k}.bin", "idx": f"copy_{k}.idx"} for k in range(1, n)]
+    m["tokens"], m["documents"] = one["tokens"] * n, one["documents"] * n
+    (d / "manifest.json").write_text(json.dumps(m))
+    single = np.fromfile(good / one["bin"], dtype="<u2").astype(np.int64)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + room, hard))
+    try:
+        t, again = TokenDir(d), TokenDir(d)  # two open at once, as a mixture's sources are
+        assert t.num_documents == n * one["documents"]
+        for u in (t, again, t):
+            assert np.array_equal(u.read(0, u.num_tokens), np.tile(single, n))
+        per = one["documents"]
+        for k in (0, n // 2, n - 1, 0):  # out of order: shards closed and mapped again
+            assert np.array_equal(t.document(k * per + 3), TokenDir(good).document(3))
+        assert len(os.listdir("/proc/self/fd")) <= in_use + room
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_the_cli_says_it_in_one_line(good, tmp_path):

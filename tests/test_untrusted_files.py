@@ -89,6 +89,29 @@ def test_config_files_share_the_bounds(tmp_path):
         load_table(gpus)
 
 
+def test_a_dotted_key_of_thousands_of_parts_is_one_line(tmp_path):
+    # tomllib keeps each prefix of a dotted key as a tuple: n parts cost n^2/2 references (10,000
+    # parts, a 20 kB file: 396 MB; 200,000, 400 kB: past 23 GB); a header of 200,000 parts: 76 s.
+    import tomllib
+
+    from pretrain import config as cfgmod
+    from pretrain.curate.pipeline import CurateConfig
+    from pretrain.errors import UserError
+    from pretrain.untrusted import MAX_KEY_PARTS, load_toml
+
+    for body in ("a" + ".a" * 8_000 + " = 1\n", "[extract]\n[x" + ".a" * 8_000 + "]\nk = 1\n",
+                 'x = { "a"' + ' . "a"' * 8_000 + " = 1 }\n"):
+        (tmp_path / "config.toml").write_text(body)
+        with pytest.raises(UserError, match=r"config\.toml: invalid TOML: line \d: a dotted key of more"):
+            cfgmod.load(CurateConfig, tmp_path / "config.toml")
+    ok = "[t]\n" + "k" + ".k" * (MAX_KEY_PARTS - 1) + ' = "a. b. c"\nv = [0.1, 0.2]\n'  # 64 parts
+    (tmp_path / "ok.toml").write_text(ok)
+    assert load_toml(tmp_path / "ok.toml") == tomllib.loads(ok)
+    (tmp_path / "ok.toml").write_text(ok.replace("k = ", "k.k = "))  # 65
+    with pytest.raises(UserError, match=r"ok\.toml: invalid TOML: line 2: a dotted key of more than 64"):
+        load_toml(tmp_path / "ok.toml")
+
+
 # ----------------------------------------------------------------------------- pretrain report
 
 

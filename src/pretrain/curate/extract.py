@@ -30,6 +30,9 @@ the size cap) did not end in 300 s). A page with more than `DEPTH_SCAN_FROM` tag
 trafilatura-eval pages) has its depth measured (a regex pass, ~0.7 s per million tags); one deeper than
 `extract.max_depth` is extracted whole-page (main_content=False: 100,000 deep in 0.18 s) and counted
 as `deep_whole_page`. A page with fewer tags cannot be deeper than its tag count: at most ~0.35 s.
+The tag count is an upper bound only for end tags that really close something; an end tag lexbor
+ignores (a stray `</span>`, one in a comment, script or attribute) fooled it, so a page the count
+finds shallow has lexbor's tree measured too (`tree_depth`: 400,000 elements in ~1.4 s).
 
 In-process backends take their pages in batches (`BATCH_PAGES`, `BATCH_CHARS`): each stage runs over
 the whole batch, then the pages go on one by one, in order, with the texts and drop reasons that
@@ -135,6 +138,10 @@ _FLAT_TAGS = frozenset(
 _TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)")
 # Below this many '<' a page cannot be nested deep enough to matter (2,000 deep: 0.18 s).
 DEPTH_SCAN_FROM = 3000
+# Below this many '<' the tag count is trusted when it finds a page shallow: fooled, such a page is
+# at most this deep (4,000: 0.35-0.6 s). Above it lexbor's tree is measured (~3 us an element: 5-14
+# ms for a page of 3,000-4,000 tags, 2-5x resiliparse's own time there, so not for those pages).
+TREE_SCAN_FROM = 4000
 
 
 def nesting_depth(html: str) -> int:
@@ -152,9 +159,42 @@ def nesting_depth(html: str) -> int:
     return deepest
 
 
+def tree_depth(html: str, limit: int) -> int:
+    """The element nesting of lexbor's own tree for the page (what main-content extraction walks),
+    counted until it passes `limit`. The tag count above can be fooled: an end tag the parser
+    ignores (`</span>` with no open span), or one inside a comment, a script or an attribute value
+    (`<div><!--</div>-->`), closes nothing, so 400,000 such pairs counted 1 deep and took hours."""
+    from resiliparse.parse.html import HTMLTree
+
+    node = HTMLTree.parse(html).document.document_element
+    depth = deepest = 1
+    while node is not None:
+        child = node.first_element_child
+        if child is not None:
+            node, depth = child, depth + 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+            continue
+        while node is not None:  # the next element: a sibling, or an ancestor's
+            sibling = node.next_element
+            if sibling is not None:
+                node = sibling
+                break
+            node, depth = node.parent, depth - 1
+    return deepest
+
+
 def too_deep(html: str, max_depth: int) -> bool:
-    """Cheap first: a page with few tags cannot be deep; else measure."""
-    return html.count("<") > max(DEPTH_SCAN_FROM, max_depth) and nesting_depth(html) > max_depth
+    """Cheap first: a page with few tags cannot be deep; one whose tags nest deeper is; else, on a
+    page of more than TREE_SCAN_FROM tags, the parser's tree is measured."""
+    tags = html.count("<")
+    if tags <= max(DEPTH_SCAN_FROM, max_depth):
+        return False
+    if nesting_depth(html) > max_depth:
+        return True
+    return tags > max(TREE_SCAN_FROM, max_depth) and tree_depth(html, max_depth) > max_depth
 
 
 # `blocks` in-process runs a batch of pages at a time, each stage over the whole batch, so that

@@ -11,13 +11,18 @@ A token directory `TOKENS/` holds, per unit of work (one input file):
   per-shard and per-source token and document counts, and the inputs the shards came from.
 
 `TokenDir` opens a directory, checks every shard against its manifest (sizes, offsets) before any
-training step can read garbage, and serves contiguous token windows across shard boundaries.
+training step can read garbage, and serves contiguous token windows across shard boundaries. A
+shard is mapped when it is read, and at most `KEEP_MAPPED` files are mapped at a time in a process,
+over every open directory: a mapping holds a file descriptor, and a directory of thousands of shards
+(or a manifest naming one shard 100,000 times, or a mixture of many directories) ran out of them.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+import itertools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +30,18 @@ import numpy as np
 
 from pretrain.curate.io import atomic_path, write_json_atomic
 from pretrain.errors import DataError, UserError
+from pretrain.untrusted import BadFile, load_json
 
 FORMAT = "pretrain-tokens"
 VERSION = 1
 MANIFEST = "manifest.json"
+# A manifest is ~150 bytes a shard: 64 MiB is ~400,000 shards, the most a token directory may list.
+MAX_MANIFEST_BYTES = 64 * 2**20
+# Shard files (.bin or .idx) kept mapped at once in a process, all token directories together.
+# np.memmap keeps a file descriptor per mapping: mapping every shard on open stopped `tokens
+# inspect`, `train` and `eval` at ~500 shards under the usual `ulimit -n` of 1,024 ("Too many open
+# files"), and the kernel's 65,530 mappings cap the rest. Mapping a file again costs ~30 us.
+KEEP_MAPPED = 128
 
 
 def dtype_for_vocab(vocab_size: int) -> np.dtype:
@@ -75,12 +88,10 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{directory}: no {MANIFEST}; is this a directory written by `pretrain tokenize` "
                         "or `pretrain tokens import-*` (an interrupted one: rerun its command)?")
-    try:
-        man = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(str(path), "manifest", f"unreadable JSON: {e}") from e
-    except RecursionError as e:  # "[[[[..." nested thousands deep: a hostile file, not a crash
-        raise DataError(str(path), "manifest", "JSON nested too deep") from e
+    try:  # a regular file of bounded size, any nesting depth one line (pretrain/untrusted.py)
+        man = load_json(path, MAX_MANIFEST_BYTES, what="manifest JSON")
+    except BadFile as e:
+        raise DataError(str(path), "manifest", str(e).removeprefix(f"{path}: ")) from None
     if not isinstance(man, dict):
         raise DataError(str(path), "manifest", f"expected a JSON object, found {type(man).__name__}")
     if man.get("format") != FORMAT:
@@ -122,12 +133,15 @@ def _check_fields(man: dict[str, Any], where: str) -> None:
     shards = man.get("shards")
     if not isinstance(shards, list):
         raise DataError(where, "shards", f"expected a list, found {type(shards).__name__}")
+    seen: dict[str, int] = {}
     for i, sh in enumerate(shards):
         if not isinstance(sh, dict):
             raise DataError(where, f"shards[{i}]", "not a JSON object")
         for key in ("bin", "idx"):
             if not _plain_name(sh.get(key)):
                 raise DataError(where, f"shards[{i}].{key}", f"{sh.get(key)!r} is not a plain file name")
+            if (j := seen.setdefault(sh[key], i)) != i:  # its tokens would be counted twice
+                raise DataError(where, f"shards[{i}].{key}", f"{sh[key]!r} is already shards[{j}]'s file")
         for key in ("tokens", "documents"):
             if not _count(sh.get(key)):
                 raise DataError(where, f"shards[{i}].{key}", f"{sh.get(key)!r} is not a count")
@@ -152,6 +166,39 @@ def _increasing(idx: np.ndarray, chunk: int = 1 << 22) -> bool:
     return True
 
 
+class _Mapped(Sequence):
+    """Shard k's array, opened by `open_one(k)` when first asked for. The process keeps at most
+    `KEEP_MAPPED` of them open, over every `_Mapped`, closing the least recently used first (a
+    collected directory's arrays age out with the rest: no `__del__` taking the lock mid-call)."""
+
+    _open_now: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()  # (owner, k) -> array
+    _lock = threading.Lock()
+    _owners = itertools.count()  # not id(): a later object could reuse a collected one's id
+
+    def __init__(self, n: int, open_one: Callable[[int], np.ndarray]):
+        self._n, self._open, self._me = n, open_one, next(self._owners)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, k: int) -> np.ndarray:  # type: ignore[override]
+        k = int(k)
+        if not -self._n <= k < self._n:
+            raise IndexError(f"shard {k} of {self._n}")
+        key = (self._me, k % self._n)
+        with self._lock:
+            arr = self._open_now.get(key)
+            if arr is not None:
+                self._open_now.move_to_end(key)
+                return arr
+        arr = self._open(key[1])
+        with self._lock:
+            self._open_now[key] = arr
+            while len(self._open_now) > KEEP_MAPPED:
+                self._open_now.popitem(last=False)
+        return arr
+
+
 class TokenDir:
     """A validated token directory: the concatenation of its shards as one token stream."""
 
@@ -164,24 +211,28 @@ class TokenDir:
         self.eot_id = int(self.manifest["eot_id"])
         self.vocab_size = int(self.manifest["vocab_size"])
         self.tokenizer_sha256 = self.manifest["tokenizer"]["sha256"]
-        self.bins: list[np.ndarray] = []
-        self.idxs: list[np.ndarray] = []
-        for sh in self.manifest["shards"]:
-            b, i = self._open_shard(sh, check_offsets)
-            self.bins.append(b)
-            self.idxs.append(i)
-        sizes = [b.size for b in self.bins]
+        shards = self.manifest["shards"]
+        for sh in shards:  # every shard checked now; mapped later, a few at a time
+            self._check_shard(sh, check_offsets)
+        sizes = [int(sh["tokens"]) for sh in shards]
         # starts[k] = global position of shard k's first token; starts[-1] = total tokens.
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+        self.doc_starts = np.concatenate([[0], np.cumsum([int(sh["documents"]) for sh in shards],
+                                                         dtype=np.int64)]).astype(np.int64)
         self.num_tokens = int(self.starts[-1])
-        self.num_documents = int(sum(i.size - 1 for i in self.idxs))
+        self.num_documents = int(self.doc_starts[-1])
         if self.num_tokens != int(self.manifest["tokens"]):
             raise DataError(str(self.path / MANIFEST), "tokens",
                             f"manifest says {self.manifest['tokens']} tokens, shards hold {self.num_tokens}")
+        self.bins: Sequence[np.ndarray] = _Mapped(len(shards), self._map_bin)
+        self.idxs: Sequence[np.ndarray] = _Mapped(len(shards), self._map_idx)
 
-    def _open_shard(self, sh: dict, check_offsets: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _paths(self, sh: dict) -> tuple[Path, Path]:
+        return self.path / sh["bin"], self.path / sh["idx"]
+
+    def _check_shard(self, sh: dict, check_offsets: bool) -> None:
         # read_manifest checked the names are plain; a symlink could still lead out of the directory.
-        bin_path, idx_path = self.path / sh["bin"], self.path / sh["idx"]
+        bin_path, idx_path = self._paths(sh)
         if not bin_path.is_file() or not idx_path.is_file():
             raise DataError(str(bin_path), "shard", "missing .bin or .idx listed in the manifest")
         home = self.path.resolve()
@@ -201,9 +252,27 @@ class TokenDir:
                             f"{sh['documents']} documents and {n} tokens")
         if check_offsets and not _increasing(idx):
             raise DataError(str(idx_path), "offsets", "offsets are not strictly increasing")
+        del idx  # unmapped here: its descriptor is not kept
+
+    def _map_bin(self, k: int) -> np.ndarray:
+        sh = self.manifest["shards"][k]
+        n = int(sh["tokens"])
         if n == 0:
-            return np.zeros(0, self.dtype), idx
-        return np.memmap(bin_path, dtype=self.dtype, mode="r"), idx
+            return np.zeros(0, self.dtype)
+        path = self._paths(sh)[0]
+        arr = np.memmap(path, dtype=self.dtype, mode="r")
+        if arr.size != n:  # replaced since it was checked
+            raise DataError(str(path), "size", f"now holds {arr.size} tokens, the manifest {n}")
+        return arr
+
+    def _map_idx(self, k: int) -> np.ndarray:
+        sh = self.manifest["shards"][k]
+        path = self._paths(sh)[1]
+        idx = load_idx(path)
+        if idx.size - 1 != int(sh["documents"]):  # replaced since it was checked
+            raise DataError(str(path), "offsets", f"now lists {idx.size - 1} documents, the manifest "
+                            f"{sh['documents']}")
+        return idx
 
     def check_tokenizer(self, sha256: str, where: str = "tokenizer") -> None:
         """Raise when a tokenizer's fingerprint differs from the one these tokens were made with."""
@@ -266,8 +335,8 @@ class TokenDir:
 
     def document(self, i: int) -> np.ndarray:
         """Document i's tokens (its trailing end-of-text included)."""
-        for idx, b in zip(self.idxs, self.bins):
-            if i < idx.size - 1:
-                return np.asarray(b[int(idx[i]):int(idx[i + 1])], dtype=np.int64)
-            i -= idx.size - 1
-        raise IndexError(f"{self.path}: document index out of range ({self.num_documents} documents)")
+        if not 0 <= i < self.num_documents:
+            raise IndexError(f"{self.path}: document index out of range ({self.num_documents} documents)")
+        k = int(np.searchsorted(self.doc_starts, i, side="right")) - 1
+        idx, j = self.idxs[k], i - int(self.doc_starts[k])
+        return np.asarray(self.bins[k][int(idx[j]):int(idx[j + 1])], dtype=np.int64)

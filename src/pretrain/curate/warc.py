@@ -120,6 +120,10 @@ class _Scan:
         self.first, self.stop, self.resumed, self.at = True, False, False, 0
         self.cap = cap  # how much of a record over max_record_bytes is inflated to find its end
         self.prev_id: str | None = None  # the previous record's WARC-Record-ID
+        # records with a WARC-Record-ID read before the last one, in its gzip member (one stream:
+        # since reading started): a bad record is looked up by id at or after as many id lines, so
+        # an earlier record with the same id never sends reading back (each record comes out once)
+        self.named, self.k = 0, 0
         self.in_member = 0  # records before this one in its gzip member (fastwarc gives them one offset)
         self.limit, self.member = cfg.warc_max_skip_bytes, None  # an inflated member (warc_members)
 
@@ -141,7 +145,7 @@ def _read_from(
     """Records from byte `start` on; returns where to resume when a record overran, else None."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
-    path, scan.at = scan.path, start
+    path, scan.at, scan.named = scan.path, start, 0
     part = None  # (an inflated member, where in it reading goes on) after a bad record inside it
     try:
         with _open_at(path, start, scan.layout) as f:
@@ -159,6 +163,9 @@ def _read_from(
                 same = scan.layout == "members" and not scan.resumed and scan.prev and scan.prev[0] == pos
                 scan.in_member = scan.in_member + 1 if same else 0
                 rid = rec.headers.get("WARC-Record-ID")
+                if scan.layout == "members" and not same:  # a new member: its own count
+                    scan.named = 0
+                scan.k, scan.named = scan.named, scan.named + bool(rid)
                 scan.prev, scan.prev_id, scan.first, scan.resumed = (pos, length), rid, False, False
                 stats[f"records.{rtype}"] += 1
                 before = (stats["errors.truncated"], stats["skipped.too_large"])
@@ -211,7 +218,7 @@ def _judge(
     if part is None:
         bound = (scan.cap, cfg.warc_max_skip_bytes) if too_large else (None, None)
         resume = resync(scan.path, scan.layout, pos, length, _held(framing), stats, rid, *bound,
-                        after=scan.at if scan.layout is None else 0)
+                        after=scan.at if scan.layout is None else 0, named=scan.k)
     # a Content-Length that lied: its line names the lie and the bytes skipped; the payload's own
     # `truncated record` would count the one bad record twice
     return resume, part, framing if stats["errors.resynchronised"] > lies else said + framing

@@ -24,6 +24,7 @@ from pathlib import Path
 from pretrain.curate.readers import OnError
 
 HEADER_END = re.compile(rb"\r?\n\r?\n")
+ID_LINE = re.compile(rb"(?im)^WARC-Record-ID:[ \t]*([^\r\n]*?)[ \t]*\r?$")  # its value: group 1
 
 
 # --------------------------------------------------------------------------- resynchronisation
@@ -66,7 +67,7 @@ STOP = -1
 
 def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnError,
            stats: Counter[str], rid: str | None = None, cap: int | None = None,
-           max_skip: int | None = None, after: int = 0) -> int | None:
+           max_skip: int | None = None, after: int = 0, named: int = 0) -> int | None:
     """Where the record after the one at `pos` starts, when that record's claimed `length` overruns
     its gzip member (plain: the end of the file, the next version line being where to resume; one
     gzip stream: the end of the file, the offset being in the decompressed stream).
@@ -76,7 +77,8 @@ def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnErro
     bytes; in one gzip stream, a claim over `max_skip` ends the file (`STOP`): the parser would
     inflate all of it to reach the next record. `after` (one gzip stream): the decompressed offset
     reading started from; the record is looked for past it (an id written twice sent reading back
-    to the first, for good).
+    to the first, for good), and past `named` records with an id (the parser's count from there:
+    an earlier record with the same id sent reading back to the records after it, read twice).
     """
     if kind == "members":
         member = _member(path, pos, cap)
@@ -95,7 +97,7 @@ def resync(path: Path, kind: str | None, pos: int, length: int, on_error: OnErro
         end, what = found
     elif rid:  # one gzip stream: no member to find, so the record is found by its id, inflated
         big = max_skip is not None and length > max_skip
-        found = _in_whole_gzip(path, rid, length, cap if big else None, after)
+        found = _in_whole_gzip(path, rid, length, cap if big else None, after, named)
         if found is None and big:
             on_error(str(path), f"record {rid}", f"record of {length} bytes in a file that is one gzip "
                      f"stream: the records after it are not read (reaching them means inflating it; "
@@ -174,15 +176,18 @@ def _is_record_header(f, offset: int) -> bool:
 
 
 def _in_whole_gzip(path: Path, rid: str, length: int, cap: int | None = None,
-                   after: int = 0) -> tuple[int, int] | None:
+                   after: int = 0, named: int = 0) -> tuple[int, int] | None:
     """(decompressed offset of the record whose id is `rid`, of the next version line after its
-    header), when its claimed `length` runs past the end of the file; else None. One streamed pass,
-    1 MiB at a time, stopped as soon as the claim is seen to fit, or `cap` bytes past its header."""
+    header), when its claimed `length` runs past the end of the file; else None. The record is the
+    first named `rid` at or after the `named`-th WARC-Record-ID line past `after` (the parser read
+    `named` records with an id from there before it): an earlier record with the same id is passed
+    (resuming after it yielded the records between twice). One streamed pass, 1 MiB at a time,
+    stopped as soon as the claim is seen to fit, or `cap` bytes past its header."""
     if cap is not None:
         length = min(length, cap)
     import gzip
 
-    needle, buf, base = rid.encode(), b"", 0
+    want, buf, base, done, seen = rid.strip().encode("utf-8", "surrogateescape"), b"", 0, after, 0
     start = header_end = nxt = None
     try:
         with gzip.open(path, "rb") as f:
@@ -191,9 +196,16 @@ def _in_whole_gzip(path: Path, rid: str, length: int, cap: int | None = None,
                 if not data:
                     break
                 buf += data
-                i = buf.find(needle, max(after - base, 0)) if start is None else -1
-                if i >= 0:
-                    start = base + max(buf.rfind(b"WARC/", 0, i), 0)
+                lim = buf.rfind(b"\n") + 1  # whole lines end there
+                if len(buf) - lim > 1 << 16:  # a line that long is no header line: passed over
+                    lim = len(buf)
+                for m in ID_LINE.finditer(buf, max(done - base, 0), lim) if start is None else ():
+                    if seen >= named and m[1] == want:
+                        v = buf.rfind(b"WARC/", 0, m.start())
+                        start = base + (v if v >= 0 else m.start())
+                        break
+                    seen += 1
+                done = max(done, base + lim)
                 if start is not None and header_end is None and (m := HEADER_END.search(buf, start - base)):
                     header_end = base + m.end()
                 if header_end is not None and nxt is None:
@@ -202,8 +214,8 @@ def _in_whole_gzip(path: Path, rid: str, length: int, cap: int | None = None,
                 if header_end is not None and base + len(buf) > header_end + length:
                     return None  # the claim fits in the file: not an overrun
                 # keep only what a match across two chunks needs (memory stays ~2 MiB)
-                if start is None:
-                    keep = len(needle) + 64
+                if start is None:  # the line not yet searched, and room to find a version line
+                    keep = min(len(buf), len(buf) - lim + (1 << 13))
                 elif header_end is None:
                     keep = base + len(buf) - start  # the header block being read
                     if keep > 1 << 20:

@@ -30,6 +30,7 @@ from pretrain.curate.readers import OnError
 from pretrain.curate.warc_framing import (
     _WARC_TYPE,
     HEADER_END,
+    ID_LINE,
     TOO_BIG,
     _is_record_header,
     _member,
@@ -88,10 +89,11 @@ class Member:
         self._rest: Iterator[tuple[int, bytes]] | None = None  # the member after a full window
         self.file, self.fd = Path(), None
         self.cursor = 0
+        self.passed = 0  # WARC-Record-ID lines of the member before the cursor
         self.last_end: int | None = None  # where the last record judged here ended (its claim)
         self.misses = 0  # records not found in it (an id written otherwise, or none such)
         self.told = False  # a suspect record that could not be found was reported (once per member)
-        self.last: tuple[str | None, int] = (None, 0)  # the last record found: (its id, its offset)
+        self.last: tuple[str | None, int, int] = (None, 0, 0)  # the last record found: (id, k, offset)
         self._open(0)
 
     # ---- the window
@@ -132,7 +134,7 @@ class Member:
         fd, name = tempfile.mkstemp(prefix="pretrain-warc-member-", suffix=".warc")
         self.file, self.fd, self._rest = Path(name), None, None
         self.base, self.size, self.whole, self.cut, self.full = base, 0, False, False, False
-        self.cursor, self.last_end, self.last = 0, None, (None, 0)
+        self.cursor, self.last_end, self.last = 0, None, (None, 0, 0)
         try:
             self._unlink_now()  # before anything is written: a SIGKILL mid-window leaves no name
             with os.fdopen(fd, "wb") as out:
@@ -242,30 +244,35 @@ class Member:
             self.file.unlink(missing_ok=True)
         self.file = Path()
 
-    def find(self, rid: str | None) -> int | None:
-        """Offset in the window of the record whose WARC-Record-ID is `rid`, searched from where
-        the last one was found (records come in order, so a member is scanned once), in the later
-        windows when it is not in this one. After `MAX_MISSES` records not found, None at once:
-        each miss scans the rest of the member (the window then comes back where it was)."""
-        if rid is not None and rid == self.last[0]:  # asked again (the record after it failed)
-            return self.last[1]
+    def find(self, rid: str | None, k: int = 0) -> int | None:
+        """Offset in the window of the record whose WARC-Record-ID is `rid` and before which the
+        parser read `k` records with an id in this member: the first line naming `rid` at or after
+        the member's k-th WARC-Record-ID line, searched from where the last one was found (records
+        come in order, so a member is scanned once), in the later windows when it is not in this
+        one. An earlier record with the same id is passed, never returned: reading resumed after
+        it and the records between came out twice. After `MAX_MISSES` records not found, None at
+        once: each miss scans the rest of the member (the window then comes back where it was)."""
+        if rid is not None and self.last[:2] == (rid, k):  # asked again (the record after it failed)
+            return self.last[2]
         if not rid or self.misses >= MAX_MISSES:
             return None
-        pat = re.compile(rb"(?im)^WARC-Record-ID:[ \t]*" + re.escape(rid.encode()) + rb"[ \t]*\r?$")
-        origin = self.base
+        want = rid.strip().encode("utf-8", "surrogateescape")
+        origin, back = self.base, (self.cursor, self.passed, self.last)
         while True:
             if self.size:
                 with open(self.file, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                    m = pat.search(mm, self.cursor)
-                    if m is not None:
-                        start = mm.rfind(b"\nWARC/", 0, m.start()) + 1  # 0 when the window starts with it
-                        self.cursor, self.last = m.end(), (rid, start)
-                        return start
+                    for m in ID_LINE.finditer(mm, self.cursor):
+                        if self.passed >= k and m[1] == want:
+                            start = mm.rfind(b"\nWARC/", 0, m.start()) + 1  # 0 when the window starts with it
+                            self.cursor, self.passed, self.last = m.end(), self.passed + 1, (rid, k, start)
+                            return start
+                        self.passed += 1
             if not self.slide():
                 break
         self.misses += 1
         if self.base != origin:
             self._open(origin)
+        self.cursor, self.passed, self.last = back
         return None
 
     def claim_end(self, start: int, length: int) -> int | None:
@@ -319,7 +326,7 @@ def where_in(member_pos: int, where: object, base: int = 0) -> str:
 
 
 # --------------------------------------------------------------------------- judging a record
-# `scan` is warc.py's _Scan: path, layout, in_member, prev, prev_id, at, cap, member_at().
+# `scan` is warc.py's _Scan: path, layout, in_member, prev, prev_id, k, at, cap, member_at().
 
 
 def _several(scan, pos: int, length: int) -> bool:
@@ -346,7 +353,7 @@ def lie_in_member(
         member, pos = scan.member_at(0), 0
     else:
         return None
-    at = member.find(rid)
+    at = member.find(rid, scan.k)
     if at is None:
         if suspect and not member.told:
             member.told = True
@@ -401,7 +408,7 @@ def unreadable_in_member(
         return None
     pos = scan.prev[0] if scan.layout == "members" else 0
     member = scan.member_at(pos)
-    at = member.find(scan.prev_id)
+    at = member.find(scan.prev_id, scan.k)
     nxt = None if at is None else member.after(at, scan.prev[1])
     if nxt is None:
         return None

@@ -208,8 +208,8 @@ def test_decontaminate_command(tmp_path, bench_dir, monkeypatch):
 
     built = job._preflight  # the benchmark index is built before the job's first shard: held 1 s here
 
-    def slow_preflight(cfg, progress=None):
-        built(cfg, progress)
+    def slow_preflight(cfg, progress=None, index=True):
+        built(cfg, progress, index)
         time.sleep(1.0)
 
     monkeypatch.setattr(job, "_preflight", slow_preflight)

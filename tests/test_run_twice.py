@@ -91,6 +91,43 @@ def test_decontaminate_rerun_after_benchmark_changed_is_refused_not_mixed(tmp_pa
     assert '/evals"] -> [' in err and '/other"])' in err, err  # the folders' names, not a common head
 
 
+def test_decontaminate_builds_no_index_for_a_rerun_with_nothing_to_do_nor_for_a_refusal(tmp_path, capsys):
+    # Session 10's sweep: a finished job's rerun rebuilt the benchmark index (8.9 s, said as
+    # "checked 12 shards in 8.9 s"), and so did a refusal. The index cache (one per process)
+    # counts the builds: none now, and the terminal line says so; a killed attempt's rerun and a
+    # job whose report is gone still build it, and the report is the one a fresh run writes.
+    from pretrain.curate.decontam import _cached_index
+
+    docs = _prose(8, seed=11)
+    corpus = _corpus(tmp_path / "corpus", docs)
+    bench = _bench_file(tmp_path / "evals" / "quiz.jsonl", [docs[0].split(".")[0] + "."])
+    out = tmp_path / "out"
+    args = ["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
+            "--benchmarks", str(bench.parent)]
+    assert main(args) == 0
+    report = (out / "decontam_report.json").read_bytes()
+    capsys.readouterr()
+    _cached_index.cache_clear()
+    assert main(args) == 0
+    assert _cached_index.cache_info().misses == 0
+    said = capsys.readouterr().out
+    assert "already complete: nothing to do (this attempt checked 2 shards in " in said, said
+    assert ", the benchmarks not indexed)" in said and "quiz: 1 of 1 item leaked into " in said, said
+    assert (out / "decontam_report.json").read_bytes() == report
+    other = _bench_file(tmp_path / "other" / "quiz2.jsonl", [docs[5].split(".")[0] + "."])
+    assert main([*args[:-1], str(other.parent)]) == 2  # another job into OUT: refused at once
+    assert "decontam settings differ" in capsys.readouterr().err
+    assert _cached_index.cache_info().misses == 0
+    (out / "decontam_report.json").unlink()  # as if killed before the report: written again
+    assert main(args) == 0 and _cached_index.cache_info().misses == 1
+    assert (out / "decontam_report.json").read_bytes() == report
+    assert "the benchmarks not indexed" not in capsys.readouterr().out
+    (out / "work" / "done" / "write_00001.done").unlink()  # a shard left: indexed, said as work
+    _cached_index.cache_clear()
+    assert main(args) == 0 and _cached_index.cache_info().misses == 1
+    assert "already complete" not in capsys.readouterr().out
+
+
 def _train_classifier(tmp_path: Path, good_docs: list[str], name: str, bad_lines: int) -> Path:
     """`pretrain classifier train` on good prose and spam lines; the model's path."""
     good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"

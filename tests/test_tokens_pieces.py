@@ -304,3 +304,37 @@ def test_a_tokenizer_with_no_known_word_end_is_encoded_whole_and_says_why(famili
     from pretrain.commands.tokenize import cut_runs  # the shard's line
 
     assert cut_runs(said).startswith("; 2 documents over 4,096 characters encoded whole, not in pieces")
+
+
+def test_eval_and_text_training_data_say_once_that_a_long_text_is_encoded_whole(families, monkeypatch,
+                                                                                  tmp_path, capsys):
+    # `tokenize` said it per shard; eval's texts and a data.kind = "text" file were encoded whole in
+    # silence. Now one line each, however many long texts: the tokenizer's ids unchanged.
+    import json as js
+
+    from tokenizers import Tokenizer
+
+    from pretrain.eval import lm
+    from pretrain.train.config import RunConfig
+    from pretrain.train.data import build_loaders
+
+    spec = js.loads(families["toks"]["llama3"].to_str())
+    tok = Tokenizer.from_str(js.dumps({**spec, "normalizer": {"type": "Lowercase"}}))
+    tok.save(str(tmp_path / "lower.json"))
+    path = str(tmp_path / "lower.json")
+    monkeypatch.setattr(pieces, "LONG_DOC", 4096)
+    monkeypatch.setattr(lm, "_SAID_WHOLE", set())
+    text = "Elementary, my dear Watson. " * 400
+    encode = lm._tokenizer_functions(path)[0]
+    truth = load_tokenizer(path).encode(text, add_special_tokens=False).ids
+    assert encode(text) == truth and encode(text + " again") and encode("short")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("eval: texts over 4,096 characters are encoded whole, not "
+                                               "in pieces") and "normalizer Lowercase" in err[0], err
+    (tmp_path / "data.txt").write_text(text, encoding="utf-8")
+    dcfg = RunConfig().data
+    dcfg.kind, dcfg.path, dcfg.tokenizer = "text", str(tmp_path / "data.txt"), path
+    build_loaders(dcfg, seq_len=16)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"data.path {tmp_path / 'data.txt'}: {len(text):,} characters encoded whole, not in "
+                   f"pieces (~120 bytes of memory a character): {pieces.cut_rule(load_tokenizer(path))}"], err

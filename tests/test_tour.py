@@ -265,6 +265,16 @@ def test_cli_tables_print(capsys) -> None:
     assert "[11, 14] next to [17, 20]" in text and "[1, 2, 3, 4] + [10, 12, 14, 16]" in text
 
 
+def test_the_worked_examples_print_numbers_not_python_lists(capsys) -> None:
+    # `[5]` and `[[0.2, 0.4], [0.4, 0.8]]` were printed as Python wrote them (session 10's sweep); the
+    # lesson says "step 5 is flagged" and writes the shards as (1, 2) and (2, 4)
+    assert main(["tour", "--section", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "5a. Losses 3.0, 2.9, 2.8, 2.8, 2.7, 8.5, 4.0, 2.7 at steps 0 to 7: step 5 is flagged (" in text
+    assert "clipped at 1 they become (0.2, 0.4) and (0.4, 0.8)." in text
+    assert "[" not in text, text
+
+
 def test_figures_are_png_files(tmp_path) -> None:
     from pretrain.tour_figures import draw_figures
 

@@ -258,6 +258,8 @@ def test_rerunning_a_finished_run_says_there_is_nothing_to_train(finished, tmp_p
     assert first.startswith("already complete: the newest checkpoint is step 10 and train.steps=10; "
                             "nothing is trained ("), out.err
     assert "resuming" not in out.err
+    # and it stops there: no model summary after it, as if training were about to start
+    assert "parameters," not in out.err and "tokens/step" not in out.err, out.err
 
 
 def test_the_demo_shows_no_earlier_step_line_as_progress(finished, tmp_path):

@@ -22,6 +22,8 @@ point it at the sets you evaluate on.
 
 This is the curation belt with steps = ["decontaminate"] (see `pretrain curate --help`): the same
 driver, layout, stats, reject records and resume; other inputs or config into OUT are refused.
+The benchmark index (seconds) is built only when there is work: a rerun of a finished job, or a
+refused one, says so at once.
 
 Output (OUT/):
   data/*.jsonl.zst      kept documents (in --mode tag: all, with metadata.contamination)

@@ -134,15 +134,13 @@ def cut_runs(entry: dict) -> str:
     word end, cut there (tokens/pieces.py): their ids next to the cut may differ from encoding
     the document whole; or documents over 256K characters encoded whole, their tokenizer having no
     rule for cutting them (~120 bytes of memory per character). "" when none."""
-    from pretrain.tokens.pieces import LONG_DOC, RUN
-    from pretrain.untrusted import printable
+    from pretrain.tokens.pieces import LONG_DOC, RUN, whole_because
 
     n, whole = entry.get("cut_runs", 0), entry.get("encoded_whole", 0)
     said = (f"; {count(n, 'document')} cut inside a run of over {RUN:,} characters with no word end "
             f"(ids there may differ from encoding it whole)") if n else ""
-    return said + (f"; {count(whole, 'document')} over {LONG_DOC:,} characters encoded whole, not in "
-                   f"pieces (~120 bytes of memory a character): {printable(entry.get('whole_why', ''))}"
-                   if whole else "")
+    return said + (f"; {count(whole, 'document')} over {LONG_DOC:,} characters "
+                   f"{whole_because(entry.get('whole_why', ''))}" if whole else "")
 
 
 def bad_records(entry: dict) -> str:

@@ -32,7 +32,8 @@ What comes out, in the run directory (train.out):
   tensorboard/       TensorBoard event files
 
 Running the same command again resumes from the newest complete checkpoint ("resuming from step N";
-a finished run says "already complete ... nothing is trained", then "nothing to do"); the record
+a finished run says "already complete ... nothing is trained" and stops there, with no model summary,
+then "nothing to do" on stdout); the record
 keeps one value per step (later lines of metrics.jsonl and TensorBoard points are dropped).
 `pretrain train RUN/config.toml` resumes RUN from any directory: a saved train.out that RUN's path
 ends with (runs/x) names it, and the run's relative data paths are read from where it was trained.
@@ -81,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
         print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml", base=echo_base(cfg)),
               file=sys.stderr, flush=True)
     trainer = Trainer(cfg, quiet=args.quiet)
-    if trainer.rank == 0:  # under torchrun: once, not once per rank
+    # under torchrun: once, not once per rank. A finished run's rerun said "already complete" and
+    # stops: a summary of the training it will not do read as a run about to start (session 11)
+    if trainer.rank == 0 and (args.dry_run or not trainer.complete):
         print(trainer.summary(), file=sys.stderr, flush=True)
     if args.dry_run:
         return 0

@@ -112,11 +112,12 @@ class Layout:
 
 
 def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
-                stack: contextlib.ExitStack, claimed=None) -> list[ShardTask]:
+                stack: contextlib.ExitStack, claimed=None, ready=None) -> list[ShardTask]:
     """One shard per input file, in sorted order; the job's identity is claimed in OUT, under the
     attempt lock (held until `stack` closes), and an earlier attempt's debris is swept. `claimed()`
     runs once OUT is this job's: what the command says first (its settings echo, which names
-    OUT/config.toml) must not come before a refusal, when OUT holds another job's config."""
+    OUT/config.toml) must not come before a refusal, when OUT holds another job's config.
+    `ready(ident, shards)` runs once the job's identity is known, before anything is written."""
     from pretrain.curate.pipeline import ShardTask, settle_inputs
 
     sizes: dict[str, int] = {}
@@ -127,6 +128,8 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
         raise UserError(f"no input files found in {', '.join(map(str, inputs))}")
     ident = identity(job, [f for f, _ in files], cfg, sizes, stamps)
     refuse_foreign(lay.out)
+    if ready is not None:
+        ready(ident, len(files))
     check_writable(lay.out, lay.work)
     alone = stack.enter_context(attempt_lock(lay))
     if alone is None:
@@ -145,14 +148,19 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     return settle_inputs(tasks, lay)
 
 
-def _preflight(cfg: CurateConfig, progress=None) -> None:
-    """Fail before writing anything when a step cannot be built (a missing benchmark file, ...).
-    The benchmark index takes seconds (~6 s for llm-foundry's 17 sets): on a terminal a transient
-    line says so, gone before anything else is said (a refusal still comes first and alone)."""
+def decontaminates(cfg: CurateConfig) -> bool:
+    return "decontaminate" in cfg.steps and cfg.decontam.enabled and bool(cfg.decontam.benchmarks)
+
+
+def _preflight(cfg: CurateConfig, progress=None, index: bool = True) -> None:
+    """Fail before writing anything when a step cannot be built (a bad benchmark file, ...).
+    The benchmark index takes seconds (~6 s for llm-foundry's 17 sets; 8.9 s for a 12-shard job's
+    sets, session 11): on a terminal a transient line says so, gone before anything else is said.
+    `index=False` (`index_needed`: a refusal or nothing left to do) builds none."""
     from pretrain.curate.decontam import load_index
     from pretrain.curate.pipeline import user_step
 
-    if "decontaminate" in cfg.steps and cfg.decontam.enabled and cfg.decontam.benchmarks:
+    if index and decontaminates(cfg):
         shown = progress is not None and progress.enabled
         with (progress.console.status(f"indexing the benchmarks' {cfg.decontam.n}-grams ...")
               if shown else contextlib.nullcontext()):
@@ -173,11 +181,48 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     executor = executor or LocalExecutor()
     out = str(out).rstrip("/") if io.is_url(out) else str(out)
     started = time.time()  # the attempt's wall time counts the steps' building (a benchmark index)
-    _preflight(cfg, progress)
     lay = Layout(out, Path(work_dir) if work_dir else default_work_dir(out))
+    indexed: list[bool] = []
+
+    def ready(ident: dict, shards: int) -> None:  # the job known, nothing written yet
+        indexed.append(decontaminates(cfg) and index_needed(lay, ident, shards))
+        _preflight(cfg, progress, indexed[0])
+
     with contextlib.ExitStack() as stack:
-        tasks = plan_shards(inputs, lay, cfg, job, stack, claimed)
-        return _run_claimed(tasks, lay, cfg, executor, progress, job, started)
+        tasks = plan_shards(inputs, lay, cfg, job, stack, claimed, ready)
+        stats = _run_claimed(tasks, lay, cfg, executor, progress, job, started)
+    if decontaminates(cfg):
+        stats["this_attempt"]["indexed"] = indexed[0]
+    return stats
+
+
+def index_needed(lay: Layout, ident: dict, shards: int) -> bool:
+    """Whether this attempt must index the benchmarks (seconds): not when OUT holds another job or
+    other versions of the inputs (the refusal comes next and alone), nor when every shard is done
+    and OUT/decontam_report.json written (a rerun with nothing to do). Read only: OUT is not yet
+    claimed. Were a shard to run after all (its outputs deleted since), it builds the index itself."""
+    import json
+
+    from pretrain.curate import versions
+    from pretrain.curate.report import markers
+
+    plan = lay.file("plan.json")
+    try:
+        old = json.loads(io.read_bytes(plan)) if io.exists(plan) else None
+    except (OSError, ValueError):
+        return False  # claim refuses an unreadable plan
+    if old is None:
+        return True
+    if old.get("hash") != ident["hash"]:
+        return False
+    if isinstance(old.get("versions"), dict):
+        try:
+            versions.check_rerun(old, ident["versions"])
+        except UserError:
+            return False
+    names = markers(lay)
+    done = all({lay.marker("filter", i).name, lay.marker("write", i).name} <= names for i in range(shards))
+    return not (done and io.exists(lay.file("decontam_report.json")))
 
 
 def _run_claimed(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progress,
@@ -246,7 +291,8 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
     clock.save()
     order = step_order(cfg, shard_stats)
     stats = aggregate(job, shard_stats, write_counts, order, dedup_summary, clock.total(), clock.count())
-    _decontam_report(cfg, shard_stats, stats, lay)
+    if fresh or not io.exists(lay.file("decontam_report.json")):  # else the same report is there
+        _decontam_report(cfg, shard_stats, stats, lay)
     card_text = dataset_card(job, shard_stats, write_counts)  # before stats.json: that says "done"
     io.write_bytes_atomic(lay.file("README.md"), card_text.encode(), lay.tmp)
     io.write_json_atomic(lay.file("stats.json"), stats, lay.tmp)

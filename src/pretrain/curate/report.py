@@ -109,7 +109,8 @@ def nothing_done_line(stats: dict) -> str:
     from pretrain.progress import seconds_text
 
     took = seconds_text(this["seconds"])
-    return f"already complete: nothing to do (this attempt checked {shards} in {took})"
+    index = ", the benchmarks not indexed" if this.get("indexed") is False else ""
+    return f"already complete: nothing to do (this attempt checked {shards} in {took}{index})"
 
 
 def totals_line(stats: dict) -> str:

@@ -172,12 +172,37 @@ def _tokenizer_functions(path: str):
             return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
         return encode, decode, 256
-    from pretrain.tokens.pieces import cut_rule, encode_ids
+    from pretrain.tokens import pieces
     from pretrain.tokens.tokenizer import eot_id, load_tokenizer
 
     tok = load_tokenizer(path)
-    rule = cut_rule(tok)  # a long text (a 64 MiB perplexity file) in pieces: tokens/pieces.py
-    return (lambda text: encode_ids(tok, text, rule).tolist()), tok.decode, eot_id(tok)
+    rule = pieces.cut_rule(tok)  # a long text (a 64 MiB perplexity file) in pieces: tokens/pieces.py
+
+    def encode(text: str) -> list[int]:
+        if len(text) > pieces.LONG_DOC and isinstance(rule, str):
+            _say_whole_once(path, rule)
+        return pieces.encode_ids(tok, text, rule).tolist()
+
+    return encode, tok.decode, eot_id(tok)
+
+
+_SAID_WHOLE: set[str] = set()  # tokenizers already said to encode long texts whole, in this process
+
+
+def _say_whole_once(path: str, why: str) -> None:
+    """One line on stderr (rank 0) the first time a text over LONG_DOC is encoded whole with `path`:
+    `tokenize` said it per shard, eval was silent (an 8 MiB text costs ~1 GB so)."""
+    import sys
+
+    from pretrain.onerank import global_rank
+    from pretrain.tokens import pieces
+    from pretrain.untrusted import one_line
+
+    if path in _SAID_WHOLE or global_rank() != 0:
+        return
+    _SAID_WHOLE.add(path)
+    print(f"eval: texts over {pieces.LONG_DOC:,} characters are {pieces.whole_because(why)} "
+          f"(tokenizer {one_line(path)})", file=sys.stderr, flush=True)
 
 
 def from_transformers(model, tokenizer, name: str = "hf") -> EvalModel:

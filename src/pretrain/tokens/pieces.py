@@ -355,6 +355,14 @@ def encode_ids(tok, text: str, rule: Rule | str | None = None, specials: bool = 
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
 
 
+def whole_because(why: str) -> str:
+    """`encoded whole, not in pieces (...): WHY`, the words every command uses for a long text its
+    tokenizer has no cut rule for (`tokenize` per shard; `eval` and `data.kind = "text"` once)."""
+    from pretrain.untrusted import printable
+
+    return f"encoded whole, not in pieces (~120 bytes of memory a character): {printable(why)}"
+
+
 def exact_pieces(tok) -> bool:
     """Whether `tok` has a cut rule (its long texts are cut into pieces with the whole's ids)."""
     return isinstance(cut_rule(tok), Rule)

@@ -61,7 +61,7 @@ def _tensor_parallel(sec: Section) -> None:
     sec.values["tp_by_columns"] = by_cols[0].tolist()
     sec.values["tp_by_rows"] = by_rows[0].tolist()
     cols, rows = (X @ W[:, :2])[0].tolist(), (X @ W[:, 2:])[0].tolist()
-    sec.notes.append(f"3c. X.W = {sec.values['tp_full']}: by columns {cols} next to {rows}; by rows "
+    sec.notes.append(f"3c. X·W = {sec.values['tp_full']}: by columns {cols} next to {rows}; by rows "
                      f"{(X[:, :1] @ W[:1])[0].tolist()} + {(X[:, 1:] @ W[1:])[0].tolist()}: the same.")
 
 

@@ -57,7 +57,7 @@ def _formats(sec: Section) -> None:
     )
     acc = sec.values["accumulate_1000x1e-4"]
     sec.notes.append(
-        "4c. 1,000 updates of 1e-4 to 1.0: " + ", ".join(f"{k} ends at {v:.4f}" for k, v in acc.items())
+        "4c. 1,000 updates of 1e-4 to 1.0: " + ", ".join(f"{k} ends at {v:.4f}" for k, v in acc.items()) + "."
     )
 
 

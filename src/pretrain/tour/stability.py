@@ -13,9 +13,11 @@ def _spikes(sec: Section) -> None:
 
     losses = [3.0, 2.9, 2.8, 2.8, 2.7, 8.5, 4.0, 2.7]
     sec.values["spikes"] = detect_spikes(losses, factor=2.0, window=4)
-    sec.notes.append(
-        f"5a. Losses {losses}: spikes flagged at steps {sec.values['spikes']} (median rule, w=4, f=2)."
-    )
+    flagged = sec.values["spikes"]
+    said = (f"step {flagged[0]} is flagged" if len(flagged) == 1
+            else f"steps {', '.join(map(str, flagged))} are flagged" if flagged else "no step is flagged")
+    sec.notes.append(f"5a. Losses {', '.join(f'{x:.1f}' for x in losses)} at steps 0 to {len(losses) - 1}: "
+                     f"{said} (more than twice the median of the 4 before it).")
 
 
 def _clipping(sec: Section) -> None:
@@ -30,10 +32,8 @@ def _clipping(sec: Section) -> None:
     norm = clip_grad_norm_(params, 1.0)
     sec.values["clip_norm"] = float(norm)
     sec.values["clip_shards_after"] = [[round(float(x), 6) for x in p.grad] for p in params]
-    sec.notes.append(
-        f"5b. Shards (1, 2) and (2, 4): norm {float(norm):g}; clipped at 1 -> "
-        f"{sec.values['clip_shards_after']}."
-    )
+    after = " and ".join(f"({', '.join(f'{x:g}' for x in g)})" for g in sec.values["clip_shards_after"])
+    sec.notes.append(f"5b. Shards (1, 2) and (2, 4): norm {float(norm):g}; clipped at 1 they become {after}.")
 
 
 def bad_batch_losses(clip: float | None, steps: int = 60, bad_step: int = 30, lr: float = 0.1) -> list[float]:

@@ -19,15 +19,19 @@ BYTE_VOCAB = 257  # 256 byte values + one end-of-text id (256)
 MAX_TEXT_BYTES = 2 << 30  # refuse to slurp more than 2 GiB of raw text: use token shards instead
 
 
-def encode_text(text: str, tokenizer: str = "") -> tuple[np.ndarray, int]:
-    """Token ids of `text` and the vocabulary size: UTF-8 bytes (vocab 257) or a tokenizer.json."""
+def encode_text(text: str, tokenizer: str = "", say=None) -> tuple[np.ndarray, int]:
+    """Token ids of `text` and the vocabulary size: UTF-8 bytes (vocab 257) or a tokenizer.json.
+    `say(line)` is told, once, when a long text is encoded whole (its tokenizer has no cut rule)."""
     if not tokenizer:
         return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64), BYTE_VOCAB
-    from pretrain.tokens.pieces import encode_ids
+    from pretrain.tokens import pieces
     from pretrain.tokens.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tokenizer)  # a long text in pieces: ~120 bytes per character whole (2 GiB)
-    return encode_ids(tok, text, specials=True), tok.get_vocab_size()
+    rule = pieces.cut_rule(tok) if len(text) > pieces.LONG_DOC else None
+    if isinstance(rule, str) and say is not None:  # `tokenize` says it per shard; this was silent
+        say(f"{len(text):,} characters {pieces.whole_because(rule)}")
+    return pieces.encode_ids(tok, text, rule, specials=True), tok.get_vocab_size()
 
 
 def decode_tokens(ids: list[int], tokenizer: str = "") -> str:
@@ -219,12 +223,25 @@ def read_text(path: str | Path) -> str:
     return p.read_bytes().decode("utf-8", errors="replace")
 
 
+def _say_once(what: str):
+    """A `say` for encode_text: one line on stderr, from global rank 0 only (every rank encodes the
+    text; under tp or pp more than one rank is data-parallel rank 0)."""
+    import sys
+
+    from pretrain.onerank import global_rank
+    from pretrain.untrusted import one_line
+
+    if global_rank() != 0:
+        return None
+    return lambda line: print(f"{one_line(what)}: {line}", file=sys.stderr, flush=True)
+
+
 def build_loaders(dcfg, seq_len: int, rank: int = 0, world_size: int = 1) -> tuple[object, object, int]:
     """(train loader, eval loader or None, vocabulary size) for the data config."""
     if dcfg.kind == "text":
         if not dcfg.path:
             raise UserError("data.path is required for data.kind='text'")
-        ids, vocab = encode_text(read_text(dcfg.path), dcfg.tokenizer)
+        ids, vocab = encode_text(read_text(dcfg.path), dcfg.tokenizer, _say_once(f"data.path {dcfg.path}"))
         n_eval = int(ids.size * dcfg.eval_fraction)
         train_ids, eval_ids = ids[:ids.size - n_eval], ids[ids.size - n_eval:]
         tok = tokenizer_identity(dcfg.tokenizer)

@@ -200,6 +200,11 @@ class Trainer:
                 found = older
         return None
 
+    @property
+    def complete(self) -> bool:
+        """Resumed at (or past) train.stop_at/train.steps: fit() trains nothing."""
+        return self.resumed and self.step >= (self.cfg.train.stop_at or self.cfg.train.steps)
+
     def _resume_line(self, path: Path) -> str:
         """What a rerun does, said first: resume, or nothing at all when the checkpoint is already at
         (or past) the end; a finished run's rerun must not read as one that starts training."""
@@ -527,7 +532,7 @@ class Trainer:
         status 130); the record (metrics.jsonl, TensorBoard) keeps one value per step across resumes.
         """
         stop = self.cfg.train.stop_at or self.cfg.train.steps
-        if self.resumed and self.step >= stop:  # nothing to train, nothing to write: past the end
+        if self.complete:  # nothing to train, nothing to write: past the end
             # (config.toml said the shorter run, metrics a config_change, for a longer model) or at it
             # (run-it-twice review, session 9: each rerun of a finished run added an empty TensorBoard
             # event file and a `resume` event the report showed as a restart at the last step)

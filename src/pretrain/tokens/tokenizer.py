@@ -139,10 +139,10 @@ def check_tokenizer_elements(path: str | Path, data: bytes | str, counted: int =
     the file (and the number) before `tokenizers` parses it."""
     n = counted + tokenizer_elements(path, data)
     if n > MAX_TOKENIZER_ELEMENTS:
-        raise UserError(f"{untrusted.one_line(str(path))}: not a readable tokenizer: over "
-                        f"{MAX_TOKENIZER_ELEMENTS:,} entries (JSON values, merges, pieces: {n:,} counted), "
-                        f"where the largest real tokenizers have ~1.8 M (Gemma 3: 262,144 tokens, 514,906 "
-                        f"merges); loading it could take gigabytes")
+        raise UserError(f"{untrusted.one_line(str(path))}: not a readable tokenizer: {n:,} entries "
+                        f"(JSON values, lines, pieces) counted, over the {MAX_TOKENIZER_ELEMENTS:,} a "
+                        "tokenizer may hold (Gemma 3's, among the largest, ~1.8 M); loading it could take "
+                        "gigabytes")
     return n
 
 

@@ -362,3 +362,75 @@ def test_a_tokenizer_file_too_large_or_not_a_file_is_refused_unread(tmp_path, ki
         says = "1,073,741,824 bytes, over the 134,217,728"
     with pytest.raises(UserError, match=f"not a readable tokenizer.json: {says}"):
         load_tokenizer(bad)
+
+
+def test_a_gemma_3_sized_tokenizer_is_counted_under_the_cap_and_loads(tmp_path):
+    """The element cap must admit the largest real tokenizers: one of Gemma 3's shape (262,144 tokens,
+    514,906 merges), serialized by `tokenizers` itself, counts ~1.8 M (at least its true number of JSON
+    values, walked here) and loads; the cap is over 2x that."""
+    import itertools
+
+    from tokenizers import Tokenizer, models
+
+    from pretrain.tokens.tokenizer import MAX_TOKENIZER_ELEMENTS, tokenizer_elements
+
+    # Every string of 1..6 letters over 8 letters, in order: each split of a token is two tokens, so
+    # every merge is valid; a 6-letter token has 5 splits, enough for more merges than tokens.
+    tokens = ("".join(t) for n in range(1, 7) for t in itertools.product("abcdefgh", repeat=n))
+    vocab = {t: i for i, t in enumerate(itertools.islice(tokens, 262_144))}
+    splits = ((t[:k], t[k:]) for t in vocab for k in range(1, len(t)))
+    merges = list(itertools.islice(splits, 514_906))
+    path = tmp_path / "tokenizer.json"
+    path.write_text(Tokenizer(models.BPE(vocab=vocab, merges=merges)).to_str())
+
+    def values(v) -> int:
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        return 1 + sum(values(x) for x in items)
+
+    counted = tokenizer_elements(path, path.read_bytes())
+    assert values(json.loads(path.read_text())) <= counted < MAX_TOKENIZER_ELEMENTS / 2
+    assert load_tokenizer(path).get_vocab_size() == 262_144
+
+
+def test_a_tokenizer_of_too_many_entries_is_refused_before_parsing(tok, tmp_path, monkeypatch):
+    """Under 128 MiB, 2.4 M merges still took HF tokenizers 1.5 GB: a file over the entry cap (set low
+    here, as the small file is cheap) is one line naming it and the count, and `tokenizers` never sees
+    it; the same file under the cap loads."""
+    import pretrain.tokens.tokenizer as tk
+
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    n = tk.tokenizer_elements(path, path.read_bytes())
+    monkeypatch.setattr(tk, "MAX_TOKENIZER_ELEMENTS", n)
+    assert load_tokenizer(path).get_vocab_size() == tok.get_vocab_size()
+    monkeypatch.setattr(tk, "MAX_TOKENIZER_ELEMENTS", n - 1)
+    monkeypatch.setattr("tokenizers.Tokenizer.from_str", lambda s: pytest.fail("parsed"))
+    says = f"^{path}: not a readable tokenizer: {n:,} entries .* counted, over the {n - 1:,} a tokenizer"
+    with pytest.raises(UserError, match=says):
+        load_tokenizer(path)
+
+
+def test_an_hf_folder_counts_its_tokenizer_files_together(tmp_path, monkeypatch):
+    """`eval` of an HF folder: transformers reads tokenizer.json, vocab.json + merges.txt or a
+    SentencePiece tokenizer.model; their entries (JSON values, lines, pieces: a model written by
+    protobuf itself) are summed against the cap before transformers is called."""
+    from transformers.utils import sentencepiece_model_pb2_new as pb
+
+    import pretrain.tokens.tokenizer as tk
+    from pretrain.eval.lm import _check_tokenizer_files
+
+    sp = pb.ModelProto()
+    for i in range(300):
+        sp.pieces.add(piece=f"▁w{i}", score=-float(i))
+    sp.trainer_spec.vocab_size = 300
+    sp.normalizer_spec.name = "nmt_nfkc"
+    (tmp_path / "tokenizer.model").write_bytes(sp.SerializeToString())
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n" + "".join(f"a{i} b\n" for i in range(99)))
+    (tmp_path / "vocab.json").write_text(json.dumps({f"a{i}": i for i in range(50)}))
+    assert tk.tokenizer_elements(tmp_path / "tokenizer.model", sp.SerializeToString()) == 300
+    total = 300 + (100 + 1) + (49 + 1 + 1)  # pieces; lines (an upper bound); commas, `{`, the root
+    monkeypatch.setattr(tk, "MAX_TOKENIZER_ELEMENTS", total)
+    _check_tokenizer_files(tmp_path)
+    monkeypatch.setattr(tk, "MAX_TOKENIZER_ELEMENTS", total - 1)
+    with pytest.raises(UserError, match=f"tokenizer.model: not a readable tokenizer: {total:,} entries"):
+        _check_tokenizer_files(tmp_path)

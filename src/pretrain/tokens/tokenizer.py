@@ -79,6 +79,71 @@ def _batches(texts: Iterable[str], size: int = 1000) -> Iterator[list[str]]:
 
 
 MAX_TOKENIZER_BYTES = 128 * 1024 * 1024
+# HF `tokenizers` holds ~200-350 bytes per JSON value it loads, so bytes alone do not bound it: a
+# 5.2 M-entry vocabulary (133 MB) took 57 s and 1.8 GB, 2.4 M merges (42 MB) 8.9 s and 1.5 GB. The
+# largest real tokenizers: Gemma 3's 262,144 tokens and 514,906 merges (each merge `["a", "b"]`,
+# three counted characters) are ~1.8 M, Llama 3's (128,256 and 280,147) ~1 M, GPT-2's ~0.1 M; 4 M
+# is 2.2x Gemma 3 and holds a hostile file to ~1 GB. Counted by `untrusted.json_elements` (commas
+# and brackets, strings included: an upper bound) before anything is parsed.
+MAX_TOKENIZER_ELEMENTS = 4_000_000
+
+
+def tokenizer_elements(path: str | Path, data: bytes | str) -> int:
+    """An upper bound on the entries `tokenizers` or `transformers` builds from one tokenizer file:
+    JSON values (tokenizer.json, vocab.json, ...), lines (merges.txt, vocab.txt), or pieces of a
+    SentencePiece model (tokenizer.model), counted from its bytes without parsing it."""
+    name = Path(path).name
+    if name.endswith(".json"):
+        return untrusted.json_elements(data)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    if name.endswith(".model"):
+        return _sentencepiece_pieces(raw, MAX_TOKENIZER_ELEMENTS + 1)
+    return raw.count(b"\n") + 1
+
+
+def _sentencepiece_pieces(raw: bytes, stop: int) -> int:
+    """The number of `pieces` (field 1) at the top level of a SentencePiece ModelProto, up to `stop`;
+    a malformed message ends the count (the protobuf parser refuses it, cheaply)."""
+    def varint(i: int) -> tuple[int, int]:
+        v = shift = 0
+        while i < len(raw) and shift < 64:
+            b = raw[i]
+            v, i, shift = v | (b & 0x7F) << shift, i + 1, shift + 7
+            if b < 0x80:
+                return v, i
+        return -1, len(raw)
+
+    i = n = 0
+    while i < len(raw) and n < stop:
+        tag, i = varint(i)
+        kind = tag & 7
+        if tag < 0:
+            break
+        if kind == 2:
+            size, i = varint(i)
+            if size < 0:
+                break
+            i += size
+            n += tag >> 3 == 1
+        elif kind == 0:
+            i = varint(i)[1]
+        elif kind in (1, 5):
+            i += 8 if kind == 1 else 4
+        else:
+            break
+    return n
+
+
+def check_tokenizer_elements(path: str | Path, data: bytes | str, counted: int = 0) -> int:
+    """`counted` plus this file's `tokenizer_elements`; over MAX_TOKENIZER_ELEMENTS, one line naming
+    the file (and the number) before `tokenizers` parses it."""
+    n = counted + tokenizer_elements(path, data)
+    if n > MAX_TOKENIZER_ELEMENTS:
+        raise UserError(f"{untrusted.one_line(str(path))}: not a readable tokenizer: {n:,} entries "
+                        f"(JSON values, lines, pieces) counted, over the {MAX_TOKENIZER_ELEMENTS:,} a "
+                        "tokenizer may hold (Gemma 3's, among the largest, ~1.8 M); loading it could take "
+                        "gigabytes")
+    return n
 
 
 def load_tokenizer(path: str | Path, literal_specials: bool = True):
@@ -105,6 +170,7 @@ def load_tokenizer(path: str | Path, literal_specials: bool = True):
     except untrusted.BadFile as e:
         why = str(e).removeprefix(f"{path}: ")
         raise UserError(f"{path}: not a readable tokenizer.json: {why}") from None
+    check_tokenizer_elements(path, text)
     try:
         tok = Tokenizer.from_str(text)
     except Exception as e:  # the Rust side raises a plain Exception on malformed JSON

@@ -30,6 +30,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_belt_ab import export_src  # noqa: E402  (git archive REV src | tar -x, no shell string)
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
 PAGE_CHARS = 4000  # WikiText is cut into documents of about this many characters (AEB: 4,437)
@@ -118,15 +121,10 @@ def main() -> int:
         return 0
     docs = texts()
     with tempfile.TemporaryDirectory(prefix="bench_rules_cold_") as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base, "src"], capture_output=True,
-                                 check=False)
-        if archive.returncode != 0:
-            why = archive.stderr.decode(errors="replace").strip()
-            raise SystemExit(f"git archive {args.base!r} failed: {why}")
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        base_src = export_src(args.base, Path(tmp))
         data = Path(tmp) / "texts.json"
         data.write_text(json.dumps(docs), encoding="utf-8")
-        sides = {args.base: Path(tmp) / "src", "this checkout": ROOT / "src"}
+        sides = {args.base: base_src, "this checkout": ROOT / "src"}
         best: dict[str, dict] = {}
         results: dict[str, dict] = {}
         for _ in range(args.repeat):

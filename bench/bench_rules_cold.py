@@ -25,13 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_belt_ab import export_src  # noqa: E402  (git archive REV src | tar -x, no shell string)
+from bench_belt_ab import export_src, run_worker  # noqa: E402  (a revision's src/, a fresh worker process)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
@@ -99,12 +98,7 @@ def worker(path: str) -> dict:
 
 
 def run_side(src: Path, data: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    proc = subprocess.run([sys.executable, __file__, "--worker", str(data)], capture_output=True, text=True,
-                          env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"worker on {src} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_worker(src, [__file__, "--worker", str(data)])
 
 
 def main() -> int:

@@ -41,9 +41,14 @@ def export_src(ref: str, dest: Path) -> Path:
 def one_run(src: Path, files: list[Path], backend: str, warm: Path) -> dict:
     job = {"files": [str(f) for f in files], "backend": backend, "language": True, "rest": True,
            "warmup": str(warm), "batch_pages": None}
+    return run_worker(src, [bb.__file__, "--worker", json.dumps(job)])
+
+
+def run_worker(src: Path, argv: list[str]) -> dict:
+    """`argv` (a script and its arguments) in a fresh process whose `pretrain` is src's; its last line of
+    output read as JSON (a failed worker: SystemExit with the end of its stderr)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    proc = subprocess.run([sys.executable, bb.__file__, "--worker", json.dumps(job)],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"worker on {src} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -175,7 +175,12 @@ def evaluate_crawl(backend: str, pages: list) -> dict:
     def extract(html, url):
         return texts[id(html)]
 
-    q = crawl_scores(extract, pages)
+    return by_site(crawl_scores(extract, pages), extract, pages)
+
+
+def by_site(q: dict, extract, pages: list) -> dict:
+    """`q` (crawl_scores of `pages`) with keep and drop averaged over sites (each site weighs one; keep
+    over the sites with a must-keep snippet) and the number of sites."""
     sites: dict[str, list] = {}
     for page in pages:
         sites.setdefault(site(page[5]), []).append(page)

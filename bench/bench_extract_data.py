@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrain.curate.extract_blocks import BlockModel, WordModel, features
+from pretrain.curate.extract_blocks import BlockModel
 from pretrain.curate.extract_eval import site, site_fold, snippet_scores, token_prf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -121,28 +121,46 @@ def load_all(work: Path):
     return pages, html, *out
 
 
-def agree_labels(pages, default: dict[int, str]):
-    """The pages with trafilatura-eval's weak labels kept only where trafilatura's default mode agrees."""
-    from collections import Counter
-
-    from pretrain.curate.extract_eval import tokens
-
+def relabel_weak(pages, new_label) -> tuple[list, list[int]]:
+    """The pages with each trafilatura-eval block that has no gold label relabelled `new_label(i, block,
+    y)` (i: the page's index, y: its weak label; None: left as it is and not counted); with [blocks
+    counted, labels changed]."""
     out, n = [], [0, 0]
     for i, p in enumerate(pages):
         if p.source != "trafilatura-eval":
             out.append(p)
             continue
         gold = np.array(tr.gold_labels(p.blocks, p.keep, p.drop), int)
-        have = Counter(tokens(default[i]))
         y = p.y.copy()
         for j, b in enumerate(p.blocks):
-            if gold[j] < 0 and y[j] >= 0:
-                ts = tokens(b.text)
-                other = 1 if ts and sum(w in have for w in ts) / len(ts) >= tr.KEEP_SHARE else 0
+            new = new_label(i, b, int(y[j])) if gold[j] < 0 else None
+            if new is not None:
                 n[0] += 1
-                if other != y[j]:
-                    y[j], n[1] = -1, n[1] + 1
+                if new != y[j]:
+                    y[j], n[1] = new, n[1] + 1
         out.append(replace(p, y=y))
+    return out, n
+
+
+def agree_labels(pages, default: dict[int, str]):
+    """The pages with trafilatura-eval's weak labels kept only where trafilatura's default mode agrees."""
+    from collections import Counter
+
+    from pretrain.curate.extract_eval import tokens
+
+    have: dict[int, Counter] = {}
+
+    def agreed(i, b, y):
+        if y < 0:
+            return None
+        if i not in have:
+            have.clear()
+            have[i] = Counter(tokens(default[i]))
+        ts = tokens(b.text)
+        other = 1 if ts and sum(w in have[i] for w in ts) / len(ts) >= tr.KEEP_SHARE else 0
+        return y if other == y else -1
+
+    out, n = relabel_weak(pages, agreed)
     print(f"agree: {n[1]} of {n[0]} weak labels left out (trafilatura's two modes disagree)", flush=True)
     return out
 
@@ -151,20 +169,17 @@ def substr_labels(pages, precision: dict[int, str], under: int = 200):
     """The pages with trafilatura-eval's weak label of a block under `under` characters 1 only when its
     text (white space normalised) is a substring of trafilatura's output, not when KEEP_SHARE of its
     words are somewhere in it (a short boilerplate line of common words passes that test)."""
-    out, n = [], [0, 0]
-    for i, p in enumerate(pages):
-        if p.source != "trafilatura-eval":
-            out.append(p)
-            continue
-        gold = np.array(tr.gold_labels(p.blocks, p.keep, p.drop), int)
-        text = tr._norm(precision[i])
-        y = p.y.copy()
-        for j, b in enumerate(p.blocks):
-            if gold[j] < 0 and y[j] == 1 and len(b.text) < under:
-                n[0] += 1
-                if tr._norm(b.text) not in text:
-                    y[j], n[1] = 0, n[1] + 1
-        out.append(replace(p, y=y))
+    text: dict[int, str] = {}
+
+    def substring(i, b, y):
+        if y != 1 or len(b.text) >= under:
+            return None
+        if i not in text:
+            text.clear()
+            text[i] = tr._norm(precision[i])
+        return 1 if tr._norm(b.text) in text[i] else 0
+
+    out, n = relabel_weak(pages, substring)
     print(f"substr (< {under} characters): {n[1]} of {n[0]} short weak keep labels -> drop", flush=True)
     return out
 
@@ -183,17 +198,7 @@ def fold_data(pages, data: str, crawl: bool, fold: str, work: Path):
     test = set(test_pages(pages, fold)) if fold != "all" else set()
     train_on = [i for i, p in enumerate(pages) if i not in test and (crawl or p.source != "crawl")]
     path = work / f"data-{data}{'-crawl' if crawl else ''}-{fold.replace('/', '-')}.npz"
-    if not path.exists():
-        ps = [pages[i] for i in train_on]
-        scores = tr.oof_word_scores(ps)
-        x = np.vstack([np.hstack([features(p.blocks, s), p.cols])[p.y >= 0] for p, s in zip(ps, scores)])
-        y = np.concatenate([p.y[p.y >= 0] for p in ps])
-        wm = json.dumps(tr.fit_words(ps).to_dict()).encode()
-        part = path.with_name(path.name + ".part.npz")
-        np.savez(part, x=x, y=y, words=np.frombuffer(wm, np.uint8))
-        os.replace(part, path)
-    d = np.load(path)
-    return d["x"], d["y"], train_on, WordModel.from_dict(json.loads(d["words"].tobytes()))
+    return bt.fold_matrix(pages, train_on, path)
 
 
 def score_pages(pages, html, idx: list[int], m: BlockModel, rescue_of) -> dict[str, list]:

@@ -60,7 +60,6 @@ from pretrain.curate.extract_eval import (
     aeb_pages,
     crawl_pages,
     crawl_scores,
-    site,
     site_fold,
     snippet_scores,
     token_prf,
@@ -133,29 +132,19 @@ def decode(p: np.ndarray, chars: np.ndarray, d: float, core_only: bool = False) 
 
 
 @dataclass(frozen=True)
-class Decider:
+class Decider(bp.ShippedTrees):
     """What page_texts gets as `model`: the shipped trees (words, threshold for the rescue), how to decide."""
 
     ship: object
     strict: object
     s: Setting
 
-    @property
-    def words(self):
-        return self.ship.words
-
-    @property
-    def threshold(self) -> float:
-        return self.ship.threshold
-
 
 def flags_of(pages, m: Decider, cols):
-    sizes = [len(bs) for bs in pages]
-    if not sum(sizes):
+    got = bp.shipped_p(pages, m.ship, cols)
+    if got is None:
         return [[] for _ in pages]
-    x = batch_matrix(pages, cols, m.ship)
-    chars = np.fromiter((len(b.text) for bs in pages for b in bs), np.int64, len(x))
-    ps = m.ship.keep_probability(x)
+    x, chars, ps = got
     pt = m.strict.keep_probability(x) if m.s.rule != "shipped" else ps
     out, at = [], 0
     for bs in pages:
@@ -307,9 +296,6 @@ def crawl_rows(settings: dict[str, Setting], strict: str | None) -> dict[str, di
     parsed = {id(p[1]): Page(p[1]) for p in cps}
     ship, resc = load_model(), load_rescue()
     strict_m = load_model(strict) if strict else ship
-    sites: dict[str, list] = {}
-    for p in cps:
-        sites.setdefault(site(p[5]), []).append(p)
     out = {}
     for name, s in settings.items():
         texts = {}
@@ -320,12 +306,7 @@ def crawl_rows(settings: dict[str, Setting], strict: str | None) -> dict[str, di
         def extract(html, url, texts=texts):
             return texts[id(html)]
 
-        q = crawl_scores(extract, cps, titles)
-        per = [crawl_scores(extract, ps) for ps in sites.values()]
-        keeps = [x["kept"] for x, ps in zip(per, sites.values()) if any(y[2] for y in ps)]
-        q["kept_by_site"] = sum(keeps) / max(len(keeps), 1)
-        q["dropped_by_site"] = sum(x["dropped"] for x in per) / len(per)
-        out[name] = q
+        out[name] = bp.by_site(crawl_scores(extract, cps, titles), extract, cps)
     return out
 
 
@@ -358,11 +339,7 @@ def speed(settings: dict[str, Setting], strict: str | None, repeat: int) -> None
 
     from pretrain.curate.extract import BATCH_PAGES
 
-    sets = {
-        "AEB": [h for _, h, _ in aeb_pages(SHARED / "html" / "scrapinghub-aeb")],
-        "trafilatura-eval": [h for _, h, _, _ in trafilatura_pages(SHARED / "html" / "trafilatura-eval")],
-        "crawl": [p[1] for p in crawl_pages(SHARED / "warc")],
-    }
+    sets = bp.speed_sets()
     ship, resc = load_model(), load_rescue()
     strict_m = load_model(strict) if strict else ship
 
@@ -385,11 +362,7 @@ def speed(settings: dict[str, Setting], strict: str | None, repeat: int) -> None
 
     models = {"shipped (the step's path)": None, **settings}
     print(f"\nspeed: pages/s per core, best of {repeat} alternating (load {os.getloadavg()[0]:.1f})")
-    for name, htmls in sets.items():
-        best = dict.fromkeys(models, float("inf"))
-        for _ in range(repeat):
-            for k, s in models.items():
-                best[k] = min(best[k], run(htmls, s))
+    for name, htmls, best in bp.best_of(sets, models, run, repeat):
         b0 = best["shipped (the step's path)"]
         print(f"  {name:<17} {len(htmls):>4} pages: " + ", ".join(
             f"{k} {len(htmls) / v:.0f} ({b0 / v:.3f}x)" for k, v in best.items()))

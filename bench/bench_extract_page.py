@@ -66,7 +66,6 @@ from pretrain.curate.extract_eval import (
     aeb_pages,
     crawl_pages,
     crawl_scores,
-    site,
     site_fold,
     snippet_scores,
     token_prf,
@@ -76,6 +75,8 @@ from pretrain.curate.extract_rescue import load_rescue, page_texts, rescue_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_extract_stack as st  # noqa: E402  (the data folder, the missing-data line)
+from bench_extract import by_site  # noqa: E402  (crawl keep and drop by site)
+from bench_extract_train import aggregate, choose, paired  # noqa: E402  (session 10's harness)
 
 SHARED = st.SHARED
 RULES = ("shipped", "gate", "gate mean", "mean", "gate vote", "strict", "gate either", "gate strict")
@@ -83,14 +84,8 @@ CANDIDATES = ("shipped", "gate", "gate mean", "mean", "gate vote")  # stated bef
 POST_HOC = ("gate either", "gate strict")  # added after reading where "strict" gains: not for choosing
 
 
-@dataclass(frozen=True)
-class Pair:
-    """The shipped trees and the strict ones, and the rule that combines them per page (the rescue
-    reads `words` and `threshold`: the shipped trees')."""
-
-    ship: BlockModel
-    strict: BlockModel
-    rule: str
+class ShippedTrees:
+    """What page_texts's rescue reads of a `model` (`words`, `threshold`): its shipped trees' (`ship`)."""
 
     @property
     def words(self):
@@ -99,6 +94,15 @@ class Pair:
     @property
     def threshold(self) -> float:
         return self.ship.threshold
+
+
+@dataclass(frozen=True)
+class Pair(ShippedTrees):
+    """The shipped trees and the strict ones, and the rule that combines them per page."""
+
+    ship: BlockModel
+    strict: BlockModel
+    rule: str
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -150,12 +154,11 @@ def pair_flags(pages, m: Pair, cols) -> list[list[bool]]:
     whatever the weights), one walk of the shipped trees over the batch, one walk of the strict trees
     over the rows of the pages the rule sends to them, then each page through core_flags +
     headline_off on its combined p."""
-    sizes = [len(bs) for bs in pages]
-    if not sum(sizes):
+    got = shipped_p(pages, m.ship, cols)
+    if got is None:
         return [[] for _ in pages]
-    x = batch_matrix(pages, cols, m.ship)
-    chars = np.fromiter((len(b.text) for bs in pages for b in bs), np.int64, len(x))
-    ps = m.ship.keep_probability(x)
+    x, chars, ps = got
+    sizes = [len(bs) for bs in pages]
     edges = np.cumsum([0, *sizes])
     want = [needs_strict(m.rule, ps[a:b], chars[a:b]) for a, b in zip(edges[:-1], edges[1:])]
     rows = np.concatenate([np.arange(a, b) for a, b, w in zip(edges[:-1], edges[1:], want) if w] or [[]])
@@ -168,6 +171,15 @@ def pair_flags(pages, m: Pair, cols) -> list[list[bool]]:
         p = combine(m.rule, ps[a:b], pt[a:b], chars[a:b])
         out.append(headline_off(core_flags(p, chars[a:b], m.threshold), bs, p, chars[a:b]).tolist())
     return out
+
+
+def shipped_p(pages, ship: BlockModel, cols):
+    """The batch's matrix, each block's characters and the shipped trees' p (None: no blocks)."""
+    if not sum(len(bs) for bs in pages):
+        return None
+    x = batch_matrix(pages, cols, ship)
+    chars = np.fromiter((len(b.text) for bs in pages for b in bs), np.int64, len(x))
+    return x, chars, ship.keep_probability(x)
 
 
 _SAME: dict = {}
@@ -234,14 +246,7 @@ def crawl_table(strict: str) -> dict[str, dict]:
         def extract(html, url, texts=texts):
             return texts[id(html)]
 
-        q = crawl_scores(extract, pages, titles)
-        sites: dict[str, list] = {}
-        for page in pages:
-            sites.setdefault(site(page[5]), []).append(page)
-        per = [crawl_scores(extract, ps) for ps in sites.values()]
-        keeps = [p["kept"] for p, ps in zip(per, sites.values()) if any(x[2] for x in ps)]
-        q["kept_by_site"] = sum(keeps) / max(len(keeps), 1)
-        q["dropped_by_site"] = sum(p["dropped"] for p in per) / len(per)
+        q = by_site(crawl_scores(extract, pages, titles), extract, pages)
         q["gated"] = sum(bool(((ship.keep_probability(batch_matrix([v[1][1]], [v[1][2]], ship)) >= CORE_P)
                                & (np.array([len(b.text) for b in v[1][1]]) >= CORE_CHARS)).any())
                          for v in parsed.values() if v[1][1])
@@ -257,11 +262,7 @@ def speed(strict: str, repeat: int, rules=("gate", "gate either")) -> None:
 
     from pretrain.curate.extract import BATCH_PAGES
 
-    sets = {
-        "AEB": [h for _, h, _ in aeb_pages(SHARED / "html" / "scrapinghub-aeb")],
-        "trafilatura-eval": [h for _, h, _, _ in trafilatura_pages(SHARED / "html" / "trafilatura-eval")],
-        "crawl": [p[1] for p in crawl_pages(SHARED / "warc")],
-    }
+    sets = speed_sets()
     ship, resc = load_model(), load_rescue()
     models = {"shipped": ship, **{r: Pair(ship, load_model(strict), r) for r in rules}}
 
@@ -276,59 +277,35 @@ def speed(strict: str, repeat: int, rules=("gate", "gate either")) -> None:
 
     load = os.getloadavg()[0]
     print(f"\nspeed: the step's path, pages/s per core, best of {repeat} alternating (load {load:.1f})")
-    for name, htmls in sets.items():
-        best = dict.fromkeys(models, float("inf"))
-        for _ in range(repeat):
-            for k, m in models.items():
-                best[k] = min(best[k], run(htmls, m))
+    for name, htmls, best in best_of(sets, models, run, repeat):
         n = len(htmls)
         print(f"  {name:<17} {n:>4} pages: " + ", ".join(
             f"{k} {n / best[k]:.0f}" + ("" if k == "shipped" else f" ({best['shipped'] / best[k]:.3f}x)")
             for k in models))
 
 
-def aggregate(res: dict[str, dict], folds) -> dict[str, float]:
-    a = np.array([r for f in folds if f.startswith("aeb") for r in res[f].values()])
-    t = np.array([r for f in folds if f.startswith("traf") for r in res[f].values()])
-    out = {}
-    if len(a):
-        out.update(zip(("P", "R", "F1"), a.mean(0)))
-    if len(t):
-        s = t.sum(0)
-        out.update(keep=s[0] / s[1], drop=s[2] / s[3], kept=s[0], dropped=s[2])
-    return out
+def best_of(sets: dict[str, list], models: dict, run, repeat: int):
+    """Each set's (name, pages, {model: its least `run(pages, model)`}) over `repeat` rounds in which the
+    models take turns (a change in the machine's load falls on all of them alike)."""
+    for name, htmls in sets.items():
+        best = dict.fromkeys(models, float("inf"))
+        for _ in range(repeat):
+            for k, m in models.items():
+                best[k] = min(best[k], run(htmls, m))
+        yield name, htmls, best
 
 
-def paired(base: dict, other: dict) -> str:
-    """AEB F1, keep and drop of `other` minus `base`, +- the standard error over pages."""
-    a = np.array([other[f][p][2] - base[f][p][2] for f in base if f.startswith("aeb") for p in base[f]])
-    parts = [f"F1 {a.mean():+.4f} +- {a.std(ddof=1) / np.sqrt(len(a)):.4f}"]
-    t = [(base[f][p], other[f][p]) for f in base if f.startswith("traf") for p in base[f]]
-    for name, i, n in (("keep", 0, 1), ("drop", 2, 3)):
-        d = np.array([o[i] - b[i] for b, o in t])
-        tot = sum(b[n] for b, _ in t)
-        parts.append(f"{name} {d.sum() / tot:+.4f} +- {d.std(ddof=1) * np.sqrt(len(d)) / tot:.4f}"
-                     f" (+{int((d > 0).sum())}/-{int((d < 0).sum())} pages)")
-    return ", ".join(parts)
+def speed_sets() -> dict[str, list[str]]:
+    """The html of the pages the speed runs read: AEB, trafilatura-eval, the crawl set."""
+    return {
+        "AEB": [h for _, h, _ in aeb_pages(SHARED / "html" / "scrapinghub-aeb")],
+        "trafilatura-eval": [h for _, h, _, _ in trafilatura_pages(SHARED / "html" / "trafilatura-eval")],
+        "crawl": [p[1] for p in crawl_pages(SHARED / "warc")],
+    }
 
 
 def nested(results: dict[str, dict], candidates=CANDIDATES) -> tuple[dict, list[str]]:
-    folds = list(results["shipped"])
-    base = results["shipped"]
-    out, chosen = {}, []
-    for test in folds:
-        train = [f for f in folds if f != test]
-        b = aggregate(base, train)
-        best, value = "shipped", -1e9
-        for name in candidates:
-            s = aggregate(results[name], train)
-            if s["keep"] < b["keep"] - 1e-12 or s["F1"] < b["F1"] - 1e-12:
-                continue
-            if s["drop"] + s["F1"] > value + 1e-12:
-                best, value = name, s["drop"] + s["F1"]
-        chosen.append(best)
-        out[test] = results[best][test]
-    return out, chosen
+    return choose(results, candidates, list(results["shipped"]))
 
 
 def main() -> int:

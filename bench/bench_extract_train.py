@@ -81,6 +81,12 @@ def fold_data(pages, bench: str, k: int, work: Path):
     its word model (fitted on all of them, as `train` attaches it)."""
     path = work / f"fold-{bench}-{k}.npz"
     train_on = [i for i, p in enumerate(pages) if not (p.source == bench and site_fold(p.url) == k)]
+    return fold_matrix(pages, train_on, path)
+
+
+def fold_matrix(pages, train_on: list[int], path: Path):
+    """The training matrix, labels and word model of the pages `train_on` (as `train` builds them), made
+    once into `path` (written whole or not at all) and read from it; with `train_on` back."""
     if not path.exists():
         ps = [pages[i] for i in train_on]
         scores = tr.oof_word_scores(ps)
@@ -135,7 +141,7 @@ def aggregate(res: dict[str, dict], folds) -> dict[str, float]:
         out.update(zip(("P", "R", "F1"), a.mean(0)))
     if len(t):
         s = t.sum(0)
-        out.update(keep=s[0] / s[1], drop=s[2] / s[3])
+        out.update(keep=s[0] / s[1], drop=s[2] / s[3], kept=s[0], dropped=s[2])
     return out
 
 
@@ -158,22 +164,32 @@ def paired(base: dict, other: dict) -> str:
     return ", ".join(parts)
 
 
-def nested(results: dict[str, dict]) -> None:
-    folds = [f"{b}/{k}" for b in BENCHES for k in range(5)]
+def choose(results: dict[str, dict], candidates=None, folds=None) -> tuple[dict, list[str]]:
+    """The nested rule: each test fold's setting among `candidates` (default: all) chosen on the other
+    folds (keep and F1 >= shipped's, then the most drop + F1); ({fold: its scores}, the names chosen)."""
+    folds = folds or [f"{b}/{k}" for b in BENCHES for k in range(5)]
     base = results["shipped"]
     out, chosen = {}, []
     for test in folds:
         train = [f for f in folds if f != test]
         b = aggregate(base, train)
         best, value = "shipped", -1e9
-        for name, res in results.items():
-            s = aggregate(res, train)
+        for name in candidates or results:
+            s = aggregate(results[name], train)
             if s["keep"] < b["keep"] - 1e-12 or s["F1"] < b["F1"] - 1e-12:
                 continue
             if s["drop"] + s["F1"] > value + 1e-12:
                 best, value = name, s["drop"] + s["F1"]
-        chosen.append(f"{test}: {best}")
+        chosen.append(best)
         out[test] = results[best][test]
+    return out, chosen
+
+
+def nested(results: dict[str, dict]) -> None:
+    folds = [f"{b}/{k}" for b in BENCHES for k in range(5)]
+    base = results["shipped"]
+    out, chosen = choose(results, folds=folds)
+    chosen = [f"{test}: {c}" for test, c in zip(folds, chosen)]
     print("\nnested (each test fold's setting chosen on the other nine: keep and F1 >= shipped's, "
           "then the most drop + F1)")
     print(row("nested choice", aggregate(out, folds)))

@@ -25,10 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_belt_ab import export_src, run_worker  # noqa: E402  (a revision's src/, a fresh worker process)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
@@ -96,12 +98,7 @@ def worker(path: str) -> dict:
 
 
 def run_side(src: Path, data: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    proc = subprocess.run([sys.executable, __file__, "--worker", str(data)], capture_output=True, text=True,
-                          env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"worker on {src} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_worker(src, [__file__, "--worker", str(data)])
 
 
 def main() -> int:
@@ -118,15 +115,10 @@ def main() -> int:
         return 0
     docs = texts()
     with tempfile.TemporaryDirectory(prefix="bench_rules_cold_") as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base, "src"], capture_output=True,
-                                 check=False)
-        if archive.returncode != 0:
-            why = archive.stderr.decode(errors="replace").strip()
-            raise SystemExit(f"git archive {args.base!r} failed: {why}")
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        base_src = export_src(args.base, Path(tmp))
         data = Path(tmp) / "texts.json"
         data.write_text(json.dumps(docs), encoding="utf-8")
-        sides = {args.base: Path(tmp) / "src", "this checkout": ROOT / "src"}
+        sides = {args.base: base_src, "this checkout": ROOT / "src"}
         best: dict[str, dict] = {}
         results: dict[str, dict] = {}
         for _ in range(args.repeat):

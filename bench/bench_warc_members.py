@@ -26,6 +26,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE / "tests"))
+sys.path.insert(0, str(HERE / "bench"))
+from bench_parquet_cells import SPEED  # noqa: E402  (the child that reads a file whole, best of 3)
+
 DATA = Path(os.environ.get("PRETRAIN_SHARED_DATA") or HERE.parent.parent / "shared" / "data")
 SAMPLE = DATA / "warc" / "dolma" / "sample-0000.warc.gz"
 
@@ -51,19 +54,6 @@ def build(folder: Path, mib: int) -> Path:
     path.write_bytes(gzip.compress(a, mtime=0) + spaces_member(r0 + lying, mib, b"\r\n\r\n" + r2 + r3)
                      + gzip.compress(b, mtime=0))
     return path
-
-
-SPEED = """
-import sys, time
-from collections import Counter
-from pretrain.curate.readers import ReaderConfig, read_documents
-best = 1e9
-for _ in range(3):
-    t = time.perf_counter()
-    n = sum(1 for _ in read_documents(sys.argv[1], ReaderConfig(), lambda *a: None, stats=Counter()))
-    best = min(best, time.perf_counter() - t)
-print(n / best)
-"""
 
 
 def main() -> None:

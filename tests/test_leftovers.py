@@ -224,6 +224,18 @@ def test_parquet_huge_cell_in_a_column_other_than_text_is_skipped_unread(tmp_pat
     assert r["peak_mb"] - r["base_mb"] < 64  # decoding the cells would hold 256 MB and more
 
 
+def _page_variants(table, tmp_path, compression: str, **kw):
+    """`table` written with data pages v1 and v2, dictionary and plain: each file and pyarrow's rows."""
+    import pyarrow.parquet as pq
+
+    for version in ("1.0", "2.0"):
+        for dictionary in (True, False):
+            p = tmp_path / f"{version}{dictionary}.parquet"
+            pq.write_table(table, p, compression=compression, data_page_version=version,
+                           use_dictionary=dictionary, **kw)
+            yield p, pq.read_table(p).to_pylist()
+
+
 @pytest.mark.parametrize("compression", ["snappy", "zstd"])
 def test_parquet_other_columns_read_by_pages_give_what_pyarrow_gives(tmp_path, compression):
     """Big cells in `url` and in metadata-bound columns (`dump`, `junk`), nulls, non-ASCII, several
@@ -233,7 +245,6 @@ def test_parquet_other_columns_read_by_pages_give_what_pyarrow_gives(tmp_path, c
     from collections import Counter
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from pretrain.curate.readers import ReaderConfig, read_documents
 
@@ -257,28 +268,23 @@ def test_parquet_other_columns_read_by_pages_give_what_pyarrow_gives(tmp_path, c
     info = [None if k % 13 == 0 else {"note": note[k]} for k in range(n)]  # one field: nulls by levels
     table = pa.table({"id": [f"r{i}" for i in range(n)], "text": text, "url": url, "dump": dump,
                       "junk": junk, "score": [float(i) for i in range(n)], "metadata": meta, "info": info})
-    for version in ("1.0", "2.0"):
-        for dictionary in (True, False):
-            p = tmp_path / f"{version}{dictionary}.parquet"
-            pq.write_table(table, p, compression=compression, data_page_version=version,
-                           use_dictionary=dictionary, row_group_size=300, data_page_size=4096)
-            truth = pq.read_table(p).to_pylist()
-            over = [k for k, r in enumerate(truth)
-                    if any(isinstance(v, str) and len(v.encode()) > bound for v in r.values())
-                    or any(isinstance(v, str) and len(v.encode()) > bound
-                           for m in (r["metadata"], r["info"]) if m for v in m.values())]
-            assert over == [3, 42, 150, 401, 402, 600, 700, 899]
-            want = [(r["id"], r["text"], r["url"], r["dump"], r["junk"], r["score"], r["metadata"] or {},
-                     r["info"]) for k, r in enumerate(truth) if k not in over]
-            errors: list = []
-            docs = read_documents(p, ReaderConfig(max_record_bytes=bound),
-                                  lambda f, r, why, errors=errors: errors.append((r, why)), stats=Counter())
-            got = [(d.id, d.text, d.url, d.metadata.get("dump"), d.metadata.get("junk"),
-                    d.metadata.get("score"), {k: d.metadata[k] for k in ("lang", "n") if k in d.metadata},
-                    d.metadata.get("info")) for d in docs]
-            assert got == want
-            assert [r for r, _ in errors] == [f"row {k}" for k in over]
-            assert all("skipped unread" in why for _, why in errors)
+    for p, truth in _page_variants(table, tmp_path, compression, row_group_size=300, data_page_size=4096):
+        over = [k for k, r in enumerate(truth)
+                if any(isinstance(v, str) and len(v.encode()) > bound for v in r.values())
+                or any(isinstance(v, str) and len(v.encode()) > bound
+                       for m in (r["metadata"], r["info"]) if m for v in m.values())]
+        assert over == [3, 42, 150, 401, 402, 600, 700, 899]
+        want = [(r["id"], r["text"], r["url"], r["dump"], r["junk"], r["score"], r["metadata"] or {},
+                 r["info"]) for k, r in enumerate(truth) if k not in over]
+        errors: list = []
+        docs = read_documents(p, ReaderConfig(max_record_bytes=bound),
+                              lambda f, r, why, errors=errors: errors.append((r, why)), stats=Counter())
+        got = [(d.id, d.text, d.url, d.metadata.get("dump"), d.metadata.get("junk"),
+                d.metadata.get("score"), {k: d.metadata[k] for k in ("lang", "n") if k in d.metadata},
+                d.metadata.get("info")) for d in docs]
+        assert got == want
+        assert [r for r, _ in errors] == [f"row {k}" for k in over]
+        assert all("skipped unread" in why for _, why in errors)
 
 
 def _strings_bytes(v) -> int:
@@ -300,7 +306,6 @@ def test_parquet_lists_and_nested_structs_read_by_pages_give_what_pyarrow_gives(
     from collections import Counter
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from pretrain.curate.readers import ReaderConfig, read_documents
 
@@ -328,23 +333,18 @@ def test_parquet_lists_and_nested_structs_read_by_pages_give_what_pyarrow_gives(
     rows_deep[250] = {"src": "s", "info": {"note": "n" * 5000, "lang": "en"}}
     table = pa.table({"id": [f"r{i}" for i in range(n)], "text": [f"doc {i}" for i in range(n)],
                       "tags": rows_tags, "deep": rows_deep})
-    for version in ("1.0", "2.0"):
-        for dictionary in (True, False):
-            p = tmp_path / f"{version}{dictionary}.parquet"
-            pq.write_table(table, p, compression=compression, data_page_version=version,
-                           use_dictionary=dictionary, row_group_size=200, data_page_size=2048)
-            truth = pq.read_table(p).to_pylist()
-            over = [k for k, r in enumerate(truth) if _strings_bytes(r) > bound]
-            assert over == [100, 101, 250]
-            want = [(r["id"], r["text"], r["tags"], r["deep"]) for k, r in enumerate(truth) if k not in over]
-            errors: list = []
-            docs = read_documents(p, ReaderConfig(max_record_bytes=bound),
-                                  lambda f, r, why, errors=errors: errors.append((r, why)), stats=Counter())
-            got = [(d.id, d.text, d.metadata.get("tags"), d.metadata.get("deep")) for d in docs]
-            assert got == want
-            assert [r for r, _ in errors] == [f"row {k}" for k in over]
-            assert [why.split("column ")[1].split(" holds")[0] for _, why in errors] == [
-                "'tags'", "'tags'", "'deep.info.note'"]
+    for p, truth in _page_variants(table, tmp_path, compression, row_group_size=200, data_page_size=2048):
+        over = [k for k, r in enumerate(truth) if _strings_bytes(r) > bound]
+        assert over == [100, 101, 250]
+        want = [(r["id"], r["text"], r["tags"], r["deep"]) for k, r in enumerate(truth) if k not in over]
+        errors: list = []
+        docs = read_documents(p, ReaderConfig(max_record_bytes=bound),
+                              lambda f, r, why, errors=errors: errors.append((r, why)), stats=Counter())
+        got = [(d.id, d.text, d.metadata.get("tags"), d.metadata.get("deep")) for d in docs]
+        assert got == want
+        assert [r for r, _ in errors] == [f"row {k}" for k in over]
+        assert [why.split("column ")[1].split(" holds")[0] for _, why in errors] == [
+            "'tags'", "'tags'", "'deep.info.note'"]
 
 
 def test_parquet_huge_list_or_deep_struct_cell_is_skipped_unread(tmp_path):

@@ -268,3 +268,27 @@ def test_a_lying_record_whose_id_came_before_yields_every_record_once(tmp_path, 
     assert "claimed Content-Length" in why and f"decompressed offset {at + len(lying)})" in why
     if layout != "one stream" or how == "length_into_next":  # over max_record_bytes in one stream: by id
         assert where == f"decompressed offset {at} of the gzip member at offset {member_at}"
+
+
+@pytest.mark.parametrize("gaps", ["off", "uncompressed", "all"])
+@pytest.mark.parametrize("window", [48 * 1024, 256 * 1024, 256 * 1024**2])
+def test_a_clean_member_of_a_hundred_records_past_the_bound_reports_nothing(tmp_path, real, gaps, window):
+    """100 real records (1.5 MB) in one gzip member, past max_record_bytes + 1 MiB (the bound a
+    member of one record is inflated to) and over many windows: under `warc_check_gaps = "all"`
+    main said "more than 1114112 bytes in the gzip member of a record of ...: the rest is not a
+    valid record; skipped" (the member's tail is the other records', not junk), whatever the
+    window; now every mode and window reads the records as fastwarc reads them one per member, and
+    says nothing."""
+    records, _ = real
+    inner = [re.sub(rb"(WARC-Record-ID: <urn:uuid:[0-9A-F-]+)([0-9A-F]{2})>", b"\\g<1>%04d>" % k, r, count=1)
+             for k, r in enumerate(records * 20)]  # the copies' own ids
+    assert len(b"".join(inner)) > (64 << 10) + (1 << 20)
+    z = gzip.compress
+    p = tmp_path / "many.warc.gz"
+    p.write_bytes(z(records[0], mtime=0) + z(b"".join(inner), mtime=0) + z(records[4], mtime=0))
+    errors: list = []
+    stats: Counter[str] = Counter()
+    cfg = ReaderConfig(warc_check_gaps=gaps, warc_max_skip_bytes=window, max_record_bytes=64 << 10)
+    docs = list(read_documents(p, cfg, lambda p_, r, why: errors.append((r, why)), stats=stats))
+    assert [(d.id, d.url) for d in docs] == _peer_ids(records[:1] + inner + records[4:])
+    assert errors == [] and not [k for k in stats if k.startswith("errors.")]

@@ -90,7 +90,8 @@ class Member:
         self.file, self.fd = Path(), None
         self.cursor = 0
         self.passed = 0  # WARC-Record-ID lines of the member before the cursor
-        self.last_end: int | None = None  # where the last record judged here ended (its claim)
+        self.last_end: int | None = None  # where the last record judged here ended (its claim), in the member
+        self._gap: tuple[int, bytes] = (-1, b"")  # the window's bytes after last_end, kept when it slid
         self.misses = 0  # records not found in it (an id written otherwise, or none such)
         self.told = False  # a suspect record that could not be found was reported (once per member)
         self.last: tuple[str | None, int, int] = (None, 0, 0)  # the last record found: (id, k, offset)
@@ -134,7 +135,7 @@ class Member:
         fd, name = tempfile.mkstemp(prefix="pretrain-warc-member-", suffix=".warc")
         self.file, self.fd, self._rest = Path(name), None, None
         self.base, self.size, self.whole, self.cut, self.full = base, 0, False, False, False
-        self.cursor, self.last_end, self.last = 0, None, (None, 0, 0)
+        self.cursor, self.last = 0, (None, 0, 0)  # last_end is the member's offset: it outlives a window
         try:
             self._unlink_now()  # before anything is written: a SIGKILL mid-window leaves no name
             with os.fdopen(fd, "wb") as out:
@@ -203,6 +204,10 @@ class Member:
         if not self.more():
             return False
         if self.cut:
+            if self.last_end is not None and self.base <= self.last_end < self.base + self.size:
+                with open(self.file, "rb") as f:  # a gap after the last record may go on in the next one
+                    f.seek(self.last_end - self.base)
+                    self._gap = (self.last_end, f.read(1 << 16))
             self._open(self.base + self.size, self._rest)
             return True
         return self.next_record(self.size) is not None
@@ -288,18 +293,22 @@ class Member:
         return _plain_overrun(self.file, start, length)
 
     def skipped(self, start: int, length: int | None) -> tuple[int, bytes]:
-        """(offset, bytes) of what lies between the end of the last record judged here and this
-        one at `start` (stripped: blank lines between records are fine); notes where this one
-        ends (`length` None: a Content-Length that is not a number, nothing to judge after it)."""
-        at, junk = start, b""
+        """(decompressed offset in the member, bytes) of what lies between the end of the last
+        record judged here and this one at `start` of the window (stripped: blank lines between
+        records are fine), also when that end lies in an earlier window (a window of 48 KiB missed
+        a record lost after junk: session 11); notes where this one ends (`length` None: a
+        Content-Length that is not a number, nothing to judge after it)."""
+        lo, at, junk = self.last_end, self.base + start, b""
         with open(self.file, "rb") as f:
-            if self.last_end is not None and self.last_end < start:
-                f.seek(self.last_end)
-                raw = f.read(min(start - self.last_end, 1 << 16))
-                at, junk = self.last_end + len(raw) - len(raw.lstrip()), raw.strip()
+            if lo is not None and lo < self.base + start:
+                earlier = self._gap[1] if self._gap[0] == lo else b""  # its start, in the window before
+                head, frm = (b"", lo - self.base) if lo >= self.base else (earlier, 0)
+                f.seek(frm)
+                raw = (head + f.read(min(start - frm, 1 << 16)))[: 1 << 16]
+                at, junk = lo + len(raw) - len(raw.lstrip()), raw.strip()
             f.seek(start)
             m = HEADER_END.search(f.read(1 << 16))
-        self.last_end = None if m is None or length is None else start + m.end() + length
+        self.last_end = None if m is None or length is None else self.base + start + m.end() + length
         return at, junk
 
     def after(self, start: int, length: int) -> tuple[int, int | None] | None:
@@ -366,7 +375,7 @@ def lie_in_member(
     junk_at, junk = member.skipped(at, length)
     if junk:  # fastwarc passed over a record it could not parse (no version line, a short claim)
         first = junk.split(b"\n", 1)[0][:80].decode("utf-8", "replace").strip()
-        on_error(str(scan.path), where_in(pos, f"offset {junk_at}", member.base), f"{len(junk)} bytes "
+        on_error(str(scan.path), where_in(pos, f"offset {junk_at}"), f"{len(junk)} bytes "
                  "skipped between records: not a valid record (no WARC version line, or a wrong "
                  f"Content-Length); first line: {first!r}")
         stats["errors.skipped_bytes"] += 1

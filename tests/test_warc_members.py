@@ -272,17 +272,18 @@ def test_a_lying_record_whose_id_came_before_yields_every_record_once(tmp_path, 
 
 @pytest.mark.parametrize("gaps", ["off", "uncompressed", "all"])
 @pytest.mark.parametrize("window", [48 * 1024, 256 * 1024, 256 * 1024**2])
-@pytest.mark.parametrize("junk", [None, "between records", "at the member's end"])
+@pytest.mark.parametrize("junk", [None, "between records", "at the member's end", "a whole line at the end"])
 def test_a_member_of_a_hundred_records_past_the_bound_says_only_real_junk(tmp_path, real, gaps, window, junk):
     """100 real records (1.5 MB) in one gzip member, past max_record_bytes + 1 MiB (the bound a
     member of one record is inflated to) and over many windows: under `warc_check_gaps = "all"`
     main said "more than 1114112 bytes in the gzip member of a record of ...: the rest is not a
     valid record; skipped" (the member's tail is the other records', not junk), whatever the
     window; now every mode and window reads the records as fastwarc reads them one per member, and
-    says nothing. 3 kB of junk ending mid-line (the record after it, which fastwarc then loses) is
-    said once under "all", whatever the window: after the fix above, a junk between records in a
-    window of 48 KiB (where the last record ended in the window before) and a junk at the member's
-    end (the next member's record lost) went unsaid."""
+    says nothing. 3 kB of junk is said under "all", whatever the window: between records (ending
+    mid-line: fastwarc loses the record after it, said with it) and at the member's end (whole
+    line: nothing else lost; or mid-line: the next member's record lost too, on its own line). After the fix
+    above these went unsaid: junk between records in a window of 48 KiB (the last record ended in
+    the window before) and at the member's end (the gap check leaves a member of several alone)."""
     records, _ = real
     inner = [re.sub(rb"(WARC-Record-ID: <urn:uuid:[0-9A-F-]+)([0-9A-F]{2})>", b"\\g<1>%04d>" % k, r, count=1)
              for k, r in enumerate(records * 20)]  # the copies' own ids
@@ -291,22 +292,24 @@ def test_a_member_of_a_hundred_records_past_the_bound_says_only_real_junk(tmp_pa
     p = tmp_path / "many.warc.gz"
     bad = JUNK[:3000]  # ends mid-line: the version line after it is not at a line start
     body = {None: b"".join(inner), "between records": b"".join(inner[:50]) + bad + b"".join(inner[50:]),
-            "at the member's end": b"".join(inner) + bad}[junk]
+            "at the member's end": b"".join(inner) + bad,
+            "a whole line at the end": b"".join(inner) + bad + b"\r\n"}[junk]
     p.write_bytes(z(records[0], mtime=0) + z(body, mtime=0) + z(records[4], mtime=0))
     errors: list = []
     stats: Counter[str] = Counter()
     cfg = ReaderConfig(warc_check_gaps=gaps, warc_max_skip_bytes=window, max_record_bytes=64 << 10)
     docs = list(read_documents(p, cfg, lambda p_, r, why: errors.append((r, why)), stats=stats))
-    lost = {None: [], "between records": inner[50:51], "at the member's end": records[4:]}[junk]
+    lost = {"between records": inner[50:51], "at the member's end": records[4:]}.get(junk, [])
     good = [r for r in records[:1] + inner + records[4:] if r not in lost]
     assert [(d.id, d.url) for d in docs] == _peer_ids(good)
     if junk is None or gaps != "all":  # "uncompressed" and "off" do not check gzip files
         assert errors == [] and not [k for k in stats if k.startswith("errors.")]
         return
-    ((where, why),) = errors
-    skipped = (bad + lost[0]).strip() if junk == "between records" else lost[0].strip()  # what fastwarc lost
-    assert f"{len(skipped)} bytes skipped between records" in why and stats["errors.skipped_bytes"] == 1
-    if junk == "between records":
-        at = len(b"".join(inner[:50]))
-        assert where == f"decompressed offset {at} of the gzip member at offset {len(z(records[0], mtime=0))}"
-        assert "first line: \"not a record" in why
+    # the junk in the member at its place; at its end, the next member's record fastwarc lost after it
+    at = len(b"".join(inner[:50] if junk == "between records" else inner))
+    said = [(f"decompressed offset {at} of the gzip member at offset {len(z(records[0], mtime=0))}",
+             len((bad + lost[0] if junk == "between records" else body[at:]).strip()))]
+    if junk == "at the member's end":
+        said.append((f"gzip member at offset {len(z(records[0], mtime=0))}", len(lost[0].strip())))
+    assert [(w, int(why.split(" bytes skipped between records")[0])) for w, why in errors] == said
+    assert "first line: \"not a record" in errors[0][1] and stats["errors.skipped_bytes"] == len(said)

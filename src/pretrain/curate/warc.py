@@ -104,7 +104,7 @@ def _read_all(
         if scan.stop:
             return
     if scan.gaps is not None and scan.prev is not None:
-        scan.gaps.report(scan.prev, None, on_error, stats, several=scan.in_member > 0)
+        _gap(scan, None, on_error, stats)
 
 
 class _Scan:
@@ -139,6 +139,25 @@ class _Scan:
             self.member = None
 
 
+def _gap(scan: _Scan, next_pos: int | None, on_error: OnError, stats: Counter[str]) -> None:
+    """The gap check after the previous record (`warc_framing.GapChecker`) and, under `"all"`, once
+    a gzip member holding several records is left, the bytes after its last record: the gap check
+    cannot judge them (the member's tail is the other records'), its inflated window can (junk at
+    a member's end went unsaid: session 11)."""
+    several = scan.in_member > 0
+    m, prev = scan.member, scan.prev
+    if several and scan.check_members and m is not None and prev is not None and next_pos != prev[0] \
+            and m.pos == prev[0] and m.last[:2] == (scan.prev_id, scan.k):
+        at, junk = m.tail()
+        if junk:
+            first = junk.split(b"\n", 1)[0][:80].decode("utf-8", "replace").strip()
+            on_error(str(scan.path), where_in(m.pos, f"offset {at}"), f"{len(junk)} bytes skipped between "
+                     f"records: not a valid record (no WARC version line, or a wrong Content-Length); first "
+                     f"line: {first!r}")
+            stats["errors.skipped_bytes"] += 1
+    scan.gaps.report(prev, next_pos, on_error, stats, several=several)
+
+
 def _read_from(
     start: int, scan: _Scan, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str]
 ) -> Iterator[Document]:
@@ -158,7 +177,7 @@ def _read_from(
                     scan.stop = True
                     return None
                 if scan.gaps is not None and not scan.resumed:
-                    scan.gaps.report(scan.prev, rec.stream_pos, on_error, stats, several=scan.in_member > 0)
+                    _gap(scan, rec.stream_pos, on_error, stats)
                 pos, length = rec.stream_pos, _warc_length(rec)
                 same = scan.layout == "members" and not scan.resumed and scan.prev and scan.prev[0] == pos
                 scan.in_member = scan.in_member + 1 if same else 0

@@ -311,6 +311,17 @@ class Member:
         self.last_end = None if m is None or length is None else self.base + start + m.end() + length
         return at, junk
 
+    def tail(self) -> tuple[int, bytes]:
+        """(decompressed offset in the member, bytes) from the end of the last record judged here
+        to the member's end (stripped), when this window holds both; else nothing."""
+        lo, hi = self.last_end, self.base + self.size
+        if lo is None or not self.whole or not self.base <= lo < hi:
+            return hi, b""
+        with open(self.file, "rb") as f:
+            f.seek(lo - self.base)
+            raw = f.read(min(hi - lo, 1 << 16))
+        return lo + len(raw) - len(raw.lstrip()), raw.strip()
+
     def after(self, start: int, length: int) -> tuple[int, int | None] | None:
         """(where the record after the one at `start` starts, where the record after that starts)
         for an honest record at `start`: the first is where a parser failed, the second where

@@ -420,3 +420,21 @@ def test_task_names_of_a_run_are_plain_bounded_text_on_its_figure(spiked_run, tm
     sec = section_for(run, 0)
     inloop = images(sec.body)[-1]
     assert inloop.shape[1] < 1500 and inloop.shape[0] < 1000
+
+
+def test_long_fields_of_a_stats_json_are_shown_cut(corpus_with_errors, tmp_path):
+    """A stats.json may hold 64 MiB: a reject reason, file name and record id of 20 MB each made a
+    70 MB page. Each cell, card and line of text is cut to 1,000 characters, and says its length."""
+    from pretrain.report import build_report
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(corpus_with_errors, corpus)
+    stats = json.loads((corpus / "stats.json").read_text())
+    base = len(build_report([corpus]))
+    long = "<b>" + "A" * 2_000_000
+    stats["errors"] = {"count": 3, "by_reason": {long: 3}, "first": {},
+                       "examples": [{"file": long, "record": long, "reason": long}]}
+    (corpus / "stats.json").write_text(json.dumps(stats))
+    page = build_report([corpus])
+    assert len(page) < base + 20_000, len(page) - base
+    assert page.count("&lt;b&gt;" + "A" * 997 + "… (2,000,003 characters)") >= 4

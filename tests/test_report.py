@@ -420,3 +420,90 @@ def test_task_names_of_a_run_are_plain_bounded_text_on_its_figure(spiked_run, tm
     sec = section_for(run, 0)
     inloop = images(sec.body)[-1]
     assert inloop.shape[1] < 1500 and inloop.shape[0] < 1000
+
+
+def test_long_fields_of_a_stats_json_are_shown_cut(corpus_with_errors, tmp_path):
+    """A stats.json may hold 64 MiB: a reject reason, file name and record id of 20 MB each made a
+    70 MB page. Each cell, card and line of text is cut to 1,000 characters, and says its length."""
+    from pretrain.report import build_report
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(corpus_with_errors, corpus)
+    stats = json.loads((corpus / "stats.json").read_text())
+    base = len(build_report([corpus]))
+    long = "<b>" + "A" * 2_000_000
+    stats["errors"] = {"count": 3, "by_reason": {long: 3}, "first": {},
+                       "examples": [{"file": long, "record": long, "reason": long}]}
+    (corpus / "stats.json").write_text(json.dumps(stats))
+    page = build_report([corpus])
+    assert len(page) < base + 20_000, len(page) - base
+    assert page.count("&lt;b&gt;" + "A" * 997 + "… (2,000,003 characters)") >= 4
+
+
+_HOSTILE = "\"'><script>alert(1)</script><img src=x onerror=alert(2)><a href=javascript:alert(3)>x</a>"
+_KEPT = {"step_order", "job", "format", "dtype", "hash", "version", "event", "split"}  # shapes read
+
+
+def _poisoned(v, keys: bool):
+    """Every string of a JSON value with `_HOSTILE` appended, and (`keys`) a hostile key in every object."""
+    if isinstance(v, str):
+        return v + _HOSTILE
+    if isinstance(v, list):
+        return [_poisoned(x, keys) for x in v]
+    if isinstance(v, dict):
+        out = {k: x if k in _KEPT else _poisoned(x, keys) for k, x in v.items()}
+        return {**out, _HOSTILE: _HOSTILE} if keys else out
+    return v
+
+
+def _live_markup(page: str) -> list:
+    """Every tag, attribute, link or image source in `page` that is not the report's own."""
+    from html.parser import HTMLParser
+
+    own_tags = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p",
+                "main", "section", "span", "nav", "a", "table", "tr", "th", "td", "div", "b", "img", "ul",
+                "li", "pre"}
+    found = []
+
+    class Scan(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag not in own_tags:
+                found.append(tag)
+            for k, v in attrs:
+                if k not in {"href", "src", "alt", "class", "id", "lang", "charset"}:
+                    found.append((tag, k, v))
+                elif (k == "href" and not v.startswith("#")) or (k == "src"
+                                                                  and not v.startswith("data:image/png;")):
+                    found.append((tag, k, v))
+
+    Scan().feed(page)
+    return found
+
+
+@pytest.mark.parametrize("keys", [False, True], ids=["values", "keys"])
+def test_strings_and_keys_of_others_files_are_inert_text(plan_json, spiked_run, corpus_with_errors, tmp_path,
+                                                          keys):
+    """Run names, task names, events, plan names, error reasons and files, metadata keys: every
+    string of each output (and a key added to every object of the run's) carries a script, an
+    attribute breakout and a javascript: link; the page holds none of them as markup, only as text."""
+    from pretrain.report import build_report
+
+    copies = []
+    for src in (plan_json, spiked_run, corpus_with_errors):
+        dst = tmp_path / src.name
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
+        else:
+            shutil.copy(src, dst)
+        copies.append(dst)
+    # a key added to the plan's or stats' tables of numbers is one line ("not a well-formed pretrain
+    # output"): their strings only
+    for f in [copies[0], copies[2] / "stats.json", *sorted((copies[1] / "eval").glob("*.json"))]:
+        run_file = f.parent == copies[1] / "eval"
+        f.write_text(json.dumps(_poisoned(json.loads(f.read_text()), keys and run_file)))
+    metrics = copies[1] / "metrics.jsonl"
+    lines = [_poisoned(json.loads(x), keys) for x in metrics.read_text().splitlines()]
+    metrics.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    page = build_report(copies, title=_HOSTILE)
+    assert _live_markup(page) == []
+    assert page.count(html.escape(_HOSTILE)) > 20  # shown, as text

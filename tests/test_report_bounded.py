@@ -92,3 +92,50 @@ def test_report_keeps_a_bounded_excerpt_of_every_field_of_a_reject(tmp_path):
     assert got["n"] == 40 and "https://x.example/39/xxx" in got["html"]
     assert len(got["html"]) < 2_000_000  # five fields of 40 examples, cut; whole: 200 MB
     assert got["peak_mb"] < 200  # held whole: over 500 MB
+
+
+def test_a_json_file_of_empty_objects_is_refused_before_parsing(tmp_path):
+    """6.3 MB of `[{},{},...]` in stats.json, ~150 MB once parsed (a 64 MiB one held 1.6 GB):
+    2.1 M objects counted twice each (by `{` and `,`, an upper bound), over the 4 M values a
+    64 MiB file may hold; refused by counting, one line naming the file."""
+    import pytest
+
+    from pretrain.report import section_for
+    from pretrain.untrusted import BYTES_PER_VALUE, MAX_SMALL_FILE
+
+    n = MAX_SMALL_FILE // BYTES_PER_VALUE // 2 + 1_000
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "stats.json").write_text("[" + "{}," * n + "{}]")
+    counted = f"{2 * n + 3:,} commas and brackets, over the 4,194,304 values"  # n+1 `{`, n `,`, one `[`
+    with pytest.raises(ValueError, match=rf"stats\.json: not valid JSON: {counted}"):
+        section_for(corpus, 0)
+
+
+def test_metrics_of_dense_hostile_lines_are_refused_where_trainer_lines_pass(tmp_path, monkeypatch):
+    """Under a 1 MiB bound (1 GiB in use): 900 KB of trainer-shaped lines is read, 900 KB of lines
+    padded with `{},{},...` (24x their size in Python objects: 99 MB held 2.3 GB) is refused at the
+    line that passes one value per 16 bytes of the bound: 3,000 `{}` a line count 6,010 (each by
+    `{` and `,`, plus the record's own), so the 11th line passes 65,536."""
+    import pytest
+
+    from pretrain import report_remote, report_run
+    from pretrain.untrusted import BadFile
+
+    monkeypatch.setattr(report_remote, "MAX_LARGE", 1 << 20)
+    run = tmp_path / "run"
+    run.mkdir()
+    line = {"step": 0, "loss": 7.6479811668396, "lr": 0.0001, "grad_norm": 1.2824246883392334,
+            "tokens_per_s": 5421.1, "loss_scale": 1.0, "mfu": None}
+    with open(run / "metrics.jsonl", "w") as f:
+        for i in range(6_000):  # 146 bytes a line, as the trainer writes them
+            f.write(json.dumps({**line, "step": i + 1}) + "\n")
+    assert 800_000 < (run / "metrics.jsonl").stat().st_size < 1 << 20
+    train, _, _ = report_run.read_metrics(run)
+    assert [r["step"] for r in train] == list(range(1, 6_001))
+    pad = ",".join(["{}"] * 3_000)
+    with open(run / "metrics.jsonl", "w") as f:
+        for i in range(100):
+            f.write(json.dumps({**line, "step": i + 1})[:-1] + f', "x": [{pad}]}}\n')
+    with pytest.raises(BadFile, match=r"metrics\.jsonl: line 11: over 65,536 JSON values"):
+        report_run.read_metrics(run)

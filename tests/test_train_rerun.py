@@ -121,6 +121,23 @@ def test_a_config_toml_from_another_run_names_the_tensor(finished, tmp_path):
         load_run_model(run)
 
 
+def test_a_context_longer_than_the_checkpoint_is_refused_before_its_rotary_tables(finished, tmp_path):
+    """model.seq_len is no weight, so the parameter bound let 10^12 through to the rotary tables:
+    4 TB asked for, a traceback (10^7: sample ran in 2.2 GB instead of 0.33). Now bounded as an HF
+    folder's context is: one byte of checkpoint per number of the tables."""
+    import re
+
+    from pretrain.train.runs import load_run_model
+
+    run, _ = _copy(finished, tmp_path)
+    cfg = run / "config.toml"
+    text = cfg.read_text()
+    assert re.search(r"(?m)^seq_len = \d+$", text)
+    cfg.write_text(re.sub(r"(?m)^seq_len = \d+$", "seq_len = 1000000000000", text))
+    with pytest.raises(UserError, match=r"config.toml: model.seq_len 1,000,000,000,000 needs rotary tables"):
+        load_run_model(run)
+
+
 def test_a_resume_under_another_recipe_is_refused_or_said(finished, tmp_path, text, capsys):
     """The same command resumes; another learning rate or global batch is refused in one line; with
     train.allow_changes it continues and the record says what changed, where; a longer run is said."""

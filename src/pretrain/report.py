@@ -116,6 +116,16 @@ def esc(v: Any) -> str:
     return html.escape(str(v))
 
 
+# A cell, card or line of text from someone's file is shown to this many characters: stats.json
+# may hold 64 MiB, and a reject reason, file name and record id of 20 MB each made a 70 MB page.
+MAX_CELL = 1_000
+
+
+def clip(text: str, n: int = MAX_CELL) -> str:
+    """`text` cut to `n` characters, saying how long it was."""
+    return text if len(text) <= n else f"{text[:n]}… ({len(text):,} characters)"
+
+
 def fmt(v: Any) -> str:
     """A cell: thousands separators, 4 significant digits, '—' for missing."""
     if v is None:
@@ -126,7 +136,7 @@ def fmt(v: Any) -> str:
         return f"{v:,.0f}" if 1e3 <= abs(v) < 1e9 else f"{v:,.4g}"
     if isinstance(v, int):
         return f"{v:,}"
-    return esc(v)
+    return esc(clip(str(v)))
 
 
 def table(headers: list[str], rows: list[list[Any]], numeric: set[int] = frozenset(),
@@ -150,7 +160,7 @@ def kpis(items: list[tuple[str, Any]], bad: set[str] = frozenset()) -> str:
 
 
 def note(text: str) -> str:
-    return f"<p class='note'>{esc(text)}</p>"
+    return f"<p class='note'>{esc(clip(text))}</p>"
 
 
 def plt():
@@ -254,7 +264,7 @@ def summary(sections: list[Section]) -> str:
     rows = [[s.kind, s.source, "; ".join(f"{k} {fmt(v)}" for k, v in s.facts[:4])] for s in sections]
     head = [(k, v) for s in sections for k, v in s.facts[:2]]
     problems = [f"{s.title}: {p}" for s in sections for p in s.problems]
-    wrong = ("<h3>What went wrong</h3><ul>" + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul>"
+    wrong = ("<h3>What went wrong</h3><ul>" + "".join(f"<li>{esc(clip(p))}</li>" for p in problems) + "</ul>"
              if problems else note("Nothing went wrong: no bad records, no loss spikes, every plan fits."))
     ran = table(["part", "from", "headline"], rows, wrap={1})
     body = kpis(head[:8]) + "<h3>What ran</h3>" + ran + wrong + nav

@@ -151,7 +151,8 @@ def read_metrics(run: Path) -> tuple[list[dict], list[dict], list[dict]]:
     size = untrusted.check_file(path, within=run)
     if size > limit:
         raise untrusted.BadFile(report_remote.too_big(str(path), size, limit))
-    steps, events = read_run_metrics(run / "metrics.jsonl", within=run)  # torn or hostile lines skipped
+    steps, events = read_run_metrics(run / "metrics.jsonl", within=run,  # torn or hostile lines skipped
+                                     max_values=limit // untrusted.BYTES_PER_VALUE)
     train = [r for r in steps if "loss" in r and r.get("split", "train") == "train"]
     # "eval": held-out loss; "eval_tasks": {"TASK/METRIC": value} from log.eval_tasks (docs/evaluation.md)
     evals = [r for r in steps + events if "eval_loss" in r or r.get("event") in ("eval", "eval_tasks")]

@@ -36,6 +36,13 @@ from pretrain.errors import UserError
 
 MAX_SMALL_FILE = 64 * 1024 * 1024
 MAX_LINE = 8 * 1024 * 1024  # one JSONL record we only summarise (a metrics line, a reject)
+# A JSON file (or a JSONL file read whole) may hold one value per BYTES_PER_VALUE bytes of its size
+# bound. Python holds a value in 24-72 bytes (`{}` is 64 plus its 8-byte slot), so `[{},{},...]`
+# costs ~24x its size: a 64 MiB stats.json of it held 1.6 GB, a 1 GiB plan.json or
+# decontam_report.json (their bound) would hold ~25 GB. Counted before parsing (`json_elements`,
+# which can only overcount); a file of our own has ~20-40 bytes a value, so at most ~4.5 bytes
+# of Python objects per byte of the bound are held (64 MiB: ~300 MB; 1 GiB: ~4.8 GB).
+BYTES_PER_VALUE = 16
 
 
 class BadFile(UserError, ValueError):
@@ -90,8 +97,13 @@ def read_text(path: str | Path, limit: int = MAX_SMALL_FILE, within: str | Path 
 
 def load_json(path: str | Path, limit: int = MAX_SMALL_FILE, what: str = "JSON",
               within: str | Path | None = None) -> Any:
-    """The JSON value in `path` (any type: callers check the shape they need)."""
+    """The JSON value in `path` (any type: callers check the shape they need), of at most one value
+    per `BYTES_PER_VALUE` bytes of `limit`."""
     text = read_text(path, limit, within)
+    if len(text) > limit // BYTES_PER_VALUE and (n := json_elements(text)) > limit // BYTES_PER_VALUE:
+        raise BadFile(f"{path}: not valid {what}: {n:,} commas and brackets, over the "
+                      f"{limit // BYTES_PER_VALUE:,} values such a file may hold (one per "
+                      f"{BYTES_PER_VALUE} bytes of its {limit:,}-byte bound); refusing to parse it")
     try:
         return json.loads(text)
     except RecursionError:  # `[[[[...` 100,000 deep: json's C scanner recurses per level

@@ -138,16 +138,27 @@ def parse_line(line: str | bytes) -> dict | None:
     return rec if isinstance(step, int | float) and not isinstance(step, bool) else None
 
 
-def read_metrics(path: str | Path, within: str | Path | None = None) -> tuple[list[dict], list[dict]]:
+def read_metrics(path: str | Path, within: str | Path | None = None,
+                 max_values: int | None = None) -> tuple[list[dict], list[dict]]:
     """(step records, events) from a metrics.jsonl; a torn last line (killed writer) is ignored,
     and so is a hostile one: invalid UTF-8, over 8 MiB (read through, never held), not an object.
-    `within`: the run directory the file must stay inside (a symlink to /dev/zero is refused)."""
+    `within`: the run directory the file must stay inside (a symlink to /dev/zero is refused).
+    `max_values`: the JSON values every record held may hold together (`untrusted.json_elements`
+    of each line kept), else `BadFile` naming the line: a trainer's line holds ~8 values in ~146
+    bytes, while a line of `{},{},...` holds one in 3 bytes and 72 bytes of Python objects each
+    (99 MB of them held 2.3 GB)."""
     from pretrain import untrusted
 
     untrusted.check_file(path, within)
-    steps, events = [], []
+    steps, events, held = [], [], 0
     with open(path, "rb") as f:
-        for _, line in untrusted.lines(f):
+        for lineno, line in untrusted.lines(f):
+            if max_values is not None:
+                held += untrusted.json_elements(line)
+                if held > max_values:
+                    raise untrusted.BadFile(
+                        f"{path}: line {lineno}: over {max_values:,} JSON values (commas and brackets) in "
+                        "the lines so far; not a trainer's metrics (~8 a line), refusing to hold them")
             if (rec := parse_line(line)) is not None:
                 (events if "event" in rec else steps).append(rec)
     return steps, events

@@ -299,6 +299,14 @@ def _check_held(cfg: RunConfig, path, where: Path) -> torch.nn.Module:
     if need > have:
         raise UserError(f"{where}: describes a model of {shape.params():,} parameters ({need:,} bytes in "
                         f"fp32), more than {path}'s files hold ({have:,} bytes); it is not this run's config")
+    # The rotary tables are not in the checkpoint but are allocated from model.seq_len: 10^12 in a
+    # received config.toml asked for 4 TB (a traceback), 10^8 for ~19 GB. Bounded as an imported HF
+    # folder's (hf_io.HFCheckpoint.check_holds): one byte of checkpoint per number.
+    numbers = 0 if shape.learned_pos else shape.seq_len * shape.head_dim
+    if numbers > have:
+        raise UserError(f"{where}: model.seq_len {shape.seq_len:,} needs rotary tables of {numbers:,} "
+                        f"numbers, more than {path}'s files hold in bytes ({have:,}); "
+                        "it is not this run's config")
     held = read_metadata(ck.as_root(path) / ".metadata").state_dict_metadata
     model = build_model(shape, cfg.model, "meta")
     for key, t in model.state_dict().items():

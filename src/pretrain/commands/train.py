@@ -33,8 +33,8 @@ What comes out, in the run directory (train.out):
 
 Running the same command again resumes from the newest complete checkpoint ("resuming from step N";
 a finished run says "already complete ... nothing is trained" and stops there, with no model summary,
-then "nothing to do" on stdout); the record
-keeps one value per step (later lines of metrics.jsonl and TensorBoard points are dropped).
+then "nothing to do" on stdout); the record keeps one value per step (later lines of metrics.jsonl
+and TensorBoard points are dropped).
 `pretrain train RUN/config.toml` resumes RUN from any directory: a saved train.out that RUN's path
 ends with (runs/x) names it, and the run's relative data paths are read from where it was trained.
 A resume under another recipe (learning rate, schedule, global batch, data, precision) is refused in one

@@ -205,7 +205,49 @@ def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None, dict[
             origins[str(local.resolve())] = (url, stamps.get(url) or {})
         inputs.append(str(work / "inputs"))
     out = str(work / "tokens") if io.is_url(args.output) else args.output
+    if io.is_url(args.output) and urls == args.inputs and not (Path(out) / "manifest.json").exists():
+        _check_url_output(args.output, [(u, str(Path(local).relative_to((work / "inputs").resolve())))
+                                        for local, (u, _) in origins.items()])
     return inputs, out, work, origins
+
+
+def _check_url_output(url: str, now: list[tuple[str, str]]) -> None:
+    """A URL OUT finished from another staging folder (another machine, a cleared cache) holds its
+    own record: other inputs are refused there, as in a local OUT. Without this check the new job
+    was uploaded over it, its manifest replaced and the earlier job's later shards left behind.
+    `now`: (URL, name under the staging folder) of this run's inputs. The earlier inputs are the
+    URLs its done markers record, else the names under its staging folder (a store without
+    versions, memory://)."""
+    import json
+
+    from pretrain.curate import io
+    from pretrain.errors import UserError
+    from pretrain.tokens.pipeline import _what_changed
+
+    fs, root = io.url_fs(url)
+    try:  # the manifest of anyone's bucket: read bounded
+        man = json.loads(fs.cat_file(f"{root}/manifest.json", start=0, end=1 << 26))
+        listed = [s for s in man["shards"] if isinstance(s, dict)]
+    except FileNotFoundError:
+        return  # nothing finished there: a first run or one that resumes from this staging
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{url}/manifest.json: unreadable ({e}); use a new output directory") from e
+    urls: list[str] = []
+    for s in listed:
+        try:
+            done = json.loads(fs.cat_file(f"{root}/{str(s.get('bin', ''))[:-4]}.done", start=0, end=1 << 20))
+            urls += [u for u in (done.get("versions") or {}) if isinstance(u, str)]
+        except (OSError, ValueError, AttributeError):
+            pass
+    if len(urls) == len(listed):
+        then, mine = urls, [u for u, _ in now]
+    else:  # no versions recorded: the names under the staging folder ("inputs/")
+        then = [str(s.get("input", "")).rsplit("/inputs/", 1)[-1] for s in listed]
+        mine = [name for _, name in now]
+    if sorted(then) != sorted(mine):
+        raise UserError(f"{url} holds {len(listed):,} shards made from other inputs ({len(listed):,} "
+                        f"input files then, {len(now):,} now{_what_changed(then, mine)}); use a new "
+                        "output directory")
 
 
 def _fetch(url: str, local: Path, size: int, stamp: dict | None, record: Path) -> None:

@@ -188,7 +188,8 @@ def test_tokenize_url_output_of_other_inputs_from_another_staging_is_refused(s3_
     tok, out = _tokenizer(tmp_path), f"s3://{bucket}/tokens"
     assert main(_tokenize(f"s3://{bucket}/in", out, tok, tmp_path / "w1")) == 0
     before = fs.cat(f"{bucket}/tokens/manifest.json")
-    capsys.readouterr()
+    said = capsys.readouterr().err  # each shard's input by its URL, not the staged copy's cache path
+    assert f"documents <- s3://{bucket}/in/a.jsonl\n" in said and str(tmp_path / "w1") not in said, said
     assert main(_tokenize(f"s3://{bucket}/other", out, tok, tmp_path / "w2")) == 2
     err = capsys.readouterr().err
     assert f"{out} holds 2 shards made from other inputs" in err, err

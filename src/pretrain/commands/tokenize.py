@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
     def report(e: dict) -> None:  # progress, a log line (stderr): `tokenize ... | head` still finishes
         written.append(e["bin"])
-        name = printable(e["input"])  # an input's name is someone else's: no terminal escapes through it
+        staged = origins.get(str(Path(e["input"]).resolve()))  # a URL's local copy: named by its URL
+        name = printable(staged[0] if staged else e["input"])  # someone else's name: no terminal escapes
         print(f"  {e['bin']}: {count(e['tokens'], 'token')}, {count(e['documents'], 'document')} <- {name}"
               f"{bad_records(e)}{cut_runs(e)}", file=sys.stderr, flush=True)
 

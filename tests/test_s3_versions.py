@@ -195,6 +195,11 @@ def test_tokenize_url_output_of_other_inputs_from_another_staging_is_refused(s3_
     assert f"{out} holds 2 shards made from other inputs" in err, err
     assert f"s3://{bucket}/in/a.jsonl no longer given" in err and f"s3://{bucket}/other/c.jsonl new" in err
     assert fs.cat(f"{bucket}/tokens/manifest.json") == before
+    # the first staging folder, other inputs: its earlier copies were counted as inputs ("3 now")
+    assert main(_tokenize(f"s3://{bucket}/other", out, tok, tmp_path / "w1")) == 2
+    said = capsys.readouterr().err  # said of the URLs, not of the staging folder's copies
+    assert f"{out} holds 2 shards" in said and f"s3://{bucket}/other/c.jsonl new" in said, said
+    assert "(2 input files then, 1 now" in said and str(tmp_path) not in said, said
     assert main(_tokenize(f"s3://{bucket}/in", out, tok, tmp_path / "w3")) == 0
     assert fs.cat(f"{bucket}/tokens/manifest.json") != b"" and \
         json.loads(fs.cat(f"{bucket}/tokens/manifest.json"))["tokens"] == json.loads(before)["tokens"]

@@ -89,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
                               origins, progress)
     except DataError as e:
         raise UserError(str(e)) from e
+    except UserError as e:  # a refusal about the staging folder: said of the URLs it stands for
+        if out == args.output and not origins:
+            raise
+        raise UserError(_said_as_urls(str(e), out, args.output, origins)) from e
     finally:
         progress.close()
     if out != args.output:
@@ -200,7 +204,9 @@ def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None, dict[
     if urls:
         sizes: dict[str, int] = {}
         stamps: dict[str, dict] = {}
-        for url, name in list_any_inputs(urls, sizes=sizes, stamps=stamps):
+        listed = list_any_inputs(urls, sizes=sizes, stamps=stamps)
+        _forget_other_copies(work / "inputs", {work / "inputs" / name for _, name in listed})
+        for url, name in listed:
             local = work / "inputs" / name
             _fetch(url, local, sizes[url], stamps.get(url), work / "versions" / f"{name}.json")
             origins[str(local.resolve())] = (url, stamps.get(url) or {})
@@ -210,6 +216,39 @@ def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None, dict[
         _check_url_output(args.output, [(u, str(Path(local).relative_to((work / "inputs").resolve())))
                                         for local, (u, _) in origins.items()])
     return inputs, out, work, origins
+
+
+def _said_as_urls(message: str, out: str, output: str, origins: dict[str, tuple[str, dict]]) -> str:
+    """`message` with the staging folder's paths (absolute, then as given) replaced by the URLs
+    they stand for: the user named s3://b/tokens, not ~/.cache/pretrain/work/<hash>/tokens."""
+    import json
+    import os
+
+    named = {k: u for k, (u, _) in origins.items()}
+    for marker in Path(out).glob("shard_*.done"):  # an earlier job's inputs: the URLs its markers record
+        try:
+            done = json.loads(marker.read_bytes()[:1 << 20])
+            (url,) = done["versions"]
+            named.setdefault(str(done["settings"]["input"]), url)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    pairs = [(k, u) for k, u in named.items()] + [(os.path.relpath(k), u) for k, u in named.items()]
+    if out != output:
+        pairs += [(str(Path(out).resolve()), output), (out, output)]
+    for local, url in pairs:
+        message = message.replace(local, url)
+    return message
+
+
+def _forget_other_copies(staged: Path, now: set[Path]) -> None:
+    """Remove the staged copies of objects this run does not list: the folder is read whole, and an
+    earlier invocation's downloads (other inputs into the same OUT) were counted as this run's
+    inputs ("6 now" for 3)."""
+    if not staged.is_dir():
+        return
+    for f in staged.rglob("*"):
+        if f.is_file() and f not in now and Path(str(f).removesuffix(".part")) not in now:
+            f.unlink(missing_ok=True)
 
 
 def _check_url_output(url: str, now: list[tuple[str, str]]) -> None:

@@ -119,6 +119,12 @@ def test_tokenize_from_and_to_memory_urls_same_shards_as_local(tmp_path):
             "--workers", "1", "--work-dir", str(tmp_path / "work")]
     assert main(args) == 0
     assert main(args) == 0  # a rerun resumes: nothing to redo, the same objects
+    fs.put(str(tmp_path / "in" / "part0.jsonl"), "/tok-in-i13-b/part9.jsonl")
+    other = ["tokenize", "memory://tok-in-i13-b", "--tokenizer", str(tok), "-o", "memory://tok-out-i13",
+             "--workers", "1", "--work-dir", str(tmp_path / "work-b")]  # another staging: refused there
+    before = fs.cat_file("/tok-out-i13/manifest.json")
+    assert main(other) == 2 and fs.cat_file("/tok-out-i13/manifest.json") == before
+    fs.rm("/tok-in-i13-b", recursive=True)
     local = {p.name: p.read_bytes() for p in (tmp_path / "local").iterdir() if p.suffix in (".bin", ".idx")}
     remote = {p.rsplit("/", 1)[-1]: fs.cat_file(p) for p in fs.find("/tok-out-i13")}
     assert local and {k: remote[k] for k in local} == local

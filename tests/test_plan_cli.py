@@ -340,6 +340,17 @@ def test_a_folder_given_for_a_file_output_is_one_line_before_planning(tmp_path, 
         assert "--save-hardware" in capsys.readouterr().err
 
 
+def test_save_hardware_without_calibrate_is_refused_not_ignored(tmp_path, capsys):
+    """`plan --model tiny-cpu --save-hardware hw.toml` printed the whole plan and wrote no file, in
+    silence: the newcomer then passed `--hardware hw.toml` and met "no such file"."""
+    from pretrain.cli import main
+
+    out = tmp_path / "hw.toml"
+    assert main(["plan", "--model", "tiny-cpu", "--gpus", "1", "--save-hardware", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--save-hardware" in err and "--calibrate" in err and not out.exists()
+
+
 def test_a_run_directory_is_planned_as_the_model_it_trained(tmp_path, capsys):
     """`plan --model runs/tiny` (a run of `pretrain train`, config.toml) said "no config.json (not a
     Hugging Face model folder)": the newcomer who just trained wants that model at scale. It plans

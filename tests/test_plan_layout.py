@@ -83,6 +83,13 @@ def test_emitted_recipe_passes_the_trainers_validation(tmp_path, args, world):
     assert tokens == 4 * 2**20  # the plan's global batch (--batch-tokens 4M default)
     if cfg.parallel.pp > 1:
         assert cfg.data.batch_size % cfg.parallel.pp_microbatches == 0
+    # the header's "set data.path (or data.kind/sources)" with sources only: the error said
+    # "data.path is required for data.kind='text'", not the kind it meant
+    from pretrain.errors import UserError
+    from pretrain.train.data import build_loaders
+
+    with pytest.raises(UserError, match=r'data.sources \(web\).*set data.kind = "tokens"'):
+        build_loaders(config.load(RunConfig, path, ["data.sources.web=tokens/web"]).data, shape.seq_len)
 
 
 def test_emitted_recipe_is_planned_for_this_trainers_activations(tmp_path):

@@ -177,6 +177,34 @@ def test_tokenize_object_rewritten_same_size_between_attempts_is_refused(s3_here
         shutil.rmtree(tmp_path / "work" / "versions")  # next: a copy without record, fetched again
 
 
+def test_tokenize_url_output_of_other_inputs_from_another_staging_is_refused(s3_here, tmp_path, capsys):  # noqa: F811
+    """A tokens OUT in a bucket, finished from one staging folder, then given other inputs from
+    another (a teammate's machine, a cleared cache): the new job was uploaded over it, its manifest
+    said 1 shard and the earlier job's shards 1 and 2 stayed beside it. Refused now, naming the
+    objects; the same inputs from a third staging folder still run."""
+    bucket = s3_here.new_bucket("tok-other")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/{k}": _rows(k, n=6) for k in ["in/a.jsonl", "in/b.jsonl", "other/c.jsonl"]})
+    tok, out = _tokenizer(tmp_path), f"s3://{bucket}/tokens"
+    assert main(_tokenize(f"s3://{bucket}/in", out, tok, tmp_path / "w1")) == 0
+    before = fs.cat(f"{bucket}/tokens/manifest.json")
+    said = capsys.readouterr().err  # each shard's input by its URL, not the staged copy's cache path
+    assert f"documents <- s3://{bucket}/in/a.jsonl\n" in said and str(tmp_path / "w1") not in said, said
+    assert main(_tokenize(f"s3://{bucket}/other", out, tok, tmp_path / "w2")) == 2
+    err = capsys.readouterr().err
+    assert f"{out} holds 2 shards made from other inputs" in err, err
+    assert f"s3://{bucket}/in/a.jsonl no longer given" in err and f"s3://{bucket}/other/c.jsonl new" in err
+    assert fs.cat(f"{bucket}/tokens/manifest.json") == before
+    # the first staging folder, other inputs: its earlier copies were counted as inputs ("3 now")
+    assert main(_tokenize(f"s3://{bucket}/other", out, tok, tmp_path / "w1")) == 2
+    said = capsys.readouterr().err  # said of the URLs, not of the staging folder's copies
+    assert f"{out} holds 2 shards" in said and f"s3://{bucket}/other/c.jsonl new" in said, said
+    assert "(2 input files then, 1 now" in said and str(tmp_path) not in said, said
+    assert main(_tokenize(f"s3://{bucket}/in", out, tok, tmp_path / "w3")) == 0
+    assert fs.cat(f"{bucket}/tokens/manifest.json") != b"" and \
+        json.loads(fs.cat(f"{bucket}/tokens/manifest.json"))["tokens"] == json.loads(before)["tokens"]
+
+
 def test_tokenize_local_file_rewritten_same_size_is_refused_and_old_markers_resume(tmp_path, capsys):
     """As curate's (above): a touch resumes silently, for good; other bytes of the same size are
     refused in one line; markers without stamps resume, said once, then upgraded."""

@@ -184,7 +184,7 @@ def test_fresh_start_over_an_old_record_moves_it_aside(tmp_path, text, monkeypat
     assert [s for s, _ in _tensorboard(run)] == list(range(1, 7))
 
 
-def test_sigterm_saves_the_current_step_and_stops(tmp_path, text, monkeypatch, capsys):
+def test_sigterm_saves_the_current_step_and_stops(tmp_path, text, monkeypatch, capfd):
     def term(rank: int, s: int) -> None:
         if s == 7:
             signal.raise_signal(signal.SIGTERM)  # arrives mid-run; the loop finishes step 7 first
@@ -194,7 +194,9 @@ def test_sigterm_saves_the_current_step_and_stops(tmp_path, text, monkeypatch, c
     with pytest.raises(Interrupted):
         Trainer(tiny_config(tmp_path, text, *SCHEDULE), quiet=True).fit()
     assert signal.getsignal(signal.SIGTERM) is before  # handlers given back
-    assert "interrupted by SIGTERM at step 7: checkpoint" in capsys.readouterr().err
+    err = capfd.readouterr().err  # the signal said when caught (a step can take minutes), then the stop
+    assert "SIGTERM caught: stopping when the step in progress ends, with a checkpoint" in err, err
+    assert err.index("SIGTERM caught") < err.index("interrupted by SIGTERM at step 7: checkpoint"), err
     assert ck.latest_complete(tmp_path / "checkpoints")[0] == 7
     steps, events = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in steps] == list(range(1, 8))

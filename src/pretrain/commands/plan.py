@@ -217,6 +217,10 @@ def run(args: argparse.Namespace) -> int:
         if path and Path(path).is_dir():  # said now, not after the search as a temporary file's error
             name = "run.toml" if flag == "--emit-recipe" else "hardware.toml"
             raise UserError(f"{flag} {path}: a folder; give the file's path (e.g. {Path(path) / name})")
+    if args.save_hardware and not args.calibrate:  # it was ignored in silence: no file, no word
+        raise UserError(f"--save-hardware {args.save_hardware}: writes a GPU fitted by --calibrate RUN "
+                        "[RUN ...]; without --calibrate there is nothing fitted to save (a GPU of your "
+                        "own: a --hardware FILE, format in docs/planner.md)")
     if args.list_models:
         if args.json:  # a script reads the presets back
             print(dumps([{"name": name, "params": s.params(), "n_layers": s.n_layers, "d_model": s.d_model,

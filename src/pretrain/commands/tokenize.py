@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
     def report(e: dict) -> None:  # progress, a log line (stderr): `tokenize ... | head` still finishes
         written.append(e["bin"])
-        name = printable(e["input"])  # an input's name is someone else's: no terminal escapes through it
+        staged = origins.get(str(Path(e["input"]).resolve()))  # a URL's local copy: named by its URL
+        name = printable(staged[0] if staged else e["input"])  # someone else's name: no terminal escapes
         print(f"  {e['bin']}: {count(e['tokens'], 'token')}, {count(e['documents'], 'document')} <- {name}"
               f"{bad_records(e)}{cut_runs(e)}", file=sys.stderr, flush=True)
 
@@ -88,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
                               origins, progress)
     except DataError as e:
         raise UserError(str(e)) from e
+    except UserError as e:  # a refusal about the staging folder: said of the URLs it stands for
+        if out == args.output and not origins:
+            raise
+        raise UserError(_said_as_urls(str(e), out, args.output, origins)) from e
     finally:
         progress.close()
     if out != args.output:
@@ -199,13 +204,90 @@ def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None, dict[
     if urls:
         sizes: dict[str, int] = {}
         stamps: dict[str, dict] = {}
-        for url, name in list_any_inputs(urls, sizes=sizes, stamps=stamps):
+        listed = list_any_inputs(urls, sizes=sizes, stamps=stamps)
+        _forget_other_copies(work / "inputs", {work / "inputs" / name for _, name in listed})
+        for url, name in listed:
             local = work / "inputs" / name
             _fetch(url, local, sizes[url], stamps.get(url), work / "versions" / f"{name}.json")
             origins[str(local.resolve())] = (url, stamps.get(url) or {})
         inputs.append(str(work / "inputs"))
     out = str(work / "tokens") if io.is_url(args.output) else args.output
+    if io.is_url(args.output) and urls == args.inputs and not (Path(out) / "manifest.json").exists():
+        _check_url_output(args.output, [(u, str(Path(local).relative_to((work / "inputs").resolve())))
+                                        for local, (u, _) in origins.items()])
     return inputs, out, work, origins
+
+
+def _said_as_urls(message: str, out: str, output: str, origins: dict[str, tuple[str, dict]]) -> str:
+    """`message` with the staging folder's paths (absolute, then as given) replaced by the URLs
+    they stand for: the user named s3://b/tokens, not ~/.cache/pretrain/work/<hash>/tokens."""
+    import json
+    import os
+
+    named = {k: u for k, (u, _) in origins.items()}
+    for marker in Path(out).glob("shard_*.done"):  # an earlier job's inputs: the URLs its markers record
+        try:
+            done = json.loads(marker.read_bytes()[:1 << 20])
+            (url,) = done["versions"]
+            named.setdefault(str(done["settings"]["input"]), url)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    pairs = [(k, u) for k, u in named.items()] + [(os.path.relpath(k), u) for k, u in named.items()]
+    if out != output:
+        pairs += [(str(Path(out).resolve()), output), (out, output)]
+    for local, url in pairs:
+        message = message.replace(local, url)
+    return message
+
+
+def _forget_other_copies(staged: Path, now: set[Path]) -> None:
+    """Remove the staged copies of objects this run does not list: the folder is read whole, and an
+    earlier invocation's downloads (other inputs into the same OUT) were counted as this run's
+    inputs ("6 now" for 3)."""
+    if not staged.is_dir():
+        return
+    for f in staged.rglob("*"):
+        if f.is_file() and f not in now and Path(str(f).removesuffix(".part")) not in now:
+            f.unlink(missing_ok=True)
+
+
+def _check_url_output(url: str, now: list[tuple[str, str]]) -> None:
+    """A URL OUT finished from another staging folder (another machine, a cleared cache) holds its
+    own record: other inputs are refused there, as in a local OUT. Without this check the new job
+    was uploaded over it, its manifest replaced and the earlier job's later shards left behind.
+    `now`: (URL, name under the staging folder) of this run's inputs. The earlier inputs are the
+    URLs its done markers record, else the names under its staging folder (a store without
+    versions, memory://)."""
+    import json
+
+    from pretrain.curate import io
+    from pretrain.errors import UserError
+    from pretrain.tokens.pipeline import _what_changed
+
+    fs, root = io.url_fs(url)
+    try:  # the manifest of anyone's bucket: read bounded
+        man = json.loads(fs.cat_file(f"{root}/manifest.json", start=0, end=1 << 26))
+        listed = [s for s in man["shards"] if isinstance(s, dict)]
+    except FileNotFoundError:
+        return  # nothing finished there: a first run or one that resumes from this staging
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{url}/manifest.json: unreadable ({e}); use a new output directory") from e
+    urls: list[str] = []
+    for s in listed:
+        try:
+            done = json.loads(fs.cat_file(f"{root}/{str(s.get('bin', ''))[:-4]}.done", start=0, end=1 << 20))
+            urls += [u for u in (done.get("versions") or {}) if isinstance(u, str)]
+        except (OSError, ValueError, AttributeError):
+            pass
+    if len(urls) == len(listed):
+        then, mine = urls, [u for u, _ in now]
+    else:  # no versions recorded: the names under the staging folder ("inputs/")
+        then = [str(s.get("input", "")).rsplit("/inputs/", 1)[-1] for s in listed]
+        mine = [name for _, name in now]
+    if sorted(then) != sorted(mine):
+        raise UserError(f"{url} holds {len(listed):,} shards made from other inputs ({len(listed):,} "
+                        f"input files then, {len(now):,} now{_what_changed(then, mine)}); use a new "
+                        "output directory")
 
 
 def _fetch(url: str, local: Path, size: int, stamp: dict | None, record: Path) -> None:

@@ -239,6 +239,10 @@ def _say_once(what: str):
 def build_loaders(dcfg, seq_len: int, rank: int = 0, world_size: int = 1) -> tuple[object, object, int]:
     """(train loader, eval loader or None, vocabulary size) for the data config."""
     if dcfg.kind == "text":
+        if not dcfg.path and dcfg.sources:  # token folders given, kind left at its default
+            raise UserError(f"data.sources ({', '.join(dcfg.sources)}) are read with data.kind = \"tokens\"; "
+                            "data.kind is 'text' (the default), which reads one file, data.path: set "
+                            "data.kind = \"tokens\"")
         if not dcfg.path:
             raise UserError("data.path is required for data.kind='text'")
         ids, vocab = encode_text(read_text(dcfg.path), dcfg.tokenizer, _say_once(f"data.path {dcfg.path}"))

@@ -599,6 +599,10 @@ class Trainer:
 
     def _note_signal(self, name: str) -> None:
         self._interrupt = name
+        if self.rank == 0:  # a step can take minutes (4M tokens on a CPU: 5.6): said now, not at its end
+            # os.write, not print: a handler may run inside a write to sys.stderr (a reentrant call)
+            os.write(2, f"\n{name} caught: stopping when the step in progress ends, with a checkpoint "
+                        f"(another {name} stops at once, unsaved)\n".encode())
 
     def _interrupted(self) -> bool:
         """Did any rank catch a signal? Agreed by all ranks (the save that follows is collective)."""

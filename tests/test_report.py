@@ -355,6 +355,26 @@ def test_the_final_eval_loss_card_is_explained(tmp_path):
     assert _eval_loss_note([], run) == ""  # no evaluation, no card to explain
 
 
+def test_events_are_said_in_words_not_raw_json(tmp_path):
+    """The Events table printed each event's fields as raw JSON (`{"saved_step": 100, "noticed_at":
+    101}`): now in words (the trainer's keys named), every field kept, nested ones too; escaped."""
+    from pretrain.report_run import run_section
+
+    run = tmp_path / "run"
+    run.mkdir()
+    steps = [{"step": s, "loss": 4.0 - s / 10, "lr": 1e-3, "grad_norm": 1.0, "tokens_per_s": 100.0}
+             for s in range(1, 4)]
+    events = [{"event": "checkpoint_complete", "step": 2, "saved_step": 2, "noticed_at": 3},
+              {"event": "config_change", "step": 3, "changes": {"train.steps": [2, 3]}},
+              {"event": "odd", "step": 3, "x<y": "<blink>"}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps + events))
+    body = run_section(run, "s0").body
+    assert "saved step: 2; noticed at step: 3" in body, body
+    assert "changed: {train.steps: [2, 3]}" in body
+    assert "x&lt;y: &lt;blink&gt;" in body and "<blink>" not in body  # an unknown key as written, inert
+    assert "&quot;saved_step&quot;" not in body and '"saved_step"' not in body
+
+
 def test_settings_changed_are_those_the_run_set_not_its_presets_shape(tmp_path):
     """RUN/config.toml spells out the preset's shape; the page listed all of it as "changed from
     the defaults" (13 fields on the demo's page, which set seq_len and vocab_size). Measured against

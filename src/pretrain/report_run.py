@@ -192,7 +192,7 @@ def run_section(run: Path, sid: str) -> Section:
     events = [e for e in events if e.get("event") not in ("eval_tasks", "data")]  # drawn above
     if events:
         rows = [[e.get("step", e.get("from_step", "")), e["event"],
-                 json.dumps({k: v for k, v in e.items() if k not in ("step", "event")})[:160]]
+                 _detail({k: v for k, v in e.items() if k not in ("step", "event")})]
                 for e in events[:60]]
         parts.append("<h3>Events</h3>" + table(["step", "event", "detail"], rows))
     samples = run / "samples.txt"
@@ -205,6 +205,34 @@ def run_section(run: Path, sid: str) -> Section:
     problems = (problems + [_what(e) for e in marked])[:10]
     facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", steps)]
     return Section(sid, "Training run", "train", str(run), "".join(parts), facts, problems)
+
+
+# the keys the trainer writes, in the words the Events table says them (others: the key as written)
+_EVENT_KEYS = {
+    "saved_step": "saved step", "noticed_at": "noticed at step", "blocking_s": "training paused (s)",
+    "path": "to", "async": "written in the background", "loss": "loss", "median": "recent median loss",
+    "reason": "why", "loss_scale": "loss scale", "from_step": "from step", "to_step": "back to step",
+    "skip_batches": "batches skipped", "attempts": "attempt", "damaged_step": "damaged step",
+    "file": "file", "changes": "changed", "signal": "signal",
+}
+
+
+def _detail(fields: dict, limit: int = 400) -> str:
+    """An event's fields in words (`saved step: 100; noticed at step: 101`), not as raw JSON: every
+    field kept (nested values as `key: value` too), the whole bounded at LIMIT characters with "…"
+    (someone else's log may hold anything). The page escapes it like every other cell."""
+    def say(v: Any) -> str:
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}: {say(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, list):
+            return "[" + ", ".join(say(x) for x in v) + "]"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+    text = "; ".join(f"{_EVENT_KEYS.get(k, k)}: {say(v)}" for k, v in fields.items())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _data(events: list[dict]) -> tuple[str, list[str]]:

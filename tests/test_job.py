@@ -15,6 +15,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -221,6 +222,50 @@ def test_unreachable_ray_address_is_one_line_fast(tmp_path):
                              env=dict(os.environ, PYTHONPATH=SRC), capture_output=True, text=True, timeout=60)
     assert time.time() - t0 < 30
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and f"127.0.0.1:{port}" in res.stderr
+
+
+def test_an_open_port_that_is_not_rays_is_one_line_fast(monkeypatch):
+    """`--address` at a port where something else listens (an S3 server's) waited over 90 s in
+    Ray's retries: a probe (HTTP/2 preface; Ray's head is a gRPC server) refuses it at once, naming
+    the address; a gRPC server passes it, as does Ray's head (the Ray cluster tests join one)."""
+    grpc = pytest.importorskip("grpc")
+    from concurrent import futures
+
+    from pretrain.curate import executor
+    from pretrain.errors import UserError
+
+    monkeypatch.setattr(executor, "CONNECT_TIMEOUT_S", 0.5)
+    # an HTTP/1 server (as moto), a silent one
+    for reply in (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", None):
+        with socket.socket() as srv:
+            srv.bind(("127.0.0.1", 0))
+            srv.listen()
+            port = srv.getsockname()[1]
+
+            def answer(srv=srv, reply=reply):
+                conn, _ = srv.accept()
+                with conn:
+                    if reply:
+                        conn.recv(64)
+                        conn.sendall(reply)
+                    else:
+                        time.sleep(1)
+            t = threading.Thread(target=answer, daemon=True)
+            t.start()
+            with pytest.raises(UserError) as e:
+                executor._check_reachable(f"127.0.0.1:{port}")
+            t.join()
+        said = str(e.value)
+        assert f"no Ray cluster at 127.0.0.1:{port}" in said and "\n" not in said
+        assert ("HTTP/1.1 400" in said) if reply else ("no answer in 0.5 s" in said)
+    server = grpc.server(futures.ThreadPoolExecutor(1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        executor._check_reachable(f"127.0.0.1:{port}")
+        executor._check_reachable(f"ray://127.0.0.1:{port}")
+    finally:
+        server.stop(None)
 
 
 class Shout(Step):

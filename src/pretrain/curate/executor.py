@@ -9,6 +9,7 @@ the result never depends on the executor or the number of workers.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing as mp
 import os
 import socket
@@ -116,7 +117,10 @@ class RayExecutor:
         if self._workers:
             return self
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
+            # Ray's INFO lines ("Connecting to existing Ray cluster at address: ...", "Connected to
+            # Ray cluster.") printed before the job's own lines: warnings and errors still show
+            kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
+                                      "logging_level": logging.WARNING}
             if address:
                 kwargs["address"] = address
             else:
@@ -169,11 +173,48 @@ def _check_reachable(address: str) -> None:
     if not sep or not port.isdigit():
         raise UserError(f"--address {address!r}: want host:port, ray://host:port or auto")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
-            pass
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S) as sock:
+            answer = _first_frame(sock)
     except OSError as e:
         why = e.strerror or e
         raise UserError(f"no Ray cluster at {address}: {why} (start one with `ray start --head`)") from e
+    if answer is not None and not _is_http2_settings(answer):
+        raise UserError(f"no Ray cluster at {address}: something else listens there (it does not speak "
+                        f"gRPC, as Ray's head does: {_said(answer)}); give the head's address "
+                        "(`ray status` on it prints it)")
+
+
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + empty SETTINGS
+
+
+def _first_frame(sock: socket.socket) -> bytes | None:
+    """What a listener answers to an HTTP/2 client preface within CONNECT_TIMEOUT_S: Ray's head (GCS)
+    and its client server (ray://) are gRPC servers, which answer with a SETTINGS frame. Without
+    this, an open port that is not Ray's (an S3 server's, a web server's) kept ray.init retrying
+    for over 90 s. None where the probe cannot say (TLS clusters, RAY_USE_TLS: the preface is plain)."""
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return None
+    try:
+        sock.sendall(_H2_PREFACE)
+        got = b""
+        while len(got) < 9:
+            chunk = sock.recv(64)  # a frame header is 9 bytes; more says what else answered
+            if not chunk:
+                break
+            got += chunk
+        return got
+    except TimeoutError:
+        return b""  # silent: not a gRPC server, which speaks first
+
+
+def _is_http2_settings(frame: bytes) -> bool:
+    return len(frame) >= 9 and frame[3] == 0x04 and frame[4] & 0x01 == 0  # a SETTINGS frame, not an ACK
+
+
+def _said(answer: bytes) -> str:
+    if not answer:
+        return f"no answer in {CONNECT_TIMEOUT_S:g} s"
+    return "it answered " + repr(answer.decode("latin-1").split("\r")[0][:40])
 
 
 def _apply(fn: Callable[[Any], Any], item: Any) -> Any:

@@ -250,6 +250,26 @@ def test_the_trainer_line_does_not_say_fits_for_a_layout_the_trainer_refuses(tmp
     assert "--emit-recipe writes nothing" in line, line
 
 
+def test_a_recipe_of_thousands_of_micro_batches_is_warned_with_the_batch_that_fixes_it(tmp_path):
+    """tiny-cpu planned on an H100 kept the 4M-token default batch (grad_accum 2,048): on a CPU one
+    step took 5.6 minutes, with nothing said (the header's step time is the H100's). The warning
+    names the recipe's own micro-batches and a --batch-tokens; that batch gives 32, unwarned."""
+    import tomllib
+
+    base = ("--model", "tiny-cpu", "--gpus", "1", "--gpu", "h100", "--emit-recipe", str(tmp_path / "r.toml"))
+    emit = _run(*base)
+    assert emit.returncode == 0, emit.stderr
+    text = (tmp_path / "r.toml").read_text()
+    accum = tomllib.loads(text)["train"]["grad_accum"]
+    warned = [x for x in text.splitlines() if x.startswith("# warning:")]
+    assert accum > 256 and len(warned) == 1 and f"a step is {accum:,} micro-batches per GPU" in warned[0]
+    assert warned[0][2:] in emit.stderr and "on 1 h100 (a step: 4,194,304 tokens" in text
+    smaller = warned[0].split("--batch-tokens ")[1].split()[0]
+    again = _run(*base, "--batch-tokens", smaller)
+    text = (tmp_path / "r.toml").read_text()
+    assert tomllib.loads(text)["train"]["grad_accum"] == 32 and "warning" not in text + again.stderr
+
+
 def test_the_trainer_line_names_the_layout_emit_recipe_writes(tmp_path):
     # The search's choice for 70B on 64 H100s is ZeRO-1, which the trainer does not have: the line
     # must say so and name the layout --emit-recipe then writes (read back from the recipe's header).

@@ -361,10 +361,16 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
         notes.append(f"the plan printed above, with {profile} activations, chose {first}; this is the "
                      "best layout for this trainer's saved tensors")
     t = plan["time"]
-    header = [f"pretrain plan: {lay.label()} on {job.n_gpus} {job.gpu.name}",
+    long = _long_step(config, job, t["step_s"])
+    if long:
+        notes.append(long)
+    where = f"{job.n_gpus} {job.gpu.name}"
+    header = [f"pretrain plan: {lay.label()} on {where}",
               f"planned with --activations pretrain (this trainer's saved tensors), "
               f"{'fused' if job.kernels == 'fused' else 'eager'} kernels",
-              f"predicted {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, step {t['step_s']:.2f} s",
+              f"predicted {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, step {t['step_s']:.2f} s on "
+              f"{where} (a step: {job.batch_seqs * job.shape.seq_len:,} tokens; on another machine, "
+              "its time scales with that machine's speed)",
               "set data.path (or data.kind/sources) and train.steps before running", *notes]
     try:
         path = recipe.write_recipe(args.emit_recipe, config, header)
@@ -373,6 +379,28 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     # the layout written is named: "this is the best layout" pointed at a file the user had not opened
     print(f"wrote {path}: {lay.label()}" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
     return True
+
+
+# a step of more micro-batches than this per GPU is minutes wherever a micro-batch takes a tenth of
+# a second or more (a CPU: tiny-cpu's 4M-token default batch, 2,048 micro-batches, took 5 min 37 s
+# on the sweep's machine, session 11, where the recipe said 3.74 s on the planned H100). Not a
+# step time on the planned machine: 66 s is llama-3-8b's on 8 H100s at the usual 4M tokens.
+MANY_MICRO_BATCHES = 256
+
+
+def _long_step(config: dict, job, step_s: float) -> str:
+    """A warning when the recipe's step holds over MANY_MICRO_BATCHES micro-batches per GPU
+    (--batch-tokens sized for a cluster, trained on a CPU or one GPU), with the --batch-tokens that
+    gives 32 per GPU. "" when it does not."""
+    micro = max(config["train"]["grad_accum"], config["parallel"].get("pp_microbatches", 1))
+    if micro <= MANY_MICRO_BATCHES:
+        return ""
+    fewer = job.batch_seqs // micro * job.shape.seq_len * 32  # 32 micro-batches, all replicas
+    size = (f"{fewer >> 20}M" if fewer % (1 << 20) == 0 else f"{fewer >> 10}K" if fewer % 1024 == 0
+            else f"{fewer:,}")
+    return (f"warning: a step is {micro:,} micro-batches per GPU ({step_s:.2f} s on {job.n_gpus} "
+            f"{job.gpu.name}, minutes on a CPU) and logs, evaluations and checkpoints come once a step: "
+            f"--batch-tokens {size} gives 32")
 
 
 def _nothing_written(path: str) -> str:

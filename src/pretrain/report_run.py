@@ -221,11 +221,13 @@ def _detail(fields: dict, limit: int = 400) -> str:
     """An event's fields in words (`saved step: 100; noticed at step: 101`), not as raw JSON: every
     field kept (nested values as `key: value` too), the whole bounded at LIMIT characters with "…"
     (someone else's log may hold anything). The page escapes it like every other cell."""
-    def say(v: Any) -> str:
+    def say(v: Any, depth: int = 0) -> str:
+        if isinstance(v, dict | list) and depth > 16:  # someone else's log nested deeper than a trainer's
+            return "…"
         if isinstance(v, dict):
-            return "{" + ", ".join(f"{k}: {say(x)}" for k, x in v.items()) + "}"
+            return "{" + ", ".join(f"{k}: {say(x, depth + 1)}" for k, x in v.items()) + "}"
         if isinstance(v, list):
-            return "[" + ", ".join(say(x) for x in v) + "]"
+            return "[" + ", ".join(say(x, depth + 1) for x in v) + "]"
         if isinstance(v, bool):
             return "yes" if v else "no"
         if isinstance(v, float):

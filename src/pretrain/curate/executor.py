@@ -214,7 +214,7 @@ def _is_http2_settings(frame: bytes) -> bool:
 def _said(answer: bytes) -> str:
     if not answer:
         return f"no answer in {CONNECT_TIMEOUT_S:g} s"
-    return "it answered " + repr(answer.decode("latin-1").split("\r")[0][:40])
+    return "it answered " + repr((answer.decode("latin-1").splitlines() or [""])[0][:40])
 
 
 def _apply(fn: Callable[[Any], Any], item: Any) -> Any:

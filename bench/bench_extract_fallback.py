@@ -128,17 +128,21 @@ def falls_back(fs: np.ndarray, ft: np.ndarray, ps: np.ndarray, chars: np.ndarray
 def fallback_flags(pages, m: Fallback, cols) -> list[list[bool]]:
     """keep_flags with the fallback, as a shipped version would run it on the step's batch: one matrix
     (the two sets of trees share their word model), both walks over the batch, each page decoded
-    twice and the strict decision kept unless `falls_back`."""
+    twice (core_flags over the batch, headline_off per page) and the strict decision kept unless
+    `falls_back`."""
     got = pg.shipped_p(pages, m.ship, cols)
     if got is None:
         return [[] for _ in pages]
     x, chars, ps = got
     xt = x if pg.same_words(pg.Pair(m.ship, m.strict, "strict")) else batch_matrix(pages, cols, m.strict)
     pt = m.strict.keep_probability(xt)
+    sizes = [len(bs) for bs in pages]
+    first = np.cumsum([0, *sizes[:-1]]) if len(pages) > 1 else None
+    ks, kt = core_flags(ps, chars, m.threshold, first), core_flags(pt, chars, m.threshold, first)
     out, at = [], 0
-    for bs in pages:
+    for bs in pages:  # the headline rule and the choice per page, on its rows (as keep_flags decodes)
         k = slice(at, at + len(bs))
-        fs, ft = decode(ps[k], chars[k], bs, m.threshold), decode(pt[k], chars[k], bs, m.threshold)
+        fs, ft = headline_off(ks[k], bs, ps[k], chars[k]), headline_off(kt[k], bs, pt[k], chars[k])
         out.append((fs if falls_back(fs, ft, ps[k], chars[k], m.r, m.q) else ft).tolist())
         at += len(bs)
     return out

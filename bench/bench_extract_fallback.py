@@ -97,6 +97,8 @@ RATIOS = (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
 QS = ("none", "core dropped", "no core")
 POST_QS = ("long dropped",)  # post hoc: see the docstring
 LONG_CHARS = 200
+MAKE_STRICT = ("PYTHONPATH=src .venv/bin/python scripts/train_extract_blocks.py --weak-weight 0.5 --per-page"
+               " --out S --folds-out SF")
 CRAWL_TOLERANCE = 0.005  # the brief: crawl keep not below the shipped trees' by more than this
 
 
@@ -434,8 +436,8 @@ def rule_arg(s: str) -> tuple[float, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--strict", required=True, help="the strict full model (train_extract_blocks.py --out)")
-    ap.add_argument("--strict-folds", required=True, help="its 10 fold models (--folds-out)")
+    ap.add_argument("--strict", help="the strict full model (train_extract_blocks.py --out)")
+    ap.add_argument("--strict-folds", help="its 10 fold models (--folds-out)")
     ap.add_argument("--paired", action="store_true", help="each candidate's paired deltas against shipped")
     ap.add_argument("--verify", action="append", default=[], metavar="CANDIDATE",
                     help="also extract this candidate (e.g. 'r 0.85') through fallback_flags and compare"
@@ -448,10 +450,15 @@ def main() -> int:
     args = ap.parse_args()
     if st.no_data():
         return 0
+    if not args.strict and not args.strict_folds:  # (bench/run_all.py runs every bench without arguments)
+        print("needs the strict trees, which are not in the repository: " + MAKE_STRICT
+              + "; then --strict S --strict-folds SF. Nothing measured.")
+        return 0
+    if not args.strict or not args.strict_folds:
+        ap.error("--strict and --strict-folds go together")
     for f in (args.strict, args.strict_folds):
         if not Path(f).is_file():
-            print(f"{f}: no such file; make the strict trees with scripts/train_extract_blocks.py "
-                  "--weak-weight 0.5 --per-page --out S --folds-out SF")
+            print(f"{f}: no such file; make the strict trees: {MAKE_STRICT}")
             return 2
     install()
     if args.speed:

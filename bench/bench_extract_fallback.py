@@ -347,7 +347,7 @@ def verify(bench: list[Seen], crawl: list[Seen], strict: str, strict_folds: str,
         for s in crawl:
             n += text_of((chtml[s.key], main_page(chtml[s.key]), load_rescue()), full)[0] != s.text(cand)
         bad[cand] = n
-    return ", ".join(f"{c}: {n}" for c, n in bad.items())
+    return ", ".join(f"{c}: {n}" for c, n in bad.items()) or "none to check (only shipped chosen)"
 
 
 def report(args) -> None:

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from hostile import SRC
+from hostile import PEAK_MB, SRC
 
 from pretrain.curate import io as cio
 
@@ -139,3 +139,64 @@ def test_metrics_of_dense_hostile_lines_are_refused_where_trainer_lines_pass(tmp
             f.write(json.dumps({**line, "step": i + 1})[:-1] + f', "x": [{pad}]}}\n')
     with pytest.raises(BadFile, match=r"metrics\.jsonl: line 11: over 65,536 JSON values"):
         report_run.read_metrics(run)
+
+
+# A child that measures what one read adds to its memory: VmHWM after the call over VmRSS before.
+_HELD = PEAK_MB + r"""
+import json, sys
+from pathlib import Path
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+from pretrain import report_remote, report_run, untrusted
+report_remote.MAX_LARGE = int(sys.argv[3])
+before = rss_mb()
+try:
+    if sys.argv[1] == "json":
+        untrusted.load_json(sys.argv[2])
+    else:
+        report_run.read_metrics(Path(sys.argv[2]))
+    said = ""
+except untrusted.BadFile as e:
+    said = str(e)
+print(json.dumps({"said": said, "added_mb": peak_mb() - before}))
+"""
+
+
+def _held(kind: str, path, bound: int = 1 << 30) -> dict:
+    r = subprocess.run([sys.executable, "-c", _HELD, kind, str(path), str(bound)], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": SRC})
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def test_a_json_file_of_too_many_values_is_refused_from_disk_not_read_whole(tmp_path):
+    """50 MB of `[0,0,...]` (25 M values, over the 4 M a 64 MiB file may hold) is refused by
+    counting while its bytes are scanned from disk: the file is never held (held, its bytes and
+    its text took over 100 MB before the count refused it). A file of our own's size passes."""
+    hostile = tmp_path / "stats.json"
+    hostile.write_bytes(b"[" + b"0," * (25 << 20) + b"0]")
+    got = _held("json", hostile)
+    assert "stats.json: not valid JSON: 26,214,402 commas and brackets, over the 4,194,304 values" \
+        in got["said"]
+    assert got["added_mb"] < 25, got  # read whole first: ~100 MB
+    honest = tmp_path / "plan.json"
+    honest.write_text(json.dumps({"inputs": [{"path": f"/data/part-{i:05d}.jsonl", "size": i}
+                                             for i in range(200_000)]}))
+    assert _held("json", honest)["said"] == ""
+
+
+def test_dense_metrics_are_refused_before_any_record_is_held(tmp_path):
+    """Under a 64 MiB bound (4 M values): lines padded with `{}` pass it 14 MB into the file. The
+    count is a first pass over the file, so nothing is held when it refuses (read and counted in
+    one pass, the 2 M `{}` before the refusal took ~200 MB); trainer-shaped lines pass both."""
+    run = tmp_path / "run"
+    run.mkdir()
+    pad = ",".join(["{}"] * 10_000)
+    with open(run / "metrics.jsonl", "w") as f:
+        for i in range(500):
+            f.write(json.dumps({"step": i + 1, "loss": 2.5})[:-1] + f', "x": [{pad}]}}\n')
+    got = _held("metrics", run, 64 << 20)
+    assert "metrics.jsonl: line 210: over 4,194,304 JSON values" in got["said"], got
+    assert got["added_mb"] < 25, got

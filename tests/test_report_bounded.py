@@ -200,3 +200,23 @@ def test_dense_metrics_are_refused_before_any_record_is_held(tmp_path):
     got = _held("metrics", run, 64 << 20)
     assert "metrics.jsonl: line 210: over 4,194,304 JSON values" in got["said"], got
     assert got["added_mb"] < 25, got
+
+
+def test_the_report_reads_a_plan_json_for_its_inputs_only_up_to_its_bound(tmp_path, monkeypatch):
+    """OUT/plan.json may hold 1 GiB (a job of millions of inputs); the report shows three names
+    and a count, so it reads the file for them only up to report_corpus.MAX_INPUTS (64 MiB; here
+    100 KB) and otherwise says why there is no list. The file's own size is the truth."""
+    from pretrain import report_corpus
+
+    monkeypatch.setattr(report_corpus, "MAX_INPUTS", 100_000)
+    out = tmp_path / "out"
+    out.mkdir()
+    inputs = [{"path": f"/data/part-{i:05d}.jsonl", "size": 1_000_000} for i in range(1_000)]
+    (out / "plan.json").write_text(json.dumps({"job": "curate", "hash": "x", "inputs": inputs}))
+    shown = report_corpus._what_ran(out, "curate")
+    assert "inputs: 1,000 files, 1,000.0 MB: /data/part-00000.jsonl" in shown
+    inputs *= 3
+    (out / "plan.json").write_text(json.dumps({"job": "curate", "hash": "x", "inputs": inputs}))
+    size = (out / "plan.json").stat().st_size
+    shown = report_corpus._what_ran(out, "curate")
+    assert f"inputs: not listed (plan.json holds {size:,} bytes, over the 100,000 read for them)" in shown

@@ -306,3 +306,27 @@ def test_a_crawl_sized_plan_is_still_a_job_identity(tmp_path):
     del raw
     assert [p.relative_to(out) for p in list_inputs([str(tmp_path / "crawl")])] == [
         Path("data/shard_00000.jsonl.zst")]
+
+
+def test_tokenize_url_output_emptied_is_made_again_not_trusted_to_its_markers(s3_here, tmp_path, capsys):  # noqa: F811
+    """A tokens OUT in a bucket whose objects were all removed (a bucket emptied, a lifecycle rule)
+    after a finished run: the rerun from the same staging folder, whose local markers say every
+    shard is done, must make and upload the shards again, not say "nothing to do" over nothing.
+    The truth: the first run's objects, byte for byte."""
+    bucket = s3_here.new_bucket("tok-emptied")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/{k}": _rows(k, n=6) for k in ["a.jsonl", "b.jsonl"]})
+    tok, out = _tokenizer(tmp_path), f"s3://{bucket}/tokens"
+    job = _tokenize(f"s3://{bucket}/in", out, tok, tmp_path / "w1")
+    assert main(job) == 0
+    first = {k: fs.cat_file(k) for k in fs.find(f"{bucket}/tokens")}
+    assert any(k.endswith("manifest.json") for k in first) and any(k.endswith(".bin") for k in first)
+    fs.rm(list(first))
+    assert fs.find(f"{bucket}/tokens") == []
+    capsys.readouterr()
+    assert main(job) == 0
+    said = capsys.readouterr().err
+    again = {k: fs.cat_file(k) for k in fs.find(f"{bucket}/tokens")}
+    assert again == first, (sorted(again), said)
+    assert main(job) == 0  # and now it has nothing to do
+    assert {k: fs.cat_file(k) for k in fs.find(f"{bucket}/tokens")} == first

@@ -42,8 +42,9 @@ MAX_LINE = 8 * 1024 * 1024  # one JSONL record we only summarise (a metrics line
 # bound. Python holds a value in 24-72 bytes (`{}` is 64 plus its 8-byte slot), so `[{},{},...]`
 # costs ~24x its size: a 64 MiB stats.json of it held 1.6 GB, a 1 GiB plan.json or
 # decontam_report.json (their bound) would hold ~25 GB. Counted before reading (`scan_values`) and
-# parsing (`json_elements`, which can only overcount); a file of our own has ~20-40 bytes a value, so at most ~4.5 bytes
-# of Python objects per byte of the bound are held (64 MiB: ~300 MB; 1 GiB: ~4.8 GB).
+# parsing (`json_elements`, which can only overcount); a file of our own has ~20-40 bytes a value,
+# so at most ~4.5 bytes of Python objects per byte of the bound are held (64 MiB: ~300 MB; 1 GiB:
+# ~4.8 GB).
 BYTES_PER_VALUE = 16
 
 

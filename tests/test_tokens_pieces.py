@@ -208,10 +208,19 @@ def families(request, tmp_path_factory):
         train, texts = [*GENERATED, tricky], {"generated": "".join(GENERATED[:80]), "tricky": tricky}
         ours = train_tokenizer(train, vocab_size=1000)
     toks = {f: build(f, train) for f in FAMILIES}
-    spec = json.loads(toks["qwen2"].to_str())  # Qwen2's, with NFKC (compatibility forms folded)
-    nfkc = Tokenizer.from_str(json.dumps({**spec, "normalizer": {"type": "NFKC"}}))
-    nfkc.encode_special_tokens = True
-    return {"toks": {**toks, "nfkc": nfkc, "ours": ours}, "texts": texts}
+
+    def normalized(family: str, *kinds: str):  # the family's tokenizer.json with these normalizers
+        spec = json.loads(toks[family].to_str())
+        norm = [{"type": k} for k in kinds]
+        tok = Tokenizer.from_str(json.dumps({**spec, "normalizer": norm[0] if len(norm) == 1 else
+                                             {"type": "Sequence", "normalizers": norm}}))
+        tok.encode_special_tokens = True
+        return tok
+
+    more = {"nfkc": normalized("qwen2", "NFKC"),  # Qwen2's, with NFKC (compatibility forms folded)
+            "lower": normalized("llama3", "Lowercase"), "lower-nfc": normalized("qwen2", "Lowercase", "NFC"),
+            "o200k-nfkc-lower": normalized("o200k", "NFKC", "Lowercase")}
+    return {"toks": {**toks, **more, "ours": ours}, "texts": texts}
 
 
 ADVERSARIAL = {  # 5K-10K characters each: at the scaled-down sizes below, several pieces
@@ -223,6 +232,7 @@ ADVERSARIAL = {  # 5K-10K characters each: at the scaled-down sizes below, sever
     "emoji": "👍🏽👨\u200d👩\u200d👧🇫🇷 " * 800,
     "emoji run": "😀" * 6000 + " end",
     "spaces": "word" + " " * 5000 + "word  \t  " * 300,
+    "case and contractions": "HelloWorld WE'LL Don'T x's İstanbul'un İİ. ΣΑΣ ǅemal ﬁ Å\u212b " * 150,
 }
 
 
@@ -235,7 +245,10 @@ def test_every_family_cuts_real_and_adversarial_text_to_the_whole_texts_ids(fami
     texts = {**families["texts"], "probe": pieces.PROBE, **ADVERSARIAL}
     names = {"llama3": "Llama-3 Split", "qwen2": "Qwen2 Split regex + ByteLevel, NFC",
              "llama2": "Prepend + Replace", "mistral": "Metaspace", "ours": "GPT-2",
-             "nfkc": "Qwen2 Split regex + ByteLevel, NFKC", "bert": "BertPreTokenizer, BertNormalizer"}
+             "nfkc": "Qwen2 Split regex + ByteLevel, NFKC", "bert": "BertPreTokenizer, BertNormalizer",
+             "o200k": "o200k Split regex + ByteLevel", "lower": "Llama-3 Split regex + ByteLevel, Lowercase",
+             "lower-nfc": "Qwen2 Split regex + ByteLevel, Lowercase+NFC",
+             "o200k-nfkc-lower": "o200k Split regex + ByteLevel, NFKC+Lowercase"}
     for family, tok in families["toks"].items():
         rule = pieces.cut_rule(tok)
         assert isinstance(rule, pieces.Rule) and rule.name.startswith(names[family]), (family, rule)
@@ -274,7 +287,7 @@ def test_a_run_is_cut_and_decodes_and_a_bos_is_added_once(families, monkeypatch)
 
 
 def test_a_tokenizer_with_no_known_word_end_is_encoded_whole_and_says_why(families, monkeypatch):
-    # Another Split regex, a Lowercase normalizer, ByteLevel's prefix space: encoded whole, the
+    # Another Split regex, an NFD normalizer, ByteLevel's prefix space: encoded whole, the
     # reason given; and a rule that cuts anywhere fails the check on PROBE and is refused.
     import json as js
 
@@ -285,8 +298,8 @@ def test_a_tokenizer_with_no_known_word_end_is_encoded_whole_and_says_why(famili
     spec = js.loads(families["toks"]["llama3"].to_str())
     other = js.loads(js.dumps(spec))
     other["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\S+|\s+"
-    lower = {**spec, "normalizer": {"type": "Lowercase"}}
-    for changed, why in ((other, "regex whose word ends"), (lower, "normalizer Lowercase")):
+    nfd = {**spec, "normalizer": {"type": "NFD"}}
+    for changed, why in ((other, "regex whose word ends"), (nfd, "normalizer NFD")):
         tok = Tokenizer.from_str(js.dumps(changed))
         tok.encode_special_tokens = True
         assert why in pieces.cut_rule(tok), why
@@ -300,7 +313,7 @@ def test_a_tokenizer_with_no_known_word_end_is_encoded_whole_and_says_why(famili
     got = np.concatenate(list(_encoded(tok, iter([text, "short", text]), said)))
     truth = [i for t in (text, "short", text) for i in tok.encode(t, add_special_tokens=False).ids]
     assert got.tolist() == truth
-    assert said["encoded_whole"] == 2 and "normalizer Lowercase" in said["whole_why"]
+    assert said["encoded_whole"] == 2 and "normalizer NFD" in said["whole_why"]
     from pretrain.commands.tokenize import cut_runs  # the shard's line
 
     assert cut_runs(said).startswith("; 2 documents over 4,096 characters encoded whole, not in pieces")
@@ -319,9 +332,9 @@ def test_eval_and_text_training_data_say_once_that_a_long_text_is_encoded_whole(
     from pretrain.train.data import build_loaders
 
     spec = js.loads(families["toks"]["llama3"].to_str())
-    tok = Tokenizer.from_str(js.dumps({**spec, "normalizer": {"type": "Lowercase"}}))
-    tok.save(str(tmp_path / "lower.json"))
-    path = str(tmp_path / "lower.json")
+    tok = Tokenizer.from_str(js.dumps({**spec, "normalizer": {"type": "NFD"}}))
+    tok.save(str(tmp_path / "nfd.json"))
+    path = str(tmp_path / "nfd.json")
     monkeypatch.setattr(pieces, "LONG_DOC", 4096)
     monkeypatch.setattr(lm, "_SAID_WHOLE", set())
     text = "Elementary, my dear Watson. " * 400
@@ -330,7 +343,7 @@ def test_eval_and_text_training_data_say_once_that_a_long_text_is_encoded_whole(
     assert encode(text) == truth and encode(text + " again") and encode("short")
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("eval: texts over 4,096 characters are encoded whole, not "
-                                               "in pieces") and "normalizer Lowercase" in err[0], err
+                                               "in pieces") and "normalizer NFD" in err[0], err
     (tmp_path / "data.txt").write_text(text, encoding="utf-8")
     dcfg = RunConfig().data
     dcfg.kind, dcfg.path, dcfg.tokenizer = "text", str(tmp_path / "data.txt"), path

@@ -61,7 +61,18 @@ _CUT = re.compile(r"(?<=[^\W_])(?=[\W_])")
 LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")  # Llama 3 (tiktoken's cl100k_base)
 QWEN2_SPLIT = LLAMA3_SPLIT.replace(r"\p{N}{1,3}", r"\p{N}")  # Qwen2, Qwen2.5, Qwen3: one digit a token
-_SPLITS = {LLAMA3_SPLIT: "Llama-3", QWEN2_SPLIT: "Qwen2"}
+# o200k (GPT-4o's tiktoken, as published): a word is letters and marks (\p{M}) with the contraction
+# after it ("we'll" one pre-token), cased runs split ("HelloWorld"). It also ends after a letter or
+# digit, but not before a mark or an apostrophe (`_O200K_ENDS`). Tekken (Mistral-Nemo): no
+# contraction, one digit a token; some files publish o200k with `[\r\n]*` for `[\r\n/]*`.
+O200K_SPLIT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+               r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+TEKKEN_SPLIT = O200K_SPLIT.replace("(?i:'s|'t|'re|'ve|'m|'ll|'d)?", "").replace(r"\p{N}{1,3}", r"\p{N}")
+_SPLITS = {LLAMA3_SPLIT: "Llama-3", QWEN2_SPLIT: "Qwen2", O200K_SPLIT: "o200k",
+           O200K_SPLIT.replace(r"[\r\n/]*", r"[\r\n]*"): "o200k", TEKKEN_SPLIT: "Tekken"}
+_O200K = ("o200k", "Tekken")
 _SPACE = "\u2581"  # SentencePiece's "▁", the space of Metaspace and Llama-2's normalizer
 
 # Real text in many scripts and the cases a rule could get wrong; each rule is checked on it.
@@ -105,17 +116,41 @@ def _compositions() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(first), frozenset(second)
 
 
-def _normal_at(form: str) -> Callable[[str, int], bool]:
-    """Whether normalizing `form` (NFC, NFKC) leaves text[at - 1] and text[at] as they are and
-    composes nothing across the cut: both starters, normalized, not the end of a composition pair;
-    text[at] not the start of one either (the letter or digit class of neither can change)."""
+def _normal_pair(form: str) -> Callable[[str, str], bool]:
+    """Whether normalizing `form` (NFC, NFKC) leaves the characters `a` and `b` at a cut as they
+    are and composes nothing across it: both starters, normalized, not the end of a composition
+    pair; `b` not the start of one either (the letter or digit class of neither can change)."""
     first, second = _compositions()
 
     def still(c: str) -> bool:
         return (unicodedata.combining(c) == 0 and c not in second and unicodedata.category(c) != "Cn"
                 and unicodedata.normalize(form, c) == c)
 
-    return lambda text, at: still(text[at - 1]) and still(text[at]) and text[at] not in first
+    return lambda a, b: still(a) and still(b) and b not in first
+
+
+def _word_ends(norms: list[str], o200k: bool) -> Callable[[str, int], bool]:
+    """Whether a `_CUT` candidate ends a word after the normalizers `norms` (NFC, NFKC, Lowercase,
+    in order). Lowercase maps each character alone (HF's `NormalizedString::lowercase`, Rust's
+    `char::to_lowercase`, no final-sigma context), so the characters at the cut become the last of
+    `a.lower()` and the first of `b.lower()` ("İ" -> "i" + U+0307: a mark, no word end after it);
+    these must still end a word. o200k's words also take marks and a contraction after them."""
+    steps = [(n, _normal_pair(n) if n != "Lowercase" else None) for n in norms]
+
+    def ok(text: str, at: int) -> bool:
+        a, b = text[at - 1], text[at]
+        if unicodedata.category(b) == "Cn":  # a letter in the tokenizer's newer tables, maybe
+            return False
+        for kind, still in steps:
+            if still is None:
+                a, b = a.lower()[-1], b.lower()[0]
+            elif not still(a, b):
+                return False
+        if not _CUT.match(a + b, 1):  # a letter or digit, then neither
+            return False
+        return not o200k or (b != "'" and not unicodedata.category(b).startswith("M"))
+
+    return ok
 
 
 def is_cut(text: str, at: int, rule: Rule = WORD_ENDS) -> bool:
@@ -229,14 +264,14 @@ def _word_rule(norm: dict | None, pres: list[dict]) -> Rule | str | None:
                 or split.get("behavior") != "Isolated" or split.get("invert"):
             return "a pre-tokenizer regex whose word ends are not known here"
         name = f"{_SPLITS[regex]} Split regex + ByteLevel"
+    o200k = split is not None and _SPLITS[regex] in _O200K
     if norm is None:
-        return Rule(name, _CUT, _assigned)
+        return Rule(name, _CUT, _word_ends([], True) if o200k else _assigned)
     norms = norm.get("normalizers", []) if norm.get("type") == "Sequence" else [norm]
-    if len(norms) != 1 or norms[0].get("type") not in ("NFC", "NFKC"):
-        return f"the normalizer {_kinds(norms)} (only NFC or NFKC keeps word ends known)"
-    form = norms[0]["type"]
-    normal = _normal_at(form)
-    return Rule(f"{name}, {form}", _CUT, lambda text, at: normal(text, at))
+    kinds = [str(n.get("type")) for n in norms]
+    if not kinds or any(k not in ("NFC", "NFKC", "Lowercase") for k in kinds):
+        return f"the normalizer {_kinds(norms)} (only NFC, NFKC or Lowercase keeps word ends known)"
+    return Rule(f"{name}, {'+'.join(kinds)}", _CUT, _word_ends(kinds, o200k))
 
 
 def _kinds(items: list[dict]) -> str:

@@ -111,6 +111,23 @@ def test_python_letters_and_digits_are_the_tokenizers():
     assert len(cps) > 100_000 and not wrong, wrong[:20]
 
 
+def test_an_o200k_cut_is_a_word_end_of_its_regex_for_every_code_point():
+    # o200k's words take marks (\p{M}) and a contraction: its rule cuts after a letter or digit
+    # only before a character that is none of these. Asked of the tokenizer's own regex for every
+    # code point Python assigns: where the rule cuts "a" | c or "1" | c, the regex ends a word.
+    from tokenizers import Regex, pre_tokenizers
+
+    pre = pre_tokenizers.Split(Regex(pieces.O200K_SPLIT), behavior="isolated", invert=False)
+    ok = pieces._word_ends([], o200k=True)
+    cps = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) not in ("Cn", "Cs", "Co")]
+    starts = {o[0] for _, o in pre.pre_tokenize_str("".join(f" a{chr(c)} 1{chr(c)}" for c in cps))}
+    wrong = [hex(c) for i, c in enumerate(cps) if (ok(f"a{chr(c)}", 1) and 6 * i + 2 not in starts)
+             or (ok(f"1{chr(c)}", 1) and 6 * i + 5 not in starts)]
+    cut = sum(ok(f"a{chr(c)}", 1) for c in cps)
+    assert cut > 8_000 and not wrong, (cut, wrong[:20])
+    assert not ok("we'll", 2) and not ok("cafe\u0301", 4) and ok("we.", 2)
+
+
 _CHILD = r"""
 import json, sys, time""" + PEAK_MB + r"""import random
 from pretrain.tokens.pieces import encode_ids, hard_cuts

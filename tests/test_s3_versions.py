@@ -325,8 +325,14 @@ def test_tokenize_url_output_emptied_is_made_again_not_trusted_to_its_markers(s3
     assert fs.find(f"{bucket}/tokens") == []
     capsys.readouterr()
     assert main(job) == 0
-    said = capsys.readouterr().err
+    said = capsys.readouterr()
     again = {k: fs.cat_file(k) for k in fs.find(f"{bucket}/tokens")}
     assert again == first, (sorted(again), said)
+    # said as what happened: the shards were made here before, the bucket's copies uploaded again
+    n = len(first)
+    assert f"{out}: {n} of {n} files missing there (removed since?), uploaded again" in said.err, said.err
+    assert "nothing to do" not in said.out and f"{n} files uploaded again" in said.out, said.out
     assert main(job) == 0  # and now it has nothing to do
+    said = capsys.readouterr()
+    assert "missing there" not in said.err and "(already tokenized, nothing to do)" in said.out, said
     assert {k: fs.cat_file(k) for k in fs.find(f"{bucket}/tokens")} == first

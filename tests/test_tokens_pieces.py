@@ -126,6 +126,18 @@ def test_an_o200k_cut_is_a_word_end_of_its_regex_for_every_code_point():
     cut = sum(ok(f"a{chr(c)}", 1) for c in cps)
     assert cut > 8_000 and not wrong, (cut, wrong[:20])
     assert not ok("we'll", 2) and not ok("cafe\u0301", 4) and ok("we.", 2)
+    # Each published o200k-style regex this rule is used for: text cut wherever it allows, each piece
+    # pre-tokenized alone, gives the whole text's pre-tokens (HF's Split with that regex).
+    rule = pieces.Rule("o200k", pieces._CUT, ok)
+    for regex in (r for r, name in pieces._SPLITS.items() if name in pieces._O200K):
+        pre = pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False)
+        cuts = 0
+        for name, text in {"probe": pieces.PROBE, **ADVERSARIAL}.items():
+            frags = pieces.cut_everywhere(text, rule)
+            words = [w for f in frags for w, _ in pre.pre_tokenize_str(f)]
+            assert words == [w for w, _ in pre.pre_tokenize_str(text)], (regex[-30:], name)
+            cuts += len(frags) - 1
+        assert cuts > 2_000, regex  # (none in the runs of marks, emoji, newlines: no letter before)
 
 
 _CHILD = r"""

@@ -12,9 +12,12 @@ Where the cuts go depends on the tokenizer (`cut_rule` reads its tokenizer.json)
   `?\\p{L}+`, `[^\\r\\n\\p{L}\\p{N}]?\\p{L}+`, `\\p{N}{1,3}`, `\\p{N}` stop there, no alternative
   holding a letter or digit runs past it, the regexes have no lookbehind and their only lookahead
   (`\\s+(?!\\S)`) is not at stake when the piece ends in a letter or digit. Models encode each
-  pre-token alone, so the pieces' ids are the whole text's. With an NFC or NFKC normalizer (Qwen2)
-  both characters at the cut must also be ones normalization leaves alone there (a starter that
-  composes with nothing before it, normalized already; the right one composes with nothing after).
+  pre-token alone, so the pieces' ids are the whole text's. o200k's regex (GPT-4o; Tekken) joins
+  marks and a contraction to a word: there the right character must not be a mark or `'` either.
+  With an NFC or NFKC normalizer (Qwen2) both characters at the cut must also be ones
+  normalization leaves alone there (a starter that composes with nothing before it, normalized
+  already; the right one composes with nothing after); with Lowercase (per character, alone or
+  with NFC/NFKC) the rule is read on the lowercased characters at the cut.
 - SentencePiece-style BPE (Metaspace, or Llama-2's Prepend("▁") + Replace(" ", "▁") with no
   pre-tokenizer, where one "word" may be the whole text): before a space, or before a character no
   merge's right side starts with, where no merge joins the two characters at the cut (read from
@@ -22,11 +25,11 @@ Where the cuts go depends on the tokenizer (`cut_rule` reads its tokenizer.json)
   has that lone "▁" id dropped (Metaspace's prepend_scheme).
 - Whitespace (BERT's BertPreTokenizer and BertNormalizer, Whitespace, WhitespaceSplit, with
   normalizers that change a character and its marks alone): before a space.
-Any other tokenizer (another regex, a Replace or Precompiled normalizer, a non-special added token,
-truncation) is encoded whole, as before (bounded by the readers' 8 MiB per record), and `cut_rule`
-says why. Every rule is also checked on `PROBE` (many scripts, digits, emoji, combining marks,
-space runs) cut at every position it allows: ids not identical to the whole's, and the text is
-encoded whole, saying so.
+Any other tokenizer (another regex, an NFD/NFKD, Replace or Precompiled normalizer before a
+byte-level pre-tokenizer, a non-special added token, truncation) is encoded whole, as before
+(bounded by the readers' 8 MiB per record), and `cut_rule` says why. Every rule is also checked on
+`PROBE` (many scripts, digits, emoji, combining marks, space runs) cut at every position it allows:
+ids or pre-tokens not identical to the whole's, and the text is encoded whole, saying so.
 
 A cut is looked for from `PIECE` characters on; when the next `RUN` characters hold no cut (64K
 letters with no space or punctuation, emoji, whitespace: nothing a language writes), the run is cut

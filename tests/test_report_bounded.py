@@ -155,9 +155,14 @@ before = rss_mb()
 try:
     if sys.argv[1] == "json":
         untrusted.load_json(sys.argv[2])
+    elif sys.argv[1] == "jobplan":  # a folder of inputs holding someone's OUT: is it a job's?
+        from pretrain.curate import outputs
+        outputs.MAX_PLAN_BYTES = int(sys.argv[3])
+        plan = Path(sys.argv[2])
+        said = str([str(p) for p in outputs.job_data_only([plan], [plan.parent / "rejects" / "r.jsonl"])])
     else:
         report_run.read_metrics(Path(sys.argv[2]))
-    said = ""
+    said = said if sys.argv[1] == "jobplan" else ""
 except untrusted.BadFile as e:
     said = str(e)
 print(json.dumps({"said": said, "added_mb": peak_mb() - before}))
@@ -220,3 +225,21 @@ def test_the_report_reads_a_plan_json_for_its_inputs_only_up_to_its_bound(tmp_pa
     size = (out / "plan.json").stat().st_size
     shown = report_corpus._what_ran(out, "curate")
     assert f"inputs: not listed (plan.json holds {size:,} bytes, over the 100,000 read for them)" in shown
+
+
+def test_a_plan_json_in_an_input_folder_is_counted_before_it_is_parsed(tmp_path):
+    """`curate DIR` leaves out the rejects/ of a job OUT inside DIR (its plan.json a job's identity).
+    DIR is someone else's: its plan.json, up to curate.outputs.MAX_PLAN_BYTES (1 GiB; here 64 MiB),
+    was read and parsed whole: 60 MB of `"inputs": [0,0,...]` took ~300 MB (1 GiB: ~5 GB). Counted
+    from disk first now, it is not a job's identity (30 M values, over the 4 M of its bound), and
+    nothing is held; a real one of our own still is."""
+    out = tmp_path / "someone" / "out"
+    (out / "data").mkdir(parents=True)
+    head = b'{"job": "curate", "hash": "x", "inputs": [0'
+    (out / "plan.json").write_bytes(head + b",0" * (30 << 20) + b"]}")
+    got = _held("jobplan", out / "plan.json", 64 << 20)
+    assert got["said"] == str([str(out / "rejects" / "r.jsonl")]), got  # not a job's: its files are read
+    assert got["added_mb"] < 25, got
+    ours = {"job": "curate", "hash": "x", "inputs": [{"path": "a", "size": 1}]}
+    (out / "plan.json").write_text(json.dumps(ours))
+    assert _held("jobplan", out / "plan.json", 64 << 20)["said"] == "[]"  # a job's: its rejects/ left out

@@ -7,9 +7,11 @@ trainer-shaped metrics lines) with one file replaced by a hostile one of `--mib`
 - plan-values: OUT/plan.json a job identity whose `inputs` is `[0,0,0,...]` (millions of values);
 - decontam-deep: OUT/decontam_report.json of `[[[[...` (deep lists);
 - decontam-values: OUT/decontam_report.json of `[{},{},...]` (millions of small values);
-- metrics-dense: RUN/metrics.jsonl of trainer lines each padded with 10,000 `{}`.
+- metrics-dense: RUN/metrics.jsonl of trainer lines each padded with 10,000 `{}`;
+- input-plan: `pretrain dedup DIR` (not report) where DIR/job/ is a job OUT (plan.json, data/)
+  whose plan.json is plan-values' (is it a job's, whose rejects/ are left out?).
 
-`pretrain report` runs in a child process (RLIMIT_AS 6 GB, so a runaway fails instead of
+`pretrain report` (or dedup) runs in a child process (RLIMIT_AS 6 GB, so a runaway fails instead of
 swapping) with the code under `--src` (default: this checkout's); the child prints its VmHWM and
 seconds and what the report said. Run it with an export of an older commit as `--before` for the
 "before" column in the same run (`git archive COMMIT src | tar -x -C /tmp/old`).
@@ -38,7 +40,7 @@ resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
 from pretrain.cli import main
 t0 = time.perf_counter()
 try:
-    rc = main(["report", *sys.argv[1:]])
+    rc = main(sys.argv[1:])
 except SystemExit as e:
     rc = e.code
 except MemoryError:
@@ -83,11 +85,18 @@ def make_cases(tmp: Path, size: int, src: str) -> dict[str, Path]:
     write_repeated(run / "metrics.jsonl", "".join(json.dumps({**line, "step": i}) + "\n"
                                                   for i in range(1, 101)).encode(), dense, b"", size)
     cases["metrics-dense"] = run
+    (tmp / "input-plan" / "job" / "data").mkdir(parents=True)
+    shutil.copy(docs, tmp / "input-plan" / "docs.jsonl")
+    shutil.copy(tmp / "plan-values" / "plan.json", tmp / "input-plan" / "job" / "plan.json")
+    cases["input-plan"] = tmp / "input-plan"
     return cases
 
 
 def measure(case: Path, src: str, page: Path) -> str:
-    r = subprocess.run([sys.executable, "-c", _CHILD, str(case), "-o", str(page)], capture_output=True,
+    shutil.rmtree(page.parent / "dedup-out", ignore_errors=True)
+    argv = ["report", str(case), "-o", str(page)] if case.name != "input-plan" else \
+        ["dedup", str(case), "-o", str(page.parent / "dedup-out"), "--workers", "1", "--quiet"]
+    r = subprocess.run([sys.executable, "-c", _CHILD, *argv], capture_output=True,
                        text=True, env={**os.environ, "PYTHONPATH": src})
     try:
         out = json.loads(r.stdout.strip().splitlines()[-1])
@@ -103,7 +112,7 @@ def main() -> None:
     ap.add_argument("--before", help="an older source tree, measured in the same run")
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--tmp", help="where the hostile files go (--mib times 4 on disk)")
-    ap.add_argument("--cases", default="plan-values,decontam-deep,decontam-values,metrics-dense")
+    ap.add_argument("--cases", default="plan-values,decontam-deep,decontam-values,metrics-dense,input-plan")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         cases = make_cases(Path(tmp), args.mib * MiB, args.src)

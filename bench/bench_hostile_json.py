@@ -102,7 +102,7 @@ def measure(case: Path, src: str, page: Path) -> str:
         out = json.loads(r.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return f"failed: {r.stderr.strip()[-200:]}"
-    said = r.stderr.strip().splitlines()[-1][-110:] if r.stderr.strip() else "(page written)"
+    said = r.stderr.strip().splitlines()[-1][-110:] if r.stderr.strip() else "(nothing on stderr)"
     return f"{out['seconds']:>6} s {out['peak_mb']:>6} MB  rc {out['rc']}  {said}"
 
 

@@ -287,8 +287,10 @@ def test_every_family_cuts_real_and_adversarial_text_to_the_whole_texts_ids(fami
             assert "".join(frags) == text, (family, name)
             assert pieces._ids(tok, frags, rule) == whole, (family, name)
             # and the words: the pre-tokens of each normalized piece are the whole text's (ids
-            # alone miss a cut inside a word the model has no merge across)
-            assert pieces._words(tok, frags, rule) == pieces._words(tok, [text], rule), (family, name)
+            # alone miss a cut inside a word the model has no merge across; not on the two long
+            # real texts: a call per piece, a third of the test's time)
+            if name not in ("wikitext", "lingua"):
+                assert pieces._words(tok, frags, rule) == pieces._words(tok, [text], rule), (family, name)
             if len(text) > 4096 and not pieces.hard_cuts(text, rule=rule):
                 assert pieces.encode_ids(tok, text, rule).tolist() == whole, (family, name)
         first = next(iter(families["texts"].values()))  # WikiText-2's first 20,000 characters

@@ -11,9 +11,10 @@ Seconds are CPU seconds of the child (one Rayon thread): wall time on a shared m
 `pretrain.tokens.pieces.encode_ids` (cut at safe positions, a run over RUN characters cut at
 PIECE). The last columns say whether the ids are identical and how many cuts fell inside a run.
 The tokenizers (`--tokenizers`): "ours", a byte-level BPE of `--vocab` ids trained here on the same
-English text; "llama3", "qwen2", "llama2", "mistral": tokenizer.json files shaped like those
+English text; "llama3", "qwen2", "o200k", "llama2", "mistral": tokenizer.json files shaped like those
 families' (tests/tokenizer_families.py: Llama-3's Split regex + ByteLevel and BOS, ...), the same
-vocabulary size, trained on the same text. Each row says which cut rule (tokens/pieces.py) was used.
+vocabulary size, trained on the same text; NAME-lower: the same with a Lowercase normalizer. Each
+row says which cut rule (tokens/pieces.py) was used.
 The machine these numbers come from is shared (2 cores, 8 agents): compare within one run.
 
 Run: .venv/bin/python bench/bench_tokens_long.py [--sizes 65536,1048576,8388608] [--kinds normal,letters]
@@ -100,7 +101,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="65536,262144,1048576,4194304,8388608")
     ap.add_argument("--kinds", default="normal,letters,same,cjk")
     ap.add_argument("--vocab", type=int, default=8000)
-    ap.add_argument("--tokenizers", default="ours,llama3", help="ours and any of llama3,qwen2,llama2,mistral")
+    ap.add_argument("--tokenizers", default="ours,llama3",
+                    help="ours and any of llama3,qwen2,o200k,llama2,mistral; NAME-lower: with Lowercase")
     args = ap.parse_args()
     sys.path.insert(0, SRC)
     import numpy as np
@@ -112,8 +114,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for name in args.tokenizers.split(","):
-            tok = train_tokenizer(base.split("\n\n"), args.vocab) if name == "ours" else \
-                build(name, base.split("\n\n"), args.vocab)
+            family = name.removesuffix("-lower")
+            tok = train_tokenizer(base.split("\n\n"), args.vocab) if family == "ours" else \
+                build(family, base.split("\n\n"), args.vocab)
+            if name.endswith("-lower"):  # the family's tokenizer.json with a Lowercase normalizer
+                from tokenizers import normalizers
+
+                tok.normalizer = normalizers.Lowercase()
             tok.save(str(tmp / f"{name}.json"))
         print(f"{'tokenizer':9} {'kind':8} {'chars':>9} | {'whole cpu s':>11} {'whole MB':>9} "
               f"| {'pieces cpu s':>12} {'pieces MB':>9} | {'MB ratio':>8} {'same ids':>8} "

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from hostile import SRC
+from hostile import PEAK_MB, SRC
 
 from pretrain.curate import io as cio
 
@@ -139,3 +139,107 @@ def test_metrics_of_dense_hostile_lines_are_refused_where_trainer_lines_pass(tmp
             f.write(json.dumps({**line, "step": i + 1})[:-1] + f', "x": [{pad}]}}\n')
     with pytest.raises(BadFile, match=r"metrics\.jsonl: line 11: over 65,536 JSON values"):
         report_run.read_metrics(run)
+
+
+# A child that measures what one read adds to its memory: VmHWM after the call over VmRSS before.
+_HELD = PEAK_MB + r"""
+import json, sys
+from pathlib import Path
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+from pretrain import report_remote, report_run, untrusted
+report_remote.MAX_LARGE = int(sys.argv[3])
+before = rss_mb()
+try:
+    if sys.argv[1] == "json":
+        untrusted.load_json(sys.argv[2])
+    elif sys.argv[1] == "jobplan":  # a folder of inputs holding someone's OUT: is it a job's?
+        from pretrain.curate import outputs
+        outputs.MAX_PLAN_BYTES = int(sys.argv[3])
+        plan = Path(sys.argv[2])
+        said = str([str(p) for p in outputs.job_data_only([plan], [plan.parent / "rejects" / "r.jsonl"])])
+    else:
+        report_run.read_metrics(Path(sys.argv[2]))
+    said = said if sys.argv[1] == "jobplan" else ""
+except untrusted.BadFile as e:
+    said = str(e)
+print(json.dumps({"said": said, "added_mb": peak_mb() - before}))
+"""
+
+
+def _held(kind: str, path, bound: int = 1 << 30) -> dict:
+    r = subprocess.run([sys.executable, "-c", _HELD, kind, str(path), str(bound)], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": SRC})
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def test_a_json_file_of_too_many_values_is_refused_from_disk_not_read_whole(tmp_path):
+    """50 MB of `[0,0,...]` (25 M values, over the 4 M a 64 MiB file may hold) is refused by
+    counting while its bytes are scanned from disk: the file is never held (held, its bytes and
+    its text took over 100 MB before the count refused it). A file of our own's size passes."""
+    hostile = tmp_path / "stats.json"
+    hostile.write_bytes(b"[" + b"0," * (25 << 20) + b"0]")
+    got = _held("json", hostile)
+    assert "stats.json: not valid JSON: 26,214,402 commas and brackets, over the 4,194,304 values" \
+        in got["said"]
+    assert got["added_mb"] < 25, got  # read whole first: ~100 MB
+    honest = tmp_path / "plan.json"
+    honest.write_text(json.dumps({"inputs": [{"path": f"/data/part-{i:05d}.jsonl", "size": i}
+                                             for i in range(200_000)]}))
+    assert _held("json", honest)["said"] == ""
+
+
+def test_dense_metrics_are_refused_before_any_record_is_held(tmp_path):
+    """Under a 64 MiB bound (4 M values): lines padded with `{}` pass it 14 MB into the file. The
+    count is a first pass over the file, so nothing is held when it refuses (read and counted in
+    one pass, the 2 M `{}` before the refusal took ~200 MB); trainer-shaped lines pass both."""
+    run = tmp_path / "run"
+    run.mkdir()
+    pad = ",".join(["{}"] * 10_000)
+    with open(run / "metrics.jsonl", "w") as f:
+        for i in range(500):
+            f.write(json.dumps({"step": i + 1, "loss": 2.5})[:-1] + f', "x": [{pad}]}}\n')
+    got = _held("metrics", run, 64 << 20)
+    assert "metrics.jsonl: line 210: over 4,194,304 JSON values" in got["said"], got
+    assert got["added_mb"] < 25, got
+
+
+def test_the_report_reads_a_plan_json_for_its_inputs_only_up_to_its_bound(tmp_path, monkeypatch):
+    """OUT/plan.json may hold 1 GiB (a job of millions of inputs); the report shows three names
+    and a count, so it reads the file for them only up to report_corpus.MAX_INPUTS (64 MiB; here
+    100 KB) and otherwise says why there is no list. The file's own size is the truth."""
+    from pretrain import report_corpus
+
+    monkeypatch.setattr(report_corpus, "MAX_INPUTS", 100_000)
+    out = tmp_path / "out"
+    out.mkdir()
+    inputs = [{"path": f"/data/part-{i:05d}.jsonl", "size": 1_000_000} for i in range(1_000)]
+    (out / "plan.json").write_text(json.dumps({"job": "curate", "hash": "x", "inputs": inputs}))
+    shown = report_corpus._what_ran(out, "curate")
+    assert "inputs: 1,000 files, 1,000.0 MB: /data/part-00000.jsonl" in shown
+    inputs *= 3
+    (out / "plan.json").write_text(json.dumps({"job": "curate", "hash": "x", "inputs": inputs}))
+    size = (out / "plan.json").stat().st_size
+    shown = report_corpus._what_ran(out, "curate")
+    assert f"inputs: not listed (plan.json holds {size:,} bytes, over the 100,000 read for them)" in shown
+
+
+def test_a_plan_json_in_an_input_folder_is_counted_before_it_is_parsed(tmp_path):
+    """`curate DIR` leaves out the rejects/ of a job OUT inside DIR (its plan.json a job's identity).
+    DIR is someone else's: its plan.json, up to curate.outputs.MAX_PLAN_BYTES (1 GiB; here 64 MiB),
+    was read and parsed whole: 60 MB of `"inputs": [0,0,...]` took ~300 MB (1 GiB: ~5 GB). Counted
+    from disk first now, it is not a job's identity (30 M values, over the 4 M of its bound), and
+    nothing is held; a real one of our own still is."""
+    out = tmp_path / "someone" / "out"
+    (out / "data").mkdir(parents=True)
+    head = b'{"job": "curate", "hash": "x", "inputs": [0'
+    (out / "plan.json").write_bytes(head + b",0" * (30 << 20) + b"]}")
+    got = _held("jobplan", out / "plan.json", 64 << 20)
+    assert got["said"] == str([str(out / "rejects" / "r.jsonl")]), got  # not a job's: its files are read
+    assert got["added_mb"] < 25, got
+    ours = {"job": "curate", "hash": "x", "inputs": [{"path": "a", "size": 1}]}
+    (out / "plan.json").write_text(json.dumps(ours))
+    assert _held("jobplan", out / "plan.json", 64 << 20)["said"] == "[]"  # a job's: its rejects/ left out

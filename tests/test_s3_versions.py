@@ -306,3 +306,58 @@ def test_a_crawl_sized_plan_is_still_a_job_identity(tmp_path):
     del raw
     assert [p.relative_to(out) for p in list_inputs([str(tmp_path / "crawl")])] == [
         Path("data/shard_00000.jsonl.zst")]
+
+
+def test_tokenize_url_output_emptied_is_made_again_not_trusted_to_its_markers(s3_here, tmp_path, capsys):  # noqa: F811
+    """A tokens OUT in a bucket whose objects were all removed (a bucket emptied, a lifecycle rule)
+    after a finished run: the rerun from the same staging folder, whose local markers say every
+    shard is done, must make and upload the shards again, not say "nothing to do" over nothing.
+    The truth: the first run's objects, byte for byte."""
+    bucket = s3_here.new_bucket("tok-emptied")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/{k}": _rows(k, n=6) for k in ["a.jsonl", "b.jsonl"]})
+    tok, out = _tokenizer(tmp_path), f"s3://{bucket}/tokens"
+    job = _tokenize(f"s3://{bucket}/in", out, tok, tmp_path / "w1")
+    assert main(job) == 0
+    first = {k: fs.cat_file(k) for k in fs.find(f"{bucket}/tokens")}
+    assert any(k.endswith("manifest.json") for k in first) and any(k.endswith(".bin") for k in first)
+    fs.rm(list(first))
+    assert fs.find(f"{bucket}/tokens") == []
+    capsys.readouterr()
+    assert main(job) == 0
+    said = capsys.readouterr()
+    again = {k: fs.cat_file(k) for k in fs.find(f"{bucket}/tokens")}
+    assert again == first, (sorted(again), said)
+    # said as what happened: the shards were made here before, the bucket's copies uploaded again
+    n = len(first)
+    assert f"{out}: {n} of {n} files missing there (removed since?), uploaded again" in said.err, said.err
+    assert "nothing to do" not in said.out and f"{n} files uploaded again" in said.out, said.out
+    assert main(job) == 0  # and now it has nothing to do
+    said = capsys.readouterr()
+    assert "missing there" not in said.err and "(already tokenized, nothing to do)" in said.out, said
+    assert {k: fs.cat_file(k) for k in fs.find(f"{bucket}/tokens")} == first
+
+
+def test_a_job_output_inside_a_url_input_is_told_by_its_plan_counted_as_streamed(s3_here, tmp_path):  # noqa: F811
+    """`dedup s3://b/in` where in/job/ is a corpus job's OUT: its rejects/ are left out (its
+    plan.json a job's identity). A plan.json there of too many values for its bound (here 1 MiB:
+    65,536 values) is not one, counted a range at a time, not read whole first."""
+    from pretrain.curate import outputs
+
+    bucket = s3_here.new_bucket("job-in-url")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/src/s.jsonl": _rows("s", n=6), f"{bucket}/in/a.jsonl": _rows("a", n=6)})
+    assert main(_job(f"s3://{bucket}/src", f"s3://{bucket}/in/job", tmp_path / "w0")) == 0
+    fs.pipe(f"{bucket}/in/job/rejects/extra.jsonl", _rows("rejected", n=6))  # what a job OUT may hold
+    assert main(_job(f"s3://{bucket}/in", tmp_path / "o1", tmp_path / "w1")) == 0
+    kept = _kept_ids(tmp_path / "o1")
+    assert any(i.startswith("a-") for i in kept) and not any(i.startswith("rejected") for i in kept), kept
+    plan = json.loads(fs.cat_file(f"{bucket}/in/job/plan.json"))
+    fs.pipe(f"{bucket}/in/job/plan.json", json.dumps({**plan, "pad": [0] * 70_000}).encode())
+    old = outputs.MAX_PLAN_BYTES
+    try:
+        outputs.MAX_PLAN_BYTES = 1 << 20
+        assert main(_job(f"s3://{bucket}/in", tmp_path / "o2", tmp_path / "w2")) == 0
+    finally:
+        outputs.MAX_PLAN_BYTES = old
+    assert any(i.startswith("rejected") for i in _kept_ids(tmp_path / "o2"))  # not a job's: read

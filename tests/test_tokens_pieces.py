@@ -111,6 +111,35 @@ def test_python_letters_and_digits_are_the_tokenizers():
     assert len(cps) > 100_000 and not wrong, wrong[:20]
 
 
+def test_an_o200k_cut_is_a_word_end_of_its_regex_for_every_code_point():
+    # o200k's words take marks (\p{M}) and a contraction: its rule cuts after a letter or digit
+    # only before a character that is none of these. Asked of the tokenizer's own regex for every
+    # code point Python assigns: where the rule cuts "a" | c or "1" | c, the regex ends a word.
+    from tokenizers import Regex, pre_tokenizers
+
+    pre = pre_tokenizers.Split(Regex(pieces.O200K_SPLIT), behavior="isolated", invert=False)
+    ok = pieces._word_ends([], o200k=True)
+    cps = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) not in ("Cn", "Cs", "Co")]
+    starts = {o[0] for _, o in pre.pre_tokenize_str("".join(f" a{chr(c)} 1{chr(c)}" for c in cps))}
+    wrong = [hex(c) for i, c in enumerate(cps) if (ok(f"a{chr(c)}", 1) and 6 * i + 2 not in starts)
+             or (ok(f"1{chr(c)}", 1) and 6 * i + 5 not in starts)]
+    cut = sum(ok(f"a{chr(c)}", 1) for c in cps)
+    assert cut > 8_000 and not wrong, (cut, wrong[:20])
+    assert not ok("we'll", 2) and not ok("cafe\u0301", 4) and ok("we.", 2)
+    # Each published o200k-style regex this rule is used for: text cut wherever it allows, each piece
+    # pre-tokenized alone, gives the whole text's pre-tokens (HF's Split with that regex).
+    rule = pieces.Rule("o200k", pieces._CUT, ok)
+    for regex in (r for r, name in pieces._SPLITS.items() if name in pieces._O200K):
+        pre = pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False)
+        cuts = 0
+        for name, text in {"probe": pieces.PROBE, **ADVERSARIAL}.items():
+            frags = pieces.cut_everywhere(text, rule)
+            words = [w for f in frags for w, _ in pre.pre_tokenize_str(f)]
+            assert words == [w for w, _ in pre.pre_tokenize_str(text)], (regex[-30:], name)
+            cuts += len(frags) - 1
+        assert cuts > 2_000, regex  # (none in the runs of marks, emoji, newlines: no letter before)
+
+
 _CHILD = r"""
 import json, sys, time""" + PEAK_MB + r"""import random
 from pretrain.tokens.pieces import encode_ids, hard_cuts
@@ -208,10 +237,19 @@ def families(request, tmp_path_factory):
         train, texts = [*GENERATED, tricky], {"generated": "".join(GENERATED[:80]), "tricky": tricky}
         ours = train_tokenizer(train, vocab_size=1000)
     toks = {f: build(f, train) for f in FAMILIES}
-    spec = json.loads(toks["qwen2"].to_str())  # Qwen2's, with NFKC (compatibility forms folded)
-    nfkc = Tokenizer.from_str(json.dumps({**spec, "normalizer": {"type": "NFKC"}}))
-    nfkc.encode_special_tokens = True
-    return {"toks": {**toks, "nfkc": nfkc, "ours": ours}, "texts": texts}
+
+    def normalized(family: str, *kinds: str):  # the family's tokenizer.json with these normalizers
+        spec = json.loads(toks[family].to_str())
+        norm = [{"type": k} for k in kinds]
+        tok = Tokenizer.from_str(json.dumps({**spec, "normalizer": norm[0] if len(norm) == 1 else
+                                             {"type": "Sequence", "normalizers": norm}}))
+        tok.encode_special_tokens = True
+        return tok
+
+    more = {"nfkc": normalized("qwen2", "NFKC"),  # Qwen2's, with NFKC (compatibility forms folded)
+            "lower": normalized("llama3", "Lowercase"), "lower-nfc": normalized("qwen2", "Lowercase", "NFC"),
+            "o200k-nfkc-lower": normalized("o200k", "NFKC", "Lowercase")}
+    return {"toks": {**toks, **more, "ours": ours}, "texts": texts}
 
 
 ADVERSARIAL = {  # 5K-10K characters each: at the scaled-down sizes below, several pieces
@@ -223,6 +261,7 @@ ADVERSARIAL = {  # 5K-10K characters each: at the scaled-down sizes below, sever
     "emoji": "👍🏽👨\u200d👩\u200d👧🇫🇷 " * 800,
     "emoji run": "😀" * 6000 + " end",
     "spaces": "word" + " " * 5000 + "word  \t  " * 300,
+    "case and contractions": "HelloWorld WE'LL Don'T x's İstanbul'un İİ. ΣΑΣ ǅemal ﬁ Å\u212b " * 150,
 }
 
 
@@ -235,7 +274,10 @@ def test_every_family_cuts_real_and_adversarial_text_to_the_whole_texts_ids(fami
     texts = {**families["texts"], "probe": pieces.PROBE, **ADVERSARIAL}
     names = {"llama3": "Llama-3 Split", "qwen2": "Qwen2 Split regex + ByteLevel, NFC",
              "llama2": "Prepend + Replace", "mistral": "Metaspace", "ours": "GPT-2",
-             "nfkc": "Qwen2 Split regex + ByteLevel, NFKC", "bert": "BertPreTokenizer, BertNormalizer"}
+             "nfkc": "Qwen2 Split regex + ByteLevel, NFKC", "bert": "BertPreTokenizer, BertNormalizer",
+             "o200k": "o200k Split regex + ByteLevel", "lower": "Llama-3 Split regex + ByteLevel, Lowercase",
+             "lower-nfc": "Qwen2 Split regex + ByteLevel, Lowercase+NFC",
+             "o200k-nfkc-lower": "o200k Split regex + ByteLevel, NFKC+Lowercase"}
     for family, tok in families["toks"].items():
         rule = pieces.cut_rule(tok)
         assert isinstance(rule, pieces.Rule) and rule.name.startswith(names[family]), (family, rule)
@@ -244,6 +286,11 @@ def test_every_family_cuts_real_and_adversarial_text_to_the_whole_texts_ids(fami
             frags = pieces.cut_everywhere(text, rule)
             assert "".join(frags) == text, (family, name)
             assert pieces._ids(tok, frags, rule) == whole, (family, name)
+            # and the words: the pre-tokens of each normalized piece are the whole text's (ids
+            # alone miss a cut inside a word the model has no merge across; not on the two long
+            # real texts: a call per piece, a third of the test's time)
+            if name not in ("wikitext", "lingua"):
+                assert pieces._words(tok, frags, rule) == pieces._words(tok, [text], rule), (family, name)
             if len(text) > 4096 and not pieces.hard_cuts(text, rule=rule):
                 assert pieces.encode_ids(tok, text, rule).tolist() == whole, (family, name)
         first = next(iter(families["texts"].values()))  # WikiText-2's first 20,000 characters
@@ -274,7 +321,7 @@ def test_a_run_is_cut_and_decodes_and_a_bos_is_added_once(families, monkeypatch)
 
 
 def test_a_tokenizer_with_no_known_word_end_is_encoded_whole_and_says_why(families, monkeypatch):
-    # Another Split regex, a Lowercase normalizer, ByteLevel's prefix space: encoded whole, the
+    # Another Split regex, an NFD normalizer, ByteLevel's prefix space: encoded whole, the
     # reason given; and a rule that cuts anywhere fails the check on PROBE and is refused.
     import json as js
 
@@ -285,8 +332,8 @@ def test_a_tokenizer_with_no_known_word_end_is_encoded_whole_and_says_why(famili
     spec = js.loads(families["toks"]["llama3"].to_str())
     other = js.loads(js.dumps(spec))
     other["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\S+|\s+"
-    lower = {**spec, "normalizer": {"type": "Lowercase"}}
-    for changed, why in ((other, "regex whose word ends"), (lower, "normalizer Lowercase")):
+    nfd = {**spec, "normalizer": {"type": "NFD"}}
+    for changed, why in ((other, "regex whose word ends"), (nfd, "normalizer NFD")):
         tok = Tokenizer.from_str(js.dumps(changed))
         tok.encode_special_tokens = True
         assert why in pieces.cut_rule(tok), why
@@ -300,7 +347,7 @@ def test_a_tokenizer_with_no_known_word_end_is_encoded_whole_and_says_why(famili
     got = np.concatenate(list(_encoded(tok, iter([text, "short", text]), said)))
     truth = [i for t in (text, "short", text) for i in tok.encode(t, add_special_tokens=False).ids]
     assert got.tolist() == truth
-    assert said["encoded_whole"] == 2 and "normalizer Lowercase" in said["whole_why"]
+    assert said["encoded_whole"] == 2 and "normalizer NFD" in said["whole_why"]
     from pretrain.commands.tokenize import cut_runs  # the shard's line
 
     assert cut_runs(said).startswith("; 2 documents over 4,096 characters encoded whole, not in pieces")
@@ -319,9 +366,9 @@ def test_eval_and_text_training_data_say_once_that_a_long_text_is_encoded_whole(
     from pretrain.train.data import build_loaders
 
     spec = js.loads(families["toks"]["llama3"].to_str())
-    tok = Tokenizer.from_str(js.dumps({**spec, "normalizer": {"type": "Lowercase"}}))
-    tok.save(str(tmp_path / "lower.json"))
-    path = str(tmp_path / "lower.json")
+    tok = Tokenizer.from_str(js.dumps({**spec, "normalizer": {"type": "NFD"}}))
+    tok.save(str(tmp_path / "nfd.json"))
+    path = str(tmp_path / "nfd.json")
     monkeypatch.setattr(pieces, "LONG_DOC", 4096)
     monkeypatch.setattr(lm, "_SAID_WHOLE", set())
     text = "Elementary, my dear Watson. " * 400
@@ -330,7 +377,7 @@ def test_eval_and_text_training_data_say_once_that_a_long_text_is_encoded_whole(
     assert encode(text) == truth and encode(text + " again") and encode("short")
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("eval: texts over 4,096 characters are encoded whole, not "
-                                               "in pieces") and "normalizer Lowercase" in err[0], err
+                                               "in pieces") and "normalizer NFD" in err[0], err
     (tmp_path / "data.txt").write_text(text, encoding="utf-8")
     dcfg = RunConfig().data
     dcfg.kind, dcfg.path, dcfg.tokenizer = "text", str(tmp_path / "data.txt"), path

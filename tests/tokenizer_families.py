@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pretrain.tokens.pieces import LLAMA3_SPLIT, QWEN2_SPLIT
+from pretrain.tokens.pieces import LLAMA3_SPLIT, O200K_SPLIT, QWEN2_SPLIT
 
-FAMILIES = ("llama3", "qwen2", "llama2", "mistral", "bert")
+FAMILIES = ("llama3", "qwen2", "o200k", "llama2", "mistral", "bert")
 
 
 def build(family: str, texts: Iterable[str], vocab_size: int = 3000):
     """A trained `tokenizers.Tokenizer` of `family`:
     - llama3: Split(Llama-3's regex, isolated) + ByteLevel(no regex), BPE ignore_merges, BOS added;
     - qwen2: NFC, Split(Qwen2's regex) + ByteLevel, BPE, no BOS;
+    - o200k: Split(GPT-4o's o200k regex) + ByteLevel, BPE, no BOS;
     - llama2: Prepend("▁") + Replace(" ", "▁") normalizer, no pre-tokenizer, BPE byte_fallback
       fuse_unk, <s> added (HF's conversion of Llama-2's SentencePiece model, legacy);
     - mistral: Metaspace("▁", prepend_scheme "first", split False), the same BPE (legacy=False);
@@ -32,8 +33,9 @@ def build(family: str, texts: Iterable[str], vocab_size: int = 3000):
         trainers,
     )
 
-    if family in ("llama3", "qwen2"):
-        regex, bos = (LLAMA3_SPLIT, "<|begin_of_text|>") if family == "llama3" else (QWEN2_SPLIT, None)
+    if family in ("llama3", "qwen2", "o200k"):
+        regex, bos = {"llama3": (LLAMA3_SPLIT, "<|begin_of_text|>"), "qwen2": (QWEN2_SPLIT, None),
+                      "o200k": (O200K_SPLIT, None)}[family]
         tok = Tokenizer(models.BPE(ignore_merges=family == "llama3"))
         tok.normalizer = normalizers.NFC() if family == "qwen2" else None
         tok.pre_tokenizer = pre_tokenizers.Sequence([

@@ -248,11 +248,13 @@ def _what_it_holds(path: Path) -> str:
 
 
 def _job_name(plan: Path) -> str | None:
-    from pretrain.curate.outputs import MAX_PLAN_BYTES
+    """The job of an unfinished corpus OUT, for a hint: read, as for the inputs line, only up to
+    report_corpus.MAX_INPUTS (a job's plan.json may hold 1 GiB)."""
+    from pretrain.report_corpus import MAX_INPUTS
     from pretrain.untrusted import load_json
 
     try:
-        data = load_json(plan, MAX_PLAN_BYTES)
+        data = load_json(plan, MAX_INPUTS)
     except (OSError, ValueError):
         return None
     return data.get("job") if isinstance(data, dict) and "hash" in data else None

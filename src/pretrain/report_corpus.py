@@ -78,18 +78,31 @@ def curate_section(out: Path, sid: str, remote: str | None = None) -> Section:
                     ("bad records", errors["count"])], problems)
 
 
+# What the report reads of OUT/plan.json for its inputs line (three names and a count). The file
+# may hold 1 GiB (curate.outputs.MAX_PLAN_BYTES: millions of inputs), ~2.2 GB read whole.
+MAX_INPUTS = untrusted.MAX_SMALL_FILE
+
+
+class _NotListed(Exception):
+    """The inputs line, when plan.json is over MAX_INPUTS."""
+
+
 def _what_ran(out: Path, job: str) -> str:
     """The inputs (OUT/plan.json) and the settings that differ from the job's defaults (config.toml)."""
     lines = []
     try:
-        from pretrain.curate.outputs import MAX_PLAN_BYTES
-
-        ident = untrusted.load_json_object(out / "plan.json", MAX_PLAN_BYTES, within=out)
+        size = untrusted.check_file(out / "plan.json", within=out)
+        if size > MAX_INPUTS:
+            raise _NotListed(f"inputs: not listed (plan.json holds {size:,} bytes, over the {MAX_INPUTS:,} "
+                             "read for them)")
+        ident = untrusted.load_json_object(out / "plan.json", MAX_INPUTS, within=out)
         files = ident.get("inputs") or []
         size = sum(int(f.get("size") or 0) for f in files if isinstance(f, dict))
         names = ", ".join(str(f.get("path") if isinstance(f, dict) else f) for f in files[:3])
         more = f" and {len(files) - 3} more" if len(files) > 3 else ""
         lines.append(f"inputs: {count(len(files), 'file')}, {size / 1e6:,.1f} MB: {names}{more}")
+    except _NotListed as e:
+        lines.append(str(e))
     except (OSError, ValueError, AttributeError, TypeError):  # a plan.json of another shape: no line
         pass
     try:

@@ -9,6 +9,8 @@ any way it can be wrong is one `BadFile` line naming the file and the reason, ne
   folder named where a file belongs is refused before it is opened.
 - At most `limit` bytes (default 64 MiB; these files are kilobytes) are read, counted while
   reading, so a file that grows while it is read cannot run past the bound either.
+- A JSON file holds at most one value per `BYTES_PER_VALUE` bytes of its bound, counted from
+  disk in 1 MiB chunks before it is read whole (`scan_values`), so a refused one is never held.
 - Invalid UTF-8 names the byte offset; a parse error names the line; nesting thousands deep
   (Python's `json` and `tomllib` parsers recurse, RecursionError) is one line too.
 - `within=FOLDER`: the file must resolve inside FOLDER, so a run directory's `samples.txt ->
@@ -39,9 +41,10 @@ MAX_LINE = 8 * 1024 * 1024  # one JSONL record we only summarise (a metrics line
 # A JSON file (or a JSONL file read whole) may hold one value per BYTES_PER_VALUE bytes of its size
 # bound. Python holds a value in 24-72 bytes (`{}` is 64 plus its 8-byte slot), so `[{},{},...]`
 # costs ~24x its size: a 64 MiB stats.json of it held 1.6 GB, a 1 GiB plan.json or
-# decontam_report.json (their bound) would hold ~25 GB. Counted before parsing (`json_elements`,
-# which can only overcount); a file of our own has ~20-40 bytes a value, so at most ~4.5 bytes
-# of Python objects per byte of the bound are held (64 MiB: ~300 MB; 1 GiB: ~4.8 GB).
+# decontam_report.json (their bound) would hold ~25 GB. Counted before reading (`scan_values`) and
+# parsing (`json_elements`, which can only overcount); a file of our own has ~20-40 bytes a value,
+# so at most ~4.5 bytes of Python objects per byte of the bound are held (64 MiB: ~300 MB; 1 GiB:
+# ~4.8 GB).
 BYTES_PER_VALUE = 16
 
 
@@ -99,17 +102,40 @@ def load_json(path: str | Path, limit: int = MAX_SMALL_FILE, what: str = "JSON",
               within: str | Path | None = None) -> Any:
     """The JSON value in `path` (any type: callers check the shape they need), of at most one value
     per `BYTES_PER_VALUE` bytes of `limit`."""
+    most = limit // BYTES_PER_VALUE
+    if most < check_file(path, within) <= limit:  # counted from disk first: a refused file is never held
+        _refuse_values(path, what, limit, scan_values(path, limit))
     text = read_text(path, limit, within)
-    if len(text) > limit // BYTES_PER_VALUE and (n := json_elements(text)) > limit // BYTES_PER_VALUE:
-        raise BadFile(f"{path}: not valid {what}: {n:,} commas and brackets, over the "
-                      f"{limit // BYTES_PER_VALUE:,} values such a file may hold (one per "
-                      f"{BYTES_PER_VALUE} bytes of its {limit:,}-byte bound); refusing to parse it")
+    if len(text) > most:  # again on what was read: the file may have changed since it was counted
+        _refuse_values(path, what, limit, json_elements(text))
     try:
         return json.loads(text)
     except RecursionError:  # `[[[[...` 100,000 deep: json's C scanner recurses per level
         raise BadFile(f"{path}: not valid {what}: nested too deeply") from None
     except ValueError as e:
         raise BadFile(f"{path}: not valid {what}: {e}") from None
+
+
+def _refuse_values(path: str | Path, what: str, limit: int, n: int) -> None:
+    if n > limit // BYTES_PER_VALUE:
+        raise BadFile(f"{path}: not valid {what}: {n:,} commas and brackets, over the "
+                      f"{limit // BYTES_PER_VALUE:,} values such a file may hold (one per "
+                      f"{BYTES_PER_VALUE} bytes of its {limit:,}-byte bound); refusing to parse it")
+
+
+def scan_values(path: str | Path, limit: int = MAX_SMALL_FILE, chunk: int = 1 << 20) -> int:
+    """`json_elements` of the file's first `limit` + 1 bytes, read a `chunk` at a time: the count
+    without holding the file (`,`, `[` and `{` are one byte in UTF-8 and in no other character's
+    bytes, so the bytes' count is the text's). Held whole, a 1 GiB file was ~2.2 GB (its bytes and
+    its text) before the count could refuse it."""
+    n, left = 1, limit + 1
+    try:
+        with open(path, "rb") as f:
+            while left > 0 and (data := f.read(min(chunk, left))):
+                n, left = n + json_elements(data) - 1, left - len(data)
+    except OSError as e:
+        raise BadFile(f"{path}: cannot read: {e.strerror or e}") from None
+    return n
 
 
 def load_json_object(path: str | Path, limit: int = MAX_SMALL_FILE, what: str = "JSON",

@@ -95,8 +95,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(_said_as_urls(str(e), out, args.output, origins)) from e
     finally:
         progress.close()
+    missing = 0
     if out != args.output:
-        _upload(Path(out), args.output)
+        files, missing = _upload(Path(out), args.output)
+        if missing and not written:  # shards finished here before: not "nothing to do" over nothing
+            print(f"{printable(args.output)}: {missing} of {files} files missing there (removed since?), "
+                  f"uploaded again from the staging folder {out}", file=sys.stderr)
     sec = time.perf_counter() - t0
     skipped = sum(man["skipped"].values())
     # a rerun that wrote nothing: the totals are the earlier run's, and not "in 0.4 s"
@@ -107,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     n = len(man["shards"])
     print(f"{count(man['tokens'], 'token')}, {count(man['documents'], 'document')}, {count(n, 'shard')} "
           f"({man['dtype']}){took}; {count(skipped, 'record')} skipped -> {args.output}"
-          f"{resumed(len(written), len(man['shards']), 'tokenized')}")
+          f"{resumed(len(written), len(man['shards']), 'tokenized', missing)}")
     if before and before != sorted(man["sources"]):
         print(f"source renamed in manifest.json: {', '.join(before)} -> {', '.join(sorted(man['sources']))}",
               file=sys.stderr)
@@ -125,12 +129,15 @@ def _source_names(out: str) -> list[str]:
         return []
 
 
-def resumed(written: int, shards: int, done: str) -> str:
+def resumed(written: int, shards: int, done: str, uploaded: int = 0) -> str:
     """What a rerun did, said after the totals (progress.rerun_note, in parentheses): "" when every
-    shard was written now; the exit status is what a first run's would be."""
+    shard was written now; the exit status is what a first run's would be. `uploaded`: files a URL
+    OUT lacked and got again from the staging folder (its shards done there already)."""
     from pretrain.progress import rerun_note
 
     note = rerun_note(written, shards, done)
+    if uploaded and not written:
+        note = f"already {done} here; {uploaded} files uploaded again"
     return f" ({note})" if note else ""
 
 
@@ -317,11 +324,21 @@ def _fetch(url: str, local: Path, size: int, stamp: dict | None, record: Path) -
         io.write_bytes_atomic(record, json.dumps(stamp).encode())
 
 
-def _upload(local: Path, url: str) -> None:
-    """Every file of `local` to `url`, each whole, manifest.json last (it vouches for the rest)."""
+def _upload(local: Path, url: str) -> tuple[int, int]:
+    """Every file of `local` to `url`, each whole, manifest.json last (it vouches for the rest):
+    (files uploaded, how many of them the store did not hold at their size before). Every file is
+    uploaded on every run, so an OUT emptied since (a cleared bucket, a lifecycle rule) is made
+    whole again from the staging folder; the count lets the run say so."""
     from pretrain.curate import io
 
     fs, root = io.url_fs(url)
+    root = root.rstrip("/")
+    try:
+        there = {k.rstrip("/").rsplit("/", 1)[-1]: v.get("size") for k, v in
+                 fs.find(root, detail=True).items()} if fs.isdir(root) else {}
+    except FileNotFoundError:
+        there = {}
     files = sorted(p for p in local.iterdir() if p.is_file() and not p.name.startswith("."))
     for f in sorted(files, key=lambda p: p.name == "manifest.json"):
-        fs.put_file(str(f), f"{root.rstrip('/')}/{f.name}")
+        fs.put_file(str(f), f"{root}/{f.name}")
+    return len(files), sum(there.get(f.name) != f.stat().st_size for f in files)

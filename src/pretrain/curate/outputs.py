@@ -95,12 +95,36 @@ def job_data_only(plans: list[Path], files: list[Path], own_out: str | None = No
     return kept
 
 
-def _is_job_plan(plan: Path) -> bool:
+def is_job_plan_file(plan: Path) -> bool:
+    """Whether a local plan.json (someone's folder among the inputs, or -o) is a corpus job's
+    identity: read through `untrusted.load_json`, its values counted from disk before it is read
+    (up to MAX_PLAN_BYTES: 60 MB of `"inputs": [0,0,...]` took ~360 MB read and parsed whole)."""
+    from pretrain import untrusted
+
     try:
-        raw = plan.read_bytes() if plan.stat().st_size < MAX_PLAN_BYTES else b""
-    except OSError:
+        obj = untrusted.load_json(plan, MAX_PLAN_BYTES)
+    except ValueError:  # BadFile: missing, not a file, too big, too many values, not JSON
         return False
-    return is_job_identity(raw) and (plan.parent / "data").is_dir()
+    return isinstance(obj, dict) and {"job", "hash", "inputs"} <= obj.keys()
+
+
+def _is_url_job_plan(fs, path: str, chunk: int = 1 << 20) -> bool:
+    """`is_job_plan_file` of an object: its values counted a `chunk` at a time (ranged GETs: one
+    for a plan of our own size) before it is read whole."""
+    from pretrain import untrusted
+
+    size, most = fs.size(path), MAX_PLAN_BYTES // untrusted.BYTES_PER_VALUE
+    if size >= MAX_PLAN_BYTES:
+        return False
+    if size > chunk and sum(untrusted.json_elements(fs.cat_file(path, start=at, end=min(at + chunk, size)))
+                            - 1 for at in range(0, size, chunk)) + 1 > most:
+        return False
+    raw = fs.cat_file(path)
+    return untrusted.json_elements(raw) <= most and is_job_identity(raw)
+
+
+def _is_job_plan(plan: Path) -> bool:
+    return is_job_plan_file(plan) and (plan.parent / "data").is_dir()
 
 
 def url_job_data_only(fs, hits: list[str], every: list[str]) -> list[str]:
@@ -110,7 +134,7 @@ def url_job_data_only(fs, hits: list[str], every: list[str]) -> list[str]:
     outs = [p[: -len("/plan.json")] for p in every if p.endswith("/plan.json")]
     outs = [o for o in outs if any(h.startswith((f"{o}/data/", f"{o}/rejects/")) or h == f"{o}/stats.json"
                                    for h in every)
-            and fs.size(f"{o}/plan.json") < MAX_PLAN_BYTES and is_job_identity(fs.cat_file(f"{o}/plan.json"))]
+            and _is_url_job_plan(fs, f"{o}/plan.json")]
     return [h for h in hits
             if not any(h.startswith(f"{o}/") and not h.startswith(f"{o}/data/") for o in outs)]
 

@@ -12,9 +12,12 @@ Where the cuts go depends on the tokenizer (`cut_rule` reads its tokenizer.json)
   `?\\p{L}+`, `[^\\r\\n\\p{L}\\p{N}]?\\p{L}+`, `\\p{N}{1,3}`, `\\p{N}` stop there, no alternative
   holding a letter or digit runs past it, the regexes have no lookbehind and their only lookahead
   (`\\s+(?!\\S)`) is not at stake when the piece ends in a letter or digit. Models encode each
-  pre-token alone, so the pieces' ids are the whole text's. With an NFC or NFKC normalizer (Qwen2)
-  both characters at the cut must also be ones normalization leaves alone there (a starter that
-  composes with nothing before it, normalized already; the right one composes with nothing after).
+  pre-token alone, so the pieces' ids are the whole text's. o200k's regex (GPT-4o; Tekken) joins
+  marks and a contraction to a word: there the right character must not be a mark or `'` either.
+  With an NFC or NFKC normalizer (Qwen2) both characters at the cut must also be ones
+  normalization leaves alone there (a starter that composes with nothing before it, normalized
+  already; the right one composes with nothing after); with Lowercase (per character, alone or
+  with NFC/NFKC) the rule is read on the lowercased characters at the cut.
 - SentencePiece-style BPE (Metaspace, or Llama-2's Prepend("▁") + Replace(" ", "▁") with no
   pre-tokenizer, where one "word" may be the whole text): before a space, or before a character no
   merge's right side starts with, where no merge joins the two characters at the cut (read from
@@ -22,11 +25,11 @@ Where the cuts go depends on the tokenizer (`cut_rule` reads its tokenizer.json)
   has that lone "▁" id dropped (Metaspace's prepend_scheme).
 - Whitespace (BERT's BertPreTokenizer and BertNormalizer, Whitespace, WhitespaceSplit, with
   normalizers that change a character and its marks alone): before a space.
-Any other tokenizer (another regex, a Replace or Precompiled normalizer, a non-special added token,
-truncation) is encoded whole, as before (bounded by the readers' 8 MiB per record), and `cut_rule`
-says why. Every rule is also checked on `PROBE` (many scripts, digits, emoji, combining marks,
-space runs) cut at every position it allows: ids not identical to the whole's, and the text is
-encoded whole, saying so.
+Any other tokenizer (another regex, an NFD/NFKD, Replace or Precompiled normalizer before a
+byte-level pre-tokenizer, a non-special added token, truncation) is encoded whole, as before
+(bounded by the readers' 8 MiB per record), and `cut_rule` says why. Every rule is also checked on
+`PROBE` (many scripts, digits, emoji, combining marks, space runs) cut at every position it allows:
+ids or pre-tokens not identical to the whole's, and the text is encoded whole, saying so.
 
 A cut is looked for from `PIECE` characters on; when the next `RUN` characters hold no cut (64K
 letters with no space or punctuation, emoji, whitespace: nothing a language writes), the run is cut
@@ -61,7 +64,18 @@ _CUT = re.compile(r"(?<=[^\W_])(?=[\W_])")
 LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")  # Llama 3 (tiktoken's cl100k_base)
 QWEN2_SPLIT = LLAMA3_SPLIT.replace(r"\p{N}{1,3}", r"\p{N}")  # Qwen2, Qwen2.5, Qwen3: one digit a token
-_SPLITS = {LLAMA3_SPLIT: "Llama-3", QWEN2_SPLIT: "Qwen2"}
+# o200k (GPT-4o's tiktoken, as published): a word is letters and marks (\p{M}) with the contraction
+# after it ("we'll" one pre-token), cased runs split ("HelloWorld"). It also ends after a letter or
+# digit, but not before a mark or an apostrophe (`_O200K_ENDS`). Tekken (Mistral-Nemo): no
+# contraction, one digit a token; some files publish o200k with `[\r\n]*` for `[\r\n/]*`.
+O200K_SPLIT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+               r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}"
+               r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+TEKKEN_SPLIT = O200K_SPLIT.replace("(?i:'s|'t|'re|'ve|'m|'ll|'d)?", "").replace(r"\p{N}{1,3}", r"\p{N}")
+_SPLITS = {LLAMA3_SPLIT: "Llama-3", QWEN2_SPLIT: "Qwen2", O200K_SPLIT: "o200k",
+           O200K_SPLIT.replace(r"[\r\n/]*", r"[\r\n]*"): "o200k", TEKKEN_SPLIT: "Tekken"}
+_O200K = ("o200k", "Tekken")
 _SPACE = "\u2581"  # SentencePiece's "▁", the space of Metaspace and Llama-2's normalizer
 
 # Real text in many scripts and the cases a rule could get wrong; each rule is checked on it.
@@ -105,17 +119,41 @@ def _compositions() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(first), frozenset(second)
 
 
-def _normal_at(form: str) -> Callable[[str, int], bool]:
-    """Whether normalizing `form` (NFC, NFKC) leaves text[at - 1] and text[at] as they are and
-    composes nothing across the cut: both starters, normalized, not the end of a composition pair;
-    text[at] not the start of one either (the letter or digit class of neither can change)."""
+def _normal_pair(form: str) -> Callable[[str, str], bool]:
+    """Whether normalizing `form` (NFC, NFKC) leaves the characters `a` and `b` at a cut as they
+    are and composes nothing across it: both starters, normalized, not the end of a composition
+    pair; `b` not the start of one either (the letter or digit class of neither can change)."""
     first, second = _compositions()
 
     def still(c: str) -> bool:
         return (unicodedata.combining(c) == 0 and c not in second and unicodedata.category(c) != "Cn"
                 and unicodedata.normalize(form, c) == c)
 
-    return lambda text, at: still(text[at - 1]) and still(text[at]) and text[at] not in first
+    return lambda a, b: still(a) and still(b) and b not in first
+
+
+def _word_ends(norms: list[str], o200k: bool) -> Callable[[str, int], bool]:
+    """Whether a `_CUT` candidate ends a word after the normalizers `norms` (NFC, NFKC, Lowercase,
+    in order). Lowercase maps each character alone (HF's `NormalizedString::lowercase`, Rust's
+    `char::to_lowercase`, no final-sigma context), so the characters at the cut become the last of
+    `a.lower()` and the first of `b.lower()` ("İ" -> "i" + U+0307: a mark, no word end after it);
+    these must still end a word. o200k's words also take marks and a contraction after them."""
+    steps = [_normal_pair(n) if n != "Lowercase" else None for n in norms]
+
+    def ok(text: str, at: int) -> bool:
+        a, b = text[at - 1], text[at]
+        if unicodedata.category(b) == "Cn":  # a letter in the tokenizer's newer tables, maybe
+            return False
+        for still in steps:
+            if still is None:
+                a, b = a.lower()[-1], b.lower()[0]
+            elif not still(a, b):
+                return False
+        if not _CUT.match(a + b, 1):  # a letter or digit, then neither
+            return False
+        return not o200k or (b != "'" and not unicodedata.category(b).startswith("M"))
+
+    return ok
 
 
 def is_cut(text: str, at: int, rule: Rule = WORD_ENDS) -> bool:
@@ -169,9 +207,20 @@ def cut_rule(tok) -> Rule | str:
     if isinstance(rule, str):
         return rule
     parts = cut_everywhere(PROBE, rule)
-    if len(parts) < 20 or _ids(tok, parts, rule) != tok.encode(PROBE, add_special_tokens=False).ids:
+    if len(parts) < 20 or _ids(tok, parts, rule) != tok.encode(PROBE, add_special_tokens=False).ids \
+            or _words(tok, parts, rule) != _words(tok, [PROBE], rule):
         return f"cutting a test text where the {rule.name} rule allows changed its ids"
     return rule
+
+
+def _words(tok, texts: list[str], rule: Rule) -> list[str] | None:
+    """The pre-tokens of `texts`, each normalized and pre-tokenized alone (None for the
+    SentencePiece rules, whose pieces are fed changed): the ids alone miss a cut inside a word
+    across which the model happens to have no merge."""
+    if tok.pre_tokenizer is None or rule.drop_space or rule.prepended is not None:
+        return None
+    norm = tok.normalizer.normalize_str if tok.normalizer else (lambda t: t)
+    return [w for t in texts for w, _ in tok.pre_tokenizer.pre_tokenize_str(norm(t))]
 
 
 def _rule(tok, spec: dict) -> Rule | str:
@@ -229,14 +278,14 @@ def _word_rule(norm: dict | None, pres: list[dict]) -> Rule | str | None:
                 or split.get("behavior") != "Isolated" or split.get("invert"):
             return "a pre-tokenizer regex whose word ends are not known here"
         name = f"{_SPLITS[regex]} Split regex + ByteLevel"
+    o200k = split is not None and _SPLITS[regex] in _O200K
     if norm is None:
-        return Rule(name, _CUT, _assigned)
+        return Rule(name, _CUT, _word_ends([], True) if o200k else _assigned)
     norms = norm.get("normalizers", []) if norm.get("type") == "Sequence" else [norm]
-    if len(norms) != 1 or norms[0].get("type") not in ("NFC", "NFKC"):
-        return f"the normalizer {_kinds(norms)} (only NFC or NFKC keeps word ends known)"
-    form = norms[0]["type"]
-    normal = _normal_at(form)
-    return Rule(f"{name}, {form}", _CUT, lambda text, at: normal(text, at))
+    kinds = [str(n.get("type")) for n in norms]
+    if not kinds or any(k not in ("NFC", "NFKC", "Lowercase") for k in kinds):
+        return f"the normalizer {_kinds(norms)} (only NFC, NFKC or Lowercase keeps word ends known)"
+    return Rule(f"{name}, {'+'.join(kinds)}", _CUT, _word_ends(kinds, o200k))
 
 
 def _kinds(items: list[dict]) -> str:

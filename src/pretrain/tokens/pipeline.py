@@ -361,15 +361,9 @@ def held_out_splits(files: list[Path]) -> str:
 def check_not_corpus_output(out: Path) -> None:
     """Refuse a token directory inside a corpus job's OUT (plan.json + data/, docs/curation.md):
     shards beside its corpus made one folder two things (`report` showed the job, `mix` the tokens)."""
-    from pretrain.curate.outputs import MAX_PLAN_BYTES, is_job_identity
+    from pretrain.curate.outputs import is_job_plan_file
 
-    plan = out / "plan.json"
-    try:
-        ours = plan.is_file() and plan.stat().st_size < MAX_PLAN_BYTES and (out / "data").is_dir() \
-            and is_job_identity(plan.read_bytes())
-    except OSError:
-        ours = False
-    if ours:
+    if (out / "data").is_dir() and is_job_plan_file(out / "plan.json"):
         raise UserError(f"{out} is a corpus job's output (plan.json, data/): token shards go to a folder "
                         f"of their own (-o {out / 'tokens'}, or another); nothing written")
 

@@ -11,6 +11,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -144,13 +145,28 @@ def read_metrics(path: str | Path, within: str | Path | None = None,
     and so is a hostile one: invalid UTF-8, over 8 MiB (read through, never held), not an object.
     `within`: the run directory the file must stay inside (a symlink to /dev/zero is refused).
     `max_values`: the JSON values every record held may hold together (`untrusted.json_elements`
-    of each line kept), else `BadFile` naming the line: a trainer's line holds ~8 values in ~146
-    bytes, while a line of `{},{},...` holds one in 3 bytes and 72 bytes of Python objects each
-    (99 MB of them held 2.3 GB)."""
+    of each line kept, counted over the whole file before a record is held), else `BadFile`
+    naming the line: a trainer's line holds ~8 values in ~146 bytes, while a line of `{},{},...`
+    holds one in 3 bytes and 72 bytes of Python objects each (99 MB of them held 2.3 GB)."""
     from pretrain import untrusted
 
     untrusted.check_file(path, within)
-    steps, events, held = [], [], 0
+    if max_values is not None:  # a first pass that holds nothing: a refused file held no record
+        for _ in _counted_lines(path, max_values):
+            pass
+    steps, events = [], []
+    for line in _counted_lines(path, max_values):  # counted again: a live run's file grows
+        if (rec := parse_line(line)) is not None:
+            (events if "event" in rec else steps).append(rec)
+    return steps, events
+
+
+def _counted_lines(path: str | Path, max_values: int | None) -> Iterator[bytes]:
+    """The lines of a metrics.jsonl (see `read_metrics`); `BadFile` at the line that passes
+    `max_values` JSON values in all."""
+    from pretrain import untrusted
+
+    held = 0
     with open(path, "rb") as f:
         for lineno, line in untrusted.lines(f):
             if max_values is not None:
@@ -159,9 +175,7 @@ def read_metrics(path: str | Path, within: str | Path | None = None,
                     raise untrusted.BadFile(
                         f"{path}: line {lineno}: over {max_values:,} JSON values (commas and brackets) in "
                         "the lines so far; not a trainer's metrics (~8 a line), refusing to hold them")
-            if (rec := parse_line(line)) is not None:
-                (events if "event" in rec else steps).append(rec)
-    return steps, events
+            yield line
 
 
 def _drop_after(path: Path, step: int, keep_events: tuple, kept_before: tuple = ()) -> None:

@@ -498,3 +498,37 @@ def test_options_a_mode_ignores_are_refused(tmp_path, capsys, args, named):
         assert cli.main(["plan", "--model", "llama-3-8b", "--gpus", "8", "--json", *more]) == 0
         speed.append(json.loads(capsys.readouterr().out)["headline"]["tokens_per_s"])
     assert speed[1] < speed[0]
+
+
+def test_the_gpt2_recipe_header_says_what_the_planner_says(capsys):
+    """Newcomer sweep (session 13): recipes/gpt2-124m.toml said only "a GPU recipe"; its micro-batch
+    of 64 sequences needs an 80 GB GPU with this trainer's tensors. Every number of its header is
+    the planner's, by the plan command it quotes, and the recipe's own batch."""
+    import shlex
+    import tomllib
+
+    from pretrain.plan.shapes import parse_batch_tokens
+
+    text = (Path(__file__).parents[1] / "recipes" / "gpt2-124m.toml").read_text()
+    cfg = tomllib.loads(text)
+    header = " ".join(x.lstrip("# ").strip() for x in text.splitlines() if x.startswith("#"))
+    argv = shlex.split(re.search(r"(pretrain plan [^#]*?recompute=none)", text).group(1))[1:]
+    shape = get_shape(cfg["model"]["preset"])
+    assert f"{shape.params():,} parameters" in header
+    step = cfg["data"]["batch_size"] * shape.seq_len * cfg["train"]["grad_accum"]
+    assert f"({step:,} tokens a step)" in header
+    assert parse_batch_tokens(argv[argv.index("--batch-tokens") + 1]) == step
+    assert f"mbs={cfg['data']['batch_size']}," in argv[argv.index("--layout") + 1]
+    assert cli.main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["layout"]["fits"] and plan["layout"]["memory_gb"]["total"] > 40  # an 80 GB GPU's
+    assert f"needs {plan['layout']['memory_gb']['total']:.1f} GB" in header
+    # the 40 GB variant: the same step, a quarter of the micro-batch, and the memory it says
+    small = re.search(r"in ([\d.]+) GB: --set data.batch_size=(\d+) --set train.grad_accum=(\d+)", header)
+    mbs, accum = int(small.group(2)), int(small.group(3))
+    assert mbs * shape.seq_len * accum == step
+    layout = argv[argv.index("--layout") + 1].replace("mbs=64", f"mbs={mbs}")
+    argv[argv.index("--layout") + 1], argv[argv.index("--gpu") + 1] = layout, "a100-40gb"
+    assert cli.main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["layout"]["fits"] and f"{plan['layout']['memory_gb']['total']:.1f}" == small.group(1)

@@ -583,7 +583,8 @@ def test_a_task_file_with_nothing_readable_says_why_in_words(tmp_path):
 @pytest.mark.parametrize("spec, shots, rel", [("arc_easy", 0, "llm-foundry/arc_easy.jsonl"),
                                               ("gsm8k", 0, "gsm8k/test.jsonl"),
                                               ("mmlu", 5, "mmlu/mmlu-dev.jsonl")])
-def test_a_missing_benchmark_file_is_named_with_where_it_comes_from(tmp_path, capsys, spec, shots, rel):
+def test_a_missing_benchmark_file_is_named_with_where_it_comes_from(tmp_path, capsys, monkeypatch, spec,
+                                                                   shots, rel):
     """Newcomer sweep (session 13): `--benchmarks B --tasks arc_easy` without the file said
     "B/llm-foundry/arc_easy.jsonl: no such file" and nothing on how to get it (nothing is
     downloaded). The origin named is the repository path the shared data's MANIFEST.tsv records."""
@@ -604,3 +605,12 @@ def test_a_missing_benchmark_file_is_named_with_where_it_comes_from(tmp_path, ca
     assert origin[2] in err  # the repository
     path = origin[3] if "{" not in origin[3] else origin[3].split("/{")[0]  # MMLU: data/{dev,val,test}
     assert path in err, err
+    if shots:
+        return
+    # no benchmarks folder anywhere (a fresh clone): the file it must hold, and where that comes from
+    monkeypatch.delenv("PRETRAIN_BENCHMARKS", raising=False)
+    monkeypatch.setenv("PRETRAIN_SHARED_DATA", str(tmp_path / "none"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", str(tmp_path / "no-run"), "--tasks", spec, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--benchmarks DIR holding {rel}" in err and origin[2] in err and path in err, err

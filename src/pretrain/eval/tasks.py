@@ -235,7 +235,7 @@ def _no_folder(spec: str, benchmarks: str | Path | None) -> UserError:
     looked = "; ".join(f"{name} (unset)" if path is None else f"{name} (no such folder)" if path == name
                        else f"{name} = {path} (no such folder)" for name, path in benchmark_places())
     return UserError(f"task {spec!r} needs the benchmarks folder, found in none of: {looked}; "
-                     "pass --benchmarks DIR (laid out like ../shared/data/benchmarks)")
+                     f"pass --benchmarks DIR holding {KNOWN[spec]} ({ORIGINS[KNOWN[spec]]})")
 
 
 def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None:

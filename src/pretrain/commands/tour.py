@@ -42,7 +42,9 @@ def _print(sections) -> None:
     from rich.table import Table
 
     con = Console()
-    con = Console(width=max(con.width, 120))  # a pipe reports 80 columns
+    # a pipe reports 80 columns: tables at 120; a note longer than that is one line, not cut
+    # mid-sentence ("... clipped at" / "1."): a terminal wraps it at its own width
+    con = Console(width=max(con.width, 120), soft_wrap=not con.is_terminal)
     for sec in sections:
         con.rule(f"[bold]{sec.number}. {sec.title}")
         for tab in sec.tables:

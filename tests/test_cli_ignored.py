@@ -24,6 +24,8 @@ def test_numerics_scale_without_values_is_refused_and_formats_pick_the_table(cap
     for args in (["--table", "--scale", "8"], ["--accumulate", "1", "1e-4", "10", "--scale", "8"]):
         assert main(["numerics", *args]) == 2
         _one_line_naming(capsys, "--scale 8")
+    assert main(["numerics", "0.1", "--formats", ","]) == 2  # printed nothing, exit 0
+    _one_line_naming(capsys, "--formats ','")
     # --formats was ignored by the table: it now lists those formats only
     assert main(["numerics", "--table", "--formats", "e4m3,bf16", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["formats"]

@@ -119,6 +119,10 @@ def compute(args: argparse.Namespace) -> dict:
 
     _check_flags(args)
     fmts = [get_format(n) for n in args.formats.split(",") if n.strip()]
+    if not fmts:  # `--formats ,` printed nothing and exit 0
+        from pretrain.errors import UserError
+
+        raise UserError(f"--formats {args.formats!r} names no format; give some of {DEFAULT_FORMATS}")
     out: dict = {}
     if args.table or not (args.values or args.accumulate):
         names = {f.name for f in fmts}  # --formats picks the table's rows too
@@ -191,7 +195,8 @@ def _print(out: dict, scale: float | None) -> None:
             t.add_row(r["value"], r["format"], f"{r['stored']:.10g}", rel, r["bits"])
         con.print(t)
     if "accumulate" in out:
-        t = Table(title="Repeated updates, weight stored in each format")
+        title = "Repeated updates, weight stored in each format"
+        t = Table(title=title, min_width=len(title))  # the two columns alone wrapped it on 2 lines
         t.add_column("format")
         t.add_column("final weight", justify="right")
         for r in out["accumulate"]:

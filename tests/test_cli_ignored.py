@@ -89,3 +89,21 @@ def test_train_on_tokens_names_data_sources_when_data_path_is_given(tmp_path, ca
                  f"data.path={tmp_path / 'tokens'}", "--set", f"train.out={tmp_path / 'run'}"]) == 2
     _one_line_naming(capsys, "data.sources", f"data.path {tmp_path / 'tokens'}",
                      f"--set data.sources.web={tmp_path / 'tokens'}")
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--tasks", "ppl:TEXT", "--shots", "5"], "--shots 5"),  # printed "shots 0", exit 0
+    (["--tasks", "mem:TEXT", "--shots", "2"], "--shots 2"),
+    (["--tasks", "copa.jsonl", "--ppl-tokens", "50"], "--ppl-tokens 50"),
+    (["--tasks", "ppl:TEXT", "--checkpoints", "ckpts"], "--checkpoints"),  # a Hugging Face folder's
+])
+def test_eval_options_no_task_reads_are_refused_before_the_model_loads(tmp_path, capsys, args, named):
+    (tmp_path / "t.txt").write_text("some text to score")
+    (tmp_path / "copa.jsonl").write_text(json.dumps({"query": "q", "choices": ["a", "b"], "gold": 0}) + "\n")
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text("{}")  # read only after the options are checked
+    args = [a.replace("TEXT", str(tmp_path / "t.txt")).replace("copa.jsonl", str(tmp_path / "copa.jsonl"))
+            for a in args]
+    assert main(["eval", str(tmp_path / "hf"), *args, "--quiet", "-o", str(tmp_path / "e.json")]) == 2
+    _one_line_naming(capsys, named)
+    assert not (tmp_path / "e.json").exists()

@@ -63,10 +63,11 @@ ORIGINS = {
 }
 
 
-def _missing(spec: str, benchmarks: str | Path, rel: str, why: str = "") -> UserError:
+def _missing(spec: str, benchmarks: str | Path, rel: str, why: str = "", note: str = "") -> UserError:
     """A named task's file is not under the benchmarks folder: the file, and where it comes from."""
-    return UserError(f"task {spec!r}{why}: {Path(benchmarks) / rel}: no such file; it is {ORIGINS[rel]}: "
-                     f"save it there, or pass --benchmarks DIR laid out like ../shared/data/benchmarks")
+    return UserError(f"task {spec!r}{why}: {Path(benchmarks) / rel}: no such file{note}; it is "
+                     f"{ORIGINS[rel]}: save it there, or pass --benchmarks DIR laid out like "
+                     "../shared/data/benchmarks")
 LETTERS = "ABCD"
 SHOT_SEP = "\n\n"  # the harness's default fewshot_delimiter
 DELIM = " "  # the harness's default target_delimiter
@@ -255,7 +256,8 @@ def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None
     elif not (Path(benchmarks) / KNOWN[spec]).is_file():
         raise _missing(spec, benchmarks, KNOWN[spec])
     elif shots > 0 and spec.startswith("mmlu") and not (Path(benchmarks) / MMLU_DEV).is_file():
-        raise _missing(spec, benchmarks, MMLU_DEV, f" with {shots} shots (drawn from the dev split)")
+        raise _missing(spec, benchmarks, MMLU_DEV, f" with {shots} shots",
+                       " (MMLU draws its few-shot examples from the dev split)")
 
 
 def load_task(spec: str, benchmarks: str | Path | None) -> Task:

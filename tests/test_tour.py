@@ -310,3 +310,16 @@ def test_piped_every_note_is_one_line(capsys, monkeypatch) -> None:
     assert notes, "a note longer than the table width, to be kept whole"
     for note in notes:
         assert f"  {note}" in lines
+
+
+def test_section_picks_the_figures_too(tmp_path, capsys) -> None:
+    # newcomer sweep (session 13): `tour --section 4 --figures DIR` printed section 4 and drew all
+    # twelve figures; it draws the mixed-precision section's three (formats, loss scaling, master weights)
+    pytest.importorskip("matplotlib")
+    from pretrain.tour_figures import FIGURES, SECTION_OF
+
+    assert set(SECTION_OF) == set(FIGURES)
+    assert main(["tour", "--section", "4", "--figures", str(tmp_path)]) == 0
+    drawn = sorted(p.stem for p in tmp_path.glob("*.png"))
+    assert drawn == ["float_ranges", "loss_scaling", "master_weights"]
+    assert capsys.readouterr().out.rstrip().endswith(f"3 figures written to {tmp_path}")

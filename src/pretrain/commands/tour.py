@@ -76,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"cannot write {e.filename or args.figures}: {e.strerror or e}") from e
     sections = tour.build_sections(args.section)
     if args.figures:
-        from pretrain.tour_figures import draw_figures
+        from pretrain.tour_figures import draw_figures, figures_of
 
-        try:
-            written = draw_figures(args.figures)
+        try:  # --section picks the figures too: `--section 4 --figures f/` drew all twelve
+            written = draw_figures(args.figures, figures_of(args.section))
         except OSError as e:
             raise UserError(f"cannot write {e.filename or args.figures}: {e.strerror or e}") from e
     if args.json:

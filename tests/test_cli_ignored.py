@@ -95,6 +95,7 @@ def test_train_on_tokens_names_data_sources_when_data_path_is_given(tmp_path, ca
     (["--tasks", "ppl:TEXT", "--shots", "5"], "--shots 5"),  # printed "shots 0", exit 0
     (["--tasks", "mem:TEXT", "--shots", "2"], "--shots 2"),
     (["--tasks", "copa.jsonl", "--ppl-tokens", "50"], "--ppl-tokens 50"),
+    (["--tasks", "ppl:TEXT", "--limit", "3"], "--limit 3"),  # a ppl: text is scored whole
     (["--tasks", "ppl:TEXT", "--checkpoints", "ckpts"], "--checkpoints"),  # a Hugging Face folder's
 ])
 def test_eval_options_no_task_reads_are_refused_before_the_model_loads(tmp_path, capsys, args, named):

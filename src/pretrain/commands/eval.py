@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_task_options(args: argparse.Namespace, specs: list[str]) -> None:
-    """--shots and --ppl-tokens given where no task reads them (`--tasks ppl:valid.txt --shots 5`
+    """--shots, --limit and --ppl-tokens given where no task reads them (`--tasks ppl:valid.txt --shots 5`
     printed "shots 0" and exit 0): refused before the model loads."""
     from pretrain.errors import UserError
 
@@ -159,6 +159,9 @@ def _check_task_options(args: argparse.Namespace, specs: list[str]) -> None:
     if args.shots and not prompted:
         raise UserError(f"--shots {args.shots}: few-shot examples go before benchmark questions, and "
                         f"{', '.join(specs)} has none (ppl: and mem: score text as it is)")
+    if args.limit and all(s.startswith("ppl:") for s in specs):  # a ppl: text is scored whole
+        raise UserError(f"--limit {args.limit} takes the first examples of a benchmark (mem: windows); "
+                        f"{', '.join(specs)} is read whole, up to --ppl-tokens")
     if args.ppl_tokens != PPL_TOKENS and not ppl:
         raise UserError(f"--ppl-tokens {args.ppl_tokens} bounds ppl:PATH and mem:PATH tasks, and "
                         f"{', '.join(specs)} has none")

@@ -639,8 +639,9 @@ def test_inspect_sample_options_are_used_or_refused(corpus, tokens, tmp_path, ca
     shutil.copytree(tokens, bare)
     (bare / "tokenizer.json").unlink()
     assert cli_main(["tokens", "inspect", str(bare), "--doc", "5"]) == 2
-    err = capsys.readouterr().err
-    assert "--doc" in err and "tokenizer.json" in err and "--tokenizer" in err, err
+    said = capsys.readouterr()
+    assert "--doc" in said.err and "tokenizer.json" in said.err and "--tokenizer" in said.err, said.err
+    assert said.out == ""  # refused before the counts: one line, not a report and then an error
     assert cli_main(["tokens", "inspect", str(tokens), "--tokenizer", str(tmp_path / "nope.json")]) == 2
     assert f"--tokenizer {tmp_path / 'nope.json'}: no such file" in capsys.readouterr().err
     assert cli_main(["tokens", "inspect", str(bare)]) == 0  # no option given: counts, and why no sample

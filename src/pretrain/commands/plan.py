@@ -53,9 +53,10 @@ What it computes (formulas and sources in docs/planner.md):
   recipe           --emit-recipe FILE writes a pretrain train config, its layout planned with
                    --activations pretrain (this trainer's saved tensors) whatever the table used
                    (and 16 bytes a parameter for --accounting megatron-distopt: this trainer has
-                   no distributed optimizer); nothing is written when none fits (exit 1). With --model DIR (a Hugging Face folder) it continues that
-                   checkpoint (model.init_from); with --model RUN it trains a new model of the
-                   run's shape (--set model.init_from=RUN at train time continues the run).
+                   no distributed optimizer); nothing is written when none fits (exit 1). With
+                   --model DIR (a Hugging Face folder) it continues that checkpoint
+                   (model.init_from); with --model RUN it trains a new model of the run's shape
+                   (--set model.init_from=RUN at train time continues the run).
   calibrate        --calibrate RUN... fits the GPU's efficiencies to the tokens/s your own runs
                    measured (their metrics.jsonl); --save-hardware keeps them for the next plan.
 

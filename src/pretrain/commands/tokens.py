@@ -156,8 +156,6 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from pretrain.errors import DataError, UserError
     from pretrain.tokens.shards import TokenDir
     from pretrain.tokens.tokenizer import load_tokenizer, tokenizer_sha256
@@ -168,6 +166,8 @@ def _inspect(args: argparse.Namespace) -> int:
     except DataError as e:
         raise UserError(str(e)) from e
     m = d.manifest
+    saved = d.path / m["tokenizer"].get("copy", "tokenizer.json")
+    doc, n_tokens, tok_path = _sample_options(args, d, saved)  # refused before anything is printed
     print(f"{d.path}: {m['format']} v{m['version']}, dtype {m['dtype']}, vocabulary {m['vocab_size']:,}, "
           f"end-of-text id {m['eot_id']}, tokenizer sha256 {d.tokenizer_sha256[:12]}")
     n = len(m["shards"])
@@ -177,27 +177,9 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"  source {one_line(name)}: {c['tokens']:,} tokens, {count(c['documents'], 'document')}")
     if m.get("skipped"):
         print("  skipped records: " + ", ".join(f"{one_line(k)}: {v}" for k, v in m["skipped"].items()))
-    # the sample's options are checked whether or not a sample can be shown: they were dropped in
-    # silence when the folder had no tokenizer copy, or a --tokenizer path did not exist
-    doc, n_tokens = args.doc if args.doc is not None else 0, args.tokens if args.tokens is not None else 100
-    if n_tokens < 0:
-        raise UserError(f"--tokens is how many tokens of the document to show (>= 0), got {n_tokens}")
-    asked = [f for f, v in (("--doc", args.doc), ("--tokens", args.tokens)) if v is not None]
-    if d.num_documents == 0:
-        if asked:
-            raise UserError(f"{d.path} holds no document: {' and '.join(asked)} have nothing to show")
-        return 0
-    if not 0 <= doc < d.num_documents:
-        raise UserError(f"--doc {doc} is outside 0..{d.num_documents - 1}")
-    saved = d.path / m["tokenizer"].get("copy", "tokenizer.json")
-    tok_path = Path(args.tokenizer) if args.tokenizer else saved
-    if args.tokenizer and not tok_path.is_file():
-        raise UserError(f"--tokenizer {args.tokenizer}: no such file (the tokenizer.json that made {d.path})")
-    if not tok_path.is_file():
-        if asked:
-            raise UserError(f"{d.path} has no {saved.name} to decode {' and '.join(asked)} with: give "
-                            "--tokenizer FILE (the tokenizer that made it)")
-        print(f"(no sample: {d.path} has no {saved.name}; --tokenizer FILE decodes one)")
+    if tok_path is None:
+        if d.num_documents:
+            print(f"(no sample: {d.path} has no {saved.name}; --tokenizer FILE decodes one)")
         return 0
     tok = load_tokenizer(tok_path)
     d.check_tokenizer(tokenizer_sha256(tok), str(tok_path))
@@ -208,3 +190,32 @@ def _inspect(args: argparse.Namespace) -> int:
           f"(first {len(shown)} of the {len(ids):,} decoded below)")
     print(repr(tok.decode(ids, skip_special_tokens=False)))
     return 0
+
+
+def _sample_options(args: argparse.Namespace, d, saved) -> tuple[int, int, object]:
+    """(document, tokens, tokenizer path or None when there is no sample to show). The options are
+    checked whether or not a sample can be shown: they were dropped in silence when the folder had
+    no tokenizer copy, or a --tokenizer path did not exist (session 13)."""
+    from pathlib import Path
+
+    from pretrain.errors import UserError
+
+    doc, n_tokens = args.doc if args.doc is not None else 0, args.tokens if args.tokens is not None else 100
+    if n_tokens < 0:
+        raise UserError(f"--tokens is how many tokens of the document to show (>= 0), got {n_tokens}")
+    asked = [f for f, v in (("--doc", args.doc), ("--tokens", args.tokens)) if v is not None]
+    if d.num_documents == 0:
+        if asked:
+            raise UserError(f"{d.path} holds no document: {' and '.join(asked)} have nothing to show")
+        return doc, n_tokens, None
+    if not 0 <= doc < d.num_documents:
+        raise UserError(f"--doc {doc} is outside 0..{d.num_documents - 1}")
+    tok_path = Path(args.tokenizer) if args.tokenizer else saved
+    if args.tokenizer and not tok_path.is_file():
+        raise UserError(f"--tokenizer {args.tokenizer}: no such file (the tokenizer.json that made {d.path})")
+    if not tok_path.is_file():
+        if asked:
+            raise UserError(f"{d.path} has no {saved.name} to decode {' and '.join(asked)} with: give "
+                            "--tokenizer FILE (the tokenizer that made it)")
+        return doc, n_tokens, None
+    return doc, n_tokens, tok_path

@@ -237,11 +237,13 @@ def test_a_watched_stage_prints_its_stdout_after_its_last_progress_line():
 
 
 def test_piped_the_demo_keeps_lines_whole_and_its_stages_draw_as_wide(monkeypatch):
-    """Newcomer sweep (session 13): `pretrain demo | tee log` (or CI) printed at rich's 80 columns
-    without a terminal: `$ pretrain ...` lines broken mid-path and the stages' tables squeezed."""
+    """Newcomer sweep (session 13): `pretrain demo > log` (or CI, no terminal at all) printed at
+    rich's 80 columns: `$ pretrain ...` lines broken mid-path and the stages' tables squeezed."""
+    import pretrain.demo
     from pretrain.demo import PIPED_WIDTH, demo_console, stage_env
 
     monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(pretrain.demo, "_terminal_attached", lambda: False)
     buf = io.StringIO()  # not a terminal, as a pipe
     con = demo_console(buf)
     line = "$ pretrain tokenize " + "/a/long/path" * 20
@@ -250,6 +252,16 @@ def test_piped_the_demo_keeps_lines_whole_and_its_stages_draw_as_wide(monkeypatc
     con.rule("stage")
     assert len(buf.getvalue().splitlines()[-1]) >= PIPED_WIDTH
     assert stage_env(con)["COLUMNS"] == str(con.width)
+    # `demo | tee log` from an 80-column terminal: its width kept (the stages' bars on stderr find
+    # the terminal themselves), long lines still whole
+    from rich.console import Console
+
+    monkeypatch.setattr(pretrain.demo, "_terminal_attached", lambda: True)
+    buf = io.StringIO()
+    con = demo_console(buf)
+    con.print(line, highlight=False)
+    assert con.width == Console(file=io.StringIO()).width  # what rich found, not widened
+    assert buf.getvalue() == line + "\n" and "COLUMNS" not in stage_env(con)
     monkeypatch.setenv("COLUMNS", "90")  # the user's own width is theirs
     con = demo_console(io.StringIO())
-    assert con.width == 90 and stage_env(con)["COLUMNS"] == "90"
+    assert con.is_terminal is False and con._width == 90  # noqa: SLF001

@@ -86,15 +86,30 @@ def _run(console, title: str, argv: list[str], capture: bool = False, watch=None
     return stdout or ""
 
 
-# Without a terminal (a pipe, a log, CI) rich takes 80 columns: the funnel's and eval's tables were
-# squeezed and the `$ pretrain ...` lines broken mid-path, which a newcomer then pastes. 120 is the
-# width `pretrain plan` and `pretrain tour` already print at when piped.
+# With no terminal at all (a log, cron, CI) rich takes 80 columns: the funnel's and eval's tables
+# were squeezed and the `$ pretrain ...` lines broken mid-path, which a newcomer then pastes. 120 is
+# the width `pretrain plan` and `pretrain tour` already print at when piped.
 PIPED_WIDTH = 120
 
 
+def _terminal_attached() -> bool:
+    """A terminal on stdin, stdout or stderr: rich takes its width from it (`demo | tee log` on an
+    80-column terminal keeps 80, and the stages' progress bars on stderr fit it)."""
+    import os
+
+    for stream in (sys.__stdin__, sys.__stdout__, sys.__stderr__):
+        try:
+            os.get_terminal_size(stream.fileno())
+            return True
+        except (AttributeError, OSError, ValueError):
+            continue
+    return False
+
+
 def demo_console(file=None):
-    """The demo's console: on a terminal, its width; elsewhere at least PIPED_WIDTH columns, lines
-    never wrapped (COLUMNS, when set, is the user's word and rich honours it)."""
+    """The demo's console: on a terminal, its width; printed elsewhere, lines are never wrapped, and
+    with no terminal attached at all it draws at least PIPED_WIDTH columns (COLUMNS, when set, is the
+    user's word and rich honours it)."""
     import os
 
     from rich.console import Console
@@ -102,14 +117,15 @@ def demo_console(file=None):
     con = Console(file=file)
     if con.is_terminal or os.environ.get("COLUMNS"):
         return con
-    return Console(file=file, width=max(con.width, PIPED_WIDTH), soft_wrap=True)
+    width = con.width if _terminal_attached() else max(con.width, PIPED_WIDTH)
+    return Console(file=file, width=width, soft_wrap=True)
 
 
 def stage_env(console) -> dict:
-    """A stage's environment: the demo's width passed on (COLUMNS), so its tables are drawn as
-    wide as the demo's own lines when the output is not a terminal."""
+    """A stage's environment: with no terminal attached, the demo's width (COLUMNS), so its tables
+    are drawn as wide as the demo's own lines; with one, the stage finds that terminal itself."""
     env = child_env()
-    if not console.is_terminal:
+    if not console.is_terminal and not _terminal_attached():
         env.setdefault("COLUMNS", str(console.width))
     return env
 

@@ -23,6 +23,7 @@ help:
 	@echo "              (OUT=dir: where, default demo-out; DATA='a b': your inputs added to the crawl)"
 	@echo "make test   - install into $(VENV) and run ruff + the test suite (no GPU needed)"
 	@echo "make bench  - benchmarks against peers (datatrove, datasketch, fastText, HF tokenizers, nanoGPT)"
+	@echo "make install - only create $(VENV) and install; then: source $(BIN)/activate (or run $(BIN)/pretrain)"
 	@echo "make lint   - ruff"
 
 $(BIN)/python:

@@ -24,7 +24,8 @@ def demo(tmp_path_factory) -> Path:
         capture_output=True,
         text=True,
         timeout=900,
-        env={**os.environ, "COLUMNS": "200"},  # rich wraps at 80 columns without a terminal
+        # no COLUMNS: the demo itself keeps lines whole without a terminal (rich's 80 columns broke them)
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (out.parent / "stdout.txt").write_text(proc.stdout)
@@ -233,3 +234,34 @@ def test_a_watched_stage_prints_its_stdout_after_its_last_progress_line():
     _run(console, "a stage", ["--version"], watch=lambda: "step 3/3  loss 1.000")
     said = buf.getvalue()
     assert said.index("step 3/3  loss 1.000") < said.index(f"pretrain {__version__}") < said.index("done in ")
+
+
+def test_piped_the_demo_keeps_lines_whole_and_its_stages_draw_as_wide(monkeypatch):
+    """Newcomer sweep (session 13): `pretrain demo > log` (or CI, no terminal at all) printed at
+    rich's 80 columns: `$ pretrain ...` lines broken mid-path and the stages' tables squeezed."""
+    import pretrain.demo
+    from pretrain.demo import PIPED_WIDTH, demo_console, stage_env
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(pretrain.demo, "_terminal_attached", lambda: False)
+    buf = io.StringIO()  # not a terminal, as a pipe
+    con = demo_console(buf)
+    line = "$ pretrain tokenize " + "/a/long/path" * 20
+    con.print(line, highlight=False)
+    assert buf.getvalue() == line + "\n"
+    con.rule("stage")
+    assert len(buf.getvalue().splitlines()[-1]) >= PIPED_WIDTH
+    assert stage_env(con)["COLUMNS"] == str(con.width)
+    # `demo | tee log` from an 80-column terminal: its width kept (the stages' bars on stderr find
+    # the terminal themselves), long lines still whole
+    from rich.console import Console
+
+    monkeypatch.setattr(pretrain.demo, "_terminal_attached", lambda: True)
+    buf = io.StringIO()
+    con = demo_console(buf)
+    con.print(line, highlight=False)
+    assert con.width == Console(file=io.StringIO()).width  # what rich found, not widened
+    assert buf.getvalue() == line + "\n" and "COLUMNS" not in stage_env(con)
+    monkeypatch.setenv("COLUMNS", "90")  # the user's own width is theirs
+    con = demo_console(io.StringIO())
+    assert con.is_terminal is False and con._width == 90  # noqa: SLF001

@@ -578,3 +578,39 @@ def test_a_task_file_with_nothing_readable_says_why_in_words(tmp_path):
     with pytest.raises(UserError) as e:
         load_file(p)
     assert str(e.value).endswith("(3 skipped: 1 bad json, 1 bad value, 1 missing key)"), e.value
+
+
+@pytest.mark.parametrize("spec, shots, rel", [("arc_easy", 0, "llm-foundry/arc_easy.jsonl"),
+                                              ("gsm8k", 0, "gsm8k/test.jsonl"),
+                                              ("mmlu", 5, "mmlu/mmlu-dev.jsonl")])
+def test_a_missing_benchmark_file_is_named_with_where_it_comes_from(tmp_path, capsys, monkeypatch, spec,
+                                                                   shots, rel):
+    """Newcomer sweep (session 13): `--benchmarks B --tasks arc_easy` without the file said
+    "B/llm-foundry/arc_easy.jsonl: no such file" and nothing on how to get it (nothing is
+    downloaded). The origin named is the repository path the shared data's MANIFEST.tsv records."""
+    import csv
+
+    from pretrain.cli import main
+
+    manifest = data_file("MANIFEST.tsv")
+    origin = {r[0]: r for r in csv.reader(manifest.open(), delimiter="\t") if r}[f"benchmarks/{rel}"]
+    bench = tmp_path / "bench"
+    for sub in ("llm-foundry", "gsm8k", "mmlu"):
+        (bench / sub).mkdir(parents=True)
+    (bench / "mmlu" / "mmlu-val.jsonl").write_text("{}\n")  # mmlu itself there, its dev split not
+    assert main(["eval", str(tmp_path / "no-run"), "--tasks", spec, "--shots", str(shots), "--quiet",
+                 "--benchmarks", str(bench)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{bench / rel}: no such file" in err and len(err.splitlines()) == 1, err
+    assert origin[2] in err  # the repository
+    path = origin[3] if "{" not in origin[3] else origin[3].split("/{")[0]  # MMLU: data/{dev,val,test}
+    assert path in err, err
+    if shots:
+        return
+    # no benchmarks folder anywhere (a fresh clone): the file it must hold, and where that comes from
+    monkeypatch.delenv("PRETRAIN_BENCHMARKS", raising=False)
+    monkeypatch.setenv("PRETRAIN_SHARED_DATA", str(tmp_path / "none"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", str(tmp_path / "no-run"), "--tasks", spec, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--benchmarks DIR holding {rel}" in err and origin[2] in err and path in err, err

@@ -431,3 +431,104 @@ def test_loss_chunks_shrink_the_planned_loss_and_reach_the_recipe(tmp_path, caps
     r = _run("--model", "llama-3-8b", "--activations", "pretrain", "--loss-chunks", "8",
              "--layout", "tp=2,pp=1,zero=3,mbs=1,recompute=full", "--json")
     assert "needs tp=1 and pp=1" in r.stdout + r.stderr, (r.stdout[-500:], r.stderr)
+
+
+def test_a_recipe_planned_from_a_run_directory_trains_a_new_model_unless_asked(tmp_path, capsys):
+    """`plan --model RUN --emit-recipe` wrote model.init_from = RUN: planning a run's model at
+    scale is not continuing that run (its weights, its tiny tokenizer). The recipe builds the
+    shape; continuing is one --set away, which the note names."""
+    from pretrain.config import load
+    from pretrain.train.config import RunConfig
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text((Path(__file__).parents[1] / "recipes" / "tiny-cpu.toml").read_text())
+    out = tmp_path / "r.toml"
+    assert cli.main(["plan", "--model", str(run), "--gpus", "1", "--batch-tokens", "2K", "--tokens", "1M",
+                     "--emit-recipe", str(out)]) == 0
+    cfg = load(RunConfig, str(out), [])
+    tiny = get_shape("tiny-cpu")
+    assert cfg.model.init_from == ""
+    assert (cfg.model.n_layers, cfg.model.d_model, cfg.model.seq_len) == (tiny.n_layers, tiny.d_model, 128)
+    assert f"--set model.init_from={run}" in capsys.readouterr().err
+
+
+def test_a_megatron_distopt_plan_emits_a_recipe_sized_at_16_bytes(tmp_path, capsys):
+    """The trainer has no Megatron distributed optimizer: the recipe was sized at its 6 + 12/DP
+    bytes a parameter and came out as DDP (tp=2, dp_replicate=8) where the trainer keeps 16 bytes
+    unsharded: 8B / 2 x 16 B = 64 GB of state alone. It is now the recipe of the 16-byte plan."""
+    base = ["plan", "--model", "llama-3-8b", "--gpus", "16", "--gpu", "h100", "--reduce-dtype", "fp32"]
+    bodies = {}
+    for acc in ("megatron-distopt", "16B"):
+        out = tmp_path / f"{acc}.toml"
+        assert cli.main([*base, "--accounting", acc, "--emit-recipe", str(out)]) == 0
+        bodies[acc] = [x for x in out.read_text().splitlines() if not x.startswith("#")]
+    assert bodies["megatron-distopt"] == bodies["16B"]
+    label = capsys.readouterr().err.split("wrote ")[-1].split(": ")[1].split(" ")[0]
+    # the layout written, planned at 16 bytes a parameter with this trainer's tensors, fits
+    assert cli.main([*base, "--accounting", "16B", "--activations", "pretrain", "--layout", label,
+                     "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["layout"]["fits"]
+    assert plan["memory_single_replica"]["training_state_gb"]["16B"] == pytest.approx(
+        16 * get_shape("llama-3-8b").params() / 1e9, rel=1e-3)
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--list-models", "--hardware", "hw.toml"], "--hardware"),
+    (["--list-models", "--model", "llama-3-8b"], "--model"),
+    (["--calibrate", "CAL", "--emit-recipe", "r.toml"], "--emit-recipe"),
+    (["--calibrate", "CAL", "--figures", "figs"], "--figures"),
+    (["--calibrate", "CAL", "--model", "tiny-cpu", "--efficiency", "0.5"], "--efficiency"),
+    (["--model", "tiny-cpu", "--gpu", "a100-80gb", "--hardware", "hw.toml"], "--gpu a100-80gb"),
+])
+def test_options_a_mode_ignores_are_refused(tmp_path, capsys, args, named):
+    """Each of these printed something and dropped an option in silence (no recipe written, the
+    hardware file's h100 never read for an a100 plan, the fitted efficiency replaced)."""
+    (tmp_path / "hw.toml").write_text("[h100]\ngemm_efficiency = 0.5\n")
+    cal = str(Path(__file__).parent / "data" / "calibrate" / "b8")
+    args = [str(tmp_path / a) if a.endswith((".toml", "figs")) else cal if a == "CAL" else a for a in args]
+    assert cli.main(["plan", *args]) == 2
+    err = capsys.readouterr().err
+    assert named in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hw.toml"]
+    # the file honoured where it names the GPU planned: its lower GEMM efficiency slows the plan
+    speed = []
+    for more in ([], ["--hardware", str(tmp_path / "hw.toml")]):
+        assert cli.main(["plan", "--model", "llama-3-8b", "--gpus", "8", "--json", *more]) == 0
+        speed.append(json.loads(capsys.readouterr().out)["headline"]["tokens_per_s"])
+    assert speed[1] < speed[0]
+
+
+def test_the_gpt2_recipe_header_says_what_the_planner_says(capsys):
+    """Newcomer sweep (session 13): recipes/gpt2-124m.toml said only "a GPU recipe"; its micro-batch
+    of 64 sequences needs an 80 GB GPU with this trainer's tensors. Every number of its header is
+    the planner's, by the plan command it quotes, and the recipe's own batch."""
+    import shlex
+    import tomllib
+
+    from pretrain.plan.shapes import parse_batch_tokens
+
+    text = (Path(__file__).parents[1] / "recipes" / "gpt2-124m.toml").read_text()
+    cfg = tomllib.loads(text)
+    header = " ".join(x.lstrip("# ").strip() for x in text.splitlines() if x.startswith("#"))
+    argv = shlex.split(re.search(r"(pretrain plan [^#]*?recompute=none)", text).group(1))[1:]
+    shape = get_shape(cfg["model"]["preset"])
+    assert f"{shape.params():,} parameters" in header
+    step = cfg["data"]["batch_size"] * shape.seq_len * cfg["train"]["grad_accum"]
+    assert f"({step:,} tokens a step)" in header
+    assert parse_batch_tokens(argv[argv.index("--batch-tokens") + 1]) == step
+    assert f"mbs={cfg['data']['batch_size']}," in argv[argv.index("--layout") + 1]
+    assert cli.main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["layout"]["fits"] and plan["layout"]["memory_gb"]["total"] > 40  # an 80 GB GPU's
+    assert f"needs {plan['layout']['memory_gb']['total']:.1f} GB" in header
+    # the 40 GB variant: the same step, a quarter of the micro-batch, and the memory it says
+    small = re.search(r"in ([\d.]+) GB: --set data.batch_size=(\d+) --set train.grad_accum=(\d+)", header)
+    mbs, accum = int(small.group(2)), int(small.group(3))
+    assert mbs * shape.seq_len * accum == step
+    layout = argv[argv.index("--layout") + 1].replace("mbs=64", f"mbs={mbs}")
+    argv[argv.index("--layout") + 1], argv[argv.index("--gpu") + 1] = layout, "a100-40gb"
+    assert cli.main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["layout"]["fits"] and f"{plan['layout']['memory_gb']['total']:.1f}" == small.group(1)

@@ -430,3 +430,19 @@ def test_every_docs_link_and_named_repository_file_exists():
             named = rf"`((?:src|tests|bench|recipes|docs)/[\w/.-]+|(?:{package})/\w+\.py)`"
             for rel in re.findall(named, section):
                 assert (ROOT / rel).exists() or (ROOT / "src/pretrain" / rel).exists(), f"{page.name}: {rel}"
+
+
+def test_the_readme_says_where_make_puts_the_pretrain_command():
+    """Newcomer sweep (session 13): after `make install`, `pretrain curate ...` said "command not
+    found": the command is in the Makefile's venv (VENV), as pyproject's [project.scripts] names
+    it, and the README said neither to activate it nor where it is."""
+    import tomllib
+
+    venv = re.search(r"^VENV\s*\?=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    script = next(iter(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]))
+    assert script == "pretrain"
+    said = " ".join(README.split())
+    assert f"source {venv}/bin/activate" in said and f"{venv}/bin/{script}" in said
+    assert "make install" in said
+    make_help = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert f"{venv}/bin/activate" in make_help

@@ -572,3 +572,15 @@ def test_a_source_of_weight_zero_and_no_tokens_is_read_zero_times(dirs, tmp_path
     assert cli_main(["mix", str(tmp_path / "m.toml"), "--json"]) == 0
     row = next(r for r in json.loads(capsys.readouterr().out)["sources"] if r["source"] == "empty")
     assert (row["epochs"], row["repeated"], row["warning"]) == (0.0, False, False), row
+
+
+def test_an_unknown_key_in_a_source_is_named(dirs, tmp_path, capsys):
+    # newcomer sweep (session 13): `weigth = 1` said only "needs `path` and `weight`", and a key
+    # beside both (`epochs = 2`) was read by no one, in silence; the file's top level already named one
+    for extra in ('weigth = 1', 'weight = 1\nepochs = 2'):
+        source = f'[sources.web]\npath = "{dirs["web"]}"\n{extra}\n'
+        (tmp_path / "mixture.toml").write_text(f"budget = 1e5\n{source}")
+        assert cli_main(["mix", str(tmp_path / "mixture.toml")]) == 2
+        key = extra.split("\n")[-1].split(" =")[0]
+        err = capsys.readouterr().err
+        assert f"source 'web': unknown key '{key}'; known: path, weight" in err, err

@@ -630,3 +630,57 @@ def test_a_corpus_job_into_a_token_directory_is_refused(tokens, tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{tokens} is a token directory" in err[0] and "pretrain tokenize" in err[0], err
     assert {p.name: p.read_bytes() for p in tokens.iterdir()} == before
+
+
+def test_inspect_sample_options_are_used_or_refused(corpus, tokens, tmp_path, capsys):
+    """Newcomer sweep (session 13): with no tokenizer copy in the folder, or a --tokenizer path that
+    does not exist, `inspect --doc 5 --tokens 50` printed the counts and exit 0, the options dropped."""
+    bare = tmp_path / "bare"
+    shutil.copytree(tokens, bare)
+    (bare / "tokenizer.json").unlink()
+    assert cli_main(["tokens", "inspect", str(bare), "--doc", "5"]) == 2
+    said = capsys.readouterr()
+    assert "--doc" in said.err and "tokenizer.json" in said.err and "--tokenizer" in said.err, said.err
+    assert said.out == ""  # refused before the counts: one line, not a report and then an error
+    assert cli_main(["tokens", "inspect", str(tokens), "--tokenizer", str(tmp_path / "nope.json")]) == 2
+    assert f"--tokenizer {tmp_path / 'nope.json'}: no such file" in capsys.readouterr().err
+    assert cli_main(["tokens", "inspect", str(bare)]) == 0  # no option given: counts, and why no sample
+    assert "no sample" in capsys.readouterr().out
+    n = TokenDir(tokens).num_documents
+    assert cli_main(["tokens", "inspect", str(bare), "--doc", str(n)]) == 2  # checked without a tokenizer
+    assert f"outside 0..{n - 1}" in capsys.readouterr().err
+    # given --tokenizer (the one that made it), the sample is document 5's text
+    assert cli_main(["tokens", "inspect", str(bare), "--tokenizer", str(corpus["tok"]), "--doc", "5",
+                     "--tokens", "10000"]) == 0
+    ids = TokenDir(tokens).document(5).tolist()
+    want = load_tokenizer(corpus["tok"]).decode(ids, skip_special_tokens=False)
+    assert repr(want) in capsys.readouterr().out
+
+
+def test_a_folder_that_is_not_tokens_says_what_it_is_and_what_makes_tokens(tokens, tmp_path, capsys):
+    """`tokens inspect`, `mix` and `train` on a corpus job's OUT, its data/ folder or a file said
+    "no manifest.json; is this a directory written by `pretrain tokenize`": the folder is named
+    with what it holds and the command that makes tokens of it."""
+    (tmp_path / "corpus" / "data").mkdir(parents=True)
+    (tmp_path / "corpus" / "stats.json").write_text("{}")
+    (tmp_path / "corpus" / "data" / "shard_00000.jsonl.zst").write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    cases = {tmp_path / "corpus": f"pretrain tokenize {tmp_path / 'corpus' / 'data'} --tokenizer",
+             tmp_path / "corpus" / "data": f"pretrain tokenize {tmp_path / 'corpus' / 'data'} --tokenizer",
+             tmp_path / "corpus" / "stats.json": "a file, not a folder",
+             tmp_path / "empty": "an empty folder"}
+    for folder, said in cases.items():
+        assert cli_main(["tokens", "inspect", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert f"{folder}: no manifest.json" in err and said in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    (tmp_path / "mix.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{tmp_path / "corpus"}"\n'
+                                       'weight = 1\n')
+    assert cli_main(["mix", str(tmp_path / "mix.toml")]) == 2
+    err = capsys.readouterr().err
+    assert f"source 'web': {tmp_path / 'corpus'}: no manifest.json" in err and "pretrain tokenize" in err, err
+    # a folder of shards whose manifest a killed tokenize never wrote: rerun that command
+    (tmp_path / "killed").mkdir()
+    shutil.copy(tokens / "shard_00000.bin", tmp_path / "killed")
+    assert cli_main(["tokens", "inspect", str(tmp_path / "killed")]) == 2
+    assert "rerun its command" in capsys.readouterr().err

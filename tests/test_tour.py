@@ -298,3 +298,28 @@ def test_the_checkpoint_table_prints_the_lessons_intervals(sections) -> None:
     printed 7.75, which a newcomer read as a different number."""
     table = next(t for t in sections["5"].tables if t.title.startswith("5d."))
     assert [row[1] for row in table.rows[1:]] == ["18.97", "7.7"]
+
+
+def test_piped_every_note_is_one_line(capsys, monkeypatch) -> None:
+    # newcomer sweep (session 13): `pretrain tour | less` cut 5b's note at 120 columns, leaving
+    # "1." alone on a line; each note the section computed is now one line of the output
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert main(["tour", "--section", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    notes = [n for n in tour.build_sections(["5"])[0].notes if len(n) > 120]
+    assert notes, "a note longer than the table width, to be kept whole"
+    for note in notes:
+        assert f"  {note}" in lines
+
+
+def test_section_picks_the_figures_too(tmp_path, capsys) -> None:
+    # newcomer sweep (session 13): `tour --section 4 --figures DIR` printed section 4 and drew all
+    # twelve figures; it draws the mixed-precision section's three (formats, loss scaling, master weights)
+    pytest.importorskip("matplotlib")
+    from pretrain.tour_figures import FIGURES, SECTION_OF
+
+    assert set(SECTION_OF) == set(FIGURES)
+    assert main(["tour", "--section", "4", "--figures", str(tmp_path)]) == 0
+    drawn = sorted(p.stem for p in tmp_path.glob("*.png"))
+    assert drawn == ["float_ranges", "loss_scaling", "master_weights"]
+    assert capsys.readouterr().out.rstrip().endswith(f"3 figures written to {tmp_path}")

@@ -54,7 +54,7 @@ def _run(console, title: str, argv: list[str], capture: bool = False, watch=None
     held = capture or watch is not None
     proc = subprocess.Popen(
         [sys.executable, "-m", "pretrain", *argv], text=True, stdout=subprocess.PIPE if held else None,
-        env=child_env(),
+        env=stage_env(console),
     )
     try:
         if watch is not None:
@@ -84,6 +84,50 @@ def _run(console, title: str, argv: list[str], capture: bool = False, watch=None
         show(stdout or "")
     console.print(f"[green]done[/] in {took:.1f} s")
     return stdout or ""
+
+
+# With no terminal at all (a log, cron, CI) rich takes 80 columns: the funnel's and eval's tables
+# were squeezed and the `$ pretrain ...` lines broken mid-path, which a newcomer then pastes. 120 is
+# the width `pretrain plan` and `pretrain tour` already print at when piped.
+PIPED_WIDTH = 120
+
+
+def _terminal_attached() -> bool:
+    """A terminal on stdin, stdout or stderr: rich takes its width from it (`demo | tee log` on an
+    80-column terminal keeps 80, and the stages' progress bars on stderr fit it)."""
+    import os
+
+    for stream in (sys.__stdin__, sys.__stdout__, sys.__stderr__):
+        try:
+            os.get_terminal_size(stream.fileno())
+            return True
+        except (AttributeError, OSError, ValueError):
+            continue
+    return False
+
+
+def demo_console(file=None):
+    """The demo's console: on a terminal, its width; printed elsewhere, lines are never wrapped, and
+    with no terminal attached at all it draws at least PIPED_WIDTH columns (COLUMNS, when set, is the
+    user's word and rich honours it)."""
+    import os
+
+    from rich.console import Console
+
+    con = Console(file=file)
+    if con.is_terminal or os.environ.get("COLUMNS"):
+        return con
+    width = con.width if _terminal_attached() else max(con.width, PIPED_WIDTH)
+    return Console(file=file, width=width, soft_wrap=True)
+
+
+def stage_env(console) -> dict:
+    """A stage's environment: with no terminal attached, the demo's width (COLUMNS), so its tables
+    are drawn as wide as the demo's own lines; with one, the stage finds that terminal itself."""
+    env = child_env()
+    if not console.is_terminal and not _terminal_attached():
+        env.setdefault("COLUMNS", str(console.width))
+    return env
 
 
 def _let_stage_stop(console, proc: subprocess.Popen, grace_s: float = 120) -> None:
@@ -320,9 +364,7 @@ def _what_differs(before: dict | None, me: dict) -> str:
 
 
 def run_demo(s: DemoSettings) -> dict:
-    from rich.console import Console
-
-    console = Console()
+    console = demo_console()
     out = s.out
     prepare_out(s, console)
     inputs = [str(CRAWL), *s.data]

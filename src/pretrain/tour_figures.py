@@ -285,6 +285,16 @@ FIGURES: dict[str, tuple[tuple[str, ...], Callable, tuple[float, float]]] = {
     "checkpoint_interval": (("pretrain.plan.reliability",), _checkpoint_interval, (6, 3.4)),
 }
 
+# the lesson's section each figure illustrates (`pretrain tour --section N --figures DIR` draws those)
+SECTION_OF = {"minhash_convergence": "1", "lsh_s_curve": "1", "model_collapse": "1", "memory_7b": "2",
+              "zero_stages": "2", "pipeline_schedule": "3", "bubble_fraction": "3", "float_ranges": "4",
+              "loss_scaling": "4", "master_weights": "4", "bad_batch": "5", "checkpoint_interval": "5"}
+
+
+def figures_of(sections: list[str] | None) -> list[str] | None:
+    """The figures of these sections (None: every figure)."""
+    return [n for n in FIGURES if SECTION_OF[n] in sections] if sections else None
+
 
 def draw_figures(out_dir: str | Path, only: list[str] | None = None) -> list[Path]:
     """Write each available figure as OUT/NAME.png, plus OUT/index.md with the captions."""

@@ -121,6 +121,7 @@ def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
     from pretrain.curate.report import exit_code, print_funnel
     from pretrain.progress import Progress
 
+    executor = build_executor(args.executor, args.workers, args.address)  # before a bar: one line
     progress = Progress(getattr(args, "progress", None))
 
     def claimed() -> None:  # after OUT is this job's: a refusal is then the first and only line
@@ -131,7 +132,6 @@ def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
             if warning:
                 progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
-    executor = build_executor(args.executor, args.workers, args.address)
     try:
         stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress, job=job,
                        work_dir=args.work_dir, claimed=claimed)

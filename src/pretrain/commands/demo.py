@@ -44,11 +44,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="extra inputs for the crawl (files or folders; repeatable)",
     )
     p.add_argument("--steps", type=Number(int, lo=1, hi=10**6, why="training steps of a CPU demo"),
-                   default=300, help="training steps (default 300)")
-    p.add_argument("--short", action="store_true", help="30 training steps, small tokenizer")
+                   default=None, help="training steps (default 300; 30 with --short)")
+    p.add_argument("--short", action="store_true",
+                   help="30 training steps and a 1,024-token vocabulary, unless --steps or --vocab-size say")
     p.add_argument("--vocab-size", type=Number(int, lo=257, hi=2**20,
                                why="the 256 bytes, the end-of-text token and merges"),
-                   default=2048, help="tokenizer vocabulary (default 2048)")
+                   default=None, help="tokenizer vocabulary (default 2048; 1024 with --short)")
     p.add_argument("--workers", type=Number(int, lo=1, hi=4096, why="processes, one per core"),
                    default=None, help="processes for curate/tokenize")
 
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
     from pretrain.demo import DemoSettings, run_demo
 
-    steps = 30 if args.short else args.steps
-    vocab = min(args.vocab_size, 1024) if args.short else args.vocab_size
+    # --short picks the defaults; a value given beside it wins (`--short --steps 100` ran 30 steps)
+    steps = args.steps or (30 if args.short else 300)
+    vocab = args.vocab_size or (1024 if args.short else 2048)
     run_demo(DemoSettings(Path(args.output), args.data, steps, vocab, args.workers))
     return 0

@@ -40,6 +40,9 @@ command again scores only the sixth ("5 of 6 tasks already scored in FILE; scori
 """
 
 
+PPL_TOKENS = 200_000  # --ppl-tokens' default
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="run directory or Hugging Face model folder")
     parser.add_argument("--tasks", required=True, action="append",
@@ -67,8 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cpu or cuda (default cpu; under torchrun cuda is each rank's LOCAL_RANK GPU)")
     parser.add_argument("--batch-tokens", type=Number(int, lo=1, why="tokens per forward pass"), default=4096,
                         help="tokens per forward pass (padded batch width x rows; default 4096)")
-    parser.add_argument("--ppl-tokens", type=Number(int, lo=1, why="tokens scored per text"), default=200_000,
-                        help="ppl: tasks read at most this many tokens (default 200000)")
+    parser.add_argument("--ppl-tokens", type=Number(int, lo=1, why="tokens scored per text"),
+                        default=PPL_TOKENS, help="ppl: tasks read at most this many tokens (default 200000)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=Number(int, lo=1, hi=1024, why="torch's CPU threads"), default=None,
                         help="CPU threads (default: the run's train.threads; for a Hugging Face folder 1 "
@@ -107,10 +110,12 @@ def run(args: argparse.Namespace) -> int:
     _check_writable(Path(args.output) if args.output else _default_folder(args.model) / "x.json",
                     flag="--output" if args.output else "", model=args.model)
     if not (Path(args.model) / "config.toml").is_file() and (Path(args.model) / "config.json").is_file():
-        for flag, value in (("--step", args.step), ("--tokenizer", args.tokenizer)):
+        for flag, value in (("--step", args.step), ("--tokenizer", args.tokenizer),
+                            ("--checkpoints", args.checkpoints)):
             if value not in (None, ""):  # a folder has one model and its own tokenizer: ignored otherwise
                 raise UserError(f"{flag} picks a run's checkpoint or tokenizer; {args.model} is a "
                                 "Hugging Face folder, scored with its own")
+    _check_task_options(args, specs)
     if args.device == "cuda":
         import torch
 
@@ -142,6 +147,24 @@ def run(args: argparse.Namespace) -> int:
                  "earlier runs' included")
     print(f"wrote {out} ({took})")
     return 0
+
+
+def _check_task_options(args: argparse.Namespace, specs: list[str]) -> None:
+    """--shots, --limit and --ppl-tokens given where no task reads them (`--tasks ppl:valid.txt --shots 5`
+    printed "shots 0" and exit 0): refused before the model loads."""
+    from pretrain.errors import UserError
+
+    ppl = [s for s in specs if s.startswith(("ppl:", "mem:"))]
+    prompted = [s for s in specs if not s.startswith(("ppl:", "mem:"))]
+    if args.shots and not prompted:
+        raise UserError(f"--shots {args.shots}: few-shot examples go before benchmark questions, and "
+                        f"{', '.join(specs)} has none (ppl: and mem: score text as it is)")
+    if args.limit and all(s.startswith("ppl:") for s in specs):  # a ppl: text is scored whole
+        raise UserError(f"--limit {args.limit} takes the first examples of a benchmark (mem: windows); "
+                        f"{', '.join(specs)} is read whole, up to --ppl-tokens")
+    if args.ppl_tokens != PPL_TOKENS and not ppl:
+        raise UserError(f"--ppl-tokens {args.ppl_tokens} bounds ppl:PATH and mem:PATH tasks, and "
+                        f"{', '.join(specs)} has none")
 
 
 def _default_folder(model: str):

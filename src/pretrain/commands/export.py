@@ -48,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step", type=Number(int, hi=2**63 - 1, why="a checkpoint's step"), default=None,
                         help="checkpoint step (default: newest)")
     shard = Size(why="bytes of one shard file; a tensor larger than it gets a file of its own")
-    parser.add_argument("--max-shard-size", type=shard, default="5GB", metavar="SIZE",
-                        help="hf: split model.safetensors into shards of at most SIZE (default 5GB)")
+    parser.add_argument("--max-shard-size", type=shard, default=None, metavar="SIZE",
+                        help="hf: split model.safetensors into shards of at most SIZE (default 5GB; "
+                        "--format safetensors writes one file)")
 
 
 def _check_output(args: argparse.Namespace) -> None:
@@ -68,6 +69,9 @@ def _check_output(args: argparse.Namespace) -> None:
             # config.json beside config.toml: a folder eval and model.init_from read as either
             raise UserError(f"-o {out}: inside a run directory ({args.run if inside else out}); "
                             "a Hugging Face folder goes elsewhere, e.g. -o hf/NAME")
+    if args.format == "safetensors" and args.max_shard_size is not None:  # it was dropped in silence
+        raise UserError(f"--max-shard-size splits a --format hf export; --format safetensors writes one "
+                        f"file ({out}): drop --max-shard-size, or add --format hf")
     if args.format == "safetensors" and out.is_dir():
         raise UserError(f"-o {out}: a folder; --format safetensors writes one file "
                         f"(e.g. {out / 'model.safetensors'}), --format hf a folder")
@@ -78,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "hf":
         from pretrain.train.hf_io import export_hf
 
-        res = export_hf(args.run, args.output, args.dtype, args.step, args.max_shard_size,
+        res = export_hf(args.run, args.output, args.dtype, args.step, args.max_shard_size or 5 * 10**9,
                         args.checkpoints)
         shards = sum(f.endswith(".safetensors") for f in res["files"])
         files = "1 safetensors file" if shards == 1 else f"{shards} safetensors files"

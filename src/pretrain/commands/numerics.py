@@ -93,6 +93,9 @@ def _check_flags(args: argparse.Namespace) -> None:
 
     if args.scale is not None and not (math.isfinite(args.scale) and args.scale > 0):
         raise UserError(f"--scale must be a finite number > 0 (a loss scale such as 65536), got {args.scale}")
+    if args.scale is not None and not args.values:  # the table and --accumulate have no loss scale
+        raise UserError(f"--scale {args.scale:g} scales the numbers given (pretrain numerics 1e-8 --scale "
+                        "65536 --formats fp16); with --table or --accumulate alone it would do nothing")
     if args.accumulate:
         text = args.accumulate[2]
         if not text.isdigit() or not 1 <= int(text) <= MAX_STEPS:
@@ -116,9 +119,14 @@ def compute(args: argparse.Namespace) -> dict:
 
     _check_flags(args)
     fmts = [get_format(n) for n in args.formats.split(",") if n.strip()]
+    if not fmts:  # `--formats ,` printed nothing and exit 0
+        from pretrain.errors import UserError
+
+        raise UserError(f"--formats {args.formats!r} names no format; give some of {DEFAULT_FORMATS}")
     out: dict = {}
     if args.table or not (args.values or args.accumulate):
-        out["formats"] = format_table()
+        names = {f.name for f in fmts}  # --formats picks the table's rows too
+        out["formats"] = [r for r in format_table() if r["format"] in names]
     rows = []
     for text in args.values:
         x = parse_value(text)
@@ -187,7 +195,8 @@ def _print(out: dict, scale: float | None) -> None:
             t.add_row(r["value"], r["format"], f"{r['stored']:.10g}", rel, r["bits"])
         con.print(t)
     if "accumulate" in out:
-        t = Table(title="Repeated updates, weight stored in each format")
+        title = "Repeated updates, weight stored in each format"
+        t = Table(title=title, min_width=len(title))  # the two columns alone wrapped it on 2 lines
         t.add_column("format")
         t.add_column("final weight", justify="right")
         for r in out["accumulate"]:

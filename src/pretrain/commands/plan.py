@@ -51,8 +51,12 @@ What it computes (formulas and sources in docs/planner.md):
                    drops what breaks a rule (named) or does not fit in 90% of HBM, ranks the rest
                    by predicted tokens/s, and explains the winner by changing one knob at a time.
   recipe           --emit-recipe FILE writes a pretrain train config, its layout planned with
-                   --activations pretrain (this trainer's saved tensors) whatever the table used;
-                   nothing is written when none fits (exit 1).
+                   --activations pretrain (this trainer's saved tensors) whatever the table used
+                   (and 16 bytes a parameter for --accounting megatron-distopt: this trainer has
+                   no distributed optimizer); nothing is written when none fits (exit 1). With
+                   --model DIR (a Hugging Face folder) it continues that checkpoint
+                   (model.init_from); with --model RUN it trains a new model of the run's shape
+                   (--set model.init_from=RUN at train time continues the run).
   calibrate        --calibrate RUN... fits the GPU's efficiencies to the tokens/s your own runs
                    measured (their metrics.jsonl); --save-hardware keeps them for the next plan.
 
@@ -221,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--save-hardware {args.save_hardware}: writes a GPU fitted by --calibrate RUN "
                         "[RUN ...]; without --calibrate there is nothing fitted to save (a GPU of your "
                         "own: a --hardware FILE, format in docs/planner.md)")
+    _check_modes(args)
     if args.list_models:
         if args.json:  # a script reads the presets back
             print(dumps([{"name": name, "params": s.params(), "n_layers": s.n_layers, "d_model": s.d_model,
@@ -308,6 +313,46 @@ def run(args: argparse.Namespace) -> int:
     return 0 if fits else 1
 
 
+def _check_modes(args: argparse.Namespace) -> None:
+    """Options a mode would ignore, refused in one line (they were accepted and dropped in silence:
+    `--calibrate RUN --emit-recipe r.toml` printed the fit and wrote nothing)."""
+    from pretrain.errors import UserError
+
+    planning = {"--model": args.model, "--params": args.params, "--tokens": args.tokens,
+                "--layout": args.layout, "--emit-recipe": args.emit_recipe, "--figures": args.figures,
+                "--efficiency": args.efficiency}
+    if args.list_models:
+        more = {"--calibrate": args.calibrate, "--hardware": args.hardware}
+        given = [f for f, v in {**planning, **more}.items() if v is not None]
+        if given:
+            raise UserError(f"--list-models prints the presets and exits: {', '.join(given)} would do "
+                            "nothing; drop --list-models to plan")
+    if args.calibrate and args.model is None and args.params is None:
+        given = [f for f, v in planning.items() if v is not None]
+        if given:
+            raise UserError(f"--calibrate RUN... alone prints the fit and exits: {', '.join(given)} "
+                            "plans a model; add --model NAME (or --params COUNT) to plan with the fitted GPU")
+    if args.calibrate and args.efficiency is not None:
+        raise UserError(f"--efficiency {args.efficiency} would replace the GEMM efficiency --calibrate "
+                        "fits to your runs: give one of them")
+    if args.hardware:
+        _check_hardware_names(args.hardware, args.gpu)
+
+
+def _check_hardware_names(path: str, gpu: str) -> None:
+    """--hardware FILE whose entries leave --gpu's as built in changes nothing: say so (a file
+    saved by --calibrate on an h100 run, passed with --gpu a100-80gb, was ignored in silence)."""
+    from pretrain.errors import UserError
+    from pretrain.plan import hardware
+
+    table = hardware.load_table(path)
+    changed = [name for name, g in table.items() if hardware.GPUS.get(name) != g]
+    if hardware.ALIASES.get(gpu.lower(), gpu.lower()) not in changed:
+        have = ", ".join(changed) or "no GPU it changes"
+        raise UserError(f"--hardware {path} holds {have}; --gpu {gpu} is not among them, so the file "
+                        f"would change nothing: pass --gpu {changed[0] if changed else 'NAME'}")
+
+
 def _check_budget_flags(args: argparse.Namespace) -> None:
     """Failure and display flags, before any search (NaN would reach the JSON as an invalid `NaN`)."""
     import math
@@ -352,11 +397,19 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     except UserError as e:
         raise UserError(f"{e}; {_nothing_written(args.emit_recipe)}") from e
     notes = mapped + [m for m in more if m not in mapped] + notes
-    if args.model and args.model not in shapes.PRESETS and Path(args.model).is_dir():
+    if args.model and args.model not in shapes.PRESETS and (Path(args.model) / "config.json").is_file():
         # planned from a Hugging Face folder: the recipe continues training it (weights, rotary base,
         # norm epsilon and tokenizer from the folder, which checks the shape written here)
         config["model"]["init_from"] = str(Path(args.model).resolve())
         notes.append("model.init_from is the folder: continued pretraining from its weights")
+    elif args.model and args.model not in shapes.PRESETS and Path(args.model).is_dir():
+        # a run directory gave the shape only: planning that model at scale is not continuing the
+        # run (its weights, its tokenizer); that is the user's choice, one --set away
+        notes.append(f"a new model of {args.model}'s shape; to continue from its weights instead, "
+                     f"add --set model.init_from={args.model} to pretrain train")
+    if args.accounting == "megatron-distopt":
+        notes.append("sized at 16 bytes a parameter as FSDP2 keeps them: this trainer has no Megatron "
+                     "distributed optimizer (the table's 6 + 12/DP)")
     if layout is None and plan["layout"]["label"] != first:
         notes.append(f"the plan printed above, with {profile} activations, chose {first}; this is the "
                      "best layout for this trainer's saved tensors")
@@ -416,15 +469,13 @@ def _trainer_plan(plan: dict, job, budget, layout) -> tuple[dict | None, object,
     """The plan under the `pretrain` activation profile, the one `pretrain train` runs (eager PyTorch
     saves ~1.9x what fused kernels do on a Llama block): the recipe is for this trainer, whatever
     profile the printed plan used. (None, job, [why]) when no layout (or not the given one) fits it."""
-    import dataclasses
-
     from pretrain.plan import report
 
     if job.activations == "pretrain" and job.trainer:
         return plan, job, []
     # the search keeps only what the trainer runs (no ZeRO-1, no CP with PP/SP/HSDP, ...): the plan
     # printed above may have chosen a layout `pretrain train` refuses
-    ours = dataclasses.replace(job, activations="pretrain", trainer=True)  # kernels "": eager, as trained
+    ours = job.as_trained()  # kernels "": eager, as trained; megatron-distopt -> 16 B a parameter
     theirs = report.build_plan(ours, budget, layout, top=1)
     if theirs["layout"] and theirs["layout"]["fits"]:
         return theirs, ours, []

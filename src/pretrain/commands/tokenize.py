@@ -203,6 +203,11 @@ def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None, dict[
 
     urls = [p for p in args.inputs if io.is_url(p)]
     if not urls and not io.is_url(args.output):
+        if args.work_dir:  # it stages URLs only: a local job never wrote there, in silence
+            from pretrain.errors import UserError
+
+            raise UserError(f"--work-dir {args.work_dir} stages URL inputs or a URL output; CORPUS and "
+                            f"TOKENS here are local paths, so nothing would go there: drop --work-dir")
         return args.inputs, args.output, None, {}
     work = Path(args.work_dir) if args.work_dir else default_work_dir(
         args.output if io.is_url(args.output) else "tokenize:" + str(Path(args.output).resolve()))

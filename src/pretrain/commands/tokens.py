@@ -61,9 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("directory", metavar="TOKENS", help="a directory written by `pretrain tokenize`")
     i.add_argument("--tokenizer", default=None, help="tokenizer.json (default: TOKENS/tokenizer.json)")
     i.add_argument("--doc", type=Number(int, why="a document's index"),
-                   default=0, help="document to decode (default 0)")
+                   default=None, help="document to decode (default 0)")
     i.add_argument("--tokens", type=Number(int, why="tokens shown"),
-                   default=100, help="tokens of it to show (default 100)")
+                   default=None, help="tokens of it to show (default 100)")
     e = sub.add_parser("export-megatron", help="write Megatron-LM PREFIX.bin + PREFIX.idx",
                        description="Export a token directory to Megatron-LM's indexed dataset format "
                        "(one sequence per document, end-of-text included).\n\nExample:\n"
@@ -156,8 +156,6 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from pretrain.errors import DataError, UserError
     from pretrain.tokens.shards import TokenDir
     from pretrain.tokens.tokenizer import load_tokenizer, tokenizer_sha256
@@ -168,6 +166,8 @@ def _inspect(args: argparse.Namespace) -> int:
     except DataError as e:
         raise UserError(str(e)) from e
     m = d.manifest
+    saved = d.path / m["tokenizer"].get("copy", "tokenizer.json")
+    doc, n_tokens, tok_path = _sample_options(args, d, saved)  # refused before anything is printed
     print(f"{d.path}: {m['format']} v{m['version']}, dtype {m['dtype']}, vocabulary {m['vocab_size']:,}, "
           f"end-of-text id {m['eot_id']}, tokenizer sha256 {d.tokenizer_sha256[:12]}")
     n = len(m["shards"])
@@ -177,20 +177,45 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"  source {one_line(name)}: {c['tokens']:,} tokens, {count(c['documents'], 'document')}")
     if m.get("skipped"):
         print("  skipped records: " + ", ".join(f"{one_line(k)}: {v}" for k, v in m["skipped"].items()))
-    saved = d.path / m["tokenizer"].get("copy", "tokenizer.json")
-    tok_path = Path(args.tokenizer) if args.tokenizer else saved
-    if not tok_path.is_file() or d.num_documents == 0:
+    if tok_path is None:
+        if d.num_documents:
+            print(f"(no sample: {d.path} has no {saved.name}; --tokenizer FILE decodes one)")
         return 0
     tok = load_tokenizer(tok_path)
     d.check_tokenizer(tokenizer_sha256(tok), str(tok_path))
-    if args.tokens < 0:
-        raise UserError(f"--tokens is how many tokens of the document to show (>= 0), got {args.tokens}")
-    if not 0 <= args.doc < d.num_documents:
-        raise UserError(f"--doc {args.doc} is outside 0..{d.num_documents - 1}")
-    whole = d.document(args.doc)
-    ids = whole[: args.tokens].tolist()
+    whole = d.document(doc)
+    ids = whole[:n_tokens].tolist()
     shown = ids[:20]  # the ids of the first 20: the text below is decoded from all `ids`
-    print(f"document {args.doc} ({len(whole):,} tokens): ids {shown}{' ...' if len(ids) > 20 else ''} "
+    print(f"document {doc} ({len(whole):,} tokens): ids {shown}{' ...' if len(ids) > 20 else ''} "
           f"(first {len(shown)} of the {len(ids):,} decoded below)")
     print(repr(tok.decode(ids, skip_special_tokens=False)))
     return 0
+
+
+def _sample_options(args: argparse.Namespace, d, saved) -> tuple[int, int, object]:
+    """(document, tokens, tokenizer path or None when there is no sample to show). The options are
+    checked whether or not a sample can be shown: they were dropped in silence when the folder had
+    no tokenizer copy, or a --tokenizer path did not exist (session 13)."""
+    from pathlib import Path
+
+    from pretrain.errors import UserError
+
+    doc, n_tokens = args.doc if args.doc is not None else 0, args.tokens if args.tokens is not None else 100
+    if n_tokens < 0:
+        raise UserError(f"--tokens is how many tokens of the document to show (>= 0), got {n_tokens}")
+    asked = [f for f, v in (("--doc", args.doc), ("--tokens", args.tokens)) if v is not None]
+    if d.num_documents == 0:
+        if asked:
+            raise UserError(f"{d.path} holds no document: {' and '.join(asked)} have nothing to show")
+        return doc, n_tokens, None
+    if not 0 <= doc < d.num_documents:
+        raise UserError(f"--doc {doc} is outside 0..{d.num_documents - 1}")
+    tok_path = Path(args.tokenizer) if args.tokenizer else saved
+    if args.tokenizer and not tok_path.is_file():
+        raise UserError(f"--tokenizer {args.tokenizer}: no such file (the tokenizer.json that made {d.path})")
+    if not tok_path.is_file():
+        if asked:
+            raise UserError(f"{d.path} has no {saved.name} to decode {' and '.join(asked)} with: give "
+                            "--tokenizer FILE (the tokenizer that made it)")
+        return doc, n_tokens, None
+    return doc, n_tokens, tok_path

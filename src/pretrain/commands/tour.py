@@ -42,7 +42,9 @@ def _print(sections) -> None:
     from rich.table import Table
 
     con = Console()
-    con = Console(width=max(con.width, 120))  # a pipe reports 80 columns
+    # a pipe reports 80 columns: tables at 120; a note longer than that is one line, not cut
+    # mid-sentence ("... clipped at" / "1."): a terminal wraps it at its own width
+    con = Console(width=max(con.width, 120), soft_wrap=not con.is_terminal)
     for sec in sections:
         con.rule(f"[bold]{sec.number}. {sec.title}")
         for tab in sec.tables:
@@ -74,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"cannot write {e.filename or args.figures}: {e.strerror or e}") from e
     sections = tour.build_sections(args.section)
     if args.figures:
-        from pretrain.tour_figures import draw_figures
+        from pretrain.tour_figures import draw_figures, figures_of
 
-        try:
-            written = draw_figures(args.figures)
+        try:  # --section picks the figures too: `--section 4 --figures f/` drew all twelve
+            written = draw_figures(args.figures, figures_of(args.section))
         except OSError as e:
             raise UserError(f"cannot write {e.filename or args.figures}: {e.strerror or e}") from e
     if args.json:

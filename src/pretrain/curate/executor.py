@@ -224,6 +224,9 @@ def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
 def build_executor(kind: str = "local", workers: int | None = None, address: str | None = None):
     if workers is not None and workers < 1:
         raise UserError(f"--workers {workers}: give 1 or more processes (leave it out for all cores)")
+    if kind == "local" and address:  # it was dropped in silence: the job ran here, not on the cluster
+        raise UserError(f"--address {address} names a Ray cluster: add --executor ray to run there "
+                        "(the default, --executor local, runs on this machine's processes)")
     if kind == "local":
         return LocalExecutor(workers)
     if kind == "ray":

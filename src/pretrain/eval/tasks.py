@@ -44,6 +44,30 @@ KNOWN = {
     "mmlu": "mmlu/mmlu-val.jsonl", "mmlu_test": "mmlu/mmlu-test.jsonl.gz",
 }
 MMLU_DEV = "mmlu/mmlu-dev.jsonl"
+# Where each file comes from (nothing is downloaded: a missing one is named with its origin). The
+# llm-foundry files are MosaicML's ICL sets as published; MMLU is hendrycks/test's CSVs as JSON lines.
+_FOUNDRY = "github.com/mosaicml/llm-foundry, scripts/eval/local_data/"
+_FOUNDRY_DIRS = {"world_knowledge": ("arc_easy", "arc_challenge", "triviaqa_sm_sub", "jeopardy_all"),
+                 "commonsense_reasoning": ("piqa", "commonsense_qa", "openbook_qa", "copa", "siqa"),
+                 "language_understanding": ("winogrande", "lambada_openai", "winograd_wsc"),
+                 "reading_comprehension": ("boolq",)}
+_MMLU = ("github.com/hendrycks/test, data/{split}/*.csv as JSON lines of subject, question, choices, "
+         "answer (docs/evaluation.md)")
+ORIGINS = {
+    **{f"llm-foundry/{n}.jsonl": f"{_FOUNDRY}{d}/{n}.jsonl" for d, ns in _FOUNDRY_DIRS.items() for n in ns},
+    "llm-foundry/tests-small/hellaswag_small.jsonl":
+        "github.com/mosaicml/llm-foundry, tests/eval/local_data/hellaswag_small.jsonl",
+    "gsm8k/test.jsonl": "github.com/openai/grade-school-math, grade_school_math/data/test.jsonl",
+    "mmlu/mmlu-val.jsonl": _MMLU.format(split="val"), "mmlu/mmlu-test.jsonl.gz": _MMLU.format(split="test")
+    + ", gzipped", MMLU_DEV: _MMLU.format(split="dev"),
+}
+
+
+def _missing(spec: str, benchmarks: str | Path, rel: str, why: str = "", note: str = "") -> UserError:
+    """A named task's file is not under the benchmarks folder: the file, and where it comes from."""
+    return UserError(f"task {spec!r}{why}: {Path(benchmarks) / rel}: no such file{note}; it is "
+                     f"{ORIGINS[rel]}: save it there, or pass --benchmarks DIR laid out like "
+                     "../shared/data/benchmarks")
 LETTERS = "ABCD"
 SHOT_SEP = "\n\n"  # the harness's default fewshot_delimiter
 DELIM = " "  # the harness's default target_delimiter
@@ -212,7 +236,7 @@ def _no_folder(spec: str, benchmarks: str | Path | None) -> UserError:
     looked = "; ".join(f"{name} (unset)" if path is None else f"{name} (no such folder)" if path == name
                        else f"{name} = {path} (no such folder)" for name, path in benchmark_places())
     return UserError(f"task {spec!r} needs the benchmarks folder, found in none of: {looked}; "
-                     "pass --benchmarks DIR (laid out like ../shared/data/benchmarks)")
+                     f"pass --benchmarks DIR holding {KNOWN[spec]} ({ORIGINS[KNOWN[spec]]})")
 
 
 def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None:
@@ -230,10 +254,10 @@ def check_spec(spec: str, benchmarks: str | Path | None, shots: int = 0) -> None
     elif benchmarks is None or not Path(benchmarks).is_dir():
         raise _no_folder(spec, benchmarks)
     elif not (Path(benchmarks) / KNOWN[spec]).is_file():
-        raise UserError(f"task {spec!r}: {Path(benchmarks) / KNOWN[spec]}: no such file")
+        raise _missing(spec, benchmarks, KNOWN[spec])
     elif shots > 0 and spec.startswith("mmlu") and not (Path(benchmarks) / MMLU_DEV).is_file():
-        raise UserError(f"task {spec!r} with {shots} shots: {Path(benchmarks) / MMLU_DEV}: no such file "
-                        "(MMLU draws its few-shot examples from the dev split)")
+        raise _missing(spec, benchmarks, MMLU_DEV, f" with {shots} shots",
+                       " (MMLU draws its few-shot examples from the dev split)")
 
 
 def load_task(spec: str, benchmarks: str | Path | None) -> Task:

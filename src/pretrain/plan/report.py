@@ -141,9 +141,7 @@ def _software(job: Job, chosen: Estimate | None, given: Layout | None = None) ->
                  "accounting": job.accounting, "flash_attention": job.flash,
                  "attention_kernel": job.attention, "dropout_masks": job.dropout}
     if job.activations != "pretrain" and chosen is not None:
-        from dataclasses import replace
-
-        ours = evaluate(replace(job, activations="pretrain"), chosen.layout)
+        ours = evaluate(job.as_trained(trainer=False), chosen.layout)
         if ours.memory is not None:
             refuses = _trainer_refuses(job, chosen.layout)
             out["pretrain_trainer_gb"] = ours.memory.total / 1e9
@@ -172,11 +170,10 @@ def _trainer_nearest(job: Job, given: Layout | None) -> dict | None:
     """What `pretrain plan ... --emit-recipe` writes (commands/plan.py `_emit`): a given --layout
     mapped to the trainer's nearest one, else the best layout of a search with the trainer's rules,
     both planned with its saved tensors. None when it writes nothing."""
-    from dataclasses import replace
 
     from pretrain.plan import recipe
 
-    ours = replace(job, activations="pretrain", trainer=True)
+    ours = job.as_trained()
     if given is not None:
         mapped, _ = recipe.trainer_layout(given)
         if _trainer_refuses(job, mapped):

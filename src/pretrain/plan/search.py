@@ -82,6 +82,17 @@ class Job:
         return timing.Software(self.tp_overlap, self.dp_overlap, self.flash, 4 if fp32 else 2,
                                eager=eager, selective=self.selective, attention=self.attention)
 
+    def as_trained(self, trainer: bool = True) -> Job:
+        """This job as `pretrain train` runs it: its saved tensors (activations "pretrain"), and
+        with `trainer` only the layouts it implements. The trainer has no Megatron distributed
+        optimizer: its FSDP2 keeps 16 bytes a parameter (fp32 weights 4, fp32 grads 4, Adam 8),
+        sharded as ZeRO-2/3, reducing in fp32; megatron-distopt's 6 + 12/DP (gradients whole, only
+        the optimizer sharded) would size a replicated layout for this trainer 2.7x too small."""
+        job = replace(self, activations="pretrain", trainer=trainer)
+        if self.accounting == "megatron-distopt":
+            job = replace(job, accounting="16B", reduce_dtype=self.reduce_dtype or "fp32")
+        return job
+
     @property
     def batch_seqs(self) -> int:
         return self.batch_tokens // self.shape.seq_len

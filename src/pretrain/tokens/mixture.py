@@ -330,6 +330,10 @@ def load_mixture(path: str | Path) -> Mixture:
         raise UserError(f"{path}: needs [sources.NAME] tables with `path` and `weight`")
     sources, weights = {}, {}
     for name, s in srcs.items():
+        extra = sorted(set(s) - {"path", "weight"}) if isinstance(s, dict) else []
+        if extra:  # `weigth = 1` said "needs `weight`" at best; `epochs = 2` beside both was dropped
+            raise UserError(f"{path}: source {name!r}: unknown key {', '.join(map(repr, extra))}; "
+                            "known: path, weight")
         if not isinstance(s, dict) or "path" not in s or "weight" not in s:
             raise UserError(f"{path}: source {name!r} needs `path` and `weight`")
         if not isinstance(s["path"], str):

@@ -86,8 +86,7 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         raise UserError(f"{directory}: not found (a token directory: `pretrain tokenize` or "
                         "`pretrain tokens import-*` output)")
     if not path.is_file():
-        raise UserError(f"{directory}: no {MANIFEST}; is this a directory written by `pretrain tokenize` "
-                        "or `pretrain tokens import-*` (an interrupted one: rerun its command)?")
+        raise UserError(f"{directory}: no {MANIFEST}: {_not_tokens(Path(directory))}")
     try:  # a regular file of bounded size, any nesting depth one line (pretrain/untrusted.py)
         man = load_json(path, MAX_MANIFEST_BYTES, what="manifest JSON")
     except BadFile as e:
@@ -100,6 +99,31 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         raise DataError(str(path), "version", f"format version {man.get('version')} (this reads {VERSION})")
     _check_fields(man, str(path))
     return man
+
+
+def _not_tokens(d: Path) -> str:
+    """What a folder without a manifest is instead, and the command that makes tokens of it: a
+    corpus job's OUT or its data/ read as tokens said only "is this a directory written by
+    `pretrain tokenize`?" (the first 1,000 entries looked at: a folder may be huge)."""
+    import itertools
+
+    made = "a token directory is what `pretrain tokenize` or `pretrain tokens import-*` writes"
+    if not d.is_dir():
+        return f"a file, not a folder ({made})"
+    try:
+        names = [p.name for p in itertools.islice(d.iterdir(), 1000)]
+    except OSError as e:
+        return f"unreadable ({e.strerror or e}; {made})"
+    if not names:
+        return f"an empty folder ({made})"
+    docs = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".txt")
+    if "stats.json" in names and (d / "data").is_dir():  # a corpus job's OUT (curate, dedup)
+        return (f"the output of a corpus job, documents not tokens: tokenize them first, `pretrain tokenize "
+                f"{d / 'data'} --tokenizer TOKENIZER -o TOKENS`")
+    if any(n.endswith(docs) for n in names) and not any(n.endswith(".bin") for n in names):
+        return (f"a folder of documents, not tokens: tokenize it first, `pretrain tokenize {d} "
+                "--tokenizer TOKENIZER -o TOKENS`")
+    return f"{made} (an interrupted one: rerun its command)"
 
 
 DTYPES = ("uint16", "uint32")

@@ -258,6 +258,11 @@ def build_loaders(dcfg, seq_len: int, rank: int = 0, world_size: int = 1) -> tup
     if dcfg.kind == "tokens":
         from pretrain.tokens.mixture import MixtureSampler
 
+        if not dcfg.sources:  # data.path is kind=text's: with tokens it was dropped, "needs one source"
+            path = f"; data.path {dcfg.path} is read by data.kind = text only" if dcfg.path else ""
+            raise UserError(f"data.kind = \"tokens\" reads data.sources (NAME = token directory), and none "
+                            f"is set{path}: --set data.sources.web={dcfg.path or 'TOKENS'}")
+
         weights = dcfg.weights or {k: 1.0 for k in dcfg.sources}
         train = MixtureSampler(dcfg.sources, weights, seq_len, dcfg.seed, rank, world_size)
         ev = None

@@ -268,6 +268,10 @@ def test_a_recipe_of_thousands_of_micro_batches_is_warned_with_the_batch_that_fi
     again = _run(*base, "--batch-tokens", smaller)
     text = (tmp_path / "r.toml").read_text()
     assert tomllib.loads(text)["train"]["grad_accum"] == 32 and "warning" not in text + again.stderr
+    # the header's step time agrees with its own tokens/s and tokens per step (it printed "0.00 s")
+    m = re.search(r"predicted ([\d,]+) tokens/s, .* step ([\d.e-]+) s on .*a step: ([\d,]+) tokens", text)
+    rate, step, tokens = float(m[1].replace(",", "")), float(m[2]), float(m[3].replace(",", ""))
+    assert step > 0 and abs(step * rate / tokens - 1) < 0.05, m[0]
 
 
 def test_the_trainer_line_names_the_layout_emit_recipe_writes(tmp_path):

@@ -421,7 +421,8 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
     header = [f"pretrain plan: {lay.label()} on {where}",
               f"planned with --activations pretrain (this trainer's saved tensors), "
               f"{'fused' if job.kernels == 'fused' else 'eager'} kernels",
-              f"predicted {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, step {t['step_s']:.2f} s on "
+              f"predicted {t['tokens_per_s']:,.0f} tokens/s, MFU {t['mfu']:.1%}, "
+              f"step {_step_text(t['step_s'])} on "
               f"{where} (a step: {job.batch_seqs * job.shape.seq_len:,} tokens; on another machine, "
               "its time scales with that machine's speed)",
               "set data.path (or data.kind/sources) and train.steps before running", *notes]
@@ -441,6 +442,11 @@ def _emit(args: argparse.Namespace, plan: dict, job, budget, layout) -> bool:
 MANY_MICRO_BATCHES = 256
 
 
+def _step_text(s: float) -> str:
+    """'3.74 s'; two significant figures under 0.1 s: a tiny model's step printed as '0.00 s'."""
+    return f"{s:,.2f} s" if s >= 0.1 else f"{s:.2g} s"
+
+
 def _long_step(config: dict, job, step_s: float) -> str:
     """A warning when the recipe's step holds over MANY_MICRO_BATCHES micro-batches per GPU
     (--batch-tokens sized for a cluster, trained on a CPU or one GPU), with the --batch-tokens that
@@ -451,7 +457,7 @@ def _long_step(config: dict, job, step_s: float) -> str:
     fewer = job.batch_seqs // micro * job.shape.seq_len * 32  # 32 micro-batches, all replicas
     size = (f"{fewer >> 20}M" if fewer % (1 << 20) == 0 else f"{fewer >> 10}K" if fewer % 1024 == 0
             else f"{fewer:,}")
-    return (f"warning: a step is {micro:,} micro-batches per GPU ({step_s:.2f} s on {job.n_gpus} "
+    return (f"warning: a step is {micro:,} micro-batches per GPU ({_step_text(step_s)} on {job.n_gpus} "
             f"{job.gpu.name}, minutes on a CPU) and logs, evaluations and checkpoints come once a step: "
             f"--batch-tokens {size} gives 32")
 

@@ -242,6 +242,8 @@ def test_a_spike_on_one_rank_rolls_every_rank_back_together(two_ranks):
     assert [r["rollbacks"] for r in hit] == [1, 1]
     assert hit[0]["events"] == [["spike", 23], ["rollback", 20]]
     assert hit[0]["losses"] == clean[0]["losses"]
+    # said once, by rank 0, like every line of the run (sweep, session 13: each rank printed them)
+    assert [r["said"] for r in hit] == [["[spike]", "[rollback]"], []]
 
 
 @SLOW

@@ -101,7 +101,19 @@ def run(args: argparse.Namespace) -> int:
     end_distributed()  # every rank got here: leave the process group together
     if records and trainer.rank == 0:
         last = records[-1]
-        print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
+        more = ""
+        if cfg.train.stop_at and last["step"] == cfg.train.stop_at < cfg.train.steps:
+            more = (f" (train.stop_at={cfg.train.stop_at} of train.steps={cfg.train.steps}: the same command "
+                    "with a later train.stop_at, or without it, goes on)")
+        print(f"done: step {last['step']}, loss {last['loss']:.4f}{more}; run directory {trainer.run_dir}")
+    elif trainer.rank == 0 and cfg.train.steps == 0 and not trainer.resumed:  # what steps=0 is for
+        from pretrain.train import checkpoint as ck
+
+        source = " from model.init_from" if cfg.model.init_from else ""
+        saved = ck.step_dir(trainer.ckpt.root, 0)
+        print(f"done: train.steps=0: the model is built{source} and saved, untrained, as {saved} "
+              "(for `pretrain sample`, "
+              f"`eval` or `export`); raise train.steps to train it; run directory {trainer.run_dir}")
     elif trainer.rank == 0:  # a rerun of a finished run: say why nothing happened, in one line
         end = f"train.stop_at={cfg.train.stop_at}" if cfg.train.stop_at else f"train.steps={cfg.train.steps}"
         past = ""

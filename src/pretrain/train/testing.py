@@ -210,7 +210,10 @@ class CorruptOnRank:
 
 def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_rank: int) -> dict:
     """Worker: train with micro-batch `bad` corrupted on `bad_rank` only (-1: nowhere); the losses by
-    step (the surviving timeline) and the spike/rollback events this rank logged or saw."""
+    step (the surviving timeline), the spike/rollback events this rank logged or saw, and the event
+    lines it printed ("said")."""
+    import contextlib
+    import io
 
     import torch.distributed as dist
 
@@ -226,11 +229,14 @@ def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_ran
     inner = TextLoader(ids, cfg.model.seq_len, cfg.data.seed, dp_rank, dp)
     loader = CorruptOnRank(inner, bad, rank == bad_rank)
     t = Trainer(cfg, loader=loader, quiet=True)
-    t.fit()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        t.fit()
     dist.barrier()
     steps, events = read_metrics(Path(out) / "metrics.jsonl")
     return {"losses": {str(r["step"]): r["loss"] for r in steps}, "rollbacks": t.rollbacks,
-            "events": [[e["event"], e["step"]] for e in events if e["event"] in ("spike", "rollback")]}
+            "events": [[e["event"], e["step"]] for e in events if e["event"] in ("spike", "rollback")],
+            "said": [line.split(" step ")[0] for line in err.getvalue().splitlines() if line.startswith("[")]}
 
 
 def init_hashes(rank: int, out: str, text: str, overrides: list) -> dict:

@@ -41,8 +41,9 @@ def _clean(v):
 
 def significant(v, digits: int = 5):
     """Floats (in dicts and lists too) to `digits` significant digits, for events: a median of
-    5.123400000001 reads as 5.1234 in the record, the terminal and the report alike."""
-    if isinstance(v, float) and math.isfinite(v) and v:
+    5.123400000001 reads as 5.1234 in the record, the terminal and the report alike. Whole numbers
+    stay whole (an fp16 loss scale of 131072.0 is not 131070)."""
+    if isinstance(v, float) and math.isfinite(v) and not v.is_integer():
         return float(f"{v:.{digits}g}")
     if isinstance(v, dict):
         return {k: significant(x, digits) for k, x in v.items()}

@@ -109,6 +109,12 @@ def hms(seconds: float) -> str:
 
 # --- one run at a time in a run directory ------------------------------------------------------------
 
+def busy(run_dir: Path) -> str:
+    """The refusal when another run holds the run directory (hold_run_dir), the same on every rank."""
+    return (f"{run_dir}: another run is training into this directory now; wait for it to end (or stop it), "
+            "then run the command again")
+
+
 def hold_run_dir(run_dir: Path) -> int | None:
     """Lock the run directory for this run (rank 0), or refuse in one line if another run holds it.
     The same command started twice (a second terminal, a scheduler's retry while the first still
@@ -127,8 +133,7 @@ def hold_run_dir(run_dir: Path) -> int | None:
         os.close(fd)
         from pretrain.errors import UserError
 
-        raise UserError(f"{run_dir}: another run is training into this directory now; wait for it to "
-                        "end (or stop it), then run the command again") from None
+        raise UserError(busy(run_dir)) from None
     except OSError:  # a file system without locks (some network mounts): no lock, as before
         os.close(fd)
         return None

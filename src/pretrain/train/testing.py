@@ -173,6 +173,24 @@ def young_intervals(rank: int, out: str, text: str) -> dict:
     return {"kept": t.save_interval, "saved": [s for s, _, ok in ck.list_checkpoints(t.ckpt.root) if ok]}
 
 
+def busy_run_dir(rank: int, out: str, text: str, overrides: list) -> str:
+    """Worker: train into a run directory another run holds (rank 0 takes its lock first, as a run
+    already training there would); what each rank raised."""
+    from pretrain.errors import UserError
+    from pretrain.train.restarts import hold_run_dir, release_run_dir
+    from pretrain.train.trainer import Trainer
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    held = hold_run_dir(Path(out)) if rank == 0 else None  # flock: a second open file of it is refused
+    try:
+        Trainer(tiny_config(out, text, *overrides), quiet=True).fit()
+        return "trained"
+    except UserError as e:
+        return str(e)
+    finally:
+        release_run_dir(held)
+
+
 def calls(rank: int, todo: list) -> list:
     """Worker: other workers' calls, [(dotted path, args)], one after another in one spawn; the list
     of their results. Tests of one world size share a spawn this way: starting the processes and

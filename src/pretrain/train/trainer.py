@@ -55,6 +55,7 @@ from pretrain.train.restarts import (
     SAID,
     Interrupted,
     agreed_interval,
+    busy,
     catch_signals,
     describe,
     hold_run_dir,
@@ -570,7 +571,16 @@ class Trainer:
             # event file and a `resume` event the report showed as a restart at the last step)
             return []
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        lock = hold_run_dir(self.run_dir) if self.rank == 0 else None  # one run at a time writes here
+        lock, refused = None, False
+        if self.rank == 0:  # one run at a time writes here
+            try:
+                lock = hold_run_dir(self.run_dir)
+            except UserError:
+                refused = True
+        # every rank stops, with rank 0's line: the others went on into the run and stopped on the
+        # first collective with "another rank stopped mid-step ... rerun to resume" (sweep, session 13)
+        if on_any_rank(refused):
+            raise UserError(busy(self.run_dir))
         try:
             return self._fit(stop)
         finally:

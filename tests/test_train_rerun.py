@@ -581,6 +581,23 @@ def test_a_resume_from_train_stop_at_is_no_restart(tmp_path, text, capsys):
     assert _resumes(events, 6) == []
     crashed = [e for e in events if e["event"] != "stop_at"]
     assert _resumes(crashed, 6) == ["resumed once: at step 4"]
+    retried = [dict(e, attempts=2) if e["event"] == "resume" else e for e in events]  # the first failed
+    assert _resumes(retried, 6) == ["resumed once: at step 4 (2 attempts)"]
+
+
+def test_a_fresh_start_over_a_storage_folder_with_checkpoints_is_refused(tmp_path, text):
+    """checkpoint.storage a folder, train.resume=false: only RUN/checkpoints is moved aside, so the new
+    run saved beside the earlier run's checkpoints (its step 2 beside their step 4) and the next rerun
+    resumed the earlier run. Refused in one line before anything moves, as object storage was."""
+    run, store = tmp_path / "run", tmp_path / "store"
+    over = ("checkpoint.every=2", f"checkpoint.storage={store}")
+    Trainer(tiny_config(run, text, "train.steps=4", *over), quiet=True).fit()
+    fresh = Trainer(tiny_config(run, text, "train.steps=2", "train.resume=false", *over), quiet=True)
+    with pytest.raises(UserError, match=rf"^{store} holds checkpoints of an earlier run \(newest: step 4\) "
+                                        r"and this one starts fresh \(train.resume=false\)"):
+        fresh.fit()
+    assert not (run / "previous-1").exists()
+    assert [s for s, _, ok in ck.list_checkpoints(store) if ok] == [2, 4]
 
 
 def test_a_bad_layout_is_refused_before_the_process_group(tmp_path, text, monkeypatch):

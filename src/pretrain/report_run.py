@@ -344,11 +344,14 @@ def _complete_saves(events: list[dict]) -> list[int]:
 def _resumes(events: list[dict], target: int | None) -> list[str]:
     """Restarts ('resume' events): each one replayed the steps after its checkpoint. A rerun of a
     finished run also logs one, at the target, and trains nothing ("nothing to do"): not a restart;
-    nor is one from where train.stop_at stopped the run as planned (its `stop_at` event)."""
-    extended = _extended_at(events) | {e.get("step") for e in events if e.get("event") == "stop_at"}
+    nor is one from where train.stop_at stopped the run as planned (its `stop_at` event), unless it
+    went back past damaged checkpoints or took more than one attempt (then something failed)."""
+    extended = _extended_at(events)
+    stopped = {e.get("step") for e in events if e.get("event") == "stop_at"}
     at = [str(e.get("step")) + _attempts(e) for e in events if e.get("event") == "resume"
           and not (target and isinstance(e.get("step"), int) and e["step"] >= target)
-          and e.get("step") not in extended]
+          and e.get("step") not in extended
+          and not (e.get("step") in stopped and not e.get("passed_over") and e.get("attempts", 1) == 1)]
     if not at:
         return []
     times = "once" if len(at) == 1 else f"{len(at)} times"

@@ -45,7 +45,7 @@ status 130. Step lines show step/total, elapsed time and ETA. The echo of change
 summary and the step lines go to stderr; stdout gets only the last line ("done: ..."), so
 `pretrain train ... | head` does not cut the run short (`2>&1 | tee train.log` keeps it all).
 A persistent loss spike (loss > f x median of the last w steps) rolls the run back and skips the
-batches around it.
+batches around it; one past stability.max_rollbacks (5) stops the run, in a line saying how to go on.
 Continued pretraining from a Hugging Face folder (Llama/SmolLM, Mistral, Qwen2/2.5, Qwen3 or GPT-2;
 shape, weights and tokenizer from it): --set model.init_from=DIR, or recipes/continue-hf.toml
 (docs/training.md).

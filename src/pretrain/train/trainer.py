@@ -548,13 +548,20 @@ class Trainer:
         found = ck.latest_complete(self.run_dir / "checkpoints")
         return found[0] if found else None
 
-    def _refuse_remote_history(self) -> None:
-        """Object storage cannot be moved aside like RUN/checkpoints: a fresh start over an earlier
-        run's remote checkpoints would mix two runs, so it stops with one line instead."""
-        root = self.ckpt.root
-        if isinstance(root, ck.RemotePath) and ck.latest_complete(root) is not None:
-            raise UserError(f"{root} holds checkpoints of an earlier run and this one starts fresh "
-                            "(train.resume=false): point checkpoint.storage elsewhere or delete them")
+    def _refuse_kept_history(self) -> None:
+        """Only RUN/checkpoints is moved aside (to RUN/previous-N) by a fresh start. Checkpoints kept
+        elsewhere (checkpoint.storage: object storage, or a folder) stay where they are: a fresh start
+        over an earlier run's would mix two runs (a local folder did until session 13: the new run's
+        step 6 beside the old run's step 12, which the next rerun resumed), so it stops with one line
+        instead, before anything is moved."""
+        root, own = self.ckpt.root, self.run_dir / "checkpoints"
+        if not isinstance(root, ck.RemotePath) and Path(root).resolve() == own.resolve():
+            return
+        found = ck.latest_complete(root)
+        if found is not None:
+            raise UserError(f"{root} holds checkpoints of an earlier run (newest: step {found[0]}) and this "
+                            "one starts fresh (train.resume=false): point checkpoint.storage elsewhere or "
+                            "delete them, or run without train.resume=false to resume that run")
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -588,8 +595,8 @@ class Trainer:
 
     def _fit(self, stop: int) -> list[dict]:
         if not self.resumed:
+            self._refuse_kept_history()  # before the record is moved: a refusal changes nothing
             set_aside_history(self.run_dir, self.rank, None if self.cfg.train.resume else self._newest())
-            self._refuse_remote_history()
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.metrics = record.open_record(self)
         records = []

@@ -536,11 +536,14 @@ def test_resume_false_over_checkpoints_says_where_they_went_and_how_to_go_on(fin
     recipe.write_text(cfgmod.dumps(tiny_config(run, text, "train.steps=2", "checkpoint.every=10")))
     assert main(["train", str(recipe), "--quiet", "--set=train.resume=false"]) == 0
     err = capsys.readouterr().err
-    assert (f"train.resume=false: starting fresh; {run} held an earlier run (newest checkpoint: step 10), "
-            f"its record moved to {run / 'previous-1'}. To continue that run instead: stop this one, move "
-            f"{run / 'previous-1'}'s contents back into {run} and run without train.resume=false") in err, err
-    assert ck.latest_complete(run / "previous-1" / "checkpoints")[0] == 10
+    assert (f"{run} held an earlier run (newest checkpoint: step 10), not resumed (train.resume=false): "
+            f"its record moved to {run / 'previous-1'}. To continue that run instead: stop this one and "
+            f"train with --set train.out={run / 'previous-1'} (without train.resume=false): it resumes there "
+            "from step 10") in err, err
     assert ck.latest_complete(run / "checkpoints")[0] == 2
+    again = Trainer(tiny_config(run / "previous-1", text, "train.steps=12", "checkpoint.every=10"),
+                    quiet=True)
+    assert again.resumed and again.step == 10  # as said
 
 
 def test_steps_zero_says_the_model_was_saved_untrained(tmp_path, text, capsys):
@@ -592,10 +595,9 @@ def test_a_fresh_start_over_a_storage_folder_with_checkpoints_is_refused(tmp_pat
     run, store = tmp_path / "run", tmp_path / "store"
     over = ("checkpoint.every=2", f"checkpoint.storage={store}")
     Trainer(tiny_config(run, text, "train.steps=4", *over), quiet=True).fit()
-    fresh = Trainer(tiny_config(run, text, "train.steps=2", "train.resume=false", *over), quiet=True)
     with pytest.raises(UserError, match=rf"^{store} holds checkpoints of an earlier run \(newest: step 4\) "
                                         r"and this one starts fresh \(train.resume=false\)"):
-        fresh.fit()
+        Trainer(tiny_config(run, text, "train.steps=2", "train.resume=false", *over), quiet=True)
     assert not (run / "previous-1").exists()
     assert [s for s, _, ok in ck.list_checkpoints(store) if ok] == [2, 4]
 

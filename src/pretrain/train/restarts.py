@@ -63,10 +63,10 @@ def set_aside_history(run_dir: Path, rank: int, not_resumed: int | None = None) 
                 line = f"{run_dir} held an earlier run with no checkpoint to resume: moved its record to "
                 line += str(dest)
             else:
-                line = (f"train.resume=false: starting fresh; {run_dir} held an earlier run (newest "
-                        f"checkpoint: step {not_resumed}), its record moved to {dest}. To continue that run "
-                        f"instead: stop this one, move {dest}'s contents back into {run_dir} and run without "
-                        "train.resume=false")
+                line = (f"{run_dir} held an earlier run (newest checkpoint: step {not_resumed}), not resumed "
+                        f"(train.resume=false): its record moved to {dest}. To continue that run "
+                        f"instead: stop this one and train with --set train.out={dest} (without "
+                        f"train.resume=false): it resumes there from step {not_resumed}")
             print(line, file=sys.stderr, flush=True)
     if dist.is_initialized():
         dist.barrier()  # the old checkpoints are gone before any rank saves a new one

@@ -180,6 +180,7 @@ class Trainer:
             if self.rank == 0:  # even with --quiet: a user resuming must know the run did not start over
                 print(self._resume_line(found[1]), file=sys.stderr, flush=True)
         else:
+            self._refuse_kept_history()  # before "starting fresh" is said, and before fit() moves anything
             self._say("no checkpoint: starting fresh" if cfg.train.resume
                       else "train.resume=false: starting fresh")
 
@@ -595,7 +596,6 @@ class Trainer:
 
     def _fit(self, stop: int) -> list[dict]:
         if not self.resumed:
-            self._refuse_kept_history()  # before the record is moved: a refusal changes nothing
             set_aside_history(self.run_dir, self.rank, None if self.cfg.train.resume else self._newest())
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.metrics = record.open_record(self)

@@ -484,9 +484,8 @@ class Trainer:
         n = f"{self.rollbacks} rollback{'s' if self.rollbacks != 1 else ''}"
         raise UserError(f"stability.max_rollbacks={s.max_rollbacks} reached: a persistent loss spike from "
                         f"step {first_step} after {n}; the run stops here, nothing saved (rerunning resumes "
-                        f"from {where}). Lower "
-                        "optim.lr (with --set train.allow_changes=true) or raise stability.max_rollbacks, "
-                        "or set stability.rollback=false to train through spikes")
+                        f"from {where}). Lower optim.lr (with --set train.allow_changes=true) or raise "
+                        "stability.max_rollbacks, or set stability.rollback=false to train through spikes")
 
     # --- callbacks --------------------------------------------------------------------------
 

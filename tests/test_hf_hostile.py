@@ -247,3 +247,32 @@ def test_a_tokenizer_file_of_a_gigabyte_is_refused_unread(folder, tmp_path):
         f.truncate(2**30)  # no block on disk
     with pytest.raises(UserError, match="tokenizer.json: 1,073,741,824 bytes, over the"):
         load_model(bad)
+
+
+def test_init_from_a_folder_without_tokenizer_json(folder, tmp_path, text):
+    """A weights-only folder with text data and no data.tokenizer: the text read as bytes trained a
+    model of another vocabulary on ids it never saw, in silence (every byte id fits a larger
+    vocabulary). Refused in one line, unless the folder's vocabulary is the byte vocabulary (then
+    the bytes are its ids); data.tokenizer names the tokenizer when the folder lacks it."""
+    from pretrain import config as cfgmod
+    from pretrain.train.config import RunConfig
+    from pretrain.train.trainer import Trainer
+
+    def cfg(model: Path, *extra: str):
+        return cfgmod.load(RunConfig, None, [f"model.init_from={model}", f"train.out={tmp_path / model.name}",
+                                            f"data.path={text}", "train.steps=1", "precision.dtype=fp32",
+                                            "log.tensorboard=false", "train.threads=1", *extra])
+
+    byte_level = _copy(folder, tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (byte_level / name).unlink(missing_ok=True)
+    assert [r["step"] for r in Trainer(cfg(byte_level), quiet=True).fit()] == [1]
+    torch.manual_seed(0)
+    other = tmp_path / "v300"
+    wider = transformers.LlamaConfig(**{**SHAPE, "vocab_size": 300})
+    transformers.LlamaForCausalLM(wider).save_pretrained(other)
+    with pytest.raises(UserError, match=rf"^{other}: no tokenizer\.json, and its vocabulary \(300 tokens\) "
+                                        r"is not the byte vocabulary \(257\): .* --set data\.tokenizer=PATH"):
+        Trainer(cfg(other), quiet=True)
+    named = Trainer(cfg(other, f"data.tokenizer={folder / 'tokenizer.json'}"), quiet=True)
+    assert named.shape.vocab_size == 300 and named.cfg.data.tokenizer == str(folder / "tokenizer.json")

@@ -108,6 +108,9 @@ def two_ranks(tmp_path_factory, text) -> dict:
                       [None, None, str(ck.step_dir(tmp / "pp" / "checkpoints", 4) / "__1_0.distcp")]),
         "spike_hit": (T + "spike_run", str(tmp / "hit"), t, SPIKE, 22, 1),
         "spike_clean": (T + "spike_run", str(tmp / "clean"), t, [*SPIKE, "data.skip=[[22, 22]]"], 22, -1),
+        # last: before the fix rank 1 went on alone into collectives (parallel.timeout_s bounds it)
+        "busy": (T + "busy_run_dir", str(tmp / "busy"), t,
+                 ["parallel.dp_replicate=2", "parallel.timeout_s=20"]),
     }
     ranks = run_distributed(T + "calls", 2, [[fn, list(args)] for fn, *args in todo.values()], timeout=600)
     return {"tmp": tmp, **{name: [r[i] for r in ranks] for i, name in enumerate(todo)}}
@@ -242,6 +245,18 @@ def test_a_spike_on_one_rank_rolls_every_rank_back_together(two_ranks):
     assert [r["rollbacks"] for r in hit] == [1, 1]
     assert hit[0]["events"] == [["spike", 23], ["rollback", 20]]
     assert hit[0]["losses"] == clean[0]["losses"]
+    # said once, by rank 0, like every line of the run (sweep, session 13: each rank printed them)
+    assert [r["said"] for r in hit] == [["[spike]", "[rollback]"], []]
+
+
+def test_a_run_directory_held_by_another_run_stops_every_rank_with_its_line(two_ranks):
+    """Only rank 0 takes the run directory's lock: when another run held it, rank 0 refused and rank 1
+    trained on into a collective, then said "another rank stopped mid-step ... rerun the same command
+    to resume", which would train into the held directory. Every rank now raises rank 0's line."""
+    from pretrain.train.restarts import busy
+
+    line = busy(two_ranks["tmp"] / "busy")
+    assert two_ranks["busy"] == [line, line]
 
 
 @SLOW

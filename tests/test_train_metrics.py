@@ -38,3 +38,14 @@ def test_rollback_purges_even_when_the_writer_counter_gains_a_digit(tmp_path):
     acc.Reload()
     got = [(e.step, e.value) for e in acc.Scalars("train/loss")]
     assert got == [(1, 1.0), (2, 2.0), (3, 13.0), (4, 14.0), (5, 15.0)]
+
+
+def test_event_values_are_kept_to_five_significant_digits():
+    """What events record and the terminal and report say: 5 significant digits (the trainer wrote
+    `median=5.4321987654321`); whole numbers (an fp16 loss scale) and non-finite values as they are."""
+    from pretrain.train.metrics import significant
+
+    got = significant({"median": 5.4321987654321, "skip": [1, 2], "tiny": [1.23456789e-7],
+                       "scale": 131072.0, "bad": float("inf"), "name": "x"})
+    assert got == {"median": 5.4322, "skip": [1, 2], "tiny": [1.2346e-7], "scale": 131072.0,
+                   "bad": float("inf"), "name": "x"}

@@ -523,3 +523,102 @@ def test_the_checkpoint_lines_on_the_terminal_are_words_matching_the_record(tmp_
     # and the step lines' tokens per second with a thousands separator, as the demo and the report
     rates = [f"tok/s {r['tokens_per_s']:,.0f}  " for r in read_metrics(run / "metrics.jsonl")[0]]
     assert all(rate in err for rate in rates), err
+
+
+def test_resume_false_over_checkpoints_says_where_they_went_and_how_to_go_on(finished, tmp_path, text,
+                                                                              capsys):
+    """`train.resume=false` into a run with checkpoints: the line said "held an earlier run with no
+    checkpoint to resume", which was false, and not how to continue that run instead."""
+    from pretrain.cli import main
+
+    run, _ = _copy(finished, tmp_path)
+    recipe = tmp_path / "run.toml"
+    recipe.write_text(cfgmod.dumps(tiny_config(run, text, "train.steps=2", "checkpoint.every=10")))
+    assert main(["train", str(recipe), "--quiet", "--set=train.resume=false"]) == 0
+    err = capsys.readouterr().err
+    assert (f"{run} held an earlier run (newest checkpoint: step 10), not resumed (train.resume=false): "
+            f"its record moved to {run / 'previous-1'}. To continue that run instead: stop this one and "
+            f"train with --set train.out={run / 'previous-1'} (without train.resume=false): it resumes there "
+            "from step 10") in err, err
+    assert ck.latest_complete(run / "checkpoints")[0] == 2
+    again = Trainer(tiny_config(run / "previous-1", text, "train.steps=12", "checkpoint.every=10"),
+                    quiet=True)
+    assert again.resumed and again.step == 10  # as said
+
+
+def test_steps_zero_says_the_model_was_saved_untrained(tmp_path, text, capsys):
+    """`train.steps=0` builds the model and saves it (docs: for sample, eval, export); it said
+    "nothing to do: the run is already at step 0", as if nothing had been written."""
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    recipe = tmp_path / "run.toml"
+    recipe.write_text(cfgmod.dumps(tiny_config(run, text, "train.steps=0")))
+    assert main(["train", str(recipe), "--quiet"]) == 0
+    saved = ck.latest_complete(run / "checkpoints")
+    assert saved[0] == 0
+    assert (f"done: train.steps=0: the model is built and saved, untrained, as {saved[1]} (for `pretrain "
+            f"sample`, `eval` or `export`); raise train.steps to train it; run directory {run}"
+            in capsys.readouterr().out)
+
+
+def test_a_resume_from_train_stop_at_is_no_restart(tmp_path, text, capsys):
+    """A run split with train.stop_at, then continued: the report counted the planned resume as a
+    restart ("resumed once: at step 4"), as it would a crash. The stop writes a `stop_at` event, which
+    the report reads; without it the same resume is a restart."""
+    from pretrain.cli import main
+    from pretrain.report_run import _resumes
+    from pretrain.train.metrics import read_metrics
+
+    run = tmp_path / "run"
+    recipe = tmp_path / "run.toml"
+    recipe.write_text(cfgmod.dumps(tiny_config(run, text, "train.steps=6", "checkpoint.every=2")))
+    assert main(["train", str(recipe), "--quiet", "--set=train.stop_at=4"]) == 0
+    assert ("done: step 4, loss " in (out := capsys.readouterr().out)
+            and "(train.stop_at=4 of train.steps=6: the same command with a later train.stop_at, or without "
+                "it, goes on)" in out), out
+    assert main(["train", str(recipe), "--quiet"]) == 0
+    _, events = read_metrics(run / "metrics.jsonl")
+    assert [(e["event"], e["step"]) for e in events if e["event"] in ("stop_at", "resume")] == [
+        ("stop_at", 4), ("resume", 4)]
+    assert _resumes(events, 6) == []
+    crashed = [e for e in events if e["event"] != "stop_at"]
+    assert _resumes(crashed, 6) == ["resumed once: at step 4"]
+    retried = [dict(e, attempts=2) if e["event"] == "resume" else e for e in events]  # the first failed
+    assert _resumes(retried, 6) == ["resumed once: at step 4 (2 attempts)"]
+
+
+def test_a_fresh_start_over_a_storage_folder_with_checkpoints_is_refused(tmp_path, text):
+    """checkpoint.storage a folder, train.resume=false: only RUN/checkpoints is moved aside, so the new
+    run saved beside the earlier run's checkpoints (its step 2 beside their step 4) and the next rerun
+    resumed the earlier run. Refused in one line before anything moves, as object storage was."""
+    run, store = tmp_path / "run", tmp_path / "store"
+    over = ("checkpoint.every=2", f"checkpoint.storage={store}")
+    Trainer(tiny_config(run, text, "train.steps=4", *over), quiet=True).fit()
+    with pytest.raises(UserError, match=rf"^{store} holds checkpoints of an earlier run \(newest: step 4\) "
+                                        r"and this one starts fresh \(train.resume=false\)"):
+        Trainer(tiny_config(run, text, "train.steps=2", "train.resume=false", *over), quiet=True)
+    assert not (run / "previous-1").exists()
+    assert [s for s, _, ok in ck.list_checkpoints(store) if ok] == [2, 4]
+
+
+def test_a_bad_layout_is_refused_before_the_process_group(tmp_path, text, monkeypatch):
+    """Config checks run before the rendezvous: a layout that does not fit torchrun's world size was
+    refused only after every rank had joined the process group (a rank of another node not started
+    yet kept the others waiting up to parallel.timeout_s for a config every rank refuses)."""
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:  # a port nobody listens on: the rendezvous could only wait
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    cfg = tiny_config(tmp_path / "run", text, "parallel.dp_shard=3", "parallel.timeout_s=3")
+    with pytest.raises(UserError, match=r"= 3, but the world size is 2"):
+        Trainer(cfg, quiet=True)
+    assert not dist.is_initialized()

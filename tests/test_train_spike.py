@@ -63,6 +63,9 @@ def test_spike_is_rolled_back_and_skipped(tmp_path):
     rollbacks = [e for e in events if e["event"] == "rollback"]
     assert [e["step"] for e in spikes] == [BAD + 1]  # step 23 trains on micro-batch 22
     assert spikes[0]["loss"] > 1.5 * spikes[0]["median"]
+    # kept to 5 significant digits (the step lines keep the loss whole); the report says them so too
+    for k in ("loss", "median"):
+        assert len(repr(spikes[0][k]).replace(".", "").lstrip("0")) <= 5, spikes[0]
     assert len(rollbacks) == 1
     assert rollbacks[0]["to_step"] == 20 and rollbacks[0]["skip_batches"] == [BAD, BAD]
     after = {r["step"]: r["loss"] for r in steps}
@@ -178,3 +181,32 @@ def test_a_rollback_passes_over_a_damaged_checkpoint_and_says_so(tmp_path):
     clean = _trainer(tmp_path / "b", text, f"data.skip=[[{BAD}, {BAD}]]").fit()
     clean = {r["step"]: r["loss"] for r in clean}
     assert after == clean
+
+
+def test_max_rollbacks_reached_stops_the_run_and_a_resume_may_raise_it(tmp_path):
+    """stability.max_rollbacks=0: the first persistent spike stops the run in one line naming the key
+    and where a rerun resumes, with a `rollback_limit` event the report reads as the reason (it said
+    "killed, interrupted or still running"); the same run resumed with max_rollbacks=1 (a setting of
+    how it runs, not refused as another recipe) rolls back once and ends as a run that never saw the
+    batch."""
+    from pretrain.report_run import _stopped_early, _what
+
+    text = fallback_text(tmp_path / "topics.txt")
+    a = _trainer(tmp_path / "a", text, "stability.max_rollbacks=0")
+    with pytest.raises(UserError, match=r"stability\.max_rollbacks=0 reached: a persistent loss spike from "
+                                        r"step 23 after 0 rollbacks; .*resumes from the newest checkpoint, "
+                                        r"step 20\)"):
+        a.fit()
+    steps, events = read_metrics(tmp_path / "a" / "metrics.jsonl")
+    limit = [e for e in events if e["event"] == "rollback_limit"]
+    assert [(e["step"], e["first_flagged"], e["rollbacks"]) for e in limit] == [(BAD + 1, BAD + 1, 0)]
+    assert steps[-1]["step"] == BAD and not [e for e in events if e["event"] == "rollback"]
+    assert "stopped by stability.max_rollbacks=0" in _stopped_early(BAD, 40, events)[0]
+    assert "stability.max_rollbacks reached" in _what(limit[0])
+    b = _trainer(tmp_path / "a", text, "stability.max_rollbacks=1")
+    assert b.resumed and b.step == 20 and not b.changes
+    after = {r["step"]: r["loss"] for r in b.fit()}
+    assert b.rollbacks == 1
+    clean = _trainer(tmp_path / "c", text, f"data.skip=[[{BAD}, {BAD}]]").fit()
+    clean = {r["step"]: r["loss"] for r in clean}
+    assert after == {s: clean[s] for s in range(21, 41)}

@@ -25,7 +25,8 @@ from pretrain.report import (
 )
 from pretrain.train.metrics import read_metrics as read_run_metrics
 
-MARKED = ("spike", "rollback", "skip", "rollback_unavailable")  # events drawn on the loss curve
+# events drawn on the loss curve
+MARKED = ("spike", "rollback", "skip", "rollback_unavailable", "rollback_limit")
 # the metrics `pretrain eval` prints (lm-evaluation-harness's names); nll, tokens, bytes stay in the JSON
 TASKS_DRAWN = 10  # lines per in-loop panel: a run's metrics.jsonl may name any number of tasks
 HEADLINE_METRICS = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_byte", "memorized")
@@ -213,7 +214,8 @@ _EVENT_KEYS = {
     "path": "to", "async": "written in the background", "loss": "loss", "median": "recent median loss",
     "reason": "why", "loss_scale": "loss scale", "from_step": "from step", "to_step": "back to step",
     "skip_batches": "batches skipped", "attempts": "attempt", "damaged_step": "damaged step",
-    "file": "file", "changes": "changed", "signal": "signal",
+    "file": "file", "changes": "changed", "signal": "signal", "first_flagged": "spike from step",
+    "rollbacks": "rollbacks so far", "max_rollbacks": "stability.max_rollbacks", "steps": "train.steps",
 }
 
 
@@ -231,7 +233,7 @@ def _detail(fields: dict, limit: int = 400) -> str:
         if isinstance(v, bool):
             return "yes" if v else "no"
         if isinstance(v, float):
-            return f"{v:.4g}"
+            return f"{v:.5g}"  # as the trainer rounds event values (metrics.significant)
         return str(v)
     text = "; ".join(f"{_EVENT_KEYS.get(k, k)}: {say(v)}" for k, v in fields.items())
     return text if len(text) <= limit else text[:limit - 1] + "…"
@@ -320,9 +322,13 @@ def _stopped_early(step: int, target: int | None, events: list[dict]) -> list[st
     if not target or step >= target:
         return []
     saved = _complete_saves(events)
+    why = "killed, interrupted or still running"
+    limit = [e for e in events if e.get("event") == "rollback_limit" and e.get("step") == step + 1]
+    if limit:  # the trainer's own stop: said as such, not as a kill
+        why = f"stopped by stability.max_rollbacks={limit[-1].get('max_rollbacks')}: the loss kept spiking"
     then = (f"newest checkpoint: step {max(saved)}, the same command resumes from it" if saved
             else "no checkpoint yet: the same command starts it over")
-    return [f"stopped at step {step} of {target} (killed, interrupted or still running); {then}"]
+    return [f"stopped at step {step} of {target} ({why}); {then}"]
 
 
 def _complete_saves(events: list[dict]) -> list[int]:
@@ -337,11 +343,15 @@ def _complete_saves(events: list[dict]) -> list[int]:
 
 def _resumes(events: list[dict], target: int | None) -> list[str]:
     """Restarts ('resume' events): each one replayed the steps after its checkpoint. A rerun of a
-    finished run also logs one, at the target, and trains nothing ("nothing to do"): not a restart."""
+    finished run also logs one, at the target, and trains nothing ("nothing to do"): not a restart;
+    nor is one from where train.stop_at stopped the run as planned (its `stop_at` event), unless it
+    went back past damaged checkpoints or took more than one attempt (then something failed)."""
     extended = _extended_at(events)
+    stopped = {e.get("step") for e in events if e.get("event") == "stop_at"}
     at = [str(e.get("step")) + _attempts(e) for e in events if e.get("event") == "resume"
           and not (target and isinstance(e.get("step"), int) and e["step"] >= target)
-          and e.get("step") not in extended]
+          and e.get("step") not in extended
+          and not (e.get("step") in stopped and not e.get("passed_over") and e.get("attempts", 1) == 1)]
     if not at:
         return []
     times = "once" if len(at) == 1 else f"{len(at)} times"
@@ -425,6 +435,9 @@ def _what(e: dict) -> str:
                 f"skipping batches {e.get('skip_batches')}"
                 + (f" (step{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} damaged: "
                    "passed over)" if skipped else ""))
+    if e["event"] == "rollback_limit":
+        return (f"a persistent spike at step {e.get('step')} after {e.get('rollbacks')} rollbacks: "
+                f"stability.max_rollbacks reached, the run stopped")
     return f"{e['event']} at step {e.get('step')}" + (f" (loss {e['loss']:.3f})" if "loss" in e else "")
 
 

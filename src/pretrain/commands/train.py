@@ -45,7 +45,7 @@ status 130. Step lines show step/total, elapsed time and ETA. The echo of change
 summary and the step lines go to stderr; stdout gets only the last line ("done: ..."), so
 `pretrain train ... | head` does not cut the run short (`2>&1 | tee train.log` keeps it all).
 A persistent loss spike (loss > f x median of the last w steps) rolls the run back and skips the
-batches around it.
+batches around it; one past stability.max_rollbacks (5) stops the run, in a line saying how to go on.
 Continued pretraining from a Hugging Face folder (Llama/SmolLM, Mistral, Qwen2/2.5, Qwen3 or GPT-2;
 shape, weights and tokenizer from it): --set model.init_from=DIR, or recipes/continue-hf.toml
 (docs/training.md).
@@ -101,7 +101,19 @@ def run(args: argparse.Namespace) -> int:
     end_distributed()  # every rank got here: leave the process group together
     if records and trainer.rank == 0:
         last = records[-1]
-        print(f"done: step {last['step']}, loss {last['loss']:.4f}; run directory {trainer.run_dir}")
+        more = ""
+        if cfg.train.stop_at and last["step"] == cfg.train.stop_at < cfg.train.steps:
+            more = (f" (train.stop_at={cfg.train.stop_at} of train.steps={cfg.train.steps}: the same command "
+                    "with a later train.stop_at, or without it, goes on)")
+        print(f"done: step {last['step']}, loss {last['loss']:.4f}{more}; run directory {trainer.run_dir}")
+    elif trainer.rank == 0 and cfg.train.steps == 0 and not trainer.resumed:  # what steps=0 is for
+        from pretrain.train import checkpoint as ck
+
+        source = " from model.init_from" if cfg.model.init_from else ""
+        saved = ck.step_dir(trainer.ckpt.root, 0)
+        print(f"done: train.steps=0: the model is built{source} and saved, untrained, as {saved} "
+              "(for `pretrain sample`, "
+              f"`eval` or `export`); raise train.steps to train it; run directory {trainer.run_dir}")
     elif trainer.rank == 0:  # a rerun of a finished run: say why nothing happened, in one line
         end = f"train.stop_at={cfg.train.stop_at}" if cfg.train.stop_at else f"train.steps={cfg.train.steps}"
         past = ""

@@ -490,6 +490,22 @@ def apply_init_from(cfg):
     return dataclasses.replace(cfg, model=model, data=data)
 
 
+def check_text_tokenizer(cfg) -> None:
+    """A weights-only folder (no tokenizer.json) with text data and no data.tokenizer: the text would
+    be read as bytes (ids 0-256) by a model trained on another tokenizer's ids, and train on in
+    silence (every id fits its larger vocabulary). Refused, unless the folder's vocabulary is the
+    byte vocabulary itself (a byte-level model, as this trainer makes)."""
+    from pretrain.train.data import BYTE_VOCAB
+
+    m, data = cfg.model, cfg.data
+    if not m.init_from or data.kind != "text" or data.tokenizer or m.vocab_size == BYTE_VOCAB:
+        return
+    raise UserError(f"{m.init_from}: no tokenizer.json, and its vocabulary ({m.vocab_size:,} tokens) is not "
+                    f"the byte vocabulary ({BYTE_VOCAB}): data.path would be read as bytes, ids this model "
+                    "was not trained on. Put the model's tokenizer.json in the folder, or --set "
+                    "data.tokenizer=PATH (or use token shards made with its tokenizer: data.kind=\"tokens\")")
+
+
 def _check_token_dirs(data, tok_path: Path) -> None:
     """Token shards made with another tokenizer than the checkpoint's would train on wrong ids
     without any error: refuse them (the fingerprint is the one `pretrain tokenize` records)."""

@@ -40,6 +40,19 @@ def _clean(v):
     return v
 
 
+def significant(v, digits: int = 5):
+    """Floats (in dicts and lists too) to `digits` significant digits, for events: a median of
+    5.123400000001 reads as 5.1234 in the record, the terminal and the report alike. Whole numbers
+    stay whole (an fp16 loss scale of 131072.0 is not 131070)."""
+    if isinstance(v, float) and math.isfinite(v) and not v.is_integer():
+        return float(f"{v:.{digits}g}")
+    if isinstance(v, dict):
+        return {k: significant(x, digits) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [significant(x, digits) for x in v]
+    return v
+
+
 class Metrics:
     """Appends step records and events; only rank 0 writes.
 

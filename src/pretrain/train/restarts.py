@@ -44,9 +44,11 @@ def _has_content(path: Path) -> bool:
     return path.is_file() and path.stat().st_size > 0
 
 
-def set_aside_history(run_dir: Path, rank: int) -> None:
+def set_aside_history(run_dir: Path, rank: int, not_resumed: int | None = None) -> None:
     """A fresh start in a run dir that has a record: move that record to RUN/previous-N/ (one line
-    says so) rather than appending a second history to it or mixing two runs' checkpoints."""
+    says so) rather than appending a second history to it or mixing two runs' checkpoints.
+    `not_resumed`: the newest checkpoint's step when train.resume=false passed it over; the line
+    then says so and how to go on with that run (it said "no checkpoint to resume", sweep session 13)."""
     if rank == 0:  # one rank looks and moves: two ranks looking could disagree
         old = [run_dir / n for n in RECORD if _has_content(run_dir / n)]
         if old:
@@ -57,8 +59,15 @@ def set_aside_history(run_dir: Path, rank: int) -> None:
             dest.mkdir()
             for path in old:
                 shutil.move(str(path), str(dest / path.name))
-            print(f"{run_dir} held an earlier run with no checkpoint to resume: moved its record to {dest}",
-                  file=sys.stderr, flush=True)
+            if not_resumed is None:
+                line = f"{run_dir} held an earlier run with no checkpoint to resume: moved its record to "
+                line += str(dest)
+            else:
+                line = (f"{run_dir} held an earlier run (newest checkpoint: step {not_resumed}), not resumed "
+                        f"(train.resume=false): its record moved to {dest}. To continue that run "
+                        f"instead: stop this one and train with --set train.out={dest} (without "
+                        f"train.resume=false): it resumes there from step {not_resumed}")
+            print(line, file=sys.stderr, flush=True)
     if dist.is_initialized():
         dist.barrier()  # the old checkpoints are gone before any rank saves a new one
 
@@ -100,6 +109,12 @@ def hms(seconds: float) -> str:
 
 # --- one run at a time in a run directory ------------------------------------------------------------
 
+def busy(run_dir: Path) -> str:
+    """The refusal when another run holds the run directory (hold_run_dir), the same on every rank."""
+    return (f"{run_dir}: another run is training into this directory now; wait for it to end (or stop it), "
+            "then run the command again")
+
+
 def hold_run_dir(run_dir: Path) -> int | None:
     """Lock the run directory for this run (rank 0), or refuse in one line if another run holds it.
     The same command started twice (a second terminal, a scheduler's retry while the first still
@@ -118,8 +133,7 @@ def hold_run_dir(run_dir: Path) -> int | None:
         os.close(fd)
         from pretrain.errors import UserError
 
-        raise UserError(f"{run_dir}: another run is training into this directory now; wait for it to "
-                        "end (or stop it), then run the command again") from None
+        raise UserError(busy(run_dir)) from None
     except OSError:  # a file system without locks (some network mounts): no lock, as before
         os.close(fd)
         return None
@@ -150,6 +164,8 @@ def agreed_interval(steps: int) -> int:
 # layout change (parallel.*) reshards; what it does to the data is kept in the global batch below.
 OPERATIONAL = ("train.out", "train.resume", "train.stop_at", "train.threads", "train.device",
                "train.keep_freed_memory", "train.deterministic", "train.allow_changes", "log.", "checkpoint.",
+               # how many rollbacks before the run stops: raised on a resume after it stopped there
+               "stability.max_rollbacks",
                "parallel.", "model.init_from", "model.preset", "data.skip", "data.batch_size",
                "train.grad_accum", "train.loss_chunks",
                # paths: the loaders check what they point at (the fingerprint of the text's tokens, so

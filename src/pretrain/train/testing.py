@@ -173,6 +173,24 @@ def young_intervals(rank: int, out: str, text: str) -> dict:
     return {"kept": t.save_interval, "saved": [s for s, _, ok in ck.list_checkpoints(t.ckpt.root) if ok]}
 
 
+def busy_run_dir(rank: int, out: str, text: str, overrides: list) -> str:
+    """Worker: train into a run directory another run holds (rank 0 takes its lock first, as a run
+    already training there would); what each rank raised."""
+    from pretrain.errors import UserError
+    from pretrain.train.restarts import hold_run_dir, release_run_dir
+    from pretrain.train.trainer import Trainer
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    held = hold_run_dir(Path(out)) if rank == 0 else None  # flock: a second open file of it is refused
+    try:
+        Trainer(tiny_config(out, text, *overrides), quiet=True).fit()
+        return "trained"
+    except UserError as e:
+        return str(e)
+    finally:
+        release_run_dir(held)
+
+
 def calls(rank: int, todo: list) -> list:
     """Worker: other workers' calls, [(dotted path, args)], one after another in one spawn; the list
     of their results. Tests of one world size share a spawn this way: starting the processes and
@@ -210,7 +228,10 @@ class CorruptOnRank:
 
 def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_rank: int) -> dict:
     """Worker: train with micro-batch `bad` corrupted on `bad_rank` only (-1: nowhere); the losses by
-    step (the surviving timeline) and the spike/rollback events this rank logged or saw."""
+    step (the surviving timeline), the spike/rollback events this rank logged or saw, and the event
+    lines it printed ("said")."""
+    import contextlib
+    import io
 
     import torch.distributed as dist
 
@@ -226,11 +247,14 @@ def spike_run(rank: int, out: str, text: str, overrides: list, bad: int, bad_ran
     inner = TextLoader(ids, cfg.model.seq_len, cfg.data.seed, dp_rank, dp)
     loader = CorruptOnRank(inner, bad, rank == bad_rank)
     t = Trainer(cfg, loader=loader, quiet=True)
-    t.fit()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        t.fit()
     dist.barrier()
     steps, events = read_metrics(Path(out) / "metrics.jsonl")
     return {"losses": {str(r["step"]): r["loss"] for r in steps}, "rollbacks": t.rollbacks,
-            "events": [[e["event"], e["step"]] for e in events if e["event"] in ("spike", "rollback")]}
+            "events": [[e["event"], e["step"]] for e in events if e["event"] in ("spike", "rollback")],
+            "said": [line.split(" step ")[0] for line in err.getvalue().splitlines() if line.startswith("[")]}
 
 
 def init_hashes(rank: int, out: str, text: str, overrides: list) -> dict:

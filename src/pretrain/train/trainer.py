@@ -29,9 +29,9 @@ from pretrain.train.config import RunConfig, validate
 from pretrain.train.cpu import keep_freed_memory
 from pretrain.train.data import SkippingLoader, build_loaders, eval_batches
 from pretrain.train.fits import preflight
-from pretrain.train.hf import apply_init_from
+from pretrain.train.hf import apply_init_from, check_text_tokenizer
 from pretrain.train.hf_io import HFCheckpoint, load_hf_weights
-from pretrain.train.metrics import Metrics, flops_per_token, mfu
+from pretrain.train.metrics import Metrics, flops_per_token, mfu, significant
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
 from pretrain.train.optim import build_optimizer, lr_at
 from pretrain.train.parallel import (
@@ -39,6 +39,7 @@ from pretrain.train.parallel import (
     apply_ddp,
     average_over_cp,
     build_schedule,
+    env_world_size,
     init_distributed,
     parallelize,
     rank_stages,
@@ -54,6 +55,7 @@ from pretrain.train.restarts import (
     SAID,
     Interrupted,
     agreed_interval,
+    busy,
     catch_signals,
     describe,
     hold_run_dir,
@@ -86,6 +88,8 @@ class Trainer:
         own = cfg.model.init_from and model_of_own_run(cfg, lambda: ck.latest_complete(
             cfg.checkpoint.storage or Path(cfg.train.out) / "checkpoints") is not None)
         cfg = own or apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
+        if not own:  # a resume of its own run reads the tokenizer it trained with (or bytes, as it did)
+            check_text_tokenizer(cfg)
         validate(cfg)  # numbers out of range: one line, before anything is built
         self.cfg, self.quiet = cfg, quiet
         self.run_dir = Path(run_dir or cfg.train.out)
@@ -98,9 +102,12 @@ class Trainer:
         if cfg.train.deterministic:
             torch.use_deterministic_algorithms(True)
         torch.manual_seed(cfg.train.seed)
-        init_distributed(self.device, cfg.parallel.timeout_s)  # torchrun's environment, if any
-        world = dist.get_world_size() if dist.is_initialized() else 1
-        self.rank = dist.get_rank() if dist.is_initialized() else 0
+        # Every check of the config before the process group: a refusal is then one line at once on
+        # every rank, not a wait in the rendezvous for a peer (another node, a rank slow to start)
+        # that will refuse the same config, nor an NCCL setup for nothing (sweep, session 13).
+        world = dist.get_world_size() if dist.is_initialized() else env_world_size()  # torchrun's
+        if self.device.type == "cuda" and world > 1:  # the memory check reads this rank's GPU
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         if cfg.model.init_from and not self._resumes():  # before building: config.json may claim anything
             HFCheckpoint(cfg.model.init_from).check_holds(resolve_shape(cfg.model))  # its own words first
         dims, self.shape = preflight(cfg, world, self.device)  # layout, shape, memory: before building
@@ -108,6 +115,8 @@ class Trainer:
         eval_callback.check_layout(cfg, dims)
         eval_callback.check_tasks(cfg)
         self._check_pp(cfg, dims, loader)
+        init_distributed(self.device, cfg.parallel.timeout_s)  # torchrun's environment, if any
+        self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.layout = Layout(dims, self.device)
         self.model = build_model(self.shape, cfg.model, "meta")
         if cfg.precision.dtype == "fp8":
@@ -171,6 +180,7 @@ class Trainer:
             if self.rank == 0:  # even with --quiet: a user resuming must know the run did not start over
                 print(self._resume_line(found[1]), file=sys.stderr, flush=True)
         else:
+            self._refuse_kept_history()  # before "starting fresh" is said, and before fit() moves anything
             self._say("no checkpoint: starting fresh" if cfg.train.resume
                       else "train.resume=false: starting fresh")
 
@@ -439,10 +449,10 @@ class Trainer:
         if found is None:
             self._event("rollback_unavailable", step=self.step + 1, reason="no checkpoint before the spike")
             return False
-        self.rollbacks += 1
-        if self.rollbacks > self.cfg.stability.max_rollbacks:
-            raise UserError(f"{self.rollbacks} rollbacks: the run keeps spiking; lower the learning rate")
         s = self.cfg.stability
+        if self.rollbacks >= s.max_rollbacks:
+            self._rollback_limit(first_step)
+        self.rollbacks += 1
         skip = [max(0, first_batch - s.skip_before), last_batch + s.skip_after]
         from_step = self.step + 1
         damaged = len(self.passed_over)
@@ -458,6 +468,24 @@ class Trainer:
         self._spike_first = None
         self._event("rollback", from_step=from_step, to_step=self.step, skip_batches=skip, **passed)
         return True
+
+    def _rollback_limit(self, first_step: int) -> None:
+        """A persistent spike once stability.max_rollbacks rollbacks are spent: the run stops, with a
+        `rollback_limit` event and one line (docs/training.md, Stability). Training on through the
+        spike would keep what the rollbacks were there to keep out; rolling back again would loop on
+        a run that keeps spiking (PaLM restarted by hand with other data or settings, sec. 5.1). The
+        count is the run's (checkpoints/rollbacks.json), so a rerun under the same settings stops at
+        the next persistent spike; max_rollbacks may be raised on a resume, as optim.lr may be changed
+        with train.allow_changes."""
+        s, newest = self.cfg.stability, ck.latest_complete(self.ckpt.root)
+        self._event("rollback_limit", step=self.step + 1, first_flagged=first_step, rollbacks=self.rollbacks,
+                    max_rollbacks=s.max_rollbacks)
+        where = f"the newest checkpoint, step {newest[0]}" if newest else "no checkpoint"
+        n = f"{self.rollbacks} rollback{'s' if self.rollbacks != 1 else ''}"
+        raise UserError(f"stability.max_rollbacks={s.max_rollbacks} reached: a persistent loss spike from "
+                        f"step {first_step} after {n}; the run stops here, nothing saved (rerunning resumes "
+                        f"from {where}). Lower optim.lr (with --set train.allow_changes=true) or raise "
+                        "stability.max_rollbacks, or set stability.rollback=false to train through spikes")
 
     # --- callbacks --------------------------------------------------------------------------
 
@@ -515,13 +543,25 @@ class Trainer:
             return first
         return (step // k + 1) * k
 
-    def _refuse_remote_history(self) -> None:
-        """Object storage cannot be moved aside like RUN/checkpoints: a fresh start over an earlier
-        run's remote checkpoints would mix two runs, so it stops with one line instead."""
-        root = self.ckpt.root
-        if isinstance(root, ck.RemotePath) and ck.latest_complete(root) is not None:
-            raise UserError(f"{root} holds checkpoints of an earlier run and this one starts fresh "
-                            "(train.resume=false): point checkpoint.storage elsewhere or delete them")
+    def _newest(self) -> int | None:
+        """The step of the newest complete checkpoint in RUN/checkpoints (None: none)."""
+        found = ck.latest_complete(self.run_dir / "checkpoints")
+        return found[0] if found else None
+
+    def _refuse_kept_history(self) -> None:
+        """Only RUN/checkpoints is moved aside (to RUN/previous-N) by a fresh start. Checkpoints kept
+        elsewhere (checkpoint.storage: object storage, or a folder) stay where they are: a fresh start
+        over an earlier run's would mix two runs (a local folder did until session 13: the new run's
+        step 6 beside the old run's step 12, which the next rerun resumed), so it stops with one line
+        instead, before anything is moved."""
+        root, own = self.ckpt.root, self.run_dir / "checkpoints"
+        if not isinstance(root, ck.RemotePath) and Path(root).resolve() == own.resolve():
+            return
+        found = ck.latest_complete(root)
+        if found is not None:
+            raise UserError(f"{root} holds checkpoints of an earlier run (newest: step {found[0]}) and this "
+                            "one starts fresh (train.resume=false): point checkpoint.storage elsewhere or "
+                            "delete them, or run without train.resume=false to resume that run")
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -538,7 +578,16 @@ class Trainer:
             # event file and a `resume` event the report showed as a restart at the last step)
             return []
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        lock = hold_run_dir(self.run_dir) if self.rank == 0 else None  # one run at a time writes here
+        lock, refused = None, False
+        if self.rank == 0:  # one run at a time writes here
+            try:
+                lock = hold_run_dir(self.run_dir)
+            except UserError:
+                refused = True
+        # every rank stops, with rank 0's line: the others went on into the run and stopped on the
+        # first collective with "another rank stopped mid-step ... rerun to resume" (sweep, session 13)
+        if on_any_rank(refused):
+            raise UserError(busy(self.run_dir))
         try:
             return self._fit(stop)
         finally:
@@ -546,8 +595,7 @@ class Trainer:
 
     def _fit(self, stop: int) -> list[dict]:
         if not self.resumed:
-            set_aside_history(self.run_dir, self.rank)
-            self._refuse_remote_history()
+            set_aside_history(self.run_dir, self.rank, None if self.cfg.train.resume else self._newest())
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.metrics = record.open_record(self)
         records = []
@@ -569,6 +617,9 @@ class Trainer:
                 self.maybe_save()
                 _maybe_fail(self.rank, self.step)
             self._save_final()
+            if self.metrics is not None and stop < self.cfg.train.steps:  # a planned stop, not a crash:
+                # the resume that continues from it is no restart (report_run._resumes)
+                self.metrics.event("stop_at", self.step, steps=self.cfg.train.steps)
         finally:
             restore_signals(handlers)
             if self.metrics is not None:
@@ -632,11 +683,14 @@ class Trainer:
 
     def _event(self, name: str, step: int | None = None, **fields) -> None:
         step = self.step if step is None else step
+        if name not in ("eval", "eval_tasks"):  # measurements stay whole, as the step lines do
+            fields = significant(fields)  # `median=5.123400000001` said and kept as 5.1234
         if self.metrics is not None:
             self.metrics.event(name, step, **fields)
         msg = _event_line(name, step, fields)
-        if name in ("spike", "rollback", "rollback_unavailable", "skip"):
-            print(msg, file=sys.stderr, flush=True)  # shown even with --quiet: the run changed course
+        if name in (*COURSE_EVENTS, "rollback_limit"):
+            if self.rank == 0:  # every rank takes the same decision: said once, not once per rank
+                print(msg, file=sys.stderr, flush=True)  # shown even with --quiet: the run changed course
         else:
             self._say(msg)
 

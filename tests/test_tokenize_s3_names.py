@@ -55,3 +55,15 @@ def test_keys_that_stage_to_one_local_name_are_each_tokenized_once(s3_here, tmp_
         assert "same local" in line
     assert main(args) == 0  # a rerun resumes: the same staging, nothing redone or doubled
     assert _documents(tmp_path / "out") == 26
+
+
+def test_thousands_of_keys_naming_one_file_are_staged_apart_in_six_lines(capsys):
+    """`a//b`, `a///b`, ... (any number of keys can collapse to `a/b`): each gets its own local name
+    and the terminal gets five lines and a count, not one line per key."""
+    from pretrain.commands.tokenize import _local_names
+
+    listed = sorted((f"s3://b/in/a{'/' * i}b.jsonl", f"a{'/' * i}b.jsonl") for i in range(1, 2001))
+    names = [n for _, n in _local_names(listed)]
+    said = capsys.readouterr().err.splitlines()
+    assert len(set(names)) == 2000 and names.count("a/b.jsonl") == 1
+    assert len(said) == 6 and said[-1] == "pretrain: and 1,994 more objects staged under dup*/ the same way"

@@ -228,22 +228,30 @@ def _local_names(listed: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
     taken: dict[str, str] = {}  # local name -> URL
     folders: set[str] = set()
-    out = []
+    tried: dict[str, int] = {}  # plain name -> the last k tried: 10,000 keys `a//b`, `a///b`... stay linear
+    out, said = [], 0
     for url, name in listed:
         plain = "/".join(p for p in name.split("/") if p)  # what the local file system makes of it
-        local, k = plain, 1
+        local, k = plain, tried.get(plain, 1)
+        if k > 1:
+            local = f"dup{k}/{plain}"
         while local in taken or local in folders or any(f in taken for f in _folders_of(local)):
             k += 1
             local = f"dup{k}/{plain}"  # not `_`: a walk skips hidden names (inputs.is_hidden)
+        tried[plain] = k
         if local != plain:
-            other = taken.get(plain) or next((u for n, u in taken.items() if n.startswith(plain + "/")
-                                              or plain.startswith(n + "/")), "?")
-            print(f"pretrain: {printable(other)} and {printable(url)} would be staged as the same local "
-                  f"file {printable(plain)}; both are tokenized, the second as {printable(local)}",
-                  file=sys.stderr)
+            said += 1
+            if said <= 5:
+                other = taken.get(plain) or next((u for n, u in taken.items() if n.startswith(plain + "/")
+                                                  or plain.startswith(n + "/")), "?")
+                print(f"pretrain: {printable(other)} and {printable(url)} would be staged as the same local "
+                      f"file {printable(plain)}; both are tokenized, the second as {printable(local)}",
+                      file=sys.stderr)
         taken[local] = url
         folders.update(_folders_of(local))
         out.append((url, local))
+    if said > 5:
+        print(f"pretrain: and {said - 5:,} more objects staged under dup*/ the same way", file=sys.stderr)
     return out
 
 

@@ -605,3 +605,25 @@ def test_fewshot_draws_equal_sampling_from_the_copied_list_without_the_copy():
                 got = fewshot_prefix(task, i, k, 1234)
                 assert got == (SHOT_SEP.join(want) + SHOT_SEP if want else SHOT_SEP), (n, i, k)
     assert DELIM in got
+
+
+def test_mmlu_shots_by_subject_equal_the_filtered_pool():
+    """MMLU shots come from the dev split's examples of the same subject (else any): that pool was
+    filtered again for every example (a dev file of 500,000 lines: quadratic). The truth is the
+    filter itself, with the same seeds; the pool is now grouped once."""
+    import random
+
+    from pretrain.eval.tasks import SHOT_SEP, Task, fewshot_prefix, solved
+
+    def ex(subject, i):
+        return {"subject": subject, "question": f"{subject} q{i}", "options": ["a", "b", "c", "d"],
+                "choices": ["A", "B", "C", "D"], "gold": i % 4}
+
+    dev = [ex(s, i) for i in range(12) for s in ("law", "math", "art")]
+    docs = [ex("law", 100), ex("math", 101), ex("geology", 102)]  # geology: no dev examples
+    task = Task("mmlu", "mmlu", "-", docs, shots_pool=dev)
+    for i, doc in enumerate(docs):
+        pool = [d for d in dev if d.get("subject") == doc["subject"]] or dev
+        want = random.Random(f"7:{i}").sample(pool, 5)
+        got = fewshot_prefix(task, i, 5, 7)
+        assert got.endswith(SHOT_SEP.join(solved(task, d) for d in want) + SHOT_SEP), i

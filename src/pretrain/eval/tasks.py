@@ -59,6 +59,8 @@ class Task:
     docs: list[dict]
     shots_pool: list[dict] = field(default_factory=list)  # MMLU: the dev split
     skipped: dict[str, int] = field(default_factory=dict)
+    # shots_pool by subject, in its order, built once: a filter per example was quadratic
+    by_subject: dict[str | None, list[dict]] = field(default_factory=dict, repr=False, compare=False)
 
 
 def _kind_of(rec: dict) -> str:
@@ -313,7 +315,10 @@ def fewshot_prefix(task: Task, i: int, k: int, seed: int) -> str:
     doc = task.docs[i]
     rng = random.Random(f"{seed}:{i}")
     if task.shots_pool:
-        pool = [d for d in task.shots_pool if d.get("subject") == doc.get("subject")] or task.shots_pool
+        if not task.by_subject:
+            for d in task.shots_pool:
+                task.by_subject.setdefault(d.get("subject"), []).append(d)  # a string (_normalize)
+        pool = task.by_subject.get(doc.get("subject")) or task.shots_pool
         shots = rng.sample(pool, min(k, len(pool)))
     else:  # the other examples, unsliced: a copy per example was quadratic (500,000 examples: ~1.6 h).
         # random.sample picks positions from the length alone, so positions in range(n - 1) mapped

@@ -182,3 +182,43 @@ def test_scores_carry_the_document_id_even_when_its_metadata_has_an_id(tmp_path)
     assert main(["classifier", "score", "--model", model, str(corpus), "-o", str(out)]) == 0
     row = json.loads(out.read_text())
     assert row["id"] == "doc1" and row["lang"] == "en" and row["quality_score"] > 0
+
+
+def _model_file(path, good: dict, bad: dict):
+    obj = {"format": "pretrain.naive_bayes", "version": 1, "n_good": sum(good.values()),
+           "n_bad": sum(bad.values()), "vocab_size": len(good.keys() | bad.keys()), "good": good, "bad": bad}
+    path.write_text(json.dumps(obj))
+    return path
+
+
+@pytest.mark.parametrize("good, bad, said", [
+    ({"a": 1, "b": 2}, {"a": 10**4000, "c": 1}, "'bad' counts 'a' a 4,001-digit number times"),
+    ({"a": 10**30, "b": 1}, {"c": 1}, "'good' counts 'a' a 31-digit number times"),
+    ({"a": 2**62, "b": 2**62}, {"c": 1}, "'good' counts add up to 9,223,372,036,854,775,808"),
+])
+def test_a_model_of_counts_past_any_training_text_is_one_line(tmp_path, capsys, good, bad, said):
+    """A count past 2**63 (JSON allows 4,300 digits) made P(w|c) underflow to 0.0: ZeroDivisionError
+    or "math domain error" out of `classifier score` and `curate`, a traceback."""
+    path = _model_file(tmp_path / "m.json", good, bad)
+    with pytest.raises(UserError, match=re.escape(said)) as e:
+        NaiveBayes.load(path)
+    assert str(e.value).startswith(f"{path}: damaged classifier model")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "1", "text": "a b c"}\n')
+    out = str(tmp_path / "s.jsonl")
+    assert main(["classifier", "score", "--model", str(path), str(corpus), "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err
+
+
+def test_a_model_at_the_count_bound_votes_as_the_formula_says(tmp_path):
+    """The bound refuses nothing a real model holds: 2**63-1 words of a class still load, and each
+    vote is the lesson's log((c_good+1)/(N_good+V) / ((c_bad+1)/(N_bad+V))), computed exactly."""
+    from fractions import Fraction
+
+    good, bad = {"a": 2**63 - 2, "b": 1}, {"a": 3, "c": 4}
+    model = NaiveBayes.load(_model_file(tmp_path / "m.json", good, bad))
+    for w in ("a", "b", "c"):
+        p_good = Fraction(good.get(w, 0) + 1, 2**63 - 1 + 3)
+        p_bad = Fraction(bad.get(w, 0) + 1, 7 + 3)
+        assert model.votes[w] == pytest.approx(math.log(p_good / p_bad), rel=1e-12)

@@ -614,3 +614,52 @@ def test_a_missing_benchmark_file_is_named_with_where_it_comes_from(tmp_path, ca
     assert main(["eval", str(tmp_path / "no-run"), "--tasks", spec, "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert f"--benchmarks DIR holding {rel}" in err and origin[2] in err and path in err, err
+
+
+def test_fewshot_draws_equal_sampling_from_the_copied_list_without_the_copy():
+    """Shots came from `rng.sample(docs[:i] + docs[i + 1:], k)`: a copy of every example per
+    example, quadratic (500,000 examples, a task file's bound: ~11 ms each, ~1.6 h before any
+    forward pass). The truth is that expression, on the same seeds; the copy is gone (a list that
+    refuses slicing would raise), and the draws are the same for every i, k and length tried."""
+    import random
+
+    from pretrain.eval.tasks import DELIM, SHOT_SEP, Task, fewshot_prefix, solved
+
+    class NoSlices(list):
+        def __getitem__(self, key):
+            assert not isinstance(key, slice), "the examples were copied"
+            return super().__getitem__(key)
+
+    for n in (1, 2, 3, 7, 50):
+        docs = [{"context": f"c{i}", "continuation": f"d{i}"} for i in range(n)]
+        task = Task("t", "lm", "-", NoSlices(docs))
+        for i in range(n):
+            for k in (1, 2, 5, 60):
+                rng = random.Random(f"1234:{i}")
+                pool = docs[:i] + docs[i + 1:]
+                want = [solved(task, d) for d in rng.sample(pool, min(k, len(pool)))]
+                got = fewshot_prefix(task, i, k, 1234)
+                assert got == (SHOT_SEP.join(want) + SHOT_SEP if want else SHOT_SEP), (n, i, k)
+    assert DELIM in got
+
+
+def test_mmlu_shots_by_subject_equal_the_filtered_pool():
+    """MMLU shots come from the dev split's examples of the same subject (else any): that pool was
+    filtered again for every example (a dev file of 500,000 lines: quadratic). The truth is the
+    filter itself, with the same seeds; the pool is now grouped once."""
+    import random
+
+    from pretrain.eval.tasks import SHOT_SEP, Task, fewshot_prefix, solved
+
+    def ex(subject, i):
+        return {"subject": subject, "question": f"{subject} q{i}", "options": ["a", "b", "c", "d"],
+                "choices": ["A", "B", "C", "D"], "gold": i % 4}
+
+    dev = [ex(s, i) for i in range(12) for s in ("law", "math", "art")]
+    docs = [ex("law", 100), ex("math", 101), ex("geology", 102)]  # geology: no dev examples
+    task = Task("mmlu", "mmlu", "-", docs, shots_pool=dev)
+    for i, doc in enumerate(docs):
+        pool = [d for d in dev if d.get("subject") == doc["subject"]] or dev
+        want = random.Random(f"7:{i}").sample(pool, 5)
+        got = fewshot_prefix(task, i, 5, 7)
+        assert got.endswith(SHOT_SEP.join(solved(task, d) for d in want) + SHOT_SEP), i

@@ -599,3 +599,33 @@ def test_arrow_compressed_batch_over_the_bound_is_not_decompressed(tmp_path, fra
     assert [(e[1], "over max_row_group_bytes" in e[2]) for e in errors] == [("record batch 1", True)]
     docs, errors = _read(p)  # the default bound (1 GiB) reads it
     assert errors == [] and [d.id for d in docs] == ["r0", "bomb", "r1"]
+
+
+def test_json_array_with_malformed_elements_keeps_the_others(tmp_path):
+    """One bad element of a JSON array (a trailing comma, a bare word, a 5,000-digit number, 100,000
+    levels of nesting) lost every element after it ("the rest of the file is skipped"). Now each is
+    skipped and counted with its index, the rest kept. The truth: json.loads of each element alone."""
+    elements = ['{"id": "a", "text": "first"}', '{"id": "b", "text": "trailing comma",}',
+                '{"id": "c", "text": "third"}', '{"id": "d", "text": nope}',
+                '{"id": "e", "n": ' + "9" * 5000 + "}",
+                '{"id": "f", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", '{"id": "g", "text": "last"}']
+    p = tmp_path / "bad.json"
+    p.write_text("[" + ", ".join(elements) + "]")
+
+    def loads(e):
+        try:
+            return json.loads(e)
+        except (ValueError, RecursionError):
+            return None
+
+    truth = [(i, loads(e)) for i, e in enumerate(elements)]
+    docs, errors = _read(p)
+    assert [d.id for d in docs] == [o["id"] for _, o in truth if o is not None] == ["a", "c", "g"]
+    bad = [i for i, o in truth if o is None]
+    assert [e[1] for e in errors] == [f"element {i}" for i in bad]
+    assert all(e[2].startswith(f"malformed JSON in element {i}: ")
+               and e[2].endswith("that element is skipped") for i, e in zip(bad, errors))
+    p.write_text('[{"id": "a", "text": "x"}, {"id": "b", "text": "y"]]  , {"id": "c", "text": "z"}]')
+    docs, errors = _read(p)  # brackets that do not balance: where the next element starts is unknown
+    assert [d.id for d in docs] == ["a"] and len(errors) == 1 and errors[0][1] == "element 1"
+    assert errors[0][2].endswith("the rest of the file is skipped")

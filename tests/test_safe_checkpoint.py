@@ -266,3 +266,87 @@ def test_checkpoint_in_object_storage_is_read_through_the_same_checks(run, tmp_p
     with pytest.raises(UnsafeCheckpoint, match=said):
         safe_load({"model": get_model_state_dict(model)}, f"s3://{bucket}/bad", no_dist=True)
     assert not marker.exists()
+
+
+class _HostilePath:
+    """A PosixPath whose parts say one thing and whose cached `_str` (set by pickle's BUILD, slot
+    state) says another: what a restricted find_class that admits `pathlib` lets through."""
+
+    def __reduce__(self):
+        from pathlib import PosixPath
+
+        return PosixPath, ("run", "checkpoints", "step_5"), (None, {"_str": "/etc/passwd"})
+
+
+class _Global:
+    """Pickles as the bare global `module.name` (a class where data belongs)."""
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    def __reduce__(self):
+        import importlib
+
+        return getattr, (importlib.import_module(self.module), self.name)
+
+
+def _edits():
+    """(name, edit of a real Metadata) that only the globals a real checkpoint uses can express."""
+    from pathlib import PosixPath
+
+    def first_tensor(md):
+        return next(v for v in md.state_dict_metadata.values() if hasattr(v, "chunks"))
+
+    def path_str(md):
+        md.storage_meta.checkpoint_id = _HostilePath()
+
+    def extra_field(md):
+        md.__dict__["load_hook"] = "x"
+
+    def size_text(md):
+        first_tensor(md).size = "(4, 3)"
+
+    def key_path(md):
+        k = next(iter(md.storage_data))
+        md.storage_data[PosixPath("x")] = md.storage_data.pop(k)
+
+    def chunks_dict(md):
+        t = first_tensor(md)
+        t.chunks = {"a": t.chunks[0]}
+
+    def dtype_path(md):
+        first_tensor(md).properties.dtype = PosixPath("float32")
+
+    def info_as_index(md):
+        k = next(iter(md.storage_data))
+        md.storage_data[k] = k
+
+    return [("path_str", path_str), ("extra_field", extra_field), ("size_text", size_text),
+            ("key_path", key_path), ("chunks_dict", chunks_dict), ("dtype_path", dtype_path),
+            ("info_as_index", info_as_index)]
+
+
+def test_real_metadata_is_rebuilt_equal_to_pickles_own(run):
+    """The independent truth: stock pickle.load of the same file torch wrote."""
+    for step in (run / "checkpoints").glob("step_*"):
+        md = read_metadata(step / ".metadata")
+        assert md == pickle.loads((step / ".metadata").read_bytes())
+        assert md.storage_data and md.state_dict_metadata and md.storage_meta.checkpoint_id is not None
+
+
+@pytest.mark.parametrize("name,edit", _edits())
+def test_metadata_built_from_allowed_classes_but_not_dcps_shape_is_refused(run, tmp_path, name, edit):
+    """A file that names only DCP's classes, Size, dtypes and pathlib, but puts them where they do
+    not belong or sets attributes through BUILD, is refused in one line naming the file."""
+    _, ckpt = _copy(run, tmp_path / name)
+    md = pickle.loads((ckpt / ".metadata").read_bytes())
+    edit(md)
+    data = pickle.dumps(md)
+    (ckpt / ".metadata").write_bytes(data)
+    if name == "path_str":  # what stock pickle (and the previous allow-list) gives: a path that lies
+        got = pickle.loads(data).storage_meta.checkpoint_id
+        assert str(got) == "/etc/passwd" and got.name == "step_5"
+    with pytest.raises(UnsafeCheckpoint) as e:
+        read_metadata(ckpt / ".metadata")
+    said = str(e.value)
+    assert said.startswith(f"{ckpt / '.metadata'}: ") and "\n" not in said and "refused" in said

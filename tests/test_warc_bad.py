@@ -225,3 +225,25 @@ def test_binary_verdict_counts_control_bytes_of_the_first_4_kb():
         assert not _looks_binary(b"a" * 4096 + ctrl * 4096)  # past the first 4 KB: not looked at
     assert not _looks_binary(b"\t\n\x0b\x0c\r" * 1000)
     assert _looks_binary(b"a\x00b")
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_gzip_bodies_inside_gzip_members_hold_the_files_ratio(tmp_path, binary):
+    """A member inflates ~1030x at most, but a `Content-Encoding: gzip` body inside it multiplies
+    the two layers: 40 records of an 8 MiB page in a 17 KB file read as 320 MiB of HTML (~19,000x;
+    1 MB of them ~19 GB). The payloads a file hands on, across both layers, are held to max_ratio
+    times the file (+16 MiB), bodies that then turn out binary included (inflated all the same)."""
+    from pretrain.curate.readers import RATIO_SLACK
+
+    inner = (b"\x00\x01" * (4 << 20)) if binary else page("bomb", "a" * ((8 << 20) - 200))
+    zipped = gzip.compress(inner, 9, mtime=0)
+    path = write_gz(tmp_path / "bomb.warc.gz",
+                    [record(i, zipped, extra_http="Content-Encoding: gzip\r\n") for i in range(40)])
+    docs, errors, stats = read(path)
+    bound = 1000 * path.stat().st_size + RATIO_SLACK
+    read_in = stats["records.response"] * len(inner)
+    assert sum(len(d.text) for d in docs) <= bound and read_in <= bound + 2 * len(inner)
+    assert stats["records.response"] < 40 and stats["errors.expands"] == 1
+    (where, why), = [e for e in errors if "max_ratio" in e[1]]
+    assert why.startswith("payloads expand more than max_ratio=1000 times the file") and "skipped" in why
+    assert len(docs) == (0 if binary else stats["records.response"] - 1)

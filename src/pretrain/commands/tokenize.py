@@ -216,7 +216,7 @@ def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None, dict[
     if urls:
         sizes: dict[str, int] = {}
         stamps: dict[str, dict] = {}
-        listed = list_any_inputs(urls, sizes=sizes, stamps=stamps)
+        listed = _local_names(list_any_inputs(urls, sizes=sizes, stamps=stamps))
         _forget_other_copies(work / "inputs", {work / "inputs" / name for _, name in listed})
         for url, name in listed:
             local = work / "inputs" / name
@@ -228,6 +228,48 @@ def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None, dict[
         _check_url_output(args.output, [(u, str(Path(local).relative_to((work / "inputs").resolve())))
                                         for local, (u, _) in origins.items()])
     return inputs, out, work, origins
+
+
+def _local_names(listed: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(URL, local name under the staging folder), one name per object. An object key is any
+    string: `a//b` and `a/b` are two objects but one local path, and so are `x/data.jsonl` and
+    `y/data.jsonl` given as two inputs (each named by its base name); one copy replaced the other.
+    A later object (sorted by URL, so a rerun stages the same way) whose name is taken, or is a
+    taken name's folder or file, is staged under `dup2/`, `dup3/`..., with one line naming both keys."""
+    from pretrain.untrusted import printable
+
+    taken: dict[str, str] = {}  # local name -> URL
+    folders: set[str] = set()
+    tried: dict[str, int] = {}  # plain name -> the last k tried: 10,000 keys `a//b`, `a///b`... stay linear
+    out, said = [], 0
+    for url, name in listed:
+        plain = "/".join(p for p in name.split("/") if p)  # what the local file system makes of it
+        local, k = plain, tried.get(plain, 1)
+        if k > 1:
+            local = f"dup{k}/{plain}"
+        while local in taken or local in folders or any(f in taken for f in _folders_of(local)):
+            k += 1
+            local = f"dup{k}/{plain}"  # not `_`: a walk skips hidden names (inputs.is_hidden)
+        tried[plain] = k
+        if local != plain:
+            said += 1
+            if said <= 5:
+                other = taken.get(plain) or next((u for n, u in taken.items() if n.startswith(plain + "/")
+                                                  or plain.startswith(n + "/")), "?")
+                print(f"pretrain: {printable(other)} and {printable(url)} would be staged as the same local "
+                      f"file {printable(plain)}; both are tokenized, the second as {printable(local)}",
+                      file=sys.stderr)
+        taken[local] = url
+        folders.update(_folders_of(local))
+        out.append((url, local))
+    if said > 5:
+        print(f"pretrain: and {said - 5:,} more objects staged under dup*/ the same way", file=sys.stderr)
+    return out
+
+
+def _folders_of(name: str) -> list[str]:
+    parts = name.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _said_as_urls(message: str, out: str, output: str, origins: dict[str, tuple[str, dict]]) -> str:

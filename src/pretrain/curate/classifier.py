@@ -31,6 +31,7 @@ from pretrain.curate.document import Document
 from pretrain.curate.language import words
 from pretrain.curate.step import Filter, Step, Tagger
 from pretrain.errors import UserError
+from pretrain.untrusted import printable
 
 FORMAT = "pretrain.naive_bayes"
 VERSION = 1
@@ -40,6 +41,10 @@ REASON = "low_quality_score"
 # (~2.4 M distinct words) is ~550 MB. It was 2 GiB (~40 GB). `classifier.max_model_bytes` raises it.
 MAX_MODEL_BYTES = 32 * 1024**2
 MAX_VOTE = 44.0  # ln(2**63): one word's vote, add-one smoothed, never goes beyond
+# A class's word count (N_c) in a model file: no training text holds 2**63 words. A count past
+# it (JSON allows 4,300 digits) made P(w | c) underflow to 0.0: ZeroDivisionError or "math domain
+# error" out of every command that loads the model, a traceback.
+MAX_COUNT = 2**63 - 1
 
 
 @dataclass
@@ -168,6 +173,10 @@ class NaiveBayes:
         if not _is_int(version) or version != VERSION:  # JSON true would pass as 1
             raise UserError(f"{p}: classifier model version {json.dumps(version)}; we read {VERSION}")
         counts = [_counts(p, obj.pop(key, None), key) for key in ("good", "bad")]
+        for key, c in zip(("good", "bad"), counts, strict=True):
+            if sum(c.values()) > MAX_COUNT:
+                raise UserError(f"{p}: damaged classifier model ({key!r} counts add up to "
+                                f"{_digits(sum(c.values()))}, over 2**63-1 words)")
         model = cls(*counts, copy=False)  # one dict per class: the parsed ones
         totals = [obj.get(k) for k in ("n_good", "n_bad", "vocab_size")]
         if not all(map(_is_int, totals)) or totals != [model.n_good, model.n_bad, model.vocab_size]:
@@ -180,9 +189,17 @@ def _is_int(x: object) -> bool:
     return type(x) is int
 
 
+def _digits(n: int) -> str:
+    return f"{n:,}" if n < 10**30 else f"a {len(str(n)):,}-digit number"
+
+
 def _counts(path: Path, obj: object, key: str) -> Counter[str]:
     if not isinstance(obj, dict) or not all(_is_int(c) and c > 0 for c in obj.values()):
         raise UserError(f"{path}: damaged classifier model ({key!r} must map words to positive counts)")
+    big = next((w for w, c in obj.items() if c > MAX_COUNT), None)
+    if big is not None:
+        raise UserError(f"{path}: damaged classifier model ({key!r} counts {printable(big[:60])!r} "
+                        f"{_digits(obj[big])} times, over 2**63-1)")
     counts: Counter[str] = Counter()
     dict.update(counts, obj)  # a Counter without a second dict alive beside the parsed one
     return counts

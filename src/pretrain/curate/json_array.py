@@ -8,9 +8,11 @@ file was one oversized "line" and no document came out. `read_json_array` parses
 element by element with the stdlib's `raw_decode`, holding at most one element (bounded by
 `max_record_bytes`) and 1 MiB of lookahead, so a 10 GB array costs what a 10 GB JSONL file does.
 An element over the bound is stepped over unparsed (quotes, escapes and brackets only) and reading
-goes on. A malformed element cannot be stepped over (where the next one starts is unknown once the
-syntax is broken): it is reported with its index and the rest of the file is skipped, as for a
-truncated stream. `readers._read_jsonl` calls it when a file's first character is `[`.
+goes on. So is a malformed object or array (a trailing comma, a bare word, a number past 4,300
+digits, nesting past the recursion limit): skipped and counted with its index, the elements after
+it kept, when its quotes and brackets balance and a ',' or ']' follows it. Otherwise where the next
+element starts is unknown: it is reported with its index and the rest of the file is skipped, as
+for a truncated stream. `readers._read_jsonl` calls it when a file's first character is `[`.
 """
 
 from __future__ import annotations
@@ -70,8 +72,8 @@ _IN_STRING = re.compile(r'["\\]')
 def _skip_value(buf: _Buffer) -> bool:
     """Consume one object or array from `buf.pos` without parsing it, holding 1 MiB at a time
     (quotes, escapes and brackets only: an oversized element is stepped over, whatever its size);
-    False when the stream ends inside it."""
-    depth, in_string = 0, False
+    False when the stream ends inside it or a closing bracket does not match its opening one."""
+    opened, in_string = [], False  # the closers owed, innermost last
     while True:
         text, i = buf.text, buf.pos
         while True:
@@ -91,12 +93,13 @@ def _skip_value(buf: _Buffer) -> bool:
             elif c == '"':
                 in_string = True
             elif c in "{[":
-                depth += 1
-            else:
-                depth -= 1
-                if depth == 0:
-                    buf.pos = i
-                    return True
+                opened.append("}" if c == "{" else "]")
+            elif not opened or opened.pop() != c:
+                buf.pos = i
+                return False
+            elif not opened:
+                buf.pos = i
+                return True
         buf.pos = i  # all of the chunk is consumed, but for an escape cut at its end
         if buf.eof:
             return False
@@ -160,21 +163,19 @@ def _element(buf: _Buffer, path: Path, index: int, max_bytes: int, on_error: Cal
             break
         except json.JSONDecodeError as e:
             if buf.eof or not _incomplete(e, buf.text):
-                on_error(str(path), where, f"malformed JSON: {e.msg}; the rest of the file is skipped")
-                return None
+                return _step_over_malformed(buf, path, index, e.msg, on_error)
             if len(buf.text) - buf.pos > max_bytes:  # stepped over unparsed, then reading goes on
                 if not _skip_value(buf):
-                    on_error(str(path), where, "JSON array ends inside an element (truncated file?)")
+                    on_error(str(path), where, "JSON array ends inside an element (truncated file?), or its "
+                             "brackets do not match")
                     return None
                 on_error(str(path), where, f"record larger than max_record_bytes={max_bytes}")
                 return False
             buf.more()
         except RecursionError:
-            on_error(str(path), where, "malformed JSON: nested too deeply; the rest of the file is skipped")
-            return None
+            return _step_over_malformed(buf, path, index, "nested too deeply", on_error)
         except ValueError as e:  # an integer past Python's 4300-digit limit
-            on_error(str(path), where, f"malformed JSON: {e}; the rest of the file is skipped")
-            return None
+            return _step_over_malformed(buf, path, index, str(e), on_error)
     text, buf.pos = buf.text[buf.pos:end], end
     if len(text) > max_bytes:
         on_error(str(path), where, f"record larger than max_record_bytes={max_bytes}")
@@ -186,6 +187,18 @@ def _element(buf: _Buffer, path: Path, index: int, max_bytes: int, on_error: Cal
         on_error(str(path), where, why)
         return False
     return obj
+
+
+def _step_over_malformed(buf: _Buffer, path: Path, index: int, why: str, on_error: Callable):
+    """False (reported: element `index` skipped, reading goes on) when the malformed element at
+    `buf.pos` is an object or array whose quotes and brackets balance and a ',' or ']' follows it;
+    else None (reported: the rest of the file is skipped, where the next element starts is unknown)."""
+    where = f"element {index}"
+    if buf.text[buf.pos:buf.pos + 1] in ("{", "[") and _skip_value(buf) and buf.skip_ws() in (",", "]"):
+        on_error(str(path), where, f"malformed JSON in element {index}: {why}; that element is skipped")
+        return False
+    on_error(str(path), where, f"malformed JSON in element {index}: {why}; the rest of the file is skipped")
+    return None
 
 
 # Byte order marks, and how UTF-16/32 JSON starts without one ('{' then NUL, or NUL then '{').

@@ -116,9 +116,9 @@ def read_columns(schema, cfg: ReaderConfig) -> tuple[list[str], frozenset[str]]:
     `make_doc` puts into the metadata as datatrove's readers do; and those of them holding dates
     or timestamps (written out as ISO 8601 strings). Binary columns (images, audio), decimals,
     durations and views are left unread: our outputs are JSON."""
-    names = schema.names
-    core = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field) if c and c in names]
-    extra = [f for f in schema if f.name not in core and names.count(f.name) == 1 and _jsonable(f.type)]
+    times = Counter(schema.names)  # a name twice is read by neither (list.count per column: quadratic)
+    core = [c for c in (cfg.text_field, cfg.id_field, cfg.url_field, cfg.metadata_field) if c and c in times]
+    extra = [f for f in schema if f.name not in core and times[f.name] == 1 and _jsonable(f.type)]
     dated = frozenset(f.name for f in extra if _jsonable(f.type, dated=True) == "dated")
     return core + [f.name for f in extra], dated
 

@@ -445,15 +445,23 @@ def group_rows(path, pf, g: int, cols: list[str], text_field: str, max_bytes: in
     whole chunk is the measure); None when no column read can hold such a cell or one that can is
     a column this reader does not decode (the caller reads the group with pyarrow). `leaves`: the
     file's leaf columns by path, with their index."""
+    # Each lookup below once per file and row group, not per column: `pf.schema_arrow` converts the
+    # whole schema at every access and a struct's leaves were found by scanning every leaf, so a
+    # file of 8,000 columns took 85 s (quadratic; bench/bench_parquet_columns.py).
+    schema, rg, parquet_schema = pf.schema_arrow, pf.metadata.row_group(g), pf.schema
+    below: dict[str, list[str]] = {}
+    for k in leaves:
+        if "." in k:
+            below.setdefault(k.split(".", 1)[0], []).append(k)
     f = open(path, "rb")
     try:
         paged: dict[str, Iterator] = {}
         others: list[str] = []
         for name in cols:
-            leaf_paths = [name] if name in leaves else [k for k in leaves if k.startswith(name + ".")]
+            leaf_paths = [name] if name in leaves else below.get(name, [])
             kept = []
             for leaf in leaf_paths:
-                found, chunk = _string_leaf(pf, leaf, leaves), pf.metadata.row_group(g).column(leaves[leaf])
+                found, chunk = _string_leaf(schema, parquet_schema, leaf, leaves), rg.column(leaves[leaf])
                 if found is not None and (list_bound(f, chunk, max_bytes) > max_bytes if found[1].listed
                                           else big_pages(f, chunk, max_bytes)):
                     desc, shape = found
@@ -471,10 +479,10 @@ def group_rows(path, pf, g: int, cols: list[str], text_field: str, max_bytes: in
     if not paged:
         f.close()
         return None
-    return _rows(f, pf, g, others, paged, text_field, max_bytes, extra)
+    return _rows(f, pf, schema, g, others, paged, text_field, max_bytes, extra)
 
 
-def _string_leaf(pf, leaf: str, leaves: dict[str, int]):
+def _string_leaf(schema, parquet_schema, leaf: str, leaves: dict[str, int]):
     """(column descriptor, Shape) of leaf `leaf` when it is a UTF-8 string that `text_cells`
     decodes: a top-level column (`text`, `url`), a string field of structs at any depth
     (datatrove's `metadata.url`, `metadata.info.note`) or the strings of a top-level list (`tags`);
@@ -482,12 +490,12 @@ def _string_leaf(pf, leaf: str, leaves: dict[str, int]):
     import pyarrow as pa
 
     parts = leaf.split(".")
-    if parts[0] not in pf.schema_arrow.names:
+    if schema.get_field_index(parts[0]) < 0:  # -1 also when two top-level columns share the name
         return None
-    desc = pf.schema.column(leaves[leaf])
+    desc = parquet_schema.column(leaves[leaf])
     if desc.physical_type != "BYTE_ARRAY" or desc.path != leaf:
         return None
-    field = pf.schema_arrow.field(parts[0])
+    field = schema.field(parts[0])
     strings = (pa.types.is_string, pa.types.is_large_string)
     if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
         item = field.type.value_field
@@ -513,10 +521,10 @@ def _string_leaf(pf, leaf: str, leaves: dict[str, int]):
     return desc, Shape(tuple(present))
 
 
-def _rows(f, pf, g: int, others: list[str], paged: dict[str, Iterator], text_field: str,
+def _rows(f, pf, schema, g: int, others: list[str], paged: dict[str, Iterator], text_field: str,
           max_bytes: int, extra: frozenset[str]) -> Iterator[tuple[int, dict | str]]:
     tops = {leaf.split(".")[0] for leaf in paged if "." in leaf}
-    types = {top: pf.schema_arrow.field(top).type for top in tops}
+    types = {top: schema.field(top).type for top in tops}
     lists = frozenset(leaf for leaf in paged  # a top-level list's strings: `tags.list.element`
                       if "." in leaf and not _is_struct(types[leaf.split(".")[0]]))
     with f:

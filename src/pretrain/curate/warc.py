@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pretrain.curate.document import Document, stable_id
-from pretrain.curate.readers import OnError, ReaderConfig, _looks_binary, decode_html
+from pretrain.curate.readers import RATIO_SLACK, OnError, ReaderConfig, _looks_binary, decode_html
 from pretrain.curate.warc_framing import (
     GAVE_UP,
     STOP,
@@ -53,6 +53,32 @@ from pretrain.curate.warc_members import Member, lie_in_member, unreadable_in_me
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 _RAN_ON = re.compile(rb"\n\r?\nWARC/\d[.\d]*\r?\n[A-Za-z-]+:")  # a record start, in a payload
 SKIP_TAIL = 1 << 20  # inflated past max_record_bytes to see a too-large record's member end
+
+
+class _Inflated:
+    """The bytes of payload one file has handed on (after its gzip members and each body's own
+    `Content-Encoding`), held to max_ratio times the file (+ RATIO_SLACK) and max_file_bytes.
+    A member inflates at most ~1030x, but a gzip body inside a gzip member multiplies the two: a
+    17 KB file of 40 records read as 320 MiB of HTML (~19,000x), so 1 MB would be ~19 GB; bodies
+    skipped as binary after decoding cost the same inflating. Counted per file, across both layers."""
+
+    def __init__(self, path: Path, cfg: ReaderConfig):
+        self.cfg, self.total, self.over = cfg, 0, False
+        self.limit = cfg.max_file_bytes
+        if cfg.max_ratio:
+            self.limit = min(self.limit, int(cfg.max_ratio * max(path.stat().st_size, 1)) + RATIO_SLACK)
+
+    def add(self, n: int) -> bool:
+        """Count `n` bytes; False once the file has handed on more than its bound."""
+        self.total += n
+        self.over = self.over or self.total > self.limit
+        return not self.over
+
+    def why(self) -> str:
+        why = (f"more than max_file_bytes={self.cfg.max_file_bytes} of payloads"
+               if self.total > self.cfg.max_file_bytes else
+               f"payloads expand more than max_ratio={self.cfg.max_ratio:g} times the file")
+        return f"{why} (gzip bodies inside gzip members: a compression bomb?): the rest of the file skipped"
 
 
 def read_warc(
@@ -126,6 +152,7 @@ class _Scan:
         self.named, self.k = 0, 0
         self.in_member = 0  # records before this one in its gzip member (fastwarc gives them one offset)
         self.limit, self.member = cfg.warc_max_skip_bytes, None  # an inflated member (warc_members)
+        self.inflated = _Inflated(path, cfg)  # a member's sub-scan shares its file's (_rest_of_member)
 
     def member_at(self, pos: int) -> Member:
         if self.member is None or self.member.pos != pos:
@@ -191,7 +218,12 @@ def _read_from(
                 said: list[tuple] = []  # the record's reports, held until resync has judged its length
                 where = _where(scan, pos, rid)
                 doc = _fastwarc_doc(rec, rtype, cfg, _held(said), src, stats, str(path), where,
-                                    _look_for_next(scan))
+                                    _look_for_next(scan), scan.inflated)
+                if scan.inflated.over:
+                    on_error(str(path), where, scan.inflated.why())
+                    stats["errors.expands"] += 1
+                    scan.stop = True
+                    return None
                 resume, part, said = _judge(scan, rec, doc, length, before, cfg, stats, said)
                 for e in said:
                     on_error(*e)
@@ -314,10 +346,14 @@ def _rest_of_member(
     while at is not None:
         sub = _Scan(member.file, cfg, said, stats)
         sub.first, sub.resumed = False, True  # what precedes `at` was judged already
+        sub.inflated = scan.inflated
         try:
             yield from _read_all(sub, at, cfg, said, src, stats)
         finally:
             sub.forget()
+        if sub.stop:
+            scan.stop = True
+            return None
         at = 0 if member.slide() else None  # a window ends at a record start: the next one is there
     # the member was judged here: neither the next record's nor the file's last gap check is its
     scan.resumed, scan.in_member, scan.prev = True, 0, None
@@ -358,11 +394,12 @@ def _warc_length(rec) -> int:
 
 def _fastwarc_doc(
     rec, rtype: str, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str], path: str,
-    where: str, look: bool = False,
+    where: str, look: bool = False, inflated: _Inflated | None = None,
 ) -> Document | None:
     """The record's Document, or None (counted or reported). `look`: mark a payload that holds a
     record start (`doc.cache["warc_ran_on"]`), searched in its raw bytes (a gzip body's text
-    would not show it)."""
+    would not show it). `inflated`: the file's payload bytes so far (None: not counted); a record
+    that passes its bound is not made into a Document."""
     declared = rec.headers.get("Content-Length")
     if declared is not None and not declared.strip().isdigit():
         on_error(path, where, "Content-Length is not a number: the record is skipped; it reads: "
@@ -396,6 +433,8 @@ def _fastwarc_doc(
         if len(body) < rec.content_length:
             on_error(path, where, f"truncated record: {len(body)} of {rec.content_length} bytes")
             return None
+        if inflated is not None and not inflated.add(len(body)):
+            return None
         if _looks_binary(body):
             on_error(path, where, "binary bytes in a WET conversion record")
             return None
@@ -407,9 +446,11 @@ def _fastwarc_doc(
             stats["skipped.non_html"] += 1
             return None
         body = rec.reader.read(cfg.max_record_bytes + 1)
+        if inflated is not None and not inflated.add(len(body)):
+            return None
         doc = _html_doc(body, None, rid, url, src, meta, on_error, path, where, stats)
         return _mark_ran_on(doc, body, look)
-    return _response_doc(rec, cfg, rid, url, src, meta, on_error, path, where, stats, look)
+    return _response_doc(rec, cfg, rid, url, src, meta, on_error, path, where, stats, look, inflated)
 
 
 def _mark_ran_on(doc: Document | None, raw: bytes, look: bool) -> Document | None:
@@ -430,6 +471,7 @@ def _response_doc(
     where: str,
     stats: Counter[str],
     look: bool = False,
+    inflated: _Inflated | None = None,
 ) -> Document | None:
     if not rec.is_http:
         on_error(path, where, "response record without HTTP headers")
@@ -457,6 +499,8 @@ def _response_doc(
     body = _undo_content_encoding(body, headers.get("Content-Encoding"), cfg.max_record_bytes)
     if body is None:
         on_error(path, where, "body larger than max_record_bytes after decompression")
+        return None
+    if inflated is not None and not inflated.add(len(body)):
         return None
     doc = _html_doc(body, rec.http_charset, rid, url, src, meta, on_error, path, where, stats)
     return _mark_ran_on(doc, raw, look)
@@ -557,12 +601,16 @@ def _read_arc(
     from warcio.archiveiterator import ArchiveIterator
     from warcio.exceptions import ArchiveLoadFailed
 
-    offset = -1
+    offset, inflated = -1, _Inflated(path, cfg)
     try:
         with open(path, "rb") as fh:
             for offset, rec in enumerate(ArchiveIterator(fh, arc2warc=True)):
                 stats[f"records.{rec.rec_type}"] += 1
-                doc = _warcio_doc(rec, offset, cfg, on_error, src, stats, str(path))
+                doc = _warcio_doc(rec, offset, cfg, on_error, src, stats, str(path), inflated)
+                if inflated.over:
+                    on_error(str(path), f"record {offset}", inflated.why())
+                    stats["errors.expands"] += 1
+                    return
                 if doc is not None:
                     stats["documents"] += 1
                     yield doc
@@ -582,7 +630,8 @@ def _read_bounded(stream, limit: int) -> bytes:
 
 
 def _warcio_doc(
-    rec, offset: int, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str], path: str
+    rec, offset: int, cfg: ReaderConfig, on_error: OnError, src: str, stats: Counter[str], path: str,
+    inflated: _Inflated,
 ) -> Document | None:
     if rec.rec_type != "response" or rec.http_headers is None:
         return None
@@ -598,6 +647,8 @@ def _warcio_doc(
     body = _read_bounded(rec.content_stream(), cfg.max_record_bytes + 1)
     if len(body) > cfg.max_record_bytes:
         on_error(path, where, f"record larger than max_record_bytes={cfg.max_record_bytes}")
+        return None
+    if not inflated.add(len(body)):
         return None
     m = re.search(r"charset=([^;\s]+)", rec.http_headers.get_header("Content-Type") or "", re.I)
     url = clean_url(rec.rec_headers.get_header("WARC-Target-URI"))

@@ -256,26 +256,17 @@ def _load(state: dict, path: Path, group=None) -> None:
 def _safe_remote_load(state: dict, path: RemotePath) -> None:
     """dcp.load through an FsspecReader whose metadata is unpickled by safe_dcp's restricted
     unpickler and checked against the objects' sizes, and safe_dcp's weights-only planner."""
-    import io
 
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
     from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
-    from pretrain.train.safe_dcp import MAX_METADATA_BYTES, METADATA, SafePlanner, UnsafeCheckpoint
-    from pretrain.train.safe_dcp import _MetadataUnpickler as Unpickler
+    from pretrain.train.safe_dcp import MAX_METADATA_BYTES, METADATA, SafePlanner, UnsafeCheckpoint, parse
 
     where = path / METADATA
     sizes = _files(path)
     if sizes.get(METADATA, 0) > MAX_METADATA_BYTES:
         raise UnsafeCheckpoint(f"{where}: refused, {sizes[METADATA]:,} bytes of metadata")
-    try:
-        md = Unpickler(io.BytesIO(_fs(path).cat_file(where)), where).load()
-    except UnsafeCheckpoint:
-        raise
-    except Exception as e:  # truncated or garbled
-        raise UnsafeCheckpoint(f"{where}: not a readable DCP metadata pickle ({type(e).__name__})") from None
-    if not isinstance(md, Metadata) or not isinstance(md.storage_data, dict):
-        raise UnsafeCheckpoint(f"{where}: refused, it holds a {type(md).__name__}, not DCP Metadata")
+    md = parse(_fs(path).cat_file(where), where)
     for key, info in md.storage_data.items():
         rel, off, n = (getattr(info, a, None) for a in ("relative_path", "offset", "length"))
         ok = isinstance(rel, str) and rel in sizes and isinstance(off, int) and isinstance(n, int)

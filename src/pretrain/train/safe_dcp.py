@@ -8,9 +8,9 @@ which `FileSystemReader.read_metadata` opens with a plain `pickle.load`, and eve
 This module owns the replacements used by every load (resume, rollback, sample, export), from a
 local directory (`SafeReader`) or object storage through fsspec (`SafeFsspecReader`):
 
-- `read_metadata`: `.metadata` through an unpickler that admits only the globals DCP's metadata
-  references (its dataclasses, `torch.Size`, dtypes, layouts, memory formats, `pathlib` paths) and
-  then checks the result: a `Metadata`, every storage item a plain file name inside the checkpoint
+- `read_metadata`: `.metadata` rebuilt by `dcp_metadata.parse` (only DCP's metadata dataclasses,
+  `torch.Size`, dtypes, layouts, memory formats and paths, each made fresh from checked fields) and
+  then checked against the directory: every storage item a plain file name inside the checkpoint
   directory whose byte range lies inside that file (no `../`, no `/dev/zero` of a terabyte).
 - `SafePlanner`: non-tensor values through `torch.load(weights_only=True)`, PyTorch's own restricted
   unpickler (tensors, numbers, strings, lists, tuples, dicts).
@@ -22,7 +22,6 @@ Tensors themselves were already read with `weights_only=True` by DCP.
 from __future__ import annotations
 
 import io
-import pickle
 import re
 from pathlib import Path
 
@@ -32,46 +31,13 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.metadata import Metadata
 
 from pretrain.errors import UserError
+from pretrain.train.dcp_metadata import UnsafeCheckpoint, parse
+
+__all__ = ["UnsafeCheckpoint", "parse", "read_metadata", "safe_load", "SafePlanner"]
 
 METADATA = ".metadata"
 # A model of 10k tensors, each sharded on 64 ranks, has ~640k entries of ~200 bytes: 128 MiB is far.
 MAX_METADATA_BYTES = 256 << 20
-
-# The globals torch 2.13's DCP metadata pickle references (listed by unpickling real checkpoints with
-# a recording find_class): constructing any of them runs no user-chosen code.
-_DCP_CLASSES = {
-    "torch.distributed.checkpoint.metadata": {
-        "Metadata", "MetadataIndex", "StorageMeta", "TensorProperties", "TensorStorageMetadata",
-        "ChunkStorageMetadata", "BytesStorageMetadata", "_MEM_FORMAT_ENCODING",
-    },
-    "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
-    "torch.serialization": {"_get_layout"},  # looks a name up in torch's layouts, nothing else
-    "torch": {"Size"},
-    "pathlib": {"PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath", "Path"},
-    "collections": {"OrderedDict"},
-}
-
-
-class UnsafeCheckpoint(UserError):
-    """A checkpoint file holds something a DCP checkpoint never does; nothing in it was run."""
-
-
-class _MetadataUnpickler(pickle.Unpickler):
-    def __init__(self, f, path: Path):
-        super().__init__(f)
-        self.path = path
-
-    def find_class(self, module: str, name: str):
-        if name in _DCP_CLASSES.get(module, ()):
-            return super().find_class(module, name)
-        if module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.memory_format)):
-            return getattr(torch, name)
-        raise UnsafeCheckpoint(f"{self.path}: refused, its pickle calls {module}.{name}, which a DCP "
-                               "checkpoint never holds (a code payload?); nothing was run")
-
-    def persistent_load(self, pid):
-        raise UnsafeCheckpoint(f"{self.path}: refused, its pickle holds a persistent id; nothing was run")
-
 
 def _is_url(path) -> bool:
     return "://" in str(path)
@@ -120,15 +86,7 @@ def read_metadata(path) -> Metadata:
         raise UnsafeCheckpoint(f"{path}: refused, {sizes[name]:,} bytes of metadata "
                                f"(limit {MAX_METADATA_BYTES:,})")
     data = _read_bytes(path, sizes[name])
-    try:
-        md = _MetadataUnpickler(io.BytesIO(data), path).load()
-    except UnsafeCheckpoint:
-        raise
-    except Exception as e:  # truncated or garbled: any of pickle's many exception types
-        why = f"{type(e).__name__}: {e}"
-        raise UnsafeCheckpoint(f"{path}: not a readable DCP metadata pickle ({why})") from None
-    if not isinstance(md, Metadata) or not isinstance(md.storage_data, dict):
-        raise UnsafeCheckpoint(f"{path}: refused, it holds a {type(md).__name__}, not DCP Metadata")
+    md = parse(data, path)
     _check_storage(md.storage_data, path, sizes)
     return md
 

@@ -576,3 +576,21 @@ def test_an_output_folder_holding_files_of_its_own_is_refused_before_writing(tmp
     assert len(err.splitlines()) == 1 and theirs in err and "not a pretrain job" in err, err
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # nothing written
     assert (out / theirs).read_text() == "mine = 1\n"
+
+
+@pytest.mark.parametrize("cannot_be_built", ["classifier.model={}/missing.json",
+                                             "language.model_path={}/missing.bin",
+                                             'url_filter.domain_files=["{}/missing.txt"]'])
+def test_a_belt_that_cannot_be_built_claims_nothing_so_a_fixed_rerun_runs(tmp_path, capsys, cannot_be_built):
+    """A config whose step cannot be built (a missing model or list file) once left OUT/plan.json
+    behind, and the rerun with the file fixed was refused as "another job" (session 13 sweep)."""
+    src = _corpus(tmp_path / "src", _prose(4, seed=37))
+    out = tmp_path / "out"
+    args = ["curate", str(src), "-o", str(out), "--workers", "1", "--quiet"]
+    steps = '["url_filter","language","classifier"]' if "classifier" in cannot_be_built else \
+        '["url_filter","language"]'
+    assert main([*args, "--set", f"steps={steps}", "--set", cannot_be_built.format(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "missing." in err and err.count("\n") == 1
+    assert not (out / "plan.json").exists() and not (out / "config.toml").exists()
+    assert main([*args, "--set", 'steps=["url_filter","language"]']) == 0

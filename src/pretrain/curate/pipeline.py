@@ -127,11 +127,16 @@ def user_step(spec: str) -> Step:
     return step
 
 
+def build_family(name: str, cfg: CurateConfig) -> list[Step | None]:
+    """The steps one entry of `cfg.steps` stands for (None where disabled)."""
+    return [user_step(name)] if ":" in name else _FAMILIES[name](cfg)
+
+
 def build_steps(cfg: CurateConfig) -> list[Step]:
     """The per-document part of the belt, in the configured order; disabled steps are left out."""
     steps: list[Step | None] = []
     for name in cfg.steps:
-        steps.extend([user_step(name)] if ":" in name else _FAMILIES[name](cfg))
+        steps.extend(build_family(name, cfg))
     return [s for s in steps if s is not None]
 
 

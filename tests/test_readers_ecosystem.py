@@ -214,10 +214,10 @@ def test_folder_walk_leaves_plain_json_to_globs(tmp_path, capsys):
     # files of a type not read beside them (a folder of .html.gz pages, session 11): which, and what is
     (tmp_path / "sub").mkdir()
     for i in range(3):
-        (tmp_path / "sub" / f"page{i}.html.gz").write_bytes(gzip.compress(b"<p>hi</p>"))
+        (tmp_path / "sub" / f"page{i}.pdf.gz").write_bytes(gzip.compress(b"%PDF-1.4"))
     assert list_inputs([str(tmp_path)]) == []
     said = capsys.readouterr().err
-    assert f"{tmp_path} holds 5 files, none of a type read here (.html.gz 3, .json 2); read: " in said, said
+    assert f"{tmp_path} holds 5 files, none of a type read here (.pdf.gz 3, .json 2); read: " in said, said
     assert ".html/.htm" in said and "**/*.json" in said and said.count("\n") == 1, said
     shutil.rmtree(tmp_path / "sub")
     _dataset().to_json(tmp_path / "train.json.gz", compression="gzip")  # compressed: data, walked
@@ -599,3 +599,40 @@ def test_arrow_compressed_batch_over_the_bound_is_not_decompressed(tmp_path, fra
     assert [(e[1], "over max_row_group_bytes" in e[2]) for e in errors] == [("record batch 1", True)]
     docs, errors = _read(p)  # the default bound (1 GiB) reads it
     assert errors == [] and [d.id for d in docs] == ["r0", "bomb", "r1"]
+
+
+def test_a_folder_read_in_part_names_the_types_it_left_out(tmp_path, capsys):
+    # a folder of .jsonl records and .pdf files read the .jsonl alone, without a word (session 13)
+    (tmp_path / "part.jsonl").write_text(json.dumps(RECORDS[0]) + "\n")
+    for i in range(3):
+        (tmp_path / f"scan{i}.pdf").write_bytes(b"%PDF-1.4")
+    (tmp_path / "README.md").write_text("# about\n")
+    (tmp_path / "LICENSE").write_text("CC-BY\n")
+    assert [f.name for f in list_inputs([str(tmp_path)])] == ["part.jsonl"]
+    said = capsys.readouterr().err
+    assert f"{tmp_path}: 3 files of a type not read here left out (.pdf 3), 1 read" in said, said
+    assert said.count("\n") == 1 and "README" not in said and ".md" not in said, said
+
+
+def test_gzipped_html_pages_read_as_their_plain_html(tmp_path, shared_data):
+    """The article-extraction benchmark ships its 181 real pages as .html.gz: each reads as the
+    same page inflated by Python's gzip into an .html file; a page inflating past max_record_bytes
+    or a truncated one is a bad record naming the file."""
+    folder = shared_data / "html" / "scrapinghub-aeb" / "html"
+    pages = sorted(folder.glob("*.html.gz"))[:5]
+    assert [f.name for f in list_inputs([str(folder)])][:5] == [p.name for p in pages]
+    for page in pages:
+        plain = tmp_path / page.name.removesuffix(".gz")
+        plain.write_bytes(gzip.decompress(page.read_bytes()))
+        (gz_doc,), errors = _read(page)
+        (doc,), _ = _read(plain)
+        assert not errors and gz_doc.cache["html"] and gz_doc.text == doc.text
+        assert gz_doc.source == page.name  # the id is of the file as named: stable_id(source, 0)
+    big = tmp_path / "big.html.gz"
+    big.write_bytes(gzip.compress(b"<p>spam</p>" * 100_000))
+    docs, errors = _read(big, ReaderConfig(max_record_bytes=1_000_000))
+    assert docs == [] and errors == [(str(big), None, "file inflates past max_record_bytes=1000000")]
+    cut = tmp_path / "cut.html.gz"
+    cut.write_bytes(pages[0].read_bytes()[:-40])
+    docs, errors = _read(cut)
+    assert docs == [] and errors[0][0] == str(cut) and errors[0][2].startswith("unreadable gzip"), errors

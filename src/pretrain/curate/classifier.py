@@ -144,8 +144,10 @@ class NaiveBayes:
         """Read a model written by `save`; a wrong or damaged file is a UserError naming it. A file
         over `limit` bytes is refused before it is read, and only a regular file is read (a FIFO
         would block, `/dev/zero` grow), counted as it is read (`untrusted.read_text`)."""
+        from pretrain.curate.io import local_only
         from pretrain.untrusted import check_file, read_text
 
+        local_only(path, "classifier model")
         p = Path(path)
         if not p.exists():
             raise UserError(f"classifier model not found: {p}")

@@ -1,0 +1,103 @@
+"""What `pretrain classifier train` and `score` read: the documents of their inputs as the belt's
+classifier step sees them.
+
+Inputs are named as for `pretrain curate` (files, folders, globs, s3:// and other URLs; a URL's
+objects are copied to a temporary folder one at a time), and every input that cannot be found is
+named in one error, not only the first. HTML pages (`.html`, WARC responses) go through the belt's
+`extract` step first: scoring raw markup counted tags and scripts as words (a WARC page of ~9,700
+tokens of markup scored -26,411 where its main text scores a fraction of that; session 13).
+"""
+
+from __future__ import annotations
+
+import glob
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+from pretrain.curate import io
+from pretrain.curate.document import Document
+from pretrain.errors import UserError
+
+
+def check_inputs(groups: dict[str, list[str]], model: str | None = None) -> None:
+    """Refuse, in one error, every input of `groups` ({option: paths}, "" for positional ones) that
+    names nothing (a missing path, a glob matching nothing), and a `model` that is missing or a URL."""
+    problems = []
+    for role, paths in groups.items():
+        for p in paths:
+            where = f"{role} " if role else ""
+            if io.is_url(p):
+                continue  # listed next: a store's refusal names the URL
+            if any(ch in p for ch in "*?["):
+                if not glob.glob(p, recursive=True):
+                    problems.append(f"{where}no input matches {p!r}")
+            elif not Path(p).exists():
+                problems.append(f"{where}input not found: {p}")
+    if model is not None:
+        if io.is_url(model):
+            try:
+                io.local_only(model, "--model")
+            except UserError as e:
+                problems.append(str(e))
+        elif not Path(model).exists():
+            problems.append(f"classifier model not found: {model}")
+    if problems:
+        raise UserError("; ".join(problems))
+
+
+def listed(paths: list[str], role: str = "", skip: str = "-") -> list[tuple[str, str]]:
+    """(file or object URL, source name) of every input, sorted, less `skip` (the scores or model
+    being written, which a rerun into the input folder would read back); none is an error naming
+    the inputs."""
+    from pretrain.curate.identity import list_any_inputs
+
+    gone = None if skip == "-" or io.is_url(skip) else Path(skip).resolve()
+    files = [(f, src) for f, src in list_any_inputs(paths)
+             if io.is_url(f) or Path(f).resolve() != gone]
+    if not files:
+        where = f"{role} " if role else ""
+        raise UserError(f"{where}no input files found in {', '.join(paths)}")
+    return files
+
+
+def documents(files: list[tuple[str, str]], text_field: str, id_field: str, errors: list[str],
+              stats: Counter[str]) -> Iterator[Document]:
+    """The documents of `files`, HTML pages extracted to their main text (ExtractConfig's
+    defaults, the belt's); bad records go to `errors` as "file: record: reason", and pages the
+    extract step drops (no main text, ...) are counted in `stats` under `no_main_text`."""
+    from pretrain.curate.extract import ExtractConfig, build_extract_step
+    from pretrain.curate.readers import ReaderConfig
+
+    step = build_extract_step(ExtractConfig())
+    yield from step(_read(files, ReaderConfig(text_field=text_field, id_field=id_field), errors))
+    stats["no_main_text"] += sum(n for k, n in step.stats.items() if k.startswith("dropped."))
+
+
+def _read(files: list[tuple[str, str]], cfg, errors: list[str]) -> Iterator[Document]:
+    from pretrain.curate.readers import read_documents
+
+    with tempfile.TemporaryDirectory(prefix="pretrain-classifier-") as tmp:
+        for f, src in files:
+            def bad(_path: str, record: object, why: str, f: str = f) -> None:  # the URL, not the copy
+                errors.append(f"{f}: {record}: {why}" if record is not None else f"{f}: {why}")
+
+            path = _fetched(f, Path(tmp)) if io.is_url(f) else Path(f)
+            try:
+                yield from read_documents(path, cfg, bad, source=src)
+            finally:
+                if path != Path(f):
+                    path.unlink(missing_ok=True)
+
+
+def _fetched(url: str, tmp: Path) -> Path:
+    """A local copy of the object at `url` under `tmp`, named as the object (its suffix says how to
+    read it)."""
+    fs, path = io.url_fs(url)
+    local = tmp / path.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        fs.get(path, str(local))
+    except FileNotFoundError as e:  # listed, then deleted: name it (the client does not)
+        raise UserError(f"{url}: gone since it was listed") from e
+    return local

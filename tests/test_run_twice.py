@@ -594,3 +594,29 @@ def test_a_belt_that_cannot_be_built_claims_nothing_so_a_fixed_rerun_runs(tmp_pa
     assert "missing." in err and err.count("\n") == 1
     assert not (out / "plan.json").exists() and not (out / "config.toml").exists()
     assert main([*args, "--set", 'steps=["url_filter","language"]']) == 0
+
+
+def test_a_config_naming_a_file_beside_itself_says_where_relative_paths_are_read(tmp_path, capsys,
+                                                                                monkeypatch):
+    """`model = "quality.json"` in conf/belt.toml beside it, run from elsewhere, said only "not
+    found: quality.json": relative paths are read from the working directory, and that is said."""
+    from pretrain.curate.classifier import NaiveBayes
+
+    src = _corpus(tmp_path / "src", _prose(4, seed=41))
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    NaiveBayes.train(["good words here"], ["bad words there"]).save(conf / "quality.json")
+    (conf / "belt.toml").write_text('steps = ["classifier"]\n[classifier]\nmodel = "quality.json"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    args = ["curate", str(src), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"]
+    assert main([*args, "--config", str(conf / "belt.toml")]) == 2
+    err = capsys.readouterr().err
+    assert (f"classifier.model = 'quality.json' is read from the working directory ({elsewhere}), where it "
+            f"is missing; it sits beside the config: name it '{conf / 'quality.json'}'") in err, err
+    assert main([*args, "--set", 'steps=["classifier"]', "--set", "classifier.model=other.json"]) == 2
+    err = capsys.readouterr().err
+    assert f"not found: other.json (a relative path, read from the working directory {elsewhere})" in err
+    monkeypatch.chdir(conf)
+    assert main([*args, "--config", "belt.toml"]) == 0

@@ -30,7 +30,7 @@ from pretrain.config import bounded, signed
 from pretrain.curate.document import Document
 from pretrain.curate.language import words
 from pretrain.curate.step import Filter, Step, Tagger
-from pretrain.errors import UserError
+from pretrain.errors import UserError, not_found
 
 FORMAT = "pretrain.naive_bayes"
 VERSION = 1
@@ -150,7 +150,7 @@ class NaiveBayes:
         local_only(path, "classifier model")
         p = Path(path)
         if not p.exists():
-            raise UserError(f"classifier model not found: {p}")
+            raise not_found("classifier model", p)
         size = check_file(p)
         if size > limit:
             raise UserError(f"{p}: {size:,} bytes is over the {limit:,} a classifier model may hold "

@@ -42,7 +42,7 @@ import zstandard
 from pretrain.config import bounded, choice
 from pretrain.curate.document import Document
 from pretrain.curate.step import Filter
-from pretrain.errors import UserError
+from pretrain.errors import UserError, not_found
 
 REASON = "benchmark_overlap"
 MODES = ("remove", "tag")
@@ -163,7 +163,7 @@ def parse_spec(spec: str) -> tuple[Path, tuple[str, ...]]:
         head, tail = spec.rsplit(":", 1)
         path, fields = Path(head), tuple(f.strip() for f in tail.split(",") if f.strip())
     if not path.exists():
-        raise UserError(f"benchmark not found: {path}")
+        raise not_found("benchmark", path)
     return path, fields
 
 

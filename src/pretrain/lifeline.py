@@ -64,6 +64,22 @@ def _watch(parent: int, every_s: float, stop: threading.Event | None = None) -> 
     os._exit(1)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, `timeout`, a scheduler's stop) raised where a Ctrl-C would be: the same
+    cleanup runs (the pool stopped, the attempt lock let go) and the command says in one line that
+    it stopped and how to resume; it ended with status 143 and not a word (session 13)."""
+
+
+def sigterm_raises() -> None:
+    """From now on SIGTERM raises `Terminated` in the main thread of this process (the parent:
+    the workers are spawned, so they keep the default action and their pool's terminate)."""
+    def raise_terminated(signum, frame) -> None:
+        raise Terminated
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, raise_terminated)
+
+
 def init_worker(parent: int) -> None:
     """Initializer of a process pool's workers (`initargs=(os.getpid(),)`).
 

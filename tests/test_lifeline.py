@@ -192,8 +192,8 @@ def test_sigterm_of_curate_says_it_stopped_and_how_to_resume_and_a_rerun_finishe
         err = proc.stderr.read()
         assert proc.wait(timeout=30) == 130
         assert not _wait_gone(workers, within_s=GONE_S)
-        assert err.strip().splitlines()[-1] == (
-            "pretrain curate: stopped by SIGTERM; rerun the same command to resume (finished work is kept)"), err
+        said = "pretrain curate: stopped by SIGTERM; rerun the same command to resume (finished work is kept)"
+        assert err.strip().splitlines()[-1] == said, err
         assert "Traceback" not in err, err
         assert not (out / "stats.json").exists()
     finally:

@@ -17,6 +17,7 @@ from s3server import s3  # noqa: F401  (the fixture)
 from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 
 from pretrain.curate.readers import ReaderConfig, list_inputs, read_documents, source_name
+from pretrain.errors import UserError
 
 RECORDS = [{"id": f"r{i}", "text": f"document {i}: some words", "url": f"http://ex.org/{i}"}
            for i in range(5)]
@@ -636,3 +637,20 @@ def test_gzipped_html_pages_read_as_their_plain_html(tmp_path, shared_data):
     cut.write_bytes(pages[0].read_bytes()[:-40])
     docs, errors = _read(cut)
     assert docs == [] and errors[0][0] == str(cut) and errors[0][2].startswith("unreadable gzip"), errors
+
+
+def test_a_bucket_prefix_read_in_part_names_the_types_it_left_out(s3_here, capsys):  # noqa: F811
+    from pretrain.curate.job import list_any_inputs
+
+    bucket = s3_here.new_bucket("mixed")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/part.jsonl": (json.dumps(RECORDS[0]) + "\n").encode(),
+             f"{bucket}/in/scan0.pdf": b"%PDF-1.4", f"{bucket}/in/sub/scan1.pdf": b"%PDF-1.4",
+             f"{bucket}/in/README.md": b"# about", f"{bucket}/pdfs/scan.pdf": b"%PDF-1.4"})
+    assert [src for _, src in list_any_inputs([f"s3://{bucket}/in/"])] == ["part.jsonl"]
+    said = capsys.readouterr().err
+    assert said == f"pretrain: s3://{bucket}/in: 2 files of a type not read here left out (.pdf 2), 1 read\n"
+    assert list_any_inputs([f"s3://{bucket}/pdfs"]) == []
+    assert f"s3://{bucket}/pdfs holds 1 file, none of a type read here (.pdf 1)" in capsys.readouterr().err
+    with pytest.raises(UserError, match=f"not found: s3://{bucket}/none \\(no object there nor under it"):
+        list_any_inputs([f"s3://{bucket}/none"])

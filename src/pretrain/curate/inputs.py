@@ -51,8 +51,9 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
         if path.is_dir():
             every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
             files = [f for f in every if walked(f.relative_to(path)) and f.is_file()]
-            _say_unread(path, every, len(files))
             plans = [f for f in every if f.name == "plan.json"]
+            if not plans or not files:  # a job's OUT says what of it is read (job_data_only)
+                say_unread(str(path), [f.relative_to(path) for f in every if f.is_file()], len(files))
             found.update(_inside(path, job_data_only(plans, files, own_out)))
         elif path.is_file():
             found.add(path)
@@ -134,22 +135,23 @@ _PAPERWORK = re.compile(r"(readme|license|licence|notice|copying|changelog|autho
                         re.IGNORECASE)
 
 
-def _say_unread(root: Path, every: list[Path], read: int) -> None:
+def say_unread(root: str, every: list[Path], read: int) -> None:
     """One line on stderr when a folder walk leaves files unread. None read: `.json` files (not
     walked: configs share the extension) and how to read them, or files of other types (a folder of
     `.html.gz` pages said only "no input files found"): how many, the commonest extensions, what
     is read. Some read: the others by type (a folder of `.jsonl` and `.pdf` files read the `.jsonl`
-    alone, without a word), less paperwork (README, LICENSE, `.md`)."""
+    alone, without a word), less paperwork (README, LICENSE, `.md`). `every`: the folder's (or
+    bucket prefix's) files, relative to it."""
     import sys
     from collections import Counter
 
-    files = [f for f in every if not is_hidden(f.relative_to(root)) and f.is_file()]
+    files = [f for f in every if not is_hidden(f)]
     jsons = [f for f in files if f.name.lower().endswith(".json")]
     other = [f for f in files if not f.name.lower().endswith(".json")]
     how = (f"a folder's .json files are not read (configs share the extension); name them or use a glob "
-           f"such as '{str(root).rstrip('/')}/**/*.json'")
+           f"such as '{root.rstrip('/')}/**/*.json'")
     if read:
-        left = [f for f in files if not walked(f.relative_to(root)) and not _PAPERWORK.fullmatch(f.name)]
+        left = [f for f in files if not walked(f) and not _PAPERWORK.fullmatch(f.name)]
         if left:
             kinds = Counter(_kind(f) for f in left).most_common(3)
             line = (f"{root}: {count(len(left), 'file')} of a type not read here left out "

@@ -620,3 +620,20 @@ def test_a_config_naming_a_file_beside_itself_says_where_relative_paths_are_read
     assert f"not found: other.json (a relative path, read from the working directory {elsewhere})" in err
     monkeypatch.chdir(conf)
     assert main([*args, "--config", "belt.toml"]) == 0
+
+
+def test_dedup_of_warc_pages_says_their_markup_was_compared(tmp_path, capsys):
+    """`pretrain dedup crawl/` on WARC files hashed the pages' HTML and wrote it to data/ as their
+    text, without a word: the funnel now says how many pages went through unextracted, and how to
+    extract them; with `extract` in the steps it says nothing."""
+    from conftest import data_file
+
+    warc = data_file("warc/dolma/sample-0000.warc.gz")
+    assert main(["dedup", str(warc), "-o", str(tmp_path / "raw"), "--workers", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    pages = json.loads((tmp_path / "raw" / "stats.json").read_text())["records"]["records.response"]
+    assert (f"warning: {pages} HTML pages went through without the extract step: their markup was compared "
+            """and written as their text; for the main text, --set steps='["extract","dedup"]'""") in out, out
+    assert main(["dedup", str(warc), "-o", str(tmp_path / "text"), "--workers", "1", "--quiet",
+                 "--set", 'steps=["extract","dedup"]']) == 0
+    assert "warning" not in capsys.readouterr().out

@@ -242,6 +242,8 @@ def run_shard(task: ShardTask) -> dict:
             _check_unchanged(task, local)
             read = versions.of_read(local) if local == Path(task.path) else None  # the bytes it reads
             docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
+            if not any(s.name == "extract" for s in steps):
+                docs = _markup_counted(docs, read_stats)
             n_read, n_kept, n_rejects = _filter(task, lay, steps, docs, local, shape)
             if read is not None:
                 versions.unchanged(local, read)
@@ -270,6 +272,16 @@ def run_shard(task: ShardTask) -> dict:
 
     _commit(task.overlap, commit, pending)
     return stats
+
+
+def _markup_counted(docs: Iterator[Document], stats: Counter[str]) -> Iterator[Document]:
+    """`docs`, counting the HTML pages (an .html file, a WARC response) among them under
+    `html_not_extracted`: a belt without `extract` (the dedup and decontaminate presets) compares
+    their markup, and the funnel says so (report.markup_warning)."""
+    for doc in docs:
+        if doc.cache.get("html"):
+            stats["html_not_extracted"] += 1
+        yield doc
 
 
 def _filtered(task: ShardTask, lay: Layout) -> bool:

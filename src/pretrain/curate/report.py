@@ -83,6 +83,8 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         table.add_row(name, f"{n_in:,}", f"{kept:,}", f"{dropped:,}", top)
     console.print(table)
     console.print(totals_line(stats), highlight=False, soft_wrap=True)
+    if warning := markup_warning(stats):
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if renamed := stats.get("dedup", {}).get("renamed", 0):
         console.print(f"{count(renamed, 'document')} kept under a repeated id "
                       f"{'was' if renamed == 1 else 'were'} renamed ID#2, ID#3, ... "
@@ -98,6 +100,20 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"corpus: {join(out, 'data')}   rejects: {join(out, 'rejects')}   "
                   f"stats: {join(out, 'stats.json')}", soft_wrap=True)
+
+
+def markup_warning(stats: dict) -> str | None:
+    """HTML pages that no `extract` step turned into text: `pretrain dedup crawl/` or
+    `decontaminate` of WARC files hashed and matched the pages' markup, tags and scripts included,
+    and wrote it to data/ as the documents' text."""
+    n = stats.get("records", {}).get("html_not_extracted", 0)
+    if not n:
+        return None
+    job = stats.get("job", "curate")
+    steps = f'\'["extract","{job}"]\'' if job in ("dedup", "decontaminate") else "'[\"extract\", ...]'"
+    return (f"{count(n, 'HTML page')} went through without the extract step: their markup was "
+            f"{'compared' if job in ('dedup', 'decontaminate') else 'judged'} and written as their text; "
+            f"for the main text, --set steps={steps}")
 
 
 def nothing_done_line(stats: dict) -> str:

@@ -255,3 +255,22 @@ def test_score_reads_a_bucket_prefix_as_its_local_copy(tmp_path, s3_here):  # no
     assert main(["classifier", "score", "--model", str(model), str(local), "-o", str(out_local)]) == 0
     assert main(["classifier", "score", "--model", str(model), f"s3://{bucket}/in", "-o", str(out_s3)]) == 0
     assert len(_scores(out_local)) == 3 and _scores(out_s3) == _scores(out_local)
+
+
+def test_bad_records_are_said_by_kind_every_kind_with_its_first(tmp_path, capsys):
+    """Five bad records were printed, all of the first file's kind: 130 records without the text
+    field hid the malformed WET file's. Now one line per kind, its count and its first record."""
+    wet = data_file("warc/cc_net/sample.warc.wet")
+    good, bad = lesson_texts()
+    model = tmp_path / "m.json"
+    NaiveBayes.train([good], [bad]).save(model)
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"id": i, "body": "river"}) + "\n" for i in range(7)))
+    assert main(["classifier", "score", "--model", str(model), str(other), str(wet), "-o",
+                 str(tmp_path / "s.jsonl")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].endswith("; 10 bad records skipped"), err
+    assert err[1] == (f"  7 missing text field 'text'; first: {other}: record line 1: missing text field "
+                      "'text'; the text under another field? --text-field NAME")
+    assert err[2].startswith(f"  3 bytes skipped between records: not a valid record") and str(wet) in err[2]
+    assert len(err) == 3, err

@@ -83,12 +83,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from pretrain.curate.classifier import NaiveBayes
-    from pretrain.curate.classifier_inputs import check_inputs, documents, listed
+    from pretrain.curate.classifier_inputs import Skipped, check_inputs, documents, listed
 
     check_inputs({"--good": args.good, "--bad": args.bad})
     # the model being written is never training text (a rerun into the --good folder met it)
     good_files, bad_files = listed(args.good, "--good", args.output), listed(args.bad, "--bad", args.output)
-    errors: list[str] = []
+    errors = Skipped()
     stats: Counter[str] = Counter()
     good = (d.text for d in documents(good_files, args.text_field, "id", errors, stats))
     bad = (d.text for d in documents(bad_files, args.text_field, "id", errors, stats))
@@ -102,13 +102,13 @@ def _train(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     from pretrain.curate.classifier import ClassifierTagger, NaiveBayes
-    from pretrain.curate.classifier_inputs import check_inputs, documents, listed
+    from pretrain.curate.classifier_inputs import Skipped, check_inputs, documents, listed
     from pretrain.curate.io import atomic_path, dumps_line
 
     check_inputs({"": args.inputs}, args.model)
     tagger = ClassifierTagger(NaiveBayes.load(args.model, args.max_model_bytes))
     files = listed(args.inputs, skip=args.output)
-    errors: list[str] = []
+    errors = Skipped()
     stats: Counter[str] = Counter()
     n = good = 0
 
@@ -138,6 +138,6 @@ def _no_text(stats: Counter[str]) -> str:
     return f"; {count(n, 'HTML page')} with no main text left out" if n else ""
 
 
-def _print_errors(errors: list[str], limit: int = 5) -> None:
-    for e in errors[:limit]:
-        print(f"  skipped {e}", file=sys.stderr)
+def _print_errors(errors) -> None:
+    for line in errors.lines():
+        print(f"  {line}", file=sys.stderr)

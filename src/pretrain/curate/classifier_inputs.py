@@ -62,10 +62,10 @@ def listed(paths: list[str], role: str = "", skip: str = "-") -> list[tuple[str,
     return files
 
 
-def documents(files: list[tuple[str, str]], text_field: str, id_field: str, errors: list[str],
+def documents(files: list[tuple[str, str]], text_field: str, id_field: str, errors: Skipped,
               stats: Counter[str]) -> Iterator[Document]:
     """The documents of `files`, HTML pages extracted to their main text (ExtractConfig's
-    defaults, the belt's); bad records go to `errors` as "file: record: reason", and pages the
+    defaults, the belt's); bad records go to `errors` (file, record, reason), and pages the
     extract step drops (no main text, ...) are counted in `stats` under `no_main_text`."""
     from pretrain.curate.extract import ExtractConfig, build_extract_step
     from pretrain.curate.readers import ReaderConfig
@@ -75,13 +75,13 @@ def documents(files: list[tuple[str, str]], text_field: str, id_field: str, erro
     stats["no_main_text"] += sum(n for k, n in step.stats.items() if k.startswith("dropped."))
 
 
-def _read(files: list[tuple[str, str]], cfg, errors: list[str]) -> Iterator[Document]:
+def _read(files: list[tuple[str, str]], cfg, errors: Skipped) -> Iterator[Document]:
     from pretrain.curate.readers import read_documents
 
     with tempfile.TemporaryDirectory(prefix="pretrain-classifier-") as tmp:
         for f, src in files:
             def bad(_path: str, record: object, why: str, f: str = f) -> None:  # the URL, not the copy
-                errors.append(f"{f}: {record}: {why}" if record is not None else f"{f}: {why}")
+                errors(f, record, why)
 
             path = _fetched(f, Path(tmp)) if io.is_url(f) else Path(f)
             try:
@@ -101,3 +101,40 @@ def _fetched(url: str, tmp: Path) -> Path:
     except FileNotFoundError as e:  # listed, then deleted: name it (the client does not)
         raise UserError(f"{url}: gone since it was listed") from e
     return local
+
+
+class Skipped:
+    """Bad records counted by kind (pretrain.faults: bounded, whatever the input holds), with the
+    first of each kind; `lines()` says them all. Five records shown of one kind hid every other
+    kind: 130 records of a file without the text field hid a malformed WET file's three."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.first: dict[str, tuple[str, object, str]] = {}
+        self.total = 0
+
+    def __call__(self, file: str, record: object, why: str) -> None:
+        from pretrain.faults import count_fault
+
+        self.total += 1
+        self.first.setdefault(count_fault(self.counts, why), (file, record, why))
+
+    def __len__(self) -> int:
+        return self.total
+
+    def lines(self, shown: int = 5) -> list[str]:
+        """'N kind; first: file: record: reason' per kind, the most frequent first."""
+        from pretrain.curate.report import TEXT_FIELD_HINT
+        from pretrain.untrusted import printable
+
+        top = sorted(self.counts.items(), key=lambda kv: -kv[1])
+        out = []
+        for kind, n in top[:shown]:
+            f, record, why = self.first[kind]
+            where = f"{f}: record {record}: {why}" if record is not None else f"{f}: {why}"  # as curate
+            missing = kind.startswith(("missing text field", "missing text column"))
+            hint = f"; {TEXT_FIELD_HINT}" if missing else ""
+            out.append(printable(f"{n:,} {kind}; first: {where}{hint}"))
+        if len(top) > shown:
+            out.append(f"{len(top) - shown} more kinds")
+        return out

@@ -613,6 +613,9 @@ def test_a_folder_read_in_part_names_the_types_it_left_out(tmp_path, capsys):
     said = capsys.readouterr().err
     assert f"{tmp_path}: 3 files of a type not read here left out (.pdf 3), 1 read" in said, said
     assert said.count("\n") == 1 and "README" not in said and ".md" not in said, said
+    assert [f.name for f in list_inputs([str(tmp_path / "*")])] == ["part.jsonl"]  # a glob, the same
+    said, glob = capsys.readouterr().err, str(tmp_path / "*")
+    assert said == f"pretrain: {glob!r}: 3 files of a type not read here left out (.pdf 3), 1 read\n"
 
 
 def test_gzipped_html_pages_read_as_their_plain_html(tmp_path, shared_data):

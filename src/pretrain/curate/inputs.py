@@ -45,6 +45,7 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
             if not kept:
                 raise UserError(f"{p!r} matches {count(len(matches), 'path')}, none a file of a known type "
                                 f"({', '.join(SUFFIXES)}) outside hidden folders")
+            say_unread(repr(p), [_below(m, root) for m in matches if m.is_file()], len(kept), globbed)
             found.update(_inside(root, kept))
             continue
         path = Path(p)
@@ -135,13 +136,14 @@ _PAPERWORK = re.compile(r"(readme|license|licence|notice|copying|changelog|autho
                         re.IGNORECASE)
 
 
-def say_unread(root: str, every: list[Path], read: int) -> None:
+def say_unread(root: str, every: list[Path], read: int, reads=None) -> None:
     """One line on stderr when a folder walk leaves files unread. None read: `.json` files (not
     walked: configs share the extension) and how to read them, or files of other types (a folder of
     `.html.gz` pages said only "no input files found"): how many, the commonest extensions, what
     is read. Some read: the others by type (a folder of `.jsonl` and `.pdf` files read the `.jsonl`
     alone, without a word), less paperwork (README, LICENSE, `.md`). `every`: the folder's (or
-    bucket prefix's) files, relative to it."""
+    bucket prefix's) files, relative to it; `reads`: what the walk reads (`walked`; a glob's:
+    `globbed`)."""
     import sys
     from collections import Counter
 
@@ -151,7 +153,7 @@ def say_unread(root: str, every: list[Path], read: int) -> None:
     how = (f"a folder's .json files are not read (configs share the extension); name them or use a glob "
            f"such as '{root.rstrip('/')}/**/*.json'")
     if read:
-        left = [f for f in files if not walked(f) and not _PAPERWORK.fullmatch(f.name)]
+        left = [f for f in files if not (reads or walked)(f) and not _PAPERWORK.fullmatch(f.name)]
         if left:
             kinds = Counter(_kind(f) for f in left).most_common(3)
             line = (f"{root}: {count(len(left), 'file')} of a type not read here left out "

@@ -602,6 +602,18 @@ def test_arrow_compressed_batch_over_the_bound_is_not_decompressed(tmp_path, fra
     assert errors == [] and [d.id for d in docs] == ["r0", "bomb", "r1"]
 
 
+def test_a_folder_of_hidden_files_only_says_so(tmp_path, capsys):
+    # a killed Spark job's folder: its only parts under _temporary/ said "no input files found"
+    (tmp_path / "_temporary" / "0").mkdir(parents=True)
+    (tmp_path / "_temporary" / "0" / "part-0.jsonl").write_text(json.dumps(RECORDS[0]) + "\n")
+    (tmp_path / "_SUCCESS").write_text("")
+    assert list_inputs([str(tmp_path)]) == []
+    said = capsys.readouterr().err
+    assert said == (f"pretrain: {tmp_path} holds only hidden files (1 file of a type read, e.g. "
+                    "_temporary/0/part-0.jsonl): names starting with . or _ are left out (a killed Spark "
+                    "task's _temporary/, macOS ._ files); name a file to read it\n"), said
+
+
 def test_a_folder_read_in_part_names_the_types_it_left_out(tmp_path, capsys):
     # a folder of .jsonl records and .pdf files read the .jsonl alone, without a word (session 13)
     (tmp_path / "part.jsonl").write_text(json.dumps(RECORDS[0]) + "\n")

@@ -171,6 +171,10 @@ def say_unread(root: str, every: list[Path], read: int, reads=None) -> None:
                 ".gz/.zst/.bz2/.xz), .parquet, .arrow, .txt, .html/.htm, .warc/.wet/.wat/.arc (plain or "
                 ".gz)"
                 + (f"; {how}" if jsons else ""))
+    elif hidden := [f for f in every if is_hidden(f) and (reads or walked)(Path(f.name.lstrip("._")))]:
+        line = (f"{root} holds only hidden files ({count(len(hidden), 'file')} of a type read, e.g. "
+                f"{hidden[0].as_posix()}): names starting with . or _ are left out (a killed Spark task's "
+                "_temporary/, macOS ._ files); name a file to read it")
     else:
         return
     print(printable(f"pretrain: {line}"), file=sys.stderr)

@@ -96,13 +96,13 @@ TERMED = """
 import time
 from pretrain.curate.executor import RayExecutor
 from pretrain.lifeline import Terminated, sigterm_raises
-sigterm_raises()  # what cli.main does for curate
-RayExecutor(workers=1).start()
-print("ready", flush=True)
-try:
-    time.sleep(600)
-except Terminated:
-    print("terminated", flush=True)
+with sigterm_raises():  # what cli.main does for curate
+    RayExecutor(workers=1).start()
+    print("ready", flush=True)
+    try:
+        time.sleep(600)
+    except Terminated:
+        print("terminated", flush=True)
 """
 
 

@@ -9,6 +9,7 @@ No logic lives here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import importlib
@@ -169,11 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 0 if args.command is None else 2
-    if args.command in SAYS_SIGTERM:
-        sigterm_raises()
     try:
         check_options(parser, args)  # every numeric option's bounds, before any work
-        code = int(args._run(args) or 0)
+        with sigterm_raises() if args.command in SAYS_SIGTERM else contextlib.nullcontext():
+            code = int(args._run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows up here for output still in the buffer
         return code
     except KeyboardInterrupt as e:  # workers ignore SIGINT (pretrain.lifeline): this is the only line

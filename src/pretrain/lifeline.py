@@ -70,14 +70,22 @@ class Terminated(KeyboardInterrupt):
     it stopped and how to resume; it ended with status 143 and not a word (session 13)."""
 
 
-def sigterm_raises() -> None:
-    """From now on SIGTERM raises `Terminated` in the main thread of this process (the parent:
-    the workers are spawned, so they keep the default action and their pool's terminate)."""
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Inside the block SIGTERM raises `Terminated` in the main thread of this process (the parent:
+    the workers are spawned, so they keep the default action and their pool's terminate); the
+    handler before it is put back after (`main()` called in a test or a notebook)."""
     def raise_terminated(signum, frame) -> None:
         raise Terminated
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, raise_terminated)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
 
 
 def init_worker(parent: int) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pretrain.curate import io
 from pretrain.curate.document import Document
-from pretrain.errors import UserError
+from pretrain.errors import UserError, not_found
 
 
 def check_inputs(groups: dict[str, list[str]], model: str | None = None) -> None:
@@ -42,7 +42,7 @@ def check_inputs(groups: dict[str, list[str]], model: str | None = None) -> None
             except UserError as e:
                 problems.append(str(e))
         elif not Path(model).exists():
-            problems.append(f"classifier model not found: {model}")
+            problems.append(str(not_found("classifier model", model)))
     if problems:
         raise UserError("; ".join(problems))
 
@@ -71,7 +71,11 @@ def documents(files: list[tuple[str, str]], text_field: str, id_field: str, erro
     from pretrain.curate.readers import ReaderConfig
 
     step = build_extract_step(ExtractConfig())
-    yield from step(_read(files, ReaderConfig(text_field=text_field, id_field=id_field), errors))
+    try:
+        yield from step(_read(files, ReaderConfig(text_field=text_field, id_field=id_field), errors))
+    finally:
+        if hasattr(step, "close"):  # a time-bounded extraction child (extract.isolation)
+            step.close()
     stats["no_main_text"] += sum(n for k, n in step.stats.items() if k.startswith("dropped."))
 
 

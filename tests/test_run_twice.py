@@ -637,3 +637,39 @@ def test_dedup_of_warc_pages_says_their_markup_was_compared(tmp_path, capsys):
     assert main(["dedup", str(warc), "-o", str(tmp_path / "text"), "--workers", "1", "--quiet",
                  "--set", 'steps=["extract","dedup"]']) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+def test_pages_in_a_jsonl_field_are_extracted_when_the_reader_is_told_and_warned_of_when_not(tmp_path,
+                                                                                           capsys):
+    """Readability's test pages ship as JSONL with the page under `source_html`: read with
+    --text-field, every page was judged as markup (130 read, none kept) without a word. The funnel
+    now says so, and `reader.text_is_html` extracts each page as the same page in an .html file is."""
+    import gzip
+
+    from conftest import data_file
+
+    from pretrain.curate.io import read_jsonl_zst
+
+    src = data_file("html/mozilla-readability/readability-test-pages.part1.jsonl.gz")
+    rows = [json.loads(line) for line in gzip.open(src, "rt").read().splitlines()[:8]]
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "files").mkdir()
+    for r in rows:
+        (tmp_path / "files" / f"{r['name']}.html").write_text(r["source_html"])
+    args = ["--workers", "1", "--quiet", "--set", 'steps=["extract"]']
+    pages = ["curate", str(tmp_path / "pages"), "--text-field", "source_html"]
+    assert main([*pages, "-o", str(tmp_path / "raw"), *args]) == 0
+    said = capsys.readouterr().out
+    assert ("records hold a whole HTML page as text (<html ...): its markup was judged; --set "
+            "reader.text_is_html=true extracts the main text first") in said, said
+    assert main([*pages, "-o", str(tmp_path / "text"), "--set", "reader.text_is_html=true", *args]) == 0
+    assert main(["curate", str(tmp_path / "files"), "-o", str(tmp_path / "html"), *args]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+    def texts(out: str) -> list[str]:
+        return sorted(r["text"] for f in sorted((tmp_path / out / "data").glob("*.zst"))
+                      for r in read_jsonl_zst(f))
+
+    assert len(texts("html")) == 8 and texts("text") == texts("html")
+    assert sum(map(len, texts("text"))) < sum(len(r["source_html"]) for r in rows) / 3  # text, not markup

@@ -171,7 +171,8 @@ def _fingerprint(path: Path) -> dict:
 # whose value reproduces the old output byte for byte belong here (not, e.g., extract.rescue).
 # decontam.max_grams (session 10): a bound, so a job at its default either fails or writes what it did.
 NEUTRAL_SINCE: dict[str, object] = {"dedup.site_lines": 0,  # 2026-12-02, session 8
-                                    "decontam.max_grams": 20_000_000}
+                                    "decontam.max_grams": 20_000_000,
+                                    "reader.text_is_html": False}  # 2026-12-03, session 13
 
 
 def without_neutral(config: dict) -> dict:

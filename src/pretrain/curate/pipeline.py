@@ -242,8 +242,7 @@ def run_shard(task: ShardTask) -> dict:
             _check_unchanged(task, local)
             read = versions.of_read(local) if local == Path(task.path) else None  # the bytes it reads
             docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
-            if not any(s.name == "extract" for s in steps):
-                docs = _markup_counted(docs, read_stats)
+            docs = _markup_counted(docs, read_stats, any(s.name == "extract" for s in steps))
             n_read, n_kept, n_rejects = _filter(task, lay, steps, docs, local, shape)
             if read is not None:
                 versions.unchanged(local, read)
@@ -274,13 +273,17 @@ def run_shard(task: ShardTask) -> dict:
     return stats
 
 
-def _markup_counted(docs: Iterator[Document], stats: Counter[str]) -> Iterator[Document]:
-    """`docs`, counting the HTML pages (an .html file, a WARC response) among them under
-    `html_not_extracted`: a belt without `extract` (the dedup and decontaminate presets) compares
-    their markup, and the funnel says so (report.markup_warning)."""
+def _markup_counted(docs: Iterator[Document], stats: Counter[str], extracts: bool) -> Iterator[Document]:
+    """`docs`, counting what the belt will judge as markup, for the funnel's warning
+    (report.markup_warning): HTML pages (an .html file, a WARC response) in a belt without
+    `extract` (the dedup and decontaminate presets), under `html_not_extracted`; and records whose
+    text is a whole HTML page that no reader marked as one (a JSONL `html` field read with
+    --text-field; extract passes such text through), under `html_in_text`."""
     for doc in docs:
         if doc.cache.get("html"):
-            stats["html_not_extracted"] += 1
+            stats["html_not_extracted"] += not extracts
+        elif doc.text[:64].lstrip().lower().startswith(("<!doctype html", "<html")):
+            stats["html_in_text"] += 1
         yield doc
 
 

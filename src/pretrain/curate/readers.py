@@ -97,6 +97,10 @@ class ReaderConfig:
     warc_max_skip_bytes: int = bounded(256 * 1024**2, lo=1, why="bytes")
     # WARC: keep only HTML responses (non-HTML payloads are skipped and counted).
     html_only: bool = True
+    # JSONL/Parquet/Arrow: the text field holds a page's HTML (a crawl's `html` or `source_html`
+    # column), so the extract step turns it into text as it does a WARC response; off, it passes
+    # through and the belt judges the markup.
+    text_is_html: bool = False
     # WARC: re-read the framing between records to report records the parser skipped:
     # "uncompressed" (cheap: a few bytes per record), "all" (also gzip-per-record files, which
     # costs a second decompression: about half the reading speed), or "off".
@@ -385,13 +389,16 @@ def make_doc(
     meta = obj.get(cfg.metadata_field) if cfg.metadata_field else None
     if url is None and isinstance(meta, dict):  # datatrove writes the url into metadata
         url = meta.get(cfg.url_field)
-    return Document(
+    doc = Document(
         id=doc_id or stable_id(src, position),
         text=text,
         url=url if isinstance(url, str) else None,
         source=src,
         metadata=record_metadata(obj, cfg, meta),
     )
+    if cfg.text_is_html:
+        doc.cache["html"] = True
+    return doc
 
 
 def record_metadata(obj: dict[str, Any], cfg: ReaderConfig, meta: object) -> dict[str, Any]:

@@ -637,6 +637,15 @@ def test_dedup_of_warc_pages_says_their_markup_was_compared(tmp_path, capsys):
     assert main(["dedup", str(warc), "-o", str(tmp_path / "text"), "--workers", "1", "--quiet",
                  "--set", 'steps=["extract","dedup"]']) == 0
     assert "warning" not in capsys.readouterr().out
+    # the report's "What went wrong" says it too; a stats.json whose count is not one says nothing
+    assert main(["report", str(tmp_path / "raw"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert f"<li>Corpus: dedup: {pages} HTML pages went through without the extract step" in page
+    stats = json.loads((tmp_path / "raw" / "stats.json").read_text())
+    stats["records"]["html_not_extracted"] = "<b>many</b>"
+    (tmp_path / "raw" / "stats.json").write_text(json.dumps(stats))
+    assert main(["report", str(tmp_path / "raw"), "-o", str(tmp_path / "r.html")]) == 0
+    assert "without the extract step" not in (tmp_path / "r.html").read_text()
 
 
 def test_pages_in_a_jsonl_field_are_extracted_when_the_reader_is_told_and_warned_of_when_not(tmp_path,

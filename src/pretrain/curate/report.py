@@ -107,7 +107,9 @@ def markup_warnings(stats: dict) -> list[str]:
     crawl/` or `decontaminate` of WARC files hashed and matched the pages' markup, tags and scripts
     included, and wrote it to data/ as the documents' text; a JSONL of pages (`--text-field
     source_html`) had every page judged as markup (mozilla-readability's 130: none kept)."""
-    records, job = stats.get("records", {}), stats.get("job", "curate")
+    records, job = stats.get("records"), stats.get("job", "curate")
+    # a stats.json from someone else's OUT (pretrain report): counts only when they are counts
+    records = {k: v for k, v in records.items() if type(v) is int} if isinstance(records, dict) else {}
     compared = "compared" if job in ("dedup", "decontaminate") else "judged"
     out = []
     if n := records.get("html_not_extracted", 0):

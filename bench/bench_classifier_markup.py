@@ -36,7 +36,7 @@ def main() -> int:
     model = NaiveBayes.train(good, bad)
     for warc in sorted((DATA / "warc/dolma").glob("sample-*.warc.gz")):
         raw = list(read_documents(warc, ReaderConfig(), lambda *a: None))  # the previous code's input
-        text = list(documents([(str(warc), warc.name)], "text", "id", Skipped(), Counter()))
+        text = list(documents([(str(warc), warc.name)], ReaderConfig(), Skipped(), Counter()))
         n_raw, n_text = (sum(len(words(d.text)) for d in docs) for docs in (raw, text))
         lean = [sum(model.score(d.text) > 0 for d in docs) for docs in (raw, text)]
         print(f"{warc.name}: {len(raw)} pages; words scored: raw markup {n_raw:,}, main text {n_text:,} "

@@ -274,3 +274,28 @@ def test_bad_records_are_said_by_kind_every_kind_with_its_first(tmp_path, capsys
                       "'text'; the text under another field? --text-field NAME")
     assert err[2].startswith("  3 bytes skipped between records: not a valid record") and str(wet) in err[2]
     assert len(err) == 3, err
+
+
+def test_text_is_html_scores_pages_in_a_jsonl_field_as_their_html_files(tmp_path):
+    """--text-is-html: pages under a JSONL field score as the same pages in .html files (ids
+    differ: a file's is of its name), and not as their markup does."""
+    import gzip
+
+    src = data_file("html/mozilla-readability/readability-test-pages.part1.jsonl.gz")
+    rows = [json.loads(line) for line in gzip.open(src, "rt").read().splitlines()[:6]]
+    pages = tmp_path / "pages.jsonl"
+    pages.write_text("".join(json.dumps({"id": r["name"], "html": r["source_html"]}) + "\n" for r in rows))
+    (tmp_path / "files").mkdir()
+    for r in rows:
+        (tmp_path / "files" / f"{r['name']}.html").write_text(r["source_html"])
+    good, bad = lesson_texts()
+    model = tmp_path / "m.json"
+    NaiveBayes.train([good + " the of and to"], [bad]).save(model)
+    score = ["classifier", "score", "--model", str(model)]
+    field = [str(pages), "--text-field", "html"]
+    assert main([*score, *field, "--text-is-html", "-o", str(tmp_path / "a")]) == 0
+    assert main([*score, str(tmp_path / "files"), "-o", str(tmp_path / "b")]) == 0
+    assert main([*score, *field, "-o", str(tmp_path / "c")]) == 0
+    a = sorted(_scores(tmp_path / "a").values())
+    assert len(a) == 6 and a == sorted(_scores(tmp_path / "b").values())
+    assert a != sorted(_scores(tmp_path / "c").values())  # the markup scored otherwise

@@ -63,6 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=1,
                    help="drop words seen fewer times in all (default 1)")
     t.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text (default text)")
+    t.add_argument("--text-is-html", action="store_true",
+                   help="the text field holds whole HTML pages: extract their main text first")
     s = sub.add_parser("score", help="score documents with a model", description=SCORE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("inputs", nargs="+", metavar="INPUT",
@@ -70,6 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--model", required=True, help="model file from `pretrain classifier train`")
     s.add_argument("-o", "--output", default="-", help="JSONL of scores (default: stdout)")
     s.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text (default text)")
+    s.add_argument("--text-is-html", action="store_true",
+                   help="the text field holds whole HTML pages: extract their main text first")
     s.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id (default id)")
     s.add_argument("--max-model-bytes", type=Number(int, lo=1, why="bytes of the model file"),
                    default=32 * 1024**2, metavar="N",
@@ -90,8 +94,8 @@ def _train(args: argparse.Namespace) -> int:
     good_files, bad_files = listed(args.good, "--good", args.output), listed(args.bad, "--bad", args.output)
     errors = Skipped()
     stats: Counter[str] = Counter()
-    good = (d.text for d in documents(good_files, args.text_field, "id", errors, stats))
-    bad = (d.text for d in documents(bad_files, args.text_field, "id", errors, stats))
+    good = (d.text for d in documents(good_files, _reader(args), errors, stats))
+    bad = (d.text for d in documents(bad_files, _reader(args), errors, stats))
     model = NaiveBayes.train(good, bad, min_count=args.min_count)
     model.save(args.output)
     print(f"wrote {args.output}: N_good={model.n_good:,} words, N_bad={model.n_bad:,} words, "
@@ -114,7 +118,7 @@ def _score(args: argparse.Namespace) -> int:
 
     def lines():
         nonlocal n, good
-        for doc in tagger(documents(files, args.text_field, args.id_field, errors, stats)):
+        for doc in tagger(documents(files, _reader(args), errors, stats)):
             n += 1
             good += doc.metadata["quality_score"] > 0
             # the document's id last wins: an input's metadata may carry an "id" of its own
@@ -131,6 +135,13 @@ def _score(args: argparse.Namespace) -> int:
           file=sys.stderr)
     _print_errors(errors)
     return 0
+
+
+def _reader(args: argparse.Namespace):
+    from pretrain.curate.readers import ReaderConfig
+
+    return ReaderConfig(text_field=args.text_field, id_field=getattr(args, "id_field", "id"),
+                        text_is_html=args.text_is_html)
 
 
 def _no_text(stats: Counter[str]) -> str:

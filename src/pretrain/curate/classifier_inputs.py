@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pretrain.curate import io
 from pretrain.curate.document import Document
+from pretrain.curate.readers import ReaderConfig
 from pretrain.errors import UserError, not_found
 
 
@@ -62,24 +63,24 @@ def listed(paths: list[str], role: str = "", skip: str = "-") -> list[tuple[str,
     return files
 
 
-def documents(files: list[tuple[str, str]], text_field: str, id_field: str, errors: Skipped,
+def documents(files: list[tuple[str, str]], cfg: ReaderConfig, errors: Skipped,
               stats: Counter[str]) -> Iterator[Document]:
-    """The documents of `files`, HTML pages extracted to their main text (ExtractConfig's
+    """The documents of `files` read by `cfg`, HTML pages (and, with `cfg.text_is_html`, every
+    record's text) extracted to their main text (ExtractConfig's
     defaults, the belt's); bad records go to `errors` (file, record, reason), and pages the
     extract step drops (no main text, ...) are counted in `stats` under `no_main_text`."""
     from pretrain.curate.extract import ExtractConfig, build_extract_step
-    from pretrain.curate.readers import ReaderConfig
 
     step = build_extract_step(ExtractConfig())
     try:
-        yield from step(_read(files, ReaderConfig(text_field=text_field, id_field=id_field), errors))
+        yield from step(_read(files, cfg, errors))
     finally:
         if hasattr(step, "close"):  # a time-bounded extraction child (extract.isolation)
             step.close()
     stats["no_main_text"] += sum(n for k, n in step.stats.items() if k.startswith("dropped."))
 
 
-def _read(files: list[tuple[str, str]], cfg, errors: Skipped) -> Iterator[Document]:
+def _read(files: list[tuple[str, str]], cfg: ReaderConfig, errors: Skipped) -> Iterator[Document]:
     from pretrain.curate.readers import read_documents
 
     with tempfile.TemporaryDirectory(prefix="pretrain-classifier-") as tmp:

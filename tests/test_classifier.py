@@ -8,6 +8,8 @@ import re
 
 import pytest
 from conftest import data_file
+from s3server import s3  # noqa: F401  (the fixture)
+from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 
 from pretrain.cli import main
 from pretrain.curate.classifier import (
@@ -222,3 +224,118 @@ def test_a_model_at_the_count_bound_votes_as_the_formula_says(tmp_path):
         p_good = Fraction(good.get(w, 0) + 1, 2**63 - 1 + 3)
         p_bad = Fraction(bad.get(w, 0) + 1, 7 + 3)
         assert model.votes[w] == pytest.approx(math.log(p_good / p_bad), rel=1e-12)
+
+
+def _scores(path) -> dict[str, float]:
+    return {r["id"]: r["quality_score"] for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_score_of_a_warc_page_is_of_its_main_text_as_the_belt_extracts_it(tmp_path, capsys):
+    """`classifier score` on a WARC scored the raw markup (tags and scripts as words: a real page
+    at -26,411, session 13): its score is now the model's score of the text `pretrain curate`'s
+    extract step gives the same page, and `train` on the WARC counts those words."""
+    from pretrain.curate.io import read_jsonl_zst
+
+    warc = data_file("warc/dolma/sample-0000.warc.gz")
+    good, bad = lesson_texts()
+    model = tmp_path / "m.json"
+    NaiveBayes.train([good + " wikipedia the of and"], [bad]).save(model)
+    out = tmp_path / "scores.jsonl"
+    assert main(["classifier", "score", "--model", str(model), str(warc), "-o", str(out)]) == 0
+    corpus = tmp_path / "corpus"
+    assert main(["curate", str(warc), "-o", str(corpus), "--workers", "1", "--quiet",
+                 "--set", 'steps=["extract"]']) == 0
+    loaded = NaiveBayes.load(model)
+    extracted = {r["id"]: r["text"] for f in sorted((corpus / "data").glob("*.jsonl.zst"))
+                 for r in read_jsonl_zst(f)}
+    assert len(extracted) >= 10 and not any("<div" in t for t in extracted.values())
+    assert _scores(out) == {i: round(loaded.score(t), 4) for i, t in extracted.items()}
+    capsys.readouterr()
+    model2 = tmp_path / "m2.json"
+    assert main(["classifier", "train", "--good", str(warc), "--bad", str(tmp_path / "bad.txt*"),
+                 "-o", str(model2)]) == 2  # the glob matches nothing: said, nothing written
+    (tmp_path / "bad.txt").write_text(bad)
+    assert main(["classifier", "train", "--good", str(warc), "--bad", str(tmp_path / "bad.txt"),
+                 "-o", str(model2)]) == 0
+    assert NaiveBayes.load(model2).n_good == NaiveBayes.train(extracted.values(), [bad]).n_good
+
+
+def test_every_missing_input_and_a_url_model_are_named_in_one_error(tmp_path, capsys):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "1", "text": "river"}\n')
+    args = ["classifier", "score", "--model", "s3://models/m.json", str(corpus), str(tmp_path / "gone1"),
+            str(tmp_path / "gone*.jsonl")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"input not found: {tmp_path / 'gone1'}; no input matches '{tmp_path / 'gone*.jsonl'}'" in err
+    assert "--model s3://models/m.json: a URL, and only a local file is read here" in err  # not s3:/models
+    assert main(["classifier", "train", "--good", str(tmp_path / "g"), "--bad", str(tmp_path / "b"),
+                 "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"--good input not found: {tmp_path / 'g'}; --bad input not found: {tmp_path / 'b'}" in err
+    (tmp_path / "empty").mkdir()
+    good, bad = lesson_texts()
+    NaiveBayes.train([good], [bad]).save(tmp_path / "m.json")
+    assert main(["classifier", "score", "--model", str(tmp_path / "m.json"), str(tmp_path / "empty")]) == 2
+    assert f"no input files found in {tmp_path / 'empty'}" in capsys.readouterr().err
+
+
+def test_score_reads_a_bucket_prefix_as_its_local_copy(tmp_path, s3_here):  # noqa: F811
+    good, bad = lesson_texts()
+    model = tmp_path / "m.json"
+    NaiveBayes.train([good], [bad]).save(model)
+    local = tmp_path / "in"
+    (local / "sub").mkdir(parents=True)
+    (local / "a.jsonl").write_text('{"text": "river river click"}\n{"text": "click click"}\n')
+    (local / "sub" / "b.txt").write_text("good1 good2 river")
+    bucket = s3_here.new_bucket()
+    s3_here.filesystem().put(str(local), f"{bucket}/in", recursive=True)
+    out_local, out_s3 = tmp_path / "local.jsonl", tmp_path / "s3.jsonl"
+    assert main(["classifier", "score", "--model", str(model), str(local), "-o", str(out_local)]) == 0
+    assert main(["classifier", "score", "--model", str(model), f"s3://{bucket}/in", "-o", str(out_s3)]) == 0
+    assert len(_scores(out_local)) == 3 and _scores(out_s3) == _scores(out_local)
+
+
+def test_bad_records_are_said_by_kind_every_kind_with_its_first(tmp_path, capsys):
+    """Five bad records were printed, all of the first file's kind: 130 records without the text
+    field hid the malformed WET file's. Now one line per kind, its count and its first record."""
+    wet = data_file("warc/cc_net/sample.warc.wet")
+    good, bad = lesson_texts()
+    model = tmp_path / "m.json"
+    NaiveBayes.train([good], [bad]).save(model)
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"id": i, "body": "river"}) + "\n" for i in range(7)))
+    assert main(["classifier", "score", "--model", str(model), str(other), str(wet), "-o",
+                 str(tmp_path / "s.jsonl")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].endswith("; 10 bad records skipped"), err
+    assert err[1] == (f"  7 missing text field 'text'; first: {other}: record line 1: missing text field "
+                      "'text'; the text under another field? --text-field NAME")
+    assert err[2].startswith("  3 bytes skipped between records: not a valid record") and str(wet) in err[2]
+    assert len(err) == 3, err
+
+
+def test_text_is_html_scores_pages_in_a_jsonl_field_as_their_html_files(tmp_path):
+    """--text-is-html: pages under a JSONL field score as the same pages in .html files (ids
+    differ: a file's is of its name), and not as their markup does."""
+    import gzip
+
+    src = data_file("html/mozilla-readability/readability-test-pages.part1.jsonl.gz")
+    rows = [json.loads(line) for line in gzip.open(src, "rt").read().splitlines()[:6]]
+    pages = tmp_path / "pages.jsonl"
+    pages.write_text("".join(json.dumps({"id": r["name"], "html": r["source_html"]}) + "\n" for r in rows))
+    (tmp_path / "files").mkdir()
+    for r in rows:
+        (tmp_path / "files" / f"{r['name']}.html").write_text(r["source_html"])
+    good, bad = lesson_texts()
+    model = tmp_path / "m.json"
+    NaiveBayes.train([good + " the of and to"], [bad]).save(model)
+    score = ["classifier", "score", "--model", str(model)]
+    field = [str(pages), "--text-field", "html"]
+    assert main([*score, *field, "--text-is-html", "-o", str(tmp_path / "a")]) == 0
+    assert main([*score, str(tmp_path / "files"), "-o", str(tmp_path / "b")]) == 0
+    assert main([*score, *field, "-o", str(tmp_path / "c")]) == 0
+    a = sorted(_scores(tmp_path / "a").values())
+    assert len(a) == 6 and a == sorted(_scores(tmp_path / "b").values())
+    assert a != sorted(_scores(tmp_path / "c").values())  # the markup scored otherwise

@@ -176,8 +176,19 @@ def test_field_paths_and_clear_errors(tmp_path):
     assert only_meta.lookup(rec["meta"]["prompt"]) and not only_meta.lookup(rec["question"])
     with pytest.raises(UserError, match="not found"):
         NgramIndex([str(tmp_path / "missing.jsonl")])
-    with pytest.raises(UserError, match="no benchmark item"):
-        NgramIndex([f"{bench}:nosuchfield"])
+    # a field no record has is refused naming the file, the field and what the records hold; with
+    # another that exists beside it, it was silently indexed without (session 13)
+    for spec in (f"{bench}:nosuchfield", f"{bench}:question,nosuchfield"):
+        with pytest.raises(UserError) as e:
+            NgramIndex([spec])
+        assert str(e.value) == (f"{bench}: no record has the field 'nosuchfield' named in --benchmarks "
+                                "(its records' fields: meta, question)")
+    other = tmp_path / "other.jsonl"  # no default text field: the questions were all "too short"
+    other.write_text(json.dumps({"body": rec["question"]}) + "\n")
+    with pytest.raises(UserError, match=f"{other}: no record has a field read by default .*; its records' "
+                                        f"fields: body: name the text's, as --benchmarks {other}:FIELD"):
+        NgramIndex([str(bench), str(other)])
+    assert NgramIndex([f"{other}:body"]).lookup(rec["question"])
 
 
 def test_step_remove_and_tag_modes_and_report(bench_dir):

@@ -170,6 +170,39 @@ def test_ctrl_c_of_tokenize_stops_now_in_one_line_and_a_rerun_finishes(token_job
         assert (out / f.name).read_bytes() == f.read_bytes()
 
 
+def test_sigterm_of_curate_says_it_stopped_and_how_to_resume_and_a_rerun_finishes(tmp_path):
+    """`kill PID` (a scheduler's stop, `timeout`) ended curate with status 143 and not a word; it
+    is now said in one line, as Ctrl-C is, the workers end with it, and the rerun finishes."""
+    from conftest import data_file
+
+    pages = data_file("html/scrapinghub-aeb/html")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "pretrain", "curate", str(pages), "-o", str(out), "--workers", "2",
+           "--quiet", "--set", 'steps=["extract"]']
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    workers: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        workers = _spawned_children(proc.pid)
+        time.sleep(0.02)
+    try:
+        assert len(workers) == 2, "the pool's workers did not start in 60 s"
+        os.kill(proc.pid, signal.SIGTERM)  # the parent alone, as `kill PID` does
+        err = proc.stderr.read()
+        assert proc.wait(timeout=30) == 130
+        assert not _wait_gone(workers, within_s=GONE_S)
+        said = "pretrain curate: stopped by SIGTERM; rerun the same command to resume (finished work is kept)"
+        assert err.strip().splitlines()[-1] == said, err
+        assert "Traceback" not in err, err
+        assert not (out / "stats.json").exists()
+    finally:
+        _kill_all(workers)
+        proc.stderr.close()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "read 181 documents" in done.stdout and "over 2 attempts" in done.stdout
+
+
 # `pretrain demo` runs each stage as the real command, through demo._run.
 DEMO_STAGE = """
 import sys

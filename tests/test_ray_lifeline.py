@@ -90,3 +90,41 @@ def test_a_sigkilled_driver_leaves_no_ray_process_behind():
             if _alive(q):
                 q.kill()
         shutil.rmtree(short, ignore_errors=True)
+
+
+TERMED = """
+import time
+from pretrain.curate.executor import RayExecutor
+from pretrain.lifeline import Terminated, sigterm_raises
+with sigterm_raises():  # what cli.main does for curate
+    RayExecutor(workers=1).start()
+    print("ready", flush=True)
+    try:
+        time.sleep(600)
+    except Terminated:
+        print("terminated", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray not installed")
+def test_sigterm_of_a_ray_driver_reaches_the_command_not_rays_stack_dump():
+    """ray.init put its core's SIGTERM handler in place of the command's: `kill` of `curate
+    --executor ray` printed a stack dump and ended with status 15, not its line on how to resume."""
+    short = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    env = dict(os.environ, PYTHONPATH=SRC, RAY_TMPDIR=short, RAY_AUTH_MODE="disabled")
+    p = subprocess.Popen([sys.executable, "-c", TERMED], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        os.kill(p.pid, signal.SIGTERM)
+        assert p.stdout.readline().strip() == "terminated"
+        assert p.wait(timeout=60) == 0
+        assert "SIGTERM received" not in p.stderr.read()
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        for q in _ray_descendants(p.pid):
+            if _alive(q):
+                q.kill()
+        shutil.rmtree(short, ignore_errors=True)

@@ -17,6 +17,7 @@ from s3server import s3  # noqa: F401  (the fixture)
 from test_job_s3 import s3_here  # noqa: F401  (the fixture)
 
 from pretrain.curate.readers import ReaderConfig, list_inputs, read_documents, source_name
+from pretrain.errors import UserError
 
 RECORDS = [{"id": f"r{i}", "text": f"document {i}: some words", "url": f"http://ex.org/{i}"}
            for i in range(5)]
@@ -214,10 +215,10 @@ def test_folder_walk_leaves_plain_json_to_globs(tmp_path, capsys):
     # files of a type not read beside them (a folder of .html.gz pages, session 11): which, and what is
     (tmp_path / "sub").mkdir()
     for i in range(3):
-        (tmp_path / "sub" / f"page{i}.html.gz").write_bytes(gzip.compress(b"<p>hi</p>"))
+        (tmp_path / "sub" / f"page{i}.pdf.gz").write_bytes(gzip.compress(b"%PDF-1.4"))
     assert list_inputs([str(tmp_path)]) == []
     said = capsys.readouterr().err
-    assert f"{tmp_path} holds 5 files, none of a type read here (.html.gz 3, .json 2); read: " in said, said
+    assert f"{tmp_path} holds 5 files, none of a type read here (.pdf.gz 3, .json 2); read: " in said, said
     assert ".html/.htm" in said and "**/*.json" in said and said.count("\n") == 1, said
     shutil.rmtree(tmp_path / "sub")
     _dataset().to_json(tmp_path / "train.json.gz", compression="gzip")  # compressed: data, walked
@@ -629,3 +630,72 @@ def test_json_array_with_malformed_elements_keeps_the_others(tmp_path):
     docs, errors = _read(p)  # brackets that do not balance: where the next element starts is unknown
     assert [d.id for d in docs] == ["a"] and len(errors) == 1 and errors[0][1] == "element 1"
     assert errors[0][2].endswith("the rest of the file is skipped")
+
+
+def test_a_folder_of_hidden_files_only_says_so(tmp_path, capsys):
+    # a killed Spark job's folder: its only parts under _temporary/ said "no input files found"
+    (tmp_path / "_temporary" / "0").mkdir(parents=True)
+    (tmp_path / "_temporary" / "0" / "part-0.jsonl").write_text(json.dumps(RECORDS[0]) + "\n")
+    (tmp_path / "_SUCCESS").write_text("")
+    assert list_inputs([str(tmp_path)]) == []
+    said = capsys.readouterr().err
+    assert said == (f"pretrain: {tmp_path} holds only hidden files (1 file of a type read, e.g. "
+                    "_temporary/0/part-0.jsonl): names starting with . or _ are left out (a killed Spark "
+                    "task's _temporary/, macOS ._ files); name a file to read it\n"), said
+
+
+def test_a_folder_read_in_part_names_the_types_it_left_out(tmp_path, capsys):
+    # a folder of .jsonl records and .pdf files read the .jsonl alone, without a word (session 13)
+    (tmp_path / "part.jsonl").write_text(json.dumps(RECORDS[0]) + "\n")
+    for i in range(3):
+        (tmp_path / f"scan{i}.pdf").write_bytes(b"%PDF-1.4")
+    (tmp_path / "README.md").write_text("# about\n")
+    (tmp_path / "LICENSE").write_text("CC-BY\n")
+    assert [f.name for f in list_inputs([str(tmp_path)])] == ["part.jsonl"]
+    said = capsys.readouterr().err
+    assert f"{tmp_path}: 3 files of a type not read here left out (.pdf 3), 1 read" in said, said
+    assert said.count("\n") == 1 and "README" not in said and ".md" not in said, said
+    assert [f.name for f in list_inputs([str(tmp_path / "*")])] == ["part.jsonl"]  # a glob, the same
+    said, glob = capsys.readouterr().err, str(tmp_path / "*")
+    assert said == f"pretrain: {glob!r}: 3 files of a type not read here left out (.pdf 3), 1 read\n"
+
+
+def test_gzipped_html_pages_read_as_their_plain_html(tmp_path, shared_data):
+    """The article-extraction benchmark ships its 181 real pages as .html.gz: each reads as the
+    same page inflated by Python's gzip into an .html file; a page inflating past max_record_bytes
+    or a truncated one is a bad record naming the file."""
+    folder = shared_data / "html" / "scrapinghub-aeb" / "html"
+    pages = sorted(folder.glob("*.html.gz"))[:5]
+    assert [f.name for f in list_inputs([str(folder)])][:5] == [p.name for p in pages]
+    for page in pages:
+        plain = tmp_path / page.name.removesuffix(".gz")
+        plain.write_bytes(gzip.decompress(page.read_bytes()))
+        (gz_doc,), errors = _read(page)
+        (doc,), _ = _read(plain)
+        assert not errors and gz_doc.cache["html"] and gz_doc.text == doc.text
+        assert gz_doc.source == page.name  # the id is of the file as named: stable_id(source, 0)
+    big = tmp_path / "big.html.gz"
+    big.write_bytes(gzip.compress(b"<p>spam</p>" * 100_000))
+    docs, errors = _read(big, ReaderConfig(max_record_bytes=1_000_000))
+    assert docs == [] and errors == [(str(big), None, "file inflates past max_record_bytes=1000000")]
+    cut = tmp_path / "cut.html.gz"
+    cut.write_bytes(pages[0].read_bytes()[:-40])
+    docs, errors = _read(cut)
+    assert docs == [] and errors[0][0] == str(cut) and errors[0][2].startswith("unreadable gzip"), errors
+
+
+def test_a_bucket_prefix_read_in_part_names_the_types_it_left_out(s3_here, capsys):  # noqa: F811
+    from pretrain.curate.job import list_any_inputs
+
+    bucket = s3_here.new_bucket("mixed")
+    fs = s3_here.filesystem()
+    fs.pipe({f"{bucket}/in/part.jsonl": (json.dumps(RECORDS[0]) + "\n").encode(),
+             f"{bucket}/in/scan0.pdf": b"%PDF-1.4", f"{bucket}/in/sub/scan1.pdf": b"%PDF-1.4",
+             f"{bucket}/in/README.md": b"# about", f"{bucket}/pdfs/scan.pdf": b"%PDF-1.4"})
+    assert [src for _, src in list_any_inputs([f"s3://{bucket}/in/"])] == ["part.jsonl"]
+    said = capsys.readouterr().err
+    assert said == f"pretrain: s3://{bucket}/in: 2 files of a type not read here left out (.pdf 2), 1 read\n"
+    assert list_any_inputs([f"s3://{bucket}/pdfs"]) == []
+    assert f"s3://{bucket}/pdfs holds 1 file, none of a type read here (.pdf 1)" in capsys.readouterr().err
+    with pytest.raises(UserError, match=f"not found: s3://{bucket}/none \\(no object there nor under it"):
+        list_any_inputs([f"s3://{bucket}/none"])

@@ -576,3 +576,109 @@ def test_an_output_folder_holding_files_of_its_own_is_refused_before_writing(tmp
     assert len(err.splitlines()) == 1 and theirs in err and "not a pretrain job" in err, err
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # nothing written
     assert (out / theirs).read_text() == "mine = 1\n"
+
+
+@pytest.mark.parametrize("cannot_be_built", ["classifier.model={}/missing.json",
+                                             "language.model_path={}/missing.bin",
+                                             'url_filter.domain_files=["{}/missing.txt"]'])
+def test_a_belt_that_cannot_be_built_claims_nothing_so_a_fixed_rerun_runs(tmp_path, capsys, cannot_be_built):
+    """A config whose step cannot be built (a missing model or list file) once left OUT/plan.json
+    behind, and the rerun with the file fixed was refused as "another job" (session 13 sweep)."""
+    src = _corpus(tmp_path / "src", _prose(4, seed=37))
+    out = tmp_path / "out"
+    args = ["curate", str(src), "-o", str(out), "--workers", "1", "--quiet"]
+    steps = '["url_filter","language","classifier"]' if "classifier" in cannot_be_built else \
+        '["url_filter","language"]'
+    assert main([*args, "--set", f"steps={steps}", "--set", cannot_be_built.format(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "missing." in err and err.count("\n") == 1
+    assert not (out / "plan.json").exists() and not (out / "config.toml").exists()
+    assert main([*args, "--set", 'steps=["url_filter","language"]']) == 0
+
+
+def test_a_config_naming_a_file_beside_itself_says_where_relative_paths_are_read(tmp_path, capsys,
+                                                                                monkeypatch):
+    """`model = "quality.json"` in conf/belt.toml beside it, run from elsewhere, said only "not
+    found: quality.json": relative paths are read from the working directory, and that is said."""
+    from pretrain.curate.classifier import NaiveBayes
+
+    src = _corpus(tmp_path / "src", _prose(4, seed=41))
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    NaiveBayes.train(["good words here"], ["bad words there"]).save(conf / "quality.json")
+    (conf / "belt.toml").write_text('steps = ["classifier"]\n[classifier]\nmodel = "quality.json"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    args = ["curate", str(src), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet"]
+    assert main([*args, "--config", str(conf / "belt.toml")]) == 2
+    err = capsys.readouterr().err
+    assert (f"classifier.model = 'quality.json' is read from the working directory ({elsewhere}), where it "
+            f"is missing; it sits beside the config: name it '{conf / 'quality.json'}'") in err, err
+    assert main([*args, "--set", 'steps=["classifier"]', "--set", "classifier.model=other.json"]) == 2
+    err = capsys.readouterr().err
+    assert f"not found: other.json (a relative path, read from the working directory {elsewhere})" in err
+    monkeypatch.chdir(conf)
+    assert main([*args, "--config", "belt.toml"]) == 0
+
+
+def test_dedup_of_warc_pages_says_their_markup_was_compared(tmp_path, capsys):
+    """`pretrain dedup crawl/` on WARC files hashed the pages' HTML and wrote it to data/ as their
+    text, without a word: the funnel now says how many pages went through unextracted, and how to
+    extract them; with `extract` in the steps it says nothing."""
+    from conftest import data_file
+
+    warc = data_file("warc/dolma/sample-0000.warc.gz")
+    assert main(["dedup", str(warc), "-o", str(tmp_path / "raw"), "--workers", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    pages = json.loads((tmp_path / "raw" / "stats.json").read_text())["records"]["records.response"]
+    assert (f"warning: {pages} HTML pages went through without the extract step: their markup was compared "
+            """and written as their text; for the main text, --set steps='["extract","dedup"]'""") in out, out
+    assert main(["dedup", str(warc), "-o", str(tmp_path / "text"), "--workers", "1", "--quiet",
+                 "--set", 'steps=["extract","dedup"]']) == 0
+    assert "warning" not in capsys.readouterr().out
+    # the report's "What went wrong" says it too; a stats.json whose count is not one says nothing
+    assert main(["report", str(tmp_path / "raw"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert f"<li>Corpus: dedup: {pages} HTML pages went through without the extract step" in page
+    stats = json.loads((tmp_path / "raw" / "stats.json").read_text())
+    stats["records"]["html_not_extracted"] = "<b>many</b>"
+    (tmp_path / "raw" / "stats.json").write_text(json.dumps(stats))
+    assert main(["report", str(tmp_path / "raw"), "-o", str(tmp_path / "r.html")]) == 0
+    assert "without the extract step" not in (tmp_path / "r.html").read_text()
+
+
+def test_pages_in_a_jsonl_field_are_extracted_when_the_reader_is_told_and_warned_of_when_not(tmp_path,
+                                                                                           capsys):
+    """Readability's test pages ship as JSONL with the page under `source_html`: read with
+    --text-field, every page was judged as markup (130 read, none kept) without a word. The funnel
+    now says so, and `reader.text_is_html` extracts each page as the same page in an .html file is."""
+    import gzip
+
+    from conftest import data_file
+
+    from pretrain.curate.io import read_jsonl_zst
+
+    src = data_file("html/mozilla-readability/readability-test-pages.part1.jsonl.gz")
+    rows = [json.loads(line) for line in gzip.open(src, "rt").read().splitlines()[:8]]
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "files").mkdir()
+    for r in rows:
+        (tmp_path / "files" / f"{r['name']}.html").write_text(r["source_html"])
+    args = ["--workers", "1", "--quiet", "--set", 'steps=["extract"]']
+    pages = ["curate", str(tmp_path / "pages"), "--text-field", "source_html"]
+    assert main([*pages, "-o", str(tmp_path / "raw"), *args]) == 0
+    said = capsys.readouterr().out
+    assert ("records hold a whole HTML page as text (<html ...): its markup was judged; --set "
+            "reader.text_is_html=true extracts the main text first") in said, said
+    assert main([*pages, "-o", str(tmp_path / "text"), "--set", "reader.text_is_html=true", *args]) == 0
+    assert main(["curate", str(tmp_path / "files"), "-o", str(tmp_path / "html"), *args]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+    def texts(out: str) -> list[str]:
+        return sorted(r["text"] for f in sorted((tmp_path / out / "data").glob("*.zst"))
+                      for r in read_jsonl_zst(f))
+
+    assert len(texts("html")) == 8 and texts("text") == texts("html")
+    assert sum(map(len, texts("text"))) < sum(len(r["source_html"]) for r in rows) / 3  # text, not markup

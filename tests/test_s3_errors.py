@@ -100,3 +100,16 @@ def test_report_of_a_bucket_nobody_answers_for_is_one_line_naming_it(bucket, tmp
     err = _one_line(capsys, rc)
     assert f"cannot read s3://{bucket}/corpus" in err and url in err and "not found" not in err, err
     assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("key", ["classifier.model", "language.model_path", "url_filter.domain_files"])
+def test_a_model_or_list_url_is_refused_naming_it_whole(tmp_path, capsys, key):
+    """Path() folded `s3://models/m.json` into `s3:/models/m.json` and said "not found" of it."""
+    (tmp_path / "in.jsonl").write_text(json.dumps({"id": "1", "text": "a b c d e f g h i j k l m n"}) + "\n")
+    url = "s3://models/m.json"
+    value = json.dumps([url] if key.endswith("files") else url)
+    rc = main(["curate", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out"), "--quiet",
+               "--set", 'steps=["url_filter","language","classifier"]', "--set", f"{key}={value}"])
+    err = _one_line(capsys, rc)
+    assert f"{url}: a URL, and only a local file is read here" in err and "not found" not in err, err
+    assert not (tmp_path / "out").exists()

@@ -9,6 +9,7 @@ No logic lives here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import importlib
@@ -17,7 +18,7 @@ import re
 import sys
 
 from pretrain.errors import DataError, UserError, storage_error
-from pretrain.lifeline import exit_with_env_parent, exit_with_torchrun
+from pretrain.lifeline import Terminated, exit_with_env_parent, exit_with_torchrun, sigterm_raises
 from pretrain.untrusted import printable
 
 # name -> module under pretrain.commands (order is the order `pretrain --help` lists them).
@@ -151,6 +152,9 @@ def _keys(cfg, prefix: str = "") -> list[str]:
 # Commands whose rerun into the same output skips the finished work (markers, checkpoints).
 RESUMABLE = frozenset({"curate", "dedup", "decontaminate", "tokenize", "train", "ablate", "demo"})
 RESUME_HINT = "; rerun the same command to resume (finished work is kept)"
+# Commands whose SIGTERM is said in one line, as their Ctrl-C is. Not train (it saves a checkpoint on
+# SIGTERM itself, restarts.py), eval (torchrun ranks), nor demo and ablate, whose stages stop with them.
+SAYS_SIGTERM = frozenset({"curate", "dedup", "decontaminate", "tokenize", "classifier", "tokenizer"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,12 +172,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args.command is None else 2
     try:
         check_options(parser, args)  # every numeric option's bounds, before any work
-        code = int(args._run(args) or 0)
+        with sigterm_raises() if args.command in SAYS_SIGTERM else contextlib.nullcontext():
+            code = int(args._run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows up here for output still in the buffer
         return code
-    except KeyboardInterrupt:  # workers ignore SIGINT (pretrain.lifeline): this is the only line
+    except KeyboardInterrupt as e:  # workers ignore SIGINT (pretrain.lifeline): this is the only line
         resumable = args.command in RESUMABLE or str(getattr(args, "action", "")).startswith("import-")
-        print(f"pretrain {args.command}: interrupted{RESUME_HINT if resumable else ''}", file=sys.stderr)
+        what = "stopped by SIGTERM" if isinstance(e, Terminated) else "interrupted"
+        print(f"pretrain {args.command}: {what}{RESUME_HINT if resumable else ''}", file=sys.stderr)
         return 130
     except (UserError, DataError) as e:  # under torchrun every rank raises it: said once (onerank)
         _say(printable(str(e)), args.command, lasting=True)  # names a file: theirs

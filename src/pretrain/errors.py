@@ -18,6 +18,17 @@ def did_you_mean(name: str, known: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def not_found(what: str, path: object) -> UserError:
+    """"<what> not found: <path>", and for a relative path where it was looked for: paths in a
+    --config file are read from the working directory, not the config's folder (a newcomer's
+    `model = "quality.json"` beside `belt.toml` was "not found" with no word of where)."""
+    from pathlib import Path
+
+    relative = not Path(str(path)).is_absolute()
+    where = f" (a relative path, read from the working directory {Path.cwd()})" if relative else ""
+    return UserError(f"{what} not found: {path}{where}")
+
+
 class DataError(ValueError):
     """A bad record or file: names the file, the record and the reason."""
 

@@ -64,6 +64,30 @@ def _watch(parent: int, every_s: float, stop: threading.Event | None = None) -> 
     os._exit(1)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, `timeout`, a scheduler's stop) raised where a Ctrl-C would be: the same
+    cleanup runs (the pool stopped, the attempt lock let go) and the command says in one line that
+    it stopped and how to resume; it ended with status 143 and not a word (session 13)."""
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Inside the block SIGTERM raises `Terminated` in the main thread of this process (the parent:
+    the workers are spawned, so they keep the default action and their pool's terminate); the
+    handler before it is put back after (`main()` called in a test or a notebook)."""
+    def raise_terminated(signum, frame) -> None:
+        raise Terminated
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
+
+
 def init_worker(parent: int) -> None:
     """Initializer of a process pool's workers (`initargs=(os.getpid(),)`).
 

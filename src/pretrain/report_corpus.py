@@ -44,7 +44,7 @@ def _seconds_label(stats: dict) -> str:
 
 def curate_section(out: Path, sid: str, remote: str | None = None) -> Section:
     """`remote`: the URL `out` was staged from; rejects/ and data/ are streamed from there."""
-    from pretrain.curate.report import funnel_rows
+    from pretrain.curate.report import funnel_rows, markup_warnings
 
     stats = untrusted.load_json_object(out / "stats.json", within=out)
     rows = funnel_rows(stats)
@@ -73,6 +73,7 @@ def curate_section(out: Path, sid: str, remote: str | None = None) -> Section:
         problems.append(f"{count(errors['count'], 'bad record')} skipped ({_top(errors['by_reason'])})")
     if d["read"] == 0:
         problems.append("no document could be read")
+    problems += markup_warnings(stats)  # pages judged as markup: kept as such, or all dropped
     return Section(sid, f"Corpus: {job}", job, str(out), "".join(parts),
                    [("documents kept", f"{d['kept']:,} of {d['read']:,}"), ("kept share", f"{share:.1%}"),
                     ("bad records", errors["count"])], problems)

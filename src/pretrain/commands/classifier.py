@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
 from pretrain.bounds import Number
 from pretrain.progress import count
@@ -20,8 +21,11 @@ spots included (dialects, forums, whole topics).
   train   count words in --good and --bad files -> a JSON model (counts; never pickle)
   score   score documents with a model -> JSONL lines {id, quality_score, quality_score_per_word}
 
-Inputs: plain text (.txt), JSON Lines or a JSON array (.jsonl, .json; .gz, .zst, .bz2, .xz;
---text-field), Parquet, Arrow (datasets' save_to_disk). Bad records are skipped and counted.
+Inputs: files, folders, globs or URLs (s3://bucket/prefix, ...) of what `pretrain curate` reads:
+plain text (.txt), JSON Lines or a JSON array (.jsonl, .json; .gz, .zst, .bz2, .xz; --text-field),
+Parquet, Arrow (datasets' save_to_disk), HTML (.html, .html.gz) and WARC/WET/ARC. HTML pages are
+scored on their main text, extracted as the belt's extract step does (default backend), not on
+their markup. Bad records are skipped and counted; the model is a local file.
 
 Examples:
   pretrain classifier train --good wiki.jsonl.zst --bad crawl.jsonl.zst -o quality.json
@@ -50,38 +54,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     t = sub.add_parser("train", help="train a model from good and bad text files", description=TRAIN,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    t.add_argument("--good", nargs="+", required=True, metavar="FILE", help="reference text (files/folders)")
-    t.add_argument("--bad", nargs="+", required=True, metavar="FILE", help="text to score against")
+    t.add_argument("--good", nargs="+", required=True, metavar="FILE",
+                   help="reference text (files, folders, globs, URLs)")
+    t.add_argument("--bad", nargs="+", required=True, metavar="FILE",
+                   help="text to score against (files, folders, globs, URLs)")
     t.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write (JSON)")
     t.add_argument("--min-count", type=Number(int, lo=1, why="occurrences of a word; 1 keeps every word"),
                    default=1,
                    help="drop words seen fewer times in all (default 1)")
     t.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text (default text)")
+    t.add_argument("--text-is-html", action="store_true",
+                   help="the text field holds whole HTML pages: extract their main text first")
     s = sub.add_parser("score", help="score documents with a model", description=SCORE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("inputs", nargs="+", metavar="INPUT", help="files or folders to score")
+    s.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="files, folders, globs or URLs (s3://...) to score")
     s.add_argument("--model", required=True, help="model file from `pretrain classifier train`")
     s.add_argument("-o", "--output", default="-", help="JSONL of scores (default: stdout)")
     s.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text (default text)")
+    s.add_argument("--text-is-html", action="store_true",
+                   help="the text field holds whole HTML pages: extract their main text first")
     s.add_argument("--id-field", default="id", help="JSONL/Parquet field holding the id (default id)")
     s.add_argument("--max-model-bytes", type=Number(int, lo=1, why="bytes of the model file"),
                    default=32 * 1024**2, metavar="N",
                    help="refuse a model file larger than this, unread (a model holds ~16x its size "
                         "in memory; default 32 MiB, ~2.4 M words; classifier.max_model_bytes in curate)")
-
-
-def _texts(paths: list[str], text_field: str, errors: list[str], id_field: str = "id", skip: str = "-"):
-    """Documents of every input but `skip` (the scores being written, which a rerun into the
-    scored folder would read back); bad records are counted in `errors` and skipped."""
-    from pathlib import Path
-
-    from pretrain.curate.readers import ReaderConfig, list_inputs, read_documents
-
-    cfg = ReaderConfig(text_field=text_field, id_field=id_field)
-    for path in list_inputs(paths):
-        if skip != "-" and path.resolve() == Path(skip).resolve():
-            continue
-        yield from read_documents(path, cfg, lambda f, rec, why: errors.append(f"{f}: {rec}: {why}"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,30 +87,38 @@ def run(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from pretrain.curate.classifier import NaiveBayes
+    from pretrain.curate.classifier_inputs import Skipped, check_inputs, documents, listed
 
-    errors: list[str] = []
+    check_inputs({"--good": args.good, "--bad": args.bad})
     # the model being written is never training text (a rerun into the --good folder met it)
-    good = (d.text for d in _texts(args.good, args.text_field, errors, skip=args.output))
-    bad = (d.text for d in _texts(args.bad, args.text_field, errors, skip=args.output))
+    good_files, bad_files = listed(args.good, "--good", args.output), listed(args.bad, "--bad", args.output)
+    errors = Skipped()
+    stats: Counter[str] = Counter()
+    good = (d.text for d in documents(good_files, _reader(args), errors, stats))
+    bad = (d.text for d in documents(bad_files, _reader(args), errors, stats))
     model = NaiveBayes.train(good, bad, min_count=args.min_count)
     model.save(args.output)
     print(f"wrote {args.output}: N_good={model.n_good:,} words, N_bad={model.n_bad:,} words, "
-          f"V={model.vocab_size:,} distinct; {count(len(errors), 'bad record')} skipped")
+          f"V={model.vocab_size:,} distinct; {count(len(errors), 'bad record')} skipped{_no_text(stats)}")
     _print_errors(errors)
     return 0
 
 
 def _score(args: argparse.Namespace) -> int:
     from pretrain.curate.classifier import ClassifierTagger, NaiveBayes
+    from pretrain.curate.classifier_inputs import Skipped, check_inputs, documents, listed
     from pretrain.curate.io import atomic_path, dumps_line
 
+    check_inputs({"": args.inputs}, args.model)
     tagger = ClassifierTagger(NaiveBayes.load(args.model, args.max_model_bytes))
-    errors: list[str] = []
+    files = listed(args.inputs, skip=args.output)
+    errors = Skipped()
+    stats: Counter[str] = Counter()
     n = good = 0
 
     def lines():
         nonlocal n, good
-        for doc in tagger(_texts(args.inputs, args.text_field, errors, args.id_field, args.output)):
+        for doc in tagger(documents(files, _reader(args), errors, stats)):
             n += 1
             good += doc.metadata["quality_score"] > 0
             # the document's id last wins: an input's metadata may carry an "id" of its own
@@ -126,12 +131,24 @@ def _score(args: argparse.Namespace) -> int:
         with atomic_path(args.output) as tmp, open(tmp, "wb") as f:
             f.writelines(lines())
     print(f"scored {count(n, 'document')}: {good:,} lean good (score > 0); "
-          f"{count(len(errors), 'bad record')} skipped",
+          f"{count(len(errors), 'bad record')} skipped{_no_text(stats)}",
           file=sys.stderr)
     _print_errors(errors)
     return 0
 
 
-def _print_errors(errors: list[str], limit: int = 5) -> None:
-    for e in errors[:limit]:
-        print(f"  skipped {e}", file=sys.stderr)
+def _reader(args: argparse.Namespace):
+    from pretrain.curate.readers import ReaderConfig
+
+    return ReaderConfig(text_field=args.text_field, id_field=getattr(args, "id_field", "id"),
+                        text_is_html=args.text_is_html)
+
+
+def _no_text(stats: Counter[str]) -> str:
+    n = stats["no_main_text"]
+    return f"; {count(n, 'HTML page')} with no main text left out" if n else ""
+
+
+def _print_errors(errors) -> None:
+    for line in errors.lines():
+        print(f"  {line}", file=sys.stderr)

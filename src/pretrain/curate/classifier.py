@@ -30,7 +30,7 @@ from pretrain.config import bounded, signed
 from pretrain.curate.document import Document
 from pretrain.curate.language import words
 from pretrain.curate.step import Filter, Step, Tagger
-from pretrain.errors import UserError
+from pretrain.errors import UserError, not_found
 from pretrain.untrusted import printable
 
 FORMAT = "pretrain.naive_bayes"
@@ -149,11 +149,13 @@ class NaiveBayes:
         """Read a model written by `save`; a wrong or damaged file is a UserError naming it. A file
         over `limit` bytes is refused before it is read, and only a regular file is read (a FIFO
         would block, `/dev/zero` grow), counted as it is read (`untrusted.read_text`)."""
+        from pretrain.curate.io import local_only
         from pretrain.untrusted import check_file, read_text
 
+        local_only(path, "classifier model")
         p = Path(path)
         if not p.exists():
-            raise UserError(f"classifier model not found: {p}")
+            raise not_found("classifier model", p)
         size = check_file(p)
         if size > limit:
             raise UserError(f"{p}: {size:,} bytes is over the {limit:,} a classifier model may hold "

@@ -42,7 +42,7 @@ import zstandard
 from pretrain.config import bounded, choice
 from pretrain.curate.document import Document
 from pretrain.curate.step import Filter
-from pretrain.errors import UserError
+from pretrain.errors import UserError, not_found
 
 REASON = "benchmark_overlap"
 MODES = ("remove", "tag")
@@ -163,7 +163,7 @@ def parse_spec(spec: str) -> tuple[Path, tuple[str, ...]]:
         head, tail = spec.rsplit(":", 1)
         path, fields = Path(head), tuple(f.strip() for f in tail.split(",") if f.strip())
     if not path.exists():
-        raise UserError(f"benchmark not found: {path}")
+        raise not_found("benchmark", path)
     return path, fields
 
 
@@ -249,13 +249,34 @@ def _records(path: Path, f, bench: Benchmark) -> Iterator[tuple[int, dict]]:
             bench.bad_records += 1
 
 
+def _field(obj: dict, key: str) -> Any:
+    """The value at a dotted path of one item, None where it has none."""
+    value: Any = obj
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _check_fields(file: Path, fields: tuple[str, ...], seen: set[str], keys: set[str]) -> None:
+    """Refuse a benchmark file none of whose records has a field named (`FILE:field`), or, unnamed,
+    any of TEXT_FIELDS: its items were all "too short", and a leak of it could never be found
+    (`gsm8k/test.jsonl:question,nofield` indexed the questions alone, without a word)."""
+    missing = [k for k in fields if k not in seen]
+    if not missing and (fields or seen or not keys):
+        return
+    have = f"its records' fields: {', '.join(sorted(keys)[:20]) or 'none'}"
+    if missing:
+        raise UserError(f"{file}: no record has the field {', '.join(map(repr, missing))} named in "
+                        f"--benchmarks ({have})")
+    raise UserError(f"{file}: no record has a field read by default ({', '.join(TEXT_FIELDS)}); {have}: "
+                    f"name the text's, as --benchmarks {file}:FIELD[,FIELD]")
+
+
 def item_fields(obj: dict, fields: tuple[str, ...]) -> list[list[str]]:
     """The strings of each present field of one item: the named fields (dotted paths), else TEXT_FIELDS."""
     groups: list[list[str]] = []
     for key in fields or TEXT_FIELDS:
-        value: Any = obj
-        for part in key.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
+        value = _field(obj, key)
         parts: list[str] = []
         _flatten(value, parts)
         if parts:
@@ -313,7 +334,12 @@ class NgramIndex:
         bench = Benchmark(name)
         b = len(self.benchmarks)
         self.benchmarks.append(bench)
+        seen: set[str] = set()  # the fields read that some record has
+        keys: set[str] = set()  # the records' own top-level fields, for the error
         for lineno, obj in read_records(file, bench):
+            if len(seen) < len(fields) or not seen:  # until every field named, or one unnamed, is met
+                seen.update(k for k in fields or TEXT_FIELDS if k not in seen and _field(obj, k) is not None)
+                keys.update(list(obj)[:50])
             grams = self._item_grams(item_fields(obj, fields))
             if grams is None:
                 bench.too_short += 1
@@ -328,6 +354,7 @@ class NgramIndex:
             owners.append(np.full(len(grams), len(self.item_owner), dtype=np.int32))
             self.item_owner.append((b, len(bench.items)))
             bench.items.append(label)
+        _check_fields(file, fields, seen, keys)
 
     def _item_grams(self, groups: list[list[str]]) -> np.ndarray | None:
         """Distinct gram hashes of one item, or None when it has fewer than `min_words` words.

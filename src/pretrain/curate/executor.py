@@ -12,7 +12,9 @@ import contextlib
 import logging
 import multiprocessing as mp
 import os
+import signal
 import socket
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -128,12 +130,17 @@ class RayExecutor:
                 kwargs["include_dashboard"] = False
             # a local instance is ours: a SIGKILLed driver must not leave part of it running
             owned = contextlib.nullcontext() if address else ray_reaped_when_gone()
+            sigterm = signal.getsignal(signal.SIGTERM)
             try:
                 with owned:
                     ray.init(**kwargs)
             except ConnectionError as e:  # "auto" with no cluster running, a cluster that went away
                 first = str(e).split(". ")[0]
                 raise UserError(f"--address {address}: {first} (start one with `ray start --head`)") from e
+            # Ray's core puts its own SIGTERM handler in (a stack dump, then status 15): the
+            # command's own (one line on how to resume, cli.SAYS_SIGTERM) is put back
+            if callable(sigterm) and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, sigterm)
         self._workers = self._asked or int(ray.cluster_resources().get("CPU", 1))
         return self
 

@@ -19,6 +19,7 @@ import xxhash
 
 from pretrain import config as cfgmod
 from pretrain.curate import io, versions
+from pretrain.curate.inputs import say_unread
 from pretrain.curate.outputs import url_job_data_only
 from pretrain.curate.readers import list_inputs, source_name
 from pretrain.curate.refusals import difference
@@ -86,13 +87,16 @@ def _list_url(url: str, is_supported, walked=None, globbed=None) -> dict[str, tu
     else:
         every = fs.find(path, detail=True)
         if not every:
-            raise UserError(f"input not found: {url}")
+            raise UserError(f"input not found: {url} (no object there nor under it)")
         if list(every) == [path.rstrip("/")] and every[path.rstrip("/")].get("type") == "file":
             hits, root = [path.rstrip("/")], path.rstrip("/").rsplit("/", 1)[0]
         else:
             root = path.rstrip("/")
             walked = walked or (lambda rel: is_supported(Path(rel)))
             hits = url_job_data_only(fs, [h for h in every if walked(h[len(root):].lstrip("/"))], list(every))
+            below = [Path(h[len(root):].lstrip("/")) for h, d in every.items() if d.get("type") == "file"]
+            if not hits or not any(b.name == "plan.json" for b in below):  # a job's OUT: its data/ alone
+                say_unread(url.rstrip("/"), below, len(hits))
     return {fs.unstrip_protocol(h): (h[len(root):].lstrip("/") if h.startswith(root + "/") else h,
                                      int(every[h]["size"]), versions.of_listing(every[h])) for h in hits}
 
@@ -167,7 +171,8 @@ def _fingerprint(path: Path) -> dict:
 # whose value reproduces the old output byte for byte belong here (not, e.g., extract.rescue).
 # decontam.max_grams (session 10): a bound, so a job at its default either fails or writes what it did.
 NEUTRAL_SINCE: dict[str, object] = {"dedup.site_lines": 0,  # 2026-12-02, session 8
-                                    "decontam.max_grams": 20_000_000}
+                                    "decontam.max_grams": 20_000_000,
+                                    "reader.text_is_html": False}  # 2026-12-03, session 13
 
 
 def without_neutral(config: dict) -> dict:

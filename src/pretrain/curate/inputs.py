@@ -7,6 +7,7 @@ files; `job.py` lists bucket prefixes with the same rule; decontam walks benchma
 from __future__ import annotations
 
 import glob
+import re
 from pathlib import Path
 
 from pretrain.errors import UserError
@@ -18,7 +19,9 @@ from pretrain.untrusted import printable
 JSONL_SUFFIXES = tuple(base + codec for base in (".jsonl", ".json", ".ndjson")
                        for codec in ("", ".gz", ".zst", ".bz2", ".xz"))
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".wat", ".wat.gz", ".arc", ".arc.gz")
-HTML_SUFFIXES = (".html", ".htm")
+# Gzipped pages (.html.gz: the article-extraction and trafilatura benchmarks ship them so) are read:
+# a page is one record, so its inflated bytes stop at max_record_bytes.
+HTML_SUFFIXES = (".html", ".htm", ".html.gz", ".htm.gz")
 SUFFIXES = JSONL_SUFFIXES + (".parquet", ".arrow", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
 
 
@@ -42,15 +45,16 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
             if not kept:
                 raise UserError(f"{p!r} matches {count(len(matches), 'path')}, none a file of a known type "
                                 f"({', '.join(SUFFIXES)}) outside hidden folders")
+            say_unread(repr(p), [_below(m, root) for m in matches if m.is_file()], len(kept), globbed)
             found.update(_inside(root, kept))
             continue
         path = Path(p)
         if path.is_dir():
             every = list(path.rglob("*"))  # one walk: the files, and any job's plan.json
             files = [f for f in every if walked(f.relative_to(path)) and f.is_file()]
-            if not files:
-                _say_nothing_read(path, every)
             plans = [f for f in every if f.name == "plan.json"]
+            if not plans or not files:  # a job's OUT says what of it is read (job_data_only)
+                say_unread(str(path), [f.relative_to(path) for f in every if f.is_file()], len(files))
             found.update(_inside(path, job_data_only(plans, files, own_out)))
         elif path.is_file():
             found.add(path)
@@ -127,31 +131,57 @@ def walk_folder(folder: Path, suffixes: tuple[str, ...] = SUFFIXES) -> list[Path
     return sorted(_inside(folder, files))
 
 
-def _say_nothing_read(root: Path, every: list[Path]) -> None:
-    """One line on stderr when a folder held files but none that a folder walk reads: `.json` files
-    (not walked: configs share the extension) and how to read them, or files of other types (a
-    folder of `.html.gz` pages said only "no input files found"): how many, the commonest
-    extensions, what is read."""
+# Files a data folder holds beside its data that nobody means as records: not worth a line.
+_PAPERWORK = re.compile(r"(readme|license|licence|notice|copying|changelog|authors)\b.*|.*\.(md|rst)",
+                        re.IGNORECASE)
+
+
+def say_unread(root: str, every: list[Path], read: int, reads=None) -> None:
+    """One line on stderr when a folder walk leaves files unread. None read: `.json` files (not
+    walked: configs share the extension) and how to read them, or files of other types (a folder of
+    `.html.gz` pages said only "no input files found"): how many, the commonest extensions, what
+    is read. Some read: the others by type (a folder of `.jsonl` and `.pdf` files read the `.jsonl`
+    alone, without a word), less paperwork (README, LICENSE, `.md`). `every`: the folder's (or
+    bucket prefix's) files, relative to it; `reads`: what the walk reads (`walked`; a glob's:
+    `globbed`)."""
     import sys
     from collections import Counter
 
-    files = [f for f in every if not is_hidden(f.relative_to(root)) and f.is_file()]
+    files = [f for f in every if not is_hidden(f)]
     jsons = [f for f in files if f.name.lower().endswith(".json")]
     other = [f for f in files if not f.name.lower().endswith(".json")]
     how = (f"a folder's .json files are not read (configs share the extension); name them or use a glob "
-           f"such as '{str(root).rstrip('/')}/**/*.json'")
+           f"such as '{root.rstrip('/')}/**/*.json'")
+    if read:
+        left = [f for f in files if not (reads or walked)(f) and not _PAPERWORK.fullmatch(f.name)]
+        if left:
+            kinds = Counter(_kind(f) for f in left).most_common(3)
+            line = (f"{root}: {count(len(left), 'file')} of a type not read here left out "
+                    f"({', '.join(f'{k} {n:,}' for k, n in kinds)}), {read:,} read"
+                    + (f"; {how}" if any(f.name.lower().endswith(".json") for f in left) else ""))
+            print(printable(f"pretrain: {line}"), file=sys.stderr)
+        return
     if jsons and not other:
         line = f"{root} holds {count(len(jsons), '.json file')} and nothing else to read: {how}"
     elif other:
-        kinds = Counter("".join(f.suffixes[-2:]).lower() or "(no extension)" for f in other).most_common(3)
+        kinds = Counter(_kind(f) for f in other).most_common(3)
         kinds += [(".json", len(jsons))] if jsons else []
         line = (f"{root} holds {count(len(files), 'file')}, none of a type read here "
                 f"({', '.join(f'{k} {n:,}' for k, n in kinds)}); read: .jsonl/.json/.ndjson (plain or "
-                ".gz/.zst/.bz2/.xz), .parquet, .arrow, .txt, .html/.htm, .warc/.wet/.wat/.arc (plain or .gz)"
+                ".gz/.zst/.bz2/.xz), .parquet, .arrow, .txt, .html/.htm, .warc/.wet/.wat/.arc (plain or "
+                ".gz)"
                 + (f"; {how}" if jsons else ""))
+    elif hidden := [f for f in every if is_hidden(f) and (reads or walked)(Path(f.name.lstrip("._")))]:
+        line = (f"{root} holds only hidden files ({count(len(hidden), 'file')} of a type read, e.g. "
+                f"{hidden[0].as_posix()}): names starting with . or _ are left out (a killed Spark task's "
+                "_temporary/, macOS ._ files); name a file to read it")
     else:
         return
     print(printable(f"pretrain: {line}"), file=sys.stderr)
+
+
+def _kind(f: Path) -> str:
+    return "".join(f.suffixes[-2:]).lower() or "(no extension)"
 
 
 def is_hidden(rel: str | Path) -> bool:

@@ -42,6 +42,16 @@ def is_url(path: str | Path) -> bool:
     return "://" in text and not text.startswith("file://")
 
 
+def local_only(path: str | Path, what: str) -> None:
+    """Refuse a URL where only a local file is read, naming it (Path() would fold `s3://b/m` into
+    `s3:/b/m`, and the error said "not found" of a path that exists)."""
+    from pretrain.errors import UserError
+
+    if is_url(path):
+        raise UserError(f"{what} {path}: a URL, and only a local file is read here; copy it first "
+                        f"(e.g. `aws s3 cp {path} .` or `fsspec`), then name the copy")
+
+
 def join(base: str | Path, *parts: str) -> str:
     """`base/part/...` for a local path or a URL (Path() would fold a URL's `//`)."""
     if is_url(base):

@@ -153,12 +153,12 @@ def decontaminates(cfg: CurateConfig) -> bool:
 
 
 def _preflight(cfg: CurateConfig, progress=None, index: bool = True) -> None:
-    """Fail before writing anything when a step cannot be built (a bad benchmark file, ...).
+    """Fail before writing anything when a step cannot be built (a missing model, list or benchmark file).
     The benchmark index takes seconds (~6 s for llm-foundry's 17 sets; 8.9 s for a 12-shard job's
     sets, session 11): on a terminal a transient line says so, gone before anything else is said.
     `index=False` (`index_needed`: a refusal or nothing left to do) builds none."""
     from pretrain.curate.decontam import load_index
-    from pretrain.curate.pipeline import user_step
+    from pretrain.curate.pipeline import build_family
 
     if index and decontaminates(cfg):
         shown = progress is not None and progress.enabled
@@ -166,9 +166,9 @@ def _preflight(cfg: CurateConfig, progress=None, index: bool = True) -> None:
               if shown else contextlib.nullcontext()):
             load_index(tuple(cfg.decontam.benchmarks), cfg.decontam.n, cfg.decontam.min_words,
                        cfg.decontam.max_grams)
-    for name in cfg.steps:
-        if ":" in name:
-            user_step(name)
+    for name in cfg.steps:  # every step built once here: a missing model or list file is refused
+        if name != "decontaminate":  # before OUT/plan.json claims the job for a config that cannot run
+            build_family(name, cfg)
 
 
 def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None, progress=None,

@@ -49,7 +49,7 @@ from pathlib import Path
 from pretrain.config import bounded, choice
 from pretrain.curate.document import Document
 from pretrain.curate.step import Filter
-from pretrain.errors import UserError
+from pretrain.errors import UserError, not_found
 
 METHODS = ("fasttext", "stopwords")
 UNKNOWN = "unknown"
@@ -165,9 +165,12 @@ def load_fasttext(path: str = ""):
     """Load a fastText model once per process (the .ftz is ~1 MB and loads in milliseconds)."""
     import fasttext
 
+    from pretrain.curate.io import local_only
+
+    local_only(path, "language.model_path")
     p = Path(path) if path else default_model_path()
     if not p.is_file():
-        raise UserError(f"fastText model not found: {p}")
+        raise not_found("fastText model", p)
     return fasttext.load_model(str(p))
 
 

@@ -127,11 +127,16 @@ def user_step(spec: str) -> Step:
     return step
 
 
+def build_family(name: str, cfg: CurateConfig) -> list[Step | None]:
+    """The steps one entry of `cfg.steps` stands for (None where disabled)."""
+    return [user_step(name)] if ":" in name else _FAMILIES[name](cfg)
+
+
 def build_steps(cfg: CurateConfig) -> list[Step]:
     """The per-document part of the belt, in the configured order; disabled steps are left out."""
     steps: list[Step | None] = []
     for name in cfg.steps:
-        steps.extend([user_step(name)] if ":" in name else _FAMILIES[name](cfg))
+        steps.extend(build_family(name, cfg))
     return [s for s in steps if s is not None]
 
 
@@ -237,6 +242,7 @@ def run_shard(task: ShardTask) -> dict:
             _check_unchanged(task, local)
             read = versions.of_read(local) if local == Path(task.path) else None  # the bytes it reads
             docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
+            docs = _markup_counted(docs, read_stats, any(s.name == "extract" for s in steps))
             n_read, n_kept, n_rejects = _filter(task, lay, steps, docs, local, shape)
             if read is not None:
                 versions.unchanged(local, read)
@@ -265,6 +271,20 @@ def run_shard(task: ShardTask) -> dict:
 
     _commit(task.overlap, commit, pending)
     return stats
+
+
+def _markup_counted(docs: Iterator[Document], stats: Counter[str], extracts: bool) -> Iterator[Document]:
+    """`docs`, counting what the belt will judge as markup, for the funnel's warning
+    (report.markup_warning): HTML pages (an .html file, a WARC response) in a belt without
+    `extract` (the dedup and decontaminate presets), under `html_not_extracted`; and records whose
+    text is a whole HTML page that no reader marked as one (a JSONL `html` field read with
+    --text-field; extract passes such text through), under `html_in_text`."""
+    for doc in docs:
+        if doc.cache.get("html"):
+            stats["html_not_extracted"] += not extracts
+        elif doc.text[:64].lstrip().lower().startswith(("<!doctype html", "<html")):
+            stats["html_in_text"] += 1
+        yield doc
 
 
 def _filtered(task: ShardTask, lay: Layout) -> bool:

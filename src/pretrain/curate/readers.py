@@ -8,8 +8,8 @@ through the `FORMATS` table (the files are listed by `inputs.py`: `list_inputs`,
   `id_field`, `url_field` name the fields.
 - `.parquet`: streamed one row group at a time (pyarrow), same field names: see `parquet.py`.
 - `.arrow`: Arrow IPC, as HF `datasets`' `save_to_disk` writes it: see `arrow_ipc.py`.
-- `.txt`: one document per file. `.html` / `.htm`: one page per file, raw HTML in `doc.text` and
-  `doc.cache["html"] = True` so that the extract step turns it into text.
+- `.txt`: one document per file. `.html` / `.htm` (plain or `.gz`): one page per file, raw HTML in
+  `doc.text` and `doc.cache["html"] = True` so that the extract step turns it into text.
 - WARC / WET / ARC (`.warc`, `.warc.gz`, `.wet`, `.wet.gz`, `.arc`, `.arc.gz`): see `warc.py`.
 
 A bad record (malformed JSON, invalid UTF-8, missing text field, record over
@@ -97,6 +97,10 @@ class ReaderConfig:
     warc_max_skip_bytes: int = bounded(256 * 1024**2, lo=1, why="bytes")
     # WARC: keep only HTML responses (non-HTML payloads are skipped and counted).
     html_only: bool = True
+    # JSONL/Parquet/Arrow: the text field holds a page's HTML (a crawl's `html` or `source_html`
+    # column), so the extract step turns it into text as it does a WARC response; off, it passes
+    # through and the belt judges the markup.
+    text_is_html: bool = False
     # WARC: re-read the framing between records to report records the parser skipped:
     # "uncompressed" (cheap: a few bytes per record), "all" (also gzip-per-record files, which
     # costs a second decompression: about half the reading speed), or "off".
@@ -385,13 +389,16 @@ def make_doc(
     meta = obj.get(cfg.metadata_field) if cfg.metadata_field else None
     if url is None and isinstance(meta, dict):  # datatrove writes the url into metadata
         url = meta.get(cfg.url_field)
-    return Document(
+    doc = Document(
         id=doc_id or stable_id(src, position),
         text=text,
         url=url if isinstance(url, str) else None,
         source=src,
         metadata=record_metadata(obj, cfg, meta),
     )
+    if cfg.text_is_html:
+        doc.cache["html"] = True
+    return doc
 
 
 def record_metadata(obj: dict[str, Any], cfg: ReaderConfig, meta: object) -> dict[str, Any]:
@@ -427,10 +434,16 @@ def _read_file_bytes(path: Path, cfg: ReaderConfig, on_error: OnError, kind: str
             str(path), None, f"file of {size} bytes is larger than max_record_bytes={cfg.max_record_bytes}"
         )
         return None
-    with open(path, "rb") as f:  # at most the bound, even from a file that grows after stat()
-        data = f.read(cfg.max_record_bytes + 1)
+    gz = path.name.lower().endswith(".gz")
+    try:  # at most the bound, even from a file that grows after stat() or a gzip bomb
+        with (gzip.open if gz else open)(path, "rb") as f:
+            data = f.read(cfg.max_record_bytes + 1)
+    except (OSError, EOFError, zlib.error) as e:  # not gzip, truncated, a bad CRC
+        on_error(str(path), None, f"unreadable gzip ({e or type(e).__name__})")
+        return None
     if len(data) > cfg.max_record_bytes:
-        on_error(str(path), None, f"file grew past max_record_bytes={cfg.max_record_bytes} while read")
+        grew = "inflates past" if gz else "grew while read, past"
+        on_error(str(path), None, f"file {grew} max_record_bytes={cfg.max_record_bytes}")
         return None
     if _looks_binary(data):
         on_error(str(path), None, f"binary content, not {kind}")

@@ -83,6 +83,8 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         table.add_row(name, f"{n_in:,}", f"{kept:,}", f"{dropped:,}", top)
     console.print(table)
     console.print(totals_line(stats), highlight=False, soft_wrap=True)
+    for warning in markup_warnings(stats):
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if renamed := stats.get("dedup", {}).get("renamed", 0):
         console.print(f"{count(renamed, 'document')} kept under a repeated id "
                       f"{'was' if renamed == 1 else 'were'} renamed ID#2, ID#3, ... "
@@ -98,6 +100,26 @@ def print_funnel(stats: dict, out: str | Path) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"corpus: {join(out, 'data')}   rejects: {join(out, 'rejects')}   "
                   f"stats: {join(out, 'stats.json')}", soft_wrap=True)
+
+
+def markup_warnings(stats: dict) -> list[str]:
+    """HTML that no `extract` step turned into text (pipeline._markup_counted): `pretrain dedup
+    crawl/` or `decontaminate` of WARC files hashed and matched the pages' markup, tags and scripts
+    included, and wrote it to data/ as the documents' text; a JSONL of pages (`--text-field
+    source_html`) had every page judged as markup (mozilla-readability's 130: none kept)."""
+    records, job = stats.get("records"), stats.get("job", "curate")
+    # a stats.json from someone else's OUT (pretrain report): counts only when they are counts
+    records = {k: v for k, v in records.items() if type(v) is int} if isinstance(records, dict) else {}
+    compared = "compared" if job in ("dedup", "decontaminate") else "judged"
+    out = []
+    if n := records.get("html_not_extracted", 0):
+        steps = f'\'["extract","{job}"]\'' if job in ("dedup", "decontaminate") else "'[\"extract\", ...]'"
+        out.append(f"{count(n, 'HTML page')} went through without the extract step: their markup was "
+                   f"{compared} and written as their text; for the main text, --set steps={steps}")
+    if n := records.get("html_in_text", 0):
+        out.append(f"{count(n, 'record')} hold a whole HTML page as text (<html ...): its markup was "
+                   f"{compared}; --set reader.text_is_html=true extracts the main text first")
+    return out
 
 
 def nothing_done_line(stats: dict) -> str:

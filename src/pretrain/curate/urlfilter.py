@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from pretrain.config import bounded
 from pretrain.curate.document import Document
 from pretrain.curate.step import Filter, Step
-from pretrain.errors import UserError
+from pretrain.errors import not_found
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 
@@ -63,9 +63,12 @@ class URLFilterConfig:
 
 def read_list(path: str) -> list[str]:
     """Entries of a list file: one per line, blank lines and `#` comments skipped."""
+    from pretrain.curate.io import local_only
+
+    local_only(path, "url_filter: list file")
     p = Path(path)
     if not p.is_file():
-        raise UserError(f"url_filter: list file not found: {path}")
+        raise not_found("url_filter: list file", path)
     out = []
     for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
         line = line.split("#", 1)[0].strip()

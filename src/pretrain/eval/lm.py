@@ -376,6 +376,19 @@ def _transformers_load(path: Path, what: str):
     return model
 
 
+def hf_transformer(path: str | Path, device: str = "cpu"):
+    """Our Transformer holding a transformers folder of a family train/hf.py imports (what `eval`
+    scores and `sample` generates with); `Unsupported` for a valid config of another architecture."""
+    from pretrain.train.hf import read_hf_model_config
+    from pretrain.train.hf_files import check_links
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise UserError(f"{path}: not a Hugging Face model folder (no config.json)")
+    check_links(path)
+    return _import_ours(path, read_hf_model_config(path), device)
+
+
 def _import_ours(path: Path, read: tuple, device: str):
     """Our Transformer filled from a transformers folder whose config `read_hf_model_config` read."""
     from pretrain.plan.shapes import ModelShape

@@ -319,3 +319,29 @@ def test_sample_of_an_export_is_what_transformers_generates_and_what_the_run_sam
     assert greedy == truth + "\n"
     assert greedy == sample(run, "--temperature", "0")
     assert sample(folder, "--seed", "7") == sample(run, "--seed", "7")
+
+
+def test_a_run_whose_init_from_folder_is_gone_names_it(tmp_path, text, capsys):
+    """A run started from a Hugging Face folder encodes its text with the folder's tokenizer.json;
+    with the folder gone (a cleaned cache) export, sample and eval said only "tokenizer not found:
+    hf/tokenizer.json". Now one line says whose file it was; sample with --tokenizer still works."""
+    from pretrain.cli import main
+
+    folder = _save(tmp_path / "hf", 1)
+    run = tmp_path / "run"
+    (tmp_path / "run.toml").write_text(f'[model]\ninit_from = "{folder}"\n[train]\nout = "{run}"\nsteps = 1\n'
+                                       f'threads = 1\n[data]\npath = "{text}"\nbatch_size = 2\n'
+                                       '[log]\ntensorboard = false\n')
+    assert main(["train", str(tmp_path / "run.toml"), "--quiet"]) == 0
+    kept = tmp_path / "tokenizer.json"
+    shutil.copyfile(folder / "tokenizer.json", kept)
+    shutil.rmtree(folder)
+    capsys.readouterr()
+    for args in (["export", str(run), "--format", "hf", "-o", str(tmp_path / "out")],
+                 ["sample", str(run), "--tokens", "2"],
+                 ["eval", str(run), "--tasks", f"ppl:{kept}", "--quiet", "-o", str(tmp_path / "e.json")]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert f"{folder / 'tokenizer.json'}: not found" in err, err
+        assert "model.init_from's folder, which is gone" in err, err
+    assert main(["sample", str(run), "--tokens", "2", "--tokenizer", str(kept)]) == 0

@@ -98,6 +98,10 @@ def _run_model(args: argparse.Namespace) -> tuple:
     from pretrain.train.runs import load_run_model
 
     model, cfg, _ = load_run_model(args.run, args.step, args.checkpoints)
+    if args.tokenizer is None and cfg.data.kind == "text":
+        from pretrain.tokens.hf_tokenizer import check_run_tokenizer
+
+        check_run_tokenizer(cfg, ", or pass --tokenizer PATH (the same file)")
     tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tokenizer:
         tokenizer = _tokenizer_of_shards(cfg.data.sources)

@@ -48,6 +48,10 @@ def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
 
     model, cfg, step = load_run_model(run, step, storage)
     model.to(device)
+    if not tokenizer and cfg.data.kind == "text":
+        from pretrain.tokens.hf_tokenizer import check_run_tokenizer
+
+        check_run_tokenizer(cfg, ", or pass --tokenizer PATH (the same file)")
     tok_path = tokenizer or cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tok_path:
         from pretrain.commands.sample import _sources_not_here, _tokenizer_of_shards

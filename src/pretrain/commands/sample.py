@@ -18,8 +18,9 @@ prompt token by token (temperature and top-k sampling; --temperature 0 is greedy
 
 RUN may also be a Hugging Face folder (config.json + safetensors weights + tokenizer.json, read
 offline) of a family the project imports (Llama, Mistral, Qwen2, Qwen3, GPT-2; the same import as
-`pretrain eval` and model.init_from): its tokenizer.json encodes the prompt as `pretrain tokenize`
-does (no BOS added), and --step / --checkpoints, which pick a run's checkpoint, are refused.
+`pretrain eval` and model.init_from): its tokenizer.json encodes the prompt as a run's text is
+encoded (with the file's own template: one that prepends a BOS, as Llama 3's, keeps it, as in
+transformers), and --step / --checkpoints, which pick a run's checkpoint, are refused.
 
 Prints the prompt followed by the generated continuation. Bytes that form no valid UTF-8
 character (usual early in training) are printed as U+FFFD, as Hugging Face's decode does, and a

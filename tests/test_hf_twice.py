@@ -233,17 +233,19 @@ def test_eval_of_a_folder_prints_no_tokenizer_length_warning(tmp_path):
     assert "indexing errors" not in proc.stderr
 
 
-@pytest.mark.parametrize("command", [["sample", "--tokens", "3"], ["export", "--format", "hf", "-o", "OUT"]])
+@pytest.mark.parametrize("command", [["sample", "--tokens", "3", "--step", "5"],
+                                     ["export", "--format", "hf", "-o", "OUT"]])
 def test_a_hf_folder_given_where_a_run_is_read_says_so(tmp_path, capsys, command):
-    """`pretrain sample hf/x` (or export) said "config file not found: hf/x/config.toml"; a newcomer
-    holding an export learns nothing from it."""
+    """`pretrain export hf/x` said "config file not found: hf/x/config.toml"; a newcomer holding an
+    export learns nothing from it. `sample` reads a folder, but --step (a run's checkpoint) is
+    refused there rather than ignored."""
     from pretrain.cli import main
 
     folder = _save(tmp_path / "hf", 1)
     args = [a.replace("OUT", str(tmp_path / "out")) for a in command]
     assert main([args[0], str(folder), *args[1:]]) == 2
     err = capsys.readouterr().err
-    assert "Hugging Face folder" in err and "pretrain eval" in err, err
+    assert "Hugging Face folder" in err and ("pretrain eval" in err or "--step" in err), err
 
 
 @pytest.mark.parametrize("flag, value", [("--step", "5"), ("--tokenizer", "other.json")])
@@ -285,3 +287,62 @@ def test_export_beside_a_training_run_survives_checkpoint_rotation(tmp_path, tex
     res = export_hf(run, tmp_path / "hf")
     assert chosen == [4, 2] and res["step"] == 2
     transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+
+
+def test_sample_of_an_export_is_what_transformers_generates_and_what_the_run_samples(tmp_path, text, capsys):
+    """`pretrain sample hf/x` was refused ("a Hugging Face folder, not a run directory"), so the
+    export a user had just made could not be tried with the command that tries a run. Greedy text
+    from the folder must equal transformers' own generate() on it, and `pretrain sample RUN`'s;
+    a sampled text (a seed) must equal the run's too."""
+    from pretrain.cli import main
+    from pretrain.train.hf_io import export_hf
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+    from pretrain.untrusted import printable
+
+    run, folder = tmp_path / "run", tmp_path / "hf"
+    Trainer(tiny_config(run, text, "train.steps=4"), quiet=True).fit()
+    export_hf(run, folder)
+
+    def sample(where: Path, *extra: str) -> str:
+        assert main(["sample", str(where), "--prompt", "ROMEO:", "--tokens", "24", "--threads", "1",
+                     *extra]) == 0
+        return capsys.readouterr().out
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    model.generation_config.eos_token_id = None  # sample does not stop at end-of-text
+    ids = tok("ROMEO:", return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=24, do_sample=False, pad_token_id=0)
+    truth = printable(tok.decode(out[0], skip_special_tokens=True))
+    greedy = sample(folder, "--temperature", "0")
+    assert greedy == truth + "\n"
+    assert greedy == sample(run, "--temperature", "0")
+    assert sample(folder, "--seed", "7") == sample(run, "--seed", "7")
+
+
+def test_a_run_whose_init_from_folder_is_gone_names_it(tmp_path, text, capsys):
+    """A run started from a Hugging Face folder encodes its text with the folder's tokenizer.json;
+    with the folder gone (a cleaned cache) export, sample and eval said only "tokenizer not found:
+    hf/tokenizer.json". Now one line says whose file it was; sample with --tokenizer still works."""
+    from pretrain.cli import main
+
+    folder = _save(tmp_path / "hf", 1)
+    run = tmp_path / "run"
+    (tmp_path / "run.toml").write_text(f'[model]\ninit_from = "{folder}"\n[train]\nout = "{run}"\nsteps = 1\n'
+                                       f'threads = 1\n[data]\npath = "{text}"\nbatch_size = 2\n'
+                                       '[log]\ntensorboard = false\n')
+    assert main(["train", str(tmp_path / "run.toml"), "--quiet"]) == 0
+    kept = tmp_path / "tokenizer.json"
+    shutil.copyfile(folder / "tokenizer.json", kept)
+    shutil.rmtree(folder)
+    capsys.readouterr()
+    for args in (["export", str(run), "--format", "hf", "-o", str(tmp_path / "out")],
+                 ["sample", str(run), "--tokens", "2"],
+                 ["eval", str(run), "--tasks", f"ppl:{kept}", "--quiet", "-o", str(tmp_path / "e.json")]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert f"{folder / 'tokenizer.json'}: not found" in err, err
+        assert "model.init_from's folder, which is gone" in err, err
+    assert main(["sample", str(run), "--tokens", "2", "--tokenizer", str(kept)]) == 0

@@ -125,6 +125,20 @@ def test_sample_and_export_round_trip(trained, tmp_path, capsys):
     assert torch.equal(model(x), t.model.eval()(x))  # the checkpoint holds the trained weights
 
 
+def test_an_exported_file_is_as_readable_as_any_new_file(trained, tmp_path):
+    """safetensors' save_file writes 0600: `export -o m.safetensors` made a model its owner alone
+    could read on a shared machine, while `--format hf` wrote its weights 0644. The truth is the
+    mode open() gives a new file here, under this process's umask."""
+    out, _ = trained
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    hf = tmp_path / "hf"
+    for args, weights in ((["-o", str(tmp_path / "m.safetensors")], tmp_path / "m.safetensors"),
+                          (["--format", "hf", "-o", str(hf)], hf / "model.safetensors")):
+        assert main(["export", str(out), *args]) == 0
+        assert oct(weights.stat().st_mode & 0o777) == oct(plain.stat().st_mode & 0o777), args
+
+
 def _byte_token_dir(path: Path, text: Path) -> Path:
     """The text as a token directory in the tokens engineer's format (bytes, end-of-text 256)."""
     from pretrain.tokens import shards

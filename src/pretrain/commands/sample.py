@@ -1,4 +1,5 @@
-"""`pretrain sample`: generate text from a run's newest complete checkpoint."""
+"""`pretrain sample`: generate text from a run's newest complete checkpoint, or from a Hugging Face
+folder (an export) of a family the project imports."""
 
 from __future__ import annotations
 
@@ -6,13 +7,20 @@ import argparse
 
 from pretrain.bounds import Number
 
-HELP = "generate text from a training run's newest checkpoint"
+HELP = "generate text from a training run's newest checkpoint (or a Hugging Face folder)"
 
 DESCRIPTION = """\
 Load RUN/config.toml and the newest complete checkpoint under RUN/checkpoints, then continue a
 prompt token by token (temperature and top-k sampling; --temperature 0 is greedy).
 
   pretrain sample runs/tiny --prompt "ROMEO:" --tokens 200
+  pretrain sample hf/tiny --prompt "ROMEO:" --temperature 0    # an export: the same text as its run
+
+RUN may also be a Hugging Face folder (config.json + safetensors weights + tokenizer.json, read
+offline) of a family the project imports (Llama, Mistral, Qwen2, Qwen3, GPT-2; the same import as
+`pretrain eval` and model.init_from): its tokenizer.json encodes the prompt as a run's text is
+encoded (with the file's own template: one that prepends a BOS, as Llama 3's, keeps it, as in
+transformers), and --step / --checkpoints, which pick a run's checkpoint, are refused.
 
 Prints the prompt followed by the generated continuation. Bytes that form no valid UTF-8
 character (usual early in training) are printed as U+FFFD, as Hugging Face's decode does, and a
@@ -30,7 +38,7 @@ MAX_TOKENS = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", help="run directory written by `pretrain train`")
+    parser.add_argument("run", help="run directory written by `pretrain train`, or a Hugging Face folder")
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     parser.add_argument("--tokens", type=Number(int, hi=MAX_TOKENS, why="one forward pass per token"),
                         default=200,
@@ -44,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=Number(int, hi=2**63 - 1, why="a seed: a 64-bit integer"), default=0,
                         help="random seed of the sampling: the same seed, the same text (default 0)")
     parser.add_argument("--tokenizer", default=None,
-                        help="tokenizer.json (default: the run's data.tokenizer; bytes when it has none)")
+                        help="tokenizer.json (default: the run's data.tokenizer, bytes when it has none; "
+                             "a folder's own tokenizer.json)")
     parser.add_argument("--checkpoints", default=None, metavar="DIR_OR_URL",
                         help="read the run's checkpoints here (a folder or s3://...): needed when the run's "
                              "config.toml puts checkpoint.storage outside the run directory")
@@ -62,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.eval.lm import use_threads
     from pretrain.train.data import decode_tokens, encode_text
     from pretrain.train.model import generate
-    from pretrain.train.runs import load_run_model
     from pretrain.untrusted import printable
 
     numbers = (("--tokens", args.tokens), ("--temperature", args.temperature), ("--top-k", args.top_k))
@@ -73,13 +81,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--tokens must be <= {MAX_TOKENS:,}, got {args.tokens:,} (one forward pass per "
                         "token; the window slides past the context, see --help)")
     use_threads(args.run, args.threads)
-    model, cfg, step = load_run_model(args.run, args.step, args.checkpoints)
-    tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer
-    if cfg.data.kind == "tokens" and not tokenizer:
-        tokenizer = _tokenizer_of_shards(cfg.data.sources)
-    if cfg.data.kind == "tokens" and not tokenizer:
-        raise UserError("this run trained on token shards: pass the tokenizer.json they were made with, "
-                        f"--tokenizer PATH{_sources_not_here(cfg.data.sources)}")
+    model, tokenizer = _hf_folder(args) if _is_hf_folder(args.run) else _run_model(args)
     ids, _ = encode_text(args.prompt, tokenizer)
     idx = torch.as_tensor(ids if ids.size else [0], dtype=torch.long)[None, :]  # empty prompt: start at id 0
     gen = torch.Generator().manual_seed(args.seed)
@@ -89,6 +91,60 @@ def run(args: argparse.Namespace) -> int:
     print(printable(decode_tokens(out[0].tolist(), tokenizer)))
     _say_undecodable(out[0].tolist(), tokenizer)
     return 0
+
+
+def _run_model(args: argparse.Namespace) -> tuple:
+    """A run's model at --step (default newest) and the tokenizer its text was encoded with."""
+    from pretrain.errors import UserError
+    from pretrain.train.runs import load_run_model
+
+    model, cfg, _ = load_run_model(args.run, args.step, args.checkpoints)
+    if args.tokenizer is None and cfg.data.kind == "text":
+        from pretrain.tokens.hf_tokenizer import check_run_tokenizer
+
+        check_run_tokenizer(cfg, ", or pass --tokenizer PATH (the same file)")
+    tokenizer = args.tokenizer if args.tokenizer is not None else cfg.data.tokenizer
+    if cfg.data.kind == "tokens" and not tokenizer:
+        tokenizer = _tokenizer_of_shards(cfg.data.sources)
+    if cfg.data.kind == "tokens" and not tokenizer:
+        raise UserError("this run trained on token shards: pass the tokenizer.json they were made with, "
+                        f"--tokenizer PATH{_sources_not_here(cfg.data.sources)}")
+    return model, tokenizer
+
+
+def _is_hf_folder(path: str) -> bool:
+    from pathlib import Path
+
+    return not (Path(path) / "config.toml").is_file() and (Path(path) / "config.json").is_file()
+
+
+def _hf_folder(args: argparse.Namespace) -> tuple:
+    """Our model filled from a Hugging Face folder, and its tokenizer.json (or --tokenizer). A folder
+    holds one model: --step and --checkpoints would be ignored, so they are refused."""
+    from pathlib import Path
+
+    from pretrain.errors import UserError
+    from pretrain.eval.lm import _check_tokenizer_files, _check_vocab, hf_transformer
+    from pretrain.tokens.tokenizer import load_tokenizer
+    from pretrain.train.hf import Unsupported
+
+    folder = Path(args.run)
+    for flag, value in (("--step", args.step), ("--checkpoints", args.checkpoints)):
+        if value is not None:
+            raise UserError(f"{flag} picks a run's checkpoint; {folder} is a Hugging Face folder (one model)")
+    tokenizer = args.tokenizer if args.tokenizer is not None else str(folder / "tokenizer.json")
+    if args.tokenizer is None:
+        if not (folder / "tokenizer.json").is_file():
+            raise UserError(f"{folder}: no tokenizer.json (a folder with only vocab.json/merges.txt or a "
+                            "SentencePiece model); pass --tokenizer PATH to a tokenizer.json")
+        _check_tokenizer_files(folder)  # someone else's folder: bounded before it is parsed
+    try:
+        model = hf_transformer(folder)
+    except Unsupported as e:
+        raise UserError(f"{e}; `pretrain sample` generates with the families it imports, transformers' "
+                        "generate() with any other") from None
+    _check_vocab(tokenizer, load_tokenizer(tokenizer).get_vocab_size(), model.shape.vocab_size)
+    return model, tokenizer
 
 
 def _say_undecodable(ids: list[int], tokenizer: str) -> None:

@@ -48,6 +48,10 @@ def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
 
     model, cfg, step = load_run_model(run, step, storage)
     model.to(device)
+    if not tokenizer and cfg.data.kind == "text":
+        from pretrain.tokens.hf_tokenizer import check_run_tokenizer
+
+        check_run_tokenizer(cfg, ", or pass --tokenizer PATH (the same file)")
     tok_path = tokenizer or cfg.data.tokenizer
     if cfg.data.kind == "tokens" and not tok_path:
         from pretrain.commands.sample import _sources_not_here, _tokenizer_of_shards
@@ -374,6 +378,19 @@ def _transformers_load(path: Path, what: str):
                         f"{type(model).__name__} needs ({', '.join(bad[:3])}{more}); "
                         "transformers would fill them at random")
     return model
+
+
+def hf_transformer(path: str | Path, device: str = "cpu"):
+    """Our Transformer holding a transformers folder of a family train/hf.py imports (what `eval`
+    scores and `sample` generates with); `Unsupported` for a valid config of another architecture."""
+    from pretrain.train.hf import read_hf_model_config
+    from pretrain.train.hf_files import check_links
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise UserError(f"{path}: not a Hugging Face model folder (no config.json)")
+    check_links(path)
+    return _import_ours(path, read_hf_model_config(path), device)
 
 
 def _import_ours(path: Path, read: tuple, device: str):

@@ -53,6 +53,7 @@ def run_tokenizer_path(cfg) -> Path | None:
     """The tokenizer.json a run trained with; None for a byte-level run."""
     d = cfg.data
     if d.kind == "text":
+        check_run_tokenizer(cfg)
         return Path(d.tokenizer) if d.tokenizer else None
     for src in d.sources.values():  # `pretrain tokenize` copies its tokenizer into each token dir
         p = Path(src) / "tokenizer.json"
@@ -62,6 +63,21 @@ def run_tokenizer_path(cfg) -> Path | None:
 
     raise UserError(f"data.sources: no tokenizer.json in {', '.join(d.sources.values()) or '(none)'}"
                     f"{_sources_not_here(d.sources, '; run from there')}")
+
+
+def check_run_tokenizer(cfg, way: str = "") -> None:
+    """The run's data.tokenizer is there, or one line saying whose it was: a run started from a
+    Hugging Face folder encodes its text with that folder's tokenizer.json, and a cleaned cache made
+    `export`, `sample` and `eval` say only "tokenizer not found: hf/base/tokenizer.json"."""
+    tok, base = cfg.data.tokenizer, cfg.model.init_from
+    if not tok or Path(tok).exists():
+        return
+    whence = ""
+    if base and Path(tok).parent == Path(base):
+        gone = "is gone" if not Path(base).is_dir() else "no longer holds it"
+        whence = f", taken from model.init_from's folder, which {gone}"
+    raise UserError(f"{tok}: not found: the tokenizer this run's text was encoded with (data.tokenizer"
+                    f"{whence}); put that file back{way}")
 
 
 def _names_beside(path: Path) -> dict:

@@ -339,8 +339,18 @@ def export_safetensors(run: str | Path, out: str | Path, dtype: str = "fp32",
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     save_file(tensors, str(tmp), metadata={"config": cfgmod.dumps(cfg), "step": str(step), "format": "pt"})
+    _as_new_file(tmp)
     tmp.replace(out)
     return out, sum(t.numel() for t in tensors.values())
+
+
+def _as_new_file(path: Path) -> None:
+    """Give `path` the mode open() gives a new file (0666 less the umask), as the hf export's files
+    have: safetensors 0.8's `save_file` writes 0600, so a model exported for others to load on a
+    shared machine was readable by its owner only."""
+    mask = os.umask(0)
+    os.umask(mask)
+    path.chmod(0o666 & ~mask)
 
 
 def load_exported(path: str | Path, cfg: RunConfig) -> torch.nn.Module:

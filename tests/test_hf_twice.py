@@ -334,6 +334,11 @@ def test_a_run_whose_init_from_folder_is_gone_names_it(tmp_path, text, capsys):
                                        f'threads = 1\n[data]\npath = "{text}"\nbatch_size = 2\n'
                                        '[log]\ntensorboard = false\n')
     assert main(["train", str(tmp_path / "run.toml"), "--quiet"]) == 0
+    # an export over the base it started from would replace the user's base model: refused, untouched
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert main(["export", str(run), "--format", "hf", "-o", str(folder)]) == 2
+    assert "the folder this run was initialised from" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     kept = tmp_path / "tokenizer.json"
     shutil.copyfile(folder / "tokenizer.json", kept)
     shutil.rmtree(folder)

@@ -299,6 +299,11 @@ def export_hf(run: str | Path, out: str | Path, dtype: str = "fp32", step: int |
     model, cfg, step = load_run_model(run, step, storage)  # the project's checkpoint reader, not dcp directly
     arch_of(model.shape)  # refuse a shape transformers has no class for before writing anything
     out = Path(out)
+    base = cfg.model.init_from
+    if base and "://" not in base and Path(base).resolve() == out.resolve():
+        # the base model a user downloaded would be replaced by the export, files and all
+        raise UserError(f"-o {out}: the folder this run was initialised from (model.init_from); "
+                        "an export there would replace the base model: choose another folder")
     staging = out / ".export-partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)

@@ -225,6 +225,12 @@ def test_the_report_reads_a_plan_json_for_its_inputs_only_up_to_its_bound(tmp_pa
     size = (out / "plan.json").stat().st_size
     shown = report_corpus._what_ran(out, "curate")
     assert f"inputs: not listed (plan.json holds {size:,} bytes, over the 100,000 read for them)" in shown
+    # under the bound in bytes but refused for its count of values (20,000 zeros in 60 KB): said, not dropped
+    (out / "plan.json").write_text(json.dumps({"job": "curate", "inputs": [0] * 20_000}))
+    shown = report_corpus._what_ran(out, "curate")
+    assert "inputs: not listed (" in shown and "plan.json" in shown, shown
+    (out / "plan.json").unlink()  # no plan.json (an output of an older pretrain): no line at all
+    assert "inputs" not in report_corpus._what_ran(out, "curate")
 
 
 def test_a_plan_json_in_an_input_folder_is_counted_before_it_is_parsed(tmp_path):

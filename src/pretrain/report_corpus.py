@@ -104,6 +104,9 @@ def _what_ran(out: Path, job: str) -> str:
         lines.append(f"inputs: {count(len(files), 'file')}, {size / 1e6:,.1f} MB: {names}{more}")
     except _NotListed as e:
         lines.append(str(e))
+    except untrusted.BadFile as e:  # refused (too many values, not JSON...): said, not left out in silence
+        if (out / "plan.json").exists():
+            lines.append(f"inputs: not listed ({e})")
     except (OSError, ValueError, AttributeError, TypeError):  # a plan.json of another shape: no line
         pass
     try:

@@ -27,8 +27,11 @@ MiB = 1 << 20
 class ShardsConfig:
     """How inputs are packed into shards (the unit a worker runs, resumes and names outputs by)."""
 
-    target_bytes: int = cfgmod.bounded(64 * MiB, lo=1)  # a shard's inputs add up to at most this
-    max_inputs: int = cfgmod.bounded(1000, lo=1)  # and number at most this (1: one shard per file)
+    # a shard's inputs add up to at most this many bytes (a bigger file is a shard alone) ...
+    target_bytes: int = cfgmod.bounded(64 * MiB, lo=1,
+                                       why="bytes of a shard's inputs; a bigger file is a shard alone")
+    # ... and number at most this (1: one shard per file, as before session 13)
+    max_inputs: int = cfgmod.bounded(1000, lo=1, why="input files per shard; 1 = one shard per file")
 
 
 def group(sizes: list[int], cfg: ShardsConfig) -> list[int]:

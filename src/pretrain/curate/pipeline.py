@@ -256,11 +256,15 @@ def run_shard(task: ShardTask) -> dict:
         _start_prefetch(task.prefetch, lay)
     stamps: list[dict | None] = []  # what each local input's bytes were (versions.of_read)
     with io.collect_uploads() as pending:
-        docs = _read_inputs(task, lay, errors, read_stats, stamps)
+        # the first input URL is fetched before any writer opens (a gone object: no file begun)
+        first = _input_copy(task.shard, 0, task.inputs[0], lay) if io.is_url(task.path) else None
+        docs = _read_inputs(task, lay, errors, read_stats, stamps, first)
         try:
             n_read, n_kept, n_rejects = _filter(task, lay, steps, docs, shape)
         finally:
             docs.close()  # the current input URL's local copy goes now, not when collected
+            if first is not None:  # (a generator never started runs no finally)
+                first.unlink(missing_ok=True)
             for inp in task.inputs[1:]:  # this shard's own prefetch, left by an error
                 drop_prefetched(lay, inp.path)
     stats = {
@@ -291,18 +295,22 @@ def run_shard(task: ShardTask) -> dict:
 
 
 def _read_inputs(task: ShardTask, lay: Layout, errors: _Errors, read_stats: Counter,
-                 stamps: list) -> Iterator[Document]:
+                 stamps: list, first: Path | None = None) -> Iterator[Document]:
     """The documents of the shard's inputs, one file after another; each local input's stamp
     (the bytes read) is appended to `stamps` once it is read whole, None for a URL's copy (its
     GET's ETag checked it). An input URL is copied to work/tmp for the time it is read, the next
-    one downloading meanwhile. The bar's meter counts bytes across the shard's files."""
+    one downloading meanwhile (`first`: the first one's, fetched already). The bar's meter counts
+    bytes across the shard's files."""
     meter_file = lay.work / "progress" / f"{task.shard}.json"
     base, total = 0, sum(inp.size or 0 for inp in task.inputs)
     for k, inp in enumerate(task.inputs):
         nxt = task.inputs[k + 1] if k + 1 < len(task.inputs) else None
         if nxt is not None and io.is_url(nxt.path):
             _start_prefetch((task.shard, k + 1, nxt.path, nxt.version), lay)
-        local = _input_copy(task.shard, k, inp, lay) if io.is_url(inp.path) else Path(inp.path)
+        if k == 0 and first is not None:
+            local = first
+        else:
+            local = _input_copy(task.shard, k, inp, lay) if io.is_url(inp.path) else Path(inp.path)
         errors.shown[str(local)] = inp.path  # errors name the input as the user gave it
         try:
             _check_unchanged(inp, local)
@@ -529,15 +537,14 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
 def _after_removals(task: ShardTask, lay: Layout, removals: Iterator, hit) -> Iterator[tuple[dict, tuple]]:
     """Each survivor of stage A with its removal record (step, reason, kept twin's id), or
     (None, None, None) when dedup keeps it: the two streams merged by row, as signed in stage A."""
-    for row, (where, rec) in enumerate(_survivors(task, lay)):
+    for row, (where, n, rec) in enumerate(_survivors(task, lay)):
         if hit is None or hit[0] != row:  # by row, as signed in stage A: ids may repeat
             yield rec, (None, None, None)
             continue
         (_, (step, reason, twin, signed_id)), hit = hit, next(removals, None)
         if rec["id"] != signed_id:  # the input re-read is not what stage A signed
-            raise UserError(f"{where}: document {rec['id']!r} (survivor {row + 1} of shard {task.shard}) "
-                            f"was signed as {signed_id!r}: the input changed during the job; rerun into "
-                            "a new --output")
+            raise UserError(f"{where}: document {n} is {rec['id']!r}, signed as {signed_id!r}: the input "
+                            "changed during the job; rerun into a new --output")
         yield rec, (step, reason, twin)
 
 
@@ -594,20 +601,22 @@ def _rereads_input(task: ShardTask) -> bool:
     return task.cfg.passthrough and not any(io.is_url(inp.path) for inp in task.inputs)
 
 
-def _survivors(task: ShardTask, lay: Layout) -> Iterator[tuple[str, dict]]:
-    """Stage A's survivors, each with the file it was read from (for a message): its work/kept
-    file, or the local inputs read again (the same reader, so the same documents in order)."""
+def _survivors(task: ShardTask, lay: Layout) -> Iterator[tuple[str, int, dict]]:
+    """Stage A's survivors, each with the file it was read from and its number there (for a
+    message): its work/kept file, or the local inputs read again (the same reader, so the same
+    documents in the same order)."""
     if not _rereads_input(task):
         kept = lay.kept(task.shard)
-        for rec in io.read_jsonl_zst(kept):
-            yield str(kept), rec
+        for n, rec in enumerate(io.read_jsonl_zst(kept), 1):
+            yield str(kept), n, rec
         return
     stamps = read_stamps(lay, task.shard)
     for k, inp in enumerate(task.inputs):
         _check_unchanged(inp, Path(inp.path))  # stage A's removals are positions in these files
         versions.check_local(inp.path, stamps[k] if stamps else None)  # the bytes stage A read
-        for doc in read_documents(Path(inp.path), task.cfg.reader, source=inp.source):
-            yield inp.path, doc.to_json()
+        docs = read_documents(Path(inp.path), task.cfg.reader, source=inp.source)
+        for n, doc in enumerate(docs, 1):
+            yield inp.path, n, doc.to_json()
 
 
 def _check_unchanged(inp: ShardInput, local: Path) -> None:

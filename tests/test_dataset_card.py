@@ -162,8 +162,8 @@ def test_blocks_titles_on_some_shards_load_in_every_reader(tmp_path):
     shutil.copy(data_file("warc/resiliparse/warcfile.warc.gz"), tmp_path / "in" / "a.warc.gz")
     shutil.copy(data_file("warc/dolma/sample-0000.warc.gz"), tmp_path / "in" / "b.warc.gz")
     out = tmp_path / "out"
-    curate([str(tmp_path / "in")], out, CurateConfig(extract=ExtractConfig(backend="blocks")),
-           executor=LocalExecutor(1))
+    cfg = CurateConfig(extract=ExtractConfig(backend="blocks"), shards=ShardsConfig(max_inputs=1))  # 2 files
+    curate([str(tmp_path / "in")], out, cfg, executor=LocalExecutor(1))
     files = sorted((out / "data").glob("*.jsonl.zst"))
     data = _files(out / "data")
     first = [json.loads(line) for line in zstandard.ZstdDecompressor().decompress(

@@ -3,10 +3,10 @@
 One shard per input file made a folder of 10,000 one-page JSONL files 10,000 units, each with its
 markers, stats, rejects and dedup parts (dedup of 10,000 files did not finish in 900 s, session
 12). Consecutive inputs, in the job's sorted order, are packed into one shard until it would pass
-`target_bytes` or hold `max_inputs` files; a file of `target_bytes` or more is a shard of its own
-(datatrove likewise splits work by files, not by worker). The grouping depends on the sorted list
-of (file, size) alone, never on the number of workers or the executor, so the output is the same
-bytes for any of them.
+`target_bytes` or hold `max_inputs` files; a file of `target_bytes` or more is a shard of its own.
+The grouping depends on the sorted list of (file, size) alone, never on the number of workers or
+the executor (datatrove's readers give rank r the files r, r + W, ...: its output files follow
+the worker count W), so the output is the same bytes for any of them.
 
 The grouping is part of the plan, not of the job's identity: OUT/plan.json records it (`shards`:
 the settings and each shard's input count) and a rerun uses the recorded one whatever `[shards]`

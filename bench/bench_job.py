@@ -6,6 +6,8 @@
     .venv/bin/python bench/bench_job.py s3 --copies 16    # the same WARCs 16 times (~20 s locally)
     .venv/bin/python bench/bench_job.py s3 --copies 16 --latency-ms 30   # each request 30 ms later
     .venv/bin/python bench/bench_job.py scaling           # belt pages/s with 1 and 2 workers
+    .venv/bin/python bench/bench_job.py smallfiles        # 1,000 and 10,000 one-page files, grouped or not
+    .venv/bin/python bench/bench_job.py smallfiles --files 1000 --old-max 1000   # ~5 min on 2 cores
 
 memory: one JSONL file of N tiny documents (a few words each, 1% exact copies) through
 `pretrain dedup`, through a curate belt with dedup (`steps = ["pii", "dedup"]`: every document
@@ -15,6 +17,12 @@ its own VmHWM. A shard's memory should stay flat in N: documents and rejects str
 writers and signing holds one part of `dedup.chunk_docs` documents. What still grows with N is
 the global stages' ~50 bytes per document (labels, the key rows of a range), within
 `dedup.memory_mb`; dedup runs up to --dedup-max documents.
+
+smallfiles: a folder of N one-page JSONL files (~1 kB each, 2 documents, 1% exact copies across
+files) through `pretrain dedup` and `pretrain curate` (the default belt), with inputs grouped into
+shards (`[shards]` defaults: curate/grouping.py) and one shard per file (`shards.max_inputs=1`,
+the layout before session 13), in the same run, the default workers. The old layout runs up to
+--old-max files, each command bounded by --timeout seconds (printed as "> T").
 """
 
 from __future__ import annotations
@@ -119,12 +127,12 @@ def _warcs(tmp: Path) -> tuple[Path, int]:
     return folder, sum(f.stat().st_size for f in folder.iterdir())
 
 
-def _timed_cli(args: list[str], env: dict) -> dict:
+def _timed_cli(args: list[str], env: dict, timeout: float = 900) -> dict:
     """Wall and CPU seconds (the child's own, all its processes) of one `pretrain` command."""
     before = os.times()
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "pretrain", *args, "--quiet"], env=env,
-                         capture_output=True, text=True, timeout=900)
+                         capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t0
     after = os.times()
     if res.returncode:
@@ -209,9 +217,63 @@ def bench_scaling(repeat: int) -> None:
                   f"{best[1]['wall'] / m['wall']:>8.2f}x")
 
 
+def small_files(folder: Path, n: int) -> int:
+    """n JSONL files of 2 documents (60-90 words of a 20k-word vocabulary, seeded); every 100th
+    file's second document is an exact copy of a document of the file before. Returns the bytes."""
+    import random
+
+    rng = random.Random(n)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocab = ["".join(rng.choices(letters, k=rng.randint(3, 8))) for _ in range(20_000)]
+    folder.mkdir(parents=True)
+    prev, total = "", 0
+    for i in range(n):
+        texts = [" ".join(rng.choices(vocab, k=rng.randint(60, 90))) + "." for _ in range(2)]
+        if i % 100 == 99:
+            texts[1] = prev
+        prev = texts[0]
+        body = "".join(json.dumps({"id": f"f{i}-{j}", "text": t}) + "\n" for j, t in enumerate(texts))
+        (folder / f"page_{i:06d}.jsonl").write_text(body)
+        total += len(body)
+    return total
+
+
+def _wall_or_inf(args: list[str], env: dict, timeout: float) -> float:
+    try:
+        return _timed_cli(args, env, timeout)["wall"]
+    except subprocess.TimeoutExpired:
+        return float("inf")
+
+
+def bench_smallfiles(counts: list[int], jobs: list[str], old_max: int, timeout: float) -> None:
+    """Each job over each folder, grouped (new) and one shard per file (old), one after the other."""
+    env = _env()
+    print(f"{'job':<8}{'files':>8}{'shards':>8}{'old s':>9}{'new s':>8}{'old/new':>9}{'docs read':>11}")
+    with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp:
+        for n in counts:
+            folder = Path(tmp) / f"in{n}"
+            small_files(folder, n)
+            for job in jobs:
+                out = Path(tmp) / f"{job}-new-{n}"
+                new = _wall_or_inf([job, str(folder), "-o", str(out)], env, timeout)
+                stats = json.loads((out / "stats.json").read_text())
+                shutil.rmtree(out)
+                old = None
+                if n <= old_max:
+                    out = Path(tmp) / f"{job}-old-{n}"
+                    one_per_file = ["--set", "shards.max_inputs=1"]
+                    old = _wall_or_inf([job, str(folder), "-o", str(out), *one_per_file], env, timeout)
+                    shutil.rmtree(out, ignore_errors=True)
+                over = old == float("inf")
+                old_s = "-" if old is None else (f"> {timeout:.0f}" if over else f"{old:.1f}")
+                ratio = "-" if old is None else f"{'>' if over else ''}{min(old, timeout) / new:.1f}x"
+                print(f"{job:<8}{n:>8,}{stats['shards']:>8,}{old_s:>9}{new:>8.1f}{ratio:>9}"
+                      f"{stats['documents']['read']:>11,}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["memory", "s3", "scaling"])
+    ap.add_argument("what", choices=["memory", "s3", "scaling", "smallfiles"])
     ap.add_argument("--docs", default="100000,1000000", help="memory: corpus sizes, comma-separated")
     ap.add_argument("--dedup-max", type=int, default=10**9, help="memory: largest corpus for dedup")
     ap.add_argument("--jobs", default="", help="memory: only the jobs whose name starts so (dedup, curate)")
@@ -219,6 +281,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="s3, scaling: runs per setting, the best is kept")
     ap.add_argument("--warcs", type=Path, default=WARCS, help="s3, scaling: a folder of *.warc.gz")
     ap.add_argument("--copies", type=int, default=1, help="s3, scaling: repeat the WARCs N times")
+    ap.add_argument("--files", default="1000,10000", help="smallfiles: file counts, comma-separated")
+    ap.add_argument("--old-max", type=int, default=10000,
+                    help="smallfiles: most files the one-shard-per-file layout runs")
+    ap.add_argument("--timeout", type=float, default=900, help="smallfiles: seconds per command")
     ap.add_argument("--latency-ms", type=float, default=0.0,
                     help="s3: delay each request to the server (an emulated remote bucket)")
     args = ap.parse_args()
@@ -229,6 +295,9 @@ def main() -> None:
         bench_memory([int(x) for x in args.docs.split(",")], args.dedup_max, args.set, args.jobs)
     elif args.what == "s3":
         bench_s3(args.repeat, args.latency_ms)
+    elif args.what == "smallfiles":
+        jobs = [j for j in ("dedup", "curate") if not args.jobs or j.startswith(args.jobs)]
+        bench_smallfiles([int(x) for x in args.files.split(",")], jobs, args.old_max, args.timeout)
     else:
         bench_scaling(args.repeat)
     print(f"({time.time() - t0:.0f} s; the machine is shared, CPU seconds are per process)")

@@ -113,7 +113,8 @@ def _builds(cfg, key: str) -> None:
     from pretrain.curate import pipeline
 
     section = key.split(".")[0]
-    family = {"decontam": "decontaminate", "reader": None, "dedup": None}.get(section, section)
+    no_step = {"reader": None, "dedup": None, "shards": None}  # read by the job, not by a step
+    family = {"decontam": "decontaminate", **no_step}.get(section, section)
     if family is not None:
         pipeline._FAMILIES[family](cfg)  # noqa: SLF001
 

@@ -16,6 +16,7 @@ from test_rejects_schema import _files, _no_nulls
 
 from pretrain.curate import card
 from pretrain.curate.executor import LocalExecutor
+from pretrain.curate.grouping import ShardsConfig
 from pretrain.curate.pipeline import CurateConfig, curate
 
 
@@ -50,7 +51,9 @@ def test_job_folder_loads_in_datasets_with_its_card(tmp_path):
             {"id": "ok", "text": _prose(1, seed=9)[0], "metadata": {"n": 3}}]
     (tmp_path / "in" / "part9.jsonl").write_text("".join(json.dumps(r) + "\n" for r in junk))
     out = tmp_path / "out"
-    curate([str(tmp_path / "in")], out, CurateConfig(), executor=LocalExecutor(1))
+    # each input its own data file: files of different types (what datatrove's ranks write too)
+    cfg = CurateConfig(shards=ShardsConfig(max_inputs=1))
+    curate([str(tmp_path / "in")], out, cfg, executor=LocalExecutor(1))
     data, rejects = _files(out / "data"), _files(out / "rejects")
     assert any("url" in r for r in data.values()) and any("url" not in r for r in data.values())
     assert {r["step"] for r in rejects.values()} >= {"exact_dedup", "near_dedup"}
@@ -159,8 +162,8 @@ def test_blocks_titles_on_some_shards_load_in_every_reader(tmp_path):
     shutil.copy(data_file("warc/resiliparse/warcfile.warc.gz"), tmp_path / "in" / "a.warc.gz")
     shutil.copy(data_file("warc/dolma/sample-0000.warc.gz"), tmp_path / "in" / "b.warc.gz")
     out = tmp_path / "out"
-    curate([str(tmp_path / "in")], out, CurateConfig(extract=ExtractConfig(backend="blocks")),
-           executor=LocalExecutor(1))
+    cfg = CurateConfig(extract=ExtractConfig(backend="blocks"), shards=ShardsConfig(max_inputs=1))  # 2 files
+    curate([str(tmp_path / "in")], out, cfg, executor=LocalExecutor(1))
     files = sorted((out / "data").glob("*.jsonl.zst"))
     data = _files(out / "data")
     first = [json.loads(line) for line in zstandard.ZstdDecompressor().decompress(

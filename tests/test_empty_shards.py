@@ -45,7 +45,7 @@ def _records(path: Path) -> list[dict]:
 
 def _curate(inputs: Path, out: Path, *more: str) -> int:
     return main(["curate", str(inputs), "-o", str(out), "--workers", "1", "--quiet",
-                 "--set", 'steps=["rules","dedup"]', *more])
+                 "--set", 'steps=["rules","dedup"]', "--set", "shards.max_inputs=1", *more])
 
 
 def test_a_shard_that_keeps_nothing_writes_no_file_and_reads_back_clean(tmp_path, capsys):
@@ -124,7 +124,8 @@ def test_bucket_output_has_no_empty_objects_and_a_job_keeping_nothing_is_still_a
     fs.mkdir(bucket)
     src = _inputs(tmp_path / "in")
     assert main(["curate", str(src), "-o", f"s3://{bucket}/out", "--workers", "1", "--quiet",
-                 "--work-dir", str(tmp_path / "work"), "--set", 'steps=["rules","dedup"]']) == 0
+                 "--work-dir", str(tmp_path / "work"), "--set", 'steps=["rules","dedup"]',
+                 "--set", "shards.max_inputs=1"]) == 0
     objects = {p.split("/out/", 1)[1]: fs.size(p) for p in fs.find(f"{bucket}/out")}
     assert sorted(k for k in objects if k.startswith(("data/", "rejects/"))) == \
         ["data/shard_00000.jsonl.zst", "data/shard_00002.jsonl.zst", "rejects/filters_00001.jsonl.zst"]
@@ -133,6 +134,7 @@ def test_bucket_output_has_no_empty_objects_and_a_job_keeping_nothing_is_still_a
     (src / "part0.jsonl").unlink()
     (src / "part2.jsonl").unlink()
     assert main(["curate", str(src), "-o", f"s3://{bucket}/none", "--workers", "1", "--quiet",
-                 "--work-dir", str(tmp_path / "work2"), "--set", 'steps=["rules","dedup"]']) == 0
+                 "--work-dir", str(tmp_path / "work2"), "--set", 'steps=["rules","dedup"]',
+                 "--set", "shards.max_inputs=1"]) == 0
     assert not fs.find(f"{bucket}/none/data")
     assert [src for _, src in list_any_inputs([f"s3://{bucket}/none"])] == []

@@ -72,7 +72,9 @@ def test_ray_cluster_node_killed_mid_job_same_bytes_as_local(tmp_path, monkeypat
     from pretrain.curate.executor import RayExecutor
 
     _write_jsonl_corpus(tmp_path / "in", files=4, per_file=12)
-    cfg = config.load(CurateConfig, None, ['steps=["test_executor:Slow", "language", "dedup"]'])
+    # two shards of two files each: a shard for each node, each of several inputs
+    cfg = config.load(CurateConfig, None, ['steps=["test_executor:Slow", "language", "dedup"]',
+                                           "shards.max_inputs=2"])
     local = curate([str(tmp_path / "in")], tmp_path / "local", cfg, executor=LocalExecutor(1))
     monkeypatch.setenv("SLOW_LOG", str(log))
     if ray.is_initialized():

@@ -205,7 +205,7 @@ def test_a_rerun_aborts_the_multipart_uploads_a_killed_attempt_left_in_out(tmp_p
     for key in ("out/data/shard_00001.jsonl.zst", "out/rejects/filters_00000.jsonl.zst",
                 "out/notes/theirs.bin", "outside/data/shard_00001.jsonl.zst"):
         open_upload(key)
-    (tmp_path / "work" / "done" / "write_00001.done").unlink()
+    (tmp_path / "work" / "done" / "write_00000.done").unlink()  # a job of one shard (2 small files)
     curate(*job, executor=LocalExecutor(1), work_dir=tmp_path / "work")
     left = sorted(u["Key"] for u in fs.call_s3("list_multipart_uploads", Bucket=bucket).get("Uploads", []))
     assert left == ["out/notes/theirs.bin", "outside/data/shard_00001.jsonl.zst"]  # only the job's own

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _curate(inp: Path | str, out: Path | str, *extra: str, env: dict | None = None, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "pretrain", "curate", str(inp), "-o", str(out),
-                             "--workers", "1", "--quiet", *extra],
+                             "--workers", "1", "--quiet", "--set", "shards.max_inputs=1", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, **kw)
 
 
@@ -33,7 +33,7 @@ def _debris(out: Path) -> list[str]:
 def _two_shards(inp: Path) -> None:
     inp.mkdir()
     docs = _prose(2400)
-    for f in range(2):  # two shards: the kill lands while the first is still being written
+    for f in range(2):  # two shards (max_inputs=1): the kill lands while the first is still being written
         lines = (json.dumps({"id": f"d{f}-{i}", "text": t}) + "\n" for i, t in enumerate(docs[f::2]))
         (inp / f"part{f}.jsonl").write_text("".join(lines))
 

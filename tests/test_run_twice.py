@@ -68,8 +68,8 @@ def test_decontaminate_rerun_after_benchmark_changed_is_refused_not_mixed(tmp_pa
     corpus = _corpus(tmp_path / "corpus", docs)
     bench = _bench_file(tmp_path / "evals" / "quiz.jsonl", [q1])
     out = tmp_path / "out"
-    args = ["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
-            "--benchmarks", str(bench.parent)]
+    args = ["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet", "--set",
+            "shards.max_inputs=1", "--benchmarks", str(bench.parent)]
     assert main(args) == 0
     assert set(_ids(out, "rejects")) == {"f0-0"}
     _bench_file(bench, [q1, q2])  # the benchmark file grows between attempts
@@ -102,8 +102,8 @@ def test_decontaminate_builds_no_index_for_a_rerun_with_nothing_to_do_nor_for_a_
     corpus = _corpus(tmp_path / "corpus", docs)
     bench = _bench_file(tmp_path / "evals" / "quiz.jsonl", [docs[0].split(".")[0] + "."])
     out = tmp_path / "out"
-    args = ["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
-            "--benchmarks", str(bench.parent)]
+    args = ["decontaminate", str(corpus), "-o", str(out), "--workers", "1", "--quiet", "--set",
+            "shards.max_inputs=1", "--benchmarks", str(bench.parent)]
     assert main(args) == 0
     report = (out / "decontam_report.json").read_bytes()
     capsys.readouterr()
@@ -213,7 +213,7 @@ def test_an_output_file_removed_after_the_run_is_written_again(tmp_path, capsys,
     corpus = _corpus(tmp_path / "corpus", ["Too short to keep."] + docs[:9] + docs[:2])
     out = tmp_path / "out"
     args = ["curate", str(corpus), "-o", str(out), "--workers", "1", "--quiet",
-            "--set", 'steps=["rules","dedup"]']
+            "--set", 'steps=["rules","dedup"]', "--set", "shards.max_inputs=1"]
     assert main(args) == 0
     first = _snapshot(out)
     stats = json.loads((out / "stats.json").read_text())
@@ -269,7 +269,7 @@ def test_a_rerun_says_its_seconds_are_over_several_attempts(tmp_path, capsys):
     # say over how many attempts, or a 2 s rerun of a finished job reads "6.7 s" with no why.
     src = _corpus(tmp_path / "src", _prose(4, seed=19))
     out = tmp_path / "out"
-    args = ["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]
+    args = ["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet", "--set", "shards.max_inputs=1"]
     assert main(args) == 0
     assert "attempts" not in capsys.readouterr().out
     assert json.loads((out / "stats.json").read_text())["attempts"] == 1
@@ -309,7 +309,8 @@ def test_a_job_output_under_a_url_prefix_reads_its_data_only(tmp_path):
 
     src = _corpus(tmp_path / "src", _prose(6, seed=23))
     out = tmp_path / "corpus"
-    assert main(["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet"]) == 0
+    assert main(["dedup", str(src), "-o", str(out), "--workers", "1", "--quiet",
+                 "--set", "shards.max_inputs=1"]) == 0
     fs = fsspec.filesystem("memory")
     fs.put(str(out), "/rt-w1/corpus", recursive=True)
     try:

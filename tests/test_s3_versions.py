@@ -24,7 +24,9 @@ def _same_size_other_bytes(data: bytes) -> bytes:
 
 
 def _job(src: str, out, work) -> list[str]:
-    return ["dedup", src, "-o", str(out), "--workers", "1", "--quiet", "--work-dir", str(work)]
+    # each input its own shard: the tests read an input's stamp in its shard's marker
+    return ["dedup", src, "-o", str(out), "--workers", "1", "--quiet", "--work-dir", str(work),
+            "--set", "shards.max_inputs=1"]
 
 
 def test_object_rewritten_same_size_between_attempts_is_refused(s3_here, tmp_path, capsys):  # noqa: F811

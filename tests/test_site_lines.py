@@ -22,6 +22,7 @@ import pytest
 from pretrain.curate import io
 from pretrain.curate.dedup import DedupConfig
 from pretrain.curate.executor import LocalExecutor
+from pretrain.curate.grouping import ShardsConfig
 from pretrain.curate.pipeline import CurateConfig, curate
 from pretrain.curate.site_lines import boilerplate, site
 from pretrain.errors import UserError
@@ -84,8 +85,8 @@ def _snapshot(out: Path) -> dict[str, bytes]:
             for p in sorted((out / sub).glob("*.jsonl.zst"))}
 
 
-def _cfg(k: int = K) -> CurateConfig:
-    return CurateConfig(steps=("dedup",), dedup=DedupConfig(site_lines=k))
+def _cfg(k: int = K) -> CurateConfig:  # each input its own shard: the pass is killed between two
+    return CurateConfig(steps=("dedup",), dedup=DedupConfig(site_lines=k), shards=ShardsConfig(max_inputs=1))
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +130,7 @@ from pretrain.curate import site_lines
 from pretrain.curate.dedup import DedupConfig
 from pretrain.curate.dedup import DedupConfig
 from pretrain.curate.executor import LocalExecutor
+from pretrain.curate.grouping import ShardsConfig
 from pretrain.curate.pipeline import CurateConfig, curate
 real, calls = site_lines.count_shard, []
 def count_then_die(*a):
@@ -137,8 +139,8 @@ def count_then_die(*a):
         os.kill(os.getpid(), signal.SIGKILL)
     return real(*a)
 site_lines.count_shard = count_then_die
-curate([sys.argv[1]], sys.argv[2], CurateConfig(steps=("dedup",), dedup=DedupConfig(site_lines=2)),
-       executor=LocalExecutor(1))
+curate([sys.argv[1]], sys.argv[2], CurateConfig(steps=("dedup",), dedup=DedupConfig(site_lines=2),
+       shards=ShardsConfig(max_inputs=1)), executor=LocalExecutor(1))
 """
 
 

@@ -25,15 +25,19 @@ EVERY_S = 0.5  # how often a worker writes its position and the driver reads the
 
 
 class ShardMeter:
-    """Counts the documents read from one input file and where the reader is in it."""
+    """Counts the documents read from one input file and where the reader is in it. A shard of
+    several files meters each with `base` (the bytes of the shard's files before this one) and
+    `total` (the shard's bytes); the bar reads one position per shard."""
 
-    def __init__(self, progress_file: str | Path, input_path: str | Path):
+    def __init__(self, progress_file: str | Path, input_path: str | Path, base: int = 0,
+                 total: int | None = None):
         self.file = Path(progress_file)
         self.input = Path(input_path)
         try:
             self.size = self.input.stat().st_size
         except OSError:
             self.size = 0
+        self.base, self.total = base, total if total is not None else base + self.size
         self.docs = 0
         self._last = 0.0
 
@@ -41,9 +45,10 @@ class ShardMeter:
         for d in docs:
             self.docs += 1
             if time.monotonic() - self._last >= EVERY_S:
-                self._write(self.position())
+                pos = self.position()
+                self._write(None if pos is None else self.base + pos)
             yield d
-        self._write(self.size)
+        self._write(self.base + self.size)
 
     def position(self) -> int | None:
         """Offset of this process's open descriptor on the input file, or None if not found."""
@@ -66,7 +71,7 @@ class ShardMeter:
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.file.with_name(self.file.name + f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"docs": self.docs, "bytes": pos, "size": self.size}))
+            tmp.write_text(json.dumps({"docs": self.docs, "bytes": pos, "size": self.total}))
             tmp.replace(self.file)
         except OSError:  # progress is a courtesy: never fail the job for it
             pass
@@ -109,16 +114,19 @@ class Progress:
         self._thread: threading.Thread | None = None
 
     def start(
-        self, name: str, total: int, files: list[str] | None = None, meters: Path | None = None
+        self, name: str, total: int, files: list[str] | list[list[str]] | None = None,
+        meters: Path | None = None, noun: str = "file",
     ) -> Callable[[Any], None]:
-        """A phase of `total` units; with `files` and `meters` (a folder) the bar counts bytes."""
+        """A phase of `total` units; with `files` (per unit, a file or a list of them) and `meters`
+        (a folder) the bar counts bytes; `noun` names the units."""
         if not self._tasks:
             self._bar.start()
         sizes = [_size(f) for f in files] if files and meters else None
         if sizes:
             for old in Path(meters).glob("*.json"):  # an earlier run's positions
                 old.unlink(missing_ok=True)
-        ph = {"units": total, "done": 0, "docs": 0, "sizes": sizes, "meters": meters, "finished": set()}
+        ph = {"units": total, "done": 0, "docs": 0, "sizes": sizes, "meters": meters, "finished": set(),
+              "noun": noun}
         self._phase[name] = ph
         self._tasks[name] = self._bar.add_task(name, total=sum(sizes) if sizes else total, done="", info="")
         self._refresh(name)
@@ -160,7 +168,7 @@ class Progress:
                 done_bytes += min(size, m.get("bytes") or 0)
                 docs += int(m.get("docs") or 0)
         self._bar.update(task, completed=done_bytes, done=f"{_human(done_bytes)}/{_human(sum(ph['sizes']))}",
-                         info=f"{count(docs, 'doc')}, {ph['done']}/{count(ph['units'], 'file')}")
+                         info=f"{count(docs, 'doc')}, {ph['done']}/{count(ph['units'], ph['noun'])}")
 
     def _poll(self) -> None:
         while not self._stop.wait(EVERY_S):
@@ -179,7 +187,10 @@ class Progress:
             self._bar.stop()
 
 
-def _size(path: str) -> int:
+def _size(path: str | list[str]) -> int:
+    """A file's bytes; a shard's files' (a list) added up."""
+    if isinstance(path, list):
+        return sum(_size(p) for p in path)
     try:
         return os.path.getsize(path)
     except OSError:

@@ -14,7 +14,8 @@ Inputs: WARC/WET/ARC (.warc, .warc.gz, .wet.gz, .arc.gz), HTML files (.html, .ht
 Lines or a JSON array (.jsonl, .json, .ndjson; plain, .gz, .zst, .bz2, .xz), Parquet, Arrow
 (datasets' save_to_disk), plain text. Folders are searched recursively (hidden and _-prefixed
 files and folders, such as Spark's _SUCCESS, are left out; files of other types are counted on
-stderr); each file is one shard. docs/readers.md lists what reads how.
+stderr); consecutive files make a shard of up to 64 MiB and 1,000 files ([shards] target_bytes,
+max_inputs; a bigger file is a shard alone). docs/readers.md lists what reads how.
 
 The belt, in FineWeb's order (each step can be turned off or re-tuned with --set):
   url_filter -> extract (HTML -> main text; extract.backend = resiliparse, blocks or trafilatura)

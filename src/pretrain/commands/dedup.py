@@ -10,7 +10,8 @@ HELP = "remove exact and near duplicates (MinHash + LSH) from a corpus, with bou
 DESCRIPTION = """\
 Remove duplicate documents from CORPUS (JSON Lines or a JSON array, plain, .gz, .zst, .bz2 or .xz;
 Parquet; Arrow from datasets' save_to_disk; text; folders are searched recursively, hidden and
-_-prefixed names left out; each file is one shard; --text-field content for The Stack's layout)
+_-prefixed names left out; small files are grouped into shards of up to 64 MiB, see [shards];
+--text-field content for The Stack's layout)
 and write the rest to OUT.
 
 Exact duplicates: equal text after lowercasing and collapsing whitespace (and, with

@@ -57,7 +57,7 @@ class Attempts:
 # Names of the temporary files our writers make in the work folder, and nothing else:
 # io.atomic_path / io._upload_path (mkstemp: ".NAME.<random>.tmp"), dedup._write_checked
 # (".NAME.<pid>.tmp"), progress.ShardMeter ("<shard>.json.<pid>.tmp" in progress/) and the local copy of
-# an input URL (tmp/input_<shard>_NAME).
+# an input URL (tmp/input_<shard>_<input>_NAME).
 _DEBRIS = re.compile(r"\..+\.[a-z0-9_]+\.tmp")
 _METER_DEBRIS = re.compile(r"\d+\.json\.\d+\.tmp")
 _INPUT_COPY = re.compile(r"input_\d{5}_.+")

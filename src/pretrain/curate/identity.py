@@ -128,6 +128,7 @@ def identity(job: str, files: list[str], cfg: CurateConfig, sizes: dict[str, int
     inputs = [{"path": f if io.is_url(f) else str(Path(f).resolve()),
                "size": sizes.get(f) if io.is_url(f) and sizes.get(f) else _size(f, found)} for f in files]
     resolved = json.loads(json.dumps(cfgmod.to_dict(cfg), default=str))  # as plan.json will read back
+    resolved.pop("shards", None)  # how the inputs are grouped is the plan's (grouping.py), beside the hash
     what = {"inputs": inputs, "config": resolved}
     refs = referenced_files(cfg)
     if refs:  # only then: the identity of a job that names no file stays what it was
@@ -184,18 +185,19 @@ def without_neutral(config: dict) -> dict:
     return out
 
 
-def claim(lay: Layout, ident: dict) -> dict[str, dict]:
+def claim(lay: Layout, ident: dict) -> tuple[dict[str, dict], dict]:
     """Write OUT/plan.json, or check that the one there is this job; refuse anything else. Returns
-    the inputs' stamps the shards check (versions.check_rerun)."""
+    the inputs' stamps the shards check (versions.check_rerun) and the plan in force (the one
+    there, whose shard grouping a rerun keeps: grouping.py)."""
     plan, out = lay.file("plan.json"), lay.out
     if not io.exists(plan) and io.create_json(plan, ident, lay.tmp):
-        return ident["versions"]  # (two hosts may both find none: only one creates it, see io.create_json)
+        return ident["versions"], ident  # (two hosts may both find none: one creates it, io.create_json)
     try:
         old = json.loads(io.read_bytes(plan))
     except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"{plan}: unreadable job plan ({e}); use a new --output") from e
     if old.get("hash") == ident["hash"]:
-        return versions.check_rerun(old, ident["versions"])
+        return versions.check_rerun(old, ident["versions"]), old
     raise UserError(f"{out} holds another job ({difference(old, ident)}); use a new --output or remove it")
 
 

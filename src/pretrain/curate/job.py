@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 import xxhash
 
 from pretrain import config as cfgmod
-from pretrain.curate import io
+from pretrain.curate import grouping, io
 from pretrain.curate.attempts import Attempts, attempt_lock, sweep_debris
 from pretrain.curate.card import card, merged
 from pretrain.curate.identity import (  # noqa: F401  (list_any_inputs, without_neutral: used from here)
@@ -44,8 +45,10 @@ from pretrain.curate.identity import (  # noqa: F401  (list_any_inputs, without_
 from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, refuse_foreign
 from pretrain.errors import UserError
 from pretrain.faults import first_of_kinds, merge_faults
+from pretrain.progress import count
 
 if TYPE_CHECKING:
+    from pretrain.curate.grouping import ShardsConfig
     from pretrain.curate.pipeline import CurateConfig, ShardTask
 
 MAX_ERROR_EXAMPLES = 100
@@ -113,12 +116,14 @@ class Layout:
 
 def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
                 stack: contextlib.ExitStack, claimed=None, ready=None) -> list[ShardTask]:
-    """One shard per input file, in sorted order; the job's identity is claimed in OUT, under the
-    attempt lock (held until `stack` closes), and an earlier attempt's debris is swept. `claimed()`
-    runs once OUT is this job's: what the command says first (its settings echo, which names
-    OUT/config.toml) must not come before a refusal, when OUT holds another job's config.
-    `ready(ident, shards)` runs once the job's identity is known, before anything is written."""
-    from pretrain.curate.pipeline import ShardTask, settle_inputs
+    """The inputs in sorted order, grouped into shards (grouping.py: by `[shards]`, or as OUT's
+    plan grouped them); the job's identity is claimed in OUT, under the attempt lock (held until
+    `stack` closes), and an earlier attempt's debris is swept. `claimed()` runs once OUT is this
+    job's: what the command says first (its settings echo, which names OUT/config.toml) must not
+    come before a refusal, when OUT holds another job's config. `ready(ident)` runs once the
+    job's identity is known, before anything is written. The tasks' config holds the `[shards]`
+    the job runs with (the plan's)."""
+    from pretrain.curate.pipeline import settle_inputs
 
     sizes: dict[str, int] = {}
     stamps: dict[str, dict] = {}
@@ -127,25 +132,49 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     if not files:
         raise UserError(f"no input files found in {', '.join(map(str, inputs))}")
     ident = identity(job, [f for f, _ in files], cfg, sizes, stamps)
+    counts = grouping.group([i["size"] for i in ident["inputs"]], cfg.shards)
+    ident["shards"] = grouping.record(cfg.shards, counts)
     refuse_foreign(lay.out)
     if ready is not None:
-        ready(ident, len(files))
+        ready(ident)
     check_writable(lay.out, lay.work)
     alone = stack.enter_context(attempt_lock(lay))
     if alone is None:
         raise UserError(f"{lay.out} is being written by another attempt right now ({lay.work}/attempt.lock "
                         "is held); let it finish or stop it, then rerun")
-    seen = claim(lay, ident)
+    seen, plan = claim(lay, ident)
+    used, counts = _plan_grouping(lay, plan, len(files))
     if claimed is not None:
         claimed()
+    if used != cfg.shards:
+        print(f"pretrain {job}: {lay.out} was planned with [shards] {grouping.describe(used)} "
+              f"({count(len(counts), 'shard')}); the rerun keeps that grouping, not "
+              f"{grouping.describe(cfg.shards)} (those apply to a new --output)", file=sys.stderr)
+        cfg = replace(cfg, shards=used)
     if alone:  # OUT holds this job: what its killed attempts left is ours to remove
         sweep_debris(lay)
         if io.is_url(lay.out):
             abort_open_uploads(lay.out)
-    work = str(lay.work)
-    tasks = [ShardTask(i, f, src, lay.out, cfg, ident["hash"], work, size=ident["inputs"][i]["size"],
-                       version=seen.get(ident["inputs"][i]["path"])) for i, (f, src) in enumerate(files)]
-    return settle_inputs(tasks, lay)
+    return settle_inputs(shard_tasks(files, ident, counts, lay, cfg, seen), lay)
+
+
+def _plan_grouping(lay: Layout, plan: dict, n_inputs: int) -> tuple[ShardsConfig, list[int]]:
+    try:
+        return grouping.recorded(plan, n_inputs)
+    except (ValueError, TypeError, KeyError) as e:
+        raise UserError(f"{lay.file('plan.json')}: {e}; use a new --output") from e
+
+
+def shard_tasks(files: list[tuple[str, str]], ident: dict, counts: list[int], lay: Layout,
+                cfg: CurateConfig, seen: dict[str, dict]) -> list[ShardTask]:
+    """One task per shard: its inputs (file, source name, listed size, version seen), in order."""
+    from pretrain.curate.pipeline import ShardInput, ShardTask
+
+    listed = ident["inputs"]
+    ins = [ShardInput(f, src, size=listed[i]["size"], version=seen.get(listed[i]["path"]))
+           for i, (f, src) in enumerate(files)]
+    return [ShardTask(n, tuple(ins[i] for i in span), lay.out, cfg, ident["hash"], str(lay.work))
+            for n, span in enumerate(grouping.spans(counts))]
 
 
 def decontaminates(cfg: CurateConfig) -> bool:
@@ -184,19 +213,20 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
     lay = Layout(out, Path(work_dir) if work_dir else default_work_dir(out))
     indexed: list[bool] = []
 
-    def ready(ident: dict, shards: int) -> None:  # the job known, nothing written yet
-        indexed.append(decontaminates(cfg) and index_needed(lay, ident, shards))
+    def ready(ident: dict) -> None:  # the job known, nothing written yet
+        indexed.append(decontaminates(cfg) and index_needed(lay, ident))
         _preflight(cfg, progress, indexed[0])
 
     with contextlib.ExitStack() as stack:
         tasks = plan_shards(inputs, lay, cfg, job, stack, claimed, ready)
+        cfg = tasks[0].cfg  # with the [shards] of OUT's plan
         stats = _run_claimed(tasks, lay, cfg, executor, progress, job, started)
     if decontaminates(cfg):
         stats["this_attempt"]["indexed"] = indexed[0]
     return stats
 
 
-def index_needed(lay: Layout, ident: dict, shards: int) -> bool:
+def index_needed(lay: Layout, ident: dict) -> bool:
     """Whether this attempt must index the benchmarks (seconds): not when OUT holds another job or
     other versions of the inputs (the refusal comes next and alone), nor when every shard is done
     and OUT/decontam_report.json written (a rerun with nothing to do). Read only: OUT is not yet
@@ -220,6 +250,10 @@ def index_needed(lay: Layout, ident: dict, shards: int) -> bool:
             versions.check_rerun(old, ident["versions"])
         except UserError:
             return False
+    try:
+        shards = len(grouping.recorded(old, len(ident["inputs"]))[1])
+    except (ValueError, TypeError, KeyError):
+        return False  # claim refuses a plan whose grouping does not fit
     names = markers(lay)
     done = all({lay.marker("filter", i).name, lay.marker("write", i).name} <= names for i in range(shards))
     return not (done and io.exists(lay.file("decontam_report.json")))
@@ -245,7 +279,8 @@ def with_prefetch(tasks: list[ShardTask]) -> list[ShardTask]:
     """Units that run one after another in this process download the next shard's input URL
     while the current shard runs, and upload their outputs while the next one runs (the waits
     for GETs and PUTs overlap the belt instead of adding to it)."""
-    nexts = [(n.shard, n.path, n.version) if io.is_url(n.path) else None for n in tasks[1:]] + [None]
+    nexts = [(n.shard, 0, n.path, n.inputs[0].version) if io.is_url(n.path) else None
+             for n in tasks[1:]] + [None]
     return [replace(t, prefetch=n, overlap=io.is_url(t.out)) for t, n in zip(tasks, nexts, strict=True)]
 
 
@@ -267,9 +302,10 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
         progress.console.print(said, markup=False, highlight=False, soft_wrap=True)
 
     def ticker(stage: str):
-        by_bytes = stage == "filter" and not any(io.is_url(t.path) for t in tasks)  # inside each file
-        files = [t.path for t in tasks] if by_bytes else None
-        tick = progress.start(stage, len(tasks), files, lay.work / "progress") if progress else None
+        by_bytes = stage == "filter" and not any(io.is_url(i.path) for t in tasks for i in t.inputs)
+        files = [[i.path for i in t.inputs] for t in tasks] if by_bytes else None  # inside the files
+        noun = "file" if all(len(t.inputs) == 1 for t in tasks) else "shard"
+        tick = progress.start(stage, len(tasks), files, lay.work / "progress", noun) if progress else None
 
         def on_result(res) -> None:
             clock.save()

@@ -3,8 +3,8 @@
 A job is a `CurateConfig` whose `steps` list names the per-document steps in order (datatrove's
 pipelines are lists too), optionally ending with the global `dedup` stage. Stages (each unit writes
 atomically and records a done marker carrying the job's identity hash):
-  A. per shard (one input file): read -> the configured steps; kept documents stream to
-     work/kept/, rejects to rejects/filters_*, dedup signatures to work/dedup/.
+  A. per shard (consecutive input files, curate/grouping.py): read -> the configured steps; kept
+     documents stream to work/kept/, rejects to rejects/filters_*, dedup signatures to work/dedup/.
   B. global (when `dedup` is in the list): exact then near duplicates -> one removal list.
   B'. with `dedup.site_lines = K`: per shard, the survivors' (site, line) keys counted; globally,
      the keys of >= K + 1 documents of a site (curate/site_lines.py).
@@ -37,6 +37,7 @@ from pretrain.curate.decontam import DecontamConfig, build_decontam_step
 from pretrain.curate.dedup import DedupConfig, shard_ok, sign_shard
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step
+from pretrain.curate.grouping import ShardsConfig
 from pretrain.curate.job import Layout
 from pretrain.curate.language import REASON_SCORE as LANGUAGE_SCORE
 from pretrain.curate.language import LanguageConfig, LanguageFilter, build_language_step
@@ -75,6 +76,8 @@ class CurateConfig:
     decontam: DecontamConfig = field(default_factory=DecontamConfig)
     pii: PIIConfig = field(default_factory=PIIConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
+    # How inputs are packed into shards (curate/grouping.py): the plan's, not the job's identity
+    shards: ShardsConfig = field(default_factory=ShardsConfig)
 
     def __post_init__(self) -> None:
         steps = tuple(self.steps)
@@ -149,24 +152,44 @@ def step_order(cfg: CurateConfig, shard_stats: list[dict]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class ShardTask:
-    shard: int
+class ShardInput:
+    """One input file of a shard: its path or URL, its source name (`Document.source`), and its
+    size and version when the job listed it (OUT/plan.json): a file or object rewritten since is
+    refused, not read (see `_check_unchanged`, curate/versions.py)."""
+
     path: str
     source: str
+    size: int | None = None
+    version: dict | None = None
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One shard: consecutive inputs of the job's sorted list (curate/grouping.py), read in order."""
+
+    shard: int
+    inputs: tuple[ShardInput, ...]
     out: str
     cfg: CurateConfig
     job_hash: str
     work: str
-    # The input URL of the shard that runs next in this same process (units run one after
+    # The first input URL of the shard that runs next in this same process (units run one after
     # another), downloaded in a thread while this one runs; None in a pool or on Ray.
-    prefetch: tuple[int, str, dict | None] | None = None  # (shard, URL, its version)
+    prefetch: tuple[int, int, str, dict | None] | None = None  # (shard, input, URL, its version)
     # Units run one after another in this process into a URL OUT: a unit's uploads and marker are
     # committed in a thread while the next unit runs (one commit in flight; see `_commit`).
     overlap: bool = False
-    # The input's size when the job listed it (OUT/plan.json): a file or object rewritten since
-    # is refused, not read (see `_check_unchanged`); its version likewise (curate/versions.py).
-    size: int | None = None
-    version: dict | None = None
+
+    @property
+    def path(self) -> str:
+        """The shard's first input (a one-input shard's only one)."""
+        return self.inputs[0].path
+
+    @property
+    def label(self) -> str:
+        """The shard's inputs in a few words, for a message."""
+        more = len(self.inputs) - 1
+        return self.path + (f" (and {more:,} more input{'s' * (more != 1)})" if more else "")
 
 
 # ----------------------------------------------------------------------------- stage A
@@ -208,7 +231,7 @@ class _Errors:
         self.counts: dict[str, int] = {}
         self.first: dict[str, dict] = {}
         self.examples: list[dict] = []
-        self.shown = shown or {}
+        self.shown = dict(shown or {})
 
     def __call__(self, path: str, record: object, reason: str) -> None:
         kind = count_fault(self.counts, reason)
@@ -232,26 +255,28 @@ def run_shard(task: ShardTask) -> dict:
     t0 = time.time()
     steps = build_steps(task.cfg)
     read_stats: Counter[str] = Counter()
-    local = _input_copy(task, lay) if io.is_url(task.path) else Path(task.path)
-    errors = _Errors({str(local): task.path})
+    errors = _Errors()
     shape = Shape()  # the JSON types of this shard's rejects, for OUT/README.md (card.py)
     if task.prefetch:
         _start_prefetch(task.prefetch, lay)
+    stamps: list[dict | None] = []  # what each local input's bytes were (versions.of_read)
     with io.collect_uploads() as pending:
+        # the first input URL is fetched before any writer opens (a gone object: no file begun)
+        first = _input_copy(task.shard, 0, task.inputs[0], lay) if io.is_url(task.path) else None
+        docs = _read_inputs(task, lay, errors, read_stats, stamps, first)
         try:
-            _check_unchanged(task, local)
-            read = versions.of_read(local) if local == Path(task.path) else None  # the bytes it reads
-            docs = read_documents(local, task.cfg.reader, errors, source=task.source, stats=read_stats)
-            docs = _markup_counted(docs, read_stats, any(s.name == "extract" for s in steps))
-            n_read, n_kept, n_rejects = _filter(task, lay, steps, docs, local, shape)
-            if read is not None:
-                versions.unchanged(local, read)
+            counted = _markup_counted(docs, read_stats, any(s.name == "extract" for s in steps))
+            n_read, n_kept, n_rejects = _filter(task, lay, steps, counted, shape)
         finally:
-            if local != Path(task.path):
-                local.unlink(missing_ok=True)
+            docs.close()  # the current input URL's local copy goes now, not when collected
+            if first is not None:  # (a generator never started runs no finally)
+                first.unlink(missing_ok=True)
+            for inp in task.inputs[1:]:  # this shard's own prefetch, left by an error
+                drop_prefetched(lay, inp.path)
     stats = {
         "shard": task.shard,
         "input": task.path,
+        **({"inputs": len(task.inputs)} if len(task.inputs) > 1 else {}),
         "read": n_read,
         "kept": n_kept,
         "records": dict(read_stats),
@@ -262,12 +287,14 @@ def run_shard(task: ShardTask) -> dict:
         "seconds": round(time.time() - t0, 3),
         "shapes": {"rejects": shape.tree},
     }
+    # a one-input shard's marker keeps the key it always had; stamps of URL inputs are None
+    read = ({"input": stamps[0]} if len(stamps) == 1 else {"inputs": stamps}) if any(stamps) else {}
 
     def commit() -> None:  # the objects first, the marker last
         io.upload_pending(pending)
         io.write_json_atomic(lay.shard_stats(task.shard), stats)
-        io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash, "rejects": n_rejects,
-                                                   **({"input": read} if read else {})}, marker)
+        io.mark_done(lay.shard_stats(task.shard), {"job_hash": task.job_hash, "rejects": n_rejects, **read},
+                     marker)
 
     _commit(task.overlap, commit, pending)
     return stats
@@ -285,6 +312,39 @@ def _markup_counted(docs: Iterator[Document], stats: Counter[str], extracts: boo
         elif doc.text[:64].lstrip().lower().startswith(("<!doctype html", "<html")):
             stats["html_in_text"] += 1
         yield doc
+
+
+def _read_inputs(task: ShardTask, lay: Layout, errors: _Errors, read_stats: Counter,
+                 stamps: list, first: Path | None = None) -> Iterator[Document]:
+    """The documents of the shard's inputs, one file after another; each local input's stamp
+    (the bytes read) is appended to `stamps` once it is read whole, None for a URL's copy (its
+    GET's ETag checked it). An input URL is copied to work/tmp for the time it is read, the next
+    one downloading meanwhile (`first`: the first one's, fetched already). The bar's meter counts
+    bytes across the shard's files."""
+    meter_file = lay.work / "progress" / f"{task.shard}.json"
+    base, total = 0, sum(inp.size or 0 for inp in task.inputs)
+    for k, inp in enumerate(task.inputs):
+        nxt = task.inputs[k + 1] if k + 1 < len(task.inputs) else None
+        if nxt is not None and io.is_url(nxt.path):
+            _start_prefetch((task.shard, k + 1, nxt.path, nxt.version), lay)
+        if k == 0 and first is not None:
+            local = first
+        else:
+            local = _input_copy(task.shard, k, inp, lay) if io.is_url(inp.path) else Path(inp.path)
+        errors.shown[str(local)] = inp.path  # errors name the input as the user gave it
+        try:
+            _check_unchanged(inp, local)
+            read = versions.of_read(local) if local == Path(inp.path) else None  # the bytes it reads
+            meter = ShardMeter(meter_file, local, base, total or None)
+            yield from meter.wrap(read_documents(local, task.cfg.reader, errors, source=inp.source,
+                                                 stats=read_stats))
+            if read is not None:
+                versions.unchanged(local, read)
+            stamps.append(read)
+        finally:
+            if local != Path(inp.path):
+                local.unlink(missing_ok=True)
+        base += inp.size or 0
 
 
 def _filtered(task: ShardTask, lay: Layout) -> bool:
@@ -321,18 +381,14 @@ def _kept_there(task: ShardTask, lay: Layout) -> bool:
     return _rereads_input(task) or lay.kept(task.shard).exists() or _written(task, lay) is not None
 
 
-def _local_copy(task: ShardTask, lay: Layout) -> Path:
-    """An input URL copied to the work folder for the time its shard runs (readers open files)."""
-    return _download(task.shard, task.path, lay, task.version)
+def _input_path(shard: int, k: int, url: str, lay: Layout) -> Path:
+    """The local copy of input `k` of a shard (two inputs of a shard may share a file name)."""
+    return lay.tmp / f"input_{shard:05d}_{k:04d}_{url.rstrip('/').rsplit('/', 1)[-1]}"
 
 
-def _input_path(shard: int, url: str, lay: Layout) -> Path:
-    return lay.tmp / f"input_{shard:05d}_{url.rstrip('/').rsplit('/', 1)[-1]}"
-
-
-def _download(shard: int, url: str, lay: Layout, stamp: dict | None = None) -> Path:
+def _download(shard: int, k: int, url: str, lay: Layout, stamp: dict | None = None) -> Path:
     fs, path = io.url_fs(url)
-    local = _input_path(shard, url, lay)
+    local = _input_path(shard, k, url, lay)
     local.parent.mkdir(parents=True, exist_ok=True)
     try:
         versions.download(fs, path, local, url, stamp)  # refused when its ETag is not the job's
@@ -343,47 +399,48 @@ def _download(shard: int, url: str, lay: Layout, stamp: dict | None = None) -> P
     return local
 
 
-# Prefetched inputs of this process: (work tmp folder, URL) -> (shard, the future of its local
-# copy). Only units that run one after another in one process prefetch (ShardTask.prefetch): in a
-# pool, the other workers' belts already fill a core while one waits for its download.
-_prefetched: dict[tuple[str, str], tuple[int, Future]] = {}
+# Prefetched inputs of this process: (work tmp folder, URL) -> ((shard, input), the future of its
+# local copy). Units that run one after another in one process prefetch the next unit's first
+# input (ShardTask.prefetch); a unit prefetches its own next input: in a pool, the other workers'
+# belts already fill a core while one waits for its first download.
+_prefetched: dict[tuple[str, str], tuple[tuple[int, int], Future]] = {}
 _prefetcher: ThreadPoolExecutor | None = None
 
 
-def _start_prefetch(prefetch: tuple[int, str, dict | None], lay: Layout) -> None:
+def _start_prefetch(prefetch: tuple[int, int, str, dict | None], lay: Layout) -> None:
     global _prefetcher
-    shard, url, stamp = prefetch
+    shard, k, url, stamp = prefetch
     if (str(lay.tmp), url) in _prefetched:
         return
     if _prefetcher is None:
         _prefetcher = ThreadPoolExecutor(1, thread_name_prefix="pretrain-prefetch")
-    _prefetched[str(lay.tmp), url] = shard, _prefetcher.submit(_download, shard, url, lay, stamp)
+    _prefetched[str(lay.tmp), url] = (shard, k), _prefetcher.submit(_download, shard, k, url, lay, stamp)
 
 
-def _input_copy(task: ShardTask, lay: Layout) -> Path:
-    """The local copy of this shard's input URL: the prefetched one (waited for) or a download now.
-    A failed prefetch is retried here, so its error is this shard's, raised where it always was."""
-    _, fut = _prefetched.pop((str(lay.tmp), task.path), (None, None))
+def _input_copy(shard: int, k: int, inp: ShardInput, lay: Layout) -> Path:
+    """The local copy of an input URL: the prefetched one (waited for) or a download now. A
+    failed prefetch is retried here, so its error is this input's, raised where it always was."""
+    _, fut = _prefetched.pop((str(lay.tmp), inp.path), (None, None))
     if fut is not None:
         try:
             return fut.result()
         except Exception:
             pass
-    return _local_copy(task, lay)
+    return _download(shard, k, inp.path, lay, inp.version)
 
 
 def drop_prefetched(lay: Layout, url: str | None = None) -> None:
     """Forget a prefetched input of this job (all of them when `url` is None), delete its copy."""
     keys = [(str(lay.tmp), url)] if url else [k for k in _prefetched if k[0] == str(lay.tmp)]
     for key in keys:
-        shard, fut = _prefetched.pop(key, (None, None))
+        where, fut = _prefetched.pop(key, (None, None))
         if fut is None:
             continue
         try:
             fut.result()
         except Exception:  # a failed download may have left part of the file: deleted below too
             pass
-        _input_path(shard, key[1], lay).unlink(missing_ok=True)
+        _input_path(*where, key[1], lay).unlink(missing_ok=True)
 
 
 class _Counting:
@@ -402,7 +459,7 @@ class _Counting:
 
 
 def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Document],
-            local: Path, shape: Shape) -> tuple[int, int, int]:
+            shape: Shape) -> tuple[int, int, int]:
     """Documents through the steps: survivors stream to work/kept (and dedup signing), rejects to
     rejects/ (no file when none); nothing is held but the current document. Returns (read, kept,
     rejected)."""
@@ -414,7 +471,6 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
             n_read += 1
             yield d
 
-    meter = ShardMeter(lay.work / "progress" / f"{task.shard}.json", local)  # the bar, inside a file
     keeper = _Counting() if _rereads_input(task) else io.JsonlZstWriter(lay.kept(task.shard), lay.tmp)
     with keeper as kept, \
             io.JsonlZstWriter(lay.rejects(task.shard), lay.tmp, keep_empty=False) as rejects:
@@ -423,7 +479,7 @@ def _filter(task: ShardTask, lay: Layout, steps: list[Step], docs: Iterator[Docu
                 shape.add(reject_record(d, s, r, **measured(st, d, r))))
 
         def survivors() -> Iterator[tuple[Document, int]]:
-            for i, doc in enumerate(run_steps(steps, meter.wrap(counted(docs)))):
+            for i, doc in enumerate(run_steps(steps, counted(docs))):
                 kept.write(doc.to_json())
                 yield doc, ((task.shard << SHARD_BITS) | i) if task.cfg.keep == "first" else 0
 
@@ -501,14 +557,14 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
 def _after_removals(task: ShardTask, lay: Layout, removals: Iterator, hit) -> Iterator[tuple[dict, tuple]]:
     """Each survivor of stage A with its removal record (step, reason, kept twin's id), or
     (None, None, None) when dedup keeps it: the two streams merged by row, as signed in stage A."""
-    for row, rec in enumerate(_survivors(task, lay)):
+    for row, (where, n, rec) in enumerate(_survivors(task, lay)):
         if hit is None or hit[0] != row:  # by row, as signed in stage A: ids may repeat
             yield rec, (None, None, None)
             continue
         (_, (step, reason, twin, signed_id)), hit = hit, next(removals, None)
         if rec["id"] != signed_id:  # the input re-read is not what stage A signed
-            raise UserError(f"{task.path}: document {row + 1} is {rec['id']!r}, signed as "
-                            f"{signed_id!r}: the input changed during the job; rerun into a new --output")
+            raise UserError(f"{where}: document {n} is {rec['id']!r}, signed as {signed_id!r}: the input "
+                            "changed during the job; rerun into a new --output")
         yield rec, (step, reason, twin)
 
 
@@ -559,69 +615,89 @@ def wait_commits() -> None:
 
 
 def _rereads_input(task: ShardTask) -> bool:
-    """Whether stage C reads the input again instead of stage A's copy in work/kept: for a belt
-    without per-document steps on a local file (a dedup job's disk stays at the corpus plus its
+    """Whether stage C reads the inputs again instead of stage A's copy in work/kept: for a belt
+    without per-document steps on local files (a dedup job's disk stays at the corpus plus its
     output, as datatrove's does). An input URL is not fetched twice: stage A keeps its copy."""
-    return task.cfg.passthrough and not io.is_url(task.path)
+    return task.cfg.passthrough and not any(io.is_url(inp.path) for inp in task.inputs)
 
 
-def _survivors(task: ShardTask, lay: Layout) -> Iterator[dict]:
-    """Stage A's survivors: its work/kept file, or the local input read again (the same reader, so
-    the same documents in the same order)."""
+def _survivors(task: ShardTask, lay: Layout) -> Iterator[tuple[str, int, dict]]:
+    """Stage A's survivors, each with the file it was read from and its number there (for a
+    message): its work/kept file, or the local inputs read again (the same reader, so the same
+    documents in the same order)."""
     if not _rereads_input(task):
-        yield from io.read_jsonl_zst(lay.kept(task.shard))
+        kept = lay.kept(task.shard)
+        for n, rec in enumerate(io.read_jsonl_zst(kept), 1):
+            yield str(kept), n, rec
         return
-    _check_unchanged(task, Path(task.path))  # stage A's removals are positions in this file
-    versions.check_local(task.path, read_stamp(lay, task.shard))  # the bytes stage A read
-    for doc in read_documents(Path(task.path), task.cfg.reader, source=task.source):
-        yield doc.to_json()
+    stamps = read_stamps(lay, task.shard)
+    for k, inp in enumerate(task.inputs):
+        _check_unchanged(inp, Path(inp.path))  # stage A's removals are positions in these files
+        versions.check_local(inp.path, stamps[k] if stamps else None)  # the bytes stage A read
+        docs = read_documents(Path(inp.path), task.cfg.reader, source=inp.source)
+        for n, doc in enumerate(docs, 1):
+            yield inp.path, n, doc.to_json()
 
 
-def _check_unchanged(task: ShardTask, local: Path) -> None:
+def _check_unchanged(inp: ShardInput, local: Path) -> None:
     """Refuse an input whose size differs from the one the job listed: another writer replaced
     it, and reading it would mix two versions in one corpus (or, in stage C, apply the removals
     found in one version to the other). Size and, for a local file, mtime (plan.json's
     `versions`): a same-size rewrite of an object is caught by the ETag of its download."""
-    if task.size is None:
+    if inp.size is None:
         return
     now = local.stat().st_size
-    if now != task.size:
-        raise UserError(f"{task.path}: changed since this job listed it ({task.size:,} bytes then, "
+    if now != inp.size:
+        raise UserError(f"{inp.path}: changed since this job listed it ({inp.size:,} bytes then, "
                         f"{now:,} now); restore it, or run the new version into a new --output")
-    if local == Path(task.path):  # a local input (a URL's copy was checked by its GET's ETag)
-        versions.check_local(local, task.version)  # a finished stage A's stamp (settle_inputs)
+    if local == Path(inp.path):  # a local input (a URL's copy was checked by its GET's ETag)
+        versions.check_local(local, inp.version)  # a finished stage A's stamp (settle_inputs)
 
 
-def read_stamp(lay: Layout, shard: int) -> dict | None:
-    """The stamp (size, mtime, xxh3_128) of the local input stage A read, from its marker; None
+def _marker_stamps(info: dict) -> list | None:
+    """The stamps a stage A marker recorded, one per input (None for a URL's): `input` for a
+    one-input shard, `inputs` for more; None for a marker of an older pretrain (no stamp)."""
+    if isinstance(info.get("inputs"), list):
+        return [s if isinstance(s, dict) else None for s in info["inputs"]]
+    return [info["input"]] if isinstance(info.get("input"), dict) else None
+
+
+def read_stamps(lay: Layout, shard: int) -> list | None:
+    """The stamps (size, mtime, xxh3_128) of the local inputs stage A read, from its marker; None
     when the shard is not done or its marker was written by an older pretrain."""
     try:
-        stamp = json.loads(lay.marker("filter", shard).read_text()).get("input")
-    except (OSError, ValueError, AttributeError):
+        info = json.loads(lay.marker("filter", shard).read_text())
+    except (OSError, ValueError):
         return None
-    return stamp if isinstance(stamp, dict) else None
+    return _marker_stamps(info) if isinstance(info, dict) else None
 
 
 def settle_inputs(tasks: list[ShardTask], lay: Layout) -> list[ShardTask]:
     """Each local input against the stamp its finished stage A recorded (versions.settle): the
     same bytes under a new mtime are taken into the marker, other bytes refused; a shard not yet
-    done read nothing and checks nothing. Its task carries the settled stamp (stage A run again,
-    stage C reading the input again compare with it)."""
+    done read nothing and checks nothing. Its task carries the settled stamps (stage A run again,
+    stage C reading the inputs again compare with them)."""
     out = []
     for task in tasks:
-        if io.is_url(task.path):
+        if all(io.is_url(inp.path) for inp in task.inputs):
             out.append(task)
             continue
         marker = lay.marker("filter", task.shard)
         info = io.done_info(marker, task.job_hash, marker)
         if info is None:
-            out.append(replace(task, version=None))
+            out.append(replace(task, inputs=tuple(inp if io.is_url(inp.path) else replace(inp, version=None)
+                                                  for inp in task.inputs)))
             continue
-        then = info.get("input") if isinstance(info.get("input"), dict) else task.version
-        now = versions.settle(task.path, then)
-        if now != info.get("input"):
-            io.write_json_atomic(marker, {**info, "input": now})
-        out.append(replace(task, version=now))
+        thens = _marker_stamps(info) or [None] * len(task.inputs)
+        inputs = tuple(inp if io.is_url(inp.path) else
+                       replace(inp, version=versions.settle(inp.path, then or inp.version))
+                       for inp, then in zip(task.inputs, thens, strict=True))
+        nows = [None if io.is_url(inp.path) else inp.version for inp in inputs]
+        if nows != thens:
+            rest = {k: v for k, v in info.items() if k not in ("input", "inputs")}
+            key = {"input": nows[0]} if len(nows) == 1 else {"inputs": nows}
+            io.write_json_atomic(marker, {**rest, **key})
+        out.append(replace(task, inputs=inputs))
     return out
 
 

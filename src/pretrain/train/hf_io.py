@@ -125,6 +125,7 @@ class HFCheckpoint:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
         self.files: dict[str, SafetensorsFile] = {}  # name -> its parsed header, one parse per file
+        self._by_file: dict[str, set[str]] | None = None  # name -> its keys, grouped on first read
         self.where = self._weight_map()
         # Older GPT-2 checkpoints on the Hub name keys without the "transformer." prefix.
         self.strip = "transformer." if not any(k.startswith("transformer.") for k in self.where) else ""
@@ -148,9 +149,13 @@ class HFCheckpoint:
         return {k: SINGLE for k in self.files[SINGLE].keys()}
 
     def _open(self, name: str) -> SafetensorsFile:
+        """The file's parsed header, kept: a file's header is parsed once, however many reads."""
         if name not in self.files:
-            self.files[name] = SafetensorsFile(self.folder / name,
-                                               keep={k for k, v in self.where.items() if v == name})
+            if self._by_file is None:  # grouped once: an index may name 20,000 files
+                self._by_file = {}
+                for k, v in self.where.items():
+                    self._by_file.setdefault(v, set()).add(k)
+            self.files[name] = SafetensorsFile(self.folder / name, keep=self._by_file[name])
         return self.files[name]
 
     def _bytes(self) -> int:

@@ -315,3 +315,29 @@ def test_each_safetensors_header_is_parsed_once_per_file_not_once_per_tensor(tmp
     b = load(two)
     assert sorted(Path(p).name for p in opened) == names  # was 1 + one per tensor read
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_slices_read_once_parsed_equal_safetensors_own(tmp_path):
+    """The reader that replaced `safe_open(...).get_slice` per read returns what safetensors returns,
+    for every weight dtype, rows (one file read), columns (a mapping) and an empty tensor."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from pretrain.train.hf_files import SafetensorsFile
+
+    torch.manual_seed(0)
+    tensors = {f"{dt}.{i}": torch.randn(*shape).to(dt)
+               for dt in (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+               for i, shape in enumerate([(5, 7), (9,), (0, 3)])}
+    save_file(tensors, str(tmp_path / "m.safetensors"))
+    ours = SafetensorsFile(tmp_path / "m.safetensors")
+    boxes = [(slice(0, 5),), (slice(1, 4),), (slice(2, 2),),
+             (slice(1, 4), slice(2, 6)), (slice(None), slice(3, 7))]
+    with safe_open(str(tmp_path / "m.safetensors"), "pt") as theirs:
+        for key in tensors:
+            a, b = ours.get_slice(key), theirs.get_slice(key)
+            assert (a.get_dtype(), a.get_shape()) == (b.get_dtype(), b.get_shape())
+            for box in boxes if len(b.get_shape()) == 2 else boxes[:3]:
+                idx = box if len(box) == 2 else box[0]
+                x, y = a[idx], b[idx]
+                assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), (key, box)

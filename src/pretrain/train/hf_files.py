@@ -149,7 +149,7 @@ class TensorSlice:
             out = np.empty((max(r1 - r0, 0), *self.shape[1:]), np_dtype)
             with open(self.file.path, "rb") as f:
                 f.seek(self.file.data_start + begin + r0 * row)
-                if f.readinto(memoryview(out).cast("B")) != out.nbytes:
+                if out.nbytes and f.readinto(out.reshape(-1).view(np.uint8)) != out.nbytes:
                     raise UserError(f"{self.file.path}: tensor {self.key!r} ends past the file")
         else:
             mm = np.memmap(self.file.path, np_dtype, "r", self.file.data_start + begin, self.shape)

@@ -6,17 +6,26 @@ huggingface_hub's cache, whose snapshots link to `../../blobs/`), JSON files tha
 object, and safetensors files whose header safetensors itself accepts (its errors, e.g. an offset
 past the end of the file or a 100 MB header, become one line naming the file) holding floating-point
 tensors only (int32 weights have the size of float32 ones and would be read as numbers).
+
+`SafetensorsFile` is how a file is read: its header is checked by safetensors and parsed once, and
+each tensor's slice is then read through a mapping made for that read alone (see its docstring).
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from pathlib import Path
+
+import numpy as np
+import torch
 
 from pretrain.errors import UserError
 
 MAX_JSON_BYTES = 64 * 2**20  # config.json is ~1 KB, an index ~100 KB for a 400B model
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")
+# Little-endian storage as numpy reads it; bf16 (no numpy type) as its raw 16 bits.
+_NP = {"F64": ("<f8", None), "F32": ("<f4", None), "F16": ("<f2", None), "BF16": ("<u2", torch.bfloat16)}
 
 
 def _roots(folder: Path) -> list[Path]:
@@ -68,3 +77,79 @@ def check_float(path: Path, key: str, dtype: str) -> None:
     if dtype not in FLOAT_DTYPES:
         raise UserError(f"{path}: tensor {key!r} is stored as {dtype}, not a floating-point type "
                         f"({', '.join(FLOAT_DTYPES)})")
+
+
+class SafetensorsFile:
+    """One safetensors file whose header is parsed once, its tensors read by slices.
+
+    safetensors' `safe_open` parses the whole header on every open (47 ms for 20,000 tensors), and a
+    handle kept open would keep every page read through its mapping as this process's memory until
+    the import ends. So the header is checked by `safe_open` once (its own offset, size and overlap
+    checks, `open_safetensors`), parsed here once, and each read (`TensorSlice`) copies out only the
+    slice asked for, with no handle or mapping left open after it.
+    """
+
+    def __init__(self, path: Path, keep: set[str] | None = None):
+        self.path = Path(path)
+        with open_safetensors(self.path):
+            pass  # safetensors' header checks, once
+        with open(self.path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n))
+        self.data_start = 8 + n
+        self.data_bytes = self.path.stat().st_size - self.data_start
+        # Only the entries asked for are kept: an index names at most what it holds.
+        self.entries = {k: (v["dtype"], tuple(v["shape"]), tuple(v["data_offsets"]))
+                        for k, v in header.items() if k != "__metadata__" and (keep is None or k in keep)}
+
+    def keys(self) -> list[str]:
+        return list(self.entries)
+
+    def get_slice(self, key: str) -> TensorSlice:
+        if key not in self.entries:
+            raise UserError(f"{self.path}: tensor {key!r} not in the file's header")
+        return TensorSlice(self, key, *self.entries[key])
+
+
+class TensorSlice:
+    """`safe_open(...).get_slice`'s interface (get_dtype, get_shape, [rows, cols]): whole rows are read
+    with one file read, a block of columns through a mapping made for that read (the pages read count
+    as memory only until the copy returns)."""
+
+    def __init__(self, file: SafetensorsFile, key: str, dtype: str, shape: tuple, offsets: tuple):
+        self.file, self.key, self.dtype, self.shape, self.offsets = file, key, dtype, shape, offsets
+
+    def get_dtype(self) -> str:
+        return self.dtype
+
+    def get_shape(self) -> list[int]:
+        return list(self.shape)
+
+    def __getitem__(self, idx) -> torch.Tensor:
+        check_float(self.file.path, self.key, self.dtype)
+        np_dtype, view = _NP[self.dtype]
+        begin, end = self.offsets
+        numel = int(np.prod(self.shape, dtype=object))
+        # safetensors checked this at open; a mapping past the file must be impossible whatever
+        size = numel * np.dtype(np_dtype).itemsize
+        if end - begin != size or not 0 <= begin <= end <= self.file.data_bytes:
+            raise UserError(f"{self.file.path}: tensor {self.key!r} has offsets {list(self.offsets)} "
+                            f"that do not hold its shape {list(self.shape)}")
+        rows = idx[0] if isinstance(idx, tuple) and len(idx) == 1 else idx
+        if numel == 0:  # an empty mapping is refused by mmap
+            out = np.empty(self.shape, np_dtype)[idx].copy()
+        elif isinstance(rows, slice) and rows.step in (None, 1) and self.shape:
+            # Whole rows are one byte range: one read, no mapping to hold the pages
+            r0, r1, _ = rows.indices(self.shape[0])
+            row = size // self.shape[0]
+            out = np.empty((max(r1 - r0, 0), *self.shape[1:]), np_dtype)
+            with open(self.file.path, "rb") as f:
+                f.seek(self.file.data_start + begin + r0 * row)
+                if out.nbytes and f.readinto(out.reshape(-1).view(np.uint8)) != out.nbytes:
+                    raise UserError(f"{self.file.path}: tensor {self.key!r} ends past the file")
+        else:
+            mm = np.memmap(self.file.path, np_dtype, "r", self.file.data_start + begin, self.shape)
+            out = np.array(mm[idx], copy=True)  # a copy: the mapping is closed when mm goes
+            del mm
+        t = torch.from_numpy(out)
+        return t.view(view) if view is not None else t

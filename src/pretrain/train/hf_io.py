@@ -7,8 +7,9 @@ before any data, and each tensor is converted and written one at a time, so the 
 converted tensor beside the model, never a second copy of it.
 
 Import reads a folder written by transformers' `save_pretrained` (sharded or not) through
-`safe_open(...).get_slice`, which reads only the bytes asked for: under FSDP/TP each rank reads the
-rows or columns it holds of each tensor, never the whole model.
+`hf_files.SafetensorsFile`, each file's header checked and parsed once, each slice read through a
+mapping of its own that reads only the bytes asked for: under FSDP/TP each rank reads the rows or
+columns it holds of each tensor, never the whole model.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 
 from pretrain.errors import UserError
 from pretrain.train.hf import Source, hf_names, to_pairs
-from pretrain.train.hf_files import check_float, check_links, open_safetensors, read_json_object
+from pretrain.train.hf_files import SafetensorsFile, check_float, check_links, read_json_object
 
 ST_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
 INDEX = "model.safetensors.index.json"
@@ -123,6 +124,8 @@ class HFCheckpoint:
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
+        self.files: dict[str, SafetensorsFile] = {}  # name -> its parsed header, one parse per file
+        self._by_file: dict[str, set[str]] | None = None  # name -> its keys, grouped on first read
         self.where = self._weight_map()
         # Older GPT-2 checkpoints on the Hub name keys without the "transformer." prefix.
         self.strip = "transformer." if not any(k.startswith("transformer.") for k in self.where) else ""
@@ -142,8 +145,18 @@ class HFCheckpoint:
         if not single.is_file():
             raise UserError(f"{self.folder}: no {SINGLE} or {INDEX} (only safetensors weights are read: "
                             "pickled .bin checkpoints are refused)")
-        with open_safetensors(single) as f:
-            return {k: SINGLE for k in f.keys()}
+        self.files[SINGLE] = SafetensorsFile(single)
+        return {k: SINGLE for k in self.files[SINGLE].keys()}
+
+    def _open(self, name: str) -> SafetensorsFile:
+        """The file's parsed header, kept: a file's header is parsed once, however many reads."""
+        if name not in self.files:
+            if self._by_file is None:  # grouped once: an index may name 20,000 files
+                self._by_file = {}
+                for k, v in self.where.items():
+                    self._by_file.setdefault(v, set()).add(k)
+            self.files[name] = SafetensorsFile(self.folder / name, keep=self._by_file[name])
+        return self.files[name]
 
     def _bytes(self) -> int:
         return sum((self.folder / name).stat().st_size for name in set(self.where.values()))
@@ -180,15 +193,14 @@ class HFCheckpoint:
     def read(self, src: Source, gshape: tuple, box: list[tuple[int, int]] | None = None) -> torch.Tensor:
         """Our tensor (global shape `gshape`), or only its `box` [(start, stop)] per dim, from `src`.
 
-        The file is opened for this one read: safetensors maps it, and pages read through a mapping
-        count as this process's memory until it is unmapped, so a handle kept open would grow the
-        import's footprint to the model plus the whole file.
+        The file's header is parsed on its first read only; the data is mapped for this one read:
+        pages read through a mapping count as this process's memory until it is unmapped, so a
+        mapping kept open would grow the import's footprint to the model plus the whole file.
         """
         stored, name = self._file(src.key)
-        with open_safetensors(self.folder / name) as f:
-            sl = f.get_slice(stored)
-            check_float(self.folder / name, stored, sl.get_dtype())
-            return self._read(sl, name, src, gshape, box)  # copies: safe to close
+        sl = self._open(name).get_slice(stored)
+        check_float(self.folder / name, stored, sl.get_dtype())
+        return self._read(sl, name, src, gshape, box)
 
     def _read(self, sl, fname: str, src: Source, gshape: tuple, box: list | None) -> torch.Tensor:
         box = box or [(0, s) for s in gshape]

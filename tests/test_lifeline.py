@@ -178,7 +178,8 @@ def test_sigterm_of_curate_says_it_stopped_and_how_to_resume_and_a_rerun_finishe
     pages = data_file("html/scrapinghub-aeb/html")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "pretrain", "curate", str(pages), "-o", str(out), "--workers", "2",
-           "--quiet", "--set", 'steps=["extract"]']
+           "--quiet", "--set", 'steps=["extract"]',
+           "--set", "shards.max_inputs=1"]  # 181 small pages: one shard each, so both workers start
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     workers: set[int] = set()

@@ -376,6 +376,7 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     assert main(["dedup", str(stack), "-o", str(tmp_path / "e"), "--workers", "1", "--quiet"]) == 1
     seen = capsys.readouterr()
     assert "missing text field 'text'" in seen.out + seen.err
+    assert "its fields: 'content', 'id'" in seen.out + seen.err  # where the text is: the record's keys
     # A Parquet file without the column is a whole-file error: named as the file, not "record None"
     pq = tmp_path / "stack.parquet"
     pa, papq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
@@ -390,6 +391,9 @@ def test_text_field_flag_reads_stack_and_redpajama_layouts(tmp_path, capsys):
     seen = capsys.readouterr()
     said = [line for line in seen.out.splitlines() if "missing text field 'content'" in line]
     assert said and said[0].endswith("--text-field NAME"), seen.out
+    assert "its fields: 'raw_content', 'meta'" in said[0], said  # the first record's keys...
+    by_reason = json.loads((tmp_path / "h" / "stats.json").read_text())["errors"]["by_reason"]
+    assert by_reason["missing text field 'content'"] == len(RECORDS), by_reason  # ...one kind for all
     tok = tmp_path / "tok.json"
     assert main(["tokenizer", "train", str(rp), "-o", str(tok), "--vocab-size", "300",
                  "--text-field", "raw_content"]) == 0
@@ -453,7 +457,7 @@ def test_text_values_that_are_not_strings_and_nul_bytes(tmp_path):
     assert [(e[1], e[2]) for e in errors] == [("line 1", "missing text field 'text'"),
                                               ("line 2", "text field 'text' is int, not a string"),
                                               ("line 3", "text field 'text' is list, not a string"),
-                                              ("line 5", "missing text field 'text'")]
+                                              ("line 5", "missing text field 'text'; its fields: 'id'")]
 
 
 DATATROVE_READ = """

@@ -19,7 +19,8 @@ _WHERE = re.compile(r" at (?:byte|column|line|char|offset|position) \d+| of [\d,
 # and a quoted first line: without them, one kind per way a record can be bad
 _WARC = re.compile(r"(?<=Content-Length) \d+| \((?:decompressed )?offset \d+\)| \(\d+ bytes of content\)"
                    r"|, \d+ bytes of this record skipped|^\d+ (?=bytes skipped between records)"
-                   r"|; (?:first line|it reads): .*$|(?<=truncated record): \d+ of \d+(?: payload)? bytes")
+                   r"|; (?:first line|it reads|its fields): .*$"  # (its fields: a JSON record's keys)
+                   r"|(?<=truncated record): \d+ of \d+(?: payload)? bytes")
 MAX_FAULT_KINDS = 32
 OTHER_KINDS = "other kinds"
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import itertools
 import json
 import lzma
 import re
@@ -372,6 +373,14 @@ def _jsonl_record(
     return make_doc(obj, cfg, src, lineno, lambda reason: on_error(str(path), where, reason))
 
 
+def _fields(obj: dict) -> str:
+    """The record's keys, for the user to pick --text-field from: the first 8, each cut to 40
+    characters (a hostile record may hold a million keys)."""
+    names = [repr(k if len(k) <= 40 else k[:40] + "…") for k in itertools.islice(obj, 8)]
+    more = f" and {len(obj) - 8:,} more" if len(obj) > 8 else ""
+    return (", ".join(names) + more) if names else "none"
+
+
 def make_doc(
     obj: dict[str, Any], cfg: ReaderConfig, src: str, position: int, err: Callable
 ) -> Document | None:
@@ -379,7 +388,9 @@ def make_doc(
     `position`); None, after `err(reason)`, when the text field is missing or not a string."""
     text = obj.get(cfg.text_field)
     if text is None:
-        err(f"missing text field {cfg.text_field!r}")
+        # absent (not null): the record's own keys, to pick --text-field from
+        fields = "" if cfg.text_field in obj else f"; its fields: {_fields(obj)}"
+        err(f"missing text field {cfg.text_field!r}{fields}")
         return None
     if not isinstance(text, str):
         err(f"text field {cfg.text_field!r} is {type(text).__name__}, not a string")

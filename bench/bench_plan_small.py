@@ -55,7 +55,7 @@ def groups(rows) -> None:
     for (gpu, rc), rs in sorted(by.items()):
         errs = [error(r) for r in rs]
         one = [error(r) for r in rs if r.job.n_gpus <= r.job.gpu.gpus_per_node]
-        c = check(gpu, rc)
+        c = check(get_gpu(gpu), rc)
         print(f"   {gpu:12s} {'yes' if rc else 'no':9s} {len(rs):4d} {c.mfu_low:5.1%}-{c.mfu_high:5.1%} "
               f"{statistics.median(errs):+7.1%} {statistics.median(map(abs, errs)):8.1%} "
               f"{max(errs, key=abs):+7.1%} {len(one):6d} "
@@ -90,7 +90,7 @@ def default_plan() -> None:
 
     est = search(job).best
     est = evaluate(job, est.layout)
-    c = check("a100-80gb", est.layout.recompute != "none")
+    c = check(job.gpu, est.layout.recompute != "none")
     target_mfu = est.mfu / (1 + c.median_error)
     target = est.step_s * est.mfu / target_mfu
     extra = target - est.step_s

@@ -10,9 +10,10 @@ was found about its cause; bench/bench_plan_small.py prints it.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from pretrain.plan.hardware import GPU
 from pretrain.plan.published import Run
 
 SMALL = 14e9  # the largest "small" model: Llama 2 13B (13.0B) and MPT-13B (12.9B) are in
@@ -79,14 +80,15 @@ def source_name(run: Run) -> str:
 
 
 @lru_cache(maxsize=32)
-def check(gpu: str, recompute: bool) -> Check | None:
-    """The small published runs on `gpu` (a built-in entry's name) with that recompute policy, or None
-    when there is none."""
-    rows = [r for r, _ in small_runs()
-            if r.job.gpu.name == gpu and (r.layout.recompute != "none") == recompute]
+def check(gpu: GPU, recompute: bool) -> Check | None:
+    """The small published runs on the entry `gpu` is named after with that recompute policy, each
+    predicted with `gpu` itself (a --hardware, --efficiency or --calibrate entry, as the plan uses),
+    or None when there is none."""
+    rows = [replace(r, job=replace(r.job, gpu=gpu)) for r, _ in small_runs()
+            if r.job.gpu.name == gpu.name and (r.layout.recompute != "none") == recompute]
     if not rows:
         return None
     mfus = [r.measured_mfu for r in rows]
     sources = tuple(dict.fromkeys(source_name(r) for r in rows))
-    return Check(gpu, recompute, len(rows), min(mfus), max(mfus),
+    return Check(gpu.name, recompute, len(rows), min(mfus), max(mfus),
                  statistics.median(error(r) for r in rows), sources)

@@ -225,7 +225,7 @@ def _published_check(plan: dict, job: Job, est: Estimate) -> None:
     policy, and how far the time model misses them (plan/bestcase.py)."""
     if job.shape.params() > bestcase.SMALL:
         return
-    check = bestcase.check(job.gpu.name, est.layout.recompute != "none")
+    check = bestcase.check(job.gpu, est.layout.recompute != "none")
     if check is not None:
         plan["time"]["published_check"] = check.sentence(est.mfu)
         plan["published"] = check.as_dict()

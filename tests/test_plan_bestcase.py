@@ -20,13 +20,39 @@ def _mfu(tokens_per_s_per_gpu: float, params: int, layers: int, hidden: int, seq
     return tokens_per_s_per_gpu * (6 * params + 12 * layers * hidden * seq) / A100_PEAK
 
 
+def _fms() -> dict:
+    return {" ".join(r.source.split()[3:6]): r for r in held_out() if r.source.startswith("fms-fsdp")}
+
+
 def test_fms_fsdp_rows_give_the_mfu_their_sources_print():
-    # the PyTorch blog (2024-03) prints MFU 57% for 7B at ~3,700 tokens/s/GPU; fms-fsdp PR #33 "only
-    # 0.48 MFU" for 13B (README: 3,760 and 1,700 tokens/s/GPU on 128 A100s at 4,096 tokens)
-    rows = {r.source.split()[3]: r for r in held_out() if r.source.startswith("fms-fsdp")}
-    assert rows["7B"].measured_mfu == pytest.approx(0.57, abs=0.01)
-    assert rows["13B"].measured_mfu == pytest.approx(0.48, abs=0.005)
-    assert rows["7B"].measured_mfu == pytest.approx(_mfu(3760, 6_738_415_616, 32, 4096, 4096))
+    # the PyTorch blog (2024-03, Table 1) prints MFU 0.57 for 7B on A100s at ~3,700 tokens/s/GPU and
+    # 0.37 on H100s at 7,500; fms-fsdp PR #33 "only 0.48 MFU" for 13B (README: 3,760 and 1,700
+    # tokens/s/GPU on 128 A100s at 4,096 tokens). The blog's MFU runs 2-4% above PaLM's count.
+    rows = _fms()
+    assert rows["7B on 128"].measured_mfu == pytest.approx(0.57, abs=0.01)
+    assert rows["13B on 128"].measured_mfu == pytest.approx(0.48, abs=0.005)
+    assert rows["7B on 96"].measured_mfu == pytest.approx(0.37, abs=0.02)
+    assert rows["7B on 128"].measured_mfu == pytest.approx(_mfu(3760, 6_738_415_616, 32, 4096, 4096))
+
+
+def test_fms_fsdp_rows_are_explained_by_the_interconnect_their_blog_prints():
+    # 400 Gbps per A100 node (50 per GPU, not the a100 entry's 200): the 13B at one micro-batch a step
+    # exposes its cross-node reduction, and both A100 rows come within 5% (+9% and +29% at 200 Gb/s).
+    # On the H100s (800 Gbps a node) the blog's profile shows "a 10% gap due to network": the
+    # predicted exposed collectives are 10% of the step there.
+    from dataclasses import replace
+
+    from pretrain.plan.hardware import get_gpu
+
+    rows = _fms()
+    for key in ("7B on 128", "13B on 128"):
+        assert abs(bestcase.error(rows[key])) < 0.05, key
+    at_entry = {k: bestcase.error(replace(r, job=replace(r.job, gpu=get_gpu("a100-80gb"))))
+                for k, r in rows.items() if "128" in k}
+    assert at_entry["7B on 128"] > 0.05 and at_entry["13B on 128"] > 0.25, at_entry
+    est = bestcase.predicted(rows["7B on 96"])
+    exposed = (est.times["zero3_exposed"] + est.times["dp_comm_exposed"]) / est.step_s
+    assert 0.07 < exposed < 0.13, exposed
 
 
 def _plan(*args: str, capsys) -> tuple[dict, str]:

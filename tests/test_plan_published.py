@@ -180,10 +180,6 @@ def expected_error(run) -> str | None:
         return ("torchtitan with torch.compile: measured 16% faster than without, the fused-kernel "
                 "profile predicts ~50% (the eager profile's element-wise bytes, or what compile leaves "
                 "unfused); not resolved")
-    if run.source.startswith("fms-fsdp Llama 2 13B"):
-        return ("fms-fsdp 13B at one micro-batch of 4,096 tokens: predicted ~29% fast (the 7B row at two, "
-                "+9%); its maintainers put the 0.48 MFU on the small batch (fms-fsdp PR #33), a cost "
-                "per micro-batch the time model does not hold (docs/planner.md, bench_plan_small.py)")
     if " h100" in run.source and run.job.shape.seq_len < 16_384:
         return ("H100 at sequences <= 8k: predicted 23-54% fast with either attention kernel (the "
                 "long-sequence H100 rows are within 5%); not a cost per step: the missed time follows "

@@ -10,10 +10,10 @@ was found about its cause; bench/bench_plan_small.py prints it.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
-from pretrain.plan.hardware import GPU
+from pretrain.plan.hardware import GPU, GPUS
 from pretrain.plan.published import Run
 
 SMALL = 14e9  # the largest "small" model: Llama 2 13B (13.0B) and MPT-13B (12.9B) are in
@@ -79,12 +79,21 @@ def source_name(run: Run) -> str:
     return run.source.split(" 20")[0].split()[0]  # "llm-foundry", "torchtitan", "Megatron-LM"
 
 
+def _as_planned(row_gpu: GPU, planned: GPU) -> GPU:
+    """The run's GPU with what the plan changed in its entry (--efficiency, --hardware, --calibrate)
+    applied, keeping what the run's source printed of its own cluster (its interconnect)."""
+    base = GPUS.get(planned.name, planned)
+    changed = {f.name: getattr(planned, f.name) for f in fields(GPU)
+               if getattr(planned, f.name) != getattr(base, f.name)}
+    return replace(row_gpu, **changed)
+
+
 @lru_cache(maxsize=32)
 def check(gpu: GPU, recompute: bool) -> Check | None:
     """The small published runs on the entry `gpu` is named after with that recompute policy, each
     predicted with `gpu` itself (a --hardware, --efficiency or --calibrate entry, as the plan uses),
     or None when there is none."""
-    rows = [replace(r, job=replace(r.job, gpu=gpu)) for r, _ in small_runs()
+    rows = [replace(r, job=replace(r.job, gpu=_as_planned(r.job.gpu, gpu))) for r, _ in small_runs()
             if r.job.gpu.name == gpu.name and (r.layout.recompute != "none") == recompute]
     if not rows:
         return None

@@ -43,6 +43,8 @@ def group(run, built: bool) -> str:
         return f"llm-foundry {s.split()[1]} {'<=8k' if run.job.shape.seq_len < SHORT else '>=16k'}"
     if s.startswith("MT-NLG"):
         return "MT-NLG 530B"
+    if s.startswith("fms-fsdp"):
+        return "fms-fsdp"
     return "torchtitan + compile" if "torch.compile" in s else "torchtitan Llama 2"
 
 

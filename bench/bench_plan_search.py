@@ -161,6 +161,7 @@ def held_out_side_by_side(peer: str | None) -> None:
     for r, lat in zip(runs, peer_lat):
         key = " ".join(r.source.split()[:2]) if r.source.startswith("llm-foundry") else \
             "MT-NLG 530B" if r.source.startswith("MT-NLG") else \
+            "fms-fsdp" if r.source.startswith("fms-fsdp") else \
             "torchtitan + torch.compile" if "compile" in r.source else "torchtitan Llama 2"
         if r.source.startswith("llm-foundry") and r.job.shape.seq_len >= 16_384:
             key += " seq>=16k"

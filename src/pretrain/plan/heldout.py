@@ -16,6 +16,12 @@ figures stay separate.
   torch.compile" rows of its elastic-scaling Tables 1 and 3 (Llama 3.1 8B on 8 and 128 Grand Teton
   H100s; the rows without compile are in published.py, the Float8 rows are left out: no fp8 GEMMs
   in the time model).
+- IBM / PyTorch fms-fsdp (README's throughput table, 2024-02, and "Maximizing training throughput
+  using PyTorch FSDP", PyTorch blog 2024-03, Table 1; before torch.compile, added in a later post):
+  Llama 2 at 4,096 tokens, HSDP (sharded within a node, replicated across nodes), no activation
+  checkpointing: 7B (local batch 2) and 13B (1) on 128 A100s, 3,760 and 1,700 tokens/s per GPU
+  (README); 7B on 96 H100s, 7,500 (blog; its 13B rows checkpoint every n-th block, a policy not
+  modelled). Added in session 13.
 
 `measured_step_s` is the printed iteration time, or the global batch over the printed tokens/s.
 """
@@ -340,6 +346,28 @@ def _torchtitan_compiled() -> list[Run]:
     return out
 
 
+def _fms_fsdp() -> list[Run]:
+    # fms-fsdp's defaults (fms_fsdp/config/training.py, policies/mixed_precision.py): sharding "hsdp"
+    # (8 GPUs of a node shard, the nodes replicate), fsdp_activation_checkpointing False, bf16
+    # parameters and bf16 gradient reduction (bfSixteen), SDPA's FlashAttention-2; eager kernels
+    # (torch.compile came in a later post, 68% MFU with it). The blog's clusters: 80 GB A100s "with
+    # 400Gbps inter-node interconnect", 80 GB H100s with 800 Gbps, read as per node (a DGX A100 has
+    # 200 Gb/s per GPU; 400 per GPU would be twice it): 50 and 100 Gb/s per GPU. One micro-batch a step.
+    a100 = replace(get_gpu("a100-80gb"), scaleout_gbps=400 / 8 / 8)  # GB/s per GPU
+    h100 = replace(get_gpu("h100"), scaleout_gbps=800 / 8 / 8)
+    out = []
+    for gpu, gpus, name, mbs, wps in ((a100, 128, "llama-2-7b", 2, 3760), (a100, 128, "llama-2-13b", 1, 1700),
+                                      (h100, 96, "llama-2-7b", 2, 7500)):
+        shape = get_shape(name).with_(seq_len=4096)
+        lay = Layout(dp_replicate=gpus // 8, dp_shard=8, zero=3, mbs=mbs, recompute="none")
+        job = Job(shape, gpu, gpus, gpus * mbs * 4096, kernels="eager", reduce_dtype="bf16")
+        label = (f"fms-fsdp Llama 2 {name.split('-')[-1].upper()} on {gpus} "
+                 f"{'A100' if gpu is a100 else 'H100'}, HSDP, mbs {mbs}")
+        out.append(Run(label, job, lay, job.batch_tokens / (gpus * wps)))
+    return out
+
+
 def held_out() -> list[Run]:
     mt_nlg = [_mt_nlg(n, s) for n, s in ((280, 60.1), (350, 50.2), (420, 44.4))]
-    return [_foundry(r) for r in foundry_rows()] + mt_nlg + _torchtitan_llama2() + _torchtitan_compiled()
+    return ([_foundry(r) for r in foundry_rows()] + mt_nlg + _torchtitan_llama2() + _torchtitan_compiled()
+            + _fms_fsdp())

@@ -29,7 +29,7 @@ def _size(v: object) -> str:
 # Shares of a whole: shown as percentages (the top-layouts table prints MFU so; the --json keeps
 # the fractions).
 SHARES = {"efficiency", "mfu", "hfu", "hfu_causal", "wall", "ideal", "waste_fraction", "goodput"}
-NOTES = {"flops_convention"}  # long sentences: printed under their table, not in it
+NOTES = {"flops_convention", "published_check"}  # long sentences: printed under their table, not in it
 
 
 def _is_size(key: str) -> bool:
@@ -59,8 +59,9 @@ def _section(console: Console, title: str, rows: dict, sizes: bool = False) -> N
             v = _size(v)
         t.add_row(_label(k), _fmt(v))
     console.print(t)
-    for k in NOTES & rows.keys():
-        console.print(rows[k])
+    for k in rows:  # in the dict's order: a set's would change between runs
+        if k in NOTES:
+            console.print(rows[k])
 
 
 def print_plan(plan: dict, console: Console | None = None) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pretrain.errors import UserError
-from pretrain.plan import compute, memory, parallel, reliability
+from pretrain.plan import bestcase, compute, memory, parallel, reliability
 from pretrain.plan.layout import Layout, data_parallel, problems
 from pretrain.plan.search import Estimate, Job, SearchResult, evaluate, explain, headroom_note, search
 
@@ -122,6 +122,7 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
     }
     if chosen is not None and chosen.fits:
         plan.update(_timing(job, budget, chosen, fpt))
+        _published_check(plan, job, chosen)
     elif chosen is not None and job.refused_by_headroom(chosen.memory):
         plan["layout"]["headroom_note"] = headroom_note(job)
     plan = {"schema": SCHEMA, "headline": _headline(plan), **plan}
@@ -217,6 +218,17 @@ def _timing(job: Job, budget: Budget, est: Estimate, fpt: float) -> dict:
                    "ideal": parallel.pipeline_bubble(lay.pp, est.m, lay.v, "ideal")},
         "reliability": rel,
     }
+
+
+def _published_check(plan: dict, job: Job, est: Estimate) -> None:
+    """For a model up to 14B: what published runs on this GPU measured, with this layout's recompute
+    policy, and how far the time model misses them (plan/bestcase.py)."""
+    if job.shape.params() > bestcase.SMALL:
+        return
+    check = bestcase.check(job.gpu, est.layout.recompute != "none")
+    if check is not None:
+        plan["time"]["published_check"] = check.sentence(est.mfu)
+        plan["published"] = check.as_dict()
 
 
 def flops_convention(est: Estimate, flash: bool) -> str:

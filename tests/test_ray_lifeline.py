@@ -118,7 +118,8 @@ def test_sigterm_of_a_ray_driver_reaches_the_command_not_rays_stack_dump():
     try:
         assert p.stdout.readline().strip() == "ready"
         os.kill(p.pid, signal.SIGTERM)
-        assert p.stdout.readline().strip() == "terminated"
+        said = p.stdout.readline().strip()
+        assert said == "terminated", (said, p.poll(), p.stderr.read()[-2000:] if p.poll() is not None else "")
         assert p.wait(timeout=60) == 0
         assert "SIGTERM received" not in p.stderr.read()
     finally:

@@ -137,10 +137,17 @@ class RayExecutor:
             except ConnectionError as e:  # "auto" with no cluster running, a cluster that went away
                 first = str(e).split(". ")[0]
                 raise UserError(f"--address {address}: {first} (start one with `ray start --head`)") from e
-            # Ray's core puts its own SIGTERM handler in (a stack dump, then status 15): the
-            # command's own (one line on how to resume, cli.SAYS_SIGTERM) is put back
-            if callable(sigterm) and threading.current_thread() is threading.main_thread():
+            keep = callable(sigterm) and threading.current_thread() is threading.main_thread()
+            if keep:
                 signal.signal(signal.SIGTERM, sigterm)
+            self._workers = self._asked or int(ray.cluster_resources().get("CPU", 1))
+            # Ray's core puts its own SIGTERM handler in (a stack dump, then status 15): the
+            # command's own (one line on how to resume, cli.SAYS_SIGTERM) is put back, and again after
+            # the first round trip to the cluster (the core worker is up by then; once, under load in a
+            # fresh CI clone, a SIGTERM right after start() met Ray's handler)
+            if keep:
+                signal.signal(signal.SIGTERM, sigterm)
+            return self
         self._workers = self._asked or int(ray.cluster_resources().get("CPU", 1))
         return self
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pretrain.cli import main
+from pretrain.errors import UserError
 
 TEXT = "The quick brown fox jumps over the lazy dog. " * 40
 
@@ -64,3 +65,51 @@ def test_a_text_field_applies_where_an_input_has_fields(tok, tmp_path, capsys):
     # without the flag, the .txt-only case still reads (the default field is never refused)
     assert main(["tokenizer", "train", str(tmp_path / "c" / "b.txt"), "-o", str(tmp_path / "t2.json"),
                  "--vocab-size", "300"]) == 0
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory) -> dict[str, Path]:
+    from tests.test_tokens_mixture import make_token_dir
+
+    root = tmp_path_factory.mktemp("two")
+    return {"web": make_token_dir(root / "web", 400, 1), "wiki": make_token_dir(root / "wiki", 30, 2)}
+
+
+def _windows(path: Path, seq: int) -> set[bytes]:
+    """Every window of a token directory, read with numpy from its files (docs/tokens.md's format):
+    the shards back to back, windows of seq + 1 tokens starting every seq tokens."""
+    man = json.loads((path / "manifest.json").read_text())
+    ids = np.concatenate([np.fromfile(path / s["bin"], dtype=man["dtype"]) for s in man["shards"]])
+    return {ids[j * seq:j * seq + seq + 1].astype(np.int64).tobytes() for j in range((ids.size - 1) // seq)}
+
+
+def test_a_mixture_changed_on_resume_goes_on_with_each_sources_epochs(two):
+    """train.allow_changes let a resume change data.weights, then the sampler refused the state.
+    Now the new weights hold from the saved position and each source's draws go on from where
+    they were: every epoch of a source, across the change, reads each of its windows exactly once.
+    Truth: the windows read with numpy from the shard files; the new quota is weight x BLOCK."""
+    from pretrain.tokens.mixture import BLOCK, MixtureSampler
+
+    seq = 8
+    old = MixtureSampler(two, {"web": 0.9, "wiki": 0.1}, seq_len=seq, seed=3)
+    rows = [old.next_batch(4) for _ in range(50)]
+    state = json.loads(json.dumps(old.state_dict()))
+    with pytest.raises(UserError, match=r"weights\.wiki 0\.1 -> 0\.25"):  # without allow_changes
+        MixtureSampler(two, {"web": 0.75, "wiki": 0.25}, seq_len=seq, seed=3).load_state_dict(state)
+    with pytest.raises(UserError, match="allow_changes continues other weights"):  # windows differ
+        MixtureSampler(two, {"web": 0.75, "wiki": 0.25}, seq_len=seq, seed=4).load_state_dict(state, True)
+    new = MixtureSampler(two, {"web": 0.75, "wiki": 0.25}, seq_len=seq, seed=3)
+    new.load_state_dict(state, reweight=True)
+    after = new.next_batch(BLOCK)  # one block of the new phase: its exact quota
+    wins = {k: _windows(p, seq) for k, p in two.items()}
+    assert sum(r.tobytes() in wins["wiki"] for r in after) == BLOCK // 4
+    for name, w in wins.items():
+        drawn = [r.tobytes() for r in [*np.concatenate(rows), *after] if r.tobytes() in w]
+        epochs = [set(drawn[i:i + len(w)]) for i in range(0, len(drawn) - len(w) + 1, len(w))]
+        assert len(epochs) >= 2 and all(e == w for e in epochs), name  # each window once per epoch
+    # the changed run, saved and resumed again, goes on exactly (its state carries the phase)
+    saved = json.loads(json.dumps(new.state_dict()))
+    ahead = [new.next_batch(4) for _ in range(20)]
+    again = MixtureSampler(two, {"web": 0.75, "wiki": 0.25}, seq_len=seq, seed=3)
+    again.load_state_dict(saved)
+    assert all(np.array_equal(again.next_batch(4), a) for a in ahead)

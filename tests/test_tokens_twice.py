@@ -113,3 +113,33 @@ def test_a_mixture_changed_on_resume_goes_on_with_each_sources_epochs(two):
     again = MixtureSampler(two, {"web": 0.75, "wiki": 0.25}, seq_len=seq, seed=3)
     again.load_state_dict(saved)
     assert all(np.array_equal(again.next_batch(4), a) for a in ahead)
+
+
+def test_a_run_resumed_with_other_weights_and_allow_changes_trains_on(two, tmp_path):
+    """The trainer's side: `--set train.allow_changes=true` with other data.weights continued past
+    the recipe check, then stopped in the sampler ("trained on another mixture"). Truth: the
+    sampler-level continuation (the test above), drawn by hand for the same steps."""
+    from pretrain.tokens.mixture import MixtureSampler
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    def cfg(*extra):
+        return tiny_config(tmp_path / "run", "", "data.kind=tokens", "model.vocab_size=1000",
+                           f'data.sources={{web="{two["web"]}",wiki="{two["wiki"]}"}}', "checkpoint.every=4",
+                           "checkpoint.async_save=false", *extra)
+
+    Trainer(cfg("train.steps=4", "data.weights={web=9,wiki=1}"), quiet=True).fit()
+    changed = ("train.steps=8", "data.weights={web=1,wiki=1}")
+    with pytest.raises(UserError, match="allow_changes"):  # refused without it, as before
+        Trainer(cfg(*changed), quiet=True)
+    t = Trainer(cfg(*changed, "train.allow_changes=true"), quiet=True)
+    t.fit()
+    batch = t.cfg.data.batch_size
+    ref = MixtureSampler(two, {"web": 9, "wiki": 1}, seq_len=32, seed=t.cfg.data.seed)
+    for _ in range(4):
+        ref.next_batch(batch)
+    ref2 = MixtureSampler(two, {"web": 1, "wiki": 1}, seq_len=32, seed=t.cfg.data.seed)
+    ref2.load_state_dict(ref.state_dict(), reweight=True)
+    for _ in range(4):
+        ref2.next_batch(batch)
+    assert t.step == 8 and t.loader.state_dict()["inner"] == ref2.state_dict()

@@ -143,3 +143,22 @@ def test_a_run_resumed_with_other_weights_and_allow_changes_trains_on(two, tmp_p
     for _ in range(4):
         ref2.next_batch(batch)
     assert t.step == 8 and t.loader.state_dict()["inner"] == ref2.state_dict()
+
+
+def test_a_token_directory_named_by_url_is_refused_as_one_naming_the_local_copy(tok, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """`tokens inspect s3://b/tokens` (after `tokenize -o s3://b/tokens`) said "s3:/b/tokens: not
+    found": Path() ate a slash, and nothing said shards are read from local disk only. Truth: the
+    folder named is the one tokenize staged, and it inspects."""
+    monkeypatch.setenv("PRETRAIN_WORK_DIR", str(tmp_path / "work"))
+    (tmp_path / "a.txt").write_text(TEXT)
+    url = "memory://sweepdata-bucket/tokens"
+    assert main(["tokenize", str(tmp_path / "a.txt"), "--tokenizer", str(tok), "-o", url]) == 0
+    capsys.readouterr()
+    assert main(["tokens", "inspect", url]) == 2
+    err = _one_line(capsys, f"{url}: a URL", "local disk", "kept a local copy: ")
+    staged = err.rsplit("kept a local copy: ", 1)[1]
+    assert main(["tokens", "inspect", staged]) == 0 and capsys.readouterr().out.startswith(staged)
+    (tmp_path / "mix.toml").write_text(f'budget = 1e6\n[sources.web]\npath = "{url}"\nweight = 1\n')
+    assert main(["mix", str(tmp_path / "mix.toml")]) == 2
+    _one_line(capsys, f"source 'web': {url}: a URL")

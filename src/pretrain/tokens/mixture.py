@@ -418,8 +418,8 @@ def load_mixture(path: str | Path) -> Mixture:
             raise UserError(f"{path}: source {name!r} needs `path` and `weight`")
         if not isinstance(s["path"], str):
             raise UserError(f"{path}: source {name!r}: `path` must be a string, got {s['path']!r}")
-        p = Path(s["path"])
-        sources[name] = p if p.is_absolute() else path.parent / p
+        p = Path(s["path"])  # a URL stays as written: refused as one when opened (shards._not_a_url)
+        sources[name] = s["path"] if "://" in s["path"] else p if p.is_absolute() else path.parent / p
         weights[name] = _number(path, f"source {name!r} weight", s["weight"], lambda w: w >= 0,
                                 "a finite number >= 0")
     if sum(weights.values()) <= 0:

@@ -81,6 +81,7 @@ def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:
+    _not_a_url(directory)
     path = Path(directory) / MANIFEST
     if not Path(directory).exists():  # a typo, not a format question
         raise UserError(f"{directory}: not found (a token directory: `pretrain tokenize` or "
@@ -99,6 +100,22 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         raise DataError(str(path), "version", f"format version {man.get('version')} (this reads {VERSION})")
     _check_fields(man, str(path))
     return man
+
+
+def _not_a_url(directory: str | Path) -> None:
+    """Shards are memory-mapped from local disk: a URL is refused as one (Path() made
+    `s3://b/tokens` "s3:/b/tokens: not found"), naming the local copy `pretrain tokenize -o URL`
+    keeps in its default staging folder when there is one."""
+    url = str(directory)
+    if "://" not in url:
+        return
+    from pretrain.curate.job import default_work_dir
+
+    staged = default_work_dir(url) / "tokens"
+    kept = f"; `pretrain tokenize -o {url}` kept a local copy: {staged}" if (staged / MANIFEST).is_file() \
+        else ""
+    raise UserError(f"{url}: a URL; token directories are read (memory-mapped) from local disk: copy it to "
+                    f"a local folder first{kept}")
 
 
 def _not_tokens(d: Path) -> str:
@@ -229,6 +246,7 @@ class TokenDir:
     def __init__(self, directory: str | Path, check_offsets: bool = True):
         """Open and validate; `check_offsets=False` skips reading every offset (the sampler never
         uses them), keeping the O(1) checks: sizes, counts, first and last offset."""
+        _not_a_url(directory)
         self.path = Path(directory)
         self.manifest = read_manifest(self.path)
         self.dtype = np.dtype(self.manifest["dtype"]).newbyteorder("<")

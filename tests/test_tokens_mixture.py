@@ -523,6 +523,9 @@ def test_sigkill_in_training_then_resume_draws_the_uninterrupted_sequences(dirs,
     for _ in range(30):
         ref_sampler.next_batch(batch)
     ref = read(tmp_path / "ref.log")
+    # wiki is read past its first epoch (1.4 passes), and the resumed part (from step 24 at the latest)
+    # holds its second epoch's windows: a resume that restarted a source's epochs would fail here too
+    assert ref_sampler.epochs_after(30 * batch)["wiki"] > 1 >= ref_sampler.epochs_after(24 * batch)["wiki"]
 
     run = tmp_path / "run"
     (tmp_path / "cfg.toml").write_text(cfgmod.dumps(cfg(run)))

@@ -83,6 +83,14 @@ def _windows(path: Path, seq: int) -> set[bytes]:
     return {ids[j * seq:j * seq + seq + 1].astype(np.int64).tobytes() for j in range((ids.size - 1) // seq)}
 
 
+def _once_per_epoch(drawn: list[bytes], windows: set[bytes]) -> bool:
+    """Each run of len(windows) draws (an epoch) reads each window once: a full one all of them,
+    the last one distinct windows."""
+    n = len(windows)
+    chunks = [drawn[i:i + n] for i in range(0, len(drawn), n)]
+    return all(len(set(c)) == len(c) and set(c) <= windows for c in chunks)
+
+
 def test_a_mixture_changed_on_resume_goes_on_with_each_sources_epochs(two):
     """train.allow_changes let a resume change data.weights, then the sampler refused the state.
     Now the new weights hold from the saved position and each source's draws go on from where
@@ -105,8 +113,7 @@ def test_a_mixture_changed_on_resume_goes_on_with_each_sources_epochs(two):
     assert sum(r.tobytes() in wins["wiki"] for r in after) == BLOCK // 4
     for name, w in wins.items():
         drawn = [r.tobytes() for r in [*np.concatenate(rows), *after] if r.tobytes() in w]
-        epochs = [set(drawn[i:i + len(w)]) for i in range(0, len(drawn) - len(w) + 1, len(w))]
-        assert len(epochs) >= 2 and all(e == w for e in epochs), name  # each window once per epoch
+        assert len(drawn) >= 2 * len(w) and _once_per_epoch(drawn, w), name
     # the changed run, saved and resumed again, goes on exactly (its state carries the phase)
     saved = json.loads(json.dumps(new.state_dict()))
     ahead = [new.next_batch(4) for _ in range(20)]
@@ -162,3 +169,28 @@ def test_a_token_directory_named_by_url_is_refused_as_one_naming_the_local_copy(
     (tmp_path / "mix.toml").write_text(f'budget = 1e6\n[sources.web]\npath = "{url}"\nweight = 1\n')
     assert main(["mix", str(tmp_path / "mix.toml")]) == 2
     _one_line(capsys, f"source 'web': {url}: a URL")
+
+
+def test_a_source_added_or_dropped_on_resume_and_a_bad_phase(two, tmp_path):
+    """A source added on resume starts at its first epoch, the others go on with theirs; a source
+    dropped is no longer read. A state's phase from someone else's checkpoint is checked."""
+    from pretrain.tokens.mixture import MixtureSampler
+    from tests.test_tokens_mixture import make_token_dir
+
+    seq, code = 8, make_token_dir(tmp_path / "code", 60, 5)
+    old = MixtureSampler(two, {"web": 0.5, "wiki": 0.5}, seq_len=seq, seed=1)
+    rows = np.concatenate([old.next_batch(4) for _ in range(30)])
+    state = old.state_dict()
+    new = MixtureSampler({**two, "code": code}, {"web": 1, "wiki": 1, "code": 2}, seq_len=seq, seed=1)
+    new.load_state_dict(state, reweight=True)
+    after = np.concatenate([new.next_batch(4) for _ in range(400)])
+    wins = {**{k: _windows(p, seq) for k, p in two.items()}, "code": _windows(code, seq)}
+    for name, w in wins.items():
+        drawn = [r.tobytes() for r in [*rows, *after] if r.tobytes() in w]
+        assert drawn and _once_per_epoch(drawn, w), name
+    only = MixtureSampler({"web": two["web"]}, {"web": 1}, seq_len=seq, seed=1)
+    only.load_state_dict(state, reweight=True)
+    assert all(r.tobytes() in wins["web"] for r in only.next_batch(64))
+    for phase in ({"start": 10**9, "drawn": {}}, {"start": 4, "drawn": {"web": -1}}, [1, 2]):
+        with pytest.raises(UserError, match="sampler state: phase must be"):
+            new.load_state_dict({**new.state_dict(), "phase": phase})

@@ -194,3 +194,19 @@ def test_a_source_added_or_dropped_on_resume_and_a_bad_phase(two, tmp_path):
     for phase in ({"start": 10**9, "drawn": {}}, {"start": 4, "drawn": {"web": -1}}, [1, 2]):
         with pytest.raises(UserError, match="sampler state: phase must be"):
             new.load_state_dict({**new.state_dict(), "phase": phase})
+
+
+def test_a_weight_without_a_source_is_named(two, tmp_path, capsys):
+    """`--set data.weights.web=1` beside sources books and wiki said "name different sources",
+    leaving the user to diff two lists; the odd name and its side are said now."""
+    from pretrain import config as cfgmod
+    from pretrain.train.testing import tiny_config
+
+    cfg = tiny_config(tmp_path / "run", "", "data.kind=tokens", "model.vocab_size=1000",
+                      f'data.sources={{web="{two["web"]}",wiki="{two["wiki"]}"}}',
+                      "data.weights={web=1,wiki=1}")
+    (tmp_path / "c.toml").write_text(cfgmod.dumps(cfg))
+    assert main(["train", str(tmp_path / "c.toml"), "--quiet", "--dry-run",
+                 "--set", "data.weights.books=2"]) == 2
+    _one_line(capsys, "books: a weight but no token directory", "data.weights.NAME")
+    assert not (tmp_path / "run").exists()

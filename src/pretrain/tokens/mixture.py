@@ -142,9 +142,13 @@ class MixtureSampler:
         rank: int = 0,
         world_size: int = 1,
     ):
-        if set(sources) != set(weights):
+        if set(sources) != set(weights):  # which one, and how to fix it (a typo: `web` for `books`)
+            only_w, only_s = sorted(set(weights) - set(sources)), sorted(set(sources) - set(weights))
+            odd = "; ".join([f"{', '.join(only_w)}: a weight but no token directory"] * bool(only_w)
+                            + [f"{', '.join(only_s)}: a token directory but no weight"] * bool(only_s))
             raise UserError(f"sources ({', '.join(sorted(sources))}) and weights "
-                            f"({', '.join(sorted(weights))}) name different sources")
+                            f"({', '.join(sorted(weights))}) name different sources ({odd}); give every "
+                            "source both (data.sources.NAME and data.weights.NAME), or no weights at all")
         if not sources:
             raise UserError("a mixture needs at least one source")
         if seq_len < 1 or world_size < 1 or not 0 <= rank < world_size:

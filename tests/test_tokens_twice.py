@@ -210,3 +210,28 @@ def test_a_weight_without_a_source_is_named(two, tmp_path, capsys):
                  "--set", "data.weights.books=2"]) == 2
     _one_line(capsys, "books: a weight but no token directory", "data.weights.NAME")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_teammates_megatron_or_datatrove_files_are_named_with_their_import(tok, tmp_path, capsys):
+    """A Megatron-LM prefix given where a token directory goes said "not found", its folder "an
+    interrupted one: rerun its command". Now its import is named, and that command works. Truth:
+    files written by megatron-core's own writer; the datatrove pair in its documented layout."""
+    from tests.test_tokens_import import megatron_write
+
+    (tmp_path / "meg").mkdir()
+    prefix = megatron_write(tmp_path / "meg" / "web_text_document", [[5, 6, 7, 0], [8, 9, 0]], np.uint16)
+    (tmp_path / "dt").mkdir()
+    np.array([5, 6, 0, 7, 0], dtype="<u2").tofile(tmp_path / "dt" / "00000_unshuffled.ds")
+    np.array([3, 5], dtype="<u8").tofile(tmp_path / "dt" / "00000_unshuffled.ds.index")
+    (tmp_path / "dt" / "00000_unshuffled.ds.metadata").write_text("tok|2\n")
+    capsys.readouterr()
+    meg = f"import-megatron {prefix} "
+    for given, cmd in [(prefix, meg), (f"{prefix}.idx", meg), (prefix.parent, meg),
+                       (tmp_path / "dt", f"import-datatrove {tmp_path / 'dt'} ")]:
+        assert main(["tokens", "inspect", str(given)]) == 2
+        err = _one_line(capsys, f"`pretrain tokens {cmd}-o TOKENS --tokenizer TOKENIZER`")
+        args = err.split("`pretrain ", 1)[1].split("`", 1)[0].split()
+        out = tmp_path / f"t{len(list(tmp_path.glob('t*')))}"
+        args = [str(out) if a == "TOKENS" else str(tok) if a == "TOKENIZER" else a for a in args]
+        assert main(args) == 0 and main(["tokens", "inspect", str(out)]) == 0, err
+        capsys.readouterr()

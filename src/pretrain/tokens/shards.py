@@ -83,7 +83,11 @@ def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
 def read_manifest(directory: str | Path) -> dict[str, Any]:
     _not_a_url(directory)
     path = Path(directory) / MANIFEST
-    if not Path(directory).exists():  # a typo, not a format question
+    if not Path(directory).exists():  # a typo, not a format question (or another tool's files)
+        from pretrain.tokens.imports import other_tool
+
+        if other := other_tool(directory):  # a Megatron prefix names no file of its own
+            raise UserError(f"{directory}: {other}")
         raise UserError(f"{directory}: not found (a token directory: `pretrain tokenize` or "
                         "`pretrain tokens import-*` output)")
     if not path.is_file():
@@ -124,7 +128,11 @@ def _not_tokens(d: Path) -> str:
     `pretrain tokenize`?" (the first 1,000 entries looked at: a folder may be huge)."""
     import itertools
 
+    from pretrain.tokens.imports import other_tool
+
     made = "a token directory is what `pretrain tokenize` or `pretrain tokens import-*` writes"
+    if other := other_tool(d):  # a Megatron or datatrove output: its import, not "rerun its command"
+        return other
     if not d.is_dir():
         return f"a file, not a folder ({made})"
     try:

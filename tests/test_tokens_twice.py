@@ -235,3 +235,15 @@ def test_a_teammates_megatron_or_datatrove_files_are_named_with_their_import(tok
         args = [str(out) if a == "TOKENS" else str(tok) if a == "TOKENIZER" else a for a in args]
         assert main(args) == 0 and main(["tokens", "inspect", str(out)]) == 0, err
         capsys.readouterr()
+
+
+def test_an_export_into_the_same_prefix_says_it_replaced_the_files(two, tmp_path, capsys):
+    """`export-megatron` run twice said "wrote" both times; the second replaced the pair. Truth:
+    the first export's bytes, which the second equals (same directory)."""
+    prefix = tmp_path / "m" / "web_text_document"
+    assert main(["tokens", "export-megatron", str(two["web"]), "-o", str(prefix)]) == 0
+    first = [Path(f"{prefix}{x}").read_bytes() for x in (".bin", ".idx")]
+    assert "replaced" not in capsys.readouterr().out
+    assert main(["tokens", "export-megatron", str(two["web"]), "-o", str(prefix)]) == 0
+    assert capsys.readouterr().out.strip().endswith("(replaced the files there)")
+    assert [Path(f"{prefix}{x}").read_bytes() for x in (".bin", ".idx")] == first

@@ -523,6 +523,10 @@ def test_sigkill_in_training_then_resume_draws_the_uninterrupted_sequences(dirs,
     for _ in range(30):
         ref_sampler.next_batch(batch)
     ref = read(tmp_path / "ref.log")
+    # wiki is read past its first epoch (1.4 passes), and the resumed part (from step 24 at the latest)
+    # draws wiki's second epoch's windows: a resume that restarted a source's epochs would fail too
+    epochs = ref_sampler.epochs_after
+    assert epochs(30 * batch)["wiki"] > max(1.0, epochs(24 * batch)["wiki"])
 
     run = tmp_path / "run"
     (tmp_path / "cfg.toml").write_text(cfgmod.dumps(cfg(run)))

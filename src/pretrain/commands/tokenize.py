@@ -50,8 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", default=None, help="source name in the manifest (default: directory name)")
     p.add_argument("--workers", type=Number(int, lo=1, hi=4096, why="processes, one per core"),
                    default=None, help="processes (default: all cores)")
-    p.add_argument("--text-field", default="text", metavar="NAME",
-                   help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
+    p.add_argument("--text-field", default=None, metavar="NAME",
+                   help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content); "
+                        "refused when no input has fields (.txt, HTML, WARC only)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr, by bytes read inside each file (default: when stderr "
                         "is a terminal)")
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if before and before != sorted(man["sources"]):
         print(f"source renamed in manifest.json: {', '.join(before)} -> {', '.join(sorted(man['sources']))}",
               file=sys.stderr)
-    return _said_skips(man["skipped"], man["documents"], args.text_field)
+    return _said_skips(man["skipped"], man["documents"], args.text_field or "text")
 
 
 def _source_names(out: str) -> list[str]:

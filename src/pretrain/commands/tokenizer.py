@@ -44,8 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=2, help="least count of a pair to merge (default 2)")
     t.add_argument("--max-mb", type=Number(float, gt=0, why="MB of text"),
                    default=None, help="train on at most this many MB of text (default: all of it)")
-    t.add_argument("--text-field", default="text", metavar="NAME",
-                   help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content)")
+    t.add_argument("--text-field", default=None, metavar="NAME",
+                   help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content); "
+                        "refused when no input has fields (.txt, HTML, WARC only)")
     t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress on stderr: a bar by bytes read inside each file, then the BPE training "
                         "with its elapsed time (default: when stderr is a terminal)")
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from pretrain.commands.tokenize import bad_records, skipped_kinds
+    from pretrain.curate.inputs import text_field_for
     from pretrain.curate.readers import list_inputs
     from pretrain.errors import UserError
     from pretrain.faults import merge_faults
@@ -74,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     files = list_inputs(args.inputs)
     if not files:  # said as tokenize says it (the reason, when one is known, was printed above)
         raise UserError(f"no input files in {', '.join(args.inputs)}; nothing written")
+    field = text_field_for(args.text_field, files)  # given for .txt only: refused, not dropped
     before = _replacing(Path(args.output))  # refused here, before the training's minutes
     limit = None if args.max_mb is None else int(args.max_mb * 1e6)
     seen = {"bytes": 0, "docs": 0}
@@ -90,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         for i, f in enumerate(files):
             bad: dict[str, int] = {}
             first: dict[str, str] = {}
-            docs = iter_texts(f, bad, args.text_field, first)
+            docs = iter_texts(f, bad, field, first)
             if meters is not None:  # the bar's position inside this file (progress.ShardMeter)
                 docs = ShardMeter(meters / f"{i}.json", f).wrap(docs)
             read, cut = 0, False

@@ -106,16 +106,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pretrain.curate.io import is_url
     from pretrain.errors import DataError, UserError
     from pretrain.tokens.megatron import export_megatron
 
+    there = not is_url(args.output) and any(Path(f"{args.output}{x}").exists() for x in (".bin", ".idx"))
     try:
         b, i = export_megatron(args.directory, args.output)
     except DataError as e:
         raise UserError(str(e)) from e
     except OSError as e:  # an output folder that cannot be made or written
         raise UserError(f"cannot write {e.filename or args.output}: {e.strerror or e}") from e
-    print(f"wrote {b} and {i}")
+    # a rerun into the same prefix replaced the pair: said, as `tokenizer train` says a replaced file
+    print(f"wrote {b} and {i}" + (" (replaced the files there)" if there else ""))
     return 0
 
 

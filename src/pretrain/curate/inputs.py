@@ -98,6 +98,24 @@ def is_supported(path: Path) -> bool:
     return path.name.lower().endswith(SUFFIXES)
 
 
+# Formats whose records have named fields, one of which holds the text (ReaderConfig.text_field).
+# The others (.txt, HTML, WARC) are one document per file or per record: no field to pick.
+FIELD_SUFFIXES = JSONL_SUFFIXES + (".parquet", ".arrow")
+
+
+def text_field_for(given: str | None, files: list[Path]) -> str:
+    """The field to read the text of `files` from: `given` (--text-field), or "text" when it was
+    not given. A field given for inputs none of which has fields is refused: `--text-field
+    content` over .txt files was dropped in silence (session 13), and the run said nothing of it."""
+    if given is None or any(f.name.lower().endswith(FIELD_SUFFIXES) for f in files):
+        return "text" if given is None else given
+    kinds = sorted({next((s for s in SUFFIXES if f.name.lower().endswith(s)), _kind(f)) for f in files})
+    which = "the input file" if len(files) == 1 else f"the {len(files):,} input files"
+    raise UserError(f"--text-field {printable(given)} picks a field of JSON Lines, Parquet or Arrow records; "
+                    f"{which} ({', '.join(kinds)}) {'has' if len(files) == 1 else 'have'} no fields (one "
+                    f"document per file or record): drop --text-field")
+
+
 def walked(rel: str | Path, suffixes: tuple[str, ...] = SUFFIXES) -> bool:
     """True for a file that a folder walk or a bucket prefix's listing reads, `rel` its path below
     the folder: a known extension, not hidden (`is_hidden`), and not a plain `.json`: configs and

@@ -352,6 +352,42 @@ def _check_not_inside(out: Path, srcs: list[Source]) -> None:
             raise UserError(f"{p} is inside the output directory {out}: choose another output directory")
 
 
+def other_tool(path: str | Path) -> str | None:
+    """What another tool's token files at `path` are, with the import that makes a token directory
+    of them; None when they are not. `tokens inspect`, `mix` and `train` on a teammate's Megatron
+    prefix said "not found", and on its folder "an interrupted one: rerun its command" (session 13).
+    Reads the 9 magic bytes of at most 1,000 `.idx` files."""
+    import itertools
+
+    p = Path(path)
+    then = "-o TOKENS --tokenizer TOKENIZER` makes a token directory of it"
+    prefix = p.with_suffix("") if p.suffix in (".bin", ".idx") else p
+    if _megatron_pair(prefix):
+        return (f"a Megatron-LM indexed dataset ({prefix}.bin + .idx): `pretrain tokens import-megatron "
+                f"{prefix} {then}")
+    ds = Path(str(p).removesuffix(".index")) if p.name.endswith(".ds.index") else p
+    if ds.name.endswith(".ds") and ds.is_file():
+        return f"a datatrove tokenized file: `pretrain tokens import-datatrove {ds} {then}"
+    if not p.is_dir():
+        return None
+    found = [i.with_suffix("") for i in itertools.islice(p.glob("*.idx"), 1000)
+             if _megatron_pair(i.with_suffix(""))]
+    if found:
+        shown = " ".join(str(f) for f in sorted(found)[:3]) + (" ..." if len(found) > 3 else "")
+        return f"a folder of Megatron-LM indexed datasets: `pretrain tokens import-megatron {shown} {then}"
+    if next(p.glob("*.ds"), None) is not None:
+        return f"a folder of datatrove tokenized files (.ds): `pretrain tokens import-datatrove {p} {then}"
+    return None
+
+
+def _megatron_pair(prefix: Path) -> bool:
+    try:
+        with open(f"{prefix}.idx", "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC and Path(f"{prefix}.bin").is_file()
+    except OSError:
+        return False
+
+
 def resolve_tokenizer(path: str | Path) -> Path:
     """A tokenizer.json, or a directory holding one (a Hugging Face model folder)."""
     p = Path(path)

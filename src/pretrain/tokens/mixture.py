@@ -22,6 +22,12 @@ so memory is O(1) in the corpus size and any rank can compute any position):
   materialized.
 
 The state is g (sequences drawn by all ranks together); per-source counts are derived from it.
+
+A mixture changed on resume (`load_state_dict(state, reweight=True)`, the trainer's
+`train.allow_changes`: other weights, a source added or dropped) starts a new *phase* at the saved g:
+source choice follows the new quotas from there (blocks counted from the phase start), and each
+source's draws go on from the count it had (`phase.drawn`), so its epochs continue: no window read
+twice before all its windows are read, across the change.
 """
 
 from __future__ import annotations
@@ -136,9 +142,13 @@ class MixtureSampler:
         rank: int = 0,
         world_size: int = 1,
     ):
-        if set(sources) != set(weights):
+        if set(sources) != set(weights):  # which one, and how to fix it (a typo: `web` for `books`)
+            only_w, only_s = sorted(set(weights) - set(sources)), sorted(set(sources) - set(weights))
+            odd = "; ".join([f"{', '.join(only_w)}: a weight but no token directory"] * bool(only_w)
+                            + [f"{', '.join(only_s)}: a token directory but no weight"] * bool(only_s))
             raise UserError(f"sources ({', '.join(sorted(sources))}) and weights "
-                            f"({', '.join(sorted(weights))}) name different sources")
+                            f"({', '.join(sorted(weights))}) name different sources ({odd}); give every "
+                            "source both (data.sources.NAME and data.weights.NAME), or no weights at all")
         if not sources:
             raise UserError("a mixture needs at least one source")
         if seq_len < 1 or world_size < 1 or not 0 <= rank < world_size:
@@ -159,6 +169,8 @@ class MixtureSampler:
         self.quota = block_quotas([self.weights[k] for k in self.names])
         self._bounds = np.cumsum(self.quota)
         self.eot_id = self.dirs[0].eot_id
+        self.phase_start = 0  # g where these weights took over (a mixture changed on resume)
+        self.phase_drawn = np.zeros(len(self.names), dtype=np.int64)  # each source's draws before it
         self._seek(0)
 
     def _check_same_tokenizer(self) -> None:
@@ -171,20 +183,24 @@ class MixtureSampler:
 
     def sources_at(self, g: np.ndarray) -> np.ndarray:
         """Source index (into sorted names) of global sequences g."""
-        g = np.asarray(g, dtype=np.int64)
+        g = np.asarray(g, dtype=np.int64) - self.phase_start  # blocks count from the phase's start
         out = np.empty(g.shape, dtype=np.int64)
         blocks = g // BLOCK
         for b in np.unique(blocks):
             sel = blocks == b
-            pos = permute(g[sel] % BLOCK, BLOCK, _key(self.seed, "choice", int(b)))
+            # the first phase keeps its key (states saved before phases existed resume as they were)
+            key = _key(self.seed, "choice", int(b)) if not self.phase_start else \
+                _key(self.seed, "choice", self.phase_start, int(b))
+            pos = permute(g[sel] % BLOCK, BLOCK, key)
             out[sel] = np.searchsorted(self._bounds, pos, side="right")
         return out
 
     def _counts_before(self, g: int) -> np.ndarray:
-        """Sequences drawn from each source among global sequences [0, g)."""
-        b, i = divmod(g, BLOCK)
-        head = self.sources_at(np.arange(b * BLOCK, b * BLOCK + i, dtype=np.int64))
-        return b * self.quota + np.bincount(head, minlength=len(self.names))
+        """Sequences drawn from each source among global sequences [0, g) (g from the phase start)."""
+        b, i = divmod(max(g, self.phase_start) - self.phase_start, BLOCK)
+        start = self.phase_start + b * BLOCK
+        head = self.sources_at(np.arange(start, start + i, dtype=np.int64))
+        return self.phase_drawn + b * self.quota + np.bincount(head, minlength=len(self.names))
 
     def _window_starts(self, src: int, k: np.ndarray) -> np.ndarray:
         """Token offsets of the k-th draws from source `src`."""
@@ -223,6 +239,8 @@ class MixtureSampler:
 
     def state_dict(self) -> dict[str, Any]:
         """The global position plus what it is only valid for (JSON-serializable, rank-free)."""
+        drawn = dict(zip(self.names, self.phase_drawn.tolist()))
+        phase = {"phase": {"start": self.phase_start, "drawn": drawn}}
         return {
             "version": STATE_VERSION,
             "sequences": self.position,
@@ -231,26 +249,63 @@ class MixtureSampler:
             "weights": dict(self.weights),
             "tokens": {k: d.num_tokens for k, d in zip(self.names, self.dirs)},
             "block": BLOCK,
+            **(phase if self.phase_start else {}),  # none: as before phases existed
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict, reweight: bool = False) -> None:
         """Continue from a saved position; refuses a state from a different stream definition
-        (another seed, sequence length, weights, or sources whose token counts changed)."""
+        (another seed, sequence length, weights, or sources whose token counts changed). With
+        `reweight` (train.allow_changes), other weights or sources start a new phase there instead:
+        each source's epochs go on from the draws it had (module docstring); changed tokens of a
+        source, the seed or seq_len are still refused (its windows would not be the same)."""
         if state.get("version") != STATE_VERSION or state.get("block") != BLOCK:
             raise UserError(f"sampler state version/block {state.get('version')}/{state.get('block')} "
                             f"is not {STATE_VERSION}/{BLOCK}")
-        mine = {"seed": self.seed, "seq_len": self.seq_len, "weights": self.weights,
-                "tokens": {k: d.num_tokens for k, d in zip(self.names, self.dirs)}}
-        theirs = {k: state.get(k) for k in mine}
-        if theirs != mine:
-            what = _changes(theirs, mine)
-            raise UserError(f"data.sources: the checkpoint was trained on another mixture ({what}); resuming"
-                            " would give a different stream: point data.sources and data.weights "
-                            "back at what it was trained on, or train into another train.out")
         g = state.get("sequences")
         if not _integer(g) or not 0 <= g < 2**62:  # int64 arithmetic downstream; a state may be hostile
             raise UserError(f"sampler state: sequences must be an integer in [0, 2^62), got {g!r}")
+        mine = {"seed": self.seed, "seq_len": self.seq_len, "weights": self.weights,
+                "tokens": {k: d.num_tokens for k, d in zip(self.names, self.dirs)}}
+        theirs = {k: state.get(k) for k in mine}
+        phase = _phase(state, g)
+        if theirs == mine:
+            self.phase_start, self.phase_drawn = phase[0], np.array(
+                [phase[1].get(k, 0) for k in self.names], dtype=np.int64)
+        elif reweight and self._same_windows(theirs):
+            self._new_phase(theirs, phase, g)
+        else:
+            what = _changes(theirs, mine)
+            how = ("train.allow_changes continues other weights or sources, not other tokens in a source, "
+                   "another seed or seq_len: " if reweight else "resuming would give a different stream: ")
+            raise UserError(f"data.sources: the checkpoint was trained on another mixture ({what}); {how}"
+                            "point data.sources and data.weights back at what it was trained on, or train "
+                            "into another train.out")
         self._seek(g)
+
+    def _same_windows(self, theirs: dict) -> bool:
+        """The saved stream cut the sources this one shares with it into the same windows (same seed,
+        seq_len and token counts), and its weights are a well-formed mixture: a new phase may follow."""
+        w, tokens = theirs["weights"], theirs["tokens"]
+        if theirs["seed"] != self.seed or theirs["seq_len"] != self.seq_len:
+            return False
+        if not (isinstance(w, dict) and isinstance(tokens, dict) and 0 < len(w) <= 4096
+                and set(w) == set(tokens)):
+            return False
+        if any(not isinstance(v, (int, float)) or not (v >= 0 and math.isfinite(v)) for v in w.values()):
+            return False
+        return sum(w.values()) > 0 and all(tokens[k] == self.dirs[i].num_tokens
+                                           for i, k in enumerate(self.names) if k in tokens)
+
+    def _new_phase(self, theirs: dict, phase: tuple[int, dict[str, int]], g: int) -> None:
+        """The saved mixture's draws per source at g (its own quotas and phase), kept as the
+        new phase's starting counts; a source new to the mixture starts at 0."""
+        names = sorted(theirs["weights"])
+        quota = block_quotas([float(theirs["weights"][k]) for k in names])
+        old = _Stream(names, self.seed, quota, np.cumsum(quota), phase[0],
+                      np.array([phase[1].get(k, 0) for k in names], dtype=np.int64))
+        drawn = dict(zip(old.names, MixtureSampler._counts_before(old, g).tolist()))
+        self.phase_start = g
+        self.phase_drawn = np.array([drawn.get(k, 0) for k in self.names], dtype=np.int64)
 
     def epochs_after(self, sequences: int) -> dict[str, float]:
         """Passes over each source once `sequences` global sequences are drawn: its exact draw count
@@ -274,6 +329,35 @@ class MixtureSampler:
         """Realized share of sequences per source so far."""
         n = max(1, self.position)
         return {k: float(c) / n for k, c in zip(self.names, self._counts)}
+
+
+@dataclasses.dataclass
+class _Stream:
+    """What `sources_at` and `_counts_before` read of a sampler: a saved mixture's stream is
+    recomputed with them, without opening its sources."""
+
+    names: list = dataclasses.field(default_factory=list)
+    seed: int = 0
+    quota: Any = None
+    _bounds: Any = None
+    phase_start: int = 0
+    phase_drawn: Any = None
+    sources_at = MixtureSampler.sources_at
+
+
+def _phase(state: dict, g: int) -> tuple[int, dict[str, int]]:
+    """A state's phase (start, draws per source before it): (0, {}) when it has none. A state from
+    someone else's checkpoint is checked: integers, a start not past g, at most 4,096 sources."""
+    phase = state.get("phase")
+    if phase is None:
+        return 0, {}
+    start = phase.get("start") if isinstance(phase, dict) else None
+    drawn = phase.get("drawn") if isinstance(phase, dict) else None
+    if (not _integer(start) or not 0 < start <= g or not isinstance(drawn, dict) or len(drawn) > 4096
+            or any(not (isinstance(k, str) and _integer(v) and 0 <= v < 2**62) for k, v in drawn.items())):
+        raise UserError(f"sampler state: phase must be {{start: an integer in (0, sequences], drawn: "
+                        f"{{source: count}}}}, got {_short(phase)}")
+    return start, drawn
 
 
 def describe_epochs(table: dict[str, dict[str, float]], warn_epochs: float = 4.0) -> str:
@@ -338,8 +422,8 @@ def load_mixture(path: str | Path) -> Mixture:
             raise UserError(f"{path}: source {name!r} needs `path` and `weight`")
         if not isinstance(s["path"], str):
             raise UserError(f"{path}: source {name!r}: `path` must be a string, got {s['path']!r}")
-        p = Path(s["path"])
-        sources[name] = p if p.is_absolute() else path.parent / p
+        p = Path(s["path"])  # a URL stays as written: refused as one when opened (shards._not_a_url)
+        sources[name] = s["path"] if "://" in s["path"] else p if p.is_absolute() else path.parent / p
         weights[name] = _number(path, f"source {name!r} weight", s["weight"], lambda w: w >= 0,
                                 "a finite number >= 0")
     if sum(weights.values()) <= 0:

@@ -183,14 +183,17 @@ def tokenize_corpus(
     source: str | None = None,
     workers: int | None = None,
     on_unit: Callable[[dict[str, Any]], None] | None = None,
-    text_field: str = "text",
+    text_field: str | None = None,
     origins: dict[str, tuple[str, dict]] | None = None,
     progress=None,
 ) -> dict[str, Any]:
     """Tokenize every input file into `out_dir`; returns the manifest (also written to disk).
+    `text_field`: the JSON/Parquet field of the text; None reads "text", a name given for inputs
+    without fields (.txt only) is refused (`inputs.text_field_for`).
     `origins` maps a local copy (resolved path) to (its URL, the object's stamp from the listing):
     its shard records and is checked against that, not the copy's mtime. `progress`: a
     `pretrain.progress.Progress` whose bar follows the bytes read of every input (when enabled)."""
+    from pretrain.curate.inputs import text_field_for
     from pretrain.curate.readers import list_inputs
     from pretrain.tokens.imports import resolve_tokenizer
 
@@ -198,6 +201,7 @@ def tokenize_corpus(
     files = list_inputs([str(p) for p in inputs])
     if not files:
         raise UserError(f"no input files in {', '.join(map(str, inputs))}")
+    text_field = text_field_for(text_field, files)
     if said := held_out_splits(files):
         print(said, file=sys.stderr)
     tokenizer = resolve_tokenizer(tokenizer)  # a Hugging Face folder: its tokenizer.json (as import-*)

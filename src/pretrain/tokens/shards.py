@@ -81,8 +81,13 @@ def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:
+    _not_a_url(directory)
     path = Path(directory) / MANIFEST
-    if not Path(directory).exists():  # a typo, not a format question
+    if not Path(directory).exists():  # a typo, not a format question (or another tool's files)
+        from pretrain.tokens.imports import other_tool
+
+        if other := other_tool(directory):  # a Megatron prefix names no file of its own
+            raise UserError(f"{directory}: {other}")
         raise UserError(f"{directory}: not found (a token directory: `pretrain tokenize` or "
                         "`pretrain tokens import-*` output)")
     if not path.is_file():
@@ -101,13 +106,33 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     return man
 
 
+def _not_a_url(directory: str | Path) -> None:
+    """Shards are memory-mapped from local disk: a URL is refused as one (Path() made
+    `s3://b/tokens` "s3:/b/tokens: not found"), naming the local copy `pretrain tokenize -o URL`
+    keeps in its default staging folder when there is one."""
+    url = str(directory)
+    if "://" not in url:
+        return
+    from pretrain.curate.job import default_work_dir
+
+    staged = default_work_dir(url) / "tokens"
+    kept = f"; `pretrain tokenize -o {url}` kept a local copy: {staged}" if (staged / MANIFEST).is_file() \
+        else ""
+    raise UserError(f"{url}: a URL; token directories are read (memory-mapped) from local disk: copy it to "
+                    f"a local folder first{kept}")
+
+
 def _not_tokens(d: Path) -> str:
     """What a folder without a manifest is instead, and the command that makes tokens of it: a
     corpus job's OUT or its data/ read as tokens said only "is this a directory written by
     `pretrain tokenize`?" (the first 1,000 entries looked at: a folder may be huge)."""
     import itertools
 
+    from pretrain.tokens.imports import other_tool
+
     made = "a token directory is what `pretrain tokenize` or `pretrain tokens import-*` writes"
+    if other := other_tool(d):  # a Megatron or datatrove output: its import, not "rerun its command"
+        return other
     if not d.is_dir():
         return f"a file, not a folder ({made})"
     try:
@@ -229,6 +254,7 @@ class TokenDir:
     def __init__(self, directory: str | Path, check_offsets: bool = True):
         """Open and validate; `check_offsets=False` skips reading every offset (the sampler never
         uses them), keeping the O(1) checks: sizes, counts, first and last offset."""
+        _not_a_url(directory)
         self.path = Path(directory)
         self.manifest = read_manifest(self.path)
         self.dtype = np.dtype(self.manifest["dtype"]).newbyteorder("<")

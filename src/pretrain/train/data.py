@@ -202,8 +202,10 @@ class SkippingLoader:
         return {"inner": self.inner.state_dict(), "index": self.index, "ranges": self.ranges,
                 "skipped": self.skipped}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.inner.load_state_dict(state["inner"])
+    def load_state_dict(self, state: dict, reweight: bool = False) -> None:
+        """`reweight` (train.allow_changes): a token mixture changed since the state was saved goes on
+        as a new phase (MixtureSampler.load_state_dict); a text loader has no mixture to change."""
+        self.inner.load_state_dict(state["inner"], **({"reweight": True} if reweight else {}))
         self.index, self.skipped = int(state["index"]), int(state.get("skipped", 0))
         # Ranges added after this checkpoint (a rollback's skip) are kept: they are the reason we restored.
         for r in state["ranges"]:

@@ -310,7 +310,9 @@ class Trainer:
                 raise ValueError(f"{step!r} is not the step its directory is named for")
             self.step, part = step, "tokens_seen"
             self.tokens_seen, part = int(st["tokens_seen"]), "loader"
-            self.loader.load_state_dict(st["loader"])
+            # allowed changes of the mixture (weights, sources) continue as a new phase of the sampler
+            changed = self.cfg.train.allow_changes and self.cfg.data.kind == "tokens"
+            self.loader.load_state_dict(st["loader"], **({"reweight": True} if changed else {}))
             part = "scaler"
             self.scaler.load_state_dict(st["scaler"])
             part = "spikes"

@@ -48,6 +48,33 @@ def test_a_text_field_for_plain_text_only_is_refused_before_any_work(tok, tmp_pa
     assert not (tmp_path / "out").exists()
 
 
+def test_curate_jobs_refuse_a_text_field_for_plain_text_only_and_read_it_beside_jsonl(tmp_path, capsys):
+    """The same for curate, dedup and decontaminate: over .txt files `--text-field content` ran,
+    exited 0 and said nothing of it. Refused before OUT exists; with a JSONL beside them the field is
+    read there (its document kept by its content) and the .txt read whole."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("one document of plain text")
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps({"text": "nothing in common with the inputs at all"}) + "\n")
+    for cmd in (["curate"], ["dedup"], ["decontaminate", "--benchmarks", str(bench)]):
+        capsys.readouterr()
+        out = tmp_path / f"out-{cmd[0]}"
+        assert main([cmd[0], str(tmp_path / "in"), "-o", str(out), "--text-field", "content", "--workers",
+                     "1", "--quiet", *cmd[1:]]) == 2
+        _one_line(capsys, "--text-field content", "the input file (.txt) has no fields")
+        assert not out.exists()
+    (tmp_path / "in" / "c.jsonl").write_text(json.dumps({"id": "c", "content": "a fox in a field"}) + "\n")
+    out = tmp_path / "dedup"
+    assert main(["dedup", str(tmp_path / "in"), "-o", str(out), "--text-field", "content", "--workers", "1",
+                 "--quiet"]) == 0
+    import zstandard
+
+    texts = sorted(json.loads(line)["text"] for f in (out / "data").iterdir()
+                   for line in zstandard.ZstdDecompressor().decompress(f.read_bytes(),
+                                                                        max_output_size=1 << 20).splitlines())
+    assert texts == ["a fox in a field", "one document of plain text"]
+
+
 def test_a_text_field_applies_where_an_input_has_fields(tok, tmp_path, capsys):
     """With one JSONL among .txt files, the field is read there, and the .txt read whole. Truth:
     the tokenizer's own encoding of each file's text, + end-of-text."""

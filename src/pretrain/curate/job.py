@@ -42,6 +42,7 @@ from pretrain.curate.identity import (  # noqa: F401  (list_any_inputs, without_
     list_any_inputs,
     without_neutral,
 )
+from pretrain.curate.inputs import text_field_for
 from pretrain.curate.outputs import abort_open_uploads, check_writable, is_own_output, refuse_foreign
 from pretrain.errors import UserError
 from pretrain.faults import first_of_kinds, merge_faults
@@ -131,6 +132,9 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
              if not is_own_output(f, lay.out, lay.work)]  # an OUT inside an input folder
     if not files:
         raise UserError(f"no input files found in {', '.join(map(str, inputs))}")
+    # a text field named for .txt/HTML/WARC inputs only was dropped in silence (exit 0, kept 0)
+    field = cfg.reader.text_field
+    text_field_for(None if field == "text" else field, [Path(f) for f, _ in files])
     ident = identity(job, [f for f, _ in files], cfg, sizes, stamps)
     counts = grouping.group([i["size"] for i in ident["inputs"]], cfg.shards)
     ident["shards"] = grouping.record(cfg.shards, counts)

@@ -50,12 +50,13 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
     assert doc["tasks"]["copa"]["n"] == 6 and len(doc["examples"]["copa"]) == 6
     assert "acc_norm" in doc["results"]["copa"] and doc["tasks"]["copa"]["kind"] == "mc"
     assert "copa" in shown and "bits_per_byte" in shown
-    # run it twice: same output file, same numbers
+    # run it twice: the same checkpoint, settings and task files: taken from the file, said so
     assert main(["eval", str(tiny_run), "--tasks", specs, "--limit", "6", "--quiet",
                  "--benchmarks", str(_bench())]) == 0
     again = json.loads(out.read_text())
-    assert again["results"] == doc["results"]
-    assert "scored again: copa, winogrande, ppl:sample.txt" in capsys.readouterr().err  # not a cache
+    assert again == doc and doc["model"]["checkpoint"]
+    assert (f"copa, winogrande, ppl:sample.txt: from {out} (same model, same settings); --force to score "
+            "again") in capsys.readouterr().err
     # other tasks into the same file: added beside the earlier ones, which are kept as they were
     assert main(["eval", str(tiny_run), "--tasks", "piqa", "--limit", "6", "--quiet",
                  "--benchmarks", str(_bench())]) == 0

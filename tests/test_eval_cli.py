@@ -330,6 +330,14 @@ def test_torchrun_two_ranks_equal_one_process(tiny_run, sample_text, tmp_path):
     ea, eb = a["examples"]["lines"], b["examples"]["lines"]
     assert [e["i"] for e in eb] == list(range(15))
     assert [x for e in eb for x in e["lls"]] == pytest.approx([x for e in ea for x in e["lls"]], abs=1e-5)
+    # the one-process file run again under torchrun: every task is there (the world size does not
+    # count), so every rank stops before loading the model and the file is left as it was
+    before = one.read_bytes()
+    proc = subprocess.run([*torchrun, *args, "-o", str(one)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"lines, ppl:sample.txt: from {one} (same model, same settings)" in proc.stderr
+    assert f"nothing scored: {one} holds all 2 tasks" in proc.stdout and one.read_bytes() == before
 
 
 def test_scored_positions_only_equal_the_full_forward(tiny_run):

@@ -31,12 +31,14 @@ k-shot prompts draw their examples with --seed, so a rerun builds the same promp
 Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for
 a run, FOLDER/eval/results.json for a Hugging Face folder (beside the model it scores, from any
 working directory; a folder you cannot write to, or one in the Hugging Face cache, needs --output),
-or --output PATH. Per-example log-likelihoods are kept under "examples". Evaluating the same model
-with the same settings again adds its tasks to that file (a task run again is scored again and
-replaced, said on stderr; the trainer's in-loop scores of that step are named with both numbers);
-another model or other settings replace the file, and the tasks it loses are named on stderr.
-The file is rewritten as each task finishes: killed (or pre-empted) after 5 of 6 tasks, the same
-command again scores only the sixth ("5 of 6 tasks already scored in FILE; scoring 1").
+or --output PATH. Per-example log-likelihoods are kept under "examples". The file is rewritten as
+each task finishes, and is also what a rerun reads: a task it holds for the same model (the run's
+checkpoint, by step and digest; a folder, by its files' digest), the same settings (--shots, --seed,
+--limit, --ppl-tokens) and the same task file bytes is taken from it, not scored again ("copa: from
+FILE (same model, same settings); --force to score again"): the same command again scores nothing,
+killed after 5 of 6 tasks it scores the sixth, and more tasks add to the file. An edited task file
+is scored again, as are the trainer's in-loop scores of that step (named with both numbers).
+Another model or other settings replace the file, naming the tasks scored again and dropped.
 """
 
 

@@ -139,9 +139,11 @@ def model_identity(model: str, step: int | None, tokenizer: str, storage: str | 
     path = str(Path(model).resolve())
     if (Path(model) / "config.toml").is_file():
         found = run_checkpoint(model, step, storage)
-        if found is None:
+        if found is None and not read:
             return None
-        info = {"path": path, "kind": "run", "step": found[0], "checkpoint": checkpoint_digest(found[1])}
+        # after the load (`read`), a checkpoint not found again (rotated out by a live run) has no digest
+        info = {"path": path, "kind": "run", "step": found[0] if found else step,
+                "checkpoint": checkpoint_digest(found[1]) if found else None}
     else:
         info = {"path": path, "kind": "hf", "step": None, "files": folder_fingerprint(model)}
         old = old if isinstance(old, dict) else {}

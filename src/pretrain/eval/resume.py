@@ -50,7 +50,7 @@ def plan(old: dict | None, doc: dict, specs: list[str], inputs: dict[str, str], 
         if force:
             out.again[spec] = "--force"
         elif "inputs" not in info:
-            out.again[spec] = "recorded before task files were digested (session 13)"
+            out.again[spec] = "its score predates task file digests, session 13"
         elif info["inputs"] != inputs.get(spec):
             out.again[spec] = "its task file changed since"
         else:

@@ -264,3 +264,35 @@ def test_mmlu_dev_split_is_part_of_the_task_files(tmp_path):
     check_spec("mmlu", bench, shots=0)  # zero-shot never reads it
     with pytest.raises(UserError, match=r"task 'mmlu' with 5 shots: .*mmlu-dev.jsonl: no such file"):
         check_spec("mmlu", bench, shots=5)
+
+
+def test_a_recorded_task_is_taken_only_when_model_settings_and_inputs_match_and_it_reads():
+    """`resume.plan` against hand-made files: the same everything is taken; another step, another
+    limit, another input digest, --force, an in-loop score or a metric that is not a number is not."""
+    from pretrain.eval.resume import plan
+
+    model = {"path": "/r", "kind": "run", "step": 20, "checkpoint": "c1"}
+    settings = {"shots": 0, "seed": 1234, "limit": None, "ppl_tokens": 200_000, "world_size": 1}
+    task = {"kind": "ppl", "n": 3, "shots": 0, "seed": 0, "path": "v.txt", "skipped": {}, "inputs": "d1"}
+
+    def old(**changes) -> dict:
+        t = {**task, **changes.pop("task", {})}
+        doc = {"model": model, "settings": settings, "results": {"ppl:v.txt": {"perplexity": 2.0}},
+               "tasks": {"ppl:v.txt": t}, "examples": {"ppl:v.txt": []}}
+        return {**doc, **changes}
+
+    me = {"model": model, "settings": {**settings, "world_size": 2}}
+    specs, inputs = ["ppl:/data/v.txt"], {"ppl:/data/v.txt": "d1"}
+    assert plan(old(), me, specs, inputs, False).taken["ppl:/data/v.txt"]["metrics"] == {"perplexity": 2.0}
+    assert not plan(old(model={**model, "step": 10}), me, specs, inputs, False).taken
+    assert not plan(old(model={**model, "checkpoint": "c2"}), me, specs, inputs, False).taken
+    assert not plan(old(settings={**settings, "limit": 5}), me, specs, inputs, False).taken
+    assert plan(old(), me, specs, {"ppl:/data/v.txt": "d2"}, False).again == {
+        "ppl:/data/v.txt": "its task file changed since"}
+    assert plan(old(), me, specs, inputs, True).again == {"ppl:/data/v.txt": "--force"}
+    assert not plan(old(task={"in_loop": {"precision": "bf16"}}), me, specs, inputs, False).taken
+    hostile = old(results={"ppl:v.txt": {"perplexity": "\x1b[2J0.1"}})
+    assert plan(hostile, me, specs, inputs, False) == plan(None, me, specs, inputs, False)
+    # the trainer's in-loop file has no checkpoint digest: the same model, compared on what it records
+    inloop = old(model={k: v for k, v in model.items() if k != "checkpoint"})
+    assert plan(inloop, me, specs, inputs, False).taken

@@ -43,8 +43,8 @@ def plan(old: dict | None, doc: dict, specs: list[str], inputs: dict[str, str], 
     for spec in specs:
         name = task_name(spec)
         metrics, info, examples = (old.get(part, {}).get(name) for part in ("results", "tasks", "examples"))
-        if not (isinstance(metrics, dict) and isinstance(info, dict) and isinstance(examples, list)):
-            continue  # not there (or damaged): scored, nothing to say
+        if not _well_formed(metrics, info, examples):
+            continue  # not there (or damaged: the file may be someone else's): scored, nothing to say
         if "in_loop" in info:
             continue  # the trainer's bf16 score: replaced, said with both numbers once scored
         if force:
@@ -57,6 +57,16 @@ def plan(old: dict | None, doc: dict, specs: list[str], inputs: dict[str, str], 
             out.taken[spec] = {"task": name, "metrics": metrics, "examples": examples,
                                **{k: v for k, v in info.items() if k not in ("task", "metrics", "examples")}}
     return out
+
+
+def _well_formed(metrics, info, examples) -> bool:
+    """A recorded task the table can print: numbers where it prints numbers."""
+    def number(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    return (isinstance(metrics, dict) and all(number(v) for v in metrics.values()) and isinstance(info, dict)
+            and isinstance(examples, list) and all(number(info.get(k)) for k in ("n", "shots"))
+            and isinstance(info.get("kind"), str))
 
 
 def plan_lines(p: Plan, specs: list[str], path: Path) -> list[str]:

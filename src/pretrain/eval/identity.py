@@ -199,6 +199,9 @@ def settings_change(old: object, new: dict) -> str:
     def norm(k: str, v):  # limit 0 and no limit both mean every example
         return (v or None) if k == "limit" else v
 
-    diff = [f"{k} {old.get(k)} -> {v}" for k, v in new.items()
+    def shown(k: str, v) -> str:  # the file may be someone else's: a short value
+        return "all" if k == "limit" and not v else str(v)[:40]
+
+    diff = [f"{k} {shown(k, old.get(k))} -> {shown(k, v)}" for k, v in new.items()
             if k != "world_size" and norm(k, old.get(k)) != norm(k, v)]
     return f"other settings ({', '.join(diff)})" if diff else "other settings"

@@ -97,9 +97,10 @@ def merge_previous(doc: dict, previous: str | Path | dict | None) -> dict:
     if old is None or not same_model_and_settings(old, doc):
         return doc
     merged = dict(doc)
-    for part in ("results", "tasks", "examples"):
-        kept = {k: v for k, v in (old.get(part) or {}).items() if k not in doc["results"]}
-        merged[part] = {**kept, **doc[part]}
+    for part in ("results", "tasks", "examples"):  # in the file's order: a task scored again keeps its row
+        earlier = old.get(part) or {}
+        merged[part] = {k: doc[part][k] if k in doc["results"] else v for k, v in earlier.items()}
+        merged[part].update({k: v for k, v in doc[part].items() if k not in merged[part]})
     merged["seconds"] = round(doc["seconds"] + _kept_seconds(old, doc), 3)
     return merged
 

@@ -158,6 +158,11 @@ def test_a_finished_evaluation_run_again_is_taken_from_its_file(setup, tmp_path,
     assert main([*_args(d, tasks, out), "--force"]) == 0
     assert f"ppl:a.txt, mc, ppl:b.txt: in {out}, scored again (--force)" in capsys.readouterr().err
     assert _timeless(out) == _timeless(fresh)
+    # a ppl: task alone (--shots and --limit, which it does not read, are refused with it) is taken,
+    # and the file keeps the benchmark scored with them
+    before = out.read_bytes()
+    assert main(_args(d, [f"ppl:{d / 'a.txt'}"], out)) == 0
+    assert f"ppl:a.txt: from {out}" in capsys.readouterr().err and out.read_bytes() == before
 
     rows = (d / "mc.jsonl").read_text()
     saved = {d / "mc.jsonl": ((d / "mc.jsonl").read_bytes(), (d / "mc.jsonl").stat())}

@@ -149,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
     if rank != 0:
         return 0
     doc = writer.finish()
+    if not results:  # every task was in the file (a folder saved again with the same bytes: loaded to know)
+        return _show_recorded(out, doc, writer.done)
     print(table(doc))
     took = f"{seconds:.1f} s"
     if len(doc["results"]) > len(results):  # tasks kept from earlier runs: the file's total too
@@ -250,7 +252,7 @@ def _out_path(args: argparse.Namespace, step: int | None, say: bool):
 def _identity(args: argparse.Namespace, step: int | None, world: int, specs: list[str], old, read: bool):
     """({"model", "settings"} of this evaluation, {spec: input digest}); None when the model's
     identity is not known without reading its weights (`read=False`)."""
-    from pretrain.eval.identity import model_identity, task_inputs
+    from pretrain.eval.identity import model_identity, same_model, settings_of, task_inputs
     from pretrain.eval.suite import benchmarks_dir
 
     info = model_identity(args.model, step, args.tokenizer, args.checkpoints,
@@ -260,6 +262,8 @@ def _identity(args: argparse.Namespace, step: int | None, world: int, specs: lis
     # ppl_tokens cuts ppl: and mem: texts, so it changes their numbers: part of the merge rule
     settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit or None,
                 "ppl_tokens": args.ppl_tokens, "world_size": world}
+    if old and same_model(old.get("model"), info):  # what no task of this command reads stays the file's
+        settings = settings_of(specs, settings, old.get("settings"))
     return {"model": info, "settings": settings}, task_inputs(specs, benchmarks_dir(args.benchmarks))
 
 

@@ -192,6 +192,24 @@ def model_change(old: object, new: dict) -> str:
     return "another model (the folder's files differ: exported or saved again)"
 
 
+def read_settings(spec: str) -> set[str]:
+    """The settings that change a spec's numbers: a ppl: text is read whole up to ppl_tokens; a mem:
+    probe draws --limit windows (seed) of its first ppl_tokens; a benchmark prompts with shots drawn
+    by seed from its first limit examples."""
+    if spec.startswith("ppl:"):
+        return {"ppl_tokens"}
+    return {"limit", "seed", "ppl_tokens"} if spec.startswith("mem:") else {"shots", "seed", "limit"}
+
+
+def settings_of(specs: list[str], settings: dict, old: object) -> dict:
+    """This command's settings, with the earlier file's values for those none of its tasks reads:
+    `--tasks ppl:v.txt` (where --limit is refused) after `--tasks copa,ppl:v.txt --limit 50` is the
+    same settings, so copa's score stays and v.txt's is taken; it replaced the file."""
+    read = set().union(*(read_settings(s) for s in specs)) | {"world_size"}
+    old = old if isinstance(old, dict) else {}
+    return {k: v if k in read or k not in old else old[k] for k, v in settings.items()}
+
+
 def settings_change(old: object, new: dict) -> str:
     """The settings that differ, `limit 500 -> 200`, for the line that replaces a file's results."""
     old = old if isinstance(old, dict) else {}

@@ -7,10 +7,11 @@ changes the number changed (`resume.plan`); this module says what "the same" mea
   checkpoint's bytes without reading them; a run trained again into the same folder, or a step
   directory copied in from elsewhere, is another checkpoint);
 - a Hugging Face folder: its path and `digest`, an xxh3-128 of its files' bytes (a link: its target,
-  size and modification time). `files` (name, size, modification time, inode) is the shortcut: a
-  rerun whose folder shows the same `files` takes the recorded digest without reading the weights
-  (the folder is then not read at all before the load's checks; a changed one is digested after
-  the load accepted it);
+  size and modification time; a file over 128 MiB that is not safetensors, which the load never
+  reads, such as a pickled .bin beside them: its size and modification time). `files` (name,
+  size, modification time, inode) is the shortcut: a rerun whose folder shows the same `files`
+  takes the recorded digest without reading the weights (the folder is then not read at all
+  before the load's checks; a changed one is digested after the load accepted it);
 - `--tokenizer PATH`: its path and `tokenizer_digest`;
 - a task: `tasks[T].inputs`, the xxh3 of its file's bytes (MMLU: the scored split and the dev split;
   a text over 64 MiB: its first 64 MiB, size and modification time, as no reader goes further; a
@@ -28,6 +29,7 @@ import xxhash
 
 CHUNK = 8 << 20
 TEXT_READ = 64 << 20  # suite.MAX_TEXT_BYTES: no task reads a text past this
+SMALL = 128 << 20  # a folder's file read for its digest when not safetensors (tokenizer files' bound)
 MEMO = ("files",)  # a shortcut to `digest`, not part of the identity when both sides have a digest
 DIGESTS = ("checkpoint", "digest", "tokenizer_digest")
 
@@ -61,7 +63,11 @@ def folder_digest(folder: str | Path) -> str:
                 continue
             h.update(f"{f.name}\0->{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         elif f.is_file():
-            h.update(f"{f.name}\0{file_digest(f)}\n".encode())
+            st = f.stat()
+            # weights in formats never loaded (a pickled .bin beside the safetensors, .onnx, .gguf)
+            # are named by size and time, not read: the digest reads what the load read
+            small = st.st_size <= SMALL or f.suffix == ".safetensors"
+            h.update(f"{f.name}\0{file_digest(f) if small else f'{st.st_size}:{st.st_mtime_ns}'}\n".encode())
     return h.hexdigest()[:32]
 
 

@@ -50,12 +50,13 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
     assert doc["tasks"]["copa"]["n"] == 6 and len(doc["examples"]["copa"]) == 6
     assert "acc_norm" in doc["results"]["copa"] and doc["tasks"]["copa"]["kind"] == "mc"
     assert "copa" in shown and "bits_per_byte" in shown
-    # run it twice: same output file, same numbers
+    # run it twice: the same checkpoint, settings and task files: taken from the file, said so
     assert main(["eval", str(tiny_run), "--tasks", specs, "--limit", "6", "--quiet",
                  "--benchmarks", str(_bench())]) == 0
     again = json.loads(out.read_text())
-    assert again["results"] == doc["results"]
-    assert "scored again: copa, winogrande, ppl:sample.txt" in capsys.readouterr().err  # not a cache
+    assert again == doc and doc["model"]["checkpoint"]
+    assert (f"copa, winogrande, ppl:sample.txt: from {out} (same model, same settings); --force to score "
+            "again") in capsys.readouterr().err
     # other tasks into the same file: added beside the earlier ones, which are kept as they were
     assert main(["eval", str(tiny_run), "--tasks", "piqa", "--limit", "6", "--quiet",
                  "--benchmarks", str(_bench())]) == 0
@@ -329,6 +330,14 @@ def test_torchrun_two_ranks_equal_one_process(tiny_run, sample_text, tmp_path):
     ea, eb = a["examples"]["lines"], b["examples"]["lines"]
     assert [e["i"] for e in eb] == list(range(15))
     assert [x for e in eb for x in e["lls"]] == pytest.approx([x for e in ea for x in e["lls"]], abs=1e-5)
+    # the one-process file run again under torchrun: every task is there (the world size does not
+    # count), so every rank stops before loading the model and the file is left as it was
+    before = one.read_bytes()
+    proc = subprocess.run([*torchrun, *args, "-o", str(one)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"lines, ppl:sample.txt: from {one} (same model, same settings)" in proc.stderr
+    assert f"nothing scored: {one} holds all 2 tasks" in proc.stdout and one.read_bytes() == before
 
 
 def test_scored_positions_only_equal_the_full_forward(tiny_run):

@@ -59,7 +59,7 @@ def test_eval_tasks_events_match_offline_eval(tmp_path, text, restore_torch_thre
 def test_pretrain_eval_names_the_in_loop_scores_it_replaces(tmp_path, text, restore_torch_threads, capsys):
     """The final `pretrain eval` of the step the trainer evaluated (the demo's step 8) replaces the
     in-loop scores: it says so with both numbers, not "scored again" (that is for a rerun of the
-    same command); a second run of the command then is one."""
+    same command); a second run of the command then takes the checkpoint's score from the file."""
     from pretrain.cli import main
     from pretrain.train.testing import tiny_config
     from pretrain.train.trainer import Trainer
@@ -86,7 +86,8 @@ def test_pretrain_eval_names_the_in_loop_scores_it_replaces(tmp_path, text, rest
     assert "training loop" in eval_table(inloop) and "training loop" not in eval_table(final)
     assert main(argv) == 0
     err = capsys.readouterr().err
-    assert "scored again: ppl:sample.txt" in err and "in-loop" not in err
+    assert "ppl:sample.txt: from" in err and "(same model, same settings)" in err and "in-loop" not in err
+    assert json.loads((run / "eval" / "step_0000004.json").read_text()) == final
 
 
 def test_sharded_layouts_are_refused(tmp_path, text):

@@ -1,7 +1,9 @@
-"""`pretrain eval` killed between tasks resumes: a real process SIGKILLed right after its first task's
-result reached the file, then the same command again, compared byte for byte (but `seconds`, the
-timing field) with an uninterrupted run of that command. The model is a folder written by
-transformers' own `save_pretrained`.
+"""`pretrain eval` run again takes what its result file holds: a real process SIGKILLed right after
+its first task's result reached the file, then the same command again, compared byte for byte (but
+`seconds`, the timing field) with an uninterrupted run of that command; a finished evaluation run
+again scores nothing, and its numbers equal a fresh score's; an edited task file (same size, same
+modification time) is scored again. The model is a folder written by transformers' own
+`save_pretrained`.
 """
 
 from __future__ import annotations
@@ -89,14 +91,15 @@ def test_eval_killed_after_its_first_task_resumes_to_the_uninterrupted_file(setu
 
     capsys.readouterr()
     assert main(_args(d, tasks, out)) == 0
-    assert f"1 of 3 tasks already scored in {out}; scoring 2" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"ppl:a.txt: from {out} (same model, same settings); --force to score again" in err
+    assert "scoring 2 of 3: mc, ppl:b.txt" in err
     assert _timeless(out) == _timeless(whole)
-    assert "resume" not in json.loads(out.read_text())
 
 
 def test_a_partial_file_of_other_settings_or_inputs_is_not_resumed(setup, killed, tmp_path, capsys):
-    """A partial file is taken only for the same model, settings, tasks and task files: --limit 4
-    scores every task again; an edited task file is scored again."""
+    """A recorded task is taken only for the same model, settings and task file bytes: --limit 4
+    scores every task again (and says what it replaced); an edited task file is scored again."""
     from pretrain.cli import main
 
     d, tasks = setup
@@ -105,7 +108,10 @@ def test_a_partial_file_of_other_settings_or_inputs_is_not_resumed(setup, killed
     out.write_bytes(killed)
     capsys.readouterr()
     assert main(_args(d, [*tasks[:-1], "4"], out)) == 0
-    assert "already scored" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "from" not in err
+    assert (f"replaced {out}: its earlier results were for other settings (limit 5 -> 4): ppl:a.txt "
+            "scored again for this one; -o PATH keeps both") in err
     doc = json.loads(out.read_text())
     assert doc["settings"]["limit"] == 4 and doc["tasks"]["mc"]["n"] == 4 and len(doc["results"]) == 3
 
@@ -114,15 +120,96 @@ def test_a_partial_file_of_other_settings_or_inputs_is_not_resumed(setup, killed
     try:
         (d / "a.txt").write_text("Something else entirely, said twice. " * 4)
         assert main(_args(d, tasks, out)) == 0
-        assert "already scored" not in capsys.readouterr().err
+        assert f"ppl:a.txt: in {out}, scored again (its task file changed since)" in capsys.readouterr().err
         assert json.loads(out.read_text())["results"]["ppl:a.txt"] != first
         _restore(saved)
         out.write_bytes(killed)  # another task's file edited: ppl:a.txt, unchanged, is still taken
         (d / "b.txt").write_text((d / "b.txt").read_text() + "More.")
         assert main(_args(d, tasks, out)) == 0
-        assert "1 of 3 tasks already scored" in capsys.readouterr().err
+        assert "ppl:a.txt: from" in capsys.readouterr().err
     finally:
         _restore(saved)  # content and modification time: the other test resumes the same partial file
+
+
+def test_a_finished_evaluation_run_again_is_taken_from_its_file(setup, tmp_path, capsys, monkeypatch):
+    """The same command after it finished scores nothing and loads no model; its numbers are a fresh
+    score's (another file, same model); --force scores again; a task file whose bytes changed
+    while its size and modification time did not is scored again (its content is the key)."""
+    import pretrain.eval.lm as lm
+    from pretrain.cli import main
+
+    d, tasks = setup
+    out, fresh = tmp_path / "eval.json", tmp_path / "fresh.json"
+    assert main(_args(d, tasks, out)) == 0
+    scored = out.read_bytes()
+    real = lm.load_model
+    monkeypatch.setattr(lm, "load_model", lambda *a, **k: pytest.fail("loaded the model"))
+    capsys.readouterr()
+    assert main(_args(d, tasks, out)) == 0
+    said = capsys.readouterr()
+    assert (f"ppl:a.txt, mc, ppl:b.txt: from {out} (same model, same settings); --force to score "
+            "again") in said.err
+    assert f"nothing scored: {out} holds all 3 tasks" in said.out and "bits_per_byte" in said.out
+    assert out.read_bytes() == scored  # not rewritten
+    monkeypatch.setattr(lm, "load_model", real)
+    assert main(_args(d, tasks, fresh)) == 0
+    assert _timeless(fresh) == _timeless(out).replace(str(out), str(fresh))
+    capsys.readouterr()
+    assert main([*_args(d, tasks, out), "--force"]) == 0
+    assert f"ppl:a.txt, mc, ppl:b.txt: in {out}, scored again (--force)" in capsys.readouterr().err
+    assert _timeless(out) == _timeless(fresh)
+    # a ppl: task alone (--shots and --limit, which it does not read, are refused with it) is taken,
+    # and the file keeps the benchmark scored with them
+    before = out.read_bytes()
+    assert main(_args(d, [f"ppl:{d / 'a.txt'}"], out)) == 0
+    assert f"ppl:a.txt: from {out}" in capsys.readouterr().err and out.read_bytes() == before
+
+    rows = (d / "mc.jsonl").read_text()
+    saved = {d / "mc.jsonl": ((d / "mc.jsonl").read_bytes(), (d / "mc.jsonl").stat())}
+    try:  # gold 0 -> 1 in the first row: same size, modification time put back
+        (d / "mc.jsonl").write_text(rows.replace('"gold": 0', '"gold": 1', 1))
+        _restore({d / "mc.jsonl": ((d / "mc.jsonl").read_bytes(), saved[d / "mc.jsonl"][1])})
+        assert main(_args(d, tasks, out)) == 0
+        err = capsys.readouterr().err
+        assert f"ppl:a.txt, ppl:b.txt: from {out}" in err and "mc: in" in err and "scoring 1 of 3: mc" in err
+        assert json.loads(out.read_text())["examples"]["mc"][0]["gold"] == 1
+    finally:
+        _restore(saved)
+
+
+def test_a_folder_saved_again_with_the_same_bytes_is_the_same_model(setup, tmp_path, capsys):
+    """A Hugging Face folder is named by its files' bytes: copied (new inodes and times) it is the
+    same model and its scores are taken; with other weights its file is replaced, naming the
+    tasks scored again for it and those dropped."""
+    import shutil
+
+    from pretrain.cli import main
+
+    d, _ = setup
+    model = tmp_path / "hf"
+    shutil.copytree(d / "hf", model, ignore=shutil.ignore_patterns("eval"))
+    out = tmp_path / "eval.json"
+    a, b = f"ppl:{d / 'a.txt'}", f"ppl:{d / 'b.txt'}"
+    args = ["eval", str(model), "--quiet", "--threads", "1", "-o", str(out), "--tasks"]
+    assert main([*args, f"{a},{b}"]) == 0
+    scored = json.loads(out.read_text())
+    shutil.copytree(d / "hf", tmp_path / "copy", ignore=shutil.ignore_patterns("eval"),
+                    copy_function=shutil.copy)  # new inodes and modification times
+    shutil.rmtree(model)
+    (tmp_path / "copy").rename(model)
+    capsys.readouterr()
+    assert main([*args, a]) == 0
+    assert f"ppl:a.txt: from {out} (same model, same settings)" in capsys.readouterr().err
+    again = json.loads(out.read_text())
+    assert again["results"] == scored["results"] and again["model"]["files"] != scored["model"]["files"]
+
+    torch.manual_seed(6)  # other weights, same shapes and file names
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**SHAPE)).save_pretrained(model)
+    assert main([*args, a]) == 0
+    err = capsys.readouterr().err
+    assert (f"replaced {out}: its earlier results were for another model (the folder's files differ: "
+            "exported or saved again): ppl:a.txt scored again for this one; ppl:b.txt dropped") in err
+    assert list(json.loads(out.read_text())["results"]) == ["ppl:a.txt"]
 
 
 def _restore(saved: dict) -> None:
@@ -148,7 +235,8 @@ def test_another_ppl_tokens_replaces_the_file_and_says_so(setup, tmp_path, capsy
     err = capsys.readouterr().err
     doc = json.loads(out.read_text())
     assert list(doc["results"]) == ["ppl:b.txt"] and doc["settings"]["ppl_tokens"] == 100
-    assert "its earlier results (ppl:a.txt) were for another model or other settings" in err
+    assert ("its earlier results were for other settings (ppl_tokens 50 -> 100): ppl:a.txt dropped; "
+            "-o PATH keeps both") in err
     assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "100"], out)) == 0  # same value: merged
     assert sorted(json.loads(out.read_text())["results"]) == ["ppl:a.txt", "ppl:b.txt"]
 
@@ -168,7 +256,7 @@ def test_mmlu_dev_split_is_part_of_the_task_files(tmp_path):
     differ (a resumed run scores it again), and a missing one is refused before the model loads when
     shots are asked for (it fell back to examples of the scored split, not the harness's prompt)."""
     from pretrain.errors import UserError
-    from pretrain.eval.resume import task_inputs
+    from pretrain.eval.identity import task_inputs
     from pretrain.eval.tasks import check_spec
 
     bench = _mmlu_folder(tmp_path)
@@ -181,3 +269,35 @@ def test_mmlu_dev_split_is_part_of_the_task_files(tmp_path):
     check_spec("mmlu", bench, shots=0)  # zero-shot never reads it
     with pytest.raises(UserError, match=r"task 'mmlu' with 5 shots: .*mmlu-dev.jsonl: no such file"):
         check_spec("mmlu", bench, shots=5)
+
+
+def test_a_recorded_task_is_taken_only_when_model_settings_and_inputs_match_and_it_reads():
+    """`resume.plan` against hand-made files: the same everything is taken; another step, another
+    limit, another input digest, --force, an in-loop score or a metric that is not a number is not."""
+    from pretrain.eval.resume import plan
+
+    model = {"path": "/r", "kind": "run", "step": 20, "checkpoint": "c1"}
+    settings = {"shots": 0, "seed": 1234, "limit": None, "ppl_tokens": 200_000, "world_size": 1}
+    task = {"kind": "ppl", "n": 3, "shots": 0, "seed": 0, "path": "v.txt", "skipped": {}, "inputs": "d1"}
+
+    def old(**changes) -> dict:
+        t = {**task, **changes.pop("task", {})}
+        doc = {"model": model, "settings": settings, "results": {"ppl:v.txt": {"perplexity": 2.0}},
+               "tasks": {"ppl:v.txt": t}, "examples": {"ppl:v.txt": []}}
+        return {**doc, **changes}
+
+    me = {"model": model, "settings": {**settings, "world_size": 2}}
+    specs, inputs = ["ppl:/data/v.txt"], {"ppl:/data/v.txt": "d1"}
+    assert plan(old(), me, specs, inputs, False).taken["ppl:/data/v.txt"]["metrics"] == {"perplexity": 2.0}
+    assert not plan(old(model={**model, "step": 10}), me, specs, inputs, False).taken
+    assert not plan(old(model={**model, "checkpoint": "c2"}), me, specs, inputs, False).taken
+    assert not plan(old(settings={**settings, "limit": 5}), me, specs, inputs, False).taken
+    assert plan(old(), me, specs, {"ppl:/data/v.txt": "d2"}, False).again == {
+        "ppl:/data/v.txt": "its task file changed since"}
+    assert plan(old(), me, specs, inputs, True).again == {"ppl:/data/v.txt": "--force"}
+    assert not plan(old(task={"in_loop": {"precision": "bf16"}}), me, specs, inputs, False).taken
+    hostile = old(results={"ppl:v.txt": {"perplexity": "\x1b[2J0.1"}})
+    assert plan(hostile, me, specs, inputs, False) == plan(None, me, specs, inputs, False)
+    # the trainer's in-loop file has no checkpoint digest: the same model, compared on what it records
+    inloop = old(model={k: v for k, v in model.items() if k != "checkpoint"})
+    assert plan(inloop, me, specs, inputs, False).taken

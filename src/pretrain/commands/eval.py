@@ -31,12 +31,14 @@ k-shot prompts draw their examples with --seed, so a rerun builds the same promp
 Writes one JSON (schema pretrain.eval/1, see docs/evaluation.md): RUN/eval/step_NNNNNNN.json for
 a run, FOLDER/eval/results.json for a Hugging Face folder (beside the model it scores, from any
 working directory; a folder you cannot write to, or one in the Hugging Face cache, needs --output),
-or --output PATH. Per-example log-likelihoods are kept under "examples". Evaluating the same model
-with the same settings again adds its tasks to that file (a task run again is scored again and
-replaced, said on stderr; the trainer's in-loop scores of that step are named with both numbers);
-another model or other settings replace the file, and the tasks it loses are named on stderr.
-The file is rewritten as each task finishes: killed (or pre-empted) after 5 of 6 tasks, the same
-command again scores only the sixth ("5 of 6 tasks already scored in FILE; scoring 1").
+or --output PATH. Per-example log-likelihoods are kept under "examples". The file is rewritten as
+each task finishes, and is also what a rerun reads: a task it holds for the same model (the run's
+checkpoint, by step and digest; a folder, by its files' digest), the same settings (--shots, --seed,
+--limit, --ppl-tokens) and the same task file bytes is taken from it, not scored again ("copa: from
+FILE (same model, same settings); --force to score again"): the same command again scores nothing,
+killed after 5 of 6 tasks it scores the sixth, and more tasks add to the file. An edited task file
+is scored again, as are the trainer's in-loop scores of that step (named with both numbers).
+Another model or other settings replace the file, naming the tasks scored again and dropped.
 """
 
 
@@ -72,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tokens per forward pass (padded batch width x rows; default 4096)")
     parser.add_argument("--ppl-tokens", type=Number(int, lo=1, why="tokens scored per text"),
                         default=PPL_TOKENS, help="ppl: tasks read at most this many tokens (default 200000)")
+    parser.add_argument("--force", action="store_true",
+                        help="score every task again, even those the result file holds for this model and "
+                             "these settings")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=Number(int, lo=1, hi=1024, why="torch's CPU threads"), default=None,
                         help="CPU threads (default: the run's train.threads; for a Hugging Face folder 1 "
@@ -125,9 +130,13 @@ def run(args: argparse.Namespace) -> int:
     use_threads(args.model, args.threads)
     _init_distributed(args.device)
     try:
+        rank, world = rank_world()
+        recorded = _all_recorded(args, specs, world) if rank == 0 else None
+        if _broadcast(["all"] if recorded else []):  # the same command again: nothing to score
+            end_distributed()
+            return _show_recorded(*recorded) if rank == 0 else 0
         model, step = load_model(args.model, args.step, args.tokenizer, _device(args.device),
                                  args.checkpoints)
-        rank, world = rank_world()
         out, writer = _result_file(args, step, world, specs) if rank == 0 else (None, None)
         skip = _broadcast(sorted(writer.done) if writer else [])
         results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
@@ -139,13 +148,26 @@ def run(args: argparse.Namespace) -> int:
     end_distributed()
     if rank != 0:
         return 0
-    doc = writer.finish(seconds)
+    doc = writer.finish()
+    if not results:  # every task was in the file (a folder saved again with the same bytes: loaded to know)
+        return _show_recorded(out, doc, writer.done)
     print(table(doc))
     took = f"{seconds:.1f} s"
     if len(doc["results"]) > len(results):  # tasks kept from earlier runs: the file's total too
         took += (f"; its {len(doc['results'])} tasks took {doc['seconds']:.1f} s in all, "
                  "earlier runs' included")
     print(f"wrote {out} ({took})")
+    return 0
+
+
+def _show_recorded(out, doc: dict, taken: dict) -> int:
+    """The table of a file that already held every task asked for (nothing loaded, nothing written)."""
+    from pretrain.eval.report import table
+
+    print(table(doc))
+    took = sum(r.get("seconds", 0.0) for r in taken.values() if isinstance(r.get("seconds"), (int, float)))
+    print(f"nothing scored: {out} holds all {len(taken)} task{'s' * (len(taken) > 1)} "
+          f"(scored in {took:.1f} s by earlier runs)")
     return 0
 
 
@@ -211,49 +233,87 @@ def _check_writable(out, flag: str = "--output", model: str = "") -> None:
                     f"-o PATH writes them elsewhere (e.g. -o {Path(model).name or 'model'}-eval.json)")
 
 
-def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: list[str]):
-    """(the result path, rank 0's writer): resumes an interrupted run of this command, saying so."""
+def _out_path(args: argparse.Namespace, step: int | None, say: bool):
+    """The result file: --output, RUN/eval/step_N.json, or FOLDER/eval/results.json (said)."""
     import sys
     from pathlib import Path
 
-    from pretrain.eval.report import folder_fingerprint, read_previous
-    from pretrain.eval.resume import ResultFile, scored_before, task_inputs
-    from pretrain.eval.suite import benchmarks_dir
-    from pretrain.eval.tasks import KNOWN
+    if args.output:
+        return Path(args.output)
+    if step is not None:
+        return Path(args.model) / "eval" / f"step_{step:07d}.json"
+    out = Path(args.model) / "eval" / "results.json"
+    if say:  # beside the model, said now: the path no longer follows the working directory
+        _earlier_default(args.model, out)
+        print(f"results go to {out}", file=sys.stderr)
+    return out
 
-    is_run = step is not None
-    # the model's identity in the file: its absolute path, so `runs/tiny/`, `./runs/tiny` and the
-    # trainer's own name for it (the in-loop file) are one model, not three that replace each other
-    info = {"path": str(Path(args.model).resolve()), "kind": "run" if is_run else "hf", "step": step}
-    if not is_run:  # a folder exported again is another model at the same path
-        info["files"] = folder_fingerprint(args.model)
-    if args.tokenizer:  # another tokenizer scores other ids
-        info["tokenizer"] = args.tokenizer
+
+def _identity(args: argparse.Namespace, step: int | None, world: int, specs: list[str], old, read: bool):
+    """({"model", "settings"} of this evaluation, {spec: input digest}); None when the model's
+    identity is not known without reading its weights (`read=False`)."""
+    from pretrain.eval.identity import model_identity, same_model, settings_of, task_inputs
+    from pretrain.eval.suite import benchmarks_dir
+
+    info = model_identity(args.model, step, args.tokenizer, args.checkpoints,
+                          (old or {}).get("model"), read=read)
+    if info is None:
+        return None
     # ppl_tokens cuts ppl: and mem: texts, so it changes their numbers: part of the merge rule
     settings = {"shots": args.shots, "seed": args.seed, "limit": args.limit or None,
                 "ppl_tokens": args.ppl_tokens, "world_size": world}
-    if args.output:
-        out = Path(args.output)
-    elif is_run:
-        out = Path(args.model) / "eval" / f"step_{step:07d}.json"
-    else:  # beside the model, said now: the path no longer follows the working directory
-        out = Path(args.model) / "eval" / "results.json"
-        _earlier_default(args.model, out)
-        print(f"results go to {out}", file=sys.stderr)
-    bench = benchmarks_dir(args.benchmarks)
-    # the benchmarks folder matters only to tasks read from it: a run of ppl: tasks resumes from
-    # any working directory (the default folder is relative to it)
-    uses_bench = bench and any(s in KNOWN for s in specs)
-    command = {"specs": specs, "benchmarks": str(Path(bench).resolve()) if uses_bench else None,
-               "ppl_tokens": args.ppl_tokens, "batch_tokens": args.batch_tokens,
-               "inputs": task_inputs(specs, bench)}
+    if old and same_model(old.get("model"), info):  # what no task of this command reads stays the file's
+        settings = settings_of(specs, settings, old.get("settings"))
+    return {"model": info, "settings": settings}, task_inputs(specs, benchmarks_dir(args.benchmarks))
+
+
+def _all_recorded(args: argparse.Namespace, specs: list[str], world: int):
+    """(path, file, taken) when the result file already answers every task for this model and
+    these settings, found without loading the model (a run: its checkpoint's marker; a folder: the
+    digest the file recorded for the same name, size, time and inode of its files); else None."""
+    import sys
+    from pathlib import Path
+
+    from pretrain.eval.identity import run_checkpoint
+    from pretrain.eval.report import read_previous
+    from pretrain.eval.resume import plan, plan_lines
+
+    if args.force:
+        return None
+    found = None
+    if (Path(args.model) / "config.toml").is_file():
+        if (found := run_checkpoint(args.model, args.step, args.checkpoints)) is None:
+            return None  # the load says why
+    out = _out_path(args, found[0] if found else None, say=False)
     old = read_previous(out)
-    done = scored_before(old, {"model": info, "settings": settings}, command)
-    if done:
-        print(f"{len(done)} of {len(specs)} tasks already scored in {out}; scoring {len(specs) - len(done)}",
-              file=sys.stderr)
-    before = float(old.get("seconds") or 0) if done and isinstance(old.get("seconds"), (int, float)) else 0.0
-    return out, ResultFile(out, info, settings, command, old, done, before)
+    me = _identity(args, found[0] if found else None, world, specs, old, read=False) if old else None
+    p = plan(old, me[0], specs, me[1], False) if me else None
+    if p is None or len(p.taken) != len(specs):
+        return None
+    if found and args.step is None:
+        from pretrain.train.runs import _say_damaged
+
+        _say_damaged(found[2], found[0])  # a newer damaged checkpoint passed over, as the load says it
+    _out_path(args, found[0] if found else None, say=True)
+    for line in plan_lines(p, specs, out):
+        print(line, file=sys.stderr)
+    return out, old, p.taken
+
+
+def _result_file(args: argparse.Namespace, step: int | None, world: int, specs: list[str]):
+    """(the result path, rank 0's writer): takes what the file holds for this model and settings."""
+    import sys
+
+    from pretrain.eval.report import read_previous
+    from pretrain.eval.resume import ResultFile, plan, plan_lines
+
+    out = _out_path(args, step, say=True)
+    old = read_previous(out)
+    me, inputs = _identity(args, step, world, specs, old, read=True)
+    p = plan(old, me, specs, inputs, args.force)
+    for line in plan_lines(p, specs, out):
+        print(line, file=sys.stderr)
+    return out, ResultFile(out, me["model"], me["settings"], specs, old, p.taken, inputs)
 
 
 def _broadcast(specs: list[str]) -> list[str]:

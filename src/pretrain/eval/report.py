@@ -5,10 +5,13 @@ Schema `pretrain.eval/1` (one JSON object; RUN/eval/step_NNNNNNN.json for a run)
      "settings": {"shots", "seed", "limit", "ppl_tokens", "world_size"}, "seconds": float,
      "results": {TASK: {METRIC: number}},          # acc, acc_stderr, acc_norm, ..., perplexity, bits_per_byte
      "tasks": {TASK: {"kind", "n", "shots", "seed", "path", "skipped": {reason: count}, "seconds",
+                      "inputs"?: digest of the task's files,  # eval/identity.py: a rerun reuses the score
                       "in_loop"?: {"precision"}}},   # in_loop: scored by the trainer (log.eval_tasks)
      "examples": {TASK: [{"i", "lls" | "generation", "acc", ...}, ...]}}
-`model.files` (a Hugging Face folder) fingerprints its files (`folder_fingerprint`): a folder exported
-again holds another model under the same path; `model.tokenizer` is a --tokenizer given. Metric names
+`model.checkpoint` (a run) digests the checkpoint's marker, `model.digest` (a Hugging Face folder) its
+files' bytes, `model.files` fingerprints them by name, size, time and inode (`folder_fingerprint`,
+the shortcut to `digest`); `model.tokenizer` is a --tokenizer given (`tokenizer_digest` its bytes).
+What they mean for a rerun: eval/identity.py. Metric names
 are lm-evaluation-harness's; a task has only the metrics its kind defines. `results` holds numbers
 only, so a reader can tabulate it without knowing the kinds (pretrain report does).
 `tasks[T].seconds` is the time spent scoring task T, by whichever run scored it; the top-level
@@ -32,7 +35,7 @@ def assemble(model: dict, settings: dict, task_results: list[dict], seconds: flo
     for r in task_results:
         name = r["task"]
         results[name] = dict(r["metrics"])
-        keys = ("kind", "n", "shots", "seed", "path", "skipped", "seconds", "in_loop")
+        keys = ("kind", "n", "shots", "seed", "path", "skipped", "seconds", "inputs", "in_loop")
         tasks[name] = {k: r[k] for k in keys if k in r}
         examples[name] = r.get("examples", [])
     if task_results and all("seconds" in t for t in tasks.values()):  # the time behind these results
@@ -75,13 +78,15 @@ def read_previous(path: str | Path) -> dict | None:
 
 
 def same_model_and_settings(old: dict, doc: dict) -> bool:
+    from pretrain.eval.identity import same_model
+
     def same(a) -> dict:  # the world size does not change a result (sharding is exact)
         if not isinstance(a, dict):
             return {}
         # limit 0 and no limit both mean every example (files before session 8 wrote either)
         return {k: (v or None) if k == "limit" else v for k, v in a.items() if k != "world_size"}
 
-    return old.get("model") == doc["model"] and same(old.get("settings")) == same(doc["settings"])
+    return same_model(old.get("model"), doc["model"]) and same(old.get("settings")) == same(doc["settings"])
 
 
 def merge_previous(doc: dict, previous: str | Path | dict | None) -> dict:
@@ -92,9 +97,10 @@ def merge_previous(doc: dict, previous: str | Path | dict | None) -> dict:
     if old is None or not same_model_and_settings(old, doc):
         return doc
     merged = dict(doc)
-    for part in ("results", "tasks", "examples"):
-        kept = {k: v for k, v in (old.get(part) or {}).items() if k not in doc["results"]}
-        merged[part] = {**kept, **doc[part]}
+    for part in ("results", "tasks", "examples"):  # in the file's order: a task scored again keeps its row
+        earlier = old.get(part) or {}
+        merged[part] = {k: doc[part][k] if k in doc["results"] else v for k, v in earlier.items()}
+        merged[part].update({k: v for k, v in doc[part].items() if k not in merged[part]})
     merged["seconds"] = round(doc["seconds"] + _kept_seconds(old, doc), 3)
     return merged
 

@@ -1,123 +1,152 @@
-"""Resuming `pretrain eval` after a kill: the result file is rewritten as each task finishes, with a
-`resume` block naming the command's tasks and inputs; a rerun of the same command on the same model
-with the same settings takes the tasks already scored from it (those whose file is unchanged) and
-scores the rest.
+"""Reruns of `pretrain eval`: the tasks a result file already holds for this model and these
+settings are taken from it, the others are scored.
 
-The block is dropped by the final write, so a resumed run's file equals an uninterrupted run's,
-except the seconds: each task keeps the time of the attempt that scored it, and the top-level
-`seconds` is their sum (the killed attempt's unfinished task is not counted). A file from another
-model, other settings or another task list is not resumed; the merge rule of `report.merge_previous`
-applies to it as before.
+The file is rewritten (atomically) as each task finishes, each task with `inputs`, the digest of the
+files it read (eval/identity.py). A rerun on the same model (run + step + checkpoint digest, or a
+folder's file digest) with the same settings (shots, seed, limit, ppl_tokens) takes every task of
+its list whose recorded digest equals its files' now, and scores only the rest: the same command
+after it finished scores nothing (and does not load the model); killed after 5 of 6 tasks, it scores
+the sixth; `--tasks copa` then `--tasks copa,piqa` scores piqa. Each is said on stderr
+(`copa: from OUT (same model, same settings); --force to score again`). Scored again, and said why:
+an edited task file, a score recorded before the digests (session 13), `--force`. Never taken: a
+task the trainer scored in the loop (the live model in bf16; `pretrain eval` replaces it with the
+checkpoint's fp32 score and prints both numbers). A file of another model or other settings is
+replaced, naming the tasks scored again and those dropped.
+
+A resumed or partly reused file equals a fresh run's, except the seconds: each task keeps the time of
+the attempt that scored it, and the top-level `seconds` is their sum.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from pretrain.eval.identity import model_change, same_model, settings_change, task_name
 from pretrain.eval.report import assemble, merge_previous, same_model_and_settings, write_json
 
 
-def task_inputs(specs: list[str], benchmarks: str | None) -> dict[str, str]:
-    """Size and modification time of each task's files (a folder: of its files; MMLU: the scored
-    split and the dev split its few-shot examples come from): a task file edited, added or removed
-    between the kill and the rerun is scored again, not taken from the earlier attempt."""
-    from pretrain.eval.tasks import KNOWN, MMLU_DEV
+@dataclass
+class Plan:
+    """What a rerun takes from the earlier file and what it scores again despite a record."""
 
-    out = {}
+    taken: dict[str, dict] = field(default_factory=dict)  # spec -> result, as run_tasks returns one
+    again: dict[str, str] = field(default_factory=dict)  # spec -> why its recorded score is not taken
+
+
+def plan(old: dict | None, doc: dict, specs: list[str], inputs: dict[str, str], force: bool) -> Plan:
+    """Which of `specs` the earlier file `old` answers for `doc`'s model and settings."""
+    out = Plan()
+    if old is None or not same_model_and_settings(old, doc):
+        return out
     for spec in specs:
-        if spec in KNOWN:
-            files = [Path(benchmarks or "") / KNOWN[spec]]
-            if spec.startswith("mmlu"):
-                files.append(Path(benchmarks or "") / MMLU_DEV)
+        name = task_name(spec)
+        metrics, info, examples = (old.get(part, {}).get(name) for part in ("results", "tasks", "examples"))
+        if not _well_formed(metrics, info, examples):
+            continue  # not there (or damaged: the file may be someone else's): scored, nothing to say
+        if "in_loop" in info:
+            continue  # the trainer's bf16 score: replaced, said with both numbers once scored
+        if force:
+            out.again[spec] = "--force"
+        elif "inputs" not in info:
+            out.again[spec] = "its score predates task file digests, session 13"
+        elif info["inputs"] != inputs.get(spec):
+            out.again[spec] = "its task file changed since"
         else:
-            files = [Path(spec[4:] if spec[:4] in ("ppl:", "mem:") else spec)]
-        out[spec] = "+".join(_fingerprint(p) for p in files)
+            out.taken[spec] = {"task": name, "metrics": metrics, "examples": examples,
+                               **{k: v for k, v in info.items() if k not in ("task", "metrics", "examples")}}
     return out
 
 
-def _fingerprint(p: Path) -> str:
-    from pretrain.eval.report import folder_fingerprint
+def _well_formed(metrics, info, examples) -> bool:
+    """A recorded task the table can print: numbers where it prints numbers."""
+    def number(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
 
-    try:
-        st = p.stat()
-        return folder_fingerprint(p) if p.is_dir() else f"{st.st_size}:{st.st_mtime_ns}"
-    except OSError:
-        return ""
+    return (isinstance(metrics, dict) and all(number(v) for v in metrics.values()) and isinstance(info, dict)
+            and isinstance(examples, list) and all(number(info.get(k)) for k in ("n", "shots"))
+            and isinstance(info.get("kind"), str))
 
 
-def scored_before(old: dict | None, doc: dict, command: dict) -> dict[str, dict]:
-    """{spec: result} for the tasks an interrupted run of the same `command` finished, as
-    `run_tasks` returned them; empty unless `old` is that run's partial file for this model and
-    these settings (`doc` holds the model and settings)."""
-    block = old.get("resume") if isinstance(old, dict) else None
-    if not isinstance(block, dict) or not same_model_and_settings(old, doc):
-        return {}
-    def rest(c: dict) -> dict:
-        return {k: v for k, v in c.items() if k not in ("done", "inputs")}
-
-    if rest(block) != rest(command) or not isinstance(block.get("done"), dict):
-        return {}
-    inputs = block.get("inputs") if isinstance(block.get("inputs"), dict) else {}
-    out = {}
-    for spec, name in block["done"].items():  # a task whose file was edited since is scored again
-        if spec not in command["specs"] or not isinstance(name, str):
-            continue
-        if inputs.get(spec) != command["inputs"][spec]:
-            continue
-        metrics, info, examples = (old[part].get(name) for part in ("results", "tasks", "examples"))
-        if isinstance(metrics, dict) and isinstance(info, dict) and isinstance(examples, list):
-            out[spec] = {"task": name, "metrics": metrics, "examples": examples,
-                         **{k: v for k, v in info.items() if k not in ("task", "metrics", "examples")}}
-    return out
+def plan_lines(p: Plan, specs: list[str], path: Path) -> list[str]:
+    """What the rerun says before it scores (stderr)."""
+    lines = []
+    if p.taken:
+        names = ", ".join(r["task"] for r in p.taken.values())
+        lines.append(f"{names}: from {path} (same model, same settings); --force to score again")
+    for why in dict.fromkeys(p.again.values()):
+        names = ", ".join(task_name(s) for s, w in p.again.items() if w == why)
+        lines.append(f"{names}: in {path}, scored again ({why})")
+    rest = [task_name(s) for s in specs if s not in p.taken]
+    if p.taken and rest:
+        lines.append(f"scoring {len(rest)} of {len(specs)}: {', '.join(rest)}")
+    return lines
 
 
 class ResultFile:
-    """Rank 0's writer: the merged file after every finished task (with the `resume` block), then
-    the final one without it. Says once, at the first write, which earlier tasks it replaced."""
+    """Rank 0's writer: the merged file after every finished task. Says once, at the first write,
+    which earlier results it replaced (another model or other settings), scored again or dropped."""
 
-    def __init__(self, path: Path, info: dict, settings: dict, command: dict, old: dict | None,
-                 done: dict[str, dict], seconds_before: float):
-        self.path, self.info, self.settings, self.command = path, info, settings, command
-        self.old, self.done, self.seconds_before = old, dict(done), seconds_before
-        self.before = list((old or {}).get("results") or {})
-        self.taken = set(done)  # resumed: not scored again
+    def __init__(self, path: Path, info: dict, settings: dict, specs: list[str], old: dict | None,
+                 done: dict[str, dict], inputs: dict[str, str]):
+        self.path, self.info, self.settings, self.specs = path, info, settings, specs
+        self.old, self.done, self.inputs = old, dict(done), inputs
+        self.taken = set(done)
         self.said = False
 
     def add(self, spec: str, result: dict, seconds: float) -> None:
-        self.done[spec] = result
-        doc = self.document(seconds)
-        doc["resume"] = {**self.command, "done": {s: r["task"] for s, r in self.done.items()}}
-        self._write(doc)
+        self.done[spec] = {**result, "inputs": self.inputs.get(spec, "")}
+        self._write(self.document())
 
-    def finish(self, seconds: float) -> dict:
-        doc = self.document(seconds)
-        self._write(doc)
-        again = [r["task"] for s, r in self.done.items() if s not in self.taken and r["task"] in self.before]
+    def finish(self) -> dict:
+        doc = self.document()
+        scored = [s for s in self.done if s not in self.taken]
+        if scored or (self.old or {}).get("model") != doc["model"]:  # a folder's `files` memo, refreshed
+            self._write(doc)
+        again = [r["task"] for s, r in self.done.items() if s in scored and r["task"] in (self.old or {}).get(
+            "results", {})]
         if not again or self.old is None or not same_model_and_settings(self.old, doc):
             return doc
         old_tasks = self.old.get("tasks") or {}
         in_loop = [t for t in again if isinstance(old_tasks.get(t), dict) and "in_loop" in old_tasks[t]]
         if in_loop:  # the trainer's scores of this step: not a rerun of this command
             print(replaced_in_loop(self.old, doc, in_loop, self.path), file=sys.stderr)
-        again = [t for t in again if t not in in_loop]
-        if again:  # a rerun of a finished command scores again: say so, rather than let it pass for a cache
-            print(f"scored again: {', '.join(again)} (already in {self.path}, now replaced; only an "
-                  "interrupted evaluation is resumed)", file=sys.stderr)
         return doc
 
-    def document(self, seconds: float) -> dict:
-        results = [self.done[s] for s in self.command["specs"] if s in self.done]
-        doc = assemble(self.info, self.settings, results, self.seconds_before + seconds)  # per task if known
-        return merge_previous(doc, self.old)
+    def document(self) -> dict:
+        results = [self.done[s] for s in self.specs if s in self.done]
+        seconds = sum(r.get("seconds", 0.0) for r in results)
+        return merge_previous(assemble(self.info, self.settings, results, seconds), self.old)
 
     def _write(self, doc: dict) -> None:
-        lost = [t for t in self.before if t not in doc["results"]]
         write_json(doc, self.path)
-        if lost and not self.said:  # not silently: in-loop results (limit 200) replaced by another eval
-            print(f"replaced {self.path}: its earlier results ({', '.join(lost)}) were for another model "
-                  "or other settings; -o PATH keeps both", file=sys.stderr)
+        other = self.old and self.old.get("results") and not same_model_and_settings(self.old, doc)
+        if other and not self.said:
+            print(replaced_line(self.old, doc, self.specs, self.path), file=sys.stderr)
         self.said = True
+
+
+def replaced_line(old: dict, doc: dict, specs: list[str], path: Path) -> str:
+    """Another model's or other settings' results replaced: why, and which of them this run scores
+    for the new model and which are gone (`-o` keeps both files)."""
+    from pretrain.untrusted import one_line
+
+    why = (model_change(old.get("model"), doc["model"]) if not same_model(old.get("model"), doc["model"])
+           else settings_change(old.get("settings"), doc["settings"]))
+    names = {task_name(s) for s in specs}
+    before = [one_line(str(t))[:80] for t in old["results"]]
+    again = [t for t in before if t in names]
+    dropped = [t for t in before if t not in names]
+    parts = ([f"{_names(again)} scored again for this one"] if again else []) + (
+        [f"{_names(dropped)} dropped"] if dropped else [])
+    return (f"replaced {path}: its earlier results were for {one_line(why)[:300]}: {'; '.join(parts)}; "
+            "-o PATH keeps both")
+
+
+def _names(names: list[str], most: int = 8) -> str:
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
 
 
 DTYPES = ("fp32", "bf16", "fp16", "fp8")  # precision.dtype's choices (train/config.py)

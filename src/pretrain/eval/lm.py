@@ -320,7 +320,24 @@ def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> Eva
         return from_module(net, wrapped[0], wrapped[1], net.shape.seq_len, wrapped[2], path.name)
     model = _transformers_load(path, "model")
     _check_vocab(path, len(tok), model.get_input_embeddings().num_embeddings)
-    return from_transformers(model.to(device), tok, name=path.name)
+    wrapped = from_transformers(model.to(device), tok, name=path.name)
+    _check_context(path, model.config, wrapped.max_length)
+    return wrapped
+
+
+def _check_context(path: Path, cfg, positions: int) -> None:
+    """The rule an imported folder meets (train/hf_io.py, `check_holds`), for a folder transformers
+    scores: texts are windowed by config.json's context, so 10^9 positions scored a 1 MB text in one
+    forward pass (82.6 s, not 2.8 s; attention is quadratic: a 64 MiB file, days). A context's rotary
+    numbers (positions x head width) may not pass the weight files' bytes (Llama 3.1 8B: 16.8 M, 16 GB)."""
+    heads = getattr(cfg, "num_attention_heads", 0) or 1
+    width = getattr(cfg, "head_dim", 0) or (getattr(cfg, "hidden_size", 0) or heads) // heads
+    have = sum(f.stat().st_size for f in path.glob("*.safetensors"))
+    numbers = positions * max(int(width), 1)
+    if numbers > have:
+        raise UserError(f"{path / 'config.json'}: a context of {positions:,} positions "
+                        f"(max_position_embeddings) needs {numbers:,} rotary numbers, more than the weight "
+                        f"files hold in bytes ({have:,}); texts would be scored in one forward pass each")
 
 
 # The files transformers' tokenizers read whole (tokenizer.json through Tokenizer.from_file).

@@ -94,6 +94,13 @@ LIES = {
     "manifest nested 100,000 deep": _write("[" * 100_000 + "]" * 100_000),
     "shard is a symlink out of the directory": _symlink_out,
     "one shard listed twice": _listed_again(2),
+    # `tokens inspect` and `report` read these: each was a traceback (AttributeError, TypeError,
+    # ValueError) before session 13's round 4 checked them with the rest
+    "sources a list": _edit_manifest(sources=[1, 2]),
+    "source entry a string": _edit_manifest(sources={"web": "x"}),
+    "source tokens a string": _edit_manifest(sources={"web": {"tokens": "x", "documents": 1}}),
+    "skipped a list": _edit_manifest(skipped=[1]),
+    "skipped count negative": _edit_manifest(skipped={"bad json": -1}),
 }
 
 
@@ -264,3 +271,52 @@ def test_names_in_someone_elses_manifest_or_mixture_print_no_escape_sequences(go
     from pretrain.eval.report import table  # `pretrain eval`'s table: task names from file names
 
     assert "\x1b" not in table({"results": {evil: {"acc": 0.5}}, "tasks": {}})
+
+
+def test_one_document_of_two_billion_tokens_is_read_only_as_far_as_it_is_shown(good, tmp_path, capsys):
+    """A shard of one document of 2^31 tokens (a sparse .bin: 4 GiB on paper, nothing on disk).
+    `tokens inspect` copied the whole document to int64 to show its first 100 tokens: 16 GB, killed
+    after 46 s; the report's bytes per token listed it as Python ints. Now only the tokens shown."""
+    import resource
+
+    from pretrain.cli import main
+
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    n = 2**31
+    with open(d / "big.bin", "wb") as f:
+        f.truncate(n * 2)
+    with open(d / "big.idx", "wb") as f:
+        np.save(f, np.array([0, n], dtype="<u8"), allow_pickle=False)
+    m = json.loads((d / "manifest.json").read_text())
+    m.update(shards=[{"bin": "big.bin", "idx": "big.idx", "tokens": n, "documents": 1}], tokens=n,
+             documents=1, sources={"web": {"tokens": n, "documents": 1}})
+    (d / "manifest.json").write_text(json.dumps(m))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert main(["tokens", "inspect", str(d), "--tokens", "5"]) == 0
+    out = capsys.readouterr().out
+    assert f"document 0 ({n:,} tokens): ids [0, 0, 0, 0, 0] (first 5 of the 5 decoded below)" in out
+    assert np.array_equal(TokenDir(d).document(0, limit=7), np.zeros(7, np.int64))
+    assert np.array_equal(TokenDir(good).document(3, limit=4), TokenDir(good).document(3)[:4])
+    from pretrain.report_corpus import bytes_per_token
+
+    assert bytes_per_token(TokenDir(d)) is None  # read through: every token is the end-of-text id 0
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before  # KiB
+    assert grew < 1 << 20, f"peak grew by {grew:,} KiB"  # under 1 GiB; the whole document was 16 GiB
+
+
+def test_inspect_of_many_sources_and_skip_kinds_prints_a_bounded_listing(good, tmp_path, capsys):
+    """100,000 sources printed 100,000 lines, 10^6 skip kinds one line of 16 MB: the first of each
+    are shown and the rest counted."""
+    from pretrain.cli import main
+
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    m = json.loads((d / "manifest.json").read_text())
+    one = next(iter(m["sources"].values()))
+    m["sources"] = {f"s{i}": one for i in range(100_000)}
+    m["skipped"] = {f"kind {i}": 1 for i in range(100_000)}
+    (d / "manifest.json").write_text(json.dumps(m))
+    assert main(["tokens", "inspect", str(d), "--tokens", "3"]) == 0
+    out = capsys.readouterr().out
+    assert len(out) < 10_000 and "99,950 more sources" in out and "99,980 more kinds" in out, out[-500:]

@@ -289,7 +289,8 @@ def tokens_section(path: Path, sid: str) -> Section:
     parts.append(note(f"Tokenizer sha256 {str(m.get('tokenizer', {}).get('sha256', ''))[:12]}, "
                       f"{count(len(m.get('shards', [])), 'shard')} of {m.get('dtype')}; "
                       f"bytes per token = UTF-8 bytes of the decoded documents / their tokens "
-                      f"(end-of-text left out), over up to 200 documents; {skipped} input records skipped."))
+                      f"(end-of-text left out), over up to 200 documents (65,536 tokens of each); "
+                      f"{skipped} input records skipped."))
     srcs = m.get("sources") or {}
     rows = [[k, v.get("tokens"), v.get("documents"), v.get("tokens", 0) / max(v.get("documents", 0), 1),
              f"{v.get('tokens', 0) / max(int(m['tokens']), 1):.1%}"] for k, v in sorted(srcs.items())]
@@ -332,7 +333,8 @@ def bytes_per_token(tdir, sample: int = 200) -> float | None:
         return None
     n_bytes = n_tokens = 0
     for i in range(min(sample, tdir.num_documents)):
-        ids = [int(t) for t in tdir.document(i) if int(t) != tdir.eot_id]
+        # the first 65,536 tokens of each: one document of 2^31 tokens was 16 GB as int64, more as ints
+        ids = [int(t) for t in tdir.document(i, limit=1 << 16) if int(t) != tdir.eot_id]
         n_bytes += len(tok.decode(ids, skip_special_tokens=False).encode("utf-8"))
         n_tokens += len(ids)
     return n_bytes / n_tokens if n_tokens else None

@@ -309,13 +309,14 @@ def tokens_section(path: Path, sid: str) -> Section:
                     ("documents", int(m["documents"]))], problems)
 
 
-def _skipped_kinds(manifest: dict) -> dict[str, int]:
+def _skipped_kinds(manifest: dict, limit: int | None = 64) -> dict[str, int]:
     """The manifest's `skipped` ({kind: count}, bounded per pretrain/faults.py) as far as it is one:
-    a manifest may be anyone's, and TokenDir checks only what reading tokens needs."""
+    a manifest may be anyone's, and TokenDir checks only what reading tokens needs (the first
+    `limit` kinds; `tokens inspect` counts them all)."""
     got = manifest.get("skipped")
     if not isinstance(got, dict):
         return {}
-    return {str(k)[:200]: v for k, v in list(got.items())[:64]
+    return {str(k)[:200]: v for k, v in list(got.items())[:limit]
             if isinstance(v, int) and not isinstance(v, bool) and v > 0}
 
 

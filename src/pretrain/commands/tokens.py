@@ -176,7 +176,10 @@ def _inspect(args: argparse.Namespace) -> int:
     n = len(m["shards"])
     print(f"{d.num_tokens:,} tokens, {d.num_documents:,} documents, {n} shard{'s' if n != 1 else ''}, "
           f"{d.num_tokens / max(1, d.num_documents):,.1f} tokens per document")
-    sources, skipped = m.get("sources", {}), m.get("skipped", {})  # checked counts (shards.py)
+    sources = m.get("sources", {})  # checked counts (shards.py); `skipped` as the report keeps it
+    from pretrain.report_corpus import _skipped_kinds
+
+    skipped = _skipped_kinds(m, limit=None)
     for name, c in list(sources.items())[:SHOWN_SOURCES]:  # someone's names: no escape sequences
         print(f"  source {one_line(name)}: {c['tokens']:,} tokens, {count(c['documents'], 'document')}")
     if len(sources) > SHOWN_SOURCES:  # 100,000 sources were 100,000 lines

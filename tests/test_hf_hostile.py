@@ -365,3 +365,24 @@ def test_a_billion_positions_in_an_architecture_read_by_transformers_is_refused(
     with pytest.raises(UserError, match=r"config\.json: a context of 1,000,000,000 positions") as e:
         load_model(tmp_path / str(10**9))
     assert "\n" not in str(e.value)
+
+
+def test_a_hundred_thousand_layers_in_an_architecture_read_by_transformers_is_refused_unbuilt(tmp_path):
+    """A GPT-NeoX config.json (scored by transformers, not imported) of 100,000 layers over 100 KB of
+    weights: transformers built the modules for over 120 s and 4.9 GB before it could say the
+    tensors were missing. Refused from config.json first: each layer holds at least `hidden_size`."""
+    from pretrain.eval.lm import load_model
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
+    out = tmp_path / "neox"
+    cfg = transformers.GPTNeoXConfig(vocab_size=257, hidden_size=32, intermediate_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64)
+    transformers.GPTNeoXForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    assert load_model(out)[0].max_length == 64  # two real layers load
+    _config(out, num_hidden_layers=100_000)
+    said = r"config\.json: 100,000 layers of width 32 need at least 3,200,000 numbers"
+    with pytest.raises(UserError, match=said) as e:
+        load_model(out)
+    assert "\n" not in str(e.value)

@@ -318,11 +318,34 @@ def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> Eva
         net = _import_ours(path, read, device)
         wrapped = from_transformers_tokenizer(tok)
         return from_module(net, wrapped[0], wrapped[1], net.shape.seq_len, wrapped[2], path.name)
+    _check_layers(path)
     model = _transformers_load(path, "model")
     _check_vocab(path, len(tok), model.get_input_embeddings().num_embeddings)
     wrapped = from_transformers(model.to(device), tok, name=path.name)
     _check_context(path, model.config, wrapped.max_length)
     return wrapped
+
+
+def _check_layers(path: Path) -> None:
+    """Before transformers builds a model of an architecture we do not import: each layer holds at
+    least a norm's `hidden_size` numbers, so layers x width may not pass the weight files' bytes. A
+    GPT-NeoX config.json of 100,000 layers over 100 KB of weights ran past 120 s and 4.9 GB building
+    modules before transformers could say the tensors were missing (an imported family is held to
+    its whole parameter count: train/hf_io.py, `check_holds`)."""
+    from pretrain import untrusted
+
+    cfg = untrusted.load_json(path / "config.json", within=path)
+    if not isinstance(cfg, dict):
+        return  # transformers says what is wrong with it
+    def first(*keys: str) -> int:
+        v = next((cfg[k] for k in keys if k in cfg), 0)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+    layers = first("num_hidden_layers", "n_layer", "num_layers")
+    width = first("hidden_size", "n_embd", "d_model") or 1
+    have = sum(f.stat().st_size for f in path.glob("*.safetensors"))
+    if have and layers * width > have:  # none: transformers says only safetensors are read
+        raise UserError(f"{path / 'config.json'}: {layers:,} layers of width {width:,} need at least "
+                        f"{layers * width:,} numbers, more than the weight files hold in bytes ({have:,})")
 
 
 def _check_context(path: Path, cfg, positions: int) -> None:

@@ -367,7 +367,8 @@ def test_a_billion_positions_in_an_architecture_read_by_transformers_is_refused(
     assert "\n" not in str(e.value)
 
 
-def test_a_hundred_thousand_layers_in_an_architecture_read_by_transformers_is_refused_unbuilt(tmp_path):
+def test_a_hundred_thousand_layers_in_an_architecture_read_by_transformers_is_refused_unbuilt(tmp_path,
+                                                                                              monkeypatch):
     """A GPT-NeoX config.json (scored by transformers, not imported) of 100,000 layers over 100 KB of
     weights: transformers built the modules for over 120 s and 4.9 GB before it could say the
     tensors were missing. Refused from config.json first: each layer holds at least `hidden_size`."""
@@ -382,6 +383,11 @@ def test_a_hundred_thousand_layers_in_an_architecture_read_by_transformers_is_re
     tok.save_pretrained(out)
     assert load_model(out)[0].max_length == 64  # two real layers load
     _config(out, num_hidden_layers=100_000)
+
+    def build(*args, **kwargs):  # the code before got here and built for minutes: fail at once
+        raise AssertionError("transformers was asked to build the model")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", build)
     said = r"config\.json: 100,000 layers of width 32 need at least 3,200,000 numbers"
     with pytest.raises(UserError, match=said) as e:
         load_model(out)

@@ -329,3 +329,21 @@ def test_inspect_of_many_sources_and_skip_kinds_prints_a_bounded_listing(good, t
         (d / "manifest.json").write_text(json.dumps(m))
         assert main(["tokens", "inspect", str(d), "--tokens", "3"]) == 0
         assert ("skipped records: z: 2\n" in capsys.readouterr().out) == isinstance(skipped, dict)
+
+
+@pytest.mark.parametrize("shape", ["(1152921504606846976,)", "(-5,)", "(2, 21)"])
+def test_an_idx_header_whose_shape_lies_is_one_line(good, tmp_path, shape):
+    """A .npy header claiming 2^60 offsets over a 400-byte file was an OverflowError traceback out of
+    numpy's mapping ("memory mapped length must be positive"); the other lies were already one line."""
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    idx = d / "shard_00000.idx"
+    raw = idx.read_bytes()
+    size = int.from_bytes(raw[8:10], "little")
+    head = raw[10:10 + size].decode()
+    n = json.loads((d / "manifest.json").read_text())["shards"][0]["documents"] + 1
+    lied = head.rstrip().replace(f"({n},)", shape)
+    assert lied != head.rstrip()
+    idx.write_bytes(raw[:10] + (lied + " " * (size - len(lied) - 1) + "\n").encode() + raw[10 + size:])
+    with pytest.raises(DataError, match="shard_00000.idx: record idx"):
+        TokenDir(d)

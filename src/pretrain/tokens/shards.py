@@ -185,9 +185,10 @@ def _check_tallies(man: dict[str, Any], where: str) -> None:
 
 
 def load_idx(path: Path) -> np.ndarray:
-    try:
-        idx = np.load(path, allow_pickle=False, mmap_mode="r")
-    except (OSError, ValueError, OverflowError) as e:  # a header's shape of 2^60: OverflowError
+    try:  # a header's shape of 2^60: numpy's size overflows (a warning, then OverflowError)
+        with np.errstate(over="ignore"):
+            idx = np.load(path, allow_pickle=False, mmap_mode="r")
+    except (OSError, ValueError, OverflowError) as e:
         raise DataError(str(path), "idx", f"not a readable .npy offset array: {e}") from e
     if idx.ndim != 1 or idx.dtype != np.dtype("<u8") or idx.size < 1:
         raise DataError(str(path), "idx", f"expected 1-D uint64 offsets, found {idx.dtype} {idx.shape}")

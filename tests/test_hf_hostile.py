@@ -346,7 +346,7 @@ def test_slices_read_once_parsed_equal_safetensors_own(tmp_path):
 def test_a_billion_positions_in_an_architecture_read_by_transformers_is_refused(tmp_path):
     """`pretrain eval` windows a text by config.json's context (as lm-evaluation-harness): a GPT-NeoX
     folder (not imported: transformers scores it) claiming 10^9 positions scored a 1 MB text in one
-    forward pass, 82.6 s instead of 2.8 s, quadratic (a 64 MiB perplexity file: days). Held to the
+    forward pass, 82.6 s instead of 2.8 s (attention grows faster than the text). Held to the
     rule an imported folder meets: the context's rotary numbers at most the weight files' bytes."""
     from pretrain.eval.lm import load_model
     from pretrain.tokens.hf_tokenizer import byte_tokenizer

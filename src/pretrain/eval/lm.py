@@ -351,7 +351,7 @@ def _check_layers(path: Path) -> None:
 def _check_context(path: Path, cfg, positions: int) -> None:
     """The rule an imported folder meets (train/hf_io.py, `check_holds`), for a folder transformers
     scores: texts are windowed by config.json's context, so 10^9 positions scored a 1 MB text in one
-    forward pass (82.6 s, not 2.8 s; attention is quadratic: a 64 MiB file, days). A context's rotary
+    forward pass (82.6 s, not 2.8 s; attention grows faster than the text). A context's rotary
     numbers (positions x head width) may not pass the weight files' bytes (Llama 3.1 8B: 16.8 M, 16 GB)."""
     heads = getattr(cfg, "num_attention_heads", 0) or 1
     width = getattr(cfg, "head_dim", 0) or (getattr(cfg, "hidden_size", 0) or heads) // heads

@@ -347,3 +347,22 @@ def test_an_idx_header_whose_shape_lies_is_one_line(good, tmp_path, shape):
     idx.write_bytes(raw[:10] + (lied + " " * (size - len(lied) - 1) + "\n").encode() + raw[10 + size:])
     with pytest.raises(DataError, match="shard_00000.idx: record idx"):
         TokenDir(d)
+
+
+def test_a_tokenizer_copy_that_links_out_of_the_folder_is_not_read(good, tmp_path, capsys):
+    """`tokens inspect` read the folder's tokenizer.json through a link to /etc/passwd (it said only
+    "not a readable tokenizer.json"); a link to a real tokenizer elsewhere was decoded with. Now
+    refused in one line naming the link, as a shard that links out is, and the report skips it."""
+    from pretrain.cli import main
+    from pretrain.report_corpus import bytes_per_token
+
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    shutil.move(d / "tokenizer.json", tmp_path / "elsewhere.json")
+    (d / "tokenizer.json").symlink_to(tmp_path / "elsewhere.json")
+    assert main(["tokens", "inspect", str(d), "--tokens", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "tokenizer.json: links outside" in err and err.count("\n") == 1, err
+    assert bytes_per_token(TokenDir(d)) is None and bytes_per_token(TokenDir(good)) is not None
+    given = str(tmp_path / "elsewhere.json")  # named by the user: read
+    assert main(["tokens", "inspect", str(d), "--tokens", "3", "--tokenizer", given]) == 0

@@ -323,7 +323,8 @@ def _skipped_kinds(manifest: dict, limit: int | None = 64) -> dict[str, int]:
 def bytes_per_token(tdir, sample: int = 200) -> float | None:
     """UTF-8 bytes per token over the first `sample` documents, decoded with the shards' tokenizer."""
     tok_file = tdir.path / (tdir.manifest.get("tokenizer", {}).get("copy") or "tokenizer.json")
-    if not tok_file.is_file() or tdir.num_documents == 0:
+    if not tok_file.is_file() or tdir.num_documents == 0 or not tok_file.resolve().is_relative_to(
+            tdir.path.resolve()):  # a link out of the folder is not read
         return None
     from pretrain.errors import UserError
     from pretrain.tokens.tokenizer import load_tokenizer

@@ -228,4 +228,11 @@ def _sample_options(args: argparse.Namespace, d, saved) -> tuple[int, int, objec
             raise UserError(f"{d.path} has no {saved.name} to decode {' and '.join(asked)} with: give "
                             "--tokenizer FILE (the tokenizer that made it)")
         return doc, n_tokens, None
+    if tok_path == saved:  # the folder's own copy: a link out of it (~/.ssh/id_rsa) is not read
+        from pretrain import untrusted
+
+        try:
+            untrusted.check_file(saved, within=d.path)
+        except untrusted.BadFile as e:
+            raise UserError(str(e)) from None
     return doc, n_tokens, tok_path

@@ -341,3 +341,54 @@ def test_slices_read_once_parsed_equal_safetensors_own(tmp_path):
                 idx = box if len(box) == 2 else box[0]
                 x, y = a[idx], b[idx]
                 assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), (key, box)
+
+
+def test_a_billion_positions_in_an_architecture_read_by_transformers_is_refused(tmp_path):
+    """`pretrain eval` windows a text by config.json's context (as lm-evaluation-harness): a GPT-NeoX
+    folder (not imported: transformers scores it) claiming 10^9 positions scored a 1 MB text in one
+    forward pass, 82.6 s instead of 2.8 s (attention grows faster than the text). Held to the
+    rule an imported folder meets: the context's rotary numbers at most the weight files' bytes."""
+    from pretrain.eval.lm import load_model
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
+    shape = dict(vocab_size=257, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                 num_attention_heads=4)
+    for positions in (2048, 10**9):
+        out = tmp_path / str(positions)
+        torch.manual_seed(0)
+        cfg = transformers.GPTNeoXConfig(**shape, max_position_embeddings=positions)
+        transformers.GPTNeoXForCausalLM(cfg).save_pretrained(out)
+        tok.save_pretrained(out)
+    model, _ = load_model(tmp_path / "2048")  # a real context (what the library's default is) loads
+    assert model.max_length == 2048
+    with pytest.raises(UserError, match=r"config\.json: a context of 1,000,000,000 positions") as e:
+        load_model(tmp_path / str(10**9))
+    assert "\n" not in str(e.value)
+
+
+def test_a_hundred_thousand_layers_in_an_architecture_read_by_transformers_is_refused_unbuilt(tmp_path,
+                                                                                              monkeypatch):
+    """A GPT-NeoX config.json (scored by transformers, not imported) of 100,000 layers over 100 KB of
+    weights: transformers built the modules for over 120 s and 4.9 GB before it could say the
+    tensors were missing. Refused from config.json first: each layer holds at least `hidden_size`."""
+    from pretrain.eval.lm import load_model
+    from pretrain.tokens.hf_tokenizer import byte_tokenizer
+
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
+    out = tmp_path / "neox"
+    cfg = transformers.GPTNeoXConfig(vocab_size=257, hidden_size=32, intermediate_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64)
+    transformers.GPTNeoXForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    assert load_model(out)[0].max_length == 64  # two real layers load
+    _config(out, num_hidden_layers=100_000)
+
+    def build(*args, **kwargs):  # the code before got here and built for minutes: fail at once
+        raise AssertionError("transformers was asked to build the model")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", build)
+    said = r"config\.json: 100,000 layers of width 32 need at least 3,200,000 numbers"
+    with pytest.raises(UserError, match=said) as e:
+        load_model(out)
+    assert "\n" not in str(e.value)

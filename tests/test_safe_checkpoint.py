@@ -350,3 +350,29 @@ def test_metadata_built_from_allowed_classes_but_not_dcps_shape_is_refused(run, 
         read_metadata(ckpt / ".metadata")
     said = str(e.value)
     assert said.startswith(f"{ckpt / '.metadata'}: ") and "\n" not in said and "refused" in said
+
+
+def test_a_compressed_storage_item_is_refused_before_it_inflates(run, tmp_path):
+    """DCP's own `stream.zstd` transform, named in `.metadata`, inflates an item whole before torch.load
+    sees it (`io.BytesIO(stream.read(-1))`): 64 KB of zstd was 2 GiB and a 4.5 GB peak in `sample`
+    (two transforms chained square the ratio). pretrain writes no transforms: any is refused."""
+    import zstandard
+
+    for descriptors in (["stream.zstd/1"], ["stream.zstd/1", "stream.zstd/1"]):
+        _, ckpt = _copy(run, tmp_path / str(len(descriptors)))
+        md = pickle.loads((ckpt / ".metadata").read_bytes())
+        key = next(k for k in md.storage_data if k.fqn.endswith("tok_emb.weight"))
+        info = md.storage_data[key]
+        blob = zstandard.ZstdCompressor().compress(bytes(1 << 20))  # 1 MiB: the test stays small
+        data = ckpt / info.relative_path
+        offset = data.stat().st_size
+        with open(data, "ab") as f:
+            f.write(blob)
+        md.storage_data[key] = _StorageInfo(info.relative_path, offset, len(blob), descriptors)
+        (ckpt / ".metadata").write_bytes(pickle.dumps(md))
+        _reseal(ckpt)
+        with pytest.raises(UnsafeCheckpoint, match=r"\.metadata: refused, item \S*tok_emb\.weight is "
+                           r"stored through \['stream\.zstd/1'"):
+            read_metadata(ckpt / ".metadata")
+    r = _cli("sample", str(tmp_path / "2"), "--tokens", "2")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "stream.zstd" in r.stderr, r.stderr

@@ -94,6 +94,11 @@ LIES = {
     "manifest nested 100,000 deep": _write("[" * 100_000 + "]" * 100_000),
     "shard is a symlink out of the directory": _symlink_out,
     "one shard listed twice": _listed_again(2),
+    # `tokens inspect` and `report` read these: each was a traceback (AttributeError, TypeError,
+    # ValueError) before session 13's round 4 checked them with the rest
+    "sources a list": _edit_manifest(sources=[1, 2]),
+    "source entry a string": _edit_manifest(sources={"web": "x"}),
+    "source tokens a string": _edit_manifest(sources={"web": {"tokens": "x", "documents": 1}}),
 }
 
 
@@ -264,3 +269,100 @@ def test_names_in_someone_elses_manifest_or_mixture_print_no_escape_sequences(go
     from pretrain.eval.report import table  # `pretrain eval`'s table: task names from file names
 
     assert "\x1b" not in table({"results": {evil: {"acc": 0.5}}, "tasks": {}})
+
+
+def test_one_document_of_two_billion_tokens_is_read_only_as_far_as_it_is_shown(good, tmp_path):
+    """A shard of one document of 2^31 tokens (a sparse .bin: 4 GiB on paper, nothing on disk).
+    `tokens inspect` copied the whole document to int64 to show its first 100 tokens: 16 GB, killed
+    after 46 s; the report's bytes per token listed it as Python ints. Now only the tokens shown.
+    Both run in a child held to 8 GB of address space (the code before: a MemoryError, not 16 GB)."""
+    import resource
+
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    n = 2**31
+    with open(d / "big.bin", "wb") as f:
+        f.truncate(n * 2)
+    with open(d / "big.idx", "wb") as f:
+        np.save(f, np.array([0, n], dtype="<u8"), allow_pickle=False)
+    m = json.loads((d / "manifest.json").read_text())
+    m.update(shards=[{"bin": "big.bin", "idx": "big.idx", "tokens": n, "documents": 1}], tokens=n,
+             documents=1, sources={"web": {"tokens": n, "documents": 1}})
+    (d / "manifest.json").write_text(json.dumps(m))
+
+    def child(*args: str) -> subprocess.CompletedProcess:
+        def limits():  # the 4 GiB mapping of the .bin, and room for Python
+            resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                              preexec_fn=limits)
+
+    r = child("-m", "pretrain", "tokens", "inspect", str(d), "--tokens", "5")
+    assert r.returncode == 0, r.stderr[-500:]
+    assert f"document 0 ({n:,} tokens): ids [0, 0, 0, 0, 0] (first 5 of the 5 decoded below)" in r.stdout
+    report = ("import sys; from pretrain.report_corpus import bytes_per_token; "
+              "from pretrain.tokens.shards import TokenDir; print(bytes_per_token(TokenDir(sys.argv[1])))")
+    r = child("-c", report, str(d))
+    assert (r.returncode, r.stdout) == (0, "None\n"), r.stderr[-500:]  # every token is end-of-text 0
+    assert np.array_equal(TokenDir(d).document(0, limit=7), np.zeros(7, np.int64))
+    assert np.array_equal(TokenDir(good).document(3, limit=4), TokenDir(good).document(3)[:4])
+    assert TokenDir(d).document_length(0) == n
+
+
+def test_inspect_of_many_sources_and_skip_kinds_prints_a_bounded_listing(good, tmp_path, capsys):
+    """100,000 sources printed 100,000 lines, 10^6 skip kinds one line of 16 MB: the first of each
+    are shown and the rest counted."""
+    from pretrain.cli import main
+
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    m = json.loads((d / "manifest.json").read_text())
+    one = next(iter(m["sources"].values()))
+    m["sources"] = {f"s{i}": one for i in range(100_000)}
+    m["skipped"] = {f"kind {i}": 1 for i in range(100_000)}
+    (d / "manifest.json").write_text(json.dumps(m))
+    assert main(["tokens", "inspect", str(d), "--tokens", "3"]) == 0
+    out = capsys.readouterr().out
+    assert len(out) < 10_000 and "99,950 more sources" in out and "99,980 more kinds" in out, out[-500:]
+    for skipped in ([1], {"x": "many", "y": [1], "z": 2}):  # shown as the report keeps it: a traceback
+        m["skipped"] = skipped
+        (d / "manifest.json").write_text(json.dumps(m))
+        assert main(["tokens", "inspect", str(d), "--tokens", "3"]) == 0
+        assert ("skipped records: z: 2\n" in capsys.readouterr().out) == isinstance(skipped, dict)
+
+
+@pytest.mark.parametrize("shape", ["(1152921504606846976,)", "(-5,)", "(2, 21)"])
+def test_an_idx_header_whose_shape_lies_is_one_line(good, tmp_path, shape):
+    """A .npy header claiming 2^60 offsets over a 400-byte file was an OverflowError traceback out of
+    numpy's mapping ("memory mapped length must be positive"); the other lies were already one line."""
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    idx = d / "shard_00000.idx"
+    raw = idx.read_bytes()
+    size = int.from_bytes(raw[8:10], "little")
+    head = raw[10:10 + size].decode()
+    n = json.loads((d / "manifest.json").read_text())["shards"][0]["documents"] + 1
+    lied = head.rstrip().replace(f"({n},)", shape)
+    assert lied != head.rstrip()
+    idx.write_bytes(raw[:10] + (lied + " " * (size - len(lied) - 1) + "\n").encode() + raw[10 + size:])
+    with pytest.raises(DataError, match="shard_00000.idx: record idx"):
+        TokenDir(d)
+
+
+def test_a_tokenizer_copy_that_links_out_of_the_folder_is_not_read(good, tmp_path, capsys):
+    """`tokens inspect` read the folder's tokenizer.json through a link to /etc/passwd (it said only
+    "not a readable tokenizer.json"); a link to a real tokenizer elsewhere was decoded with. Now
+    refused in one line naming the link, as a shard that links out is, and the report skips it."""
+    from pretrain.cli import main
+    from pretrain.report_corpus import bytes_per_token
+
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    shutil.move(d / "tokenizer.json", tmp_path / "elsewhere.json")
+    (d / "tokenizer.json").symlink_to(tmp_path / "elsewhere.json")
+    assert main(["tokens", "inspect", str(d), "--tokens", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "tokenizer.json: links outside" in err and err.count("\n") == 1, err
+    assert bytes_per_token(TokenDir(d)) is None and bytes_per_token(TokenDir(good)) is not None
+    given = str(tmp_path / "elsewhere.json")  # named by the user: read
+    assert main(["tokens", "inspect", str(d), "--tokens", "3", "--tokenizer", given]) == 0

@@ -289,7 +289,8 @@ def tokens_section(path: Path, sid: str) -> Section:
     parts.append(note(f"Tokenizer sha256 {str(m.get('tokenizer', {}).get('sha256', ''))[:12]}, "
                       f"{count(len(m.get('shards', [])), 'shard')} of {m.get('dtype')}; "
                       f"bytes per token = UTF-8 bytes of the decoded documents / their tokens "
-                      f"(end-of-text left out), over up to 200 documents; {skipped} input records skipped."))
+                      f"(end-of-text left out), over up to 200 documents (65,536 tokens of each); "
+                      f"{skipped} input records skipped."))
     srcs = m.get("sources") or {}
     rows = [[k, v.get("tokens"), v.get("documents"), v.get("tokens", 0) / max(v.get("documents", 0), 1),
              f"{v.get('tokens', 0) / max(int(m['tokens']), 1):.1%}"] for k, v in sorted(srcs.items())]
@@ -308,20 +309,22 @@ def tokens_section(path: Path, sid: str) -> Section:
                     ("documents", int(m["documents"]))], problems)
 
 
-def _skipped_kinds(manifest: dict) -> dict[str, int]:
+def _skipped_kinds(manifest: dict, limit: int | None = 64) -> dict[str, int]:
     """The manifest's `skipped` ({kind: count}, bounded per pretrain/faults.py) as far as it is one:
-    a manifest may be anyone's, and TokenDir checks only what reading tokens needs."""
+    a manifest may be anyone's, and TokenDir checks only what reading tokens needs (the first
+    `limit` kinds; `tokens inspect` counts them all)."""
     got = manifest.get("skipped")
     if not isinstance(got, dict):
         return {}
-    return {str(k)[:200]: v for k, v in list(got.items())[:64]
+    return {str(k)[:200]: v for k, v in list(got.items())[:limit]
             if isinstance(v, int) and not isinstance(v, bool) and v > 0}
 
 
 def bytes_per_token(tdir, sample: int = 200) -> float | None:
     """UTF-8 bytes per token over the first `sample` documents, decoded with the shards' tokenizer."""
     tok_file = tdir.path / (tdir.manifest.get("tokenizer", {}).get("copy") or "tokenizer.json")
-    if not tok_file.is_file() or tdir.num_documents == 0:
+    if not tok_file.is_file() or tdir.num_documents == 0 or not tok_file.resolve().is_relative_to(
+            tdir.path.resolve()):  # a link out of the folder is not read
         return None
     from pretrain.errors import UserError
     from pretrain.tokens.tokenizer import load_tokenizer
@@ -332,7 +335,8 @@ def bytes_per_token(tdir, sample: int = 200) -> float | None:
         return None
     n_bytes = n_tokens = 0
     for i in range(min(sample, tdir.num_documents)):
-        ids = [int(t) for t in tdir.document(i) if int(t) != tdir.eot_id]
+        # the first 65,536 tokens of each: one document of 2^31 tokens was 16 GB as int64, more as ints
+        ids = [int(t) for t in tdir.document(i, limit=1 << 16) if int(t) != tdir.eot_id]
         n_bytes += len(tok.decode(ids, skip_special_tokens=False).encode("utf-8"))
         n_tokens += len(ids)
     return n_bytes / n_tokens if n_tokens else None

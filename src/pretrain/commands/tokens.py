@@ -160,6 +160,9 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+SHOWN_SOURCES, SHOWN_KINDS = 50, 20  # a manifest's listing printed by `tokens inspect`
+
+
 def _inspect(args: argparse.Namespace) -> int:
     from pretrain.errors import DataError, UserError
     from pretrain.tokens.shards import TokenDir
@@ -178,20 +181,27 @@ def _inspect(args: argparse.Namespace) -> int:
     n = len(m["shards"])
     print(f"{d.num_tokens:,} tokens, {d.num_documents:,} documents, {n} shard{'s' if n != 1 else ''}, "
           f"{d.num_tokens / max(1, d.num_documents):,.1f} tokens per document")
-    for name, c in m.get("sources", {}).items():  # names from someone's manifest: no escape sequences
+    sources = m.get("sources", {})  # checked counts (shards.py); `skipped` as the report keeps it
+    from pretrain.report_corpus import _skipped_kinds
+
+    skipped = _skipped_kinds(m, limit=None)
+    for name, c in list(sources.items())[:SHOWN_SOURCES]:  # someone's names: no escape sequences
         print(f"  source {one_line(name)}: {c['tokens']:,} tokens, {count(c['documents'], 'document')}")
-    if m.get("skipped"):
-        print("  skipped records: " + ", ".join(f"{one_line(k)}: {v}" for k, v in m["skipped"].items()))
+    if len(sources) > SHOWN_SOURCES:  # 100,000 sources were 100,000 lines
+        print(f"  ... and {len(sources) - SHOWN_SOURCES:,} more sources")
+    if skipped:  # 10^6 kinds were one line of 16 MB
+        more = f", and {len(skipped) - SHOWN_KINDS:,} more kinds" if len(skipped) > SHOWN_KINDS else ""
+        print("  skipped records: " + ", ".join(f"{one_line(k[:200])}: {v}" for k, v in
+                                                list(skipped.items())[:SHOWN_KINDS]) + more)
     if tok_path is None:
         if d.num_documents:
             print(f"(no sample: {d.path} has no {saved.name}; --tokenizer FILE decodes one)")
         return 0
     tok = load_tokenizer(tok_path)
     d.check_tokenizer(tokenizer_sha256(tok), str(tok_path))
-    whole = d.document(doc)
-    ids = whole[:n_tokens].tolist()
+    length, ids = d.document_length(doc), d.document(doc, limit=n_tokens).tolist()
     shown = ids[:20]  # the ids of the first 20: the text below is decoded from all `ids`
-    print(f"document {doc} ({len(whole):,} tokens): ids {shown}{' ...' if len(ids) > 20 else ''} "
+    print(f"document {doc} ({length:,} tokens): ids {shown}{' ...' if len(ids) > 20 else ''} "
           f"(first {len(shown)} of the {len(ids):,} decoded below)")
     print(repr(tok.decode(ids, skip_special_tokens=False)))
     return 0
@@ -223,4 +233,11 @@ def _sample_options(args: argparse.Namespace, d, saved) -> tuple[int, int, objec
             raise UserError(f"{d.path} has no {saved.name} to decode {' and '.join(asked)} with: give "
                             "--tokenizer FILE (the tokenizer that made it)")
         return doc, n_tokens, None
+    if tok_path == saved:  # the folder's own copy: a link out of it (~/.ssh/id_rsa) is not read
+        from pretrain import untrusted
+
+        try:
+            untrusted.check_file(saved, within=d.path)
+        except untrusted.BadFile as e:
+            raise UserError(str(e)) from None
     return doc, n_tokens, tok_path

@@ -318,9 +318,49 @@ def from_hf_dir(path: str | Path, device: str = "cpu", ours: bool = True) -> Eva
         net = _import_ours(path, read, device)
         wrapped = from_transformers_tokenizer(tok)
         return from_module(net, wrapped[0], wrapped[1], net.shape.seq_len, wrapped[2], path.name)
+    _check_layers(path)
     model = _transformers_load(path, "model")
     _check_vocab(path, len(tok), model.get_input_embeddings().num_embeddings)
-    return from_transformers(model.to(device), tok, name=path.name)
+    wrapped = from_transformers(model.to(device), tok, name=path.name)
+    _check_context(path, model.config, wrapped.max_length)
+    return wrapped
+
+
+def _check_layers(path: Path) -> None:
+    """Before transformers builds a model of an architecture we do not import: each layer holds at
+    least a norm's `hidden_size` numbers, so layers x width may not pass the weight files' bytes. A
+    GPT-NeoX config.json of 100,000 layers over 100 KB of weights ran past 120 s and 4.9 GB building
+    modules before transformers could say the tensors were missing (an imported family is held to
+    its whole parameter count: train/hf_io.py, `check_holds`)."""
+    from pretrain import untrusted
+
+    cfg = untrusted.load_json(path / "config.json", within=path)
+    if not isinstance(cfg, dict):
+        return  # transformers says what is wrong with it
+    def first(*keys: str) -> int:
+        v = next((cfg[k] for k in keys if k in cfg), 0)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+    layers = first("num_hidden_layers", "n_layer", "num_layers")
+    width = first("hidden_size", "n_embd", "d_model") or 1
+    have = sum(f.stat().st_size for f in path.glob("*.safetensors"))
+    if have and layers * width > have:  # none: transformers says only safetensors are read
+        raise UserError(f"{path / 'config.json'}: {layers:,} layers of width {width:,} need at least "
+                        f"{layers * width:,} numbers, more than the weight files hold in bytes ({have:,})")
+
+
+def _check_context(path: Path, cfg, positions: int) -> None:
+    """The rule an imported folder meets (train/hf_io.py, `check_holds`), for a folder transformers
+    scores: texts are windowed by config.json's context, so 10^9 positions scored a 1 MB text in one
+    forward pass (82.6 s, not 2.8 s; attention grows faster than the text). A context's rotary
+    numbers (positions x head width) may not pass the weight files' bytes (Llama 3.1 8B: 16.8 M, 16 GB)."""
+    heads = getattr(cfg, "num_attention_heads", 0) or 1
+    width = getattr(cfg, "head_dim", 0) or (getattr(cfg, "hidden_size", 0) or heads) // heads
+    have = sum(f.stat().st_size for f in path.glob("*.safetensors"))
+    numbers = positions * max(int(width), 1)
+    if numbers > have:
+        raise UserError(f"{path / 'config.json'}: a context of {positions:,} positions "
+                        f"(max_position_embeddings) needs {numbers:,} rotary numbers, more than the weight "
+                        f"files hold in bytes ({have:,}); texts would be scored in one forward pass each")
 
 
 # The files transformers' tokenizers read whole (tokenizer.json through Tokenizer.from_file).

@@ -179,6 +179,7 @@ def _check_fields(man: dict[str, Any], where: str) -> None:
     for key in ("tokens", "documents"):
         if not _count(man.get(key)):
             raise DataError(where, key, f"{man.get(key)!r} is not a count")
+    _check_tallies(man, where)
     shards = man.get("shards")
     if not isinstance(shards, list):
         raise DataError(where, "shards", f"expected a list, found {type(shards).__name__}")
@@ -196,10 +197,23 @@ def _check_fields(man: dict[str, Any], where: str) -> None:
                 raise DataError(where, f"shards[{i}].{key}", f"{sh.get(key)!r} is not a count")
 
 
+def _check_tallies(man: dict[str, Any], where: str) -> None:
+    """`sources` ({name: {tokens, documents}}), which `tokens inspect` and `report` add up and print:
+    a list or a string there was a traceback (session 13, round 4). `skipped` is only shown, and
+    its readers keep what counts in it (`report_corpus._skipped_kinds`)."""
+    sources = man.get("sources", {})
+    if not isinstance(sources, dict):
+        raise DataError(where, "sources", f"expected a JSON object, found {type(sources).__name__}")
+    for name, c in sources.items():
+        if not isinstance(c, dict) or not (_count(c.get("tokens")) and _count(c.get("documents"))):
+            raise DataError(where, "sources", f"{name[:100]!r} is not {{tokens, documents}} counts")
+
+
 def load_idx(path: Path) -> np.ndarray:
-    try:
-        idx = np.load(path, allow_pickle=False, mmap_mode="r")
-    except (OSError, ValueError) as e:
+    try:  # a header's shape of 2^60: numpy's size overflows (a warning, then OverflowError)
+        with np.errstate(over="ignore"):
+            idx = np.load(path, allow_pickle=False, mmap_mode="r")
+    except (OSError, ValueError, OverflowError) as e:
         raise DataError(str(path), "idx", f"not a readable .npy offset array: {e}") from e
     if idx.ndim != 1 or idx.dtype != np.dtype("<u8") or idx.size < 1:
         raise DataError(str(path), "idx", f"expected 1-D uint64 offsets, found {idx.dtype} {idx.shape}")
@@ -383,10 +397,21 @@ class TokenDir:
         raise DataError(str(shard), f"token {pos - int(self.starts[k])}", f"id {int(windows[r, c])} is "
                         f"outside the {self.vocab_size}-token vocabulary of {self.path / MANIFEST}")
 
-    def document(self, i: int) -> np.ndarray:
-        """Document i's tokens (its trailing end-of-text included)."""
+    def document(self, i: int, limit: int | None = None) -> np.ndarray:
+        """Document i's tokens (its trailing end-of-text included), or its first `limit`: a shard may
+        be one document of 2^31 tokens (a sparse file), 16 GB as int64 for a look at its start."""
         if not 0 <= i < self.num_documents:
             raise IndexError(f"{self.path}: document index out of range ({self.num_documents} documents)")
         k = int(np.searchsorted(self.doc_starts, i, side="right")) - 1
         idx, j = self.idxs[k], i - int(self.doc_starts[k])
-        return np.asarray(self.bins[k][int(idx[j]):int(idx[j + 1])], dtype=np.int64)
+        lo, hi = int(idx[j]), int(idx[j + 1])
+        hi = hi if limit is None else min(hi, lo + max(limit, 0))
+        return np.asarray(self.bins[k][lo:hi], dtype=np.int64)
+
+    def document_length(self, i: int) -> int:
+        """Document i's token count, from the offsets alone."""
+        if not 0 <= i < self.num_documents:
+            raise IndexError(f"{self.path}: document index out of range ({self.num_documents} documents)")
+        k = int(np.searchsorted(self.doc_starts, i, side="right")) - 1
+        idx, j = self.idxs[k], i - int(self.doc_starts[k])
+        return max(int(idx[j + 1]) - int(idx[j]), 0)

@@ -349,6 +349,22 @@ def test_an_idx_header_whose_shape_lies_is_one_line(good, tmp_path, shape):
         TokenDir(d)
 
 
+def test_sample_does_not_read_a_token_sources_tokenizer_through_a_link_out(good, tmp_path):
+    """`pretrain sample` of a run trained on token shards falls back to the copy `tokenize` keeps
+    beside them: a copy linking out of the folder was read (the tokenizer of the user's choosing
+    decodes, a secret file is read as one). The folder's own copy is used; a link out is refused."""
+    from pretrain.commands.sample import _tokenizer_of_shards
+    from pretrain.errors import UserError
+
+    assert _tokenizer_of_shards({"web": str(good)}) == str(good / "tokenizer.json")
+    d = tmp_path / "tokens"
+    shutil.copytree(good, d)
+    shutil.move(d / "tokenizer.json", tmp_path / "elsewhere.json")
+    (d / "tokenizer.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(UserError, match="tokenizer.json: links outside .*pass --tokenizer PATH"):
+        _tokenizer_of_shards({"web": str(d)})
+
+
 def test_a_tokenizer_copy_that_links_out_of_the_folder_is_not_read(good, tmp_path, capsys):
     """`tokens inspect` read the folder's tokenizer.json through a link to /etc/passwd (it said only
     "not a readable tokenizer.json"); a link to a real tokenizer elsewhere was decoded with. Now

@@ -190,5 +190,11 @@ def _tokenizer_of_shards(sources: dict) -> str:
             except (DataError, UserError):
                 continue
             if (Path(directory) / copy).is_file():
+                from pretrain import untrusted
+
+                try:  # a copy linking out of its folder (~/.ssh/id_rsa) is not read
+                    untrusted.check_file(Path(directory) / copy, within=directory)
+                except untrusted.BadFile as e:
+                    raise UserError(f"{e}; pass --tokenizer PATH (the tokenizer.json that made it)") from None
                 return str(Path(directory) / copy)
     return ""

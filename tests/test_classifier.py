@@ -311,7 +311,7 @@ def test_bad_records_are_said_by_kind_every_kind_with_its_first(tmp_path, capsys
     err = capsys.readouterr().err.splitlines()
     assert err[0].endswith("; 10 bad records skipped"), err
     assert err[1] == (f"  7 missing text field 'text'; first: {other}: record line 1: missing text field "
-                      "'text'; the text under another field? --text-field NAME")
+                      "'text'; its fields: 'id', 'body'; the text under another field? --text-field NAME")
     assert err[2].startswith("  3 bytes skipped between records: not a valid record") and str(wet) in err[2]
     assert len(err) == 3, err
 

@@ -118,6 +118,7 @@ class RayExecutor:
         ray, address = self._ray, self._address
         if self._workers:
             return self
+        keep = None  # the command's SIGTERM handler, when Ray's replaced it
         if not ray.is_initialized():
             # Ray's INFO lines ("Connecting to existing Ray cluster at address: ...", "Connected to
             # Ray cluster.") printed before the job's own lines: warnings and errors still show
@@ -137,18 +138,17 @@ class RayExecutor:
             except ConnectionError as e:  # "auto" with no cluster running, a cluster that went away
                 first = str(e).split(". ")[0]
                 raise UserError(f"--address {address}: {first} (start one with `ray start --head`)") from e
-            keep = callable(sigterm) and threading.current_thread() is threading.main_thread()
-            if keep:
-                signal.signal(signal.SIGTERM, sigterm)
-            self._workers = self._asked or int(ray.cluster_resources().get("CPU", 1))
             # Ray's core puts its own SIGTERM handler in (a stack dump, then status 15): the
-            # command's own (one line on how to resume, cli.SAYS_SIGTERM) is put back, and again after
-            # the first round trip to the cluster (the core worker is up by then; once, under load in a
-            # fresh CI clone, a SIGTERM right after start() met Ray's handler)
+            # command's own (one line on how to resume, cli.SAYS_SIGTERM) is put back now, and again
+            # after the first round trip to the cluster below (once, under load in a fresh CI clone,
+            # a SIGTERM right after start() met Ray's handler)
+            keep = sigterm if callable(sigterm) and threading.current_thread() is threading.main_thread() \
+                else None
             if keep:
-                signal.signal(signal.SIGTERM, sigterm)
-            return self
+                signal.signal(signal.SIGTERM, keep)
         self._workers = self._asked or int(ray.cluster_resources().get("CPU", 1))
+        if keep:
+            signal.signal(signal.SIGTERM, keep)
         return self
 
     @property

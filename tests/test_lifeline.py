@@ -135,6 +135,16 @@ def _spawned_children(pid: int) -> set[int]:
         return set()
 
 
+def _two_workers_of(proc: subprocess.Popen) -> set[int]:
+    """The pids of the pool's two spawned workers, once both started (fewer after 60 s or an exit)."""
+    workers: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        workers = _spawned_children(proc.pid)
+        time.sleep(0.02)
+    return workers
+
+
 def test_ctrl_c_of_tokenize_stops_now_in_one_line_and_a_rerun_finishes(token_job, tmp_path):
     # Before: Ctrl-C waited for every queued file (the pool's `with` exit) while the workers kept
     # writing shards, then printed "interrupted" without saying how to go on.
@@ -145,11 +155,7 @@ def test_ctrl_c_of_tokenize_stops_now_in_one_line_and_a_rerun_finishes(token_job
            str(token_job["tok"]), "-o", str(out), "--workers", "2"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, preexec_fn=sigint_as_in_a_terminal)
-    workers: set[int] = set()
-    deadline = time.monotonic() + 60
-    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        workers = _spawned_children(proc.pid)
-        time.sleep(0.02)
+    workers = _two_workers_of(proc)
     try:
         assert len(workers) == 2, "the pool's workers did not start in 60 s"
         os.killpg(proc.pid, signal.SIGINT)
@@ -182,11 +188,7 @@ def test_sigterm_of_curate_says_it_stopped_and_how_to_resume_and_a_rerun_finishe
            "--set", "shards.max_inputs=1"]  # 181 small pages: one shard each, so both workers start
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
-    workers: set[int] = set()
-    deadline = time.monotonic() + 60
-    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        workers = _spawned_children(proc.pid)
-        time.sleep(0.02)
+    workers = _two_workers_of(proc)
     try:
         assert len(workers) == 2, "the pool's workers did not start in 60 s"
         os.kill(proc.pid, signal.SIGTERM)  # the parent alone, as `kill PID` does

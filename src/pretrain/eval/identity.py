@@ -109,7 +109,7 @@ def checkpoint_digest(path) -> str | None:
     """A digest of a checkpoint's marker (its files' sizes and xxh3 digests); None without one."""
     from pretrain.train import checkpoint as ck
 
-    text = ck._read_text(path / ck.MARKER)
+    text = ck.marker_text(path)
     return None if text is None else xxhash.xxh3_128(text.encode()).hexdigest()[:32]
 
 

@@ -389,6 +389,11 @@ def _clone_tree(obj):
     return obj
 
 
+def marker_text(path) -> str | None:
+    """The text of checkpoint `path`'s marker (each file's size and digest), None without one."""
+    return _read_text(Path(path) / MARKER)
+
+
 def is_complete(path: Path) -> bool:
     """The marker exists and every file it lists has the recorded size."""
     text = _read_text(path / MARKER)

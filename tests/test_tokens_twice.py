@@ -94,6 +94,37 @@ def test_a_text_field_applies_where_an_input_has_fields(tok, tmp_path, capsys):
                  "--vocab-size", "300"]) == 0
 
 
+def test_a_rerun_with_another_text_field_keeps_the_plain_text_shards(tok, tmp_path, capsys):
+    """A .txt has no fields, yet --text-field was part of its shard's identity: a rerun with another
+    field over .txt beside JSONL refused the .txt shard too (named first: it sorts first). Now the
+    refusal names the JSONL's shard, the one whose text would change; a run killed after the .txt's
+    shard and rerun with the right field keeps that shard and reads the JSONL with the new field.
+    Truth: the tokenizer's own encoding of each text, + end-of-text."""
+    from pretrain.tokens.tokenizer import eot_id, load_tokenizer
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.txt").write_text("a lazy dog")
+    (tmp_path / "c" / "b.jsonl").write_text(json.dumps({"content": "a fox", "body": "the dog"}) + "\n")
+    out = tmp_path / "t"
+    run = ["tokenize", str(tmp_path / "c"), "--tokenizer", str(tok), "-o", str(out), "--workers", "1"]
+    assert main([*run, "--text-field", "content"]) == 0
+    capsys.readouterr()
+    assert main([*run, "--text-field", "body"]) == 2
+    _one_line(capsys, "shard_00001 was written by a different job", '"content" -> "body"')
+    for f in ["manifest.json", *(f"shard_00001.{x}" for x in ("bin", "idx", "done"))]:
+        (out / f).unlink()  # what a run killed after the .txt's shard leaves
+    txt_shard = (out / "shard_00000.bin").stat().st_mtime_ns
+    assert main([*run, "--text-field", "body"]) == 0
+    assert "(1 shard written now, 1 already tokenized)" in capsys.readouterr().out
+    assert (out / "shard_00000.bin").stat().st_mtime_ns == txt_shard
+    t = load_tokenizer(tok)
+    for k, text in enumerate(["a lazy dog", "the dog"]):
+        ids = np.fromfile(out / f"shard_{k:05d}.bin", dtype="<u2").tolist()
+        assert ids == [*t.encode(text).ids, eot_id(t)]
+    assert main([*run, "--text-field", "body"]) == 0  # and again: nothing to do
+    assert "(already tokenized, nothing to do)" in capsys.readouterr().out
+
+
 @pytest.fixture(scope="module")
 def two(tmp_path_factory) -> dict[str, Path]:
     from tests.test_tokens_mixture import make_token_dir

@@ -125,6 +125,36 @@ def test_a_rerun_with_another_text_field_keeps_the_plain_text_shards(tok, tmp_pa
     assert "(already tokenized, nothing to do)" in capsys.readouterr().out
 
 
+def test_exclude_leaves_a_licence_out_of_tokenize_and_tokenizer_train_run_twice(tok, tmp_path, capsys):
+    """A LICENSE.txt in the corpus folder became a document of the tokens, in silence. It is named
+    now, and --exclude leaves it out of `tokenize` (run twice: nothing to do; without the option
+    the rerun is refused naming the file) and of `tokenizer train`. Truth: the shards' inputs and
+    the tokenizer's own encoding of the data file."""
+    from pretrain.tokens.tokenizer import eot_id, load_tokenizer
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "LICENSE.txt").write_text("Permission is hereby granted, free of charge")
+    (tmp_path / "c" / "a.jsonl").write_text(json.dumps({"text": "a lazy dog"}) + "\n")
+    out = tmp_path / "t"
+    run = ["tokenize", str(tmp_path / "c"), "--tokenizer", str(tok), "-o", str(out), "--workers", "1"]
+    assert main([*run, "--exclude", "LICENSE*"]) == 0
+    man = json.loads((out / "manifest.json").read_text())
+    assert [Path(s["input"]).name for s in man["shards"]] == ["a.jsonl"]
+    t = load_tokenizer(tok)
+    assert np.fromfile(out / "shard_00000.bin", dtype="<u2").tolist() == [*t.encode("a lazy dog").ids, eot_id(t)]
+    capsys.readouterr()
+    assert main([*run, "--exclude", "LICENSE*"]) == 0
+    said = capsys.readouterr()
+    assert "(already tokenized, nothing to do)" in said.out and "licence" not in said.err
+    assert main(run) == 2
+    err = capsys.readouterr().err
+    assert "1 file read as documents looks like a licence or readme, not data (LICENSE.txt)" in err, err
+    assert "LICENSE.txt new" in err.splitlines()[-1], err
+    assert main(["tokenizer", "train", str(tmp_path / "c"), "-o", str(tmp_path / "k.json"), "--vocab-size",
+                 "300", "--exclude", "LICENSE.txt"]) == 0
+    assert "trained on 1 document" in capsys.readouterr().out
+
+
 @pytest.fixture(scope="module")
 def two(tmp_path_factory) -> dict[str, Path]:
     from tests.test_tokens_mixture import make_token_dir

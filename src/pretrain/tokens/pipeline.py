@@ -198,6 +198,7 @@ def tokenize_corpus(
     text_field: str | None = None,
     origins: dict[str, tuple[str, dict]] | None = None,
     progress=None,
+    exclude: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Tokenize every input file into `out_dir`; returns the manifest (also written to disk).
     `text_field`: the JSON/Parquet field of the text; None reads "text", a name given for inputs
@@ -210,7 +211,7 @@ def tokenize_corpus(
     from pretrain.tokens.imports import resolve_tokenizer
 
     out = Path(out_dir)
-    files = list_inputs([str(p) for p in inputs])
+    files = list_inputs([str(p) for p in inputs], exclude=exclude)  # --exclude GLOB: inputs.excluded
     if not files:
         raise UserError(f"no input files in {', '.join(map(str, inputs))}")
     text_field = text_field_for(text_field, files)

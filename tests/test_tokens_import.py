@@ -342,6 +342,7 @@ def test_a_datatrove_index_is_read_a_chunk_at_a_time(tok, tmp_path, monkeypatch,
     import pretrain.tokens.imports as imports
 
     monkeypatch.setattr(imports, "CHUNK", 4)
+    monkeypatch.setattr(imports, "ENDS", 4)
     rng = np.random.default_rng(7)
     lengths = [3, 0, 1, 5, 0, 0, 2, 4, 1, 0, 6, 2, 1]  # zeros: empty documents (no token)
     docs = [[*rng.integers(1, 250, size=max(0, n - 1)).tolist(), tok["eot"]][-n:] if eos and n else

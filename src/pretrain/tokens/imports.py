@@ -54,6 +54,7 @@ HEADER = len(MAGIC) + 8 + 1 + 8 + 8  # magic, version, dtype code, sequence coun
 MEGATRON_DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 8: "uint16"}
 MEGATRON_FLOATS = {6: "float64", 7: "float32"}
 CHUNK = 1 << 22  # tokens copied per step: memory stays bounded for any input size
+ENDS = 1 << 20  # document ends read per step (datatrove's index; the shard's offsets): ~8 MB each array
 
 
 @dataclass
@@ -184,7 +185,7 @@ def read_datatrove(ds: str | Path, token_size: int | None) -> Source:
     n = index.stat().st_size
     if n % 8:
         raise DataError(str(index), "size", f"{n} bytes is not a whole number of uint64 document ends")
-    # Read and checked CHUNK ends at a time, never whole: an index of 100M documents is 800 MB, and
+    # Read and checked ENDS at a time, never whole: an index of 100M documents is 800 MB, and
     # the whole of it in memory (its int64 copy, its differences) took ~4x that (session 14).
     ends = IndexFile(index, n // 8)
     _check_datatrove_ends(ds, index, ends, tokens)
@@ -208,11 +209,11 @@ class IndexFile:
 
 
 def _check_datatrove_ends(ds: Path, index: Path, ends: IndexFile, tokens: int) -> None:
-    """Document ends never past the .ds, never decreasing, the last one at its end: one pass, CHUNK
-    ends at a time (memory bounded whatever the index's size)."""
+    """Document ends never past the .ds, never decreasing, the last one at its end: one pass, ENDS
+    at a time (memory bounded whatever the index's size)."""
     prev = 0
-    for lo in range(0, len(ends), CHUNK):
-        part = np.asarray(ends[lo:lo + CHUNK])
+    for lo in range(0, len(ends), ENDS):
+        part = np.asarray(ends[lo:lo + ENDS])
         if int(part.max()) > tokens:  # before int64: a hostile end >= 2**63 would turn negative
             raise DataError(str(ds), "size", f"{tokens} tokens, the index ends a document at "
                             f"{int(part.max())}: truncated .ds or another file's index")
@@ -266,11 +267,11 @@ def _checked(chunk: np.ndarray, src: Source, lo: int, vocab: int) -> None:
 
 
 def _document_ends_in_chunks(ends: np.ndarray) -> Iterator[np.ndarray]:
-    """A source's document ends (int64), CHUNK at a time, without the empty documents' (an end equal
+    """A source's document ends (int64), ENDS at a time, without the empty documents' (an end equal
     to the one before: no token, dropped). Bounded memory for a memmapped index of any length."""
     prev = 0
-    for lo in range(0, len(ends), CHUNK):
-        part = np.asarray(ends[lo:lo + CHUNK], dtype=np.int64)
+    for lo in range(0, len(ends), ENDS):
+        part = np.asarray(ends[lo:lo + ENDS], dtype=np.int64)
         keep = np.diff(part, prepend=prev) > 0
         prev = int(part[-1])
         yield part[keep]

@@ -61,7 +61,8 @@ def write_datatrove(ds: Path, docs: int, seed: int = 0) -> int:
 
 def export_src(ref: str, dest: Path) -> Path:
     """`ref`'s src/ under dest (git archive | tar: no checkout, no shell string)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True, check=False)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True,
+                             check=False)
     if archive.returncode != 0:
         raise SystemExit(f"git archive {ref!r} failed: {archive.stderr.decode(errors='replace').strip()}")
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
@@ -109,7 +110,8 @@ def main() -> int:
             rows[name] = {**one_side(src, ds, tok, out), "digest": digest(out)}
         print(f"{'side':<16}{'peak MB above start':>22}{'per index MB':>14}{'seconds':>10}  shards sha256")
         for name, r in rows.items():
-            print(f"{name:<16}{r['peak_mb']:>22,.0f}{r['peak_mb'] / index_mb:>14.2f}{r['s']:>10.1f}  {r['digest']}")
+            per = r["peak_mb"] / index_mb
+            print(f"{name:<16}{r['peak_mb']:>22,.0f}{per:>14.2f}{r['s']:>10.1f}  {r['digest']}")
         old, new = rows[args.base], rows["this checkout"]
         same = old["digest"] == new["digest"] and old["tokens"] == new["tokens"]
         print(f"peak memory: {new['peak_mb'] / old['peak_mb']:.2f}x of {args.base}'s; time "

@@ -277,12 +277,13 @@ class MixtureSampler:
         else:
             what = _changes(theirs, mine)
             how = ("train.allow_changes continues other weights, sources or tokens in a source, not another "
-                   "seed or seq_len: " if reweight else
-                   "resuming would give a different stream (--set train.allow_changes=true continues it: "
-                   "a source whose tokens changed starts a new epoch over its windows, docs/tokens.md): ")
+                   "seed or seq_len: " if reweight else "resuming would give a different stream: ")
+            go_on = "" if reweight or not self._same_windows(theirs) else (
+                ", or --set train.allow_changes=true to go on with the change (a source whose tokens "
+                "changed starts a new epoch over its windows: docs/tokens.md)")
             raise UserError(f"data.sources: the checkpoint was trained on another mixture ({what}); {how}"
-                            "point data.sources and data.weights back at what it was trained on, or train "
-                            "into another train.out")
+                            "point data.sources and data.weights back at what it was trained on, train "
+                            f"into another train.out{go_on}")
         self._seek(g)
 
     def _same_windows(self, theirs: dict) -> bool:

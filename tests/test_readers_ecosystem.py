@@ -664,6 +664,31 @@ def test_a_folder_read_in_part_names_the_types_it_left_out(tmp_path, capsys):
     assert said == f"pretrain: {glob!r}: 3 files of a type not read here left out (.pdf 3), 1 read\n"
 
 
+def test_a_licence_or_readme_read_as_a_document_is_named_and_exclude_leaves_it_out(tmp_path, capsys):
+    # LICENSE.txt and README.txt in a data folder were read as documents without a word (session 14).
+    # Named now, one line, and --exclude GLOB (a name, or a path below the folder with a /) leaves
+    # them out, in a folder walk and a glob alike; a file named itself is read.
+    (tmp_path / "sub").mkdir()
+    for name in ("a.jsonl", "LICENSE.txt", "sub/README.txt", "sub/b.txt", "NOTES.txt"):
+        (tmp_path / name).write_text(json.dumps(RECORDS[0]) + "\n")
+    names = [f.relative_to(tmp_path).as_posix() for f in list_inputs([str(tmp_path)])]
+    assert names == ["LICENSE.txt", "NOTES.txt", "a.jsonl", "sub/README.txt", "sub/b.txt"]
+    said = capsys.readouterr().err
+    assert said == (f"pretrain: {tmp_path}: 2 files read as documents look like a licence or readme, not "
+                    "data (LICENSE.txt, sub/README.txt); --exclude 'LICENSE.txt' leaves one out\n"), said
+    for exclude, left in ((("LICENSE*", "README.txt"), ["NOTES.txt", "a.jsonl", "sub/b.txt"]),
+                          (("sub/*",), ["LICENSE.txt", "NOTES.txt", "a.jsonl"]),
+                          (("**/*.txt",), ["LICENSE.txt", "NOTES.txt", "a.jsonl"]),  # a / : below the root
+                          (("*.txt",), ["a.jsonl"])):
+        for given in (str(tmp_path), str(tmp_path / "**" / "*")):
+            got = [f.relative_to(tmp_path).as_posix() for f in list_inputs([given], exclude=exclude)]
+            assert got == left, (exclude, given)
+            said = capsys.readouterr().err
+            assert ("not data" in said) == ("LICENSE.txt" in left), (exclude, said)
+    assert list_inputs([str(tmp_path / "LICENSE.txt")], exclude=("LICENSE*",)) == [tmp_path / "LICENSE.txt"]
+    assert capsys.readouterr().err == ""  # named itself: meant
+
+
 def test_gzipped_html_pages_read_as_their_plain_html(tmp_path, shared_data):
     """The article-extraction benchmark ships its 181 real pages as .html.gz: each reads as the
     same page inflated by Python's gzip into an .html file; a page inflating past max_record_bytes
@@ -703,3 +728,10 @@ def test_a_bucket_prefix_read_in_part_names_the_types_it_left_out(s3_here, capsy
     assert f"s3://{bucket}/pdfs holds 1 file, none of a type read here (.pdf 1)" in capsys.readouterr().err
     with pytest.raises(UserError, match=f"not found: s3://{bucket}/none \\(no object there nor under it"):
         list_any_inputs([f"s3://{bucket}/none"])
+    # a licence in a bucket prefix: named, and --exclude leaves it out as in a folder
+    fs.pipe({f"{bucket}/in/LICENSE.txt": b"CC-BY"})
+    assert [src for _, src in list_any_inputs([f"s3://{bucket}/in/"])] == ["LICENSE.txt", "part.jsonl"]
+    assert "(LICENSE.txt); --exclude 'LICENSE.txt' leaves it out" in capsys.readouterr().err
+    kept = list_any_inputs([f"s3://{bucket}/in/"], exclude=("LICENSE*",))
+    assert [src for _, src in kept] == ["part.jsonl"]
+    assert "LICENSE" not in capsys.readouterr().err

@@ -334,6 +334,33 @@ def test_hostile_datatrove_files_are_named(tok, datatrove_out, tmp_path, lie):
         import_tokens("datatrove", [str(ds)], tok["path"], tmp_path / "t")
 
 
+@pytest.mark.parametrize("eos", [True, False])
+def test_a_datatrove_index_is_read_a_chunk_at_a_time(tok, tmp_path, monkeypatch, eos):
+    """The index is streamed (never whole in memory): with chunks of 4 ends and 4 tokens, documents
+    and empty ones straddling every chunk boundary arrive as numpy slices them from the files (+ one
+    end-of-text when absent), and a decreasing end at a chunk boundary is named."""
+    import pretrain.tokens.imports as imports
+
+    monkeypatch.setattr(imports, "CHUNK", 4)
+    monkeypatch.setattr(imports, "ENDS", 4)
+    rng = np.random.default_rng(7)
+    lengths = [3, 0, 1, 5, 0, 0, 2, 4, 1, 0, 6, 2, 1]  # zeros: empty documents (no token)
+    docs = [[*rng.integers(1, 250, size=max(0, n - 1)).tolist(), tok["eot"]][-n:] if eos and n else
+            rng.integers(1, 250, size=n).tolist() for n in lengths]
+    ds = tmp_path / "web.ds"
+    ds.write_bytes(np.array([t for d in docs for t in d], "<u2").tobytes())
+    Path(f"{ds}.index").write_bytes(np.cumsum(lengths).astype("<u8").tobytes())
+    Path(f"{ds}.metadata").write_text("tok|2\n")
+    d = _imported(tok, tmp_path / "t", ds, kind="datatrove")
+    want = [x if eos else x + [tok["eot"]] for x in docs if x]
+    assert [d.document(i).tolist() for i in range(d.num_documents)] == want
+    assert d.manifest["shards"][0]["skipped"] == {"empty document": lengths.count(0)}
+    assert d.manifest["imported"]["eot"] == ("present" if eos else "appended")
+    _poke(f"{ds}.index", 8, 1, U8)  # end[8] < end[7]: the first end of the third chunk
+    with pytest.raises(DataError, match=r"\.ds\.index: record end\[8\]: decreasing"):
+        import_tokens("datatrove", [str(ds)], tok["path"], tmp_path / "t2")
+
+
 def test_rerun_resumes_and_other_inputs_are_refused(tok, tmp_path, capsys):
     eod = [d + [tok["eot"]] for d in tok["docs"]]
     a = megatron_write(tmp_path / "a", eod, np.uint16)

@@ -140,6 +140,41 @@ def test_an_o200k_cut_is_a_word_end_of_its_regex_for_every_code_point():
         assert cuts > 2_000, regex  # (none in the runs of marks, emoji, newlines: no letter before)
 
 
+def test_a_normalized_cut_is_a_word_end_for_every_code_point_normalization_moves():
+    # NFC and NFKC (Qwen2's Split regex + ByteLevel): a cut needs a normalization boundary on both
+    # sides, and is read on the normalized characters, so NFKC's "字，" (U+FF0C folds to ",") and
+    # "ＡＢＣ，" are cuts now (they were not: "，" is not NFKC-normalized). Truth: HF tokenizers'
+    # normalizer and pre-tokenizer on the whole text and on each piece alone, for the code points
+    # Python assigns below U+20000 on either side of a cut (after a letter or a digit, before "，").
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+    first, second = pieces._compositions()
+
+    def moved(c: str) -> bool:  # what normalization can change, or compose, or reorder
+        return unicodedata.normalize("NFKD", c) != c or unicodedata.combining(c) or c in first or c in second
+
+    # every such code point below U+20000 (17,725, Hangul syllables included), and 1 in 11 of the
+    # others (5,543: what normalization leaves alone, the previous rule's; the families test too)
+    cps = [chr(c) for c in range(0x20000) if unicodedata.category(chr(c)) not in ("Cn", "Cs", "Co")
+           and (moved(chr(c)) or c % 11 == 0)]
+    left, right = ("字", "ｆ", "1"), ("，",)
+    text = "".join(f" {a}{c}x" for a in left for c in cps) + "".join(f" {c}{b}x" for b in right for c in cps)
+    for form in ("NFC", "NFKC"):
+        tok = Tokenizer(models.BPE())
+        tok.normalizer = getattr(normalizers, form)()
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(pieces.QWEN2_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        rule = pieces._word_rule({"type": form}, [
+            {"type": "Split", "pattern": {"Regex": pieces.QWEN2_SPLIT}, "behavior": "Isolated",
+             "invert": False}, {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}])
+        frags = pieces.cut_everywhere(text, rule)
+        assert pieces._words(tok, frags, rule) == pieces._words(tok, [text], rule), form
+        assert len(frags) > 2 * len(cps), (form, len(frags))
+        assert pieces.is_cut("中文字符，你好", 4, rule) and pieces.is_cut("ＡＢＣ，ｄ", 3, rule), form
+        assert not pieces.is_cut("ｶﾞ", 1, rule) and not pieces.is_cut("e\u0301", 1, rule), form
+
+
 _CHILD = r"""
 import json, sys, time""" + PEAK_MB + r"""import random
 from pretrain.tokens.pieces import encode_ids, hard_cuts
@@ -262,6 +297,7 @@ ADVERSARIAL = {  # 5K-10K characters each: at the scaled-down sizes below, sever
     "emoji run": "😀" * 6000 + " end",
     "spaces": "word" + " " * 5000 + "word  \t  " * 300,
     "case and contractions": "HelloWorld WE'LL Don'T x's İstanbul'un İİ. ΣΑΣ ǅemal ﬁ Å\u212b " * 150,
+    "full-width": "全角文字，ＡＢＣ，ｄｅｆ：１２３；ｶﾞｷﾞ，ﬁ，½，㍿，Ⅻ，x\u0308，한，가\u11a8，" * 200,
 }
 
 

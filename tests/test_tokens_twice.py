@@ -94,6 +94,68 @@ def test_a_text_field_applies_where_an_input_has_fields(tok, tmp_path, capsys):
                  "--vocab-size", "300"]) == 0
 
 
+def test_a_rerun_with_another_text_field_keeps_the_plain_text_shards(tok, tmp_path, capsys):
+    """A .txt has no fields, yet --text-field was part of its shard's identity: a rerun with another
+    field over .txt beside JSONL refused the .txt shard too (named first: it sorts first). Now the
+    refusal names the JSONL's shard, the one whose text would change; a run killed after the .txt's
+    shard and rerun with the right field keeps that shard and reads the JSONL with the new field.
+    Truth: the tokenizer's own encoding of each text, + end-of-text."""
+    from pretrain.tokens.tokenizer import eot_id, load_tokenizer
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.txt").write_text("a lazy dog")
+    (tmp_path / "c" / "b.jsonl").write_text(json.dumps({"content": "a fox", "body": "the dog"}) + "\n")
+    out = tmp_path / "t"
+    run = ["tokenize", str(tmp_path / "c"), "--tokenizer", str(tok), "-o", str(out), "--workers", "1"]
+    assert main([*run, "--text-field", "content"]) == 0
+    capsys.readouterr()
+    assert main([*run, "--text-field", "body"]) == 2
+    _one_line(capsys, "shard_00001 was written by a different job", '"content" -> "body"')
+    for f in ["manifest.json", *(f"shard_00001.{x}" for x in ("bin", "idx", "done"))]:
+        (out / f).unlink()  # what a run killed after the .txt's shard leaves
+    txt_shard = (out / "shard_00000.bin").stat().st_mtime_ns
+    assert main([*run, "--text-field", "body"]) == 0
+    assert "(1 shard written now, 1 already tokenized)" in capsys.readouterr().out
+    assert (out / "shard_00000.bin").stat().st_mtime_ns == txt_shard
+    t = load_tokenizer(tok)
+    for k, text in enumerate(["a lazy dog", "the dog"]):
+        ids = np.fromfile(out / f"shard_{k:05d}.bin", dtype="<u2").tolist()
+        assert ids == [*t.encode(text).ids, eot_id(t)]
+    assert main([*run, "--text-field", "body"]) == 0  # and again: nothing to do
+    assert "(already tokenized, nothing to do)" in capsys.readouterr().out
+
+
+def test_exclude_leaves_a_licence_out_of_tokenize_and_tokenizer_train_run_twice(tok, tmp_path, capsys):
+    """A LICENSE.txt in the corpus folder became a document of the tokens, in silence. It is named
+    now, and --exclude leaves it out of `tokenize` (run twice: nothing to do; without the option
+    the rerun is refused naming the file) and of `tokenizer train`. Truth: the shards' inputs and
+    the tokenizer's own encoding of the data file."""
+    from pretrain.tokens.tokenizer import eot_id, load_tokenizer
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "LICENSE.txt").write_text("Permission is hereby granted, free of charge")
+    (tmp_path / "c" / "a.jsonl").write_text(json.dumps({"text": "a lazy dog"}) + "\n")
+    out = tmp_path / "t"
+    run = ["tokenize", str(tmp_path / "c"), "--tokenizer", str(tok), "-o", str(out), "--workers", "1"]
+    assert main([*run, "--exclude", "LICENSE*"]) == 0
+    man = json.loads((out / "manifest.json").read_text())
+    assert [Path(s["input"]).name for s in man["shards"]] == ["a.jsonl"]
+    t = load_tokenizer(tok)
+    ids = np.fromfile(out / "shard_00000.bin", dtype="<u2").tolist()
+    assert ids == [*t.encode("a lazy dog").ids, eot_id(t)]
+    capsys.readouterr()
+    assert main([*run, "--exclude", "LICENSE*"]) == 0
+    said = capsys.readouterr()
+    assert "(already tokenized, nothing to do)" in said.out and "licence" not in said.err
+    assert main(run) == 2
+    err = capsys.readouterr().err
+    assert "1 file read as documents looks like a licence or readme, not data (LICENSE.txt)" in err, err
+    assert "LICENSE.txt new" in err.splitlines()[-1], err
+    assert main(["tokenizer", "train", str(tmp_path / "c"), "-o", str(tmp_path / "k.json"), "--vocab-size",
+                 "300", "--exclude", "LICENSE.txt"]) == 0
+    assert "trained on 1 document" in capsys.readouterr().out
+
+
 @pytest.fixture(scope="module")
 def two(tmp_path_factory) -> dict[str, Path]:
     from tests.test_tokens_mixture import make_token_dir
@@ -274,3 +336,80 @@ def test_an_export_into_the_same_prefix_says_it_replaced_the_files(two, tmp_path
     assert main(["tokens", "export-megatron", str(two["web"]), "-o", str(prefix)]) == 0
     assert capsys.readouterr().out.strip().endswith("(replaced the files there)")
     assert [Path(f"{prefix}{x}").read_bytes() for x in (".bin", ".idx")] == first
+
+
+def test_a_source_grown_on_resume_goes_on_with_allow_changes_and_is_named_without(two, tmp_path):
+    """A source tokenized further since the checkpoint (more documents, more tokens) was refused even
+    with train.allow_changes. Now the refusal names the source, its tokens then and now and the option;
+    with it, the grown source starts a new epoch over all its windows (old and new documents, each
+    once), the other source's epochs go on. Truth: the windows read with numpy from the shard files."""
+    from pretrain.tokens.mixture import MixtureSampler
+    from tests.test_tokens_mixture import make_token_dir
+
+    seq = 8
+    old = MixtureSampler(two, {"web": 0.6, "wiki": 0.4}, seq_len=seq, seed=2)
+    rows = np.concatenate([old.next_batch(4) for _ in range(40)])
+    state = json.loads(json.dumps(old.state_dict()))
+    grown = {**two, "web": make_token_dir(tmp_path / "web", 500, 1)}  # the 400 documents, then 100 more
+    wins = {"wiki": _windows(two["wiki"], seq), "web": _windows(grown["web"], seq)}
+    assert _windows(two["web"], seq) < wins["web"]
+    then, now = state["tokens"]["web"], json.loads((grown["web"] / "manifest.json").read_text())["tokens"]
+    with pytest.raises(UserError, match=rf"tokens\.web {then} -> {now}\).*--set train\.allow_changes=true"):
+        MixtureSampler(grown, {"web": 0.6, "wiki": 0.4}, seq_len=seq, seed=2).load_state_dict(state)
+    new = MixtureSampler(grown, {"web": 0.6, "wiki": 0.4}, seq_len=seq, seed=2)
+    new.load_state_dict(state, reweight=True)
+    assert new.changed_tokens == {"web": (then, now)}
+    after = new.next_batch(3200)
+    web = [r.tobytes() for r in after if r.tobytes() in wins["web"]]
+    assert len(web) >= len(wins["web"]) and set(web[:len(wins["web"])]) == wins["web"]  # a whole new epoch
+    wiki = [r.tobytes() for r in [*rows, *after] if r.tobytes() in wins["wiki"]]
+    assert len(wiki) > 2 * len(wins["wiki"]) and _once_per_epoch(wiki, wins["wiki"])  # unchanged: goes on
+    saved = json.loads(json.dumps(new.state_dict()))  # run it twice: the new phase resumes exactly
+    ahead = [new.next_batch(4) for _ in range(10)]
+    again = MixtureSampler(grown, {"web": 0.6, "wiki": 0.4}, seq_len=seq, seed=2)
+    again.load_state_dict(saved)
+    assert all(np.array_equal(again.next_batch(4), a) for a in ahead)
+
+
+def test_a_run_resumed_on_a_grown_source_says_what_changed(two, tmp_path, capsys):
+    """The trainer's side: a resume onto a source tokenized further is refused without
+    train.allow_changes (naming it), and with it trains on, saying source, tokens then -> now and what
+    the sampler does. Truth: the sampler-level continuation, drawn by hand for the same steps."""
+    import shutil
+
+    from pretrain.tokens.mixture import MixtureSampler
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+    from tests.test_tokens_mixture import make_token_dir
+
+    web = tmp_path / "web"
+    shutil.copytree(two["web"], web)
+
+    def cfg(*extra):
+        return tiny_config(tmp_path / "run", "", "data.kind=tokens", "model.vocab_size=1000",
+                           f'data.sources={{web="{web}",wiki="{two["wiki"]}"}}', "checkpoint.every=4",
+                           "checkpoint.async_save=false", "data.weights={web=3,wiki=1}", *extra)
+
+    Trainer(cfg("train.steps=4"), quiet=True).fit()
+    then = json.loads((web / "manifest.json").read_text())["tokens"]
+    shutil.rmtree(web)
+    make_token_dir(web, 500, 1)
+    now = json.loads((web / "manifest.json").read_text())["tokens"]
+    with pytest.raises(UserError, match=rf"web {then} -> {now}.*allow_changes"):
+        Trainer(cfg("train.steps=8"), quiet=True)
+    capsys.readouterr()
+    t = Trainer(cfg("train.steps=8", "train.allow_changes=true"), quiet=True)
+    t.fit()
+    err = capsys.readouterr().err
+    assert f"data.tokens.web {then!r} -> {now!r}" in err and "web: other tokens" in err, err
+    batch = t.cfg.data.batch_size
+    ref = MixtureSampler({"web": two["web"], "wiki": two["wiki"]}, {"web": 3, "wiki": 1}, seq_len=32,
+                         seed=t.cfg.data.seed)
+    for _ in range(4):
+        ref.next_batch(batch)
+    ref2 = MixtureSampler({"web": web, "wiki": two["wiki"]}, {"web": 3, "wiki": 1}, seq_len=32,
+                          seed=t.cfg.data.seed)
+    ref2.load_state_dict(ref.state_dict(), reweight=True)
+    for _ in range(4):
+        ref2.next_batch(batch)
+    assert t.step == 8 and t.loader.state_dict()["inner"] == ref2.state_dict()

@@ -7,8 +7,17 @@ import argparse
 from pretrain.bounds import Number
 
 
+def add_exclude(p: argparse.ArgumentParser) -> None:
+    """`--exclude GLOB` (repeatable), for every command that walks input folders (inputs.excluded)."""
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out the files of a folder, glob or bucket prefix that match: a name "
+                        "(LICENSE*, README.txt) or, with a /, a path below it (docs/*); repeatable. "
+                        "Files read that look like a licence or readme are named on stderr")
+
+
 def add_runner_arguments(p: argparse.ArgumentParser) -> None:
     """The options every corpus job (dedup, decontaminate) shares: where it runs and what it shows."""
+    add_exclude(p)
     p.add_argument("--workers", type=Number(int, lo=1, hi=4096, why="processes, one per core"),
                    default=None, help="processes (default: all cores)")
     p.add_argument("--executor", choices=["local", "ray"], default="local",

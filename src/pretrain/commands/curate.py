@@ -53,7 +53,7 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from pretrain.commands import TEXT_FIELD_HELP
+    from pretrain.commands import TEXT_FIELD_HELP, add_exclude
 
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="files, folders, globs or URLs (s3://bucket/prefix, ...)")
@@ -74,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="override a config key, e.g. --set rules.profile=fineweb-2024 (repeatable)",
     )
     p.add_argument("--text-field", default=None, metavar="NAME", help=TEXT_FIELD_HELP)
+    add_exclude(p)
     p.add_argument("--workers", type=Number(int, lo=1, hi=4096, why="processes, one per core"),
                    default=None, help="processes (default: all cores)")
     p.add_argument(
@@ -136,7 +137,7 @@ def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
 
     try:
         stats = curate(args.inputs, args.output, cfg, executor=executor, progress=progress, job=job,
-                       work_dir=args.work_dir, claimed=claimed)
+                       work_dir=args.work_dir, claimed=claimed, exclude=tuple(getattr(args, "exclude", ())))
     finally:
         progress.close()
     print_funnel(stats, args.output)

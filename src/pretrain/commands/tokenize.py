@@ -41,6 +41,8 @@ Rerun the same command to resume.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from pretrain.commands import add_exclude
+
     p.add_argument("inputs", nargs="+", metavar="CORPUS", help="files, folders, globs or URLs")
     p.add_argument("--tokenizer", required=True, metavar="T",
                    help="tokenizer.json, or a Hugging Face model folder holding one")
@@ -53,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-field", default=None, metavar="NAME",
                    help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content); "
                         "refused when no input has fields (.txt, HTML, WARC only)")
+    add_exclude(p)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr, by bytes read inside each file (default: when stderr "
                         "is a terminal)")
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(args.progress)
     try:
         man = tokenize_corpus(inputs, args.tokenizer, out, source, args.workers, report, args.text_field,
-                              origins, progress)
+                              origins, progress, exclude=tuple(args.exclude))
     except DataError as e:
         raise UserError(str(e)) from e
     except UserError as e:  # a refusal about the staging folder: said of the URLs it stands for
@@ -217,7 +220,7 @@ def _stage(args: argparse.Namespace) -> tuple[list[str], str, Path | None, dict[
     if urls:
         sizes: dict[str, int] = {}
         stamps: dict[str, dict] = {}
-        listed = _local_names(list_any_inputs(urls, sizes=sizes, stamps=stamps))
+        listed = _local_names(list_any_inputs(urls, sizes=sizes, stamps=stamps, exclude=tuple(args.exclude)))
         _forget_other_copies(work / "inputs", {work / "inputs" / name for _, name in listed})
         for url, name in listed:
             local = work / "inputs" / name

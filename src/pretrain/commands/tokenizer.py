@@ -28,6 +28,8 @@ Output: one tokenizer.json that HF `tokenizers` (and transformers' PreTrainedTok
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from pretrain.commands import add_exclude
+
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     t = sub.add_parser("train", help="train a byte-level BPE", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--text-field", default=None, metavar="NAME",
                    help="the JSON/Parquet field holding the text (default text; e.g. content, raw_content); "
                         "refused when no input has fields (.txt, HTML, WARC only)")
+    add_exclude(t)
     t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress on stderr: a bar by bytes read inside each file, then the BPE training "
                         "with its elapsed time (default: when stderr is a terminal)")
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                         f"got {args.min_frequency}")
     if args.max_mb is not None and not (math.isfinite(args.max_mb) and args.max_mb > 0):
         raise UserError(f"--max-mb must be a positive number of MB, got {args.max_mb}")
-    files = list_inputs(args.inputs)
+    files = list_inputs(args.inputs, exclude=tuple(args.exclude))
     if not files:  # said as tokenize says it (the reason, when one is known, was printed above)
         raise UserError(f"no input files in {', '.join(args.inputs)}; nothing written")
     field = text_field_for(args.text_field, files)  # given for .txt only: refused, not dropped

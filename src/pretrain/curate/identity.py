@@ -32,17 +32,18 @@ if TYPE_CHECKING:
 
 
 def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[str, int] | None = None,
-                    stamps: dict[str, dict] | None = None) -> list[tuple[str, str]]:
+                    stamps: dict[str, dict] | None = None,
+                    exclude: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """(file, source name) for local paths, folders and globs and for URLs (a prefix is a folder),
     sorted; the source name is the file's path relative to the input it came from. `sizes` and
     `stamps`, when given, receive each URL's size and version (versions.of_listing) from the
-    listing (no request per object)."""
-    from pretrain.curate.inputs import globbed, is_supported, walked
+    listing (no request per object). `exclude`: --exclude GLOB, as `inputs.excluded` reads it."""
+    from pretrain.curate.inputs import excluded, globbed, is_supported, say_paperwork, walked
 
     found: dict[str, str] = {}
     local = [p for p in inputs if not io.is_url(p)]
     if local:
-        for f in list_inputs(local, None if own_out is None or io.is_url(own_out) else own_out):
+        for f in list_inputs(local, None if own_out is None or io.is_url(own_out) else own_out, exclude):
             found[str(f)] = source_name(f, _root_of(f, local))
     for url in (p for p in inputs if io.is_url(p)):
         try:
@@ -52,6 +53,9 @@ def list_any_inputs(inputs: list[str], own_out: str | None = None, sizes: dict[s
             if line is None:
                 raise
             raise UserError(f"cannot list {url}: {line}") from e
+        if not (len(listed) == 1 and url.rstrip("/") in listed):  # an object named itself is read
+            listed = {f: v for f, v in listed.items() if not excluded(v[0], exclude)}
+            say_paperwork(url.rstrip("/"), [Path(v[0]) for v in listed.values()])
         climbing = []
         for f, (src, size, stamp) in listed.items():
             if _climbs(src):

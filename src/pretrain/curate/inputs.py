@@ -6,6 +6,7 @@ files; `job.py` lists bucket prefixes with the same rule; decontam walks benchma
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import re
 from pathlib import Path
@@ -25,12 +26,14 @@ HTML_SUFFIXES = (".html", ".htm", ".html.gz", ".htm.gz")
 SUFFIXES = JSONL_SUFFIXES + (".parquet", ".arrow", ".txt") + HTML_SUFFIXES + WARC_SUFFIXES
 
 
-def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
+def list_inputs(paths: list[str], own_out: str | None = None, exclude: tuple[str, ...] = ()) -> list[Path]:
     """Expand files, folders (recursively, known extensions only) and globs into sorted files.
 
     A folder or glob from someone else may hold symlinks to files of the user running the job
     (`notes.txt -> ~/.ssh/id_rsa`) that would end up in a corpus: inside a folder or glob, a symlink
     whose target lies outside it is skipped, with one line on stderr. A file named itself is read.
+    `exclude` (--exclude GLOB): a folder's or glob's files that match are left out (`excluded`);
+    those read that look like a licence or readme are named in one line (`say_paperwork`).
     """
     from pretrain.curate.outputs import job_data_only
 
@@ -46,6 +49,8 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
                 raise UserError(f"{p!r} matches {count(len(matches), 'path')}, none a file of a known type "
                                 f"({', '.join(SUFFIXES)}) outside hidden folders")
             say_unread(repr(p), [_below(m, root) for m in matches if m.is_file()], len(kept), globbed)
+            kept = [m for m in kept if not excluded(_below(m, root), exclude)]
+            say_paperwork(repr(p), [_below(m, root) for m in kept])
             found.update(_inside(root, kept))
             continue
         path = Path(p)
@@ -55,7 +60,10 @@ def list_inputs(paths: list[str], own_out: str | None = None) -> list[Path]:
             plans = [f for f in every if f.name == "plan.json"]
             if not plans or not files:  # a job's OUT says what of it is read (job_data_only)
                 say_unread(str(path), [f.relative_to(path) for f in every if f.is_file()], len(files))
-            found.update(_inside(path, job_data_only(plans, files, own_out)))
+            files = [f for f in files if not excluded(f.relative_to(path), exclude)]
+            files = job_data_only(plans, files, own_out)
+            say_paperwork(str(path), [f.relative_to(path) for f in files])
+            found.update(_inside(path, files))
         elif path.is_file():
             found.add(path)
         else:
@@ -152,6 +160,35 @@ def walk_folder(folder: Path, suffixes: tuple[str, ...] = SUFFIXES) -> list[Path
 # Files a data folder holds beside its data that nobody means as records: not worth a line.
 _PAPERWORK = re.compile(r"(readme|license|licence|notice|copying|changelog|authors)\b.*|.*\.(md|rst)",
                         re.IGNORECASE)
+# ... and those of them a walk reads (LICENSE.txt, README.txt): named in one line, not skipped.
+_LOOKS_PAPER = re.compile(r"(readme|license|licence|notice|copying|changelog|authors|manifest|citation)"
+                          r"\b.*", re.IGNORECASE)
+
+
+def excluded(rel: str | Path, patterns: tuple[str, ...] | list[str]) -> bool:
+    """`--exclude GLOB` (repeatable): a file found by a folder walk, a glob or a bucket prefix is left
+    out when a pattern matches its path below that folder (a pattern with a "/": `docs/*`, `**/x`
+    reads as `*/x`) or its name (without one: `LICENSE*`, `*.md.txt`); fnmatch's rules, case as
+    written. A file named on the command line is read, as hidden files are (`is_hidden`)."""
+    rel = Path(rel).as_posix()
+    name = rel.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(rel if "/" in pat else name, pat.replace("**/", "*/")) for pat in patterns)
+
+
+def say_paperwork(root: str, read: list[Path]) -> None:
+    """One line on stderr naming the files a walk reads as documents whose names say licence, readme,
+    notice or manifest (`LICENSE.txt`: a data folder's paperwork, not its data), and how to leave them
+    out. Not a silent skip: `README.txt` may be someone's data, and a skip nobody sees is worse."""
+    import sys
+
+    odd = sorted(f.as_posix() for f in read if _LOOKS_PAPER.fullmatch(f.name))
+    if odd:
+        shown = ", ".join(odd[:3]) + (f" and {len(odd) - 3:,} more" if len(odd) > 3 else "")
+        one = len(odd) == 1
+        print(printable(f"pretrain: {root}: {count(len(odd), 'file')} read as documents "
+                        f"{'looks' if one else 'look'} like a licence or readme, not data ({shown}); "
+                        f"--exclude '{Path(odd[0]).name}' leaves {'it' if one else 'one'} out"),
+              file=sys.stderr)
 
 
 def say_unread(root: str, every: list[Path], read: int, reads=None) -> None:

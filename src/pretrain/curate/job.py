@@ -116,7 +116,8 @@ class Layout:
 
 
 def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
-                stack: contextlib.ExitStack, claimed=None, ready=None) -> list[ShardTask]:
+                stack: contextlib.ExitStack, claimed=None, ready=None,
+                exclude: tuple[str, ...] = ()) -> list[ShardTask]:
     """The inputs in sorted order, grouped into shards (grouping.py: by `[shards]`, or as OUT's
     plan grouped them); the job's identity is claimed in OUT, under the attempt lock (held until
     `stack` closes), and an earlier attempt's debris is swept. `claimed()` runs once OUT is this
@@ -128,7 +129,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
 
     sizes: dict[str, int] = {}
     stamps: dict[str, dict] = {}
-    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out, sizes, stamps)
+    files = [(f, src) for f, src in list_any_inputs(inputs, lay.out, sizes, stamps, exclude)
              if not is_own_output(f, lay.out, lay.work)]  # an OUT inside an input folder
     if not files:
         raise UserError(f"no input files found in {', '.join(map(str, inputs))}")
@@ -205,7 +206,8 @@ def _preflight(cfg: CurateConfig, progress=None, index: bool = True) -> None:
 
 
 def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None, progress=None,
-            job: str = "curate", work_dir: str | Path | None = None, claimed=None) -> dict:
+            job: str = "curate", work_dir: str | Path | None = None, claimed=None,
+            exclude: tuple[str, ...] = ()) -> dict:
     """Run the belt `cfg` over `inputs` into `out` (a path or URL); returns the stats also written
     to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`);
     `claimed()`: called once OUT is known to be this job's (see `plan_shards`)."""
@@ -222,7 +224,7 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
         _preflight(cfg, progress, indexed[0])
 
     with contextlib.ExitStack() as stack:
-        tasks = plan_shards(inputs, lay, cfg, job, stack, claimed, ready)
+        tasks = plan_shards(inputs, lay, cfg, job, stack, claimed, ready, exclude)
         cfg = tasks[0].cfg  # with the [shards] of OUT's plan
         stats = _run_claimed(tasks, lay, cfg, executor, progress, job, started)
     if decontaminates(cfg):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ HEADER = len(MAGIC) + 8 + 1 + 8 + 8  # magic, version, dtype code, sequence coun
 MEGATRON_DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 8: "uint16"}
 MEGATRON_FLOATS = {6: "float64", 7: "float32"}
 CHUNK = 1 << 22  # tokens copied per step: memory stays bounded for any input size
+ENDS = 1 << 20  # document ends read per step (datatrove's index; the shard's offsets): ~8 MB each array
 
 
 @dataclass
@@ -63,7 +64,7 @@ class Source:
     bin: Path
     dtype: np.dtype
     tokens: int
-    ends: np.ndarray  # int64, non-decreasing, ends[-1] == tokens (empty documents: equal ends)
+    ends: Any  # int64 array or an IndexFile, non-decreasing, ends[-1] == tokens (empty documents: equal ends)
     files: list[Path] = field(default_factory=list)  # every file it was read from (its identity)
     kind: str = ""
     loss_masked: int = 0  # datatrove tokens its .ds.loss excludes from the loss (we train on them)
@@ -184,18 +185,47 @@ def read_datatrove(ds: str | Path, token_size: int | None) -> Source:
     n = index.stat().st_size
     if n % 8:
         raise DataError(str(index), "size", f"{n} bytes is not a whole number of uint64 document ends")
-    ends = np.asarray(np.memmap(index, "<u8", "r") if n else np.zeros(0, "<u8"), dtype=np.uint64)
-    if ends.size and int(ends.max()) > tokens:
-        raise DataError(str(ds), "size", f"{tokens} tokens, the index ends a document at {int(ends.max())}: "
-                        "truncated .ds or another file's index")
-    ends = ends.astype(np.int64)
-    if np.any(np.diff(ends) < 0):
-        bad = int(np.nonzero(np.diff(ends) < 0)[0][0]) + 1
-        raise DataError(str(index), f"end[{bad}]", "decreasing: documents would overlap")
-    if (int(ends[-1]) if ends.size else 0) != tokens:
-        raise DataError(str(ds), "size", f"{tokens} tokens, the index's documents end at "
-                        f"{int(ends[-1]) if ends.size else 0}: not this index's .ds")
+    # Read and checked ENDS at a time, never whole: an index of 100M documents is 800 MB, and
+    # the whole of it in memory (its int64 copy, its differences) took ~4x that (session 14).
+    ends = IndexFile(index, n // 8)
+    _check_datatrove_ends(ds, index, ends, tokens)
     return Source(ds, dtype, tokens, ends, [ds, index], "datatrove", _loss_masked(ds, tokens))
+
+
+class IndexFile:
+    """A file of little-endian uint64 values read a slice at a time (`len`, `[lo:hi]`), not mapped:
+    a mapping's pages stay resident in the process as they are read (a 800 MB index, 800 MB)."""
+
+    def __init__(self, path: Path, size: int):
+        self.path, self.size = path, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, part: slice) -> np.ndarray:
+        lo, hi, _ = part.indices(self.size)
+        with open(self.path, "rb") as f:
+            return np.fromfile(f, "<u8", count=max(0, hi - lo), offset=8 * lo)
+
+
+def _check_datatrove_ends(ds: Path, index: Path, ends: IndexFile, tokens: int) -> None:
+    """Document ends never past the .ds, never decreasing, the last one at its end: one pass, ENDS
+    at a time (memory bounded whatever the index's size)."""
+    prev = 0
+    for lo in range(0, len(ends), ENDS):
+        part = np.asarray(ends[lo:lo + ENDS])
+        if int(part.max()) > tokens:  # before int64: a hostile end >= 2**63 would turn negative
+            raise DataError(str(ds), "size", f"{tokens} tokens, the index ends a document at "
+                            f"{int(part.max())}: truncated .ds or another file's index")
+        part = part.astype(np.int64)
+        step = np.diff(part, prepend=prev)
+        if np.any(step < 0):
+            bad = lo + int(np.nonzero(step < 0)[0][0])
+            raise DataError(str(index), f"end[{bad}]", "decreasing: documents would overlap")
+        prev = int(part[-1])
+    if prev != tokens:
+        raise DataError(str(ds), "size", f"{tokens} tokens, the index's documents end at {prev}: not this "
+                        "index's .ds")
 
 
 def _loss_masked(ds: Path, tokens: int) -> int:
@@ -236,29 +266,80 @@ def _checked(chunk: np.ndarray, src: Source, lo: int, vocab: int) -> None:
                     f"{vocab}-token vocabulary (wrong --tokenizer, or not a token file)")
 
 
+def _document_ends_in_chunks(ends: np.ndarray) -> Iterator[np.ndarray]:
+    """A source's document ends (int64), ENDS at a time, without the empty documents' (an end equal
+    to the one before: no token, dropped). Bounded memory for a memmapped index of any length."""
+    prev = 0
+    for lo in range(0, len(ends), ENDS):
+        part = np.asarray(ends[lo:lo + ENDS], dtype=np.int64)
+        keep = np.diff(part, prepend=prev) > 0
+        prev = int(part[-1])
+        yield part[keep]
+
+
+def _ends_upto(stream: Iterator[np.ndarray], pending: list[np.ndarray], hi: int) -> np.ndarray:
+    """The next document ends <= hi from `stream` (sorted), keeping the rest in `pending`. At most
+    one per token below hi: bounded by the chunk of tokens being copied."""
+    out = []
+    while True:
+        if not pending:
+            nxt = next(stream, None)
+            if nxt is None:
+                break
+            pending.append(nxt)
+        head = pending[0]
+        k = int(np.searchsorted(head, hi, side="right"))
+        out.append(head[:k])
+        if k < head.size:
+            pending[0] = head[k:]
+            break
+        pending.pop(0)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
 def copy_shard(src: Source, out_dir: Path, name: str, dtype: np.dtype, eot: int,
                vocab: int) -> dict[str, Any]:
-    """Write `name.bin` + `name.idx` from a validated source, chunk by chunk; returns its counts."""
-    ends = src.ends[np.diff(src.ends, prepend=0) > 0]  # empty documents carry no token: dropped
+    """Write `name.bin` + `name.idx` from a validated source, chunk by chunk; returns its counts.
+    Memory: a chunk of tokens and of document ends, whatever the input's size (the ends are read
+    three times: end-of-text present?, where to insert it, the offsets)."""
     mm = np.memmap(src.bin, src.dtype, "r") if src.tokens else np.zeros(0, src.dtype)
-    has_eot = bool(ends.size) and bool(np.all(np.asarray(mm[ends - 1]) == eot))
+    docs, has_eot = 0, True
+    for ends in _document_ends_in_chunks(src.ends):
+        docs += ends.size
+        has_eot = has_eot and bool(np.all(np.asarray(mm[ends - 1]) == eot))
+    has_eot = has_eot and docs > 0
+    stream, pending = _document_ends_in_chunks(src.ends), []
     with atomic_path(out_dir / f"{name}.bin") as tmp, open(tmp, "wb") as f:
         for lo in range(0, src.tokens, CHUNK):
             chunk = np.asarray(mm[lo:lo + CHUNK])
             _checked(chunk, src, lo, vocab)
             out = chunk.astype(dtype)
             if not has_eot:  # one end-of-text after every document ending in this chunk
-                at = ends[(ends > lo) & (ends <= lo + chunk.size)] - lo
+                at = _ends_upto(stream, pending, lo + chunk.size) - lo
                 out = np.insert(out, at, np.asarray(eot, dtype=dtype))
             f.write(out.tobytes())
-    offsets = np.concatenate([[0], ends if has_eot else ends + np.arange(1, ends.size + 1)]).astype("<u8")
     with atomic_path(out_dir / f"{name}.idx") as tmp, open(tmp, "wb") as f:
-        np.save(f, offsets, allow_pickle=False)
-    empty = int(src.ends.size - ends.size)
-    return {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": int(offsets[-1]),
-            "documents": int(ends.size), "input": str(src.bin), "eot": "present" if has_eot else "appended",
+        tokens = _write_offsets(f, src.ends, docs, has_eot)
+    empty = int(len(src.ends) - docs)
+    return {"bin": f"{name}.bin", "idx": f"{name}.idx", "tokens": tokens,
+            "documents": docs, "input": str(src.bin), "eot": "present" if has_eot else "appended",
             "skipped": {"empty document": empty} if empty else {},
             **({"loss_masked": src.loss_masked} if src.loss_masked else {})}
+
+
+def _write_offsets(f, ends: np.ndarray, docs: int, has_eot: bool) -> int:
+    """Our `.idx` (an .npy of docs + 1 uint64 offsets, np.save's bytes), written a chunk at a time:
+    the header, 0, then each document's end (+ the end-of-text ids inserted before and in it).
+    Returns the last offset: the shard's tokens."""
+    np.lib.format.write_array_header_1_0(f, {"descr": "<u8", "fortran_order": False, "shape": (docs + 1,)})
+    f.write(np.zeros(1, "<u8").tobytes())
+    done = last = 0
+    for part in _document_ends_in_chunks(ends):
+        if not has_eot:
+            part = part + np.arange(done + 1, done + part.size + 1)
+        f.write(part.astype("<u8").tobytes())
+        done, last = done + part.size, int(part[-1]) if part.size else last
+    return last
 
 
 def unit_settings(tok_sha: str, src: Source) -> dict[str, Any]:

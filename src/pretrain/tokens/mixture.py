@@ -171,6 +171,7 @@ class MixtureSampler:
         self.eot_id = self.dirs[0].eot_id
         self.phase_start = 0  # g where these weights took over (a mixture changed on resume)
         self.phase_drawn = np.zeros(len(self.names), dtype=np.int64)  # each source's draws before it
+        self.changed_tokens: dict[str, tuple[int, int]] = {}  # source: (tokens then, now), a resume's
         self._seek(0)
 
     def _check_same_tokenizer(self) -> None:
@@ -275,11 +276,14 @@ class MixtureSampler:
             self._new_phase(theirs, phase, g)
         else:
             what = _changes(theirs, mine)
-            how = ("train.allow_changes continues other weights or sources, not other tokens in a source, "
-                   "another seed or seq_len: " if reweight else "resuming would give a different stream: ")
+            how = ("train.allow_changes continues other weights, sources or tokens in a source, not another "
+                   "seed or seq_len: " if reweight else "resuming would give a different stream: ")
+            go_on = "" if reweight or not self._same_windows(theirs) else (
+                ", or --set train.allow_changes=true to go on with the change (a source whose tokens "
+                "changed starts a new epoch over its windows: docs/tokens.md)")
             raise UserError(f"data.sources: the checkpoint was trained on another mixture ({what}); {how}"
-                            "point data.sources and data.weights back at what it was trained on, or train "
-                            "into another train.out")
+                            "point data.sources and data.weights back at what it was trained on, train "
+                            f"into another train.out{go_on}")
         self._seek(g)
 
     def _same_windows(self, theirs: dict) -> bool:
@@ -293,8 +297,8 @@ class MixtureSampler:
             return False
         if any(not isinstance(v, (int, float)) or not (v >= 0 and math.isfinite(v)) for v in w.values()):
             return False
-        return sum(w.values()) > 0 and all(tokens[k] == self.dirs[i].num_tokens
-                                           for i, k in enumerate(self.names) if k in tokens)
+        # other token counts are a new cut of that source (`_new_phase`); a state may be hostile
+        return sum(w.values()) > 0 and all(_integer(t) and 0 <= t < 2**62 for t in tokens.values())
 
     def _new_phase(self, theirs: dict, phase: tuple[int, dict[str, int]], g: int) -> None:
         """The saved mixture's draws per source at g (its own quotas and phase), kept as the
@@ -304,6 +308,14 @@ class MixtureSampler:
         old = _Stream(names, self.seed, quota, np.cumsum(quota), phase[0],
                       np.array([phase[1].get(k, 0) for k in names], dtype=np.int64))
         drawn = dict(zip(old.names, MixtureSampler._counts_before(old, g).tolist()))
+        self.changed_tokens = {k: (theirs["tokens"][k], d.num_tokens) for k, d in zip(self.names, self.dirs)
+                               if k in drawn and theirs["tokens"][k] != d.num_tokens}
+        for k, (then, _) in self.changed_tokens.items():
+            # Its windows are another cut now (tokens added or removed move them): its draws go on at
+            # the start of the next epoch over the new windows, whose permutation no draw used yet. The
+            # windows left unread in the interrupted epoch wait for that new epoch (docs/tokens.md).
+            old_windows = max(1, (int(then) - 1) // self.seq_len)
+            drawn[k] = -(-drawn[k] // old_windows) * int(self.windows[self.names.index(k)])
         self.phase_start = g
         self.phase_drawn = np.array([drawn.get(k, 0) for k in self.names], dtype=np.int64)
 

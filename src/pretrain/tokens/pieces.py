@@ -14,10 +14,11 @@ Where the cuts go depends on the tokenizer (`cut_rule` reads its tokenizer.json)
   (`\\s+(?!\\S)`) is not at stake when the piece ends in a letter or digit. Models encode each
   pre-token alone, so the pieces' ids are the whole text's. o200k's regex (GPT-4o; Tekken) joins
   marks and a contraction to a word: there the right character must not be a mark or `'` either.
-  With an NFC or NFKC normalizer (Qwen2) both characters at the cut must also be ones
-  normalization leaves alone there (a starter that composes with nothing before it, normalized
-  already; the right one composes with nothing after); with Lowercase (per character, alone or
-  with NFC/NFKC) the rule is read on the lowercased characters at the cut.
+  With an NFC or NFKC normalizer (Qwen2) both characters at the cut must have a normalization
+  boundary before them (a decomposition that starts with a starter composing with nothing before
+  it; the right one's composes with nothing after either), and the rule is read on the characters
+  at the cut once normalized (NFKC: "字，" is "字," and a word end); with Lowercase (per
+  character, alone or with NFC/NFKC) on the lowercased characters at the cut.
 - SentencePiece-style BPE (Metaspace, or Llama-2's Prepend("▁") + Replace(" ", "▁") with no
   pre-tokenizer, where one "word" may be the whole text): before a space, or before a character no
   merge's right side starts with, where no merge joins the two characters at the cut (read from
@@ -119,17 +120,30 @@ def _compositions() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(first), frozenset(second)
 
 
-def _normal_pair(form: str) -> Callable[[str, str], bool]:
-    """Whether normalizing `form` (NFC, NFKC) leaves the characters `a` and `b` at a cut as they
-    are and composes nothing across it: both starters, normalized, not the end of a composition
-    pair; `b` not the start of one either (the letter or digit class of neither can change)."""
+def _normal_pair(form: str) -> Callable[[str, str], tuple[str, str] | None]:
+    """The characters on either side of a cut between `a` and `b` once the text is normalized with
+    `form` (NFC, NFKC), or None when normalization may work across the cut. Each side must have a
+    normalization boundary before it (Unicode UAX #15; ICU's `hasBoundaryBefore`): its
+    decomposition starts with a starter that composes with nothing before it, so the text before it
+    normalizes alone. Then the left side ends with the last character of `a` normalized alone; the
+    right side starts with the first of `b`'s decomposition, which must start no composition pair
+    (else what follows `b` could change it). `b` need not be normalized already: NFKC folds "，"
+    (U+FF0C) to ",", "ｆ" to "f", and the cut stays a word end (session 14; it was never a cut)."""
     first, second = _compositions()
+    decompose = "NFKD" if form == "NFKC" else "NFD"
 
-    def still(c: str) -> bool:
-        return (unicodedata.combining(c) == 0 and c not in second and unicodedata.category(c) != "Cn"
-                and unicodedata.normalize(form, c) == c)
+    def boundary_before(c: str) -> str | None:  # c's decomposition's first character, if a boundary
+        d = unicodedata.normalize(decompose, c)
+        ok = unicodedata.category(c) != "Cn" and unicodedata.combining(d[0]) == 0 and d[0] not in second
+        return d[0] if ok else None
 
-    return lambda a, b: still(a) and still(b) and b not in first
+    def pair(a: str, b: str) -> tuple[str, str] | None:
+        right = boundary_before(b)
+        if boundary_before(a) is None or right is None or right in first:
+            return None
+        return unicodedata.normalize(form, a)[-1], right
+
+    return pair
 
 
 def _word_ends(norms: list[str], o200k: bool) -> Callable[[str, int], bool]:
@@ -144,11 +158,13 @@ def _word_ends(norms: list[str], o200k: bool) -> Callable[[str, int], bool]:
         a, b = text[at - 1], text[at]
         if unicodedata.category(b) == "Cn":  # a letter in the tokenizer's newer tables, maybe
             return False
-        for still in steps:
-            if still is None:
+        for step in steps:
+            if step is None:
                 a, b = a.lower()[-1], b.lower()[0]
-            elif not still(a, b):
+            elif (normal := step(a, b)) is None:
                 return False
+            else:
+                a, b = normal
         if not _CUT.match(a + b, 1):  # a letter or digit, then neither
             return False
         return not o200k or (b != "'" and not unicodedata.category(b).startswith("M"))

@@ -45,9 +45,20 @@ BATCH_DOCS = 4096
 BATCH_BYTES = 16 * 2**20
 
 
+def field_read(path: Path, text_field: str) -> str:
+    """The field a file's text is read from: `text_field` for records with fields (JSON Lines,
+    Parquet, Arrow), "text" for a file without (a .txt is one document whatever --text-field says),
+    so that its shard's identity does not change with a setting it never read (session 14: a rerun
+    with another --text-field over .txt beside JSONL refused the .txt shards too)."""
+    from pretrain.curate.inputs import FIELD_SUFFIXES
+
+    return text_field if path.name.lower().endswith(FIELD_SUFFIXES) else "text"
+
+
 def unit_hash(tok_sha: str, path: Path, text_field: str = "text") -> str:
     """Identity of one unit: tokenizer + input file (path, size) + the field read (when not "text":
     the hashes of earlier runs stay valid); a changed unit is refused, not mixed."""
+    text_field = field_read(path, text_field)
     key = {"tokenizer": tok_sha, "input": str(path.resolve()), "size": path.stat().st_size,
            "format": shards.VERSION, **({"text_field": text_field} if text_field != "text" else {})}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
@@ -56,6 +67,7 @@ def unit_hash(tok_sha: str, path: Path, text_field: str = "text") -> str:
 def unit_settings(tok_sha: str, path: Path, text_field: str = "text") -> dict[str, Any]:
     """What unit_hash fingerprints, every setting spelled out: kept in the done marker, so a rerun
     refused for another unit says which setting changed (old -> new), not two hashes."""
+    text_field = field_read(path, text_field)
     return {"tokenizer": tok_sha, "input": str(path.resolve()), "size": path.stat().st_size,
             "format": shards.VERSION, "text_field": text_field}
 
@@ -186,6 +198,7 @@ def tokenize_corpus(
     text_field: str | None = None,
     origins: dict[str, tuple[str, dict]] | None = None,
     progress=None,
+    exclude: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Tokenize every input file into `out_dir`; returns the manifest (also written to disk).
     `text_field`: the JSON/Parquet field of the text; None reads "text", a name given for inputs
@@ -198,7 +211,7 @@ def tokenize_corpus(
     from pretrain.tokens.imports import resolve_tokenizer
 
     out = Path(out_dir)
-    files = list_inputs([str(p) for p in inputs])
+    files = list_inputs([str(p) for p in inputs], exclude=exclude)  # --exclude GLOB: inputs.excluded
     if not files:
         raise UserError(f"no input files in {', '.join(map(str, inputs))}")
     text_field = text_field_for(text_field, files)

@@ -39,6 +39,11 @@ def open_record(t) -> Metrics:
         if t.changes:  # even with --quiet: the run continues under another recipe
             metrics.event("config_change", t.step, changes=t.changes)
             print(f"changed since step {t.step}: {describe(t.changes)}", file=sys.stderr, flush=True)
+            if retok := [k.removeprefix("data.tokens.") for k in t.changes if k.startswith("data.tokens.")]:
+                print(f"{', '.join(retok)}: other tokens than the checkpoint's, so other windows: its draws "
+                      "go on at a new epoch over all its windows, in a new order (documents added are drawn "
+                      "from now on; its last epoch's unread windows come back in that one); the other "
+                      "sources resume exactly (docs/tokens.md)", file=sys.stderr, flush=True)
     return metrics
 
 

@@ -313,6 +313,8 @@ class Trainer:
             # allowed changes of the mixture (weights, sources) continue as a new phase of the sampler
             changed = self.cfg.train.allow_changes and self.cfg.data.kind == "tokens"
             self.loader.load_state_dict(st["loader"], **({"reweight": True} if changed else {}))
+            grown = getattr(getattr(self.loader, "inner", None), "changed_tokens", {})
+            self.changes.update({f"data.tokens.{k}": v for k, v in grown.items()})  # said and logged
             part = "scaler"
             self.scaler.load_state_dict(st["scaler"])
             part = "spikes"

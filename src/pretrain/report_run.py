@@ -36,12 +36,21 @@ HEADLINE_METRICS = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_by
 
 
 def plan_section(path: Path, plan: dict, sid: str) -> Section:
+    from pretrain.plan import bestcase
+
     h = plan_headline(plan)
     fits = bool(plan.get("layout") and plan["layout"].get("fits", True))
-    cards = [("days", h.get("days")), ("GPU-hours", h.get("gpu_hours")),
-             ("MFU", f"{h['mfu']:.1%}" if h.get("mfu") is not None else None),
+    # a small model's MFU against the published runs: the line `pretrain plan` prints first (session 14)
+    check, mfu, _ = bestcase.read(plan)
+    best = check is not None and check.best_case(mfu)
+    label = ", best case" if best else ""
+    cards = [("days" + label, h.get("days")), ("GPU-hours", h.get("gpu_hours")),
+             ("MFU" + label, f"{h['mfu']:.1%}" if h.get("mfu") is not None else None),
              ("layout", h.get("layout") if fits else "none fits")]
     parts = [kpis(cards, bad=set() if fits else {"layout"}), note(headline_text(h))]
+    expect = bestcase.first_line(plan)
+    if expect:
+        parts.append(f"<p class='note'><b>Expect:</b> {esc(expect)}</p>")
     parts.append(_plan_inputs(plan))
     parts.append(_top_layouts(plan))
     why = (plan.get("search") or {}).get("explanation") or []
@@ -55,8 +64,7 @@ def plan_section(path: Path, plan: dict, sid: str) -> Section:
     reason = (plan.get("layout") or {}).get("reason") or searched
     problems = [] if fits else [f"no layout fits: {reason or 'see the plan'}"]
     return Section(sid, f"Plan: {h.get('model')} on {h.get('gpus')} {h.get('gpu')}", "plan", str(path),
-                   "".join(parts), [("days", h.get("days")), ("GPU-hours", h.get("gpu_hours")),
-                                    ("MFU", cards[2][1]), ("layout", h.get("layout"))], problems)
+                   "".join(parts), [cards[0], cards[1], cards[2], ("layout", h.get("layout"))], problems)
 
 
 def _plan_inputs(plan: dict) -> str:
@@ -73,6 +81,9 @@ def _plan_inputs(plan: dict) -> str:
         rows.append(["failures", f"{fmt(rel.get('expected_failures'))} expected; checkpoint every "
                                  f"{fmt((rel.get('young_interval_s') or 0) / 60)} min (Young); goodput "
                                  f"{fmt(rel.get('goodput'))}"])
+    said = (plan.get("time") or {}).get("published_check")
+    if isinstance(said, str):  # the sentence the terminal prints under its Time table
+        rows.append(["published runs", said])
     return "<h3>What was planned</h3>" + table(["", ""], rows)
 
 

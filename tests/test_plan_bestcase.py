@@ -153,3 +153,17 @@ def test_a_plan_within_the_published_range_is_not_called_a_best_case(capsys):
     note = plan["headline"]["published_note"]
     assert note.startswith("MFU 59.3% (53.2 days); 20 published runs") and "best case" not in note
     assert text.startswith("Expect: " + note)
+
+
+def test_a_damaged_plan_json_has_no_first_line(capsys):
+    # plan.json travels (the report reads someone's): a field of the wrong type or a non-finite
+    # number leaves the line out instead of printing "inf days" or a traceback
+    plan, _ = _plan("--params", "7B", "--gpus", "8", "--gpu", "a100-80gb", capsys=capsys)
+    assert bestcase.first_line(plan) == plan["headline"]["published_note"]
+    for where, key, bad in (("published", "mfu_low", "x"), ("published", "mfu_high", None),
+                            ("headline", "days", "inf"), ("headline", "mfu", float("nan")),
+                            ("published", "rows", 0)):
+        damaged = json.loads(json.dumps(plan))
+        damaged[where][key] = bad
+        assert bestcase.first_line(damaged) is None, (where, key, bad)
+    assert bestcase.first_line({"published": [], "headline": "x"}) is None

@@ -3,12 +3,15 @@
 time model predicts for it. A plan for a small model prints the measured range and the median
 miss (`time.published_check`, `published` in `--json`), so its MFU reads as what it is: a best case
 (fused kernels, FlashAttention-2, every collective hidden) that published stacks have not reached.
+`first_line` is what the plan says first (and the report, from a plan.json): that MFU against the
+published range, and the days the range would take.
 docs/planner.md "Small models: the planner against every published row" has the table and what
 was found about its cause; bench/bench_plan_small.py prints it.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
@@ -66,14 +69,24 @@ def read(plan: dict) -> tuple[Check | None, float, float]:
         mfu, days = float(head["mfu"]), float(head["days"])
     except (TypeError, KeyError, ValueError):  # no check, no layout, or a damaged file
         return None, 0.0, 0.0
-    if not (0 < check.mfu_low <= check.mfu_high and mfu > 0 and days > 0 and check.rows > 0):
+    finite = all(map(math.isfinite, (check.mfu_low, check.mfu_high, check.median_error, mfu, days)))
+    if not (finite and 0 < check.mfu_low <= check.mfu_high and mfu > 0 and days > 0 and check.rows > 0):
         return None, 0.0, 0.0
     return check, mfu, days
 
 
+def _software(plan: dict) -> str:
+    """What the plan assumed the training code runs, in words: 'fused kernels and FlashAttention-2'."""
+    sw = plan.get("software") if isinstance(plan.get("software"), dict) else {}
+    kernels = "eager" if sw.get("kernels") == "eager" else "fused"
+    attention = ("no flash attention" if sw.get("flash_attention") is False
+                 else "FlashAttention-1" if sw.get("attention_kernel") == "flash1" else "FlashAttention-2")
+    return f"{kernels} kernels and {attention}"
+
+
 def first_line(plan: dict) -> str | None:
     """What a plan of a small model says first (the terminal's line under the headline, the report's
-    plan section, `headline.published` in --json): its MFU against the published runs' range, and the
+    plan section, `headline.published_note` in --json): its MFU against the published runs' range, and the
     days that range would take (time goes as 1/MFU). None without a published check (models over
     14B, GPUs with no such runs, plans written before session 13) or without a fitting layout.
     From the plan's dict alone, so a plan.json of an earlier version is read the same way."""
@@ -86,8 +99,8 @@ def first_line(plan: dict) -> str | None:
             f"measured MFU {low:.0%}-{high:.0%}")
     at = f"{days * mfu / high:,.1f}-{days * mfu / low:,.1f} days"
     if check.best_case(mfu):
-        return (f"MFU {mfu:.1%} is a best case (fused kernels, FlashAttention-2, every collective "
-                f"hidden; this time model predicts those runs a median {check.miss()}): {runs}, "
+        return (f"MFU {mfu:.1%} is a best case (this time model, with {_software(plan)}, predicts "
+                f"those runs a median {check.miss()}): {runs}, "
                 f"which would take {at}, not {days:,.1f}")
     return f"MFU {mfu:.1%} ({days:,.1f} days); {runs}, which would take {at}"
 

@@ -249,7 +249,9 @@ class Slim:
     def _text(self, v: Any, key: str) -> Any:
         if isinstance(v, str):
             return v[:TEXT]
-        if isinstance(v, dict | list) and key not in ("passed_over", "changes", "sources"):
+        if isinstance(v, list) and key in READ:  # steps skipped or passed over: the page lists a few
+            return v[:64]
+        if isinstance(v, dict | list) and key not in READ and key != "changes":
             return _say(v)[:TEXT]  # as the Events table writes it
         return v
 

@@ -1,6 +1,6 @@
 """Benchmark: `pretrain report RUN` peak RSS on two metrics.jsonl files, this checkout against an older
 commit in the same run (session 14: the report's reader holds only what the page uses, `Slim` in
-report_run.py):
+report_metrics.py):
 
 - events: EVENTS events of 70 ten-character string fields each (session 13's case: 150 MB held
   1.3 GB, ~8.8x the file);

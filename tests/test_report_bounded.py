@@ -268,7 +268,7 @@ def _string_events(run, n: int) -> list[dict]:
 
 
 def test_a_run_of_many_string_events_holds_what_the_page_shows(tmp_path):
-    """Session 14: of each record the report holds what its page uses (report_run.Slim). 5,000
+    """Session 14: of each record the report holds what its page uses (report_metrics.Slim). 5,000
     events of 70 ten-character strings (7.6 MB) held ~8.8x their size whole; now the first 60 (the
     Events table's rows) keep every field, the rest what the page counts from. The table says what
     the file says (json.loads of its lines), and the rollback after them is still found."""

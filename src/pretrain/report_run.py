@@ -13,6 +13,7 @@ from typing import Any
 from pretrain import untrusted
 from pretrain.report import (
     Section,
+    clip,
     esc,
     fig_to_img,
     fmt,
@@ -52,7 +53,7 @@ def plan_section(path: Path, plan: dict, sid: str) -> Section:
     parts = [kpis(cards, bad=set() if fits else {"layout"}), note(headline_text(h))]
     expect = bestcase.first_line(plan)
     if expect:
-        parts.append(f"<p class='note'><b>Expect:</b> {esc(expect)}</p>")
+        parts.append(f"<p class='note'><b>Expect:</b> {esc(clip(expect))}</p>")  # a plan.json travels
     parts.append(_plan_inputs(plan))
     parts.append(_top_layouts(plan))
     why = (plan.get("search") or {}).get("explanation") or []

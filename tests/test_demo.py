@@ -39,6 +39,8 @@ def test_the_terminal_shows_the_plan_headline_and_training_progress(demo):
     said = (demo.parent / "stdout.txt").read_text()
     plan = json.loads((demo / "plan.json").read_text())
     assert headline_text(plan_headline(plan)) in said  # days, GPU-hours, MFU, layout of plan.json
+    # an 8B model on H100s: above every published run of a model <= 14B there, said as `plan` says it
+    assert f"Expect: {plan['headline']['published_note']}" in said and "is a best case" in said
     # the mixture as `pretrain mix` prints it (epochs to 2 decimals), not the JSON the report reads
     mix = json.loads((demo / "mixture.json").read_text())
     web = mix["sources"][0]

@@ -111,9 +111,10 @@ class DieAt(Step):
         return doc
 
 
-def _cli(inputs: Path, out: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def _cli(inputs: Path, out: Path, *args: str, env: dict | None = None,
+         quiet: bool = True) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pretrain", "curate", str(inputs), "-o", str(out), "--workers", "2",
-           "--quiet", "--set", 'steps=["test_grouping:DieAt", "pii", "dedup"]',
+           *(["--quiet"] if quiet else []), "--set", 'steps=["test_grouping:DieAt", "pii", "dedup"]',
            "--set", "shards.target_bytes=2000", *args]
     path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, start_new_session=True,
@@ -169,10 +170,14 @@ def test_a_rerun_with_other_shards_keeps_the_plans_grouping_and_says_so(tmp_path
     before, config = _snapshot(out), (out / "config.toml").read_text()
     counts = json.loads((out / "plan.json").read_text())["shards"]["counts"]
     _undo_writes(out)
-    again = _cli(tmp_path / "in", out, "--set", "shards.max_inputs=1", "--set", "shards.target_bytes=99")
+    again = _cli(tmp_path / "in", out, "--set", "shards.max_inputs=1", "--set", "shards.target_bytes=99",
+                 quiet=False)
     assert again.returncode == 0, again.stderr
     said = [line for line in again.stderr.splitlines() if "keeps that grouping" in line]
     assert len(said) == 1 and f"({len(counts)} shards)" in said[0] and "max_inputs = 1 " in said[0]
+    # the settings echo shows the grouping the job runs with (the plan's 2000), not the rerun's 99
+    echo = [line.strip() for line in again.stderr.splitlines() if line.strip().startswith("shards.")]
+    assert echo == ["shards.target_bytes = 2000"], again.stderr
     assert _snapshot(out) == before
     assert json.loads((out / "plan.json").read_text())["shards"]["counts"] == counts
     assert (out / "config.toml").read_text() == config  # the grouping the job used, not the rerun's

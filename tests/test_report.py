@@ -42,10 +42,12 @@ def red_pixels(img: np.ndarray) -> int:
     return int((np.abs(img.astype(int) - RED).sum(axis=2) < 40).sum())
 
 
+PLAN_ARGS = ("plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T")
+
+
 @pytest.fixture(scope="module")
 def plan_json(tmp_path_factory) -> Path:
-    out = _cli("plan", "--model", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T",
-               "--json")
+    out = _cli(*PLAN_ARGS, "--json")
     assert out.returncode == 0, out.stderr
     path = tmp_path_factory.mktemp("plan") / "plan.json"
     path.write_text(out.stdout)
@@ -63,6 +65,40 @@ def test_plan_headline_cards_layouts_and_figures(plan_json):
         assert f"<td>{t['label']}</td>" in sec.body
     assert "[5 items]" not in sec.body and "memory_single_replica" not in sec.body
     assert len(images(sec.body)) == 4  # the four figures of `plan --figures`
+
+
+def _words(text: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
+
+
+def test_the_plan_section_says_what_the_terminal_said_first(plan_json, tmp_path):
+    """An 8B plan on H100s is above every published run of a model <= 14B on them (plan/bestcase.py):
+    the terminal's first line says so with the published range; the page says the same words, its
+    cards say "best case", and the sentence under the terminal's Time table is on the page too. A
+    plan.json of session 13 (no headline.published_note) gets the same line from its `published`."""
+    plan = json.loads(plan_json.read_text())
+    terminal = _cli(*PLAN_ARGS)
+    assert terminal.returncode == 0, terminal.stderr
+    first = " ".join(terminal.stdout.split("\nModel\n")[0].split())
+    assert first.startswith("Expect: MFU ") and "is a best case" in first, first
+    assert f"measured MFU {plan['published']['mfu_low']:.0%}-{plan['published']['mfu_high']:.0%}" in first
+    page = _words(section_for(plan_json, 0).body)
+    assert first in page
+    assert " ".join(plan["time"]["published_check"].split()) in page
+    assert "MFU, best case" in page and "days, best case" in page
+    del plan["headline"]["published_note"]
+    older = tmp_path / "plan13.json"
+    older.write_text(json.dumps(plan))
+    assert first in _words(section_for(older, 0).body)
+
+
+def test_a_large_model_plan_has_no_published_line(tmp_path):
+    out = _cli("plan", "--model", "llama-3-70b", "--gpus", "64", "--gpu", "h100", "--tokens", "1T", "--json")
+    plan = json.loads(out.stdout)
+    assert "published" not in plan and "published_note" not in plan["headline"]
+    (tmp_path / "plan.json").write_text(out.stdout)
+    page = _words(section_for(tmp_path / "plan.json", 0).body)
+    assert "Expect:" not in page and "best case" not in page
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ whose peak RSS must stay far below the text's size; the examples it shows are st
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
@@ -249,3 +250,41 @@ def test_a_plan_json_in_an_input_folder_is_counted_before_it_is_parsed(tmp_path)
     ours = {"job": "curate", "hash": "x", "inputs": [{"path": "a", "size": 1}]}
     (out / "plan.json").write_text(json.dumps(ours))
     assert _held("jobplan", out / "plan.json", 64 << 20)["said"] == "[]"  # a job's: its rejects/ left out
+
+
+def _string_events(run, n: int) -> list[dict]:
+    """100 trainer steps, `n` events of 70 ten-character string fields (session 13's hostile case:
+    ~8.8x the file held), then a rollback and a checkpoint the page counts. The records written."""
+    run.mkdir()
+    step = {"loss": 7.6, "lr": 0.0001, "grad_norm": 1.28, "tokens_per_s": 5421.1, "loss_scale": 1.0,
+            "mfu": None}
+    recs = [{"step": i, **step} for i in range(1, 101)]
+    recs += [{"event": "note", "step": 100, **{f"f{j:02d}": f"{i:06d}{j:04d}" for j in range(70)}}
+             for i in range(n)]
+    recs += [{"event": "rollback", "step": 100, "from_step": 100, "to_step": 90, "skip_batches": [91, 100]},
+             {"event": "checkpoint", "step": 90}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return recs
+
+
+def test_a_run_of_many_string_events_holds_what_the_page_shows(tmp_path):
+    """Session 14: of each record the report holds what its page uses (report_metrics.Slim). 5,000
+    events of 70 ten-character strings (7.6 MB) held ~8.8x their size whole; now the first 60 (the
+    Events table's rows) keep every field, the rest what the page counts from. The table says what
+    the file says (json.loads of its lines), and the rollback after them is still found."""
+    from pretrain.report import section_for
+    from pretrain.report_run import _detail
+
+    run = tmp_path / "run"
+    recs = _string_events(run, 5_000)
+    mb = (run / "metrics.jsonl").stat().st_size / 1e6
+    got = _held("metrics", run)
+    assert got["said"] == "" and got["added_mb"] < mb, (got, mb)  # whole: ~65 MB
+    sec = section_for(run, 0)
+    events = [r for r in recs if "event" in r]
+    for e in events[:60]:  # the Events table's rows, each field as the file has it
+        detail = _detail({k: v for k, v in e.items() if k not in ("step", "event")})
+        assert html.escape(detail) in sec.body
+    assert html.escape(_detail({k: v for k, v in events[60].items() if k not in ("step", "event")})) \
+        not in sec.body
+    assert any("rollback from step 100 to 90" in p for p in sec.problems), sec.problems

@@ -429,7 +429,11 @@ def run_demo(s: DemoSettings) -> dict:
 
     def show_plan(text: str) -> None:
         (out / "plan.json").write_text(text)
-        console.print(headline_text(plan_headline(json.loads(text))), highlight=False)
+        plan = json.loads(text)
+        console.print(headline_text(plan_headline(plan)), highlight=False)
+        expect = (plan.get("headline") or {}).get("published_note")
+        if expect:  # an 8B model's MFU against the published runs: what `pretrain plan` says first
+            console.print(f"Expect: {expect}", highlight=False)
         console.print(f"[dim](its headline; without --json `pretrain plan` prints the whole plan; --json "
                       f"wrote {out / 'plan.json'} for the report)", highlight=False)
 

@@ -1,6 +1,7 @@
 """The report's model sections: a plan (headline cards, the top layouts, why this layout, the
 planner's figures), a training run (loss / learning rate / gradient norm with spikes and rollbacks
-marked, throughput, MFU, evaluations, samples) and an evaluation result file.
+marked, throughput, MFU, evaluations, samples) and an evaluation result file. A run's
+metrics.jsonl is read whole, holding of each record only what the page uses (`Slim`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from pretrain import untrusted
 from pretrain.report import (
     Section,
+    clip,
     esc,
     fig_to_img,
     fmt,
@@ -23,6 +25,7 @@ from pretrain.report import (
     table,
     tokens_per_s,
 )
+from pretrain.report_metrics import EVENTS_SHOWN, Slim, say_value
 from pretrain.train.metrics import read_metrics as read_run_metrics
 
 # events drawn on the loss curve
@@ -36,12 +39,21 @@ HEADLINE_METRICS = ("acc", "acc_norm", "exact_match", "perplexity", "bits_per_by
 
 
 def plan_section(path: Path, plan: dict, sid: str) -> Section:
+    from pretrain.plan import bestcase
+
     h = plan_headline(plan)
     fits = bool(plan.get("layout") and plan["layout"].get("fits", True))
-    cards = [("days", h.get("days")), ("GPU-hours", h.get("gpu_hours")),
-             ("MFU", f"{h['mfu']:.1%}" if h.get("mfu") is not None else None),
+    # a small model's MFU against the published runs: the line `pretrain plan` prints first (session 14)
+    check, mfu, _ = bestcase.read(plan)
+    best = check is not None and check.best_case(mfu)
+    label = ", best case" if best else ""
+    cards = [("days" + label, h.get("days")), ("GPU-hours", h.get("gpu_hours")),
+             ("MFU" + label, f"{h['mfu']:.1%}" if h.get("mfu") is not None else None),
              ("layout", h.get("layout") if fits else "none fits")]
     parts = [kpis(cards, bad=set() if fits else {"layout"}), note(headline_text(h))]
+    expect = bestcase.first_line(plan)
+    if expect:
+        parts.append(f"<p class='note'><b>Expect:</b> {esc(clip(expect))}</p>")  # a plan.json travels
     parts.append(_plan_inputs(plan))
     parts.append(_top_layouts(plan))
     why = (plan.get("search") or {}).get("explanation") or []
@@ -55,8 +67,7 @@ def plan_section(path: Path, plan: dict, sid: str) -> Section:
     reason = (plan.get("layout") or {}).get("reason") or searched
     problems = [] if fits else [f"no layout fits: {reason or 'see the plan'}"]
     return Section(sid, f"Plan: {h.get('model')} on {h.get('gpus')} {h.get('gpu')}", "plan", str(path),
-                   "".join(parts), [("days", h.get("days")), ("GPU-hours", h.get("gpu_hours")),
-                                    ("MFU", cards[2][1]), ("layout", h.get("layout"))], problems)
+                   "".join(parts), [cards[0], cards[1], cards[2], ("layout", h.get("layout"))], problems)
 
 
 def _plan_inputs(plan: dict) -> str:
@@ -73,6 +84,9 @@ def _plan_inputs(plan: dict) -> str:
         rows.append(["failures", f"{fmt(rel.get('expected_failures'))} expected; checkpoint every "
                                  f"{fmt((rel.get('young_interval_s') or 0) / 60)} min (Young); goodput "
                                  f"{fmt(rel.get('goodput'))}"])
+    said = (plan.get("time") or {}).get("published_check")
+    if isinstance(said, str):  # the sentence the terminal prints under its Time table
+        rows.append(["published runs", said])
     return "<h3>What was planned</h3>" + table(["", ""], rows)
 
 
@@ -142,18 +156,21 @@ def _job_of(plan: dict):
 
 
 def read_metrics(run: Path) -> tuple[list[dict], list[dict], list[dict]]:
-    """(per-step records, eval records, other events) of RUN/metrics.jsonl. Every record is held
-    (the curves start at step 0; restarts and rollbacks are counted over the whole run), ~830
-    bytes of Python objects per 146-byte step line: a file over report_remote.MAX_LARGE (1 GiB,
-    ~7 M steps, ~6 GB held) is refused, as the same file in a bucket is."""
+    """(per-step records, eval records, other events) of RUN/metrics.jsonl. Every record is read
+    (the curves start at step 0; restarts and rollbacks are counted over the whole run), and of
+    each only what the page uses is held (`Slim`): a file over report_remote.MAX_LARGE (1 GiB) is
+    refused, as the same file in a bucket is."""
     from pretrain import report_remote
 
     path, limit = run / "metrics.jsonl", report_remote.MAX_LARGE
     size = untrusted.check_file(path, within=run)
     if size > limit:
         raise untrusted.BadFile(report_remote.too_big(str(path), size, limit))
+    slim = Slim()
     steps, events = read_run_metrics(run / "metrics.jsonl", within=run,  # torn or hostile lines skipped
-                                     max_values=limit // untrusted.BYTES_PER_VALUE)
+                                     max_values=limit // untrusted.BYTES_PER_VALUE, keep=slim)
+    if slim.data is not None:
+        events.append(slim.data)
     train = [r for r in steps if "loss" in r and r.get("split", "train") == "train"]
     # "eval": held-out loss; "eval_tasks": {"TASK/METRIC": value} from log.eval_tasks (docs/evaluation.md)
     evals = [r for r in steps + events if "eval_loss" in r or r.get("event") in ("eval", "eval_tasks")]
@@ -194,7 +211,7 @@ def run_section(run: Path, sid: str) -> Section:
     if events:
         rows = [[e.get("step", e.get("from_step", "")), e["event"],
                  _detail({k: v for k, v in e.items() if k not in ("step", "event")})]
-                for e in events[:60]]
+                for e in events[:EVENTS_SHOWN]]
         parts.append("<h3>Events</h3>" + table(["step", "event", "detail"], rows))
     samples = run / "samples.txt"
     if samples.exists():
@@ -223,20 +240,9 @@ def _detail(fields: dict, limit: int = 400) -> str:
     """An event's fields in words (`saved step: 100; noticed at step: 101`), not as raw JSON: every
     field kept (nested values as `key: value` too), the whole bounded at LIMIT characters with "…"
     (someone else's log may hold anything). The page escapes it like every other cell."""
-    def say(v: Any, depth: int = 0) -> str:
-        if isinstance(v, dict | list) and depth > 16:  # someone else's log nested deeper than a trainer's
-            return "…"
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{k}: {say(x, depth + 1)}" for k, x in v.items()) + "}"
-        if isinstance(v, list):
-            return "[" + ", ".join(say(x, depth + 1) for x in v) + "]"
-        if isinstance(v, bool):
-            return "yes" if v else "no"
-        if isinstance(v, float):
-            return f"{v:.5g}"  # as the trainer rounds event values (metrics.significant)
-        return str(v)
-    text = "; ".join(f"{_EVENT_KEYS.get(k, k)}: {say(v)}" for k, v in fields.items())
+    text = "; ".join(f"{_EVENT_KEYS.get(k, k)}: {say_value(v)}" for k, v in fields.items())
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
 
 
 def _data(events: list[dict]) -> tuple[str, list[str]]:

@@ -127,11 +127,12 @@ def run_belt(job: str, args: argparse.Namespace, cfg) -> int:
     executor = build_executor(args.executor, args.workers, args.address)  # before a bar: one line
     progress = Progress(getattr(args, "progress", None))
 
-    def claimed() -> None:  # after OUT is this job's: a refusal is then the first and only line
+    def claimed(used) -> None:  # after OUT is this job's: a refusal is then the first and only line
+        # `used`: the config the job runs with (a rerun keeps the [shards] of OUT's plan, session 14)
         if not args.quiet:
-            progress.console.print(echo_config(job, cfg, args.output), markup=False, highlight=False,
+            progress.console.print(echo_config(job, used, args.output), markup=False, highlight=False,
                                    soft_wrap=True)
-        for warning in (english_rules_warning(cfg), work_dir_warning(args)):
+        for warning in (english_rules_warning(used), work_dir_warning(args)):
             if warning:
                 progress.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 

@@ -124,7 +124,7 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
     job's: what the command says first (its settings echo, which names OUT/config.toml) must not
     come before a refusal, when OUT holds another job's config. `ready(ident)` runs once the
     job's identity is known, before anything is written. The tasks' config holds the `[shards]`
-    the job runs with (the plan's)."""
+    the job runs with (the plan's); `claimed(cfg)` is given that config, so its echo shows them."""
     from pretrain.curate.pipeline import settle_inputs
 
     sizes: dict[str, int] = {}
@@ -149,13 +149,13 @@ def plan_shards(inputs: list[str], lay: Layout, cfg: CurateConfig, job: str,
                         "is held); let it finish or stop it, then rerun")
     seen, plan = claim(lay, ident)
     used, counts = _plan_grouping(lay, plan, len(files))
-    if claimed is not None:
-        claimed()
-    if used != cfg.shards:
+    given, cfg = cfg.shards, replace(cfg, shards=used)
+    if claimed is not None:  # the settings echo shows the [shards] the job runs with, not the rerun's
+        claimed(cfg)
+    if used != given:
         print(f"pretrain {job}: {lay.out} was planned with [shards] {grouping.describe(used)} "
               f"({count(len(counts), 'shard')}); the rerun keeps that grouping, not "
-              f"{grouping.describe(cfg.shards)} (those apply to a new --output)", file=sys.stderr)
-        cfg = replace(cfg, shards=used)
+              f"{grouping.describe(given)} (those apply to a new --output)", file=sys.stderr)
     if alone:  # OUT holds this job: what its killed attempts left is ours to remove
         sweep_debris(lay)
         if io.is_url(lay.out):
@@ -210,7 +210,8 @@ def run_job(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None
             exclude: tuple[str, ...] = ()) -> dict:
     """Run the belt `cfg` over `inputs` into `out` (a path or URL); returns the stats also written
     to OUT/stats.json. `work_dir`: markers and intermediate files (default `default_work_dir`);
-    `claimed()`: called once OUT is known to be this job's (see `plan_shards`)."""
+    `claimed(cfg)`: called once OUT is known to be this job's, with the config it runs with
+    (see `plan_shards`)."""
     from pretrain.curate.executor import LocalExecutor
 
     executor = executor or LocalExecutor()

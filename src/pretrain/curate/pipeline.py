@@ -708,8 +708,9 @@ def curate(inputs: list[str], out: str | Path, cfg: CurateConfig, executor=None,
            job: str = "curate", work_dir: str | Path | None = None, claimed=None,
            exclude: tuple[str, ...] = ()) -> dict:
     """Run a corpus job (any belt config) from paths or URLs into a path or URL; returns the stats
-    also written to OUT/stats.json. `claimed()` runs once OUT is this job's (job.plan_shards);
-    `exclude`: --exclude GLOB, the files of input folders left out (inputs.excluded)."""
+    also written to OUT/stats.json. `claimed(cfg)` runs once OUT is this job's, given the config it
+    runs with (job.plan_shards); `exclude`: --exclude GLOB, the files of input folders left out
+    (inputs.excluded)."""
     from pretrain.curate.job import run_job
 
     return run_job(inputs, out, cfg, executor=executor, progress=progress, job=job, work_dir=work_dir,

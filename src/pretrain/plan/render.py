@@ -66,6 +66,8 @@ def _section(console: Console, title: str, rows: dict, sizes: bool = False) -> N
 
 def print_plan(plan: dict, console: Console | None = None) -> None:
     console = console or Console(width=max(Console().width, 120))
+    if plan["headline"].get("published_note"):  # first, not only under the Time table (session 14)
+        console.print(f"[bold]Expect:[/bold] {plan['headline']['published_note']}", highlight=False)
     _section(console, "Model", plan["model"])
     _section(console, "Cluster", plan["cluster"])
     _section(console, "Budget", plan["budget"])

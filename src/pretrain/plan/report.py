@@ -126,6 +126,9 @@ def build_plan(job: Job, budget: Budget, layout: Layout | None = None, top: int 
     elif chosen is not None and job.refused_by_headroom(chosen.memory):
         plan["layout"]["headroom_note"] = headroom_note(job)
     plan = {"schema": SCHEMA, "headline": _headline(plan), **plan}
+    note = bestcase.first_line(plan)  # the terminal's first line; the report's plan section says it too
+    if note:
+        plan["headline"]["published_note"] = note
     return plan
 
 

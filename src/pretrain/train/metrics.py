@@ -11,7 +11,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -152,15 +152,16 @@ def parse_line(line: str | bytes) -> dict | None:
     return rec if isinstance(step, int | float) and not isinstance(step, bool) else None
 
 
-def read_metrics(path: str | Path, within: str | Path | None = None,
-                 max_values: int | None = None) -> tuple[list[dict], list[dict]]:
+def read_metrics(path: str | Path, within: str | Path | None = None, max_values: int | None = None,
+                 keep: Callable[[dict], dict | None] | None = None) -> tuple[list[dict], list[dict]]:
     """(step records, events) from a metrics.jsonl; a torn last line (killed writer) is ignored,
     and so is a hostile one: invalid UTF-8, over 8 MiB (read through, never held), not an object.
     `within`: the run directory the file must stay inside (a symlink to /dev/zero is refused).
     `max_values`: the JSON values every record held may hold together (`untrusted.json_elements`
     of each line kept, counted over the whole file before a record is held), else `BadFile`
     naming the line: a trainer's line holds ~8 values in ~146 bytes, while a line of `{},{},...`
-    holds one in 3 bytes and 72 bytes of Python objects each (99 MB of them held 2.3 GB)."""
+    holds one in 3 bytes and 72 bytes of Python objects each (99 MB of them held 2.3 GB).
+    `keep(record)`: what of each record is held (None: nothing), before the next line is read."""
     from pretrain import untrusted
 
     untrusted.check_file(path, within)
@@ -169,7 +170,7 @@ def read_metrics(path: str | Path, within: str | Path | None = None,
             pass
     steps, events = [], []
     for line in _counted_lines(path, max_values):  # counted again: a live run's file grows
-        if (rec := parse_line(line)) is not None:
+        if (rec := parse_line(line)) is not None and (keep is None or (rec := keep(rec)) is not None):
             (events if "event" in rec else steps).append(rec)
     return steps, events
 

@@ -92,15 +92,22 @@ def test_a_sigkilled_driver_leaves_no_ray_process_behind():
         shutil.rmtree(short, ignore_errors=True)
 
 
+# "ready" is printed inside the try: printed before it, a SIGTERM sent as soon as the line is read
+# could be acted on when print returns, outside the try, and the driver died of an uncaught
+# Terminated (status 1, nothing said). That was session 13's CI flake, not Ray's handler: with the
+# two processes on one core it failed 43 of 100 runs without Ray at all. The short sleeps are for
+# a SIGTERM that lands after the last check for signals and before the sleep begins: its handler
+# runs only when the sleep ends (1 of those 100 runs hung for the whole sleep).
 TERMED = """
 import time
 from pretrain.curate.executor import RayExecutor
 from pretrain.lifeline import Terminated, sigterm_raises
 with sigterm_raises():  # what cli.main does for curate
     RayExecutor(workers=1).start()
-    print("ready", flush=True)
     try:
-        time.sleep(600)
+        print("ready", flush=True)
+        for _ in range(6000):
+            time.sleep(0.1)
     except Terminated:
         print("terminated", flush=True)
 """

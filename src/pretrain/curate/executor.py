@@ -15,7 +15,7 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -118,7 +118,6 @@ class RayExecutor:
         ray, address = self._ray, self._address
         if self._workers:
             return self
-        keep = None  # the command's SIGTERM handler, when Ray's replaced it
         if not ray.is_initialized():
             # Ray's INFO lines ("Connecting to existing Ray cluster at address: ...", "Connected to
             # Ray cluster.") printed before the job's own lines: warnings and errors still show
@@ -131,24 +130,13 @@ class RayExecutor:
                 kwargs["include_dashboard"] = False
             # a local instance is ours: a SIGKILLed driver must not leave part of it running
             owned = contextlib.nullcontext() if address else ray_reaped_when_gone()
-            sigterm = signal.getsignal(signal.SIGTERM)
             try:
-                with owned:
+                with _command_keeps_sigterm(), owned:
                     ray.init(**kwargs)
             except ConnectionError as e:  # "auto" with no cluster running, a cluster that went away
                 first = str(e).split(". ")[0]
                 raise UserError(f"--address {address}: {first} (start one with `ray start --head`)") from e
-            # Ray's core puts its own SIGTERM handler in (a stack dump, then status 15): the
-            # command's own (one line on how to resume, cli.SAYS_SIGTERM) is put back now, and again
-            # after the first round trip to the cluster below (once, under load in a fresh CI clone,
-            # a SIGTERM right after start() met Ray's handler)
-            keep = sigterm if callable(sigterm) and threading.current_thread() is threading.main_thread() \
-                else None
-            if keep:
-                signal.signal(signal.SIGTERM, keep)
         self._workers = self._asked or int(ray.cluster_resources().get("CPU", 1))
-        if keep:
-            signal.signal(signal.SIGTERM, keep)
         return self
 
     @property
@@ -174,6 +162,34 @@ class RayExecutor:
 
     def __repr__(self) -> str:
         return f"RayExecutor(workers={self._workers or self._asked})"
+
+
+@contextlib.contextmanager
+def _command_keeps_sigterm() -> Iterator[None]:
+    """Around `ray.init`: the command's SIGTERM handler (`lifeline.sigterm_raises`: one line on how
+    to resume) is the one in place after it, and a SIGTERM during it reaches that handler too.
+
+    ray.init puts in its own handler first, `sys.exit(15)`, for the whole start (~7 s for a local
+    instance here): a `kill` then ended the command with status 15 and not a word. Its last step,
+    the core worker, puts in Abseil's failure handler (a stack dump, then the previous handler),
+    for the ~2 ms before ray.init returns. Nothing later puts either back (checked with sigaction
+    after `cluster_resources`, a task and 3 s of waiting, Ray 2.60), so once is enough: session 13's
+    second restore after the first round trip answered a CI flake that was the test's own race.
+    """
+    sigterm = signal.getsignal(signal.SIGTERM)
+    if not callable(sigterm) or threading.current_thread() is not threading.main_thread():
+        yield  # no handler of the command's to keep (a library caller, a thread)
+        return
+    try:
+        yield
+    except SystemExit as e:
+        if e.code != signal.SIGTERM:
+            raise
+        signal.signal(signal.SIGTERM, sigterm)
+        sigterm(signal.SIGTERM, None)  # what the signal would have done had Ray not been there
+        raise  # a handler that only notes the signal: ray.init was cut short all the same
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
 
 
 CONNECT_TIMEOUT_S = 5.0

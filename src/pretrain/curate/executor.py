@@ -151,13 +151,23 @@ class RayExecutor:
         refs = [remote.remote(fn, item) for item in items]
         index = {ref: i for i, ref in enumerate(refs)}
         out: list[Any] = [None] * len(refs)
-        pending = list(refs)
-        while pending:  # gather as tasks finish, so progress moves; results keep input order
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                out[index[ref]] = ray.get(ref)
-                if on_result:
-                    on_result(out[index[ref]])
+        pending, got = list(refs), 0
+        try:
+            while pending:  # gather as tasks finish, so progress moves; results keep input order
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    out[index[ref]] = _result(ray, ref, got, len(refs))
+                    got += 1
+                    if on_result:
+                        on_result(out[index[ref]])
+        except BaseException:
+            # an error or Ctrl-C: stop the running units, as LocalExecutor does. A driver that exits
+            # takes its tasks with it, but a caller that goes on (a notebook, a test) left them
+            # writing into OUT while a rerun wrote there too
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
         return out
 
     def __repr__(self) -> str:
@@ -249,6 +259,25 @@ def _said(answer: bytes) -> str:
 
 def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
     return fn(item)
+
+
+def _result(ray, ref, got: int, total: int) -> Any:
+    """`ray.get(ref)`, with a unit's failure said as LocalExecutor says it."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as e:
+        # a unit's own UserError (an input gone since the job listed it) is the command's one
+        # line: Ray's wrapper made that line its remote traceback, in terminal colours
+        if isinstance(e.cause, UserError):
+            raise e.cause from None
+        raise
+    except ray.exceptions.WorkerCrashedError as e:  # Ray ran the unit again, 3 times, and gave up
+        raise UserError(
+            f"a Ray worker process died running a unit, each time Ray retried it, after {got} of"
+            f" {total} units (killed by the system, out of memory, or a crash in a C library);"
+            " finished units are kept: rerun the same command to resume, or use --executor local"
+            " --workers 1 to see the failing unit"
+        ) from e
 
 
 def build_executor(kind: str = "local", workers: int | None = None, address: str | None = None):

@@ -21,7 +21,13 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from pretrain.errors import UserError
-from pretrain.lifeline import init_worker, ray_reaped_when_gone, sigint_held
+from pretrain.lifeline import (
+    exit_with_owner,
+    init_worker,
+    owner_of_this_process,
+    ray_reaped_when_gone,
+    sigint_held,
+)
 
 
 def default_workers() -> int:
@@ -111,6 +117,7 @@ class RayExecutor:
         if address and address != "auto":
             _check_reachable(address)
         self._address, self._asked, self._workers = address, workers, 0
+        self._owner: tuple[int, float] | None = None  # this process, when it started the instance
 
     def start(self) -> RayExecutor:
         """Start (or join) Ray, once. At the first `map`, not when built: a job refused before it
@@ -133,6 +140,8 @@ class RayExecutor:
             try:
                 with _command_keeps_sigterm(), owned:
                     ray.init(**kwargs)
+                if not address:  # its workers are on this machine and end with this process
+                    self._owner = owner_of_this_process()
             except ConnectionError as e:  # "auto" with no cluster running, a cluster that went away
                 first = str(e).split(". ")[0]
                 raise UserError(f"--address {address}: {first} (start one with `ray start --head`)") from e
@@ -148,7 +157,7 @@ class RayExecutor:
     ) -> list[Any]:
         ray = self.start()._ray
         remote = ray.remote(num_cpus=1)(_apply)
-        refs = [remote.remote(fn, item) for item in items]
+        refs = [remote.remote(fn, item, self._owner) for item in items]
         index = {ref: i for i, ref in enumerate(refs)}
         out: list[Any] = [None] * len(refs)
         pending, got = list(refs), 0
@@ -257,7 +266,9 @@ def _said(answer: bytes) -> str:
     return "it answered " + repr((answer.decode("latin-1").splitlines() or [""])[0][:40])
 
 
-def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
+def _apply(fn: Callable[[Any], Any], item: Any, owner: tuple[int, float] | None = None) -> Any:
+    if owner:
+        exit_with_owner(owner)
     return fn(item)
 
 

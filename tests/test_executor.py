@@ -127,3 +127,41 @@ def test_local_map_raises_when_a_worker_dies():
     with pytest.raises(UserError, match="a worker process died"):
         LocalExecutor(2).map(_die_on_two, range(6))
     assert LocalExecutor(2).map(_square, range(5)) == [x * x for x in range(5)]  # a fresh pool works
+
+
+def _refuse_three(x: int) -> int:
+    if x == 3:  # what a unit raises for an input gone since the job listed it
+        from pretrain.errors import UserError
+
+        raise UserError("in/3.jsonl: gone since this job listed it")
+    return x
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray not installed")
+def test_ray_map_says_a_failed_unit_as_the_local_pool_does(monkeypatch):
+    """Under Ray a unit's UserError reached the user as Ray's remote traceback in terminal colours,
+    and a unit that killed its worker each time Ray retried it as a raw WorkerCrashedError."""
+    import ray
+
+    from pretrain.curate.executor import RayExecutor
+    from pretrain.errors import UserError
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    tests = Path(__file__).resolve().parent
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tests.parent / "src"), str(tests)]))
+    if ray.is_initialized():
+        ray.shutdown()
+    ex = RayExecutor(workers=2)
+    try:
+        with pytest.raises(UserError) as here:
+            LocalExecutor(1).map(_refuse_three, range(5))
+        with pytest.raises(UserError) as there:
+            ex.map(_refuse_three, range(5))
+        assert str(there.value) == str(here.value)
+        with pytest.raises(UserError, match="a Ray worker process died .* rerun the same command"):
+            ex.map(_die_on_two, range(4))
+        assert ex.map(_square, range(5)) == [x * x for x in range(5)]  # the instance still runs units
+    finally:
+        ray.shutdown()

@@ -107,6 +107,42 @@ def test_ctrl_c_stops_pool_workers_without_their_tracebacks(tmp_path):
         proc.stderr.close()
 
 
+OWNED = """
+import sys, time
+from pretrain.lifeline import exit_with_owner
+exit_with_owner((int(sys.argv[1]), float(sys.argv[2])))
+print("watching", flush=True)
+time.sleep(float(sys.argv[3]))
+"""
+
+
+def test_a_process_ends_with_an_owner_that_is_not_its_parent():
+    """A Ray worker's parent is the raylet, not the driver that started the local instance: after
+    kill -9 of the driver its busy workers finished their units into OUT. `exit_with_owner` watches
+    the driver by pid and start time; a later process given the same pid is not the owner."""
+    psutil = pytest.importorskip("psutil")
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    born = psutil.Process(owner.pid).create_time()
+
+    def watcher(start_time: float) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", OWNED, str(owner.pid), repr(start_time), str(UNIT_S)],
+                                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                                stdout=subprocess.PIPE, text=True)
+
+    worker, stranger = watcher(born), watcher(born + 1.0)
+    try:
+        assert worker.stdout.readline().strip() == "watching"
+        assert stranger.wait(timeout=GONE_S) == 1  # the pid's process started at another time
+        assert worker.poll() is None and owner.poll() is None
+        owner.kill()
+        owner.wait()
+        assert worker.wait(timeout=GONE_S) == 1  # long before its UNIT_S sleep ends
+    finally:
+        for p in (owner, worker, stranger):
+            if p.poll() is None:
+                p.kill()
+
+
 def _words(rng: random.Random, n: int) -> str:
     syllable = lambda: rng.choice("bdfgklmnprstvz") + rng.choice("aeiou")  # noqa: E731
     return " ".join("".join(syllable() for _ in range(rng.randint(1, 3))) for _ in range(n))

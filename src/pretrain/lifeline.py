@@ -208,6 +208,48 @@ def _ours(p, token: str, born: float, session: int) -> bool:
         return False
 
 
+def owner_of_this_process() -> tuple[int, float]:
+    """(pid, start time) of this process: what `exit_with_owner` in another process watches."""
+    import psutil
+
+    return os.getpid(), psutil.Process().create_time()
+
+
+_WATCHED_OWNER: tuple[int, float] | None = None
+
+
+def exit_with_owner(owner: tuple[int, float], every_s: float = EVERY_S) -> None:
+    """End this process (exit status 1) once `owner` (`owner_of_this_process()` there) is gone: a
+    worker of the local Ray instance a driver started. Its parent is the raylet, not the driver,
+    so `exit_with_parent` cannot see the driver go; the raylet goes with a SIGKILLed driver, but
+    its busy workers went on and finished their units into OUT (two stage-A markers written 2-8 s
+    after the kill, seen in session 14). Called for every unit; the watch starts once a process."""
+    global _WATCHED_OWNER
+    if _WATCHED_OWNER == tuple(owner):
+        return
+    _WATCHED_OWNER = tuple(owner)
+    stop = threading.Event()
+    watch = threading.Thread(target=_watch_owner, args=(*owner, every_s, stop), name="pretrain-owner",
+                             daemon=True)
+    watch.start()
+    atexit.register(_stop, stop, watch)
+
+
+def _watch_owner(pid: int, born: float, every_s: float, stop: threading.Event) -> None:
+    import psutil
+
+    while True:
+        try:  # the start time tells the owner from a later process given its pid
+            me = psutil.Process(pid)
+            if me.create_time() != born or me.status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.Error:
+            break
+        if stop.wait(every_s):
+            return
+    os._exit(1)  # as _watch: a unit cut midway leaves only a temporary file
+
+
 # A `pretrain` command run as a stage of another (`pretrain demo`) is not a pool worker: it learns
 # its parent from the environment and watches it like one.
 PARENT_ENV = "PRETRAIN_PARENT_PID"

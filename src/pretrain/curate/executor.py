@@ -15,13 +15,19 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from pretrain.errors import UserError
-from pretrain.lifeline import init_worker, ray_reaped_when_gone, sigint_held
+from pretrain.lifeline import (
+    exit_with_owner,
+    init_worker,
+    owner_of_this_process,
+    ray_reaped_when_gone,
+    sigint_held,
+)
 
 
 def default_workers() -> int:
@@ -111,6 +117,7 @@ class RayExecutor:
         if address and address != "auto":
             _check_reachable(address)
         self._address, self._asked, self._workers = address, workers, 0
+        self._owner: tuple[int, float] | None = None  # this process, when it started the instance
 
     def start(self) -> RayExecutor:
         """Start (or join) Ray, once. At the first `map`, not when built: a job refused before it
@@ -118,7 +125,6 @@ class RayExecutor:
         ray, address = self._ray, self._address
         if self._workers:
             return self
-        keep = None  # the command's SIGTERM handler, when Ray's replaced it
         if not ray.is_initialized():
             # Ray's INFO lines ("Connecting to existing Ray cluster at address: ...", "Connected to
             # Ray cluster.") printed before the job's own lines: warnings and errors still show
@@ -131,24 +137,15 @@ class RayExecutor:
                 kwargs["include_dashboard"] = False
             # a local instance is ours: a SIGKILLed driver must not leave part of it running
             owned = contextlib.nullcontext() if address else ray_reaped_when_gone()
-            sigterm = signal.getsignal(signal.SIGTERM)
             try:
-                with owned:
+                with _command_keeps_sigterm(), owned:
                     ray.init(**kwargs)
+                if not address:  # its workers are on this machine and end with this process
+                    self._owner = owner_of_this_process()
             except ConnectionError as e:  # "auto" with no cluster running, a cluster that went away
                 first = str(e).split(". ")[0]
                 raise UserError(f"--address {address}: {first} (start one with `ray start --head`)") from e
-            # Ray's core puts its own SIGTERM handler in (a stack dump, then status 15): the
-            # command's own (one line on how to resume, cli.SAYS_SIGTERM) is put back now, and again
-            # after the first round trip to the cluster below (once, under load in a fresh CI clone,
-            # a SIGTERM right after start() met Ray's handler)
-            keep = sigterm if callable(sigterm) and threading.current_thread() is threading.main_thread() \
-                else None
-            if keep:
-                signal.signal(signal.SIGTERM, keep)
         self._workers = self._asked or int(ray.cluster_resources().get("CPU", 1))
-        if keep:
-            signal.signal(signal.SIGTERM, keep)
         return self
 
     @property
@@ -160,20 +157,58 @@ class RayExecutor:
     ) -> list[Any]:
         ray = self.start()._ray
         remote = ray.remote(num_cpus=1)(_apply)
-        refs = [remote.remote(fn, item) for item in items]
+        refs = [remote.remote(fn, item, self._owner) for item in items]
         index = {ref: i for i, ref in enumerate(refs)}
         out: list[Any] = [None] * len(refs)
-        pending = list(refs)
-        while pending:  # gather as tasks finish, so progress moves; results keep input order
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                out[index[ref]] = ray.get(ref)
-                if on_result:
-                    on_result(out[index[ref]])
+        pending, got = list(refs), 0
+        try:
+            while pending:  # gather as tasks finish, so progress moves; results keep input order
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    out[index[ref]] = _result(ray, ref, got, len(refs))
+                    got += 1
+                    if on_result:
+                        on_result(out[index[ref]])
+        except BaseException:
+            # an error or Ctrl-C: stop the running units, as LocalExecutor does. A driver that exits
+            # takes its tasks with it, but a caller that goes on (a notebook, a test) left them
+            # writing into OUT while a rerun wrote there too
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
         return out
 
     def __repr__(self) -> str:
         return f"RayExecutor(workers={self._workers or self._asked})"
+
+
+@contextlib.contextmanager
+def _command_keeps_sigterm() -> Iterator[None]:
+    """Around `ray.init`: the command's SIGTERM handler (`lifeline.sigterm_raises`: one line on how
+    to resume) is the one in place after it, and a SIGTERM during it reaches that handler too.
+
+    ray.init puts in its own handler first, `sys.exit(15)`, for the whole start (~7 s for a local
+    instance here): a `kill` then ended the command with status 15 and not a word. Its last step,
+    the core worker, puts in Abseil's failure handler (a stack dump, then the previous handler),
+    for the ~2 ms before ray.init returns. Nothing later puts either back (checked with sigaction
+    after `cluster_resources`, a task and 3 s of waiting, Ray 2.60), so once is enough: session 13's
+    second restore after the first round trip answered a CI flake that was the test's own race.
+    """
+    sigterm = signal.getsignal(signal.SIGTERM)
+    if not callable(sigterm) or threading.current_thread() is not threading.main_thread():
+        yield  # no handler of the command's to keep (a library caller, a thread)
+        return
+    try:
+        yield
+    except SystemExit as e:
+        if e.code != signal.SIGTERM:
+            raise
+        signal.signal(signal.SIGTERM, sigterm)
+        sigterm(signal.SIGTERM, None)  # what the signal would have done had Ray not been there
+        raise  # a handler that only notes the signal: ray.init was cut short all the same
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
 
 
 CONNECT_TIMEOUT_S = 5.0
@@ -231,8 +266,29 @@ def _said(answer: bytes) -> str:
     return "it answered " + repr((answer.decode("latin-1").splitlines() or [""])[0][:40])
 
 
-def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
+def _apply(fn: Callable[[Any], Any], item: Any, owner: tuple[int, float] | None = None) -> Any:
+    if owner:
+        exit_with_owner(owner)
     return fn(item)
+
+
+def _result(ray, ref, got: int, total: int) -> Any:
+    """`ray.get(ref)`, with a unit's failure said as LocalExecutor says it."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as e:
+        # a unit's own UserError (an input gone since the job listed it) is the command's one
+        # line: Ray's wrapper made that line its remote traceback, in terminal colours
+        if isinstance(e.cause, UserError):
+            raise e.cause from None
+        raise
+    except ray.exceptions.WorkerCrashedError as e:  # Ray ran the unit again, 3 times, and gave up
+        raise UserError(
+            f"a Ray worker process died running a unit, each time Ray retried it, after {got} of"
+            f" {total} units (killed by the system, out of memory, or a crash in a C library);"
+            " finished units are kept: rerun the same command to resume, or use --executor local"
+            " --workers 1 to see the failing unit"
+        ) from e
 
 
 def build_executor(kind: str = "local", workers: int | None = None, address: str | None = None):

@@ -45,8 +45,9 @@ must give the same text on every page (printed as a check). With --strict and --
 the shipped files every candidate prints the shipped row.
 
 `--speed N`: pages/s per core of the step's path (main_page per page, page_texts per batch of 16,
-rescue on), shipped against the fallback at each `--speed-rule R[:Q]` (default 0.6 and 0.85), best
-of N alternating (bench_extract_page's harness).
+rescue on), shipped against the fallback at each `--speed-rule R[:Q]` (default 0.6 and 0.85) and
+against `extract.strict = true` (extract_blocks.strict_model, since session 14), best of N
+alternating (bench_extract_page's harness).
 
 `--fresh DIR` (issue 19, session 14): only the "fresh" set (extract_eval.fresh_pages: 57 labelled
 non-article pages of three PyPI sdists unpacked in DIR, sites in none of the other sets; not in the
@@ -488,6 +489,9 @@ def speed(strict: str, repeat: int, rules: list[tuple[float, str]]) -> None:
     sets = pg.speed_sets()
     ship, resc = load_model(), load_rescue()
     models = {"shipped": ship, **{name(r, q): Fallback(ship, load_model(strict), r, q) for r, q in rules}}
+    from pretrain.curate.extract_blocks import strict_model
+
+    models["extract.strict"] = strict_model()  # the shipped option (its own files; keep_flags' walk)
 
     def run(htmls, m):
         t = time.process_time()

@@ -281,7 +281,11 @@ def main() -> int:
     ap.add_argument("--fresh", metavar="DIR", help="only the fresh set's table, its sdists unpacked in DIR")
     args = ap.parse_args()
     if args.fresh:
-        crawl_table(args.fresh)
+        try:
+            crawl_table(args.fresh)
+        except ValueError as e:  # a missing or changed page: the message names it and how to get it
+            print(f"fresh set: {e}", file=sys.stderr)
+            return 2
         return 0
     if not DATA.is_dir():
         print(f"no data at {DATA}; nothing to measure")

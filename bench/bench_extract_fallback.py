@@ -58,8 +58,9 @@ strict trees everywhere, r 0.85 alone, resiliparse and trafilatura, by kind of p
 C's text differs from shipped's. Needs --strict only; not ../shared/data.
 
 Run: PYTHONPATH=src PRETRAIN_SHARED_DATA=../shared/data .venv/bin/python bench/bench_extract_fallback.py
---strict S --strict-folds SF [--paired] [--speed N]   (about 40 s; --speed 5: about 1 minute)
-     PYTHONPATH=src .venv/bin/python bench/bench_extract_fallback.py --strict S --fresh DIR
+[--strict S --strict-folds SF] [--paired] [--speed N]   (about 40 s; --speed 5: about 1 minute; without
+--strict: the shipped strict trees, src/pretrain/data/extract_blocks_strict*.json*, since session 14)
+     PYTHONPATH=src .venv/bin/python bench/bench_extract_fallback.py [--strict S] --fresh DIR
 The strict files: PYTHONPATH=src .venv/bin/python scripts/train_extract_blocks.py --weak-weight 0.5
 --per-page --cache C --out S --folds-out SF (OpenBLAS pinned to the shipped files' kernels; 4-10
 minutes; session 11's and session 13's runs wrote the same bytes: S sha256 6224b221..., SF b5cb630b...).
@@ -520,8 +521,9 @@ def rule_arg(s: str) -> tuple[float, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--strict", help="the strict full model (train_extract_blocks.py --out)")
-    ap.add_argument("--strict-folds", help="its 10 fold models (--folds-out)")
+    ap.add_argument("--strict", help="the strict full model (train_extract_blocks.py --out; default: the"
+                    " shipped extract_blocks_strict.json, since session 14)")
+    ap.add_argument("--strict-folds", help="its 10 fold models (--folds-out; default: the shipped ones)")
     ap.add_argument("--paired", action="store_true", help="each candidate's paired deltas against shipped")
     ap.add_argument("--verify", action="append", default=[], metavar="CANDIDATE",
                     help="also extract this candidate (e.g. 'r 0.85') through fallback_flags and compare"
@@ -532,19 +534,23 @@ def main() -> int:
     ap.add_argument("--speed-rule", type=rule_arg, action="append", metavar="R[:Q]",
                     help="a fallback to time (default 0.6 and 0.85)")
     ap.add_argument("--fresh", metavar="DIR",
-                    help="only the fresh set, its pages unpacked in DIR (needs --strict only)")
+                    help="only the fresh set, its pages unpacked in DIR (reads --strict only)")
     args = ap.parse_args()
+    if not args.strict and not args.strict_folds:  # the shipped strict trees (extract.strict)
+        from pretrain.curate.extract_blocks import STRICT_FOLDS_PATH, STRICT_PATH
+
+        args.strict, args.strict_folds = str(STRICT_PATH), str(STRICT_FOLDS_PATH)
     if args.fresh:
         if not args.strict or not Path(args.strict).is_file():
             ap.error(f"--fresh needs --strict S (the strict full model; make it: {MAKE_STRICT})")
         install()
-        fresh_report(Path(args.fresh), args.strict)
+        try:
+            fresh_report(Path(args.fresh), args.strict)
+        except ValueError as e:  # a missing or changed page: the message names it and how to get it
+            print(f"fresh set: {e}", file=sys.stderr)
+            return 2
         return 0
     if st.no_data():
-        return 0
-    if not args.strict and not args.strict_folds:  # (bench/run_all.py runs every bench without arguments)
-        print("needs the strict trees, which are not in the repository: " + MAKE_STRICT
-              + "; then --strict S --strict-folds SF. Nothing measured.")
         return 0
     if not args.strict or not args.strict_folds:
         ap.error("--strict and --strict-folds go together")

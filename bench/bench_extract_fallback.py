@@ -444,7 +444,7 @@ def fresh_report(root: Path, strict: str) -> None:
     n_keep, n_drop = sum(len(p[2]) for p in pages), sum(len(p[3]) for p in pages)
     print(f"fresh: {len(pages)} pages ({sum(p[4] for p in pages)} no main), {n_keep} keep and {n_drop} drop"
           f" snippets, {sum(len(t) for t in titles.values())} title snippets apart; full models, rescue on")
-    kinds = sorted(set(kind.values()), key=lambda k: -sum(v == k for v in kind.values()))
+    kinds = sorted(set(kind.values()), key=lambda k: (-sum(v == k for v in kind.values()), k))
     print(f"{'row':<22}{'keep':>8}{'site':>8}{'drop':>8}{'site':>8}{'clean':>7}  fell back   "
           + "  ".join(f"{k} ({sum(v == k for v in kind.values())}) keep/drop" for k in kinds))
     rows, texts = {}, {}

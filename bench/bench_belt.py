@@ -28,7 +28,8 @@ datatrove's is 1 s, which a loaded shared machine can trip). `--repeat N` keeps 
 CPU) of N runs. `--profile` adds a cProfile of the default belt (its per-call overhead inflates
 Python-heavy code several-fold: read the unprofiled stage breakdown for shares).
 
-`--backend blocks` (or a comma list, `resiliparse,blocks`) chooses the extractor of the first belts
+`--backend blocks` (or a comma list, `resiliparse,blocks`; `blocks-strict`: `blocks` with
+`extract.strict = true`) chooses the extractor of the first belts
 and of the stage breakdown; `--page-by-page` adds each one's +lang belt with the extract step's
 batch of one page (as it ran before batches); `--ours-only` skips trafilatura's belts and datatrove.
 
@@ -129,7 +130,8 @@ def cpu_seconds() -> float:
 def belt_config(backend: str, language: bool, rest: bool = True) -> CurateConfig:
     """The belt with the given extractor; `rest=False` keeps only read -> extract (and the output)."""
     cfg = CurateConfig()
-    cfg.extract = ExtractConfig(backend=backend, timeout_s=TIMEOUT_S)
+    strict = backend == "blocks-strict"  # `blocks` with extract.strict = true (issue 19, session 14)
+    cfg.extract = ExtractConfig(backend="blocks" if strict else backend, timeout_s=TIMEOUT_S, strict=strict)
     cfg.language = LanguageConfig(enabled=language)
     if not rest:
         cfg.rules = RulesConfig(gopher_repetition=False, gopher_quality=False, c4_quality=False,
@@ -534,7 +536,8 @@ def main() -> int:
     ap.add_argument("--reasons", action="store_true", help="print drop reasons under each funnel")
     ap.add_argument("--profile", action="store_true", help="cProfile the first +lang belt on the derived set")
     ap.add_argument("--backend", default="resiliparse",
-                    help="extractor(s) of the first belts, comma-separated: resiliparse, blocks, trafilatura")
+                    help="extractor(s) of the first belts, comma-separated: resiliparse, blocks, trafilatura,"
+                         " blocks-strict (blocks with extract.strict = true)")
     ap.add_argument("--page-by-page", action="store_true",
                     help="also time each chosen +lang belt with the extract step's batches of one page")
     ap.add_argument("--ours-only", action="store_true",
@@ -549,9 +552,10 @@ def main() -> int:
         print(f"no data at {SHARED / 'warc'}; nothing to measure")
         return 0
     backends = [b.strip() for b in args.backend.split(",") if b.strip()]
-    bad = [b for b in backends if b not in BACKENDS]
+    bad = [b for b in backends if b not in (*BACKENDS, "blocks-strict")]
     if bad or not backends:
-        ap.error(f"--backend: unknown extractor {bad or args.backend!r}; choose from {', '.join(BACKENDS)}")
+        ap.error(f"--backend: unknown extractor {bad or args.backend!r}; choose from"
+                 f" {', '.join(BACKENDS)}, blocks-strict")
     say("checking the peer (datatrove in .venv-peers)" if not args.ours_only else "ours only: no peer")
     missing = None if args.ours_only else datatrove_missing()
     if missing:

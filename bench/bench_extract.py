@@ -14,8 +14,10 @@ Prints, per backend, on the same pages and in the same run:
 from a page of that page's site (grouped 5-fold cross-fitting within each benchmark, `model_for`; see
 scripts/train_extract_blocks.py), and its rescue pass by the rescue trees of the same fold
 (`rescue_for`); its speed is the shipped models'. `blocks (no rescue)` is the same backend with
-`extract.rescue = false`. On the crawl set it is the shipped models' (they never saw those pages: session
-5's weak labels on them were not adopted).
+`extract.rescue = false`; `blocks (strict)` is `extract.strict = true` (the strict trees with the per-page
+fallback to the shipped ones, extract_blocks.Strict; out of fold by `strict_for`, both sets of trees of the
+page's site fold; issue 19, session 14). On the crawl set it is the shipped models' (they never saw those
+pages: session 5's weak labels on them were not adopted).
 
 Then the rescue's cost: CPU ms per page of the `blocks` step (batches, as the belt runs it) with
 and without the rescue, on AEB, trafilatura-eval and the real crawl pages of ../shared/data/warc
@@ -24,6 +26,7 @@ and without the rescue, on AEB, trafilatura-eval and the real crawl pages of ../
 rescued. `--rescue-only` prints only that.
 
 Run: .venv/bin/python bench/bench_extract.py [--limit N] [--repeat 5] [--rescue-only] [--crawl-only]
+     [--fresh DIR]  (only the fresh set's table: extract_eval.fresh_pages, docs/extraction.md)
 """
 
 from __future__ import annotations
@@ -36,12 +39,20 @@ from pathlib import Path
 
 from pretrain.curate.document import Document
 from pretrain.curate.extract import ExtractConfig, build_extract_step, extract_text
-from pretrain.curate.extract_blocks import MIN_MAIN_CHARS, blocks, extract_blocks_text, model_for, render
+from pretrain.curate.extract_blocks import (
+    MIN_MAIN_CHARS,
+    blocks,
+    extract_blocks_text,
+    model_for,
+    render,
+    strict_for,
+)
 from pretrain.curate.extract_eval import (
     aeb_pages,
     crawl_pages,
     crawl_records,
     crawl_scores,
+    fresh_pages,
     site,
     snippet_scores,
     token_prf,
@@ -54,6 +65,9 @@ DATA = Path(SHARED) / "html"
 WARC = Path(SHARED) / "warc"
 
 
+ROWS = ("resiliparse", "blocks (no rescue)", "blocks", "blocks (strict)", "trafilatura")
+
+
 def scorer(backend: str, benchmark: str):
     """The extractor to score a benchmark's page with: for `blocks`, the cross-fitted model that
     never saw a page of the page's site."""
@@ -63,6 +77,9 @@ def scorer(backend: str, benchmark: str):
         return lambda html, url: extract_text(html, backend)
     if backend == "blocks (no rescue)":
         return lambda html, url: extract_blocks_text(html, model_for(benchmark, url), min_main_chars=0)
+    if backend == "blocks (strict)":
+        return lambda html, url: extract_blocks_text(html, strict_for(benchmark, url),
+                                                     rescue_for(benchmark, url))
     return lambda html, url: extract_blocks_text(html, model_for(benchmark, url), rescue_for(benchmark, url))
 
 
@@ -91,24 +108,26 @@ def cpu() -> float:
     return time.process_time() + c.ru_utime + c.ru_stime
 
 
-def _backend(name: str) -> tuple[str, bool]:
-    """(backend, rescue) of a row's name."""
-    return ("blocks", False) if name == "blocks (no rescue)" else (name, True)
+def _backend(name: str) -> tuple[str, bool, bool]:
+    """(backend, rescue, strict) of a row's name."""
+    return {"blocks (no rescue)": ("blocks", False, False),
+            "blocks (strict)": ("blocks", True, True)}.get(name, (name, True, False))
 
 
 def speed(name: str, pages: list[str]) -> tuple[float, float]:
-    backend, rescue = _backend(name)
+    backend, rescue, strict = _backend(name)
     mb = sum(len(p.encode("utf-8")) for p in pages) / 1e6
     t = cpu()
     for html in pages:
-        extract_text(html, backend, rescue=rescue)
+        extract_text(html, backend, rescue=rescue, strict=strict)
     dt = cpu() - t
     return len(pages) / dt, mb / dt
 
 
 def step_speed(name: str, isolation: str, pages: list[str]) -> float:
-    backend, rescue = _backend(name)
-    step = build_extract_step(ExtractConfig(backend=backend, isolation=isolation, rescue=rescue))
+    backend, rescue, strict = _backend(name)
+    cfg = ExtractConfig(backend=backend, isolation=isolation, rescue=rescue, strict=strict)
+    step = build_extract_step(cfg)
     docs = []
     for i, html in enumerate(pages):
         d = Document(id=str(i), text=html)
@@ -162,6 +181,8 @@ def crawl_scorer(backend: str):
     """The extractor of a crawl page: the shipped models for `blocks` (no page of the set is in them)."""
     if backend == "blocks (no rescue)":
         return lambda html, url: extract_blocks_text(html, min_main_chars=0)
+    if backend == "blocks (strict)":
+        return lambda html, url: extract_text(html, "blocks", strict=True)
     return lambda html, url: extract_text(html, backend)
 
 
@@ -206,19 +227,23 @@ def step_ms(pages: list[str], rescue: bool) -> float:
     return (time.process_time() - t) / len(pages) * 1e3
 
 
-def crawl_table() -> None:
-    """keep / drop / no-main-clean of each backend on the labelled crawl pages, all and by site."""
-    crawl = list(crawl_pages(WARC)) if WARC.is_dir() else []
+def crawl_table(fresh: str = "") -> None:
+    """keep / drop / no-main-clean of each backend on the labelled crawl pages (or with `fresh`, the
+    fresh set's pages unpacked there: extract_eval.fresh_pages), all and by site."""
+    if fresh:
+        crawl, what = list(fresh_pages(Path(fresh))), f"fresh: {fresh}"
+    else:
+        crawl, what = (list(crawl_pages(WARC)) if WARC.is_dir() else []), "crawl: warc/"
     if not crawl:
         return
     keep, drop = sum(len(p[2]) for p in crawl), sum(len(p[3]) for p in crawl)
     print(
-        f"\ncrawl: {len(crawl)} labelled pages of warc/, {keep} keep and {drop} drop snippets, "
+        f"\n{what}: {len(crawl)} labelled pages, {keep} keep and {drop} drop snippets, "
         f"{sum(p[4] for p in crawl)} pages with no main content"
     )
     head = f"{'backend':<18} {'kept':>6} {'dropped':>8} {'no-main clean':>14}"
     print(f"{head} {'by site: kept':>14} {'dropped':>8}")
-    for backend in ("resiliparse", "blocks (no rescue)", "blocks", "trafilatura"):
+    for backend in ROWS:
         q = evaluate_crawl(backend, crawl)
         print(
             f"{backend:<18} {q['kept']:6.3f} {q['dropped']:8.3f} {q['no_main_clean']:14.3f} "
@@ -253,7 +278,15 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5, help="alternating rounds of the rescue's cost")
     ap.add_argument("--rescue-only", action="store_true", help="only the blocks step with and without rescue")
     ap.add_argument("--crawl-only", action="store_true", help="only the labelled crawl pages' table")
+    ap.add_argument("--fresh", metavar="DIR", help="only the fresh set's table, its sdists unpacked in DIR")
     args = ap.parse_args()
+    if args.fresh:
+        try:
+            crawl_table(args.fresh)
+        except ValueError as e:  # a missing or changed page: the message names it and how to get it
+            print(f"fresh set: {e}", file=sys.stderr)
+            return 2
+        return 0
     if not DATA.is_dir():
         print(f"no data at {DATA}; nothing to measure")
         return 0
@@ -279,7 +312,7 @@ def main() -> int:
         f"{'step pages/s (isolation)':>26}"
     )
     res = {}
-    for backend in ("resiliparse", "blocks (no rescue)", "blocks", "trafilatura"):
+    for backend in ROWS:
         q = evaluate(backend, aeb, tra)
         ps, mbs = speed(backend, pages)
         iso = "process"

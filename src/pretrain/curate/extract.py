@@ -76,6 +76,11 @@ class ExtractConfig:
     # and let the rescue trees bring back the article resiliparse dropped (curate/extract_rescue.py).
     # false: the main-content blocks alone (the output before 2026-12-01; 0-19% less CPU).
     rescue: bool = True
+    # blocks only, off by default (issue 19, session 14, docs/extraction.md): the strict trees decide
+    # each page, falling back per page to the shipped trees' decision when the strict one keeps under
+    # 0.85 x its characters or drops a long block it keeps (extract_blocks.Strict). More dropped
+    # boilerplate on the benchmarks at the same keep; about 0.95x the pages/s.
+    strict: bool = False
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -90,12 +95,14 @@ def extract_text(
     favor_precision: bool = True,
     main_content: bool = True,
     rescue: bool = True,
+    strict: bool = False,
 ) -> str:
     """Main text of one page, in this process, with no time bound."""
     if backend == "blocks":
-        from pretrain.curate.extract_blocks import MIN_MAIN_CHARS, extract_blocks_text
+        from pretrain.curate.extract_blocks import MIN_MAIN_CHARS, extract_blocks_text, strict_model
 
-        return extract_blocks_text(html, min_main_chars=MIN_MAIN_CHARS if rescue else 0)
+        return extract_blocks_text(html, strict_model() if strict else None,
+                                   min_main_chars=MIN_MAIN_CHARS if rescue else 0)
     if backend == "resiliparse":
         from resiliparse.extract.html2text import extract_plain_text
 
@@ -222,7 +229,8 @@ _OK, _ERROR, _RESCUED, _TITLED = 0, 1, 2, 4
 class _Worker:
     """A child process that extracts pages; killed and restarted when a page runs too long."""
 
-    def __init__(self, backend: str, favor_precision: bool, main_content: bool = True, rescue: bool = True):
+    def __init__(self, backend: str, favor_precision: bool, main_content: bool = True, rescue: bool = True,
+                 strict: bool = False):
         self.args = [
             sys.executable,
             "-m",
@@ -231,6 +239,7 @@ class _Worker:
             str(int(favor_precision)),
             str(int(main_content)),
             str(int(rescue)),
+            str(int(strict)),
         ]
         self.proc: subprocess.Popen | None = None
         self.rescued = 0  # pages the child's rescue gave blocks back (the step's stats read it)
@@ -300,7 +309,8 @@ class _Worker:
         return bytes(buf)
 
 
-def _serve(backend: str, favor_precision: bool, main_content: bool, rescue: bool) -> None:
+def _serve(backend: str, favor_precision: bool, main_content: bool, rescue: bool,
+           strict: bool = False) -> None:
     """Child side: read length-prefixed pages from stdin, write status + text to stdout."""
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     while True:
@@ -310,7 +320,8 @@ def _serve(backend: str, favor_precision: bool, main_content: bool, rescue: bool
         (n,) = struct.unpack("<I", head)
         html = inp.read(n).decode("utf-8", "replace")
         try:
-            text, rescued, title = _child_extract(html, backend, favor_precision, main_content, rescue)
+            text, rescued, title = _child_extract(html, backend, favor_precision, main_content, rescue,
+                                                  strict)
             payload, status = text.encode("utf-8", "replace"), _RESCUED if rescued else _OK
             if title:
                 head = title.encode("utf-8", "replace")
@@ -322,19 +333,20 @@ def _serve(backend: str, favor_precision: bool, main_content: bool, rescue: bool
 
 
 def _child_extract(html: str, backend: str, favor_precision: bool, main_content: bool,
-                   rescue: bool) -> tuple[str, bool, str]:
+                   rescue: bool, strict: bool = False) -> tuple[str, bool, str]:
     """extract_text, whether the rescue gave the page blocks back and the page's title (blocks
     backend only: the headline it leaves out of the text, as in the step's batches)."""
     if backend != "blocks":
         return extract_text(html, backend, favor_precision, main_content, rescue), False, ""
-    from pretrain.curate.extract_blocks import MIN_MAIN_CHARS
+    from pretrain.curate.extract_blocks import MIN_MAIN_CHARS, strict_model
     from pretrain.curate.extract_body import main_page
     from pretrain.curate.extract_rescue import page_texts
 
     rescued: list[int] = []
     titles: list[str] = []
     tree, bs, cols = main_page(html)
-    text = page_texts([html], [bs], min_main_chars=MIN_MAIN_CHARS if rescue else 0, rescued=rescued,
+    text = page_texts([html], [bs], strict_model() if strict else None,
+                      min_main_chars=MIN_MAIN_CHARS if rescue else 0, rescued=rescued,
                       cols=[cols], titles=titles, trees=[tree])[0]
     return text, bool(rescued), titles[0]
 
@@ -351,7 +363,7 @@ class ExtractStep(Step):
         super().__init__()
         self.cfg = cfg
         isolate = cfg.isolation == "process" or (cfg.isolation == "auto" and cfg.backend == "trafilatura")
-        args = (cfg.backend, cfg.favor_precision, cfg.main_content, cfg.rescue)
+        args = (cfg.backend, cfg.favor_precision, cfg.main_content, cfg.rescue, cfg.strict)
         self.worker = _Worker(*args) if isolate else None
         self.batched = self.worker is None and cfg.backend in ("resiliparse", "blocks")
         self._ready: dict[int, str | Exception | object] = {}  # id(doc) -> its batch's result
@@ -416,13 +428,15 @@ class ExtractStep(Step):
             self._ready[id(doc)] = text
 
     def _texts(self, todo: list[tuple[Document, tuple]]) -> list[str]:
-        from pretrain.curate.extract_blocks import MIN_MAIN_CHARS
+        from pretrain.curate.extract_blocks import MIN_MAIN_CHARS, strict_model
         from pretrain.curate.extract_rescue import page_texts
 
         gate = MIN_MAIN_CHARS if self.cfg.rescue else 0
         rescued: list[int] = []
         titles: list[str] = []
-        out = page_texts([doc.text for doc, _ in todo], [bs for _, (bs, _, _) in todo], min_main_chars=gate,
+        model = strict_model() if self.cfg.strict else None
+        out = page_texts([doc.text for doc, _ in todo], [bs for _, (bs, _, _) in todo], model,
+                         min_main_chars=gate,
                          rescued=rescued, cols=[c for _, (_, c, _) in todo], titles=titles,
                          trees=[t for _, (_, _, t) in todo])
         self.stats["rescued"] += len(rescued)  # pages that got blocks back (a child counts its own)
@@ -507,5 +521,5 @@ if __name__ == "__main__":
     from pretrain.lifeline import init_worker
 
     # A page can run for minutes (the reason for this child): it must not outlive its parent.
-    init_worker(int(sys.argv[5]))
-    _serve(sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4] == "1")
+    init_worker(int(sys.argv[6]))
+    _serve(sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4] == "1", sys.argv[5] == "1")

@@ -28,6 +28,10 @@ per block:
    at p >= 0.6 outside it, and at the model's threshold (0.5) on a page without a core; an `<h1>`
    before the core (the headline) is dropped from the text (`headline_off`) and goes to the
    document's metadata as `title` (`headline`; the extract step's batches).
+   Optional (`extract.strict = true`, off by default; issue 19, session 14): `Strict`, the strict
+   trees (`extract_blocks_strict.json`: learnt with weak labels at 0.5 and each page the same weight)
+   decide each page, and a page falls back to the shipped trees' decision when the strict one keeps
+   under 0.85 x its characters or drops a block of >= 200 characters it keeps (`strict_falls_back`).
 6. Rescue: where the main content is under MIN_MAIN_CHARS characters (resiliparse sometimes drops
    the article itself), a whole-page render and a second set of trees may bring blocks back
    (curate/extract_rescue.py); on every other page steps 1-5 are the whole output.
@@ -539,6 +543,70 @@ def load_model(path: str = "", fold: str = "") -> BlockModel:
                       (FOLDS_PATH, BLOCK_FEATURES, "model", _RETRAIN), path, fold)
 
 
+# The strict trees (issue 19, sessions 11, 13, 14; docs/extraction.md): scripts/train_extract_blocks.py
+# --weak-weight 0.5 --per-page, and their ten cross-fitted fold models (the benchmarks' scores).
+STRICT_PATH = Path(__file__).resolve().parents[1] / "data" / "extract_blocks_strict.json"
+STRICT_FOLDS_PATH = Path(__file__).resolve().parents[1] / "data" / "extract_blocks_strict_folds.json.gz"
+_RETRAIN_STRICT = "retrain it (scripts/train_extract_blocks.py --weak-weight 0.5 --per-page)"
+# The per-page fallback (session 13, post hoc; judged on fresh pages in session 14): the shipped
+# decision when the strict one keeps under STRICT_R x its characters (the strict trees dropping a
+# product page's short text and keeping its template) or drops a block of >= STRICT_LONG characters
+# the shipped one keeps (the features' "long paragraph").
+STRICT_R, STRICT_LONG = 0.85, 200
+
+
+@lru_cache(maxsize=16)
+def load_strict(path: str = "", fold: str = "") -> BlockModel:
+    """The strict trees shipped in the package (or at `path`); `fold` as in `load_model`."""
+    return pick_trees((STRICT_PATH, BLOCK_FEATURES, "strict model", _RETRAIN_STRICT),
+                      (STRICT_FOLDS_PATH, BLOCK_FEATURES, "strict model", _RETRAIN_STRICT), path, fold)
+
+
+@dataclass(frozen=True)
+class Strict:
+    """The strict trees deciding each page, falling back per page to the shipped trees' decision
+    (`strict_falls_back`); a `model` for keep_flags, page_texts and extract_blocks_text. The rescue
+    reads the shipped trees' word model and threshold."""
+
+    ship: BlockModel
+    strict: BlockModel
+    r: float = STRICT_R
+    long_chars: int = STRICT_LONG
+
+    @property
+    def words(self):
+        return self.ship.words
+
+    @property
+    def threshold(self) -> float:
+        return self.ship.threshold
+
+
+def strict_model(fold: str = "") -> Strict:
+    """The shipped trees and the strict ones, full (`fold` ""), or both of one site fold."""
+    return Strict(load_model(fold=fold), load_strict(fold=fold))
+
+
+def strict_for(benchmark: str, url: str) -> Strict:
+    """`Strict` of the fold that never saw page `url`'s site (as `model_for`)."""
+    from pretrain.curate.extract_eval import site_fold
+
+    return strict_model(f"{benchmark}/{site_fold(url)}")
+
+
+def strict_falls_back(fs: np.ndarray, ft: np.ndarray, chars: np.ndarray, r: float = STRICT_R,
+                      long_chars: int = STRICT_LONG) -> bool:
+    """Whether a page takes the shipped decision `fs` over the strict one `ft` (chars: each block's
+    length): the strict one keeps under r x the shipped one's characters, or drops a block of >=
+    `long_chars` characters the shipped one keeps."""
+    return bool(chars[ft].sum() < r * chars[fs].sum() or ((chars >= long_chars) & fs & ~ft).any())
+
+
+def _same_words(a: BlockModel, b: BlockModel) -> bool:
+    return (a.words is None and b.words is None) or (
+        a.words is not None and b.words is not None and a.words.to_dict() == b.words.to_dict())
+
+
 def model_for(benchmark: str, url: str) -> BlockModel:
     """The model to score page `url` of `benchmark` ("aeb", "trafilatura-eval") with: one that never
     saw a page of that page's site (grouped 5-fold cross-fitting; `extract_eval.site_fold`)."""
@@ -570,7 +638,7 @@ def render(html) -> str:
 
 def extract_blocks_text(
     html: str,
-    model: BlockModel | None = None,
+    model: BlockModel | Strict | None = None,
     rescue: BlockModel | None = None,
     min_main_chars: int = MIN_MAIN_CHARS,
 ) -> str:
@@ -655,32 +723,41 @@ def batch_matrix(pages: list[list[Block]], cols: list[np.ndarray], model: BlockM
 
 
 def keep_flags(
-    pages: list[list[Block]], model: BlockModel | None = None, cols: list[np.ndarray] | None = None
+    pages: list[list[Block]], model: BlockModel | Strict | None = None, cols: list[np.ndarray] | None = None
 ) -> list[list[bool]]:
     """Whether the model keeps each block of each page of a batch (`cols`: each page's body
     columns; None: pages without a container). The trees walk all the batch's blocks in one call
     (rows are independent: the same probabilities as page by page), then the pages are decoded,
-    each on its own rows."""
+    each on its own rows. A `Strict` model walks both sets of trees and picks per page."""
     m = model or load_model()
     cols = cols or [np.zeros((len(bs), len(BODY_COLUMNS)), np.float32) for bs in pages]
     sizes = [len(bs) for bs in pages]
     if not sum(sizes):
         return [[] for _ in pages]
-    x = batch_matrix(pages, cols, m)
+    ship = m.ship if isinstance(m, Strict) else m
+    x = batch_matrix(pages, cols, ship)
     chars = np.fromiter((len(b.text) for bs in pages for b in bs), np.int64, len(x))
     first = np.cumsum([0, *sizes[:-1]]) if len(pages) > 1 else None
-    p = m.keep_probability(x)
+    p = ship.keep_probability(x)
     keep = core_flags(p, chars, m.threshold, first)
+    if isinstance(m, Strict):  # a second walk (the word model is shared: the same matrix)
+        xt = x if _same_words(ship, m.strict) else batch_matrix(pages, cols, m.strict)
+        pt = m.strict.keep_probability(xt)
+        kt = core_flags(pt, chars, m.threshold, first)
     out, at = [], 0
     for bs in pages:  # the headline rule per page, on its rows (views of the batch's arrays)
-        k = len(bs)
-        out.append(headline_off(keep[at : at + k], bs, p[at : at + k], chars[at : at + k]).tolist())
-        at += k
+        k = slice(at, at + len(bs))
+        f = headline_off(keep[k], bs, p[k], chars[k])
+        if isinstance(m, Strict):
+            ft = headline_off(kt[k], bs, pt[k], chars[k])
+            f = f if strict_falls_back(f, ft, chars[k], m.r, m.long_chars) else ft
+        out.append(f.tolist())
+        at += len(bs)
     return out
 
 
 def kept_texts(
-    pages: list[list[Block]], model: BlockModel | None = None, cols: list[np.ndarray] | None = None
+    pages: list[list[Block]], model: BlockModel | Strict | None = None, cols: list[np.ndarray] | None = None
 ) -> list[str]:
     """Main text of each page of a batch: the blocks the model keeps, one paragraph per line (no rescue)."""
     flags = keep_flags(pages, model, cols)

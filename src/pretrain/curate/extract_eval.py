@@ -10,6 +10,10 @@
   labelled the same way by hand (data/extract_crawl_labels.json, its protocol in the file and in
   docs/extraction.md), many of them pages with no main content at all (`no_main`): there we also
   report the share of pages whose extraction is empty or holds none of their must-drop snippets.
+- "fresh": non-article pages (products, listings, home, about, docs, legal pages) shipped as test
+  fixtures in PyPI sdists, from sites in none of the sets above, labelled by the crawl set's protocol
+  (data/extract_fresh_labels.json); the pages are not in the repository: `fresh_pages(DIR)` reads them
+  from the folder where the sdists named in the file were unpacked.
 
 Both sets are split into 5 folds by site (`site_fold`) so that a learnt extractor can be scored on
 each page by a model that never saw a page of the same site (grouped cross-fitting).
@@ -173,6 +177,39 @@ def crawl_pages(root: Path, labels: Path = CRAWL_LABELS, titles: dict | None = N
         raise ValueError(
             f"{root / rel}: record {rid} labelled in {labels.name} not found ({len(missing)} missing)"
         )
+
+
+FRESH_LABELS = Path(__file__).resolve().parents[1] / "data" / "extract_fresh_labels.json"
+
+
+def fresh_pages(root: Path, labels: Path = FRESH_LABELS, titles: dict | None = None) -> Iterator[tuple]:
+    """(key, html, must_keep, must_drop, no_main, url) for each labelled "fresh" page under `root`, the
+    folder where the sdists named in `labels` were unpacked (each in its own `dir`); `titles` as in
+    `crawl_pages`. The HTML is decoded as the readers decode a page without an HTTP charset.
+
+    A missing page, or one whose bytes no longer hash to the labelled SHA-256 (another version of the
+    sdist), is a ValueError naming the file and how to get the right one.
+    """
+    from pretrain.curate.readers import decode_html
+
+    head = json.loads(labels.read_text(encoding="utf-8"))
+    for page in head["pages"]:
+        sdist = head["sdists"][page["package"]]
+        if sdist["version"] != page["version"]:
+            raise ValueError(f"{labels.name}: {page['path']}: version {page['version']} is not the sdist's")
+        f = root / sdist["dir"] / page["path"]
+        if not f.resolve().is_relative_to(root.resolve()):  # a label is data too: no path out of root
+            raise ValueError(f"{labels.name}: {page['path']}: outside {root}")
+        if not f.is_file():
+            raise ValueError(f"{f}: labelled in {labels.name} but missing; get it with: {sdist['get']}")
+        body = f.read_bytes()
+        if hashlib.sha256(body).hexdigest() != page["sha256"]:
+            name = f"{page['package']} {page['version']}"
+            raise ValueError(f"{f}: changed since it was labelled in {labels.name} (not {name}?)")
+        key, html, keep = f"{sdist['dir']}/{page['path']}", decode_html(body), page["keep"]
+        if titles is not None:
+            keep, titles[key] = split_titles(html, keep)
+        yield key, html, keep, page["drop"], page["no_main"], page["url"]
 
 
 def crawl_scores(

@@ -37,6 +37,7 @@ from pretrain.curate.extract_blocks import (
     MINIMAL_HTML,
     Block,
     BlockModel,
+    Strict,
     WordModel,
     blocks,
     features,
@@ -142,7 +143,7 @@ def rescue_for(benchmark: str, url: str) -> BlockModel:
 def page_texts(
     htmls: list[str],
     mains: list[list[Block]],
-    model: BlockModel | None = None,
+    model: BlockModel | Strict | None = None,
     rescue: BlockModel | None = None,
     min_main_chars: int = MIN_MAIN_CHARS,
     rescued: list[int] | None = None,

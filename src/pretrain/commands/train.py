@@ -120,7 +120,9 @@ def run(args: argparse.Namespace) -> int:
         if trainer.step > (cfg.train.stop_at or cfg.train.steps):  # fewer steps than the checkpoint's
             past = ("; it is past that and a run is not rewound (its directory is left as it was): for "
                     "the shorter run, train into another train.out")
-        print(f"nothing to do: the run is already at step {trainer.step} ({end}){past}; raise it to go on; "
+        key = end.split("=")[0]  # "it" was read as the train.out just named (run-it-twice, session 14)
+        go_on = f"; raise {key} past {trainer.step} to go on" if past else f"; raise {key} to go on"
+        print(f"nothing to do: the run is already at step {trainer.step} ({end}){past}{go_on}; "
               f"run directory {trainer.run_dir}")
     return 0
 

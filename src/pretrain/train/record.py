@@ -38,8 +38,34 @@ def open_record(t) -> Metrics:
             metrics.event("checkpoint_damaged", t.step, damaged_step=step, file=name)
         if t.changes:  # even with --quiet: the run continues under another recipe
             metrics.event("config_change", t.step, changes=t.changes)
-            print(f"changed since step {t.step}: {describe(t.changes)}", file=sys.stderr, flush=True)
+            print(f"changed since step {t.step}: {describe(t.changes)}{lr_jump(t)}", file=sys.stderr,
+                  flush=True)
     return metrics
+
+
+def lr_jump(t) -> str:
+    """The learning rate's jump at a resume under another schedule: a finished cosine run continued
+    with more train.steps decays over the new length, so its lr goes back up (6.9e-04 at its last
+    step, 2.4e-03 at the next: a warm restart, SGDR, Loshchilov & Hutter 2017) where a newcomer expects
+    it to carry on from the floor; said so the jump in the loss curve that follows is explained. The
+    rate the checkpoint's last step trained at comes from the recipe it was trained under."""
+    from pretrain.train.optim import lr_at
+
+    keys = [k for k in t.changes if k == "train.steps" or k.startswith(("optim.lr", "schedule."))]
+    if not keys or t.step == 0:
+        return ""
+    then = {k: t.changes[k][0] for k in keys}
+    sched = dataclasses.replace(t.cfg.schedule, **{k.split(".", 1)[1]: v for k, v in then.items()
+                                                 if k.startswith("schedule.")})
+    try:
+        before = lr_at(t.step - 1, then.get("train.steps", t.cfg.train.steps),
+                       then.get("optim.lr", t.cfg.optim.lr), sched)
+    except Exception:  # noqa: BLE001 - a hand-edited checkpoint's recipe: the jump is not said, no more
+        return ""
+    after = lr_at(t.step, t.cfg.train.steps, t.cfg.optim.lr, t.cfg.schedule)
+    if f"{before:.2e}" == f"{after:.2e}":
+        return ""
+    return f" (lr {before:.2e} at step {t.step}, {after:.2e} at step {t.step + 1} under the new schedule)"
 
 
 def resolved_config(cfg, shape):

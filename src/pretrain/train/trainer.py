@@ -164,6 +164,7 @@ class Trainer:
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
         self.next_save = self._save_after(0)
         self.resumed, self.changes = False, {}
+        self.unapplied: dict[str, tuple] = {}  # recipe changes a finished run's rerun does not train under
         # newer checkpoints not used, damaged, in the order met: (step, the file that no longer matched
         # its digest, or "" for files cut short against the marker); rank 0's record says them
         self.passed_over: list[tuple[int, str]] = []
@@ -222,8 +223,13 @@ class Trainer:
         if self.step < stop:
             return f"resuming from step {self.step} ({path})"
         end = f"train.stop_at={stop}" if self.cfg.train.stop_at else f"train.steps={stop}"
-        return (f"already complete: the newest checkpoint is step {self.step} and {end}; nothing is "
+        line = (f"already complete: the newest checkpoint is step {self.step} and {end}; nothing is "
                 f"trained ({path})")
+        if self.unapplied:  # the recipe changed, but no step runs under it: say so, and how it would
+            how = "" if self.cfg.train.allow_changes else " and add --set train.allow_changes=true"
+            line += (f"; {describe(self.unapplied)} is not applied (no step is trained): to continue this "
+                     f"run under it, raise train.steps{how}")
+        return line
 
     def _say_damaged(self, used: int) -> None:
         """Newer checkpoints with a marker that their files do not match (a shard lost or cut in a
@@ -286,11 +292,19 @@ class Trainer:
         if "global_batch" in changes:  # the split is said only when it is all that changed
             changes.pop(MICRO_BATCH, None)
         refused = {k: v for k, v in changes.items() if k not in SAID}
+        step = ck.dir_step(path)
+        if step >= (self.cfg.train.stop_at or self.cfg.train.steps):
+            # a finished run trains nothing: no step would run under the change, so it is not refused
+            # (session 13 left it refused as "another recipe"); the resume line says it is unapplied
+            # and how to apply it (Megatron: --override-opt_param-scheduler and more iterations)
+            self.unapplied = refused
+            return
         if refused and not self.cfg.train.allow_changes:
             why = f" ({MICRO_BATCH_WHY})" if MICRO_BATCH in refused else ""
-            raise UserError(f"{path} was trained with another recipe ({describe(refused)}): resume with the "
-                            "same one, use another train.out, or --set train.allow_changes=true to continue "
-                            f"with the change (logged as a config_change event){why}")
+            raise UserError(f"{path} was trained with another recipe ({describe(refused)}): to continue "
+                            f"this run under the change from step {step}, add --set train.allow_changes=true "
+                            "(logged as a config_change event); to resume it as it was, drop the change; to "
+                            f"start a new run with it, use another train.out{why}")
         self.changes = changes
 
     def restore(self, path: Path) -> None:

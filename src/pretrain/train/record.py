@@ -32,8 +32,10 @@ def open_record(t) -> Metrics:
     if t.resumed:
         # the newer checkpoints passed over (damaged) go in the record too: stderr is gone by the
         # time someone reads the report (session 10's end-to-end walk)
-        metrics.resumed(t.step, **({"passed_over": sorted(s for s, _ in t.passed_over)} if t.passed_over
-                                   else {}))
+        extra = {"passed_over": sorted(s for s, _ in t.passed_over)} if t.passed_over else {}
+        if t.resharded:  # saved under another parallel layout: which, for the report's reader
+            extra["resharded"] = t.resharded
+        metrics.resumed(t.step, **extra)
         for step, name in sorted((s, n) for s, n in t.passed_over if n):  # which file, for What went wrong
             metrics.event("checkpoint_damaged", t.step, damaged_step=step, file=name)
         if t.changes:  # even with --quiet: the run continues under another recipe

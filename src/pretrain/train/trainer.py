@@ -35,6 +35,7 @@ from pretrain.train.metrics import Metrics, flops_per_token, mfu, significant
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
 from pretrain.train.optim import build_optimizer, lr_at
 from pretrain.train.parallel import (
+    MESH_ORDER,
     Layout,
     apply_ddp,
     average_over_cp,
@@ -165,6 +166,7 @@ class Trainer:
         self.next_save = self._save_after(0)
         self.resumed, self.changes = False, {}
         self.unapplied: dict[str, tuple] = {}  # recipe changes a finished run's rerun does not train under
+        self.saved_layout: dict[str, int] | None = None  # the layout the restored checkpoint was saved in
         # newer checkpoints not used, damaged, in the order met: (step, the file that no longer matched
         # its digest, or "" for files cut short against the marker); rank 0's record says them
         self.passed_over: list[tuple[int, str]] = []
@@ -221,7 +223,7 @@ class Trainer:
         (or past) the end; a finished run's rerun must not read as one that starts training."""
         stop = self.cfg.train.stop_at or self.cfg.train.steps
         if self.step < stop:
-            return f"resuming from step {self.step} ({path})"
+            return f"resuming from step {self.step} ({path}){self._reshard_note()}"
         end = f"train.stop_at={stop}" if self.cfg.train.stop_at else f"train.steps={stop}"
         line = (f"already complete: the newest checkpoint is step {self.step} and {end}; nothing is "
                 f"trained ({path})")
@@ -230,6 +232,29 @@ class Trainer:
             line += (f"; {describe(self.unapplied)} is not applied (no step is trained): to continue this "
                      f"run under it, raise train.steps{how}")
         return line
+
+    @property
+    def resharded(self) -> str:
+        """"dp_shard=2 -> dp_shard=4" when the restored checkpoint was saved under another layout."""
+        now = layout_of(self.dims)
+        if self.saved_layout is None or self.saved_layout == now:
+            return ""
+        return f"{describe_layout(self.saved_layout)} -> {describe_layout(now)}"
+
+    def _reshard_note(self) -> str:
+        """A resume under another layout, said: DCP reshards the weights and the optimizer state, and the
+        data goes on from its global position (the global batch is the same, or the recipe check
+        refused it). Until session 14 the line was the same as for the same layout."""
+        if not self.resharded:
+            return ""
+        def on(layout: dict[str, int]) -> str:
+            n = math.prod(layout.values())
+            return f"{n} processes ({describe_layout(layout)})" if n > 1 else "one process"
+
+        rows = self.cfg.data.batch_size * self.cfg.train.grad_accum * self.dims.dp
+        return (f"; saved on {on(self.saved_layout)}, now on {on(layout_of(self.dims))}: weights and "
+                f"optimizer state resharded; the data goes on from sequence "
+                f"{self.tokens_seen // self.shape.seq_len:,}, {rows} a step as before")
 
     def _say_damaged(self, used: int) -> None:
         """Newer checkpoints with a marker that their files do not match (a shard lost or cut in a
@@ -277,7 +302,7 @@ class Trainer:
         return {"step": self.step, "tokens_seen": self.tokens_seen, "loader": self.loader.state_dict(),
                 "scaler": self.scaler.state_dict(), "spikes": self.spikes.state_dict(), "rng": rng_state(),
                 "save_interval": self.save_interval, "config_hash": cfgmod.config_hash(self.cfg),
-                "recipe": self._recipe(),
+                "recipe": self._recipe(), "layout": layout_of(self.dims),
                 "shape": self._shape_dict()}
 
     def _shape_dict(self) -> dict:
@@ -322,7 +347,9 @@ class Trainer:
             step = st["step"]
             if type(step) is not int or step != ck.dir_step(path):
                 raise ValueError(f"{step!r} is not the step its directory is named for")
-            self.step, part = step, "tokens_seen"
+            self.step, part = step, "layout"
+            self.saved_layout = read_layout(st.get("layout"))
+            part = "tokens_seen"
             self.tokens_seen, part = int(st["tokens_seen"]), "loader"
             # allowed changes of the mixture (weights, sources) continue as a new phase of the sampler
             changed = self.cfg.train.allow_changes and self.cfg.data.kind == "tokens"
@@ -717,6 +744,26 @@ class Trainer:
     def summary(self) -> str:
         """Model, global batch, data passes and device, printed before training (train/record.py)."""
         return record.summary(self)
+
+
+def layout_of(dims) -> dict[str, int]:
+    """The parallel degrees a checkpoint is saved under (its state file), in the mesh's order."""
+    return {k: getattr(dims, k) for k in MESH_ORDER}
+
+
+def read_layout(saved) -> dict[str, int] | None:
+    """A checkpoint's layout, None when absent (saved before session 14) or not degrees: it only
+    informs the resume line, so a hostile value is ignored rather than trusted."""
+    if not isinstance(saved, dict) or set(saved) != set(MESH_ORDER):
+        return None
+    if not all(type(v) is int and 1 <= v <= 1 << 20 for v in saved.values()):
+        return None
+    return {k: saved[k] for k in MESH_ORDER}
+
+
+def describe_layout(layout: dict[str, int]) -> str:
+    """The degrees above 1 (`dp_shard=2 tp=2`), or `one process`."""
+    return " ".join(f"{k}={v}" for k, v in layout.items() if v > 1) or "one process"
 
 
 def _maybe_fail(rank: int, step: int) -> None:

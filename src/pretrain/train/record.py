@@ -15,6 +15,7 @@ from pretrain import config as cfgmod
 from pretrain.train.config import storage_to_save
 from pretrain.train.metrics import Metrics
 from pretrain.train.model import SHAPE_FIELDS
+from pretrain.train.parallel import describe_layout, layout_of
 from pretrain.train.restarts import COURSE_EVENTS, describe, hms
 from pretrain.untrusted import one_line
 
@@ -117,7 +118,17 @@ def summary(t) -> str:
     return (f"model {t.shape.name}: {n:,} parameters, {t.fpt:.3g} FLOPs/token\n"
             f"batch {b}{per_rank} x {t.shape.seq_len} = {b * t.shape.seq_len:,} tokens/step, "
             f"{c.train.steps} steps = {c.train.steps * b * t.shape.seq_len:,} tokens{data}\n"
-            f"precision {c.precision.dtype}, device {t.device}, run dir {t.run_dir}")
+            f"precision {c.precision.dtype}, device {t.device}{processes(t.dims)}, run dir {t.run_dir}")
+
+
+def processes(dims) -> str:
+    """How many processes train and how they split the work, and that the step lines' tok/s counts
+    them all (run-it-twice, session 14: a 4-process run's summary named one `device cpu`, no layout,
+    and its tok/s read as one process's); mfu is per device (train/metrics.py)."""
+    n = dims.world_size
+    if n == 1:
+        return ""
+    return f" x {n} processes ({describe_layout(layout_of(dims))}; tok/s: all {n} together, mfu: per process)"
 
 
 def no_eval_data(c, eval_loader) -> str:

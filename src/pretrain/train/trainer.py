@@ -40,8 +40,10 @@ from pretrain.train.parallel import (
     apply_ddp,
     average_over_cp,
     build_schedule,
+    describe_layout,
     env_world_size,
     init_distributed,
+    layout_of,
     parallelize,
     rank_stages,
     reduce_partial_grads,
@@ -746,11 +748,6 @@ class Trainer:
         return record.summary(self)
 
 
-def layout_of(dims) -> dict[str, int]:
-    """The parallel degrees a checkpoint is saved under (its state file), in the mesh's order."""
-    return {k: getattr(dims, k) for k in MESH_ORDER}
-
-
 def read_layout(saved) -> dict[str, int] | None:
     """A checkpoint's layout, None when absent (saved before session 14) or not degrees: it only
     informs the resume line, so a hostile value is ignored rather than trusted."""
@@ -759,11 +756,6 @@ def read_layout(saved) -> dict[str, int] | None:
     if not all(type(v) is int and 1 <= v <= 1 << 20 for v in saved.values()):
         return None
     return {k: saved[k] for k in MESH_ORDER}
-
-
-def describe_layout(layout: dict[str, int]) -> str:
-    """The degrees above 1 (`dp_shard=2 tp=2`), or `one process`."""
-    return " ".join(f"{k}={v}" for k, v in layout.items() if v > 1) or "one process"
 
 
 def _maybe_fail(rank: int, step: int) -> None:

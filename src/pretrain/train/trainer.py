@@ -186,7 +186,7 @@ class Trainer:
                 print(self._resume_line(found[1]), file=sys.stderr, flush=True)
         else:
             self._refuse_kept_history()  # before "starting fresh" is said, and before fit() moves anything
-            self._say("no checkpoint: starting fresh" if cfg.train.resume
+            self._say(f"no checkpoint: starting fresh{self._unfinished_note(-1)}" if cfg.train.resume
                       else "train.resume=false: starting fresh")
 
     def _restore_verified(self, found):
@@ -225,7 +225,8 @@ class Trainer:
         (or past) the end; a finished run's rerun must not read as one that starts training."""
         stop = self.cfg.train.stop_at or self.cfg.train.steps
         if self.step < stop:
-            return f"resuming from step {self.step} ({path}){self._reshard_note()}"
+            notes = self._unfinished_note(self.step) + self._reshard_note()
+            return f"resuming from step {self.step} ({path}){notes}"
         end = f"train.stop_at={stop}" if self.cfg.train.stop_at else f"train.steps={stop}"
         line = (f"already complete: the newest checkpoint is step {self.step} and {end}; nothing is "
                 f"trained ({path})")
@@ -234,6 +235,20 @@ class Trainer:
             line += (f"; {describe(self.unapplied)} is not applied (no step is trained): to continue this "
                      f"run under it, raise train.steps{how}")
         return line
+
+    def _unfinished_note(self, used: int) -> str:
+        """Newer checkpoint folders whose save never finished (no COMPLETE.json: a kill during an async
+        save), said, since the folder is there to see: a newcomer reading `resuming from step 3` beside
+        checkpoints/step_0000006 could not tell why (session 14's walk). Damaged ones (a marker their
+        files do not match) are said by _say_damaged."""
+        if not self.cfg.train.resume:
+            return ""
+        cut = [s for s, p, ok in ck.list_checkpoints(self.ckpt.root)
+               if s > used and not ok and ck.marker_text(p) is None]
+        if not cut:
+            return ""
+        steps = ", ".join(map(str, cut))
+        return f"; the save of step {steps} did not finish (no {ck.MARKER}): not used, later saves replace it"
 
     @property
     def resharded(self) -> str:

@@ -342,12 +342,27 @@ class Trainer:
             self.unapplied = refused
             return
         if refused and not self.cfg.train.allow_changes:
-            why = f" ({MICRO_BATCH_WHY})" if MICRO_BATCH in refused else ""
+            why = f" ({MICRO_BATCH_WHY})" if MICRO_BATCH in refused else self._batch_hint(refused)
             raise UserError(f"{path} was trained with another recipe ({describe(refused)}): to continue "
                             f"this run under the change from step {step}, add --set train.allow_changes=true "
                             "(logged as a config_change event); to resume it as it was, drop the change; to "
                             f"start a new run with it, use another train.out{why}")
         self.changes = changes
+
+    def _batch_hint(self, refused: dict) -> str:
+        """How to keep the checkpoint's global batch under this layout. data.batch_size is per
+        data-parallel rank, so the same command on more processes changes the global batch and was
+        refused with "drop the change" for a change the user never typed (session 14's walk: FSDP x 2
+        resumed under FSDP x 4)."""
+        then = refused.get("global_batch", (None,))[0]
+        if type(then) is not int:
+            return ""
+        dp, accum = self.dims.dp, self.cfg.train.grad_accum
+        ranks = f"{dp} data-parallel rank{'s' if dp > 1 else ''}"
+        what = f"global_batch is data.batch_size x {ranks} x train.grad_accum={accum}"
+        if then % (dp * accum):
+            return f" ({what}: no data.batch_size gives {then} here)"
+        return f" ({what}: --set data.batch_size={then // (dp * accum)} keeps {then})"
 
     def restore(self, path: Path) -> None:
         state = ck.read_state(path)

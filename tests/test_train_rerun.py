@@ -536,6 +536,16 @@ def test_a_run_resumes_through_its_config_from_any_directory(finished, tmp_path,
                  "--set=data.path=t.txt"]) == 0
     again = cfgmod.load(RunConfig, run / "config.toml")
     assert (again.train.out, again.data.path) == (str(run), "t.txt")
+    # from a third directory that relative path names nothing, and the absolute train.out does not
+    # tell where it was given from: said so (it was "data.path: text file not found: t.txt")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["train", str(run / "config.toml"), "--quiet", "--set=train.steps=14"]) == 2
+    assert (f"data.path = 't.txt' is relative to the directory the run was trained from, which its absolute "
+            f"train.out does not tell, and not found from here ({tmp_path}): run the command from that "
+            "directory, or --set data.path=PATH") in capsys.readouterr().err
+    monkeypatch.chdir(where)  # from there it resumes, as before
+    assert main(["train", str(run / "config.toml"), "--quiet", "--set=train.steps=14"]) == 0
 
 
 def test_the_checkpoint_lines_on_the_terminal_are_words_matching_the_record(tmp_path, text, capsys):

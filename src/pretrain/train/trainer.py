@@ -169,6 +169,7 @@ class Trainer:
         self.resumed, self.changes = False, {}
         self.unapplied: dict[str, tuple] = {}  # recipe changes a finished run's rerun does not train under
         self.saved_layout: dict[str, int] | None = None  # the layout the restored checkpoint was saved in
+        self.skips_ahead: list[list[int]] = []  # rollbacks' skipped micro-batches still ahead of a resume
         # newer checkpoints not used, damaged, in the order met: (step, the file that no longer matched
         # its digest, or "" for files cut short against the marker); rank 0's record says them
         self.passed_over: list[tuple[int, str]] = []
@@ -225,7 +226,7 @@ class Trainer:
         (or past) the end; a finished run's rerun must not read as one that starts training."""
         stop = self.cfg.train.stop_at or self.cfg.train.steps
         if self.step < stop:
-            notes = self._unfinished_note(self.step) + self._reshard_note()
+            notes = self._unfinished_note(self.step) + self._skip_note() + self._reshard_note()
             return f"resuming from step {self.step} ({path}){notes}"
         end = f"train.stop_at={stop}" if self.cfg.train.stop_at else f"train.steps={stop}"
         line = (f"already complete: the newest checkpoint is step {self.step} and {end}; nothing is "
@@ -249,6 +250,17 @@ class Trainer:
             return ""
         steps = ", ".join(map(str, cut))
         return f"; the save of step {steps} did not finish (no {ck.MARKER}): not used, later saves replace it"
+
+    def _skip_note(self) -> str:
+        """A resume after a rollback: the micro-batches it skips are still skipped (the rollback's
+        ledger), said, since the rollback line was the last a killed run's user saw of it."""
+        if not self.skips_ahead:
+            return ""
+        said = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in self.skips_ahead[:5])
+        more = f" and {len(self.skips_ahead) - 5} more ranges" if len(self.skips_ahead) > 5 else ""
+        n = f"{self.rollbacks} rollback{'s' if self.rollbacks != 1 else ''}"
+        return (f"; micro-batches {said}{more} are skipped, as the run's {n} decided "
+                f"({ck.LEDGER} in {self.ckpt.root})")
 
     @property
     def resharded(self) -> str:
@@ -404,6 +416,7 @@ class Trainer:
         ranges, rollbacks = ck.read_ledger(self.ckpt.root)  # a rollback's skips no checkpoint holds yet
         for first, last in ranges:
             self.loader.add_skip(first, last)
+        self.skips_ahead = [[a, b] for a, b in ranges if b >= self.loader.index]
         self.rollbacks = max(self.rollbacks, rollbacks)
         self.next_save = self._save_after(self.step)
 

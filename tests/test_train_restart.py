@@ -221,6 +221,24 @@ def test_sigterm_saves_the_current_step_and_stops(tmp_path, text, monkeypatch, c
     assert [e["step"] for e in events if e["event"] == "interrupted"] == [7]
 
 
+def test_under_torchrun_the_sigterm_line_says_torchruns_grace(monkeypatch):
+    """torchrun's agent forwards SIGTERM and SIGKILLs the ranks after its --shutdown-timeout: the line
+    says so (a 4-rank walk, session 14); the default is torch's own, read off its agent."""
+    import inspect
+
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+
+    default = inspect.signature(LocalElasticAgent.__init__).parameters["shutdown_timeout"].default
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    assert trainer_mod._torchrun_grace() == ""  # not under torchrun: nobody kills after a grace
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
+    monkeypatch.delenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", raising=False)
+    assert f"torchrun kills the ranks --shutdown-timeout ({default} s by default) after its SIGTERM" in (
+        trainer_mod._torchrun_grace())
+    monkeypatch.setenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "600")
+    assert "torchrun kills the ranks 600 s after its SIGTERM" in trainer_mod._torchrun_grace()
+
+
 def test_ctrl_c_on_the_command_saves_and_exits_130(tmp_path, text):
     """Ctrl-C during `pretrain train` finishes the step, saves it, says so in one line, exits 130."""
     run = tmp_path / "run"

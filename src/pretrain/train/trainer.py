@@ -741,7 +741,7 @@ class Trainer:
         if self.rank == 0:  # a step can take minutes (4M tokens on a CPU: 5.6): said now, not at its end
             # os.write, not print: a handler may run inside a write to sys.stderr (a reentrant call)
             os.write(2, f"\n{name} caught: stopping when the step in progress ends, with a checkpoint "
-                        f"(another {name} stops at once, unsaved)\n".encode())
+                        f"(another {name} stops at once, unsaved){_torchrun_grace()}\n".encode())
 
     def _interrupted(self) -> bool:
         """Did any rank catch a signal? Agreed by all ranks (the save that follows is collective)."""
@@ -799,6 +799,17 @@ def read_layout(saved) -> dict[str, int] | None:
     if not all(type(v) is int and 1 <= v <= 1 << 20 for v in saved.values()):
         return None
     return {k: saved[k] for k in MESH_ORDER}
+
+
+def _torchrun_grace() -> str:
+    """Under torchrun the ranks' SIGTERM comes from its agent, which SIGKILLs them after its
+    --shutdown-timeout (torch/distributed/run.py: TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 s): a step
+    and save longer than that are lost, and the rerun resumes from the save before (session 14)."""
+    if not os.environ.get("TORCHELASTIC_RUN_ID"):
+        return ""
+    env = os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")  # the flag itself is not passed to the ranks
+    grace = f"{env} s" if env else "--shutdown-timeout (30 s by default)"
+    return f"; torchrun kills the ranks {grace} after its SIGTERM: a step and save longer than that are lost"
 
 
 def _maybe_fail(rank: int, step: int) -> None:

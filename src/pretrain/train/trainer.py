@@ -234,7 +234,7 @@ class Trainer:
         if self.unapplied:  # the recipe changed, but no step runs under it: say so, and how it would
             how = "" if self.cfg.train.allow_changes else " and add --set train.allow_changes=true"
             line += (f"; {describe(self.unapplied)} is not applied (no step is trained): to continue this "
-                     f"run under it, raise train.steps{how}")
+                     f"run under it, raise {end.split('=')[0]}{how}")
         return line
 
     def _unfinished_note(self, used: int) -> str:
@@ -807,8 +807,8 @@ def _torchrun_grace() -> str:
     and save longer than that are lost, and the rerun resumes from the save before (session 14)."""
     if not os.environ.get("TORCHELASTIC_RUN_ID"):
         return ""
-    env = os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")  # the flag itself is not passed to the ranks
-    grace = f"{env} s" if env else "--shutdown-timeout (30 s by default)"
+    env = os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "")  # the flag itself is not passed to the ranks
+    grace = f"{env} s" if env.isdigit() else "--shutdown-timeout (30 s by default)"
     return f"; torchrun kills the ranks {grace} after its SIGTERM: a step and save longer than that are lost"
 
 

@@ -249,7 +249,8 @@ class Trainer:
         if not cut:
             return ""
         steps = ", ".join(map(str, cut))
-        return f"; the save of step {steps} did not finish (no {ck.MARKER}): not used, later saves replace it"
+        then = ", later saves replace it" if used >= 0 else ""  # a fresh start moves the record aside
+        return f"; the save of step {steps} did not finish (no {ck.MARKER}): not used{then}"
 
     def _skip_note(self) -> str:
         """A resume after a rollback: the micro-batches it skips are still skipped (the rollback's

@@ -38,7 +38,9 @@ and TensorBoard points are dropped).
 `pretrain train RUN/config.toml` resumes RUN from any directory: a saved train.out that RUN's path
 ends with (runs/x) names it, and the run's relative data paths are read from where it was trained.
 A resume under another recipe (learning rate, schedule, global batch, data, precision) is refused in one
-line; --set train.allow_changes=true continues with the change and logs it. More train.steps is allowed.
+line; --set train.allow_changes=true continues with the change and logs it. More train.steps is allowed
+(continuing a finished run: raise train.steps, with train.allow_changes=true for another rate or
+schedule; the rate's jump at the resume is said). A resume on another number of processes reshards.
 Where there is none ("no checkpoint: starting fresh"), an earlier record in the run directory is moved
 to RUN/previous-N/. Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is saved, exit
 status 130. Step lines show step/total, elapsed time and ETA. The echo of changed settings, the

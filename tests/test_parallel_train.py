@@ -239,6 +239,9 @@ def test_a_resume_under_another_number_of_processes_says_it_reshards(two_ranks, 
     events = read_metrics(two_ranks["tmp"] / "one" / "metrics.jsonl")[1]
     resumes = [e for e in events if e["event"] == "resume"]
     assert [(e["step"], e.get("resharded")) for e in resumes] == [(2, "one process -> dp_shard=2")]
+    from pretrain.report_run import _attempts  # and the report's restart says it
+
+    assert _attempts(resumes[0]) == " (resharded: one process -> dp_shard=2)"
     run = tmp_path / "fsdp"
     shutil.copytree(two_ranks["tmp"] / "fsdp", run)  # TWO_RANKS' FSDP x 2 run: its final save, step 4
     capsys.readouterr()

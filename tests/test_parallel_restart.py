@@ -82,6 +82,8 @@ def test_max_restarts_resumes_from_newest_complete_checkpoint(tmp_path, text, re
     assert proc.returncode == 0, proc.stderr[-2000:]
     # the summary states the global batch, the one-process reference's 8 sequences of 32 (it said 4)
     assert "batch 8 (4 per data-parallel rank x 2) x 32 = 256 tokens/step" in proc.stderr, proc.stderr[-2000:]
+    # and the processes and their layout (it said "device cpu" alone, session 14's 4-process walk)
+    assert "device cpu x 2 processes (dp_shard=2; tok/s: all 2 together, mfu: per process)" in proc.stderr
     _check_continuation(tmp_path / "run", reference, replayed=3)
 
 

@@ -92,6 +92,9 @@ def two_ranks(tmp_path_factory, text) -> dict:
     """Every default test's 2-process work in one spawn (`calls`): starting two ranks and importing
     torch cost more than these tiny runs. {name: [rank 0's result, rank 1's]}."""
     tmp, t = tmp_path_factory.mktemp("two"), str(text)
+    # one process saves step 2; the spawn resumes it under FSDP x 2 (the same global batch)
+    one = [*COMMON[:-1], f"data.batch_size={GLOBAL_BATCH}"]
+    first = Trainer(tiny_config(tmp / "one", t, *one, "train.stop_at=2"), quiet=True).fit()
     todo = {
         "layouts": (T + "train_many", [[str(tmp / name), t, [*layout, f"data.batch_size={GLOBAL_BATCH // dp}",
                                                              *COMMON]]
@@ -108,12 +111,15 @@ def two_ranks(tmp_path_factory, text) -> dict:
                       [None, None, str(ck.step_dir(tmp / "pp" / "checkpoints", 4) / "__1_0.distcp")]),
         "spike_hit": (T + "spike_run", str(tmp / "hit"), t, SPIKE, 22, 1),
         "spike_clean": (T + "spike_run", str(tmp / "clean"), t, [*SPIKE, "data.skip=[[22, 22]]"], 22, -1),
+        "reshard": (T + "train_records", str(tmp / "one"), t,
+                    [*COMMON[:-1], "parallel.dp_shard=2", f"data.batch_size={GLOBAL_BATCH // 2}"]),
         # last: before the fix rank 1 went on alone into collectives (parallel.timeout_s bounds it)
         "busy": (T + "busy_run_dir", str(tmp / "busy"), t,
                  ["parallel.dp_replicate=2", "parallel.timeout_s=20"]),
     }
     ranks = run_distributed(T + "calls", 2, [[fn, list(args)] for fn, *args in todo.values()], timeout=600)
-    return {"tmp": tmp, **{name: [r[i] for r in ranks] for i, name in enumerate(todo)}}
+    return {"tmp": tmp, "one": [[r["loss"], r["grad_norm"]] for r in first],
+            **{name: [r[i] for r in ranks] for i, name in enumerate(todo)}}
 
 
 def test_two_rank_layouts_equal_one_process(two_ranks, reference):
@@ -217,6 +223,35 @@ def test_resume_fsdp4_checkpoint_as_fsdp2_x_tp2_continues_the_run(four_ranks, re
     first, second = four_ranks["resume"][0]
     assert len(first) == 2 and len(second) == 2  # the second run started at step 2: it resumed
     _assert_matches(first + second, reference)
+
+
+def test_a_resume_under_another_number_of_processes_says_it_reshards(two_ranks, reference, text, tmp_path,
+                                                                     capsys):
+    """One process saved step 2; FSDP x 2 resumes it: steps 3-4 equal the run never stopped (DCP
+    reshards the weights and Adam moments, the data goes on from its global position), and the record
+    says the layout changed. The other way, FSDP x 2's step 4 resumed on one process says it on the
+    terminal (the resume line was the same as for the same layout until session 14)."""
+    import shutil
+
+    from pretrain.train.metrics import read_metrics
+
+    _assert_matches(two_ranks["one"] + two_ranks["reshard"][0], reference)
+    events = read_metrics(two_ranks["tmp"] / "one" / "metrics.jsonl")[1]
+    resumes = [e for e in events if e["event"] == "resume"]
+    assert [(e["step"], e.get("resharded")) for e in resumes] == [(2, "one process -> dp_shard=2")]
+    from pretrain.report_run import _attempts  # and the report's restart says it
+
+    assert _attempts(resumes[0]) == " (resharded: one process -> dp_shard=2)"
+    run = tmp_path / "fsdp"
+    shutil.copytree(two_ranks["tmp"] / "fsdp", run)  # TWO_RANKS' FSDP x 2 run: its final save, step 4
+    capsys.readouterr()
+    t = Trainer(tiny_config(run, text, *COMMON[:-1], "train.steps=6", f"data.batch_size={GLOBAL_BATCH}"),
+                quiet=True)
+    assert t.step == 4
+    said = capsys.readouterr().err
+    assert (f"resuming from step 4 ({ck.step_dir(run / 'checkpoints', 4)}); saved on 2 processes "
+            "(dp_shard=2), now on one process: weights and optimizer state resharded; the data goes on "
+            f"from sequence {4 * GLOBAL_BATCH}, {GLOBAL_BATCH} a step as before") in said, said
 
 
 def test_resume_under_a_pipeline_continues_the_run(two_ranks, reference):

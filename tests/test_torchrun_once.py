@@ -43,6 +43,9 @@ def test_a_resume_under_another_global_batch_is_refused_once(tmp_path, text):
     assert proc.returncode != 0
     errors = _said(proc, "pretrain train: error:")
     assert len(errors) == 1 and "another recipe" in errors[0], proc.stderr[-3000:]
+    # the way to keep it under two ranks, which the user did not type as a change (session 14)
+    assert errors[0].endswith("(global_batch is data.batch_size x 2 data-parallel ranks x "
+                              "train.grad_accum=1: --set data.batch_size=2 keeps 4)"), errors[0]
     assert "exitcode: 2" in proc.stderr
 
 

@@ -49,3 +49,19 @@ def test_event_values_are_kept_to_five_significant_digits():
                        "scale": 131072.0, "bad": float("inf"), "name": "x"})
     assert got == {"median": 5.4322, "skip": [1, 2], "tiny": [1.2346e-7], "scale": 131072.0,
                    "bad": float("inf"), "name": "x"}
+
+
+def test_the_eval_line_says_five_significant_digits_and_the_record_keeps_the_loss_whole(tmp_path, text,
+                                                                                       capsys):
+    """A 4-rank walk (session 14) read `[eval] step 3 eval_loss=5.0908050537109375`: the terminal
+    says it as the other events are said; metrics.jsonl keeps the measured value whole."""
+    from pretrain.train.metrics import read_metrics
+    from pretrain.train.testing import tiny_config
+    from pretrain.train.trainer import Trainer
+
+    Trainer(tiny_config(tmp_path / "run", text, "train.steps=2", "log.eval_every=2")).fit()
+    events = read_metrics(tmp_path / "run" / "metrics.jsonl")[1]
+    kept = [e["eval_loss"] for e in events if e["event"] == "eval"]
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[eval]")]
+    assert len(kept) == 1 and said == [f"[eval] step 2 eval_loss={float(f'{kept[0]:.5g}')}"]
+    assert kept[0] != float(f"{kept[0]:.5g}")  # measured to more digits than said

@@ -144,14 +144,16 @@ def test_a_resume_under_another_recipe_is_refused_or_said(finished, tmp_path, te
     from pretrain.train.metrics import read_metrics
 
     run, _ = _copy(finished, tmp_path)
-    same = ("train.steps=10", "checkpoint.every=10")
-    assert Trainer(tiny_config(run, text, *same), quiet=True).step == 10
+    assert Trainer(tiny_config(run, text, "train.steps=10", "checkpoint.every=10"), quiet=True).step == 10
+    same = ("train.steps=12", "checkpoint.every=10")  # steps to train: a finished run refuses nothing
     for change, key in (("optim.lr=1e-2", "optim.lr 0.003 -> 0.01"),
                         ("data.batch_size=8", "global_batch 4 -> 8"),
                         ("schedule.kind=wsd", "schedule.kind 'cosine' -> 'wsd'")):
         with pytest.raises(UserError) as e:
             Trainer(tiny_config(run, text, *same, change), quiet=True)
         assert "\n" not in str(e.value) and key in str(e.value) and "train.allow_changes" in str(e.value)
+        assert "to continue this run under the change from step 10, add --set train.allow_changes=true" in \
+            str(e.value)
     # the same global batch in two micro-batches: a text loader would read other windows from here on
     with pytest.raises(UserError, match=r"\(micro_batch_rows 4 -> 2\): .*train.grad_accum"):
         Trainer(tiny_config(run, text, *same, "data.batch_size=2", "train.grad_accum=2"), quiet=True)
@@ -166,7 +168,40 @@ def test_a_resume_under_another_recipe_is_refused_or_said(finished, tmp_path, te
                        "changes": {"train.steps": [10, 12], "optim.lr": [0.003, 0.01]}}]
     # the checkpoint now carries the new recipe: the old one is the change
     with pytest.raises(UserError, match="optim.lr 0.01 -> 0.003"):
-        Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10"), quiet=True)
+        Trainer(tiny_config(run, text, "train.steps=14", "checkpoint.every=10"), quiet=True)
+
+
+def test_a_finished_run_rerun_under_another_recipe_says_the_change_is_not_applied(finished, tmp_path, text,
+                                                                                  capsys):
+    """A finished run rerun with another optim.lr trains nothing, so nothing is trained under the
+    change: it was refused as "another recipe" (left by session 13). Now it is the finished run's
+    rerun (exit 0, nothing written), saying the change is not applied and how to continue under it;
+    done that way (more steps, allow_changes), the next step trains at the new rate."""
+    from pretrain.cli import main
+    from pretrain.train.metrics import read_metrics
+
+    run, _ = _copy(finished, tmp_path)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    recipe = tmp_path / "run.toml"
+    cfg = tiny_config(run, text, "train.steps=10", "checkpoint.every=10", "optim.lr=1e-2")
+    recipe.write_text(cfgmod.dumps(cfg))
+    assert main(["train", str(recipe), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "nothing is trained (" in err, err
+    assert ("optim.lr 0.003 -> 0.01 is not applied (no step is trained): to continue this run under it, "
+            "raise train.steps and add --set train.allow_changes=true") in err, err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    t = Trainer(tiny_config(run, text, "train.steps=12", "checkpoint.every=10", "optim.lr=1e-2",
+                            "train.allow_changes=true"))
+    t.fit()
+    err = capsys.readouterr().err
+    # the cosine schedule over 12 steps at the new peak: lr_at is the independent truth, step 11 trains at it
+    from pretrain.train.optim import lr_at
+
+    old, new = lr_at(9, 10, 3e-3, t.cfg.schedule), lr_at(10, 12, 1e-2, t.cfg.schedule)
+    assert f"(lr {old:.2e} at step 10, {new:.2e} at step 11 under the new schedule)" in err, err
+    steps = {r["step"]: r["lr"] for r in read_metrics(run / "metrics.jsonl")[0]}
+    assert f"{steps[10]:.2e}" == f"{old:.2e}" and steps[11] == pytest.approx(new)
 
 
 def test_a_hf_config_json_larger_than_its_weights_is_refused_at_once(finished, tmp_path, text):
@@ -268,7 +303,7 @@ def test_rerunning_a_finished_run_says_there_is_nothing_to_train(finished, tmp_p
     recipe.write_text(cfgmod.dumps(tiny_config(run, text, "train.steps=10", "checkpoint.every=10")))
     assert main(["train", str(recipe), "--quiet"]) == 0
     out = capsys.readouterr()
-    said = "nothing to do: the run is already at step 10 (train.steps=10); raise it to go on"
+    said = "nothing to do: the run is already at step 10 (train.steps=10); raise train.steps to go on"
     assert f"{said}; run directory {run}" in out.out
     # its first word on stderr says so too: no "resuming", which reads as training about to start
     first = out.err.splitlines()[0]
@@ -501,6 +536,16 @@ def test_a_run_resumes_through_its_config_from_any_directory(finished, tmp_path,
                  "--set=data.path=t.txt"]) == 0
     again = cfgmod.load(RunConfig, run / "config.toml")
     assert (again.train.out, again.data.path) == (str(run), "t.txt")
+    # from a third directory that relative path names nothing, and the absolute train.out does not
+    # tell where it was given from: said so (it was "data.path: text file not found: t.txt")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["train", str(run / "config.toml"), "--quiet", "--set=train.steps=14"]) == 2
+    assert (f"data.path = 't.txt' is relative to the directory the run was trained from, which its absolute "
+            f"train.out does not tell, and not found from here ({tmp_path}): run the command from that "
+            "directory, or --set data.path=PATH") in capsys.readouterr().err
+    monkeypatch.chdir(where)  # from there it resumes, as before
+    assert main(["train", str(run / "config.toml"), "--quiet", "--set=train.steps=14"]) == 0
 
 
 def test_the_checkpoint_lines_on_the_terminal_are_words_matching_the_record(tmp_path, text, capsys):

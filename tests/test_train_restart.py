@@ -141,6 +141,24 @@ def test_an_async_save_finished_by_the_next_save_is_logged_complete(tmp_path, te
     assert "saved at step 3; the async save of step 6 never completed;" in sec.body
 
 
+def test_a_resume_says_the_save_a_kill_cut_short_is_not_used(tmp_path, text, monkeypatch, capsys):
+    """A kill while the async save of step 6 is written leaves checkpoints/step_0000006 without its
+    marker; the resume from step 3 said only `resuming from step 3`, beside a step 6 folder a
+    newcomer can see (session 14's torchrun walk: SIGKILL during the save, FSDP x 2)."""
+    monkeypatch.setattr(ck.CheckpointManager, "poll", lambda self: None)  # never noticed between steps
+    run = tmp_path / "run"
+    _kill_at(monkeypatch, 7)  # the save of 6 is in flight
+    with pytest.raises(Killed):
+        Trainer(tiny_config(run, text, "checkpoint.every=3", "checkpoint.async_save=true"), quiet=True).fit()
+    assert [(s, ok) for s, _, ok in ck.list_checkpoints(run / "checkpoints")][-2:] == [(3, True), (6, False)]
+    capsys.readouterr()
+    t = Trainer(tiny_config(run, text, "checkpoint.every=3", "checkpoint.async_save=true"), quiet=True)
+    assert t.step == 3
+    said = capsys.readouterr().err
+    assert (f"resuming from step 3 ({ck.step_dir(run / 'checkpoints', 3)}); the save of step 6 did not "
+            "finish (no COMPLETE.json): not used, later saves replace it") in said, said
+
+
 def test_youngs_interval_survives_a_kill_before_the_second_save(tmp_path, text, monkeypatch):
     """checkpoint.every=0: the first save (first_at) measures C, but its state file was written before
     the interval was known, so a run killed before its second save measured again on resume (another
@@ -201,6 +219,24 @@ def test_sigterm_saves_the_current_step_and_stops(tmp_path, text, monkeypatch, c
     steps, events = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in steps] == list(range(1, 8))
     assert [e["step"] for e in events if e["event"] == "interrupted"] == [7]
+
+
+def test_under_torchrun_the_sigterm_line_says_torchruns_grace(monkeypatch):
+    """torchrun's agent forwards SIGTERM and SIGKILLs the ranks after its --shutdown-timeout: the line
+    says so (a 4-rank walk, session 14); the default is torch's own, read off its agent."""
+    import inspect
+
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+
+    default = inspect.signature(LocalElasticAgent.__init__).parameters["shutdown_timeout"].default
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    assert trainer_mod._torchrun_grace() == ""  # not under torchrun: nobody kills after a grace
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
+    monkeypatch.delenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", raising=False)
+    assert f"torchrun kills the ranks --shutdown-timeout ({default} s by default) after its SIGTERM" in (
+        trainer_mod._torchrun_grace())
+    monkeypatch.setenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "600")
+    assert "torchrun kills the ranks 600 s after its SIGTERM" in trainer_mod._torchrun_grace()
 
 
 def test_ctrl_c_on_the_command_saves_and_exits_130(tmp_path, text):

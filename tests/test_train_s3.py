@@ -35,8 +35,11 @@ def test_stop_resume_through_s3_equals_a_local_run(tmp_path, text, bucket_env, c
     fs = bucket_env.filesystem()
     assert [s for s, _, ok in ck.list_checkpoints(url) if ok] == [4, 6]
     assert fs.isfile(f"{url}/step_0000004/.metadata") and not (tmp_path / "s3run" / "checkpoints").exists()
+    fs.pipe_file(f"{url}/step_0000008/__0_0.distcp", b"cut")  # a save of step 8 a kill cut short
+    capsys.readouterr()
     t = Trainer(tiny_config(tmp_path / "s3run", text, *over), quiet=True)
     assert t.step == 6
+    assert "; the save of step 8 did not finish (no COMPLETE.json): not used" in capsys.readouterr().err
     rest = t.fit()
     assert {r["step"]: r["loss"] for r in first + rest} == ref_losses  # bit for bit
     assert all(torch.equal(a, b) for a, b in zip(t.params, ref.params))

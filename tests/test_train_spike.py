@@ -117,7 +117,7 @@ class _DyingAt(Corrupting):
         return super().next_batch(batch_size)
 
 
-def test_a_kill_after_the_rollback_keeps_its_skip(tmp_path):
+def test_a_kill_after_the_rollback_keeps_its_skip(tmp_path, capsys):
     # Rollback at step 23 to step 20 (skip [22, 22]), then the process dies at step 24, before any
     # checkpoint holds the skip. The rerun resumes from step 20: batch 22 must stay skipped (not
     # re-read, no second spike or rollback), and the record must still explain the one rollback.
@@ -127,8 +127,13 @@ def test_a_kill_after_the_rollback_keeps_its_skip(tmp_path):
     with pytest.raises(_Killed):
         a.fit()
     assert a.rollbacks == 1 and a.step == 23
+    capsys.readouterr()
     b = _trainer(tmp_path / "a", text)
     assert b.resumed and b.step == 20 and b.rollbacks == 1  # max_rollbacks counts across restarts
+    # and says so: the rollback line was the last the killed run showed of it (session 14)
+    root = tmp_path / "a" / "checkpoints"
+    assert (f"resuming from step 20 ({root / 'step_0000020'}); micro-batches {BAD} are skipped, as the run's "
+            f"1 rollback decided (rollbacks.json in {root})") in capsys.readouterr().err
     resumed = {r["step"]: r["loss"] for r in b.fit()}
     steps, events = read_metrics(tmp_path / "a" / "metrics.jsonl")
     course = [(e["event"], e["step"]) for e in events if e["event"] in ("spike", "rollback")]

@@ -391,6 +391,9 @@ def _attempts(event: dict) -> str:
     failed ones trained nothing that was kept, so they are said, not counted as more restarts."""
     n = event.get("attempts")
     said = f" ({n} attempts)" if type(n) is int and n > 1 else ""
+    layout = event.get("resharded")  # saved under another parallel layout (session 14)
+    if isinstance(layout, str) and layout:
+        said += f" (resharded: {untrusted.one_line(layout)[:100]})"
     skipped = [s for s in event.get("passed_over") or [] if type(s) is int]
     if skipped:  # newer checkpoints whose files did not match their marker or digests (session 10)
         said += (f" (step{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} damaged: "

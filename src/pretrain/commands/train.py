@@ -38,7 +38,9 @@ and TensorBoard points are dropped).
 `pretrain train RUN/config.toml` resumes RUN from any directory: a saved train.out that RUN's path
 ends with (runs/x) names it, and the run's relative data paths are read from where it was trained.
 A resume under another recipe (learning rate, schedule, global batch, data, precision) is refused in one
-line; --set train.allow_changes=true continues with the change and logs it. More train.steps is allowed.
+line; --set train.allow_changes=true continues with the change and logs it. More train.steps is allowed
+(continuing a finished run: raise train.steps, with train.allow_changes=true for another rate or
+schedule; the rate's jump at the resume is said). A resume on another number of processes reshards.
 Where there is none ("no checkpoint: starting fresh"), an earlier record in the run directory is moved
 to RUN/previous-N/. Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is saved, exit
 status 130. Step lines show step/total, elapsed time and ETA. The echo of changed settings, the
@@ -120,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
         if trainer.step > (cfg.train.stop_at or cfg.train.steps):  # fewer steps than the checkpoint's
             past = ("; it is past that and a run is not rewound (its directory is left as it was): for "
                     "the shorter run, train into another train.out")
-        print(f"nothing to do: the run is already at step {trainer.step} ({end}){past}; raise it to go on; "
+        key = end.split("=")[0]  # "it" was read as the train.out just named (run-it-twice, session 14)
+        go_on = f"; raise {key} past {trainer.step} to go on" if past else f"; raise {key} to go on"
+        print(f"nothing to do: the run is already at step {trainer.step} ({end}){past}{go_on}; "
               f"run directory {trainer.run_dir}")
     return 0
 

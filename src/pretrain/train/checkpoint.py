@@ -391,7 +391,7 @@ def _clone_tree(obj):
 
 def marker_text(path) -> str | None:
     """The text of checkpoint `path`'s marker (each file's size and digest), None without one."""
-    return _read_text(Path(path) / MARKER)
+    return _read_text((path if isinstance(path, RemotePath) else Path(path)) / MARKER)
 
 
 def is_complete(path: Path) -> bool:

@@ -97,6 +97,16 @@ class ParallelDims:
                                 "use parallel.dp_shard for the data-parallel degree")
 
 
+def layout_of(dims: ParallelDims) -> dict[str, int]:
+    """The degrees in the mesh's order (a checkpoint's state file keeps them: a resume says a reshard)."""
+    return {k: getattr(dims, k) for k in MESH_ORDER}
+
+
+def describe_layout(layout: dict[str, int]) -> str:
+    """The degrees above 1 (`dp_shard=2 tp=2`), or `one process`."""
+    return " ".join(f"{k}={v}" for k, v in layout.items() if v > 1) or "one process"
+
+
 def dims_from_config(pcfg) -> ParallelDims:
     return ParallelDims(pcfg.dp_replicate, pcfg.dp_shard, pcfg.tp, pcfg.pp, pcfg.cp)
 

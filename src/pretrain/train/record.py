@@ -15,6 +15,7 @@ from pretrain import config as cfgmod
 from pretrain.train.config import storage_to_save
 from pretrain.train.metrics import Metrics
 from pretrain.train.model import SHAPE_FIELDS
+from pretrain.train.parallel import describe_layout, layout_of
 from pretrain.train.restarts import COURSE_EVENTS, describe, hms
 from pretrain.untrusted import one_line
 
@@ -32,19 +33,47 @@ def open_record(t) -> Metrics:
     if t.resumed:
         # the newer checkpoints passed over (damaged) go in the record too: stderr is gone by the
         # time someone reads the report (session 10's end-to-end walk)
-        metrics.resumed(t.step, **({"passed_over": sorted(s for s, _ in t.passed_over)} if t.passed_over
-                                   else {}))
+        extra = {"passed_over": sorted(s for s, _ in t.passed_over)} if t.passed_over else {}
+        if t.resharded:  # saved under another parallel layout: which, for the report's reader
+            extra["resharded"] = t.resharded
+        metrics.resumed(t.step, **extra)
         for step, name in sorted((s, n) for s, n in t.passed_over if n):  # which file, for What went wrong
             metrics.event("checkpoint_damaged", t.step, damaged_step=step, file=name)
         if t.changes:  # even with --quiet: the run continues under another recipe
             metrics.event("config_change", t.step, changes=t.changes)
-            print(f"changed since step {t.step}: {describe(t.changes)}", file=sys.stderr, flush=True)
+            print(f"changed since step {t.step}: {describe(t.changes)}{lr_jump(t)}", file=sys.stderr,
+                  flush=True)
             if retok := [k.removeprefix("data.tokens.") for k in t.changes if k.startswith("data.tokens.")]:
                 print(f"{', '.join(retok)}: other tokens than the checkpoint's, so other windows: its draws "
                       "go on at a new epoch over all its windows, in a new order (documents added are drawn "
                       "from now on; its last epoch's unread windows come back in that one); the other "
                       "sources resume exactly (docs/tokens.md)", file=sys.stderr, flush=True)
     return metrics
+
+
+def lr_jump(t) -> str:
+    """The learning rate's jump at a resume under another schedule: a finished cosine run continued
+    with more train.steps decays over the new length, so its lr goes back up (6.9e-04 at its last
+    step, 2.4e-03 at the next: a warm restart, SGDR, Loshchilov & Hutter 2017) where a newcomer expects
+    it to carry on from the floor; said so the jump in the loss curve that follows is explained. The
+    rate the checkpoint's last step trained at comes from the recipe it was trained under."""
+    from pretrain.train.optim import lr_at
+
+    keys = [k for k in t.changes if k == "train.steps" or k.startswith(("optim.lr", "schedule."))]
+    if not keys or t.step == 0:
+        return ""
+    then = {k: t.changes[k][0] for k in keys}
+    sched = dataclasses.replace(t.cfg.schedule, **{k.split(".", 1)[1]: v for k, v in then.items()
+                                                 if k.startswith("schedule.")})
+    try:
+        before = lr_at(t.step - 1, then.get("train.steps", t.cfg.train.steps),
+                       then.get("optim.lr", t.cfg.optim.lr), sched)
+    except Exception:  # noqa: BLE001 - a hand-edited checkpoint's recipe: the jump is not said, no more
+        return ""
+    after = lr_at(t.step, t.cfg.train.steps, t.cfg.optim.lr, t.cfg.schedule)
+    if f"{before:.2e}" == f"{after:.2e}":
+        return ""
+    return f" (lr {before:.2e} at step {t.step}, {after:.2e} at step {t.step + 1} under the new schedule)"
 
 
 def resolved_config(cfg, shape):
@@ -94,7 +123,17 @@ def summary(t) -> str:
     return (f"model {t.shape.name}: {n:,} parameters, {t.fpt:.3g} FLOPs/token\n"
             f"batch {b}{per_rank} x {t.shape.seq_len} = {b * t.shape.seq_len:,} tokens/step, "
             f"{c.train.steps} steps = {c.train.steps * b * t.shape.seq_len:,} tokens{data}\n"
-            f"precision {c.precision.dtype}, device {t.device}, run dir {t.run_dir}")
+            f"precision {c.precision.dtype}, device {t.device}{processes(t.dims)}, run dir {t.run_dir}")
+
+
+def processes(dims) -> str:
+    """How many processes train and how they split the work, and that the step lines' tok/s counts
+    them all (run-it-twice, session 14: a 4-process run's summary named one `device cpu`, no layout,
+    and its tok/s read as one process's); mfu is per device (train/metrics.py)."""
+    n = dims.world_size
+    if n == 1:
+        return ""
+    return f" x {n} processes ({describe_layout(layout_of(dims))}; tok/s: all {n} together, mfu: per process)"
 
 
 def no_eval_data(c, eval_loader) -> str:

@@ -156,6 +156,8 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
     elif elsewhere:
         said.append(f"train.out = {cfg.train.out!r} is not this run directory: --set train.out={run} "
                     f"continues it here, --set train.out={cfg.train.out} writes there")
+    else:
+        _check_relative_data(config, cfg, given)
     storage = cfg.checkpoint.storage
     if "checkpoint.storage" not in given and leaves(run, storage):
         # the first way on starts the run over when RUN/checkpoints is empty: said before it is taken
@@ -177,6 +179,22 @@ def check_saved_paths(config: str | Path, cfg: RunConfig, overrides: list[str]) 
                         f"--set checkpoint.storage={old[0]} resumes from there")
     return dataclasses.replace(cfg, checkpoint=dataclasses.replace(
         cfg.checkpoint, storage=storage_in_run(run, storage)))
+
+
+def _check_relative_data(config: Path, cfg: RunConfig, given: set[str]) -> None:
+    """A run whose saved train.out is absolute does not say which directory it was trained from, so
+    its relative data paths are read from here; one that is not found from here is refused naming
+    why and the ways on. It said "data.path: text file not found: recipes/data/x.txt" from another
+    directory (session 14's walk: a run trained with --set train.out=/abs/run, resumed through
+    /abs/run/config.toml from /tmp), as if the file were gone."""
+    if trained_from(config.parent, cfg.train.out) is not None:
+        return
+    for key, value in _paths(cfg).items():
+        mine = any(g == key or key.startswith(g + ".") for g in given)
+        if key.startswith("data.") and not mine and _relative(value) and not Path(value).exists():
+            raise UserError(f"{config}: {key} = {value!r} is relative to the directory the run was trained "
+                            f"from, which its absolute train.out does not tell, and not found from here "
+                            f"({Path.cwd()}): run the command from that directory, or --set {key}=PATH")
 
 
 def saved_storage(run: Path, cfg: RunConfig, given: str | None) -> str:

@@ -35,12 +35,15 @@ from pretrain.train.metrics import Metrics, flops_per_token, mfu, significant
 from pretrain.train.model import SHAPE_FIELDS, build_model, materialize, resolve_shape
 from pretrain.train.optim import build_optimizer, lr_at
 from pretrain.train.parallel import (
+    MESH_ORDER,
     Layout,
     apply_ddp,
     average_over_cp,
     build_schedule,
+    describe_layout,
     env_world_size,
     init_distributed,
+    layout_of,
     parallelize,
     rank_stages,
     reduce_partial_grads,
@@ -164,6 +167,9 @@ class Trainer:
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
         self.next_save = self._save_after(0)
         self.resumed, self.changes = False, {}
+        self.unapplied: dict[str, tuple] = {}  # recipe changes a finished run's rerun does not train under
+        self.saved_layout: dict[str, int] | None = None  # the layout the restored checkpoint was saved in
+        self.skips_ahead: list[list[int]] = []  # rollbacks' skipped micro-batches still ahead of a resume
         # newer checkpoints not used, damaged, in the order met: (step, the file that no longer matched
         # its digest, or "" for files cut short against the marker); rank 0's record says them
         self.passed_over: list[tuple[int, str]] = []
@@ -181,7 +187,7 @@ class Trainer:
                 print(self._resume_line(found[1]), file=sys.stderr, flush=True)
         else:
             self._refuse_kept_history()  # before "starting fresh" is said, and before fit() moves anything
-            self._say("no checkpoint: starting fresh" if cfg.train.resume
+            self._say(f"no checkpoint: starting fresh{self._unfinished_note(-1)}" if cfg.train.resume
                       else "train.resume=false: starting fresh")
 
     def _restore_verified(self, found):
@@ -220,10 +226,65 @@ class Trainer:
         (or past) the end; a finished run's rerun must not read as one that starts training."""
         stop = self.cfg.train.stop_at or self.cfg.train.steps
         if self.step < stop:
-            return f"resuming from step {self.step} ({path})"
+            notes = self._unfinished_note(self.step) + self._skip_note() + self._reshard_note()
+            return f"resuming from step {self.step} ({path}){notes}"
         end = f"train.stop_at={stop}" if self.cfg.train.stop_at else f"train.steps={stop}"
-        return (f"already complete: the newest checkpoint is step {self.step} and {end}; nothing is "
+        line = (f"already complete: the newest checkpoint is step {self.step} and {end}; nothing is "
                 f"trained ({path})")
+        if self.unapplied:  # the recipe changed, but no step runs under it: say so, and how it would
+            how = "" if self.cfg.train.allow_changes else " and add --set train.allow_changes=true"
+            line += (f"; {describe(self.unapplied)} is not applied (no step is trained): to continue this "
+                     f"run under it, raise {end.split('=')[0]}{how}")
+        return line
+
+    def _unfinished_note(self, used: int) -> str:
+        """Newer checkpoint folders whose save never finished (no COMPLETE.json: a kill during an async
+        save), said, since the folder is there to see: a newcomer reading `resuming from step 3` beside
+        checkpoints/step_0000006 could not tell why (session 14's walk). Damaged ones (a marker their
+        files do not match) are said by _say_damaged."""
+        if not self.cfg.train.resume:
+            return ""
+        cut = [s for s, p, ok in ck.list_checkpoints(self.ckpt.root)
+               if s > used and not ok and ck.marker_text(p) is None]
+        if not cut:
+            return ""
+        steps = ", ".join(map(str, cut))
+        then = ", later saves replace it" if used >= 0 else ""  # a fresh start moves the record aside
+        return f"; the save of step {steps} did not finish (no {ck.MARKER}): not used{then}"
+
+    def _skip_note(self) -> str:
+        """A resume after a rollback: the micro-batches it skips are still skipped (the rollback's
+        ledger), said, since the rollback line was the last a killed run's user saw of it."""
+        if not self.skips_ahead:
+            return ""
+        said = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in self.skips_ahead[:5])
+        more = f" and {len(self.skips_ahead) - 5} more ranges" if len(self.skips_ahead) > 5 else ""
+        n = f"{self.rollbacks} rollback{'s' if self.rollbacks != 1 else ''}"
+        return (f"; micro-batches {said}{more} are skipped, as the run's {n} decided "
+                f"({ck.LEDGER} in {self.ckpt.root})")
+
+    @property
+    def resharded(self) -> str:
+        """"dp_shard=2 -> dp_shard=4" when the restored checkpoint was saved under another layout."""
+        now = layout_of(self.dims)
+        if self.saved_layout is None or self.saved_layout == now:
+            return ""
+        return f"{describe_layout(self.saved_layout)} -> {describe_layout(now)}"
+
+    def _reshard_note(self) -> str:
+        """A resume under another layout, said: DCP reshards the weights and the optimizer state, and the
+        data goes on from its global position (the global batch is the same, or the recipe check
+        refused it). Until session 14 the line was the same as for the same layout."""
+        if not self.resharded:
+            return ""
+        def on(layout: dict[str, int]) -> str:
+            n = math.prod(layout.values())
+            return f"{n} processes ({describe_layout(layout)})" if n > 1 else "one process"
+
+        rows = self.cfg.data.batch_size * self.cfg.train.grad_accum * self.dims.dp
+        return (f"; saved on {on(self.saved_layout)}, now on {on(layout_of(self.dims))}: weights and "
+                f"optimizer state resharded; the data goes on from sequence "
+                f"{self.tokens_seen // self.shape.seq_len:,}, {rows} a step as before")
 
     def _say_damaged(self, used: int) -> None:
         """Newer checkpoints with a marker that their files do not match (a shard lost or cut in a
@@ -271,7 +332,7 @@ class Trainer:
         return {"step": self.step, "tokens_seen": self.tokens_seen, "loader": self.loader.state_dict(),
                 "scaler": self.scaler.state_dict(), "spikes": self.spikes.state_dict(), "rng": rng_state(),
                 "save_interval": self.save_interval, "config_hash": cfgmod.config_hash(self.cfg),
-                "recipe": self._recipe(),
+                "recipe": self._recipe(), "layout": layout_of(self.dims),
                 "shape": self._shape_dict()}
 
     def _shape_dict(self) -> dict:
@@ -286,12 +347,35 @@ class Trainer:
         if "global_batch" in changes:  # the split is said only when it is all that changed
             changes.pop(MICRO_BATCH, None)
         refused = {k: v for k, v in changes.items() if k not in SAID}
+        step = ck.dir_step(path)
+        if step >= (self.cfg.train.stop_at or self.cfg.train.steps):
+            # a finished run trains nothing: no step would run under the change, so it is not refused
+            # (session 13 left it refused as "another recipe"); the resume line says it is unapplied
+            # and how to apply it (Megatron: --override-opt_param-scheduler and more iterations)
+            self.unapplied = refused
+            return
         if refused and not self.cfg.train.allow_changes:
-            why = f" ({MICRO_BATCH_WHY})" if MICRO_BATCH in refused else ""
-            raise UserError(f"{path} was trained with another recipe ({describe(refused)}): resume with the "
-                            "same one, use another train.out, or --set train.allow_changes=true to continue "
-                            f"with the change (logged as a config_change event){why}")
+            why = f" ({MICRO_BATCH_WHY})" if MICRO_BATCH in refused else self._batch_hint(refused)
+            raise UserError(f"{path} was trained with another recipe ({describe(refused)}): to continue "
+                            f"this run under the change from step {step}, add --set train.allow_changes=true "
+                            "(logged as a config_change event); to resume it as it was, drop the change; to "
+                            f"start a new run with it, use another train.out{why}")
         self.changes = changes
+
+    def _batch_hint(self, refused: dict) -> str:
+        """How to keep the checkpoint's global batch under this layout. data.batch_size is per
+        data-parallel rank, so the same command on more processes changes the global batch and was
+        refused with "drop the change" for a change the user never typed (session 14's walk: FSDP x 2
+        resumed under FSDP x 4)."""
+        then = refused.get("global_batch", (None,))[0]
+        if type(then) is not int:
+            return ""
+        dp, accum = self.dims.dp, self.cfg.train.grad_accum
+        ranks = f"{dp} data-parallel rank{'s' if dp > 1 else ''}"
+        what = f"global_batch is data.batch_size x {ranks} x train.grad_accum={accum}"
+        if then % (dp * accum):
+            return f" ({what}: no data.batch_size gives {then} here)"
+        return f" ({what}: --set data.batch_size={then // (dp * accum)} keeps {then})"
 
     def restore(self, path: Path) -> None:
         state = ck.read_state(path)
@@ -308,7 +392,9 @@ class Trainer:
             step = st["step"]
             if type(step) is not int or step != ck.dir_step(path):
                 raise ValueError(f"{step!r} is not the step its directory is named for")
-            self.step, part = step, "tokens_seen"
+            self.step, part = step, "layout"
+            self.saved_layout = read_layout(st.get("layout"))
+            part = "tokens_seen"
             self.tokens_seen, part = int(st["tokens_seen"]), "loader"
             # allowed changes of the mixture (weights, sources) continue as a new phase of the sampler
             changed = self.cfg.train.allow_changes and self.cfg.data.kind == "tokens"
@@ -333,6 +419,7 @@ class Trainer:
         ranges, rollbacks = ck.read_ledger(self.ckpt.root)  # a rollback's skips no checkpoint holds yet
         for first, last in ranges:
             self.loader.add_skip(first, last)
+        self.skips_ahead = [[a, b] for a, b in ranges if b >= self.loader.index]
         self.rollbacks = max(self.rollbacks, rollbacks)
         self.next_save = self._save_after(self.step)
 
@@ -657,7 +744,7 @@ class Trainer:
         if self.rank == 0:  # a step can take minutes (4M tokens on a CPU: 5.6): said now, not at its end
             # os.write, not print: a handler may run inside a write to sys.stderr (a reentrant call)
             os.write(2, f"\n{name} caught: stopping when the step in progress ends, with a checkpoint "
-                        f"(another {name} stops at once, unsaved)\n".encode())
+                        f"(another {name} stops at once, unsaved){_torchrun_grace()}\n".encode())
 
     def _interrupted(self) -> bool:
         """Did any rank catch a signal? Agreed by all ranks (the save that follows is collective)."""
@@ -691,7 +778,9 @@ class Trainer:
             fields = significant(fields)  # `median=5.123400000001` said and kept as 5.1234
         if self.metrics is not None:
             self.metrics.event(name, step, **fields)
-        msg = _event_line(name, step, fields)
+        # said as the other events are, 5 significant digits (`eval_loss=5.0908050537109375` on a 4-rank
+        # walk, session 14); the record keeps the measurement whole
+        msg = _event_line(name, step, significant(fields))
         if name in (*COURSE_EVENTS, "rollback_limit"):
             if self.rank == 0:  # every rank takes the same decision: said once, not once per rank
                 print(msg, file=sys.stderr, flush=True)  # shown even with --quiet: the run changed course
@@ -705,6 +794,27 @@ class Trainer:
     def summary(self) -> str:
         """Model, global batch, data passes and device, printed before training (train/record.py)."""
         return record.summary(self)
+
+
+def read_layout(saved) -> dict[str, int] | None:
+    """A checkpoint's layout, None when absent (saved before session 14) or not degrees: it only
+    informs the resume line, so a hostile value is ignored rather than trusted."""
+    if not isinstance(saved, dict) or set(saved) != set(MESH_ORDER):
+        return None
+    if not all(type(v) is int and 1 <= v <= 1 << 20 for v in saved.values()):
+        return None
+    return {k: saved[k] for k in MESH_ORDER}
+
+
+def _torchrun_grace() -> str:
+    """Under torchrun the ranks' SIGTERM comes from its agent, which SIGKILLs them after its
+    --shutdown-timeout (torch/distributed/run.py: TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 s): a step
+    and save longer than that are lost, and the rerun resumes from the save before (session 14)."""
+    if not os.environ.get("TORCHELASTIC_RUN_ID"):
+        return ""
+    env = os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "")  # the flag itself is not passed to the ranks
+    grace = f"{env} s" if env.isdigit() else "--shutdown-timeout (30 s by default)"
+    return f"; torchrun kills the ranks {grace} after its SIGTERM: a step and save longer than that are lost"
 
 
 def _maybe_fail(rank: int, step: int) -> None:

@@ -98,8 +98,10 @@ def test_eval_killed_after_its_first_task_resumes_to_the_uninterrupted_file(setu
 
 
 def test_a_partial_file_of_other_settings_or_inputs_is_not_resumed(setup, killed, tmp_path, capsys):
-    """A recorded task is taken only for the same model, settings and task file bytes: --limit 4
-    scores every task again (and says what it replaced); an edited task file is scored again."""
+    """A recorded task is taken only for the same model, the settings it reads and its task file's
+    bytes: --limit 4 takes ppl:a.txt (a text is read whole: --limit does not change it) and scores
+    the benchmark at 4; --limit 5 again scores only the benchmark again, saying why; an edited task
+    file is scored again."""
     from pretrain.cli import main
 
     d, tasks = setup
@@ -109,11 +111,16 @@ def test_a_partial_file_of_other_settings_or_inputs_is_not_resumed(setup, killed
     capsys.readouterr()
     assert main(_args(d, [*tasks[:-1], "4"], out)) == 0
     err = capsys.readouterr().err
-    assert "from" not in err
-    assert (f"replaced {out}: its earlier results were for other settings (limit 5 -> 4): ppl:a.txt "
-            "scored again for this one; -o PATH keeps both") in err
+    assert f"ppl:a.txt: from {out} (same model, same settings)" in err and "replaced" not in err
     doc = json.loads(out.read_text())
     assert doc["settings"]["limit"] == 4 and doc["tasks"]["mc"]["n"] == 4 and len(doc["results"]) == 3
+    assert doc["tasks"]["mc"]["settings"] == {"limit": 4, "seed": 1234, "shots": 1}
+    assert doc["tasks"]["ppl:a.txt"]["settings"] == {"ppl_tokens": 200_000}
+    assert main(_args(d, tasks, out)) == 0
+    err = capsys.readouterr().err
+    assert f"ppl:a.txt, ppl:b.txt: from {out}" in err
+    assert f"mc: in {out}, scored again (other settings (limit 4 -> 5))" in err
+    assert json.loads(out.read_text())["tasks"]["mc"]["n"] == 5
 
     out.write_bytes(killed)  # the same command after a.txt was edited: a.txt is scored again
     saved = {p: (p.read_bytes(), p.stat()) for p in (d / "a.txt", d / "b.txt")}
@@ -221,24 +228,28 @@ def _restore(saved: dict) -> None:
 # --- the settings that change a number are part of the merge rule (session-7 leftovers) ------------
 
 
-def test_another_ppl_tokens_replaces_the_file_and_says_so(setup, tmp_path, capsys):
-    """--ppl-tokens cuts a ppl: text: a file must not hold a perplexity over 50 tokens beside one
-    over 100 under one `settings` block. Rerun with another value: the earlier task is named as
-    replaced, and the file's settings say which value its numbers were computed with."""
+def test_another_ppl_tokens_is_kept_per_task(setup, tmp_path, capsys):
+    """--ppl-tokens cuts a ppl: text, so it is part of each ppl: task's key: a perplexity over 50
+    tokens and one over 100 stay side by side, each with its own `settings` (until session 14 the
+    second replaced the first: one `settings` block for the file); the same text at another value
+    is scored again, said."""
     from pretrain.cli import main
 
     d, _ = setup
     out = tmp_path / "eval.json"
     assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "50"], out)) == 0
-    capsys.readouterr()
     assert main(_args(d, [f"ppl:{d / 'b.txt'}", "--ppl-tokens", "100"], out)) == 0
-    err = capsys.readouterr().err
     doc = json.loads(out.read_text())
-    assert list(doc["results"]) == ["ppl:b.txt"] and doc["settings"]["ppl_tokens"] == 100
-    assert ("its earlier results were for other settings (ppl_tokens 50 -> 100): ppl:a.txt dropped; "
-            "-o PATH keeps both") in err
-    assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "100"], out)) == 0  # same value: merged
-    assert sorted(json.loads(out.read_text())["results"]) == ["ppl:a.txt", "ppl:b.txt"]
+    assert {t: v["settings"] for t, v in doc["tasks"].items()} == {
+        "ppl:a.txt": {"ppl_tokens": 50}, "ppl:b.txt": {"ppl_tokens": 100}}
+    assert doc["results"]["ppl:a.txt"]["tokens"] == 50 and doc["results"]["ppl:b.txt"]["tokens"] == 100
+    capsys.readouterr()
+    assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "100"], out)) == 0
+    err = capsys.readouterr().err
+    assert f"ppl:a.txt: in {out}, scored again (other settings (ppl_tokens 50 -> 100))" in err
+    doc = json.loads(out.read_text())
+    assert doc["results"]["ppl:a.txt"]["tokens"] == 100 and doc["tasks"]["ppl:a.txt"]["settings"] == {
+        "ppl_tokens": 100}
 
 
 def _mmlu_folder(root: Path) -> Path:
@@ -273,12 +284,15 @@ def test_mmlu_dev_split_is_part_of_the_task_files(tmp_path):
 
 def test_a_recorded_task_is_taken_only_when_model_settings_and_inputs_match_and_it_reads():
     """`resume.plan` against hand-made files: the same everything is taken; another step, another
-    limit, another input digest, --force, an in-loop score or a metric that is not a number is not."""
+    ppl_tokens, other code, another input digest, --force, an in-loop score or a metric that is not a
+    number is not; a setting the task does not read (limit for ppl:) does not count."""
+    from pretrain.eval.identity import SCORING, code_version
     from pretrain.eval.resume import plan
 
     model = {"path": "/r", "kind": "run", "step": 20, "checkpoint": "c1"}
     settings = {"shots": 0, "seed": 1234, "limit": None, "ppl_tokens": 200_000, "world_size": 1}
-    task = {"kind": "ppl", "n": 3, "shots": 0, "seed": 0, "path": "v.txt", "skipped": {}, "inputs": "d1"}
+    task = {"kind": "ppl", "n": 3, "shots": 0, "seed": 0, "path": "v.txt", "skipped": {}, "inputs": "d1",
+            "settings": {"ppl_tokens": 200_000}, "code": code_version()}
 
     def old(**changes) -> dict:
         t = {**task, **changes.pop("task", {})}
@@ -291,7 +305,14 @@ def test_a_recorded_task_is_taken_only_when_model_settings_and_inputs_match_and_
     assert plan(old(), me, specs, inputs, False).taken["ppl:/data/v.txt"]["metrics"] == {"perplexity": 2.0}
     assert not plan(old(model={**model, "step": 10}), me, specs, inputs, False).taken
     assert not plan(old(model={**model, "checkpoint": "c2"}), me, specs, inputs, False).taken
-    assert not plan(old(settings={**settings, "limit": 5}), me, specs, inputs, False).taken
+    assert plan(old(settings={**settings, "limit": 5}), me, specs, inputs, False).taken  # not read by ppl:
+    assert plan(old(task={"settings": {"ppl_tokens": 50}}), me, specs, inputs, False).again == {
+        "ppl:/data/v.txt": "other settings (ppl_tokens 50 -> 200000)"}
+    assert plan(old(task={"code": {**code_version(), "scoring": 0}}), me, specs, inputs, False).again == {
+        "ppl:/data/v.txt": f"scored by other code (pretrain {code_version()['pretrain']}, scoring 0; "
+                           f"this is pretrain {code_version()['pretrain']}, scoring {SCORING})"}
+    assert "predates the code version" in plan(old(task={"code": None}), me, specs, inputs, False).again[
+        "ppl:/data/v.txt"]
     assert plan(old(), me, specs, {"ppl:/data/v.txt": "d2"}, False).again == {
         "ppl:/data/v.txt": "its task file changed since"}
     assert plan(old(), me, specs, inputs, True).again == {"ppl:/data/v.txt": "--force"}

@@ -23,8 +23,16 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pretrain.eval.identity import model_change, same_model, settings_change, task_name
-from pretrain.eval.report import assemble, merge_previous, same_model_and_settings, write_json
+from pretrain.eval.identity import (
+    code_change,
+    code_version,
+    model_change,
+    same_model,
+    settings_change,
+    task_name,
+    task_settings,
+)
+from pretrain.eval.report import assemble, merge_previous, write_json
 
 
 @dataclass
@@ -36,9 +44,10 @@ class Plan:
 
 
 def plan(old: dict | None, doc: dict, specs: list[str], inputs: dict[str, str], force: bool) -> Plan:
-    """Which of `specs` the earlier file `old` answers for `doc`'s model and settings."""
+    """Which of `specs` the earlier file `old` answers for `doc`'s model and settings: per task, the
+    same code, the settings that task reads and its files' bytes (eval/identity.py)."""
     out = Plan()
-    if old is None or not same_model_and_settings(old, doc):
+    if old is None or not same_model(old.get("model"), doc["model"]):
         return out
     for spec in specs:
         name = task_name(spec)
@@ -47,16 +56,27 @@ def plan(old: dict | None, doc: dict, specs: list[str], inputs: dict[str, str], 
             continue  # not there (or damaged: the file may be someone else's): scored, nothing to say
         if "in_loop" in info:
             continue  # the trainer's bf16 score: replaced, said with both numbers once scored
-        if force:
-            out.again[spec] = "--force"
-        elif "inputs" not in info:
-            out.again[spec] = "its score predates task file digests, session 13"
-        elif info["inputs"] != inputs.get(spec):
-            out.again[spec] = "its task file changed since"
+        if (why := _why_again(spec, info, doc["settings"], inputs, force)) is not None:
+            out.again[spec] = why
         else:
             out.taken[spec] = {"task": name, "metrics": metrics, "examples": examples,
                                **{k: v for k, v in info.items() if k not in ("task", "metrics", "examples")}}
     return out
+
+
+def _why_again(spec: str, info: dict, settings: dict, inputs: dict[str, str], force: bool) -> str | None:
+    """Why a recorded task is scored again, or None when its score stands for this command."""
+    if force:
+        return "--force"
+    if "inputs" not in info:
+        return "its score predates task file digests, session 13"
+    if info.get("code") != code_version():
+        return code_change(info.get("code"))
+    if (now := task_settings(spec, settings)) != info.get("settings"):
+        return settings_change(info.get("settings"), now)
+    if info["inputs"] != inputs.get(spec):
+        return "its task file changed since"
+    return None
 
 
 def _well_formed(metrics, info, examples) -> bool:
@@ -96,7 +116,8 @@ class ResultFile:
         self.said = False
 
     def add(self, spec: str, result: dict, seconds: float) -> None:
-        self.done[spec] = {**result, "inputs": self.inputs.get(spec, "")}
+        self.done[spec] = {**result, "inputs": self.inputs.get(spec, ""),
+                           "settings": task_settings(spec, self.settings), "code": code_version()}
         self._write(self.document())
 
     def finish(self) -> dict:
@@ -106,7 +127,7 @@ class ResultFile:
             self._write(doc)
         again = [r["task"] for s, r in self.done.items() if s in scored and r["task"] in (self.old or {}).get(
             "results", {})]
-        if not again or self.old is None or not same_model_and_settings(self.old, doc):
+        if not again or self.old is None or not same_model(self.old.get("model"), doc["model"]):
             return doc
         old_tasks = self.old.get("tasks") or {}
         in_loop = [t for t in again if isinstance(old_tasks.get(t), dict) and "in_loop" in old_tasks[t]]
@@ -121,19 +142,19 @@ class ResultFile:
 
     def _write(self, doc: dict) -> None:
         write_json(doc, self.path)
-        other = self.old and self.old.get("results") and not same_model_and_settings(self.old, doc)
+        other = self.old and self.old.get("results") and not same_model(self.old.get("model"), doc["model"])
         if other and not self.said:
             print(replaced_line(self.old, doc, self.specs, self.path), file=sys.stderr)
         self.said = True
 
 
 def replaced_line(old: dict, doc: dict, specs: list[str], path: Path) -> str:
-    """Another model's or other settings' results replaced: why, and which of them this run scores
-    for the new model and which are gone (`-o` keeps both files)."""
+    """Another model's results replaced: why, and which of them this run scores for the new model
+    and which are gone (`-o` keeps both files). Other settings replace only the tasks that read them
+    (`plan` says so per task)."""
     from pretrain.untrusted import one_line
 
-    why = (model_change(old.get("model"), doc["model"]) if not same_model(old.get("model"), doc["model"])
-           else settings_change(old.get("settings"), doc["settings"]))
+    why = model_change(old.get("model"), doc["model"])
     names = {task_name(s) for s in specs}
     before = [one_line(str(t))[:80] for t in old["results"]]
     again = [t for t in before if t in names]

@@ -141,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
         skip = _broadcast(sorted(writer.done) if writer else [])
         results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
                                      args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet,
-                                     skip=set(skip), on_result=writer.add if writer else None)
+                                     skip=set(skip), on_result=writer.add if writer else None,
+                                     partial=writer.partial if writer else None, force=args.force)
     except BaseException:
         end_distributed(barrier=False)  # a rank that failed cannot wait for the others
         raise

@@ -19,11 +19,15 @@ the attempt that scored it, and the top-level `seconds` is their sum.
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import xxhash
+
 from pretrain.eval.identity import (
+    MEMO,
     code_change,
     code_version,
     model_change,
@@ -32,6 +36,7 @@ from pretrain.eval.identity import (
     task_name,
     task_settings,
 )
+from pretrain.eval.partial import Partial
 from pretrain.eval.report import assemble, merge_previous, write_json
 
 
@@ -119,6 +124,15 @@ class ResultFile:
         self.done[spec] = {**result, "inputs": self.inputs.get(spec, ""),
                            "settings": task_settings(spec, self.settings), "code": code_version()}
         self._write(self.document())
+
+    def partial(self, spec: str) -> Partial:
+        """Where the chunks of `spec` are kept while it is scored (eval/partial.py), under the key
+        a recorded score of it must match: the model, the settings it reads, its files, the code."""
+        model = {k: v for k, v in self.info.items() if k not in MEMO or "digest" not in self.info}
+        key = {"model": model, "settings": task_settings(spec, self.settings),
+               "inputs": self.inputs.get(spec, ""), "code": code_version()}
+        digest = xxhash.xxh3_128(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+        return Partial(self.path.with_name(self.path.stem + ".partial.jsonl"), task_name(spec), digest)
 
     def finish(self) -> dict:
         doc = self.document()

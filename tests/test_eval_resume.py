@@ -9,6 +9,7 @@ modification time) is scored again. The model is a folder written by transformer
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -293,16 +294,19 @@ def test_a_recorded_task_is_taken_only_when_model_settings_and_inputs_match_and_
     settings = {"shots": 0, "seed": 1234, "limit": None, "ppl_tokens": 200_000, "world_size": 1}
     task = {"kind": "ppl", "n": 3, "shots": 0, "seed": 0, "path": "v.txt", "skipped": {}, "inputs": "d1",
             "settings": {"ppl_tokens": 200_000}, "code": code_version()}
+    # 3 nats over 2 tokens of 10 bytes
+    ppl = {"perplexity": math.exp(1.5), "bits_per_byte": 3 / (10 * math.log(2)), "nll": 3.0, "tokens": 2,
+           "bytes": 10}
 
     def old(**changes) -> dict:
         t = {**task, **changes.pop("task", {})}
-        doc = {"model": model, "settings": settings, "results": {"ppl:v.txt": {"perplexity": 2.0}},
+        doc = {"model": model, "settings": settings, "results": {"ppl:v.txt": dict(ppl)},
                "tasks": {"ppl:v.txt": t}, "examples": {"ppl:v.txt": []}}
         return {**doc, **changes}
 
     me = {"model": model, "settings": {**settings, "world_size": 2}}
     specs, inputs = ["ppl:/data/v.txt"], {"ppl:/data/v.txt": "d1"}
-    assert plan(old(), me, specs, inputs, False).taken["ppl:/data/v.txt"]["metrics"] == {"perplexity": 2.0}
+    assert plan(old(), me, specs, inputs, False).taken["ppl:/data/v.txt"]["metrics"] == ppl
     assert not plan(old(model={**model, "step": 10}), me, specs, inputs, False).taken
     assert not plan(old(model={**model, "checkpoint": "c2"}), me, specs, inputs, False).taken
     assert plan(old(settings={**settings, "limit": 5}), me, specs, inputs, False).taken  # not read by ppl:
@@ -322,3 +326,56 @@ def test_a_recorded_task_is_taken_only_when_model_settings_and_inputs_match_and_
     # the trainer's in-loop file has no checkpoint digest: the same model, compared on what it records
     inloop = old(model={k: v for k, v in model.items() if k != "checkpoint"})
     assert plan(inloop, me, specs, inputs, False).taken
+    edited = old(results={"ppl:v.txt": {**ppl, "perplexity": 1.5}})  # not exp(nll / tokens)
+    assert plan(edited, me, specs, inputs, False).again == {
+        "ppl:/data/v.txt": "its metrics are not what its examples give: edited?"}
+
+
+def test_a_recorded_score_edited_apart_from_its_records_is_scored_again():
+    """acc is the mean of the records' acc, each the argmax of its log-likelihoods being gold (two
+    examples: one right, one wrong: 0.5 +- 0.5, sample std / sqrt(n)); a file whose acc says 0.9,
+    or whose wrong record says right with the mean made to agree, is not taken."""
+    from pretrain.eval.identity import code_version
+    from pretrain.eval.resume import plan
+
+    model = {"path": "/r", "kind": "run", "step": 20, "checkpoint": "c1"}
+    settings = {"shots": 0, "seed": 1234, "limit": None, "ppl_tokens": 200_000, "world_size": 1}
+    rec = [{"i": 0, "lls": [-1.0, -2.0], "gold": 0, "acc": 1.0, "acc_norm": 1.0, "acc_bytes": 1.0},
+           {"i": 1, "lls": [-1.0, -2.0], "gold": 1, "acc": 0.0, "acc_norm": 0.0, "acc_bytes": 0.0}]
+    metrics = {f"{k}{e}": 0.5 for k in ("acc", "acc_norm", "acc_bytes") for e in ("", "_stderr")}
+    task = {"kind": "mc", "n": 2, "shots": 0, "seed": 1234, "path": "mc.jsonl", "skipped": {}, "inputs": "d",
+            "settings": {"shots": 0, "seed": 1234, "limit": None}, "code": code_version()}
+
+    def taken(metrics: dict, records: list[dict]) -> bool:
+        old = {"model": model, "settings": settings, "results": {"mc": metrics}, "tasks": {"mc": task},
+               "examples": {"mc": records}}
+        return bool(plan(old, {"model": model, "settings": settings}, ["mc.jsonl"], {"mc.jsonl": "d"},
+                         False).taken)
+
+    assert taken(metrics, rec)
+    assert not taken({**metrics, "acc": 0.9}, rec)
+    right = [rec[0], {**rec[1], "acc": 1.0}]
+    assert not taken({**metrics, "acc": 1.0, "acc_stderr": 0.0}, right)
+
+
+def test_the_report_says_where_scores_come_from(setup, tmp_path, capsys):
+    """A table of taken scores says so (stdout, what gets pasted), and the report names the file,
+    the code that scored each task and, for a file written for another path (a run directory copied
+    or handed over), that its scores were not measured here."""
+    from pretrain.cli import main
+    from pretrain.eval.identity import code_version
+    from pretrain.report_run import eval_table
+
+    d, _ = setup
+    out = tmp_path / "eval.json"
+    a, b = f"ppl:{d / 'a.txt'}", f"ppl:{d / 'b.txt'}"
+    assert main(_args(d, [a], out)) == 0
+    capsys.readouterr()
+    assert main(_args(d, [f"{a},{b}"], out)) == 0
+    assert f"not scored by this command: ppl:a.txt, as recorded in {out}" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    here = eval_table(doc, out, d / "hf")
+    assert f"scores as recorded in {out}" in here and "written for" not in here
+    assert f"scored by pretrain {code_version()['pretrain']}, scoring {code_version()['scoring']}" in here
+    elsewhere = eval_table(doc, out, tmp_path)  # the same file read as another directory's
+    assert f"this file was written for {(d / 'hf').resolve()}, not {tmp_path.resolve()}" in elsewhere

@@ -153,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
     if not results:  # every task was in the file (a folder saved again with the same bytes: loaded to know)
         return _show_recorded(out, doc, writer.done)
     print(table(doc))
+    if writer.taken:  # the table is what gets pasted elsewhere: it says which rows were not measured now
+        names = ", ".join(r["task"] for s, r in writer.done.items() if s in writer.taken)
+        print(f"not scored by this command: {names}, as recorded in {out} (--force measures them)")
     took = f"{seconds:.1f} s"
     if len(doc["results"]) > len(results):  # tasks kept from earlier runs: the file's total too
         took += (f"; its {len(doc['results'])} tasks took {doc['seconds']:.1f} s in all, "

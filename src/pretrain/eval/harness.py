@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pretrain.eval import partial as kept
 from pretrain.eval import tasks as T
 from pretrain.eval.lm import EvalModel
-from pretrain.eval import partial as kept
 from pretrain.eval.partial import Partial
 from pretrain.eval.scoring import encode_pair, greedy_generate, loglikelihood_tokens
 

@@ -63,6 +63,8 @@ def plan(old: dict | None, doc: dict, specs: list[str], inputs: dict[str, str], 
             continue  # the trainer's bf16 score: replaced, said with both numbers once scored
         if (why := _why_again(spec, info, doc["settings"], inputs, force)) is not None:
             out.again[spec] = why
+        elif not consistent(metrics, info, examples):
+            out.again[spec] = "its metrics are not what its examples give: edited?"
         else:
             out.taken[spec] = {"task": name, "metrics": metrics, "examples": examples,
                                **{k: v for k, v in info.items() if k not in ("task", "metrics", "examples")}}
@@ -92,6 +94,39 @@ def _well_formed(metrics, info, examples) -> bool:
     return (isinstance(metrics, dict) and all(number(v) for v in metrics.values()) and isinstance(info, dict)
             and isinstance(examples, list) and all(number(info.get(k)) for k in ("n", "shots"))
             and isinstance(info.get("kind"), str))
+
+
+def consistent(metrics: dict, info: dict, examples: list) -> bool:
+    """Whether a recorded task's metrics are what its own records give (as `harness.aggregate` and
+    `suite` compute them) and each multiple-choice record's acc what its log-likelihoods give: a
+    number edited into `results` alone is not taken. Not a proof: whoever edits the records and
+    computes the metrics again passes; only scoring again (--force) measures."""
+    import math
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pretrain.eval.harness import aggregate
+
+    kind = info["kind"]
+    try:
+        if kind == "ppl":
+            nll, tokens, nbytes = metrics["nll"], metrics["tokens"], metrics["bytes"]
+            return (math.isclose(metrics["perplexity"], math.exp(nll / tokens), rel_tol=1e-12)
+                    and math.isclose(metrics["bits_per_byte"], nll / (max(1, nbytes) * math.log(2)),
+                                     rel_tol=1e-12))
+        if kind == "mem":
+            hits = [bool(r["memorized"]) for r in examples]
+            return info["n"] == len(hits) and metrics["memorized"] == sum(hits) / max(1, len(hits))
+        if info["n"] != len(examples) or not all(isinstance(r, dict) for r in examples):
+            return False
+        for r in examples:
+            if "lls" in r and "gold" in r and r["acc"] != float(int(np.argmax(r["lls"])) == r["gold"]):
+                return False
+        again = aggregate(SimpleNamespace(kind=kind), examples)
+        return all(metrics.get(k) == v for k, v in again.items())
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
+        return False
 
 
 def plan_lines(p: Plan, specs: list[str], path: Path) -> list[str]:

@@ -1,17 +1,19 @@
-"""Reruns of `pretrain eval`: the tasks a result file already holds for this model and these
-settings are taken from it, the others are scored.
+"""Reruns of `pretrain eval`: the tasks a result file already holds for this model, under the
+settings each reads, are taken from it; the others are scored.
 
-The file is rewritten (atomically) as each task finishes, each task with `inputs`, the digest of the
-files it read (eval/identity.py). A rerun on the same model (run + step + checkpoint digest, or a
-folder's file digest) with the same settings (shots, seed, limit, ppl_tokens) takes every task of
-its list whose recorded digest equals its files' now, and scores only the rest: the same command
-after it finished scores nothing (and does not load the model); killed after 5 of 6 tasks, it scores
-the sixth; `--tasks copa` then `--tasks copa,piqa` scores piqa. Each is said on stderr
+The file is rewritten (atomically) as each task finishes, each task with `inputs` (the digest of
+the files it read), `settings` (those of shots, seed, limit, ppl_tokens it reads) and `code` (the
+pretrain version and scoring format: eval/identity.py). A rerun on the same model (run + step +
+checkpoint digest, or a folder's file digest) takes every task of its list whose recorded key equals
+its own now, and scores only the rest: the same command after it finished scores nothing (and does
+not load the model); killed after 5 of 6 tasks, it scores the sixth (killed inside one, it continues
+there: eval/partial.py); `--tasks copa` then `--tasks copa,piqa` scores piqa. Each is said on stderr
 (`copa: from OUT (same model, same settings); --force to score again`). Scored again, and said why:
-an edited task file, a score recorded before the digests (session 13), `--force`. Never taken: a
-task the trainer scored in the loop (the live model in bf16; `pretrain eval` replaces it with the
-checkpoint's fp32 score and prints both numbers). A file of another model or other settings is
-replaced, naming the tasks scored again and those dropped.
+an edited task file, other settings for that task, other code, a score recorded before the digests
+(session 13), metrics that are not what the task's own records give (`consistent`), `--force`.
+Never taken: a task the trainer scored in the loop (the live model in bf16; `pretrain eval` replaces
+it with the checkpoint's fp32 score and prints both numbers). A file of another model is replaced,
+naming the tasks scored again and those dropped.
 
 A resumed or partly reused file equals a fresh run's, except the seconds: each task keeps the time of
 the attempt that scored it, and the top-level `seconds` is their sum.

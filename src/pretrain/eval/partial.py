@@ -35,6 +35,7 @@ from pathlib import Path
 
 CHUNK = 256  # examples (windows) per chunk: a kill loses at most one; bigger batches buy little on CPU
 MAX_LINE = 64 << 20  # 256 generations of 256 tokens are ~1 MB
+MAX_FILE = 1 << 30  # read no further (MMLU's 14,079 records are ~3 MB): a file from elsewhere is bounded
 NUMBERS = ("acc", "acc_norm", "acc_bytes", "exact_match", "ll", "gold")
 
 
@@ -52,7 +53,7 @@ class Partial:
         others, mine, stale = [], [], False
         try:
             with open(self.path, "rb") as f:
-                for line in jsonl_objects(f, MAX_LINE):
+                for line in jsonl_objects(f, MAX_LINE, max_bytes=MAX_FILE):
                     if line.get("task") != self.task:
                         others.append(line)
                     elif force or line.get("key") != self.key or not _chunk(line, len(mine) * CHUNK, n):
@@ -90,7 +91,8 @@ class Partial:
 
         try:
             with open(self.path, "rb") as f:
-                self._write([line for line in jsonl_objects(f, MAX_LINE) if line.get("task") != self.task])
+                lines = jsonl_objects(f, MAX_LINE, max_bytes=MAX_FILE)
+                self._write([x for x in lines if x.get("task") != self.task])
         except OSError:
             pass
 

@@ -110,6 +110,8 @@ def test_eval_killed_inside_a_task_continues_there(setup, whole, tmp_path, capsy
     assert f"mc: continuing at item 4 of 9 (from {part})" in err
     assert _timeless(out) == _timeless(whole)
     assert not part.exists()
+    earlier = sum(json.loads(x)["seconds"] for x in kept.splitlines())  # the killed run's two chunks
+    assert earlier > 0 and json.loads(out.read_text())["tasks"]["mc"]["seconds"] > earlier
 
     # the partial file of another --limit, or with --force: scored from the start, the same numbers
     part.write_text(kept)

@@ -4,12 +4,13 @@ A task's examples (a `ppl:` text's windows) are scored in fixed chunks of `CHUNK
 order (harness.score_chunks). After each chunk rank 0 appends one line to `OUT.partial.jsonl`
 beside the result file, flushed and fsynced:
 
-    {"task": NAME, "key": DIGEST, "start": A, "stop": B, "records": [per-example records A..B-1]}
+    {"task": NAME, "key": DIGEST, "start": A, "stop": B, "seconds": S, "records": [records A..B-1]}
 
 A rerun of the same task under the same key (the model, the settings the task reads, its files'
 digest and the code: `resume.ResultFile.partial`) takes the chunks in order from 0 and scores the
 rest, saying so (`piqa: continuing at item 768 of 1,838 (from OUT.partial.jsonl)`); the metrics are
-then computed from all the records, as an uninterrupted run computes them.
+then computed from all the records, as an uninterrupted run computes them, and the task's seconds
+count the chunks' (`seconds`: the time each chunk cost the run that scored it).
 
 Why chunks by count and not "every T seconds": how requests are batched changes a score's float
 rounding (the padded width, the kernels' blocking), so a resumed run must score exactly the batches
@@ -31,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 CHUNK = 256  # examples (windows) per chunk: a kill loses at most one; bigger batches buy little on CPU
@@ -44,6 +46,8 @@ class Partial:
 
     def __init__(self, path: Path, task: str, key: str):
         self.path, self.task, self.key = Path(path), task, key
+        self.earlier = 0.0  # seconds the chunks taken from the file cost the runs that scored them
+        self._since = time.perf_counter()
 
     def resume(self, n: int, force: bool = False) -> list[dict]:
         """The records of the chunks already scored (indices 0..k-1, k a multiple of CHUNK or n),
@@ -51,6 +55,7 @@ class Partial:
         from pretrain.untrusted import jsonl_objects, one_line
 
         others, mine, stale = [], [], False
+        self._since = time.perf_counter()
         try:
             with open(self.path, "rb") as f:
                 for line in jsonl_objects(f, MAX_LINE, max_bytes=MAX_FILE):
@@ -67,6 +72,7 @@ class Partial:
                   "start", file=sys.stderr)
         self._write(others + mine)
         records = [r for line in mine for r in line["records"]]
+        self.earlier = sum(x["seconds"] for x in mine if _seconds(x.get("seconds")))
         if records:
             print(f"{one_line(self.task)}: continuing at item {len(records):,} of {n:,} (from {self.path})",
                   file=sys.stderr)
@@ -77,8 +83,10 @@ class Partial:
 
     def add(self, start: int, stop: int, records: list[dict]) -> None:
         """Append one finished chunk (durable before the next chunk starts)."""
+        now = time.perf_counter()
         line = json.dumps({"task": self.task, "key": self.key, "start": start, "stop": stop,
-                           "records": records}) + "\n"
+                           "seconds": round(now - self._since, 3), "records": records}) + "\n"
+        self._since = now
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
@@ -103,6 +111,10 @@ class Partial:
             self.path.unlink(missing_ok=True)
             return
         write_bytes_atomic(self.path, "".join(json.dumps(x) + "\n" for x in lines).encode())
+
+
+def _seconds(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e9
 
 
 def _chunk(line: dict, start: int, n: int) -> bool:

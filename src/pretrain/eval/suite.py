@@ -136,7 +136,9 @@ def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None,
         with _bar(spec, progress and rank == 0) as tick:
             out.append(_one_task(model, spec, benchmarks, shots, seed, limit, batch_tokens, ppl_tokens,
                                  rank, world, tick, saved, force))
-        out[-1]["seconds"] = round(time.perf_counter() - t_task, 3)  # kept per task in the result file
+        # kept per task in the result file: with the chunks an interrupted run scored (partial.py)
+        earlier = saved.earlier if saved is not None else 0.0
+        out[-1]["seconds"] = round(time.perf_counter() - t_task + earlier, 3)
         if on_result is not None:
             on_result(spec, out[-1], time.perf_counter() - t0)
         if saved is not None:  # in the result file now

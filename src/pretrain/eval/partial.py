@@ -35,7 +35,9 @@ import sys
 import time
 from pathlib import Path
 
-CHUNK = 256  # examples (windows) per chunk: a kill loses at most one; bigger batches buy little on CPU
+# examples (windows) per chunk: a kill loses at most one; bigger batches buy little on CPU. Another
+# value batches differently (other rounding): change it with identity.SCORING.
+CHUNK = 256
 MAX_LINE = 64 << 20  # 256 generations of 256 tokens are ~1 MB
 MAX_FILE = 1 << 30  # read no further (MMLU's 14,079 records are ~3 MB): a file from elsewhere is bounded
 NUMBERS = ("acc", "acc_norm", "acc_bytes", "exact_match", "ll", "gold")
@@ -68,8 +70,8 @@ class Partial:
         except FileNotFoundError:
             return []
         except OSError as e:  # unreadable: scored from the start, and the file is written anew
-            print(f"{self.task}: {self.path}: not read ({one_line(str(e))[:200]}); scoring from the "
-                  "start", file=sys.stderr)
+            print(f"{one_line(self.task)}: {self.path}: not read ({one_line(str(e))[:200]}); scoring "
+                  "from the start", file=sys.stderr)
         self._write(others + mine)
         records = [r for line in mine for r in line["records"]]
         self.earlier = sum(x["seconds"] for x in mine if _seconds(x.get("seconds")))

@@ -379,3 +379,30 @@ def test_the_report_says_where_scores_come_from(setup, tmp_path, capsys):
     assert f"scored by pretrain {code_version()['pretrain']}, scoring {code_version()['scoring']}" in here
     elsewhere = eval_table(doc, out, tmp_path)  # the same file read as another directory's
     assert f"this file was written for {(d / 'hf').resolve()}, not {tmp_path.resolve()}" in elsewhere
+
+
+def test_another_limit_over_the_tasks_examples_reads_the_same_examples():
+    """A benchmark of 3 examples (2 scored, 1 skipped as empty) scored under no limit is the same
+    under --limit 3 or 500, not under --limit 2; one scored under --limit 3 may have been cut there
+    (the file's count is unknown), so no limit scores it again; a mem: probe reads --limit windows."""
+    from pretrain.eval.identity import code_version
+    from pretrain.eval.resume import plan
+
+    model = {"path": "/r", "kind": "run", "step": 20, "checkpoint": "c1"}
+    rec = [{"i": 0, "lls": [-1.0, -2.0], "gold": 0, "acc": 1.0, "acc_norm": 1.0, "acc_bytes": 1.0},
+           {"i": 2, "lls": [-1.0, -2.0], "gold": 1, "acc": 0.0, "acc_norm": 0.0, "acc_bytes": 0.0}]
+    metrics = {f"{k}{e}": 0.5 for k in ("acc", "acc_norm", "acc_bytes") for e in ("", "_stderr")}
+
+    def taken(recorded: int | None, asked: int | None, kind: str = "mc") -> bool:
+        settings = {"shots": 0, "seed": 1234, "limit": asked, "ppl_tokens": 200_000, "world_size": 1}
+        task = {"kind": kind, "n": 2, "shots": 0, "seed": 1234, "path": "t.jsonl", "inputs": "d",
+                "skipped": {"empty_continuation": 1}, "code": code_version(),
+                "settings": {"shots": 0, "seed": 1234, "limit": recorded}}
+        old = {"model": model, "settings": settings, "results": {"t": metrics}, "tasks": {"t": task},
+               "examples": {"t": rec}}
+        return bool(plan(old, {"model": model, "settings": settings}, ["t.jsonl"], {"t.jsonl": "d"},
+                         False).taken)
+
+    assert taken(None, None) and taken(None, 3) and taken(None, 500) and taken(500, None)
+    assert not taken(None, 2) and not taken(3, None) and not taken(3, 500)
+    assert not taken(None, 500, kind="mem")

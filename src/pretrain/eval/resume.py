@@ -81,7 +81,8 @@ def _why_again(spec: str, info: dict, settings: dict, inputs: dict[str, str], fo
         return "its score predates task file digests, session 13"
     if info.get("code") != code_version():
         return code_change(info.get("code"))
-    if (now := task_settings(spec, settings)) != info.get("settings"):
+    now = task_settings(spec, settings)
+    if now != info.get("settings") and not _same_examples(info, info.get("settings"), now):
         return settings_change(info.get("settings"), now)
     if info["inputs"] != inputs.get(spec):
         return "its task file changed since"
@@ -96,6 +97,25 @@ def _well_formed(metrics, info, examples) -> bool:
     return (isinstance(metrics, dict) and all(number(v) for v in metrics.values()) and isinstance(info, dict)
             and isinstance(examples, list) and all(number(info.get(k)) for k in ("n", "shots"))
             and isinstance(info.get("kind"), str))
+
+
+def _same_examples(info: dict, was: object, now: dict) -> bool:
+    """Another --limit that reads the same examples of a benchmark: both at least the file's count
+    (copa's 100 under --limit 500 and under none). The count is known when the recorded run was not
+    cut by its limit: it read n examples plus those skipped as empty (mem: reads --limit windows)."""
+    from pretrain.eval.harness import EMPTY
+
+    if info.get("kind") in ("ppl", "mem") or not isinstance(was, dict):
+        return False
+    if {k: v for k, v in was.items() if k != "limit"} != {k: v for k, v in now.items() if k != "limit"}:
+        return False
+    skipped = info.get("skipped") if isinstance(info.get("skipped"), dict) else {}
+    empty = skipped.get(EMPTY, 0)
+    read = info["n"] + (empty if type(empty) is int else 0)  # examples of the file, if not cut
+    old, new = was.get("limit"), now.get("limit")
+    if old is not None and (type(old) is not int or old <= read):
+        return False  # perhaps cut at its limit: how many the file holds is not known
+    return new is None or new >= read
 
 
 def consistent(metrics: dict, info: dict, examples: list) -> bool:

@@ -9,6 +9,7 @@ modification time) is scored again. The model is a folder written by transformer
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -98,8 +99,10 @@ def test_eval_killed_after_its_first_task_resumes_to_the_uninterrupted_file(setu
 
 
 def test_a_partial_file_of_other_settings_or_inputs_is_not_resumed(setup, killed, tmp_path, capsys):
-    """A recorded task is taken only for the same model, settings and task file bytes: --limit 4
-    scores every task again (and says what it replaced); an edited task file is scored again."""
+    """A recorded task is taken only for the same model, the settings it reads and its task file's
+    bytes: --limit 4 takes ppl:a.txt (a text is read whole: --limit does not change it) and scores
+    the benchmark at 4; --limit 5 again scores only the benchmark again, saying why; an edited task
+    file is scored again."""
     from pretrain.cli import main
 
     d, tasks = setup
@@ -109,11 +112,16 @@ def test_a_partial_file_of_other_settings_or_inputs_is_not_resumed(setup, killed
     capsys.readouterr()
     assert main(_args(d, [*tasks[:-1], "4"], out)) == 0
     err = capsys.readouterr().err
-    assert "from" not in err
-    assert (f"replaced {out}: its earlier results were for other settings (limit 5 -> 4): ppl:a.txt "
-            "scored again for this one; -o PATH keeps both") in err
+    assert f"ppl:a.txt: from {out} (same model, same settings)" in err and "replaced" not in err
     doc = json.loads(out.read_text())
     assert doc["settings"]["limit"] == 4 and doc["tasks"]["mc"]["n"] == 4 and len(doc["results"]) == 3
+    assert doc["tasks"]["mc"]["settings"] == {"limit": 4, "seed": 1234, "shots": 1}
+    assert doc["tasks"]["ppl:a.txt"]["settings"] == {"ppl_tokens": 200_000}
+    assert main(_args(d, tasks, out)) == 0
+    err = capsys.readouterr().err
+    assert f"ppl:a.txt, ppl:b.txt: from {out}" in err
+    assert f"mc: in {out}, scored again (other settings (limit 4 -> 5))" in err
+    assert json.loads(out.read_text())["tasks"]["mc"]["n"] == 5
 
     out.write_bytes(killed)  # the same command after a.txt was edited: a.txt is scored again
     saved = {p: (p.read_bytes(), p.stat()) for p in (d / "a.txt", d / "b.txt")}
@@ -221,24 +229,28 @@ def _restore(saved: dict) -> None:
 # --- the settings that change a number are part of the merge rule (session-7 leftovers) ------------
 
 
-def test_another_ppl_tokens_replaces_the_file_and_says_so(setup, tmp_path, capsys):
-    """--ppl-tokens cuts a ppl: text: a file must not hold a perplexity over 50 tokens beside one
-    over 100 under one `settings` block. Rerun with another value: the earlier task is named as
-    replaced, and the file's settings say which value its numbers were computed with."""
+def test_another_ppl_tokens_is_kept_per_task(setup, tmp_path, capsys):
+    """--ppl-tokens cuts a ppl: text, so it is part of each ppl: task's key: a perplexity over 50
+    tokens and one over 100 stay side by side, each with its own `settings` (until session 14 the
+    second replaced the first: one `settings` block for the file); the same text at another value
+    is scored again, said."""
     from pretrain.cli import main
 
     d, _ = setup
     out = tmp_path / "eval.json"
     assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "50"], out)) == 0
-    capsys.readouterr()
     assert main(_args(d, [f"ppl:{d / 'b.txt'}", "--ppl-tokens", "100"], out)) == 0
-    err = capsys.readouterr().err
     doc = json.loads(out.read_text())
-    assert list(doc["results"]) == ["ppl:b.txt"] and doc["settings"]["ppl_tokens"] == 100
-    assert ("its earlier results were for other settings (ppl_tokens 50 -> 100): ppl:a.txt dropped; "
-            "-o PATH keeps both") in err
-    assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "100"], out)) == 0  # same value: merged
-    assert sorted(json.loads(out.read_text())["results"]) == ["ppl:a.txt", "ppl:b.txt"]
+    assert {t: v["settings"] for t, v in doc["tasks"].items()} == {
+        "ppl:a.txt": {"ppl_tokens": 50}, "ppl:b.txt": {"ppl_tokens": 100}}
+    assert doc["results"]["ppl:a.txt"]["tokens"] == 50 and doc["results"]["ppl:b.txt"]["tokens"] == 100
+    capsys.readouterr()
+    assert main(_args(d, [f"ppl:{d / 'a.txt'}", "--ppl-tokens", "100"], out)) == 0
+    err = capsys.readouterr().err
+    assert f"ppl:a.txt: in {out}, scored again (other settings (ppl_tokens 50 -> 100))" in err
+    doc = json.loads(out.read_text())
+    assert doc["results"]["ppl:a.txt"]["tokens"] == 100 and doc["tasks"]["ppl:a.txt"]["settings"] == {
+        "ppl_tokens": 100}
 
 
 def _mmlu_folder(root: Path) -> Path:
@@ -273,25 +285,38 @@ def test_mmlu_dev_split_is_part_of_the_task_files(tmp_path):
 
 def test_a_recorded_task_is_taken_only_when_model_settings_and_inputs_match_and_it_reads():
     """`resume.plan` against hand-made files: the same everything is taken; another step, another
-    limit, another input digest, --force, an in-loop score or a metric that is not a number is not."""
+    ppl_tokens, other code, another input digest, --force, an in-loop score or a metric that is not a
+    number is not; a setting the task does not read (limit for ppl:) does not count."""
+    from pretrain.eval.identity import SCORING, code_version
     from pretrain.eval.resume import plan
 
     model = {"path": "/r", "kind": "run", "step": 20, "checkpoint": "c1"}
     settings = {"shots": 0, "seed": 1234, "limit": None, "ppl_tokens": 200_000, "world_size": 1}
-    task = {"kind": "ppl", "n": 3, "shots": 0, "seed": 0, "path": "v.txt", "skipped": {}, "inputs": "d1"}
+    task = {"kind": "ppl", "n": 3, "shots": 0, "seed": 0, "path": "v.txt", "skipped": {}, "inputs": "d1",
+            "settings": {"ppl_tokens": 200_000}, "code": code_version()}
+    # 3 nats over 2 tokens of 10 bytes
+    ppl = {"perplexity": math.exp(1.5), "bits_per_byte": 3 / (10 * math.log(2)), "nll": 3.0, "tokens": 2,
+           "bytes": 10}
 
     def old(**changes) -> dict:
         t = {**task, **changes.pop("task", {})}
-        doc = {"model": model, "settings": settings, "results": {"ppl:v.txt": {"perplexity": 2.0}},
+        doc = {"model": model, "settings": settings, "results": {"ppl:v.txt": dict(ppl)},
                "tasks": {"ppl:v.txt": t}, "examples": {"ppl:v.txt": []}}
         return {**doc, **changes}
 
     me = {"model": model, "settings": {**settings, "world_size": 2}}
     specs, inputs = ["ppl:/data/v.txt"], {"ppl:/data/v.txt": "d1"}
-    assert plan(old(), me, specs, inputs, False).taken["ppl:/data/v.txt"]["metrics"] == {"perplexity": 2.0}
+    assert plan(old(), me, specs, inputs, False).taken["ppl:/data/v.txt"]["metrics"] == ppl
     assert not plan(old(model={**model, "step": 10}), me, specs, inputs, False).taken
     assert not plan(old(model={**model, "checkpoint": "c2"}), me, specs, inputs, False).taken
-    assert not plan(old(settings={**settings, "limit": 5}), me, specs, inputs, False).taken
+    assert plan(old(settings={**settings, "limit": 5}), me, specs, inputs, False).taken  # not read by ppl:
+    assert plan(old(task={"settings": {"ppl_tokens": 50}}), me, specs, inputs, False).again == {
+        "ppl:/data/v.txt": "other settings (ppl_tokens 50 -> 200000)"}
+    assert plan(old(task={"code": {**code_version(), "scoring": 0}}), me, specs, inputs, False).again == {
+        "ppl:/data/v.txt": f"scored by other code (pretrain {code_version()['pretrain']}, scoring 0; "
+                           f"this is pretrain {code_version()['pretrain']}, scoring {SCORING})"}
+    assert "predates the code version" in plan(old(task={"code": None}), me, specs, inputs, False).again[
+        "ppl:/data/v.txt"]
     assert plan(old(), me, specs, {"ppl:/data/v.txt": "d2"}, False).again == {
         "ppl:/data/v.txt": "its task file changed since"}
     assert plan(old(), me, specs, inputs, True).again == {"ppl:/data/v.txt": "--force"}
@@ -301,3 +326,83 @@ def test_a_recorded_task_is_taken_only_when_model_settings_and_inputs_match_and_
     # the trainer's in-loop file has no checkpoint digest: the same model, compared on what it records
     inloop = old(model={k: v for k, v in model.items() if k != "checkpoint"})
     assert plan(inloop, me, specs, inputs, False).taken
+    edited = old(results={"ppl:v.txt": {**ppl, "perplexity": 1.5}})  # not exp(nll / tokens)
+    assert plan(edited, me, specs, inputs, False).again == {
+        "ppl:/data/v.txt": "its metrics are not what its examples give: edited?"}
+
+
+def test_a_recorded_score_edited_apart_from_its_records_is_scored_again():
+    """acc is the mean of the records' acc, each the argmax of its log-likelihoods being gold (two
+    examples: one right, one wrong: 0.5 +- 0.5, sample std / sqrt(n)); a file whose acc says 0.9,
+    or whose wrong record says right with the mean made to agree, is not taken."""
+    from pretrain.eval.identity import code_version
+    from pretrain.eval.resume import plan
+
+    model = {"path": "/r", "kind": "run", "step": 20, "checkpoint": "c1"}
+    settings = {"shots": 0, "seed": 1234, "limit": None, "ppl_tokens": 200_000, "world_size": 1}
+    rec = [{"i": 0, "lls": [-1.0, -2.0], "gold": 0, "acc": 1.0, "acc_norm": 1.0, "acc_bytes": 1.0},
+           {"i": 1, "lls": [-1.0, -2.0], "gold": 1, "acc": 0.0, "acc_norm": 0.0, "acc_bytes": 0.0}]
+    metrics = {f"{k}{e}": 0.5 for k in ("acc", "acc_norm", "acc_bytes") for e in ("", "_stderr")}
+    task = {"kind": "mc", "n": 2, "shots": 0, "seed": 1234, "path": "mc.jsonl", "skipped": {}, "inputs": "d",
+            "settings": {"shots": 0, "seed": 1234, "limit": None}, "code": code_version()}
+
+    def taken(metrics: dict, records: list[dict]) -> bool:
+        old = {"model": model, "settings": settings, "results": {"mc": metrics}, "tasks": {"mc": task},
+               "examples": {"mc": records}}
+        return bool(plan(old, {"model": model, "settings": settings}, ["mc.jsonl"], {"mc.jsonl": "d"},
+                         False).taken)
+
+    assert taken(metrics, rec)
+    assert not taken({**metrics, "acc": 0.9}, rec)
+    right = [rec[0], {**rec[1], "acc": 1.0}]
+    assert not taken({**metrics, "acc": 1.0, "acc_stderr": 0.0}, right)
+
+
+def test_the_report_says_where_scores_come_from(setup, tmp_path, capsys):
+    """A table of taken scores says so (stdout, what gets pasted), and the report names the file,
+    the code that scored each task and, for a file written for another path (a run directory copied
+    or handed over), that its scores were not measured here."""
+    from pretrain.cli import main
+    from pretrain.eval.identity import code_version
+    from pretrain.report_run import eval_table
+
+    d, _ = setup
+    out = tmp_path / "eval.json"
+    a, b = f"ppl:{d / 'a.txt'}", f"ppl:{d / 'b.txt'}"
+    assert main(_args(d, [a], out)) == 0
+    capsys.readouterr()
+    assert main(_args(d, [f"{a},{b}"], out)) == 0
+    assert f"not scored by this command: ppl:a.txt, as recorded in {out}" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    here = eval_table(doc, out, d / "hf")
+    assert f"scores as recorded in {out}" in here and "written for" not in here
+    assert f"scored by pretrain {code_version()['pretrain']}, scoring {code_version()['scoring']}" in here
+    elsewhere = eval_table(doc, out, tmp_path)  # the same file read as another directory's
+    assert f"this file was written for {(d / 'hf').resolve()}, not {tmp_path.resolve()}" in elsewhere
+
+
+def test_another_limit_over_the_tasks_examples_reads_the_same_examples():
+    """A benchmark of 3 examples (2 scored, 1 skipped as empty) scored under no limit is the same
+    under --limit 3 or 500, not under --limit 2; one scored under --limit 3 may have been cut there
+    (the file's count is unknown), so no limit scores it again; a mem: probe reads --limit windows."""
+    from pretrain.eval.identity import code_version
+    from pretrain.eval.resume import plan
+
+    model = {"path": "/r", "kind": "run", "step": 20, "checkpoint": "c1"}
+    rec = [{"i": 0, "lls": [-1.0, -2.0], "gold": 0, "acc": 1.0, "acc_norm": 1.0, "acc_bytes": 1.0},
+           {"i": 2, "lls": [-1.0, -2.0], "gold": 1, "acc": 0.0, "acc_norm": 0.0, "acc_bytes": 0.0}]
+    metrics = {f"{k}{e}": 0.5 for k in ("acc", "acc_norm", "acc_bytes") for e in ("", "_stderr")}
+
+    def taken(recorded: int | None, asked: int | None, kind: str = "mc") -> bool:
+        settings = {"shots": 0, "seed": 1234, "limit": asked, "ppl_tokens": 200_000, "world_size": 1}
+        task = {"kind": kind, "n": 2, "shots": 0, "seed": 1234, "path": "t.jsonl", "inputs": "d",
+                "skipped": {"empty_continuation": 1}, "code": code_version(),
+                "settings": {"shots": 0, "seed": 1234, "limit": recorded}}
+        old = {"model": model, "settings": settings, "results": {"t": metrics}, "tasks": {"t": task},
+               "examples": {"t": rec}}
+        return bool(plan(old, {"model": model, "settings": settings}, ["t.jsonl"], {"t.jsonl": "d"},
+                         False).taken)
+
+    assert taken(None, None) and taken(None, 3) and taken(None, 500) and taken(500, None)
+    assert not taken(None, 2) and not taken(3, None) and not taken(3, 500)
+    assert not taken(None, 500, kind="mem")

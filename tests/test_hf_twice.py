@@ -64,11 +64,13 @@ def test_eval_after_a_new_export_into_the_same_folder_keeps_no_result_of_the_old
     assert set(doc["results"]) == {"ppl:a.txt", "ppl:b.txt"}
     assert doc["results"]["ppl:a.txt"] == truth_a
     assert "replaced" not in capsys.readouterr().err
-    # other settings (as `pretrain eval RUN` over the in-loop file, whose limit is 200): replaced, said
-    # (--ppl-tokens: --limit with only ppl: tasks, which read their text whole, is refused since session 13)
+    # another setting that a.txt reads: a.txt scored again, said; b.txt keeps its own (session 14: the
+    # settings are per task; --limit with only ppl: tasks, which read their text whole, is refused)
     doc = _eval(folder, tmp_path / "a.txt", out, "--ppl-tokens", "1000")
-    assert set(doc["results"]) == {"ppl:a.txt"}
-    assert "ppl:b.txt" in capsys.readouterr().err
+    assert set(doc["results"]) == {"ppl:a.txt", "ppl:b.txt"}
+    assert doc["tasks"]["ppl:b.txt"]["settings"] == {"ppl_tokens": 200_000}
+    assert doc["tasks"]["ppl:a.txt"]["settings"] == {"ppl_tokens": 1000}
+    assert "ppl:a.txt: in" in capsys.readouterr().err
 
 
 def test_eval_of_a_folder_writes_beside_it_from_any_directory(tmp_path, capsys, monkeypatch):

@@ -493,7 +493,7 @@ def _evaluations(run: Path, evals: list[dict]) -> str:
         try:
             results = "1 result file" if len(files) == 1 else f"{len(files)} result files"
             parts.append(note(f"{files[-1].name} (newest of {results})")
-                         + eval_table(untrusted.load_json(files[-1], within=run)))
+                         + eval_table(untrusted.load_json(files[-1], within=run), files[-1], run))
         except (ValueError, OSError, AttributeError, TypeError) as e:
             parts.append(note(f"{files[-1].name}: unreadable ({e})"))
     if not parts:
@@ -530,8 +530,9 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def eval_table(result: dict) -> str:
-    """One row per task: kind, examples, shots, and its metrics with standard errors (lm-eval's names)."""
+def eval_table(result: dict, path: Path | None = None, run: Path | None = None) -> str:
+    """One row per task: kind, examples, shots, and its metrics with standard errors (lm-eval's names),
+    after where the scores come from (`path`; see `_provenance`)."""
     rows, tasks = [], result.get("tasks") if isinstance(result.get("tasks"), dict) else {}
     for task, r in sorted((result.get("results") or {}).items()):
         metrics = r.get("metrics", r) if isinstance(r, dict) else {}
@@ -540,10 +541,32 @@ def eval_table(result: dict) -> str:
         # pretrain.eval/1 keeps a task's kind, examples and shots under "tasks", its metrics under "results"
         about = tasks.get(task) if isinstance(tasks.get(task), dict) else {}
         rows.append([task, about.get("kind"), about.get("n"), about.get("shots"), "; ".join(cells)])
-    model = result.get("model") or {}
+    model = result.get("model") if isinstance(result.get("model"), dict) else {}
     where = note(f"model {model.get('path')} at step {model.get('step')}") if model else ""
-    return where + (table(["task", "kind", "examples", "shots", "metrics"], rows, {2, 3})
-                    if rows else note("no results")) + _in_loop_note(result, tasks)
+    head = ["task", "kind", "examples", "shots", "metrics"]
+    body = table(head, rows, {2, 3}) if rows else note("no results")
+    return where + _provenance(result, tasks, path, run) + body + _in_loop_note(result, tasks)
+
+
+def _provenance(result: dict, tasks: dict, path: Path | None, run: Path | None) -> str:
+    """Where the scores come from: the file (a number in it is what the file says, not a measurement
+    of this report: its digests name what a score was computed from, and anyone can write them), the
+    code that scored each task (`tasks[T].code`), and a file written for a model at another path (a
+    run directory copied or handed over: `pretrain eval` there scores again rather than take it)."""
+    lines = [f"scores as recorded in {path}; `pretrain eval --force` measures them again"] if path else []
+    model = result.get("model") if isinstance(result.get("model"), dict) else {}
+    if run is not None and model.get("path") not in (None, str(Path(run).resolve())):
+        lines.append(f"this file was written for {model.get('path')}, not {Path(run).resolve()}: scores of a "
+                     "copied or handed-over run directory, not measured here")
+    def code(c) -> str:
+        if isinstance(c, dict):
+            return f"pretrain {c.get('pretrain')}, scoring {c.get('scoring')}"
+        return "a version it did not record (before session 14)"
+
+    codes = {code(t.get("code")) for t in tasks.values() if isinstance(t, dict)}
+    if codes:
+        lines.append(f"scored by {'; '.join(sorted(codes))}")
+    return "".join(note(x) for x in lines)
 
 
 def _eval_loss_note(evl: list[dict], run: Path) -> str:
@@ -581,6 +604,6 @@ def _stderr(v: Any) -> str:
 
 
 def eval_section(path: Path, result: dict, sid: str) -> Section:
-    body = eval_table(result)
+    body = eval_table(result, path)
     n = len(result.get("results") or {})
     return Section(sid, "Evaluation", "eval", str(path), body, [("tasks", n)])

@@ -33,12 +33,14 @@ a run, FOLDER/eval/results.json for a Hugging Face folder (beside the model it s
 working directory; a folder you cannot write to, or one in the Hugging Face cache, needs --output),
 or --output PATH. Per-example log-likelihoods are kept under "examples". The file is rewritten as
 each task finishes, and is also what a rerun reads: a task it holds for the same model (the run's
-checkpoint, by step and digest; a folder, by its files' digest), the same settings (--shots, --seed,
---limit, --ppl-tokens) and the same task file bytes is taken from it, not scored again ("copa: from
-FILE (same model, same settings); --force to score again"): the same command again scores nothing,
-killed after 5 of 6 tasks it scores the sixth, and more tasks add to the file. An edited task file
-is scored again, as are the trainer's in-loop scores of that step (named with both numbers).
-Another model or other settings replace the file, naming the tasks scored again and dropped.
+checkpoint, by step and digest; a folder, by its files' digest), the same settings of those it reads
+(--shots, --seed, --limit, --ppl-tokens), the same task file bytes and the same code (pretrain's
+version) is taken from it, not scored again ("copa: from FILE (same model, same settings); --force
+to score again"): the same command again scores nothing, killed after 5 of 6 tasks it scores the
+sixth, killed inside a task it continues from its last chunk of 256 examples (FILE.partial.jsonl),
+and more tasks add to the file. An edited task file, other settings for a task, or other code
+score that task again, as do the trainer's in-loop scores of that step (named with both numbers).
+Another model replaces the file, naming the tasks scored again and dropped.
 """
 
 
@@ -76,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=PPL_TOKENS, help="ppl: tasks read at most this many tokens (default 200000)")
     parser.add_argument("--force", action="store_true",
                         help="score every task again, even those the result file holds for this model and "
-                             "these settings")
+                             "these settings, and a task cut short from its first example")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=Number(int, lo=1, hi=1024, why="torch's CPU threads"), default=None,
                         help="CPU threads (default: the run's train.threads; for a Hugging Face folder 1 "
@@ -141,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
         skip = _broadcast(sorted(writer.done) if writer else [])
         results, seconds = run_tasks(model, specs, benchmarks_dir(args.benchmarks), args.shots, args.seed,
                                      args.limit, args.batch_tokens, args.ppl_tokens, progress=not args.quiet,
-                                     skip=set(skip), on_result=writer.add if writer else None)
+                                     skip=set(skip), on_result=writer.add if writer else None,
+                                     partial=writer.partial if writer else None, force=args.force)
     except BaseException:
         end_distributed(barrier=False)  # a rank that failed cannot wait for the others
         raise
@@ -152,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
     if not results:  # every task was in the file (a folder saved again with the same bytes: loaded to know)
         return _show_recorded(out, doc, writer.done)
     print(table(doc))
+    if writer.taken:  # the table is what gets pasted elsewhere: it says which rows were not measured now
+        names = ", ".join(r["task"] for s, r in writer.done.items() if s in writer.taken)
+        print(f"not scored by this command: {names}, as recorded in {out} (--force measures them)")
     took = f"{seconds:.1f} s"
     if len(doc["results"]) > len(results):  # tasks kept from earlier runs: the file's total too
         took += (f"; its {len(doc['results'])} tasks took {doc['seconds']:.1f} s in all, "

@@ -64,6 +64,7 @@ def eval_model(trainer):
 
 def eval_tasks_event(trainer) -> dict:
     """Score log.eval_tasks now; the event's fields (and RUN/eval/step_N.json on rank 0)."""
+    from pretrain.eval.identity import code_version
     from pretrain.eval.report import assemble, write_json
     from pretrain.eval.suite import benchmarks_dir, rank_world, run_tasks, split_specs
 
@@ -85,7 +86,8 @@ def eval_tasks_event(trainer) -> dict:
                     "ppl_tokens": PPL_TOKENS, "world_size": rank_world()[1]}
         # each task says it was scored in the loop (the live model under the run's autocast), so a
         # later `pretrain eval` of this step (the checkpoint in fp32) names what it replaces
-        marked = [{**r, "in_loop": {"precision": trainer.cfg.precision.dtype}} for r in results]
+        marked = [{**r, "in_loop": {"precision": trainer.cfg.precision.dtype}, "code": code_version()}
+                  for r in results]
         write_json(assemble(info, settings, marked, seconds),
                    trainer.run_dir / "eval" / f"step_{trainer.step:07d}.json")
     return fields

@@ -8,8 +8,10 @@ Metrics are lm-evaluation-harness's definitions (`lm_eval.api.task.ConfigurableT
 - generation tasks: exact match of the extracted answer (GSM8K's number, TriviaQA's normalized alias).
 Each metric comes with its standard error (sample standard deviation / sqrt(n), as the harness).
 
-Under torch.distributed each rank scores the examples i with i % world == rank and rank 0 gathers
-them, so the result equals one process's regardless of the world size. An example with a
+Examples are scored in fixed chunks of `partial.CHUNK`, kept as each finishes so that a killed run
+continues inside the task (eval/partial.py). Under torch.distributed each rank scores the examples
+i with i % world == rank of each chunk and the ranks gather them, so the result equals one
+process's regardless of the world size. An example with a
 continuation that tokenizes to nothing is skipped and counted (`skipped["empty_continuation"]`);
 `n` counts the examples scored.
 """
@@ -21,8 +23,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pretrain.eval import partial as kept
 from pretrain.eval import tasks as T
 from pretrain.eval.lm import EvalModel
+from pretrain.eval.partial import Partial
 from pretrain.eval.scoring import encode_pair, greedy_generate, loglikelihood_tokens
 
 GEN_STOP = {"gsm8k": ("Question:", "\n\n\n"), "qa": ("\n",)}
@@ -135,13 +139,42 @@ def gather(records: list[dict]) -> list[dict]:
     return sorted(records, key=lambda r: r["i"])
 
 
+def score_chunks(n: int, score: Callable[[list[int]], list[dict]], rank: int = 0, world: int = 1,
+                 saved: Partial | None = None, force: bool = False,
+                 tick: Callable[[int], None] | None = None) -> list[dict]:
+    """The records of items 0..n-1 (on every rank), scored `partial.CHUNK` at a time in index
+    order, each rank its items i % world == rank; rank 0's `saved` keeps each chunk as it finishes
+    and gives back those an interrupted run finished (eval/partial.py: an uninterrupted run scores
+    the same chunks, so the numbers are the same)."""
+    import torch.distributed as dist
+
+    records = saved.resume(n, force) if saved is not None else []
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        box = [records]  # rank 0's parsed and checked records (numbers), to our own ranks
+        dist.broadcast_object_list(box, src=0)
+        records = box[0]
+    if tick is not None and records:
+        tick(len(range(rank, len(records), world)))
+    for start in range(len(records), n, kept.CHUNK):
+        stop = min(start + kept.CHUNK, n)
+        got = gather(score([i for i in range(start, stop) if i % world == rank]))
+        if saved is not None:
+            saved.add(start, stop, got)
+        records += got
+    return records
+
+
 def evaluate(model: EvalModel, task: T.Task, shots: int = 0, seed: int = 1234, limit: int | None = None,
              rank: int = 0, world: int = 1, batch_tokens: int = 4096,
-             tick: Callable[[int], None] | None = None) -> dict:
+             tick: Callable[[int], None] | None = None, saved: Partial | None = None,
+             force: bool = False) -> dict:
     """One task's result: {"task", "kind", "n", "shots", "seed", "metrics", "examples"}."""
     n = min(len(task.docs), limit) if limit else len(task.docs)
-    mine = list(range(rank, n, world))
-    records = gather(score_examples(model, task, mine, shots, seed, batch_tokens, tick))
+
+    def score(idx: list[int]) -> list[dict]:
+        return score_examples(model, task, idx, shots, seed, batch_tokens, tick)
+
+    records = score_chunks(n, score, rank, world, saved, force, tick)
     skipped = dict(task.skipped)
     for r in records:
         if "skipped" in r:

@@ -16,9 +16,13 @@ changes the number changed (`resume.plan`); this module says what "the same" mea
 - a task: `tasks[T].inputs`, the xxh3 of its file's bytes (MMLU: the scored split and the dev split;
   a text over 64 MiB: its first 64 MiB, size and modification time, as no reader goes further; a
   token directory: its files' names, sizes, modification times).
-Settings (shots, seed, limit, ppl_tokens) are the file's `settings` block (report.py). A file
-written before these digests (or by the trainer's in-loop evaluation, which has no checkpoint yet)
-is compared on the keys it has.
+- a task's settings: `tasks[T].settings`, those of shots, seed, limit and ppl_tokens that change
+  its numbers (`read_settings`), so another --limit for one task leaves the others' scores standing
+  (until session 14 the file had one `settings` block: any change replaced every task);
+- the code: `tasks[T].code`, pretrain's version and `SCORING`, so an upgrade that scores differently
+  does not pass off a score of the old code as its own.
+A file written before these digests (or by the trainer's in-loop evaluation, which has no
+checkpoint yet) is compared on the model keys it has; its tasks, without `code`, are scored again.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ TEXT_READ = 64 << 20  # suite.MAX_TEXT_BYTES: no task reads a text past this
 SMALL = 128 << 20  # a folder's file read for its digest when not safetensors (tokenizer files' bound)
 MEMO = ("files",)  # a shortcut to `digest`, not part of the identity when both sides have a digest
 DIGESTS = ("checkpoint", "digest", "tokenizer_digest")
+# The format of the numbers a task records: bump it with any change that alters a recorded score
+# beyond float rounding (a metric's definition, a prompt, a tokenization rule) or the records'
+# layout, so that files written by the old code are scored again rather than taken as this code's.
+# 1: session 14 (examples scored in fixed chunks, eval/partial.py).
+SCORING = 1
 
 
 def file_digest(path: str | Path, cap: int | None = None) -> str:
@@ -205,6 +214,30 @@ def read_settings(spec: str) -> set[str]:
     if spec.startswith("ppl:"):
         return {"ppl_tokens"}
     return {"limit", "seed", "ppl_tokens"} if spec.startswith("mem:") else {"shots", "seed", "limit"}
+
+
+def task_settings(spec: str, settings: dict) -> dict:
+    """The settings a spec's numbers depend on (`limit` 0 and None both mean every example)."""
+    return {k: (settings.get(k) or None) if k == "limit" else settings.get(k)
+            for k in sorted(read_settings(spec))}
+
+
+def code_version() -> dict:
+    """What computed a score: the package's version and the scoring format (`SCORING`)."""
+    from pretrain import __version__
+
+    return {"pretrain": __version__, "scoring": SCORING}
+
+
+def code_change(old: object) -> str:
+    """Why a score recorded by other code is scored again (the file may be someone else's)."""
+    from pretrain.untrusted import one_line
+
+    now = code_version()
+    if not isinstance(old, dict):
+        return "its score predates the code version in the key, session 14"
+    was = ", ".join(f"{k} {one_line(str(old.get(k)))[:20]}" for k in now)
+    return f"scored by other code ({was}; this is {', '.join(f'{k} {v}' for k, v in now.items())})"
 
 
 def settings_of(specs: list[str], settings: dict, old: object) -> dict:

@@ -2,10 +2,12 @@
 
 Schema `pretrain.eval/1` (one JSON object; RUN/eval/step_NNNNNNN.json for a run):
     {"schema": "pretrain.eval/1", "model": {"path", "kind": "run" | "hf", "step", "files"?, "tokenizer"?},
-     "settings": {"shots", "seed", "limit", "ppl_tokens", "world_size"}, "seconds": float,
+     "settings": {"shots", "seed", "limit", "ppl_tokens", "world_size"},  # the latest command's
+     "seconds": float,
      "results": {TASK: {METRIC: number}},          # acc, acc_stderr, acc_norm, ..., perplexity, bits_per_byte
      "tasks": {TASK: {"kind", "n", "shots", "seed", "path", "skipped": {reason: count}, "seconds",
                       "inputs"?: digest of the task's files,  # eval/identity.py: a rerun reuses the score
+                      "settings"?: {the settings it reads}, "code"?: {"pretrain", "scoring"},
                       "in_loop"?: {"precision"}}},   # in_loop: scored by the trainer (log.eval_tasks)
      "examples": {TASK: [{"i", "lls" | "generation", "acc", ...}, ...]}}
 `model.checkpoint` (a run) digests the checkpoint's marker, `model.digest` (a Hugging Face folder) its
@@ -35,7 +37,8 @@ def assemble(model: dict, settings: dict, task_results: list[dict], seconds: flo
     for r in task_results:
         name = r["task"]
         results[name] = dict(r["metrics"])
-        keys = ("kind", "n", "shots", "seed", "path", "skipped", "seconds", "inputs", "in_loop")
+        keys = ("kind", "n", "shots", "seed", "path", "skipped", "seconds", "inputs", "settings", "code",
+                "in_loop")
         tasks[name] = {k: r[k] for k in keys if k in r}
         examples[name] = r.get("examples", [])
     if task_results and all("seconds" in t for t in tasks.values()):  # the time behind these results
@@ -77,24 +80,14 @@ def read_previous(path: str | Path) -> dict | None:
     return old
 
 
-def same_model_and_settings(old: dict, doc: dict) -> bool:
+def merge_previous(doc: dict, previous: str | Path | dict | None) -> dict:
+    """Keep the tasks an earlier evaluation of the same model wrote (`previous`: its path, or the file
+    as `read_previous` returned it): `--tasks copa` then `--tasks arc_easy --limit 50` leaves both,
+    each with the settings it was scored with (`tasks[T].settings`); a task run again is replaced."""
     from pretrain.eval.identity import same_model
 
-    def same(a) -> dict:  # the world size does not change a result (sharding is exact)
-        if not isinstance(a, dict):
-            return {}
-        # limit 0 and no limit both mean every example (files before session 8 wrote either)
-        return {k: (v or None) if k == "limit" else v for k, v in a.items() if k != "world_size"}
-
-    return same_model(old.get("model"), doc["model"]) and same(old.get("settings")) == same(doc["settings"])
-
-
-def merge_previous(doc: dict, previous: str | Path | dict | None) -> dict:
-    """Keep the tasks an earlier evaluation of the same model and settings wrote (`previous`: its
-    path, or the file as `read_previous` returned it): `--tasks copa` then `--tasks arc_easy` leaves
-    both; a task run again is replaced."""
     old = previous if isinstance(previous, dict) or previous is None else read_previous(previous)
-    if old is None or not same_model_and_settings(old, doc):
+    if old is None or not same_model(old.get("model"), doc["model"]):
         return doc
     merged = dict(doc)
     for part in ("results", "tasks", "examples"):  # in the file's order: a task scored again keeps its row

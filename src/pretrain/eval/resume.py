@@ -1,17 +1,19 @@
-"""Reruns of `pretrain eval`: the tasks a result file already holds for this model and these
-settings are taken from it, the others are scored.
+"""Reruns of `pretrain eval`: the tasks a result file already holds for this model, under the
+settings each reads, are taken from it; the others are scored.
 
-The file is rewritten (atomically) as each task finishes, each task with `inputs`, the digest of the
-files it read (eval/identity.py). A rerun on the same model (run + step + checkpoint digest, or a
-folder's file digest) with the same settings (shots, seed, limit, ppl_tokens) takes every task of
-its list whose recorded digest equals its files' now, and scores only the rest: the same command
-after it finished scores nothing (and does not load the model); killed after 5 of 6 tasks, it scores
-the sixth; `--tasks copa` then `--tasks copa,piqa` scores piqa. Each is said on stderr
+The file is rewritten (atomically) as each task finishes, each task with `inputs` (the digest of
+the files it read), `settings` (those of shots, seed, limit, ppl_tokens it reads) and `code` (the
+pretrain version and scoring format: eval/identity.py). A rerun on the same model (run + step +
+checkpoint digest, or a folder's file digest) takes every task of its list whose recorded key equals
+its own now, and scores only the rest: the same command after it finished scores nothing (and does
+not load the model); killed after 5 of 6 tasks, it scores the sixth (killed inside one, it continues
+there: eval/partial.py); `--tasks copa` then `--tasks copa,piqa` scores piqa. Each is said on stderr
 (`copa: from OUT (same model, same settings); --force to score again`). Scored again, and said why:
-an edited task file, a score recorded before the digests (session 13), `--force`. Never taken: a
-task the trainer scored in the loop (the live model in bf16; `pretrain eval` replaces it with the
-checkpoint's fp32 score and prints both numbers). A file of another model or other settings is
-replaced, naming the tasks scored again and those dropped.
+an edited task file, other settings for that task, other code, a score recorded before the digests
+(session 13), metrics that are not what the task's own records give (`consistent`), `--force`.
+Never taken: a task the trainer scored in the loop (the live model in bf16; `pretrain eval` replaces
+it with the checkpoint's fp32 score and prints both numbers). A file of another model is replaced,
+naming the tasks scored again and those dropped.
 
 A resumed or partly reused file equals a fresh run's, except the seconds: each task keeps the time of
 the attempt that scored it, and the top-level `seconds` is their sum.
@@ -19,12 +21,25 @@ the attempt that scored it, and the top-level `seconds` is their sum.
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pretrain.eval.identity import model_change, same_model, settings_change, task_name
-from pretrain.eval.report import assemble, merge_previous, same_model_and_settings, write_json
+import xxhash
+
+from pretrain.eval.identity import (
+    MEMO,
+    code_change,
+    code_version,
+    model_change,
+    same_model,
+    settings_change,
+    task_name,
+    task_settings,
+)
+from pretrain.eval.partial import Partial
+from pretrain.eval.report import assemble, merge_previous, write_json
 
 
 @dataclass
@@ -36,9 +51,10 @@ class Plan:
 
 
 def plan(old: dict | None, doc: dict, specs: list[str], inputs: dict[str, str], force: bool) -> Plan:
-    """Which of `specs` the earlier file `old` answers for `doc`'s model and settings."""
+    """Which of `specs` the earlier file `old` answers for `doc`'s model and settings: per task, the
+    same code, the settings that task reads and its files' bytes (eval/identity.py)."""
     out = Plan()
-    if old is None or not same_model_and_settings(old, doc):
+    if old is None or not same_model(old.get("model"), doc["model"]):
         return out
     for spec in specs:
         name = task_name(spec)
@@ -47,16 +63,30 @@ def plan(old: dict | None, doc: dict, specs: list[str], inputs: dict[str, str], 
             continue  # not there (or damaged: the file may be someone else's): scored, nothing to say
         if "in_loop" in info:
             continue  # the trainer's bf16 score: replaced, said with both numbers once scored
-        if force:
-            out.again[spec] = "--force"
-        elif "inputs" not in info:
-            out.again[spec] = "its score predates task file digests, session 13"
-        elif info["inputs"] != inputs.get(spec):
-            out.again[spec] = "its task file changed since"
+        if (why := _why_again(spec, info, doc["settings"], inputs, force)) is not None:
+            out.again[spec] = why
+        elif not consistent(metrics, info, examples):
+            out.again[spec] = "its metrics are not what its examples give: edited?"
         else:
             out.taken[spec] = {"task": name, "metrics": metrics, "examples": examples,
                                **{k: v for k, v in info.items() if k not in ("task", "metrics", "examples")}}
     return out
+
+
+def _why_again(spec: str, info: dict, settings: dict, inputs: dict[str, str], force: bool) -> str | None:
+    """Why a recorded task is scored again, or None when its score stands for this command."""
+    if force:
+        return "--force"
+    if "inputs" not in info:
+        return "its score predates task file digests, session 13"
+    if info.get("code") != code_version():
+        return code_change(info.get("code"))
+    now = task_settings(spec, settings)
+    if now != info.get("settings") and not _same_examples(info, info.get("settings"), now):
+        return settings_change(info.get("settings"), now)
+    if info["inputs"] != inputs.get(spec):
+        return "its task file changed since"
+    return None
 
 
 def _well_formed(metrics, info, examples) -> bool:
@@ -67,6 +97,58 @@ def _well_formed(metrics, info, examples) -> bool:
     return (isinstance(metrics, dict) and all(number(v) for v in metrics.values()) and isinstance(info, dict)
             and isinstance(examples, list) and all(number(info.get(k)) for k in ("n", "shots"))
             and isinstance(info.get("kind"), str))
+
+
+def _same_examples(info: dict, was: object, now: dict) -> bool:
+    """Another --limit that reads the same examples of a benchmark: both at least the file's count
+    (copa's 100 under --limit 500 and under none). The count is known when the recorded run was not
+    cut by its limit: it read n examples plus those skipped as empty (mem: reads --limit windows)."""
+    from pretrain.eval.harness import EMPTY
+
+    if info.get("kind") in ("ppl", "mem") or not isinstance(was, dict):
+        return False
+    if {k: v for k, v in was.items() if k != "limit"} != {k: v for k, v in now.items() if k != "limit"}:
+        return False
+    skipped = info.get("skipped") if isinstance(info.get("skipped"), dict) else {}
+    empty = skipped.get(EMPTY, 0)
+    read = info["n"] + (empty if type(empty) is int else 0)  # examples of the file, if not cut
+    old, new = was.get("limit"), now.get("limit")
+    if old is not None and (type(old) is not int or old <= read):
+        return False  # perhaps cut at its limit: how many the file holds is not known
+    return new is None or new >= read
+
+
+def consistent(metrics: dict, info: dict, examples: list) -> bool:
+    """Whether a recorded task's metrics are what its own records give (as `harness.aggregate` and
+    `suite` compute them) and each multiple-choice record's acc what its log-likelihoods give: a
+    number edited into `results` alone is not taken. Not a proof: whoever edits the records and
+    computes the metrics again passes; only scoring again (--force) measures."""
+    import math
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pretrain.eval.harness import aggregate
+
+    kind = info["kind"]
+    try:
+        if kind == "ppl":
+            nll, tokens, nbytes = metrics["nll"], metrics["tokens"], metrics["bytes"]
+            return (math.isclose(metrics["perplexity"], math.exp(nll / tokens), rel_tol=1e-12)
+                    and math.isclose(metrics["bits_per_byte"], nll / (max(1, nbytes) * math.log(2)),
+                                     rel_tol=1e-12))
+        if kind == "mem":
+            hits = [bool(r["memorized"]) for r in examples]
+            return info["n"] == len(hits) and metrics["memorized"] == sum(hits) / max(1, len(hits))
+        if info["n"] != len(examples) or not all(isinstance(r, dict) for r in examples):
+            return False
+        for r in examples:
+            if "lls" in r and "gold" in r and r["acc"] != float(int(np.argmax(r["lls"])) == r["gold"]):
+                return False
+        again = aggregate(SimpleNamespace(kind=kind), examples)
+        return all(metrics.get(k) == v for k, v in again.items())
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
+        return False
 
 
 def plan_lines(p: Plan, specs: list[str], path: Path) -> list[str]:
@@ -96,8 +178,18 @@ class ResultFile:
         self.said = False
 
     def add(self, spec: str, result: dict, seconds: float) -> None:
-        self.done[spec] = {**result, "inputs": self.inputs.get(spec, "")}
+        self.done[spec] = {**result, "inputs": self.inputs.get(spec, ""),
+                           "settings": task_settings(spec, self.settings), "code": code_version()}
         self._write(self.document())
+
+    def partial(self, spec: str) -> Partial:
+        """Where the chunks of `spec` are kept while it is scored (eval/partial.py), under the key
+        a recorded score of it must match: the model, the settings it reads, its files, the code."""
+        model = {k: v for k, v in self.info.items() if k not in MEMO or "digest" not in self.info}
+        key = {"model": model, "settings": task_settings(spec, self.settings),
+               "inputs": self.inputs.get(spec, ""), "code": code_version()}
+        digest = xxhash.xxh3_128(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+        return Partial(self.path.with_name(self.path.stem + ".partial.jsonl"), task_name(spec), digest)
 
     def finish(self) -> dict:
         doc = self.document()
@@ -106,7 +198,7 @@ class ResultFile:
             self._write(doc)
         again = [r["task"] for s, r in self.done.items() if s in scored and r["task"] in (self.old or {}).get(
             "results", {})]
-        if not again or self.old is None or not same_model_and_settings(self.old, doc):
+        if not again or self.old is None or not same_model(self.old.get("model"), doc["model"]):
             return doc
         old_tasks = self.old.get("tasks") or {}
         in_loop = [t for t in again if isinstance(old_tasks.get(t), dict) and "in_loop" in old_tasks[t]]
@@ -121,19 +213,19 @@ class ResultFile:
 
     def _write(self, doc: dict) -> None:
         write_json(doc, self.path)
-        other = self.old and self.old.get("results") and not same_model_and_settings(self.old, doc)
+        other = self.old and self.old.get("results") and not same_model(self.old.get("model"), doc["model"])
         if other and not self.said:
             print(replaced_line(self.old, doc, self.specs, self.path), file=sys.stderr)
         self.said = True
 
 
 def replaced_line(old: dict, doc: dict, specs: list[str], path: Path) -> str:
-    """Another model's or other settings' results replaced: why, and which of them this run scores
-    for the new model and which are gone (`-o` keeps both files)."""
+    """Another model's results replaced: why, and which of them this run scores for the new model
+    and which are gone (`-o` keeps both files). Other settings replace only the tasks that read them
+    (`plan` says so per task)."""
     from pretrain.untrusted import one_line
 
-    why = (model_change(old.get("model"), doc["model"]) if not same_model(old.get("model"), doc["model"])
-           else settings_change(old.get("settings"), doc["settings"]))
+    why = model_change(old.get("model"), doc["model"])
     names = {task_name(s) for s in specs}
     before = [one_line(str(t))[:80] for t in old["results"]]
     again = [t for t in before if t in names]

@@ -16,6 +16,7 @@ from pathlib import Path
 from pretrain.errors import UserError
 from pretrain.eval import harness
 from pretrain.eval.lm import EvalModel
+from pretrain.eval.partial import Partial
 from pretrain.eval.perplexity import read_tokens, rolling_requests
 from pretrain.eval.scoring import loglikelihood_tokens
 from pretrain.eval.tasks import benchmark_places, load_task
@@ -52,8 +53,10 @@ def rank_world() -> tuple[int, int]:
 
 
 def perplexity_task(model: EvalModel, path: str, max_tokens: int, batch_tokens: int,
-                    tick: Callable[[int], None] | None = None) -> dict:
-    """Perplexity/bits per byte of a text file or token directory, its windows split over ranks."""
+                    tick: Callable[[int], None] | None = None, saved: Partial | None = None,
+                    force: bool = False) -> dict:
+    """Perplexity/bits per byte of a text file or token directory, its windows split over ranks
+    (in chunks kept in `saved` as they finish: harness.score_chunks)."""
     p = Path(path)
     if p.is_dir():
         ids = [int(t) for t in read_tokens(p, max_tokens)]
@@ -71,9 +74,12 @@ def perplexity_task(model: EvalModel, path: str, max_tokens: int, batch_tokens: 
         raise UserError(f"ppl:{path}: no tokens")
     reqs = rolling_requests(ids, model.max_length, model.eot_id)
     rank, world = rank_world()
-    mine = list(range(rank, len(reqs), world))
-    scores = loglikelihood_tokens(model, [reqs[i] for i in mine], batch_tokens, tick)
-    recs = harness.gather([{"i": i, "ll": s} for i, (s, _) in zip(mine, scores)])
+
+    def score(mine: list[int]) -> list[dict]:
+        scores = loglikelihood_tokens(model, [reqs[i] for i in mine], batch_tokens, tick)
+        return [{"i": i, "ll": s} for i, (s, _) in zip(mine, scores)]
+
+    recs = harness.score_chunks(len(reqs), score, rank, world, saved, force, tick)
     nll = -math.fsum(r["ll"] for r in recs)
     m = {"perplexity": math.exp(nll / len(ids)), "bits_per_byte": nll / (max(1, nbytes) * math.log(2)),
          "byte_perplexity": math.exp(nll / max(1, nbytes)), "nll": nll, "tokens": len(ids), "bytes": nbytes}
@@ -111,10 +117,14 @@ def memorization_task(model: EvalModel, path: str, max_tokens: int, n: int, seed
 def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None, shots: int = 0,
               seed: int = 1234, limit: int | None = None, batch_tokens: int = 4096,
               ppl_tokens: int = 200_000, progress: bool = False, skip: Collection[str] = (),
-              on_result: Callable[[str, dict, float], None] | None = None) -> tuple[list[dict], float]:
+              on_result: Callable[[str, dict, float], None] | None = None,
+              partial: Callable[[str], Partial | None] | None = None, force: bool = False,
+              ) -> tuple[list[dict], float]:
     """(one result per task not in `skip`, seconds). Every rank returns the same results.
     `on_result(spec, result, seconds so far)` is called as each task finishes (a resumable caller
-    writes it down there: `pretrain eval` killed after 5 of 6 tasks keeps 5)."""
+    writes it down there: `pretrain eval` killed after 5 of 6 tasks keeps 5); `partial(spec)`, on
+    rank 0, keeps a task's chunks as they finish (eval/partial.py: killed inside a task, the rerun
+    continues there; `force` starts over)."""
     rank, world = rank_world()
     t0 = time.perf_counter()
     out = []
@@ -122,25 +132,31 @@ def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None,
         if spec in skip:
             continue
         t_task = time.perf_counter()
+        saved = partial(spec) if partial is not None else None
         with _bar(spec, progress and rank == 0) as tick:
             out.append(_one_task(model, spec, benchmarks, shots, seed, limit, batch_tokens, ppl_tokens,
-                                 rank, world, tick))
-        out[-1]["seconds"] = round(time.perf_counter() - t_task, 3)  # kept per task in the result file
+                                 rank, world, tick, saved, force))
+        # kept per task in the result file: with the chunks an interrupted run scored (partial.py)
+        earlier = saved.earlier if saved is not None else 0.0
+        out[-1]["seconds"] = round(time.perf_counter() - t_task + earlier, 3)
         if on_result is not None:
             on_result(spec, out[-1], time.perf_counter() - t0)
+        if saved is not None:  # in the result file now
+            saved.close()
     return out, time.perf_counter() - t0
 
 
 def _one_task(model: EvalModel, spec: str, benchmarks: str | None, shots: int, seed: int, limit: int | None,
-              batch_tokens: int, ppl_tokens: int, rank: int, world: int, tick) -> dict:
-    if spec.startswith("mem:"):
+              batch_tokens: int, ppl_tokens: int, rank: int, world: int, tick, saved: Partial | None,
+              force: bool) -> dict:
+    if spec.startswith("mem:"):  # 200 windows by default, seconds: not kept inside the task
         return memorization_task(model, spec[4:], ppl_tokens, limit or 200, seed)
     if spec.startswith("ppl:"):
-        return perplexity_task(model, spec[4:], ppl_tokens, batch_tokens, tick(None))
+        return perplexity_task(model, spec[4:], ppl_tokens, batch_tokens, tick(None), saved, force)
     task = load_task(spec, benchmarks)
     n = min(len(task.docs), limit) if limit else len(task.docs)
     return harness.evaluate(model, task, shots, seed, limit, rank, world, batch_tokens,
-                            tick(len(range(rank, n, world))))
+                            tick(len(range(rank, n, world))), saved, force)
 
 
 class _bar:

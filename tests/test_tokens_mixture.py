@@ -588,3 +588,29 @@ def test_an_unknown_key_in_a_source_is_named(dirs, tmp_path, capsys):
         key = extra.split("\n")[-1].split(" =")[0]
         err = capsys.readouterr().err
         assert f"source 'web': unknown key '{key}'; known: path, weight" in err, err
+
+
+def test_mix_says_the_train_options_of_its_mixture_and_the_trainer_takes_them(dirs, tmp_path, capsys,
+                                                                           monkeypatch):
+    """`pretrain mix` ends with the `--set` options that train on the file: run as printed (from the
+    folder they were printed in) beside the shipped recipe, the trainer's summary draws each source
+    at the file's weight, and the vocabulary fits the tokens (the manifests say 1000)."""
+    import re
+    import shlex
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "m.toml").write_text(
+        f'budget = 1e5\nseq_len = 16\nseed = 3\n[sources.web]\npath = "{dirs["web"]}"\nweight = 3\n'
+        f'[sources.wiki]\npath = "{dirs["wiki"]}"\nweight = 1\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["mix", "m.toml"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("train on it: "))
+    argv = shlex.split(line.removeprefix("train on it: pretrain "))
+    sets = dict(argv[i + 1].split("=", 1) for i, w in enumerate(argv) if w == "--set")
+    assert sets == {"data.kind": "tokens", "data.sources.web": str(dirs["web"]), "data.weights.web": "3",
+                    "data.sources.wiki": str(dirs["wiki"]), "data.weights.wiki": "1",
+                    "model.vocab_size": "1000", "model.seq_len": "16", "data.seed": "3"}
+    argv[argv.index("RECIPE.toml")] = str(root / "recipes" / "tiny-cpu.toml")
+    assert cli_main([*argv, "--set", "train.out=run", "--set", "log.eval_every=0", "--dry-run"]) == 0
+    summary = capsys.readouterr().err
+    assert re.search(r"data: web 0\.750 of [\d,]+ tokens = .*wiki 0\.250 of", summary), summary

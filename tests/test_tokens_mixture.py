@@ -398,6 +398,18 @@ def test_a_run_read_from_another_directory_names_its_relative_token_folder(dirs,
         assert f"its token folder tokens is not found from {tmp_path / 'elsewhere'}" in err, err
 
 
+@pytest.mark.parametrize("budget, tokens", [('"1T"', 1e12), ('"2.5M"', 2.5e6), ('"140e9"', 140e9),
+                                            ("2e6", 2e6)])
+def test_a_budget_is_read_as_the_planner_reads_a_count(dirs, tmp_path, budget, tokens):
+    # `budget = "2M"` was refused ("must be a positive token count") while `plan --tokens 2M` took it
+    from pretrain.plan.shapes import parse_count
+    from pretrain.tokens.mixture import load_mixture
+
+    web = dirs["web"]
+    (tmp_path / "m.toml").write_text(f'budget = {budget}\n[sources.web]\npath = "{web}"\nweight = 1\n')
+    assert load_mixture(tmp_path / "m.toml").budget == tokens == parse_count(budget.strip('"'))
+
+
 def test_weights_that_do_not_sum_to_one_are_said_normalized(dirs, tmp_path, capsys):
     # Weights 3 and 1 printed 0.750 and 0.250 with no word that they were divided by 4.
     (tmp_path / "m.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}"\nweight = 3\n'

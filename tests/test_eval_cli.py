@@ -78,6 +78,27 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
     assert "acc_norm" in eval_table(merged) and "piqa" in eval_table(merged)
 
 
+def test_an_eval_without_a_terminal_says_each_task_as_it_goes(tiny_run, sample_text, tmp_path, capsys):
+    """In a log (no terminal, no bar) each task's start and its n and seconds are lines on stderr,
+    in order, with the numbers the result file holds; they said nothing for the minutes of a task."""
+    from pretrain.cli import main
+
+    out = tmp_path / "e.json"
+    specs = ["copa", f"ppl:{sample_text}"]
+    assert main(["eval", str(tiny_run), "--tasks", ",".join(specs), "--limit", "4", "-o", str(out),
+                 "--benchmarks", str(_bench())]) == 0
+    doc = json.loads(out.read_text())
+    said = [x for x in capsys.readouterr().err.splitlines() if x.startswith(("scoring ", "  "))]
+    names = ["copa", f"ppl:{sample_text.name}"]
+    task = doc["tasks"]
+    assert said == [line for i, (spec, name) in enumerate(zip(specs, names))
+                    for line in (f"scoring {spec} ({i + 1} of 2)",
+                                 f"  {spec}: n {task[name]['n']:,} in {task[name]['seconds']:.1f} s")]
+    assert main(["eval", str(tiny_run), "--tasks", "copa", "--limit", "4", "-o", str(tmp_path / "q.json"),
+                 "--quiet", "--benchmarks", str(_bench())]) == 0
+    assert "scoring copa" not in capsys.readouterr().err  # --quiet: no progress of any kind
+
+
 def test_one_run_named_two_ways_or_limit_0_adds_to_the_file(tiny_run, sample_text, tmp_path, capsys,
                                                             monkeypatch):
     """`runs/tiny/` (a shell's completion) and `/abs/runs/tiny` are one run, and `--limit 0` is no

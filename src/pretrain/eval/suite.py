@@ -118,14 +118,15 @@ def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None,
     rank, world = rank_world()
     t0 = time.perf_counter()
     out = []
-    for spec in specs:
-        if spec in skip:
-            continue
+    todo = [s for s in specs if s not in skip]
+    for spec in todo:
         t_task = time.perf_counter()
+        _said(f"scoring {spec} ({len(out) + 1} of {len(todo)})", progress and rank == 0)
         with _bar(spec, progress and rank == 0) as tick:
             out.append(_one_task(model, spec, benchmarks, shots, seed, limit, batch_tokens, ppl_tokens,
                                  rank, world, tick))
         out[-1]["seconds"] = round(time.perf_counter() - t_task, 3)  # kept per task in the result file
+        _said(f"  {spec}: n {out[-1]['n']:,} in {out[-1]['seconds']:.1f} s", progress and rank == 0)
         if on_result is not None:
             on_result(spec, out[-1], time.perf_counter() - t0)
     return out, time.perf_counter() - t0
@@ -141,6 +142,15 @@ def _one_task(model: EvalModel, spec: str, benchmarks: str | None, shots: int, s
     n = min(len(task.docs), limit) if limit else len(task.docs)
     return harness.evaluate(model, task, shots, seed, limit, rank, world, batch_tokens,
                             tick(len(range(rank, n, world))))
+
+
+def _said(line: str, enabled: bool) -> None:
+    """A task's start and end as plain lines on stderr when no terminal draws the bar: an eval in a
+    log (nohup, a job scheduler, CI) printed nothing for the minutes of its tasks (session 14 sweep)."""
+    import sys
+
+    if enabled and not sys.stderr.isatty():
+        print(line, file=sys.stderr, flush=True)
 
 
 class _bar:

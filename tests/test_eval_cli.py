@@ -6,6 +6,7 @@ tests/test_eval_inloop.py)."""
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -576,6 +577,24 @@ def test_sample_says_how_many_tokens_did_not_decode(tiny_run, capsys):
     lines = [x for x in err.splitlines() if "did not decode to valid UTF-8" in x]
     assert marks > 0 and len(lines) == 1, (out, err)
     assert marks <= int(lines[0].split("pretrain sample: ")[1].split(" of ")[0]) <= 61, lines
+
+
+def test_a_run_killed_before_its_first_save_says_so(tiny_run, tmp_path, capsys):
+    """A run stopped before its first checkpoint (SIGKILL, a timeout) said only "no complete
+    checkpoint" to sample/eval/export: now the step its metrics reached and when it saves."""
+    import shutil
+
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("checkpoints", "eval"))
+    last = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if '"event"' not in x][-1]
+    every = tomllib.loads((run / "config.toml").read_text())["checkpoint"]["every"]
+    for argv in (["sample", str(run), "--tokens", "2"], ["export", str(run), "-o", str(tmp_path / "m.st")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"no complete checkpoint; it trained to step {last['step']:,} and saves " in err, err
+        assert (f"every {every:,} steps" if every else "saves first at step") in err, err
 
 
 def test_a_step_without_a_checkpoint_is_said_with_the_steps_there_are(tiny_run, tmp_path, capsys):

@@ -60,6 +60,27 @@ def test_a_misspelt_section_in_a_set_is_not_blamed_on_the_file(tmp_path):
     assert str(e.value).startswith(f"{bad}: unknown config key 'innr'"), str(e.value)
 
 
+def test_a_recipe_not_found_names_the_near_one(tmp_path, monkeypatch):
+    """`pretrain train recipe/tiny-cpu.toml` (or `recipes/tiny-cpu`, `recipes/tiny_cpu.toml`) said
+    only "config file not found"; the file meant is named when one is near, and nothing is guessed
+    for a name near nothing."""
+    (tmp_path / "recipes").mkdir()
+    for name in ("tiny-cpu.toml", "gpt2-124m.toml", "continue-hf.toml"):
+        (tmp_path / "recipes" / name).write_text("steps = 1\n")
+    monkeypatch.chdir(tmp_path)
+    for given, meant in (("recipe/tiny-cpu.toml", "recipes/tiny-cpu.toml"),
+                         ("recipes/tiny-cpu", "recipes/tiny-cpu.toml"),
+                         ("recipes/tiny_cpu.toml", "recipes/tiny-cpu.toml"),
+                         ("recipes/gpt2-124.toml", "recipes/gpt2-124m.toml"),
+                         ("recipes/nothing.toml", None), ("elsewhere/x.toml", None)):
+        with pytest.raises(UserError) as e:
+            config.load(Outer, given)
+        hint = f" (did you mean {meant}?)" if meant else ""
+        assert str(e.value) == f"config file not found: {given}{hint}"
+        if meant:
+            assert config.load(Outer, meant).steps == 1  # the file named is one that loads
+
+
 def test_type_checked():
     with pytest.raises(UserError, match="steps"):
         config.load(Outer, None, ["steps=abc"])

@@ -198,7 +198,7 @@ def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | No
     if path:
         p = Path(path)
         if not p.is_file():
-            raise UserError(f"config file not found: {p}")
+            raise UserError(f"config file not found: {p}{_nearest_file(p)}")
         # a run directory from elsewhere: bad UTF-8, nesting thousands deep, a FIFO: one line each
         _deep_update(data, load_toml(p))
     set_keys = set()
@@ -213,6 +213,29 @@ def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | No
         if not path or said.startswith(str(path)) or _from_set(said, set_keys):
             raise
         raise UserError(f"{path}: {said}") from None
+
+
+def _nearest_file(p: Path) -> str:
+    """` (did you mean recipes/tiny-cpu.toml?)` for `recipe/tiny-cpu.toml` or `recipes/tiny-cpu`: a
+    TOML file of a near name in the folder, or in a folder of a near name beside it (session 14)."""
+    import difflib
+
+    def near(name: str, names: list[str]) -> str | None:
+        found = difflib.get_close_matches(name, names[:1000], 1, 0.7)
+        return found[0] if found else None
+
+    if p.suffix != ".toml" and p.with_name(p.name + ".toml").is_file():
+        return f" (did you mean {p.with_name(p.name + '.toml')}?)"
+    try:
+        folder = p.parent
+        if not folder.is_dir():
+            other = near(folder.name, sorted(x.name for x in folder.parent.iterdir() if x.is_dir()))
+            folder = folder.parent / other if other else None
+        stems = sorted(x.stem for x in folder.iterdir() if x.suffix == ".toml") if folder else []
+    except OSError:
+        return ""
+    stem = near(p.stem, stems)
+    return f" (did you mean {folder / (stem + '.toml')}?)" if stem else ""
 
 
 def _from_set(said: str, set_keys: set[str]) -> bool:

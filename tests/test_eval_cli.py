@@ -93,7 +93,7 @@ def test_an_eval_without_a_terminal_says_each_task_as_it_goes(tiny_run, sample_t
     names = ["copa", f"ppl:{sample_text.name}"]
     task = doc["tasks"]
     assert said == [line for i, (spec, name) in enumerate(zip(specs, names))
-                    for line in (f"scoring {spec} ({i + 1} of 2)",
+                    for line in (f"scoring {spec} (task {i + 1} of 2)",
                                  f"  {spec}: n {task[name]['n']:,} in {task[name]['seconds']:.1f} s")]
     assert main(["eval", str(tiny_run), "--tasks", "copa", "--limit", "4", "-o", str(tmp_path / "q.json"),
                  "--quiet", "--benchmarks", str(_bench())]) == 0

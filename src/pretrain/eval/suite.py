@@ -118,10 +118,11 @@ def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None,
     rank, world = rank_world()
     t0 = time.perf_counter()
     out = []
-    todo = [s for s in specs if s not in skip]
-    for spec in todo:
+    for i, spec in enumerate(specs):
+        if spec in skip:
+            continue
         t_task = time.perf_counter()
-        _said(f"scoring {spec} ({len(out) + 1} of {len(todo)})", progress and rank == 0)
+        _said(f"scoring {spec} (task {i + 1} of {len(specs)})", progress and rank == 0)
         with _bar(spec, progress and rank == 0) as tick:
             out.append(_one_task(model, spec, benchmarks, shots, seed, limit, batch_tokens, ppl_tokens,
                                  rank, world, tick))

@@ -61,7 +61,7 @@ dedup = true
     steps, _ = read_metrics(out / "raw" / "run" / "metrics.jsonl")
     assert main(["ablate", str(cfg)]) == 0
     assert read_metrics(out / "raw" / "run" / "metrics.jsonl")[0] == steps  # no step trained again
-    assert "[raw] already trained (6 steps): evaluated again" in capsys.readouterr().out
+    assert "[raw] trained" not in capsys.readouterr().out  # nothing trained: the trainer says so
     assert json.loads((out / "results.json").read_text())["variants"] == doc["variants"]
     # run it again with other steps: each twin is trained anew, exactly as a fresh ablation would (it
     # used to continue the finished twins, on a schedule no fresh run has: the cosine over 8 steps

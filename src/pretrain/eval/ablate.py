@@ -207,8 +207,9 @@ PROGRESS_S = 30.0  # seconds between a twin's progress lines
 
 class _progress:
     """`[raw] step 120/500 (31 s)` every PROGRESS_S while a twin trains, then `[raw] trained 500
-    steps in 242 s`: the twins train quietly (their step lines would be 1,000 lines), and the
-    shipped recipe's four minutes and more were silent but for spike lines (session 14 sweep)."""
+    steps in 242 s` (a finished twin: the trainer's "already complete" line). The twins train quietly
+    (their step lines would be 1,000 lines), and the shipped recipe's four minutes and more were
+    silent but for spike lines (session 14 sweep)."""
 
     def __init__(self, name: str, trainer, steps: int, say):
         self.name, self.trainer, self.steps, self.say = name, trainer, steps, say
@@ -232,11 +233,9 @@ class _progress:
 
         self.stop.set()
         self.thread.join()
-        if kind is None and self.trainer.step > self.first:
+        if kind is None and self.trainer.step > self.first:  # a finished twin: the trainer says so
             self.say(f"[{self.name}] trained {self.trainer.step - self.first:,} steps in "
                      f"{time.monotonic() - self.t0:.0f} s")
-        elif kind is None:
-            self.say(f"[{self.name}] already trained ({self.trainer.step:,} steps): evaluated again")
         return False
 
 

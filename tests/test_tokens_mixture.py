@@ -626,3 +626,16 @@ def test_mix_says_the_train_options_of_its_mixture_and_the_trainer_takes_them(di
     assert cli_main([*argv, "--set", "train.out=run", "--set", "log.eval_every=0", "--dry-run"]) == 0
     summary = capsys.readouterr().err
     assert re.search(r"data: web 0\.750 of [\d,]+ tokens = .*wiki 0\.250 of", summary), summary
+
+
+def test_a_refused_run_says_only_why_not_where_its_config_would_be(dirs, tmp_path, capsys):
+    """The settings echo came first and named `(full config: RUN/config.toml)`, a file the refused
+    run never wrote (session 14 sweep): the refusal is now the one line, and nothing is created."""
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "tiny-cpu.toml"
+    run = tmp_path / "run"
+    argv = ["train", str(recipe), "--set", "data.kind=tokens", "--set", f"data.sources.web={dirs['web']}",
+            "--set", f"train.out={run}", "--set", "train.steps=1"]
+    assert cli_main(argv) == 2  # the tokens' vocabulary (1000) is over tiny-cpu's 257
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "model.vocab_size=1000 (or more)" in err, err
+    assert not run.exists()

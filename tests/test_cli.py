@@ -115,6 +115,18 @@ def test_mistyped_command_gets_a_did_you_mean():
     assert out.returncode == 2 and out.stderr.strip().endswith("did you mean 'curate'?")
 
 
+def test_a_command_group_without_its_action_names_the_actions():
+    """`pretrain tokenizer` alone said "required: ACTION" and not that the action is `train`; the
+    actions named are those the parser has (each one's --help runs)."""
+    for group in ("tokenizer", "tokens", "classifier"):
+        out = _run(group)
+        said = out.stderr.strip().splitlines()[-1]
+        m = re.search(r"required: ACTION \(one of: (.*); e\.g\. `pretrain (\S+) (\S+) --help`\)$", said)
+        assert out.returncode == 2 and m and m.group(2) == group, said
+        for action in m.group(1).split(", "):
+            assert _run(group, action, "--help").returncode == 0, (group, action)
+
+
 def _pipe_to_head(argv: list[str], lines: int) -> tuple[int, str]:
     """`pretrain ARGV | head -LINES` with a real pipe: read LINES lines, close, return (status, stderr).
 

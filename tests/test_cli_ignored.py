@@ -91,6 +91,17 @@ def test_train_on_tokens_names_data_sources_when_data_path_is_given(tmp_path, ca
                      f"--set data.sources.web={tmp_path / 'tokens'}")
 
 
+@pytest.mark.parametrize("key", ["sources", "eval_sources"])
+def test_token_sources_beside_a_text_recipe_are_refused_not_dropped(tmp_path, capsys, key):
+    """`--set data.sources.web=TOKENS` over tiny-cpu.toml (kind text, a data.path) without
+    data.kind=tokens trained on the shipped text and ignored the tokens, exit 0 (session 14)."""
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "tiny-cpu.toml"
+    assert main(["train", str(recipe), "--quiet", "--set", f"data.{key}.web={tmp_path / 'tokens'}",
+                 "--set", f"train.out={tmp_path / 'run'}", "--dry-run"]) == 2
+    _one_line_naming(capsys, f"data.{key} (web)", "trains on data.path recipes/data/tinyshakespeare-200k.txt",
+                     'set data.kind = "tokens"')
+
+
 @pytest.mark.parametrize("args, named", [
     (["--tasks", "ppl:TEXT", "--shots", "5"], "--shots 5"),  # printed "shots 0", exit 0
     (["--tasks", "mem:TEXT", "--shots", "2"], "--shots 2"),

@@ -34,6 +34,53 @@ def test_unknown_key_named():
         config.load(Outer, None, ["inner.bogus=1"])
 
 
+@pytest.mark.parametrize("override, says", [
+    ("inner.rte=1", "unknown config key 'inner.rte' (did you mean 'inner.rate'?)"),  # a near spelling
+    ("rate=1", "unknown config key 'rate' (did you mean 'inner.rate'?)"),  # the key of another section
+    ("innr.rate=1", "unknown config key 'innr' (did you mean 'inner'?)"),
+    ("inner.zzz=1", "unknown config key 'inner.zzz'; known: langs, rate"),  # nothing near: no guess
+])
+def test_an_unknown_key_names_the_key_meant(override, says):
+    with pytest.raises(UserError) as e:
+        config.load(Outer, None, [override])
+    assert str(e.value).startswith(says), str(e.value)
+
+
+def test_a_misspelt_section_in_a_set_is_not_blamed_on_the_file(tmp_path):
+    """`--set trian.steps=3` beside a good recipe was said as `recipe.toml: unknown config key
+    'trian'`: the newcomer looked for a typo in the file. A typo in the file is still the file's."""
+    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
+    good.write_text("steps = 20\n[inner]\nrate = 0.5\n")
+    bad.write_text("[innr]\nrate = 0.5\n")
+    with pytest.raises(UserError) as e:
+        config.load(Outer, good, ["innr.rate=1"])
+    assert str(e.value).startswith("unknown config key 'innr'"), str(e.value)
+    with pytest.raises(UserError) as e:  # the file's: its "did you mean 'inner'" names a --set section
+        config.load(Outer, bad, ["inner.rate=1"])
+    assert str(e.value).startswith(f"{bad}: unknown config key 'innr'"), str(e.value)
+
+
+def test_a_recipe_not_found_names_the_near_one(tmp_path, monkeypatch):
+    """`pretrain train recipe/tiny-cpu.toml` (or `recipes/tiny-cpu`, `recipes/tiny_cpu.toml`) said
+    only "config file not found"; the file meant is named when one is near, and nothing is guessed
+    for a name near nothing."""
+    (tmp_path / "recipes").mkdir()
+    for name in ("tiny-cpu.toml", "gpt2-124m.toml", "continue-hf.toml"):
+        (tmp_path / "recipes" / name).write_text("steps = 1\n")
+    monkeypatch.chdir(tmp_path)
+    for given, meant in (("recipe/tiny-cpu.toml", "recipes/tiny-cpu.toml"),
+                         ("recipes/tiny-cpu", "recipes/tiny-cpu.toml"),
+                         ("recipes/tiny_cpu.toml", "recipes/tiny-cpu.toml"),
+                         ("recipes/gpt2-124.toml", "recipes/gpt2-124m.toml"),
+                         ("recipes/nothing.toml", None), ("elsewhere/x.toml", None)):
+        with pytest.raises(UserError) as e:
+            config.load(Outer, given)
+        hint = f" (did you mean {meant}?)" if meant else ""
+        assert str(e.value) == f"config file not found: {given}{hint}"
+        if meant:
+            assert config.load(Outer, meant).steps == 1  # the file named is one that loads
+
+
 def test_type_checked():
     with pytest.raises(UserError, match="steps"):
         config.load(Outer, None, ["steps=abc"])

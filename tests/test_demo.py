@@ -64,6 +64,7 @@ def test_the_terminal_shows_the_plan_headline_and_training_progress(demo):
 
     tokens = json.loads((demo / "tokens" / "web" / "manifest.json").read_text())["tokens"]
     assert f"tokens: {tokens:,}\n" in said and f"tokens_per_s: {tokens_per_s(train):,.0f}\n" in said
+    assert said.rstrip().splitlines()[-1].startswith(f"next: open {demo / 'report.html'} in a browser")
 
 
 def test_every_stage_left_its_output(demo):

@@ -9,8 +9,12 @@ import pytest
 pytest.importorskip("torch")
 
 
-def test_ablate_dedups_the_planted_lines_and_resumes(tmp_path, text, capsys, restore_torch_threads):
+def test_ablate_dedups_the_planted_lines_and_resumes(tmp_path, text, capsys, restore_torch_threads,
+                                                    monkeypatch):
     from pretrain.cli import main
+    from pretrain.eval import ablate
+
+    monkeypatch.setattr(ablate, "PROGRESS_S", 0.001)  # a progress line as often as the twin steps
 
     cfg = tmp_path / "ablate.toml"
     out = tmp_path / "out"
@@ -39,7 +43,15 @@ dedup = true
     assert raw["planted_copies"] == [5, 5, 5] and dedup["planted_copies"] == [1, 1, 1]
     assert raw["tokens_trained"] == dedup["tokens_trained"] == 6 * 2 * 32
     assert (out / "ablation.png").stat().st_size > 0
-    assert "planted_memorized" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "planted_memorized" in said
+    # each twin says where it is while it trains, and how long it took (the shipped recipe's
+    # minutes were silent): steps counted up to the 6 it trains
+    for name in ("raw", "dedup"):
+        lines = [x for x in said.splitlines() if x.startswith(f"[{name}] step ")]
+        steps = [int(x.split()[2].split("/")[0]) for x in lines]
+        assert steps and steps == sorted(steps) and steps[-1] <= 6, said
+        assert f"[{name}] trained 6 steps in " in said
     # the dedup twin's corpus is what the belt kept: each planted line once
     corpus = (out / "dedup" / "corpus.txt").read_text()
     assert dedup["paragraphs"] == corpus.count("\n\n") + 1
@@ -49,6 +61,7 @@ dedup = true
     steps, _ = read_metrics(out / "raw" / "run" / "metrics.jsonl")
     assert main(["ablate", str(cfg)]) == 0
     assert read_metrics(out / "raw" / "run" / "metrics.jsonl")[0] == steps  # no step trained again
+    assert "[raw] trained" not in capsys.readouterr().out  # nothing trained: the trainer says so
     assert json.loads((out / "results.json").read_text())["variants"] == doc["variants"]
     # run it again with other steps: each twin is trained anew, exactly as a fresh ablation would (it
     # used to continue the finished twins, on a schedule no fresh run has: the cosine over 8 steps

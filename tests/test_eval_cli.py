@@ -6,6 +6,7 @@ tests/test_eval_inloop.py)."""
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,27 @@ def test_cli_writes_json_and_table(tiny_run, sample_text, capsys):
     from pretrain.report_run import eval_table
 
     assert "acc_norm" in eval_table(merged) and "piqa" in eval_table(merged)
+
+
+def test_an_eval_without_a_terminal_says_each_task_as_it_goes(tiny_run, sample_text, tmp_path, capsys):
+    """In a log (no terminal, no bar) each task's start and its n and seconds are lines on stderr,
+    in order, with the numbers the result file holds; they said nothing for the minutes of a task."""
+    from pretrain.cli import main
+
+    out = tmp_path / "e.json"
+    specs = ["copa", f"ppl:{sample_text}"]
+    assert main(["eval", str(tiny_run), "--tasks", ",".join(specs), "--limit", "4", "-o", str(out),
+                 "--benchmarks", str(_bench())]) == 0
+    doc = json.loads(out.read_text())
+    said = [x for x in capsys.readouterr().err.splitlines() if x.startswith(("scoring ", "  "))]
+    names = ["copa", f"ppl:{sample_text.name}"]
+    task = doc["tasks"]
+    assert said == [line for i, (spec, name) in enumerate(zip(specs, names))
+                    for line in (f"scoring {spec} (task {i + 1} of 2)",
+                                 f"  {spec}: n {task[name]['n']:,} in {task[name]['seconds']:.1f} s")]
+    assert main(["eval", str(tiny_run), "--tasks", "copa", "--limit", "4", "-o", str(tmp_path / "q.json"),
+                 "--quiet", "--benchmarks", str(_bench())]) == 0
+    assert "scoring copa" not in capsys.readouterr().err  # --quiet: no progress of any kind
 
 
 def test_one_run_named_two_ways_or_limit_0_adds_to_the_file(tiny_run, sample_text, tmp_path, capsys,
@@ -555,6 +577,24 @@ def test_sample_says_how_many_tokens_did_not_decode(tiny_run, capsys):
     lines = [x for x in err.splitlines() if "did not decode to valid UTF-8" in x]
     assert marks > 0 and len(lines) == 1, (out, err)
     assert marks <= int(lines[0].split("pretrain sample: ")[1].split(" of ")[0]) <= 61, lines
+
+
+def test_a_run_killed_before_its_first_save_says_so(tiny_run, tmp_path, capsys):
+    """A run stopped before its first checkpoint (SIGKILL, a timeout) said only "no complete
+    checkpoint" to sample/eval/export: now the step its metrics reached and when it saves."""
+    import shutil
+
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("checkpoints", "eval"))
+    last = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if '"event"' not in x][-1]
+    every = tomllib.loads((run / "config.toml").read_text())["checkpoint"]["every"]
+    for argv in (["sample", str(run), "--tokens", "2"], ["export", str(run), "-o", str(tmp_path / "m.st")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"no complete checkpoint; it trained to step {last['step']:,} and saves " in err, err
+        assert (f"every {every:,} steps" if every else "saves first at step") in err, err
 
 
 def test_a_step_without_a_checkpoint_is_said_with_the_steps_there_are(tiny_run, tmp_path, capsys):

@@ -142,6 +142,10 @@ def test_cli_bad_input(capsys) -> None:
     assert "not a number" in capsys.readouterr().err
     assert main(["numerics", "1", "--formats", "fp7"]) == 2
     assert "unknown float format" in capsys.readouterr().err
+    assert main(["numerics", "1", "--formats", "bf16,fp8"]) == 2  # the README's word for the two
+    err = capsys.readouterr().err
+    assert "unknown float format 'fp8' (fp8 is two formats: e4m3, e5m2)" in err, err
+    assert main(["numerics", "1", "--formats", "e4m3,e5m2"]) == 0  # and both names it gives are taken
 
 
 @pytest.mark.parametrize("args, says", [

@@ -148,3 +148,19 @@ def test_a_hostile_run_directory_is_one_line(tmp_path, capsys):
         assert main(["plan", "--calibrate", str(run), "--gpu", "h100"]) == 2, cfg[:30]
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(run) in err[0], err
+
+
+def test_runs_from_another_machine_are_said_implausible(cpu):
+    """The docs' `plan --calibrate runs/a --gpu h100` on a run trained on a CPU wrote efficiencies
+    of 0.000 with no word: the recorded CPU runs against the H100's table are flagged, the same
+    runs against a CPU description are not (the check is relative to the machine described)."""
+    def calibrated(*extra: str) -> dict:
+        r = subprocess.run([sys.executable, "-m", "pretrain", "plan", "--calibrate", str(RECORDED / "b4"),
+                            *extra, "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    h100 = calibrated("--gpu", "h100")
+    assert h100["factor"] < calibrate.IMPLAUSIBLE and "runs trained on a CPU" in h100["warning"]
+    mine = calibrated("--gpu", "cpu", "--hardware", str(cpu))
+    assert mine["factor"] > calibrate.IMPLAUSIBLE and "warning" not in mine

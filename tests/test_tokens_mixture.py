@@ -398,6 +398,18 @@ def test_a_run_read_from_another_directory_names_its_relative_token_folder(dirs,
         assert f"its token folder tokens is not found from {tmp_path / 'elsewhere'}" in err, err
 
 
+@pytest.mark.parametrize("budget, tokens", [('"1T"', 1e12), ('"2.5M"', 2.5e6), ('"140e9"', 140e9),
+                                            ("2e6", 2e6)])
+def test_a_budget_is_read_as_the_planner_reads_a_count(dirs, tmp_path, budget, tokens):
+    # `budget = "2M"` was refused ("must be a positive token count") while `plan --tokens 2M` took it
+    from pretrain.plan.shapes import parse_count
+    from pretrain.tokens.mixture import load_mixture
+
+    web = dirs["web"]
+    (tmp_path / "m.toml").write_text(f'budget = {budget}\n[sources.web]\npath = "{web}"\nweight = 1\n')
+    assert load_mixture(tmp_path / "m.toml").budget == tokens == parse_count(budget.strip('"'))
+
+
 def test_weights_that_do_not_sum_to_one_are_said_normalized(dirs, tmp_path, capsys):
     # Weights 3 and 1 printed 0.750 and 0.250 with no word that they were divided by 4.
     (tmp_path / "m.toml").write_text(f'budget = 1e5\n[sources.web]\npath = "{dirs["web"]}"\nweight = 3\n'
@@ -588,3 +600,42 @@ def test_an_unknown_key_in_a_source_is_named(dirs, tmp_path, capsys):
         key = extra.split("\n")[-1].split(" =")[0]
         err = capsys.readouterr().err
         assert f"source 'web': unknown key '{key}'; known: path, weight" in err, err
+
+
+def test_mix_says_the_train_options_of_its_mixture_and_the_trainer_takes_them(dirs, tmp_path, capsys,
+                                                                           monkeypatch):
+    """`pretrain mix` ends with the `--set` options that train on the file: run as printed (from the
+    folder they were printed in) beside the shipped recipe, the trainer's summary draws each source
+    at the file's weight, and the vocabulary fits the tokens (the manifests say 1000)."""
+    import re
+    import shlex
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "m.toml").write_text(
+        f'budget = 1e5\nseq_len = 16\nseed = 3\n[sources.web]\npath = "{dirs["web"]}"\nweight = 3\n'
+        f'[sources.wiki]\npath = "{dirs["wiki"]}"\nweight = 1\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["mix", "m.toml"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("train on it: "))
+    argv = shlex.split(line.removeprefix("train on it: pretrain "))
+    sets = dict(argv[i + 1].split("=", 1) for i, w in enumerate(argv) if w == "--set")
+    assert sets == {"data.kind": "tokens", "data.sources.web": str(dirs["web"]), "data.weights.web": "3",
+                    "data.sources.wiki": str(dirs["wiki"]), "data.weights.wiki": "1",
+                    "model.vocab_size": "1000", "model.seq_len": "16", "data.seed": "3"}
+    argv[argv.index("RECIPE.toml")] = str(root / "recipes" / "tiny-cpu.toml")
+    assert cli_main([*argv, "--set", "train.out=run", "--set", "log.eval_every=0", "--dry-run"]) == 0
+    summary = capsys.readouterr().err
+    assert re.search(r"data: web 0\.750 of [\d,]+ tokens = .*wiki 0\.250 of", summary), summary
+
+
+def test_a_refused_run_says_only_why_not_where_its_config_would_be(dirs, tmp_path, capsys):
+    """The settings echo came first and named `(full config: RUN/config.toml)`, a file the refused
+    run never wrote (session 14 sweep): the refusal is now the one line, and nothing is created."""
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "tiny-cpu.toml"
+    run = tmp_path / "run"
+    argv = ["train", str(recipe), "--set", "data.kind=tokens", "--set", f"data.sources.web={dirs['web']}",
+            "--set", f"train.out={run}", "--set", "train.steps=1"]
+    assert cli_main(argv) == 2  # the tokens' vocabulary (1000) is over tiny-cpu's 257
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "model.vocab_size=1000 (or more)" in err, err
+    assert not run.exists()

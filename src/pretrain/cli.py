@@ -80,6 +80,11 @@ class _Parser(argparse.ArgumentParser):
             close = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
             if close:
                 message += f"; did you mean '{close[0]}'?"
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+        if subs and message.endswith(f"required: {subs[0].metavar}"):
+            # `pretrain tokenizer` alone said "required: ACTION" and not which (session 14 sweep)
+            names = list(subs[0].choices)
+            message += f" (one of: {', '.join(names)}; e.g. `{self.prog} {names[0]} --help`)"
         super().error(message)
 
 

@@ -88,7 +88,7 @@ def allowed_range(f: dataclasses.Field) -> str:
     return text + (f"; {meta['why']}" if meta.get("why") else "")
 
 
-def from_dict(cls: type[T], data: dict, where: str = "") -> T:
+def from_dict(cls: type[T], data: dict, where: str = "", root: type | None = None) -> T:
     """Build dataclass `cls` from a (possibly partial) nested dict; unknown keys or values out of
     their type, choices or bounds raise UserError naming the key."""
     hints = typing.get_type_hints(cls)
@@ -96,12 +96,13 @@ def from_dict(cls: type[T], data: dict, where: str = "") -> T:
     kwargs = {}
     for key, value in data.items():
         if key not in fields:
-            raise UserError(f"unknown config key {where + key!r}; known: {', '.join(sorted(fields))}")
+            meant = _did_you_mean(key, where, fields, root or cls)
+            raise UserError(f"unknown config key {where + key!r}{meant}; known: {', '.join(sorted(fields))}")
         typ = hints[key]
         if dataclasses.is_dataclass(typ):
             if not isinstance(value, dict):
                 raise UserError(f"config key {where + key!r} is a section ([{where + key}]), not {value!r}")
-            value = from_dict(typ, value, where + key + ".")
+            value = from_dict(typ, value, where + key + ".", root or cls)
         else:
             value = _coerce(value, typ, where + key)
             _check(value, fields[key], where + key)
@@ -110,6 +111,28 @@ def from_dict(cls: type[T], data: dict, where: str = "") -> T:
         return cls(**kwargs)
     except (ValueError, TypeError) as e:  # a class's own __post_init__ check
         raise UserError(f"config [{where.rstrip('.') or 'top level'}]: {e}") from None
+
+
+def _did_you_mean(key: str, where: str, fields: dict, root: type) -> str:
+    """` (did you mean 'optim.lr'?)`: a near spelling in the same section (`language.threshhold`),
+    else the sections holding a key of that name (`train.lr` is `optim.lr`), else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(key, fields, n=1, cutoff=0.75)
+    if close:
+        return f" (did you mean {where + close[0]!r}?)"
+    found = [name for name in _keys(root) if name.rsplit(".", 1)[-1] == key and name != where + key]
+    return f" (did you mean {' or '.join(map(repr, found[:3]))}?)" if found else ""
+
+
+def _keys(cls: type, prefix: str = "") -> list[str]:
+    """Every key of a config, dotted (`optim.lr`), sections' keys included."""
+    out, hints = [], typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        out.append(prefix + f.name)
+        if dataclasses.is_dataclass(hints[f.name]):
+            out += _keys(hints[f.name], prefix + f.name + ".")
+    return out
 
 
 def _coerce(value: Any, typ: Any, key: str) -> Any:
@@ -175,7 +198,7 @@ def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | No
     if path:
         p = Path(path)
         if not p.is_file():
-            raise UserError(f"config file not found: {p}")
+            raise UserError(f"config file not found: {p}{_nearest_file(p)}")
         # a run directory from elsewhere: bad UTF-8, nesting thousands deep, a FIFO: one line each
         _deep_update(data, load_toml(p))
     set_keys = set()
@@ -187,9 +210,44 @@ def load(cls: type[T], path: str | Path | None = None, overrides: list[str] | No
         return from_dict(cls, data)
     except UserError as e:  # a value the file gave: say which file (a --set one the user just typed)
         said = str(e)
-        if not path or said.startswith(str(path)) or any(k in said for k in set_keys):
+        if not path or said.startswith(str(path)) or _from_set(said, set_keys):
             raise
         raise UserError(f"{path}: {said}") from None
+
+
+def _nearest_file(p: Path) -> str:
+    """` (did you mean recipes/tiny-cpu.toml?)` for `recipe/tiny-cpu.toml` or `recipes/tiny-cpu`: a
+    TOML file of a near name in the folder, or in a folder of a near name beside it (session 14)."""
+    import difflib
+
+    def near(name: str, names: list[str]) -> str | None:
+        found = difflib.get_close_matches(name, names[:1000], 1, 0.7)
+        return found[0] if found else None
+
+    if p.suffix != ".toml" and p.with_name(p.name + ".toml").is_file():
+        return f" (did you mean {p.with_name(p.name + '.toml')}?)"
+    try:
+        folder = p.parent
+        if not folder.is_dir():
+            other = near(folder.name, sorted(x.name for x in folder.parent.iterdir() if x.is_dir()))
+            folder = folder.parent / other if other else None
+        stems = sorted(x.stem for x in folder.iterdir() if x.suffix == ".toml") if folder else []
+    except OSError:
+        return ""
+    stem = near(p.stem, stems)
+    return f" (did you mean {folder / (stem + '.toml')}?)" if stem else ""
+
+
+def _from_set(said: str, set_keys: set[str]) -> bool:
+    """Whether a refusal is of a key a --set gave: `--set trian.steps=3` is refused as 'trian' (it
+    was blamed on the recipe file), and a suggestion in the line ("did you mean 'train'?") is not
+    the key refused."""
+    import re
+
+    m = re.search(r"config key '([^']+)'", said)
+    if m:
+        return any(k == m[1] or k.startswith(m[1] + ".") for k in set_keys)
+    return any(k in said for k in set_keys)
 
 
 def _deep_update(base: dict, new: dict) -> None:

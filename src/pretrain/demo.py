@@ -503,6 +503,10 @@ def summarize(out: Path, report: Path, console) -> dict:
     for k, v in summary.items():
         console.print(f"{k:>18}: {_shown(k, v)}", highlight=False)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    # the demo's last screen is where a newcomer asks "and now?" (session 14 sweep)
+    console.print(f"next: open {report} in a browser; add your own files to the crawl with `pretrain demo "
+                  "--data DIR` (make demo DATA=DIR), or run each stage yourself as README.md's \"The path by "
+                  "hand\" does", highlight=False)
     return summary
 
 

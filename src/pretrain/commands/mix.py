@@ -27,6 +27,12 @@ mixture.toml:
   path = "tokens/wiki"
   weight = 0.05
 
+After the table, the `--set` options that train on this mixture (`data.sources` and
+`data.weights` from the file, paths as seen from here; `model.vocab_size` from the tokens;
+`model.seq_len` and `data.seed` when the file sets them): `pretrain train` reads its data from the
+recipe, not from this file, and the budget D is its train.steps x data.batch_size x model.seq_len
+x processes.
+
 Example:
   pretrain mix mixture.toml
   pretrain mix mixture.toml --json
@@ -56,7 +62,30 @@ def run(args: argparse.Namespace) -> int:
         print(dumps({"budget": mix.budget, "weights_sum": total, "sources": rows}, indent=2))
         return 0
     print(table_text(mix.budget, total, rows, args.warn_epochs))
+    print(train_hint(mix))
     return 0
+
+
+def train_hint(mix) -> str:
+    """The `pretrain train` options that train on this mixture: the trainer reads `data.sources` and
+    `data.weights` from its recipe, and a newcomer who wrote mixture.toml for `pretrain mix` had no
+    line joining the two (the README's path trained on the shipped text)."""
+    import shlex
+
+    from pretrain.tokens.mixture import open_source
+
+    sets = ["data.kind=tokens"]
+    for name in mix.sources:
+        sets += [f"data.sources.{name}={mix.sources[name]}", f"data.weights.{name}={mix.weights[name]:g}"]
+    sets.append(f"model.vocab_size={max(open_source(n, p).vocab_size for n, p in mix.sources.items())}")
+    if mix.seq_len_given:
+        sets.append(f"model.seq_len={mix.seq_len}")
+    if mix.seed:
+        sets.append(f"data.seed={mix.seed}")
+    options = " ".join(f"--set {shlex.quote(x)}" for x in sets)
+    return (f"train on it: pretrain train RECIPE.toml {options}\n"
+            f"(a budget of {mix.budget:,.0f} tokens is train.steps x data.batch_size x model.seq_len"
+            " x processes)")
 
 
 def table_text(budget: float, total: float, rows: list[dict], warn_epochs: float = 4.0) -> str:

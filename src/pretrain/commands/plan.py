@@ -513,6 +513,11 @@ def _calibrate(args: argparse.Namespace):
             for r in runs]
     out = {"gpu": gpu.name, "factor": k, "launch_us": fitted.launch_us,
            **{f: getattr(fitted, f) for f in calibrate.EFFICIENCIES}, "runs": rows}
+    if k < calibrate.IMPLAUSIBLE:
+        out["warning"] = (f"{gpu.name}'s efficiencies x{k:.3f} (GEMMs at {fitted.gemm_efficiency:.1%} of its "
+                          "peak) is no GPU running slow: runs trained on a CPU (train.device \"auto\" "
+                          "without a GPU) or on another GPU calibrate nothing; use runs made on the GPU "
+                          "you plan for")
     if args.save_hardware:
         from pretrain.plan.recipe import write_text
 
@@ -532,6 +537,8 @@ def _calibration_text(c: dict) -> str:
         lines.append(f"  {r['run']}: measured {r['measured_tokens_per_s']:,.0f} tokens/s; predicted "
                      f"{r['predicted_before']:,.0f} before, {r['predicted_after']:,.0f} after "
                      f"({r['layout']})")
+    if c.get("warning"):
+        lines.append(f"WARNING: {c['warning']}")
     if c.get("saved"):
         lines.append(f"wrote {c['saved']} (use it with --hardware)")
     return "\n".join(lines)

@@ -80,10 +80,12 @@ def run(args: argparse.Namespace) -> int:
     # must not stop the training when the reader leaves before the run ends.
     if args.dry_run:  # the config first: a run that cannot be built still shows what it would be
         print(cfgmod.dumps(_spelled_out(cfg)), flush=True)
-    elif not args.quiet and global_rank() == 0:  # under torchrun: once, as the summary below
+    trainer = Trainer(cfg, quiet=args.quiet)
+    # the echo after the checks the trainer makes: a refused run said "(full config: RUN/config.toml)"
+    # first, a file it never wrote (or another run's), as curate's did before session 13
+    if not args.dry_run and not args.quiet and global_rank() == 0:  # under torchrun: once
         print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml", base=echo_base(cfg)),
               file=sys.stderr, flush=True)
-    trainer = Trainer(cfg, quiet=args.quiet)
     # under torchrun: once, not once per rank. A finished run's rerun said "already complete" and
     # stops: a summary of the training it will not do read as a run about to start (session 11)
     if trainer.rank == 0 and (args.dry_run or not trainer.complete):

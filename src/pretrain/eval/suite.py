@@ -128,10 +128,11 @@ def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None,
     rank, world = rank_world()
     t0 = time.perf_counter()
     out = []
-    for spec in specs:
+    for i, spec in enumerate(specs):
         if spec in skip:
             continue
         t_task = time.perf_counter()
+        _said(f"scoring {spec} (task {i + 1} of {len(specs)})", progress and rank == 0)
         saved = partial(spec) if partial is not None else None
         with _bar(spec, progress and rank == 0) as tick:
             out.append(_one_task(model, spec, benchmarks, shots, seed, limit, batch_tokens, ppl_tokens,
@@ -139,6 +140,7 @@ def run_tasks(model: EvalModel, specs: list[str], benchmarks: str | None = None,
         # kept per task in the result file: with the chunks an interrupted run scored (partial.py)
         earlier = saved.earlier if saved is not None else 0.0
         out[-1]["seconds"] = round(time.perf_counter() - t_task + earlier, 3)
+        _said(f"  {spec}: n {out[-1]['n']:,} in {out[-1]['seconds']:.1f} s", progress and rank == 0)
         if on_result is not None:
             on_result(spec, out[-1], time.perf_counter() - t0)
         if saved is not None:  # in the result file now
@@ -157,6 +159,15 @@ def _one_task(model: EvalModel, spec: str, benchmarks: str | None, shots: int, s
     n = min(len(task.docs), limit) if limit else len(task.docs)
     return harness.evaluate(model, task, shots, seed, limit, rank, world, batch_tokens,
                             tick(len(range(rank, n, world))), saved, force)
+
+
+def _said(line: str, enabled: bool) -> None:
+    """A task's start and end as plain lines on stderr when no terminal draws the bar: an eval in a
+    log (nohup, a job scheduler, CI) printed nothing for the minutes of its tasks (session 14 sweep)."""
+    import sys
+
+    if enabled and not sys.stderr.isatty():
+        print(line, file=sys.stderr, flush=True)
 
 
 class _bar:

@@ -121,7 +121,8 @@ def get_format(name: str) -> FloatFormat:
     """Look a format up by a short name (fp32, bf16, fp16, e5m2, e4m3, or torch's dtype names)."""
     key = name.strip().lower().replace(" ", "_").replace("-", "_")
     if key not in _ALIASES:
-        raise UserError(f"unknown float format {name!r}; choose from fp32, bf16, fp16, e5m2, e4m3")
+        fp8 = " (fp8 is two formats: e4m3, e5m2)" if key in ("fp8", "float8") else ""  # the README says fp8
+        raise UserError(f"unknown float format {name!r}{fp8}; choose from fp32, bf16, fp16, e5m2, e4m3")
     return _ALIASES[key]
 
 

@@ -28,6 +28,10 @@ from pretrain.plan.shapes import ModelShape, get_shape
 from pretrain.untrusted import check_file, json_line, lines, load_toml
 
 EFFICIENCIES = ("gemm_efficiency", "attention_efficiency", "hbm_efficiency")
+# A factor below this is not a GPU running slower than its table: the runs were trained elsewhere
+# (`train.device = "auto"` on a machine without a GPU: the docs' tiny-cpu run gave x0.001 of an
+# H100). Said, not refused: a CPU described in a --hardware file is calibrated from CPU runs.
+IMPLAUSIBLE = 0.02
 MAX_METRIC_LINES = 1_000_000  # bounded work per run directory
 
 

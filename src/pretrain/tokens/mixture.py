@@ -446,7 +446,8 @@ def load_mixture(path: str | Path) -> Mixture:
         raise UserError(f"{path}: {e}") from None
     if "budget" not in data:
         raise UserError(f"{path}: needs `budget` (training tokens, e.g. budget = 1e12)")
-    budget = _number(path, "budget", data["budget"], lambda b: b > 0, "a positive token count")
+    budget = _number(path, "budget", _count(data["budget"]), lambda b: b > 0,
+                     "a positive token count (1e12, or \"1T\" as `pretrain plan --tokens` takes it)")
     seq_len = data.get("seq_len", 1024)
     if not _integer(seq_len) or seq_len < 1:
         raise UserError(f"{path}: seq_len must be an integer >= 1, got {seq_len!r}")
@@ -499,6 +500,19 @@ MIXTURE_BOUNDS = {
 
 def _integer(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count(value: object) -> object:
+    """`budget = "1T"` as `pretrain plan --tokens 1T` reads it (it was refused as not a number);
+    anything else is left for `_number` to judge."""
+    from pretrain.plan.shapes import parse_count
+
+    if isinstance(value, str) and len(value) < 64:
+        try:
+            return parse_count(value)
+        except UserError:
+            pass
+    return value
 
 
 def _number(path: Path, what: str, value: object, ok: Any, expected: str) -> float:

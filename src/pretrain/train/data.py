@@ -241,10 +241,13 @@ def _say_once(what: str):
 def build_loaders(dcfg, seq_len: int, rank: int = 0, world_size: int = 1) -> tuple[object, object, int]:
     """(train loader, eval loader or None, vocabulary size) for the data config."""
     if dcfg.kind == "text":
-        if not dcfg.path and dcfg.sources:  # token folders given, kind left at its default
-            raise UserError(f"data.sources ({', '.join(dcfg.sources)}) are read with data.kind = \"tokens\"; "
-                            "data.kind is 'text' (the default), which reads one file, data.path: set "
-                            "data.kind = \"tokens\"")
+        given = [k for k in ("sources", "eval_sources") if getattr(dcfg, k)]
+        if given:  # token folders given, kind left at the recipe's: beside a data.path they were dropped
+            key = f"data.{given[0]}"  # in silence and the run trained on the text (session 14 sweep)
+            reads = (f"trains on data.path {dcfg.path} and would ignore them" if dcfg.path else
+                     "reads one file, data.path")
+            raise UserError(f"{key} ({', '.join(getattr(dcfg, given[0]))}) are read with data.kind = "
+                            f"\"tokens\"; data.kind is 'text', which {reads}: set data.kind = \"tokens\"")
         if not dcfg.path:
             raise UserError("data.path is required for data.kind='text'")
         ids, vocab = encode_text(read_text(dcfg.path), dcfg.tokenizer, _say_once(f"data.path {dcfg.path}"))

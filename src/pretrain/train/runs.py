@@ -213,6 +213,33 @@ def saved_storage(run: Path, cfg: RunConfig, given: str | None) -> str:
     return storage_in_run(run, storage)
 
 
+def _before_first_save(run: Path, cfg: RunConfig) -> str:
+    """`; it trained to step 57 and saves every 100 steps ...`: a run killed before its first save (a
+    timeout, SIGKILL) said only "no complete checkpoint" to `sample`, `eval` and `export` (session 14).
+    The last step is read from the tail of metrics.jsonl (64 KiB, any size of file)."""
+    import json
+
+    every = cfg.checkpoint.every
+    saves = f"saves every {every:,} steps" if every else f"saves first at step {cfg.checkpoint.first_at:,}"
+    last = None
+    try:
+        with open(run / "metrics.jsonl", "rb") as f:
+            start = max(0, f.seek(0, os.SEEK_END) - 65536)
+            f.seek(start)
+            for line in reversed(f.read().splitlines()[1 if start else 0:]):  # a cut first line dropped
+                rec = json.loads(line) if line.strip().startswith(b"{") else None
+                if isinstance(rec, dict) and "event" not in rec and isinstance(rec.get("step"), int):
+                    last = rec["step"]
+                    break
+    except (OSError, ValueError):
+        pass
+    trained = f"it trained to step {last:,} and " if last is not None else "it "
+    first = every or cfg.checkpoint.first_at
+    before = (", so it stopped before its first save: its `pretrain train` command starts it over "
+              "(Ctrl-C saves a checkpoint, a kill does not)") if last is not None and last < first else ""
+    return f"; {trained}{saves} (checkpoint.every) and at its end{before}"
+
+
 def load_run_model(run: str | Path, step: int | None = None, storage: str | None = None):
     """(model in eval mode on CPU, resolved config, checkpoint step) from a run directory; its
     checkpoints from `storage` when given (--checkpoints), else as `saved_storage` allows."""
@@ -239,7 +266,7 @@ def load_run_model(run: str | Path, step: int | None = None, storage: str | None
             hint = (f"; from here the saved checkpoint.storage {before[0]!r} names a folder holding step "
                     f"{before[1]} (a run saved before session 10 kept it relative to where it trained): "
                     f"--checkpoints {before[0]} reads there") if before else ""
-            raise UserError(f"{root}: no complete checkpoint{hint}")
+            raise UserError(f"{root}: no complete checkpoint{hint or _before_first_save(run, cfg)}")
         step, path = found
         if attempt == 0:
             _say_damaged(root, step)

@@ -250,6 +250,7 @@ def too_deep(html: str, max_depth: int) -> bool:
 # per page at 16 pages); the batch also ends at BATCH_CHARS of HTML, which bounds its memory.
 BATCH_PAGES, BATCH_CHARS = 16, 4_000_000
 _DEEP = object()  # a batch's mark for a page too deep for main-content extraction
+_LISTS = object()  # ... and for one whose nested lists would render in the square of their depth
 
 
 class ExtractTimeout(Exception):
@@ -438,7 +439,10 @@ class ExtractStep(Step):
         self._titles.clear()
         todo: list[tuple[Document, tuple]] = []
         for doc in batch:
-            if not doc.cache.get("html") or self._too_large(doc.text) or self._lists_too_deep(doc.text):
+            if not doc.cache.get("html") or self._too_large(doc.text):
+                continue
+            if self._lists_too_deep(doc.text):
+                self._ready[id(doc)] = _LISTS
                 continue
             if self.cfg.backend != "blocks":
                 try:
@@ -502,11 +506,11 @@ class ExtractStep(Step):
         if self._too_large(html):
             self.drop(doc, "html_too_large")
             return None
-        if self._lists_too_deep(html):
+        text = self._ready.pop(id(doc), None)  # extracted with its batch, else now
+        if text is _LISTS or (text is None and self._lists_too_deep(html)):
             self.drop(doc, "html_nested_lists")
             return None
         try:
-            text = self._ready.pop(id(doc), None)  # extracted with its batch (blocks), else now
             if isinstance(text, Exception):
                 raise text
             if not isinstance(text, str):

@@ -4,6 +4,9 @@ The `extract` step acts only on documents whose `cache["html"]` is set (WARC res
 files); it replaces `doc.text` with the page's main text or drops the page with a reason:
 
 - `html_too_large`  the page is over `max_html_bytes` (checked before any parsing);
+- `html_nested_lists` resiliparse would indent its lines inside lists by more than
+                    `max_html_bytes` spaces (lists nested thousands deep render in the square of
+                    their depth: 144 KB of them were 256 MB of text); resiliparse and blocks only;
 - `extract_timeout` the extractor ran past `timeout_s`;
 - `extract_error`   the extractor raised or its worker died;
 - `extract_empty`   nothing was left after extraction.
@@ -193,6 +196,51 @@ def tree_depth(html: str, limit: int) -> int:
     return deepest
 
 
+# resiliparse indents each line inside a list by two spaces per enclosing <ul>/<ol>, so nested lists
+# render in the square of their depth: 16,000 nested `<ul><li>x` (144 KB) are 256 MB of text whole-
+# page, 4.9 MB of them ~300 GB (main content, blocks' rescue and the deep-page fallback render it).
+_LIST_OPEN = re.compile(r"<(?:ul|ol)[\s/>]", re.IGNORECASE)
+
+
+def lists_too_deep(html: str, limit: int) -> bool:
+    """Whether a whole-page render of `html` would write more than `limit` spaces of list
+    indentation. Cheap bounds first: every element (at most ~3 a tag, with the ones the parser
+    adds) is inside at most as many lists as the page has list tags, so a page with few lists or
+    few tags is not parsed; else lexbor's tree is walked until the count passes `limit`."""
+    tags = html.count("<")
+    if 2 * (3 * tags + 3) * tags <= limit or 2 * (3 * tags + 3) * len(_LIST_OPEN.findall(html)) <= limit:
+        return False
+    from resiliparse.parse.html import HTMLTree
+
+    return list_indent(HTMLTree.parse(html), limit) > limit
+
+
+def list_indent(tree, limit: int | None = None) -> int:
+    """Two spaces per list (`<ul>`, `<ol>`) enclosing each element of a parsed page, summed (until
+    past `limit`): the indentation resiliparse writes for the lines inside lists, about."""
+    node = tree.document.document_element
+    depth, total = [0], 0  # lists around the current element's parent, and around each ancestor's
+    while node is not None:
+        total += 2 * depth[-1]
+        if limit is not None and total > limit:
+            return total
+        child = node.first_element_child
+        if child is not None:
+            depth.append(depth[-1] + (node.tag in ("ul", "ol")))
+            node = child
+            continue
+        while node is not None:  # the next element: a sibling, or an ancestor's
+            sibling = node.next_element
+            if sibling is not None:
+                node = sibling
+                break
+            node = node.parent
+            depth.pop()
+            if not depth:
+                node = None
+    return total
+
+
 def too_deep(html: str, max_depth: int) -> bool:
     """Cheap first: a page with few tags cannot be deep; one whose tags nest deeper is; else, on a
     page of more than TREE_SCAN_FROM tags, the parser's tree is measured."""
@@ -209,6 +257,7 @@ def too_deep(html: str, max_depth: int) -> bool:
 # per page at 16 pages); the batch also ends at BATCH_CHARS of HTML, which bounds its memory.
 BATCH_PAGES, BATCH_CHARS = 16, 4_000_000
 _DEEP = object()  # a batch's mark for a page too deep for main-content extraction
+_LISTS = object()  # ... and for one whose nested lists would render in the square of their depth
 
 
 class ExtractTimeout(Exception):
@@ -404,6 +453,9 @@ class ExtractStep(Step):
         for doc in batch:
             if not doc.cache.get("html") or self._too_large(doc.text):
                 continue
+            if self._lists_too_deep(doc.text):
+                self._ready[id(doc)] = _LISTS
+                continue
             if self.cfg.backend != "blocks":
                 try:
                     self._ready[id(doc)] = self._extract(doc.text)
@@ -456,6 +508,11 @@ class ExtractStep(Step):
             return True
         return 4 * len(html) > limit and len(html.encode("utf-8", "surrogatepass")) > limit
 
+    def _lists_too_deep(self, html: str) -> bool:
+        # resiliparse renders nested lists in the square of their depth (`lists_too_deep`); a page
+        # may add at most its own size bound in indentation. trafilatura runs under its deadline.
+        return self.cfg.backend != "trafilatura" and lists_too_deep(html, self.cfg.max_html_bytes)
+
     def process(self, doc: Document) -> Document | None:
         if not doc.cache.get("html"):
             return doc
@@ -463,8 +520,11 @@ class ExtractStep(Step):
         if self._too_large(html):
             self.drop(doc, "html_too_large")
             return None
+        text = self._ready.pop(id(doc), None)  # extracted with its batch, else now
+        if text is _LISTS or (text is None and self._lists_too_deep(html)):
+            self.drop(doc, "html_nested_lists")
+            return None
         try:
-            text = self._ready.pop(id(doc), None)  # extracted with its batch (blocks), else now
             if isinstance(text, Exception):
                 raise text
             if not isinstance(text, str):

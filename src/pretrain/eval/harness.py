@@ -27,7 +27,7 @@ from pretrain.eval import partial as kept
 from pretrain.eval import tasks as T
 from pretrain.eval.lm import EvalModel
 from pretrain.eval.partial import Partial
-from pretrain.eval.scoring import encode_pair, greedy_generate, loglikelihood_tokens
+from pretrain.eval.scoring import encode_pair, greedy_generate, last_ids, loglikelihood_tokens
 
 GEN_STOP = {"gsm8k": ("Question:", "\n\n\n"), "qa": ("\n",)}
 GEN_TOKENS = {"gsm8k": 256, "qa": 32}
@@ -54,7 +54,8 @@ def score_examples(model: EvalModel, task: T.Task, idx: list[int], shots: int = 
         return _generate_examples(model, task, idx, shots, seed, tick)
     reqs, out = [], []
     for i in idx:
-        pairs = [encode_pair(model, c, x) for c, x in requests_of(task, i, shots, seed)]
+        memo: dict = {}  # the example's context, encoded once for all its choices
+        pairs = [encode_pair(model, c, x, memo) for c, x in requests_of(task, i, shots, seed)]
         # A continuation can tokenize to nothing (a merge across the context's end swallows it, or
         # the tokenizer drops its characters): there is nothing to score, so the example is skipped
         # and counted. lm-evaluation-harness asserts len(continuation_enc) > 0 and stops the run.
@@ -92,7 +93,9 @@ def _record(task: T.Task, i: int, lls: list[float], greedy: list[bool]) -> dict:
 
 def _generate_examples(model, task, idx, shots, seed, tick) -> list[dict]:
     stops = GEN_STOP[task.kind]
-    prompts = [model.encode(T.fewshot_prefix(task, i, shots, seed) + T.gen_prompt(task.docs[i])) for i in idx]
+    # each prompt's last max_length + 1 ids: longer, the model reads its last max_length either way
+    prompts = [last_ids(model, T.fewshot_prefix(task, i, shots, seed) + T.gen_prompt(task.docs[i]),
+                        model.max_length + 1) for i in idx]
 
     def stop(ids: list[int]) -> bool:
         text = model.decode(ids)

@@ -39,6 +39,11 @@ class EvalModel:
     # Optional incremental decoding: start_decoding(rows) -> a train.decode.Decoder over those token
     # rows (each at most max_length long); greedy generation then runs each prompt once.
     start_decoding: Callable[..., object] | None = None
+    # Optional exact cutting (bytes, or a tokenizer with a `pieces` rule): cut(text, hi) -> the last
+    # position at or before hi after which `encode_after(text[c:])` is the tail of encode(text),
+    # or None. With it a long context costs the model's window in encoding, not its length.
+    cut: Callable[[str, int], int | None] | None = None
+    encode_after: Callable[[str], list[int]] | None = None
 
 
 def from_run(run: str | Path, step: int | None = None, tokenizer: str = "",
@@ -102,7 +107,8 @@ def from_module(model: torch.nn.Module, encode, decode, max_length: int, eot_id:
 
         return Decoder(model, rows, device, amp)
 
-    return EvalModel(encode, decode, logits, max_length, eot_id, device, name, tree, start_decoding)
+    return EvalModel(encode, decode, logits, max_length, eot_id, device, name, tree, start_decoding,
+                     getattr(encode, "cut", None), getattr(encode, "after", None))
 
 
 def tree_forward(model, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None,
@@ -175,6 +181,8 @@ def _tokenizer_functions(path: str):
         def decode(ids: list[int]) -> str:
             return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
+        encode.cut = lambda text, hi: hi if 0 < hi < len(text) else None  # type: ignore[attr-defined]
+        encode.after = encode  # type: ignore[attr-defined]  # any character boundary is a byte boundary
         return encode, decode, 256
     from pretrain.tokens import pieces
     from pretrain.tokens.tokenizer import eot_id, load_tokenizer
@@ -187,6 +195,9 @@ def _tokenizer_functions(path: str):
             _say_whole_once(path, rule)
         return pieces.encode_ids(tok, text, rule).tolist()
 
+    if isinstance(rule, pieces.Rule):
+        encode.cut = lambda text, hi: pieces.last_cut(text, hi, rule)  # type: ignore[attr-defined]
+        encode.after = lambda text: pieces.encode_after(tok, text, rule)  # type: ignore[attr-defined]
     return encode, tok.decode, eot_id(tok)
 
 

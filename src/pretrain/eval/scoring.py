@@ -26,26 +26,78 @@ from pretrain.eval.lm import EvalModel
 TokenRequest = tuple[list[int], list[int]]  # (context ids, continuation ids)
 
 
-def encode_pair(model: EvalModel, context: str, continuation: str) -> TokenRequest:
-    """Token ids of (context, continuation) as the harness splits them."""
+# A context longer than this (characters) is encoded in two parts when the model can cut it exactly
+# (`EvalModel.cut`): its last TAIL characters with each continuation, the rest once, and of that
+# only the last max_length + 1 tokens. A task file someone sent can hold a 4 MB query with 1,000
+# choices (or five 8 MiB shots before each example): encoded whole twice per choice and held, that
+# was 66 s to a MemoryError at 7.6 GB for one example.
+LONG_CONTEXT = 1 << 14
+TAIL = 1 << 10  # a cut's validity reads the two characters beside it; the rest is margin
+
+
+def encode_pair(model: EvalModel, context: str, continuation: str, memo: dict | None = None) -> TokenRequest:
+    """Token ids of (context, continuation) as the harness splits them, each kept to its last
+    max_length + 1 ids: the model reads (ctx + cont)[-(max_length + 1):][:-1], so nothing it reads,
+    and no request's grouping (`loglikelihood_tokens`), depends on the ids before those. `memo`
+    holds a context's encoding for the next continuation of the same example."""
+    need = model.max_length + 1
     if context == "":
         cont = model.encode(continuation)
         if cont and cont[0] == model.eot_id:
-            return cont[:1], cont[1:]
-        return [model.eot_id], cont
+            return cont[:1], cont[1:][-need:]
+        return [model.eot_id], cont[-need:]
     n_spaces = len(context) - len(context.rstrip())
     if n_spaces:  # "Answer: " + "B" is tokenized as "Answer:" + " B" (word-boundary tokens)
         continuation = context[-n_spaces:] + continuation
         context = context[:-n_spaces]
-    whole = model.encode(context + continuation)
-    ctx = model.encode(context)
-    return ctx, whole[len(ctx):]
+    memo = {} if memo is None else memo
+    if len(context) > LONG_CONTEXT and model.cut is not None and model.encode_after is not None:
+        if (got := _cut_pair(model, context, continuation, need, memo)) is not None:
+            return got
+    if context not in memo:
+        ids = model.encode(context)
+        memo[context] = (len(ids), ids[-need:])
+    n_ctx, ctx = memo[context]
+    return ctx, model.encode(context + continuation)[n_ctx:][-need:]
+
+
+def _cut_pair(model: EvalModel, context: str, continuation: str, need: int,
+              memo: dict) -> TokenRequest | None:
+    """encode_pair's ids through a cut c at least TAIL characters before the context's end, or None
+    when there is none: encode(ctx) = encode(ctx[:c]) + after(ctx[c:]) and the same with the
+    continuation appended (the cut's neighbours are the context's), so the continuation's ids are
+    after(ctx[c:] + cont) past after(ctx[c:]), and the context's last ids come from ctx[:c]'s."""
+    key = ("cut", context)
+    if key not in memo:
+        c = model.cut(context, len(context) - TAIL)
+        memo[key] = None if c is None else (c, last_ids(model, context[:c], need),
+                                            model.encode_after(context[c:]))
+    if memo[key] is None:
+        return None
+    c, head, tail = memo[key]
+    return (head + tail)[-need:], model.encode_after(context[c:] + continuation)[len(tail):][-need:]
+
+
+def last_ids(model: EvalModel, text: str, n: int) -> list[int]:
+    """encode(text)[-n:], read from a suffix that starts at a cut and holds at least n ids (4n
+    characters first, then 4x more each time): the cost of the window, not of the text."""
+    k = 4 * n
+    while model.cut is not None and model.encode_after is not None and len(text) > k:
+        c = model.cut(text, len(text) - k)
+        if c is None:
+            break
+        ids = model.encode_after(text[c:])
+        if len(ids) >= n:
+            return ids[-n:]
+        k *= 4
+    return model.encode(text)[-n:]
 
 
 def loglikelihoods(model: EvalModel, pairs: Sequence[tuple[str, str]], batch_tokens: int = 4096,
                    tick: Callable[[int], None] | None = None) -> list[tuple[float, bool]]:
     """(sum of log p(continuation | context), greedy?) for each (context, continuation) string pair."""
-    return loglikelihood_tokens(model, [encode_pair(model, c, x) for c, x in pairs], batch_tokens, tick)
+    memo: dict = {}
+    return loglikelihood_tokens(model, [encode_pair(model, c, x, memo) for c, x in pairs], batch_tokens, tick)
 
 
 def _model_input(req: TokenRequest, max_length: int) -> tuple[int, ...]:

@@ -185,6 +185,22 @@ def _cut_in(text: str, lo: int, hi: int, rule: Rule = WORD_ENDS) -> int | None:
     return None
 
 
+def last_cut(text: str, hi: int, rule: Rule = WORD_ENDS, back: int | None = None) -> int | None:
+    """The last cut (`rule`'s) at or before `hi`, looked for in the `back` (RUN) characters before
+    it; None when there is none. What comes after it encodes to the tail of the whole's ids
+    (`_ids(..., first=False)`): eval keeps only a long context's last tokens this way."""
+    lo, best = max(1, hi - (back or RUN)), None
+    for m in rule.candidates.finditer(text, lo, min(hi, len(text) - 1) + 1):
+        if 0 < m.start() <= hi and rule.ok(text, m.start()):
+            best = m.start()
+    return best
+
+
+def encode_after(tok, text: str, rule: Rule) -> list[int]:
+    """Ids of `text` as it is encoded after a cut: the tail of a longer text's ids."""
+    return _ids(tok, [text], rule, first=False)
+
+
 def pieces(text: str, piece: int | None = None, run: int | None = None, rule: Rule = WORD_ENDS) -> list[str]:
     """`text` cut at the first cut (`rule`'s) at or after every `piece` characters (PIECE); where
     the next `run` (RUN) hold none, cut at `piece` characters (the only cut whose ids may differ)."""

@@ -22,6 +22,7 @@ import pytest
 from pretrain.curate import io
 from pretrain.curate.dedup import DedupConfig
 from pretrain.curate.executor import LocalExecutor
+from pretrain.curate.extract import ExtractConfig
 from pretrain.curate.grouping import ShardsConfig
 from pretrain.curate.pipeline import CurateConfig, curate
 from pretrain.curate.site_lines import boilerplate, site
@@ -211,7 +212,8 @@ def test_a_job_written_before_the_key_existed_resumes_at_its_neutral_value(job, 
     import xxhash
 
     tmp = job[0]
-    off = CurateConfig(steps=("dedup",))
+    # the extractor of e18206a's default (resiliparse: blocks strict is the default since 2026-12-03)
+    off = CurateConfig(steps=("dedup",), extract=ExtractConfig(backend="resiliparse"))
     curate([str(tmp / "in")], tmp_path / "old", off, executor=LocalExecutor(1))
     plan_path = tmp_path / "old" / "plan.json"
     plan = json.loads(plan_path.read_text())

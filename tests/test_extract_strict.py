@@ -166,5 +166,6 @@ def test_a_job_under_the_old_default_is_refused_saying_how_to_keep_it(tmp_path, 
         curate([str(tmp_path / "in")], out, CurateConfig(steps=("extract",)), executor=LocalExecutor(1))
     said = str(e.value)
     assert "holds another job" in said and "since 2026-12-03" in said and keep in said, said
+    assert said.count("--set") == 1, said  # only the setting that resumes it (strict: not with resiliparse)
     curate([str(tmp_path / "in")], out, was, executor=LocalExecutor(1))
     assert {p: p.stat().st_mtime_ns for p in marks} == marks  # resumed: no unit redone

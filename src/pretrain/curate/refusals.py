@@ -48,6 +48,12 @@ DEFAULTS_CHANGED = (("extract.backend", "resiliparse", "blocks", "2026-12-03"),
 def _default_changed(changes: list[tuple[str, str, str]]) -> str:
     hints = [(key, new, was, when) for key, was, new, when in DEFAULTS_CHANGED
              if any(c == (key, old, _short(new)) for c in changes for old in (_short(was), "null"))]
+    from pretrain.curate.identity import ONLY_WITH
+
+    # a key that acts only with another's value says nothing when that other key's hint is given
+    # (resiliparse has no strict trees: its hint alone resumes the job)
+    moot = {key for key, needs, _ in ONLY_WITH if any(h[0] == needs for h in hints)}
+    hints = [h for h in hints if h[0] not in moot]
     if not hints:
         return ""
     said = "; ".join(f"the default {key} is {_toml(new)} since {when}" for key, new, _, when in hints)

@@ -70,7 +70,7 @@ class ExtractConfig:
     backend: str = choice("blocks", BACKENDS)
     timeout_s: float = bounded(10.0, gt=0, hi=3600, why="seconds per page; a page needing an hour is hostile")
     max_html_bytes: int = bounded(5_000_000, lo=1, why="bytes of one page; 0 would extract nothing")
-    # "auto": a child process for trafilatura, in-process for resiliparse; "process" or "inline".
+    # "auto": a child process for trafilatura, in-process for resiliparse and blocks; "process" or "inline".
     isolation: str = choice("auto", ISOLATIONS)
     favor_precision: bool = True  # trafilatura only
     main_content: bool = True  # resiliparse only; False keeps the whole page's text (as CC's WET does)

@@ -46,10 +46,12 @@ DEFAULTS_CHANGED = (("extract.backend", "resiliparse", "blocks", "2026-12-03"),
 
 
 def _default_changed(changes: list[tuple[str, str, str]]) -> str:
+    """"; the default K is V since D: to rerun this job with its old setting, add --set K=OLD" for
+    each changed default among `changes` (an old plan without the key counts as the old default)."""
+    from pretrain.curate.identity import ONLY_WITH  # (identity imports this module)
+
     hints = [(key, new, was, when) for key, was, new, when in DEFAULTS_CHANGED
              if any(c == (key, old, _short(new)) for c in changes for old in (_short(was), "null"))]
-    from pretrain.curate.identity import ONLY_WITH
-
     # a key that acts only with another's value says nothing when that other key's hint is given
     # (resiliparse has no strict trees: its hint alone resumes the job)
     moot = {key for key, needs, _ in ONLY_WITH if any(h[0] == needs for h in hints)}

@@ -3,7 +3,8 @@
 Our belt (`pretrain.curate.pipeline.curate` with `LocalExecutor(1)`: one worker, in-process):
 url_filter -> extract -> language -> gopher_repetition -> gopher_quality -> c4_quality ->
 fineweb_quality -> exact and near dedup, with the output written as `pretrain curate` writes it.
-Configurations: resiliparse + language (the default belt), resiliparse without language,
+Configurations: `blocks` with `extract.strict` + language (the default belt since 2026-12-03;
+resiliparse before), the same without language,
 trafilatura + language, trafilatura without language (like for like with datatrove), and
 read -> trafilatura alone (against datatrove's WarcReader -> Trafilatura alone).
 datatrove 0.10 (`.venv-peers`, a script generated into a temporary directory, run as a
@@ -36,7 +37,7 @@ batch of one page (as it ran before batches); `--ours-only` skips trafilatura's 
 What it is doing (the peer check, each set, each belt's fresh process and its result) goes to
 stderr as it goes, with the seconds since the start; the tables go to stdout.
 
-Run: .venv/bin/python bench/bench_belt.py [--backend resiliparse] [--page-by-page] [--ours-only]
+Run: .venv/bin/python bench/bench_belt.py [--backend blocks-strict] [--page-by-page] [--ours-only]
      [--repeat 1] [--reasons] [--profile]
 """
 
@@ -535,9 +536,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="timed runs per belt and set; the best is kept")
     ap.add_argument("--reasons", action="store_true", help="print drop reasons under each funnel")
     ap.add_argument("--profile", action="store_true", help="cProfile the first +lang belt on the derived set")
-    ap.add_argument("--backend", default="resiliparse",
-                    help="extractor(s) of the first belts, comma-separated: resiliparse, blocks, trafilatura,"
-                         " blocks-strict (blocks with extract.strict = true)")
+    ap.add_argument("--backend", default="blocks-strict",
+                    help="extractor(s) of the first belts, comma-separated: blocks-strict (blocks with"
+                         " extract.strict = true: the default belt), blocks (strict off), resiliparse,"
+                         " trafilatura")
     ap.add_argument("--page-by-page", action="store_true",
                     help="also time each chosen +lang belt with the extract step's batches of one page")
     ap.add_argument("--ours-only", action="store_true",

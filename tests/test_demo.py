@@ -169,6 +169,29 @@ def test_rerun_with_other_inputs_starts_over_and_same_inputs_resume(tmp_path):
     assert f"(no input {mine['inputs'][-1]}): starting it over" in said.getvalue(), said.getvalue()
 
 
+def test_a_demo_made_under_the_old_default_extractor_starts_over_and_says_why(tmp_path):
+    """A demo written before 2026-12-03 (its demo.json has no "extract": the belt extracted with
+    resiliparse) holds a corpus that `pretrain curate` now refuses as another job (the default
+    extractor changed): the rerun clears it and names the change, rather than failing at stage 1."""
+    from rich.console import Console
+
+    from pretrain.curate.extract import ExtractConfig
+    from pretrain.demo import OUTPUTS, prepare_out
+
+    out, said = tmp_path / "demo-out", io.StringIO()
+    prepare_out(_settings(out), Console(file=open(os.devnull, "w")))  # noqa: SIM115
+    mine = json.loads((out / "demo.json").read_text())
+    assert ExtractConfig().backend == "blocks" and mine["extract"] == "blocks strict"
+    (out / "demo.json").write_text(json.dumps({k: v for k, v in mine.items() if k != "extract"}))
+    (out / "corpus").mkdir()
+    prepare_out(_settings(out), Console(file=said, width=400))
+    assert not any((out / n).exists() for n in OUTPUTS)
+    why = "default extractor resiliparse -> blocks strict): starting it over"
+    assert why in said.getvalue(), said.getvalue()
+    prepare_out(_settings(out), Console(file=said, width=400))  # recorded now: the next rerun resumes
+    assert said.getvalue().count("starting it over") == 1
+
+
 def test_a_folder_that_is_not_a_demo_is_refused(tmp_path):
     from rich.console import Console
 

@@ -121,3 +121,51 @@ def test_fresh_floor():
     q = crawl_scores(lambda h, u: extract_blocks_text(h, strict_model()), pages)
     # measured (57 pages): keep 0.7313 (98 / 134, as shipped), drop 0.7864 (173 / 220; shipped 0.8000)
     assert q["kept"] >= 98 / 134 and q["dropped"] >= 173 / 220, q
+
+
+def _as_written_before_strict(out: Path) -> None:
+    """OUT's plan.json as pretrain wrote it before `extract.strict` existed (bf3e943): no such key,
+    and its hash over the config without it and without the keys neutral at their defaults (the
+    recipe of tests/test_site_lines.py)."""
+    import json
+
+    import xxhash
+
+    from pretrain.curate.identity import NEUTRAL_SINCE
+
+    plan_path = out / "plan.json"
+    plan = json.loads(plan_path.read_text())
+    for key in NEUTRAL_SINCE:  # extract.strict among them; the others at their defaults here
+        head, _, tail = key.partition(".")
+        del plan["config"][head][tail]
+    what = {k: plan[k] for k in ("inputs", "config", "references") if k in plan}
+    plan["hash"] = xxhash.xxh3_64_hexdigest(json.dumps(what, sort_keys=True, default=str).encode())
+    plan_path.write_text(json.dumps(plan))
+
+
+@pytest.mark.parametrize("old, keep", [({"backend": "resiliparse"}, "--set extract.backend=resiliparse"),
+                                       ({"strict": False}, "--set extract.strict=false")])
+def test_a_job_under_the_old_default_is_refused_saying_how_to_keep_it(tmp_path, old, keep):
+    """The default moved to `blocks` with `strict` (2026-12-03): an OUT written under the old
+    default (resiliparse; or blocks with the shipped trees) is another job, and the refusal says
+    the default changed and which setting resumes it; that setting resumes it, no unit redone."""
+    from pretrain.curate.executor import LocalExecutor
+    from pretrain.curate.pipeline import CurateConfig, curate
+    from pretrain.errors import UserError
+
+    (tmp_path / "in").mkdir()
+    para = "<p>The delta is formed where the river meets the sea and drops the silt it carried. </p>"
+    (tmp_path / "in" / "a.html").write_text(f"<html><body><article>{para * 12}</article></body></html>")
+    was = CurateConfig(steps=("extract",), extract=ExtractConfig(**old))
+    out = tmp_path / "out"
+    curate([str(tmp_path / "in")], out, was, executor=LocalExecutor(1))
+    _as_written_before_strict(out)
+    marks = {p: p.stat().st_mtime_ns for p in (out / "work").rglob("*.done")}
+    assert marks
+    with pytest.raises(UserError) as e:
+        curate([str(tmp_path / "in")], out, CurateConfig(steps=("extract",)), executor=LocalExecutor(1))
+    said = str(e.value)
+    assert "holds another job" in said and "since 2026-12-03" in said and keep in said, said
+    assert said.count("--set") == 1, said  # only the setting that resumes it (strict: not with resiliparse)
+    curate([str(tmp_path / "in")], out, was, executor=LocalExecutor(1))
+    assert {p: p.stat().st_mtime_ns for p in marks} == marks  # resumed: no unit redone

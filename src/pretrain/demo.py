@@ -327,7 +327,7 @@ OUTPUTS = ("corpus", "split", "eval", "tokenizer.json", "tokens", "mixture.toml"
 def prepare_out(s: DemoSettings, console) -> None:
     """OUT/demo.json records the settings; a rerun with the same ones resumes, other ones start over."""
     inputs = [str(Path(p).resolve()) for p in [str(CRAWL), *s.data]]
-    me = {"inputs": inputs, "steps": s.steps, "vocab": s.vocab}
+    me = {"inputs": inputs, "steps": s.steps, "vocab": s.vocab, "extract": extractor()}
     marker = s.out / "demo.json"
     before = json.loads(marker.read_text()) if marker.exists() else None
     if before is None and s.out.is_dir() and any(s.out.iterdir()):
@@ -348,6 +348,16 @@ def prepare_out(s: DemoSettings, console) -> None:
     cio.write_json_atomic(marker, me)
 
 
+def extractor() -> str:
+    """The curate belt's default extractor, as the demo records it: when the default changes, the
+    demo's corpus is another curate job (refused), so the demo starts over (2026-12-03: resiliparse
+    -> blocks strict)."""
+    from pretrain.curate.extract import ExtractConfig
+
+    cfg = ExtractConfig()
+    return cfg.backend + (" strict" if cfg.backend == "blocks" and cfg.strict else "")
+
+
 def _what_differs(before: dict | None, me: dict) -> str:
     """The first setting of OUT/demo.json that differs from this run's, in words (the shipped crawl
     is recorded by its absolute path: a clone moved or copied elsewhere starts over, and says so)."""
@@ -356,6 +366,9 @@ def _what_differs(before: dict | None, me: dict) -> str:
     for key in ("steps", "vocab"):
         if before.get(key) != me[key]:
             return f"{key} {before.get(key)} -> {me[key]}"
+    was = before.get("extract", "resiliparse")  # a demo.json without the key: the default until 2026-12-03
+    if was != me["extract"]:
+        return f"the curate belt's default extractor {was} -> {me['extract']}"
     was, now = before.get("inputs") or [], me["inputs"]
     gone, new = [p for p in was if p not in now], [p for p in now if p not in was]
     said = [f"{word} {paths[0]}" + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")

@@ -18,7 +18,8 @@ stderr); consecutive files make a shard of up to 64 MiB and 1,000 files ([shards
 max_inputs; a bigger file is a shard alone). docs/readers.md lists what reads how.
 
 The belt, in FineWeb's order (each step can be turned off or re-tuned with --set):
-  url_filter -> extract (HTML -> main text; extract.backend = resiliparse, blocks or trafilatura)
+  url_filter -> extract (HTML -> main text; extract.backend = blocks (default, extract.strict = true),
+     resiliparse or trafilatura)
   -> language (fastText lid.176, CLD3 where lid.176 is unsure; keep score >= 0.65; a page over
      600 chars is judged on a 150-char sample, then 600, then 2,000 chars, when conclusive:
      language.max_chars, language.reread_chars, language.third_chars, 0 = all)

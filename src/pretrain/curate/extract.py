@@ -16,8 +16,10 @@ Backends: `resiliparse` (`extract_plain_text(main_content=True)`, C++ on lexbor)
 memory of earlier pages: see extract_text) and `blocks` (resiliparse's main content
 cut into blocks, each kept or dropped by a small model: curate/extract_blocks.py; where the main
 content is under 500 characters, a whole-page render lets a second model bring the article back,
-`rescue`: curate/extract_rescue.py). Numbers behind
-the default are in docs/extraction.md and docs/decisions.md.
+`rescue`: curate/extract_rescue.py; with `strict`, the strict trees decide each page with a
+per-page fallback to the shipped ones). The step's default is `blocks` with `strict` (since
+2026-12-03); `extract_text`'s arguments stay explicit (resiliparse, strict off) for the callers
+that compare backends. Numbers behind the default are in docs/extraction.md and docs/decisions.md.
 
 The time bound. A SIGALRM timer only fires in the main thread and only between Python bytecodes,
 so it cannot stop a regular expression backtracking inside C (how trafilatura hangs) nor run in a
@@ -66,10 +68,12 @@ ISOLATIONS = ("auto", "process", "inline")
 class ExtractConfig:
     """HTML extraction (TOML section `[extract]`)."""
 
-    backend: str = choice("resiliparse", BACKENDS)
+    # blocks with strict trees by default since 2026-12-03 (issue 19, session 14: the first backend
+    # to meet the goals on both axes, docs/extraction.md); resiliparse and trafilatura selectable.
+    backend: str = choice("blocks", BACKENDS)
     timeout_s: float = bounded(10.0, gt=0, hi=3600, why="seconds per page; a page needing an hour is hostile")
     max_html_bytes: int = bounded(5_000_000, lo=1, why="bytes of one page; 0 would extract nothing")
-    # "auto": a child process for trafilatura, in-process for resiliparse; "process" or "inline".
+    # "auto": a child process for trafilatura, in-process for resiliparse and blocks; "process" or "inline".
     isolation: str = choice("auto", ISOLATIONS)
     favor_precision: bool = True  # trafilatura only
     main_content: bool = True  # resiliparse only; False keeps the whole page's text (as CC's WET does)
@@ -79,11 +83,12 @@ class ExtractConfig:
     # and let the rescue trees bring back the article resiliparse dropped (curate/extract_rescue.py).
     # false: the main-content blocks alone (the output before 2026-12-01; 0-19% less CPU).
     rescue: bool = True
-    # blocks only, off by default (issue 19, session 14, docs/extraction.md): the strict trees decide
-    # each page, falling back per page to the shipped trees' decision when the strict one keeps under
-    # 0.85 x its characters or drops a long block it keeps (extract_blocks.Strict). More dropped
-    # boilerplate on the benchmarks at the same keep; about 0.95x the pages/s.
-    strict: bool = False
+    # blocks only, on by default since 2026-12-03 (issue 19, session 14, docs/extraction.md): the
+    # strict trees decide each page, falling back per page to the shipped trees' decision when the
+    # strict one keeps under 0.85 x its characters or drops a long block it keeps
+    # (extract_blocks.Strict). More dropped boilerplate on the benchmarks at the same keep; about
+    # 0.95x the pages/s. false: the shipped trees alone (the blocks output before 2026-12-03).
+    strict: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -563,7 +568,8 @@ class ExtractStep(Step):
                 main, backend = False, "resiliparse"
                 self.stats["deep_whole_page"] += 1
         try:
-            return extract_text(html, backend, self.cfg.favor_precision, main, self.cfg.rescue)
+            return extract_text(html, backend, self.cfg.favor_precision, main, self.cfg.rescue,
+                                self.cfg.strict)
         except Exception as e:  # a parser bug on hostile HTML drops the page, not the run
             raise ExtractFailed(f"{type(e).__name__}: {e}") from e
 

@@ -175,9 +175,16 @@ def _fingerprint(path: Path) -> dict:
 # pretrain (its plan.json has no such key) instead of being refused as "another job". Only keys
 # whose value reproduces the old output byte for byte belong here (not, e.g., extract.rescue).
 # decontam.max_grams (session 10): a bound, so a job at its default either fails or writes what it did.
+# extract.strict (session 14): false is the blocks output before the key existed.
 NEUTRAL_SINCE: dict[str, object] = {"dedup.site_lines": 0,  # 2026-12-02, session 8
                                     "decontam.max_grams": 20_000_000,
-                                    "reader.text_is_html": False}  # 2026-12-03, session 13
+                                    "reader.text_is_html": False,  # 2026-12-03, session 13
+                                    "extract.strict": False}  # 2026-12-03, session 14
+
+# Keys that change nothing unless another key has a value: (key, the key it needs, that value).
+# extract.strict acts on `blocks` only, so a resiliparse job written before it existed resumes
+# with `--set extract.backend=resiliparse` although strict now defaults to true.
+ONLY_WITH: tuple[tuple[str, str, object], ...] = (("extract.strict", "extract.backend", "blocks"),)
 
 
 def without_neutral(config: dict) -> dict:
@@ -186,6 +193,12 @@ def without_neutral(config: dict) -> dict:
         head, _, tail = key.partition(".")
         if isinstance(out.get(head), dict) and tail in out[head] and out[head][tail] == value:
             del out[head][tail]
+    for key, needs, value in ONLY_WITH:
+        head, _, tail = key.partition(".")
+        other, _, other_tail = needs.partition(".")
+        section = out.get(head)
+        if isinstance(section, dict) and tail in section and (out.get(other) or {}).get(other_tail) != value:
+            del section[tail]
     return out
 
 

@@ -36,7 +36,35 @@ def difference(old: dict, new: dict) -> str:
     changes = _changes(before, after)
     shown = "; ".join(f"{k}: {a} -> {b}" for k, a, b in changes[:3]) + ("; ..." if len(changes) > 3 else "")
     what = f"a different config: {', '.join(keys) or 'unknown'} settings differ"  # "reader differ" read oddly
-    return what + (f" ({shown})" if shown else "")
+    return what + (f" ({shown})" if shown else "") + _default_changed(changes)
+
+
+# Defaults that changed, (key, old default, new default, when): a job written under the old default
+# and rerun without the key is refused as another job; the message says so and how to keep it.
+DEFAULTS_CHANGED = (("extract.backend", "resiliparse", "blocks", "2026-12-03"),
+                    ("extract.strict", False, True, "2026-12-03"))
+
+
+def _default_changed(changes: list[tuple[str, str, str]]) -> str:
+    """"; the default K is V since D: to rerun this job with its old setting, add --set K=OLD" for
+    each changed default among `changes` (an old plan without the key counts as the old default)."""
+    from pretrain.curate.identity import ONLY_WITH  # (identity imports this module)
+
+    hints = [(key, new, was, when) for key, was, new, when in DEFAULTS_CHANGED
+             if any(c == (key, old, _short(new)) for c in changes for old in (_short(was), "null"))]
+    # a key that acts only with another's value says nothing when that other key's hint is given
+    # (resiliparse has no strict trees: its hint alone resumes the job)
+    moot = {key for key, needs, _ in ONLY_WITH if any(h[0] == needs for h in hints)}
+    hints = [h for h in hints if h[0] not in moot]
+    if not hints:
+        return ""
+    said = "; ".join(f"the default {key} is {_toml(new)} since {when}" for key, new, _, when in hints)
+    keep = " ".join(f"--set {key}={_toml(was)}" for key, _, was, _ in hints)
+    return f"; {said}: to rerun this job with its old setting, add {keep}"
+
+
+def _toml(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _other_inputs(old: dict, new: dict) -> str:

@@ -155,6 +155,9 @@ class RayExecutor:
     def map(
         self, fn: Callable[[Any], Any], items: Iterable[Any], on_result: Callable[[Any], None] | None = None
     ) -> list[Any]:
+        items = list(items)
+        if not items:  # nothing to run starts no instance (job.map_left sends only what is left)
+            return []
         ray = self.start()._ray
         remote = ray.remote(num_cpus=1)(_apply)
         refs = [remote.remote(fn, item, self._owner) for item in items]

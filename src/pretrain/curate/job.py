@@ -270,7 +270,7 @@ def _run_claimed(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executo
                  job: str, started: float | None = None) -> dict:
     from pretrain.curate.pipeline import drop_prefetched, filtered_stats, wait_commits
 
-    filtered = [filtered_stats(t) for t in tasks]  # the shards done already: read here, not sent
+    filtered = answers(filtered_stats, tasks, lay.out)  # the shards done already: read here, not sent
     if getattr(executor, "in_process", lambda n: False)(len(tasks)):
         tasks = with_prefetch(tasks, [f is None for f in filtered])
     try:
@@ -294,11 +294,23 @@ def with_prefetch(tasks: list[ShardTask], left: list[bool] | None = None) -> lis
     return [replace(t, prefetch=nexts.get(t.shard), overlap=io.is_url(t.out)) for t in tasks]
 
 
+def answers(done, items: list, out: str) -> list:
+    """`done(item)` for every item (a finished unit's result from its marker, else None). Into an
+    object store each asks whether the unit's outputs are there (a HEAD each): threads overlap
+    those round trips, as the executor's workers did when every unit was sent to them."""
+    if not io.is_url(out) or len(items) < 2:
+        return [done(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(16, len(items)), thread_name_prefix="pretrain-done") as pool:
+        return list(pool.map(done, items))
+
+
 def map_left(executor, fn, items: list, done: list, on_result=None) -> list:
     """`executor.map(fn, items)`, where `done[i]`, when not None, is item i's result read from
     its done marker already: only the others are sent. A finished job's rerun then starts no
-    executor (Ray took 6-28 s to start an instance whose tasks only read markers, against 0.5 s
-    for the local pool's rerun; session 14), and one with a few shards left sends those few."""
+    executor (Ray took 14-28 s to start an instance whose tasks only read markers, the local pool
+    4-6 s to spawn; now ~1 s either way, session 14), and one with a few shards left sends those."""
     out = list(done)
     if on_result:
         for res in out:
@@ -350,7 +362,8 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
     removals, dedup_summary = _global_dedup(tasks, lay, cfg, executor) if cfg.dedups else (None, {})
     clock.save()
     units = [(t, removals) for t in tasks]
-    write_counts = map_left(executor, write_shard, units, [written_counts(u) for u in units], ticker("write"))
+    written = answers(written_counts, units, lay.out)
+    write_counts = map_left(executor, write_shard, units, written, ticker("write"))
     wait_commits()
     if progress:
         progress.stop("write")

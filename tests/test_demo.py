@@ -192,6 +192,52 @@ def test_a_demo_made_under_the_old_default_extractor_starts_over_and_says_why(tm
     assert said.getvalue().count("starting it over") == 1
 
 
+def test_the_demo_from_another_checkout_into_the_same_out_resumes(tmp_path, monkeypatch, capsys):
+    """Session 14: the demo recorded the shipped crawl by its absolute path and curate read it
+    there, so `make demo` from a clone elsewhere (or a moved checkout) into the same OUT started
+    over (~10 min). A clone-like copy of the crawl in another folder (same bytes, a new mtime):
+    the demo keeps its outputs and stage 1, the demo's own curate command, has nothing to do."""
+    import shutil
+    import time
+
+    from rich.console import Console
+    from test_pipeline import _prose
+
+    import pretrain.demo as demo
+    from pretrain.cli import main
+
+    clones = [tmp_path / "a" / "src" / "pretrain" / "data" / "demo", tmp_path / "b" / "checkout"]
+    clones[0].mkdir(parents=True)
+    crawl = clones[0] / "crawl.jsonl"  # a small crawl keeps curate to a second
+    rows = [{"id": f"d{i}", "text": t} for i, t in enumerate(_prose(6, 9))]
+    crawl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, said = tmp_path / "demo-out", io.StringIO()
+
+    def stage1(checkout: Path) -> str:
+        monkeypatch.setattr(demo, "CRAWL", checkout / "crawl.jsonl")
+        demo.prepare_out(_settings(out), Console(file=said, width=400))
+        capsys.readouterr()
+        assert main(["curate", str(demo.shipped_crawl(out)), "-o", str(out / "corpus"), "--quiet"]) == 0
+        return capsys.readouterr().out
+
+    assert "already complete" not in stage1(clones[0])
+    corpus = {p.name: p.read_bytes() for p in (out / "corpus" / "data").iterdir()}
+    time.sleep(0.01)
+    clones[1].mkdir(parents=True)
+    shutil.copy(crawl, clones[1] / crawl.name)  # a clone: same bytes, another folder, a new mtime
+    assert "already complete: nothing to do" in stage1(clones[1])
+    assert "starting it over" not in said.getvalue(), said.getvalue()
+    assert {p.name: p.read_bytes() for p in (out / "corpus" / "data").iterdir()} == corpus
+    # the crawl's bytes are the demo's identity: other bytes start it over, and say why
+    (clones[1] / crawl.name).write_text(crawl.read_text()[: len(crawl.read_text()) // 2])
+    assert "already complete" not in stage1(clones[1])
+    assert "(the shipped crawl differs (another pretrain version)): starting it over" in said.getvalue()
+    # a demo.json of sessions 11-13 (the crawl's path) starts over once, saying why
+    (out / "demo.json").write_text(json.dumps({"inputs": [str(crawl)], "steps": 30, "vocab": 512}))
+    stage1(clones[1])
+    assert "written by an older pretrain, which read the shipped crawl from its checkout" in said.getvalue()
+
+
 def test_a_folder_that_is_not_a_demo_is_refused(tmp_path):
     from rich.console import Console
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -683,3 +684,71 @@ def test_pages_in_a_jsonl_field_are_extracted_when_the_reader_is_told_and_warned
 
     assert len(texts("html")) == 8 and texts("text") == texts("html")
     assert sum(map(len, texts("text"))) < sum(len(r["source_html"]) for r in rows) / 3  # text, not markup
+
+
+@pytest.mark.parametrize("job", ["curate", "dedup", "decontaminate"])
+def test_a_finished_jobs_rerun_under_ray_starts_no_ray(tmp_path, capsys, monkeypatch, job):
+    # Session 14: the rerun of a finished job with --executor ray started a Ray instance (6-28 s
+    # on the shared machine) for tasks that only read their done markers, against 0.5 s locally.
+    # The driver reads the markers itself: ray.init is never called, and the terminal says what
+    # the local executor's rerun says.
+    ray = pytest.importorskip("ray")
+    docs = _prose(4, seed=31)
+    src = _corpus(tmp_path / "src", docs)
+    bench = _bench_file(tmp_path / "ev" / "q.jsonl", [docs[0].split(".")[0] + "."])
+    extra = ["--benchmarks", str(bench.parent)] if job == "decontaminate" else []
+    args = [job, str(src), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet",
+            "--set", "shards.max_inputs=1", *extra]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 0
+    local = capsys.readouterr().out
+    inits: list[dict] = []
+    monkeypatch.setattr(ray, "init", lambda **kw: inits.append(kw))
+    assert main([*args, "--executor", "ray"]) == 0
+    said = capsys.readouterr().out
+    assert inits == [] and not ray.is_initialized()
+    line = next(x for x in said.splitlines() if x.startswith("already complete: nothing to do"))
+    assert line.startswith("already complete: nothing to do (this attempt checked 2 shards in "), said
+    assert line.split(" in ")[0] in local  # the local rerun's words, up to its seconds
+
+
+class _Counting:
+    """A LocalExecutor that records the units each map was given."""
+
+    def __init__(self):
+        from pretrain.curate.executor import LocalExecutor
+
+        self.inner, self.sent = LocalExecutor(1), []
+
+    def map(self, fn, items, on_result=None):
+        items = list(items)
+        self.sent.append((fn.__name__, items))
+        return self.inner.map(fn, items, on_result)
+
+
+def test_a_rerun_sends_the_executor_only_the_shards_left(tmp_path):
+    # A killed job's rerun: the finished shards are read from their markers by the driver, the
+    # executor gets the rest (a Ray cluster no longer runs a task per finished shard), and the
+    # output is the uninterrupted run's, byte for byte.
+    from pretrain.curate.pipeline import CurateConfig, curate
+
+    src = _corpus(tmp_path / "src", _prose(6, seed=32), files=3)
+    cfg = CurateConfig(steps=("dedup",))
+    cfg = replace(cfg, shards=replace(cfg.shards, max_inputs=1))
+    whole = tmp_path / "whole"
+    curate([str(src)], whole, cfg)
+    out = tmp_path / "out"
+    curate([str(src)], out, cfg)
+    for marker in ["filter_00001", "removals", "write_00001", "write_00002"]:  # killed mid-job
+        (out / "work" / "done" / f"{marker}.done").unlink()
+    ex = _Counting()
+    stats = curate([str(src)], out, cfg, executor=ex)
+    units = [(fn, [(u[0] if isinstance(u, tuple) else u).shard for u in items]) for fn, items in ex.sent
+             if fn in ("run_shard", "write_shard")]
+    assert units == [("run_shard", [1]), ("write_shard", [1, 2])], units
+    assert stats["this_attempt"]["written"] == 2
+    assert _snapshot(out) == _snapshot(whole)
+    ex = _Counting()
+    curate([str(src)], out, cfg, executor=ex)  # finished: nothing sent at all
+    assert ex.sent == []

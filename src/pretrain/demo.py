@@ -320,14 +320,37 @@ eval_tasks_limit = 0
 
 # What the demo writes under OUT: cleared when a rerun changes the inputs or settings, because each
 # stage refuses (curate, tokenize) or resumes (train) an output made from other inputs.
-OUTPUTS = ("corpus", "split", "eval", "tokenizer.json", "tokens", "mixture.toml", "mixture.json", "plan.json",
-           "train.toml", "run", "report.html", "summary.json")
+OUTPUTS = ("input", "corpus", "split", "eval", "tokenizer.json", "tokens", "mixture.toml", "mixture.json",
+           "plan.json", "train.toml", "run", "report.html", "summary.json")
+
+
+def crawl_identity() -> dict:
+    """The shipped crawl as the demo knows it: its bytes, not where this checkout keeps them."""
+    data = CRAWL.read_bytes()
+    return {"name": CRAWL.name, "size": len(data), "xxh3": xxhash.xxh3_64_hexdigest(data)}
+
+
+def shipped_crawl(out: Path) -> Path:
+    """OUT/input/crawl.warc.gz, the copy of the shipped crawl that stage 1 reads. A curate job is
+    its inputs' paths (docs/curation.md): read from the package, a clone elsewhere or a moved
+    checkout was another job and the demo into the same OUT started over (~10 min); read from
+    OUT, it is the same path while OUT is. Rewritten only when its bytes differ (the job's stamp)."""
+    copy = out / "input" / CRAWL.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    new = copy.with_name(copy.name + ".new")
+    cio.write_bytes_atomic(new, CRAWL.read_bytes())
+    _keep_if_same(new, copy)
+    return copy
 
 
 def prepare_out(s: DemoSettings, console) -> None:
-    """OUT/demo.json records the settings; a rerun with the same ones resumes, other ones start over."""
-    inputs = [str(Path(p).resolve()) for p in [str(CRAWL), *s.data]]
-    me = {"inputs": inputs, "steps": s.steps, "vocab": s.vocab, "extract": extractor()}
+    """OUT/demo.json records the settings; a rerun with the same ones resumes, other ones start over.
+    The shipped crawl is recorded by its bytes (`crawl_identity`), your --data by their paths (a
+    curate job's identity: the demo's curate refuses another path anyway), and the belt's default
+    extractor (`extractor`)."""
+    inputs = [str(Path(p).resolve()) for p in s.data]
+    me = {"crawl": crawl_identity(), "inputs": inputs, "steps": s.steps, "vocab": s.vocab,
+          "extract": extractor()}
     marker = s.out / "demo.json"
     before = json.loads(marker.read_text()) if marker.exists() else None
     if before is None and s.out.is_dir() and any(s.out.iterdir()):
@@ -359,10 +382,13 @@ def extractor() -> str:
 
 
 def _what_differs(before: dict | None, me: dict) -> str:
-    """The first setting of OUT/demo.json that differs from this run's, in words (the shipped crawl
-    is recorded by its absolute path: a clone moved or copied elsewhere starts over, and says so)."""
+    """The first setting of OUT/demo.json that differs from this run's, in words."""
     if not isinstance(before, dict):
         return "written before pretrain recorded the demo's settings"
+    if "crawl" not in before:  # sessions 11-13 recorded the crawl's absolute path, read in place
+        return "written by an older pretrain, which read the shipped crawl from its checkout"
+    if before["crawl"] != me["crawl"]:
+        return "the shipped crawl differs (another pretrain version)"
     for key in ("steps", "vocab"):
         if before.get(key) != me[key]:
             return f"{key} {before.get(key)} -> {me[key]}"
@@ -380,7 +406,7 @@ def run_demo(s: DemoSettings) -> dict:
     console = demo_console()
     out = s.out
     prepare_out(s, console)
-    inputs = [str(CRAWL), *s.data]
+    inputs = [str(shipped_crawl(out)), *s.data]
     workers = ["--workers", str(s.workers)] if s.workers else []
     _run(console, "1. curate the crawl", ["curate", *inputs, "-o", str(out / "corpus"), *workers, "--quiet"])
     tp, hp, n_train, n_held = split_heldout(out / "corpus", out)

@@ -109,11 +109,13 @@ class RayExecutor:
     """
 
     def __init__(self, address: str | None = None, workers: int | None = None):
-        try:
-            import ray
-        except ImportError as e:  # pragma: no cover - depends on the install
-            raise UserError("--executor ray needs Ray: pip install 'pretrain[ray]'") from e
-        self._ray = ray
+        import importlib.util
+
+        # found now, imported at `start`: `import ray` alone takes ~1.6 s here, most of a finished
+        # job's rerun under --executor ray, which reads its markers and starts no Ray (job.map_left)
+        if importlib.util.find_spec("ray") is None:  # pragma: no cover - depends on the install
+            raise UserError("--executor ray needs Ray: pip install 'pretrain[ray]'")
+        self._ray: Any = None
         if address and address != "auto":
             _check_reachable(address)
         self._address, self._asked, self._workers = address, workers, 0
@@ -122,9 +124,13 @@ class RayExecutor:
     def start(self) -> RayExecutor:
         """Start (or join) Ray, once. At the first `map`, not when built: a job refused before it
         runs (another job's OUT, a missing input) starts no instance (~6 s) nor prints Ray's log."""
-        ray, address = self._ray, self._address
         if self._workers:
             return self
+        if self._ray is None:
+            import ray
+
+            self._ray = ray
+        ray, address = self._ray, self._address
         if not ray.is_initialized():
             # Ray's INFO lines ("Connecting to existing Ray cluster at address: ...", "Connected to
             # Ray cluster.") printed before the job's own lines: warnings and errors still show
@@ -155,6 +161,9 @@ class RayExecutor:
     def map(
         self, fn: Callable[[Any], Any], items: Iterable[Any], on_result: Callable[[Any], None] | None = None
     ) -> list[Any]:
+        items = list(items)
+        if not items:  # nothing to run starts no instance (job.map_left sends only what is left)
+            return []
         ray = self.start()._ray
         remote = ray.remote(num_cpus=1)(_apply)
         refs = [remote.remote(fn, item, self._owner) for item in items]

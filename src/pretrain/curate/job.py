@@ -268,12 +268,13 @@ def index_needed(lay: Layout, ident: dict) -> bool:
 
 def _run_claimed(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progress,
                  job: str, started: float | None = None) -> dict:
-    from pretrain.curate.pipeline import drop_prefetched, wait_commits
+    from pretrain.curate.pipeline import drop_prefetched, filtered_stats, wait_commits
 
+    filtered = answers(filtered_stats, tasks, lay.out)  # the shards done already: read here, not sent
     if getattr(executor, "in_process", lambda n: False)(len(tasks)):
-        tasks = with_prefetch(tasks)
+        tasks = with_prefetch(tasks, [f is None for f in filtered])
     try:
-        return _run(tasks, lay, cfg, executor, progress, job, started)
+        return _run(tasks, lay, cfg, executor, progress, job, started, filtered)
     finally:
         drop_prefetched(lay)
         try:
@@ -282,18 +283,51 @@ def _run_claimed(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executo
             pass  # _run raised already, or waited for this commit and raised its error
 
 
-def with_prefetch(tasks: list[ShardTask]) -> list[ShardTask]:
+def with_prefetch(tasks: list[ShardTask], left: list[bool] | None = None) -> list[ShardTask]:
     """Units that run one after another in this process download the next shard's input URL
     while the current shard runs, and upload their outputs while the next one runs (the waits
-    for GETs and PUTs overlap the belt instead of adding to it)."""
-    nexts = [(n.shard, 0, n.path, n.inputs[0].version) if io.is_url(n.path) else None
-             for n in tasks[1:]] + [None]
-    return [replace(t, prefetch=n, overlap=io.is_url(t.out)) for t, n in zip(tasks, nexts, strict=True)]
+    for GETs and PUTs overlap the belt instead of adding to it). `left`: which shards stage A
+    still runs (the next one to fetch is the next of those; default all)."""
+    chain = [t for t, go in zip(tasks, left or [True] * len(tasks), strict=True) if go]
+    nexts = {t.shard: (n.shard, 0, n.path, n.inputs[0].version) if io.is_url(n.path) else None
+             for t, n in zip(chain, chain[1:])}
+    return [replace(t, prefetch=nexts.get(t.shard), overlap=io.is_url(t.out)) for t in tasks]
+
+
+def answers(done, items: list, out: str) -> list:
+    """`done(item)` for every item (a finished unit's result from its marker, else None). Into an
+    object store each asks whether the unit's outputs are there (a HEAD each): threads overlap
+    those round trips, as the executor's workers did when every unit was sent to them."""
+    if not io.is_url(out) or len(items) < 2:
+        return [done(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(16, len(items)), thread_name_prefix="pretrain-done") as pool:
+        return list(pool.map(done, items))
+
+
+def map_left(executor, fn, items: list, done: list, on_result=None) -> list:
+    """`executor.map(fn, items)`, where `done[i]`, when not None, is item i's result read from
+    its done marker already: only the others are sent. A finished job's rerun then starts no
+    executor (Ray took 14-28 s to start an instance whose tasks only read markers, the local pool
+    4-6 s to spawn; now ~1 s either way, session 14), and one with a few shards left sends those."""
+    out = list(done)
+    if on_result:
+        for res in out:
+            if res is not None:
+                on_result(res)
+    left = [i for i, res in enumerate(out) if res is None]
+    if left:
+        ran = executor.map(fn, [items[i] for i in left], on_result=on_result)
+        for i, res in zip(left, ran, strict=True):
+            out[i] = res
+    return out
 
 
 def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progress, job: str,
-         started: float | None = None) -> dict:
-    from pretrain.curate.pipeline import run_shard, step_order, wait_commits, write_shard
+         started: float | None = None, filtered: list[dict | None] | None = None) -> dict:
+    """The stages; `filtered`: stage A's stats of the shards done already (None for the others)."""
+    from pretrain.curate.pipeline import run_shard, step_order, wait_commits, write_shard, written_counts
 
     clock = Attempts(lay, started)
     io.write_bytes_atomic(lay.file("config.toml"), cfgmod.dumps(cfg).encode(), lay.tmp)
@@ -321,13 +355,15 @@ def _run(tasks: list[ShardTask], lay: Layout, cfg: CurateConfig, executor, progr
 
         return on_result
 
-    shard_stats = executor.map(run_shard, tasks, on_result=ticker("filter"))
+    shard_stats = map_left(executor, run_shard, tasks, filtered or [None] * len(tasks), ticker("filter"))
     wait_commits()  # every stage A marker is down before dedup reads the shards' work
     if progress:
         progress.stop("filter")
     removals, dedup_summary = _global_dedup(tasks, lay, cfg, executor) if cfg.dedups else (None, {})
     clock.save()
-    write_counts = executor.map(write_shard, [(t, removals) for t in tasks], on_result=ticker("write"))
+    units = [(t, removals) for t in tasks]
+    written = answers(written_counts, units, lay.out)
+    write_counts = map_left(executor, write_shard, units, written, ticker("write"))
     wait_commits()
     if progress:
         progress.stop("write")

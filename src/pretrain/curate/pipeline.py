@@ -249,9 +249,9 @@ def run_shard(task: ShardTask) -> dict:
     """Stage A for one shard: steps, rejects, dedup signatures. Skips when already done."""
     lay = Layout(task.out, Path(task.work))
     marker = lay.marker("filter", task.shard)
-    if _filtered(task, lay):
-        drop_prefetched(lay, task.path)
-        return json.loads(lay.shard_stats(task.shard).read_text())
+    done = filtered_stats(task)
+    if done is not None:
+        return done
     t0 = time.time()
     steps = build_steps(task.cfg)
     read_stats: Counter[str] = Counter()
@@ -298,6 +298,16 @@ def run_shard(task: ShardTask) -> dict:
 
     _commit(task.overlap, commit, pending)
     return stats
+
+
+def filtered_stats(task: ShardTask) -> dict | None:
+    """Stage A's stats of a shard done already (`_filtered`), read from its work folder; None when
+    the shard must run. The driver asks first (job.map_left): a finished unit needs no executor."""
+    lay = Layout(task.out, Path(task.work))
+    if not _filtered(task, lay):
+        return None
+    drop_prefetched(lay, task.path)
+    return json.loads(lay.shard_stats(task.shard).read_text())
 
 
 def _markup_counted(docs: Iterator[Document], stats: Counter[str], extracts: bool) -> Iterator[Document]:
@@ -504,9 +514,9 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
     task, removals_path = task_and_removals
     lay = Layout(task.out, Path(task.work))
     marker = lay.marker("write", task.shard)
-    done = _written(task, lay)
+    done = written_counts(task_and_removals)
     if done is not None:
-        return done["counts"]
+        return done
     t0 = time.time()
     # this shard's removals only (job.split_removals): memory is the shard's, not the corpus's
     mine = Path(removals_path) / f"shard_{task.shard:05d}.jsonl.zst" if removals_path else None
@@ -552,6 +562,13 @@ def write_shard(task_and_removals: tuple[ShardTask, str | None]) -> dict:
 
     _commit(task.overlap, commit, pending)
     return counts
+
+
+def written_counts(task_and_removals: tuple[ShardTask, str | None]) -> dict | None:
+    """Stage C's counts of a shard written already (`_written`); None when it must run."""
+    task = task_and_removals[0]
+    done = _written(task, Layout(task.out, Path(task.work)))
+    return None if done is None else done["counts"]
 
 
 def _after_removals(task: ShardTask, lay: Layout, removals: Iterator, hit) -> Iterator[tuple[dict, tuple]]:

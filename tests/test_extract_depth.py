@@ -111,3 +111,17 @@ def test_a_million_attributes_on_one_tag_are_one_tag(monkeypatch):
     assert depth_bound(html) == 8 + 5  # one <div>
     out, stats, walks = _run("resiliparse", html, monkeypatch)
     assert walks == [] and out[0].text.strip() == "text"
+
+
+@pytest.mark.parametrize("backend", ["resiliparse", "blocks"])
+def test_a_page_of_more_tags_than_main_content_is_given_goes_whole_page_unmeasured(backend, monkeypatch):
+    # 500,000 <p> (2 MB) cost `blocks` 21 s of its per-line Python; past MAIN_CONTENT_TAGS a page
+    # gets the linear whole-page render, without depth_bound, the tag count or the walk
+    monkeypatch.setattr(extract, "MAIN_CONTENT_TAGS", 10_000)
+    measured: list[str] = []
+    for name in ("depth_bound", "nesting_depth"):
+        monkeypatch.setattr(extract, name, lambda html, *a, name=name: measured.append(name) or 0)
+    html = "<p>Plain words x." * 20_000
+    out, stats, walks = _run(backend, html, monkeypatch)
+    assert walks == measured == [] and stats["deep_whole_page"] == 1
+    assert out[0].text == extract.extract_text(html, main_content=False)

@@ -157,6 +157,11 @@ TREE_SCAN_FROM = 4000
 # by then is treated as deep (whole-page, linear). The largest of the 990 real pages has 9,888
 # elements; 500,000 flat `<div></div>` (5 MB) cost 2.5-10 s of walk before (session 14, brbomb).
 WALK_ELEMENTS = 100_000
+# Above this many '<' a page goes whole-page whatever its depth: main content (resiliparse's C++, then
+# for `blocks` our Python per line and the rescue's second render) costs ~4-40 us a tag, 4-22 s on
+# 980,000 <br> or 500,000 <p>; the whole-page render is one linear C++ pass (~1 s). 5x the largest
+# of the 990 real pages (19,252); counted as `deep_whole_page` with the deep pages.
+MAIN_CONTENT_TAGS = 100_000
 
 # `depth_bound`'s tags. Outside svg/math (foreign content, where any start tag nests) these start
 # tags never open an element that stays open around the next one: void elements (HTML spec 13.1.2);
@@ -286,11 +291,17 @@ def list_indent(tree, limit: int | None = None) -> int:
 
 
 def too_deep(html: str, max_depth: int) -> bool:
-    """Cheap first: a page with few tags cannot be deep, nor one whose start tags bound its depth
-    under `max_depth`; one whose tags nest deeper is; else, on a page of more than TREE_SCAN_FROM
-    tags, the parser's tree is measured (up to WALK_ELEMENTS elements; past them, deep)."""
+    """Whether the page goes whole-page. Cheap first: a page with few tags cannot be deep, nor one
+    whose start tags bound its depth under `max_depth`; one with more than MAIN_CONTENT_TAGS tags
+    goes whole-page anyway; one whose tags nest deeper is deep; else, on a page of more than
+    TREE_SCAN_FROM tags, the parser's tree is measured (up to WALK_ELEMENTS elements; past them,
+    deep)."""
     tags = html.count("<")
-    if tags <= max(DEPTH_SCAN_FROM, max_depth) or depth_bound(html) <= max_depth:
+    if tags <= max(DEPTH_SCAN_FROM, max_depth):
+        return False
+    if tags > max(MAIN_CONTENT_TAGS, max_depth):
+        return True
+    if depth_bound(html) <= max_depth:
         return False
     if nesting_depth(html) > max_depth:
         return True

@@ -25,6 +25,8 @@ SOUP = ["<li>", "<dd>", "<dt>", "<p>", "</p>", "<td>", "<tr>", "<table>", "</tab
         "<!--", "-->", "<script>", "</script>", "<textarea>", "<h1>", "</h1>", "<image>", "<html>",
         "<body>", "<LI>", "<P >", "<p/>", "<desc>", "<mtext>", "<br-x>", "<p\u212a>"]
 
+BACKENDS = ["resiliparse", "blocks", "blocks+strict"]  # the default, and maybe soon (extract.strict)
+
 # Shapes whose depth the tag count (nesting_depth) misses: each nests in lexbor's tree.
 NESTING = {"li dd": "<li><dd>", "option optgroup": "<option><optgroup>", "ruby": "<rb><rtc>",
            "table cell": "<table><td>", "svg void": "<svg><wbr>", "custom p": "<p-x>"}
@@ -71,12 +73,13 @@ def _run(backend: str, html: str, monkeypatch) -> tuple[list[Document], dict, li
         return real(page, limit, max_elements)
 
     monkeypatch.setattr(extract, "tree_depth", counted)
-    step = build_extract_step(ExtractConfig(backend=backend))
+    step = build_extract_step(ExtractConfig(backend=backend.removesuffix("+strict"),
+                                            strict=backend.endswith("+strict")))
     out = list(step(iter([_doc(html)])))
     return out, {k: v for k, v in step.stats.items() if k != "seconds" and v}, walks
 
 
-@pytest.mark.parametrize("backend", ["resiliparse", "blocks"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("bomb, reason", [("<br>\n", "dropped.extract_empty"), ("<p>Plain words x.", None),
                                           ("<hr><img src=a><input>", "dropped.extract_empty")])
 def test_a_flood_of_flat_tags_is_decided_without_walking_the_tree(backend, bomb, reason, monkeypatch):
@@ -90,7 +93,7 @@ def test_a_flood_of_flat_tags_is_decided_without_walking_the_tree(backend, bomb,
         assert out[0].text.count("x") > 1000  # the text is there: main content, not whole-page
 
 
-@pytest.mark.parametrize("backend", ["resiliparse", "blocks"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_flat_flood_of_divs_stops_the_walk_at_its_budget_and_goes_whole_page(backend, monkeypatch):
     monkeypatch.setattr(extract, "WALK_ELEMENTS", 5000)
     html = "<div>x</div>" * 20_000
@@ -100,7 +103,7 @@ def test_a_flat_flood_of_divs_stops_the_walk_at_its_budget_and_goes_whole_page(b
     assert out[0].text.count("x") == 20_000
 
 
-@pytest.mark.parametrize("backend", ["resiliparse", "blocks"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_nested_spans_are_found_deep_by_the_tag_count_without_the_walk(backend, monkeypatch):
     out, stats, walks = _run(backend, "<span>" * 20_000 + "deep text", monkeypatch)
     assert walks == [] and stats["deep_whole_page"] == 1 and out[0].text.strip() == "deep text"
@@ -113,7 +116,7 @@ def test_a_million_attributes_on_one_tag_are_one_tag(monkeypatch):
     assert walks == [] and out[0].text.strip() == "text"
 
 
-@pytest.mark.parametrize("backend", ["resiliparse", "blocks"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_page_of_more_tags_than_main_content_is_given_goes_whole_page_unmeasured(backend, monkeypatch):
     # 500,000 <p> (2 MB) cost `blocks` 21 s of its per-line Python; past MAIN_CONTENT_TAGS a page
     # gets the linear whole-page render, without depth_bound, the tag count or the walk

@@ -35,7 +35,11 @@ trafilatura-eval pages) has its depth measured (a regex pass, ~0.7 s per million
 as `deep_whole_page`. A page with fewer tags cannot be deeper than its tag count: at most ~0.35 s.
 The tag count is an upper bound only for end tags that really close something; an end tag lexbor
 ignores (a stray `</span>`, one in a comment, script or attribute) fooled it, so a page the count
-finds shallow has lexbor's tree measured too (`tree_depth`: 400,000 elements in ~1.4 s).
+finds shallow has lexbor's tree measured too (`tree_depth`: 400,000 elements in ~1.4 s). That walk
+costs ~5 us an element in Python, so floods of tags are bounded without it (session 14): a page whose
+start tags bound its depth under `max_depth` (`depth_bound`: 980,000 <br> are 8 deep at most) is not
+walked; the walk stops at WALK_ELEMENTS (unproven: deep); a page of more than MAIN_CONTENT_TAGS tags
+goes whole-page unmeasured, as main content costs resiliparse and `blocks` 4-40 us a tag.
 
 In-process backends take their pages in batches (`BATCH_PAGES`, `BATCH_CHARS`): each stage runs over
 the whole batch, then the pages go on one by one, in order, with the texts and drop reasons that

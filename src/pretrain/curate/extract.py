@@ -295,21 +295,20 @@ def list_indent(tree, limit: int | None = None) -> int:
 
 
 def too_deep(html: str, max_depth: int) -> bool:
-    """Whether the page goes whole-page. Cheap first: a page with few tags cannot be deep, nor one
-    whose start tags bound its depth under `max_depth`; one with more than MAIN_CONTENT_TAGS tags
-    goes whole-page anyway; one whose tags nest deeper is deep; else, on a page of more than
-    TREE_SCAN_FROM tags, the parser's tree is measured (up to WALK_ELEMENTS elements; past them,
-    deep)."""
+    """Whether the page goes whole-page. Cheap first: a page with few tags cannot be deep; one with
+    more than MAIN_CONTENT_TAGS tags goes whole-page anyway; one whose tags nest deeper is deep;
+    else, on a page of more than TREE_SCAN_FROM tags whose start tags do not bound its depth under
+    `max_depth`, the parser's tree is measured (up to WALK_ELEMENTS elements; past them, deep)."""
     tags = html.count("<")
     if tags <= max(DEPTH_SCAN_FROM, max_depth):
         return False
     if tags > max(MAIN_CONTENT_TAGS, max_depth):
         return True
-    if depth_bound(html) <= max_depth:
-        return False
     if nesting_depth(html) > max_depth:
         return True
-    return tags > max(TREE_SCAN_FROM, max_depth) and tree_depth(html, max_depth, WALK_ELEMENTS) > max_depth
+    if tags <= max(TREE_SCAN_FROM, max_depth) or depth_bound(html) <= max_depth:
+        return False
+    return tree_depth(html, max_depth, WALK_ELEMENTS) > max_depth
 
 
 # `blocks` in-process runs a batch of pages at a time, each stage over the whole batch, so that

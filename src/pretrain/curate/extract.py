@@ -37,7 +37,7 @@ The tag count is an upper bound only for end tags that really close something; a
 ignores (a stray `</span>`, one in a comment, script or attribute) fooled it, so a page the count
 finds shallow has lexbor's tree measured too (`tree_depth`: 400,000 elements in ~1.4 s). That walk
 costs ~5 us an element in Python, so floods of tags are bounded without it (session 14): a page whose
-start tags bound its depth under `max_depth` (`depth_bound`: 980,000 <br> are 8 deep at most) is not
+start tags bound its depth under `max_depth` (`depth_bound`: 20,000 <br> are 8 deep at most) is not
 walked; the walk stops at WALK_ELEMENTS (unproven: deep); a page of more than MAIN_CONTENT_TAGS tags
 goes whole-page unmeasured, as main content costs resiliparse and `blocks` 4-40 us a tag.
 
@@ -208,7 +208,7 @@ def depth_bound(html: str) -> int:
     the cell); each formatting tag, start or end, 10 more (a clone from the reconstruction of
     active formatting elements, 13.2.4.3, and the adoption agency's 8), plus html, head and body.
     Checked against lexbor on the 990 real pages and on random tag soup (tests/test_extract.py).
-    A page of 980,000 <br> is bounded at 8 levels: no tree walked."""
+    A page of 20,000 <br> is bounded at 8 levels: no tree walked."""
     foreign = _FOREIGN.search(html) is not None
     deepening = sum(
         n for name, n in Counter(_START_TAG.findall(html)).items()

@@ -37,7 +37,11 @@ trafilatura-eval pages) has its depth measured (a regex pass, ~0.7 s per million
 as `deep_whole_page`. A page with fewer tags cannot be deeper than its tag count: at most ~0.35 s.
 The tag count is an upper bound only for end tags that really close something; an end tag lexbor
 ignores (a stray `</span>`, one in a comment, script or attribute) fooled it, so a page the count
-finds shallow has lexbor's tree measured too (`tree_depth`: 400,000 elements in ~1.4 s).
+finds shallow has lexbor's tree measured too (`tree_depth`: 400,000 elements in ~1.4 s). That walk
+costs ~5 us an element in Python, so floods of tags are bounded without it (session 14): a page whose
+start tags bound its depth under `max_depth` (`depth_bound`: 20,000 <br> are 8 deep at most) is not
+walked; the walk stops at WALK_ELEMENTS (unproven: deep); a page of more than MAIN_CONTENT_TAGS tags
+goes whole-page unmeasured, as main content costs resiliparse and `blocks` 4-40 us a tag.
 
 In-process backends take their pages in batches (`BATCH_PAGES`, `BATCH_CHARS`): each stage runs over
 the whole batch, then the pages go on one by one, in order, with the texts and drop reasons that
@@ -53,6 +57,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -157,6 +162,33 @@ DEPTH_SCAN_FROM = 3000
 # at most this deep (4,000: 0.35-0.6 s). Above it lexbor's tree is measured (~3 us an element: 5-14
 # ms for a page of 3,000-4,000 tags, 2-5x resiliparse's own time there, so not for those pages).
 TREE_SCAN_FROM = 4000
+# The most elements `tree_depth` walks (~5 us each in Python: 0.5 s); a page it cannot prove shallow
+# by then is treated as deep (whole-page, linear). The largest of the 990 real pages has 9,888
+# elements; 500,000 flat `<div></div>` (5 MB) cost 2.5-10 s of walk before (session 14, brbomb).
+WALK_ELEMENTS = 100_000
+# Above this many '<' a page goes whole-page whatever its depth: main content (resiliparse's C++, then
+# for `blocks` our Python per line and the rescue's second render) costs ~4-40 us a tag, 4-22 s on
+# 980,000 <br> or 500,000 <p>; the whole-page render is one linear C++ pass (~1 s). 5x the largest
+# of the 990 real pages (19,252); counted as `deep_whole_page` with the deep pages.
+MAIN_CONTENT_TAGS = 100_000
+
+# `depth_bound`'s tags. Outside svg/math (foreign content, where any start tag nests) these start
+# tags never open an element that stays open around the next one: void elements (HTML spec 13.1.2);
+# `p` (a new <p> closes an open one unless a scope boundary - a counted tag, or a td/th/caption of a
+# counted <table> - is between); the table parts (they close their siblings, and are ignored outside
+# a table or template); head/body/html (merged into the existing ones). Unlike `_FLAT_TAGS` this
+# leaves out li/dd/dt, option/optgroup and the ruby tags: `<li><dd>` x N nests 2N deep in lexbor.
+_SHALLOW_TAGS = frozenset(
+    "area base basefont bgsound br col embed frame hr img input keygen link meta param source track wbr "
+    "p td th tr thead tbody tfoot caption colgroup head body html".split()
+)
+_START_TAG = re.compile(r"<([A-Za-z][^\t\n\f\r />]*)")  # the tokenizer's tag name (13.2.5.8)
+# The adoption agency (13.2.6.4.7; run by formatting end tags, and by <a>/<nobr> start tags) adds at
+# most one element per outer loop, and runs that loop at most 8 times.
+_FORMATTING_TAG = re.compile(
+    r"</?(?:a|b|big|code|em|font|i|nobr|s|small|strike|strong|tt|u)(?=[\t\n\f\r />])", re.IGNORECASE
+)
+_FOREIGN = re.compile(r"<(?:svg|math)", re.IGNORECASE)
 
 
 def nesting_depth(html: str) -> int:
@@ -174,16 +206,37 @@ def nesting_depth(html: str) -> int:
     return deepest
 
 
-def tree_depth(html: str, limit: int) -> int:
+def depth_bound(html: str) -> int:
+    """An upper bound on the nesting of lexbor's tree for the page, from its start tags alone (no
+    end tag can fool it: ignored ones only make it looser). Each start tag outside `_SHALLOW_TAGS`
+    holds at most 5 levels open (a <table> with the tbody, tr and td the parser adds, and a <p> in
+    the cell); each formatting tag, start or end, 10 more (a clone from the reconstruction of
+    active formatting elements, 13.2.4.3, and the adoption agency's 8), plus html, head and body.
+    Checked against lexbor on the 990 real pages and on random tag soup (tests/test_extract.py).
+    A page of 20,000 <br> is bounded at 8 levels: no tree walked."""
+    foreign = _FOREIGN.search(html) is not None
+    deepening = sum(
+        n for name, n in Counter(_START_TAG.findall(html)).items()
+        if foreign or not (name.isascii() and name.lower() in _SHALLOW_TAGS)
+    )
+    return 8 + 5 * deepening + 10 * len(_FORMATTING_TAG.findall(html))
+
+
+def tree_depth(html: str, limit: int, max_elements: int | None = None) -> int:
     """The element nesting of lexbor's own tree for the page (what main-content extraction walks),
     counted until it passes `limit`. The tag count above can be fooled: an end tag the parser
     ignores (`</span>` with no open span), or one inside a comment, a script or an attribute value
-    (`<div><!--</div>-->`), closes nothing, so 400,000 such pairs counted 1 deep and took hours."""
+    (`<div><!--</div>-->`), closes nothing, so 400,000 such pairs counted 1 deep and took hours.
+    After `max_elements` elements the walk stops and says `limit + 1`: not proven shallow."""
     from resiliparse.parse.html import HTMLTree
 
     node = HTMLTree.parse(html).document.document_element
     depth = deepest = 1
+    seen = 0
     while node is not None:
+        seen += 1
+        if max_elements is not None and seen > max_elements:
+            return limit + 1
         child = node.first_element_child
         if child is not None:
             node, depth = child, depth + 1
@@ -247,14 +300,20 @@ def list_indent(tree, limit: int | None = None) -> int:
 
 
 def too_deep(html: str, max_depth: int) -> bool:
-    """Cheap first: a page with few tags cannot be deep; one whose tags nest deeper is; else, on a
-    page of more than TREE_SCAN_FROM tags, the parser's tree is measured."""
+    """Whether the page goes whole-page. Cheap first: a page with few tags cannot be deep; one with
+    more than MAIN_CONTENT_TAGS tags goes whole-page anyway; one whose tags nest deeper is deep;
+    else, on a page of more than TREE_SCAN_FROM tags whose start tags do not bound its depth under
+    `max_depth`, the parser's tree is measured (up to WALK_ELEMENTS elements; past them, deep)."""
     tags = html.count("<")
     if tags <= max(DEPTH_SCAN_FROM, max_depth):
         return False
+    if tags > max(MAIN_CONTENT_TAGS, max_depth):
+        return True
     if nesting_depth(html) > max_depth:
         return True
-    return tags > max(TREE_SCAN_FROM, max_depth) and tree_depth(html, max_depth) > max_depth
+    if tags <= max(TREE_SCAN_FROM, max_depth) or depth_bound(html) <= max_depth:
+        return False
+    return tree_depth(html, max_depth, WALK_ELEMENTS) > max_depth
 
 
 # `blocks` in-process runs a batch of pages at a time, each stage over the whole batch, so that

@@ -87,14 +87,16 @@ class Trainer:
     """One run: owns the model, optimizer, data, scaler, spike detector, checkpoints and metrics."""
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, loader=None, eval_loader=None,
-                 quiet: bool = False):
+                 quiet: bool = False, label: str = ""):
+        """`label`: said before each of its lines (`[raw] [spike] step 23 ...`) where several runs share
+        one terminal: `pretrain ablate`'s twins' spike lines did not say whose they were (session 14)."""
         own = cfg.model.init_from and model_of_own_run(cfg, lambda: ck.latest_complete(
             cfg.checkpoint.storage or Path(cfg.train.out) / "checkpoints") is not None)
         cfg = own or apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
         if not own:  # a resume of its own run reads the tokenizer it trained with (or bytes, as it did)
             check_text_tokenizer(cfg)
         validate(cfg)  # numbers out of range: one line, before anything is built
-        self.cfg, self.quiet = cfg, quiet
+        self.cfg, self.quiet, self.tag = cfg, quiet, f"[{label}] " if label else ""
         self.run_dir = Path(run_dir or cfg.train.out)
         self.device = pick_device(cfg.train.device)
         check_precision(cfg.precision.dtype, self.device)
@@ -184,7 +186,7 @@ class Trainer:
         if found:
             self.resumed = True
             if self.rank == 0:  # even with --quiet: a user resuming must know the run did not start over
-                print(self._resume_line(found[1]), file=sys.stderr, flush=True)
+                print(self.tag + self._resume_line(found[1]), file=sys.stderr, flush=True)
         else:
             self._refuse_kept_history()  # before "starting fresh" is said, and before fit() moves anything
             self._say(f"no checkpoint: starting fresh{self._unfinished_note(-1)}" if cfg.train.resume
@@ -780,7 +782,7 @@ class Trainer:
             self.metrics.event(name, step, **fields)
         # said as the other events are, 5 significant digits (`eval_loss=5.0908050537109375` on a 4-rank
         # walk, session 14); the record keeps the measurement whole
-        msg = _event_line(name, step, significant(fields))
+        msg = self.tag + _event_line(name, step, significant(fields))
         if name in (*COURSE_EVENTS, "rollback_limit"):
             if self.rank == 0:  # every rank takes the same decision: said once, not once per rank
                 print(msg, file=sys.stderr, flush=True)  # shown even with --quiet: the run changed course
@@ -789,7 +791,7 @@ class Trainer:
 
     def _say(self, msg: str) -> None:
         if not self.quiet and self.rank == 0:
-            print(msg, file=sys.stderr, flush=True)
+            print(self.tag + msg, file=sys.stderr, flush=True)
 
     def summary(self) -> str:
         """Model, global batch, data passes and device, printed before training (train/record.py)."""

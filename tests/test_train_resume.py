@@ -52,6 +52,12 @@ def test_stop_at_20_then_resume_to_40_is_bitwise(tmp_path, text, reference):
     assert losses == ref_losses  # == on floats: bit for bit
     assert t.loader.state_dict() == ref_pos
     assert all(torch.equal(a, b) for a, b in zip(t.params, ref_params))
+    # the run's training time goes on across the resume (it restarted at 0 in each command): the
+    # second command starts from the time its checkpoint saved, which is past the first's last step
+    saved = ck.read_state(ck.step_dir(tmp_path / "checkpoints", 20))["elapsed_s"]
+    assert first[-1]["elapsed_s"] <= saved < second[0]["elapsed_s"]
+    times = [r["elapsed_s"] for r in read_metrics(tmp_path / "metrics.jsonl")[0]]
+    assert len(times) == 40 and times == sorted(times) and times[0] > 0
     for _, path, ok in ck.list_checkpoints(tmp_path / "checkpoints"):  # async saves: digests of the bytes
         assert ok and set(json.loads((path / ck.MARKER).read_text())[ck.DIGEST]) == {
             p.name for p in path.iterdir() if p.name != ck.MARKER}

@@ -265,6 +265,42 @@ def test_async_save_snapshots_state_before_training_continues(tmp_path):
     assert torch.equal(m2.weight, want)
 
 
+KILL_WHEN_SAVED = """
+import os, signal, sys
+from pathlib import Path
+from pretrain.train.testing import tiny_config
+from pretrain.train.trainer import Trainer
+
+t = Trainer(tiny_config(Path(sys.argv[1]), sys.argv[2], "checkpoint.every=5"), quiet=True)
+save = t.maybe_save
+def maybe_save():
+    save()
+    if t.step == 10:  # the save of step 10 is in flight: let its own thread finish, then die at once,
+        t.ckpt.pending[2].result()  # before the loop's next step could notice it (ckpt.poll)
+        os.kill(os.getpid(), signal.SIGKILL)
+t.maybe_save = maybe_save
+t.fit()
+"""
+
+
+def test_a_kill_after_an_async_save_finished_resumes_from_it(tmp_path, text, reference):
+    """An async save is a checkpoint once its write ends, not once the loop notices: killed between
+    the two (a step at most), the run resumed from the save before it (session 14)."""
+    ref_losses, ref_pos, _ = reference
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-c", KILL_WHEN_SAVED, str(run), str(text)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    events = read_metrics(run / "metrics.jsonl")[1]
+    assert not [e for e in events if e.get("event") == "checkpoint_complete" and e["step"] == 10]  # unnoticed
+    t = Trainer(tiny_config(run, text, "checkpoint.every=5"), quiet=True)
+    assert t.step == 10  # was 5: the marker waited for the loop
+    ck.verify(ck.step_dir(run / "checkpoints", 10))
+    t.fit()
+    assert _last_losses(run) == ref_losses and t.loader.state_dict() == ref_pos
+
+
 def test_keep_last_k(tmp_path, text):
     Trainer(tiny_config(tmp_path, text, "train.stop_at=20", "checkpoint.keep=2"), quiet=True).fit()
     assert [s for s, _, _ in ck.list_checkpoints(tmp_path / "checkpoints")] == [15, 20]

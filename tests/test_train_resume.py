@@ -294,6 +294,10 @@ def test_a_kill_after_an_async_save_finished_resumes_from_it(tmp_path, text, ref
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     events = read_metrics(run / "metrics.jsonl")[1]
     assert not [e for e in events if e.get("event") == "checkpoint_complete" and e["step"] == 10]  # unnoticed
+    from pretrain.report import section_for
+
+    said = " ".join(section_for(run, 0).problems)  # the report names the checkpoint the rerun uses
+    assert "newest checkpoint: step 10, the same command resumes from it" in said, said
     t = Trainer(tiny_config(run, text, "checkpoint.every=5"), quiet=True)
     assert t.step == 10  # was 5: the marker waited for the loop
     ck.verify(ck.step_dir(run / "checkpoints", 10))

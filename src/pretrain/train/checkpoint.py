@@ -11,8 +11,8 @@ automatic resume then falls back to the previous complete checkpoint that verifi
 Each rank digests the files it wrote (its `__{rank}_N.distcp`, its state file; rank 0 DCP's
 `.metadata`) after its write finished, in the save's background thread for an async save; rank 0
 gathers them into the marker, written last, in that same thread: an async save is usable from the
-moment its write ends on every rank, not from when the training loop next notices it. A checkpoint saved before digests existed loads with
-a warning.
+moment its write ends on every rank, not from when the training loop next notices it. A checkpoint
+saved before digests existed loads with a warning.
 
 Async saves copy the state and write it in a background thread; the trainer only waits for the copy
 before its next optimizer step (`fence()`), so the copy overlaps forward and backward. Under

@@ -209,7 +209,7 @@ def test_max_rollbacks_reached_stops_the_run_and_a_resume_may_raise_it(tmp_path)
     limit = [e for e in events if e["event"] == "rollback_limit"]
     assert [(e["step"], e["first_flagged"], e["rollbacks"]) for e in limit] == [(BAD + 1, BAD + 1, 0)]
     assert steps[-1]["step"] == BAD and not [e for e in events if e["event"] == "rollback"]
-    assert "stopped by stability.max_rollbacks=0" in _stopped_early(BAD, 40, events)[0]
+    assert "stopped by stability.max_rollbacks=0" in _stopped_early(BAD, 40, events, tmp_path / "a")[0]
     assert "stability.max_rollbacks reached" in _what(limit[0])
     b = _trainer(tmp_path / "a", text, "stability.max_rollbacks=1")
     assert b.resumed and b.step == 20 and not b.changes

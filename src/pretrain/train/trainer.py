@@ -699,6 +699,7 @@ class Trainer:
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.metrics = record.open_record(self)
         records = []
+        self.elapsed_before = self.elapsed()  # a second fit() of this trainer goes on from the first's
         self._t_start = time.perf_counter()
         handlers = catch_signals(self._note_signal)
         try:
@@ -798,10 +799,10 @@ class Trainer:
             self.metrics.event(name, step, **fields)
         # said as the other events are, 5 significant digits (`eval_loss=5.0908050537109375` on a 4-rank
         # walk, session 14); the record keeps the measurement whole
-        msg = self.tag + _event_line(name, step, significant(fields))
+        msg = _event_line(name, step, significant(fields))
         if name in (*COURSE_EVENTS, "rollback_limit"):
             if self.rank == 0:  # every rank takes the same decision: said once, not once per rank
-                print(msg, file=sys.stderr, flush=True)  # shown even with --quiet: the run changed course
+                print(self.tag + msg, file=sys.stderr, flush=True)  # shown even with --quiet: the run changed course
         else:
             self._say(msg)
 

@@ -802,7 +802,8 @@ class Trainer:
         msg = _event_line(name, step, significant(fields))
         if name in (*COURSE_EVENTS, "rollback_limit"):
             if self.rank == 0:  # every rank takes the same decision: said once, not once per rank
-                print(self.tag + msg, file=sys.stderr, flush=True)  # shown even with --quiet: the run changed course
+                # shown even with --quiet: the run changed course
+                print(self.tag + msg, file=sys.stderr, flush=True)
         else:
             self._say(msg)
 

@@ -339,3 +339,27 @@ def test_text_is_html_scores_pages_in_a_jsonl_field_as_their_html_files(tmp_path
     a = sorted(_scores(tmp_path / "a").values())
     assert len(a) == 6 and a == sorted(_scores(tmp_path / "b").values())
     assert a != sorted(_scores(tmp_path / "c").values())  # the markup scored otherwise
+
+
+def test_exclude_leaves_a_folders_licence_out_of_training_and_scoring(tmp_path, capsys):
+    """--exclude GLOB, as curate and tokenize read it: the model trained on a --good folder less its
+    LICENSE is the model trained on its data file named alone; score leaves it out as well."""
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "g.txt").write_text("good words about rivers and lakes\n")
+    (good / "LICENSE.txt").write_text("permission is hereby granted free of charge\n")
+    (tmp_path / "b.txt").write_text("click here buy now\n")
+    bad = ["--bad", str(tmp_path / "b.txt")]
+    train = ["classifier", "train", *bad, "--good"]
+    assert main([*train, str(good / "g.txt"), "-o", str(tmp_path / "alone.json")]) == 0
+    assert main([*train, str(good), "-o", str(tmp_path / "all.json")]) == 0
+    assert "--exclude 'LICENSE.txt' leaves it out" in capsys.readouterr().err  # named, not skipped
+    assert main([*train, str(good), "-o", str(tmp_path / "ex.json"), "--exclude", "LICENSE*"]) == 0
+    assert "LICENSE" not in capsys.readouterr().err
+    alone, every = NaiveBayes.load(tmp_path / "alone.json"), NaiveBayes.load(tmp_path / "all.json")
+    ex = NaiveBayes.load(tmp_path / "ex.json")
+    assert (ex.n_good, ex.vocab_size) == (alone.n_good, alone.vocab_size) != (every.n_good, every.vocab_size)
+    score = ["classifier", "score", "--model", str(tmp_path / "ex.json")]
+    assert main([*score, str(good), "-o", str(tmp_path / "ex.jsonl"), "--exclude", "LICENSE*"]) == 0
+    assert main([*score, str(good / "g.txt"), "-o", str(tmp_path / "alone.jsonl")]) == 0
+    assert (tmp_path / "ex.jsonl").read_text() == (tmp_path / "alone.jsonl").read_text() != ""

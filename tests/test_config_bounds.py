@@ -425,3 +425,21 @@ def test_export_max_shard_size_is_a_bounded_size():
     args = parser.parse_args(["export", "r", "-o", "o", "--max-shard-size", "0"])
     with pytest.raises(UserError, match=r"^--max-shard-size must be >= 1, got 0 \(bytes of one shard"):
         check_options(parser, args)
+
+
+def test_tokenizer_vocab_size_reads_k_as_plan_reads_its_suffixes(capsys):
+    """32k = 32,000 as `plan --tokens` reads k (plan/shapes.py parse_count) and Llama's vocabulary
+    (32,000); 32Ki = 2**15 (Mistral v0.3's 32,768); forms read two ways are refused by argparse."""
+    from pretrain.cli import build_parser
+    from pretrain.plan.shapes import parse_count
+
+    parser = build_parser()
+    argv = ["tokenizer", "train", "c", "-o", "t.json", "--vocab-size"]
+    for text, n in (("32k", parse_count("32k")), ("32K", 32_000), ("50.257k", 50_257), ("32Ki", 2**15),
+                    ("1M", parse_count("1m")), ("32000", 32_000)):
+        assert parser.parse_args([*argv, text]).vocab_size == n, text
+    for text in ("32kb", "32KiB", "1.0001k", "1e4", "k"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*argv, text])
+        err = capsys.readouterr().err
+        assert f"argument --vocab-size: {text!r}: a whole count such as 32000, 32k (= 32,000)" in err, err

@@ -38,12 +38,30 @@ class Killed(Exception):
     pass
 
 
-def _kill_at(monkeypatch, step: int) -> None:
+FINISH = ck.CheckpointManager._finish  # writes an async save's marker, in the save's thread
+
+
+def _kill_at(monkeypatch, step: int, cut: int | None = None) -> None:
+    """Raise Killed after `step`. `cut`: the async save of that step is cut short by the kill, as a
+    real kill cuts it: a raised exception leaves the save's thread running, and since session 14
+    that thread writes COMPLETE.json itself, so its marker step waits for the kill and is skipped."""
+    import threading
+
+    dead = threading.Event()
+
     def fail(rank: int, s: int) -> None:
         if s == step:
+            dead.set()
             raise Killed(step)
 
+    def finish_unless_cut(self, at: int, path) -> None:
+        if at == cut and self.async_save:
+            assert dead.wait(60), "the kill never came"
+            return  # the process is gone: no marker
+        FINISH(self, at, path)
+
     monkeypatch.setattr(trainer_mod, "_maybe_fail", fail)
+    monkeypatch.setattr(ck.CheckpointManager, "_finish", finish_unless_cut if cut is not None else FINISH)
 
 
 def _saved_steps(run: Path) -> list[int]:
@@ -104,7 +122,7 @@ def test_a_resume_keeps_the_completion_of_the_async_save_it_resumes_from(tmp_pat
 
     monkeypatch.setattr(ck.CheckpointManager, "poll", poll_after_write)
     run, schedule = tmp_path / "run", ("checkpoint.every=10", "checkpoint.async_save=true")
-    _kill_at(monkeypatch, 20)  # the save of step 20 has started, never finished: not a checkpoint
+    _kill_at(monkeypatch, 20, cut=20)  # the save of step 20 has started, never finished: not a checkpoint
     with pytest.raises(Killed):
         Trainer(tiny_config(run, text, *schedule), quiet=True).fit()
     from pretrain.report import section_for
@@ -128,7 +146,7 @@ def test_an_async_save_finished_by_the_next_save_is_logged_complete(tmp_path, te
     complete) called it unfinished and named an older checkpoint, or none, as the one to resume from."""
     monkeypatch.setattr(ck.CheckpointManager, "poll", lambda self: None)  # never noticed between steps
     run = tmp_path / "run"
-    _kill_at(monkeypatch, 7)  # the save of 6 is in flight
+    _kill_at(monkeypatch, 7, cut=6)  # the save of 6 is in flight
     with pytest.raises(Killed):
         Trainer(tiny_config(run, text, "checkpoint.every=3", "checkpoint.async_save=true"), quiet=True).fit()
     events = read_metrics(run / "metrics.jsonl")[1]
@@ -147,7 +165,7 @@ def test_a_resume_says_the_save_a_kill_cut_short_is_not_used(tmp_path, text, mon
     newcomer can see (session 14's torchrun walk: SIGKILL during the save, FSDP x 2)."""
     monkeypatch.setattr(ck.CheckpointManager, "poll", lambda self: None)  # never noticed between steps
     run = tmp_path / "run"
-    _kill_at(monkeypatch, 7)  # the save of 6 is in flight
+    _kill_at(monkeypatch, 7, cut=6)  # the save of 6 is in flight
     with pytest.raises(Killed):
         Trainer(tiny_config(run, text, "checkpoint.every=3", "checkpoint.async_save=true"), quiet=True).fit()
     assert [(s, ok) for s, _, ok in ck.list_checkpoints(run / "checkpoints")][-2:] == [(3, True), (6, False)]

@@ -52,6 +52,12 @@ def test_stop_at_20_then_resume_to_40_is_bitwise(tmp_path, text, reference):
     assert losses == ref_losses  # == on floats: bit for bit
     assert t.loader.state_dict() == ref_pos
     assert all(torch.equal(a, b) for a, b in zip(t.params, ref_params))
+    # the run's training time goes on across the resume (it restarted at 0 in each command): the
+    # second command starts from the time its checkpoint saved, which is past the first's last step
+    saved = ck.read_state(ck.step_dir(tmp_path / "checkpoints", 20))["elapsed_s"]
+    assert first[-1]["elapsed_s"] <= saved < second[0]["elapsed_s"]
+    times = [r["elapsed_s"] for r in read_metrics(tmp_path / "metrics.jsonl")[0]]
+    assert len(times) == 40 and times == sorted(times) and times[0] > 0
     for _, path, ok in ck.list_checkpoints(tmp_path / "checkpoints"):  # async saves: digests of the bytes
         assert ok and set(json.loads((path / ck.MARKER).read_text())[ck.DIGEST]) == {
             p.name for p in path.iterdir() if p.name != ck.MARKER}
@@ -257,6 +263,46 @@ def test_async_save_snapshots_state_before_training_continues(tmp_path):
     opt2 = torch.optim.AdamW(m2.parameters())
     assert mgr.load(ck.latest_complete(tmp_path)[1], m2, opt2) == {"step": 1}
     assert torch.equal(m2.weight, want)
+
+
+KILL_WHEN_SAVED = """
+import os, signal, sys
+from pathlib import Path
+from pretrain.train.testing import tiny_config
+from pretrain.train.trainer import Trainer
+
+t = Trainer(tiny_config(Path(sys.argv[1]), sys.argv[2], "checkpoint.every=5"), quiet=True)
+save = t.maybe_save
+def maybe_save():
+    save()
+    if t.step == 10:  # the save of step 10 is in flight: let its own thread finish, then die at once,
+        t.ckpt.pending[2].result()  # before the loop's next step could notice it (ckpt.poll)
+        os.kill(os.getpid(), signal.SIGKILL)
+t.maybe_save = maybe_save
+t.fit()
+"""
+
+
+def test_a_kill_after_an_async_save_finished_resumes_from_it(tmp_path, text, reference):
+    """An async save is a checkpoint once its write ends, not once the loop notices: killed between
+    the two (a step at most), the run resumed from the save before it (session 14)."""
+    ref_losses, ref_pos, _ = reference
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-c", KILL_WHEN_SAVED, str(run), str(text)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    events = read_metrics(run / "metrics.jsonl")[1]
+    assert not [e for e in events if e.get("event") == "checkpoint_complete" and e["step"] == 10]  # unnoticed
+    from pretrain.report import section_for
+
+    said = " ".join(section_for(run, 0).problems)  # the report names the checkpoint the rerun uses
+    assert "newest checkpoint: step 10, the same command resumes from it" in said, said
+    t = Trainer(tiny_config(run, text, "checkpoint.every=5"), quiet=True)
+    assert t.step == 10  # was 5: the marker waited for the loop
+    ck.verify(ck.step_dir(run / "checkpoints", 10))
+    t.fit()
+    assert _last_losses(run) == ref_losses and t.loader.state_dict() == ref_pos
 
 
 def test_keep_last_k(tmp_path, text):

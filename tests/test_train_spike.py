@@ -41,10 +41,10 @@ class Corrupting:
         self.inner.load_state_dict(state)
 
 
-def _trainer(out: Path, text: Path, *extra: str, bad: tuple[int, ...] = (BAD,)) -> Trainer:
+def _trainer(out: Path, text: Path, *extra: str, bad: tuple[int, ...] = (BAD,), label: str = "") -> Trainer:
     cfg = tiny_config(out, text, "stability.spike_factor=1.5", "optim.lr=1e-2", *extra)
     ids, _ = encode_text(read_text(text))
-    return Trainer(cfg, loader=Corrupting(TextLoader(ids, cfg.model.seq_len), bad), quiet=True)
+    return Trainer(cfg, loader=Corrupting(TextLoader(ids, cfg.model.seq_len), bad), quiet=True, label=label)
 
 
 def test_spike_is_rolled_back_and_skipped(tmp_path):
@@ -78,12 +78,15 @@ def test_spike_is_rolled_back_and_skipped(tmp_path):
     assert all(torch.equal(p, q) for p, q in zip(a.params, b.params))
 
 
-def test_without_rollback_the_spike_is_only_flagged(tmp_path):
+def test_without_rollback_the_spike_is_only_flagged(tmp_path, capsys):
     text = fallback_text(tmp_path / "topics.txt")
-    t = _trainer(tmp_path / "a", text, "stability.rollback=false", "train.stop_at=25")
+    t = _trainer(tmp_path / "a", text, "stability.rollback=false", "train.stop_at=25", label="raw")
     t.fit()
     _, events = read_metrics(tmp_path / "a" / "metrics.jsonl")
     assert [e["event"] for e in events if e["event"] in ("spike", "rollback")] == ["spike"]
+    # a labelled run's lines say whose they are (pretrain ablate's twins share one terminal)
+    said = [x for x in capsys.readouterr().err.splitlines() if "[spike]" in x]
+    assert [x.split()[:4] for x in said] == [["[raw]", "[spike]", "step", str(BAD + 1)]], said
 
 
 def test_persistent_spike_skips_the_window_around_it(tmp_path):
@@ -206,7 +209,7 @@ def test_max_rollbacks_reached_stops_the_run_and_a_resume_may_raise_it(tmp_path)
     limit = [e for e in events if e["event"] == "rollback_limit"]
     assert [(e["step"], e["first_flagged"], e["rollbacks"]) for e in limit] == [(BAD + 1, BAD + 1, 0)]
     assert steps[-1]["step"] == BAD and not [e for e in events if e["event"] == "rollback"]
-    assert "stopped by stability.max_rollbacks=0" in _stopped_early(BAD, 40, events)[0]
+    assert "stopped by stability.max_rollbacks=0" in _stopped_early(BAD, 40, events, tmp_path / "a")[0]
     assert "stability.max_rollbacks reached" in _what(limit[0])
     b = _trainer(tmp_path / "a", text, "stability.max_rollbacks=1")
     assert b.resumed and b.step == 20 and not b.changes

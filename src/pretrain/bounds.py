@@ -74,6 +74,34 @@ class Number:
         return self.typ.__name__
 
 
+class Count(Number):
+    """A whole count given as 32000, 32k or 32Ki (tokenizer train --vocab-size): k/K is 1,000, as
+    `plan --tokens 1T` reads its suffixes (plan/shapes.py parse_count) and as "32k vocabulary" is
+    Llama's 32,000; Ki is 1,024 (32Ki = 32,768, Mistral v0.3's), as Size reads KiB. M is 1,000,000.
+    Forms a count could be read two ways from ("32kb": bytes or a count? "1.0001k": not whole) are
+    refused with the forms it reads, rather than rounded."""
+
+    UNITS = {"KI": 2**10, "K": 10**3, "M": 10**6}
+
+    def __init__(self, lo: int | None = None, hi: int | None = None, why: str = "") -> None:
+        super().__init__(int, lo=lo, hi=hi, why=why)
+        self.__name__ = "count"  # argparse: "invalid count value: '32kb'"
+
+    def __call__(self, text: str) -> int:
+        t = text.strip().upper().replace("_", "")
+        if t.startswith("-") and t[1:2].isdigit():  # refused by its bound, in the same words as any other
+            return -self(t[1:])
+        unit = next((u for u in self.UNITS if t.endswith(u)), "")
+        whole, _, frac = t.removesuffix(unit).partition(".")
+        mult = self.UNITS.get(unit, 1)
+        if whole.isdigit() and (not frac or frac.isdigit()) and len(t) < 24:
+            scaled = int(frac or "0") * mult  # the fraction's share, whole only for 32.5k, not 1.0001k
+            if scaled % 10 ** len(frac) == 0:
+                return int(whole) * mult + scaled // 10 ** len(frac)
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole count such as 32000, 32k (= 32,000) or "
+                                         "32Ki (= 32,768)")
+
+
 class Size(Number):
     """A byte count given as 5GB, 500MB, 2GiB or 1000000 (export --max-shard-size): parsed here,
     bounded like any other Number (check_number, in pretrain.cli)."""

@@ -187,7 +187,7 @@ def run_section(run: Path, sid: str) -> Section:
     evl = [r for r in evals if r.get("eval_loss") is not None]
     target = _target_steps(run)
     steps = f"{last.get('step')} of {target}" if target and last else last.get("step")
-    problems = (_stopped_early(last.get("step", 0), target, events) + _resumes(events, target)
+    problems = (_stopped_early(last.get("step", 0), target, events, run) + _resumes(events, target)
                 + _damaged(events))
     parts = [kpis([("steps", steps), ("final loss", last.get("loss")),
                    ("final eval loss", evl[-1]["eval_loss"] if evl else None),
@@ -287,7 +287,7 @@ def _checkpoints(run: Path, events: list[dict]) -> str:
     every = ("" if cfg is None else f"every {cfg.checkpoint.every} steps; " if cfg.checkpoint.every
              else f"interval by Young's rule sqrt(2 x save time x MTBF){_young(run, cfg)}; ")
     started = [e for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)]
-    saved = _complete_saves(events)  # an async save killed before its completion is no checkpoint
+    saved = _complete_saves(events, run)  # an async save killed before its completion is no checkpoint
     unfinished = sorted({e["step"] for e in started} - set(saved))
     many = len(unfinished) > 1
     cut = (f"; the async save{'s' if many else ''} of step{'s' if many else ''} "
@@ -322,12 +322,12 @@ def _young(run: Path, cfg) -> str:
     return f" = {k} steps (save {save_s:.2g} s, step {step_s:.2g} s)"
 
 
-def _stopped_early(step: int, target: int | None, events: list[dict]) -> list[str]:
+def _stopped_early(step: int, target: int | None, events: list[dict], run: Path) -> list[str]:
     """A run short of its target was killed, interrupted or is still running: say so, and what a
     rerun of the same command would resume from (the newest checkpoint event)."""
     if not target or step >= target:
         return []
-    saved = _complete_saves(events)
+    saved = _complete_saves(events, run)
     why = "killed, interrupted or still running"
     limit = [e for e in events if e.get("event") == "rollback_limit" and e.get("step") == step + 1]
     if limit:  # the trainer's own stop: said as such, not as a kill
@@ -337,14 +337,36 @@ def _stopped_early(step: int, target: int | None, events: list[dict]) -> list[st
     return [f"stopped at step {step} of {target} ({why}); {then}"]
 
 
-def _complete_saves(events: list[dict]) -> list[int]:
+def _complete_saves(events: list[dict], run: Path) -> list[int]:
     """The steps of checkpoints a rerun can resume from. An async save is logged (`checkpoint`) when
     it starts and completes later (`checkpoint_complete`): a run killed in between resumes from the
     one before (session 8: the report named the unfinished one). A synchronous save (no `async`
-    field, as in records written before it) is complete when logged."""
+    field, as in records written before it) is complete when logged. Since session 14 an async save
+    writes its marker itself, before the loop logs `checkpoint_complete` (a step later at most): one
+    killed in that window is complete on disk, and counted so when the run keeps its checkpoints."""
     done = {e.get("saved_step") for e in events if e.get("event") == "checkpoint_complete"}
+    late = [e["step"] for e in events if e.get("event") == "checkpoint" and e.get("async") is True
+            and isinstance(e.get("step"), int) and e["step"] not in done]
+    done |= _complete_on_disk(run) if late else set()
     return [e["step"] for e in events if e.get("event") == "checkpoint" and isinstance(e.get("step"), int)
             and (e.get("async") is not True or e["step"] in done)]
+
+
+def _complete_on_disk(run: Path) -> set[int]:
+    """Steps of the complete checkpoints in the run's own checkpoint folder (COMPLETE.json and the sizes
+    it lists); none for storage outside the run (the report reads the run directory alone)."""
+    from pretrain.errors import UserError
+    from pretrain.train import checkpoint as ck
+    from pretrain.train.config import storage_in_run
+
+    cfg = _run_config(run)
+    where = (storage_in_run(run, cfg.checkpoint.storage) if cfg else None) or run / "checkpoints"
+    try:
+        if "://" in str(where) or not Path(where).resolve().is_relative_to(run.resolve()):
+            return set()
+        return {s for s, _, ok in ck.list_checkpoints(Path(where)) if ok}
+    except (OSError, ValueError, UserError, untrusted.BadFile):  # a link out: the resume says it, not this
+        return set()
 
 
 def _resumes(events: list[dict], target: int | None) -> list[str]:

@@ -51,6 +51,8 @@ Example:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from pretrain.commands import add_exclude
+
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     t = sub.add_parser("train", help="train a model from good and bad text files", description=TRAIN,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -65,6 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text (default text)")
     t.add_argument("--text-is-html", action="store_true",
                    help="the text field holds whole HTML pages: extract their main text first")
+    add_exclude(t)  # --good/--bad folders hold a LICENSE or README as often as curate's inputs do
     s = sub.add_parser("score", help="score documents with a model", description=SCORE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("inputs", nargs="+", metavar="INPUT",
@@ -79,6 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=32 * 1024**2, metavar="N",
                    help="refuse a model file larger than this, unread (a model holds ~16x its size "
                         "in memory; default 32 MiB, ~2.4 M words; classifier.max_model_bytes in curate)")
+    add_exclude(s)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,7 +95,9 @@ def _train(args: argparse.Namespace) -> int:
 
     check_inputs({"--good": args.good, "--bad": args.bad})
     # the model being written is never training text (a rerun into the --good folder met it)
-    good_files, bad_files = listed(args.good, "--good", args.output), listed(args.bad, "--bad", args.output)
+    exclude = tuple(args.exclude)
+    good_files = listed(args.good, "--good", args.output, exclude)
+    bad_files = listed(args.bad, "--bad", args.output, exclude)
     errors = Skipped()
     stats: Counter[str] = Counter()
     good = (d.text for d in documents(good_files, _reader(args), errors, stats))
@@ -111,7 +117,7 @@ def _score(args: argparse.Namespace) -> int:
 
     check_inputs({"": args.inputs}, args.model)
     tagger = ClassifierTagger(NaiveBayes.load(args.model, args.max_model_bytes))
-    files = listed(args.inputs, skip=args.output)
+    files = listed(args.inputs, skip=args.output, exclude=tuple(args.exclude))
     errors = Skipped()
     stats: Counter[str] = Counter()
     n = good = 0

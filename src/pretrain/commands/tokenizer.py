@@ -6,7 +6,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from pretrain.bounds import Number
+from pretrain.bounds import Count, Number
 from pretrain.progress import count
 
 HELP = "train a byte-level BPE tokenizer (HF tokenizers) on a corpus"
@@ -20,7 +20,7 @@ exactly the input; it then merges the most frequent adjacent pairs until the voc
 special token: `pretrain tokenize` puts it between documents.
 
 Example:
-  pretrain tokenizer train corpus/data -o tokenizer.json --vocab-size 32000
+  pretrain tokenizer train corpus/data -o tokenizer.json --vocab-size 32k   (32,000; 32Ki is 32,768)
   pretrain tokenizer train books.txt wiki.jsonl.zst -o tok.json --vocab-size 8192 --max-mb 100
 
 Output: one tokenizer.json that HF `tokenizers` (and transformers' PreTrainedTokenizerFast) load.
@@ -36,10 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("inputs", nargs="+", metavar="CORPUS", help="files, folders or globs")
     t.add_argument("-o", "--output", required=True, metavar="TOKENIZER.json",
                    help="tokenizer file to write (a tokenizer there is replaced, and said so)")
-    t.add_argument("--vocab-size", type=Number(int, lo=257, hi=2**31 - 1,
-                               why="the 256 bytes, the end-of-text token and merges; token ids are 32-bit"),
+    t.add_argument("--vocab-size", type=Count(lo=257, hi=2**31 - 1,
+                              why="the 256 bytes, the end-of-text token and merges; token ids are 32-bit"),
                    required=True, metavar="N",
-                   help="entries in the vocabulary, the 256 bytes and special tokens included")
+                   help="entries in the vocabulary, the 256 bytes and special tokens included: 32000, "
+                        "or 32k (k = 1,000: 32,000, Llama's) or 32Ki (Ki = 1,024: 32,768, Mistral v0.3's)")
     t.add_argument("--special", action="append", default=[], metavar="TOKEN",
                    help="extra special token (repeatable); <|endoftext|> is always added")
     t.add_argument("--min-frequency", type=Number(int, lo=1, why="a pair's count"),

@@ -48,14 +48,16 @@ def check_inputs(groups: dict[str, list[str]], model: str | None = None) -> None
         raise UserError("; ".join(problems))
 
 
-def listed(paths: list[str], role: str = "", skip: str = "-") -> list[tuple[str, str]]:
+def listed(paths: list[str], role: str = "", skip: str = "-",
+           exclude: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """(file or object URL, source name) of every input, sorted, less `skip` (the scores or model
-    being written, which a rerun into the input folder would read back); none is an error naming
-    the inputs."""
+    being written, which a rerun into the input folder would read back) and the files `exclude`
+    (--exclude GLOB, `inputs.excluded`) leaves out of a folder, glob or prefix; none is an error
+    naming the inputs."""
     from pretrain.curate.identity import list_any_inputs
 
     gone = None if skip == "-" or io.is_url(skip) else Path(skip).resolve()
-    files = [(f, src) for f, src in list_any_inputs(paths)
+    files = [(f, src) for f, src in list_any_inputs(paths, exclude=exclude)
              if io.is_url(f) or Path(f).resolve() != gone]
     if not files:
         where = f"{role} " if role else ""

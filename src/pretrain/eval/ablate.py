@@ -269,7 +269,7 @@ def run_ablation(cfg: AblationConfig, base: Path, say=print) -> dict:
             anew = "the twin there was trained under other settings (steps or set)"
         say(f"[{v.name}] {len(vparas):,} paragraphs, {len(text):,} characters; {cfg.steps:,} steps"
             + (f"; trained anew: {anew}" if anew else ""))
-        trainer = Trainer(twin, quiet=True)
+        trainer = Trainer(twin, quiet=True, label=v.name)  # its [spike] lines say whose they are
         with _progress(v.name, trainer, cfg.steps, say):
             trainer.fit()
         res = evaluate_twin(cfg, vdir / "run", text, lines if not v.data else [], heldout)

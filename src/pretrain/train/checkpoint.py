@@ -10,8 +10,9 @@ after the save (a disk or copy error) refuses the checkpoint in one line naming 
 automatic resume then falls back to the previous complete checkpoint that verifies (the trainer).
 Each rank digests the files it wrote (its `__{rank}_N.distcp`, its state file; rank 0 DCP's
 `.metadata`) after its write finished, in the save's background thread for an async save; rank 0
-gathers them into the marker, written last. A checkpoint saved before digests existed loads with
-a warning.
+gathers them into the marker, written last, in that same thread: an async save is usable from the
+moment its write ends on every rank, not from when the training loop next notices it. A checkpoint
+saved before digests existed loads with a warning.
 
 Async saves copy the state and write it in a background thread; the trainer only waits for the copy
 before its next optimizer step (`fence()`), so the copy overlaps forward and backward. Under
@@ -512,7 +513,7 @@ class CheckpointManager:
         state = {"model": msd, "optim": osd}
         if self.async_save:
             self._staged = threading.Event()
-            fut = self._pool.submit(self._stage_and_write, state, path, self._staged)
+            fut = self._pool.submit(self._stage_and_write, state, path, self._staged, step)
             self.pending = (step, path, fut)
         else:
             _save(state, path)
@@ -522,13 +523,19 @@ class CheckpointManager:
         self.save_seconds.append(blocked)
         return blocked
 
-    def _stage_and_write(self, state: dict, path: Path, staged: threading.Event) -> None:
+    def _stage_and_write(self, state: dict, path: Path, staged: threading.Event, step: int) -> None:
         try:
             snapshot = _clone_tree(state)
         finally:
             staged.set()
         _save(snapshot, path, self.group)
         self._digests = own_digests(path, _rank())  # off the training thread, of the bytes written
+        # The marker from the save's own thread, as soon as every rank's write is done (the gather
+        # in _finish waits for all), not when the loop next polls: a kill in between (up to a step
+        # later) restarted from the save before (session 14). Safe because while a save is pending
+        # only this thread uses self.group (the main thread's save, load, delete_after and rollback
+        # all wait() first), so every rank issues the same collectives on it in the same order.
+        self._finish(step, path)
 
     def fence(self) -> None:
         """Block until an in-flight save has its snapshot: call before parameters or moments change."""
@@ -541,12 +548,15 @@ class CheckpointManager:
             self.save_seconds[-1] += time.perf_counter() - t0
 
     def poll(self) -> int | None:
-        """Finish an async save that has completed; returns its step, else None.
+        """Take in an async save that has completed (its marker is written by then); returns its
+        step, else None.
 
-        Under torch.distributed "completed" must be agreed: finishing runs a barrier on the checkpoint
-        group, and a rank that finished alone would wait there while the others went on into the next
-        step's collectives (a deadlock seen in 1 of 3 runs of the spike test). One all-reduce (MIN) of
-        the local flag on the training group, from the main thread, decides for all.
+        Under torch.distributed "completed" must be agreed, so that every rank drops `pending` at the
+        same step and the next save's barrier, or a decision read off the directory, finds them alike
+        (until session 14 the marker's barrier ran here, and a rank that finished alone waited there
+        while the others went on into the next step's collectives: a deadlock seen in 1 of 3 runs of
+        the spike test). One all-reduce (MIN) of the local flag on the training group, from the main
+        thread, decides for all.
         """
         if not self.pending:
             return None
@@ -559,14 +569,14 @@ class CheckpointManager:
         return self.wait() if done else None
 
     def wait(self) -> int | None:
-        """Block until the in-flight save (if any) is on disk and marked complete."""
+        """Block until the in-flight save (if any) is on disk and marked complete (its thread writes
+        the marker, `_stage_and_write`); returns its step."""
         if not self.pending:
             return None
-        step, path, fut = self.pending
+        step, _, fut = self.pending
         self.pending = None
         fut.result()
         self._staged = None
-        self._finish(step, path)
         return step
 
     def _finish(self, step: int, path: Path) -> None:

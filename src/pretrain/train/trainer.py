@@ -87,14 +87,16 @@ class Trainer:
     """One run: owns the model, optimizer, data, scaler, spike detector, checkpoints and metrics."""
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path | None = None, loader=None, eval_loader=None,
-                 quiet: bool = False):
+                 quiet: bool = False, label: str = ""):
+        """`label`: said before each of its lines (`[raw] [spike] step 23 ...`) where several runs share
+        one terminal: `pretrain ablate`'s twins' spike lines did not say whose they were (session 14)."""
         own = cfg.model.init_from and model_of_own_run(cfg, lambda: ck.latest_complete(
             cfg.checkpoint.storage or Path(cfg.train.out) / "checkpoints") is not None)
         cfg = own or apply_init_from(cfg)  # model.init_from: shape and tokenizer from a Hugging Face folder
         if not own:  # a resume of its own run reads the tokenizer it trained with (or bytes, as it did)
             check_text_tokenizer(cfg)
         validate(cfg)  # numbers out of range: one line, before anything is built
-        self.cfg, self.quiet = cfg, quiet
+        self.cfg, self.quiet, self.tag = cfg, quiet, f"[{label}] " if label else ""
         self.run_dir = Path(run_dir or cfg.train.out)
         self.device = pick_device(cfg.train.device)
         check_precision(cfg.precision.dtype, self.device)
@@ -164,6 +166,9 @@ class Trainer:
                                          cfg.checkpoint.keep, cfg.checkpoint.async_save)
         self.metrics: Metrics | None = None
         self.step, self.tokens_seen, self.rollbacks = 0, 0, 0
+        # the run's training time before this command (its checkpoint's), and when this command's
+        # training began: step lines and metrics.jsonl say the run's time, not this command's
+        self.elapsed_before, self._t_start = 0.0, None
         self.save_interval = cfg.checkpoint.every  # 0 until Young's rule has measured a save
         self.next_save = self._save_after(0)
         self.resumed, self.changes = False, {}
@@ -184,7 +189,7 @@ class Trainer:
         if found:
             self.resumed = True
             if self.rank == 0:  # even with --quiet: a user resuming must know the run did not start over
-                print(self._resume_line(found[1]), file=sys.stderr, flush=True)
+                print(self.tag + self._resume_line(found[1]), file=sys.stderr, flush=True)
         else:
             self._refuse_kept_history()  # before "starting fresh" is said, and before fit() moves anything
             self._say(f"no checkpoint: starting fresh{self._unfinished_note(-1)}" if cfg.train.resume
@@ -329,7 +334,8 @@ class Trainer:
     # --- state ------------------------------------------------------------------------------
 
     def state(self) -> dict:
-        return {"step": self.step, "tokens_seen": self.tokens_seen, "loader": self.loader.state_dict(),
+        return {"step": self.step, "tokens_seen": self.tokens_seen, "elapsed_s": round(self.elapsed(), 3),
+                "loader": self.loader.state_dict(),
                 "scaler": self.scaler.state_dict(), "spikes": self.spikes.state_dict(), "rng": rng_state(),
                 "save_interval": self.save_interval, "config_hash": cfgmod.config_hash(self.cfg),
                 "recipe": self._recipe(), "layout": layout_of(self.dims),
@@ -395,7 +401,10 @@ class Trainer:
             self.step, part = step, "layout"
             self.saved_layout = read_layout(st.get("layout"))
             part = "tokens_seen"
-            self.tokens_seen, part = int(st["tokens_seen"]), "loader"
+            self.tokens_seen, part = int(st["tokens_seen"]), "elapsed_s"
+            if self._t_start is None:  # a resume; a rollback's time goes on (that wall time was spent)
+                self.elapsed_before = _seconds(st.get("elapsed_s", 0.0))  # absent: saved before session 14
+            part = "loader"
             # allowed changes of the mixture (weights, sources) continue as a new phase of the sampler
             changed = self.cfg.train.allow_changes and self.cfg.data.kind == "tokens"
             self.loader.load_state_dict(st["loader"], **({"reweight": True} if changed else {}))
@@ -690,7 +699,8 @@ class Trainer:
         if self.rank == 0:  # one writer of the run directory's config and metrics
             self.metrics = record.open_record(self)
         records = []
-        t_start = time.perf_counter()
+        self.elapsed_before = self.elapsed()  # a second fit() of this trainer goes on from the first's
+        self._t_start = time.perf_counter()
         handlers = catch_signals(self._note_signal)
         try:
             while self.step < stop:
@@ -700,9 +710,10 @@ class Trainer:
                 if rec is None:
                     continue
                 records.append(rec)
+                rec["elapsed_s"] = round(self.elapsed(), 3)  # the run's, summed over its commands
                 if (self.step % self.cfg.log.every == 0 or self.step == stop) and self.metrics is not None:
                     self.metrics.step(rec)
-                    self._say(self._step_line(rec, stop, time.perf_counter() - t_start))
+                    self._say(self._step_line(rec, stop, rec["elapsed_s"]))
                 self.maybe_eval()
                 self.maybe_eval_tasks()
                 self.maybe_save()
@@ -716,6 +727,14 @@ class Trainer:
             if self.metrics is not None:
                 self.metrics.close()
         return records
+
+    def elapsed(self) -> float:
+        """Seconds of training of the run to this step: its checkpoint's time when resumed, plus this
+        command's. The time from a resumed checkpoint to the kill is not counted: the steps trained in it
+        were dropped too, so step N's time is that of the steps the record keeps up to N (a rollback's
+        abandoned steps stay counted: the command spent them)."""
+        now = 0.0 if self._t_start is None else time.perf_counter() - self._t_start
+        return self.elapsed_before + now
 
     def _step_line(self, rec: dict, stop: int, elapsed: float) -> str:
         return record.step_line(rec, stop, elapsed, self.step, self._step_times)
@@ -783,13 +802,14 @@ class Trainer:
         msg = _event_line(name, step, significant(fields))
         if name in (*COURSE_EVENTS, "rollback_limit"):
             if self.rank == 0:  # every rank takes the same decision: said once, not once per rank
-                print(msg, file=sys.stderr, flush=True)  # shown even with --quiet: the run changed course
+                # shown even with --quiet: the run changed course
+                print(self.tag + msg, file=sys.stderr, flush=True)
         else:
             self._say(msg)
 
     def _say(self, msg: str) -> None:
         if not self.quiet and self.rank == 0:
-            print(msg, file=sys.stderr, flush=True)
+            print(self.tag + msg, file=sys.stderr, flush=True)
 
     def summary(self) -> str:
         """Model, global batch, data passes and device, printed before training (train/record.py)."""
@@ -815,6 +835,13 @@ def _torchrun_grace() -> str:
     env = os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "")  # the flag itself is not passed to the ranks
     grace = f"{env} s" if env.isdigit() else "--shutdown-timeout (30 s by default)"
     return f"; torchrun kills the ranks {grace} after its SIGTERM: a step and save longer than that are lost"
+
+
+def _seconds(v) -> float:
+    """A checkpoint's elapsed_s: a finite number of seconds >= 0, else ValueError (a hostile state file)."""
+    if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"{v!r} is not a number of seconds")
+    return float(v)
 
 
 def _maybe_fail(rank: int, step: int) -> None:

@@ -12,7 +12,8 @@ request gives the same number in both:
 Two things make it faster than the harness on the same model: requests whose model input is the
 same (a multiple-choice question with one-token answers " A"/" B"/...: the input is the context
 alone) share one forward pass, and log_softmax runs only on the continuation's positions, not on
-(batch, length, vocabulary).
+(batch, length, vocabulary). With a model that takes a mask (`EvalModel.tree_logits`), requests
+that share a long enough context also share one row (`tree_rows` says which).
 """
 
 from __future__ import annotations

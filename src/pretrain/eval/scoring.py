@@ -12,7 +12,8 @@ request gives the same number in both:
 Two things make it faster than the harness on the same model: requests whose model input is the
 same (a multiple-choice question with one-token answers " A"/" B"/...: the input is the context
 alone) share one forward pass, and log_softmax runs only on the continuation's positions, not on
-(batch, length, vocabulary).
+(batch, length, vocabulary). With a model that takes a mask (`EvalModel.tree_logits`), requests
+that share a long enough context also share one row (`tree_rows` says which).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ TokenRequest = tuple[list[int], list[int]]  # (context ids, continuation ids)
 # was 66 s to a MemoryError at 7.6 GB for one example.
 LONG_CONTEXT = 1 << 14
 TAIL = 1 << 10  # a cut's validity reads the two characters beside it; the rest is margin
+
+# A packed row (`tree_rows`) is at most this many model windows (max_length + 1) wide: its mask and
+# its dense attention grow with the width squared, so a row at most 2 windows wide costs at most
+# 4 windows' attention for the 2 or more plain rows it replaces.
+ROW_WIDTH = 2
 
 
 def encode_pair(model: EvalModel, context: str, continuation: str, memo: dict | None = None) -> TokenRequest:
@@ -118,12 +124,40 @@ def loglikelihood_tokens(model: EvalModel, reqs: Sequence[TokenRequest], batch_t
         for i, (ctx, cont) in enumerate(reqs):
             if ctx and cont and len(ctx) + len(cont) <= model.max_length + 1:
                 trees.setdefault(tuple(ctx), []).append(i)
-        shared = {c: ix for c, ix in trees.items() if len(ix) > 1 and any(len(reqs[i][1]) > 1 for i in ix)}
-        done = {i for ix in shared.values() for i in ix}
-        _score_trees(model, reqs, list(shared.items()), batch_tokens, tick, out)
+        rows = [(c, row) for c, ix in trees.items()
+                for row in tree_rows(len(c), [len(reqs[i][1]) for i in ix], ix, model.max_length)]
+        done = {i for _, row in rows for i in row}
+        _score_trees(model, reqs, rows, batch_tokens, tick, out)
         rest = [i for i in rest if i not in done]
     _score_plain(model, reqs, rest, batch_tokens, tick, out)
     return out
+
+
+def tree_rows(n_ctx: int, n_conts: list[int], ix: list[int], max_length: int) -> list[list[int]]:
+    """The packed rows (each a list of `ix` entries, in their order) of requests sharing a context
+    of n_ctx tokens, with continuations of n_conts tokens; the requests in no row are scored plain.
+
+    A row's width is n_ctx + sum(n_cont - 1): each branch after the first saves n_ctx tokens, but
+    the row's attention is dense in its width squared (an explicit mask) where a plain row's is
+    causal in its own width. So a context packs only when it is at least half as long as each
+    branch (a multiple-choice question and its answers: measured no slower than packing all,
+    bench/bench_eval_pack.py), and a row closes before it outgrows ROW_WIDTH windows (an example
+    of many long choices). `ppl:` rolling windows share a one-token context: before session 14 a
+    text's windows after the same token made one row hundreds of windows wide, 3.7x slower than
+    plain rows (docs/decisions.md). A pure function of the requests: a chunk scores the same
+    every time (eval/partial.py)."""
+    if len(ix) < 2 or max(n_conts) < 2 or 2 * n_ctx < max(n_conts) - 1:
+        return []
+    cap = ROW_WIDTH * (max_length + 1)
+    rows: list[list[int]] = []
+    width = cap + 1
+    for i, n in zip(ix, n_conts):
+        if width + n - 1 > cap:
+            rows.append([])
+            width = n_ctx
+        rows[-1].append(i)
+        width += n - 1
+    return [r for r in rows if len(r) > 1]
 
 
 def _score_plain(model, reqs, which, batch_tokens, tick, out) -> None:

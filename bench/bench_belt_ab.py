@@ -23,19 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_belt as bb  # noqa: E402  (the worker, the input sets, the warm-up WARC)
+from srctree import export_src  # noqa: E402  (a revision's src/)
 
 STAGES = ["read", "extract", "language", "gopher_repetition", "gopher_quality", "c4_quality",
           "fineweb_quality", "dedup signatures", "global dedup", "write jsonl.zst"]
-
-
-def export_src(ref: str, dest: Path) -> Path:
-    """`ref`'s src/ under dest (git archive | tar: no checkout, no shell string)."""
-    archive = subprocess.run(["git", "-C", str(bb.ROOT), "archive", ref, "src"], capture_output=True,
-                             check=False)
-    if archive.returncode != 0:
-        raise SystemExit(f"git archive {ref!r} failed: {archive.stderr.decode(errors='replace').strip()}")
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
-    return dest / "src"
 
 
 def one_run(src: Path, files: list[Path], backend: str, warm: Path) -> dict:

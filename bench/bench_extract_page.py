@@ -55,6 +55,7 @@ from pretrain.curate.extract_blocks import (
     CORE_MARGIN,
     CORE_P,
     BlockModel,
+    ShippedTrees,
     batch_matrix,
     core_flags,
     headline_off,
@@ -82,18 +83,6 @@ SHARED = st.SHARED
 RULES = ("shipped", "gate", "gate mean", "mean", "gate vote", "strict", "gate either", "gate strict")
 CANDIDATES = ("shipped", "gate", "gate mean", "mean", "gate vote")  # stated before any score was seen
 POST_HOC = ("gate either", "gate strict")  # added after reading where "strict" gains: not for choosing
-
-
-class ShippedTrees:
-    """What page_texts's rescue reads of a `model` (`words`, `threshold`): its shipped trees' (`ship`)."""
-
-    @property
-    def words(self):
-        return self.ship.words
-
-    @property
-    def threshold(self) -> float:
-        return self.ship.threshold
 
 
 @dataclass(frozen=True)

@@ -31,23 +31,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from srctree import run_cli  # noqa: E402  (bench/: a pretrain command in a capped child)
+
 MiB = 1 << 20
 HERE = Path(__file__).resolve().parents[1]
 
-_CHILD = r"""
-import json, resource, sys, time
-resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
-from pretrain.cli import main
-t0 = time.perf_counter()
-try:
-    rc = main(sys.argv[1:])
-except SystemExit as e:
-    rc = e.code
-except MemoryError:
-    rc = "MemoryError"
-hwm = [int(x.split()[1]) // 1024 for x in open("/proc/self/status") if x.startswith("VmHWM")][0]
-print(json.dumps({"rc": rc, "seconds": round(time.perf_counter() - t0, 1), "peak_mb": hwm}))
-"""
 
 
 def write_repeated(path: Path, head: bytes, unit: bytes, tail: bytes, size: int) -> None:
@@ -96,13 +84,10 @@ def measure(case: Path, src: str, page: Path) -> str:
     shutil.rmtree(page.parent / "dedup-out", ignore_errors=True)
     argv = ["report", str(case), "-o", str(page)] if case.name != "input-plan" else \
         ["dedup", str(case), "-o", str(page.parent / "dedup-out"), "--workers", "1", "--quiet"]
-    r = subprocess.run([sys.executable, "-c", _CHILD, *argv], capture_output=True,
-                       text=True, env={**os.environ, "PYTHONPATH": src})
-    try:
-        out = json.loads(r.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return f"failed: {r.stderr.strip()[-200:]}"
-    said = r.stderr.strip().splitlines()[-1][-110:] if r.stderr.strip() else "(nothing on stderr)"
+    out = run_cli(argv, src, cap_gb=6)
+    if str(out["rc"]).startswith("failed"):
+        return out["rc"]
+    said = out["said"][-110:] or "(nothing on stderr)"
     return f"{out['seconds']:>6} s {out['peak_mb']:>6} MB  rc {out['rc']}  {said}"
 
 

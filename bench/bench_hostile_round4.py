@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from srctree import export_src  # noqa: E402  (bench/: a revision's src/)
+
 HERE = Path(__file__).resolve().parents[1]
 
 
@@ -146,12 +148,7 @@ def main() -> None:
         root = Path(tmp)
         srcs = {"after": args.src}
         if args.before:
-            old = root / "before"
-            old.mkdir()
-            archive = subprocess.run(["git", "-C", str(HERE), "archive", args.before, "src"], check=True,
-                                     capture_output=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-            srcs = {"before": str(old / "src"), **srcs}
+            srcs = {"before": str(export_src(args.before, root / "before")), **srcs}
         text = root / "text.txt"
         text.write_bytes(_text(root).read_bytes()[:args.text_kb * 1000])
         cases = {

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from srctree import export_src  # noqa: E402  (bench/: a revision's src/)
+
 HERE = Path(__file__).resolve().parents[1]
 
 
@@ -86,12 +88,7 @@ def main() -> None:
         root = Path(tmp)
         srcs = {"after": args.src}
         if args.before:
-            old = root / "before"
-            old.mkdir()
-            archive = subprocess.run(["git", "-C", str(HERE), "archive", args.before, "src"], check=True,
-                                     capture_output=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-            srcs = {"before": str(old / "src"), **srcs}
+            srcs = {"before": str(export_src(args.before, root / "before")), **srcs}
         for case, cmd in make_inputs(root, args.lines).items():
             seen = {}
             for side, src in srcs.items():  # a fresh child per side: RUSAGE_CHILDREN is a running max

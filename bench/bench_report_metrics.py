@@ -19,28 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from srctree import export_src, run_cli  # noqa: E402  (bench/: a revision's src/, a capped child)
+
 HERE = Path(__file__).resolve().parents[1]
 
-_CHILD = r"""
-import json, resource, sys, time
-resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
-from pretrain.cli import main
-t0 = time.perf_counter()
-try:
-    rc = main(sys.argv[1:])
-except SystemExit as e:
-    rc = e.code
-except MemoryError:
-    rc = "MemoryError"
-hwm = [int(x.split()[1]) // 1024 for x in open("/proc/self/status") if x.startswith("VmHWM")][0]
-print(json.dumps({"rc": rc, "seconds": round(time.perf_counter() - t0, 1), "peak_mb": hwm}))
-"""
 
 STEP = {"step": 0, "loss": 7.6479811668396, "lr": 0.0001, "grad_norm": 1.2824246883392334,
         "tokens_per_s": 5421.1, "loss_scale": 1.0, "mfu": None}
@@ -66,18 +51,7 @@ def write_steps(run: Path, n: int) -> None:
 
 def measure(run: Path, src: Path) -> dict:
     page = run.parent / f"{run.name}.html"
-    r = subprocess.run([sys.executable, "-c", _CHILD, "report", str(run), "-o", str(page)],
-                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(src)})
-    try:
-        return json.loads(r.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"rc": f"failed: {r.stderr.strip()[-200:]}", "seconds": 0, "peak_mb": 0}
-
-
-def old_tree(rev: str, into: Path) -> Path:
-    archive = subprocess.run(["git", "-C", str(HERE), "archive", rev, "src"], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into / "src"
+    return run_cli(["report", str(run), "-o", str(page)], src, cap_gb=8)
 
 
 def main() -> None:
@@ -89,7 +63,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         tmp = Path(tmp)
-        trees = {"before": old_tree(args.before_rev, tmp), "after": HERE / "src"}
+        trees = {"before": export_src(args.before_rev, tmp), "after": HERE / "src"}
         runs = {"base": tmp / "base", "events": tmp / "events", "steps": tmp / "steps"}
         write_steps(runs["base"], 100)  # the page's own cost: imports, figures
         write_events(runs["events"], args.events)

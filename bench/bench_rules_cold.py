@@ -30,7 +30,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_belt_ab import export_src, run_worker  # noqa: E402  (a revision's src/, a fresh worker process)
+from bench_belt_ab import run_worker  # noqa: E402  (a fresh worker process)
+from srctree import export_src  # noqa: E402  (a revision's src/)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")

@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from srctree import export_src  # noqa: E402  (bench/: a revision's src/)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,16 +58,6 @@ def write_datatrove(ds: Path, docs: int, seed: int = 0) -> int:
             end += int(lengths.sum())
     Path(f"{ds}.metadata").write_text("synthetic|2\n")
     return end
-
-
-def export_src(ref: str, dest: Path) -> Path:
-    """`ref`'s src/ under dest (git archive | tar: no checkout, no shell string)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True,
-                             check=False)
-    if archive.returncode != 0:
-        raise SystemExit(f"git archive {ref!r} failed: {archive.stderr.decode(errors='replace').strip()}")
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
-    return dest / "src"
 
 
 def one_side(src: Path, ds: Path, tok: Path, out: Path) -> dict:

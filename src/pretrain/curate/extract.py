@@ -230,28 +230,36 @@ def tree_depth(html: str, limit: int, max_elements: int | None = None) -> int:
     After `max_elements` elements the walk stops and says `limit + 1`: not proven shallow."""
     from resiliparse.parse.html import HTMLTree
 
-    node = HTMLTree.parse(html).document.document_element
-    depth = deepest = 1
-    seen = 0
-    while node is not None:
-        seen += 1
+    depth = deepest = 0
+    for seen, (_, step) in enumerate(_elements(HTMLTree.parse(html).document.document_element), 1):
+        depth += step or (seen == 1)  # the root is level 1
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
         if max_elements is not None and seen > max_elements:
             return limit + 1
+    return deepest
+
+
+def _elements(root):
+    """(element, step) for `root` and every element under it in document order: step is +1 into a
+    first child, else minus the levels climbed before the next sibling (0 for a sibling, and the root).
+    One walk for `tree_depth` and `list_indent` (lexbor's tree, no recursion: pages nest 10^5 deep)."""
+    node, step = root, 0
+    while node is not None:
+        yield node, step
         child = node.first_element_child
         if child is not None:
-            node, depth = child, depth + 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > limit:
-                    return deepest
+            node, step = child, 1
             continue
+        step = 0
         while node is not None:  # the next element: a sibling, or an ancestor's
             sibling = node.next_element
             if sibling is not None:
                 node = sibling
                 break
-            node, depth = node.parent, depth - 1
-    return deepest
+            node, step = node.parent, step - 1
 
 
 # resiliparse indents each line inside a list by two spaces per enclosing <ul>/<ol>, so nested lists
@@ -276,26 +284,15 @@ def lists_too_deep(html: str, limit: int) -> bool:
 def list_indent(tree, limit: int | None = None) -> int:
     """Two spaces per list (`<ul>`, `<ol>`) enclosing each element of a parsed page, summed (until
     past `limit`): the indentation resiliparse writes for the lines inside lists, about."""
-    node = tree.document.document_element
     depth, total = [0], 0  # lists around the current element's parent, and around each ancestor's
-    while node is not None:
+    for node, step in _elements(tree.document.document_element):
+        if step > 0:
+            depth.append(depth[-1] + (node.parent.tag in ("ul", "ol")))
+        elif step < 0:
+            del depth[step:]
         total += 2 * depth[-1]
         if limit is not None and total > limit:
             return total
-        child = node.first_element_child
-        if child is not None:
-            depth.append(depth[-1] + (node.tag in ("ul", "ol")))
-            node = child
-            continue
-        while node is not None:  # the next element: a sibling, or an ancestor's
-            sibling = node.next_element
-            if sibling is not None:
-                node = sibling
-                break
-            node = node.parent
-            depth.pop()
-            if not depth:
-                node = None
     return total
 
 

@@ -562,16 +562,8 @@ def load_strict(path: str = "", fold: str = "") -> BlockModel:
                       (STRICT_FOLDS_PATH, BLOCK_FEATURES, "strict model", _RETRAIN_STRICT), path, fold)
 
 
-@dataclass(frozen=True)
-class Strict:
-    """The strict trees deciding each page, falling back per page to the shipped trees' decision
-    (`strict_falls_back`); a `model` for keep_flags, page_texts and extract_blocks_text. The rescue
-    reads the shipped trees' word model and threshold."""
-
-    ship: BlockModel
-    strict: BlockModel
-    r: float = STRICT_R
-    long_chars: int = STRICT_LONG
+class ShippedTrees:
+    """A pair of trees as the rescue reads it (`words`, `threshold`): its shipped trees' (`ship`)."""
 
     @property
     def words(self):
@@ -580,6 +572,18 @@ class Strict:
     @property
     def threshold(self) -> float:
         return self.ship.threshold
+
+
+@dataclass(frozen=True)
+class Strict(ShippedTrees):
+    """The strict trees deciding each page, falling back per page to the shipped trees' decision
+    (`strict_falls_back`); a `model` for keep_flags, page_texts and extract_blocks_text. The rescue
+    reads the shipped trees' word model and threshold."""
+
+    ship: BlockModel
+    strict: BlockModel
+    r: float = STRICT_R
+    long_chars: int = STRICT_LONG
 
 
 def strict_model(fold: str = "") -> Strict:

@@ -698,3 +698,27 @@ def test_a_bad_layout_is_refused_before_the_process_group(tmp_path, text, monkey
     with pytest.raises(UserError, match=r"= 3, but the world size is 2"):
         Trainer(cfg, quiet=True)
     assert not dist.is_initialized()
+
+
+def test_a_resume_under_the_same_config_says_it_in_one_line(tmp_path, text, capsys):
+    """Each resume reprinted the whole "config: N settings differ from the defaults" block, the same
+    lines each time. Under the config RUN/config.toml holds (the last command's) it is one line; a
+    resume under another config (here a later train.stop_at) still prints the block."""
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    recipe = tmp_path / "run.toml"
+    recipe.write_text(cfgmod.dumps(tiny_config(run, text, "train.steps=4", "checkpoint.every=2")))
+    assert main(["train", str(recipe), "--set=train.stop_at=2"]) == 0
+    first = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(("config:", "  "))]
+    assert first[0].startswith("config: ") and "settings differ from the defaults" in first[0]
+    assert "  train.stop_at = 2" in first and len(first) > 5, first
+    for argv in ([str(recipe), "--set=train.stop_at=2"], [str(run / "config.toml")]):  # a rerun, twice
+        assert main(["train", *argv]) == 0
+        said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(("config:", "  "))]
+        assert said == [f"config: as the run's last command had it, resumed at step 2 (full config: "
+                        f"{run}/config.toml)"], said
+    assert main(["train", str(recipe)]) == 0  # on to train.steps: another config, the block
+    said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(("config:", "  "))]
+    assert "settings differ from the defaults" in said[0], said
+    assert said[1:] == [ln for ln in first[1:] if ln != "  train.stop_at = 2"], (first, said)

@@ -137,3 +137,34 @@ def test_a_thousand_choices_after_a_long_context_encode_the_window_not_the_conte
     pairs = [scoring.encode_pair(model, query, f" {chr(97 + i % 26)}{i}", memo) for i in range(1000)]
     assert seen[0] < min(len(query) // 2, 1000 * (scoring.TAIL + 100) + 16 * 2049 * 4), seen[0]
     assert {len(ctx) for ctx, _ in pairs} == {2049}
+
+
+def test_without_an_exact_cut_an_example_past_the_whole_budget_is_skipped_not_encoded(monkeypatch):
+    """A tokenizer with no cut rule (a Hugging Face folder's) encodes (context + choice) whole for
+    each choice: a 4 MB query with 1,000 choices was 4 G characters to encode (~55 min). Past
+    WHOLE_BUDGET characters for one example it is skipped and counted; the characters handed to the
+    tokenizer are counted (no clock). With an exact cut the same example is scored."""
+    import torch
+
+    from pretrain.eval import harness
+    from pretrain.eval.tasks import Task
+
+    monkeypatch.setattr(harness, "WHOLE_BUDGET", 50_000)  # the real one is 16 MiB: a test of seconds
+    query = "The answer is hidden in a long text. " * 400  # 14,800 characters
+    docs = [{"query": "Short: which?", "choices": ["a", "b"], "gold": 0},
+            {"query": query, "choices": [f"c{i}" for i in range(8)], "gold": 1}]  # 8 x 14,800 > 50,000
+    task = Task("long", "mc", "long.jsonl", docs)
+    model = _eval_model(None, 64)  # bytes as tokens, then the same without its cut: an HF folder's shape
+    model.logits = lambda ids, keep=None, *a: torch.zeros(ids.shape[0], ids.shape[1] if keep is None
+                                                          else len(keep), 257)
+    seen = [0]
+    encode = model.encode
+    model.encode = lambda text: (seen.__setitem__(0, seen[0] + len(text)), encode(text))[1]
+    scored = harness.score_examples(model, task, [0, 1])
+    assert [r.get("skipped") for r in scored] == [None, None]  # with the cut, both scored
+    model.cut = model.encode_after = None
+    seen[0] = 0
+    said = harness.score_examples(model, task, [0, 1])
+    assert [r.get("skipped") for r in said] == [None, harness.TOO_LONG]
+    assert said[0]["lls"] == scored[0]["lls"]  # the short example scored as before
+    assert seen[0] < 100, seen[0]  # the long one never reached the tokenizer

@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from s3server import s3  # noqa: F401  (the fixture)
@@ -165,3 +166,34 @@ def test_ray_map_says_a_failed_unit_as_the_local_pool_does(monkeypatch):
         assert ex.map(_square, range(5)) == [x * x for x in range(5)]  # the instance still runs units
     finally:
         ray.shutdown()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray not installed")
+def test_a_ray_failure_of_its_own_is_one_line_naming_the_unit():
+    """Ray's OutOfMemoryError (its memory monitor killed the worker) and its other RayErrors reached
+    the user as raw tracebacks: `_result` is given Ray's real exception classes, raised by `get`
+    as they are on a cluster (constructing them needs none), and says each in one line."""
+    import ray.exceptions
+
+    from pretrain.curate.executor import _result
+    from pretrain.errors import UserError
+
+    def ray_raising(error):
+        def get(ref):
+            raise error
+        return SimpleNamespace(exceptions=ray.exceptions, get=get)
+
+    oom = ray.exceptions.OutOfMemoryError("Task was killed due to the node running low on memory.\n"
+                                          "Memory on the node (IP: 10.0.0.1) was 15.2GB / 16GB")
+    with pytest.raises(UserError) as e:
+        _result(ray_raising(oom), "ref", 2, 5, 3)
+    said = str(e.value)
+    assert "\n" not in said and "memory monitor killed the worker running unit 4 of 5" in said
+    assert "2 finished" in said and "rerun the same command" in said and "fewer --workers" in said
+    assert e.value.__cause__ is oom  # Ray's own text stays chained for whoever debugs
+
+    lost = ray.exceptions.NodeDiedError("node 7f3a died (its raylet stopped answering)\nmore")
+    with pytest.raises(UserError, match=r"^Ray failed unit 1 of 3 \(0 finished.*rerun the same command"
+                       r".*NodeDiedError: node 7f3a died \(its raylet stopped answering\)$"):
+        _result(ray_raising(lost), "ref", 0, 3, 0)
+    assert _result(SimpleNamespace(exceptions=ray.exceptions, get=lambda ref: 42), "ref", 0, 1) == 42

@@ -633,6 +633,37 @@ def test_a_resume_from_train_stop_at_is_no_restart(tmp_path, text, capsys):
     assert _resumes(retried, 6) == ["resumed once: at step 4 (2 attempts)"]
 
 
+def test_the_report_says_the_training_time_summed_over_the_commands(tmp_path, text, capsys):
+    """`pretrain report` showed no training time. The last step line's elapsed_s is the run's, summed
+    over its commands: more than the first command's (logged at its step 4), less than the two
+    commands' wall time as measured here; a third command over the finished run trains nothing and
+    is no command of the training."""
+    import time
+
+    from pretrain.cli import main
+    from pretrain.report_run import run_section
+    from pretrain.train.metrics import read_metrics
+
+    run = tmp_path / "run"
+    recipe = tmp_path / "run.toml"
+    cfg = tiny_config(run, text, "train.steps=6", "checkpoint.every=2", "log.every=1")
+    recipe.write_text(cfgmod.dumps(cfg))
+    t0 = time.monotonic()
+    assert main(["train", str(recipe), "--quiet", "--set=train.stop_at=4"]) == 0
+    assert main(["train", str(recipe), "--quiet"]) == 0
+    wall = time.monotonic() - t0
+    assert main(["train", str(recipe), "--quiet"]) == 0  # "nothing to train"
+    capsys.readouterr()
+    steps, _ = read_metrics(run / "metrics.jsonl")
+    at = {r["step"]: r["elapsed_s"] for r in steps if "loss" in r}
+    assert 0 < at[4] < at[6] < wall
+    said = dict(run_section(run, "r").facts)["trained"]
+    assert at[6] < 60  # a tiny run trains in seconds, said to a tenth
+    assert said == f"6 steps in {at[6]:.1f} s over 2 commands", said
+    from pretrain.report_run import _duration  # a real run's: hours and minutes, not 11,549.0 s
+    assert (_duration(3 * 3600 + 12 * 60 + 29), _duration(4 * 60 + 5)) == ("3 h 12 min", "4 min 05 s")
+
+
 def test_a_fresh_start_over_a_storage_folder_with_checkpoints_is_refused(tmp_path, text):
     """checkpoint.storage a folder, train.resume=false: only RUN/checkpoints is moved aside, so the new
     run saved beside the earlier run's checkpoints (its step 2 beside their step 4) and the next rerun
@@ -667,3 +698,27 @@ def test_a_bad_layout_is_refused_before_the_process_group(tmp_path, text, monkey
     with pytest.raises(UserError, match=r"= 3, but the world size is 2"):
         Trainer(cfg, quiet=True)
     assert not dist.is_initialized()
+
+
+def test_a_resume_under_the_same_config_says_it_in_one_line(tmp_path, text, capsys):
+    """Each resume reprinted the whole "config: N settings differ from the defaults" block, the same
+    lines each time. Under the config RUN/config.toml holds (the last command's) it is one line; a
+    resume under another config (here a later train.stop_at) still prints the block."""
+    from pretrain.cli import main
+
+    run = tmp_path / "run"
+    recipe = tmp_path / "run.toml"
+    recipe.write_text(cfgmod.dumps(tiny_config(run, text, "train.steps=4", "checkpoint.every=2")))
+    assert main(["train", str(recipe), "--set=train.stop_at=2"]) == 0
+    first = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(("config:", "  "))]
+    assert first[0].startswith("config: ") and "settings differ from the defaults" in first[0]
+    assert "  train.stop_at = 2" in first and len(first) > 5, first
+    for argv in ([str(recipe), "--set=train.stop_at=2"], [str(run / "config.toml")]):  # a rerun, twice
+        assert main(["train", *argv]) == 0
+        said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(("config:", "  "))]
+        assert said == [f"config: as the run's last command had it, resumed at step 2 (full config: "
+                        f"{run}/config.toml)"], said
+    assert main(["train", str(recipe)]) == 0  # on to train.steps: another config, the block
+    said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(("config:", "  "))]
+    assert "settings differ from the defaults" in said[0], said
+    assert said[1:] == [ln for ln in first[1:] if ln != "  train.stop_at = 2"], (first, said)

@@ -11,7 +11,8 @@ from typing import Any
 # string fields took ~8.8x its size (100,000 events of 70 ten-character fields, 150 MB: 1.3 GB), and a
 # trainer's step line ~830 bytes for its 146 (each line's keys are new strings: json memoizes keys
 # within one document only). bench/bench_report_metrics.py prints both, before and after.
-PLOTTED = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "eval_loss")  # numbers of a step
+PLOTTED = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "eval_loss",
+           "elapsed_s")  # numbers of a step the page uses (elapsed_s: the time trained, report_run._trained)
 READ = ("step", "from_step", "to_step", "skip_batches", "passed_over", "rollbacks", "max_rollbacks",
         "loss", "async", "saved_step", "blocking_s", "attempts", "damaged_step", "file", "reason")
 EVENTS_SHOWN = 60  # the Events table's rows: those events keep every field, as the table says them

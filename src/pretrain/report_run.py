@@ -189,7 +189,9 @@ def run_section(run: Path, sid: str) -> Section:
     steps = f"{last.get('step')} of {target}" if target and last else last.get("step")
     problems = (_stopped_early(last.get("step", 0), target, events, run) + _resumes(events, target)
                 + _damaged(events))
-    parts = [kpis([("steps", steps), ("final loss", last.get("loss")),
+    trained = _trained(last, events)
+    when = [("trained", trained)] if trained else []  # absent from runs logged before session 14
+    parts = [kpis([("steps", steps), *when, ("final loss", last.get("loss")),
                    ("final eval loss", evl[-1]["eval_loss"] if evl else None),
                    ("tokens/s", tps), ("MFU", mfu_text), ("spikes / rollbacks", len(marked))],
                   bad=({"spikes / rollbacks"} if marked else set()) | ({"steps"} if problems else set()))]
@@ -221,7 +223,7 @@ def run_section(run: Path, sid: str) -> Section:
         except ValueError as e:
             parts.append("<h3>Samples</h3>" + note(str(e)))
     problems = (problems + [_what(e) for e in marked])[:10]
-    facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", steps)]
+    facts = [("final loss", last.get("loss")), ("tokens/s", tps), ("steps", steps), *when]
     return Section(sid, "Training run", "train", str(run), "".join(parts), facts, problems)
 
 
@@ -367,6 +369,28 @@ def _complete_on_disk(run: Path) -> set[int]:
         return {s for s, _, ok in ck.list_checkpoints(Path(where)) if ok}
     except (OSError, ValueError, UserError, untrusted.BadFile):  # a link out: the resume says it, not this
         return set()
+
+
+def _trained(last: dict, events: list[dict]) -> str | None:
+    """'2,000 steps in 3 h 12 min over 3 commands': the last step line's elapsed_s is the run's
+    training time summed over the commands that trained it (kept in the checkpoint since session
+    14; a failed attempt's replayed steps are not in it). The commands: the first and each resume
+    from before that step (a rerun of a finished run, at its last step, trains nothing). None for a
+    run logged before session 14, or a hostile value (a string, inf, a negative number)."""
+    secs, step = last.get("elapsed_s"), last.get("step")
+    if type(step) is not int or not _number(secs) or not 0 <= secs < 1e9:
+        return None
+    commands = 1 + sum(1 for e in events if e.get("event") == "resume"
+                       and type(e.get("step")) is int and e["step"] < step)
+    return f"{step:,} steps in {_duration(secs)} over {commands} command{'s' * (commands > 1)}"
+
+
+def _duration(secs: float) -> str:
+    """'3 h 12 min', '4 min 05 s', '12.3 s'."""
+    if secs < 60:
+        return f"{secs:.1f} s"
+    s = int(round(secs))
+    return f"{s // 3600} h {s // 60 % 60} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s"
 
 
 def _resumes(events: list[dict], target: int | None) -> list[str]:

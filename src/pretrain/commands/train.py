@@ -84,8 +84,7 @@ def run(args: argparse.Namespace) -> int:
     # the echo after the checks the trainer makes: a refused run said "(full config: RUN/config.toml)"
     # first, a file it never wrote (or another run's), as curate's did before session 13
     if not args.dry_run and not args.quiet and global_rank() == 0:  # under torchrun: once
-        print(cfgmod.echo(cfg, f"{cfg.train.out}/config.toml", base=echo_base(cfg)),
-              file=sys.stderr, flush=True)
+        print(_echo(cfg, trainer), file=sys.stderr, flush=True)
     # under torchrun: once, not once per rank. A finished run's rerun said "already complete" and
     # stops: a summary of the training it will not do read as a run about to start (session 11)
     if trainer.rank == 0 and (args.dry_run or not trainer.complete):
@@ -149,6 +148,28 @@ def peer_lost_line(e: BaseException, rank: int, ckpt_root) -> str | None:
     reason = reason.split("] ", 1)[-1].split(". ", 1)[0][:120]  # gloo prefixes its source file
     return (f"pretrain train: rank {rank}: another rank stopped mid-step ({reason}); {where}; "
             "rerun the same command to resume (torchrun --max-restarts N does it by itself)")
+
+
+def _echo(cfg, trainer) -> str:
+    """The settings echo: the settings that differ from the defaults, or, on a resume under the
+    config its run directory already holds (RUN/config.toml, written by the command before), one
+    line: each resume reprinted the whole block, the same lines each time, above the resume line
+    (session 14). A resume under another config still prints the block, with what changed in it."""
+    from pretrain import config as cfgmod
+    from pretrain.train.record import config_text, resolved_config
+
+    where = f"{cfg.train.out}/config.toml"
+    if trainer.resumed:
+        path = trainer.run_dir / "config.toml"
+        try:  # the run's own file, one the last command wrote: bounded all the same (a hand-edited one)
+            same = path.stat().st_size < 1 << 20 and path.read_text(encoding="utf-8") == config_text(
+                trainer.run_dir, resolved_config(cfg, trainer.shape))
+        except (OSError, UnicodeDecodeError):  # unreadable: the block, as before
+            same = False
+        if same:
+            return (f"config: as the run's last command had it, resumed at step {trainer.step} "
+                    f"(full config: {where})")
+    return cfgmod.echo(cfg, where, base=echo_base(cfg))
 
 
 def echo_base(cfg):

@@ -174,7 +174,7 @@ class RayExecutor:
             while pending:  # gather as tasks finish, so progress moves; results keep input order
                 done, pending = ray.wait(pending, num_returns=1)
                 for ref in done:
-                    out[index[ref]] = _result(ray, ref, got, len(refs))
+                    out[index[ref]] = _result(ray, ref, got, len(refs), index[ref])
                     got += 1
                     if on_result:
                         on_result(out[index[ref]])
@@ -281,8 +281,9 @@ def _apply(fn: Callable[[Any], Any], item: Any, owner: tuple[int, float] | None 
     return fn(item)
 
 
-def _result(ray, ref, got: int, total: int) -> Any:
-    """`ray.get(ref)`, with a unit's failure said as LocalExecutor says it."""
+def _result(ray, ref, got: int, total: int, at: int = 0) -> Any:
+    """`ray.get(ref)`, with a unit's failure said as LocalExecutor says it: one line, what happened,
+    which unit (`at`, its place in the job's list), and that a rerun resumes."""
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as e:
@@ -290,7 +291,7 @@ def _result(ray, ref, got: int, total: int) -> Any:
         # line: Ray's wrapper made that line its remote traceback, in terminal colours
         if isinstance(e.cause, UserError):
             raise e.cause from None
-        raise
+        raise  # a bug in the unit's own code: its traceback is what to read
     except ray.exceptions.WorkerCrashedError as e:  # Ray ran the unit again, 3 times, and gave up
         raise UserError(
             f"a Ray worker process died running a unit, each time Ray retried it, after {got} of"
@@ -298,6 +299,23 @@ def _result(ray, ref, got: int, total: int) -> Any:
             " finished units are kept: rerun the same command to resume, or use --executor local"
             " --workers 1 to see the failing unit"
         ) from e
+    except ray.exceptions.RayError as e:  # Ray's own failures: OOM kill, node lost, object lost, ...
+        raise UserError(_ray_failure(e, got, total, at)) from e
+
+
+def _ray_failure(e: Exception, got: int, total: int, at: int) -> str:
+    """The one line for a Ray failure that is not the unit's own error. Ray's messages run to many
+    lines (OutOfMemoryError's: ~20, with the node's top memory users and a link to Ray's docs):
+    their first line is kept."""
+    where = f"unit {at + 1} of {total} ({got} finished; they are kept: rerun the same command to resume)"
+    if type(e).__name__ == "OutOfMemoryError":
+        # Ray's memory monitor kills a task's worker when the node passes its memory threshold
+        # (RAY_memory_usage_threshold, 0.95 by default) and raises this once it stops retrying it
+        return (f"Ray's memory monitor killed the worker running {where}: the node ran out of memory;"
+                " use fewer --workers or a machine with more memory")
+    first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+    said = f": {first[:200]}" if first else ""
+    return f"Ray failed {where}: {type(e).__name__}{said}"
 
 
 def build_executor(kind: str = "local", workers: int | None = None, address: str | None = None):

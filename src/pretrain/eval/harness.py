@@ -12,8 +12,9 @@ Examples are scored in fixed chunks of `partial.CHUNK`, kept as each finishes so
 continues inside the task (eval/partial.py). Under torch.distributed each rank scores the examples
 i with i % world == rank of each chunk and the ranks gather them, so the result equals one
 process's regardless of the world size. An example with a
-continuation that tokenizes to nothing is skipped and counted (`skipped["empty_continuation"]`);
-`n` counts the examples scored.
+continuation that tokenizes to nothing is skipped and counted (`skipped["empty_continuation"]`), and
+so is one a tokenizer without an exact cut would encode past WHOLE_BUDGET characters
+(`skipped["too_long_to_encode_whole"]`); `n` counts the examples scored.
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ from pretrain.eval.scoring import encode_pair, greedy_generate, last_ids, loglik
 GEN_STOP = {"gsm8k": ("Question:", "\n\n\n"), "qa": ("\n",)}
 GEN_TOKENS = {"gsm8k": 256, "qa": 32}
 EMPTY = "empty_continuation"  # the reason an example with nothing to score is skipped
+# A tokenizer without an exact cut (a Hugging Face folder's, a tokenizer.json without a `pieces`
+# rule) encodes (context + choice) whole for each choice, as lm-evaluation-harness does: one 4 MB
+# query with 1,000 choices is 4 G characters, ~55 min at the 1.3 M characters/s a byte-level BPE
+# encodes here. Past this many characters for one example (16 MiB: ~13 s; a 5-shot MMLU example
+# is ~20 KB, a long-document task's ~1 MB) the example is skipped and counted, not encoded.
+WHOLE_BUDGET = 1 << 24
+TOO_LONG = "too_long_to_encode_whole"
+SKIPS = (EMPTY, TOO_LONG)  # the reasons an example of the file is read and not scored
 
 
 def requests_of(task: T.Task, i: int, shots: int, seed: int) -> list[tuple[str, str]]:
@@ -53,9 +62,14 @@ def score_examples(model: EvalModel, task: T.Task, idx: list[int], shots: int = 
     if task.kind in GEN_STOP:
         return _generate_examples(model, task, idx, shots, seed, tick)
     reqs, out = [], []
+    exact = model.cut is not None and model.encode_after is not None
     for i in idx:
+        texts = requests_of(task, i, shots, seed)
+        if not exact and sum(len(c) + len(x) for c, x in texts) > WHOLE_BUDGET:
+            out.append({"i": i, "skipped": TOO_LONG})
+            continue
         memo: dict = {}  # the example's context, encoded once for all its choices
-        pairs = [encode_pair(model, c, x, memo) for c, x in requests_of(task, i, shots, seed)]
+        pairs = [encode_pair(model, c, x, memo) for c, x in texts]
         # A continuation can tokenize to nothing (a merge across the context's end swallows it, or
         # the tokenizer drops its characters): there is nothing to score, so the example is skipped
         # and counted. lm-evaluation-harness asserts len(continuation_enc) > 0 and stops the run.

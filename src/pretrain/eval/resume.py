@@ -102,16 +102,15 @@ def _well_formed(metrics, info, examples) -> bool:
 def _same_examples(info: dict, was: object, now: dict) -> bool:
     """Another --limit that reads the same examples of a benchmark: both at least the file's count
     (copa's 100 under --limit 500 and under none). The count is known when the recorded run was not
-    cut by its limit: it read n examples plus those skipped as empty (mem: reads --limit windows)."""
-    from pretrain.eval.harness import EMPTY
+    cut by its limit: it read n examples plus those skipped (empty, too long; mem: reads --limit windows)."""
+    from pretrain.eval.harness import SKIPS
 
     if info.get("kind") in ("ppl", "mem") or not isinstance(was, dict):
         return False
     if {k: v for k, v in was.items() if k != "limit"} != {k: v for k, v in now.items() if k != "limit"}:
         return False
     skipped = info.get("skipped") if isinstance(info.get("skipped"), dict) else {}
-    empty = skipped.get(EMPTY, 0)
-    read = info["n"] + (empty if type(empty) is int else 0)  # examples of the file, if not cut
+    read = info["n"] + sum(k for k in (skipped.get(r, 0) for r in SKIPS) if type(k) is int)  # of the file
     old, new = was.get("limit"), now.get("limit")
     if old is not None and (type(old) is not int or old <= read):
         return False  # perhaps cut at its limit: how many the file holds is not known

@@ -88,15 +88,21 @@ def write_config(run_dir, cfg) -> None:
     the working directory would otherwise name another place from any other directory; train.out and
     the data paths as the run's own file had them when a resume only read them from elsewhere
     (train/runs.py `as_saved`)."""
+    path = run_dir / "config.toml"
+    tmp = path.with_name("config.toml.tmp")
+    tmp.write_text(config_text(run_dir, cfg))
+    tmp.replace(path)
+
+
+def config_text(run_dir, cfg) -> str:
+    """What write_config writes for `cfg` (the shape spelled out): equal to RUN/config.toml's text
+    when a resume runs under the config its run directory already holds."""
     from pretrain.train.runs import as_saved  # train.out and the data paths as the run saved them
 
     saved = storage_to_save(run_dir, cfg.checkpoint.storage)
     cfg = dataclasses.replace(as_saved(run_dir, cfg),
                               checkpoint=dataclasses.replace(cfg.checkpoint, storage=saved))
-    path = run_dir / "config.toml"
-    tmp = path.with_name("config.toml.tmp")
-    tmp.write_text(cfgmod.dumps(cfg))
-    tmp.replace(path)
+    return cfgmod.dumps(cfg)
 
 
 def step_line(rec: dict, stop: int, elapsed: float, step: int, step_times: list[float]) -> str:

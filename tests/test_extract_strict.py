@@ -169,3 +169,73 @@ def test_a_job_under_the_old_default_is_refused_saying_how_to_keep_it(tmp_path, 
     assert said.count("--set") == 1, said  # only the setting that resumes it (strict: not with resiliparse)
     curate([str(tmp_path / "in")], out, was, executor=LocalExecutor(1))
     assert {p: p.stat().st_mtime_ns for p in marks} == marks  # resumed: no unit redone
+
+
+def test_a_text_only_job_under_the_old_default_resumes_without_the_setting(tmp_path):
+    """JSONL in, extract passes every record through: extract.* changes nothing, so an OUT written
+    under the old default (resiliparse, before extract.strict existed) resumes under the new one
+    with no unit redone, and its data is byte-identical to a fresh run under the new default."""
+    import json
+
+    from pretrain.curate.executor import LocalExecutor
+    from pretrain.curate.pipeline import CurateConfig, curate
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    said = "The river number {} meets the sea and drops its silt. ".format
+    lines = [json.dumps({"id": f"d{i}", "text": said(i) * 8}) for i in range(5)]
+    (inp / "a.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    was = CurateConfig(steps=("extract",), extract=ExtractConfig(backend="resiliparse"))
+    curate([str(inp)], out, was, executor=LocalExecutor(1))
+    _as_written_before_strict(out)
+    hashed = json.loads((out / "plan.json").read_text())["hash"]
+    marks = {p: p.stat().st_mtime_ns for p in (out / "work").rglob("*.done")}
+    assert marks
+    curate([str(inp)], out, CurateConfig(steps=("extract",)), executor=LocalExecutor(1))  # no refusal
+    assert {p: p.stat().st_mtime_ns for p in marks} == marks  # resumed: no unit redone
+    assert json.loads((out / "plan.json").read_text())["hash"] == hashed  # the plan stays as written
+    fresh = tmp_path / "fresh"
+    curate([str(inp)], fresh, CurateConfig(steps=("extract",)), executor=LocalExecutor(1))
+    got = {p.name: p.read_bytes() for p in (out / "data").iterdir()}
+    assert got and got == {p.name: p.read_bytes() for p in (fresh / "data").iterdir()}
+
+
+def _warc_page() -> bytes:
+    import gzip
+
+    from test_warc_bad import page, record
+
+    text = "The river meets the sea and drops its silt. " * 12
+    return gzip.compress(record(1, page("rivers", text)), mtime=0)
+
+
+@pytest.mark.parametrize("name", ["a.jsonl", "a.warc.gz"])
+def test_a_job_the_extractor_reads_is_still_refused_under_the_new_default(tmp_path, name):
+    """A JSONL job read with reader.text_is_html and a WARC job do go through the extractor: an OUT
+    written under resiliparse is another job under the new default, refused as before."""
+    import json
+
+    from pretrain.curate.executor import LocalExecutor
+    from pretrain.curate.pipeline import CurateConfig, curate
+    from pretrain.curate.readers import ReaderConfig
+    from pretrain.errors import UserError
+
+    para = "<p>The river meets the sea and drops its silt.</p>"
+    html = f"<html><body><article>{para * 12}</article></body></html>"
+    inp = tmp_path / "in"
+    inp.mkdir()
+    if name.endswith(".warc.gz"):
+        (inp / name).write_bytes(_warc_page())
+        reader = ReaderConfig()
+    else:
+        (inp / name).write_text(json.dumps({"id": "d0", "text": html}) + "\n")
+        reader = ReaderConfig(text_is_html=True)
+    out = tmp_path / "out"
+    was = CurateConfig(steps=("extract",), reader=reader, extract=ExtractConfig(backend="resiliparse"))
+    curate([str(inp)], out, was, executor=LocalExecutor(1))
+    _as_written_before_strict(out)
+    with pytest.raises(UserError) as e:
+        curate([str(inp)], out, CurateConfig(steps=("extract",), reader=reader), executor=LocalExecutor(1))
+    said = str(e.value)
+    assert "holds another job" in said and "--set extract.backend=resiliparse" in said, said

@@ -137,9 +137,51 @@ def identity(job: str, files: list[str], cfg: CurateConfig, sizes: dict[str, int
     refs = referenced_files(cfg)
     if refs:  # only then: the identity of a job that names no file stays what it was
         what["references"] = refs
-    blob = json.dumps({**what, "config": without_neutral(resolved)}, sort_keys=True, default=str).encode()
     stamped = {i["path"]: found[i["path"]] for i in inputs if i["path"] in found}
-    return {"job": job, "hash": xxhash.xxh3_64_hexdigest(blob), **what, "versions": stamped}
+    return {"job": job, "hash": _hash(what), **what, "versions": stamped}
+
+
+def _hash(what: dict, drop: tuple[str, ...] = ()) -> str:
+    """xxh3 of a plan's inputs, config (less NEUTRAL_SINCE keys and the sections in `drop`) and
+    referenced files: the same for the plan.json a job wrote and for the identity it was made from."""
+    config = {k: v for k, v in without_neutral(what["config"]).items() if k not in drop}
+    kept = {k: what[k] for k in ("inputs", "references") if k in what}
+    blob = json.dumps({**kept, "config": config}, sort_keys=True, default=str).encode()
+    return xxhash.xxh3_64_hexdigest(blob)
+
+
+def extractor_reads(ident: dict) -> bool:
+    """Whether the extract step changes any document of this job: it runs (`extract` in its steps)
+    and some input holds HTML: an .html file, a WARC/ARC (by name: a file named .wet may still hold
+    `response` records, read as HTML by warc.py), or JSONL/Parquet/Arrow read with
+    reader.text_is_html. Otherwise it passes every record through and extract.* changes nothing."""
+    from pretrain.curate.inputs import HTML_SUFFIXES, WARC_SUFFIXES
+
+    config = ident.get("config") or {}
+    if "extract" not in (config.get("steps") or ()):
+        return False
+    if (config.get("reader") or {}).get("text_is_html"):
+        return True
+    marked = HTML_SUFFIXES + WARC_SUFFIXES
+    return any(str(i.get("path", "")).lower().endswith(marked) for i in ident["inputs"])
+
+
+def same_job(old: dict, ident: dict) -> bool:
+    """`old` (a plan.json) is the job `ident` is: the same hash, or, for a job the extractor does not
+    touch (extractor_reads), the same hash once extract.* is left out of both: an OUT made before
+    the extract step's default moved (2026-12-03, resiliparse -> blocks with strict) resumes. On
+    such a match `ident` takes the old hash, which the shards' done markers carry."""
+    if old.get("hash") == ident["hash"]:
+        return True
+    try:
+        if extractor_reads(ident) or extractor_reads(old):
+            return False
+        if _hash(old, ("extract",)) != _hash(ident, ("extract",)):
+            return False
+    except (KeyError, TypeError, AttributeError):  # a plan.json of another shape: refused as another job
+        return False
+    ident["hash"] = old["hash"]
+    return True
 
 
 def referenced_files(cfg: CurateConfig) -> list[dict]:
@@ -213,7 +255,7 @@ def claim(lay: Layout, ident: dict) -> tuple[dict[str, dict], dict]:
         old = json.loads(io.read_bytes(plan))
     except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"{plan}: unreadable job plan ({e}); use a new --output") from e
-    if old.get("hash") == ident["hash"]:
+    if isinstance(old, dict) and same_job(old, ident):
         return versions.check_rerun(old, ident["versions"]), old
     raise UserError(f"{out} holds another job ({difference(old, ident)}); use a new --output or remove it")
 

@@ -40,6 +40,7 @@ from pretrain.curate.identity import (  # noqa: F401  (list_any_inputs, without_
     claim,
     identity,
     list_any_inputs,
+    same_job,
     without_neutral,
 )
 from pretrain.curate.inputs import text_field_for
@@ -250,7 +251,7 @@ def index_needed(lay: Layout, ident: dict) -> bool:
         return False  # claim refuses an unreadable plan
     if old is None:
         return True
-    if old.get("hash") != ident["hash"]:
+    if not isinstance(old, dict) or not same_job(old, ident):
         return False
     if isinstance(old.get("versions"), dict):
         try:

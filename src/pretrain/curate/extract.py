@@ -165,12 +165,15 @@ TREE_SCAN_FROM = 4000
 # The most elements `tree_depth` walks (~5 us each in Python: 0.5 s); a page it cannot prove shallow
 # by then is treated as deep (whole-page, linear). The largest of the 990 real pages has 9,888
 # elements; 500,000 flat `<div></div>` (5 MB) cost 2.5-10 s of walk before (session 14, brbomb).
-WALK_ELEMENTS = 100_000
+# Not lower: an article beside a 60,000-link sidebar (120,000 elements) must keep its main content.
+WALK_ELEMENTS = 250_000
 # Above this many '<' a page goes whole-page whatever its depth: main content (resiliparse's C++, then
 # for `blocks` our Python per line and the rescue's second render) costs ~4-40 us a tag, 4-22 s on
 # 980,000 <br> or 500,000 <p>; the whole-page render is one linear C++ pass (~1 s). 5x the largest
-# of the 990 real pages (19,252); counted as `deep_whole_page` with the deep pages.
-MAIN_CONTENT_TAGS = 100_000
+# of the 990 real pages (19,252) would do, but an article beside a sidebar of 60,000 links (180,000
+# '<', tests/test_extract_rescue.py) gets its main content in < 10 s, its whole page is 60,000 links of
+# boilerplate; every bomb measured has more (900,000-980,000). Counted as `deep_whole_page`.
+MAIN_CONTENT_TAGS = 250_000
 
 # `depth_bound`'s tags. Outside svg/math (foreign content, where any start tag nests) these start
 # tags never open an element that stays open around the next one: void elements (HTML spec 13.1.2);

@@ -24,14 +24,12 @@ import argparse
 import json
 import os
 import pickle
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from srctree import export_src  # noqa: E402  (bench/: a revision's src/)
+from srctree import add_sides, capped, sides  # noqa: E402  (bench/: a revision's src/)
 
 HERE = Path(__file__).resolve().parents[1]
 
@@ -122,33 +120,20 @@ def make_tokens(root: Path) -> Path:
 
 def child(args: list[str], src: str, limit_gb: float, cwd: Path) -> tuple[float, float, int, str]:
     """(seconds, peak RSS in MB, exit status, last line) of `python -m pretrain ARGS` under `src`."""
-    def limits():
-        resource.setrlimit(resource.RLIMIT_AS, (int(limit_gb * 2**30),) * 2)
-
-    env = {**os.environ, "PYTHONPATH": src}
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(["timeout", "120", sys.executable, "-m", "pretrain", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=limits)
-    out, _ = proc.communicate()
-    seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    lines = [x for x in out.splitlines() if x.strip() and "Warning" not in x and "it/s]" not in x]
-    return seconds, peak, proc.returncode, (lines[-1] if lines else "")[:160]
+    return capped(["-m", "pretrain", *args], src, limit_gb, cwd, 120,
+                  lambda x: "Warning" in x or "it/s]" in x)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--src", default=str(HERE / "src"), help="the source tree to measure")
-    ap.add_argument("--before", help="a commit to export and measure in the same run")
+    add_sides(ap)
     ap.add_argument("--zstd-mib", type=int, default=2048)
     ap.add_argument("--text-kb", type=int, default=256)
     ap.add_argument("--limit-gb", type=float, default=6.0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="round4-") as tmp:
         root = Path(tmp)
-        srcs = {"after": args.src}
-        if args.before:
-            srcs = {"before": str(export_src(args.before, root / "before")), **srcs}
+        srcs = sides(args, root)
         text = root / "text.txt"
         text.write_bytes(_text(root).read_bytes()[:args.text_kb * 1000])
         cases = {

@@ -21,15 +21,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from srctree import export_src  # noqa: E402  (bench/: a revision's src/)
+from srctree import add_sides, capped, sides  # noqa: E402  (bench/: a revision's src/)
 
 HERE = Path(__file__).resolve().parents[1]
 
@@ -62,33 +59,20 @@ def make_inputs(root: Path, lines: int) -> dict[str, list[str]]:
 
 
 def child(args: list[str], src: str, limit_gb: float, cwd: Path) -> tuple[float, float, int, str]:
-    """(seconds, peak RSS in MB, exit status, last line) of `python ARGS` under `src`."""
-    def limits():
-        resource.setrlimit(resource.RLIMIT_AS, (int(limit_gb * 2**30),) * 2)
-
-    env = {**os.environ, "PYTHONPATH": src}
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(["timeout", "150", sys.executable, *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=limits)
-    out, _ = proc.communicate()
-    seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    lines = [x for x in out.splitlines() if x.strip() and x.strip()[0] not in "│┃┏┡└╇━"]
-    return seconds, peak, proc.returncode, (lines[-1] if lines else "")[:140]
+    """(seconds, peak RSS in MB, exit status, last line) of `python ARGS` under `src` (rich's table
+    borders are not a last line)."""
+    return capped(args, src, limit_gb, cwd, 150, lambda x: x.strip()[0] in "│┃┏┡└╇━")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--src", default=str(HERE / "src"), help="the source tree to measure")
-    ap.add_argument("--before", help="a commit to export and measure in the same run")
+    add_sides(ap)
     ap.add_argument("--lines", type=int, default=40)
     ap.add_argument("--limit-gb", type=float, default=6.0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="round5-") as tmp:
         root = Path(tmp)
-        srcs = {"after": args.src}
-        if args.before:
-            srcs = {"before": str(export_src(args.before, root / "before")), **srcs}
+        srcs = sides(args, root)
         for case, cmd in make_inputs(root, args.lines).items():
             seen = {}
             for side, src in srcs.items():  # a fresh child per side: RUSAGE_CHILDREN is a running max

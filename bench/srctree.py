@@ -52,3 +52,37 @@ def run_cli(argv: list[str], src: str | Path, cap_gb: float) -> dict:
         return {**json.loads(r.stdout.strip().splitlines()[-1]), "said": said}
     except (ValueError, IndexError):
         return {"rc": f"failed: {r.stderr.strip()[-200:]}", "seconds": 0, "peak_mb": 0, "said": said}
+
+
+def capped(argv: list[str], src: str, limit_gb: float, cwd: Path, timeout_s: int,
+           noise=lambda line: False) -> tuple[float, float, int, str]:
+    """(seconds, peak RSS in MB, exit status, last line not `noise`) of `python ARGV` with `src` first on
+    the path, under `limit_gb` of address space and `timeout_s`. The peak is RUSAGE_CHILDREN's running
+    maximum: call it from a fresh process per measurement."""
+    import resource
+    import time
+
+    def limits():
+        resource.setrlimit(resource.RLIMIT_AS, (int(limit_gb * 2**30),) * 2)
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(["timeout", str(timeout_s), sys.executable, *argv], cwd=cwd,
+                            env={**os.environ, "PYTHONPATH": src}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=limits)
+    out, _ = proc.communicate()
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    lines = [x for x in out.splitlines() if x.strip() and not noise(x)]
+    return seconds, peak, proc.returncode, (lines[-1] if lines else "")[:160]
+
+
+def add_sides(ap) -> None:
+    """--src (the tree measured, this checkout's by default) and --before (a commit measured beside it)."""
+    ap.add_argument("--src", default=str(ROOT / "src"), help="the source tree to measure")
+    ap.add_argument("--before", help="a commit to export and measure in the same run")
+
+
+def sides(args, root: Path) -> dict[str, str]:
+    """{"before": its exported src/ (with --before), "after": --src}, in the order they are measured."""
+    after = {"after": args.src}
+    return {"before": str(export_src(args.before, Path(root) / "before")), **after} if args.before else after

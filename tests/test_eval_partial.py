@@ -15,13 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("transformers")
+from test_eval_resume import tiny_hf  # noqa: E402  (the same tiny HF folder)
+
 pytestmark = pytest.mark.usefixtures("restore_torch_threads")
 
-SHAPE = dict(vocab_size=257, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
 
 # chunks of 2; dies (SIGKILL: nothing flushed or cleaned up) once mc's chunk ending at item 4 is kept
 KILL_INSIDE_MC = """
@@ -41,13 +40,8 @@ sys.exit(main(sys.argv[1:]))
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> tuple[Path, list[str]]:
-    from pretrain.tokens.hf_tokenizer import byte_tokenizer
-
     d = tmp_path_factory.mktemp("partial")
-    torch.manual_seed(7)
-    transformers.LlamaForCausalLM(transformers.LlamaConfig(**SHAPE)).save_pretrained(d / "hf")
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
-    tok.save_pretrained(d / "hf")
+    tiny_hf(d / "hf", seed=7)
     (d / "a.txt").write_text("To be, or not to be, that is the question. " * 4)  # 6 windows of 32
     rows = [{"query": f"Question {i}: the sky is", "choices": ["blue", "green", "loud"][: 2 + i % 2],
              "gold": i % 2} for i in range(9)]

@@ -39,15 +39,20 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory) -> tuple[Path, list[str]]:
+def tiny_hf(folder: Path, seed: int) -> None:
+    """A one-layer Llama of SHAPE with a byte-level tokenizer, saved as an HF folder."""
     from pretrain.tokens.hf_tokenizer import byte_tokenizer
 
-    d = tmp_path_factory.mktemp("resume")
-    torch.manual_seed(5)
-    transformers.LlamaForCausalLM(transformers.LlamaConfig(**SHAPE)).save_pretrained(d / "hf")
+    torch.manual_seed(seed)
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**SHAPE)).save_pretrained(folder)
     tok = transformers.PreTrainedTokenizerFast(tokenizer_object=byte_tokenizer(), eos_token="<|endoftext|>")
-    tok.save_pretrained(d / "hf")
+    tok.save_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> tuple[Path, list[str]]:
+    d = tmp_path_factory.mktemp("resume")
+    tiny_hf(d / "hf", seed=5)
     (d / "a.txt").write_text("To be, or not to be, that is the question. " * 4)
     (d / "b.txt").write_text("Whether 'tis nobler in the mind to suffer the slings. " * 4)
     rows = [{"query": f"Question {i}: the sky is", "choices": ["blue", "green", "loud"], "gold": i % 3}

@@ -48,6 +48,17 @@ def _ray_descendants(pid: int) -> list:
     return out
 
 
+def _clean_up(p, short) -> None:
+    """After a driver started in its own session: its group, then any Ray process it left, then its
+    temporary folder."""
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGKILL)
+    for q in _ray_descendants(p.pid):
+        if _alive(q):
+            q.kill()
+    shutil.rmtree(short, ignore_errors=True)
+
+
 def _alive(p) -> bool:
     """Running and not a zombie (a container's init may never reap an orphan's exit status)."""
     import psutil
@@ -130,12 +141,7 @@ def test_sigterm_of_a_ray_driver_reaches_the_command_not_rays_stack_dump():
         assert p.wait(timeout=60) == 0
         assert "SIGTERM received" not in p.stderr.read()
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        for q in _ray_descendants(p.pid):
-            if _alive(q):
-                q.kill()
-        shutil.rmtree(short, ignore_errors=True)
+        _clean_up(p, short)
 
 
 TERMED_IN_INIT = """
@@ -173,9 +179,4 @@ def test_sigterm_while_ray_starts_reaches_the_command():
         assert (out.strip(), p.returncode) == ("terminated", 0), err[-2000:]
         assert "SIGTERM received" not in err
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        for q in _ray_descendants(p.pid):
-            if _alive(q):
-                q.kill()
-        shutil.rmtree(short, ignore_errors=True)
+        _clean_up(p, short)
